@@ -1,0 +1,143 @@
+"""Allocation of a CHMM's hidden states (clones) to the symbols of its alphabet.
+
+Every symbol gets one clone; the remaining states are shared out in proportion to a
+per-symbol weight with the largest-remainder method, so the counts always sum exactly
+to the requested total. The paper (Dedieu et al. 2019, section 4.2) allocates "proportional
+to the number of unique n-grams that end with that character", which is method "ngram".
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+__all__ = ["ALLOCATION_METHODS", "allocate_clones", "largest_remainder", "symbol_weights"]
+
+ALLOCATION_METHODS: tuple[str, ...] = ("uniform", "frequency", "ngram")
+
+# Largest code kept before re-ranking n-gram codes, so code * n_symbols + symbol never overflows.
+_CODE_LIMIT = 2**62
+
+
+def _as_int(value: object, what: str) -> int:
+    """``value`` as a Python int, or ValueError naming ``what``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, got {value!r}.")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{what} must be an integer, got {value!r}.") from None
+
+
+def _check_sequence(train: np.ndarray, n_symbols: int) -> np.ndarray:
+    """``train`` as a 1-D int64 array of symbol indices in [0, n_symbols), or ValueError."""
+    seq = np.asarray(train)
+    if seq.ndim != 1:
+        raise ValueError(f"train must be a 1-D array of symbol indices, got shape {seq.shape}.")
+    if seq.size == 0:
+        return seq.astype(np.int64)
+    if not np.issubdtype(seq.dtype, np.integer):
+        raise ValueError(f"train must hold integer symbol indices, got dtype {seq.dtype}.")
+    lo, hi = int(seq.min()), int(seq.max())
+    if lo < 0 or hi >= n_symbols:
+        raise ValueError(f"train holds symbol indices in [{lo}, {hi}] but n_symbols is {n_symbols}.")
+    return seq.astype(np.int64, copy=False)
+
+
+def _ngram_weights(seq: np.ndarray, n_symbols: int, order: int) -> np.ndarray:
+    """For each symbol, the number of distinct length-``order`` n-grams of ``seq`` ending in it."""
+    m = seq.size - order + 1
+    if m <= 0:
+        return np.zeros(n_symbols, dtype=np.int64)
+    codes = seq[:m].copy()
+    max_code = n_symbols - 1
+    for k in range(1, order):
+        if (max_code + 1) * n_symbols > _CODE_LIMIT:
+            # Re-rank the (k)-gram codes densely so that the next step cannot overflow.
+            _, codes = np.unique(codes, return_inverse=True)
+            codes = codes.astype(np.int64, copy=False)
+            max_code = int(codes.max())
+        codes = codes * n_symbols + seq[k : k + m]
+        max_code = max_code * n_symbols + n_symbols - 1
+    _, first = np.unique(codes, return_index=True)
+    last_symbols = seq[first + order - 1]
+    return np.bincount(last_symbols, minlength=n_symbols).astype(np.int64)
+
+
+def symbol_weights(
+    train: np.ndarray, n_symbols: int, method: str = "ngram", ngram_order: int = 3
+) -> np.ndarray:
+    """Per-symbol allocation weights (int64, shape (n_symbols,)).
+
+    "uniform": all ones; "frequency": symbol counts in ``train``; "ngram": number of
+    distinct n-grams of length ``ngram_order`` in ``train`` that end in the symbol.
+    """
+    n_symbols = _as_int(n_symbols, "n_symbols")
+    if n_symbols < 1:
+        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
+    if method not in ALLOCATION_METHODS:
+        raise ValueError(
+            f"Unknown clone allocation method {method!r}; choose one of {', '.join(ALLOCATION_METHODS)}."
+        )
+    order = _as_int(ngram_order, "ngram_order")
+    if order < 1:
+        raise ValueError(f"ngram_order must be at least 1, got {order}.")
+    seq = _check_sequence(train, n_symbols)
+    if method == "uniform":
+        return np.ones(n_symbols, dtype=np.int64)
+    if method == "frequency":
+        return np.bincount(seq, minlength=n_symbols).astype(np.int64)
+    return _ngram_weights(seq, n_symbols, order)
+
+
+def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
+    """Split the integer ``total`` into parts proportional to non-negative integer ``weights``.
+
+    Each part is floor(total * w / W) plus one for the entries with the largest remainders
+    (ties: larger weight first, then lower index), so the parts sum exactly to ``total``.
+    Zero weights get zero; if all weights are zero the split is as equal as possible.
+    """
+    w = [int(x) for x in np.asarray(weights).ravel()]
+    if any(x < 0 for x in w):
+        raise ValueError("Allocation weights must be non-negative.")
+    if total < 0:
+        raise ValueError(f"total must be non-negative, got {total}.")
+    if not w:
+        if total:
+            raise ValueError("Cannot split a positive total over zero entries.")
+        return np.zeros(0, dtype=np.int64)
+    wsum = sum(w)
+    if wsum == 0:
+        w, wsum = [1] * len(w), len(w)
+    # Exact integer arithmetic (Python ints): no floating-point rounding in the remainders.
+    parts = [total * x // wsum for x in w]
+    rema = [total * x % wsum for x in w]
+    left = total - sum(parts)
+    ranked = sorted(range(len(w)), key=lambda i: (-rema[i], -w[i], i))
+    for i in ranked[:left]:
+        parts[i] += 1
+    return np.array(parts, dtype=np.int64)
+
+
+def allocate_clones(
+    train: np.ndarray, n_symbols: int, total_states: int, method: str = "ngram", ngram_order: int = 3
+) -> np.ndarray:
+    """Number of clones (hidden states) per symbol: int64, shape (n_symbols,), sum total_states.
+
+    Every symbol gets one clone; the other total_states - n_symbols are distributed with
+    the largest-remainder method in proportion to ``symbol_weights`` (a symbol of weight
+    zero, e.g. absent from ``train``, keeps its single clone). If every weight is zero
+    (e.g. ``train`` shorter than ``ngram_order``) the split is as equal as possible.
+    """
+    n_symbols = _as_int(n_symbols, "n_symbols")
+    total_states = _as_int(total_states, "total_states")
+    if n_symbols < 1:
+        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
+    if total_states < n_symbols:
+        raise ValueError(
+            f"Cannot allocate {total_states} states to {n_symbols} symbols with "
+            f"at least one clone per symbol: need ≥ {n_symbols} states."
+        )
+    weights = symbol_weights(train, n_symbols, method=method, ngram_order=ngram_order)
+    return 1 + largest_remainder(weights, total_states - n_symbols)

@@ -1,0 +1,479 @@
+"""Inference on a CHMM: scaled forward/backward, likelihood and bits per symbol, posteriors, expected counts,
+Viterbi decoding with soft evidence, and sampling. All functions work on the block-sparse layout.
+
+Notation follows the paper (section 3): alpha(n) and beta(n) are the forward and backward messages over the
+clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of the clone pair (n, n+1).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from engine.kernels import cpu
+from engine.model import CHMM, BlockLayout
+
+LOG2 = np.log(2.0)
+BACKOFF_WEIGHT = 1e-6
+"""Weight of the back-off distribution in :func:`score` (see there)."""
+
+
+class ForwardResult(NamedTuple):
+    """predictive[n] = P(x_n | x_1..x_{n-1}) under the model (0 at a zero-probability event);
+    alpha: stored normalised messages (flat, message n at offsets[n]) or an empty array."""
+
+    predictive: np.ndarray
+    zero_events: int
+    alpha: np.ndarray
+    offsets: np.ndarray
+
+
+class ScoreResult(NamedTuple):
+    """Bits per symbol of a sequence, with zero-probability events counted and backed off (see :func:`score`)."""
+
+    bps: float
+    log2_probability: float
+    symbols: int
+    zero_probability_events: int
+
+
+class Posteriors(NamedTuple):
+    """gamma(n) over the clones of x_n, flat (message n at offsets[n]); log_likelihood in nats."""
+
+    gamma: np.ndarray
+    offsets: np.ndarray
+    log_likelihood: float
+
+    def dense(self, layout: BlockLayout, x: np.ndarray) -> np.ndarray:
+        """gamma as an N x H array (for tiny models)."""
+        out = np.zeros((len(x), layout.n_states))
+        for n, s in enumerate(np.asarray(x)):
+            start = layout.clone_start[s]
+            m = layout.n_clones[s]
+            out[n, start : start + m] = self.gamma[self.offsets[n] : self.offsets[n] + m]
+        return out
+
+
+class EStepResult(NamedTuple):
+    """Expected transition counts sum_n xi(n) in the flat block layout (float64), gamma(1) over all clones,
+    the log-likelihood (nats) and the number of zero-probability events."""
+
+    counts: np.ndarray
+    gamma_first: np.ndarray
+    log_likelihood: float
+    zero_events: int
+    last_alpha: np.ndarray
+
+
+class ViterbiResult(NamedTuple):
+    """The MAP clone path, its symbols, and log max_z P(z, evidence) (nats; -inf if no path is possible)."""
+
+    clones: np.ndarray
+    symbols: np.ndarray
+    log_probability: float
+
+
+def _check_sequence(model: CHMM, x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError("the sequence must be a non-empty 1-D array of symbol indices")
+    if x.min() < 0 or x.max() >= model.n_symbols:
+        raise ValueError(f"the sequence holds symbol indices outside 0..{model.n_symbols - 1}")
+    return x
+
+
+def sequential_offsets(layout: BlockLayout, x: np.ndarray) -> np.ndarray:
+    """Offsets of per-position messages laid out in time order (message n has n_clones[x[n]] entries); the
+    last entry is the total size."""
+    offsets = np.zeros(len(x) + 1, dtype=np.int64)
+    np.cumsum(layout.n_clones[x], out=offsets[1:])
+    return offsets
+
+
+# ------------------------------------------------------------------------------------------------ forward
+def forward(
+    model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None
+) -> ForwardResult:
+    """Scaled forward pass: alpha(1) = pi(x_1), alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) (paper, section 3),
+    each message normalised; the normalisers are the one-step predictive probabilities.
+
+    ``initial`` replaces pi (used by online EM to carry the message across batches).
+    """
+    x = _check_sequence(model, x)
+    layout = model.layout
+    start = model.pi if initial is None else np.asarray(initial, dtype=model.T.dtype)
+    predictive = np.empty(len(x), dtype=np.float64)
+    if store:
+        offsets = sequential_offsets(layout, x)
+        alpha = np.empty(int(offsets[-1]), dtype=model.T.dtype)
+    else:
+        offsets = np.zeros(0, dtype=np.int64)
+        alpha = np.zeros(0, dtype=model.T.dtype)
+    zero_events = cpu.forward_pass(
+        model.T,
+        start.astype(model.T.dtype, copy=False),
+        x,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        layout.block_offset,
+        alpha,
+        offsets,
+        predictive,
+    )
+    return ForwardResult(predictive, int(zero_events), alpha, offsets)
+
+
+def log_likelihood(model: CHMM, x: np.ndarray) -> float:
+    """log P(x) in nats (eq. 1 of the paper), summed from the forward normalisers; -inf if x is impossible."""
+    result = forward(model, x)
+    if result.zero_events:
+        return -np.inf
+    return float(np.sum(np.log(result.predictive)))
+
+
+def symbol_bigram(model: CHMM) -> np.ndarray:
+    """Symbol bigram P(j | i) from the model's expected counts (block sums = pair counts of the training text),
+    add-1/2 smoothed; uniform rows where the model keeps no counts."""
+    n = model.n_symbols
+    table = np.zeros((n, n))
+    if model.counts is not None:
+        sums = np.add.reduceat(model.counts, model.layout.block_offset[:-1]) if model.layout.n_blocks else []
+        for k, (i, j) in enumerate(model.layout.block_pairs):
+            table[i, j] = sums[k]
+    table += 0.5
+    return table / table.sum(axis=1, keepdims=True)
+
+
+def score(model: CHMM, x: np.ndarray, backoff_weight: float = BACKOFF_WEIGHT) -> ScoreResult:
+    """Bits per symbol, BPS = -(1/N) log2 P(x) (paper, section 4), with a documented back-off.
+
+    Each symbol is scored with the per-step mixture
+        P(x_n | x_<n) = (1 - w) P_CHMM(x_n | x_<n) + w Q(x_n | x_{n-1}),
+    where Q is the symbol bigram of the training text (:func:`symbol_bigram`; the unigram-free uniform
+    start for n = 1) and w = ``backoff_weight`` (1e-6). Every factor is a proper distribution, so the BPS is a
+    true code length; it costs at most -log2(1 - w) ~ 1.4e-6 bits per symbol over the exact CHMM figure and
+    keeps the score finite where the CHMM gives a transition probability zero (a pair never seen in training, or
+    one pruned away). Such steps are counted in ``zero_probability_events``; after one, the forward message
+    restarts uniform over the clones of the symbol.
+    """
+    x = _check_sequence(model, x)
+    if not 0.0 <= backoff_weight < 1.0:
+        raise ValueError("backoff_weight must lie in [0, 1)")
+    result = forward(model, x)
+    q = np.empty(len(x))
+    q[0] = 1.0 / model.n_symbols
+    q[1:] = symbol_bigram(model)[x[:-1], x[1:]]
+    mixed = (1.0 - backoff_weight) * result.predictive + backoff_weight * q
+    with np.errstate(divide="ignore"):
+        log2_probability = float(np.sum(np.log2(mixed)))
+    return ScoreResult(-log2_probability / len(x), log2_probability, len(x), result.zero_events)
+
+
+# ------------------------------------------------------------------------------------------------ backward
+def backward(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Backward messages beta(n) = T(x_n, x_{n+1}) beta(n+1), each normalised to sum 1; (flat, offsets)."""
+    x = _check_sequence(model, x)
+    offsets = sequential_offsets(model.layout, x)
+    beta = np.empty(int(offsets[-1]), dtype=model.T.dtype)
+    layout = model.layout
+    T_transposed = cpu.transpose_blocks(model.T, layout.block_pairs, layout.block_offset, layout.n_clones)
+    cpu.backward_pass(
+        T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, offsets
+    )
+    return beta, offsets
+
+
+def posteriors(model: CHMM, x: np.ndarray) -> Posteriors:
+    """gamma(n) = alpha(n) o beta(n) / (alpha(n)^T beta(n)) for every position (paper, section 3)."""
+    fwd = forward(model, x, store=True)
+    beta, offsets = backward(model, x)
+    gamma = (fwd.alpha.astype(np.float64) * beta).astype(np.float64)
+    sizes = np.diff(offsets)
+    totals = np.add.reduceat(gamma, offsets[:-1]) if len(gamma) else np.zeros(0)
+    gamma /= np.repeat(np.where(totals > 0, totals, 1.0), sizes)
+    ll = -np.inf if fwd.zero_events else float(np.sum(np.log(fwd.predictive)))
+    return Posteriors(gamma, offsets[:-1], ll)
+
+
+# ------------------------------------------------------------------------------------------------ E-step
+class PairLayout(NamedTuple):
+    """Message offsets sorted by symbol pair (see :func:`pair_sorted_offsets`); reusable across EM iterations."""
+
+    alpha_offsets: np.ndarray
+    beta_offsets: np.ndarray
+    alpha_size: int
+    beta_size: int
+    pair_first: np.ndarray  # first position (in time) of each block's group, in sorted order
+    pair_count: np.ndarray
+    buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # alpha, beta, predictive (reused)
+
+    def with_buffers(self, dtype: np.dtype, n: int) -> PairLayout:
+        """The same layout with message buffers allocated once, so that repeated E-steps on one sequence
+        (EM iterations) do not pay for fresh pages every time."""
+        buffers = (np.zeros(self.alpha_size, dtype=dtype), np.zeros(self.beta_size, dtype=dtype), np.zeros(n))
+        return self._replace(buffers=buffers)
+
+
+def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray) -> PairLayout:
+    """Lay messages out so that, for every block (i, j), the alpha(n) and the beta(n+1) of the steps with
+    (x_n, x_{n+1}) = (i, j) are contiguous rows: the count accumulation is then one matrix product per block."""
+    n = len(x)
+    pair = layout.block_index[x[:-1], x[1:]]
+    order = np.argsort(pair, kind="stable")
+    sizes_alpha = layout.n_clones[x[order]]
+    sizes_beta = layout.n_clones[x[order + 1]]
+    alpha_offsets = np.empty(n, dtype=np.int64)
+    beta_offsets = np.empty(n, dtype=np.int64)
+    cum_a = np.concatenate([[0], np.cumsum(sizes_alpha)])
+    cum_b = np.concatenate([[0], np.cumsum(sizes_beta)])
+    alpha_offsets[order] = cum_a[:-1]
+    alpha_offsets[n - 1] = cum_a[-1]
+    beta_offsets[order + 1] = cum_b[:-1]
+    beta_offsets[0] = cum_b[-1]
+    sorted_pairs = pair[order]
+    valid = sorted_pairs >= 0
+    pair_count = np.bincount(sorted_pairs[valid], minlength=layout.n_blocks)
+    first_sorted = np.searchsorted(sorted_pairs, np.arange(layout.n_blocks), side="left")
+    pair_first = order[np.minimum(first_sorted, max(len(order) - 1, 0))] if len(order) else first_sorted
+    return PairLayout(
+        alpha_offsets,
+        beta_offsets,
+        int(cum_a[-1] + layout.n_clones[x[n - 1]]),
+        int(cum_b[-1] + layout.n_clones[x[0]]),
+        pair_first,
+        pair_count,
+    )
+
+
+@lru_cache(maxsize=1)
+def _executor() -> ThreadPoolExecutor:
+    # Two threads: the forward and the backward pass of an E-step are independent (the kernels release the GIL).
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="chmm-estep")
+
+
+COUNT_METHODS = ("gemm", "loop")
+
+
+def e_step(
+    model: CHMM,
+    x: np.ndarray,
+    initial: np.ndarray | None = None,
+    count_method: str = "gemm",
+    pair_layout: PairLayout | None = None,
+) -> EStepResult:
+    """Expected transition counts sum_n xi(n) (paper, section 3, M-step numerator) for one sequence.
+
+    xi(n) = alpha(n) o T(x_n, x_{n+1}) o beta(n+1)^T / (alpha(n)^T T(x_n, x_{n+1}) beta(n+1)).
+    The forward and backward passes run concurrently on two threads (beta is normalised on its own, and each
+    xi(n) is divided by its exact total, see ``cpu.pair_weights``). With ``count_method="gemm"`` the counts of
+    block (i, j) are T(i, j) o (A^T B), with A the weighted alpha(n) rows and B the beta(n+1) rows of the steps
+    with (x_n, x_{n+1}) = (i, j): one BLAS matrix product per block instead of N rank-one updates ("loop").
+    """
+    if count_method not in COUNT_METHODS:
+        raise ValueError(f"count_method must be one of {COUNT_METHODS}")
+    x = _check_sequence(model, x)
+    if len(x) < 2:
+        raise ValueError("the E-step needs a sequence of at least two symbols")
+    layout = model.layout
+    T = model.T
+    dtype = T.dtype
+    pl = pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
+    if pl.buffers is not None and pl.buffers[0].dtype == dtype:
+        alpha, beta, predictive = pl.buffers
+    else:
+        alpha = np.empty(pl.alpha_size, dtype=dtype)
+        beta = np.empty(pl.beta_size, dtype=dtype)
+        predictive = np.empty(len(x), dtype=np.float64)
+    start = (model.pi if initial is None else np.asarray(initial)).astype(dtype, copy=False)
+    pool = _executor()
+    job_forward = pool.submit(
+        cpu.forward_pass,
+        T,
+        start,
+        x,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        layout.block_offset,
+        alpha,
+        pl.alpha_offsets,
+        predictive,
+    )
+    T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
+    cpu.backward_pass(
+        T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets
+    )
+    zero_events = int(job_forward.result())
+
+    # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
+    m_first = layout.n_clones[x[0]]
+    g = (
+        alpha[pl.alpha_offsets[0] : pl.alpha_offsets[0] + m_first].astype(np.float64)
+        * beta[pl.beta_offsets[0] : pl.beta_offsets[0] + m_first]
+    )
+    gamma_first = np.zeros(layout.n_states)
+    if g.sum() > 0:
+        gamma_first[layout.clone_start[x[0]] : layout.clone_start[x[0]] + m_first] = g / g.sum()
+    last = len(x) - 1
+    last_alpha = np.zeros(layout.n_states, dtype=dtype)
+    m_last = layout.n_clones[x[last]]
+    last_alpha[layout.clone_start[x[last]] : layout.clone_start[x[last]] + m_last] = alpha[
+        pl.alpha_offsets[last] : pl.alpha_offsets[last] + m_last
+    ]
+
+    weights = np.empty(len(x) - 1, dtype=np.float64)
+    use_gemm = count_method == "gemm"
+    cpu.pair_weights(
+        x, layout.n_clones, predictive, alpha, pl.alpha_offsets, beta, pl.beta_offsets, weights, use_gemm
+    )
+    counts = np.zeros(layout.size, dtype=np.float64)
+    if use_gemm:
+        _accumulate_counts_gemm(model, pl, alpha, beta, counts)
+    else:
+        cpu.accumulate_counts_loop(
+            T,
+            x,
+            layout.n_clones,
+            layout.block_index,
+            layout.block_offset,
+            alpha,
+            pl.alpha_offsets,
+            beta,
+            pl.beta_offsets,
+            weights,
+            counts,
+        )
+    log_likelihood = -np.inf if zero_events else float(np.sum(np.log(predictive)))
+    return EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha)
+
+
+def _accumulate_counts_gemm(
+    model: CHMM, pl: PairLayout, alpha: np.ndarray, beta: np.ndarray, counts: np.ndarray
+) -> None:
+    layout = model.layout
+    for k in np.flatnonzero(pl.pair_count):
+        i, j = layout.block_pairs[k]
+        m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+        rows = int(pl.pair_count[k])
+        first = pl.pair_first[k]
+        a0 = pl.alpha_offsets[first]
+        b0 = pl.beta_offsets[first + 1]
+        A = alpha[a0 : a0 + rows * m_i].reshape(rows, m_i)
+        B = beta[b0 : b0 + rows * m_j].reshape(rows, m_j)
+        lo, hi = layout.block_offset[k], layout.block_offset[k + 1]
+        product = A.T @ B
+        counts[lo:hi] = (model.T[lo:hi].reshape(m_i, m_j) * product).ravel()
+
+
+# ------------------------------------------------------------------------------------------------ Viterbi
+class Evidence(NamedTuple):
+    """Per-position soft evidence over symbols, CSR style: position n may be symbol ``symbol[c]`` with likelihood
+    ``weight[c]`` for c in ptr[n]..ptr[n+1]-1. Hard evidence has one entry of weight 1 per position."""
+
+    ptr: np.ndarray
+    symbol: np.ndarray
+    weight: np.ndarray
+
+    @staticmethod
+    def hard(x: np.ndarray) -> Evidence:
+        x = np.asarray(x, dtype=np.int64)
+        return Evidence(np.arange(len(x) + 1, dtype=np.int64), x.copy(), np.ones(len(x)))
+
+    @staticmethod
+    def from_lists(options: list[dict[int, float]]) -> Evidence:
+        """Build from one {symbol: weight} dict per position."""
+        ptr = np.zeros(len(options) + 1, dtype=np.int64)
+        symbols: list[int] = []
+        weights: list[float] = []
+        for n, option in enumerate(options):
+            if not option:
+                raise ValueError(f"position {n} has no candidate symbol")
+            for s, w in sorted(option.items()):
+                if w < 0:
+                    raise ValueError("evidence weights must be non-negative")
+                symbols.append(int(s))
+                weights.append(float(w))
+            ptr[n + 1] = len(symbols)
+        return Evidence(ptr, np.array(symbols, dtype=np.int64), np.array(weights, dtype=np.float64))
+
+
+def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
+    """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
+    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`."""
+    if not isinstance(evidence, Evidence):
+        evidence = Evidence.hard(_check_sequence(model, evidence))
+    n_steps = len(evidence.ptr) - 1
+    if n_steps < 1:
+        raise ValueError("the evidence must cover at least one position")
+    if evidence.symbol.size and (evidence.symbol.min() < 0 or evidence.symbol.max() >= model.n_symbols):
+        raise ValueError("the evidence names symbols outside the model's alphabet")
+    layout = model.layout
+    sizes = layout.n_clones[evidence.symbol]
+    state_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=state_offsets[1:])
+    backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
+    path = np.full(n_steps, -1, dtype=np.int64)
+    log_probability = cpu.viterbi_pass(
+        model.T,
+        model.pi,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        layout.block_offset,
+        evidence.ptr,
+        evidence.symbol,
+        evidence.weight.astype(np.float64),
+        state_offsets,
+        backpointer,
+        path,
+    )
+    if not np.isfinite(log_probability):
+        return ViterbiResult(path, np.full(n_steps, -1), -np.inf)
+    symbols = layout.clone_symbol()[path]
+    return ViterbiResult(path, symbols, float(log_probability))
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def sample(
+    model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
+) -> np.ndarray:
+    """Sample ``length`` symbols from the model: the first clone from pi, or, given a prefix, from the filtered
+    posterior of the prefix's last clone (forward pass) followed by one transition; then by following T.
+    The prefix itself is not part of the output. Sampling stops early at a clone with no outgoing mass."""
+    if length < 1:
+        raise ValueError("length must be at least 1")
+    layout = model.layout
+    clone_symbol = layout.clone_symbol()
+    if prefix is None or len(prefix) == 0:
+        p = model.pi.astype(np.float64)
+        first = int(rng.choice(layout.n_states, p=p / p.sum()))
+        out = np.empty(length, dtype=np.int64)
+    else:
+        prefix = _check_sequence(model, prefix)
+        fwd = forward(model, prefix, store=True)
+        s = prefix[-1]
+        m = layout.n_clones[s]
+        a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64)
+        last = int(layout.clone_start[s] + rng.choice(m, p=a / a.sum()))
+        out = np.empty(length + 1, dtype=np.int64)
+        first = last
+    row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
+    uniforms = rng.random(len(out))
+    written = cpu.sample_path(
+        model.T,
+        layout.n_clones,
+        layout.clone_start,
+        clone_symbol,
+        row_block_start,
+        layout.block_pairs,
+        layout.block_offset,
+        first,
+        uniforms,
+        out,
+    )
+    out = out[:written]
+    return out if prefix is None or len(prefix) == 0 else out[1:]

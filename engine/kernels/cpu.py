@@ -1,0 +1,451 @@
+"""Numba kernels for the block-sparse CHMM on the CPU.
+
+Every kernel works on the flat block buffer described in :mod:`engine.model`: block ``k`` of symbol pair
+``(i, j) = block_pairs[k]`` is stored row-major at ``T[block_offset[k] : block_offset[k + 1]]`` with shape
+``n_clones[i] x n_clones[j]``. Messages live in flat buffers too: the message of position ``n`` starts at
+``offsets[n]`` and has ``n_clones[x[n]]`` entries. The kernels release the GIL so the forward and the backward
+pass of an E-step can run on two threads at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
+# fastmath only where reassociating a sum is harmless (dot products and axpy loops of message passing).
+_FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
+
+
+@njit(**_FLAGS)
+def block_row_sums(flat, block_pairs, block_offset, n_clones, clone_start):
+    """Sum of each clone's row over all stored blocks, in float64, shape (H,)."""
+    totals = np.zeros(clone_start[-1], dtype=np.float64)
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        j = block_pairs[k, 1]
+        rows = n_clones[i]
+        cols = n_clones[j]
+        base = block_offset[k]
+        first = clone_start[i]
+        for u in range(rows):
+            s = 0.0
+            for v in range(cols):
+                s += flat[base + u * cols + v]
+            totals[first + u] += s
+    return totals
+
+
+@njit(**_FLAGS)
+def block_scale_rows(flat, row_factor, block_pairs, block_offset, n_clones, clone_start):
+    """Multiply every stored entry of clone row u by ``row_factor[u]`` (in place)."""
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        j = block_pairs[k, 1]
+        rows = n_clones[i]
+        cols = n_clones[j]
+        base = block_offset[k]
+        first = clone_start[i]
+        for u in range(rows):
+            f = row_factor[first + u]
+            for v in range(cols):
+                flat[base + u * cols + v] *= f
+
+
+@njit(**_FAST)
+def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, store, offsets, predictive):
+    """Scaled forward pass (paper, section 3: alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}), normalised).
+
+    Writes ``predictive[n] = P(x_n | x_1..x_{n-1})`` (float64; ``P(x_1)`` for n = 0): the normaliser of step n,
+    so that log P(x) = sum(log(predictive)). When a step has probability zero under the model (a missing block,
+    or all mass lost after pruning) ``predictive[n]`` is 0 and the message restarts uniform over the clones of
+    ``x[n]``. If ``offsets`` is non-empty the normalised messages alpha(n) are stored at ``store[offsets[n]:]``.
+    Returns the number of zero-probability events.
+    """
+    n_steps = x.shape[0]
+    width = 0
+    for s in range(n_clones.shape[0]):
+        width = max(width, n_clones[s])
+    alpha = np.zeros(width, dtype=T.dtype)
+    nxt = np.zeros(width, dtype=T.dtype)
+    active = np.empty(width, dtype=np.int64)
+    keep = offsets.shape[0] > 0
+    zero_events = 0
+    i = x[0]
+    m_i = n_clones[i]
+    total = 0.0
+    for u in range(m_i):
+        alpha[u] = pi[clone_start[i] + u]
+        total += alpha[u]
+    if total > 0.0:
+        predictive[0] = total
+        scale = 1.0 / total
+        for u in range(m_i):
+            alpha[u] = alpha[u] * scale
+    else:
+        predictive[0] = 0.0
+        zero_events += 1
+        for u in range(m_i):
+            alpha[u] = 1.0 / m_i
+    if keep:
+        base = offsets[0]
+        for u in range(m_i):
+            store[base + u] = alpha[u]
+    for n in range(1, n_steps):
+        j = x[n]
+        m_j = n_clones[j]
+        k = block_index[i, j]
+        total = 0.0
+        if k >= 0:
+            # slices (not offset arithmetic) let LLVM drop wraparound checks and vectorise the axpy loop
+            out = nxt[:m_j]
+            out[:] = 0.0
+            start = block_offset[k]
+            # visit only the clones with mass (messages of trained models are sparse); the zero test stays
+            # out of the inner loop, which would otherwise not vectorise
+            n_active = 0
+            for u in range(m_i):
+                if alpha[u] != 0.0:
+                    active[n_active] = u
+                    n_active += 1
+            for t in range(n_active):
+                u = active[t]
+                a = alpha[u]
+                row = T[start + u * m_j : start + (u + 1) * m_j]
+                for v in range(m_j):
+                    out[v] += a * row[v]
+            for v in range(m_j):
+                total += out[v]
+        if total > 0.0:
+            predictive[n] = total
+            scale = 1.0 / total
+            for v in range(m_j):
+                alpha[v] = nxt[v] * scale
+        else:
+            predictive[n] = 0.0
+            zero_events += 1
+            for v in range(m_j):
+                alpha[v] = 1.0 / m_j
+        if keep:
+            base = offsets[n]
+            for v in range(m_j):
+                store[base + v] = alpha[v]
+        i = j
+        m_i = m_j
+    return zero_events
+
+
+@njit(**_FLAGS)
+def transpose_blocks(T, block_pairs, block_offset, n_clones):
+    """Every stored block transposed, in the same place of a new buffer (block k: n_clones[j] x n_clones[i])."""
+    out = np.empty_like(T)
+    for k in range(block_pairs.shape[0]):
+        rows = n_clones[block_pairs[k, 0]]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        for u in range(rows):
+            for v in range(cols):
+                out[base + v * rows + u] = T[base + u * cols + v]
+    return out
+
+
+@njit(**_FAST)
+def backward_pass(T_transposed, x, n_clones, block_index, block_offset, store, offsets):
+    """Backward pass beta(n) = T(x_n, x_{n+1}) beta(n+1) (paper, section 3), each message normalised to sum 1.
+
+    Takes the transposed blocks (:func:`transpose_blocks`) so that the product is a sum of contiguous columns
+    scaled by the entries of beta(n+1), which vectorises like the forward pass. beta(N) is uniform. A step
+    without a block, or with all mass lost, restarts uniform. The messages are written to ``store[offsets[n]:]``.
+    Their normalisation differs from the forward one; the E-step divides each xi(n) by its exact total instead
+    (see :func:`pair_weights`).
+    """
+    n_steps = x.shape[0]
+    width = 0
+    for s in range(n_clones.shape[0]):
+        width = max(width, n_clones[s])
+    beta = np.zeros(width, dtype=T_transposed.dtype)
+    nxt = np.zeros(width, dtype=T_transposed.dtype)
+    active = np.empty(width, dtype=np.int64)
+    j = x[n_steps - 1]
+    m_j = n_clones[j]
+    base = offsets[n_steps - 1]
+    for v in range(m_j):
+        beta[v] = 1.0 / m_j
+        store[base + v] = beta[v]
+    for n in range(n_steps - 2, -1, -1):
+        i = x[n]
+        m_i = n_clones[i]
+        k = block_index[i, j]
+        base = offsets[n]
+        total = 0.0
+        if k >= 0:
+            start = block_offset[k]
+            out = nxt[:m_i]
+            out[:] = 0.0
+            n_active = 0
+            for v in range(m_j):
+                if beta[v] != 0.0:
+                    active[n_active] = v
+                    n_active += 1
+            for t in range(n_active):
+                v = active[t]
+                b = beta[v]
+                column = T_transposed[start + v * m_i : start + (v + 1) * m_i]
+                for u in range(m_i):
+                    out[u] += b * column[u]
+            for u in range(m_i):
+                total += out[u]
+        if total > 0.0:
+            scale = 1.0 / total
+            for u in range(m_i):
+                beta[u] = nxt[u] * scale
+                store[base + u] = beta[u]
+        else:
+            for u in range(m_i):
+                beta[u] = 1.0 / m_i
+                store[base + u] = beta[u]
+        j = i
+        m_j = m_i
+
+
+@njit(**_FAST)
+def pair_weights(
+    x, n_clones, predictive, alpha_store, alpha_offsets, beta_store, beta_offsets, weights, scale_alpha
+):
+    """weights[n] = 1 / (alpha(n)^T T(x_n, x_{n+1}) beta(n+1)), the normaliser of xi(n), for every step n.
+
+    With alpha normalised by the forward pass, alpha(n)^T T beta(n+1) = predictive[n+1] * <alpha(n+1), beta(n+1)>,
+    so no extra matrix-vector product is needed. Steps with a zero-probability event get weight 0. With
+    ``scale_alpha`` each alpha(n) (n < N-1) is multiplied by its weight in the same sweep (alpha(n+1) is read
+    before it is scaled).
+    """
+    for n in range(x.shape[0] - 1):
+        m = n_clones[x[n + 1]]
+        a = alpha_offsets[n + 1]
+        b = beta_offsets[n + 1]
+        av = alpha_store[a : a + m]
+        bv = beta_store[b : b + m]
+        s = 0.0
+        for v in range(m):
+            s += av[v] * bv[v]
+        total = predictive[n + 1] * s
+        w = 1.0 / total if total > 0.0 else 0.0
+        weights[n] = w
+        if scale_alpha:
+            m_n = n_clones[x[n]]
+            a_n = alpha_offsets[n]
+            msg = alpha_store[a_n : a_n + m_n]
+            wf = alpha_store.dtype.type(w)
+            for u in range(m_n):
+                msg[u] *= wf
+
+
+@njit(**_FAST)
+def accumulate_counts_loop(
+    T,
+    x,
+    n_clones,
+    block_index,
+    block_offset,
+    alpha_store,
+    alpha_offsets,
+    beta_store,
+    beta_offsets,
+    weights,
+    counts,
+):
+    """Expected transition counts by per-step rank-one updates (the reference to the grouped products).
+
+    counts(i, j) += w_n * alpha(n) T(i, j) beta(n+1)^T elementwise, for every n with (x_n, x_{n+1}) = (i, j).
+    """
+    for n in range(x.shape[0] - 1):
+        w = weights[n]
+        if w == 0.0:
+            continue
+        i = x[n]
+        j = x[n + 1]
+        m_i = n_clones[i]
+        m_j = n_clones[j]
+        k = block_index[i, j]
+        start = block_offset[k]
+        a = alpha_offsets[n]
+        b = beta_offsets[n + 1]
+        bv = beta_store[b : b + m_j]
+        for u in range(m_i):
+            au = alpha_store[a + u] * w
+            if au != 0.0:
+                row = T[start + u * m_j : start + (u + 1) * m_j]
+                out = counts[start + u * m_j : start + (u + 1) * m_j]
+                for v in range(m_j):
+                    out[v] += au * row[v] * bv[v]
+
+
+@njit(**_FLAGS)
+def viterbi_pass(
+    T,
+    pi,
+    n_clones,
+    clone_start,
+    block_index,
+    block_offset,
+    evidence_ptr,
+    evidence_symbol,
+    evidence_weight,
+    state_offsets,
+    backpointer,
+    path,
+):
+    """Max-product (Viterbi) decoding with per-position soft evidence over symbols.
+
+    Position n may be any of the symbols ``evidence_symbol[evidence_ptr[n]:evidence_ptr[n+1]]``, each with
+    likelihood weight ``evidence_weight``; its candidate clones are the clones of those symbols, laid out one
+    symbol after another from ``state_offsets[c]`` (c: the candidate's index in the evidence arrays).
+    delta(n+1)_v = e(n+1, sym(v)) max_u delta(n)_u T_uv, rescaled to max 1 each step (float64).
+    ``backpointer`` (one entry per candidate clone) receives the argmax u as a global candidate-clone index.
+    Writes the MAP clone path (global clone indices) into ``path`` and returns log max_z P(z, evidence)
+    (-inf when every path has probability zero).
+    """
+    n_steps = evidence_ptr.shape[0] - 1
+    width = state_offsets[-1]
+    delta = np.zeros(width, dtype=np.float64)
+    log_scale = 0.0
+    # position 0
+    best = 0.0
+    for c in range(evidence_ptr[0], evidence_ptr[1]):
+        s = evidence_symbol[c]
+        w = evidence_weight[c]
+        base = state_offsets[c]
+        for u in range(n_clones[s]):
+            val = pi[clone_start[s] + u] * w
+            delta[base + u] = val
+            backpointer[base + u] = -1
+            if val > best:
+                best = val
+    if best <= 0.0:
+        return -np.inf
+    log_scale += np.log(best)
+    for c in range(evidence_ptr[0], evidence_ptr[1]):
+        s = evidence_symbol[c]
+        base = state_offsets[c]
+        for u in range(n_clones[s]):
+            delta[base + u] /= best
+    for n in range(1, n_steps):
+        best = 0.0
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            j = evidence_symbol[c]
+            m_j = n_clones[j]
+            w = evidence_weight[c]
+            out = state_offsets[c]
+            for v in range(m_j):
+                delta[out + v] = 0.0
+                backpointer[out + v] = -1
+            if w <= 0.0:
+                continue
+            for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
+                i = evidence_symbol[p]
+                k = block_index[i, j]
+                if k < 0:
+                    continue
+                m_i = n_clones[i]
+                start = block_offset[k]
+                src = state_offsets[p]
+                for u in range(m_i):
+                    du = delta[src + u]
+                    if du <= 0.0:
+                        continue
+                    row = start + u * m_j
+                    for v in range(m_j):
+                        val = du * T[row + v]
+                        if val > delta[out + v]:
+                            delta[out + v] = val
+                            backpointer[out + v] = src + u
+            for v in range(m_j):
+                delta[out + v] *= w
+                if delta[out + v] > best:
+                    best = delta[out + v]
+        if best <= 0.0:
+            return -np.inf
+        log_scale += np.log(best)
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            out = state_offsets[c]
+            for v in range(n_clones[evidence_symbol[c]]):
+                delta[out + v] /= best
+    # the final argmax: the candidate clone holding delta == 1 (first such)
+    last = -1
+    top = -1.0
+    for c in range(evidence_ptr[n_steps - 1], evidence_ptr[n_steps]):
+        out = state_offsets[c]
+        for v in range(n_clones[evidence_symbol[c]]):
+            if delta[out + v] > top:
+                top = delta[out + v]
+                last = out + v
+    # map candidate-clone slots back to global clones while following the back-pointers
+    slot = last
+    for n in range(n_steps - 1, -1, -1):
+        # find the candidate that holds this slot
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            s = evidence_symbol[c]
+            base = state_offsets[c]
+            if base <= slot < base + n_clones[s]:
+                path[n] = clone_start[s] + slot - base
+                break
+        slot = backpointer[slot]
+    return log_scale
+
+
+@njit(**_FLAGS)
+def sample_path(
+    T,
+    n_clones,
+    clone_start,
+    clone_symbol,
+    row_block_start,
+    block_pairs,
+    block_offset,
+    first_clone,
+    uniforms,
+    out_symbols,
+):
+    """Sample a clone path from ``first_clone`` by following T; writes the emitted symbols.
+
+    ``uniforms`` holds one U(0, 1) draw per step (drawn by the caller's numpy Generator). A clone with an
+    all-zero row (possible after pruning) ends the sample early; the number of symbols written is returned.
+    """
+    u_clone = first_clone
+    out_symbols[0] = clone_symbol[u_clone]
+    for n in range(1, out_symbols.shape[0]):
+        i = clone_symbol[u_clone]
+        row_index = u_clone - clone_start[i]
+        total = 0.0
+        for k in range(row_block_start[i], row_block_start[i + 1]):
+            cols = n_clones[block_pairs[k, 1]]
+            row = block_offset[k] + row_index * cols
+            for v in range(cols):
+                total += T[row + v]
+        if total <= 0.0:
+            return n
+        target = uniforms[n] * total
+        acc = 0.0
+        chosen = -1
+        for k in range(row_block_start[i], row_block_start[i + 1]):
+            j = block_pairs[k, 1]
+            cols = n_clones[j]
+            row = block_offset[k] + row_index * cols
+            for v in range(cols):
+                acc += T[row + v]
+                if acc >= target and T[row + v] > 0.0:
+                    chosen = clone_start[j] + v
+                    break
+            if chosen >= 0:
+                break
+        if chosen < 0:  # rounding: take the last positive entry of the row
+            for k in range(row_block_start[i], row_block_start[i + 1]):
+                j = block_pairs[k, 1]
+                cols = n_clones[j]
+                row = block_offset[k] + row_index * cols
+                for v in range(cols):
+                    if T[row + v] > 0.0:
+                        chosen = clone_start[j] + v
+        u_clone = chosen
+        out_symbols[n] = clone_symbol[u_clone]
+    return out_symbols.shape[0]

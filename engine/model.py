@@ -1,0 +1,341 @@
+"""The CHMM model: clones ordered by symbol, a block-sparse transition matrix, save/load without pickle.
+
+Hidden states ("clones") are ordered by the symbol they emit, so clone ``u`` of symbol ``i`` has global index
+``clone_start[i] + u`` and the transition matrix T splits into blocks T(i, j) of shape
+``n_clones[i] x n_clones[j]`` (paper, section 3). Only the blocks of symbol pairs listed in ``block_pairs`` are
+stored: one flat buffer holds them back to back (row-major), ``block_offset[k]`` is where block ``k`` starts, and
+``block_index[i, j]`` is ``k`` or -1 for a pair that has no block (all its transitions are zero). The same flat
+layout works for NumPy and CuPy arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_NAME = "chmm-explorer-model"
+FORMAT_VERSION = 1
+
+
+class ModelFormatError(ValueError):
+    """A file is not a CHMM Explorer model, or it is damaged."""
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """Index tables of the block-sparse layout (derived from ``n_clones`` and ``block_pairs``).
+
+    Attributes:
+        n_clones: clones per symbol, shape (E,).
+        clone_start: first global clone index of each symbol, shape (E + 1,); ``clone_start[E] = H``.
+        block_pairs: (i, j) symbol pairs with a stored block, shape (K, 2), sorted.
+        block_offset: start of each block in the flat buffer, shape (K + 1,); the last entry is the buffer size.
+        block_index: ``block_index[i, j]`` is the block number of pair (i, j), or -1, shape (E, E).
+    """
+
+    n_clones: np.ndarray
+    clone_start: np.ndarray
+    block_pairs: np.ndarray
+    block_offset: np.ndarray
+    block_index: np.ndarray
+
+    @staticmethod
+    def build(n_clones: np.ndarray, block_pairs: np.ndarray) -> BlockLayout:
+        """Build the index tables for clones per symbol ``n_clones`` and the stored symbol pairs."""
+        n_clones = np.ascontiguousarray(n_clones, dtype=np.int64)
+        if n_clones.ndim != 1 or n_clones.size == 0 or np.any(n_clones < 1):
+            raise ValueError("n_clones must be a non-empty 1-D array of positive integers")
+        n_symbols = n_clones.size
+        pairs = np.asarray(block_pairs, dtype=np.int64).reshape(-1, 2)
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= n_symbols):
+            raise ValueError("block_pairs refers to a symbol outside the alphabet")
+        order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+        pairs = pairs[order]
+        if len(pairs) > 1 and np.any(np.all(pairs[1:] == pairs[:-1], axis=1)):
+            raise ValueError("block_pairs lists a pair twice")
+        clone_start = np.zeros(n_symbols + 1, dtype=np.int64)
+        np.cumsum(n_clones, out=clone_start[1:])
+        sizes = n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]
+        block_offset = np.zeros(len(pairs) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=block_offset[1:])
+        block_index = np.full((n_symbols, n_symbols), -1, dtype=np.int64)
+        block_index[pairs[:, 0], pairs[:, 1]] = np.arange(len(pairs))
+        return BlockLayout(n_clones, clone_start, np.ascontiguousarray(pairs), block_offset, block_index)
+
+    @property
+    def n_symbols(self) -> int:
+        return int(self.n_clones.size)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.clone_start[-1])
+
+    @property
+    def n_blocks(self) -> int:
+        return int(len(self.block_pairs))
+
+    @property
+    def size(self) -> int:
+        """Number of entries in the flat block buffer."""
+        return int(self.block_offset[-1])
+
+    def block_shape(self, k: int) -> tuple[int, int]:
+        i, j = self.block_pairs[k]
+        return int(self.n_clones[i]), int(self.n_clones[j])
+
+    def clone_symbol(self) -> np.ndarray:
+        """The symbol emitted by each clone, shape (H,)."""
+        return np.repeat(np.arange(self.n_symbols), self.n_clones)
+
+
+def pairs_in_sequence(x: np.ndarray, n_symbols: int) -> np.ndarray:
+    """The distinct (x_n, x_{n+1}) symbol pairs that occur in the sequence ``x``, shape (K, 2), sorted."""
+    x = np.asarray(x, dtype=np.int64)
+    if x.size < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    codes = np.unique(x[:-1] * n_symbols + x[1:])
+    return np.stack([codes // n_symbols, codes % n_symbols], axis=1)
+
+
+@dataclass
+class CHMM:
+    """A cloned HMM over an alphabet of symbols.
+
+    Attributes:
+        symbols: the alphabet, one string per symbol (symbol ``i`` is emitted by the clones of index ``i``).
+        layout: the block-sparse layout (clones per symbol, stored blocks).
+        T: flat transition buffer (float32 or float64); each clone's row, gathered over all blocks (i, .),
+            sums to 1 (or to 0 for a clone that no transition leaves, which only happens after pruning).
+        pi: initial clone distribution, shape (H,), sums to 1.
+        counts: expected transition counts of the last E-step in the same flat layout (float64), or None.
+        metadata: JSON-serialisable facts about the model (normalisation, vocabulary, allocation, training
+            history, settings, seed).
+    """
+
+    symbols: list[str]
+    layout: BlockLayout
+    T: np.ndarray
+    pi: np.ndarray
+    counts: np.ndarray | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.symbols) != self.layout.n_symbols:
+            raise ValueError("symbols and n_clones disagree on the alphabet size")
+        if self.T.shape != (self.layout.size,):
+            raise ValueError(f"T has shape {self.T.shape}, the layout needs ({self.layout.size},)")
+        if self.pi.shape != (self.layout.n_states,):
+            raise ValueError(f"pi has shape {self.pi.shape}, the layout needs ({self.layout.n_states},)")
+        if self.counts is not None and self.counts.shape != self.T.shape:
+            raise ValueError("counts must have the same layout as T")
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def n_symbols(self) -> int:
+        return self.layout.n_symbols
+
+    @property
+    def n_states(self) -> int:
+        return self.layout.n_states
+
+    @property
+    def n_clones(self) -> np.ndarray:
+        return self.layout.n_clones
+
+    def block(self, i: int, j: int) -> np.ndarray | None:
+        """The block T(i, j) as a (view) array of shape ``n_clones[i] x n_clones[j]``, or None if not stored."""
+        k = int(self.layout.block_index[i, j])
+        if k < 0:
+            return None
+        start, stop = self.layout.block_offset[k], self.layout.block_offset[k + 1]
+        return self.T[start:stop].reshape(self.layout.block_shape(k))
+
+    def dense_T(self) -> np.ndarray:
+        """The full H x H transition matrix (for tests and tiny models only)."""
+        return blocks_to_dense(self.layout, self.T)
+
+    def symbol_index(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.symbols)}
+
+    def encode(self, text: str) -> np.ndarray:
+        """Map already-normalised text to symbol indices; unknown characters raise a clear ValueError."""
+        index = self.symbol_index()
+        unknown = sorted({c for c in text if c not in index})
+        if unknown:
+            shown = ", ".join(repr(c) for c in unknown[:10])
+            raise ValueError(
+                f"the text has {len(unknown)} character(s) outside the model's alphabet: {shown}"
+                + (" ..." if len(unknown) > 10 else "")
+            )
+        return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+
+    def decode_symbols(self, x: np.ndarray) -> str:
+        return "".join(self.symbols[int(s)] for s in x)
+
+    def n_nonzero(self) -> int:
+        return int(np.count_nonzero(self.T))
+
+    def copy(self) -> CHMM:
+        return CHMM(
+            list(self.symbols),
+            self.layout,
+            self.T.copy(),
+            self.pi.copy(),
+            None if self.counts is None else self.counts.copy(),
+            json.loads(json.dumps(self.metadata)),
+        )
+
+
+def blocks_to_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
+    """Scatter a flat block buffer into a dense H x H matrix."""
+    dense = np.zeros((layout.n_states, layout.n_states), dtype=flat.dtype)
+    for k, (i, j) in enumerate(layout.block_pairs):
+        rows = slice(layout.clone_start[i], layout.clone_start[i + 1])
+        cols = slice(layout.clone_start[j], layout.clone_start[j + 1])
+        dense[rows, cols] = flat[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(
+            layout.block_shape(k)
+        )
+    return dense
+
+
+def dense_to_blocks(layout: BlockLayout, dense: np.ndarray) -> np.ndarray:
+    """Gather the stored blocks of a dense H x H matrix into a flat buffer (the inverse of blocks_to_dense)."""
+    flat = np.empty(layout.size, dtype=dense.dtype)
+    for k, (i, j) in enumerate(layout.block_pairs):
+        rows = slice(layout.clone_start[i], layout.clone_start[i + 1])
+        cols = slice(layout.clone_start[j], layout.clone_start[j + 1])
+        flat[layout.block_offset[k] : layout.block_offset[k + 1]] = dense[rows, cols].ravel()
+    return flat
+
+
+def row_sums(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
+    """Sum of every clone's row over all stored blocks, shape (H,), in float64."""
+    from engine.kernels.cpu import block_row_sums
+
+    return block_row_sums(flat, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
+
+
+def normalise_rows(layout: BlockLayout, counts: np.ndarray, pseudocount: float, dtype: Any) -> np.ndarray:
+    """M-step: T = row-normalise(counts + pseudocount) over the stored blocks (paper, section 3).
+
+    The pseudocount is added to stored entries only, so pairs without a block stay at zero. A row with no mass
+    at all (possible only with pseudocount 0) stays all-zero.
+    """
+    smoothed = counts.astype(np.float64) + pseudocount
+    totals = row_sums(layout, smoothed)
+    from engine.kernels.cpu import block_scale_rows
+
+    inverse = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
+    block_scale_rows(
+        smoothed, inverse, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start
+    )
+    return smoothed.astype(dtype, copy=False)
+
+
+def random_model(
+    symbols: list[str],
+    n_clones: np.ndarray,
+    block_pairs: np.ndarray,
+    rng: np.random.Generator,
+    dtype: Any = np.float32,
+    metadata: dict[str, Any] | None = None,
+) -> CHMM:
+    """A CHMM with T random on the stored blocks (uniform(0, 1) entries, rows normalised) and uniform pi."""
+    layout = BlockLayout.build(n_clones, block_pairs)
+    raw = rng.random(layout.size)
+    T = normalise_rows(layout, raw, 0.0, dtype)
+    pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=dtype)
+    return CHMM(list(symbols), layout, T, pi, None, dict(metadata or {}))
+
+
+# ---------------------------------------------------------------------------------------------- save / load
+def save(model: CHMM, path: str | os.PathLike[str]) -> None:
+    """Save ``model`` as a ``.npz`` archive of plain arrays plus a JSON metadata entry (no pickle).
+
+    The file is written to a temporary name in the same folder and renamed, so a failure leaves any existing
+    file intact.
+    """
+    path = Path(path)
+    header = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "symbols": list(model.symbols),
+        "metadata": model.metadata,
+    }
+    arrays: dict[str, np.ndarray] = {
+        "header_json": np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
+        "n_clones": model.layout.n_clones,
+        "block_pairs": model.layout.block_pairs,
+        "T": np.asarray(model.T),
+        "pi": np.asarray(model.pi),
+    }
+    if model.counts is not None:
+        arrays["counts"] = np.asarray(model.counts)
+    directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez_compressed(handle, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path: str | os.PathLike[str]) -> CHMM:
+    """Load a model saved by :func:`save`; a missing, damaged or foreign file raises :class:`ModelFormatError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such model file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            names = set(archive.files)
+            needed = {"header_json", "n_clones", "block_pairs", "T", "pi"}
+            if not needed <= names:
+                raise ModelFormatError(
+                    f"{path}: not a CHMM Explorer model (missing {', '.join(sorted(needed - names))})"
+                )
+            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+            arrays = {name: archive[name] for name in names - {"header_json"}}
+    except ModelFormatError:
+        raise
+    except (
+        zipfile.BadZipFile,
+        OSError,
+        ValueError,
+        EOFError,
+        json.JSONDecodeError,
+        UnicodeDecodeError,
+    ) as exc:
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({exc})") from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
+    if header.get("format_version") != FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path}: model format version {header.get('format_version')} is not supported "
+            f"(this program reads version {FORMAT_VERSION})"
+        )
+    try:
+        layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
+        model = CHMM(
+            list(header["symbols"]),
+            layout,
+            arrays["T"],
+            arrays["pi"],
+            arrays.get("counts"),
+            dict(header.get("metadata", {})),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
+    if not (np.all(np.isfinite(model.T)) and np.all(model.T >= 0) and np.all(np.isfinite(model.pi))):
+        raise ModelFormatError(f"{path}: damaged CHMM model (T or pi holds negative or non-finite values)")
+    return model

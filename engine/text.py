@@ -1,0 +1,446 @@
+"""Reading, normalising and splitting text corpora for character-level CHMMs.
+
+The "paper" normalisation follows Dedieu et al. (2019), section 4.2: numbers are
+written out as words, every character other than the 26 letters and the space is
+removed (lowercased), words seen fewer than twice in the training part are replaced
+by the word ``rare``, the first 90% is the training part and the rest the test part.
+The "raw" normalisation keeps every character (Unicode NFC only).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "NORMALISATIONS",
+    "PAPER_SYMBOLS",
+    "Corpus",
+    "CorpusError",
+    "apply_normalisation",
+    "decode_bytes",
+    "normalise_paper_base",
+    "numbers_to_words",
+    "prepare_corpus",
+    "read_text",
+]
+
+PAPER_SYMBOLS: list[str] = [" "] + list("abcdefghijklmnopqrstuvwxyz")
+NORMALISATIONS: tuple[str, ...] = ("paper", "raw")
+RARE_WORD = "rare"
+
+
+class CorpusError(ValueError):
+    """A problem with a user-supplied corpus or corpus parameter (one-sentence message)."""
+
+
+# --------------------------------------------------------------------------- reading
+
+# Control bytes that are fine in a text file: \t \n \v \f \r and 0x1A (DOS end-of-file).
+_ALLOWED_CONTROL = frozenset({0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1A})
+_CONTROL_BYTES = np.array([b for b in list(range(0x20)) + [0x7F] if b not in _ALLOWED_CONTROL], dtype=np.intp)
+_MAX_CONTROL_SHARE = 0.01
+_MAX_NUL_SHARE = 0.0001
+
+
+def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000) -> str:
+    """Decode a corpus file's bytes as UTF-8 text (BOM removed), rejecting non-text input.
+
+    Raises CorpusError if the data is larger than ``max_bytes``, looks binary (NUL bytes beyond
+    one in 10,000, or more than 1% control bytes other than tab, newline, CR, form feed, vertical
+    tab and 0x1A), is not valid UTF-8, or is empty or whitespace-only.
+    """
+    size = len(data)
+    if size > max_bytes:
+        raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
+    if size == 0:
+        raise CorpusError(f"{name} is empty.")
+    counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
+    # A stray NUL is tolerated (the Calgary corpus's book1 has one); a binary file has many.
+    if counts[0] > max(1, _MAX_NUL_SHARE * size):
+        raise CorpusError(f"{name} looks like a binary file (it contains {int(counts[0]):,} NUL bytes).")
+    n_control = int(counts[_CONTROL_BYTES].sum())
+    if n_control > _MAX_CONTROL_SHARE * size:
+        raise CorpusError(
+            f"{name} looks like a binary file ({n_control / size:.1%} of its bytes are control characters)."
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{name} is not valid UTF-8 text (first invalid byte 0x{data[exc.start]:02x} "
+            f"at byte offset {exc.start:,})."
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.strip():
+        raise CorpusError(f"{name} contains only whitespace.")
+    return text
+
+
+def read_text(path: str | os.PathLike[str], max_bytes: int = 200_000_000) -> str:
+    """Read a corpus file and return its decoded text (see ``decode_bytes`` for the checks)."""
+    p = Path(path)
+    name = p.name or str(p)
+    if not p.exists():
+        raise CorpusError(f"Corpus file {name} was not found ({p}).")
+    if p.is_dir():
+        raise CorpusError(f"{name} is a directory, not a text file.")
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
+        data = p.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CorpusError(f"{name} cannot be read ({reason}).") from None
+    return decode_bytes(data, name=name, max_bytes=max_bytes)
+
+
+# --------------------------------------------------------------------------- numbers
+
+_ONES = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen",
+]  # fmt: skip
+_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_SCALES = [(10**9, "billion"), (10**6, "million"), (10**3, "thousand")]
+_MAX_SPELLED_DIGITS = 12
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+
+def _below_thousand(n: int) -> list[str]:
+    """English words for 1 <= n <= 999 (no "and", no hyphens)."""
+    words: list[str] = []
+    if n >= 100:
+        words += [_ONES[n // 100], "hundred"]
+        n %= 100
+    if n >= 20:
+        words.append(_TENS[n // 10])
+        n %= 10
+    if n > 0:
+        words.append(_ONES[n])
+    return words
+
+
+def _integer_words(n: int) -> list[str]:
+    """English words for 0 <= n < 10**12, e.g. 1865 -> one thousand eight hundred sixty five."""
+    if n == 0:
+        return ["zero"]
+    words: list[str] = []
+    for scale, scale_name in _SCALES:
+        if n >= scale:
+            words += _below_thousand(n // scale) + [scale_name]
+            n %= scale
+    if n > 0:
+        words += _below_thousand(n)
+    return words
+
+
+def _digit_run_words(digits: str) -> str:
+    """Words for one run of ASCII digits.
+
+    Runs longer than 12 digits, and runs with a leading zero such as "007", are spelled
+    digit by digit; other runs are read as an integer.
+    """
+    if len(digits) > _MAX_SPELLED_DIGITS or (len(digits) > 1 and digits[0] == "0"):
+        return " ".join(_ONES[int(d)] for d in digits)
+    return " ".join(_integer_words(int(digits)))
+
+
+def numbers_to_words(text: str) -> str:
+    """Replace every run of ASCII digits by English words surrounded by spaces.
+
+    "42" -> " forty two ", "1865" -> " one thousand eight hundred sixty five ", "0" -> " zero ";
+    runs of more than 12 digits (and runs with a leading zero) are spelled digit by digit.
+    """
+    return _DIGIT_RUN.sub(lambda m: f" {_digit_run_words(m.group())} ", text)
+
+
+# --------------------------------------------------------------------------- normalisation
+
+_NOT_LETTER = re.compile("[^a-z]+")
+
+
+def _fold_accents(text: str) -> str:
+    """NFKD-decompose and drop combining marks ("é" -> "e", "ﬁ" -> "fi")."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def normalise_paper_base(text: str) -> str:
+    """The paper's character normalisation without rare-word replacement.
+
+    NFC, lowercase, accents folded to plain letters, numbers written as words, every character
+    outside a-z (apostrophes included) turned into a space, runs of spaces collapsed, ends
+    stripped: "Don't PANIC: 42 cats!" -> "don t panic forty two cats". Treating apostrophes as
+    spaces reproduces the 118,788 training characters of carroll-alice.txt that the reference
+    implementation's figures were measured on.
+    """
+    text = unicodedata.normalize("NFC", text).lower()
+    text = _fold_accents(text).lower()  # lower again: compatibility forms such as "Ⅻ" fold to capitals
+    text = numbers_to_words(text)
+    return _NOT_LETTER.sub(" ", text).strip()
+
+
+def _replace_rare(text: str, vocabulary: set[str] | frozenset[str]) -> str:
+    """Replace every space-separated word not in ``vocabulary`` by "rare"."""
+    if not text:
+        return text
+    return " ".join(w if w in vocabulary else RARE_WORD for w in text.split(" "))
+
+
+def _check_normalisation(normalisation: str) -> None:
+    """Raise CorpusError unless ``normalisation`` is a known normalisation name."""
+    if normalisation not in NORMALISATIONS:
+        raise CorpusError(
+            f"Unknown normalisation {normalisation!r}; choose one of {', '.join(NORMALISATIONS)}."
+        )
+
+
+def apply_normalisation(text: str, normalisation: str, vocabulary: list[str] | None) -> str:
+    """Normalise ``text`` the way a corpus was normalised.
+
+    "paper": ``normalise_paper_base`` then every word not in ``vocabulary`` becomes "rare"
+    (no replacement when ``vocabulary`` is None); "raw": Unicode NFC only.
+    """
+    _check_normalisation(normalisation)
+    if normalisation == "raw":
+        return unicodedata.normalize("NFC", text)
+    base = normalise_paper_base(text)
+    if vocabulary is None:
+        return base
+    return _replace_rare(base, frozenset(vocabulary))
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def _describe_chars(chars: list[str], limit: int = 10) -> str:
+    """Comma-separated repr of up to ``limit`` characters, with a count of the rest."""
+    shown = ", ".join(repr(c) for c in chars[:limit])
+    if len(chars) > limit:
+        shown += f" and {len(chars) - limit} more"
+    return shown
+
+
+@dataclass(eq=False)
+class Corpus:
+    """A normalised corpus split into training, validation and test parts.
+
+    ``train`` and ``validation`` together form the paper's training set (``validation`` is
+    its last share, used for early stopping); ``test`` is held out. Arrays hold int64
+    indices into ``symbols``; the ``*_text`` fields are the same parts as strings.
+    """
+
+    normalisation: str
+    symbols: list[str]
+    vocabulary: list[str] | None
+    train: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+    train_text: str
+    validation_text: str
+    test_text: str
+
+    def __post_init__(self) -> None:
+        if any(len(s) != 1 for s in self.symbols) or len(set(self.symbols)) != len(self.symbols):
+            raise CorpusError("Corpus symbols must be distinct single characters.")
+        codes = np.array([ord(s) for s in self.symbols], dtype=np.int64)
+        self._order = np.argsort(codes, kind="stable")
+        self._codes = codes[self._order]
+
+    @property
+    def n_symbols(self) -> int:
+        """Number of symbols in the alphabet."""
+        return len(self.symbols)
+
+    @property
+    def train_full(self) -> np.ndarray:
+        """The whole training part (train followed by validation), on which the paper retrains."""
+        return np.concatenate([self.train, self.validation]).astype(np.int64)
+
+    @property
+    def train_full_text(self) -> str:
+        """The whole training part as text (train followed by validation)."""
+        return self.train_text + self.validation_text
+
+    def encode(self, text: str) -> np.ndarray:
+        """Map each character of ``text`` to its symbol index (int64 array).
+
+        Raises CorpusError listing up to 10 characters that are not in ``symbols``.
+        """
+        if not text:
+            return np.zeros(0, dtype=np.int64)
+        points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        pos = np.searchsorted(self._codes, points)
+        pos_clipped = np.minimum(pos, len(self._codes) - 1)
+        known = self._codes[pos_clipped] == points
+        if not known.all():
+            unknown = [chr(int(c)) for c in np.unique(points[~known])]
+            raise CorpusError(
+                f"The text contains {len(unknown)} character(s) not in the corpus alphabet: "
+                f"{_describe_chars(unknown)}."
+            )
+        return self._order[pos_clipped].astype(np.int64)
+
+    def decode(self, indices: np.ndarray) -> str:
+        """Map symbol indices back to text."""
+        return "".join(self.symbols[int(i)] for i in np.asarray(indices).ravel())
+
+
+def _cut(text: str, position: int, at_space: bool, keep_space: bool = False) -> tuple[str, str]:
+    """Split ``text`` near ``position``.
+
+    With ``at_space`` the cut is at the space nearest to ``position``; that space is dropped
+    (both parts start and end with a word) unless ``keep_space``, which leaves it at the end
+    of the first part so that the two parts concatenate back to ``text``. Without a space,
+    or without ``at_space``, the cut is exactly at ``position``.
+    """
+    position = min(max(position, 0), len(text))
+    if at_space and 0 < position < len(text):
+        left = text.rfind(" ", 0, position + 1)
+        right = text.find(" ", position)
+        candidates = [i for i in (left, right) if i >= 0]
+        if candidates:
+            i = min(candidates, key=lambda j: (abs(j - position), j))
+            return text[: i + int(keep_space)], text[i + 1 :]
+    return text[:position], text[position:]
+
+
+def _cap(text: str, max_chars: int, at_space: bool) -> str:
+    """The longest prefix of ``text`` of at most ``max_chars`` characters (ending at a word for paper)."""
+    if len(text) <= max_chars:
+        return text
+    if at_space:
+        i = text.rfind(" ", 0, max_chars + 1)
+        if i > 0:
+            return text[:i]
+    return text[:max_chars]
+
+
+def _is_integer(value: object) -> bool:
+    """True for Python and NumPy integers."""
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
+def _check_fraction(value: float, what: str) -> None:
+    """Raise CorpusError unless 0 <= value <= 0.5."""
+    try:
+        ok = 0.0 <= float(value) <= 0.5
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise CorpusError(f"{what} must be between 0 and 0.5, got {value!r}.")
+
+
+def prepare_corpus(
+    text: str,
+    normalisation: str = "paper",
+    test_fraction: float = 0.1,
+    validation: float = 0.1,
+    max_train: int | None = None,
+    name: str = "corpus",
+) -> Corpus:
+    """Normalise ``text`` and split it as in the paper.
+
+    The first (1 - test_fraction) of the normalised characters is the training part, the
+    rest the test part (for "paper" the cut is at the nearest space, which is dropped).
+    ``max_train`` caps the training part only. For "paper" the vocabulary is the sorted
+    list of words seen at least twice in the training part, and other words become
+    "rare" in both parts. The last ``validation`` share of the training part is the
+    validation part. For "raw" the alphabet is the training part's distinct characters;
+    characters that occur only in the test part are removed from it.
+    """
+    _check_normalisation(normalisation)
+    _check_fraction(test_fraction, "test_fraction")
+    _check_fraction(validation, "validation")
+    if max_train is not None and (isinstance(max_train, bool) or not _is_integer(max_train) or max_train < 2):
+        raise CorpusError(f"max_train must be an integer of at least 2, got {max_train!r}.")
+    paper = normalisation == "paper"
+
+    norm = normalise_paper_base(text) if paper else unicodedata.normalize("NFC", text)
+    if not norm.strip():
+        what = "no letters a-z left" if paper else "only whitespace"
+        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({what}).")
+    distinct = set(norm)
+    if len(distinct) < 2:
+        raise CorpusError(
+            f"{name} contains only the symbol {next(iter(distinct))!r} after {normalisation} "
+            "normalisation; a CHMM needs at least two distinct symbols."
+        )
+
+    if test_fraction > 0:
+        train_part, test_part = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=paper)
+    else:
+        train_part, test_part = norm, ""
+    if max_train is not None:
+        train_part = _cap(train_part, max_train, at_space=paper)
+
+    vocabulary: list[str] | None
+    if paper:
+        counts = Counter(train_part.split(" ")) if train_part else Counter()
+        vocabulary = sorted(w for w, c in counts.items() if c >= 2)
+        vocab_set = frozenset(vocabulary)
+        train_part = _replace_rare(train_part, vocab_set)
+        test_part = _replace_rare(test_part, vocab_set)
+        symbols = list(PAPER_SYMBOLS)
+    else:
+        vocabulary = None
+        symbols = sorted(set(train_part))
+        unseen = set(test_part) - set(symbols)
+        if unseen:
+            test_part = "".join(c for c in test_part if c not in unseen)
+
+    if len(set(train_part)) < 2:
+        raise CorpusError(
+            f"The training part of {name} has fewer than two distinct symbols; "
+            "a CHMM needs at least two distinct symbols."
+        )
+
+    if validation > 0:
+        train_text, validation_text = _cut(
+            train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True
+        )
+    else:
+        train_text, validation_text = train_part, ""
+    if len(train_text) < 2:
+        raise CorpusError(
+            f"The training part of {name} is too short: {len(train_text)} symbol(s) after removing "
+            "the validation part, at least 2 are needed."
+        )
+    if validation > 0 and len(validation_text) < 2:
+        raise CorpusError(
+            f"The training part of {name} ({len(train_part)} symbols) is too short for a validation "
+            f"share of {validation:g}."
+        )
+    if test_fraction > 0 and len(test_part) < 2:
+        raise CorpusError(f"{name} ({len(norm)} symbols) is too short for a test share of {test_fraction:g}.")
+
+    corpus = Corpus(
+        normalisation=normalisation,
+        symbols=symbols,
+        vocabulary=vocabulary,
+        train=np.zeros(0, dtype=np.int64),
+        validation=np.zeros(0, dtype=np.int64),
+        test=np.zeros(0, dtype=np.int64),
+        train_text=train_text,
+        validation_text=validation_text,
+        test_text=test_part,
+    )
+    corpus.train = corpus.encode(train_text)
+    corpus.validation = corpus.encode(validation_text)
+    corpus.test = corpus.encode(test_part)
+    return corpus
