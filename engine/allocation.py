@@ -65,9 +65,7 @@ def _ngram_weights(seq: np.ndarray, n_symbols: int, order: int) -> np.ndarray:
     return np.bincount(last_symbols, minlength=n_symbols).astype(np.int64)
 
 
-def symbol_weights(
-    train: np.ndarray, n_symbols: int, method: str = "ngram", ngram_order: int = 3
-) -> np.ndarray:
+def symbol_weights(train: np.ndarray, n_symbols: int, method: str = "ngram", ngram_order: int = 3) -> np.ndarray:
     """Per-symbol allocation weights (int64, shape (n_symbols,)).
 
     "uniform": all ones; "frequency": symbol counts in ``train``; "ngram": number of
@@ -77,9 +75,7 @@ def symbol_weights(
     if n_symbols < 1:
         raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
     if method not in ALLOCATION_METHODS:
-        raise ValueError(
-            f"Unknown clone allocation method {method!r}; choose one of {', '.join(ALLOCATION_METHODS)}."
-        )
+        raise ValueError(f"Unknown clone allocation method {method!r}; choose one of {', '.join(ALLOCATION_METHODS)}.")
     order = _as_int(ngram_order, "ngram_order")
     if order < 1:
         raise ValueError(f"ngram_order must be at least 1, got {order}.")

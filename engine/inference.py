@@ -94,9 +94,7 @@ def sequential_offsets(layout: BlockLayout, x: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ forward
-def forward(
-    model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None
-) -> ForwardResult:
+def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None) -> ForwardResult:
     """Scaled forward pass: alpha(1) = pi(x_1), alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) (paper, section 3),
     each message normalised; the normalisers are the one-step predictive probabilities.
 
@@ -181,9 +179,7 @@ def backward(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     beta = np.empty(int(offsets[-1]), dtype=model.T.dtype)
     layout = model.layout
     T_transposed = cpu.transpose_blocks(model.T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(
-        T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, offsets
-    )
+    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, offsets)
     return beta, offsets
 
 
@@ -304,9 +300,7 @@ def e_step(
         predictive,
     )
     T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(
-        T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets
-    )
+    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
     zero_events = int(job_forward.result())
 
     # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
@@ -327,9 +321,7 @@ def e_step(
 
     weights = np.empty(len(x) - 1, dtype=np.float64)
     use_gemm = count_method == "gemm"
-    cpu.pair_weights(
-        x, layout.n_clones, predictive, alpha, pl.alpha_offsets, beta, pl.beta_offsets, weights, use_gemm
-    )
+    cpu.pair_weights(x, layout.n_clones, predictive, alpha, pl.alpha_offsets, beta, pl.beta_offsets, weights, use_gemm)
     counts = np.zeros(layout.size, dtype=np.float64)
     if use_gemm:
         _accumulate_counts_gemm(model, pl, alpha, beta, counts)
@@ -438,9 +430,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
 
 
 # ------------------------------------------------------------------------------------------------ sampling
-def sample(
-    model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
-) -> np.ndarray:
+def sample(model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
     """Sample ``length`` symbols from the model: the first clone from pi, or, given a prefix, from the filtered
     posterior of the prefix's last clone (forward pass) followed by one transition; then by following T.
     The prefix itself is not part of the output. Sampling stops early at a clone with no outgoing mass."""

@@ -229,13 +229,12 @@ def fit(
     best_model = model
     since_best = 0
     previous_ll = -np.inf
+    quiet_epochs = 0
     online_state = _OnlineState()
     current = model
     pair_layout = None
     if config.algorithm == "em":
-        pair_layout = inference.pair_sorted_offsets(model.layout, train).with_buffers(
-            model.T.dtype, len(train)
-        )
+        pair_layout = inference.pair_sorted_offsets(model.layout, train).with_buffers(model.T.dtype, len(train))
     for iteration in range(1, config.max_iterations + 1):
         if cancel is not None and cancel.cancelled:
             result.stopped = "cancelled"
@@ -258,9 +257,7 @@ def fit(
             result.stopped = "failed"
             result.error = f"{type(exc).__name__}: {exc}"
             break
-        record = IterationRecord(
-            iteration, _bps(ll, len(train)), validation_bps, time.perf_counter() - started
-        )
+        record = IterationRecord(iteration, _bps(ll, len(train)), validation_bps, time.perf_counter() - started)
         result.history.append(record)
         current = new_model
         if has_validation:
@@ -281,7 +278,14 @@ def fit(
             break
         if np.isfinite(previous_ll) and np.isfinite(ll):
             gain = (ll - previous_ll) / abs(previous_ll) if previous_ll != 0 else 0.0
-            if config.algorithm != "online" and gain < config.tolerance:
+            # online EM's epoch likelihood is a sum over batches under a changing T: it may wobble and crawl
+            # along plateaus, so it converges when the size of the change stays small for three epochs in a row
+            if config.algorithm == "online":
+                quiet_epochs = quiet_epochs + 1 if abs(gain) < config.tolerance else 0
+                converged = quiet_epochs >= 3
+            else:
+                converged = gain < config.tolerance
+            if converged:
                 result.stopped = "converged"
                 break
         previous_ll = ll

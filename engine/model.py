@@ -199,9 +199,7 @@ def blocks_to_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
     for k, (i, j) in enumerate(layout.block_pairs):
         rows = slice(layout.clone_start[i], layout.clone_start[i + 1])
         cols = slice(layout.clone_start[j], layout.clone_start[j + 1])
-        dense[rows, cols] = flat[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(
-            layout.block_shape(k)
-        )
+        dense[rows, cols] = flat[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(layout.block_shape(k))
     return dense
 
 
@@ -233,9 +231,7 @@ def normalise_rows(layout: BlockLayout, counts: np.ndarray, pseudocount: float, 
     from engine.kernels.cpu import block_scale_rows
 
     inverse = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
-    block_scale_rows(
-        smoothed, inverse, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start
-    )
+    block_scale_rows(smoothed, inverse, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
     return smoothed.astype(dtype, copy=False)
 
 

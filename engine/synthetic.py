@@ -307,9 +307,7 @@ def bracket_true_model(k: int) -> CHMM:
     n_clones = np.array([len(c) for c in clones], dtype=np.int64)
     clone_start = np.concatenate([[0], np.cumsum(n_clones)])
     index = {
-        (symbol, stack): int(clone_start[symbol]) + u
-        for symbol in range(5)
-        for u, stack in enumerate(clones[symbol])
+        (symbol, stack): int(clone_start[symbol]) + u for symbol in range(5) for u, stack in enumerate(clones[symbol])
     }
     n_states = int(clone_start[-1])
     dense = np.zeros((n_states, n_states), dtype=np.float64)

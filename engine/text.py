@@ -75,8 +75,7 @@ def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(
-            f"{name} is not valid UTF-8 text (first invalid byte 0x{data[exc.start]:02x} "
-            f"at byte offset {exc.start:,})."
+            f"{name} is not valid UTF-8 text (first invalid byte 0x{data[exc.start]:02x} at byte offset {exc.start:,})."
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -201,9 +200,7 @@ def _replace_rare(text: str, vocabulary: set[str] | frozenset[str]) -> str:
 def _check_normalisation(normalisation: str) -> None:
     """Raise CorpusError unless ``normalisation`` is a known normalisation name."""
     if normalisation not in NORMALISATIONS:
-        raise CorpusError(
-            f"Unknown normalisation {normalisation!r}; choose one of {', '.join(NORMALISATIONS)}."
-        )
+        raise CorpusError(f"Unknown normalisation {normalisation!r}; choose one of {', '.join(NORMALISATIONS)}.")
 
 
 def apply_normalisation(text: str, normalisation: str, vocabulary: list[str] | None) -> str:
@@ -287,8 +284,7 @@ class Corpus:
         if not known.all():
             unknown = [chr(int(c)) for c in np.unique(points[~known])]
             raise CorpusError(
-                f"The text contains {len(unknown)} character(s) not in the corpus alphabet: "
-                f"{_describe_chars(unknown)}."
+                f"The text contains {len(unknown)} character(s) not in the corpus alphabet: {_describe_chars(unknown)}."
             )
         return self._order[pos_clipped].astype(np.int64)
 
@@ -353,6 +349,7 @@ def prepare_corpus(
     validation: float = 0.1,
     max_train: int | None = None,
     name: str = "corpus",
+    fixed_alphabet: tuple[list[str], list[str] | None] | None = None,
 ) -> Corpus:
     """Normalise ``text`` and split it as in the paper.
 
@@ -363,6 +360,10 @@ def prepare_corpus(
     "rare" in both parts. The last ``validation`` share of the training part is the
     validation part. For "raw" the alphabet is the training part's distinct characters;
     characters that occur only in the test part are removed from it.
+
+    ``fixed_alphabet`` = (symbols, vocabulary) of an existing model (continued training): the
+    corpus is then encoded with them instead of deriving its own; "raw" text with a character
+    outside those symbols raises CorpusError.
     """
     _check_normalisation(normalisation)
     _check_fraction(test_fraction, "test_fraction")
@@ -390,7 +391,17 @@ def prepare_corpus(
         train_part = _cap(train_part, max_train, at_space=paper)
 
     vocabulary: list[str] | None
-    if paper:
+    if fixed_alphabet is not None:
+        symbols, vocabulary = list(fixed_alphabet[0]), fixed_alphabet[1]
+        if paper:
+            vocab_set = frozenset(vocabulary or [])
+            train_part = _replace_rare(train_part, vocab_set)
+            test_part = _replace_rare(test_part, vocab_set)
+        else:
+            unknown = sorted((set(train_part) | set(test_part)) - set(symbols))
+            if unknown:
+                raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
+    elif paper:
         counts = Counter(train_part.split(" ")) if train_part else Counter()
         vocabulary = sorted(w for w, c in counts.items() if c >= 2)
         vocab_set = frozenset(vocabulary)

@@ -209,9 +209,7 @@ def backward_pass(T_transposed, x, n_clones, block_index, block_offset, store, o
 
 
 @njit(**_FAST)
-def pair_weights(
-    x, n_clones, predictive, alpha_store, alpha_offsets, beta_store, beta_offsets, weights, scale_alpha
-):
+def pair_weights(x, n_clones, predictive, alpha_store, alpha_offsets, beta_store, beta_offsets, weights, scale_alpha):
     """weights[n] = 1 / (alpha(n)^T T(x_n, x_{n+1}) beta(n+1)), the normaliser of xi(n), for every step n.
 
     With alpha normalised by the forward pass, alpha(n)^T T beta(n+1) = predictive[n+1] * <alpha(n+1), beta(n+1)>,

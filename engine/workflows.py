@@ -1,0 +1,235 @@
+"""User-level operations shared by the command line and the web app: train a corpus into a model (with progress
+and cancellation), score text, sample text. ``cli.py`` and ``app/`` call these and never re-assemble the steps,
+so both always behave the same."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine import allocation, inference, learning, text
+from engine import model as model_io
+from engine.backend import BackendError, resolve_backend
+from engine.model import CHMM, pairs_in_sequence, random_model
+
+ENGINE_VERSION = "0.1.0"
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+@dataclass
+class TrainOptions:
+    """Everything that defines a training run (recorded in the model's metadata)."""
+
+    states: int = 3000
+    allocation: str = "ngram"
+    ngram_order: int = 3
+    normalise: str = "paper"
+    algorithm: str = "em"
+    iterations: int = 100
+    batch_size: int = 10_000
+    memory: float = 0.9
+    validation: float = 0.1
+    test_fraction: float = 0.1
+    max_train: int | None = None
+    pseudocount: float = 1e-6
+    tolerance: float = 1e-6
+    patience: int = 5
+    seed: int = 0
+    backend: str = "cpu"
+    dtype: str = "float32"
+    init: str | None = None
+
+    def validate(self) -> None:
+        """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
+        if isinstance(self.states, bool) or not isinstance(self.states, int) or self.states < 2:
+            raise ValueError(f"the number of states must be an integer of at least 2, got {self.states!r}")
+        if self.allocation not in allocation.ALLOCATION_METHODS:
+            raise ValueError(
+                f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
+            )
+        if self.normalise not in text.NORMALISATIONS:
+            raise ValueError(
+                f"unknown normalisation {self.normalise!r}; choose one of {', '.join(text.NORMALISATIONS)}"
+            )
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+        if not 0.0 <= self.validation <= 0.5:
+            raise ValueError(f"the validation share must lie in [0, 0.5], got {self.validation}")
+        if not 0.0 <= self.test_fraction <= 0.5:
+            raise ValueError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
+        if self.seed < 0:
+            raise ValueError("the seed must be a non-negative integer")
+        self.training_config().validate()
+
+    def training_config(self) -> learning.TrainingConfig:
+        return learning.TrainingConfig(
+            algorithm=self.algorithm,
+            max_iterations=self.iterations,
+            tolerance=self.tolerance,
+            patience=self.patience,
+            pseudocount=self.pseudocount,
+            batch_size=self.batch_size,
+            memory=self.memory,
+        )
+
+
+@dataclass
+class TrainOutcome:
+    """The trained model, the figures of the run (the CLI's ``--json`` object) and the training result."""
+
+    model: CHMM
+    summary: dict[str, Any]
+    result: learning.TrainingResult
+    corpus: text.Corpus = field(repr=False)
+
+
+def _check_backend(name: str) -> str:
+    """The backend a training run uses. This version's learners run on the CPU: "auto" resolves to "cpu", and
+    "gpu" is refused with a clear reason (no CuPy/CUDA here, or no GPU learner yet)."""
+    if name == "auto":
+        return "cpu"
+    if resolve_backend(name) == "gpu":
+        raise BackendError("a CUDA device is available, but this version trains on the CPU only; use --backend cpu")
+    return "cpu"
+
+
+def train_text(
+    corpus_text: str,
+    options: TrainOptions,
+    callback: learning.ProgressCallback | None = None,
+    cancel: learning.CancelToken | None = None,
+    name: str = "corpus",
+    log: Callable[[str], None] | None = None,
+) -> TrainOutcome:
+    """Normalise and split ``corpus_text`` (paper: first 90% train with its last ``validation`` share held out
+    for early stopping, last 10% test), allocate clones, initialise T at random on the symbol pairs seen in
+    training (or start from ``options.init``), and train. Returns the best model and its figures."""
+    options.validate()
+    backend = _check_backend(options.backend)
+    started = time.perf_counter()
+    init_model = load_model(options.init) if options.init else None
+    if init_model is not None:
+        fixed = (init_model.symbols, init_model.metadata.get("vocabulary"))
+        normalisation = init_model.metadata.get("normalisation", options.normalise)
+    else:
+        fixed, normalisation = None, options.normalise
+    corpus = text.prepare_corpus(
+        corpus_text,
+        normalisation=normalisation,
+        test_fraction=options.test_fraction,
+        validation=options.validation,
+        max_train=options.max_train,
+        name=name,
+        fixed_alphabet=fixed,
+    )
+    rng = np.random.default_rng(options.seed)
+    dtype = DTYPES[options.dtype]
+    if init_model is None:
+        n_clones = allocation.allocate_clones(
+            corpus.train_full, corpus.n_symbols, options.states, options.allocation, options.ngram_order
+        )
+        start = random_model(corpus.symbols, n_clones, pairs_in_sequence(corpus.train, corpus.n_symbols), rng, dtype)
+    else:
+        start = extend_model(init_model, pairs_in_sequence(corpus.train, corpus.n_symbols), rng, dtype)
+    if log:
+        log(
+            f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
+            f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
+            f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
+        )
+    validation = corpus.validation if len(corpus.validation) else None
+    result = learning.fit(start, corpus.train, validation, options.training_config(), callback, cancel)
+    trained = result.model
+    figures = {
+        "train_bps": inference.score(trained, corpus.train).bps,
+        "validation_bps": inference.score(trained, corpus.validation).bps if validation is not None else None,
+        "test_bps": inference.score(trained, corpus.test).bps if len(corpus.test) else None,
+    }
+    seconds = time.perf_counter() - started
+    trained.metadata = {
+        "engine_version": ENGINE_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "corpus": name,
+        "normalisation": corpus.normalisation,
+        "vocabulary": corpus.vocabulary,
+        "allocation": options.allocation if init_model is None else init_model.metadata.get("allocation"),
+        "settings": asdict(options) | {"backend": backend},
+        "seed": options.seed,
+        "stopped": result.stopped,
+        "best_iteration": result.best_iteration,
+        "history": [r._asdict() for r in result.history],
+        "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
+        **figures,
+    }
+    summary = {
+        **figures,
+        "iterations": len(result.history),
+        "best_iteration": result.best_iteration,
+        "stopped": result.stopped,
+        "seconds": seconds,
+        "states": trained.n_states,
+        "symbols": int(len(corpus.train)),
+        "alphabet": trained.n_symbols,
+    }
+    if result.error:
+        summary["error"] = result.error
+    return TrainOutcome(trained, summary, result, corpus)
+
+
+def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:
+    """Continue from ``model`` on new data: keep its blocks and values, add random blocks for symbol pairs the
+    new data has and the model lacks (weighted 1e-3 against the existing row mass), renormalise rows."""
+    layout = model.layout
+    known = {(int(i), int(j)) for i, j in layout.block_pairs}
+    extra = [p for p in map(tuple, pairs.tolist()) if p not in known]
+    if not extra:
+        return model_io.CHMM(model.symbols, layout, model.T.astype(dtype), model.pi.astype(dtype), None, model.metadata)
+    new_layout = model_io.BlockLayout.build(layout.n_clones, np.concatenate([layout.block_pairs, np.array(extra)]))
+    raw = np.zeros(new_layout.size)
+    for k, (i, j) in enumerate(new_layout.block_pairs):
+        lo, hi = new_layout.block_offset[k], new_layout.block_offset[k + 1]
+        old = layout.block_index[i, j]
+        if old >= 0:
+            raw[lo:hi] = model.T[layout.block_offset[old] : layout.block_offset[old + 1]]
+        else:
+            raw[lo:hi] = 1e-3 * rng.random(hi - lo) / new_layout.n_clones[j]
+    T = model_io.normalise_rows(new_layout, raw, 0.0, dtype)
+    return CHMM(model.symbols, new_layout, T, model.pi.astype(dtype), None, model.metadata)
+
+
+# ------------------------------------------------------------------------------------------ using a model
+def load_model(path: str | Path) -> CHMM:
+    """Load a model file (clear :class:`engine.model.ModelFormatError` on a missing, damaged or foreign file)."""
+    return model_io.load(path)
+
+
+def save_model(model: CHMM, path: str | Path) -> None:
+    """Save atomically (temporary file + rename): a failure leaves an existing file untouched."""
+    model_io.save(model, path)
+
+
+def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
+    """Normalise raw text the way the model's training corpus was (normalisation and vocabulary stored in the
+    model) and map it to symbol indices; characters outside the alphabet raise a clear ValueError."""
+    normalisation = model.metadata.get("normalisation", "raw")
+    normalised = text.apply_normalisation(raw_text, normalisation, model.metadata.get("vocabulary"))
+    if not normalised:
+        raise text.CorpusError("the text is empty after the model's normalisation")
+    return model.encode(normalised)
+
+
+def score_text(model: CHMM, raw_text: str) -> inference.ScoreResult:
+    """Bits per symbol of raw text under the model (with the documented back-off, see inference.score)."""
+    return inference.score(model, encode_for_model(model, raw_text))
+
+
+def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = None) -> str:
+    """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given."""
+    rng = np.random.default_rng(seed)
+    encoded = encode_for_model(model, prefix) if prefix else None
+    return model.decode_symbols(inference.sample(model, length, rng, encoded))
