@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,6 +251,19 @@ def random_model(
 
 
 # ---------------------------------------------------------------------------------------------- save / load
+def _json_safe(value: Any) -> Any:
+    """Metadata as strict JSON: NaN and infinities become null, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     """Save ``model`` as a ``.npz`` archive of plain arrays plus a JSON metadata entry (no pickle).
 
@@ -266,7 +278,6 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
         "metadata": model.metadata,
     }
     arrays: dict[str, np.ndarray] = {
-        "header_json": np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
         "n_clones": model.layout.n_clones,
         "block_pairs": model.layout.block_pairs,
         "T": np.asarray(model.T),
@@ -274,6 +285,8 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     }
     if model.counts is not None:
         arrays["counts"] = np.asarray(model.counts)
+    header["arrays"] = sorted(arrays)
+    arrays["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
@@ -293,7 +306,13 @@ def load(path: str | os.PathLike[str]) -> CHMM:
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such model file")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as exc:  # a damaged archive fails in many ways (zlib, zipfile, format errors)
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise ModelFormatError(f"{path}: not a CHMM Explorer model (a bare array file, not an .npz archive)")
+    try:
+        with loaded as archive:
             names = set(archive.files)
             needed = {"header_json", "n_clones", "block_pairs", "T", "pi"}
             if not needed <= names:
@@ -304,17 +323,13 @@ def load(path: str | os.PathLike[str]) -> CHMM:
             arrays = {name: archive[name] for name in names - {"header_json"}}
     except ModelFormatError:
         raise
-    except (
-        zipfile.BadZipFile,
-        OSError,
-        ValueError,
-        EOFError,
-        json.JSONDecodeError,
-        UnicodeDecodeError,
-    ) as exc:
-        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({exc})") from exc
+    except Exception as exc:  # zlib.error, BadZipFile, NotImplementedError (compression), JSON/Unicode errors, ...
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
+    missing = sorted(set(header.get("arrays", [])) - set(arrays))
+    if missing:
+        raise ModelFormatError(f"{path}: damaged CHMM model (array(s) {', '.join(missing)} missing)")
     if header.get("format_version") != FORMAT_VERSION:
         raise ModelFormatError(
             f"{path}: model format version {header.get('format_version')} is not supported "
@@ -332,6 +347,7 @@ def load(path: str | os.PathLike[str]) -> CHMM:
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
-    if not (np.all(np.isfinite(model.T)) and np.all(model.T >= 0) and np.all(np.isfinite(model.pi))):
+    finite = np.all(np.isfinite(model.T)) and np.all(np.isfinite(model.pi))
+    if not (finite and np.all(model.T >= 0) and np.all(model.pi >= 0)):
         raise ModelFormatError(f"{path}: damaged CHMM model (T or pi holds negative or non-finite values)")
     return model

@@ -1,0 +1,167 @@
+"""Benchmark: batch-EM speed, forward-pass speed, memory and bits per symbol on carroll-alice.txt.
+
+Prints a table (states, allocation, symbols, seconds per EM iteration, seconds per forward pass, peak RSS,
+train/test BPS after the EM iterations, speed-up against the reference numba implementation of the paper's
+authors, and achieved multiply-adds per second). Each configuration runs in its own process so that its peak
+RSS is its own.
+
+    python bench/bench_em.py                      # the issue's six configurations, 50 EM iterations each
+    python bench/bench_em.py --quick              # fewer iterations, no 10,000-state row
+    python bench/bench_em.py --counts             # also compare the count accumulation methods (gemm / loop)
+
+The reference figures (its own numba code on this kind of 2-core machine, float32, the same number of clones
+for every symbol, 118,788 training symbols) are quoted in the engine issue: 0.126 / 0.76 / ~8 s per EM
+iteration and 0.029 / 0.073 / 0.68 s per forward pass at 270 / 1,000 / 3,000 states, ~90 s per iteration at
+10,000 states; test BPS after 50 EM iterations 1.976 / 1.673 / 1.564 (uniform) and, at 1,000 states, 1.652
+(frequency) and 1.633 (n-gram).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
+REFERENCE_ITERATION = {270: 0.126, 1000: 0.76, 3000: 8.0, 10000: 90.0}
+REFERENCE_FORWARD = {270: 0.029, 1000: 0.073, 3000: 0.68}
+CONFIGURATIONS = [
+    (270, "uniform"),
+    (1000, "uniform"),
+    (3000, "uniform"),
+    (1000, "ngram"),
+    (3000, "ngram"),
+    (10000, "ngram"),
+]
+TRAIN_SYMBOLS = 118_788  # the reference's training text: the first 90% of the normalised corpus
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.machine()}"
+    return f"{cpu}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
+
+
+def run_one(states: int, method: str, iterations: int, count_method: str) -> dict:
+    """Train one configuration in this process and return its figures."""
+    from engine import allocation, inference, learning, text
+    from engine.model import pairs_in_sequence, random_model
+
+    corpus = text.prepare_corpus(text.read_text(CORPUS), "paper", validation=0.0)
+    train = corpus.train[:TRAIN_SYMBOLS]
+    n_clones = allocation.allocate_clones(train, corpus.n_symbols, states, method)
+    model = random_model(corpus.symbols, n_clones, pairs_in_sequence(train, corpus.n_symbols), np.random.default_rng(0))
+    # compile the kernels outside the timings
+    inference.e_step(model, train[:2000], count_method=count_method)
+    inference.forward(model, train[:2000])
+    config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0, count_method=count_method)
+    result = learning.fit(model, train, None, config)
+    seconds = [r.seconds for r in result.history]
+    per_iteration = float(np.median(seconds[1:] if len(seconds) > 1 else seconds))
+    trained = result.model
+    forward_times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        inference.forward(trained, train)
+        forward_times.append(time.perf_counter() - started)
+    step_macs = float(np.sum(n_clones[train[:-1]] * n_clones[train[1:]]))
+    return {
+        "states": states,
+        "allocation": method,
+        "count_method": count_method,
+        "symbols": int(len(train)),
+        "iterations": len(result.history),
+        "seconds_per_iteration": per_iteration,
+        "seconds_per_forward": float(min(forward_times)),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "train_bps": inference.score(trained, train).bps,
+        "test_bps": inference.score(trained, corpus.test).bps,
+        "forward_macs": step_macs,
+        "blocks": trained.layout.n_blocks,
+        "transition_entries": trained.layout.size,
+    }
+
+
+def _child(states: int, method: str, iterations: int, count_method: str) -> dict:
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    command = [sys.executable, __file__, "--child", str(states), method, str(iterations), count_method]
+    output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _row(r: dict) -> str:
+    ref_iteration = REFERENCE_ITERATION.get(r["states"])
+    ref_forward = REFERENCE_FORWARD.get(r["states"])
+    speedup_iteration = f"{ref_iteration / r['seconds_per_iteration']:.1f}x" if ref_iteration else "-"
+    speedup_forward = f"{ref_forward / r['seconds_per_forward']:.1f}x" if ref_forward else "-"
+    em_rate = 3 * r["forward_macs"] / r["seconds_per_iteration"] / 1e9
+    forward_rate = r["forward_macs"] / r["seconds_per_forward"] / 1e9
+    return (
+        f"| {r['states']:>6} | {r['allocation']:<8} | {r['count_method']:<5} | {r['symbols']:>7} | "
+        f"{r['seconds_per_iteration']:>8.4f} | {speedup_iteration:>6} | {em_rate:>6.1f} | "
+        f"{r['seconds_per_forward']:>8.4f} | {speedup_forward:>6} | {forward_rate:>6.1f} | "
+        f"{r['peak_rss_mb']:>7.0f} | {r['iterations']:>3} | {r['train_bps']:.3f} | {r['test_bps']:.3f} |"
+    )
+
+
+HEADER = (
+    "| states | alloc    | count | symbols | s/iter   | vs ref | GMAC/s | s/fwd    | vs ref | GMAC/s | RSS MB "
+    "| it  | train | test  |\n"
+    "|-------:|----------|-------|--------:|---------:|-------:|-------:|---------:|-------:|-------:|-------:"
+    "|----:|------:|------:|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", nargs=4, metavar=("STATES", "ALLOCATION", "ITERATIONS", "COUNTS"))
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="10 iterations, no 10,000-state configuration")
+    parser.add_argument("--counts", action="store_true", help="also time the per-step count accumulation")
+    parser.add_argument("--only", type=int, default=None, help="run only the configurations with these states")
+    args = parser.parse_args()
+    if args.child:
+        states, method, iterations, count_method = args.child
+        print(json.dumps(run_one(int(states), method, int(iterations), count_method)))
+        return
+    if not CORPUS.is_file():
+        sys.exit(f"corpus not found: {CORPUS} (set CHMM_CORPORA to the folder holding carroll-alice.txt)")
+    iterations = 10 if args.quick else args.iterations
+    configurations = [c for c in CONFIGURATIONS if not (args.quick and c[0] > 3000)]
+    if args.only:
+        configurations = [c for c in configurations if c[0] == args.only]
+    print(f"machine: {_machine()}")
+    print(f"corpus: {CORPUS.name}, paper normalisation, float32, batch EM, {iterations} iterations, random init seed 0")
+    print(HEADER)
+    for states, method in configurations:
+        for count_method in ("gemm", "loop") if args.counts else ("gemm",):
+            print(_row(_child(states, method, iterations, count_method)), flush=True)
+    print(
+        "vs ref: reference time / ours (the reference ran uniform allocation; for n-gram rows it is the uniform "
+        "figure at the same number of states). GMAC/s: multiply-adds per second, counting 3 M_i*M_j per step for an "
+        "EM iteration (forward, backward, counts) and 1 for a forward pass."
+    )
+
+
+if __name__ == "__main__":
+    main()

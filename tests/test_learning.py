@@ -1,0 +1,357 @@
+"""Tests of engine/learning.py: EM monotonicity, count methods, online and Viterbi EM, early stopping,
+cancellation, progress reports, configuration checks, and the toy FSM results of the paper (Table 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import inference, learning, synthetic
+from engine.learning import CancelToken, IterationRecord, TrainingConfig
+from engine.model import CHMM, blocks_to_dense, normalise_rows, random_model, row_sums
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def all_pairs(n_symbols: int) -> np.ndarray:
+    return np.array([(i, j) for i in range(n_symbols) for j in range(n_symbols)], dtype=np.int64)
+
+
+def toy_setup(
+    k: int, n_train: int, seed: int, clones: np.ndarray | None = None, n_validation: int = 0
+) -> tuple[CHMM, np.ndarray, np.ndarray | None]:
+    """A float64 random CHMM over the toy FSM alphabet (all symbol pairs stored) and toy FSM samples."""
+    rng = np.random.default_rng(seed)
+    n_symbols = synthetic.toy_fsm_n_symbols(k)
+    train = synthetic.toy_fsm_sequence(k, n_train, rng)
+    validation = synthetic.toy_fsm_sequence(k, n_validation, rng) if n_validation else None
+    n_clones = synthetic.toy_fsm_clones(k) if clones is None else clones
+    model = random_model([str(s) for s in range(n_symbols)], n_clones, all_pairs(n_symbols), rng, np.float64)
+    return model, train, validation
+
+
+def random_teacher_data(seed: int, length: int) -> tuple[CHMM, np.ndarray]:
+    """A sequence drawn from a random 'teacher' CHMM, and a different random float64 student to train."""
+    rng = np.random.default_rng(seed)
+    n_clones = np.array([2, 3, 2])
+    teacher = random_model(list("abc"), n_clones, all_pairs(3), rng, np.float64)
+    x = inference.sample(teacher, length, rng)
+    student = random_model(list("abc"), n_clones, all_pairs(3), rng, np.float64)
+    return student, x
+
+
+def assert_valid_model(model: CHMM) -> None:
+    assert np.all(np.isfinite(model.T)) and np.all(model.T >= 0)
+    sums = row_sums(model.layout, model.T)
+    assert np.all((np.abs(sums - 1.0) < 1e-9) | (sums == 0.0))
+    assert model.pi.sum() == pytest.approx(1.0)
+
+
+def bps(model: CHMM, x: np.ndarray) -> float:
+    return -inference.log_likelihood(model, x) / (len(x) * np.log(2.0))
+
+
+# ------------------------------------------------------------------------------------------------ batch EM
+@pytest.mark.parametrize("update_pi", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_em_never_decreases_likelihood(seed: int, update_pi: bool) -> None:
+    model, x = random_teacher_data(seed, 1500)
+    config = TrainingConfig(pseudocount=0.0, update_pi=update_pi)
+    lls = []
+    for _ in range(30):
+        model, ll = learning.em_iteration(model, x, config)
+        lls.append(ll)
+    lls.append(inference.log_likelihood(model, x))
+    lls = np.array(lls)
+    assert np.all(np.isfinite(lls))
+    assert np.all(np.diff(lls) >= -1e-9 * np.abs(lls[:-1]))
+    assert lls[-1] > lls[0] + 1.0  # it does learn something
+    assert_valid_model(model)
+
+
+def test_em_on_toy_fsm_never_decreases_likelihood() -> None:
+    model, x, _ = toy_setup(2, 3000, 5)
+    config = TrainingConfig(pseudocount=0.0)
+    lls = []
+    for _ in range(30):
+        model, ll = learning.em_iteration(model, x, config)
+        lls.append(ll)
+    assert np.all(np.diff(lls) >= -1e-9 * np.abs(lls[:-1]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_count_methods_agree(seed: int) -> None:
+    model, x = random_teacher_data(seed, 3000)
+    for _ in range(3):
+        gemm, ll_gemm = learning.em_iteration(model, x, TrainingConfig(count_method="gemm"))
+        loop, ll_loop = learning.em_iteration(model, x, TrainingConfig(count_method="loop"))
+        np.testing.assert_allclose(gemm.T, loop.T, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(gemm.counts, loop.counts, rtol=1e-10, atol=1e-10)
+        assert ll_gemm == pytest.approx(ll_loop, rel=1e-12)
+        model = gemm
+    # also on a toy FSM model with structure (many zero entries after a few iterations)
+    toy, y, _ = toy_setup(2, 2000, seed)
+    for _ in range(10):
+        toy, _ll = learning.em_iteration(toy, y, TrainingConfig(pseudocount=0.0))
+    a = inference.e_step(toy, y, count_method="gemm")
+    b = inference.e_step(toy, y, count_method="loop")
+    np.testing.assert_allclose(a.counts, b.counts, rtol=1e-10, atol=1e-10)
+
+
+def test_em_iteration_is_the_m_step_of_e_step_counts() -> None:
+    model, x = random_teacher_data(4, 800)
+    e = inference.e_step(model, x)
+    new, ll = learning.em_iteration(model, x, TrainingConfig(pseudocount=0.5))
+    assert ll == e.log_likelihood
+    # every symbol pair has a block here, so the dense row normalisation is the oracle
+    dense = blocks_to_dense(model.layout, e.counts) + 0.5
+    dense /= dense.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(new.dense_T(), dense, rtol=1e-12)
+    np.testing.assert_array_equal(new.pi, model.pi)  # update_pi is off by default
+    np.testing.assert_array_equal(new.counts, e.counts)
+
+
+# ------------------------------------------------------------------------------------ online / Viterbi EM
+@pytest.mark.parametrize("algorithm", ["online", "viterbi"])
+def test_online_and_viterbi_em_improve(algorithm: str) -> None:
+    model, train, _ = toy_setup(2, 6000, 3)
+    before = bps(model, train)
+    config = TrainingConfig(algorithm=algorithm, max_iterations=15, batch_size=500)
+    result = learning.fit(model, train, config=config)
+    after = bps(result.model, train)
+    assert np.isfinite(after)
+    assert after < before - 0.1
+    assert after >= synthetic.toy_fsm_optimal_bps(2) - 0.02
+    assert_valid_model(result.model)
+    assert result.stopped in ("converged", "max_iterations")
+    assert 1 <= len(result.history) <= 15
+
+
+def test_viterbi_counts_follow_the_map_path() -> None:
+    model, x = random_teacher_data(6, 300)
+    counts, path = learning.viterbi_counts(model, x)
+    np.testing.assert_array_equal(path, inference.viterbi(model, x).clones)
+    dense = np.zeros((model.n_states, model.n_states))
+    np.add.at(dense, (path[:-1], path[1:]), 1.0)
+    np.testing.assert_array_equal(blocks_to_dense(model.layout, counts), dense)
+
+
+def test_online_epoch_matches_manual_batches() -> None:
+    """One epoch of online EM equals the paper's recursion written out by hand (A = lambda A + (1-lambda) xi)."""
+    model, x, _ = toy_setup(2, 1000, 8)
+    config = TrainingConfig(algorithm="online", batch_size=300, memory=0.8, pseudocount=1e-3)
+    result = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 1}))
+    A = None
+    current = model
+    carry = None
+    for start, stop in [(0, 300), (300, 600), (600, 900), (900, 1000)]:  # the short tail is a batch too
+        batch = x[start:stop] if carry is None else x[start - 1 : stop]
+        e = inference.e_step(current, batch, initial=carry)
+        A = (1 - config.memory) * e.counts if A is None else config.memory * A + (1 - config.memory) * e.counts
+        T = normalise_rows(model.layout, A, config.pseudocount, np.float64)
+        current = CHMM(model.symbols, model.layout, T, model.pi, A.copy())
+        carry = e.last_alpha
+    np.testing.assert_allclose(result.model.T, current.T, rtol=1e-12, atol=1e-15)
+
+
+# ------------------------------------------------------------------------------------- early stopping
+@pytest.mark.parametrize("seed", [1, 2])
+def test_early_stopping_keeps_best_validation_model(seed: int) -> None:
+    model, train, validation = toy_setup(2, 600, 0, clones=np.full(10, 5), n_validation=3000)
+    model = random_model(model.symbols, model.n_clones, all_pairs(10), np.random.default_rng(seed), np.float64)
+    config = TrainingConfig(max_iterations=200, patience=5, pseudocount=0.0, tolerance=0.0)
+    result = learning.fit(model, train, validation, config)
+    v = np.array([r.validation_bps for r in result.history])
+    assert result.stopped == "early_stopping"
+    assert result.best_iteration == int(np.argmin(v)) + 1
+    assert len(result.history) == result.best_iteration + config.patience
+    assert inference.score(result.model, validation).bps == pytest.approx(v.min(), rel=1e-12)
+    assert v.min() < inference.score(model, validation).bps
+    # the kept model is the one em_iteration produces after best_iteration steps
+    replay = model
+    for _ in range(result.best_iteration):
+        replay, _ll = learning.em_iteration(replay, train, config)
+    np.testing.assert_allclose(result.model.T, replay.T, rtol=1e-12, atol=1e-15)
+
+
+def test_without_validation_returns_last_model() -> None:
+    model, x = random_teacher_data(3, 500)
+    config = TrainingConfig(max_iterations=4, tolerance=0.0)
+    result = learning.fit(model, x, config=config)
+    assert result.stopped == "max_iterations" and len(result.history) == 4 and result.best_iteration == 4
+    replay = model
+    for _ in range(4):
+        replay, _ll = learning.em_iteration(replay, x, config)
+    np.testing.assert_allclose(result.model.T, replay.T, rtol=1e-12, atol=1e-15)
+    assert all(np.isnan(r.validation_bps) for r in result.history)
+
+
+def test_converges_on_tolerance() -> None:
+    model, x = random_teacher_data(5, 500)
+    result = learning.fit(model, x, config=TrainingConfig(max_iterations=500, tolerance=1e-3))
+    assert result.stopped == "converged"
+    assert len(result.history) < 500
+    train = [r.train_bps for r in result.history]
+    # the last relative gain is below the tolerance
+    assert (train[-2] - train[-1]) / train[-2] < 1e-3
+
+
+# ---------------------------------------------------------------------------------------- cancellation
+@pytest.mark.parametrize("algorithm", ["em", "online", "viterbi"])
+def test_cancel_from_callback(algorithm: str) -> None:
+    model, x, _ = toy_setup(2, 2000, 1)
+    token = CancelToken()
+    seen: list[IterationRecord] = []
+
+    def callback(record: IterationRecord) -> None:
+        seen.append(record)
+        if record.iteration == 2:
+            token.cancel()
+
+    config = TrainingConfig(algorithm=algorithm, max_iterations=50, tolerance=0.0, batch_size=400)
+    result = learning.fit(model, x, config=config, callback=callback, cancel=token)
+    assert result.stopped == "cancelled"
+    assert len(result.history) == 2 and len(seen) == 2
+    assert result.error is None
+    assert_valid_model(result.model)
+    # the returned model is the one after two iterations
+    reference = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 2}))
+    np.testing.assert_allclose(result.model.T, reference.model.T, rtol=1e-12, atol=1e-15)
+
+
+def test_cancel_before_start_returns_init() -> None:
+    model, x, _ = toy_setup(2, 1000, 2)
+    init_T = model.T.copy()
+    token = CancelToken()
+    token.cancel()
+    calls: list[IterationRecord] = []
+    result = learning.fit(model, x, config=TrainingConfig(), callback=calls.append, cancel=token)
+    assert result.stopped == "cancelled"
+    assert result.history == [] and calls == []
+    assert result.best_iteration == 0
+    np.testing.assert_array_equal(result.model.T, init_T)
+    np.testing.assert_array_equal(result.model.pi, model.pi)
+    np.testing.assert_array_equal(model.T, init_T)  # the input is not modified
+
+
+def test_cancel_token_poll(tmp_path) -> None:
+    flag = tmp_path / "cancel"
+    token = CancelToken(poll=flag.exists)
+    assert not token.cancelled
+    model, x, _ = toy_setup(2, 1000, 3)
+
+    def callback(record: IterationRecord) -> None:
+        if record.iteration == 3:
+            flag.touch()
+
+    config = TrainingConfig(max_iterations=20, tolerance=0.0)
+    result = learning.fit(model, x, config=config, callback=callback, cancel=token)
+    assert result.stopped == "cancelled" and len(result.history) == 3
+    assert token.cancelled
+    flag.unlink()
+    assert token.cancelled  # a cancelled token stays cancelled
+
+
+def test_online_cancel_mid_epoch_keeps_last_complete_epoch() -> None:
+    model, x, _ = toy_setup(2, 2000, 4)
+    polls = 0
+
+    def poll() -> bool:
+        nonlocal polls
+        polls += 1
+        return polls > 8  # epoch 1: 1 check + 5 batches; epoch 2 is cut inside its batches
+
+    config = TrainingConfig(algorithm="online", batch_size=400, max_iterations=10, tolerance=0.0)
+    result = learning.fit(model, x, config=config, cancel=CancelToken(poll=poll))
+    assert result.stopped == "cancelled"
+    assert len(result.history) == 1
+    one = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 1}))
+    np.testing.assert_array_equal(result.model.T, one.model.T)
+
+
+# ------------------------------------------------------------------------------------------ callbacks
+@pytest.mark.parametrize("algorithm", ["em", "online", "viterbi"])
+def test_progress_callback(algorithm: str) -> None:
+    model, x, validation = toy_setup(2, 1500, 6, n_validation=600)
+    records: list[IterationRecord] = []
+    config = TrainingConfig(algorithm=algorithm, max_iterations=6, tolerance=0.0, patience=10, batch_size=300)
+    result = learning.fit(model, x, validation, config, callback=records.append)
+    assert len(records) == 6
+    assert all(isinstance(r, IterationRecord) for r in records)
+    assert [r.iteration for r in records] == list(range(1, 7))
+    assert all(np.isfinite(r.train_bps) and r.train_bps > 0 for r in records)
+    assert all(np.isfinite(r.validation_bps) and r.validation_bps > 0 for r in records)
+    assert all(r.seconds >= 0 for r in records)
+    assert records == result.history
+    if algorithm == "em":
+        # train_bps is the BPS of the model entering the iteration
+        assert records[0].train_bps == pytest.approx(bps(model, x), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------- configuration
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("algorithm", "gibbs", "algorithm must be one of"),
+        ("max_iterations", 0, "iterations must be at least 1"),
+        ("tolerance", -1e-3, "tolerance must be non-negative"),
+        ("tolerance", float("nan"), "tolerance must be non-negative"),
+        ("patience", 0, "patience must be at least 1"),
+        ("pseudocount", -0.1, "pseudocount must be a finite non-negative"),
+        ("pseudocount", float("inf"), "pseudocount must be a finite non-negative"),
+        ("pseudocount", float("nan"), "pseudocount must be a finite non-negative"),
+        ("batch_size", 1, "batch size must be at least 2"),
+        ("memory", 1.0, r"memory \(lambda\) must lie in \[0, 1\)"),
+        ("memory", -0.1, r"memory \(lambda\) must lie in \[0, 1\)"),
+        ("count_method", "blas", "count_method must be one of"),
+    ],
+)
+def test_invalid_config(field: str, value: object, message: str) -> None:
+    config = TrainingConfig(**{field: value})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+    model, x = random_teacher_data(0, 50)
+    with pytest.raises(ValueError, match=message):
+        learning.fit(model, x, config=config)
+
+
+def test_default_config_is_valid_and_short_sequence_rejected() -> None:
+    TrainingConfig().validate()
+    model, _x = random_teacher_data(0, 10)
+    with pytest.raises(ValueError, match="at least two symbols"):
+        learning.fit(model, np.array([0]))
+
+
+# ------------------------------------------------------------------------------- paper, Table 1 (slow)
+def online_table1_bps(k: int, seed: int) -> float:
+    model, train, test = toy_setup(k, synthetic.TOY_FSM_TRAINING_SIZES[k], seed, n_validation=20_000)
+    config = TrainingConfig(algorithm="online", batch_size=400, memory=0.9, max_iterations=300, tolerance=0.0)
+    result = learning.fit(model, train, config=config)
+    assert_valid_model(result.model)
+    return inference.score(result.model, test).bps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 3])
+def test_table1_online_em_reaches_optimal_bps(k: int) -> None:
+    optimal = synthetic.toy_fsm_optimal_bps(k)
+    results = []
+    for seed in range(5):
+        value = online_table1_bps(k, seed)
+        results.append(value)
+        assert value >= optimal - 0.005  # no model beats the entropy rate on 20,000 fresh symbols
+        if abs(value - optimal) < 0.01:
+            break
+    assert abs(results[-1] - optimal) < 0.01, f"held-out BPS per seed {results}, optimal {optimal:.4f}"
+
+
+@pytest.mark.slow
+def test_table1_batch_em_k3() -> None:
+    k = 3
+    model, train, test = toy_setup(k, synthetic.TOY_FSM_TRAINING_SIZES[k], 0, n_validation=20_000)
+    result = learning.fit(model, train, config=TrainingConfig(max_iterations=1000, tolerance=1e-6))
+    value = inference.score(result.model, test).bps
+    assert np.isfinite(value)
+    assert value >= synthetic.toy_fsm_optimal_bps(k) - 0.005
+    assert value < 0.60  # it learns the bulk of the structure (the paper's runs stop at 0.556)
+    train_bps = [r.train_bps for r in result.history]
+    assert train_bps[-1] < train_bps[0]

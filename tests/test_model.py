@@ -1,0 +1,333 @@
+"""Tests of engine/model.py: the block layout, dense <-> block conversion, the M-step normalisation, and the
+save/load file format (bit-exact round trip, clear errors on damaged or foreign files)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import inference, learning, synthetic
+from engine.model import (
+    CHMM,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    BlockLayout,
+    ModelFormatError,
+    blocks_to_dense,
+    dense_to_blocks,
+    load,
+    normalise_rows,
+    pairs_in_sequence,
+    random_model,
+    save,
+)
+
+
+def sample_model(dtype: type = np.float32, with_counts: bool = True) -> CHMM:
+    rng = np.random.default_rng(0)
+    symbols = ["a", "é", " ", "\n", "Z"]
+    pairs = np.array([[0, 1], [1, 0], [1, 2], [2, 3], [3, 4], [4, 0], [4, 4], [2, 2]])
+    model = random_model(symbols, np.array([2, 3, 1, 4, 2]), pairs, rng, dtype, {"note": "x"})
+    counts = rng.random(model.layout.size) * 100 if with_counts else None
+    metadata = {
+        "normalisation": {"lowercase": True, "map": {"’": "'"}},
+        "history": [{"iteration": 1, "train_bps": 2.5, "validation_bps": None}],
+        "seed": 12345,
+        "name": "ünïcode ✓",
+    }
+    return CHMM(model.symbols, model.layout, model.T, model.pi, counts, metadata)
+
+
+def assert_same_model(a: CHMM, b: CHMM) -> None:
+    assert a.symbols == b.symbols
+    assert json.dumps(a.metadata) == json.dumps(b.metadata)  # (NaN != NaN, so compare the JSON text)
+    for name in ("n_clones", "clone_start", "block_pairs", "block_offset", "block_index"):
+        np.testing.assert_array_equal(getattr(a.layout, name), getattr(b.layout, name))
+    assert a.T.dtype == b.T.dtype and a.pi.dtype == b.pi.dtype
+    assert a.T.tobytes() == b.T.tobytes()
+    assert a.pi.tobytes() == b.pi.tobytes()
+    if a.counts is None:
+        assert b.counts is None
+    else:
+        assert b.counts is not None and a.counts.dtype == b.counts.dtype
+        assert a.counts.tobytes() == b.counts.tobytes()
+
+
+# ------------------------------------------------------------------------------------------------ layout
+def test_layout_tables() -> None:
+    layout = BlockLayout.build(np.array([2, 1, 3]), np.array([[2, 0], [0, 1], [0, 0], [2, 2]]))
+    np.testing.assert_array_equal(layout.clone_start, [0, 2, 3, 6])
+    np.testing.assert_array_equal(layout.block_pairs, [[0, 0], [0, 1], [2, 0], [2, 2]])  # sorted
+    np.testing.assert_array_equal(layout.block_offset, [0, 4, 6, 12, 21])
+    assert layout.block_index[2, 0] == 2 and layout.block_index[1, 0] == -1
+    assert (layout.n_symbols, layout.n_states, layout.n_blocks, layout.size) == (3, 6, 4, 21)
+    np.testing.assert_array_equal(layout.clone_symbol(), [0, 0, 1, 2, 2, 2])
+    with pytest.raises(ValueError, match="twice"):
+        BlockLayout.build(np.array([1, 1]), np.array([[0, 1], [0, 1]]))
+    with pytest.raises(ValueError, match="outside"):
+        BlockLayout.build(np.array([1, 1]), np.array([[0, 2]]))
+    with pytest.raises(ValueError, match="positive"):
+        BlockLayout.build(np.array([1, 0]), np.array([[0, 1]]))
+
+
+def test_dense_block_round_trip_and_normalise() -> None:
+    model = sample_model(np.float64)
+    dense = model.dense_T()
+    np.testing.assert_array_equal(dense_to_blocks(model.layout, dense), model.T)
+    np.testing.assert_array_equal(blocks_to_dense(model.layout, model.T), dense)
+    # block accessor agrees with the dense matrix
+    s = model.layout.clone_start
+    np.testing.assert_array_equal(model.block(1, 2), dense[s[1] : s[2], s[2] : s[3]])
+    assert model.block(0, 0) is None
+    # normalise_rows: rows of stored entries sum to 1; the pseudocount touches stored entries only
+    counts = np.random.default_rng(1).random(model.layout.size)
+    T = normalise_rows(model.layout, counts, 0.25, np.float64)
+    expected = blocks_to_dense(model.layout, counts + 0.25)
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(blocks_to_dense(model.layout, T), expected, rtol=1e-14)
+    # a row without mass stays zero
+    zero = np.zeros(model.layout.size)
+    np.testing.assert_array_equal(normalise_rows(model.layout, zero, 0.0, np.float64), zero)
+
+
+def test_pairs_in_sequence() -> None:
+    x = np.array([2, 0, 2, 0, 1, 1])
+    np.testing.assert_array_equal(pairs_in_sequence(x, 3), [[0, 1], [0, 2], [1, 1], [2, 0]])
+    assert pairs_in_sequence(np.array([1]), 3).shape == (0, 2)
+
+
+# --------------------------------------------------------------------------------------------- save/load
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_counts", [True, False])
+def test_save_load_round_trip_is_bit_exact(tmp_path: Path, dtype: type, with_counts: bool) -> None:
+    model = sample_model(dtype, with_counts)
+    path = tmp_path / "sub" / "model.npz"
+    save(model, path)
+    loaded = load(path)
+    assert_same_model(model, loaded)
+    # saving again over the same file works and gives the same model
+    save(loaded, path)
+    assert_same_model(model, load(path))
+    assert [p.name for p in path.parent.iterdir()] == ["model.npz"]  # no temporary file left behind
+
+
+def test_round_trip_of_trained_model(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    train = synthetic.toy_fsm_sequence(2, 3000, rng)
+    test = synthetic.toy_fsm_sequence(2, 1000, rng)
+    n = synthetic.toy_fsm_n_symbols(2)
+    model = random_model([str(s) for s in range(n)], synthetic.toy_fsm_clones(2), pairs_in_sequence(train, n), rng)
+    result = learning.fit(model, train, config=learning.TrainingConfig(max_iterations=10))
+    trained = result.model
+    # no validation: validation_bps is NaN, which the model file stores as null (strict JSON)
+    trained.metadata["history"] = [
+        {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r._asdict().items()}
+        for r in result.history
+    ]
+    save(trained, tmp_path / "trained.npz")
+    loaded = load(tmp_path / "trained.npz")
+    assert_same_model(trained, loaded)
+    assert inference.score(loaded, test) == inference.score(trained, test)
+    np.testing.assert_array_equal(
+        inference.sample(loaded, 100, np.random.default_rng(1)),
+        inference.sample(trained, 100, np.random.default_rng(1)),
+    )
+
+
+# ----------------------------------------------------------------------------------------- damaged files
+def write_npz(path: Path, **arrays: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def header_array(header: object) -> np.ndarray:
+    return np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+
+
+def good_arrays(model: CHMM) -> dict[str, np.ndarray]:
+    return {
+        "n_clones": model.layout.n_clones,
+        "block_pairs": model.layout.block_pairs,
+        "T": model.T,
+        "pi": model.pi,
+    }
+
+
+def good_header(model: CHMM) -> dict:
+    return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "symbols": model.symbols, "metadata": {}}
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelFormatError, match="no such model file"):
+        load(tmp_path / "nothing.npz")
+
+
+@pytest.mark.parametrize("cut", [0, 1, 10, 100, 0.5, -1, -22])
+def test_load_truncated_file(tmp_path: Path, cut: float) -> None:
+    save(sample_model(), tmp_path / "m.npz")
+    raw = (tmp_path / "m.npz").read_bytes()
+    n = int(len(raw) * cut) if isinstance(cut, float) else (cut if cut >= 0 else len(raw) + cut)
+    (tmp_path / "bad.npz").write_bytes(raw[:n])
+    with pytest.raises(ModelFormatError, match="bad.npz"):
+        load(tmp_path / "bad.npz")
+
+
+def test_load_every_truncation(tmp_path: Path) -> None:
+    save(sample_model(), tmp_path / "m.npz")
+    raw = (tmp_path / "m.npz").read_bytes()
+    bad = tmp_path / "bad.npz"
+    for n in range(0, len(raw), 7):
+        bad.write_bytes(raw[:n])
+        with pytest.raises(ModelFormatError):
+            load(bad)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_load_random_bytes(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "noise.npz"
+    path.write_bytes(np.random.default_rng(seed).bytes(2000))
+    with pytest.raises(ModelFormatError, match="not a readable CHMM Explorer model"):
+        load(path)
+
+
+def test_load_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.npz"
+    path.write_text("this is not a model\n")
+    with pytest.raises(ModelFormatError):
+        load(path)
+
+
+def test_load_npz_without_header(tmp_path: Path) -> None:
+    model = sample_model()
+    path = tmp_path / "foreign.npz"
+    write_npz(path, **good_arrays(model))
+    with pytest.raises(ModelFormatError, match="missing header_json"):
+        load(path)
+    write_npz(path, weights=np.zeros(3))
+    with pytest.raises(ModelFormatError, match="not a CHMM Explorer model"):
+        load(path)
+
+
+@pytest.mark.parametrize("version", [0, 2, 99, "1", None])
+def test_load_wrong_format_version(tmp_path: Path, version: object) -> None:
+    model = sample_model()
+    header = good_header(model)
+    header["format_version"] = version
+    path = tmp_path / "future.npz"
+    write_npz(path, header_json=header_array(header), **good_arrays(model))
+    with pytest.raises(ModelFormatError, match="format version .* is not supported"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ({"format": "something-else", "format_version": 1, "symbols": []}, "wrong format marker"),
+        (["not", "a", "dict"], "wrong format marker"),
+        ({"format_version": 1}, "wrong format marker"),
+    ],
+)
+def test_load_wrong_format_marker(tmp_path: Path, header: object, message: str) -> None:
+    model = sample_model()
+    path = tmp_path / "other.npz"
+    write_npz(path, header_json=header_array(header), **good_arrays(model))
+    with pytest.raises(ModelFormatError, match=message):
+        load(path)
+
+
+def test_load_header_not_json(tmp_path: Path) -> None:
+    model = sample_model()
+    path = tmp_path / "garbled.npz"
+    for raw in (b"{not json", b"\xff\xfe\x00garbage"):
+        write_npz(path, header_json=np.frombuffer(raw, dtype=np.uint8), **good_arrays(model))
+        with pytest.raises(ModelFormatError, match="not a readable CHMM Explorer model"):
+            load(path)
+
+
+@pytest.mark.parametrize("damage", ["symbols", "T_shape", "pi_shape", "T_nan", "T_negative", "pairs", "counts"])
+def test_load_inconsistent_arrays(tmp_path: Path, damage: str) -> None:
+    model = sample_model(np.float64)
+    header = good_header(model)
+    arrays = good_arrays(model)
+    if damage == "symbols":
+        header["symbols"] = model.symbols[:-1]
+    elif damage == "T_shape":
+        arrays["T"] = model.T[:-1]
+    elif damage == "pi_shape":
+        arrays["pi"] = np.append(model.pi, 0.0)
+    elif damage == "T_nan":
+        arrays["T"] = model.T.copy()
+        arrays["T"][3] = np.nan
+    elif damage == "T_negative":
+        arrays["T"] = model.T.copy()
+        arrays["T"][0] = -0.5
+    elif damage == "pairs":
+        arrays["block_pairs"] = np.array([[0, 9]])
+    elif damage == "counts":
+        arrays["counts"] = np.zeros(3)
+    path = tmp_path / "damaged.npz"
+    write_npz(path, header_json=header_array(header), **arrays)
+    with pytest.raises(ModelFormatError, match="damaged.npz"):
+        load(path)
+
+
+def test_load_negative_pi(tmp_path: Path) -> None:
+    model = sample_model(np.float64)
+    arrays = good_arrays(model)
+    arrays["pi"] = model.pi.copy()
+    arrays["pi"][0] = -0.25
+    arrays["pi"][1] += 0.25 + model.pi[0]
+    path = tmp_path / "negative-pi.npz"
+    write_npz(path, header_json=header_array(good_header(model)), **arrays)
+    with pytest.raises(ModelFormatError, match="negative"):
+        load(path)
+
+
+def test_load_plain_npy_file(tmp_path: Path) -> None:
+    path = tmp_path / "array.npz"
+    with open(path, "wb") as handle:
+        np.save(handle, np.arange(5))
+    with pytest.raises(ModelFormatError):
+        load(path)
+
+
+def test_load_every_single_byte_corruption(tmp_path: Path) -> None:
+    model = sample_model()
+    save(model, tmp_path / "m.npz")
+    raw = (tmp_path / "m.npz").read_bytes()
+    bad = tmp_path / "bad.npz"
+    for n in range(len(raw)):
+        bad.write_bytes(raw[:n] + bytes([raw[n] ^ 0x01]) + raw[n + 1 :])
+        try:
+            loaded = load(bad)
+        except ModelFormatError:
+            continue
+        assert_same_model(model, loaded)  # a harmless byte (a timestamp) may change; the model may not
+
+
+def test_load_corrupted_compressed_data(tmp_path: Path) -> None:
+    """A CRC mismatch in a member is reported as ModelFormatError (the zip layer checks it)."""
+    model = sample_model()
+    save(model, tmp_path / "m.npz")
+    with zipfile.ZipFile(tmp_path / "m.npz") as archive:
+        info = archive.getinfo("T.npy")
+        data = archive.read("T.npy")
+    # rebuild the archive with T stored uncompressed and one payload byte changed after the CRC was taken
+    path = tmp_path / "crc.npz"
+    with zipfile.ZipFile(tmp_path / "m.npz") as src, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as dst:
+        for item in src.infolist():
+            dst.writestr(item.filename, src.read(item.filename), compress_type=zipfile.ZIP_STORED)
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        offset = archive.getinfo("T.npy").header_offset
+    start = offset + 30 + len("T.npy")
+    position = raw.index(data[-8:], start) + 3  # a byte of the last value of T
+    raw[position] ^= 0x10
+    path.write_bytes(bytes(raw))
+    assert info.file_size == len(data)
+    with pytest.raises(ModelFormatError):
+        load(path)
