@@ -62,6 +62,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         patience=args.patience,
         tolerance=args.tolerance,
         max_train=args.max_train,
+        ngram_order=args.ngram_order,
+        refit=not args.no_refit,
     )
     options.validate()
     corpus_text = text.read_text(args.corpus)
@@ -137,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     train.add_argument("--states", type=int, default=3000, help="total number of clones (default 3000)")
     train.add_argument("--allocation", choices=["ngram", "frequency", "uniform"], default="ngram")
+    train.add_argument("--ngram-order", type=int, default=5, help="n of the n-gram allocation rule (default 5)")
+    train.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="keep the model trained without the validation text (default: retrain on training + validation "
+        "for the iterations that validation chose, as the paper does)",
+    )
     train.add_argument("--normalise", choices=["paper", "raw"], default="paper")
     train.add_argument("--algorithm", choices=["em", "online", "viterbi"], default="em")
     train.add_argument("--iterations", type=int, default=100)

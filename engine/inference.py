@@ -66,6 +66,7 @@ class EStepResult(NamedTuple):
     log_likelihood: float
     zero_events: int
     last_alpha: np.ndarray
+    touched: np.ndarray  # per block: whether x has the block's symbol pair (only those counts are written)
 
 
 class ViterbiResult(NamedTuple):
@@ -260,6 +261,8 @@ def e_step(
     initial: np.ndarray | None = None,
     count_method: str = "gemm",
     pair_layout: PairLayout | None = None,
+    T_transposed: np.ndarray | None = None,
+    counts_out: np.ndarray | None = None,
 ) -> EStepResult:
     """Expected transition counts sum_n xi(n) (paper, section 3, M-step numerator) for one sequence.
 
@@ -268,6 +271,10 @@ def e_step(
     xi(n) is divided by its exact total, see ``cpu.pair_weights``). With ``count_method="gemm"`` the counts of
     block (i, j) are T(i, j) o (A^T B), with A the weighted alpha(n) rows and B the beta(n+1) rows of the steps
     with (x_n, x_{n+1}) = (i, j): one BLAS matrix product per block instead of N rank-one updates ("loop").
+
+    ``T_transposed`` (from ``cpu.transpose_blocks``) and ``counts_out`` (a zeroed float64 buffer; only the blocks of
+    pairs occurring in ``x`` are written) let a caller that runs many E-steps (online EM) avoid per-call O(|T|)
+    work.
     """
     if count_method not in COUNT_METHODS:
         raise ValueError(f"count_method must be one of {COUNT_METHODS}")
@@ -299,7 +306,8 @@ def e_step(
         pl.alpha_offsets,
         predictive,
     )
-    T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
+    if T_transposed is None:
+        T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
     cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
     zero_events = int(job_forward.result())
 
@@ -322,7 +330,7 @@ def e_step(
     weights = np.empty(len(x) - 1, dtype=np.float64)
     use_gemm = count_method == "gemm"
     cpu.pair_weights(x, layout.n_clones, predictive, alpha, pl.alpha_offsets, beta, pl.beta_offsets, weights, use_gemm)
-    counts = np.zeros(layout.size, dtype=np.float64)
+    counts = np.zeros(layout.size, dtype=np.float64) if counts_out is None else counts_out
     if use_gemm:
         _accumulate_counts_gemm(model, pl, alpha, beta, counts)
     else:
@@ -340,7 +348,7 @@ def e_step(
             counts,
         )
     log_likelihood = -np.inf if zero_events else float(np.sum(np.log(predictive)))
-    return EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha)
+    return EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
 
 
 def _accumulate_counts_gemm(

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine import inference
+from engine.kernels import cpu
 from engine.model import CHMM, normalise_rows
 
 ALGORITHMS = ("em", "online", "viterbi")
@@ -158,7 +159,7 @@ def viterbi_iteration(model: CHMM, x: np.ndarray, config: TrainingConfig) -> tup
 
 
 class _OnlineState:
-    """The running statistic A of online EM, carried across epochs."""
+    """The running statistic A of online EM (carried across epochs) and reusable buffers."""
 
     def __init__(self) -> None:
         self.A: np.ndarray | None = None
@@ -169,10 +170,27 @@ def online_epoch(
 ) -> tuple[CHMM, float, bool]:
     """One pass of online EM over ``x`` in batches (paper, section 3):
     A^(b) = lambda A^(b-1) + (1 - lambda) sum_{n in batch b} xi(n),  T^(b) = row-normalise(A^(b) + pseudocount).
+    The pseudocount is scaled by (batch length / N), since A holds about one batch worth of counts while the
+    pseudocount is set against whole-sequence counts (as in batch EM).
     The E-step of batch b uses T^(b-1) and starts from the last forward message of batch b-1 (the transition
     between two batches belongs to the later one). Returns the model, the summed log-likelihood of the batches
-    (each under the T current when it was processed) and whether the pass was cancelled midway."""
+    (each under the T current when it was processed) and whether the pass was cancelled midway.
+    The update of A and T is one fused kernel (``cpu.online_m_step``) that also keeps T's transposed blocks for the
+    next backward pass, so a batch costs two sweeps over the stored blocks besides its E-step.
+    """
+    layout = model.layout
     n = len(x)
+    if state.A is None:
+        state.A = np.zeros(layout.size)
+        first_batch = True
+    else:
+        first_batch = False
+    counts = np.zeros(layout.size)
+    T = model.T.copy()
+    T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
+    row_length = np.zeros(layout.n_symbols, dtype=np.int64)
+    np.add.at(row_length, layout.block_pairs[:, 0], layout.n_clones[layout.block_pairs[:, 1]])
+    current = _with_T(model, T, None)
     log_likelihood = 0.0
     carry: np.ndarray | None = None
     start = 0
@@ -182,24 +200,36 @@ def online_epoch(
         stop = min(n, start + config.batch_size)
         if n - stop < 2:  # fold a tiny tail into this batch
             stop = n
-        if carry is None:
-            batch = x[start:stop]
-        else:
-            batch = x[start - 1 : stop]
-        e = inference.e_step(model, batch, initial=carry, count_method=config.count_method)
-        if not np.all(np.isfinite(e.counts)):
-            raise FloatingPointError("online EM produced non-finite expected counts")
+        batch = x[start:stop] if carry is None else x[start - 1 : stop]
+        e = inference.e_step(
+            current,
+            batch,
+            initial=carry,
+            count_method=config.count_method,
+            T_transposed=T_transposed,
+            counts_out=counts,
+        )
         log_likelihood += e.log_likelihood
-        if state.A is None:
-            state.A = (1.0 - config.memory) * e.counts
-        else:
-            state.A *= config.memory
-            state.A += (1.0 - config.memory) * e.counts
-        T = normalise_rows(model.layout, state.A, config.pseudocount, model.T.dtype)
-        model = _with_T(model, T, state.A.copy())
+        decay = 0.0 if first_batch else config.memory
+        first_batch = False
+        cpu.online_m_step(
+            state.A,
+            counts,
+            e.touched,
+            decay,
+            1.0 - config.memory,
+            config.pseudocount * (stop - start) / n,
+            T,
+            T_transposed,
+            layout.block_pairs,
+            layout.block_offset,
+            layout.n_clones,
+            layout.clone_start,
+            row_length,
+        )
         carry = e.last_alpha
         start = stop
-    return model, log_likelihood, False
+    return _with_T(model, T, state.A.copy()), log_likelihood, False
 
 
 def fit(

@@ -147,7 +147,8 @@ def test_online_epoch_matches_manual_batches() -> None:
         batch = x[start:stop] if carry is None else x[start - 1 : stop]
         e = inference.e_step(current, batch, initial=carry)
         A = (1 - config.memory) * e.counts if A is None else config.memory * A + (1 - config.memory) * e.counts
-        T = normalise_rows(model.layout, A, config.pseudocount, np.float64)
+        # the pseudocount is set against whole-sequence counts; A holds about one batch of them
+        T = normalise_rows(model.layout, A, config.pseudocount * (stop - start) / len(x), np.float64)
         current = CHMM(model.symbols, model.layout, T, model.pi, A.copy())
         carry = e.last_alpha
     np.testing.assert_allclose(result.model.T, current.T, rtol=1e-12, atol=1e-15)

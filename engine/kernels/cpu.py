@@ -447,3 +447,65 @@ def sample_path(
         u_clone = chosen
         out_symbols[n] = clone_symbol[u_clone]
     return out_symbols.shape[0]
+
+
+@njit(**_FLAGS)
+def online_m_step(
+    A,
+    counts,
+    touched,
+    decay,
+    gain,
+    pseudocount,
+    T,
+    T_transposed,
+    block_pairs,
+    block_offset,
+    n_clones,
+    clone_start,
+    row_length,
+):
+    """Online EM update of the running statistic and the transition matrix, in two sweeps over the blocks:
+
+    A <- decay * A + gain * counts (counts only in ``touched`` blocks, which are zeroed for the next batch), then
+    T = row-normalise(A + pseudocount) written both row-major (``T``) and block-transposed (``T_transposed``, for
+    the backward pass). ``row_length[i]`` is the number of stored entries in a row of symbol i. A row with no mass
+    stays zero, as in :func:`engine.model.normalise_rows`.
+    """
+    totals = np.zeros(clone_start[-1], dtype=np.float64)
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        rows = n_clones[i]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[i]
+        for u in range(rows):
+            s = 0.0
+            row = base + u * cols
+            if touched[k]:
+                for v in range(cols):
+                    a = decay * A[row + v] + gain * counts[row + v]
+                    counts[row + v] = 0.0
+                    A[row + v] = a
+                    s += a
+            else:
+                for v in range(cols):
+                    a = decay * A[row + v]
+                    A[row + v] = a
+                    s += a
+            totals[first + u] += s
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        rows = n_clones[i]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[i]
+        smoothing = pseudocount * row_length[i]
+        for u in range(rows):
+            total = totals[first + u] + smoothing
+            inverse = 1.0 / total if total > 0.0 else 0.0
+            row = base + u * cols
+            for v in range(cols):
+                t = (A[row + v] + pseudocount) * inverse
+                T[row + v] = t
+                T_transposed[base + v * rows + u] = t

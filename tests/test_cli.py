@@ -1,0 +1,234 @@
+"""The `chmm` command line contract: exit codes, one-line errors, --json figures, nothing partial written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import cli
+from engine.model import load
+
+DATA = Path(__file__).parent / "data"
+BLAKE = DATA / "blake-poems.txt"
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def trained_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "blake.npz"
+    assert cli.main(["train", str(BLAKE), "-o", str(path), "--states", "120", "--iterations", "4", "--quiet"]) == 0
+    return path
+
+
+def test_train_json_figures_and_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_path = tmp_path / "m.npz"
+    code, out, _ = run_cli(
+        ["train", BLAKE, "-o", out_path, "--states", "100", "--iterations", "3", "--json", "--quiet"], capsys
+    )
+    assert code == 0
+    figures = last_json(out)
+    for key in ("train_bps", "validation_bps", "iterations", "seconds", "states", "symbols"):
+        assert key in figures
+    assert figures["states"] == 100
+    assert 0 < figures["train_bps"] < np.log2(27) + 0.1
+    assert figures["iterations"] >= 1
+    model = load(out_path)
+    assert model.n_states == 100
+    assert model.metadata["normalisation"] == "paper"
+    assert model.metadata["settings"]["seed"] == 0
+    assert len(model.metadata["history"]) == figures["iterations"]
+
+
+def test_train_is_reproducible_with_a_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [tmp_path / "a.npz", tmp_path / "b.npz"]
+    for path in paths:
+        assert (
+            run_cli(
+                ["train", BLAKE, "-o", path, "--states", "60", "--iterations", "2", "--seed", "7", "--quiet"], capsys
+            )[0]
+            == 0
+        )
+    a, b = load(paths[0]), load(paths[1])
+    np.testing.assert_array_equal(a.T, b.T)
+
+
+@pytest.mark.parametrize("algorithm", ["online", "viterbi"])
+def test_train_other_algorithms(algorithm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["train", BLAKE, "-o", tmp_path / "m.npz", "--states", "80", "--iterations", "2", "--json", "--quiet"]
+    code, out, _ = run_cli(args + ["--algorithm", algorithm, "--batch-size", "5000"], capsys)
+    assert code == 0
+    assert np.isfinite(last_json(out)["train_bps"])
+
+
+def test_score_json(trained_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["score", trained_model, DATA / "carroll-alice.txt", "--json"], capsys)
+    assert code == 0
+    figures = last_json(out)
+    assert set(figures) == {"bps", "symbols", "zero_probability_events"}
+    assert 1.0 < figures["bps"] < 5.0
+    assert figures["symbols"] > 100_000
+
+
+def test_score_counts_zero_probability_events(tmp_path: Path, capsys) -> None:
+    # a raw model of "abc cab bca ..." has no block for the pair (a, a): "aaa" holds two impossible transitions,
+    # scored by the bigram back-off instead of crashing or returning infinity
+    corpus = tmp_path / "abc.txt"
+    corpus.write_text("abc cab bca " * 50, encoding="utf-8")
+    model_path = tmp_path / "raw.npz"
+    args = ["train", corpus, "-o", model_path, "--states", "8", "--normalise", "raw", "--iterations", "3", "--quiet"]
+    assert run_cli(args, capsys)[0] == 0
+    text = tmp_path / "odd.txt"
+    text.write_text("abc aaa", encoding="utf-8")
+    code, out, err = run_cli(["score", model_path, text], capsys)
+    assert code == 0 and "2 zero-probability transition(s)" in err
+    code, out, _ = run_cli(["score", model_path, text, "--json"], capsys)
+    figures = last_json(out)
+    assert figures["zero_probability_events"] == 2
+    assert np.isfinite(figures["bps"]) and figures["bps"] > 5  # two ~20-bit events over 7 symbols
+
+
+def test_sample_length_and_prefix(trained_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["sample", trained_model, "--length", "200", "--seed", "3"], capsys)
+    assert code == 0
+    text = out.rstrip("\n")
+    assert len(text) == 200
+    assert set(text) <= set(" abcdefghijklmnopqrstuvwxyz")
+    code, again, _ = run_cli(["sample", trained_model, "--length", "200", "--seed", "3"], capsys)
+    assert again == out
+    code, out, _ = run_cli(["sample", trained_model, "--length", "50", "--prefix", "the tyger"], capsys)
+    assert code == 0 and len(out.rstrip("\n")) == 50
+
+
+# ------------------------------------------------------------------------------------------- bad input
+def expect_error(args: list, capsys: pytest.CaptureFixture[str], pattern: str) -> None:
+    code, out, err = run_cli(args, capsys)
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("chmm: error:")
+    assert pattern.lower() in lines[0].lower(), lines[0]
+
+
+def test_missing_corpus(tmp_path: Path, capsys) -> None:
+    expect_error(["train", tmp_path / "nope.txt", "-o", tmp_path / "m.npz"], capsys, "not found")
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "is empty"),
+        (b"\x00\x01\x02" * 500, "binary"),
+        (b"caf\xe9 au lait " * 20, "not valid UTF-8"),
+        (b"AAAA" * 50, "two distinct symbols"),
+        (b"!!! ??? ... ---", "empty after paper normalisation"),
+    ],
+)
+def test_bad_corpus(content: bytes, message: str, tmp_path: Path, capsys) -> None:
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(content)
+    expect_error(["train", corpus, "-o", tmp_path / "m.npz", "--states", "50"], capsys, message)
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_corpus_too_short_for_validation(tmp_path: Path, capsys) -> None:
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("ab ba", encoding="utf-8")
+    expect_error(["train", corpus, "-o", tmp_path / "m.npz", "--states", "10"], capsys, "too short")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--states", "5"], "at least one clone per symbol"),
+        (["--iterations", "0"], "iterations"),
+        (["--validation", "0.9"], "validation share"),
+        (["--pseudocount", "-1"], "pseudocount"),
+        (["--batch-size", "1", "--algorithm", "online"], "batch size"),
+        (["--memory", "1.5", "--algorithm", "online"], "lambda"),
+    ],
+)
+def test_impossible_parameters(extra: list[str], message: str, tmp_path: Path, capsys) -> None:
+    expect_error(["train", BLAKE, "-o", tmp_path / "m.npz", *extra], capsys, message)
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_gpu_backend_without_gpu(tmp_path: Path, capsys) -> None:
+    from engine.backend import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("a GPU is present")
+    expect_error(["train", BLAKE, "-o", tmp_path / "m.npz", "--backend", "gpu"], capsys, "GPU backend is not available")
+
+
+def test_damaged_model(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a model at all")
+    expect_error(["score", bad, BLAKE], capsys, "not a readable CHMM Explorer model")
+    expect_error(["sample", tmp_path / "missing.npz"], capsys, "no such model file")
+
+
+def test_raw_model_rejects_unknown_characters(tmp_path: Path, capsys) -> None:
+    corpus = tmp_path / "abc.txt"
+    corpus.write_text("abc cab bca " * 50, encoding="utf-8")
+    model_path = tmp_path / "raw.npz"
+    assert (
+        run_cli(
+            ["train", corpus, "-o", model_path, "--states", "8", "--normalise", "raw", "--iterations", "2", "--quiet"],
+            capsys,
+        )[0]
+        == 0
+    )
+    text = tmp_path / "other.txt"
+    text.write_text("abz!", encoding="utf-8")
+    expect_error(["score", model_path, text], capsys, "outside the model's alphabet")
+
+
+def test_failed_training_keeps_existing_model(tmp_path: Path, trained_model: Path, capsys) -> None:
+    target = tmp_path / "keep.npz"
+    target.write_bytes(trained_model.read_bytes())
+    before = target.read_bytes()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    expect_error(["train", empty, "-o", target], capsys, "is empty")
+    assert target.read_bytes() == before
+
+
+def test_interrupted_training_writes_nothing(tmp_path: Path, trained_model: Path) -> None:
+    """Ctrl-C during training cancels it within an iteration; the existing output file stays as it was."""
+    target = tmp_path / "keep.npz"
+    target.write_bytes(trained_model.read_bytes())
+    before = target.read_bytes()
+    command = [sys.executable, "-m", "engine.cli", "train", str(BLAKE), "-o", str(target), "--states", "300"]
+    process = subprocess.Popen(
+        command + ["--iterations", "1000", "--tolerance", "0", "--patience", "1000"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("iteration"):
+            break
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert "cancelled" in err
+    assert target.read_bytes() == before
