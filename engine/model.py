@@ -225,13 +225,19 @@ def normalise_rows(layout: BlockLayout, counts: np.ndarray, pseudocount: float, 
     The pseudocount is added to stored entries only, so pairs without a block stay at zero. A row with no mass
     at all (possible only with pseudocount 0) stays all-zero.
     """
-    smoothed = counts.astype(np.float64) + pseudocount
-    totals = row_sums(layout, smoothed)
-    from engine.kernels.cpu import block_scale_rows
+    from engine.kernels.cpu import normalise_blocks
 
-    inverse = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
-    block_scale_rows(smoothed, inverse, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
-    return smoothed.astype(dtype, copy=False)
+    out = np.empty(layout.size, dtype=dtype)
+    normalise_blocks(
+        np.ascontiguousarray(counts, dtype=np.float64),
+        float(pseudocount),
+        out,
+        layout.block_pairs,
+        layout.block_offset,
+        layout.n_clones,
+        layout.clone_start,
+    )
+    return out
 
 
 def random_model(
@@ -293,6 +299,9 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             np.savez_compressed(handle, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a model file gets the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -138,7 +138,9 @@ def train_text(
         n_clones = allocation.allocate_clones(
             corpus.train_full, corpus.n_symbols, options.states, options.allocation, options.ngram_order
         )
-        start = random_model(corpus.symbols, n_clones, pairs_in_sequence(corpus.train_full, corpus.n_symbols), rng, dtype)
+        start = random_model(
+            corpus.symbols, n_clones, pairs_in_sequence(corpus.train_full, corpus.n_symbols), rng, dtype
+        )
     else:
         start = extend_model(init_model, pairs_in_sequence(corpus.train_full, corpus.n_symbols), rng, dtype)
     if log:

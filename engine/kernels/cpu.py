@@ -53,6 +53,37 @@ def block_scale_rows(flat, row_factor, block_pairs, block_offset, n_clones, clon
 
 
 @njit(**_FAST)
+def _axpy_rows(blocks, start, width, weights, active, n_active, out):
+    """out += sum over t of weights[active[t]] * row active[t] of the row-major block at ``start`` (rows of
+    ``width`` entries). Four rows per sweep of ``out`` (a quarter of the loads and stores of one row at a time: about
+    10% faster at 1,000-3,000 states); slices rather than offset arithmetic let LLVM vectorise the loop."""
+    t = 0
+    while t + 3 < n_active:
+        u0 = active[t]
+        u1 = active[t + 1]
+        u2 = active[t + 2]
+        u3 = active[t + 3]
+        a0 = weights[u0]
+        a1 = weights[u1]
+        a2 = weights[u2]
+        a3 = weights[u3]
+        r0 = blocks[start + u0 * width : start + (u0 + 1) * width]
+        r1 = blocks[start + u1 * width : start + (u1 + 1) * width]
+        r2 = blocks[start + u2 * width : start + (u2 + 1) * width]
+        r3 = blocks[start + u3 * width : start + (u3 + 1) * width]
+        for v in range(width):
+            out[v] += (a0 * r0[v] + a1 * r1[v]) + (a2 * r2[v] + a3 * r3[v])
+        t += 4
+    while t < n_active:
+        u = active[t]
+        a = weights[u]
+        row = blocks[start + u * width : start + (u + 1) * width]
+        for v in range(width):
+            out[v] += a * row[v]
+        t += 1
+
+
+@njit(**_FAST)
 def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, store, offsets, predictive):
     """Scaled forward pass (paper, section 3: alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}), normalised).
 
@@ -97,7 +128,6 @@ def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, sto
         k = block_index[i, j]
         total = 0.0
         if k >= 0:
-            # slices (not offset arithmetic) let LLVM drop wraparound checks and vectorise the axpy loop
             out = nxt[:m_j]
             out[:] = 0.0
             start = block_offset[k]
@@ -108,12 +138,7 @@ def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, sto
                 if alpha[u] != 0.0:
                     active[n_active] = u
                     n_active += 1
-            for t in range(n_active):
-                u = active[t]
-                a = alpha[u]
-                row = T[start + u * m_j : start + (u + 1) * m_j]
-                for v in range(m_j):
-                    out[v] += a * row[v]
+            _axpy_rows(T, start, m_j, alpha, active, n_active, out)
             for v in range(m_j):
                 total += out[v]
         if total > 0.0:
@@ -187,12 +212,7 @@ def backward_pass(T_transposed, x, n_clones, block_index, block_offset, store, o
                 if beta[v] != 0.0:
                     active[n_active] = v
                     n_active += 1
-            for t in range(n_active):
-                v = active[t]
-                b = beta[v]
-                column = T_transposed[start + v * m_i : start + (v + 1) * m_i]
-                for u in range(m_i):
-                    out[u] += b * column[u]
+            _axpy_rows(T_transposed, start, m_i, beta, active, n_active, out)
             for u in range(m_i):
                 total += out[u]
         if total > 0.0:
@@ -509,3 +529,30 @@ def online_m_step(
                 t = (A[row + v] + pseudocount) * inverse
                 T[row + v] = t
                 T_transposed[base + v * rows + u] = t
+
+
+@njit(**_FLAGS)
+def normalise_blocks(counts, pseudocount, out, block_pairs, block_offset, n_clones, clone_start):
+    """out = row-normalise(counts + pseudocount) over the stored blocks, written straight into ``out`` (any float
+    dtype) with float64 row sums, without a temporary copy of the blocks. A row with no mass stays zero."""
+    totals = np.zeros(clone_start[-1], dtype=np.float64)
+    for k in range(block_pairs.shape[0]):
+        rows = n_clones[block_pairs[k, 0]]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[block_pairs[k, 0]]
+        for u in range(rows):
+            s = 0.0
+            for v in range(cols):
+                s += counts[base + u * cols + v] + pseudocount
+            totals[first + u] += s
+    for k in range(block_pairs.shape[0]):
+        rows = n_clones[block_pairs[k, 0]]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[block_pairs[k, 0]]
+        for u in range(rows):
+            total = totals[first + u]
+            inverse = 1.0 / total if total > 0.0 else 0.0
+            for v in range(cols):
+                out[base + u * cols + v] = (counts[base + u * cols + v] + pseudocount) * inverse
