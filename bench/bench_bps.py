@@ -55,7 +55,8 @@ def text_table() -> None:
             settings = " ".join(a.lstrip("-") for a in extra)
             verdict = "-" if target is None else f"{target} {'ok' if r['test_bps'] <= target else 'MISSED'}"
             print(
-                f"| {states:>6} | {method:<7} | {algorithm:<7} | {settings} | {r['iterations']} ({r['refit_iterations']}) "
+                f"| {states:>6} | {method:<7} | {algorithm:<7} | {settings} | "
+                f"{r['iterations']} ({r['refit_iterations']}) "
                 f"| {r['validation_bps']:.4f} | {r['test_bps']:.4f} | {verdict} | {r['seconds']:.0f} |",
                 flush=True,
             )

@@ -36,22 +36,6 @@ def block_row_sums(flat, block_pairs, block_offset, n_clones, clone_start):
     return totals
 
 
-@njit(**_FLAGS)
-def block_scale_rows(flat, row_factor, block_pairs, block_offset, n_clones, clone_start):
-    """Multiply every stored entry of clone row u by ``row_factor[u]`` (in place)."""
-    for k in range(block_pairs.shape[0]):
-        i = block_pairs[k, 0]
-        j = block_pairs[k, 1]
-        rows = n_clones[i]
-        cols = n_clones[j]
-        base = block_offset[k]
-        first = clone_start[i]
-        for u in range(rows):
-            f = row_factor[first + u]
-            for v in range(cols):
-                flat[base + u * cols + v] *= f
-
-
 @njit(**_FAST)
 def _axpy_rows(blocks, start, width, weights, active, n_active, out):
     """out += sum over t of weights[active[t]] * row active[t] of the row-major block at ``start`` (rows of
