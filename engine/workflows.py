@@ -197,7 +197,7 @@ def train_text(
         "stopped": result.stopped,
         "seconds": seconds,
         "states": trained.n_states,
-        "symbols": int(len(corpus.train)),
+        "symbols": int(len(train_text)),
         "alphabet": trained.n_symbols,
     }
     if result.error:
