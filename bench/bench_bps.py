@@ -45,8 +45,21 @@ def text_table() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for states, method, algorithm, extra, target in TEXT_RUNS:
             command = [
-                sys.executable, "-m", "engine.cli", "train", str(CORPUS), "-o", str(Path(folder) / "m.npz"),
-                "--states", str(states), "--allocation", method, "--algorithm", algorithm, "--json", "--quiet",
+                sys.executable,
+                "-m",
+                "engine.cli",
+                "train",
+                str(CORPUS),
+                "-o",
+                str(Path(folder) / "m.npz"),
+                "--states",
+                str(states),
+                "--allocation",
+                method,
+                "--algorithm",
+                algorithm,
+                "--json",
+                "--quiet",
             ] + extra
             if "--iterations" not in extra:
                 command += ["--iterations", "100"]
@@ -82,8 +95,11 @@ def toy_table(seeds: int = 5) -> None:
                     [str(s) for s in range(n_symbols)], n_clones, pairs_in_sequence(train, n_symbols), rng, np.float64
                 )
                 config = learning.TrainingConfig(
-                    algorithm=algorithm, max_iterations=1000 if algorithm == "em" else 400, batch_size=400,
-                    memory=0.9, tolerance=1e-6 if algorithm == "em" else 0.0,
+                    algorithm=algorithm,
+                    max_iterations=1000 if algorithm == "em" else 400,
+                    batch_size=400,
+                    memory=0.9,
+                    tolerance=1e-6 if algorithm == "em" else 0.0,
                 )
                 started = time.perf_counter()
                 result = learning.fit(model, train, None, config)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, inference, learning, text
+from engine import allocation, inference, learning, scramble, text
 from engine import model as model_io
 from engine.backend import BackendError, resolve_backend
 from engine.model import CHMM, pairs_in_sequence, random_model
@@ -257,3 +257,12 @@ def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = No
     rng = np.random.default_rng(seed)
     encoded = encode_for_model(model, prefix) if prefix else None
     return model.decode_symbols(inference.sample(model, length, rng, encoded))
+
+
+# ------------------------------------------------------------------------------------------ decoding scrambled text
+def decode_text(model: CHMM, raw_text: str, constrained: bool = False) -> scramble.DecodeResult:
+    """Decode scrambled text (word interiors permuted) by MAP inference with uncertain evidence for the word
+    interiors (paper, section 4.2.2; see :func:`engine.scramble.decode_scrambled`). The result holds the decoded
+    text, the changed positions against the normalised input (``scramble.mark_changes(result.scrambled,
+    result.decoded)`` marks them) and the log-probability of the decoding."""
+    return scramble.decode_scrambled(model, raw_text, constrained=constrained)
