@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import inference
 from engine.kernels import cpu
-from engine.model import CHMM, normalise_rows
+from engine.model import CHMM, normalise_rows, transition_support
 
 ALGORITHMS = ("em", "online", "viterbi")
 
@@ -126,7 +126,7 @@ def em_iteration(
     """One Baum-Welch iteration: E-step counts, then T = normalise(counts + pseudocount); returns the new model
     and the log-likelihood of ``x`` under the old one."""
     e = inference.e_step(model, x, count_method=config.count_method, pair_layout=pair_layout)
-    T = normalise_rows(model.layout, e.counts, config.pseudocount, model.T.dtype)
+    T = normalise_rows(model.layout, e.counts, config.pseudocount, model.T.dtype, transition_support(model))
     pi = e.gamma_first.astype(model.pi.dtype) if config.update_pi else None
     return _with_T(model, T, e.counts, pi), e.log_likelihood
 
@@ -154,7 +154,7 @@ def viterbi_iteration(model: CHMM, x: np.ndarray, config: TrainingConfig) -> tup
     """One hard-EM iteration: counts along the Viterbi path, T = normalise(counts + pseudocount)."""
     log_likelihood = inference.log_likelihood(model, x)
     counts, _ = viterbi_counts(model, x)
-    T = normalise_rows(model.layout, counts, config.pseudocount, model.T.dtype)
+    T = normalise_rows(model.layout, counts, config.pseudocount, model.T.dtype, transition_support(model))
     return _with_T(model, T, counts), log_likelihood
 
 
@@ -186,6 +186,7 @@ def online_epoch(
     else:
         first_batch = False
     counts = np.zeros(layout.size)
+    support = transition_support(model)  # a pruned model: the pseudocount goes to its non-zero entries only
     T = model.T.copy()
     T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
     row_length = np.zeros(layout.n_symbols, dtype=np.int64)
@@ -227,6 +228,9 @@ def online_epoch(
             layout.clone_start,
             row_length,
         )
+        if support is not None:
+            T[:] = normalise_rows(layout, state.A, config.pseudocount * (stop - start) / n, T.dtype, support)
+            T_transposed[:] = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
         carry = e.last_alpha
         start = stop
     return _with_T(model, T, state.A.copy()), log_likelihood, False

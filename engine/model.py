@@ -219,17 +219,25 @@ def row_sums(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
     return block_row_sums(flat, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
 
 
-def normalise_rows(layout: BlockLayout, counts: np.ndarray, pseudocount: float, dtype: Any) -> np.ndarray:
+def normalise_rows(
+    layout: BlockLayout, counts: np.ndarray, pseudocount: float, dtype: Any, support: np.ndarray | None = None
+) -> np.ndarray:
     """M-step: T = row-normalise(counts + pseudocount) over the stored blocks (paper, section 3).
 
-    The pseudocount is added to stored entries only, so pairs without a block stay at zero. A row with no mass
-    at all (possible only with pseudocount 0) stays all-zero.
+    The pseudocount is added to stored entries only, so pairs without a block stay at zero. With a ``support``
+    (a boolean mask in the flat layout, see :func:`transition_support`) it is added only where the mask is true
+    and every other entry is zero, so a pruned model stays pruned under EM. A row with no mass at all (possible
+    only with pseudocount 0, or with an empty support row) stays all-zero.
     """
     from engine.kernels.cpu import normalise_blocks
 
     out = np.empty(layout.size, dtype=dtype)
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    if support is not None:
+        counts = np.where(support, counts + float(pseudocount), 0.0)
+        pseudocount = 0.0
     normalise_blocks(
-        np.ascontiguousarray(counts, dtype=np.float64),
+        counts,
         float(pseudocount),
         out,
         layout.block_pairs,
@@ -238,6 +246,17 @@ def normalise_rows(layout: BlockLayout, counts: np.ndarray, pseudocount: float, 
         layout.clone_start,
     )
     return out
+
+
+def transition_support(model: CHMM) -> np.ndarray | None:
+    """The entries EM may make non-zero, as a boolean mask in the flat layout, or None for "every stored entry".
+
+    A model pruned by :mod:`engine.graph` (``metadata["pruned"]`` set) keeps its zeros: its support is
+    ``T > 0``. Any other model returns None, and the M-step adds the pseudocount to every stored entry.
+    """
+    if not model.metadata.get("pruned"):
+        return None
+    return np.asarray(model.T) > 0
 
 
 def random_model(
