@@ -232,3 +232,17 @@ def test_interrupted_training_writes_nothing(tmp_path: Path, trained_model: Path
     assert process.returncode == 130
     assert "cancelled" in err
     assert target.read_bytes() == before
+
+
+def test_train_continues_from_init_model(tmp_path: Path, trained_model: Path, capsys) -> None:
+    """--init keeps the model's alphabet, vocabulary and clones and trains further on another text."""
+    before = load(trained_model)
+    out_path = tmp_path / "continued.npz"
+    args = ["train", DATA / "carroll-alice.txt", "-o", out_path, "--init", trained_model, "--iterations", "2"]
+    code, out, _ = run_cli(args + ["--json", "--quiet"], capsys)
+    assert code == 0
+    after = load(out_path)
+    np.testing.assert_array_equal(after.n_clones, before.n_clones)
+    assert after.metadata["vocabulary"] == before.metadata["vocabulary"]
+    assert not np.array_equal(after.T[: before.T.size], before.T) or after.layout.n_blocks != before.layout.n_blocks
+    assert np.isfinite(last_json(out)["test_bps"])
