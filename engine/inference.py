@@ -7,8 +7,8 @@ clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of 
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -246,10 +246,19 @@ def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray) -> PairLayout:
     )
 
 
-@lru_cache(maxsize=1)
+_EXECUTORS: dict[int, ThreadPoolExecutor] = {}
+
+
 def _executor() -> ThreadPoolExecutor:
-    # Two threads: the forward and the backward pass of an E-step are independent (the kernels release the GIL).
-    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="chmm-estep")
+    """Two threads: the forward and the backward pass of an E-step are independent (the kernels release the GIL).
+    One pool per process: a pool inherited through fork (e.g. a Dash background job) has no live threads and would
+    hang, so a forked child makes its own."""
+    pid = os.getpid()
+    pool = _EXECUTORS.get(pid)
+    if pool is None:
+        _EXECUTORS.clear()
+        pool = _EXECUTORS[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chmm-estep")
+    return pool
 
 
 COUNT_METHODS = ("gemm", "loop")

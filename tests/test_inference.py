@@ -11,7 +11,7 @@ import pytest
 
 from engine import inference, learning, synthetic
 from engine.inference import Evidence
-from engine.model import CHMM, BlockLayout, blocks_to_dense, dense_to_blocks, random_model
+from engine.model import CHMM, BlockLayout, blocks_to_dense, dense_to_blocks, pairs_in_sequence, random_model
 
 SEEDS = list(range(10))
 
@@ -521,3 +521,31 @@ def test_sequence_validation() -> None:
         inference.e_step(model, np.array([0, 1]), count_method="fast")
     with pytest.raises(ValueError, match="backoff_weight"):
         inference.score(model, np.array([0, 1]), backoff_weight=1.0)
+
+
+def _e_step_in_child(queue) -> None:  # runs in a forked process
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, 500)
+    model = random_model(["a", "b", "c"], np.array([3, 3, 3]), pairs_in_sequence(x, 3), rng)
+    queue.put(inference.e_step(model, x).log_likelihood)
+
+
+def test_e_step_works_in_a_forked_child() -> None:
+    # Regression: the E-step's two-thread pool was created once per interpreter; a child forked after the parent had
+    # used it (as Dash's background-job manager does) inherited a pool without threads and hung forever.
+    import multiprocessing
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, 500)
+    model = random_model(["a", "b", "c"], np.array([3, 3, 3]), pairs_in_sequence(x, 3), rng)
+    expected = inference.e_step(model, x).log_likelihood  # the parent's pool now exists
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_e_step_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "the E-step hung in a forked child"
+    assert queue.get(timeout=5) == pytest.approx(expected, rel=1e-12)
