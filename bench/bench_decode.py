@@ -98,9 +98,12 @@ def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, flo
 
 
 def sample_passages(test_text: str, count: int, rng: np.random.Generator) -> list[str]:
-    """``count`` passages of PASSAGE characters starting at random word starts of the test text."""
+    """``count`` passages of PASSAGE characters of the test text, each starting at a random word start (and not
+    ending with a space)."""
     starts = np.array([0] + [m.end() for m in re.finditer(" ", test_text)])
     starts = starts[starts + PASSAGE <= len(test_text)]
+    # a passage must not end with a space: the decoder's normalisation would strip it
+    starts = starts[[test_text[s + PASSAGE - 1] != " " for s in starts]]
     chosen = rng.choice(starts, size=count, replace=False)
     return [test_text[s : s + PASSAGE] for s in sorted(chosen)]
 
@@ -219,7 +222,12 @@ def main() -> None:
     unseen_figures = unseen_experiment(model, words, rng)
 
     history = meta.get("history", [])
-    trained = f"{train_seconds:.0f} s" if train_seconds is not None else "cached"
+    selection = sum(r["seconds"] for r in history)
+    trained = (
+        f"{train_seconds:.0f} s"
+        if train_seconds is not None
+        else f"cached model (its selection run took {selection:.0f} s; the refit about as long per iteration)"
+    )
     print(f"machine: {_machine()}")
     settings = meta.get("settings", {})
     sizes = meta.get("sizes", {})
