@@ -150,6 +150,111 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _community_options(args: argparse.Namespace) -> Any:
+    from engine.communities import CommunityOptions
+
+    return CommunityOptions(
+        two_level=args.two_level,
+        trials=args.trials,
+        markov_time=args.markov_time,
+        seed=args.seed,
+        flow=args.flow,
+        words=getattr(args, "words", 10),
+    )
+
+
+def _check_threshold_arg(value: float | None) -> None:
+    from engine.graph import check_threshold
+
+    if value is not None:
+        check_threshold(value)
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    threshold = args.threshold
+    if threshold is None and args.top_mass is None and args.viterbi is None:
+        threshold = workflows.DEFAULT_PRUNE_THRESHOLD
+    _check_threshold_arg(threshold)
+    model = workflows.load_model(args.model)
+    outcome = workflows.prune_model(
+        model,
+        threshold=threshold,
+        top_mass=args.top_mass,
+        viterbi_text=text.read_text(args.viterbi) if args.viterbi else None,
+        validation_text=text.read_text(args.validation) if args.validation else None,
+    )
+    workflows.save_model(outcome.model, args.output)
+    summary = outcome.summary
+    if args.json:
+        print(_json_line(summary))
+    else:
+        line = (
+            f"saved {args.output}: kept {summary['nonzeros_after']:,} of {summary['nonzeros_before']:,} transitions "
+            f"({100 * summary['kept_fraction']:.2f}%)"
+        )
+        if summary["bps_before"] is not None:
+            line += f"; validation BPS {summary['bps_before']:.4f} -> {summary['bps_after']:.4f}"
+        print(line)
+    return 0
+
+
+def _cmd_communities(args: argparse.Namespace) -> int:
+    _check_threshold_arg(args.threshold)
+    options = _community_options(args)
+    options.validate()
+    model = workflows.load_model(args.model)
+    corpus = text.read_text(args.corpus) if args.corpus else None
+    result = workflows.model_communities(model, args.threshold, options, corpus)
+    workflows.write_communities(result, args.output)
+    figures = result.summary()
+    if args.json:
+        print(_json_line(figures))
+    else:
+        print(
+            f"wrote {args.output}: {figures['modules']} modules over {figures['nodes']} clones and "
+            f"{figures['edges']} transitions, codelength {figures['codelength']:.4f} bits ({figures['seconds']:.1f} s)"
+        )
+        for module in sorted(result.top_modules, key=lambda m: -m.flow)[:10]:
+            print(f"  {module.id:>5}  flow {module.flow:.4f}  {module.size:4d} clones  {module.name}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    _check_threshold_arg(args.threshold)
+    options = _community_options(args)
+    options.validate()
+    model = workflows.load_model(args.model)
+    corpus = text.read_text(args.corpus) if args.corpus else None
+    figures = workflows.export_model_graph(
+        model,
+        args.output,
+        args.format,
+        module=args.module,
+        threshold=args.threshold,
+        options=options,
+        corpus_text=corpus,
+    )
+    if args.json:
+        print(_json_line(figures))
+    else:
+        print(f"wrote {args.output}: {figures['nodes']} nodes, {figures['edges']} edges ({args.format})")
+    return 0
+
+
+def _cmd_app(args: argparse.Namespace) -> int:
+    """Start the web app (Dash's development server); Dash is imported here only, never by ``engine``."""
+    import os
+
+    if args.model:
+        workflows.load_model(args.model)  # refuse a file that is not a model before starting anything
+        os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
+    from app.main import app as dash_app
+
+    print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    dash_app.run(host=args.host, port=args.port, debug=args.debug)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chmm", description="Learn and explore cloned HMMs (CHMMs) of text.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -208,6 +313,59 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_argument("--json", action="store_true")
     decode.set_defaults(run=_cmd_decode)
+
+    web = commands.add_parser("app", help="start the web app (Dash) on the sample model or --model")
+    web.add_argument("--model", default=None, help="model new sessions start with (default: the bundled sample)")
+    web.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    web.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    web.set_defaults(run=_cmd_app)
+
+    def add_community_arguments(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--threshold", type=float, default=1e-3, help="prune transitions below this first (default 1e-3)"
+        )
+        sub.add_argument("--trials", type=int, default=10, help="Infomap trials (default 10)")
+        sub.add_argument("--seed", type=int, default=0, help="random seed (Infomap gets seed + 1)")
+        sub.add_argument("--two-level", action="store_true", help="two-level partition (default multilevel)")
+        sub.add_argument("--markov-time", type=float, default=1.0, help="Infomap Markov time (default 1)")
+        sub.add_argument(
+            "--flow",
+            choices=["stationary", "counts", "directed"],
+            default="stationary",
+            help="link flow given to Infomap: node flow x T (rawdir, default), expected counts (rawdir), or T "
+            "with Infomap's directed model",
+        )
+        sub.add_argument("--corpus", default=None, help="training text: marks generalized words seen / novel")
+
+    prune = commands.add_parser("prune", help="zero small transitions (a smaller model)")
+    prune.add_argument("model")
+    prune.add_argument("-o", "--output", required=True, help="pruned model file to write (.npz)")
+    prune.add_argument("--threshold", type=float, default=None, help="zero T below this (default 1e-3)")
+    prune.add_argument("--top-mass", type=float, default=None, help="per row, keep the largest entries up to this mass")
+    prune.add_argument("--viterbi", default=None, help="keep only the clones the Viterbi path of this text uses")
+    prune.add_argument("--validation", default=None, help="text to score before and after pruning")
+    prune.add_argument("--json", action="store_true")
+    prune.set_defaults(run=_cmd_prune)
+
+    communities = commands.add_parser("communities", help="Infomap communities and generalized words")
+    communities.add_argument("model")
+    communities.add_argument("-o", "--output", required=True, help="result folder to write")
+    add_community_arguments(communities)
+    communities.add_argument("--words", type=int, default=10, help="generalized words per module (default 10)")
+    communities.add_argument("--json", action="store_true")
+    communities.set_defaults(run=_cmd_communities)
+
+    export = commands.add_parser("export", help="export the clone graph or one module's subgraph")
+    export.add_argument("model")
+    export.add_argument(
+        "--format", required=True, choices=["graphml", "gexf", "cyjs", "pajek", "clu", "tree", "ftree", "npz"]
+    )
+    export.add_argument("-o", "--output", required=True, help="file to write")
+    export.add_argument("--module", default=None, help="export only this module (id as in the module table: 3 or 3:2)")
+    add_community_arguments(export)
+    export.add_argument("--json", action="store_true")
+    export.set_defaults(run=_cmd_export)
     return parser
 
 

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from engine import allocation, inference, learning, scramble, text
+from engine import communities as communities_mod
+from engine import export as export_mod
+from engine import graph as graph_mod
 from engine import model as model_io
 from engine.backend import BackendError, resolve_backend
 from engine.model import CHMM, pairs_in_sequence, random_model
@@ -226,6 +229,35 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     return CHMM(model.symbols, new_layout, T, model.pi.astype(dtype), None, model.metadata)
 
 
+TRANSITION_ENTRY_BYTES = 20
+MESSAGE_COPIES = 3
+
+
+def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
+    """Rough peak memory (bytes) of training a new model with ``options`` on ``corpus``, to refuse impossible
+    runs before any work: ``TRANSITION_ENTRY_BYTES`` per stored transition entry (the sum over the symbol pairs
+    seen in training of M_i * M_j: T, the expected counts, the M-step buffers and the best model kept) plus the
+    forward/backward messages (alpha, beta and their pair-sorted copies: ``MESSAGE_COPIES`` values per clone of
+    each symbol of the longest sequence processed at once, one batch for online EM). Raises ValueError when
+    ``options.states`` is smaller than the alphabet."""
+    if options.states < corpus.n_symbols:
+        raise ValueError(
+            f"{options.states} states are fewer than the {corpus.n_symbols} symbols of the alphabet; "
+            "every symbol needs at least one clone"
+        )
+    train = corpus.train_full
+    n_clones = allocation.allocate_clones(
+        train, corpus.n_symbols, options.states, options.allocation, options.ngram_order
+    )
+    pairs = pairs_in_sequence(train, corpus.n_symbols)
+    entries = int(np.sum(n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]))
+    message_values = float(np.bincount(train, minlength=corpus.n_symbols) @ n_clones)
+    if options.algorithm == "online" and len(train) > options.batch_size:
+        message_values *= options.batch_size / len(train)
+    itemsize = np.dtype(DTYPES[options.dtype]).itemsize
+    return int(entries * TRANSITION_ENTRY_BYTES + MESSAGE_COPIES * itemsize * message_values)
+
+
 # ------------------------------------------------------------------------------------------ using a model
 def load_model(path: str | Path) -> CHMM:
     """Load a model file (clear :class:`engine.model.ModelFormatError` on a missing, damaged or foreign file)."""
@@ -266,3 +298,106 @@ def decode_text(model: CHMM, raw_text: str, constrained: bool = False) -> scramb
     text, the changed positions against the normalised input (``scramble.mark_changes(result.scrambled,
     result.decoded)`` marks them) and the log-probability of the decoding."""
     return scramble.decode_scrambled(model, raw_text, constrained=constrained)
+
+
+# ------------------------------------------------------------------------------------------ the learned graph
+DEFAULT_PRUNE_THRESHOLD = 1e-3
+
+
+@dataclass
+class PruneOutcome:
+    """The pruned model and its figures (the CLI's ``--json`` object): threshold, kept_fraction, non-zeros
+    before/after, and the BPS of the validation text before/after (None without one)."""
+
+    model: CHMM
+    summary: dict[str, Any]
+
+
+def prune_model(
+    model: CHMM,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    top_mass: float | None = None,
+    viterbi_text: str | None = None,
+    validation_text: str | None = None,
+) -> PruneOutcome:
+    """Prune ``model`` (see :func:`engine.graph.prune`): entries below ``threshold``, beyond the ``top_mass``
+    share of each row, or outside the clones the Viterbi path of ``viterbi_text`` uses (raw text, normalised
+    like the model's corpus). With ``validation_text`` the summary has its BPS before and after."""
+    if threshold is not None:
+        threshold = graph_mod.check_threshold(threshold)
+    validation = encode_for_model(model, validation_text) if validation_text else None
+    keep = graph_mod.viterbi_clones(model, encode_for_model(model, viterbi_text)) if viterbi_text else None
+    pruned = graph_mod.prune(model, threshold=threshold, top_mass=top_mass, keep_clones=keep)
+    record = pruned.metadata["pruned"]
+    summary: dict[str, Any] = {
+        "threshold": threshold,
+        "kept_fraction": record["kept_fraction"],
+        "nonzeros_before": record["nonzeros_before"],
+        "nonzeros_after": record["nonzeros_after"],
+        "bps_before": None,
+        "bps_after": None,
+    }
+    if top_mass is not None:
+        summary["top_mass"] = top_mass
+    if keep is not None:
+        summary["viterbi_clones"] = int(keep.sum())
+    if validation is not None:
+        before, after = inference.score(model, validation), inference.score(pruned, validation)
+        summary.update(
+            bps_before=before.bps, bps_after=after.bps, zero_probability_events=after.zero_probability_events
+        )
+    return PruneOutcome(pruned, summary)
+
+
+def prune_sweep_text(model: CHMM, thresholds: list[float], validation_text: str) -> list[graph_mod.SweepPoint]:
+    """Kept share of the non-zeros and validation BPS for each threshold (the paper's Fig 3(d))."""
+    return graph_mod.prune_sweep(
+        model, [graph_mod.check_threshold(t) for t in thresholds], encode_for_model(model, validation_text)
+    )
+
+
+def reference_text(model: CHMM, raw_text: str) -> str:
+    """``raw_text`` normalised like the model's corpus: the reference that marks generalized words seen/novel."""
+    normalisation = model.metadata.get("normalisation", "raw")
+    return text.apply_normalisation(raw_text, normalisation, model.metadata.get("vocabulary"))
+
+
+def model_communities(
+    model: CHMM,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    options: communities_mod.CommunityOptions | None = None,
+    corpus_text: str | None = None,
+) -> communities_mod.Communities:
+    """Prune at ``threshold`` (None: use the model as it is), build the clone graph and run Infomap on it; the
+    generalized words are marked seen/novel against ``corpus_text`` (raw training text) when given."""
+    options = options or communities_mod.CommunityOptions()
+    options.validate()
+    if threshold is not None:
+        model = graph_mod.prune(model, threshold=graph_mod.check_threshold(threshold))
+    reference = reference_text(model, corpus_text) if corpus_text else None
+    return communities_mod.find_communities(graph_mod.clone_graph(model), options, reference)
+
+
+def write_communities(result: communities_mod.Communities, directory: str | Path) -> list[str]:
+    """Write the result folder (modules.csv, modules.json, clones.tree/.ftree/.clu) with nothing partial left
+    on failure; returns the paths written."""
+    return communities_mod.write_result(result, str(directory))
+
+
+def export_model_graph(
+    model: CHMM,
+    path: str | Path,
+    fmt: str,
+    module: str | None = None,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    options: communities_mod.CommunityOptions | None = None,
+    corpus_text: str | None = None,
+) -> dict[str, Any]:
+    """Export the clone graph of ``model`` (pruned at ``threshold``), or one module's subgraph, in ``fmt`` (see
+    :data:`engine.export.FORMATS`). Infomap runs first (same settings give the same module ids as
+    :func:`model_communities`), so nodes carry ``module`` and ``path``. Returns the export's figures."""
+    if fmt not in export_mod.FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
+    result = model_communities(model, threshold, options, corpus_text)
+    summary = export_mod.export_graph(result.graph, path, fmt, result, module)
+    return summary | {"modules": len(result.top_modules)}

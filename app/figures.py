@@ -1,0 +1,106 @@
+"""Plotly figures of the pages, built from the plain dictionaries the services return (no numerics here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+TRAIN_COLOUR = "#1f77b4"
+VALIDATION_COLOUR = "#ff7f0e"
+REFIT_COLOUR = "#2ca02c"
+MARGIN = {"l": 50, "r": 20, "t": 40, "b": 40}
+
+
+def empty_figure(title: str = "", note: str = "") -> go.Figure:
+    """A blank figure with an optional centred note (nothing to plot yet)."""
+    figure = go.Figure()
+    figure.update_layout(title=title, margin=MARGIN, xaxis={"visible": False}, yaxis={"visible": False}, height=320)
+    if note:
+        figure.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    return figure
+
+
+def clones_figure(summary: dict[str, Any]) -> go.Figure:
+    """Bar chart of the number of clones allocated to each symbol."""
+    figure = go.Figure(go.Bar(x=summary["symbols"], y=summary["clones"], marker_color=TRAIN_COLOUR))
+    figure.update_layout(
+        title="Clones per symbol",
+        xaxis={"title": "symbol", "type": "category"},
+        yaxis={"title": "clones"},
+        margin=MARGIN,
+        height=320,
+    )
+    return figure
+
+
+def history_figure(
+    history: list[dict[str, Any]], refit: list[dict[str, Any]] | None = None, title: str = "Training history"
+) -> go.Figure:
+    """Train and validation BPS per iteration (and the refit run's train BPS, when there is one)."""
+    if not history and not refit:
+        return empty_figure(title, "no training history")
+    figure = go.Figure()
+    iterations = [h["iteration"] for h in history]
+    figure.add_trace(
+        go.Scatter(
+            x=iterations,
+            y=[h["train_bps"] for h in history],
+            name="train",
+            mode="lines+markers",
+            line_color=TRAIN_COLOUR,
+        )
+    )
+    validation = [h.get("validation_bps") for h in history]
+    if any(v is not None for v in validation):
+        figure.add_trace(
+            go.Scatter(
+                x=iterations, y=validation, name="validation", mode="lines+markers", line_color=VALIDATION_COLOUR
+            )
+        )
+    if refit:
+        figure.add_trace(
+            go.Scatter(
+                x=[h["iteration"] for h in refit],
+                y=[h["train_bps"] for h in refit],
+                name="refit (train + validation)",
+                mode="lines+markers",
+                line_color=REFIT_COLOUR,
+            )
+        )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "iteration"},
+        yaxis={"title": "bits per symbol"},
+        margin=MARGIN,
+        height=320,
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return figure
+
+
+def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figure]:
+    """Progress bar value (0-100), its label and the live BPS chart for a job's progress file."""
+    if not progress:
+        return 0.0, "No training job yet.", empty_figure("Training progress", "start a training job")
+    history, refit = progress.get("history") or [], progress.get("refit") or []
+    planned = max(int(progress.get("max_iterations") or 1), 1)
+    status = progress.get("status", "running")
+    if progress.get("phase") == "refit":
+        best = len(history) or 1
+        value = 100.0 * min(len(refit), best) / best
+        label = f"Refit on training + validation text: iteration {len(refit)} (at most {best})"
+    else:
+        value = 100.0 * min(len(history), planned) / planned
+        label = f"Iteration {len(history)} of at most {planned}"
+        if history:
+            last = history[-1]
+            label += f": train {last['train_bps']:.4f} bps"
+            if last.get("validation_bps") is not None:
+                label += f", validation {last['validation_bps']:.4f} bps"
+        elif progress.get("message"):
+            label = progress["message"]
+    if status != "running":
+        value = 100.0 if status == "finished" else value
+        label = f"{status.capitalize()}: {progress.get('message', '')}"
+    return value, label, history_figure(history, refit, title="Training progress (bits per symbol)")

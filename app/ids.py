@@ -1,0 +1,51 @@
+"""Every component id of the app, in one place (pages import these; tests and browser tests use them too)."""
+
+# app shell (app/main.py)
+SESSION = "session-id"  # dcc.Store(storage_type="session"): this tab's session id
+MODEL_VERSION = "model-version"  # dcc.Store: changes whenever the session's current model changes
+NAV = "nav"
+MODEL_BADGE = "model-badge"
+
+# Model page
+MODEL_SUMMARY = "model-summary"
+MODEL_CLONES_CHART = "model-clones-chart"
+MODEL_HISTORY_CHART = "model-history-chart"
+MODEL_UPLOAD = "model-upload"
+MODEL_MESSAGE = "model-message"
+MODEL_DOWNLOAD_BUTTON = "model-download-button"
+MODEL_DOWNLOAD = "model-download"
+MODEL_UNDO = "model-undo"
+
+# Train page
+CORPUS_UPLOAD = "corpus-upload"
+CORPUS_SAMPLE_BUTTON = "corpus-sample-button"
+CORPUS_VERSION = "corpus-version"
+CORPUS_MESSAGE = "corpus-message"
+CORPUS_PREVIEW = "corpus-preview"
+TRAIN_STATES = "train-states"
+TRAIN_ALLOCATION = "train-allocation"
+TRAIN_NORMALISE = "train-normalise"
+TRAIN_ALGORITHM = "train-algorithm"
+TRAIN_ITERATIONS = "train-iterations"
+TRAIN_BATCH_SIZE = "train-batch-size"
+TRAIN_VALIDATION = "train-validation"
+TRAIN_SEED = "train-seed"
+TRAIN_BACKEND = "train-backend"
+TRAIN_ESTIMATE = "train-estimate"
+TRAIN_START = "train-start"
+TRAIN_CANCEL = "train-cancel"
+TRAIN_PROGRESS = "train-progress"
+TRAIN_PROGRESS_LABEL = "train-progress-label"
+TRAIN_CHART = "train-chart"
+TRAIN_RESULT = "train-result"
+TRAIN_STATUS = "train-status"
+
+# Generate page
+SAMPLE_LENGTH = "sample-length"
+SAMPLE_SEED = "sample-seed"
+SAMPLE_PREFIX = "sample-prefix"
+SAMPLE_BUTTON = "sample-button"
+SAMPLE_OUTPUT = "sample-output"
+SCORE_TEXT = "score-text"
+SCORE_BUTTON = "score-button"
+SCORE_OUTPUT = "score-output"

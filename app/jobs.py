@@ -1,0 +1,349 @@
+"""The training job: run by the Train page's background callback (in a separate process with the diskcache
+manager, or on a Celery worker), and directly by the tests.
+
+The job reads the session's corpus, refuses impossible settings (fewer states than symbols, an estimated memory
+over the limit), trains with :func:`engine.workflows.train_text` and writes, in the session folder:
+
+* ``progress.json``: status, phase and the per-iteration train/validation BPS, rewritten (atomically) after every
+  iteration; a heartbeat thread re-reads it every second and hands it to the page's progress callback, so the
+  page updates at least every 2 s even when an iteration takes longer;
+* ``job.json``: the job's key, status (``running``, ``finished``, ``cancelled``, ``failed``, ``refused``) and a
+  message for the page;
+* ``jobs/KEY.npz``: the trained model (atomic save), which then becomes ``current.npz`` (the model it replaces is
+  kept as ``previous.npz``). A cancelled, failed or refused job never touches ``current.npz``.
+
+Cancellation: the page's Cancel button stops the background callback and writes the ``cancel`` flag file; the
+job's :class:`engine.learning.CancelToken` polls that file, so the engine stops within an iteration (one batch for
+online EM) even where the job cannot be killed (a Celery worker on another machine).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from app import config, services, sessions
+from engine import learning, text, workflows
+
+RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
+HEARTBEAT_S = 1.0
+STALE_AFTER_S = 15.0
+ALGORITHMS = ("em", "online", "viterbi")
+
+ProgressReport = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class JobOutcome:
+    """What the background callback returns to the page: a small key and a message, never a model."""
+
+    key: str
+    status: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    try:
+        tmp.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_progress(folder: Path) -> dict[str, Any] | None:
+    """The latest job's progress file (None before any job)."""
+    return _read_json(folder / sessions.PROGRESS)
+
+
+def read_job(folder: Path) -> dict[str, Any] | None:
+    """The latest job's status file (None before any job)."""
+    return _read_json(folder / sessions.JOB)
+
+
+def job_running(folder: Path, now: float | None = None) -> bool:
+    """Whether a job of this session is running: status ``running`` with a heartbeat in the last 15 s (a job
+    killed without a word leaves a stale heartbeat, so it does not block the session forever)."""
+    job = read_job(folder)
+    if not job or job.get("status") != RUNNING:
+        return False
+    now = time.time() if now is None else now
+    try:
+        last = (folder / sessions.HEARTBEAT).stat().st_mtime
+    except OSError:
+        last = float(job.get("started", 0.0))
+    return now - last < STALE_AFTER_S
+
+
+# ------------------------------------------------------------------------------------------ options
+def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
+    value = form.get(name)
+    if value is None or value == "":
+        raise ValueError(f"Enter the {label}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"The {label} must be a number, got {value!r}.") from None
+    if kind is int and not number.is_integer():
+        raise ValueError(f"The {label} must be a whole number, got {value!r}.")
+    if not (low <= number <= high) or not math.isfinite(number):
+        raise ValueError(f"The {label} must lie between {low:g} and {high:g}, got {value!r}.")
+    return int(number) if kind is int else number
+
+
+def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
+    """The training options of the Train page's form (keys: states, allocation, normalise, algorithm,
+    iterations, batch_size, validation, seed, backend), with a clear ValueError on a value that cannot work."""
+    backend = form.get("backend") or "cpu"
+    if backend != "cpu":
+        raise ValueError("This version trains on the CPU only; choose the CPU backend.")
+    algorithm = form.get("algorithm") or "em"
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
+    options = workflows.TrainOptions(
+        states=_number(form, "states", "number of states", int, 2, 10**8),
+        allocation=form.get("allocation") or "ngram",
+        normalise=form.get("normalise") or "paper",
+        algorithm=algorithm,
+        iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
+        batch_size=_number(form, "batch_size", "batch size", int, 2, 10**9),
+        validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
+        seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
+        backend="cpu",
+    )
+    options.validate()
+    return options
+
+
+@dataclass
+class TrainingCheck:
+    """A training run that may start: the corpus text and name, and the estimated memory against the limit."""
+
+    corpus_text: str
+    name: str
+    estimate_bytes: int
+    limit_bytes: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Estimated training memory: {services.format_bytes(self.estimate_bytes)} "
+            f"(limit {services.format_bytes(self.limit_bytes)})."
+        )
+
+
+def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingCheck:
+    """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
+    settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
+    corpus_text, info = services.read_corpus(folder)
+    corpus = text.prepare_corpus(
+        corpus_text,
+        normalisation=options.normalise,
+        test_fraction=options.test_fraction,
+        validation=options.validation,
+        max_train=options.max_train,
+        name=info.name,
+    )
+    estimate = workflows.estimate_training_memory(corpus, options)
+    limit = config.max_train_bytes()
+    if estimate > limit:
+        raise ValueError(
+            f"{options.states:,} states would need about {services.format_bytes(estimate)} of memory to train on "
+            f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
+            "choose fewer states."
+        )
+    return TrainingCheck(corpus_text, info.name, estimate, limit)
+
+
+# ------------------------------------------------------------------------------------------ the job
+class _Progress:
+    """Collects the iteration records of the selection run and, with refit, of the refit run (its iterations
+    restart at 1), and rewrites ``progress.json`` after each one."""
+
+    def __init__(self, folder: Path, key: str, options: workflows.TrainOptions) -> None:
+        self.path = folder / sessions.PROGRESS
+        self.lock = threading.Lock()
+        self.state: dict[str, Any] = {
+            "key": key,
+            "status": RUNNING,
+            "phase": "preparing",
+            "max_iterations": options.iterations,
+            "algorithm": options.algorithm,
+            "history": [],
+            "refit": [],
+            "message": "Preparing the corpus.",
+            "started": time.time(),
+            "updated": time.time(),
+        }
+        self.write()
+
+    def write(self) -> None:
+        with self.lock:
+            self.state["updated"] = time.time()
+            _write_json(self.path, self.state)
+
+    def update(self, **changes: Any) -> None:
+        with self.lock:
+            self.state.update(changes)
+        self.write()
+
+    def record(self, record: learning.IterationRecord) -> None:
+        entry = {
+            "iteration": int(record.iteration),
+            "train_bps": float(record.train_bps),
+            "validation_bps": None if math.isnan(record.validation_bps) else float(record.validation_bps),
+            "seconds": float(record.seconds),
+        }
+        with self.lock:
+            history = self.state["history"]
+            refit = self.state["phase"] == "refit" or (history and entry["iteration"] <= history[-1]["iteration"])
+            if refit:
+                self.state["phase"] = "refit"
+                self.state["refit"].append(entry)
+            else:
+                self.state["phase"] = "training"
+                history.append(entry)
+        self.write()
+
+
+def _heartbeat(folder: Path, report: ProgressReport | None, stop: threading.Event) -> None:
+    """Every second: touch the heartbeat file (the job is alive) and hand the progress file to ``report``."""
+    beat = folder / sessions.HEARTBEAT
+    while not stop.wait(HEARTBEAT_S):
+        beat.touch()
+        if report is not None:
+            progress = read_progress(folder)
+            if progress is not None:
+                report(progress)
+
+
+def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, status: str, message: str) -> JobOutcome:
+    job.update(status=status, message=message, finished=time.time())
+    _write_json(folder / sessions.JOB, job)
+    if progress is not None:
+        progress.update(status=status, message=message)
+    return JobOutcome(job["key"], status, message)
+
+
+def _summary_message(summary: dict[str, Any]) -> str:
+    figures = [f"train {summary['train_bps']:.4f}"]
+    if summary.get("validation_bps") is not None:
+        figures.append(f"validation {summary['validation_bps']:.4f}")
+    if summary.get("test_bps") is not None:
+        figures.append(f"test {summary['test_bps']:.4f}")
+    return (
+        f"Trained {summary['states']:,} states in {summary['iterations']} iteration(s) ({summary['stopped']}, "
+        f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}. It is now the current model."
+    )
+
+
+def run_training_job(
+    folder: Path, options: workflows.TrainOptions, report: ProgressReport | None = None, key: str | None = None
+) -> JobOutcome:
+    """Train on the session's corpus and make the result the current model (see the module docstring). Never
+    raises for a problem with the input or the run: the outcome's status and message say what happened, and
+    ``current.npz`` changes only when the status is ``finished``."""
+    key = key or uuid.uuid4().hex[:12]
+    if job_running(folder):
+        running = read_job(folder) or {}
+        if running.get("key") != key:
+            return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
+    cancel_flag = folder / sessions.CANCEL
+    cancel_flag.unlink(missing_ok=True)
+    job: dict[str, Any] = {
+        "key": key,
+        "status": RUNNING,
+        "message": "Training.",
+        "options": asdict(options),
+        "started": time.time(),
+    }
+    (folder / sessions.HEARTBEAT).touch()
+    _write_json(folder / sessions.JOB, job)
+    progress = _Progress(folder, key, options)
+    try:
+        check = check_training(folder, options)
+    except (ValueError, OSError) as exc:
+        return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
+    progress.update(phase="training", message=check.message)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(folder, report, stop), daemon=True)
+    beat.start()
+    try:
+        status, message = _train_and_install(folder, options, check, progress, key)
+    except MemoryError:
+        status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
+    except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
+        status = FAILED
+        message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
+    finally:
+        stop.set()
+        beat.join(timeout=5)
+    outcome = _finish(folder, job, progress, status, message)
+    if report is not None:
+        report(progress.state)
+    return outcome
+
+
+def _train_and_install(
+    folder: Path, options: workflows.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
+) -> tuple[str, str]:
+    cancel_flag = folder / sessions.CANCEL
+    outcome = workflows.train_text(
+        check.corpus_text,
+        options,
+        callback=progress.record,
+        cancel=learning.CancelToken(poll=cancel_flag.exists),
+        name=check.name,
+    )
+    if outcome.result.stopped == "cancelled" or cancel_flag.exists():
+        done = len(progress.state["history"]) + len(progress.state["refit"])
+        return CANCELLED, f"Training cancelled after {done} iteration(s); the previous model is still current."
+    if outcome.result.stopped == "failed":
+        reason = outcome.result.error or "unknown error"
+        return FAILED, f"Training failed ({reason}); the previous model is still current."
+    jobs_dir = folder / sessions.JOBS
+    jobs_dir.mkdir(exist_ok=True)
+    trained = jobs_dir / f"{key}.npz"
+    workflows.save_model(outcome.model, trained)
+    if cancel_flag.exists():  # cancelled while saving: keep the previous model
+        trained.unlink(missing_ok=True)
+        return CANCELLED, "Training cancelled; the previous model is still current."
+    sessions.install_model(folder, trained)
+    return FINISHED, _summary_message(outcome.summary)
+
+
+def request_cancel(folder: Path) -> str:
+    """Ask the session's running job to stop (the cancel flag file) and say what the page should show."""
+    (folder / sessions.CANCEL).touch()
+    job = read_job(folder)
+    if job and job.get("status") == FINISHED:
+        return "The job had already finished; its model is current (use Undo on the Model page to go back)."
+    message = "Training cancelled; the previous model is still current."
+    if job and job.get("status") == RUNNING:
+        job.update(status=CANCELLED, message=message, finished=time.time())
+        _write_json(folder / sessions.JOB, job)
+        progress = read_progress(folder)
+        if progress is not None and progress.get("key") == job.get("key"):
+            progress.update(status=CANCELLED, message=message)
+            _write_json(folder / sessions.PROGRESS, progress)
+    return message

@@ -1,0 +1,100 @@
+"""The CHMM Explorer Dash app.
+
+``app`` is built at import; ``server = app.server`` is the WSGI entry point, so several workers can serve it::
+
+    gunicorn app.main:server --workers 2 --bind 0.0.0.0:8050 --timeout 120
+
+Training runs as a Dash background callback: with the default :class:`dash.DiskcacheManager` (a cache folder
+under ``CHMM_DATA_DIR``, no server needed) each job is a separate process; with ``REDIS_URL`` set, a
+:class:`dash.CeleryManager` over Redis queues the jobs for Celery workers (``celery -A app.main:celery_app worker``).
+The web process never imports CuPy: this version trains on the CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from app import config, ids, services, sessions, ui
+
+PAGES = Path(__file__).resolve().parent / "pages"
+BACKGROUND_CACHE = ".background-cache"
+
+
+def background_manager() -> tuple[Any, Any]:
+    """The background callback manager and, with ``REDIS_URL``, the Celery app (else None)."""
+    url = config.redis_url()
+    if url:
+        from celery import Celery  # only needed with Redis; install with pip install "celery[redis]"
+
+        celery = Celery(__name__, broker=url, backend=url)
+        return dash.CeleryManager(celery), celery
+    import diskcache
+
+    root = config.data_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    return dash.DiskcacheManager(diskcache.Cache(str(root / BACKGROUND_CACHE))), None
+
+
+def navigation() -> html.Nav:
+    pages = sorted(dash.page_registry.values(), key=lambda page: page.get("order") or 0)
+    links = [dcc.Link(page["name"], href=page["relative_path"], className="nav-link") for page in pages]
+    return html.Nav(
+        [html.Span("CHMM Explorer", className="brand"), *links, html.Span(id=ids.MODEL_BADGE, className="badge")],
+        id=ids.NAV,
+        className="nav",
+    )
+
+
+def serve_layout() -> html.Div:
+    """The app shell, built per page load: a fresh session id is issued here; a tab that already has one (kept
+    in the browser's sessionStorage) keeps it, since a session ``dcc.Store`` prefers the stored value."""
+    return html.Div(
+        [
+            dcc.Store(id=ids.SESSION, storage_type="session", data=sessions.new_session_id()),
+            dcc.Store(id=ids.MODEL_VERSION, storage_type="memory", data=0),
+            navigation(),
+            html.Main(dash.page_container, className="page"),
+        ]
+    )
+
+
+def create_app() -> tuple[Dash, Any]:
+    """Build the Dash app (pages from ``app/pages``) and clean expired session folders."""
+    sessions.cleanup_sessions()
+    manager, celery = background_manager()
+    dash_app = Dash(
+        "app",  # the package: pages are imported as app.pages.<name>
+        use_pages=True,
+        pages_folder=str(PAGES),
+        assets_folder=str(config.ASSETS),
+        background_callback_manager=manager,
+        title="CHMM Explorer",
+        update_title=None,
+    )
+    dash_app.layout = serve_layout
+    page_layouts = [
+        page["layout"]() if callable(page["layout"]) else page["layout"] for page in dash.page_registry.values()
+    ]
+    dash_app.validation_layout = html.Div([serve_layout(), *page_layouts])
+    return dash_app, celery
+
+
+@dash.callback(Output(ids.MODEL_BADGE, "children"), Input(ids.SESSION, "data"), Input(ids.MODEL_VERSION, "data"))
+def show_model_badge(session_id: str | None, _version: Any) -> str:
+    """The current model in one line, in the navigation bar."""
+    try:
+        summary = services.model_summary(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return services.describe_error(exc)
+    if summary is None:
+        return "no model yet"
+    corpus = f" · {summary['corpus']}" if summary.get("corpus") else ""
+    return f"current model: {summary['states']:,} states, {summary['alphabet_size']} symbols{corpus}"
+
+
+app, celery_app = create_app()
+server = app.server

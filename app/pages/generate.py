@@ -1,0 +1,77 @@
+"""Generate page: sample text from the current model (length, seed, optional prefix) and score pasted text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html
+
+from app import ids, services, sessions, ui
+
+dash.register_page(__name__, path="/generate", name="Generate", title="CHMM Explorer · Generate", order=2)
+
+
+def layout(**_query: Any) -> html.Div:
+    sample_card = ui.card(
+        "Sample",
+        html.Div(
+            [
+                ui.field(
+                    "Characters",
+                    dcc.Input(id=ids.SAMPLE_LENGTH, type="number", value=300, min=1, max=services.MAX_SAMPLE_LENGTH),
+                ),
+                ui.field("Seed", dcc.Input(id=ids.SAMPLE_SEED, type="number", value=0, min=0, step=1)),
+                ui.field(
+                    "Prefix (optional)",
+                    dcc.Input(id=ids.SAMPLE_PREFIX, type="text", value="alice was", debounce=True),
+                    "text to continue, normalised like the model's corpus",
+                ),
+            ],
+            className="form-grid",
+        ),
+        html.Div(html.Button("Sample", id=ids.SAMPLE_BUTTON, className="button primary"), className="buttons"),
+        dcc.Loading(html.Div(id=ids.SAMPLE_OUTPUT)),
+    )
+    score_card = ui.card(
+        "Score",
+        dcc.Textarea(id=ids.SCORE_TEXT, placeholder="Paste text to score under the current model", className="text"),
+        html.Div(html.Button("Score", id=ids.SCORE_BUTTON, className="button primary"), className="buttons"),
+        dcc.Loading(html.Div(id=ids.SCORE_OUTPUT)),
+    )
+    return html.Div([html.H2("Generate and score"), sample_card, score_card])
+
+
+@callback(
+    Output(ids.SAMPLE_OUTPUT, "children"),
+    Input(ids.SAMPLE_BUTTON, "n_clicks"),
+    State(ids.SAMPLE_LENGTH, "value"),
+    State(ids.SAMPLE_SEED, "value"),
+    State(ids.SAMPLE_PREFIX, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, session_id: str | None) -> Any:
+    try:
+        generated = services.sample(sessions.session_folder(session_id), length, seed, prefix)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+    return html.Pre(generated, className="preview")
+
+
+@callback(
+    Output(ids.SCORE_OUTPUT, "children"),
+    Input(ids.SCORE_BUTTON, "n_clicks"),
+    State(ids.SCORE_TEXT, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> Any:
+    try:
+        result = services.score(sessions.session_folder(session_id), raw_text)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+    note = ""
+    if result["zero_probability_events"]:
+        note = f"; {result['zero_probability_events']:,} zero-probability transition(s) scored by the bigram back-off"
+    return ui.message(f"{result['bps']:.4f} bits per symbol over {result['symbols']:,} symbols{note}.", "ok")

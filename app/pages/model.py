@@ -1,0 +1,147 @@
+"""Model page: the session's current model (summary, clones per symbol, training history), load a saved model,
+download the current one, undo back to the previous model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import config, figures, ids, services, sessions, ui
+
+dash.register_page(__name__, path="/", name="Model", title="CHMM Explorer · Model", order=0)
+
+
+def layout(**_query: Any) -> html.Div:
+    return html.Div(
+        [
+            html.H2("Current model"),
+            html.Div(id=ids.MODEL_SUMMARY),
+            html.Div(
+                [
+                    dcc.Graph(id=ids.MODEL_CLONES_CHART, config={"displaylogo": False}),
+                    dcc.Graph(id=ids.MODEL_HISTORY_CHART, config={"displaylogo": False}),
+                ],
+                className="two-columns",
+            ),
+            ui.card(
+                "Load, download, undo",
+                dcc.Upload(
+                    html.Div(["Drop a saved model (.npz) here or ", html.A("choose a file")]),
+                    id=ids.MODEL_UPLOAD,
+                    accept=".npz",
+                    max_size=config.max_model_upload_bytes(),
+                    className="upload",
+                ),
+                html.Div(
+                    [
+                        html.Button("Download the current model", id=ids.MODEL_DOWNLOAD_BUTTON, className="button"),
+                        html.Button("Undo (back to the previous model)", id=ids.MODEL_UNDO, className="button"),
+                    ],
+                    className="buttons",
+                ),
+                dcc.Download(id=ids.MODEL_DOWNLOAD),
+                html.Div(id=ids.MODEL_MESSAGE),
+            ),
+        ]
+    )
+
+
+def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The summary table and the two charts for a model summary (see :func:`app.services.model_summary`)."""
+    if summary is None:
+        note = "no model yet: train one on the Train page or load a saved .npz below"
+        return ui.message(note.capitalize() + "."), figures.empty_figure(), figures.empty_figure()
+    sizes = summary.get("sizes") or {}
+    size_text = (
+        f"{sizes.get('train', 0):,} train, {sizes.get('validation', 0):,} validation, {sizes.get('test', 0):,} test"
+        if sizes
+        else None
+    )
+    stopped = summary.get("stopped")
+    if stopped and summary.get("best_iteration"):
+        stopped = f"{stopped} (best iteration {summary['best_iteration']}, refit {summary.get('refit_iterations')})"
+    table = ui.facts(
+        [
+            ("States (clones)", f"{summary['states']:,}"),
+            ("Alphabet", f"{summary['alphabet_size']} symbols: {''.join(summary['symbols'])}"),
+            ("Stored transition entries", f"{summary['stored_entries']:,}"),
+            ("Non-zero transitions", f"{summary['nonzeros']:,}"),
+            ("BPS train", ui.bps(summary.get("train_bps"))),
+            ("BPS validation", ui.bps(summary.get("validation_bps"))),
+            ("BPS test", ui.bps(summary.get("test_bps"))),
+            ("Corpus", summary.get("corpus")),
+            ("Symbols (train/validation/test)", size_text),
+            ("Normalisation", summary.get("normalisation")),
+            ("Algorithm", summary.get("algorithm")),
+            ("Allocation", summary.get("allocation")),
+            ("Seed", summary.get("seed")),
+            ("Stopped", stopped),
+            ("Created", summary.get("created")),
+            ("File size", services.format_bytes(summary["file_bytes"])),
+        ]
+    )
+    return table, figures.clones_figure(summary), figures.history_figure(summary.get("history") or [])
+
+
+@callback(
+    Output(ids.MODEL_SUMMARY, "children"),
+    Output(ids.MODEL_CLONES_CHART, "figure"),
+    Output(ids.MODEL_HISTORY_CHART, "figure"),
+    Input(ids.SESSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+)
+def show_model(session_id: str | None, _version: Any) -> tuple[Any, Any, Any]:
+    try:
+        summary = services.model_summary(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), figures.empty_figure(), figures.empty_figure()
+    return summary_view(summary)
+
+
+@callback(
+    Output(ids.MODEL_MESSAGE, "children"),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.MODEL_UPLOAD, "contents"),
+    State(ids.MODEL_UPLOAD, "filename"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def load_model(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        text = services.load_model_upload(sessions.session_folder(session_id), contents, filename)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(text, "ok"), time.time()
+
+
+@callback(
+    Output(ids.MODEL_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.MODEL_UNDO, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        text = services.undo_model(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(text, "ok"), time.time()
+
+
+@callback(
+    Output(ids.MODEL_DOWNLOAD, "data"),
+    Output(ids.MODEL_MESSAGE, "children", allow_duplicate=True),
+    Input(ids.MODEL_DOWNLOAD_BUTTON, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def download(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        path, name = services.model_download(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return dcc.send_file(str(path), filename=name), no_update

@@ -1,0 +1,304 @@
+"""Train page: upload a corpus (or use the sample), preview it after normalisation, choose the options, train as a
+background job with a live progress bar and BPS chart, cancel."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import config, figures, ids, jobs, services, sessions, ui
+
+dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
+
+GPU_NOTE = "This version trains on the CPU only (the GPU learner is not built yet)."
+FORM = [
+    ("states", ids.TRAIN_STATES),
+    ("allocation", ids.TRAIN_ALLOCATION),
+    ("normalise", ids.TRAIN_NORMALISE),
+    ("algorithm", ids.TRAIN_ALGORITHM),
+    ("iterations", ids.TRAIN_ITERATIONS),
+    ("batch_size", ids.TRAIN_BATCH_SIZE),
+    ("validation", ids.TRAIN_VALIDATION),
+    ("seed", ids.TRAIN_SEED),
+    ("backend", ids.TRAIN_BACKEND),
+]
+FORM_STATES = [State(component, "value") for _, component in FORM]
+FORM_INPUTS = [Input(component, "value") for _, component in FORM]
+
+
+def form_values(values: tuple[Any, ...]) -> dict[str, Any]:
+    """The form's values by option name, in the order of :data:`FORM`."""
+    return {name: value for (name, _), value in zip(FORM, values, strict=True)}
+
+
+def _number(component: str, value: float, step: float | str = 1, minimum: float = 0) -> dcc.Input:
+    return dcc.Input(id=component, type="number", value=value, min=minimum, step=step, debounce=True, className="num")
+
+
+def layout(**_query: Any) -> html.Div:
+    limit = config.max_upload_bytes()
+    corpus = ui.card(
+        "Corpus",
+        dcc.Upload(
+            html.Div(["Drop a UTF-8 text file (.txt) here or ", html.A("choose a file")]),
+            id=ids.CORPUS_UPLOAD,
+            accept=".txt,text/plain",
+            max_size=2 * limit,
+            className="upload",
+        ),
+        html.Div(
+            [
+                html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
+                html.Span(f"Uploads up to {services.format_bytes(limit)} (CHMM_MAX_UPLOAD_MB).", className="hint"),
+            ],
+            className="buttons",
+        ),
+        dcc.Store(id=ids.CORPUS_VERSION, storage_type="memory", data=0),
+        html.Div(id=ids.CORPUS_MESSAGE),
+        html.Div(id=ids.CORPUS_PREVIEW),
+    )
+    options = ui.card(
+        "Options",
+        html.Div(
+            [
+                ui.field("States (clones)", _number(ids.TRAIN_STATES, 600, minimum=2)),
+                ui.field(
+                    "Allocation",
+                    dcc.Dropdown(
+                        id=ids.TRAIN_ALLOCATION,
+                        options=["ngram", "frequency", "uniform"],
+                        value="ngram",
+                        clearable=False,
+                    ),
+                    "clones per symbol: n-gram counts, symbol frequency or equal",
+                ),
+                ui.field(
+                    "Normalisation",
+                    dcc.RadioItems(id=ids.TRAIN_NORMALISE, options=["paper", "raw"], value="paper", inline=True),
+                    "paper: lowercase letters and spaces, rare words replaced; raw: every character",
+                ),
+                ui.field(
+                    "Algorithm",
+                    dcc.RadioItems(
+                        id=ids.TRAIN_ALGORITHM,
+                        options=[
+                            {"label": "EM", "value": "em"},
+                            {"label": "online EM", "value": "online"},
+                            {"label": "Viterbi EM", "value": "viterbi"},
+                        ],
+                        value="online",
+                        inline=True,
+                    ),
+                ),
+                ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30, minimum=1)),
+                ui.field("Batch size (online EM)", _number(ids.TRAIN_BATCH_SIZE, 2000, minimum=2)),
+                ui.field("Validation share", _number(ids.TRAIN_VALIDATION, 0.1, step=0.01), "0 to 0.5"),
+                ui.field("Seed", _number(ids.TRAIN_SEED, 0)),
+                ui.field(
+                    "Backend",
+                    dcc.RadioItems(
+                        id=ids.TRAIN_BACKEND,
+                        options=[
+                            {"label": "CPU", "value": "cpu"},
+                            {"label": html.Span("GPU", title=GPU_NOTE), "value": "gpu", "disabled": True},
+                        ],
+                        value="cpu",
+                        inline=True,
+                    ),
+                    GPU_NOTE,
+                ),
+            ],
+            className="form-grid",
+        ),
+        html.Div(id=ids.TRAIN_ESTIMATE),
+        html.Div(
+            [
+                html.Button("Start training", id=ids.TRAIN_START, className="button primary"),
+                html.Button("Cancel", id=ids.TRAIN_CANCEL, className="button", disabled=True),
+            ],
+            className="buttons",
+        ),
+    )
+    progress = ui.card(
+        "Progress",
+        html.Progress(id=ids.TRAIN_PROGRESS, value="0", max="100", className="progress"),
+        html.Div(id=ids.TRAIN_PROGRESS_LABEL, className="hint"),
+        dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
+        dcc.Store(id=ids.TRAIN_RESULT, storage_type="memory"),
+        html.Div(id=ids.TRAIN_STATUS),
+    )
+    return html.Div([html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress])
+
+
+# ------------------------------------------------------------------------------------------ corpus
+@callback(
+    Output(ids.CORPUS_MESSAGE, "children"),
+    Output(ids.CORPUS_VERSION, "data"),
+    Input(ids.CORPUS_UPLOAD, "contents"),
+    State(ids.CORPUS_UPLOAD, "filename"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def upload_corpus(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        info = services.store_corpus(sessions.session_folder(session_id), contents, filename)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(f"Uploaded {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
+
+
+@callback(
+    Output(ids.CORPUS_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.CORPUS_VERSION, "data", allow_duplicate=True),
+    Input(ids.CORPUS_SAMPLE_BUTTON, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def sample_corpus(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        info = services.use_sample_corpus(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
+
+
+def preview_view(preview: dict[str, Any]) -> html.Div:
+    """Size, alphabet, splits and the start of the normalised text."""
+    vocabulary = preview.get("vocabulary")
+    return html.Div(
+        [
+            ui.facts(
+                [
+                    ("File", f"{preview['name']}: {preview['bytes']:,} bytes, {preview['characters']:,} characters"),
+                    ("Alphabet", f"{preview['alphabet_size']} symbols: {preview['alphabet']}"),
+                    ("Vocabulary", None if vocabulary is None else f"{vocabulary:,} words seen at least twice"),
+                    (
+                        "Symbols",
+                        f"{preview['train']:,} train, {preview['validation']:,} validation, {preview['test']:,} test",
+                    ),
+                ]
+            ),
+            html.Div(f"Preview after {preview['normalisation']} normalisation:", className="field-label"),
+            html.Pre(preview["preview"], className="preview"),
+        ]
+    )
+
+
+@callback(
+    Output(ids.CORPUS_PREVIEW, "children"),
+    Input(ids.CORPUS_VERSION, "data"),
+    Input(ids.TRAIN_NORMALISE, "value"),
+    Input(ids.TRAIN_VALIDATION, "value"),
+    Input(ids.SESSION, "data"),
+)
+def show_preview(_version: Any, normalisation: str, validation: Any, session_id: str | None) -> Any:
+    try:
+        folder = sessions.session_folder(session_id)
+        if services.corpus_info(folder) is None:
+            return ui.message("No corpus yet: upload a .txt file or use the sample corpus.")
+        share = float(validation) if validation not in (None, "") else 0.1
+        return preview_view(services.corpus_preview(folder, normalisation or "paper", share))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+
+
+@callback(
+    Output(ids.TRAIN_ESTIMATE, "children"),
+    Input(ids.CORPUS_VERSION, "data"),
+    Input(ids.SESSION, "data"),
+    *FORM_INPUTS,
+)
+def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
+    """The estimated memory of the run, or why it cannot start (checked again by the job itself)."""
+    try:
+        folder = sessions.session_folder(session_id)
+        if services.corpus_info(folder) is None:
+            return None
+        options = jobs.options_from_form(form_values(values))
+        return ui.message(jobs.check_training(folder, options).message)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+
+
+# ------------------------------------------------------------------------------------------ the training job
+@callback(
+    Output(ids.TRAIN_RESULT, "data"),
+    Input(ids.TRAIN_START, "n_clicks"),
+    State(ids.SESSION, "data"),
+    *FORM_STATES,
+    background=True,
+    running=[
+        (Output(ids.TRAIN_START, "disabled"), True, False),
+        (Output(ids.TRAIN_CANCEL, "disabled"), False, True),
+    ],
+    cancel=[Input(ids.TRAIN_CANCEL, "n_clicks")],
+    progress=[
+        Output(ids.TRAIN_PROGRESS, "value"),
+        Output(ids.TRAIN_PROGRESS_LABEL, "children"),
+        Output(ids.TRAIN_CHART, "figure"),
+    ],
+    interval=1000,
+    prevent_initial_call=True,
+)
+def train(set_progress: Any, _clicks: int | None, session_id: str | None, *values: Any) -> dict[str, str]:
+    """The background job: runs in a separate process (diskcache) or on a Celery worker and returns a small key
+    and message; the model itself goes to the session folder."""
+    try:
+        folder = sessions.session_folder(session_id)
+        options = jobs.options_from_form(form_values(values))
+    except ui.EXPECTED_ERRORS as exc:
+        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
+
+    def report(progress: dict[str, Any]) -> None:
+        value, label, figure = figures.progress_view(progress)
+        set_progress((str(value), label, figure))
+
+    return jobs.run_training_job(folder, options, report=report).as_dict()
+
+
+@callback(
+    Output(ids.TRAIN_STATUS, "children"),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.TRAIN_RESULT, "data"),
+    prevent_initial_call=True,
+)
+def show_result(result: dict[str, str] | None) -> tuple[Any, Any]:
+    if not result:
+        return no_update, no_update
+    kind = {"finished": "ok", "cancelled": "info"}.get(result.get("status", ""), "error")
+    changed = time.time() if result.get("status") == jobs.FINISHED else no_update
+    return ui.message(result.get("message", ""), kind), changed
+
+
+@callback(
+    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
+    Input(ids.TRAIN_CANCEL, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def cancel(_clicks: int | None, session_id: str | None) -> Any:
+    """Write the cancel flag (the engine stops within an iteration even where the job cannot be killed)."""
+    try:
+        return ui.message(jobs.request_cancel(sessions.session_folder(session_id)))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+
+
+@callback(
+    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
+    Input(ids.SESSION, "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
+    """On opening the page: the latest job's progress (it may still be running, or have finished meanwhile)."""
+    try:
+        progress = jobs.read_progress(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return "0", services.describe_error(exc), figures.empty_figure()
+    value, label, figure = figures.progress_view(progress)
+    return str(value), label, figure

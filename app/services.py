@@ -1,0 +1,277 @@
+"""Plain functions behind the pages' callbacks: each takes a session folder and the callback's inputs and returns
+what the page shows, raising :class:`UserError` (or an engine error) with a one-sentence message on bad input.
+The callbacks only unpack inputs, call these and format the result, so the tests call these directly.
+
+Everything that computes goes through :mod:`engine.workflows` and :mod:`engine.text`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from app import config, sessions
+from engine import text, workflows
+from engine.model import CHMM, ModelFormatError
+
+PREVIEW_CHARS = 600
+MAX_SAMPLE_LENGTH = 20_000
+MAX_SCORE_CHARS = 1_000_000
+VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
+
+
+class UserError(ValueError):
+    """A problem with what the user supplied or asked for (the message is shown in the page as is)."""
+
+
+def visible(symbol: str) -> str:
+    """A symbol as shown in the page: whitespace as a visible glyph."""
+    return VISIBLE.get(symbol, symbol)
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one-line message shown for an error raised by a service or the engine."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return message[:1].upper() + message[1:]
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in the largest unit that keeps the figure >= 1 (decimal units, as the size limits are stated)."""
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"  # pragma: no cover
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def decode_upload(contents: str | None, filename: str | None, max_bytes: int) -> bytes:
+    """The bytes of a ``dcc.Upload`` ``contents`` data URI (``data:<type>;base64,<payload>``); UserError when
+    nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding)."""
+    name = filename or "the file"
+    if not contents:
+        raise UserError("No file arrived; choose or drop a file.")
+    header, sep, payload = contents.partition(",")
+    if not sep or not header.startswith("data:") or ";base64" not in header:
+        raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
+    estimated = len(payload) * 3 // 4
+    if estimated > max_bytes + 2:
+        raise UserError(f"{name} is too large: about {estimated:,} bytes, the limit is {max_bytes:,} bytes.")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise UserError(f"{name} arrived damaged (invalid base64); try again.") from None
+
+
+# ------------------------------------------------------------------------------------------ corpus
+@dataclass
+class CorpusInfo:
+    """The session's corpus file: its name, size in bytes and characters."""
+
+    name: str
+    bytes: int
+    characters: int
+
+
+def store_corpus(folder: Path, contents: str | None, filename: str | None) -> CorpusInfo:
+    """Validate an uploaded corpus (empty, binary, invalid UTF-8, too large: :class:`engine.text.CorpusError`
+    with a clear message) and keep it as the session's corpus; a rejected upload keeps the previous corpus."""
+    name = filename or "upload.txt"
+    limit = config.max_upload_bytes()
+    data = decode_upload(contents, name, limit)
+    corpus_text = text.decode_bytes(data, name=name, max_bytes=limit)
+    return _keep_corpus(folder, corpus_text, name, len(data))
+
+
+def use_sample_corpus(folder: Path) -> CorpusInfo:
+    """Make the bundled sample corpus (``sample_models/carroll-alice.txt``) the session's corpus."""
+    if not config.SAMPLE_CORPUS.is_file():
+        raise UserError("The bundled sample corpus is missing from this installation.")
+    corpus_text = text.read_text(config.SAMPLE_CORPUS)
+    return _keep_corpus(folder, corpus_text, config.SAMPLE_CORPUS.name, config.SAMPLE_CORPUS.stat().st_size)
+
+
+def _keep_corpus(folder: Path, corpus_text: str, name: str, size: int) -> CorpusInfo:
+    info = CorpusInfo(name=name, bytes=size, characters=len(corpus_text))
+    _write_atomic(folder / sessions.CORPUS, corpus_text.encode("utf-8"))
+    _write_atomic(folder / sessions.CORPUS_INFO, json.dumps(asdict(info)).encode("utf-8"))
+    return info
+
+
+def corpus_info(folder: Path) -> CorpusInfo | None:
+    """The session's corpus, or None before one is uploaded."""
+    try:
+        info = json.loads((folder / sessions.CORPUS_INFO).read_text(encoding="utf-8"))
+        if not (folder / sessions.CORPUS).is_file():
+            return None
+        return CorpusInfo(**info)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def read_corpus(folder: Path) -> tuple[str, CorpusInfo]:
+    """The session corpus's text and info; UserError when there is none yet."""
+    info = corpus_info(folder)
+    if info is None:
+        raise UserError("No corpus yet: upload a .txt file or use the sample corpus first.")
+    return (folder / sessions.CORPUS).read_text(encoding="utf-8"), info
+
+
+def corpus_preview(folder: Path, normalisation: str = "paper", validation: float = 0.1) -> dict[str, Any]:
+    """Size, alphabet, split sizes and the start of the normalised training text of the session's corpus, as
+    ``engine.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
+    corpus_text, info = read_corpus(folder)
+    corpus = text.prepare_corpus(corpus_text, normalisation=normalisation, validation=validation, name=info.name)
+    return {
+        "name": info.name,
+        "bytes": info.bytes,
+        "characters": info.characters,
+        "normalisation": normalisation,
+        "alphabet_size": corpus.n_symbols,
+        "alphabet": "".join(visible(s) for s in corpus.symbols),
+        "vocabulary": len(corpus.vocabulary) if corpus.vocabulary is not None else None,
+        "train": len(corpus.train),
+        "validation": len(corpus.validation),
+        "test": len(corpus.test),
+        "preview": corpus.train_text[:PREVIEW_CHARS],
+    }
+
+
+# ------------------------------------------------------------------------------------------ the current model
+def load_current(folder: Path) -> CHMM:
+    """The session's current model; UserError when it has none (no start model and nothing trained/loaded)."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        raise UserError("This session has no model yet: train one or load a saved .npz model.")
+    return workflows.load_model(path)
+
+
+def model_summary(folder: Path) -> dict[str, Any] | None:
+    """What the Model page shows of the current model (None when the session has none)."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        return None
+    model = workflows.load_model(path)
+    meta = model.metadata
+    settings = meta.get("settings") or {}
+    return {
+        "states": model.n_states,
+        "alphabet_size": model.n_symbols,
+        "symbols": [visible(s) for s in model.symbols],
+        "clones": [int(c) for c in model.n_clones],
+        "stored_entries": int(model.layout.size),
+        "nonzeros": model.n_nonzero(),
+        "file_bytes": path.stat().st_size,
+        "corpus": meta.get("corpus"),
+        "normalisation": meta.get("normalisation"),
+        "algorithm": settings.get("algorithm"),
+        "allocation": meta.get("allocation"),
+        "seed": meta.get("seed"),
+        "created": meta.get("created"),
+        "stopped": meta.get("stopped"),
+        "best_iteration": meta.get("best_iteration"),
+        "refit_iterations": meta.get("refit_iterations"),
+        "train_bps": meta.get("train_bps"),
+        "validation_bps": meta.get("validation_bps"),
+        "test_bps": meta.get("test_bps"),
+        "sizes": meta.get("sizes"),
+        "history": meta.get("history") or [],
+        "pruned": meta.get("pruned"),
+        "has_previous": sessions.previous_model_path(folder).is_file(),
+    }
+
+
+def load_model_upload(folder: Path, contents: str | None, filename: str | None) -> str:
+    """Make an uploaded ``.npz`` model current (the old one becomes the previous model). A file that is not a
+    model raises UserError and leaves the current model as it was."""
+    name = filename or "the file"
+    data = decode_upload(contents, name, config.max_model_upload_bytes())
+    jobs_dir = folder / sessions.JOBS
+    jobs_dir.mkdir(exist_ok=True)
+    candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
+    candidate.write_bytes(data)
+    try:
+        model = workflows.load_model(candidate)
+    except ModelFormatError as exc:
+        candidate.unlink(missing_ok=True)
+        reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
+        raise UserError(f"{name} cannot be loaded: {reason}; the current model is unchanged.") from None
+    except BaseException:
+        candidate.unlink(missing_ok=True)
+        raise
+    sessions.install_model(folder, candidate)
+    return f"Loaded {name}: {model.n_states:,} states over {model.n_symbols} symbols. It is now the current model."
+
+
+def undo_model(folder: Path) -> str:
+    """Swap the current model with the previous one (undo; again to redo)."""
+    if not sessions.swap_previous(folder):
+        raise UserError("There is no previous model to go back to.")
+    return "Restored the previous model (the one it replaced is kept: undo again to switch back)."
+
+
+def model_download(folder: Path) -> tuple[Path, str]:
+    """The current model's file and the name the browser saves it under."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        raise UserError("This session has no model to download yet.")
+    return path, "chmm-model.npz"
+
+
+# ------------------------------------------------------------------------------------------ generate and score
+def _whole_number(value: Any, what: str, low: int, high: int) -> int:
+    if value is None or value == "":
+        raise UserError(f"Enter {what}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what[:1].upper() + what[1:]} must be a whole number, got {value!r}.") from None
+    if not number.is_integer() or not low <= number <= high:
+        raise UserError(f"{what[:1].upper() + what[1:]} must be a whole number from {low:,} to {high:,}.")
+    return int(number)
+
+
+def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) -> str:
+    """``length`` characters sampled from the current model, continuing ``prefix`` when given."""
+    n = _whole_number(length, "the length", 1, MAX_SAMPLE_LENGTH)
+    s = _whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
+    model = load_current(folder)
+    try:
+        return workflows.sample_text(model, n, seed=s, prefix=prefix or None)
+    except ValueError as exc:  # CorpusError is a ValueError: a prefix empty after normalisation or off-alphabet
+        raise UserError(f"The prefix cannot be used: {describe_error(exc)}") from None
+
+
+def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
+    """Bits per symbol of pasted text under the current model."""
+    if not raw_text or not raw_text.strip():
+        raise UserError("Paste some text to score.")
+    if len(raw_text) > MAX_SCORE_CHARS:
+        raise UserError(
+            f"The text is too long to score here: {len(raw_text):,} characters, at most {MAX_SCORE_CHARS:,}."
+        )
+    model = load_current(folder)
+    try:
+        result = workflows.score_text(model, raw_text)
+    except ValueError as exc:
+        raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
+    return {
+        "bps": result.bps,
+        "symbols": result.symbols,
+        "zero_probability_events": result.zero_probability_events,
+    }

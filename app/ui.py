@@ -1,0 +1,47 @@
+"""Small layout helpers shared by the pages (messages, cards, labelled fields)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import html
+
+from app import services, sessions
+from app.services import UserError
+from engine.model import ModelFormatError
+from engine.text import CorpusError
+
+# errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
+EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)
+
+
+def message(text: str, kind: str = "info") -> html.Div:
+    """A one-line message box; ``kind`` is info, ok or error (styled in assets/style.css)."""
+    return html.Div(text, className=f"message message-{kind}", role="alert" if kind == "error" else "status")
+
+
+def error_message(exc: BaseException) -> html.Div:
+    return message(services.describe_error(exc), "error")
+
+
+def card(title: str, *children: Any, **kwargs: Any) -> html.Section:
+    return html.Section([html.H3(title), *children], className="card", **kwargs)
+
+
+def field(label: str, control: Any, help_text: str | None = None) -> html.Div:
+    """A labelled form control with an optional hint underneath."""
+    parts: list[Any] = [html.Label(label, className="field-label"), control]
+    if help_text:
+        parts.append(html.Div(help_text, className="field-help"))
+    return html.Div(parts, className="field")
+
+
+def facts(rows: list[tuple[str, Any]]) -> html.Table:
+    """A two-column table of label/value facts; rows whose value is None are left out."""
+    return html.Table(
+        html.Tbody([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows if v is not None]), className="facts"
+    )
+
+
+def bps(value: float | None) -> str | None:
+    return None if value is None else f"{value:.4f}"

@@ -1,0 +1,325 @@
+"""The web app's logic, called directly (no browser): uploads, sessions, the training job, models, sampling, and
+a smoke test that the Dash app, its layout and its pages build.
+
+The callbacks only unpack inputs and call ``app.services`` / ``app.jobs`` / ``app.sessions``, so these tests cover
+what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from app import config, figures, jobs, services, sessions
+from app.services import UserError
+from engine import workflows
+from engine.text import CorpusError
+
+ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
+SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
+TINY = {
+    "states": 60,
+    "allocation": "ngram",
+    "normalise": "paper",
+    "algorithm": "em",
+    "iterations": 2,
+    "batch_size": 2000,
+    "validation": 0.1,
+    "seed": 0,
+    "backend": "cpu",
+}
+
+
+def data_uri(data: bytes, mime: str = "text/plain") -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "data"
+    monkeypatch.setenv("CHMM_DATA_DIR", str(root))
+    for name in ("CHMM_MAX_UPLOAD_MB", "CHMM_MAX_TRAIN_MB", "CHMM_START_MODEL", "REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+@pytest.fixture
+def folder() -> Path:
+    return sessions.session_folder(sessions.new_session_id())
+
+
+@pytest.fixture
+def with_corpus(folder: Path) -> Path:
+    services.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
+    return folder
+
+
+def current_bytes(folder: Path) -> bytes:
+    return sessions.current_model_path(folder).read_bytes()
+
+
+# ------------------------------------------------------------------------------------------ uploads
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"", "is empty"),
+        (b"   \n\t  ", "only whitespace"),
+        (b"\x00\x01\x02\x03" * 100, "binary"),
+        ("caf\u00e9 ".encode("latin-1") * 10, "not valid UTF-8"),
+    ],
+)
+def test_corpus_upload_rejects_bad_files_with_a_clear_message(folder: Path, payload: bytes, expected: str) -> None:
+    with pytest.raises(CorpusError, match=expected):
+        services.store_corpus(folder, data_uri(payload), "bad.txt")
+    assert services.corpus_info(folder) is None
+
+
+def test_corpus_upload_size_limit_is_configurable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_UPLOAD_MB", "0.001")  # 1,000 bytes
+    assert config.max_upload_bytes() == 1000
+    with pytest.raises((UserError, CorpusError), match="too large"):
+        services.store_corpus(folder, data_uri(b"abc " * 400), "big.txt")
+    monkeypatch.delenv("CHMM_MAX_UPLOAD_MB")
+    assert config.max_upload_bytes() == 20_000_000
+
+
+def test_damaged_upload_and_missing_upload(folder: Path) -> None:
+    with pytest.raises(UserError, match="damaged"):
+        services.store_corpus(folder, "not a data uri", "x.txt")
+    with pytest.raises(UserError, match="damaged"):
+        services.store_corpus(folder, "data:text/plain;base64,@@@@", "x.txt")
+    with pytest.raises(UserError, match="No file"):
+        services.store_corpus(folder, None, None)
+
+
+def test_good_upload_is_kept_and_previewed(with_corpus: Path) -> None:
+    info = services.corpus_info(with_corpus)
+    assert info is not None and info.name == "alice-short.txt" and info.characters == len(SHORT_TEXT)
+    preview = services.corpus_preview(with_corpus, "paper", 0.1)
+    assert preview["alphabet_size"] == 27 and preview["alphabet"].startswith("\u2423abc")
+    assert preview["preview"] and preview["preview"] == preview["preview"].lower()
+    assert preview["train"] > preview["validation"] > 0 and preview["test"] > 0
+    raw = services.corpus_preview(with_corpus, "raw", 0.1)
+    assert raw["alphabet_size"] > 27 and raw["vocabulary"] is None
+    # a rejected upload afterwards keeps the good corpus
+    with pytest.raises(CorpusError):
+        services.store_corpus(with_corpus, data_uri(b""), "empty.txt")
+    assert services.corpus_info(with_corpus).name == "alice-short.txt"
+
+
+def test_sample_corpus(folder: Path) -> None:
+    info = services.use_sample_corpus(folder)
+    assert info.name == "carroll-alice.txt" and info.characters > 100_000
+
+
+# ------------------------------------------------------------------------------------------ sessions
+def test_sessions_are_isolated(data_dir: Path) -> None:
+    first, second = sessions.new_session_id(), sessions.new_session_id()
+    assert first != second
+    a, b = sessions.session_folder(first), sessions.session_folder(second)
+    assert a != b and a.parent == b.parent == data_dir
+    assert a.name == first and b.name == second
+    services.store_corpus(a, data_uri(b"hello world, hello there"), "a.txt")
+    assert services.corpus_info(a) is not None and services.corpus_info(b) is None
+    assert sessions.session_folder(first) == a  # the same id finds the same folder again
+
+
+@pytest.mark.parametrize("bad", [None, "", "../../etc", "not-a-uuid", 42])
+def test_session_ids_are_checked(bad: object, data_dir: Path) -> None:
+    with pytest.raises(sessions.SessionError):
+        sessions.session_folder(bad)
+    assert not data_dir.exists() or not any(data_dir.iterdir())
+
+
+def test_new_session_starts_on_a_copy_of_the_sample_model(folder: Path) -> None:
+    assert config.SAMPLE_MODEL.is_file(), "sample_models/alice-600.npz is missing (python sample_models/make_sample.py)"
+    assert current_bytes(folder) == config.SAMPLE_MODEL.read_bytes()
+    summary = services.model_summary(folder)
+    assert summary is not None and summary["states"] == 600 and summary["alphabet_size"] == 27
+    assert sum(summary["clones"]) == 600 and summary["nonzeros"] > 0 and summary["history"]
+    assert summary["test_bps"] is not None and not summary["has_previous"]
+
+
+def test_start_model_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CHMM_START_MODEL", str(tmp_path / "missing.npz"))
+    folder = sessions.session_folder(sessions.new_session_id())
+    assert services.model_summary(folder) is None
+    with pytest.raises(UserError, match="no model"):
+        services.sample(folder, 10)
+
+
+def test_cleanup_removes_only_expired_session_folders(data_dir: Path) -> None:
+    old, fresh = sessions.new_session_id(), sessions.new_session_id()
+    old_folder, fresh_folder = sessions.session_folder(old), sessions.session_folder(fresh)
+    (data_dir / "not-a-session").mkdir()
+    long_ago = time.time() - 2 * 86400
+    for path in [old_folder, *old_folder.iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+    removed = sessions.cleanup_sessions(data_dir, ttl_s=86400)
+    assert removed == [old]
+    assert not old_folder.exists() and fresh_folder.exists() and (data_dir / "not-a-session").exists()
+
+
+# ------------------------------------------------------------------------------------------ training jobs
+def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus: Path) -> None:
+    before = current_bytes(with_corpus)
+    reports: list[dict] = []
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY), report=reports.append)
+    assert outcome.status == jobs.FINISHED, outcome.message
+    assert outcome.key and "now the current model" in outcome.message
+    model = workflows.load_model(sessions.current_model_path(with_corpus))
+    assert model.n_states == 60 and model.metadata["corpus"] == "alice-short.txt"
+    assert sessions.previous_model_path(with_corpus).read_bytes() == before
+    progress = jobs.read_progress(with_corpus)
+    assert progress is not None and progress["status"] == jobs.FINISHED and progress["key"] == outcome.key
+    assert [h["iteration"] for h in progress["history"]] == [1, 2]
+    assert all(h["validation_bps"] is not None for h in progress["history"])
+    assert jobs.read_job(with_corpus)["status"] == jobs.FINISHED and not jobs.job_running(with_corpus)
+    assert reports and reports[-1]["status"] == jobs.FINISHED
+    value, label, figure = figures.progress_view(progress)
+    assert value == 100.0 and label.startswith("Finished") and len(figure.data) >= 2
+    # undo goes back to the sample model, and again forward
+    services.undo_model(with_corpus)
+    assert current_bytes(with_corpus) == before
+    services.undo_model(with_corpus)
+    assert workflows.load_model(sessions.current_model_path(with_corpus)).n_states == 60
+
+
+def test_cancelled_job_keeps_the_previous_model(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = current_bytes(with_corpus)
+    record = jobs._Progress.record
+
+    def record_then_cancel(self: jobs._Progress, entry: object) -> None:
+        record(self, entry)
+        jobs.request_cancel(with_corpus)  # what the Cancel button does, after the first iteration
+
+    monkeypatch.setattr(jobs._Progress, "record", record_then_cancel)
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"iterations": 50}))
+    assert outcome.status == jobs.CANCELLED and "previous model is still current" in outcome.message
+    assert current_bytes(with_corpus) == before
+    progress = jobs.read_progress(with_corpus)
+    assert progress["status"] == jobs.CANCELLED and len(progress["history"]) < 50
+    assert figures.progress_view(progress)[1].startswith("Cancelled")
+
+
+def test_impossible_parameters_are_refused(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = current_bytes(with_corpus)
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"states": 10}))
+    assert outcome.status == jobs.REFUSED and "fewer than the 27 symbols" in outcome.message
+    monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "1")
+    options = jobs.options_from_form(TINY | {"states": 2000})
+    with pytest.raises(ValueError, match=r"would need about [\d.]+ MB of memory .* limit of 1.0 MB"):
+        jobs.check_training(with_corpus, options)
+    outcome = jobs.run_training_job(with_corpus, options)
+    assert outcome.status == jobs.REFUSED and "CHMM_MAX_TRAIN_MB" in outcome.message
+    assert current_bytes(with_corpus) == before
+
+
+def test_training_needs_a_corpus(folder: Path) -> None:
+    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
+    assert outcome.status == jobs.REFUSED and "No corpus" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"backend": "gpu"}, "CPU only"),
+        ({"states": 12.5}, "whole number"),
+        ({"states": None}, "Enter the number of states"),
+        ({"validation": 0.9}, "between 0 and 0.5"),
+        ({"algorithm": "magic"}, "Unknown algorithm"),
+        ({"iterations": "x"}, "must be a number"),
+    ],
+)
+def test_form_values_are_checked(change: dict, expected: str) -> None:
+    with pytest.raises(ValueError, match=expected):
+        jobs.options_from_form(TINY | change)
+
+
+def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:
+    (with_corpus / sessions.JOB).write_text('{"key": "other", "status": "running"}')
+    (with_corpus / sessions.HEARTBEAT).touch()
+    assert jobs.job_running(with_corpus)
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
+    assert outcome.status == jobs.REFUSED and "already running" in outcome.message
+    assert not jobs.job_running(with_corpus, now=time.time() + 60)  # a silent job goes stale
+
+
+# ------------------------------------------------------------------------------------------ models
+def test_loading_a_file_that_is_not_a_model_keeps_the_current_model(folder: Path) -> None:
+    before = current_bytes(folder)
+    for payload in (b"just some text", b"PK\x03\x04 damaged zip"):
+        with pytest.raises(UserError, match="cannot be loaded.*current model is unchanged"):
+            services.load_model_upload(folder, data_uri(payload, "application/octet-stream"), "notes.npz")
+        assert current_bytes(folder) == before
+    assert not any((folder / sessions.JOBS).iterdir())
+
+
+def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
+    outcome = workflows.train_text(SHORT_TEXT, workflows.TrainOptions(states=40, iterations=1, refit=False))
+    saved = tmp_path / "small.npz"
+    workflows.save_model(outcome.model, saved)
+    message = services.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "small.npz")
+    assert "40 states" in message
+    assert services.model_summary(folder)["states"] == 40 and services.model_summary(folder)["has_previous"]
+    path, name = services.model_download(folder)
+    assert path.read_bytes() == saved.read_bytes() and name.endswith(".npz")
+
+
+def test_undo_without_a_previous_model(folder: Path) -> None:
+    with pytest.raises(UserError, match="no previous model"):
+        services.undo_model(folder)
+
+
+# ------------------------------------------------------------------------------------------ generate
+def test_sampling_returns_the_requested_length(folder: Path) -> None:
+    assert len(services.sample(folder, 200, 0)) == 200
+    assert services.sample(folder, 50, 3) == services.sample(folder, "50", "3")
+    assert len(services.sample(folder, 80, 1, "alice was")) == 80
+    with pytest.raises(UserError, match="whole number"):
+        services.sample(folder, 0)
+    with pytest.raises(UserError, match="prefix"):
+        services.sample(folder, 10, 0, "!!! ...")
+
+
+def test_scoring_pasted_text(folder: Path) -> None:
+    result = services.score(folder, "Alice was beginning to get very tired of sitting by her sister on the bank.")
+    assert 0.5 < result["bps"] < 5 and result["symbols"] > 50
+    with pytest.raises(UserError, match="Paste some text"):
+        services.score(folder, "   ")
+
+
+# ------------------------------------------------------------------------------------------ the Dash app
+def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
+    import dash
+
+    from app import ids, main
+
+    modules = {page["module"] for page in dash.page_registry.values()}
+    assert {"app.pages.model", "app.pages.train", "app.pages.generate"} <= modules
+    assert {page["path"] for page in dash.page_registry.values()} >= {"/", "/train", "/generate"}
+    shell = main.serve_layout()
+    store = shell.children[0]
+    assert store.id == ids.SESSION and store.storage_type == "session" and uuid.UUID(store.data)
+    assert main.serve_layout().children[0].data != store.data
+    for page in dash.page_registry.values():
+        assert page["layout"]() is not None
+    assert main.server is main.app.server and main.celery_app is None
+    client = main.server.test_client()
+    response = client.get("/")
+    assert response.status_code == 200 and b"_dash-config" in response.data and b"CHMM Explorer" in response.data
+    assert client.get("/_dash-layout").status_code == 200
+    assert client.get("/_dash-dependencies").status_code == 200
+
+
+def test_web_process_does_not_import_cupy() -> None:
+    import sys
+
+    import app.main  # noqa: F401
+
+    assert "cupy" not in sys.modules

@@ -1,0 +1,155 @@
+"""Infomap communities of the clone graph, module summaries, generalized words and the result folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import communities as cm
+from engine import graph, synthetic, text, workflows
+from engine.model import CHMM
+
+DATA = Path(__file__).parent / "data"
+ALICE = DATA / "carroll-alice.txt"
+K = 2
+
+
+@pytest.fixture(scope="module")
+def toy() -> cm.Communities:
+    model = synthetic.toy_fsm_true_model(K)
+    sample = model.decode_symbols(synthetic.toy_fsm_sequence(K, 3000, np.random.default_rng(0)))
+    return cm.find_communities(graph.clone_graph(model), cm.CommunityOptions(trials=3), reference=sample)
+
+
+@pytest.fixture(scope="module")
+def alice_small() -> tuple[CHMM, str]:
+    raw = text.read_text(ALICE)
+    options = workflows.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
+    return workflows.train_text(raw, options).model, raw
+
+
+def test_toy_fsm_splits_into_its_two_branches(toy: cm.Communities) -> None:
+    # clone 0 of each noise symbol serves blocks opened by 0, clone 1 blocks opened by 2
+    assert len(toy.top_modules) == 2
+    g = toy.graph
+    for module in toy.top_modules:
+        openings = {g.char(n) for n in module.nodes if g.char(n) in ("0", "2")}
+        assert len(openings) == 1
+        branch = 0 if openings == {"0"} else 1
+        noise = [n for n in module.nodes if int(g.clone_symbol[n]) >= 4]
+        assert all(int(g.clone_rank[n]) == branch for n in noise)
+    assert sum(m.flow for m in toy.top_modules) == pytest.approx(1.0)
+    # one block boundary every 3k = 6 symbols; it enters a branch from the other one with probability 1/4
+    for module in toy.top_modules:
+        assert module.enter_flow == pytest.approx(1 / 24, rel=1e-3)
+        assert module.exit_flow == pytest.approx(1 / 24, rel=1e-3)
+
+
+def test_toy_fsm_generalized_words_are_its_blocks(toy: cm.Communities) -> None:
+    for module in toy.top_modules:
+        opening = "0" if "0" in module.chars else "2"
+        closing = {"0": "1", "2": "3"}[opening]
+        blocks = {f"{opening}{a}67{b}{closing}" for a in "45" for b in "89"}
+        top = module.words[:4]
+        assert {w.text for w in top} == blocks
+        # entering at the opening signal, each of the four coin outcomes has probability 1/4, and the walk
+        # leaves the module after the closing signal with probability 1/2
+        assert all(w.probability == pytest.approx(0.125, rel=1e-3) for w in top)
+        assert all(w.seen for w in top)
+        assert module.name in {w.text for w in top} or "/" in module.name
+
+
+def test_words_are_marked_novel_against_a_reference() -> None:
+    model = synthetic.toy_fsm_true_model(K)
+    g = graph.clone_graph(model)
+    nodes = np.arange(model.n_states)
+    words = cm.generalized_words(g, nodes, k=50, max_length=6, reference=["046781", "046791", "056781"])
+    marks = {w.text: w.seen for w in words}
+    assert marks["046781"] is True and marks["056791"] is False
+    assert cm.generalized_words(g, nodes, k=3)[0].seen is None  # no reference: unknown
+
+
+def test_module_lookup_and_deterministic_seed(toy: cm.Communities) -> None:
+    assert toy.module("1").path == (1,)
+    assert toy.module(2).id == "2"
+    with pytest.raises(ValueError, match="does not exist"):
+        toy.module("7")
+    with pytest.raises(ValueError, match="does not exist"):
+        toy.module("1:99")
+    again = cm.find_communities(toy.graph, cm.CommunityOptions(trials=3), None)
+    assert again.node_path == toy.node_path
+    # Infomap's .clu module ids are the top-level tree indices (path[0]): ids are global, paths local
+    assert toy.infomap_result.modules() == toy.top_module_of()
+
+
+def test_options_are_validated() -> None:
+    for bad in (
+        cm.CommunityOptions(trials=0),
+        cm.CommunityOptions(markov_time=0.0),
+        cm.CommunityOptions(seed=-1),
+        cm.CommunityOptions(flow="pagerank"),
+    ):
+        with pytest.raises(ValueError):
+            bad.validate()
+
+
+@pytest.mark.parametrize("flow", ["stationary", "counts", "directed"])
+def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) -> None:
+    model, raw = alice_small
+    options = cm.CommunityOptions(trials=2, flow=flow, two_level=flow == "directed")
+    result = workflows.model_communities(model, 1e-3, options, raw)
+    assert len(result.top_modules) >= 2
+    assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
+    for module in result.modules.values():
+        if module.children:
+            assert sum(result.modules[c].flow for c in module.children) == pytest.approx(module.flow, abs=1e-9)
+        assert 0 <= module.enter_flow <= 1 and 0 <= module.exit_flow <= 1
+        assert module.chars and module.name
+        probabilities = [w.probability for w in module.words]
+        assert probabilities == sorted(probabilities, reverse=True) and sum(probabilities) <= 1 + 1e-9
+        assert all(w.seen is not None and " " not in w.text and w.text for w in module.words)
+    # every partitioned clone is in exactly one top module
+    members = np.concatenate([m.nodes for m in result.top_modules])
+    assert len(members) == len(set(members.tolist())) == len(result.nodes)
+
+
+def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
+    model, raw = alice_small
+    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
+    paths = workflows.write_communities(result, tmp_path / "out")
+    names = sorted(Path(p).name for p in paths)
+    assert names == ["clones.clu", "clones.ftree", "clones.tree", "modules.csv", "modules.json"]
+    with open(tmp_path / "out" / "modules.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(result.modules)
+    assert sum(float(r["flow"]) for r in rows if r["level"] == "1") == pytest.approx(1.0, abs=1e-6)
+    data = json.loads((tmp_path / "out" / "modules.json").read_text(encoding="utf-8"))
+    assert data["summary"]["modules"] == len(result.top_modules)
+    assert data["infomap_seed"] == 1 and data["options"]["trials"] == 2
+    clu = [line.split() for line in (tmp_path / "out" / "clones.clu").read_text().splitlines() if line[0] != "#"]
+    assert {int(n): int(m) for n, m, _ in clu} == result.top_module_of()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    # writing again into the existing folder replaces the files
+    workflows.write_communities(result, tmp_path / "out")
+    assert len(list((tmp_path / "out").iterdir())) == 5
+
+
+@pytest.mark.slow
+def test_alice_3000_states_finds_common_and_novel_words() -> None:
+    raw = text.read_text(ALICE)
+    options = workflows.TrainOptions(
+        states=3000, algorithm="online", batch_size=2000, pseudocount=1e-5, iterations=10, refit=False
+    )
+    model = workflows.train_text(raw, options).model
+    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
+    top_words = {w.text for m in result.top_modules for w in m.words[:3]}
+    assert {"the", "and"} <= top_words
+    names = {m.name for m in result.top_modules}
+    assert "the" in names or any(n.startswith("the/") for n in names)
+    novel = [w.text for m in result.modules.values() for w in m.words if w.seen is False]
+    assert novel
