@@ -33,7 +33,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from engine import inference
-from engine.model import CHMM, BlockLayout, normalise_rows
+from engine.inference import BACKOFF_WEIGHT
+from engine.model import CHMM, BlockLayout, normalise_rows, row_sums
 
 TELEPORTATION = 1e-6
 """Teleportation probability of :func:`stationary_distribution` (see there)."""
@@ -101,6 +102,8 @@ def prune(
     The expected counts, if kept, are zeroed on the same entries. Clones left with neither incoming nor outgoing
     transitions lose their initial probability (pi is renormalised over the others). ``metadata["pruned"]``
     records the rules and the non-zeros before and after; it also makes EM keep the zeros at zero.
+    ``metadata["backoff_weight"]`` becomes the removed transition mass (occupancy-weighted mean over rows, at least
+    the default 1e-6): :func:`engine.inference.score` mixes that much of the symbol bigram into every prediction.
     """
     if threshold is None and top_mass is None and keep_clones is None:
         raise ValueError("prune needs a threshold, a top mass or a set of clones to keep")
@@ -132,6 +135,12 @@ def prune(
         record["kept_clones"] = int(clones.sum())
     nonzeros_before = int(np.count_nonzero(T))
     raw = np.where(keep, T.astype(np.float64), 0.0)
+    kept_mass = row_sums(layout, raw)
+    removed = 1.0 - kept_mass  # per clone: the transition mass the rules take away
+    occupancy = row_sums(layout, model.counts) if model.counts is not None else np.ones(layout.n_states)
+    # rows that lose everything belong to clones no path uses any more; they predict nothing
+    weights = np.where(kept_mass > 0, occupancy, 0.0)
+    removed_mass = float(np.sum(weights * np.clip(removed, 0.0, 1.0)) / weights.sum()) if weights.sum() > 0 else 0.0
     T_new = normalise_rows(layout, raw, 0.0, model.T.dtype)
     block_kept = np.add.reduceat(keep, layout.block_offset[:-1]) > 0 if layout.n_blocks else np.zeros(0, bool)
     sizes = np.diff(layout.block_offset)
@@ -156,12 +165,17 @@ def prune(
         kept_fraction=nonzeros_after / nonzeros_before if nonzeros_before else 1.0,
         blocks_before=layout.n_blocks,
         blocks_after=new_layout.n_blocks,
+        removed_mass=removed_mass,
     )
     metadata = json.loads(json.dumps(model.metadata))
     history = list(metadata.get("pruned_history", []))
     if metadata.get("pruned"):
         history.append(metadata["pruned"])
     metadata["pruned"] = record
+    # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
+    # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
+    # impossible, and this is what they are worth (see inference.score).
+    metadata["backoff_weight"] = max(BACKOFF_WEIGHT, min(removed_mass, 0.5))
     if history:
         metadata["pruned_history"] = history
     return CHMM(list(model.symbols), new_layout, T_new, pi.astype(model.pi.dtype), counts, metadata)

@@ -147,19 +147,23 @@ def symbol_bigram(model: CHMM) -> np.ndarray:
     return table / table.sum(axis=1, keepdims=True)
 
 
-def score(model: CHMM, x: np.ndarray, backoff_weight: float = BACKOFF_WEIGHT) -> ScoreResult:
+def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> ScoreResult:
     """Bits per symbol, BPS = -(1/N) log2 P(x) (paper, section 4), with a documented back-off.
 
     Each symbol is scored with the per-step mixture
         P(x_n | x_<n) = (1 - w) P_CHMM(x_n | x_<n) + w Q(x_n | x_{n-1}),
     where Q is the symbol bigram of the training text (:func:`symbol_bigram`; the unigram-free uniform
-    start for n = 1) and w = ``backoff_weight`` (1e-6). Every factor is a proper distribution, so the BPS is a
-    true code length; it costs at most -log2(1 - w) ~ 1.4e-6 bits per symbol over the exact CHMM figure and
+    start for n = 1) and w = ``backoff_weight``: 1e-6, or for a pruned model the transition mass its pruning removed
+    (``model.metadata["backoff_weight"]``, see :func:`engine.graph.prune`). Every factor is a proper distribution,
+    so the BPS is a true code length; with w = 1e-6 it costs at most -log2(1 - w) ~ 1.4e-6 bits per symbol over the
+    exact CHMM figure and
     keeps the score finite where the CHMM gives a transition probability zero (a pair never seen in training, or
     one pruned away). Such steps are counted in ``zero_probability_events``; after one, the forward message
     restarts uniform over the clones of the symbol.
     """
     x = _check_sequence(model, x)
+    if backoff_weight is None:
+        backoff_weight = float(model.metadata.get("backoff_weight", BACKOFF_WEIGHT))
     if not 0.0 <= backoff_weight < 1.0:
         raise ValueError("backoff_weight must lie in [0, 1)")
     result = forward(model, x)
