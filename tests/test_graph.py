@@ -232,3 +232,23 @@ def test_incident_edges_match_a_full_scan(true_model: CHMM) -> None:
         entering, leaving = g.incident_edges(nodes)
         assert sorted(entering.tolist()) == np.flatnonzero(~inside[sources] & inside[targets]).tolist()
         assert sorted(leaving.tolist()) == np.flatnonzero(inside[sources] & ~inside[targets]).tolist()
+
+
+def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence: np.ndarray) -> None:
+    """The scorer of a pruned model mixes in the symbol bigram with the transition mass the pruning removed, so a
+    transition that only small entries supported costs about -log2(removed mass * bigram) instead of ~20 bits."""
+    noisy = noisy_full_model(true_model, noise=1e-2)
+    pruned = graph.prune(noisy, threshold=0.05)
+    weight = pruned.metadata["backoff_weight"]
+    removed = 1.0 - graph.row_sums(noisy.layout, np.where(noisy.T >= 0.05, noisy.T, 0.0).astype(np.float64))
+    kept = removed < 1.0
+    assert weight == pytest.approx(float(np.mean(removed[kept])), rel=1e-6)  # no counts: plain mean over rows
+    assert weight > 1e-3
+    # a text with transitions the pruned model no longer has (noise symbols in the wrong order)
+    odd = np.concatenate([sequence[:200], sequence[200:400][::-1]])
+    with_backoff = inference.score(pruned, odd)
+    assert with_backoff.zero_probability_events > 0
+    assert with_backoff.bps == inference.score(pruned, odd, backoff_weight=weight).bps
+    assert with_backoff.bps < inference.score(pruned, odd, backoff_weight=inference.BACKOFF_WEIGHT).bps
+    # an unpruned model keeps the default weight
+    assert "backoff_weight" not in noisy.metadata
