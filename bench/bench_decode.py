@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import sys
 import time
@@ -38,6 +37,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import describe_machine  # noqa: E402
 
 from engine import inference, scramble, text, workflows  # noqa: E402
 from engine.model import CHMM  # noqa: E402
@@ -51,20 +53,6 @@ PASSAGE = 600
 FRAME = ("let us ", " and relax")
 PAPER_UNSEEN = {4: 74.1, 5: 45.45, 6: 40.3, 7: 27.9, 8: 21.6}
 VARIANTS = ("unconstrained", "constrained")
-
-
-def _machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
-    )
 
 
 def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, float | None]:
@@ -228,7 +216,7 @@ def main() -> None:
         if train_seconds is not None
         else f"cached model (its selection run took {selection:.0f} s; the refit about as long per iteration)"
     )
-    print(f"machine: {_machine()}")
+    print(f"machine: {describe_machine()}")
     settings = meta.get("settings", {})
     sizes = meta.get("sizes", {})
     print(

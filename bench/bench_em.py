@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -32,6 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import describe_machine  # noqa: E402
 
 CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
 REFERENCE_ITERATION = {270: 0.126, 1000: 0.76, 3000: 8.0, 10000: 90.0}
@@ -45,19 +47,6 @@ CONFIGURATIONS = [
     (10000, "ngram"),
 ]
 TRAIN_SYMBOLS = 118_788  # the reference's training text: the first 90% of the normalised corpus
-
-
-def _machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.machine()}"
-    return f"{cpu}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def run_one(states: int, method: str, iterations: int, count_method: str) -> dict:
@@ -156,7 +145,7 @@ def main() -> None:
     configurations = [c for c in CONFIGURATIONS if not (args.quick and c[0] > 3000)]
     if args.only:
         configurations = [c for c in configurations if c[0] == args.only]
-    print(f"machine: {_machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"corpus: {CORPUS.name}, paper normalisation, float32, batch EM, {iterations} iterations, random init seed 0")
     print(HEADER)
     for states, method in configurations:

@@ -351,7 +351,7 @@ def load(path: str | os.PathLike[str]) -> CHMM:
             arrays = {name: archive[name] for name in names - {"header_json"}}
     except ModelFormatError:
         raise
-    except Exception as exc:  # zlib.error, BadZipFile, NotImplementedError (compression), JSON/Unicode errors, ...
+    except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad JSON or Unicode
         raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
