@@ -104,3 +104,46 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         value = 100.0 if status == "finished" else value
         label = f"{status.capitalize()}: {progress.get('message', '')}"
     return value, label, history_figure(history, refit, title="Training progress (bits per symbol)")
+
+
+def prune_figure(sweep: dict[str, Any] | None, selected: float | None = None) -> go.Figure:
+    """Validation BPS against the kept share of the non-zero transitions, one point per threshold (the paper's
+    Fig 3(d)), with the unpruned model's BPS as a dashed line and the point nearest ``selected`` ringed."""
+    title = "Pruning: kept transitions vs bits per symbol"
+    if not sweep or not sweep.get("points"):
+        return empty_figure(title, "run the sweep to see the curve")
+    points = sweep["points"]
+    figure = go.Figure(
+        go.Scatter(
+            x=[p["kept_fraction"] for p in points],
+            y=[p["bps"] for p in points],
+            mode="lines+markers",
+            name="pruned",
+            line_color=VALIDATION_COLOUR,
+            text=[f"threshold {p['threshold']:.0e}<br>{p['nonzeros']:,} non-zeros" for p in points],
+            hovertemplate="%{text}<br>kept %{x:.2%}<br>%{y:.4f} bps<extra></extra>",
+        )
+    )
+    if sweep.get("bps_unpruned") is not None:
+        figure.add_hline(y=sweep["bps_unpruned"], line_dash="dash", line_color=TRAIN_COLOUR, annotation_text="unpruned")
+    if selected is not None:
+        nearest = min(points, key=lambda p: abs(p["threshold"] - selected) / selected)
+        figure.add_trace(
+            go.Scatter(
+                x=[nearest["kept_fraction"]],
+                y=[nearest["bps"]],
+                mode="markers",
+                name=f"threshold {nearest['threshold']:.0e}",
+                marker={"size": 14, "symbol": "circle-open", "color": REFIT_COLOUR, "line": {"width": 3}},
+                hoverinfo="skip",
+            )
+        )
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "kept share of non-zero transitions", "type": "log", "tickformat": ".1%"},
+        yaxis={"title": "bits per symbol"},
+        margin=MARGIN,
+        height=360,
+        legend={"orientation": "h", "y": -0.3},
+    )
+    return figure

@@ -49,3 +49,21 @@ SAMPLE_OUTPUT = "sample-output"
 SCORE_TEXT = "score-text"
 SCORE_BUTTON = "score-button"
 SCORE_OUTPUT = "score-output"
+
+# Decode page
+DECODE_TEXT = "decode-text"
+DECODE_SEED = "decode-seed"
+DECODE_SCRAMBLE = "decode-scramble"
+DECODE_CONSTRAINED = "decode-constrained"
+DECODE_BUTTON = "decode-button"
+DECODE_MESSAGE = "decode-message"
+DECODE_OUTPUT = "decode-output"
+
+# Prune page
+PRUNE_THRESHOLD = "prune-threshold"
+PRUNE_THRESHOLD_LABEL = "prune-threshold-label"
+PRUNE_SWEEP_BUTTON = "prune-sweep-button"
+PRUNE_CHART = "prune-chart"
+PRUNE_SWEEP_MESSAGE = "prune-sweep-message"
+PRUNE_APPLY = "prune-apply"
+PRUNE_MESSAGE = "prune-message"

@@ -11,18 +11,22 @@ import base64
 import binascii
 import json
 import os
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from engine import text, workflows
+from engine import scramble, text, workflows
 from engine.model import CHMM, ModelFormatError
 
 PREVIEW_CHARS = 600
 MAX_SAMPLE_LENGTH = 20_000
 MAX_SCORE_CHARS = 1_000_000
+MAX_DECODE_CHARS = 5_000
+PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+PRUNE_VALIDATION_SHARE = 0.1
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
 
 
@@ -275,3 +279,132 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
     }
+
+
+# ------------------------------------------------------------------------------------------ decode scrambled text
+def _decode_input(raw_text: str | None) -> str:
+    if not raw_text or not raw_text.strip():
+        raise UserError("Type or paste a sentence first.")
+    if len(raw_text) > MAX_DECODE_CHARS:
+        raise UserError(
+            f"The text is too long to decode here: {len(raw_text):,} characters, at most {MAX_DECODE_CHARS:,}."
+        )
+    return raw_text
+
+
+def scramble_sentence(folder: Path, raw_text: str | None, seed: Any = 0) -> str:
+    """The sentence normalised like the current model's corpus, with every word's interior letters permuted."""
+    sentence = _decode_input(raw_text)
+    s = _whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
+    model = load_current(folder)
+    try:
+        return workflows.scramble_for_model(model, sentence, seed=s)
+    except ValueError as exc:
+        raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
+
+
+def decode(folder: Path, raw_text: str | None, constrained: bool = False) -> dict[str, Any]:
+    """Decode a scrambled sentence under the current model: the decoded text, the input after normalisation,
+    the changed runs (``spans``, and ``segments``: (text, changed) pieces of the decoded text in order), the
+    number of changed characters, the decoding's log-probability and the time it took."""
+    sentence = _decode_input(raw_text)
+    model = load_current(folder)
+    started = time.perf_counter()
+    try:
+        result = workflows.decode_text(model, sentence, constrained=bool(constrained))
+    except ValueError as exc:
+        raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
+    seconds = time.perf_counter() - started
+    spans = scramble.change_spans(result.scrambled, result.decoded)
+    segments: list[tuple[str, bool]] = []
+    previous = 0
+    for start, stop in spans:
+        if start > previous:
+            segments.append((result.decoded[previous:start], False))
+        segments.append((result.decoded[start:stop], True))
+        previous = stop
+    if previous < len(result.decoded):
+        segments.append((result.decoded[previous:], False))
+    return {
+        "decoded": result.decoded,
+        "scrambled": result.scrambled,
+        "spans": spans,
+        "segments": segments,
+        "changed": len(result.changed),
+        "log_probability": result.log_probability,
+        "relaxed_words": result.relaxed_words,
+        "unresolved_words": result.unresolved_words,
+        "constrained": bool(constrained),
+        "seconds": seconds,
+    }
+
+
+# ------------------------------------------------------------------------------------------ prune
+def threshold_from_slider(value: Any) -> float:
+    """The pruning threshold for the slider's value (its base-10 logarithm, -5 to -1)."""
+    try:
+        exponent = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"The threshold slider gave {value!r}, not a number.") from None
+    if not -5.0 <= exponent <= -1.0:
+        raise UserError("The threshold must lie between 1e-5 and 1e-1.")
+    return 10.0**exponent
+
+
+def prune_validation_text(folder: Path) -> tuple[str, str]:
+    """The text the sweep scores and where it comes from: the last 10% of the session's corpus, or of the
+    bundled sample corpus when the session has none."""
+    info = corpus_info(folder)
+    if info is not None:
+        corpus_text, name = (folder / sessions.CORPUS).read_text(encoding="utf-8"), info.name
+    elif config.SAMPLE_CORPUS.is_file():
+        corpus_text, name = text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+    else:
+        raise UserError("There is no text to score: upload a corpus on the Train page first.")
+    tail = corpus_text[int(len(corpus_text) * (1 - PRUNE_VALIDATION_SHARE)) :]
+    if not tail.strip():
+        raise UserError(f"The last {PRUNE_VALIDATION_SHARE:.0%} of {name} is empty; upload a longer corpus.")
+    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters)"
+
+
+def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
+    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
+    model = load_current(folder)
+    validation, source = prune_validation_text(folder)
+    try:
+        points = workflows.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
+        unpruned = workflows.score_text(model, validation)
+    except ValueError as exc:
+        raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
+    return {
+        "points": [point._asdict() for point in points],
+        "bps_unpruned": unpruned.bps,
+        "nonzeros": model.n_nonzero(),
+        "source": source,
+    }
+
+
+def apply_prune(folder: Path, log10_threshold: Any) -> str:
+    """Prune the current model at the slider's threshold and make the result current (the old model is kept
+    for undo)."""
+    threshold = threshold_from_slider(log10_threshold)
+    model = load_current(folder)
+    validation, source = prune_validation_text(folder)
+    try:
+        outcome = workflows.prune_model(model, threshold=threshold, validation_text=validation)
+    except ValueError as exc:
+        raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
+    jobs_dir = folder / sessions.JOBS
+    jobs_dir.mkdir(exist_ok=True)
+    candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"
+    try:
+        workflows.save_model(outcome.model, candidate)
+        sessions.install_model(folder, candidate)
+    finally:
+        candidate.unlink(missing_ok=True)
+    s = outcome.summary
+    return (
+        f"Pruned at {threshold:.2g}: kept {s['nonzeros_after']:,} of {s['nonzeros_before']:,} non-zero transitions "
+        f"({s['kept_fraction']:.1%}); BPS on {source}: {s['bps_before']:.4f} before, {s['bps_after']:.4f} after. "
+        "It is now the current model (undo on the Model page goes back)."
+    )

@@ -401,3 +401,14 @@ def export_model_graph(
     result = model_communities(model, threshold, options, corpus_text)
     summary = export_mod.export_graph(result.graph, path, fmt, result, module)
     return summary | {"modules": len(result.top_modules)}
+
+
+def scramble_for_model(model: CHMM, raw_text: str, seed: int = 0) -> str:
+    """``raw_text`` normalised as :func:`decode_text` normalises it, with the interior letters of every word
+    permuted by a generator seeded with ``seed`` (see :func:`engine.scramble.scramble_text`). Raises ValueError
+    for text that is empty after normalisation or has characters outside the model's alphabet."""
+    normalised = scramble.normalise_for_decoding(model, raw_text)
+    if not normalised:
+        raise text.CorpusError("the text is empty after the model's normalisation")
+    scramble.scramble_evidence(model, normalised)  # a clear error for characters outside the alphabet
+    return scramble.scramble_text(normalised, np.random.default_rng(seed))

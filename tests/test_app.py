@@ -294,6 +294,87 @@ def test_scoring_pasted_text(folder: Path) -> None:
         services.score(folder, "   ")
 
 
+# ------------------------------------------------------------------------------------------ decode
+def test_decoding_an_unscrambled_sentence_returns_it(folder: Path) -> None:
+    result = services.decode(folder, "The Queen said to the King.")
+    assert result["scrambled"] == result["decoded"] == "the queen said to the king"
+    assert result["changed"] == 0 and result["spans"] == []
+    assert result["segments"] == [("the queen said to the king", False)] and result["seconds"] >= 0
+
+
+def test_scramble_then_decode_marks_the_changed_runs(folder: Path) -> None:
+    sentence = "Alice was beginning to get very tired of sitting by her sister on the bank."
+    scrambled = services.scramble_sentence(folder, sentence, 3)
+    assert scrambled == services.scramble_sentence(folder, sentence, "3")  # the seed makes it repeatable
+    assert scrambled != "alice was beginning to get very tired of sitting by her sister on the bank"
+    assert sorted(scrambled) == sorted("alice was beginning to get very tired of sitting by her sister on the bank")
+    for constrained in (False, True):
+        result = services.decode(folder, scrambled, constrained)
+        assert result["scrambled"] == scrambled and result["constrained"] is constrained
+        assert result["changed"] > 0 and result["spans"]
+        assert "".join(piece for piece, _ in result["segments"]) == result["decoded"]
+        marked = [piece for piece, changed in result["segments"] if changed]
+        assert marked == [result["decoded"][a:b] for a, b in result["spans"]]
+        assert all(result["decoded"][a:b] != scrambled[a:b] for a, b in result["spans"])
+        assert sum(b - a for a, b in result["spans"]) == result["changed"]
+    assert "sitting" in result["decoded"] and "sister" in result["decoded"]
+
+
+@pytest.mark.parametrize("bad", [None, "", "   \n "])
+def test_decode_and_scramble_need_text(folder: Path, bad: str | None) -> None:
+    with pytest.raises(UserError, match="Type or paste"):
+        services.decode(folder, bad)
+    with pytest.raises(UserError, match="Type or paste"):
+        services.scramble_sentence(folder, bad)
+
+
+def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path) -> None:
+    # the sample model's "paper" normalisation maps everything onto its alphabet: text can only come out empty
+    with pytest.raises(UserError, match="empty after"):
+        services.decode(folder, "!!! ... ???")
+    with pytest.raises(UserError, match="too long"):
+        services.decode(folder, "a" * (services.MAX_DECODE_CHARS + 1))
+    # a "raw" model keeps characters as they are, so unknown ones are named
+    options = workflows.TrainOptions(states=120, normalise="raw", iterations=1, refit=False)
+    saved = tmp_path / "raw.npz"
+    workflows.save_model(workflows.train_text(SHORT_TEXT, options).model, saved)
+    services.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
+    with pytest.raises(UserError, match="cannot be decoded.*outside the model's alphabet.*'\u65e5'"):
+        services.decode(folder, "Alice \u65e5\u672c")
+    with pytest.raises(UserError, match="cannot be scrambled.*outside the model's alphabet"):
+        services.scramble_sentence(folder, "Alice \u65e5\u672c")
+    assert services.decode(folder, "Alice was")["scrambled"] == "Alice was"
+
+
+# ------------------------------------------------------------------------------------------ prune
+def test_prune_sweep_and_apply_then_undo(folder: Path) -> None:
+    before = current_bytes(folder)
+    sweep = services.prune_sweep(folder)
+    points = sweep["points"]
+    assert [p["threshold"] for p in points] == services.PRUNE_THRESHOLDS
+    kept = [p["kept_fraction"] for p in points]
+    assert all(a > b for a, b in zip(kept, kept[1:], strict=False)) and 0 < kept[-1] < kept[0] <= 1
+    assert points[-1]["bps"] > sweep["bps_unpruned"] > 0 and "carroll-alice.txt" in sweep["source"]
+    assert len(figures.prune_figure(sweep, 1e-3).data) == 2
+    nonzeros = services.model_summary(folder)["nonzeros"]
+    message = services.apply_prune(folder, -2)
+    assert "now the current model" in message and "0.01" in message
+    summary = services.model_summary(folder)
+    assert summary["nonzeros"] < nonzeros and summary["pruned"] and summary["has_previous"]
+    assert not any((folder / sessions.JOBS).iterdir())
+    services.undo_model(folder)
+    assert current_bytes(folder) == before
+
+
+def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Path) -> None:
+    assert "alice-short.txt" in services.prune_validation_text(with_corpus)[1]
+    assert services.threshold_from_slider(-3) == pytest.approx(1e-3)
+    for bad in (0, -6, "x", None):
+        with pytest.raises(UserError):
+            services.apply_prune(with_corpus, bad)
+    assert not sessions.previous_model_path(with_corpus).exists()
+
+
 # ------------------------------------------------------------------------------------------ the Dash app
 def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     import dash
@@ -301,8 +382,14 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     from app import ids, main
 
     modules = {page["module"] for page in dash.page_registry.values()}
-    assert {"app.pages.model", "app.pages.train", "app.pages.generate"} <= modules
-    assert {page["path"] for page in dash.page_registry.values()} >= {"/", "/train", "/generate"}
+    assert {
+        "app.pages.model",
+        "app.pages.train",
+        "app.pages.generate",
+        "app.pages.decode",
+        "app.pages.prune",
+    } <= modules
+    assert {page["path"] for page in dash.page_registry.values()} >= {"/", "/train", "/generate", "/decode", "/prune"}
     shell = main.serve_layout()
     store = shell.children[0]
     assert store.id == ids.SESSION and store.storage_type == "session" and uuid.UUID(store.data)
@@ -315,6 +402,8 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     assert response.status_code == 200 and b"_dash-config" in response.data and b"CHMM Explorer" in response.data
     assert client.get("/_dash-layout").status_code == 200
     assert client.get("/_dash-dependencies").status_code == 200
+    for path in ("/decode", "/prune"):
+        assert client.get(path).status_code == 200
 
 
 def test_web_process_does_not_import_cupy() -> None:

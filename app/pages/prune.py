@@ -1,0 +1,92 @@
+"""Prune page: sweep pruning thresholds over the current model (kept transitions vs bits per symbol, the paper's
+Fig 3(d)) and make the model pruned at the slider's threshold current (undo on the Model page goes back)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import figures, ids, services, sessions, ui
+
+dash.register_page(__name__, path="/prune", name="Prune", title="CHMM Explorer · Prune", order=4)
+
+MARKS = {exponent: f"1e{exponent}" for exponent in range(-5, 0)}
+
+
+def layout(**_query: Any) -> html.Div:
+    return html.Div(
+        [
+            html.H2("Prune the transitions"),
+            ui.card(
+                "Threshold",
+                dcc.Slider(id=ids.PRUNE_THRESHOLD, min=-5, max=-1, step=0.25, value=-3, marks=MARKS),
+                html.Div(id=ids.PRUNE_THRESHOLD_LABEL, className="hint"),
+                html.Div(
+                    [
+                        html.Button("Run the sweep", id=ids.PRUNE_SWEEP_BUTTON, className="button primary"),
+                        html.Button("Apply (make the pruned model current)", id=ids.PRUNE_APPLY, className="button"),
+                    ],
+                    className="buttons",
+                ),
+                html.Div(id=ids.PRUNE_MESSAGE),
+            ),
+            ui.card(
+                "Sweep",
+                dcc.Loading(
+                    [
+                        dcc.Graph(id=ids.PRUNE_CHART, figure=figures.prune_figure(None), config={"displaylogo": False}),
+                        html.Div(id=ids.PRUNE_SWEEP_MESSAGE),
+                    ]
+                ),
+            ),
+        ]
+    )
+
+
+@callback(Output(ids.PRUNE_THRESHOLD_LABEL, "children"), Input(ids.PRUNE_THRESHOLD, "value"))
+def show_threshold(value: Any) -> str:
+    try:
+        threshold = services.threshold_from_slider(value)
+    except ui.EXPECTED_ERRORS as exc:
+        return services.describe_error(exc)
+    return f"Transitions with probability below {threshold:.2g} are removed (each row is renormalised)."
+
+
+@callback(
+    Output(ids.PRUNE_CHART, "figure"),
+    Output(ids.PRUNE_SWEEP_MESSAGE, "children"),
+    Input(ids.PRUNE_SWEEP_BUTTON, "n_clicks"),
+    State(ids.PRUNE_THRESHOLD, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def sweep(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        result = services.prune_sweep(sessions.session_folder(session_id))
+        selected = services.threshold_from_slider(value)
+    except ui.EXPECTED_ERRORS as exc:
+        return figures.prune_figure(None), ui.error_message(exc)
+    note = (
+        f"{len(result['points'])} thresholds scored on {result['source']}; the unpruned model has "
+        f"{result['nonzeros']:,} non-zero transitions and {result['bps_unpruned']:.4f} bits per symbol."
+    )
+    return figures.prune_figure(result, selected), ui.message(note)
+
+
+@callback(
+    Output(ids.PRUNE_MESSAGE, "children"),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.PRUNE_APPLY, "n_clicks"),
+    State(ids.PRUNE_THRESHOLD, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def apply(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        text = services.apply_prune(sessions.session_folder(session_id), value)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(text, "ok"), time.time()
