@@ -67,3 +67,25 @@ PRUNE_CHART = "prune-chart"
 PRUNE_SWEEP_MESSAGE = "prune-sweep-message"
 PRUNE_APPLY = "prune-apply"
 PRUNE_MESSAGE = "prune-message"
+
+# Export page
+EXPORT_FORMAT = "export-format"
+EXPORT_THRESHOLD = "export-threshold"
+EXPORT_MODULE = "export-module"
+EXPORT_BUTTON = "export-button"
+EXPORT_MODEL_BUTTON = "export-model-button"
+EXPORT_DOWNLOAD = "export-download"
+EXPORT_MESSAGE = "export-message"
+
+# Communities page
+COMMUNITIES_TRIALS = "communities-trials"
+COMMUNITIES_TWO_LEVEL = "communities-two-level"
+COMMUNITIES_SEED = "communities-seed"
+COMMUNITIES_RUN = "communities-run"
+COMMUNITIES_VERSION = "communities-version"  # dcc.Store: changes whenever a community run is saved
+COMMUNITIES_MESSAGE = "communities-message"
+COMMUNITIES_FILTER = "communities-filter"
+COMMUNITIES_TABLE = "communities-table"
+COMMUNITIES_DETAIL = "communities-detail"
+COMMUNITIES_GRAPH = "communities-graph"
+COMMUNITIES_GRAPH_NOTE = "communities-graph-note"

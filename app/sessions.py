@@ -15,6 +15,8 @@ A session folder holds::
     heartbeat        touched every second while a training job runs
     cancel           flag file: the running job stops within an iteration when it appears
     jobs/KEY.npz     a job's model before it becomes current
+    communities.json the last Infomap run on the current model (Communities page)
+    exports/         files written by the Export page
     last_used        touched on every access (the time-to-live clock)
 
 Folders untouched for longer than the time-to-live are deleted by :func:`cleanup_sessions` (at start-up and at

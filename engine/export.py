@@ -115,9 +115,13 @@ def to_networkx(
     graph: CloneGraph,
     communities: Communities | None = None,
     module: str | int | None = None,
+    nodes: np.ndarray | None = None,
 ) -> nx.DiGraph:
-    """The (sub)graph as a networkx DiGraph with string node ids and plain-typed attributes (see module doc)."""
-    nodes = select_nodes(graph, communities, module)
+    """The (sub)graph as a networkx DiGraph with string node ids and plain-typed attributes (see module doc);
+    ``nodes`` (global clone indices) picks the clones directly instead of ``module``."""
+    if nodes is None:
+        nodes = select_nodes(graph, communities, module)
+    nodes = np.asarray(nodes, dtype=np.int64)
     G = nx.DiGraph()
     G.graph["name"] = "CHMM clone graph" + (f", module {module}" if module is not None else "")
     for node in nodes.tolist():

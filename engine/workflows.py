@@ -378,6 +378,14 @@ def model_communities(
     return communities_mod.find_communities(graph_mod.clone_graph(model), options, reference)
 
 
+def model_graph(model: CHMM, threshold: float | None = DEFAULT_PRUNE_THRESHOLD) -> graph_mod.CloneGraph:
+    """The clone graph :func:`model_communities` partitions (pruned at ``threshold``; None: the model as it is),
+    without running Infomap."""
+    if threshold is not None:
+        model = graph_mod.prune(model, threshold=graph_mod.check_threshold(threshold))
+    return graph_mod.clone_graph(model)
+
+
 def write_communities(result: communities_mod.Communities, directory: str | Path) -> list[str]:
     """Write the result folder (modules.csv, modules.json, clones.tree/.ftree/.clu) with nothing partial left
     on failure; returns the paths written."""

@@ -375,6 +375,85 @@ def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Pat
     assert not sessions.previous_model_path(with_corpus).exists()
 
 
+# ------------------------------------------------------------------------------------------ export
+@pytest.mark.parametrize("fmt", services.EXPORT_FORMATS)
+def test_every_export_format_writes_a_file_in_the_session_folder(folder: Path, fmt: str) -> None:
+    path, name, note = services.export_graph(folder, fmt, "1e-3")
+    assert path.is_file() and path.stat().st_size > 0
+    assert path.parent == folder / services.EXPORTS and path.name == name
+    assert "600 clones" in note
+
+
+def test_exporting_one_module(folder: Path) -> None:
+    path, name, note = services.export_graph(folder, "graphml", 1e-3, " 1 ")
+    assert name == "module-1.graphml" and path.stat().st_size > 0 and note.startswith("Exported module 1")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "threshold", "module", "expected"),
+    [
+        ("graphml", 1e-3, "999", "does not exist"),
+        ("graphml", "abc", None, "must be a number"),
+        ("graphml", 1.5, None, "strictly between 0 and 1"),
+        ("graphml", "", None, "Enter a pruning threshold"),
+        ("zip", 1e-3, None, "Choose an export format"),
+    ],
+)
+def test_bad_export_input_gives_a_message(
+    folder: Path, fmt: str, threshold: object, module: str, expected: str
+) -> None:
+    with pytest.raises(UserError, match=expected):
+        services.export_graph(folder, fmt, threshold, module)
+    assert not list((folder / services.EXPORTS).glob("*")) if (folder / services.EXPORTS).exists() else True
+
+
+# ------------------------------------------------------------------------------------------ communities
+def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -> None:
+    assert services.read_communities(folder) is None
+    saved = services.run_communities(folder, trials=2, two_level=True, seed=0)
+    assert (folder / services.COMMUNITIES).is_file()
+    assert services.read_communities(folder) == saved
+    assert saved["options"]["two_level"] and saved["options"]["trials"] == 2
+    assert sum(m["flow"] for m in saved["modules"]) == pytest.approx(1.0, abs=1e-6)
+    rows = services.module_rows(saved)
+    assert len(rows) == len(saved["modules"]) > 1
+    assert [r["flow"] for r in rows] == sorted((r["flow"] for r in rows), reverse=True)
+    assert services.module_rows(saved, "zzzzzz") == []
+    word = saved["modules"][0]["words"][0]["text"]
+    assert any(r["id"] == saved["modules"][0]["id"] for r in services.module_rows(saved, word))
+    detail = services.module_detail(folder, rows[0]["id"])
+    assert detail["words"] and detail["reference"] and detail["words"][0]["seen"] is not None
+    nodes = [e for e in detail["elements"] if "source" not in e["data"]]
+    edges = [e for e in detail["elements"] if "source" in e["data"]]
+    assert len(nodes) == rows[0]["size"] and edges and detail["note"] is None
+    assert all("position" in n and n["data"]["colour"].startswith("#") for n in nodes)
+    ids_ = {n["data"]["id"] for n in nodes}
+    assert all(e["data"]["source"] in ids_ and e["data"]["target"] in ids_ and e["data"]["width"] > 0 for e in edges)
+    # the export uses the saved run's settings, so module ids agree with the page
+    _, _, note = services.export_graph(folder, "clu", 1e-3, rows[0]["id"])
+    assert f"{rows[0]['size']} clones" in note
+
+
+def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    saved = services.run_communities(folder, trials=1)
+    monkeypatch.setattr(services, "MAX_GRAPH_ELEMENTS", 10)
+    big = max(saved["modules"], key=lambda m: m["size"])
+    detail = services.module_detail(folder, big["id"])
+    assert len(detail["elements"]) <= 10 and "Showing" in detail["note"]
+
+
+def test_communities_bad_input_and_stale_results(folder: Path) -> None:
+    with pytest.raises(UserError, match="Run Infomap first"):
+        services.module_detail(folder, "1")
+    with pytest.raises(UserError, match="trials"):
+        services.run_communities(folder, trials=0)
+    services.run_communities(folder, trials=1)
+    with pytest.raises(UserError, match="does not exist"):
+        services.module_detail(folder, "999")
+    services.apply_prune(folder, -2)  # a new current model: the saved run no longer applies
+    assert services.read_communities(folder) is None
+
+
 # ------------------------------------------------------------------------------------------ the Dash app
 def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     import dash
@@ -388,8 +467,18 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
         "app.pages.generate",
         "app.pages.decode",
         "app.pages.prune",
+        "app.pages.export",
+        "app.pages.communities",
     } <= modules
-    assert {page["path"] for page in dash.page_registry.values()} >= {"/", "/train", "/generate", "/decode", "/prune"}
+    assert {page["path"] for page in dash.page_registry.values()} >= {
+        "/",
+        "/train",
+        "/generate",
+        "/decode",
+        "/prune",
+        "/export",
+        "/communities",
+    }
     shell = main.serve_layout()
     store = shell.children[0]
     assert store.id == ids.SESSION and store.storage_type == "session" and uuid.UUID(store.data)
@@ -402,7 +491,7 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     assert response.status_code == 200 and b"_dash-config" in response.data and b"CHMM Explorer" in response.data
     assert client.get("/_dash-layout").status_code == 200
     assert client.get("/_dash-dependencies").status_code == 200
-    for path in ("/decode", "/prune"):
+    for path in ("/decode", "/prune", "/export", "/communities"):
         assert client.get(path).status_code == 200
 
 

@@ -1,0 +1,90 @@
+"""Export page: write the current model's clone graph (pruned at a threshold), or one module's subgraph, in a
+network format into the session folder and send it to the browser; download the current model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from app import ids, services, sessions, ui
+
+dash.register_page(__name__, path="/export", name="Export", title="CHMM Explorer · Export", order=6)
+
+
+def layout(**_query: Any) -> html.Div:
+    options = [{"label": services.EXPORT_DESCRIPTIONS[fmt], "value": fmt} for fmt in services.EXPORT_FORMATS]
+    return html.Div(
+        [
+            html.H2("Export the clone graph"),
+            ui.card(
+                "Format and selection",
+                html.Div(
+                    [
+                        ui.field(
+                            "Format",
+                            dcc.Dropdown(id=ids.EXPORT_FORMAT, options=options, value="graphml", clearable=False),
+                            "clu, tree and ftree are Infomap partition files; the others carry the graph.",
+                        ),
+                        ui.field(
+                            "Pruning threshold",
+                            dcc.Input(id=ids.EXPORT_THRESHOLD, type="text", value="1e-3", className="num"),
+                            "Transitions below it are removed before export (a number between 0 and 1).",
+                        ),
+                        ui.field(
+                            "Module (optional)",
+                            dcc.Input(id=ids.EXPORT_MODULE, type="text", placeholder="e.g. 3 or 3:2", className="num"),
+                            "Export only this module's subgraph. Ids as on the Communities page (its last run's "
+                            "settings at the same threshold; Infomap's defaults otherwise).",
+                        ),
+                    ],
+                    className="form-grid",
+                ),
+                html.Div(
+                    [
+                        html.Button("Export", id=ids.EXPORT_BUTTON, className="button primary"),
+                        html.Button(
+                            "Download the current model (.npz)", id=ids.EXPORT_MODEL_BUTTON, className="button"
+                        ),
+                    ],
+                    className="buttons",
+                ),
+                dcc.Download(id=ids.EXPORT_DOWNLOAD),
+                dcc.Loading(html.Div(id=ids.EXPORT_MESSAGE)),
+            ),
+        ]
+    )
+
+
+@callback(
+    Output(ids.EXPORT_DOWNLOAD, "data"),
+    Output(ids.EXPORT_MESSAGE, "children"),
+    Input(ids.EXPORT_BUTTON, "n_clicks"),
+    State(ids.EXPORT_FORMAT, "value"),
+    State(ids.EXPORT_THRESHOLD, "value"),
+    State(ids.EXPORT_MODULE, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        path, name, note = services.export_graph(sessions.session_folder(session_id), fmt, threshold, module)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return dcc.send_file(str(path), filename=name), ui.message(note, "ok")
+
+
+@callback(
+    Output(ids.EXPORT_DOWNLOAD, "data", allow_duplicate=True),
+    Output(ids.EXPORT_MESSAGE, "children", allow_duplicate=True),
+    Input(ids.EXPORT_MODEL_BUTTON, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def download_model(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    try:
+        path, name = services.model_download(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return dcc.send_file(str(path), filename=name), no_update
