@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import os
 import time
 import uuid
@@ -23,7 +22,7 @@ import networkx as nx
 from app import config, sessions
 from engine import communities as communities_mod
 from engine import export as export_mod
-from engine import scramble, text, workflows
+from engine import graph, scramble, text, workflows
 from engine.model import CHMM, ModelFormatError
 
 PREVIEW_CHARS = 600
@@ -436,16 +435,15 @@ def apply_prune(folder: Path, log10_threshold: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ export
 def parse_threshold(value: Any) -> float:
-    """A pruning threshold typed by the user: a number strictly between 0 and 1 (e.g. ``1e-3``)."""
+    """A pruning threshold typed by the user: a number strictly between 0 and 1 (e.g. ``1e-3``); the check is the
+    engine's (:func:`engine.graph.check_threshold`), its message shown in the page."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise UserError("Enter a pruning threshold between 0 and 1, e.g. 1e-3.")
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"The threshold must be a number between 0 and 1, got {value!r}.") from None
-    if not (math.isfinite(number) and 0.0 < number < 1.0):
-        raise UserError(f"The threshold must lie strictly between 0 and 1, got {value!r}.")
-    return number
+        return graph.check_threshold(value)
+    except ValueError as exc:
+        message = str(exc)
+        raise UserError(message[0].upper() + message[1:] + ".") from None
 
 
 def _model_stamp(folder: Path) -> list[int]:

@@ -429,25 +429,22 @@ def sample_path(
         target = uniforms[n] * total
         acc = 0.0
         chosen = -1
+        last_positive = -1  # rounding can leave target just above the final sum: then take the last positive entry
         for k in range(row_block_start[i], row_block_start[i + 1]):
             j = block_pairs[k, 1]
             cols = n_clones[j]
             row = block_offset[k] + row_index * cols
             for v in range(cols):
-                acc += T[row + v]
-                if acc >= target and T[row + v] > 0.0:
-                    chosen = clone_start[j] + v
-                    break
+                if T[row + v] > 0.0:
+                    last_positive = clone_start[j] + v
+                    acc += T[row + v]
+                    if acc >= target:
+                        chosen = last_positive
+                        break
             if chosen >= 0:
                 break
-        if chosen < 0:  # rounding: take the last positive entry of the row
-            for k in range(row_block_start[i], row_block_start[i + 1]):
-                j = block_pairs[k, 1]
-                cols = n_clones[j]
-                row = block_offset[k] + row_index * cols
-                for v in range(cols):
-                    if T[row + v] > 0.0:
-                        chosen = clone_start[j] + v
+        if chosen < 0:
+            chosen = last_positive
         u_clone = chosen
         out_symbols[n] = clone_symbol[u_clone]
     return out_symbols.shape[0]
