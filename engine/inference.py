@@ -137,12 +137,20 @@ def log_likelihood(model: CHMM, x: np.ndarray) -> float:
 def symbol_bigram(model: CHMM) -> np.ndarray:
     """Symbol bigram P(j | i) from the model's expected counts (block sums = pair counts of the training text),
     add-1/2 smoothed; uniform rows where the model keeps no counts."""
-    n = model.n_symbols
+    sums = None
+    if model.counts is not None and model.layout.n_blocks:
+        sums = np.add.reduceat(model.counts, model.layout.block_offset[:-1])
+    return symbol_bigram_from_block_sums(model.layout, sums)
+
+
+def symbol_bigram_from_block_sums(layout: BlockLayout, block_sums: np.ndarray | None) -> np.ndarray:
+    """Symbol bigram P(j | i) from the summed expected counts of each stored block (None: no counts kept), add-1/2
+    smoothed (see :func:`symbol_bigram`)."""
+    n = layout.n_symbols
     table = np.zeros((n, n))
-    if model.counts is not None:
-        sums = np.add.reduceat(model.counts, model.layout.block_offset[:-1]) if model.layout.n_blocks else []
-        for k, (i, j) in enumerate(model.layout.block_pairs):
-            table[i, j] = sums[k]
+    if block_sums is not None:
+        for k, (i, j) in enumerate(layout.block_pairs):
+            table[i, j] = block_sums[k]
     table += 0.5
     return table / table.sum(axis=1, keepdims=True)
 
@@ -167,13 +175,21 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
     if not 0.0 <= backoff_weight < 1.0:
         raise ValueError("backoff_weight must lie in [0, 1)")
     result = forward(model, x)
+    return score_from_predictive(x, result.predictive, result.zero_events, symbol_bigram(model), backoff_weight)
+
+
+def score_from_predictive(
+    x: np.ndarray, predictive: np.ndarray, zero_events: int, bigram: np.ndarray, backoff_weight: float
+) -> ScoreResult:
+    """The BPS of :func:`score` from the forward pass's predictive probabilities and the back-off bigram (shared by
+    the CPU and the GPU engine)."""
     q = np.empty(len(x))
-    q[0] = 1.0 / model.n_symbols
-    q[1:] = symbol_bigram(model)[x[:-1], x[1:]]
-    mixed = (1.0 - backoff_weight) * result.predictive + backoff_weight * q
+    q[0] = 1.0 / bigram.shape[0]
+    q[1:] = bigram[x[:-1], x[1:]]
+    mixed = (1.0 - backoff_weight) * predictive + backoff_weight * q
     with np.errstate(divide="ignore"):
         log2_probability = float(np.sum(np.log2(mixed)))
-    return ScoreResult(-log2_probability / len(x), log2_probability, len(x), result.zero_events)
+    return ScoreResult(-log2_probability / len(x), log2_probability, len(x), int(zero_events))
 
 
 # ------------------------------------------------------------------------------------------------ backward

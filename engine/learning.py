@@ -11,13 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine import inference
 from engine.kernels import cpu
-from engine.model import CHMM, normalise_rows, transition_support
+from engine.model import CHMM, BlockLayout, normalise_rows, transition_support
 
 ALGORITHMS = ("em", "online", "viterbi")
 
@@ -133,11 +133,16 @@ def em_iteration(
 
 def viterbi_counts(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hard counts: one count per transition of the MAP clone path of ``x``; returns (counts, path)."""
-    layout = model.layout
     path = inference.viterbi(model, x).clones
+    return path_counts(model.layout, x, path), path
+
+
+def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndarray:
+    """One count per transition of the clone path ``path`` of ``x`` in the flat block layout (all zero when the
+    path is impossible, i.e. holds -1)."""
     counts = np.zeros(layout.size, dtype=np.float64)
     if np.any(path < 0):
-        return counts, path
+        return counts
     src, dst = x[:-1], x[1:]
     k = layout.block_index[src, dst]
     ok = k >= 0
@@ -147,7 +152,7 @@ def viterbi_counts(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         + (path[1:][ok] - layout.clone_start[dst[ok]])
     )
     counts += np.bincount(flat, minlength=layout.size)
-    return counts, path
+    return counts
 
 
 def viterbi_iteration(model: CHMM, x: np.ndarray, config: TrainingConfig) -> tuple[CHMM, float]:
@@ -236,6 +241,39 @@ def online_epoch(
     return _with_T(model, T, state.A.copy()), log_likelihood, False
 
 
+class CpuSteps:
+    """The iterations of :func:`fit` on the CPU engine; models are host :class:`CHMM` objects. The GPU engine
+    provides the same four methods (:class:`engine.gpu.GpuSteps`) with models kept on the device."""
+
+    def __init__(self, model: CHMM, train: np.ndarray, config: TrainingConfig) -> None:
+        self.train = train
+        self.config = config
+        self.online_state = _OnlineState()
+        self.pair_layout = None
+        if config.algorithm == "em":
+            self.pair_layout = inference.pair_sorted_offsets(model.layout, train).with_buffers(
+                model.T.dtype, len(train)
+            )
+        self.initial = model
+
+    def iterate(self, current: CHMM, cancel: CancelToken | None) -> tuple[CHMM, float, bool]:
+        """One iteration (an epoch for online EM): the new model, the training log-likelihood, cancelled midway."""
+        if self.config.algorithm == "em":
+            return (*em_iteration(current, self.train, self.config, self.pair_layout), False)
+        if self.config.algorithm == "viterbi":
+            return (*viterbi_iteration(current, self.train, self.config), False)
+        return online_epoch(current, self.train, self.config, self.online_state, cancel)
+
+    def validation_bps(self, model: CHMM, validation: np.ndarray) -> float:
+        return inference.score(model, validation).bps
+
+    def finite(self, model: CHMM) -> bool:
+        return bool(np.all(np.isfinite(model.T)))
+
+    def host(self, model: CHMM) -> CHMM:
+        return model
+
+
 def fit(
     model: CHMM,
     train: np.ndarray,
@@ -243,6 +281,7 @@ def fit(
     config: TrainingConfig | None = None,
     callback: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    backend: str = "cpu",
 ) -> TrainingResult:
     """Train ``model`` on the symbol sequence ``train`` with the configured algorithm.
 
@@ -251,6 +290,8 @@ def fit(
     improvement); without one, the last model. Training also stops when the relative gain in training
     log-likelihood drops below ``tolerance``, or when ``cancel`` is set (checked once per iteration, or once per
     batch for online EM). A cancelled or failed run returns the last good model with ``stopped`` saying why.
+    ``backend`` "gpu" runs every iteration on the GPU engine (:mod:`engine.gpu`, imported only then) with the
+    models kept on the device; the returned model is a host model either way.
     """
     config = config or TrainingConfig()
     config.validate()
@@ -258,35 +299,32 @@ def fit(
     if len(train) < 2:
         raise ValueError("the training sequence needs at least two symbols")
     has_validation = validation is not None and len(validation) > 0
+    if backend == "gpu":
+        from engine.gpu import GpuSteps
+
+        steps: Any = GpuSteps(model, train, validation if has_validation else None, config)
+    else:
+        steps = CpuSteps(model, train, config)
     result = TrainingResult(model=model)
-    best_validation = inference.score(model, validation).bps if has_validation else np.inf
-    best_model = model
+    current = steps.initial
+    best_validation = steps.validation_bps(current, validation) if has_validation else np.inf
+    best_model = current
     since_best = 0
     previous_ll = -np.inf
     quiet_epochs = 0
-    online_state = _OnlineState()
-    current = model
-    pair_layout = None
-    if config.algorithm == "em":
-        pair_layout = inference.pair_sorted_offsets(model.layout, train).with_buffers(model.T.dtype, len(train))
     for iteration in range(1, config.max_iterations + 1):
         if cancel is not None and cancel.cancelled:
             result.stopped = "cancelled"
             break
         started = time.perf_counter()
         try:
-            if config.algorithm == "em":
-                new_model, ll = em_iteration(current, train, config, pair_layout)
-            elif config.algorithm == "viterbi":
-                new_model, ll = viterbi_iteration(current, train, config)
-            else:
-                new_model, ll, was_cancelled = online_epoch(current, train, config, online_state, cancel)
-                if was_cancelled:
-                    result.stopped = "cancelled"
-                    break
-            if not np.all(np.isfinite(new_model.T)):
+            new_model, ll, was_cancelled = steps.iterate(current, cancel)
+            if was_cancelled:
+                result.stopped = "cancelled"
+                break
+            if not steps.finite(new_model):
                 raise FloatingPointError("the transition matrix became non-finite")
-            validation_bps = inference.score(new_model, validation).bps if has_validation else float("nan")
+            validation_bps = steps.validation_bps(new_model, validation) if has_validation else float("nan")
         except (FloatingPointError, MemoryError, ValueError) as exc:
             result.stopped = "failed"
             result.error = f"{type(exc).__name__}: {exc}"
@@ -325,5 +363,5 @@ def fit(
         previous_ll = ll
     else:
         result.stopped = "max_iterations"
-    result.model = best_model
+    result.model = model if best_model is steps.initial else steps.host(best_model)
     return result

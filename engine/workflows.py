@@ -17,7 +17,7 @@ from engine import communities as communities_mod
 from engine import export as export_mod
 from engine import graph as graph_mod
 from engine import model as model_io
-from engine.backend import BackendError, resolve_backend
+from engine.backend import resolve_backend
 from engine.model import CHMM, pairs_in_sequence, random_model
 
 ENGINE_VERSION = "0.1.0"
@@ -94,13 +94,18 @@ class TrainOutcome:
 
 
 def _check_backend(name: str) -> str:
-    """The backend a training run uses. This version's learners run on the CPU: "auto" resolves to "cpu", and
-    "gpu" is refused with a clear reason (no CuPy/CUDA here, or no GPU learner yet)."""
-    if name == "auto":
-        return "cpu"
-    if resolve_backend(name) == "gpu":
-        raise BackendError("a CUDA device is available, but this version trains on the CPU only; use --backend cpu")
-    return "cpu"
+    """The backend a training run uses: "cpu", "gpu" (CuPy and a CUDA device must be usable, else BackendError with
+    the reason) or "auto" (the GPU when usable, else the CPU)."""
+    return resolve_backend(name)
+
+
+def _score(model: CHMM, x: np.ndarray, backend: str) -> float:
+    """BPS of ``x`` on the chosen backend (the GPU engine is imported only when used)."""
+    if backend == "gpu":
+        from engine import gpu
+
+        return gpu.score(model, x).bps
+    return inference.score(model, x).bps
 
 
 def train_text(
@@ -154,9 +159,9 @@ def train_text(
         )
     validation = corpus.validation if len(corpus.validation) else None
     config = options.training_config()
-    result = learning.fit(start, corpus.train, validation, config, callback, cancel)
+    result = learning.fit(start, corpus.train, validation, config, callback, cancel, backend=backend)
     trained = result.model
-    validation_bps = inference.score(trained, corpus.validation).bps if validation is not None else None
+    validation_bps = _score(trained, corpus.validation, backend) if validation is not None else None
     refit_iterations = 0
     if options.refit and validation is not None and result.best_iteration > 0 and result.stopped not in STOPPED_BAD:
         # the paper's protocol: the validation split chose the number of iterations; now train from the same
@@ -165,15 +170,15 @@ def train_text(
         if log:
             log(f"refitting on training + validation text for {refit_iterations} iteration(s)")
         refit_config = replace(config, max_iterations=refit_iterations, tolerance=0.0)
-        refit = learning.fit(start, corpus.train_full, None, refit_config, callback, cancel)
+        refit = learning.fit(start, corpus.train_full, None, refit_config, callback, cancel, backend=backend)
         if refit.stopped in STOPPED_BAD:
             result.stopped, result.error = refit.stopped, refit.error
         trained = refit.model
     train_text = corpus.train_full if refit_iterations else corpus.train
     figures = {
-        "train_bps": inference.score(trained, train_text).bps,
+        "train_bps": _score(trained, train_text, backend),
         "validation_bps": validation_bps,
-        "test_bps": inference.score(trained, corpus.test).bps if len(corpus.test) else None,
+        "test_bps": _score(trained, corpus.test, backend) if len(corpus.test) else None,
     }
     seconds = time.perf_counter() - started
     trained.metadata = {

@@ -1,0 +1,233 @@
+"""Benchmark: the GPU engine at the paper's scale, against the CPU engine on the same machine.
+
+For each number of states (n-gram allocation of order 5, paper preprocessing; layouts from the first 750,000
+training symbols of melville-moby_dick.txt, and from milton-paradise.txt for its own forward pass) it prints:
+seconds for one forward pass over 42,297 symbols (milton and moby), the bytes that pass must read and the fraction
+of the device's measured copy bandwidth it reaches, seconds per batch-EM iteration on 750,000 symbols, and the
+device memory peak; the CPU engine's forward pass on the same machine (and its EM iteration on 75,000 symbols,
+scaled x10: EM work is linear in the sequence length) gives the ratios.
+
+    python bench/bench_gpu.py --states 3000 10000 30000 [--cpu] [--json OUT.json]
+    python bench/bench_gpu.py --table4 30000 [--corpora-names carroll-alice milton-paradise]
+
+``--table4`` trains like the paper (online EM, then batch EM, early stopping on validation) on the GPU and prints
+test BPS beside the paper's Table 4. Corpora come from $CHMM_CORPORA (default ../shared/corpora).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import describe_machine  # noqa: E402
+
+from engine import allocation, inference, learning, text  # noqa: E402
+from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+
+CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
+FORWARD_SYMBOLS = 42_297
+EM_SYMBOLS = 750_000
+PAPER_TABLE4 = {"carroll-alice": 1.54, "milton-paradise": 1.73, "melville-moby_dick": 1.72}
+
+
+def _corpus(name: str) -> text.Corpus:
+    return text.prepare_corpus(text.read_text(CORPORA / f"{name}.txt"), name=name)
+
+
+def _random_model(corpus: text.Corpus, x: np.ndarray, states: int, seed: int = 0) -> CHMM:
+    n_clones = allocation.allocate_clones(x, corpus.n_symbols, states, "ngram", 5)
+    layout = BlockLayout.build(n_clones, pairs_in_sequence(x, corpus.n_symbols))
+    rng = np.random.default_rng(seed)
+    T = normalise_rows(layout, rng.random(layout.size, dtype=np.float32), 0.0, np.float32)
+    pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=np.float32)
+    return CHMM(list(corpus.symbols), layout, T, pi, None, {})
+
+
+def _block_bytes(layout: BlockLayout, x: np.ndarray) -> int:
+    k = layout.block_index[x[:-1], x[1:]]
+    sizes = np.diff(layout.block_offset)
+    return int(4 * sizes[k[k >= 0]].sum())
+
+
+def _copy_bandwidth(cp) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), median of 10."""
+    a = cp.empty(2**29, dtype=cp.float32)
+    a.fill(1.0)
+    b = cp.empty_like(a)
+    times = []
+    for _ in range(12):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        cp.copyto(b, a)
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    del a, b
+    return 2 * 4 * 2**29 / float(np.median(times[2:]))
+
+
+def _timed(cp, fn, repeats: int) -> float:
+    fn()  # warm-up (compilation, pool growth)
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
+    import cupy as cp
+
+    from engine import gpu
+
+    bandwidth = _copy_bandwidth(cp)
+    milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
+    x_moby = moby.train_full[:EM_SYMBOLS]
+    rows = []
+    for states in states_list:
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        row: dict = {"states": states}
+        for name, corpus, x_layout in (("milton", milton, milton.train_full), ("moby", moby, x_moby)):
+            model = _random_model(corpus, x_layout, states)
+            engine = gpu.GpuEngine(model.layout)
+            device_model = engine.upload(model)
+            x = x_layout[:FORWARD_SYMBOLS]
+            seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
+            moved = _block_bytes(model.layout, x)
+            row[f"forward_{name}_s"] = seconds
+            row[f"forward_{name}_bytes"] = moved
+            row[f"forward_{name}_bandwidth_fraction"] = moved / seconds / bandwidth
+            if with_cpu:
+                t0 = time.perf_counter()
+                inference.forward(model, x)
+                row[f"cpu_forward_{name}_s"] = time.perf_counter() - t0
+            if name == "moby":
+                pool.free_all_blocks()
+                config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
+                steps = gpu.GpuSteps(model, x_moby, None, config)
+                current = steps.initial
+                cp.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                for _ in range(2):
+                    current, ll, _ = steps.iterate(current, None)
+                cp.cuda.Device().synchronize()
+                row["em_iteration_s"] = (time.perf_counter() - t0) / 2
+                row["em_train_bps_after_1"] = float(-ll / len(x_moby) / np.log(2))
+                row["device_peak_gib"] = pool.total_bytes() / 2**30
+                if with_cpu and states <= 10000:
+                    short = x_moby[: EM_SYMBOLS // 10]
+                    t0 = time.perf_counter()
+                    learning.em_iteration(model, short, config)
+                    row["cpu_em_iteration_s_x10"] = 10 * (time.perf_counter() - t0)
+                del steps, current
+            del engine, device_model
+            pool.free_all_blocks()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(
+        f"\ndevice: {gpu.GpuEngine(rows and _random_model(moby, x_moby, 100).layout).device_name}; "
+        f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; host: {describe_machine()}"
+    )
+    print(
+        "| states | forward 42,297 (milton) s | GB read | of bandwidth | forward (moby) s | CPU forward s | "
+        "EM iter 750k s | CPU EM iter s (x10) | device peak GiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['states']:,} | {r['forward_milton_s']:.4f} | {r['forward_milton_bytes'] / 1e9:.1f} | "
+            f"{r['forward_milton_bandwidth_fraction']:.0%} | {r['forward_moby_s']:.4f} | "
+            f"{r.get('cpu_forward_milton_s', float('nan')):.2f} | {r['em_iteration_s']:.2f} | "
+            f"{r.get('cpu_em_iteration_s_x10', float('nan')):.1f} | {r['device_peak_gib']:.1f} |"
+        )
+    return rows
+
+
+def table4(states: int, names: list[str], online_epochs: int, em_iterations: int) -> list[dict]:
+    """The paper's protocol on the GPU: online EM, then batch EM with early stopping on validation; test BPS."""
+    from engine.workflows import TrainOptions, train_text
+
+    rows = []
+    for name in names:
+        raw = text.read_text(CORPORA / f"{name}.txt")
+        t0 = time.perf_counter()
+        online = train_text(
+            raw,
+            TrainOptions(
+                states=states,
+                algorithm="online",
+                iterations=online_epochs,
+                batch_size=10_000,
+                pseudocount=1e-6,
+                backend="gpu",
+                refit=False,
+            ),
+        )
+        outcome = train_text(
+            raw,
+            TrainOptions(
+                states=states, algorithm="em", iterations=em_iterations, pseudocount=1e-6, backend="gpu", refit=False
+            ),
+            initial_model=online.model,
+        )
+        seconds = time.perf_counter() - t0
+        row = {
+            "corpus": name,
+            "states": states,
+            "test_bps": outcome.test_bps,
+            "paper": PAPER_TABLE4[name],
+            "online_test_bps": online.test_bps,
+            "seconds": seconds,
+            "em_iterations": len(outcome.history),
+            "online_epochs": len(online.history),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(
+        "| corpus | states | test BPS (ours, GPU) | paper Table 4 | after online EM | epochs + EM iterations | "
+        "seconds |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['corpus']} | {r['states']:,} | {r['test_bps']:.3f} | {r['paper']:.2f} | "
+            f"{r['online_test_bps']:.3f} | {r['online_epochs']} + {r['em_iterations']} | {r['seconds']:.0f} |"
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--states", type=int, nargs="*", default=[3000, 10000, 30000])
+    parser.add_argument("--cpu", action="store_true", help="also time the CPU engine on this machine")
+    parser.add_argument("--table4", type=int, default=0, help="run the Table 4 protocol at this many states")
+    parser.add_argument("--corpora-names", nargs="*", default=list(PAPER_TABLE4))
+    parser.add_argument("--online-epochs", type=int, default=5)
+    parser.add_argument("--em-iterations", type=int, default=30)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results: dict = {}
+    if args.states:
+        results["speed"] = speed(args.states, args.cpu)
+    if args.table4:
+        results["table4"] = table4(args.table4, args.corpora_names, args.online_epochs, args.em_iterations)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,628 @@
+"""The CHMM engine on a CUDA GPU through CuPy: forward/backward, BPS, E-step counts, M-step, Viterbi with soft
+evidence and sampling on the block-sparse layout, with the model and the messages kept on the device.
+
+CuPy is imported when a :class:`GpuEngine` is created, never at module import, so the web process and CPU-only
+installs never touch CUDA. The arithmetic is the CPU engine's (:mod:`engine.inference`): float32 blocks and
+messages, float64 normalisers and log-likelihoods; the per-step recursions run as persistent kernels
+(:mod:`engine.kernels.gpu`) and the E-step counts as one cuBLAS matrix product per symbol pair,
+counts(i, j) = T(i, j) o (A_ij^T B_ij) (the DESIGN's grouping, as on the CPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine import inference
+from engine.backend import BackendError, resolve_backend
+from engine.kernels import gpu as kernels
+from engine.model import CHMM, BlockLayout
+
+_WARPS_PER_LAUNCH_BLOCK = 8  # one-warp-per-item kernels: 256 threads per block
+
+
+class DeviceMemoryError(MemoryError):
+    """A run would need more device memory than the GPU has free (the message gives both figures)."""
+
+
+def _cupy() -> Any:
+    resolve_backend("gpu")  # raises BackendError with the reason when CuPy or a device is missing
+    return importlib.import_module("cupy")
+
+
+@dataclass
+class DeviceModel:
+    """A model's arrays on the device: T (row-major blocks), TT (each block transposed), pi (float32, host copy
+    too), counts (float32 expected counts in the flat layout, or None), support (uint8 mask of a pruned model)."""
+
+    T: Any
+    TT: Any
+    pi: np.ndarray
+    counts: Any | None
+    support: Any | None
+
+
+def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones: float, models: int = 3) -> int:
+    """Device memory a training run needs: ``models`` copies of (T, TT) (current, next and best model), the counts
+    and the running statistic (float32 each), plus the stored alpha and beta messages of the longest sequence
+    processed at once (float32, ``mean_clones`` entries per position) and per-position float64 scalars."""
+    size = layout.size
+    longest = max(x_lengths) if x_lengths else 0
+    return int(4 * size * (2 * models + 2) + longest * (8 * mean_clones + 64))
+
+
+class GpuEngine:
+    """Device-side inference and learning for one :class:`BlockLayout`.
+
+    The index tables of the layout are uploaded once; models with that layout are uploaded with :meth:`upload`
+    and come back with :meth:`download`.
+    """
+
+    def __init__(self, layout: BlockLayout) -> None:
+        cp = _cupy()
+        self.cp = cp
+        self.layout = layout
+        device = cp.cuda.Device()
+        self.sm_count = int(device.attributes["MultiProcessorCount"])
+        self.device_name = cp.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
+        self.width = int(layout.n_clones.max())
+        self.n_clones = cp.asarray(layout.n_clones, dtype=cp.int32)
+        self.clone_start = cp.asarray(layout.clone_start, dtype=cp.int32)
+        self.block_index = cp.asarray(layout.block_index.astype(np.int32).ravel())
+        self.block_offset = cp.asarray(layout.block_offset, dtype=cp.int64)
+        self.block_pairs = cp.asarray(layout.block_pairs.astype(np.int32).ravel())
+        self.clone_symbol = cp.asarray(layout.clone_symbol(), dtype=cp.int32)
+        self.row_block_start = cp.asarray(
+            np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1)).astype(np.int32)
+        )
+        # one entry per row of every block (the M-step's unit of work)
+        rows = layout.n_clones[layout.block_pairs[:, 0]]
+        cols = layout.n_clones[layout.block_pairs[:, 1]]
+        block_of_row = np.repeat(np.arange(layout.n_blocks), rows)
+        first_row = np.concatenate([[0], np.cumsum(rows)[:-1]]) if layout.n_blocks else np.zeros(0, np.int64)
+        u = np.arange(int(rows.sum())) - np.repeat(first_row, rows)
+        self.n_rows = int(rows.sum())
+        self.row_block = block_of_row
+        self.row_offset = cp.asarray(layout.block_offset[block_of_row] + u * cols[block_of_row], dtype=cp.int64)
+        self.row_len = cp.asarray(cols[block_of_row], dtype=cp.int32)
+        self.row_clone = cp.asarray(layout.clone_start[layout.block_pairs[block_of_row, 0]] + u, dtype=cp.int32)
+        self.row_base = cp.asarray(layout.block_offset[block_of_row], dtype=cp.int64)
+        self.row_u = cp.asarray(u, dtype=cp.int32)
+        self.row_m = cp.asarray(rows[block_of_row], dtype=cp.int32)
+        self._chain = kernels.kernel(cp, "chain_sum")
+        self._viterbi = kernels.kernel(cp, "viterbi_chain")
+        self._scale = kernels.kernel(cp, "scale_messages")
+        self._weights = kernels.kernel(cp, "pair_weights")
+        self._row_totals = kernels.kernel(cp, "row_totals")
+        self._row_write = kernels.kernel(cp, "row_write")
+        self._sample = kernels.kernel(cp, "sample_chain")
+
+    # ------------------------------------------------------------------------------------------- transfers
+    def upload(self, model: CHMM, support: np.ndarray | None = None) -> DeviceModel:
+        """Copy ``model`` to the device (T as float32, and its transposed blocks)."""
+        cp = self.cp
+        T = cp.asarray(np.asarray(model.T, dtype=np.float32))
+        TT = cp.empty_like(T)
+        self._launch_rows(self._row_write, T, 0.0, None, None, None, TT)
+        counts = None if model.counts is None else cp.asarray(np.asarray(model.counts, dtype=np.float32))
+        mask = None if support is None else cp.asarray(support.astype(np.uint8))
+        return DeviceModel(T, TT, np.asarray(model.pi, dtype=np.float32), counts, mask)
+
+    def download(self, device_model: DeviceModel, template: CHMM) -> CHMM:
+        """A host :class:`CHMM` with ``template``'s alphabet, layout and metadata and the device model's arrays."""
+        counts = None if device_model.counts is None else device_model.counts.get().astype(np.float64)
+        T = device_model.T.get().astype(template.T.dtype, copy=False)
+        return CHMM(
+            template.symbols, template.layout, T, device_model.pi.astype(template.pi.dtype), counts, template.metadata
+        )
+
+    def free_bytes(self) -> int:
+        """Free device memory (bytes), counting what CuPy's pool holds but does not use."""
+        free, _ = self.cp.cuda.runtime.memGetInfo()
+        pool = self.cp.get_default_memory_pool()
+        return int(free + pool.free_bytes())
+
+    # ------------------------------------------------------------------------------------------- helpers
+    def _launch_items(self, kernel: Any, n_items: int, args: tuple) -> None:
+        """Launch a one-warp-per-item kernel over ``n_items`` items."""
+        if n_items <= 0:
+            return
+        threads = 32 * _WARPS_PER_LAUNCH_BLOCK
+        blocks = (n_items + _WARPS_PER_LAUNCH_BLOCK - 1) // _WARPS_PER_LAUNCH_BLOCK
+        kernel((blocks,), (threads,), args)
+
+    def _launch_rows(
+        self, kernel: Any, values: Any, pseudocount: float, support: Any, totals: Any, T: Any, TT: Any
+    ) -> None:
+        args = (
+            values,
+            np.float64(pseudocount),
+            support,
+            self.row_offset,
+            self.row_len,
+            self.row_clone,
+            self.row_base,
+            self.row_u,
+            self.row_m,
+            np.int64(self.n_rows),
+            totals,
+            T,
+            TT,
+        )
+        self._launch_items(kernel, self.n_rows, args)
+
+    def _initial_message(self, start: np.ndarray, symbol: int) -> tuple[np.ndarray, float]:
+        """The first forward message: ``start`` (pi or a carried message over all clones) restricted to the clones
+        of ``symbol`` and normalised (uniform if it has no mass), and its mass (P(x_1); 0 at a zero event)."""
+        lo = int(self.layout.clone_start[symbol])
+        m = int(self.layout.n_clones[symbol])
+        segment = np.asarray(start[lo : lo + m], dtype=np.float64)
+        total = float(segment.sum())
+        if total > 0:
+            return (segment / total).astype(np.float32), total
+        return np.full(m, 1.0 / m, dtype=np.float32), 0.0
+
+    def _run_chain(
+        self,
+        M: Any,
+        x: Any,
+        n: int,
+        backward: bool,
+        initial: np.ndarray,
+        store: Any,
+        offsets: Any,
+        grid: int,
+        stream: Any,
+    ) -> Any:
+        """One persistent forward or backward pass; returns the per-position normalisers (device float64)."""
+        cp = self.cp
+        with stream:
+            work = cp.empty(2 * self.width, dtype=cp.float32)
+            norm = cp.ones(n, dtype=cp.float64)
+            partial = cp.zeros(2 * grid, dtype=cp.float64)
+            barrier = cp.zeros(1, dtype=cp.uint32)
+            abort = cp.zeros(1, dtype=cp.int32)
+            first = cp.asarray(initial, dtype=cp.float32)
+            if n > 1:
+                self._chain(
+                    (grid,),
+                    (kernels.THREADS,),
+                    (
+                        M,
+                        x,
+                        np.int32(n),
+                        np.int32(1 if backward else 0),
+                        self.n_clones,
+                        self.block_index,
+                        np.int32(self.layout.n_symbols),
+                        self.block_offset,
+                        first,
+                        work,
+                        np.int32(self.width),
+                        store,
+                        offsets,
+                        norm,
+                        partial,
+                        barrier,
+                        abort,
+                    ),
+                    shared_mem=4 * self.width,
+                )
+            elif store is not None:
+                begin = int(offsets[0].get())
+                store[begin : begin + len(initial)] = first
+        return norm, abort
+
+    @staticmethod
+    def _check_aborts(*flags: Any) -> None:
+        if any(int(f.get()[0]) for f in flags):
+            raise RuntimeError(
+                "a persistent GPU kernel could not synchronise its blocks (another process may be using the GPU)"
+            )
+
+    def _normalise_messages(self, store: Any, offsets: Any, x: Any, norm: Any, n: int) -> None:
+        self._launch_items(
+            self._scale, n, (store, offsets, x, self.n_clones, norm, np.int32(0), np.int32(n), np.int32(0))
+        )
+
+    # ------------------------------------------------------------------------------------------- forward
+    def forward(
+        self, device_model: DeviceModel, x: np.ndarray, initial: np.ndarray | None = None
+    ) -> tuple[np.ndarray, int]:
+        """Scaled forward pass (see :func:`engine.inference.forward`): the predictive probabilities
+        P(x_n | x_<n) (float64, host) and the number of zero-probability events."""
+        cp = self.cp
+        x = np.ascontiguousarray(x, dtype=np.int64)
+        start = device_model.pi if initial is None else np.asarray(initial)
+        message, p0 = self._initial_message(start, int(x[0]))
+        x_dev = cp.asarray(x, dtype=cp.int32)
+        norm, abort = self._run_chain(
+            device_model.TT, x_dev, len(x), False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
+        )
+        predictive = norm.get()
+        self._check_aborts(abort)
+        predictive[0] = p0
+        return predictive, int(np.count_nonzero(predictive <= 0))
+
+    def log_likelihood(self, device_model: DeviceModel, x: np.ndarray) -> float:
+        """log P(x) in nats; -inf if x is impossible under the model."""
+        predictive, zero_events = self.forward(device_model, x)
+        return -math.inf if zero_events else float(np.sum(np.log(predictive)))
+
+    def block_sums(self, values: Any) -> np.ndarray:
+        """Sum of each stored block of ``values`` (device flat layout), float64 on the host."""
+        row_sum = self.cp.empty(self.n_rows, dtype=self.cp.float64)
+        args = (
+            values,
+            np.float64(0.0),
+            None,
+            self.row_offset,
+            self.row_len,
+            self.row_clone,
+            np.int64(self.n_rows),
+            None,
+            row_sum,
+        )
+        self._launch_items(self._row_totals, self.n_rows, args)
+        return np.bincount(self.row_block, weights=row_sum.get(), minlength=self.layout.n_blocks)
+
+    def score(self, device_model: DeviceModel, x: np.ndarray, backoff_weight: float) -> inference.ScoreResult:
+        """BPS with the CPU engine's back-off (:func:`engine.inference.score`)."""
+        predictive, zero_events = self.forward(device_model, x)
+        sums = None if device_model.counts is None else self.block_sums(device_model.counts)
+        bigram = inference.symbol_bigram_from_block_sums(self.layout, sums)
+        return inference.score_from_predictive(
+            np.asarray(x, dtype=np.int64), predictive, zero_events, bigram, backoff_weight
+        )
+
+    # ------------------------------------------------------------------------------------------- E-step
+    def e_step(
+        self,
+        device_model: DeviceModel,
+        x: np.ndarray,
+        pair_layout: inference.PairLayout | None = None,
+        initial: np.ndarray | None = None,
+        counts_out: Any | None = None,
+    ) -> DeviceEStep:
+        """Expected transition counts sum_n xi(n) (see :func:`engine.inference.e_step`) on the device.
+
+        The forward and the backward pass run concurrently on two streams (each on one block per multiprocessor);
+        the counts of block (i, j) are T(i, j) o (A^T B), one cuBLAS product per occurring pair, written into
+        ``counts_out`` (zeroed first) or a fresh float32 buffer."""
+        cp = self.cp
+        layout = self.layout
+        x = np.ascontiguousarray(x, dtype=np.int64)
+        n = len(x)
+        pl = inference.pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
+        x_dev = cp.asarray(x, dtype=cp.int32)
+        alpha_offsets = cp.asarray(pl.alpha_offsets)
+        beta_offsets = cp.asarray(pl.beta_offsets)
+        alpha = cp.empty(pl.alpha_size, dtype=cp.float32)
+        beta = cp.empty(pl.beta_size, dtype=cp.float32)
+        start = device_model.pi if initial is None else np.asarray(initial)
+        first_message, p0 = self._initial_message(start, int(x[0]))
+        m_last = int(layout.n_clones[x[-1]])
+        last_message = np.full(m_last, 1.0 / m_last, dtype=np.float32)
+        cp.cuda.get_current_stream().synchronize()
+        forward_stream, backward_stream = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+        predictive, abort_forward = self._run_chain(
+            device_model.TT, x_dev, n, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
+        )
+        beta_norm, abort_backward = self._run_chain(
+            device_model.T, x_dev, n, True, last_message, beta, beta_offsets, self.sm_count, backward_stream
+        )
+        forward_stream.synchronize()
+        backward_stream.synchronize()
+        self._check_aborts(abort_forward, abort_backward)
+        self._normalise_messages(alpha, alpha_offsets, x_dev, predictive, n)
+        self._normalise_messages(beta, beta_offsets, x_dev, beta_norm, n)
+        predictive[0] = p0
+        predictive_host = predictive.get()
+        zero_events = int(np.count_nonzero(predictive_host <= 0))
+
+        m_first = int(layout.n_clones[x[0]])
+        a0, b0 = int(pl.alpha_offsets[0]), int(pl.beta_offsets[0])
+        g = alpha[a0 : a0 + m_first].get().astype(np.float64) * beta[b0 : b0 + m_first].get()
+        gamma_first = np.zeros(layout.n_states)
+        lo = int(layout.clone_start[x[0]])
+        if g.sum() > 0:
+            gamma_first[lo : lo + m_first] = g / g.sum()
+        last_alpha = np.zeros(layout.n_states, dtype=np.float32)
+        al = int(pl.alpha_offsets[n - 1])
+        lo = int(layout.clone_start[x[-1]])
+        last_alpha[lo : lo + m_last] = alpha[al : al + m_last].get()
+
+        weights = cp.empty(max(n - 1, 1), dtype=cp.float64)
+        self._launch_items(
+            self._weights,
+            n - 1,
+            (x_dev, np.int32(n), self.n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights),
+        )
+        self._launch_items(
+            self._scale,
+            n - 1,
+            (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
+        )
+        counts = cp.zeros(layout.size, dtype=cp.float32) if counts_out is None else counts_out
+        if counts_out is not None:
+            counts.fill(0)
+        self._accumulate_counts(device_model, pl, alpha, beta, counts)
+        log_likelihood = -math.inf if zero_events else float(np.sum(np.log(predictive_host)))
+        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
+
+    def _accumulate_counts(
+        self, device_model: DeviceModel, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any
+    ) -> None:
+        """counts(i, j) = A_ij^T B_ij per occurring pair (cuBLAS), then counts *= T elementwise (one pass)."""
+        cp = self.cp
+        layout = self.layout
+        touched = np.flatnonzero(pl.pair_count)
+        for k in touched:
+            i, j = layout.block_pairs[k]
+            m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+            rows = int(pl.pair_count[k])
+            first = int(pl.pair_first[k])
+            a0 = int(pl.alpha_offsets[first])
+            b0 = int(pl.beta_offsets[first + 1])
+            A = alpha[a0 : a0 + rows * m_i].reshape(rows, m_i)
+            B = beta[b0 : b0 + rows * m_j].reshape(rows, m_j)
+            lo, hi = int(layout.block_offset[k]), int(layout.block_offset[k + 1])
+            cp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
+        counts *= device_model.T
+
+    # ------------------------------------------------------------------------------------------- M-step
+    def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
+        """T = row-normalise(values + pseudocount) over the stored blocks (the pseudocount only on ``support``
+        where given), returned row-major and block-transposed (see :func:`engine.model.normalise_rows`)."""
+        cp = self.cp
+        totals = cp.zeros(self.layout.n_states, dtype=cp.float64)
+        args = (
+            values,
+            np.float64(pseudocount),
+            support,
+            self.row_offset,
+            self.row_len,
+            self.row_clone,
+            np.int64(self.n_rows),
+            totals,
+            None,
+        )
+        self._launch_items(self._row_totals, self.n_rows, args)
+        T = cp.empty(self.layout.size, dtype=cp.float32)
+        TT = cp.empty_like(T)
+        self._launch_rows(self._row_write, values, pseudocount, support, totals, T, TT)
+        return T, TT
+
+    # ------------------------------------------------------------------------------------------- Viterbi
+    def viterbi(self, device_model: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
+        """MAP clone path with per-position soft evidence (see :func:`engine.inference.viterbi`); the same
+        arithmetic as the CPU kernel, so the same path."""
+        cp = self.cp
+        layout = self.layout
+        if not isinstance(evidence, inference.Evidence):
+            evidence = inference.Evidence.hard(np.asarray(evidence, dtype=np.int64))
+        n_pos = len(evidence.ptr) - 1
+        if n_pos < 1:
+            raise ValueError("the evidence must cover at least one position")
+        symbols = np.asarray(evidence.symbol, dtype=np.int64)
+        weights = np.asarray(evidence.weight, dtype=np.float64)
+        sizes = layout.n_clones[symbols]
+        slot_offset = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=slot_offset[1:])
+        # position 0 on the host, exactly as the CPU kernel
+        first = np.zeros(int(slot_offset[evidence.ptr[1]]), dtype=np.float64)
+        for c in range(evidence.ptr[0], evidence.ptr[1]):
+            s = symbols[c]
+            lo = int(layout.clone_start[s])
+            first[slot_offset[c] : slot_offset[c + 1]] = (
+                device_model.pi[lo : lo + sizes[c]].astype(np.float64) * weights[c]
+            )
+        best0 = float(first.max()) if first.size else 0.0
+        if best0 <= 0.0:
+            return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
+        first /= best0
+        delta = cp.zeros(int(slot_offset[-1]), dtype=cp.float64)
+        delta[: first.size] = cp.asarray(first)
+        backpointer = cp.full(int(slot_offset[-1]), -1, dtype=cp.int64)
+        scale = cp.ones(n_pos, dtype=cp.float64)
+        grid = 2 * self.sm_count
+        partial = cp.zeros(2 * grid, dtype=cp.float64)
+        barrier = cp.zeros(1, dtype=cp.uint32)
+        abort = cp.zeros(1, dtype=cp.int32)
+        if n_pos > 1:
+            self._viterbi(
+                (grid,),
+                (kernels.THREADS,),
+                (
+                    device_model.TT,
+                    self.block_offset,
+                    self.block_index,
+                    np.int32(layout.n_symbols),
+                    self.n_clones,
+                    cp.asarray(evidence.ptr, dtype=cp.int64),
+                    cp.asarray(symbols, dtype=cp.int32),
+                    cp.asarray(weights),
+                    cp.asarray(slot_offset),
+                    np.int32(n_pos),
+                    delta,
+                    backpointer,
+                    scale,
+                    partial,
+                    barrier,
+                    abort,
+                ),
+            )
+        self._check_aborts(abort)
+        scales = scale.get()
+        if np.any(scales[1:] <= 0):
+            return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
+        log_probability = math.log(best0) + float(np.sum(np.log(scales[1:])))
+        lo, hi = int(slot_offset[evidence.ptr[n_pos - 1]]), int(slot_offset[evidence.ptr[n_pos]])
+        last = lo + int(np.argmax(delta[lo:hi].get()))
+        pointers = backpointer.get()
+        path_slots = np.empty(n_pos, dtype=np.int64)
+        slot = last
+        for n in range(n_pos - 1, -1, -1):
+            path_slots[n] = slot
+            slot = pointers[slot]
+        candidate = np.searchsorted(slot_offset, path_slots, side="right") - 1
+        clones = layout.clone_start[symbols[candidate]] + path_slots - slot_offset[candidate]
+        return inference.ViterbiResult(clones, layout.clone_symbol()[clones], log_probability)
+
+    # ------------------------------------------------------------------------------------------- sampling
+    def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
+        """Follow T from ``first_clone`` with one uniform draw per step (see ``cpu.sample_path``); the symbols."""
+        cp = self.cp
+        length = len(uniforms)
+        out = cp.zeros(length, dtype=cp.int32)
+        written = cp.zeros(1, dtype=cp.int32)
+        self._sample(
+            (1,),
+            (32,),
+            (
+                device_model.T,
+                self.n_clones,
+                self.clone_start,
+                self.clone_symbol,
+                self.row_block_start,
+                self.block_pairs,
+                self.block_offset,
+                np.int32(first_clone),
+                cp.asarray(uniforms, dtype=cp.float64),
+                np.int32(length),
+                out,
+                written,
+            ),
+        )
+        return out[: int(written.get()[0])].get().astype(np.int64)
+
+
+@dataclass
+class DeviceEStep:
+    """The E-step on the device: counts (device float32), the rest on the host (see
+    :class:`engine.inference.EStepResult`)."""
+
+    counts: Any
+    gamma_first: np.ndarray
+    log_likelihood: float
+    zero_events: int
+    last_alpha: np.ndarray
+    touched: np.ndarray
+
+
+def gpu_error_message(exc: Exception) -> str:
+    """One line for a user when the GPU path fails."""
+    if isinstance(exc, BackendError | DeviceMemoryError):
+        return str(exc)
+    return f"GPU error: {type(exc).__name__}: {exc}"
+
+
+class GpuSteps:
+    """The iterations of :func:`engine.learning.fit` on the GPU (same methods as
+    :class:`engine.learning.CpuSteps`): models are :class:`DeviceModel` objects, so a run moves the model to the
+    device once and back once. Before anything is allocated the device memory the run needs is estimated and the run
+    is refused with both figures when it does not fit."""
+
+    def __init__(self, model: CHMM, train: np.ndarray, validation: np.ndarray | None, config: Any) -> None:
+        from engine.model import transition_support
+
+        self.engine = GpuEngine(model.layout)
+        self.template = model
+        self.train = train
+        self.config = config
+        self.backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        layout = model.layout
+        longest = len(train) if config.algorithm == "em" else min(len(train), config.batch_size + 1)
+        lengths = [longest] + ([len(validation)] if validation is not None else [])
+        mean_clones = float(layout.n_clones[train].mean())
+        need = estimate_device_bytes(layout, lengths, mean_clones)
+        free = self.engine.free_bytes()
+        if need > free:
+            raise DeviceMemoryError(
+                f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
+                f"{self.engine.device_name}; use fewer states or a smaller batch"
+            )
+        support = transition_support(model)
+        self.initial = self.engine.upload(model, support)
+        self.pair_layout = inference.pair_sorted_offsets(layout, train) if config.algorithm == "em" else None
+        self.statistic: Any = None  # online EM's running A
+
+    def iterate(self, current: DeviceModel, cancel: Any) -> tuple[DeviceModel, float, bool]:
+        """One EM iteration / online-EM epoch / Viterbi-EM iteration on the device."""
+        algorithm = self.config.algorithm
+        if algorithm == "em":
+            e = self.engine.e_step(current, self.train, self.pair_layout)
+            T, TT = self.engine.normalise(e.counts, self.config.pseudocount, current.support)
+            pi = e.gamma_first.astype(np.float32) if self.config.update_pi else current.pi
+            return DeviceModel(T, TT, pi, e.counts, current.support), e.log_likelihood, False
+        if algorithm == "viterbi":
+            from engine.learning import path_counts
+
+            log_likelihood = self.engine.log_likelihood(current, self.train)
+            path = self.engine.viterbi(current, self.train).clones
+            counts = self.engine.cp.asarray(path_counts(self.engine.layout, self.train, path).astype(np.float32))
+            T, TT = self.engine.normalise(counts, self.config.pseudocount, current.support)
+            return DeviceModel(T, TT, current.pi, counts, current.support), log_likelihood, False
+        return self._online_epoch(current, cancel)
+
+    def _online_epoch(self, current: DeviceModel, cancel: Any) -> tuple[DeviceModel, float, bool]:
+        """Online EM over the training sequence in batches (see :func:`engine.learning.online_epoch`, whose
+        schedule, carried messages and scaled pseudocount this follows)."""
+        cp = self.engine.cp
+        config = self.config
+        x = self.train
+        n = len(x)
+        first_batch = self.statistic is None
+        if first_batch:
+            self.statistic = cp.zeros(self.engine.layout.size, dtype=cp.float32)
+        counts = cp.zeros(self.engine.layout.size, dtype=cp.float32)
+        model = current
+        log_likelihood = 0.0
+        carry: np.ndarray | None = None
+        start = 0
+        while start < n - 1:
+            if cancel is not None and cancel.cancelled:
+                return current, log_likelihood, True
+            stop = min(n, start + config.batch_size)
+            if n - stop < 2:
+                stop = n
+            batch = x[start:stop] if carry is None else x[start - 1 : stop]
+            e = self.engine.e_step(model, batch, initial=carry, counts_out=counts)
+            log_likelihood += e.log_likelihood
+            decay = 0.0 if first_batch else config.memory
+            first_batch = False
+            self.statistic *= np.float32(decay)
+            counts *= np.float32(1.0 - config.memory)
+            self.statistic += counts
+            pseudocount = config.pseudocount * (stop - start) / n
+            T, TT = self.engine.normalise(self.statistic, pseudocount, current.support)
+            model = DeviceModel(T, TT, current.pi, None, current.support)
+            carry = e.last_alpha
+            start = stop
+        return DeviceModel(model.T, model.TT, model.pi, self.statistic.copy(), current.support), log_likelihood, False
+
+    def validation_bps(self, model: DeviceModel, validation: np.ndarray) -> float:
+        return self.engine.score(model, validation, self.backoff_weight).bps
+
+    def finite(self, model: DeviceModel) -> bool:
+        return bool(self.engine.cp.all(self.engine.cp.isfinite(model.T)))
+
+    def host(self, model: DeviceModel) -> CHMM:
+        return self.engine.download(model, self.template)
+
+
+def score(model: CHMM, x: np.ndarray) -> inference.ScoreResult:
+    """:func:`engine.inference.score` computed on the GPU."""
+    engine = GpuEngine(model.layout)
+    weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+    return engine.score(engine.upload(model), np.asarray(x, dtype=np.int64), weight)
+
+
+def viterbi(model: CHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
+    """:func:`engine.inference.viterbi` computed on the GPU."""
+    engine = GpuEngine(model.layout)
+    return engine.viterbi(engine.upload(model), evidence)

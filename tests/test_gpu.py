@@ -1,0 +1,182 @@
+"""The GPU engine against the CPU engine on the same models (skipped without CuPy and a CUDA device).
+
+Tolerances (issue): log-likelihood to 1e-5 relative, counts and one EM step to 1e-4, identical Viterbi paths on
+non-degenerate models. Models are random (fresh seeds per case) with several layouts, including steps with no block
+(zero-probability events), a pruned model and soft evidence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import backend, inference, learning
+from engine.kernels import cpu
+from engine.model import CHMM, normalise_rows, pairs_in_sequence, random_model
+
+available, reason = backend.gpu_status()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not available, reason=reason)]
+
+if available:
+    from engine import gpu
+
+
+def _model_and_sequence(seed: int, n_symbols: int, states: int, length: int, drop_pairs: int = 0):
+    """A random model on the pairs of a random sequence (optionally missing some pairs) and the sequence."""
+    rng = np.random.default_rng(seed)
+    # a Markov chain over symbols with a few strong transitions, so the sequence has structure
+    P = rng.dirichlet(np.full(n_symbols, 0.3), size=n_symbols)
+    x = np.empty(length, dtype=np.int64)
+    x[0] = 0
+    for n in range(1, length):
+        x[n] = rng.choice(n_symbols, p=P[x[n - 1]])
+    n_clones = 1 + rng.multinomial(states - n_symbols, np.full(n_symbols, 1.0 / n_symbols))
+    pairs = pairs_in_sequence(x, n_symbols)
+    if drop_pairs:
+        keep = np.ones(len(pairs), dtype=bool)
+        keep[rng.choice(len(pairs), size=drop_pairs, replace=False)] = False
+        pairs = pairs[keep]
+    symbols = [chr(ord("a") + s) for s in range(n_symbols)]
+    model = random_model(symbols, n_clones, pairs, rng)
+    # sharpen T so that messages are far from uniform (uniform(0,1) rows are nearly flat)
+    T = normalise_rows(model.layout, model.T.astype(np.float64) ** 4, 0.0, np.float32)
+    return CHMM(model.symbols, model.layout, T, model.pi, None, {}), x, rng
+
+
+CASES = [(1, 3, 12, 400), (2, 8, 200, 3000), (3, 27, 1500, 20000), (4, 5, 2600, 4000)]
+
+
+@pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
+def test_forward_log_likelihood_matches_cpu(seed, n_symbols, states, length):
+    model, x, _ = _model_and_sequence(seed, n_symbols, states, length)
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    predictive, zero_events = engine.forward(device_model, x)
+    reference = inference.forward(model, x)
+    assert zero_events == reference.zero_events == 0
+    np.testing.assert_allclose(predictive, reference.predictive, rtol=1e-5)
+    ll_gpu = engine.log_likelihood(device_model, x)
+    ll_cpu = inference.log_likelihood(model, x)
+    assert abs(ll_gpu - ll_cpu) <= 1e-5 * abs(ll_cpu)
+
+
+def test_zero_probability_steps_restart_like_the_cpu():
+    model, x, _ = _model_and_sequence(5, 6, 60, 3000, drop_pairs=3)
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    predictive, zero_events = engine.forward(device_model, x)
+    reference = inference.forward(model, x)
+    assert zero_events == reference.zero_events > 0
+    np.testing.assert_allclose(predictive, reference.predictive, rtol=1e-5, atol=1e-12)
+    assert engine.log_likelihood(device_model, x) == -np.inf
+    bps_gpu = engine.score(device_model, x, inference.BACKOFF_WEIGHT).bps
+    bps_cpu = inference.score(model, x).bps
+    assert abs(bps_gpu - bps_cpu) <= 1e-5 * bps_cpu
+
+
+@pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
+def test_e_step_counts_and_one_em_step_match_cpu(seed, n_symbols, states, length):
+    model, x, _ = _model_and_sequence(seed + 10, n_symbols, states, length)
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    e_gpu = engine.e_step(device_model, x)
+    e_cpu = inference.e_step(model, x)
+    counts = e_gpu.counts.get()
+    scale = np.abs(e_cpu.counts).max()
+    assert np.max(np.abs(counts - e_cpu.counts)) <= 1e-4 * scale
+    assert abs(counts.sum() - (len(x) - 1)) <= 1e-4 * len(x)
+    assert abs(e_gpu.log_likelihood - e_cpu.log_likelihood) <= 1e-5 * abs(e_cpu.log_likelihood)
+    np.testing.assert_allclose(e_gpu.gamma_first, e_cpu.gamma_first, atol=1e-5)
+    np.testing.assert_allclose(e_gpu.last_alpha, e_cpu.last_alpha, atol=1e-5)
+    T_gpu, TT_gpu = engine.normalise(e_gpu.counts, 1e-3, None)
+    T_cpu = normalise_rows(model.layout, e_cpu.counts, 1e-3, np.float32)
+    assert np.max(np.abs(T_gpu.get() - T_cpu)) <= 1e-4
+    transposed = cpu.transpose_blocks(
+        T_gpu.get(), model.layout.block_pairs, model.layout.block_offset, model.layout.n_clones
+    )
+    np.testing.assert_array_equal(TT_gpu.get(), transposed)
+
+
+def test_pruned_support_keeps_zeros():
+    model, x, _ = _model_and_sequence(21, 8, 300, 4000)
+    T = model.T.copy()
+    T[T < np.quantile(T, 0.7)] = 0
+    T = normalise_rows(model.layout, T.astype(np.float64), 0.0, np.float32)
+    pruned = CHMM(model.symbols, model.layout, T, model.pi, None, {"pruned": True})
+    result = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2), backend="gpu")
+    assert np.all(result.model.T[T == 0] == 0)
+    reference = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2))
+    assert np.max(np.abs(result.model.T - reference.model.T)) <= 1e-4
+
+
+@pytest.mark.parametrize("algorithm", ["em", "online", "viterbi"])
+def test_fit_on_gpu_follows_cpu(algorithm):
+    model, x, _ = _model_and_sequence(31, 10, 400, 12000)
+    cut = 10000
+    config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, batch_size=2500, pseudocount=1e-3)
+    on_gpu = learning.fit(model, x[:cut], x[cut:], config, backend="gpu")
+    on_cpu = learning.fit(model, x[:cut], x[cut:], config)
+    assert len(on_gpu.history) == len(on_cpu.history) == 3
+    for a, b in zip(on_gpu.history, on_cpu.history, strict=True):
+        assert abs(a.train_bps - b.train_bps) <= 1e-4
+        assert abs(a.validation_bps - b.validation_bps) <= 1e-4
+    assert isinstance(on_gpu.model.T, np.ndarray)
+    assert np.max(np.abs(on_gpu.model.T - on_cpu.model.T)) <= 1e-3
+
+
+@pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
+def test_viterbi_paths_identical(seed, n_symbols, states, length):
+    model, x, _ = _model_and_sequence(seed + 40, n_symbols, states, min(length, 3000))
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    on_gpu = engine.viterbi(device_model, x)
+    on_cpu = inference.viterbi(model, x)
+    np.testing.assert_array_equal(on_gpu.clones, on_cpu.clones)
+    assert abs(on_gpu.log_probability - on_cpu.log_probability) <= 1e-9 * abs(on_cpu.log_probability)
+
+
+def test_viterbi_soft_evidence_identical():
+    model, x, rng = _model_and_sequence(50, 12, 600, 800)
+    options = []
+    for s in x:
+        option = {int(s): 1.0}
+        for other in rng.choice(12, size=3, replace=False):
+            option.setdefault(int(other), float(rng.uniform(0.05, 0.5)))
+        options.append(option)
+    evidence = inference.Evidence.from_lists(options)
+    on_gpu = gpu.viterbi(model, evidence)
+    on_cpu = inference.viterbi(model, evidence)
+    np.testing.assert_array_equal(on_gpu.clones, on_cpu.clones)
+    assert abs(on_gpu.log_probability - on_cpu.log_probability) <= 1e-9 * abs(on_cpu.log_probability)
+
+
+def test_sampling_follows_the_cpu_kernel():
+    model, x, rng = _model_and_sequence(60, 9, 500, 5000)
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    layout = model.layout
+    uniforms = rng.random(2000)
+    first = int(layout.clone_start[x[0]])
+    symbols = engine.sample_path(device_model, first, uniforms)
+    out = np.empty(len(uniforms), dtype=np.int64)
+    row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
+    written = cpu.sample_path(
+        model.T,
+        layout.n_clones,
+        layout.clone_start,
+        layout.clone_symbol(),
+        row_block_start,
+        layout.block_pairs,
+        layout.block_offset,
+        first,
+        uniforms,
+        out,
+    )
+    np.testing.assert_array_equal(symbols, out[:written])
+
+
+def test_memory_estimate_refuses_a_run_that_does_not_fit(monkeypatch):
+    model, x, _ = _model_and_sequence(70, 5, 100, 2000)
+    monkeypatch.setattr(gpu.GpuEngine, "free_bytes", lambda self: 1000)
+    with pytest.raises(gpu.DeviceMemoryError, match="GiB of GPU memory"):
+        learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend="gpu")
