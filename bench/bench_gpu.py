@@ -96,68 +96,78 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
     bandwidth = _copy_bandwidth(cp)
     milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
     x_moby = moby.train_full[:EM_SYMBOLS]
+    pool = cp.get_default_memory_pool()
     rows = []
     for states in states_list:
-        pool = cp.get_default_memory_pool()
         pool.free_all_blocks()
         row: dict = {"states": states}
         for name, corpus, x_layout in (("milton", milton, milton.train_full), ("moby", moby, x_moby)):
             model = _random_model(corpus, x_layout, states)
-            engine = gpu.GpuEngine(model.layout)
-            device_model = engine.upload(model)
             x = x_layout[:FORWARD_SYMBOLS]
-            seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
             moved = _block_bytes(model.layout, x)
-            row[f"forward_{name}_s"] = seconds
             row[f"forward_{name}_bytes"] = moved
-            row[f"forward_{name}_bandwidth_fraction"] = moved / seconds / bandwidth
-            if with_cpu:
-                t0 = time.perf_counter()
-                inference.forward(model, x)
-                row[f"cpu_forward_{name}_s"] = time.perf_counter() - t0
-            if name == "moby":
+            for precision in ("float32", "float16"):
+                engine = gpu.GpuEngine(model.layout, precision)
+                device_model = engine.upload(model)
+                seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
+                bytes_read = moved if precision == "float32" else moved // 2
+                row[f"forward_{name}_{precision}_s"] = seconds
+                row[f"forward_{name}_{precision}_bandwidth_fraction"] = bytes_read / seconds / bandwidth
+                del engine, device_model
                 pool.free_all_blocks()
-                config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
-                steps = gpu.GpuSteps(model, x_moby, None, config)
-                current = steps.initial
-                cp.cuda.Device().synchronize()
+            if with_cpu:
+                short = x[: FORWARD_SYMBOLS // 10]
+                inference.forward(model, short[:100])
                 t0 = time.perf_counter()
-                for _ in range(2):
-                    current, ll, _ = steps.iterate(current, None)
-                cp.cuda.Device().synchronize()
-                row["em_iteration_s"] = (time.perf_counter() - t0) / 2
-                row["em_train_bps_after_1"] = float(-ll / len(x_moby) / np.log(2))
-                row["device_peak_gib"] = pool.total_bytes() / 2**30
+                inference.forward(model, short)
+                row[f"cpu_forward_{name}_s_x10"] = 10 * (time.perf_counter() - t0)
+            if name == "moby":
+                for precision in ("float32", "float16"):
+                    pool.free_all_blocks()
+                    config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6, pass_precision=precision)
+                    steps = gpu.GpuSteps(model, x_moby, None, config)
+                    current = steps.initial
+                    cp.cuda.Device().synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(2):
+                        current, ll, _ = steps.iterate(current, None)
+                    cp.cuda.Device().synchronize()
+                    row[f"em_iteration_{precision}_s"] = (time.perf_counter() - t0) / 2
+                    row[f"em_train_bps_{precision}"] = float(-ll / len(x_moby) / np.log(2))
+                    row[f"device_peak_{precision}_gib"] = pool.total_bytes() / 2**30
+                    del steps, current
                 if with_cpu and states <= 10000:
                     short = x_moby[: EM_SYMBOLS // 10]
                     t0 = time.perf_counter()
                     learning.em_iteration(model, short, config)
                     row["cpu_em_iteration_s_x10"] = 10 * (time.perf_counter() - t0)
-                del steps, current
-            del engine, device_model
             pool.free_all_blocks()
         rows.append(row)
         print(json.dumps(row), flush=True)
+    device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"\ndevice: {device}; copy bandwidth {bandwidth / 1e12:.2f} TB/s; host: {describe_machine()}")
     print(
-        f"\ndevice: {gpu.GpuEngine(rows and _random_model(moby, x_moby, 100).layout).device_name}; "
-        f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; host: {describe_machine()}"
-    )
-    print(
-        "| states | forward 42,297 (milton) s | GB read | of bandwidth | forward (moby) s | CPU forward s | "
-        "EM iter 750k s | CPU EM iter s (x10) | device peak GiB |"
+        "| states | GB read by forward | forward 42,297 milton s fp32 / fp16 | of bandwidth fp32 / fp16 | "
+        "forward moby s fp32 / fp16 | CPU forward s (x10) | EM iter 750k s fp32 / fp16 | CPU EM iter s (x10) | "
+        "device peak GiB |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    nan = float("nan")
     for r in rows:
         print(
-            f"| {r['states']:,} | {r['forward_milton_s']:.4f} | {r['forward_milton_bytes'] / 1e9:.1f} | "
-            f"{r['forward_milton_bandwidth_fraction']:.0%} | {r['forward_moby_s']:.4f} | "
-            f"{r.get('cpu_forward_milton_s', float('nan')):.2f} | {r['em_iteration_s']:.2f} | "
-            f"{r.get('cpu_em_iteration_s_x10', float('nan')):.1f} | {r['device_peak_gib']:.1f} |"
+            f"| {r['states']:,} | {r['forward_milton_bytes'] / 1e9:.1f} | {r['forward_milton_float32_s']:.3f} / "
+            f"{r['forward_milton_float16_s']:.3f} | {r['forward_milton_float32_bandwidth_fraction']:.0%} / "
+            f"{r['forward_milton_float16_bandwidth_fraction']:.0%} | {r['forward_moby_float32_s']:.3f} / "
+            f"{r['forward_moby_float16_s']:.3f} | {r.get('cpu_forward_milton_s_x10', nan):.1f} | "
+            f"{r['em_iteration_float32_s']:.2f} / {r['em_iteration_float16_s']:.2f} | "
+            f"{r.get('cpu_em_iteration_s_x10', nan):.1f} | {r['device_peak_float32_gib']:.1f} |"
         )
     return rows
 
 
-def table4(states: int, names: list[str], online_epochs: int, em_iterations: int) -> list[dict]:
+def table4(
+    states: int, names: list[str], online_epochs: int, em_iterations: int, pseudocount: float, refit: bool
+) -> list[dict]:
     """The paper's protocol on the GPU: online EM, then batch EM with early stopping on validation; test BPS."""
     from engine.workflows import TrainOptions, train_text
 
@@ -172,28 +182,41 @@ def table4(states: int, names: list[str], online_epochs: int, em_iterations: int
                 algorithm="online",
                 iterations=online_epochs,
                 batch_size=10_000,
-                pseudocount=1e-6,
+                pseudocount=pseudocount,
                 backend="gpu",
                 refit=False,
             ),
+            callback=lambda record, name=name: print(name, "online", tuple(round(v, 4) for v in record), flush=True),
         )
         outcome = train_text(
             raw,
             TrainOptions(
-                states=states, algorithm="em", iterations=em_iterations, pseudocount=1e-6, backend="gpu", refit=False
+                states=states,
+                algorithm="em",
+                iterations=em_iterations,
+                pseudocount=pseudocount,
+                backend="gpu",
+                refit=refit,
             ),
+            callback=lambda record, name=name: print(name, "em", tuple(round(v, 4) for v in record), flush=True),
             initial_model=online.model,
         )
         seconds = time.perf_counter() - t0
+        from engine import gpu
+
+        half = gpu.GpuEngine(outcome.model.layout, "float16")
+        weight = float(outcome.model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        test_bps_half = half.score(half.upload(outcome.model), outcome.corpus.test, weight).bps
         row = {
             "corpus": name,
             "states": states,
-            "test_bps": outcome.test_bps,
+            "test_bps": outcome.summary["test_bps"],
             "paper": PAPER_TABLE4[name],
-            "online_test_bps": online.test_bps,
+            "online_test_bps": online.summary["test_bps"],
+            "test_bps_float16_pass": test_bps_half,
             "seconds": seconds,
-            "em_iterations": len(outcome.history),
-            "online_epochs": len(online.history),
+            "em_iterations": outcome.summary["iterations"],
+            "online_epochs": online.summary["iterations"],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -218,13 +241,17 @@ def main() -> None:
     parser.add_argument("--corpora-names", nargs="*", default=list(PAPER_TABLE4))
     parser.add_argument("--online-epochs", type=int, default=5)
     parser.add_argument("--em-iterations", type=int, default=30)
+    parser.add_argument("--pseudocount", type=float, default=1e-6)
+    parser.add_argument("--refit", action="store_true", help="the paper's refit on training + validation text")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict = {}
     if args.states:
         results["speed"] = speed(args.states, args.cpu)
     if args.table4:
-        results["table4"] = table4(args.table4, args.corpora_names, args.online_epochs, args.em_iterations)
+        results["table4"] = table4(
+            args.table4, args.corpora_names, args.online_epochs, args.em_iterations, args.pseudocount, args.refit
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -23,6 +23,10 @@ from engine.kernels import gpu as kernels
 from engine.model import CHMM, BlockLayout
 
 _WARPS_PER_LAUNCH_BLOCK = 8  # one-warp-per-item kernels: 256 threads per block
+PASS_PRECISIONS = ("float32", "float16")
+HALF_SCALE = 2.0**14
+"""float16 copies of T hold T * 2^14: entries down to ~4e-12 stay representable (rows sum to 1, so nothing
+overflows); the factor cancels in every normalised message and is divided out of the forward normalisers."""
 
 
 class DeviceMemoryError(MemoryError):
@@ -44,6 +48,7 @@ class DeviceModel:
     pi: np.ndarray
     counts: Any | None
     support: Any | None
+    half: tuple[Any, Any] | None = None  # float16 copies of (T, TT) times HALF_SCALE, made when first needed
 
 
 def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones: float, models: int = 3) -> int:
@@ -62,8 +67,11 @@ class GpuEngine:
     and come back with :meth:`download`.
     """
 
-    def __init__(self, layout: BlockLayout) -> None:
+    def __init__(self, layout: BlockLayout, pass_precision: str = "float32") -> None:
+        if pass_precision not in PASS_PRECISIONS:
+            raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
         cp = _cupy()
+        self.pass_precision = pass_precision
         self.cp = cp
         self.layout = layout
         device = cp.cuda.Device()
@@ -93,7 +101,10 @@ class GpuEngine:
         self.row_base = cp.asarray(layout.block_offset[block_of_row], dtype=cp.int64)
         self.row_u = cp.asarray(u, dtype=cp.int32)
         self.row_m = cp.asarray(rows[block_of_row], dtype=cp.int32)
-        self._chain = kernels.kernel(cp, "chain_sum")
+        self._chain = {
+            "float32": kernels.kernel(cp, "chain_sum_f32"),
+            "float16": kernels.kernel(cp, "chain_sum_f16"),
+        }[pass_precision]
         self._viterbi = kernels.kernel(cp, "viterbi_chain")
         self._scale = kernels.kernel(cp, "scale_messages")
         self._weights = kernels.kernel(cp, "pair_weights")
@@ -166,20 +177,46 @@ class GpuEngine:
             return (segment / total).astype(np.float32), total
         return np.full(m, 1.0 / m, dtype=np.float32), 0.0
 
+    def _pass_matrices(self, device_model: DeviceModel) -> tuple[Any, Any, float]:
+        """The blocks the forward pass reads (transposed), those the backward pass reads, and their scale."""
+        if self.pass_precision == "float32":
+            return device_model.TT, device_model.T, 1.0
+        if device_model.half is None:
+            cp = self.cp
+            device_model.half = (
+                (device_model.T * HALF_SCALE).astype(cp.float16),
+                (device_model.TT * HALF_SCALE).astype(cp.float16),
+            )
+        return device_model.half[1], device_model.half[0], HALF_SCALE
+
+    def _pass_steps(self, x: np.ndarray, backward: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Per step of a pass (in pass order): the offset of its block (-1: no block) and its output size."""
+        layout = self.layout
+        rows = layout.n_clones[x]
+        pair_block = layout.block_index[x[:-1], x[1:]]
+        if backward:
+            rows = rows[::-1]
+            pair_block = pair_block[::-1]
+        step_block = np.concatenate([[-1], pair_block])
+        step_offset = np.where(step_block >= 0, layout.block_offset[np.maximum(step_block, 0)], -1)
+        return step_offset.astype(np.int64), np.ascontiguousarray(rows, dtype=np.int32)
+
     def _run_chain(
         self,
         M: Any,
-        x: Any,
-        n: int,
+        x: np.ndarray,
         backward: bool,
         initial: np.ndarray,
         store: Any,
         offsets: Any,
         grid: int,
         stream: Any,
-    ) -> Any:
-        """One persistent forward or backward pass; returns the per-position normalisers (device float64)."""
+    ) -> tuple[Any, Any]:
+        """One persistent forward or backward pass over the host sequence ``x``; returns the per-position
+        normalisers (device float64) and the kernel's abort flag."""
         cp = self.cp
+        n = len(x)
+        step_offset, step_rows = self._pass_steps(x, backward)
         with stream:
             work = cp.empty(2 * self.width, dtype=cp.float32)
             norm = cp.ones(n, dtype=cp.float64)
@@ -188,30 +225,23 @@ class GpuEngine:
             abort = cp.zeros(1, dtype=cp.int32)
             first = cp.asarray(initial, dtype=cp.float32)
             if n > 1:
-                self._chain(
-                    (grid,),
-                    (kernels.THREADS,),
-                    (
-                        M,
-                        x,
-                        np.int32(n),
-                        np.int32(1 if backward else 0),
-                        self.n_clones,
-                        self.block_index,
-                        np.int32(self.layout.n_symbols),
-                        self.block_offset,
-                        first,
-                        work,
-                        np.int32(self.width),
-                        store,
-                        offsets,
-                        norm,
-                        partial,
-                        barrier,
-                        abort,
-                    ),
-                    shared_mem=4 * self.width,
+                args = (
+                    M,
+                    cp.asarray(step_offset),
+                    cp.asarray(step_rows),
+                    np.int32(n),
+                    np.int32(int(backward)),
+                    first,
+                    work,
+                    np.int32(self.width),
+                    store,
+                    offsets,
+                    norm,
+                    partial,
+                    barrier,
+                    abort,
                 )
+                self._chain((grid,), (kernels.THREADS,), args, shared_mem=4 * self.width)
             elif store is not None:
                 begin = int(offsets[0].get())
                 store[begin : begin + len(initial)] = first
@@ -239,11 +269,11 @@ class GpuEngine:
         x = np.ascontiguousarray(x, dtype=np.int64)
         start = device_model.pi if initial is None else np.asarray(initial)
         message, p0 = self._initial_message(start, int(x[0]))
-        x_dev = cp.asarray(x, dtype=cp.int32)
+        forward_blocks, _, scale = self._pass_matrices(device_model)
         norm, abort = self._run_chain(
-            device_model.TT, x_dev, len(x), False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
+            forward_blocks, x, False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
         )
-        predictive = norm.get()
+        predictive = norm.get() / scale
         self._check_aborts(abort)
         predictive[0] = p0
         return predictive, int(np.count_nonzero(predictive <= 0))
@@ -307,19 +337,22 @@ class GpuEngine:
         first_message, p0 = self._initial_message(start, int(x[0]))
         m_last = int(layout.n_clones[x[-1]])
         last_message = np.full(m_last, 1.0 / m_last, dtype=np.float32)
-        cp.cuda.get_current_stream().synchronize()
+        forward_blocks, backward_blocks, scale = self._pass_matrices(device_model)
+        cp.cuda.get_current_stream().synchronize()  # the streams below do not wait for the current one
         forward_stream, backward_stream = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
         predictive, abort_forward = self._run_chain(
-            device_model.TT, x_dev, n, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
+            forward_blocks, x, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
         )
         beta_norm, abort_backward = self._run_chain(
-            device_model.T, x_dev, n, True, last_message, beta, beta_offsets, self.sm_count, backward_stream
+            backward_blocks, x, True, last_message, beta, beta_offsets, self.sm_count, backward_stream
         )
         forward_stream.synchronize()
         backward_stream.synchronize()
         self._check_aborts(abort_forward, abort_backward)
         self._normalise_messages(alpha, alpha_offsets, x_dev, predictive, n)
         self._normalise_messages(beta, beta_offsets, x_dev, beta_norm, n)
+        if scale != 1.0:
+            predictive /= scale
         predictive[0] = p0
         predictive_host = predictive.get()
         zero_events = int(np.count_nonzero(predictive_host <= 0))
@@ -530,7 +563,7 @@ class GpuSteps:
     def __init__(self, model: CHMM, train: np.ndarray, validation: np.ndarray | None, config: Any) -> None:
         from engine.model import transition_support
 
-        self.engine = GpuEngine(model.layout)
+        self.engine = GpuEngine(model.layout, config.pass_precision)
         self.template = model
         self.train = train
         self.config = config

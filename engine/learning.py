@@ -56,6 +56,8 @@ class TrainingConfig:
         single training sequence carries almost no information on it and text scored later may start anywhere.
     count_method: "gemm" (one matrix product per symbol pair) or "loop" (per-step updates), see
         :func:`engine.inference.e_step`.
+    pass_precision: the GPU engine's copy of T for the forward and backward passes, "float32" or "float16" (half
+        the bytes per step; arithmetic stays float32, see :data:`engine.gpu.HALF_SCALE`); ignored on the CPU.
     """
 
     algorithm: str = "em"
@@ -67,6 +69,7 @@ class TrainingConfig:
     memory: float = 0.9
     update_pi: bool = False
     count_method: str = "gemm"
+    pass_precision: str = "float32"
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -83,6 +86,8 @@ class TrainingConfig:
             raise ValueError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
+        if self.pass_precision not in ("float32", "float16"):
+            raise ValueError("pass_precision must be float32 or float16")
         if self.count_method not in inference.COUNT_METHODS:
             raise ValueError(f"count_method must be one of {inference.COUNT_METHODS}")
 

@@ -115,17 +115,19 @@ def train_text(
     cancel: learning.CancelToken | None = None,
     name: str = "corpus",
     log: Callable[[str], None] | None = None,
+    initial_model: CHMM | None = None,
 ) -> TrainOutcome:
     """Normalise and split ``corpus_text`` (paper: first 90% train with its last ``validation`` share held out
     for early stopping, last 10% test), allocate clones, initialise T at random on the symbol pairs seen in
     training (or start from ``options.init``), and train with early stopping on the validation text. With
     ``options.refit`` (the paper's protocol, section 4.2) the model is then retrained from the same initial T on
     training + validation text for the number of iterations that validation chose. Returns the model and its
-    figures; ``validation_bps`` is always the held-out figure of the selection run."""
+    figures; ``validation_bps`` is always the held-out figure of the selection run. ``initial_model`` (a model in
+    memory) takes the place of ``options.init`` (a model file) when given."""
     options.validate()
     backend = _check_backend(options.backend)
     started = time.perf_counter()
-    init_model = load_model(options.init) if options.init else None
+    init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     if init_model is not None:
         fixed = (init_model.symbols, init_model.metadata.get("vocabulary"))
         normalisation = init_model.metadata.get("normalisation", options.normalise)

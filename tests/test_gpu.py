@@ -180,3 +180,20 @@ def test_memory_estimate_refuses_a_run_that_does_not_fit(monkeypatch):
     monkeypatch.setattr(gpu.GpuEngine, "free_bytes", lambda self: 1000)
     with pytest.raises(gpu.DeviceMemoryError, match="GiB of GPU memory"):
         learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend="gpu")
+
+
+def test_float16_pass_copy_stays_close_to_float32():
+    model, x, _ = _model_and_sequence(80, 27, 1500, 20000)
+    exact = gpu.GpuEngine(model.layout)
+    half = gpu.GpuEngine(model.layout, "float16")
+    predictive32, _ = exact.forward(exact.upload(model), x)
+    device_model = half.upload(model)
+    predictive16, zero_events = half.forward(device_model, x)
+    assert zero_events == 0
+    np.testing.assert_allclose(predictive16, predictive32, rtol=5e-3)
+    bps32 = -np.log2(predictive32).mean()
+    bps16 = -np.log2(predictive16).mean()
+    assert abs(bps16 - bps32) < 1e-3
+    counts16 = half.e_step(device_model, x).counts.get()
+    counts32 = exact.e_step(exact.upload(model), x).counts.get()
+    assert np.max(np.abs(counts16 - counts32)) <= 1e-2 * np.abs(counts32).max()

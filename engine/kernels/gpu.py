@@ -22,6 +22,7 @@ THREADS = 512
 """Threads per block of the persistent kernels (16 warps); two such blocks fit on every multiprocessor."""
 
 SOURCE = r"""
+#include <cuda_fp16.h>
 #define FULL 0xffffffffu
 
 __device__ __forceinline__ float warp_sum_f(float v) {
@@ -61,6 +62,16 @@ __device__ __forceinline__ bool grid_barrier(unsigned int* counter, unsigned int
     return failed == 0;
 }
 
+// Pull a warp's share of a block's rows (row_bytes each) into L2 ahead of use: one 128-byte line per lane.
+__device__ __forceinline__ void prefetch_rows(const char* B, int rows, long long row_bytes, int first_row,
+                                              int stride, int lane) {
+    for (int row = first_row; row < rows; row += stride) {
+        const char* r = B + (long long)row * row_bytes;
+        for (long long c = lane * 128; c < row_bytes; c += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(r + c));
+    }
+}
+
 // Sum of the per-block partials of this step, in a fixed order (identical in every block).
 __device__ __forceinline__ double grid_total(const double* partial, int G) {
     __shared__ double total;
@@ -83,15 +94,28 @@ __device__ __forceinline__ double grid_total(const double* partial, int G) {
 // after a zero-probability step. norm[pos] receives the sum of the raw output at pos (forward: the predictive
 // probability P(x_pos | x_<pos)); store (if not null) receives the raw outputs at offsets[pos] (normalised later by
 // scale_messages). The first message ('initial', already normalised) is copied to store by block 0.
-extern "C" __global__ void __launch_bounds__(512, 2)
-chain_sum(const float* __restrict__ M, const int* __restrict__ x, int n_pos, int backward,
-          const int* __restrict__ n_clones, const int* __restrict__ block_index, int n_symbols,
-          const long long* __restrict__ block_offset, const float* __restrict__ initial,
+__device__ __forceinline__ float load(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float load(const __half* p) { return __half2float(__ldg(p)); }
+
+// Scaled forward or backward pass over the n_pos positions of a sequence, in pass order s = 0..n_pos-1
+// (forward: position s; backward: position n_pos-1-s). Step s >= 1 multiplies the previous message by one block:
+// forward out(v) = sum_u alpha_u T[u, v], read from the transposed blocks (M = T^T) so that every output entry is a
+// dot product with a contiguous row; backward out(u) = sum_v T[u, v] beta_v, from M = T. The host lists per step the
+// block's offset in M (step_offset, -1 when the pair has no block: a zero-probability step) and the output size
+// (step_rows), so a step needs no chain of dependent index loads. The input message is the previous raw output, its
+// 1/sum folded into the dot products (uniform after a zero-probability step). norm[pos] receives the sum of the raw
+// output at pos (forward: P(x_pos | x_<pos)); store (if not null) the raw outputs at offsets[pos] (normalised later
+// by scale_messages). The first message ('initial', normalised) is copied to store by block 0.
+template <typename Matrix>
+__device__ __forceinline__ void chain_sum(const Matrix* __restrict__ M, const long long* __restrict__ step_offset,
+          const int* __restrict__ step_rows, int n_pos, int backward, const float* __restrict__ initial,
           float* work, int width, float* store, const long long* __restrict__ offsets,
           double* norm, double* partial, unsigned int* barrier, int* abort_flag)
 {
     extern __shared__ float message[];
+    __shared__ float row_part[32];
     __shared__ double warp_partial[32];
+    __shared__ double previous_total;
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
@@ -99,42 +123,90 @@ chain_sum(const float* __restrict__ M, const int* __restrict__ x, int n_pos, int
     const int global_warp = blockIdx.x * warps + warp;
     const int total_warps = G * warps;
 
-    const int first = backward ? n_pos - 1 : 0;
-    int m_prev = n_clones[x[first]];
+    int m_prev = step_rows[0];
     if (store != nullptr && blockIdx.x == 0) {
-        for (int t = threadIdx.x; t < m_prev; t += blockDim.x) store[offsets[first] + t] = initial[t];
+        const long long o = offsets[backward ? n_pos - 1 : 0];
+        for (int t = threadIdx.x; t < m_prev; t += blockDim.x) store[o + t] = initial[t];
     }
     const float* prev = initial;
-    float inv = 1.0f;
-    bool uniform = false;
     for (int s = 1; s < n_pos; ++s) {
         const int pos = backward ? n_pos - 1 - s : s;
-        const int row_symbol = x[backward ? pos : pos - 1];
-        const int col_symbol = x[backward ? pos + 1 : pos];
-        const int k = block_index[row_symbol * n_symbols + col_symbol];
-        const int m_out = n_clones[x[pos]];
-        const float u_value = 1.0f / (float)m_prev;
-        for (int t = threadIdx.x; t < m_prev; t += blockDim.x)
-            message[t] = uniform ? u_value : __ldcg(prev + t) * inv;
+        const long long block = step_offset[s];
+        const int m_out = step_rows[s];
+        if (s + 1 < n_pos) {  // a small next block: start moving it towards L2 now (large ones would evict this one)
+            const long long next_block = step_offset[s + 1];
+            const int next_rows = step_rows[s + 1];
+            if (next_block >= 0 && (long long)next_rows * m_out * sizeof(Matrix) <= (8LL << 20))
+                prefetch_rows((const char*)(M + next_block), next_rows, (long long)m_out * sizeof(Matrix),
+                              global_warp, total_warps, lane);
+        }
+        // the previous message (raw) and, in the same round trip, the previous step's total
+        for (int t = threadIdx.x; t < m_prev; t += blockDim.x) message[t] = __ldcg(prev + t);
+        if (s > 1 && warp == 0) {
+            double v = 0.0;
+            for (int g = lane; g < G; g += 32) v += __ldcg(partial + ((s - 1) & 1) * G + g);
+            v = warp_sum_d(v);
+            if (lane == 0) previous_total = v;
+        }
         __syncthreads();
+        float inv = 1.0f;
+        if (s > 1) {
+            const double total = previous_total;
+            if (blockIdx.x == 0 && threadIdx.x == 0) norm[backward ? pos + 1 : pos - 1] = total;
+            if (total > 0.0) {
+                inv = (float)(1.0 / total);
+            } else {  // zero-probability step: restart uniform (the same branch in every block)
+                const float u_value = 1.0f / (float)m_prev;
+                for (int t = threadIdx.x; t < m_prev; t += blockDim.x) message[t] = u_value;
+                __syncthreads();
+            }
+        }
         float* cur = work + (s & 1) * width;
         double local = 0.0;
-        if (k >= 0) {
-            const float* B = M + block_offset[k];
+        if (block >= 0) {
+            // 'split' warps of one block share a row (each takes every split-th 32-column slice), so that short
+            // steps still keep many loads in flight; eight independent loads per lane per round.
+            int split = 1;
+            while (split < warps && (long long)m_out * split * 2 <= total_warps) split <<= 1;
+            const int part = warp % split;
+            const int rows_per_round = total_warps / split;
+            const int stride = 32 * split;
+            const Matrix* B = M + block;
             const long long base = store != nullptr ? offsets[pos] : 0;
-            for (int row = global_warp; row < m_out; row += total_warps) {
-                const float* r = B + (long long)row * m_prev;
-                float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
-                int c = lane;
-                for (; c + 96 < m_prev; c += 128) {
-                    a0 += __ldg(r + c) * message[c];
-                    a1 += __ldg(r + c + 32) * message[c + 32];
-                    a2 += __ldg(r + c + 64) * message[c + 64];
-                    a3 += __ldg(r + c + 96) * message[c + 96];
+            for (int round = 0; round < m_out; round += rows_per_round) {
+                const int row = round + global_warp / split;
+                float acc = 0.f;
+                if (row < m_out) {
+                    const Matrix* r = B + (long long)row * m_prev;
+                    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f, a4 = 0.f, a5 = 0.f, a6 = 0.f, a7 = 0.f;
+                    int c = part * 32 + lane;
+                    for (; c + 7 * stride < m_prev; c += 8 * stride) {
+                        const float v0 = load(r + c), v1 = load(r + c + stride), v2 = load(r + c + 2 * stride),
+                                    v3 = load(r + c + 3 * stride), v4 = load(r + c + 4 * stride),
+                                    v5 = load(r + c + 5 * stride), v6 = load(r + c + 6 * stride),
+                                    v7 = load(r + c + 7 * stride);
+                        a0 += v0 * message[c];
+                        a1 += v1 * message[c + stride];
+                        a2 += v2 * message[c + 2 * stride];
+                        a3 += v3 * message[c + 3 * stride];
+                        a4 += v4 * message[c + 4 * stride];
+                        a5 += v5 * message[c + 5 * stride];
+                        a6 += v6 * message[c + 6 * stride];
+                        a7 += v7 * message[c + 7 * stride];
+                    }
+                    for (; c < m_prev; c += stride) a0 += load(r + c) * message[c];
+                    acc = warp_sum_f(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)));
                 }
-                for (; c < m_prev; c += 32) a0 += __ldg(r + c) * message[c];
-                const float acc = warp_sum_f((a0 + a1) + (a2 + a3));
-                if (lane == 0) {
+                if (split > 1) {
+                    if (lane == 0) row_part[warp] = acc;
+                    __syncthreads();
+                    if (part == 0 && lane == 0) {
+                        for (int p = 1; p < split; ++p) acc += row_part[warp + p];
+                    }
+                    __syncthreads();
+                }
+                if (part == 0 && lane == 0 && row < m_out) {
+                    acc *= inv;
                     cur[row] = acc;
                     if (store != nullptr) store[base + row] = acc;
                     local += acc;
@@ -149,13 +221,27 @@ chain_sum(const float* __restrict__ M, const int* __restrict__ x, int n_pos, int
             if (lane == 0) partial[(s & 1) * G + blockIdx.x] = v;
         }
         if (!grid_barrier(barrier, (unsigned int)s * (unsigned int)G, abort_flag)) return;
-        const double total = grid_total(partial + (s & 1) * G, G);
-        if (blockIdx.x == 0 && threadIdx.x == 0) norm[pos] = total;
-        uniform = !(total > 0.0);
-        inv = uniform ? 0.0f : (float)(1.0 / total);
         prev = cur;
         m_prev = m_out;
     }
+    if (n_pos > 1 && blockIdx.x == 0) {  // the last step's total
+        const double total = grid_total(partial + ((n_pos - 1) & 1) * G, G);
+        if (threadIdx.x == 0) norm[backward ? 0 : n_pos - 1] = total;
+    }
+}
+
+#define CHAIN_ARGS const long long* __restrict__ step_offset, const int* __restrict__ step_rows, int n_pos, \
+    int backward, const float* __restrict__ initial, float* work, int width, float* store, \
+    const long long* __restrict__ offsets, double* norm, double* partial, unsigned int* barrier, int* abort_flag
+#define CHAIN_PASS step_offset, step_rows, n_pos, backward, initial, work, width, store, offsets, norm, partial, \
+    barrier, abort_flag
+
+// The pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic).
+extern "C" __global__ void __launch_bounds__(512, 2) chain_sum_f32(const float* __restrict__ M, CHAIN_ARGS) {
+    chain_sum<float>(M, CHAIN_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512, 2) chain_sum_f16(const __half* __restrict__ M, CHAIN_ARGS) {
+    chain_sum<__half>(M, CHAIN_PASS);
 }
 
 // Normalise stored messages (mode 0: divide message n by factor[n], uniform where factor[n] <= 0) or scale them
