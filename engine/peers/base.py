@@ -1,0 +1,108 @@
+"""The interface every peer learner implements, the shared BPS scorer and the pickle-free file format."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+PEER_FORMAT = "chmm-explorer-peer"
+PEER_FORMAT_VERSION = 1
+
+
+class PeerFormatError(ValueError):
+    """A file that is not a readable peer-learner model of the expected kind."""
+
+
+class PeerLearner(Protocol):
+    """What the CLI, the benchmarks and the app need from a learner.
+
+    ``kind`` names the learner ("ngram", "pdfa", "densehmm", "hmm"); ``fit`` trains on int64 symbol indices in
+    [0, n_symbols) (``validation`` may choose hyper-parameters such as the n-gram order) and returns self;
+    ``predictive(x)[n]`` is P(x_n | x_<n) under the model, strictly positive (a learner smooths or backs off so
+    that any text in the alphabet has a finite code length); ``n_parameters`` counts free parameters.
+    """
+
+    kind: str
+
+    def fit(self, train: np.ndarray, n_symbols: int, validation: np.ndarray | None = None) -> PeerLearner: ...
+
+    def predictive(self, x: np.ndarray) -> np.ndarray: ...
+
+    @property
+    def n_parameters(self) -> int: ...
+
+    def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> None: ...
+
+
+def bits_per_symbol(learner: PeerLearner, x: np.ndarray) -> float:
+    """BPS = -(1/N) sum_n log2 P(x_n | x_<n), the paper's figure, from the learner's predictive probabilities."""
+    x = np.asarray(x, dtype=np.int64)
+    if x.size == 0:
+        raise ValueError("cannot score an empty sequence")
+    p = np.asarray(learner.predictive(x), dtype=np.float64)
+    if p.shape != x.shape or not np.all(p > 0) or not np.all(np.isfinite(p)):
+        raise ValueError(f"{learner.kind}: predictive probabilities must be finite and positive, one per symbol")
+    return float(-np.mean(np.log2(p)))
+
+
+def save_arrays(path: str | os.PathLike[str], kind: str, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> None:
+    """Write ``arrays`` and a JSON ``header`` (plain types only) as one ``.npz`` (no pickle), atomically: a temporary
+    file in the same folder is renamed over ``path``, so a failure leaves an existing file intact."""
+    path = Path(path)
+    full = {"format": PEER_FORMAT, "format_version": PEER_FORMAT_VERSION, "kind": kind, **header}
+    payload = dict(arrays)
+    full["arrays"] = sorted(payload)
+    payload["header_json"] = np.frombuffer(json.dumps(full, allow_nan=False).encode("utf-8"), np.uint8)
+    directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez_compressed(handle, **payload)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON header of a peer-learner file, or None if ``path`` is an .npz without one (e.g. a CHMM model)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "header_json" not in archive.files:
+                return None
+            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+    except Exception:
+        return None
+    if isinstance(header, dict) and header.get("format") == PEER_FORMAT:
+        return header
+    return None
+
+
+def load_arrays(path: str | os.PathLike[str], kind: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read a file written by :func:`save_arrays` for learner ``kind``; anything else raises PeerFormatError."""
+    path = Path(path)
+    if not path.is_file():
+        raise PeerFormatError(f"{path}: no such model file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+            arrays = {name: archive[name] for name in archive.files if name != "header_json"}
+    except Exception as exc:
+        raise PeerFormatError(f"{path}: not a readable peer-learner model ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(header, dict) or header.get("format") != PEER_FORMAT:
+        raise PeerFormatError(f"{path}: not a peer-learner model")
+    if header.get("kind") != kind:
+        raise PeerFormatError(f"{path}: a {header.get('kind')!r} model, not {kind!r}")
+    if header.get("format_version") != PEER_FORMAT_VERSION:
+        raise PeerFormatError(f"{path}: format version {header.get('format_version')} is not supported")
+    missing = sorted(set(header.get("arrays", [])) - set(arrays))
+    if missing:
+        raise PeerFormatError(f"{path}: damaged model (array(s) {', '.join(missing)} missing)")
+    return arrays, header
