@@ -32,6 +32,7 @@ from typing import Any
 
 from app import config, services, sessions
 from engine import learning, text, workflows
+from engine.backend import gpu_probably_available
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
 HEARTBEAT_S = 1.0
@@ -115,8 +116,12 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalise, algorithm,
     iterations, batch_size, validation, seed, backend), with a clear ValueError on a value that cannot work."""
     backend = form.get("backend") or "cpu"
-    if backend != "cpu":
-        raise ValueError("This version trains on the CPU only; choose the CPU backend.")
+    if backend not in ("cpu", "gpu"):
+        raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
+    if backend == "gpu":
+        available, reason = gpu_probably_available()
+        if not available:
+            raise ValueError(f"The GPU backend is not available here: {reason}. Choose the CPU backend.")
     algorithm = form.get("algorithm") or "em"
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
@@ -129,7 +134,7 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
         batch_size=_number(form, "batch_size", "batch size", int, 2, 10**9),
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
-        backend="cpu",
+        backend=backend,
     )
     options.validate()
     return options

@@ -4,6 +4,8 @@ that processes which never touch the GPU (the web server, forked workers) never 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from types import ModuleType
 
 BACKENDS = ("cpu", "gpu", "auto")
@@ -26,6 +28,17 @@ def gpu_status() -> tuple[bool, str]:
     if count < 1:
         return False, "no CUDA device is visible"
     return True, f"{count} CUDA device(s)"
+
+
+def gpu_probably_available() -> tuple[bool, str]:
+    """Whether the GPU backend can be offered, judged without importing CuPy (a web process must not initialise
+    CUDA before forking its job workers): CuPy is installed and the machine exposes an NVIDIA device node. The job
+    that trains confirms with :func:`resolve_backend` and reports the reason if the GPU still cannot be used."""
+    if importlib.util.find_spec("cupy") is None:
+        return False, "CuPy is not installed (pip install 'chmm-explorer[gpu]')"
+    if not any(Path("/dev").glob("nvidia[0-9]*")):
+        return False, "no NVIDIA device is visible on this machine"
+    return True, "CuPy and an NVIDIA device are present"
 
 
 def resolve_backend(name: str) -> str:

@@ -105,7 +105,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     model = workflows.load_model(args.model)
-    result = workflows.score_text(model, text.read_text(args.corpus))
+    result = workflows.score_text(model, text.read_text(args.corpus), backend=args.backend)
     figures = {
         "bps": result.bps,
         "symbols": result.symbols,
@@ -292,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="bits per symbol of a text under a model")
     score.add_argument("model")
     score.add_argument("corpus")
+    score.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
     score.add_argument("--json", action="store_true")
     score.set_defaults(run=_cmd_score)
 

@@ -211,9 +211,10 @@ class GpuEngine:
         offsets: Any,
         grid: int,
         stream: Any,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, Any, Any]:
         """One persistent forward or backward pass over the host sequence ``x``; returns the per-position
-        normalisers (device float64) and the kernel's abort flag."""
+        normalisers (device float64), the kernel's abort flag and its work buffer (the raw message of the last
+        position of the pass sits at offset ((n - 1) % 2) * width)."""
         cp = self.cp
         n = len(x)
         step_offset, step_rows = self._pass_steps(x, backward)
@@ -245,7 +246,7 @@ class GpuEngine:
             elif store is not None:
                 begin = int(offsets[0].get())
                 store[begin : begin + len(initial)] = first
-        return norm, abort
+        return norm, abort, work
 
     @staticmethod
     def _check_aborts(*flags: Any) -> None:
@@ -270,7 +271,7 @@ class GpuEngine:
         start = device_model.pi if initial is None else np.asarray(initial)
         message, p0 = self._initial_message(start, int(x[0]))
         forward_blocks, _, scale = self._pass_matrices(device_model)
-        norm, abort = self._run_chain(
+        norm, abort, _ = self._run_chain(
             forward_blocks, x, False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
         )
         predictive = norm.get() / scale
@@ -317,12 +318,16 @@ class GpuEngine:
         pair_layout: inference.PairLayout | None = None,
         initial: np.ndarray | None = None,
         counts_out: Any | None = None,
+        terminal: np.ndarray | None = None,
+        accumulate: bool = False,
     ) -> DeviceEStep:
         """Expected transition counts sum_n xi(n) (see :func:`engine.inference.e_step`) on the device.
 
         The forward and the backward pass run concurrently on two streams (each on one block per multiprocessor);
         the counts of block (i, j) are T(i, j) o (A^T B), one cuBLAS product per occurring pair, written into
-        ``counts_out`` (zeroed first) or a fresh float32 buffer."""
+        ``counts_out`` (zeroed first) or a fresh float32 buffer. ``terminal`` replaces the uniform beta at the last
+        position (a chunk of a longer sequence, see :meth:`e_step_chunked`); with ``accumulate`` the products
+        A^T B are added to ``counts_out`` and the caller multiplies by T once at the end."""
         cp = self.cp
         layout = self.layout
         x = np.ascontiguousarray(x, dtype=np.int64)
@@ -336,14 +341,17 @@ class GpuEngine:
         start = device_model.pi if initial is None else np.asarray(initial)
         first_message, p0 = self._initial_message(start, int(x[0]))
         m_last = int(layout.n_clones[x[-1]])
-        last_message = np.full(m_last, 1.0 / m_last, dtype=np.float32)
+        if terminal is None:
+            last_message = np.full(m_last, 1.0 / m_last, dtype=np.float32)
+        else:
+            last_message = np.asarray(terminal, dtype=np.float32)
         forward_blocks, backward_blocks, scale = self._pass_matrices(device_model)
         cp.cuda.get_current_stream().synchronize()  # the streams below do not wait for the current one
         forward_stream, backward_stream = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-        predictive, abort_forward = self._run_chain(
+        predictive, abort_forward, _ = self._run_chain(
             forward_blocks, x, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
         )
-        beta_norm, abort_backward = self._run_chain(
+        beta_norm, abort_backward, _ = self._run_chain(
             backward_blocks, x, True, last_message, beta, beta_offsets, self.sm_count, backward_stream
         )
         forward_stream.synchronize()
@@ -359,7 +367,8 @@ class GpuEngine:
 
         m_first = int(layout.n_clones[x[0]])
         a0, b0 = int(pl.alpha_offsets[0]), int(pl.beta_offsets[0])
-        g = alpha[a0 : a0 + m_first].get().astype(np.float64) * beta[b0 : b0 + m_first].get()
+        first_beta = beta[b0 : b0 + m_first].get()
+        g = alpha[a0 : a0 + m_first].get().astype(np.float64) * first_beta
         gamma_first = np.zeros(layout.n_states)
         lo = int(layout.clone_start[x[0]])
         if g.sum() > 0:
@@ -381,16 +390,81 @@ class GpuEngine:
             (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
         )
         counts = cp.zeros(layout.size, dtype=cp.float32) if counts_out is None else counts_out
-        if counts_out is not None:
+        if counts_out is not None and not accumulate:
             counts.fill(0)
-        self._accumulate_counts(device_model, pl, alpha, beta, counts)
+        self._accumulate_counts(pl, alpha, beta, counts, accumulate)
+        if not accumulate:
+            counts *= device_model.T
         log_likelihood = -math.inf if zero_events else float(np.sum(np.log(predictive_host)))
-        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
+        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0, first_beta)
 
-    def _accumulate_counts(
-        self, device_model: DeviceModel, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any
-    ) -> None:
-        """counts(i, j) = A_ij^T B_ij per occurring pair (cuBLAS), then counts *= T elementwise (one pass)."""
+    def e_step_chunked(
+        self, device_model: DeviceModel, x: np.ndarray, chunk: int, counts_out: Any | None = None
+    ) -> DeviceEStep:
+        """The exact E-step of :meth:`e_step` with device memory bounded by ``chunk`` positions instead of len(x).
+
+        A first forward pass over the chunks (each started from the last message of the one before) keeps only the
+        normalised alpha at every chunk start. Then, from the last chunk to the first, one E-step per chunk (the
+        chunks overlap by one position) starts its forward pass from that checkpoint and its backward pass from the
+        beta carried back from the chunk after it, so every xi(n) is the one of the whole sequence. Costs one extra
+        forward pass."""
+        cp = self.cp
+        layout = self.layout
+        x = np.ascontiguousarray(x, dtype=np.int64)
+        n = len(x)
+        if chunk < 2:
+            raise ValueError("the chunk must hold at least two positions")
+        starts = list(range(0, n - 1, chunk))
+        forward_blocks, _, _ = self._pass_matrices(device_model)
+        checkpoints: list[np.ndarray] = []
+        carry: np.ndarray | None = None
+        for begin in starts:
+            end = min(begin + chunk, n - 1)
+            piece = x[begin : end + 1]
+            start = device_model.pi if carry is None else carry
+            message, _ = self._initial_message(start, int(piece[0]))
+            checkpoints.append(np.asarray(start, dtype=np.float32))
+            norm, abort, work = self._run_chain(
+                forward_blocks, piece, False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
+            )
+            self._check_aborts(abort)
+            m = int(layout.n_clones[piece[-1]])
+            total = float(norm[len(piece) - 1].get())
+            offset = ((len(piece) - 1) % 2) * self.width
+            raw = work[offset : offset + m].get().astype(np.float64)
+            carry = np.zeros(layout.n_states, dtype=np.float32)
+            lo = int(layout.clone_start[piece[-1]])
+            carry[lo : lo + m] = raw / total if total > 0 else 1.0 / m
+        counts = cp.zeros(layout.size, dtype=cp.float32) if counts_out is None else counts_out
+        counts.fill(0)
+        terminal: np.ndarray | None = None
+        log_likelihood = 0.0
+        zero_events = 0
+        touched = np.zeros(layout.n_blocks, dtype=bool)
+        last_alpha = gamma_first = None
+        for index in range(len(starts) - 1, -1, -1):
+            begin = starts[index]
+            end = min(begin + chunk, n - 1)
+            e = self.e_step(
+                device_model,
+                x[begin : end + 1],
+                initial=checkpoints[index] if index else None,
+                counts_out=counts,
+                terminal=terminal,
+                accumulate=True,
+            )
+            terminal = e.first_beta
+            log_likelihood += e.log_likelihood
+            zero_events += e.zero_events
+            touched |= e.touched
+            if last_alpha is None:
+                last_alpha = e.last_alpha
+            gamma_first = e.gamma_first
+        counts *= device_model.T
+        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, touched, terminal)
+
+    def _accumulate_counts(self, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any, add: bool) -> None:
+        """counts(i, j) = A_ij^T B_ij (or += with ``add``) per occurring pair, one cuBLAS product each."""
         cp = self.cp
         layout = self.layout
         touched = np.flatnonzero(pl.pair_count)
@@ -404,8 +478,10 @@ class GpuEngine:
             A = alpha[a0 : a0 + rows * m_i].reshape(rows, m_i)
             B = beta[b0 : b0 + rows * m_j].reshape(rows, m_j)
             lo, hi = int(layout.block_offset[k]), int(layout.block_offset[k + 1])
-            cp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
-        counts *= device_model.T
+            if add:
+                counts[lo:hi] += cp.matmul(A.T, B).ravel()
+            else:
+                cp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
 
     # ------------------------------------------------------------------------------------------- M-step
     def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
@@ -545,6 +621,7 @@ class DeviceEStep:
     zero_events: int
     last_alpha: np.ndarray
     touched: np.ndarray
+    first_beta: np.ndarray  # beta at the first position, normalised (carried back by a chunked E-step)
 
 
 def gpu_error_message(exc: Exception) -> str:
@@ -569,26 +646,36 @@ class GpuSteps:
         self.config = config
         self.backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
         layout = model.layout
-        longest = len(train) if config.algorithm == "em" else min(len(train), config.batch_size + 1)
-        lengths = [longest] + ([len(validation)] if validation is not None else [])
         mean_clones = float(layout.n_clones[train].mean())
-        need = estimate_device_bytes(layout, lengths, mean_clones)
+        per_position = 8 * mean_clones + 64
+        model_bytes = estimate_device_bytes(layout, [], mean_clones)
         free = self.engine.free_bytes()
-        if need > free:
+        longest = len(train) if config.algorithm == "em" else min(len(train), config.batch_size + 1)
+        # messages of the whole sequence, or of chunks of it (exact, one extra forward pass) when they do not fit
+        room = int(0.8 * (free - model_bytes) / per_position)
+        self.chunk: int | None = getattr(config, "gpu_chunk", None)
+        if self.chunk is None and config.algorithm == "em" and len(train) > room:
+            self.chunk = room
+        need = model_bytes + int(per_position * min(longest, self.chunk or longest))
+        if need > free or (self.chunk is not None and self.chunk < 2):
             raise DeviceMemoryError(
                 f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
                 f"{self.engine.device_name}; use fewer states or a smaller batch"
             )
         support = transition_support(model)
         self.initial = self.engine.upload(model, support)
-        self.pair_layout = inference.pair_sorted_offsets(layout, train) if config.algorithm == "em" else None
+        whole = config.algorithm == "em" and (self.chunk is None or self.chunk >= len(train) - 1)
+        self.pair_layout = inference.pair_sorted_offsets(layout, train) if whole else None
         self.statistic: Any = None  # online EM's running A
 
     def iterate(self, current: DeviceModel, cancel: Any) -> tuple[DeviceModel, float, bool]:
         """One EM iteration / online-EM epoch / Viterbi-EM iteration on the device."""
         algorithm = self.config.algorithm
         if algorithm == "em":
-            e = self.engine.e_step(current, self.train, self.pair_layout)
+            if self.chunk is not None and self.chunk < len(self.train) - 1:
+                e = self.engine.e_step_chunked(current, self.train, self.chunk)
+            else:
+                e = self.engine.e_step(current, self.train, self.pair_layout)
             T, TT = self.engine.normalise(e.counts, self.config.pseudocount, current.support)
             pi = e.gamma_first.astype(np.float32) if self.config.update_pi else current.pi
             return DeviceModel(T, TT, pi, e.counts, current.support), e.log_likelihood, False

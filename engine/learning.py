@@ -58,6 +58,8 @@ class TrainingConfig:
         :func:`engine.inference.e_step`.
     pass_precision: the GPU engine's copy of T for the forward and backward passes, "float32" or "float16" (half
         the bytes per step; arithmetic stays float32, see :data:`engine.gpu.HALF_SCALE`); ignored on the CPU.
+    gpu_chunk: batch EM on the GPU processes the sequence in chunks of this many positions (exact; device memory
+        bounded by the chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
     """
 
     algorithm: str = "em"
@@ -70,6 +72,7 @@ class TrainingConfig:
     update_pi: bool = False
     count_method: str = "gemm"
     pass_precision: str = "float32"
+    gpu_chunk: int | None = None
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -86,6 +89,8 @@ class TrainingConfig:
             raise ValueError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
+        if self.gpu_chunk is not None and self.gpu_chunk < 2:
+            raise ValueError("the GPU chunk must hold at least two positions")
         if self.pass_precision not in ("float32", "float16"):
             raise ValueError("pass_precision must be float32 or float16")
         if self.count_method not in inference.COUNT_METHODS:

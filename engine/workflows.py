@@ -286,9 +286,15 @@ def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
     return model.encode(normalised)
 
 
-def score_text(model: CHMM, raw_text: str) -> inference.ScoreResult:
-    """Bits per symbol of raw text under the model (with the documented back-off, see inference.score)."""
-    return inference.score(model, encode_for_model(model, raw_text))
+def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
+    """Bits per symbol of raw text under the model (with the documented back-off, see inference.score), on the CPU
+    or the GPU engine ("auto": the GPU when usable)."""
+    x = encode_for_model(model, raw_text)
+    if resolve_backend(backend) == "gpu":
+        from engine import gpu
+
+        return gpu.score(model, x)
+    return inference.score(model, x)
 
 
 def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = None) -> str:

@@ -228,7 +228,7 @@ def test_training_needs_a_corpus(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"backend": "gpu"}, "CPU only"),
+        ({"backend": "tpu"}, "Unknown backend"),
         ({"states": 12.5}, "whole number"),
         ({"states": None}, "Enter the number of states"),
         ({"validation": 0.9}, "between 0 and 0.5"),
@@ -500,4 +500,18 @@ def test_web_process_does_not_import_cupy() -> None:
 
     import app.main  # noqa: F401
 
+    assert "cupy" not in sys.modules
+
+
+def test_gpu_backend_is_checked_without_importing_cupy(monkeypatch) -> None:
+    import sys
+
+    from engine import backend
+
+    monkeypatch.setattr(jobs, "gpu_probably_available", lambda: (False, "no NVIDIA device is visible"))
+    with pytest.raises(ValueError, match="GPU backend is not available here: no NVIDIA device"):
+        jobs.options_from_form(TINY | {"backend": "gpu"})
+    monkeypatch.setattr(jobs, "gpu_probably_available", lambda: (True, "present"))
+    assert jobs.options_from_form(TINY | {"backend": "gpu"}).backend == "gpu"
+    backend.gpu_probably_available()
     assert "cupy" not in sys.modules

@@ -197,3 +197,66 @@ def test_float16_pass_copy_stays_close_to_float32():
     counts16 = half.e_step(device_model, x).counts.get()
     counts32 = exact.e_step(exact.upload(model), x).counts.get()
     assert np.max(np.abs(counts16 - counts32)) <= 1e-2 * np.abs(counts32).max()
+
+
+@pytest.mark.parametrize("chunk", [7, 450, 2999])
+@pytest.mark.parametrize("drop_pairs", [0, 2])
+def test_chunked_e_step_is_the_whole_sequence_e_step(chunk, drop_pairs):
+    model, x, _ = _model_and_sequence(90 + chunk, 7, 300, 3000, drop_pairs=drop_pairs)
+    engine = gpu.GpuEngine(model.layout)
+    device_model = engine.upload(model)
+    whole = engine.e_step(device_model, x)
+    parts = engine.e_step_chunked(device_model, x, chunk)
+    reference = whole.counts.get()
+    assert np.max(np.abs(parts.counts.get() - reference)) <= 1e-5 * np.abs(reference).max()
+    assert parts.zero_events == whole.zero_events
+    if whole.zero_events == 0:
+        assert abs(parts.log_likelihood - whole.log_likelihood) <= 1e-6 * abs(whole.log_likelihood)
+    np.testing.assert_allclose(parts.gamma_first, whole.gamma_first, atol=1e-6)
+    np.testing.assert_allclose(parts.last_alpha, whole.last_alpha, atol=1e-6)
+    np.testing.assert_array_equal(parts.touched, whole.touched)
+
+
+def test_fit_with_chunks_matches_fit_without():
+    model, x, _ = _model_and_sequence(95, 6, 200, 5000)
+    config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
+    whole = learning.fit(model, x, config=config, backend="gpu")
+    chunked = learning.fit(
+        model, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-3, gpu_chunk=600), backend="gpu"
+    )
+    assert np.max(np.abs(whole.model.T - chunked.model.T)) <= 1e-5
+
+
+def test_cli_score_on_the_gpu_matches_the_cpu(tmp_path, capsys):
+    import json
+
+    from engine import cli
+
+    corpus = "tests/data/blake-poems.txt"
+    model_path = tmp_path / "m.npz"
+    assert (
+        cli.main(
+            [
+                "train",
+                corpus,
+                "-o",
+                str(model_path),
+                "--states",
+                "300",
+                "--iterations",
+                "3",
+                "--quiet",
+                "--backend",
+                "gpu",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cli.main(["score", str(model_path), corpus, "--json"]) == 0
+    on_cpu = json.loads(capsys.readouterr().out)
+    assert cli.main(["score", str(model_path), corpus, "--json", "--backend", "gpu"]) == 0
+    on_gpu = json.loads(capsys.readouterr().out)
+    assert abs(on_cpu["bps"] - on_gpu["bps"]) <= 1e-5 * on_cpu["bps"]
+    assert trained["test_bps"] > 0

@@ -10,10 +10,16 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import config, figures, ids, jobs, services, sessions, ui
+from engine.backend import gpu_probably_available
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
-GPU_NOTE = "This version trains on the CPU only (the GPU learner is not built yet)."
+GPU_AVAILABLE, GPU_REASON = gpu_probably_available()
+GPU_NOTE = (
+    "Training runs on the GPU (CuPy) inside the background job."
+    if GPU_AVAILABLE
+    else f"GPU unavailable: {GPU_REASON}."
+)
 FORM = [
     ("states", ids.TRAIN_STATES),
     ("allocation", ids.TRAIN_ALLOCATION),
@@ -103,7 +109,7 @@ def layout(**_query: Any) -> html.Div:
                         id=ids.TRAIN_BACKEND,
                         options=[
                             {"label": "CPU", "value": "cpu"},
-                            {"label": html.Span("GPU", title=GPU_NOTE), "value": "gpu", "disabled": True},
+                            {"label": html.Span("GPU", title=GPU_NOTE), "value": "gpu", "disabled": not GPU_AVAILABLE},
                         ],
                         value="cpu",
                         inline=True,
