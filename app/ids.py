@@ -89,3 +89,9 @@ COMMUNITIES_TABLE = "communities-table"
 COMMUNITIES_DETAIL = "communities-detail"
 COMMUNITIES_GRAPH = "communities-graph"
 COMMUNITIES_GRAPH_NOTE = "communities-graph-note"
+COMMUNITIES_THRESHOLD = "communities-threshold"
+COMMUNITIES_PROGRESS = "communities-progress"
+COMMUNITIES_LEVEL = "communities-level"  # dcc.Store: the module whose submodules the table lists ("" = top)
+COMMUNITIES_TRAIL = "communities-trail"
+COMMUNITIES_DRILL = "communities-drill"
+COMMUNITIES_CRUMB = "communities-crumb"  # pattern-matching type of the breadcrumb buttons

@@ -512,17 +512,19 @@ def _option_number(value: Any, what: str, low: int, high: int, default: int) -> 
     return _whole_number(default if value in (None, "") else value, what, low, high)
 
 
-def run_communities(folder: Path, trials: Any = 10, two_level: Any = False, seed: Any = 0) -> dict[str, Any]:
-    """Run Infomap on the current model's clone graph (pruned at the default threshold) and save the result
-    summary (run figures, settings, top modules with their words and clones) as ``communities.json`` in the
-    session folder. Returns what was saved."""
+def run_communities(
+    folder: Path, trials: Any = 10, two_level: Any = False, seed: Any = 0, threshold: Any = None
+) -> dict[str, Any]:
+    """Run Infomap on the current model's clone graph (pruned at ``threshold``, default 1e-3) and save the result
+    (run figures, settings, every module of the tree with its parent, children, words and clones) as
+    ``communities.json`` in the session folder. Returns what was saved."""
     options = communities_mod.CommunityOptions(
         two_level=bool(two_level),
         trials=_option_number(trials, "the number of trials", 1, MAX_TRIALS, 10),
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
     )
+    threshold = workflows.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
     model = load_current(folder)
-    threshold = workflows.DEFAULT_PRUNE_THRESHOLD
     corpus_text = _reference_corpus(folder, model)
     result = workflows.model_communities(model, threshold, options, corpus_text)
     saved = {
@@ -531,7 +533,7 @@ def run_communities(folder: Path, trials: Any = 10, two_level: Any = False, seed
         "options": asdict(options),
         "reference": corpus_text is not None,
         "summary": result.summary(),
-        "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.top_modules],
+        "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
     }
     _write_atomic(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
     return saved
@@ -548,12 +550,14 @@ def read_communities(folder: Path) -> dict[str, Any] | None:
         return None
 
 
-def module_rows(saved: dict[str, Any], query: str | None = None) -> list[dict[str, Any]]:
-    """Table rows of the top modules, most flow first, keeping those whose generalized words contain ``query``
-    (case-insensitive) or, for a single character, whose clones emit it."""
+def module_rows(saved: dict[str, Any], query: str | None = None, parent: str = "") -> list[dict[str, Any]]:
+    """Table rows of the submodules of ``parent`` ("" for the top modules), most flow first, keeping those whose
+    generalized words contain ``query`` (case-insensitive) or, for a single character, whose clones emit it."""
     wanted = (query or "").strip().lower()
     rows = []
     for module in sorted(saved["modules"], key=lambda m: -m["flow"]):
+        if module.get("parent", "") != parent:
+            continue
         words = [w["text"] for w in module["words"]]
         if wanted:
             in_chars = len(wanted) == 1 and (wanted in module["chars"].lower() or visible(wanted) in module["chars"])
@@ -567,9 +571,24 @@ def module_rows(saved: dict[str, Any], query: str | None = None) -> list[dict[st
                 "flow": round(float(module["flow"]), 6),
                 "chars": module["chars"],
                 "words": " ".join(words[:5]),
+                "submodules": len(module.get("children", [])),
             }
         )
     return rows
+
+
+def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]:
+    """The breadcrumb of a module of a multilevel result: (id, label) from the top level ("", "All modules") down
+    to ``module_id`` itself; an id that is not in the result gives just the top level."""
+    by_id = {m["id"]: m for m in saved["modules"]}
+    trail = [("", "All modules")]
+    if module_id not in by_id:
+        return trail
+    parts = module_id.split(":")
+    for depth in range(1, len(parts) + 1):
+        key = ":".join(parts[:depth])
+        trail.append((key, f"{key} {by_id[key]['name']}".strip()))
+    return trail
 
 
 def _colour(char: str) -> str:
@@ -587,7 +606,8 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     key = str(module_id).strip() if module_id is not None else ""
     module = next((m for m in saved["modules"] if m["id"] == key), None)
     if module is None:
-        raise UserError(f"Module {key!r} does not exist: the result has modules 1..{len(saved['modules'])}.")
+        top = sum(1 for m in saved["modules"] if not m.get("parent"))
+        raise UserError(f"Module {key!r} does not exist: the result has top modules 1..{top} (submodules 1:1, ...).")
     graph = workflows.model_graph(load_current(folder), saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]

@@ -414,9 +414,9 @@ def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -
     assert (folder / services.COMMUNITIES).is_file()
     assert services.read_communities(folder) == saved
     assert saved["options"]["two_level"] and saved["options"]["trials"] == 2
-    assert sum(m["flow"] for m in saved["modules"]) == pytest.approx(1.0, abs=1e-6)
+    assert sum(m["flow"] for m in saved["modules"] if not m["parent"]) == pytest.approx(1.0, abs=1e-6)
     rows = services.module_rows(saved)
-    assert len(rows) == len(saved["modules"]) > 1
+    assert len(rows) == len(saved["modules"]) > 1  # two-level: every module is a top module
     assert [r["flow"] for r in rows] == sorted((r["flow"] for r in rows), reverse=True)
     assert services.module_rows(saved, "zzzzzz") == []
     word = saved["modules"][0]["words"][0]["text"]
@@ -432,6 +432,55 @@ def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -
     # the export uses the saved run's settings, so module ids agree with the page
     _, _, note = services.export_graph(folder, "clu", 1e-3, rows[0]["id"])
     assert f"{rows[0]['size']} clones" in note
+
+
+def test_multilevel_result_keeps_the_tree_for_the_breadcrumb(folder: Path) -> None:
+    saved = services.run_communities(folder, trials=2, two_level=False, seed=1, threshold="2e-3")
+    assert saved["threshold"] == 2e-3
+    top = services.module_rows(saved)
+    assert sum(r["flow"] for r in top) == pytest.approx(1.0, abs=1e-4)
+    by_id = {m["id"]: m for m in saved["modules"]}
+    for module in saved["modules"]:  # the whole tree is kept: every child is listed and points back to its parent
+        assert all(by_id[child]["parent"] == module["id"] for child in module["children"])
+    with pytest.raises(UserError, match="between 0 and 1"):
+        services.run_communities(folder, threshold="2")
+
+
+def test_module_rows_and_trail_walk_a_module_tree() -> None:
+    def module(mid: str, flow: float, children: list[str], word: str) -> dict:
+        parent = mid.rpartition(":")[0]
+        words = [{"text": word, "probability": 0.5, "seen": True}]
+        return {
+            "id": mid,
+            "parent": parent,
+            "name": word,
+            "size": 3,
+            "flow": flow,
+            "chars": word,
+            "children": children,
+            "words": words,
+        }
+
+    saved = {
+        "modules": [
+            module("1", 0.6, ["1:1", "1:2"], "the"),
+            module("1:1", 0.4, [], "th"),
+            module("1:2", 0.2, ["1:2:1"], "he"),
+            module("1:2:1", 0.2, [], "e"),
+            module("2", 0.4, [], "and"),
+        ]
+    }
+    assert [r["id"] for r in services.module_rows(saved)] == ["1", "2"]
+    assert [r["submodules"] for r in services.module_rows(saved)] == [2, 0]
+    assert [r["id"] for r in services.module_rows(saved, parent="1")] == ["1:1", "1:2"]
+    assert [r["id"] for r in services.module_rows(saved, "he", parent="1")] == ["1:2"]
+    assert services.module_trail(saved, "1:2:1") == [
+        ("", "All modules"),
+        ("1", "1 the"),
+        ("1:2", "1:2 he"),
+        ("1:2:1", "1:2:1 e"),
+    ]
+    assert services.module_trail(saved, "9") == [("", "All modules")]
 
 
 def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

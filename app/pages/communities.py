@@ -1,8 +1,9 @@
 """Communities page: run Infomap on the current model's clone graph, browse its modules (most flow first,
 filterable by a word or character) and look at one module's generalized words and subgraph.
 
-Infomap on the 600-state sample model takes well under a second, so it runs in a normal callback under
-``dcc.Loading``; wiring it as a background job (like training) can come later for big models.
+Infomap runs as a background job (the same manager as training: diskcache by default, Celery with REDIS_URL), so a big
+graph never blocks the page; the result goes to the session folder and the callback returns only a message. A
+multilevel result is browsed level by level with a breadcrumb.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import dash
 import dash_cytoscape as cyto
-from dash import Input, Output, State, callback, dash_table, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 
 from app import ids, services, sessions, ui
 
@@ -25,6 +26,7 @@ COLUMNS = [
     {"name": "Flow", "id": "flow", "type": "numeric", "format": {"specifier": ".4f"}},
     {"name": "Characters", "id": "chars"},
     {"name": "Words", "id": "words"},
+    {"name": "Submodules", "id": "submodules", "type": "numeric"},
 ]
 STYLESHEET = [
     {
@@ -60,6 +62,7 @@ def layout(**_query: Any) -> html.Div:
         [
             html.H2("Communities (Infomap)"),
             dcc.Store(id=ids.COMMUNITIES_VERSION, storage_type="memory", data=0),
+            dcc.Store(id=ids.COMMUNITIES_LEVEL, storage_type="memory", data=""),
             ui.card(
                 "Run Infomap",
                 html.Div(
@@ -82,6 +85,11 @@ def layout(**_query: Any) -> html.Div:
                             dcc.Input(id=ids.COMMUNITIES_SEED, type="number", min=0, step=1, value=0, className="num"),
                         ),
                         ui.field(
+                            "Prune below",
+                            dcc.Input(id=ids.COMMUNITIES_THRESHOLD, type="text", value="1e-3", className="num"),
+                            "Transitions below this probability are left out of the graph (0 < threshold < 1).",
+                        ),
+                        ui.field(
                             "Partition",
                             dcc.Checklist(
                                 id=ids.COMMUNITIES_TWO_LEVEL,
@@ -98,13 +106,15 @@ def layout(**_query: Any) -> html.Div:
                     html.Button("Run Infomap", id=ids.COMMUNITIES_RUN, className="button primary"), className="buttons"
                 ),
                 html.Div(
-                    "The clone graph is pruned at 1e-3 first; the result is kept in the session (communities.json).",
+                    "Infomap runs in the background; the result is kept in the session (communities.json).",
                     className="hint",
                 ),
-                dcc.Loading(html.Div(id=ids.COMMUNITIES_MESSAGE)),
+                html.Progress(id=ids.COMMUNITIES_PROGRESS, className="progress", style={"display": "none"}),
+                html.Div(id=ids.COMMUNITIES_MESSAGE),
             ),
             ui.card(
                 "Modules",
+                html.Div(id=ids.COMMUNITIES_TRAIL, className="breadcrumb"),
                 ui.field(
                     "Filter",
                     dcc.Input(
@@ -124,6 +134,15 @@ def layout(**_query: Any) -> html.Div:
                     page_size=15,
                     style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px 8px"},
                     style_header={"fontWeight": 600},
+                ),
+                html.Div(
+                    html.Button(
+                        "Show the selected module's submodules",
+                        id=ids.COMMUNITIES_DRILL,
+                        className="button",
+                        disabled=True,
+                    ),
+                    className="buttons",
                 ),
             ),
             ui.card(
@@ -149,36 +168,95 @@ def layout(**_query: Any) -> html.Div:
     State(ids.COMMUNITIES_TRIALS, "value"),
     State(ids.COMMUNITIES_TWO_LEVEL, "value"),
     State(ids.COMMUNITIES_SEED, "value"),
+    State(ids.COMMUNITIES_THRESHOLD, "value"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[
+        (Output(ids.COMMUNITIES_RUN, "disabled"), True, False),
+        (Output(ids.COMMUNITIES_PROGRESS, "style"), {"display": "block"}, {"display": "none"}),
+    ],
     prevent_initial_call=True,
 )
-def run(_clicks: int | None, trials: Any, two_level: Any, seed: Any, session_id: str | None) -> tuple[Any, Any]:
+def run(
+    _clicks: int | None, trials: Any, two_level: Any, seed: Any, threshold: Any, session_id: str | None
+) -> tuple[Any, Any]:
+    """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
     try:
-        saved = services.run_communities(sessions.session_folder(session_id), trials, bool(two_level), seed)
+        saved = services.run_communities(sessions.session_folder(session_id), trials, bool(two_level), seed, threshold)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     s = saved["summary"]
     note = (
-        f"{s['modules']} top modules over {s['nodes']:,} clones and {s['edges']:,} edges; code length "
-        f"{s['codelength']:.3f} bits (one module: {s['one_level_codelength']:.3f}); Infomap took {s['seconds']:.2f} s."
+        f"{s['modules']} top modules over {s['nodes']:,} clones and {s['edges']:,} edges (pruned below "
+        f"{saved['threshold']:.2g}); code length {s['codelength']:.3f} bits (one module: "
+        f"{s['one_level_codelength']:.3f}); Infomap took {s['seconds']:.2f} s."
     )
     return ui.message(note, "ok"), time.time()
 
 
 @callback(
+    Output(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_DRILL, "n_clicks"),
+    Input({"type": ids.COMMUNITIES_CRUMB, "index": ALL}, "n_clicks"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    State(ids.COMMUNITIES_TABLE, "selected_row_ids"),
+    prevent_initial_call=True,
+)
+def change_level(_drill: Any, crumbs: list[Any], _version: Any, selected: list[str] | None) -> Any:
+    """Go down to the selected module's submodules, up to a breadcrumb's level, or back to the top after a run."""
+    trigger = ctx.triggered_id
+    if trigger == ids.COMMUNITIES_DRILL:
+        return selected[0] if selected else no_update
+    if isinstance(trigger, dict) and any(crumbs):
+        return trigger["index"]
+    if trigger == ids.COMMUNITIES_VERSION:
+        return ""
+    return no_update
+
+
+@callback(
     Output(ids.COMMUNITIES_TABLE, "data"),
     Output(ids.COMMUNITIES_TABLE, "selected_rows"),
+    Output(ids.COMMUNITIES_TRAIL, "children"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.COMMUNITIES_FILTER, "value"),
     Input(ids.MODEL_VERSION, "data"),
+    Input(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
 )
-def show_modules(_version: Any, query: str | None, _model: Any, session_id: str | None) -> tuple[Any, Any]:
+def show_modules(
+    _version: Any, query: str | None, _model: Any, level: str | None, session_id: str | None
+) -> tuple[Any, Any, Any]:
     try:
         saved = services.read_communities(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
-        return [], []
-    return (services.module_rows(saved, query) if saved else []), []
+        return [], [], None
+    if not saved:
+        return [], [], None
+    trail = services.module_trail(saved, level or "")
+    crumbs: list[Any] = []
+    for position, (module_id, label) in enumerate(trail):
+        if position:
+            crumbs.append(" › ")
+        if position == len(trail) - 1:
+            crumbs.append(html.Strong(label))
+        else:
+            crumbs.append(
+                html.Button(label, id={"type": ids.COMMUNITIES_CRUMB, "index": module_id}, className="link-button")
+            )
+    return services.module_rows(saved, query, parent=trail[-1][0]), [], crumbs
+
+
+@callback(
+    Output(ids.COMMUNITIES_DRILL, "disabled"),
+    Input(ids.COMMUNITIES_TABLE, "selected_rows"),
+    State(ids.COMMUNITIES_TABLE, "data"),
+)
+def allow_drill(selected: list[int] | None, rows: list[dict[str, Any]] | None) -> bool:
+    """The drill-down button works only for a selected module that has submodules."""
+    if not selected or not rows or selected[0] >= len(rows):
+        return True
+    return not rows[selected[0]].get("submodules")
 
 
 @callback(

@@ -16,9 +16,7 @@ dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer Â
 
 GPU_AVAILABLE, GPU_REASON = gpu_probably_available()
 GPU_NOTE = (
-    "Training runs on the GPU (CuPy) inside the background job."
-    if GPU_AVAILABLE
-    else f"GPU unavailable: {GPU_REASON}."
+    "Training runs on the GPU (CuPy) inside the background job." if GPU_AVAILABLE else f"GPU unavailable: {GPU_REASON}."
 )
 FORM = [
     ("states", ids.TRAIN_STATES),
