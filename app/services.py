@@ -43,7 +43,7 @@ EXPORT_DESCRIPTIONS = {
     "npz": "NumPy arrays (.npz)",
 }
 EXPORTS = "exports"  # folder in the session folder for the export files
-COMMUNITIES = "communities.json"  # the last community run of the session (summary and modules)
+COMMUNITIES = sessions.COMMUNITIES  # the last community run of the session (summary and modules)
 MAX_TRIALS = 100
 MAX_GRAPH_ELEMENTS = 2_000
 PALETTE = (
@@ -446,13 +446,6 @@ def parse_threshold(value: Any) -> float:
         raise UserError(message[0].upper() + message[1:] + ".") from None
 
 
-def _model_stamp(folder: Path) -> list[int]:
-    """Identifies the current model file (size and modification time), so a saved community run can be matched
-    to the model it was computed for."""
-    stat = sessions.current_model_path(folder).stat()
-    return [int(stat.st_size), int(stat.st_mtime_ns)]
-
-
 def _reference_corpus(folder: Path, model: CHMM) -> str | None:
     """The raw text the generalized words are checked against (seen/novel): the session's corpus, or the bundled
     sample corpus when the model was trained on it; None when neither applies."""
@@ -528,7 +521,7 @@ def run_communities(
     corpus_text = _reference_corpus(folder, model)
     result = workflows.model_communities(model, threshold, options, corpus_text)
     saved = {
-        "model": _model_stamp(folder),
+        "model": sessions.model_stamp(folder),
         "threshold": threshold,
         "options": asdict(options),
         "reference": corpus_text is not None,
@@ -543,7 +536,7 @@ def read_communities(folder: Path) -> dict[str, Any] | None:
     """The session's last community run, or None when there is none or it was made for another model."""
     try:
         saved = json.loads((folder / COMMUNITIES).read_text(encoding="utf-8"))
-        if saved.get("model") != _model_stamp(folder):
+        if saved.get("model") != sessions.model_stamp(folder):
             return None
         return saved
     except (OSError, ValueError, TypeError):

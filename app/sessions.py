@@ -15,7 +15,8 @@ A session folder holds::
     heartbeat        touched every second while a training job runs
     cancel           flag file: the running job stops within an iteration when it appears
     jobs/KEY.npz     a job's model before it becomes current
-    communities.json the last Infomap run on the current model (Communities page)
+    communities.json the last Infomap run on the current model (Communities page); a session that starts on a model
+                     with a precomputed run beside it (``<model>.communities.json``) starts with that run
     exports/         files written by the Export page
     last_used        touched on every access (the time-to-live clock)
 
@@ -25,6 +26,7 @@ most once an hour while the app runs).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -80,8 +82,36 @@ def session_folder(session_id: object, root: Path | None = None) -> Path:
         start = config.start_model()
         if start.is_file() and not (folder / CURRENT).exists():
             _link_or_copy(start, folder / CURRENT)
+            _adopt_precomputed_communities(start, folder)
     maybe_cleanup(root)
     return folder
+
+
+COMMUNITIES = "communities.json"
+
+
+def model_stamp(folder: Path) -> list[int]:
+    """Identifies the session's current model file (size and modification time), so a saved community run can be
+    matched to the model it was computed for."""
+    stat = current_model_path(folder).stat()
+    return [int(stat.st_size), int(stat.st_mtime_ns)]
+
+
+def _adopt_precomputed_communities(start: Path, folder: Path) -> None:
+    """Copy the start model's precomputed Infomap run (``<model stem>.communities.json`` beside it, written by
+    ``sample_models/make_sample.py``) into a new session, stamped with the session's copy of the model."""
+    precomputed = start.with_name(start.stem + ".communities.json")
+    if not precomputed.is_file():
+        return
+    try:
+        saved = json.loads(precomputed.read_text(encoding="utf-8"))
+        saved["model"] = model_stamp(folder)
+        data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
+    except (OSError, ValueError, TypeError, AttributeError):
+        return  # a damaged file only means the user runs Infomap once
+    tmp = folder / f".tmp-{uuid.uuid4().hex}-{COMMUNITIES}"
+    tmp.write_bytes(data)
+    os.replace(tmp, folder / COMMUNITIES)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -2,12 +2,14 @@
 
 Usage (from the repository root, in the project's virtual environment)::
 
-    python sample_models/make_sample.py [--output sample_models/alice-600.npz]
+    python sample_models/make_sample.py [--output sample_models/alice-600.npz] [--communities-only]
 
 600 clones trained by online EM on ``carroll-alice.txt`` (Lewis Carroll, *Alice's Adventures in Wonderland*, public
 domain, the copy bundled next to this script) with the paper's normalisation: small enough to ship (about 3 MB,
 expected counts included) and to explore in the browser, good enough to sample readable pseudo-English. Takes about
-10 s on two cores; the seed is fixed, so a rebuild gives the same model on the same machine.
+10 s on two cores; the seed is fixed, so a rebuild gives the same model on the same machine. Also writes the model's
+Infomap communities (multilevel, 10 trials, pruned at 1e-3) as ``alice-600.communities.json``, which every new web
+session starts with (``--communities-only``: just that file, for the existing model).
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ def main() -> int:
     """Train the sample model and save it (atomically) to ``--output``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=str(HERE / "alice-600.npz"), help="model file to write")
+    parser.add_argument("--communities-only", action="store_true", help="only (re)write the communities file")
     args = parser.parse_args()
+    if args.communities_only:
+        return write_communities(Path(args.output))
     outcome = workflows.train_text(
         text.read_text(CORPUS),
         OPTIONS,
@@ -47,6 +52,27 @@ def main() -> int:
         f"BPS train {summary['train_bps']:.4f}, validation {summary['validation_bps']:.4f}, "
         f"test {summary['test_bps']:.4f}"
     )
+    return write_communities(Path(args.output))
+
+
+def write_communities(model_path: Path) -> int:
+    """Run the Communities page's Infomap on the model (in a throw-away session folder) and store the result beside
+    it as ``<stem>.communities.json`` (its model stamp is replaced when a session adopts it)."""
+    import json
+    import os
+    import tempfile
+
+    os.environ["CHMM_START_MODEL"] = str(model_path)
+    with tempfile.TemporaryDirectory() as root:
+        os.environ["CHMM_DATA_DIR"] = root
+        from app import services, sessions
+
+        folder = sessions.session_folder(sessions.new_session_id())
+        saved = services.run_communities(folder, trials=10, two_level=False, seed=0)
+    saved["model"] = None
+    target = model_path.with_name(model_path.stem + ".communities.json")
+    target.write_text(json.dumps(saved, ensure_ascii=False), encoding="utf-8")
+    print(f"saved {target}: {saved['summary']['modules']} top modules", file=sys.stderr)
     return 0
 
 

@@ -408,8 +408,19 @@ def test_bad_export_input_gives_a_message(
 
 
 # ------------------------------------------------------------------------------------------ communities
-def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -> None:
+def test_a_new_session_starts_with_the_sample_models_precomputed_communities(folder: Path) -> None:
+    saved = services.read_communities(folder)
+    assert saved is not None and saved["reference"] and saved["threshold"] == 1e-3
+    rows = services.module_rows(saved)
+    assert rows and sum(r["flow"] for r in rows) == pytest.approx(1.0, abs=1e-4)
+    assert any("the" in r["words"].split() for r in rows)
+    detail = services.module_detail(folder, rows[0]["id"])
+    assert detail["elements"] and detail["words"]
+    services.apply_prune(folder, -2)  # a new current model: the precomputed run no longer applies
     assert services.read_communities(folder) is None
+
+
+def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -> None:
     saved = services.run_communities(folder, trials=2, two_level=True, seed=0)
     assert (folder / services.COMMUNITIES).is_file()
     assert services.read_communities(folder) == saved
@@ -492,6 +503,7 @@ def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_communities_bad_input_and_stale_results(folder: Path) -> None:
+    services.apply_prune(folder, -2)  # leaves the precomputed run of the sample model behind
     with pytest.raises(UserError, match="Run Infomap first"):
         services.module_detail(folder, "1")
     with pytest.raises(UserError, match="trials"):
