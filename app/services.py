@@ -374,9 +374,9 @@ def threshold_from_slider(value: Any) -> float:
     return 10.0**exponent
 
 
-def prune_validation_text(folder: Path) -> tuple[str, str]:
-    """The text the sweep scores and where it comes from: the last 10% of the session's corpus, or of the
-    bundled sample corpus when the session has none."""
+def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str, str]:
+    """The text the sweep scores and where it comes from: the model's own validation split when the session's corpus
+    (or the bundled sample corpus) is the text the model was trained on, else the last 10% of that corpus."""
     info = corpus_info(folder)
     if info is not None:
         corpus_text, name = (folder / sessions.CORPUS).read_text(encoding="utf-8"), info.name
@@ -384,16 +384,20 @@ def prune_validation_text(folder: Path) -> tuple[str, str]:
         corpus_text, name = text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     else:
         raise UserError("There is no text to score: upload a corpus on the Train page first.")
+    model = load_current(folder) if model is None else model
+    split = workflows.validation_split_text(model, corpus_text)
+    if split:
+        return split, f"the model's validation split of {name} ({len(split):,} characters)"
     tail = corpus_text[int(len(corpus_text) * (1 - PRUNE_VALIDATION_SHARE)) :]
     if not tail.strip():
         raise UserError(f"The last {PRUNE_VALIDATION_SHARE:.0%} of {name} is empty; upload a longer corpus.")
-    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters)"
+    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters; not the model's corpus)"
 
 
 def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
     """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
     model = load_current(folder)
-    validation, source = prune_validation_text(folder)
+    validation, source = prune_validation_text(folder, model)
     try:
         points = workflows.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
         unpruned = workflows.score_text(model, validation)
@@ -412,7 +416,7 @@ def apply_prune(folder: Path, log10_threshold: Any) -> str:
     for undo)."""
     threshold = threshold_from_slider(log10_threshold)
     model = load_current(folder)
-    validation, source = prune_validation_text(folder)
+    validation, source = prune_validation_text(folder, model)
     try:
         outcome = workflows.prune_model(model, threshold=threshold, validation_text=validation)
     except ValueError as exc:

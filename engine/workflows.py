@@ -369,6 +369,31 @@ def prune_sweep_text(model: CHMM, thresholds: list[float], validation_text: str)
     )
 
 
+def validation_split_text(model: CHMM, raw_text: str) -> str | None:
+    """The validation part of ``raw_text`` exactly as the model's training run split it (its recorded normalisation,
+    test share, validation share and training cap, its alphabet and vocabulary), as normalised text; None when
+    ``raw_text`` is not the model's training corpus (its split sizes differ from those the model recorded) or the
+    split is empty."""
+    settings = model.metadata.get("settings") or {}
+    sizes = model.metadata.get("sizes") or {}
+    if not settings or not sizes.get("validation"):
+        return None
+    try:
+        corpus = text.prepare_corpus(
+            raw_text,
+            normalisation=model.metadata.get("normalisation", settings.get("normalise", "raw")),
+            test_fraction=settings.get("test_fraction", 0.1),
+            validation=settings.get("validation", 0.1),
+            max_train=settings.get("max_train"),
+            fixed_alphabet=(model.symbols, model.metadata.get("vocabulary")),
+        )
+    except (text.CorpusError, ValueError):
+        return None
+    if (len(corpus.train), len(corpus.validation)) != (sizes.get("train"), sizes.get("validation")):
+        return None
+    return corpus.validation_text
+
+
 def reference_text(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised like the model's corpus: the reference that marks generalized words seen/novel."""
     normalisation = model.metadata.get("normalisation", "raw")

@@ -366,8 +366,20 @@ def test_prune_sweep_and_apply_then_undo(folder: Path) -> None:
     assert current_bytes(folder) == before
 
 
+def test_prune_scores_the_models_own_validation_split(folder: Path) -> None:
+    from engine import text as text_mod
+
+    validation, source = services.prune_validation_text(folder)  # the sample model, trained on the sample corpus
+    assert "validation split of carroll-alice.txt" in source
+    model = services.load_current(folder)
+    corpus = text_mod.prepare_corpus(
+        text_mod.read_text(config.SAMPLE_CORPUS), fixed_alphabet=(model.symbols, model.metadata["vocabulary"])
+    )
+    assert validation == corpus.validation_text and len(corpus.validation) == model.metadata["sizes"]["validation"]
+
+
 def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Path) -> None:
-    assert "alice-short.txt" in services.prune_validation_text(with_corpus)[1]
+    assert "last 10% of alice-short.txt" in services.prune_validation_text(with_corpus)[1]
     assert services.threshold_from_slider(-3) == pytest.approx(1e-3)
     for bad in (0, -6, "x", None):
         with pytest.raises(UserError):
