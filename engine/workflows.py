@@ -198,6 +198,8 @@ def train_text(
         "history": [r._asdict() for r in result.history],
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
         **figures,
+        # continuing from a pruned model keeps it pruned (its zeros stayed zero under EM) and keeps its back-off
+        **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
     }
     summary = {
         **figures,
@@ -235,6 +237,9 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     T = model_io.normalise_rows(new_layout, raw, 0.0, dtype)
     return CHMM(model.symbols, new_layout, T, model.pi.astype(dtype), None, model.metadata)
 
+
+PRUNED_KEYS = ("pruned", "backoff_weight")
+"""Metadata of a pruned model that training from it (``init``) carries over."""
 
 TRANSITION_ENTRY_BYTES = 20
 MESSAGE_COPIES = 3

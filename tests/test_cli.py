@@ -246,3 +246,26 @@ def test_train_continues_from_init_model(tmp_path: Path, trained_model: Path, ca
     assert after.metadata["vocabulary"] == before.metadata["vocabulary"]
     assert not np.array_equal(after.T[: before.T.size], before.T) or after.layout.n_blocks != before.layout.n_blocks
     assert np.isfinite(last_json(out)["test_bps"])
+
+
+def test_training_from_a_pruned_model_keeps_it_pruned(tmp_path: Path, trained_model: Path, capsys) -> None:
+    pruned_path = tmp_path / "pruned.npz"
+    code, _, _ = run_cli(["prune", trained_model, "-o", pruned_path, "--threshold", "1e-2"], capsys)
+    assert code == 0
+    pruned = load(pruned_path)
+    zeros = pruned.T == 0
+    assert pruned.metadata.get("pruned") and zeros.any()
+    out_path = tmp_path / "continued.npz"
+    args = ["train", BLAKE, "-o", out_path, "--init", pruned_path, "--iterations", "2", "--quiet", "--json"]
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0
+    after = load(out_path)
+    assert after.metadata.get("pruned") == pruned.metadata["pruned"]
+    assert after.metadata.get("backoff_weight") == pruned.metadata.get("backoff_weight")
+    # blocks pruning emptied come back for pairs the text has (random, small); inside the kept blocks zeros stay zero
+    assert after.layout.n_blocks >= pruned.layout.n_blocks
+    for k, (i, j) in enumerate(pruned.layout.block_pairs):
+        lo, hi = pruned.layout.block_offset[k], pruned.layout.block_offset[k + 1]
+        k_after = after.layout.block_index[i, j]
+        block = after.T[after.layout.block_offset[k_after] : after.layout.block_offset[k_after + 1]]
+        assert np.all(block[zeros[lo:hi]] == 0)
