@@ -309,10 +309,14 @@ def fit(
     if len(train) < 2:
         raise ValueError("the training sequence needs at least two symbols")
     has_validation = validation is not None and len(validation) > 0
-    if backend == "gpu":
+    if getattr(model, "indptr", None) is not None:  # a SparseCHMM: O(non-zeros) EM on the CPU
+        from engine.sparse import SparseSteps
+
+        steps: Any = SparseSteps(model, train, config)
+    elif backend == "gpu":
         from engine.gpu import GpuSteps
 
-        steps: Any = GpuSteps(model, train, validation if has_validation else None, config)
+        steps = GpuSteps(model, train, validation if has_validation else None, config)
     else:
         steps = CpuSteps(model, train, config)
     result = TrainingResult(model=model)

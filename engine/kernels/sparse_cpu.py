@@ -1,0 +1,340 @@
+"""Numba kernels for CHMMs whose blocks are stored sparse (CSR per block), so that every step costs O(non-zeros).
+
+Layout (see :class:`engine.sparse.SparseCHMM`): block ``k`` of symbol pair (i, j) owns the CSR rows
+``row_base[k] .. row_base[k] + n_clones[i] - 1``; row ``r`` holds the entries ``indptr[r] .. indptr[r + 1] - 1`` with
+local column ``indices[e]`` (a clone of j, sorted within the row) and value ``data[e]``. Entries at zero are simply
+not stored, so EM, which keeps zeros at zero, never touches them. Message buffers are the dense engine's (message n
+at ``offsets[n]`` with ``n_clones[x[n]]`` entries), so the dense engine's helpers (pair weights) apply unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
+_FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
+
+
+@njit(**_FAST)
+def forward_pass(
+    indptr, indices, data, row_base, pi, x, n_clones, clone_start, block_index, store, offsets, predictive
+):
+    """Scaled forward pass alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) over the CSR blocks (semantics of
+    ``engine.kernels.cpu.forward_pass``: normalisers in ``predictive``, uniform restart after a zero-probability
+    step, messages stored when ``offsets`` is non-empty). Returns the number of zero-probability events."""
+    n_steps = x.shape[0]
+    width = 0
+    for s in range(n_clones.shape[0]):
+        width = max(width, n_clones[s])
+    alpha = np.zeros(width, dtype=data.dtype)
+    nxt = np.zeros(width, dtype=np.float64)
+    keep = offsets.shape[0] > 0
+    zero_events = 0
+    i = x[0]
+    m_i = n_clones[i]
+    total = 0.0
+    for u in range(m_i):
+        total += pi[clone_start[i] + u]
+    if total > 0.0:
+        predictive[0] = total
+        for u in range(m_i):
+            alpha[u] = pi[clone_start[i] + u] / total
+    else:
+        predictive[0] = 0.0
+        zero_events += 1
+        for u in range(m_i):
+            alpha[u] = 1.0 / m_i
+    if keep:
+        for u in range(m_i):
+            store[offsets[0] + u] = alpha[u]
+    for n in range(1, n_steps):
+        j = x[n]
+        m_j = n_clones[j]
+        k = block_index[i, j]
+        total = 0.0
+        for v in range(m_j):
+            nxt[v] = 0.0
+        if k >= 0:
+            base = row_base[k]
+            for u in range(m_i):
+                a = alpha[u]
+                if a != 0.0:
+                    for e in range(indptr[base + u], indptr[base + u + 1]):
+                        nxt[indices[e]] += a * data[e]
+            for v in range(m_j):
+                total += nxt[v]
+        if total > 0.0:
+            predictive[n] = total
+            scale = 1.0 / total
+            for v in range(m_j):
+                alpha[v] = nxt[v] * scale
+        else:
+            predictive[n] = 0.0
+            zero_events += 1
+            for v in range(m_j):
+                alpha[v] = 1.0 / m_j
+        if keep:
+            base_store = offsets[n]
+            for v in range(m_j):
+                store[base_store + v] = alpha[v]
+        i = j
+        m_i = m_j
+    return zero_events
+
+
+@njit(**_FAST)
+def backward_pass(indptr, indices, data, row_base, x, n_clones, block_index, store, offsets):
+    """Backward pass beta(n) = T(x_n, x_{n+1}) beta(n+1), each message normalised to sum 1 (semantics of
+    ``engine.kernels.cpu.backward_pass``): a gather over each CSR row."""
+    n_steps = x.shape[0]
+    width = 0
+    for s in range(n_clones.shape[0]):
+        width = max(width, n_clones[s])
+    beta = np.zeros(width, dtype=data.dtype)
+    nxt = np.zeros(width, dtype=np.float64)
+    j = x[n_steps - 1]
+    m_j = n_clones[j]
+    for v in range(m_j):
+        beta[v] = 1.0 / m_j
+        store[offsets[n_steps - 1] + v] = beta[v]
+    for n in range(n_steps - 2, -1, -1):
+        i = x[n]
+        m_i = n_clones[i]
+        k = block_index[i, j]
+        total = 0.0
+        if k >= 0:
+            base = row_base[k]
+            for u in range(m_i):
+                s = 0.0
+                for e in range(indptr[base + u], indptr[base + u + 1]):
+                    s += data[e] * beta[indices[e]]
+                nxt[u] = s
+                total += s
+        out = offsets[n]
+        if total > 0.0:
+            scale = 1.0 / total
+            for u in range(m_i):
+                beta[u] = nxt[u] * scale
+                store[out + u] = beta[u]
+        else:
+            for u in range(m_i):
+                beta[u] = 1.0 / m_i
+                store[out + u] = beta[u]
+        j = i
+        m_j = m_i
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def accumulate_counts(
+    indptr,
+    indices,
+    data,
+    row_base,
+    block_pairs,
+    n_clones,
+    step_order,
+    block_step_ptr,
+    x,
+    alpha,
+    alpha_offsets,
+    beta,
+    beta_offsets,
+    weights,
+    counts,
+):
+    """counts[e] += w_n alpha(n)_u T_uv beta(n+1)_v for every step n and every stored entry e = (u, v) of its block:
+    the expected transition counts sum_n xi(n), in O(non-zeros) per step. Blocks are shared out over the threads
+    (each block's steps are listed by ``step_order[block_step_ptr[k]:block_step_ptr[k + 1]]``), so no two threads
+    write the same count."""
+    for k in prange(block_pairs.shape[0]):
+        m_i = n_clones[block_pairs[k, 0]]
+        base = row_base[k]
+        for t in range(block_step_ptr[k], block_step_ptr[k + 1]):
+            n = step_order[t]
+            w = weights[n]
+            if w == 0.0:
+                continue
+            a0 = alpha_offsets[n]
+            b0 = beta_offsets[n + 1]
+            for u in range(m_i):
+                a = alpha[a0 + u] * w
+                if a != 0.0:
+                    for e in range(indptr[base + u], indptr[base + u + 1]):
+                        counts[e] += a * data[e] * beta[b0 + indices[e]]
+
+
+@njit(**_FLAGS)
+def normalise(values, pseudocount, indptr, row_base, block_pairs, n_clones, clone_start, out):
+    """out = row-normalise(values + pseudocount) over the stored entries (float64 row sums over all blocks of a
+    clone's row); a row without mass stays zero."""
+    totals = np.zeros(clone_start[-1], dtype=np.float64)
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        for u in range(n_clones[i]):
+            r = row_base[k] + u
+            s = 0.0
+            for e in range(indptr[r], indptr[r + 1]):
+                s += values[e] + pseudocount
+            totals[clone_start[i] + u] += s
+    for k in range(block_pairs.shape[0]):
+        i = block_pairs[k, 0]
+        for u in range(n_clones[i]):
+            r = row_base[k] + u
+            total = totals[clone_start[i] + u]
+            inverse = 1.0 / total if total > 0.0 else 0.0
+            for e in range(indptr[r], indptr[r + 1]):
+                out[e] = (values[e] + pseudocount) * inverse
+
+
+@njit(**_FLAGS)
+def viterbi_pass(
+    indptr,
+    indices,
+    data,
+    row_base,
+    pi,
+    n_clones,
+    clone_start,
+    block_index,
+    evidence_ptr,
+    evidence_symbol,
+    evidence_weight,
+    state_offsets,
+    backpointer,
+    path,
+):
+    """Max-product decoding with per-position soft evidence (``engine.kernels.cpu.viterbi_pass`` on the CSR blocks;
+    the same operations in the same order, so the same path as the dense kernel on the same non-zeros)."""
+    n_steps = evidence_ptr.shape[0] - 1
+    width = state_offsets[-1]
+    delta = np.zeros(width, dtype=np.float64)
+    log_scale = 0.0
+    best = 0.0
+    for c in range(evidence_ptr[0], evidence_ptr[1]):
+        s = evidence_symbol[c]
+        w = evidence_weight[c]
+        base = state_offsets[c]
+        for u in range(n_clones[s]):
+            val = pi[clone_start[s] + u] * w
+            delta[base + u] = val
+            backpointer[base + u] = -1
+            if val > best:
+                best = val
+    if best <= 0.0:
+        return -np.inf
+    log_scale += np.log(best)
+    for c in range(evidence_ptr[0], evidence_ptr[1]):
+        base = state_offsets[c]
+        for u in range(n_clones[evidence_symbol[c]]):
+            delta[base + u] /= best
+    for n in range(1, n_steps):
+        best = 0.0
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            j = evidence_symbol[c]
+            m_j = n_clones[j]
+            w = evidence_weight[c]
+            out = state_offsets[c]
+            for v in range(m_j):
+                delta[out + v] = 0.0
+                backpointer[out + v] = -1
+            if w <= 0.0:
+                continue
+            for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
+                i = evidence_symbol[p]
+                k = block_index[i, j]
+                if k < 0:
+                    continue
+                src = state_offsets[p]
+                for u in range(n_clones[i]):
+                    du = delta[src + u]
+                    if du <= 0.0:
+                        continue
+                    r = row_base[k] + u
+                    for e in range(indptr[r], indptr[r + 1]):
+                        v = indices[e]
+                        val = du * data[e]
+                        if val > delta[out + v]:
+                            delta[out + v] = val
+                            backpointer[out + v] = src + u
+            for v in range(m_j):
+                delta[out + v] *= w
+                if delta[out + v] > best:
+                    best = delta[out + v]
+        if best <= 0.0:
+            return -np.inf
+        log_scale += np.log(best)
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            out = state_offsets[c]
+            for v in range(n_clones[evidence_symbol[c]]):
+                delta[out + v] /= best
+    last = -1
+    top = -1.0
+    for c in range(evidence_ptr[n_steps - 1], evidence_ptr[n_steps]):
+        out = state_offsets[c]
+        for v in range(n_clones[evidence_symbol[c]]):
+            if delta[out + v] > top:
+                top = delta[out + v]
+                last = out + v
+    slot = last
+    for n in range(n_steps - 1, -1, -1):
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            s = evidence_symbol[c]
+            base = state_offsets[c]
+            if base <= slot < base + n_clones[s]:
+                path[n] = clone_start[s] + slot - base
+                break
+        slot = backpointer[slot]
+    return log_scale
+
+
+@njit(**_FLAGS)
+def sample_path(
+    indptr,
+    indices,
+    data,
+    row_base,
+    n_clones,
+    clone_start,
+    clone_symbol,
+    row_block_start,
+    block_pairs,
+    first_clone,
+    uniforms,
+    out_symbols,
+):
+    """Sample a clone path by following T (``engine.kernels.cpu.sample_path`` on the CSR blocks: the same draws
+    give the same path). Returns the number of symbols written (fewer at a clone with no outgoing mass)."""
+    clone = first_clone
+    out_symbols[0] = clone_symbol[clone]
+    for n in range(1, out_symbols.shape[0]):
+        i = clone_symbol[clone]
+        u = clone - clone_start[i]
+        total = 0.0
+        for k in range(row_block_start[i], row_block_start[i + 1]):
+            r = row_base[k] + u
+            for e in range(indptr[r], indptr[r + 1]):
+                total += data[e]
+        if total <= 0.0:
+            return n
+        target = uniforms[n] * total
+        acc = 0.0
+        chosen = -1
+        last_positive = -1
+        for k in range(row_block_start[i], row_block_start[i + 1]):
+            j = block_pairs[k, 1]
+            r = row_base[k] + u
+            for e in range(indptr[r], indptr[r + 1]):
+                if data[e] > 0.0:
+                    last_positive = clone_start[j] + indices[e]
+                    acc += data[e]
+                    if acc >= target:
+                        chosen = last_positive
+                        break
+            if chosen >= 0:
+                break
+        if chosen < 0:
+            chosen = last_positive
+        clone = chosen
+        out_symbols[n] = clone_symbol[clone]
+    return out_symbols.shape[0]

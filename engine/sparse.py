@@ -1,0 +1,611 @@
+"""CHMMs with sparse blocks: paper-scale models on the CPU, at a cost per step that grows with the non-zeros.
+
+After training, about 99% of a CHMM's transitions can be set to zero at no cost (paper, section 4.2; Fig 3(d)), and
+EM keeps zeros at zero. A :class:`SparseCHMM` stores each block T(i, j) in CSR form, so the forward and backward
+passes, the expected counts, Viterbi and sampling visit only the stored entries; memory grows with the non-zeros, not
+with the number of states squared.
+
+Reaching sparsity at 30,000 states without ever paying for dense EM there is done by *growing capacity*
+(:func:`split_clones`): a dense model of a tenth of the states is trained, pruned, and every clone is split into
+copies that share its incoming mass; the split model predicts exactly like the small one (the copies are lumpable),
+a little noise breaks their symmetry, and sparse EM then lets the copies specialise. ``bench/bench_scale.py`` compares
+this schedule with plain dense EM where dense EM is affordable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine import inference
+from engine.kernels import cpu
+from engine.kernels import sparse_cpu as kernels
+from engine.model import CHMM, BlockLayout, ModelFormatError
+
+SPARSE_FORMAT = "chmm-explorer-sparse-model"
+SPARSE_FORMAT_VERSION = 1
+
+
+@dataclass
+class SparseCHMM:
+    """A CHMM whose stored blocks are CSR matrices (see :mod:`engine.kernels.sparse_cpu` for the arrays).
+
+    Attributes:
+        symbols, layout, pi, metadata: as in :class:`engine.model.CHMM` (``layout.block_offset`` is not used).
+        row_base: first CSR row of each block, shape (K + 1,); block k has ``n_clones[i]`` rows.
+        indptr: CSR row pointers, shape (rows + 1,); indices: local column (clone of j) of each entry, int32;
+        data: the transition probabilities of the stored entries (float32); counts: expected counts per entry.
+    """
+
+    symbols: list[str]
+    layout: BlockLayout
+    row_base: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    pi: np.ndarray
+    counts: np.ndarray | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        rows = self.layout.n_clones[self.layout.block_pairs[:, 0]]
+        expected = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        if self.row_base.shape != expected.shape or np.any(self.row_base != expected):
+            raise ValueError("row_base does not match the layout's blocks")
+        if self.indptr.shape != (int(expected[-1]) + 1,) or self.indptr[0] != 0 or np.any(np.diff(self.indptr) < 0):
+            raise ValueError("indptr is not a valid CSR row pointer for the layout")
+        if self.indices.shape != self.data.shape or self.indices.size != int(self.indptr[-1]):
+            raise ValueError("indices and data must hold one entry per stored transition")
+        if self.pi.shape != (self.layout.n_states,):
+            raise ValueError("pi must have one entry per clone")
+
+    @property
+    def n_symbols(self) -> int:
+        return self.layout.n_symbols
+
+    @property
+    def n_states(self) -> int:
+        return self.layout.n_states
+
+    @property
+    def n_clones(self) -> np.ndarray:
+        return self.layout.n_clones
+
+    def n_nonzero(self) -> int:
+        return int(np.count_nonzero(self.data))
+
+    @property
+    def T(self) -> np.ndarray:
+        """The stored transition values (what the training loop checks for finiteness)."""
+        return self.data
+
+    def with_data(self, data: np.ndarray, counts: np.ndarray | None, pi: np.ndarray | None = None) -> SparseCHMM:
+        return SparseCHMM(
+            self.symbols,
+            self.layout,
+            self.row_base,
+            self.indptr,
+            self.indices,
+            data,
+            self.pi if pi is None else pi,
+            counts,
+            self.metadata,
+        )
+
+    def entry_rows_cols(self) -> tuple[np.ndarray, np.ndarray]:
+        """Global (row clone, column clone) of every stored entry."""
+        layout = self.layout
+        rows_per_block = layout.n_clones[layout.block_pairs[:, 0]]
+        block_of_row = np.repeat(np.arange(layout.n_blocks), rows_per_block)
+        local_row = np.arange(int(self.row_base[-1])) - self.row_base[block_of_row]
+        row_clone = layout.clone_start[layout.block_pairs[block_of_row, 0]] + local_row
+        per_row = np.diff(self.indptr)
+        entry_row = np.repeat(row_clone, per_row)
+        entry_block = np.repeat(block_of_row, per_row)
+        entry_col = layout.clone_start[layout.block_pairs[entry_block, 1]] + self.indices
+        return entry_row, entry_col
+
+    def to_dense(self) -> CHMM:
+        """The same model with dense blocks (zeros stored): for tests, small models and the dense-only tools."""
+        layout = self.layout
+        T = np.zeros(layout.size, dtype=self.data.dtype)
+        counts = None if self.counts is None else np.zeros(layout.size)
+        rows_per_block = layout.n_clones[layout.block_pairs[:, 0]]
+        block_of_row = np.repeat(np.arange(layout.n_blocks), rows_per_block)
+        local_row = np.arange(int(self.row_base[-1])) - self.row_base[block_of_row]
+        per_row = np.diff(self.indptr)
+        entry_block = np.repeat(block_of_row, per_row)
+        cols = layout.n_clones[layout.block_pairs[entry_block, 1]]
+        flat = layout.block_offset[entry_block] + np.repeat(local_row, per_row) * cols + self.indices
+        T[flat] = self.data
+        if counts is not None:
+            counts[flat] = self.counts
+        metadata = dict(self.metadata) | {"pruned": self.metadata.get("pruned") or {"sparse": True}}
+        return CHMM(list(self.symbols), layout, T, self.pi.copy(), counts, metadata)
+
+
+def from_dense(model: CHMM) -> SparseCHMM:
+    """The non-zero entries of ``model`` as a :class:`SparseCHMM` (exactly the same distribution)."""
+    layout = model.layout
+    T = np.asarray(model.T)
+    rows_per_block = layout.n_clones[layout.block_pairs[:, 0]]
+    row_base = np.concatenate([[0], np.cumsum(rows_per_block)]).astype(np.int64)
+    indptr_parts = [np.zeros(1, dtype=np.int64)]
+    index_parts, data_parts, count_parts = [], [], []
+    total = 0
+    for k in range(layout.n_blocks):
+        m_i, m_j = layout.block_shape(k)
+        block = T[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(m_i, m_j)
+        rows, cols = np.nonzero(block)
+        indptr_parts.append(total + np.cumsum(np.bincount(rows, minlength=m_i)))
+        total += len(rows)
+        index_parts.append(cols.astype(np.int32))
+        data_parts.append(block[rows, cols])
+        if model.counts is not None:
+            count_parts.append(
+                model.counts[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(m_i, m_j)[rows, cols]
+            )
+    indptr = np.concatenate(indptr_parts).astype(np.int64)
+    indices = np.concatenate(index_parts) if index_parts else np.zeros(0, np.int32)
+    data = np.concatenate(data_parts).astype(T.dtype) if data_parts else np.zeros(0, T.dtype)
+    counts = np.concatenate(count_parts) if count_parts else None
+    return SparseCHMM(
+        list(model.symbols),
+        layout,
+        row_base,
+        indptr,
+        indices,
+        data,
+        np.asarray(model.pi).copy(),
+        counts,
+        dict(model.metadata),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ inference
+def forward(
+    model: SparseCHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None
+) -> inference.ForwardResult:
+    """:func:`engine.inference.forward` on the sparse blocks."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    layout = model.layout
+    start = model.pi if initial is None else np.asarray(initial)
+    predictive = np.empty(len(x))
+    if store:
+        offsets = inference.sequential_offsets(layout, x)
+        alpha = np.empty(int(offsets[-1]), dtype=model.data.dtype)
+    else:
+        offsets, alpha = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=model.data.dtype)
+    zero_events = kernels.forward_pass(
+        model.indptr,
+        model.indices,
+        model.data,
+        model.row_base,
+        start.astype(np.float64),
+        x,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        alpha,
+        offsets,
+        predictive,
+    )
+    return inference.ForwardResult(predictive, int(zero_events), alpha, offsets)
+
+
+def log_likelihood(model: SparseCHMM, x: np.ndarray) -> float:
+    """log P(x) in nats; -inf if x is impossible under the model."""
+    result = forward(model, x)
+    return -np.inf if result.zero_events else float(np.sum(np.log(result.predictive)))
+
+
+def block_sums(model: SparseCHMM) -> np.ndarray | None:
+    """Summed expected counts of each block (the training text's pair counts), or None without counts."""
+    if model.counts is None:
+        return None
+    per_row = np.add.reduceat(model.counts, model.indptr[:-1]) if model.counts.size else np.zeros(0)
+    per_row = np.where(np.diff(model.indptr) > 0, per_row, 0.0) if per_row.size else per_row
+    return np.add.reduceat(per_row, model.row_base[:-1]) if per_row.size else np.zeros(model.layout.n_blocks)
+
+
+def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None) -> inference.ScoreResult:
+    """:func:`engine.inference.score` (BPS with the documented back-off) on the sparse blocks."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    if backoff_weight is None:
+        backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+    result = forward(model, x)
+    bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
+    return inference.score_from_predictive(x, result.predictive, result.zero_events, bigram, backoff_weight)
+
+
+@dataclass
+class SequencePlan:
+    """What the sparse E-step reuses across EM iterations on one sequence: message offsets, the steps of each
+    block, and message buffers."""
+
+    offsets: np.ndarray
+    step_order: np.ndarray
+    block_step_ptr: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+
+    @staticmethod
+    def build(layout: BlockLayout, x: np.ndarray, dtype: Any) -> SequencePlan:
+        offsets = inference.sequential_offsets(layout, x)
+        pair = layout.block_index[x[:-1], x[1:]]
+        step_order = np.argsort(pair, kind="stable")
+        valid = pair[step_order] >= 0
+        step_order = step_order[valid]
+        block_step_ptr = np.concatenate([[0], np.cumsum(np.bincount(pair[pair >= 0], minlength=layout.n_blocks))])
+        size = int(offsets[-1])
+        return SequencePlan(
+            offsets, step_order, block_step_ptr.astype(np.int64), np.empty(size, dtype), np.empty(size, dtype)
+        )
+
+
+def e_step(
+    model: SparseCHMM, x: np.ndarray, plan: SequencePlan | None = None, initial: np.ndarray | None = None
+) -> inference.EStepResult:
+    """Expected transition counts sum_n xi(n) per stored entry (float64), the E-step of the paper's EM in
+    O(non-zeros) per step; the forward and backward passes run concurrently on two threads, the counts in
+    parallel over blocks. Same semantics as :func:`engine.inference.e_step`."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    if len(x) < 2:
+        raise ValueError("the E-step needs a sequence of at least two symbols")
+    layout = model.layout
+    plan = SequencePlan.build(layout, x, model.data.dtype) if plan is None else plan
+    alpha, beta, offsets = plan.alpha, plan.beta, plan.offsets
+    predictive = np.empty(len(x))
+    start = (model.pi if initial is None else np.asarray(initial)).astype(np.float64)
+    pool = inference._executor()
+    job = pool.submit(
+        kernels.forward_pass,
+        model.indptr,
+        model.indices,
+        model.data,
+        model.row_base,
+        start,
+        x,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        alpha,
+        offsets,
+        predictive,
+    )
+    kernels.backward_pass(
+        model.indptr, model.indices, model.data, model.row_base, x, layout.n_clones, layout.block_index, beta, offsets
+    )
+    zero_events = int(job.result())
+    m_first = layout.n_clones[x[0]]
+    g = alpha[offsets[0] : offsets[0] + m_first].astype(np.float64) * beta[offsets[0] : offsets[0] + m_first]
+    gamma_first = np.zeros(layout.n_states)
+    if g.sum() > 0:
+        gamma_first[layout.clone_start[x[0]] : layout.clone_start[x[0]] + m_first] = g / g.sum()
+    last = len(x) - 1
+    m_last = layout.n_clones[x[last]]
+    last_alpha = np.zeros(layout.n_states, dtype=model.data.dtype)
+    last_alpha[layout.clone_start[x[last]] : layout.clone_start[x[last]] + m_last] = alpha[
+        offsets[last] : offsets[last] + m_last
+    ]
+    weights = np.empty(len(x) - 1)
+    cpu.pair_weights(x, layout.n_clones, predictive, alpha, offsets, beta, offsets, weights, False)
+    counts = np.zeros(model.data.size)
+    kernels.accumulate_counts(
+        model.indptr,
+        model.indices,
+        model.data,
+        model.row_base,
+        layout.block_pairs,
+        layout.n_clones,
+        plan.step_order,
+        plan.block_step_ptr,
+        x,
+        alpha,
+        offsets,
+        beta,
+        offsets,
+        weights,
+        counts,
+    )
+    ll = -np.inf if zero_events else float(np.sum(np.log(predictive)))
+    touched = np.diff(plan.block_step_ptr) > 0
+    return inference.EStepResult(counts, gamma_first, ll, zero_events, last_alpha, touched)
+
+
+def normalise(model: SparseCHMM, values: np.ndarray, pseudocount: float) -> np.ndarray:
+    """M-step: T = row-normalise(values + pseudocount) over the stored entries (zeros are not stored, so they
+    stay zero)."""
+    out = np.empty(model.data.size, dtype=model.data.dtype)
+    layout = model.layout
+    kernels.normalise(
+        np.ascontiguousarray(values, dtype=np.float64),
+        float(pseudocount),
+        model.indptr,
+        model.row_base,
+        layout.block_pairs,
+        layout.n_clones,
+        layout.clone_start,
+        out,
+    )
+    return out
+
+
+def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
+    """:func:`engine.inference.viterbi` on the sparse blocks (the same path as the dense kernel)."""
+    if not isinstance(evidence, inference.Evidence):
+        evidence = inference.Evidence.hard(np.asarray(evidence, dtype=np.int64))
+    n_steps = len(evidence.ptr) - 1
+    if n_steps < 1:
+        raise ValueError("the evidence must cover at least one position")
+    layout = model.layout
+    sizes = layout.n_clones[evidence.symbol]
+    state_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=state_offsets[1:])
+    backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
+    path = np.full(n_steps, -1, dtype=np.int64)
+    log_probability = kernels.viterbi_pass(
+        model.indptr,
+        model.indices,
+        model.data,
+        model.row_base,
+        model.pi.astype(np.float64),
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        evidence.ptr,
+        evidence.symbol,
+        evidence.weight.astype(np.float64),
+        state_offsets,
+        backpointer,
+        path,
+    )
+    if not np.isfinite(log_probability):
+        return inference.ViterbiResult(path, np.full(n_steps, -1), -np.inf)
+    return inference.ViterbiResult(path, layout.clone_symbol()[path], float(log_probability))
+
+
+def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
+    """:func:`engine.inference.sample` on the sparse blocks."""
+    if length < 1:
+        raise ValueError("length must be at least 1")
+    layout = model.layout
+    if prefix is None or len(prefix) == 0:
+        p = model.pi.astype(np.float64)
+        first = int(rng.choice(layout.n_states, p=p / p.sum()))
+        out = np.empty(length, dtype=np.int64)
+    else:
+        fwd = forward(model, prefix, store=True)
+        s = int(prefix[-1])
+        m = layout.n_clones[s]
+        a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64)
+        first = int(layout.clone_start[s] + rng.choice(m, p=a / a.sum()))
+        out = np.empty(length + 1, dtype=np.int64)
+    row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
+    written = kernels.sample_path(
+        model.indptr,
+        model.indices,
+        model.data,
+        model.row_base,
+        layout.n_clones,
+        layout.clone_start,
+        layout.clone_symbol(),
+        row_block_start,
+        layout.block_pairs,
+        first,
+        rng.random(len(out)),
+        out,
+    )
+    out = out[:written]
+    return out if prefix is None or len(prefix) == 0 else out[1:]
+
+
+# ------------------------------------------------------------------------------------------------ growing
+def split_clones(
+    model: CHMM | SparseCHMM, n_clones: np.ndarray, rng: np.random.Generator, noise: float = 0.1
+) -> SparseCHMM:
+    """Grow ``model`` to ``n_clones`` clones per symbol (each at least the old count) by splitting clones.
+
+    New clone c of symbol j copies old clone c mod m_j (its parent). Every stored entry T(u, v) becomes the entries
+    T(u', v') = T(u, v) / (number of copies of v) for all copies u' of u and v' of v, so each row still sums to 1 and
+    the copies are lumpable: with ``noise`` = 0 the grown model gives every sequence exactly the old probability.
+    ``noise`` > 0 multiplies each entry by 1 + noise * U(-1, 1) (rows renormalised) so that EM can separate the
+    copies. pi is split the same way. The result is sparse: non-zeros grow by about (new/old clones)^2."""
+    sparse = model if isinstance(model, SparseCHMM) else from_dense(model)
+    old = sparse.layout
+    n_clones = np.asarray(n_clones, dtype=np.int64)
+    if n_clones.shape != old.n_clones.shape or np.any(n_clones < old.n_clones):
+        raise ValueError("split_clones needs at least the old number of clones for every symbol")
+    new = BlockLayout.build(n_clones, old.block_pairs)
+    children = [
+        np.bincount(np.arange(n_clones[s]) % old.n_clones[s], minlength=old.n_clones[s]) for s in range(old.n_symbols)
+    ]
+    indptr_parts = [np.zeros(1, dtype=np.int64)]
+    index_parts, data_parts = [], []
+    total = 0
+    for k, (i, j) in enumerate(old.block_pairs):
+        m_i, m_j = int(old.n_clones[i]), int(old.n_clones[j])
+        new_i = int(n_clones[i])
+        row_start = sparse.indptr[sparse.row_base[k] : sparse.row_base[k] + m_i + 1]
+        # the old block's entries, each expanded over the copies of its column clone
+        counts_per_row = np.diff(row_start)
+        old_rows = np.repeat(np.arange(m_i), counts_per_row)
+        old_cols = sparse.indices[row_start[0] : row_start[-1]].astype(np.int64)
+        values = sparse.data[row_start[0] : row_start[-1]].astype(np.float64) / children[j][old_cols]
+        copies = children[j][old_cols]
+        col_rep = np.repeat(old_cols, copies)
+        copy_index = np.arange(int(copies.sum())) - np.repeat(np.cumsum(copies) - copies, copies)
+        new_cols = col_rep + copy_index * m_j
+        row_of = np.repeat(old_rows, copies)
+        vals = np.repeat(values, copies)
+        # order within each old row by new column
+        order = np.lexsort((new_cols, row_of))
+        new_cols, row_of, vals = new_cols[order], row_of[order], vals[order]
+        per_old_row = np.bincount(row_of, minlength=m_i)
+        starts = np.concatenate([[0], np.cumsum(per_old_row)])
+        # every new row u' is a copy of old row u' mod m_i
+        parents = np.arange(new_i) % m_i
+        lengths = per_old_row[parents]
+        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        gather = np.repeat(starts[parents], lengths) + within
+        indptr_parts.append(total + np.cumsum(lengths))
+        total += int(lengths.sum())
+        index_parts.append(new_cols[gather].astype(np.int32))
+        data_parts.append(vals[gather])
+    indptr = np.concatenate(indptr_parts).astype(np.int64)
+    indices = np.concatenate(index_parts)
+    data = np.concatenate(data_parts)
+    if noise > 0:
+        data = data * (1.0 + noise * rng.uniform(-1.0, 1.0, size=data.size))
+    rows_per_block = n_clones[new.block_pairs[:, 0]]
+    row_base = np.concatenate([[0], np.cumsum(rows_per_block)]).astype(np.int64)
+    grown = SparseCHMM(
+        list(sparse.symbols),
+        new,
+        row_base,
+        indptr,
+        indices,
+        data.astype(sparse.data.dtype),
+        np.zeros(new.n_states, dtype=sparse.pi.dtype),
+        None,
+        dict(sparse.metadata),
+    )
+    grown = grown.with_data(normalise(grown, data, 0.0), None)
+    pi = np.empty(new.n_states)
+    for s in range(new.n_symbols):
+        parents = np.arange(n_clones[s]) % old.n_clones[s]
+        pi[new.clone_start[s] : new.clone_start[s + 1]] = sparse.pi[old.clone_start[s] + parents] / children[s][parents]
+    grown.pi = (pi / pi.sum()).astype(sparse.pi.dtype)
+    grown.metadata = dict(sparse.metadata) | {"grown_from": int(old.n_states)}
+    return grown
+
+
+# ------------------------------------------------------------------------------------------------ training
+class SparseSteps:
+    """The iterations of :func:`engine.learning.fit` on a :class:`SparseCHMM` (batch EM only): an E-step in
+    O(non-zeros) per step, the M-step on the stored entries."""
+
+    def __init__(self, model: SparseCHMM, train: np.ndarray, config: Any) -> None:
+        if config.algorithm != "em":
+            raise ValueError("sparse models train with batch EM (--algorithm em)")
+        self.train = train
+        self.config = config
+        self.plan = SequencePlan.build(model.layout, train, model.data.dtype)
+        self.initial = model
+
+    def iterate(self, current: SparseCHMM, cancel: Any) -> tuple[SparseCHMM, float, bool]:
+        e = e_step(current, self.train, self.plan)
+        data = normalise(current, e.counts, self.config.pseudocount)
+        pi = e.gamma_first.astype(current.pi.dtype) if self.config.update_pi else None
+        return current.with_data(data, e.counts, pi), e.log_likelihood, False
+
+    def validation_bps(self, model: SparseCHMM, validation: np.ndarray) -> float:
+        return score(model, validation).bps
+
+    def finite(self, model: SparseCHMM) -> bool:
+        return bool(np.all(np.isfinite(model.data)))
+
+    def host(self, model: SparseCHMM) -> SparseCHMM:
+        return model
+
+
+# ------------------------------------------------------------------------------------------------ files
+def save(model: SparseCHMM, path: str | os.PathLike[str]) -> None:
+    """Save as ``.npz`` of plain arrays plus JSON metadata (no pickle), written to a temporary file and renamed."""
+    path = Path(path)
+    header = {
+        "format": SPARSE_FORMAT,
+        "format_version": SPARSE_FORMAT_VERSION,
+        "symbols": list(model.symbols),
+        "metadata": model.metadata,
+    }
+    arrays = {
+        "n_clones": model.layout.n_clones,
+        "block_pairs": model.layout.block_pairs,
+        "row_base": model.row_base,
+        "indptr": model.indptr,
+        "indices": model.indices,
+        "data": model.data,
+        "pi": model.pi,
+    }
+    if model.counts is not None:
+        arrays["counts"] = model.counts
+    header["arrays"] = sorted(arrays)
+    from engine.model import _json_safe
+
+    arrays["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
+    directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def is_sparse_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a sparse-model file (checked from its JSON header only)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "header_json" not in archive.files or "indptr" not in archive.files:
+                return False
+            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+    except Exception:
+        return False
+    return isinstance(header, dict) and header.get("format") == SPARSE_FORMAT
+
+
+def load(path: str | os.PathLike[str]) -> SparseCHMM:
+    """Load a model saved by :func:`save`; anything else raises :class:`engine.model.ModelFormatError`."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+            arrays = {name: archive[name] for name in archive.files if name != "header_json"}
+    except Exception as exc:
+        raise ModelFormatError(f"{path}: not a readable sparse CHMM ({type(exc).__name__}: {exc})") from exc
+    if header.get("format") != SPARSE_FORMAT or header.get("format_version") != SPARSE_FORMAT_VERSION:
+        raise ModelFormatError(f"{path}: not a sparse CHMM of format version {SPARSE_FORMAT_VERSION}")
+    try:
+        layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
+        model = SparseCHMM(
+            list(header["symbols"]),
+            layout,
+            arrays["row_base"],
+            arrays["indptr"],
+            arrays["indices"],
+            arrays["data"],
+            arrays["pi"],
+            arrays.get("counts"),
+            dict(header.get("metadata", {})),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ModelFormatError(f"{path}: damaged sparse CHMM ({exc})") from exc
+    if not (np.all(np.isfinite(model.data)) and np.all(model.data >= 0)):
+        raise ModelFormatError(f"{path}: damaged sparse CHMM (negative or non-finite transitions)")
+    if model.indices.size and (
+        model.indices.min() < 0
+        or np.any(
+            model.indices
+            >= np.repeat(
+                layout.n_clones[
+                    layout.block_pairs[
+                        np.repeat(np.arange(layout.n_blocks), layout.n_clones[layout.block_pairs[:, 0]]), 1
+                    ]
+                ],
+                np.diff(model.indptr),
+            )
+        )
+    ):
+        raise ModelFormatError(f"{path}: damaged sparse CHMM (a column index outside its block)")
+    return model
