@@ -65,6 +65,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         max_train=args.max_train,
         ngram_order=args.ngram_order,
         refit=not args.no_refit,
+        grow_from=args.grow_from,
+        grow_threshold=args.grow_threshold,
     )
     options.validate()
     corpus_text = text.read_text(args.corpus)
@@ -285,6 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
     train.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     train.add_argument("--init", default=None, help="continue training from this model")
+    train.add_argument(
+        "--grow-from",
+        type=int,
+        default=None,
+        help="train a dense model of this many states, prune it and split its clones up to --states, then sparse "
+        "EM (default on the CPU above 10,000 states: states/10; 0 turns it off)",
+    )
+    train.add_argument("--grow-threshold", type=float, default=1e-3, help="pruning threshold before the split")
     train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     train.add_argument("--json", action="store_true")
     train.set_defaults(run=_cmd_train)

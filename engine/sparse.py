@@ -80,6 +80,10 @@ class SparseCHMM:
     def n_nonzero(self) -> int:
         return int(np.count_nonzero(self.data))
 
+    symbol_index = CHMM.symbol_index
+    encode = CHMM.encode
+    decode_symbols = CHMM.decode_symbols
+
     @property
     def T(self) -> np.ndarray:
         """The stored transition values (what the training loop checks for finiteness)."""

@@ -17,6 +17,7 @@ from engine import communities as communities_mod
 from engine import export as export_mod
 from engine import graph as graph_mod
 from engine import model as model_io
+from engine import sparse as sparse_mod
 from engine.backend import resolve_backend
 from engine.model import CHMM, pairs_in_sequence, random_model
 
@@ -48,6 +49,9 @@ class TrainOptions:
     backend: str = "cpu"
     dtype: str = "float32"
     init: str | None = None
+    grow_from: int | None = None
+    grow_threshold: float = 1e-3
+    grow_noise: float = 0.1
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
@@ -69,6 +73,14 @@ class TrainOptions:
             raise ValueError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
         if self.seed < 0:
             raise ValueError("the seed must be a non-negative integer")
+        if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < self.states:
+            raise ValueError(
+                f"--grow-from must be at least 2 and below the number of states ({self.states}), got {self.grow_from}"
+            )
+        if not 0.0 < self.grow_threshold < 1.0:
+            raise ValueError(f"the grow threshold must lie strictly between 0 and 1, got {self.grow_threshold}")
+        if not 0.0 <= self.grow_noise < 1.0:
+            raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
         self.training_config().validate()
 
     def training_config(self) -> learning.TrainingConfig:
@@ -101,6 +113,8 @@ def _check_backend(name: str) -> str:
 
 def _score(model: CHMM, x: np.ndarray, backend: str) -> float:
     """BPS of ``x`` on the chosen backend (the GPU engine is imported only when used)."""
+    if isinstance(model, sparse_mod.SparseCHMM):
+        return sparse_mod.score(model, x).bps
     if backend == "gpu":
         from engine import gpu
 
@@ -144,7 +158,15 @@ def train_text(
     )
     rng = np.random.default_rng(options.seed)
     dtype = DTYPES[options.dtype]
-    if init_model is None:
+    grow_from = options.grow_from
+    if grow_from is None and backend == "cpu" and options.states > DENSE_STATE_LIMIT and init_model is None:
+        grow_from = options.states // GROW_FACTOR
+    schedule: dict[str, Any] = {}
+    config = options.training_config()
+    if init_model is None and grow_from:
+        start, schedule = _grown_start(corpus_text, corpus, options, grow_from, rng, callback, cancel, name, log)
+        config = replace(config, algorithm="em")
+    elif init_model is None:
         n_clones = allocation.allocate_clones(
             corpus.train_full, corpus.n_symbols, options.states, options.allocation, options.ngram_order
         )
@@ -160,7 +182,6 @@ def train_text(
             f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
         )
     validation = corpus.validation if len(corpus.validation) else None
-    config = options.training_config()
     result = learning.fit(start, corpus.train, validation, config, callback, cancel, backend=backend)
     trained = result.model
     validation_bps = _score(trained, corpus.validation, backend) if validation is not None else None
@@ -200,6 +221,7 @@ def train_text(
         **figures,
         # continuing from a pruned model keeps it pruned (its zeros stayed zero under EM) and keeps its back-off
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
+        **({"schedule": schedule, "backoff_weight": start.metadata.get("backoff_weight")} if schedule else {}),
     }
     summary = {
         **figures,
@@ -212,9 +234,66 @@ def train_text(
         "symbols": int(len(train_text)),
         "alphabet": trained.n_symbols,
     }
+    if schedule:
+        summary["schedule"] = schedule
+        summary["nonzeros"] = trained.n_nonzero()
     if result.error:
         summary["error"] = result.error
     return TrainOutcome(trained, summary, result, corpus)
+
+
+DENSE_STATE_LIMIT = 10_000
+"""Above this many states, CPU training grows the model from a dense one (see :func:`_grown_start`)."""
+GROW_FACTOR = 10
+
+
+def _grown_start(
+    corpus_text: str,
+    corpus: text.Corpus,
+    options: TrainOptions,
+    grow_from: int,
+    rng: np.random.Generator,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    name: str,
+    log: Callable[[str], None] | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The start of a grown model (issue: paper-scale models on the CPU): train a dense model of ``grow_from``
+    states (same settings, early stopping on validation, no refit), prune it at ``options.grow_threshold``, and split
+    its clones up to ``options.states`` in proportion to the clones each symbol has (:func:`engine.sparse.split_clones`,
+    exact, plus ``options.grow_noise`` to break the copies' symmetry). Sparse batch EM continues from there."""
+    from engine import sparse
+
+    if log:
+        log(f"growing: first a dense model of {grow_from:,} states")
+    base = train_text(
+        corpus_text, replace(options, states=grow_from, grow_from=0, refit=False), callback, cancel, name, log
+    )
+    if base.result.stopped in STOPPED_BAD:
+        raise ValueError(f"the dense stage of the grown model {base.result.stopped}: {base.result.error or ''}")
+    pruned = graph_mod.prune(base.model, threshold=options.grow_threshold)
+    extra = options.states - pruned.n_states
+    targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, extra)
+    grown = sparse.split_clones(pruned, targets, rng, options.grow_noise)
+    grown.metadata = {"backoff_weight": pruned.metadata.get("backoff_weight")}
+    schedule = {
+        "grow_from": grow_from,
+        "base_test_bps": base.summary["test_bps"],
+        "base_validation_bps": base.summary["validation_bps"],
+        "base_iterations": base.summary["iterations"],
+        "base_seconds": base.summary["seconds"],
+        "threshold": options.grow_threshold,
+        "base_kept_fraction": pruned.metadata["pruned"]["kept_fraction"],
+        "noise": options.grow_noise,
+        "nonzeros_after_split": grown.n_nonzero(),
+    }
+    if log:
+        log(
+            f"grown to {grown.n_states:,} states: {grown.n_nonzero():,} stored transitions "
+            f"(dense stage: test BPS {base.summary['test_bps']:.4f}, pruned to "
+            f"{schedule['base_kept_fraction']:.2%} at {options.grow_threshold:g}); sparse batch EM follows"
+        )
+    return grown, schedule
 
 
 def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:
@@ -272,13 +351,35 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
 
 # ------------------------------------------------------------------------------------------ using a model
 def load_model(path: str | Path) -> CHMM:
-    """Load a model file (clear :class:`engine.model.ModelFormatError` on a missing, damaged or foreign file)."""
+    """Load a model file, dense or sparse (clear :class:`engine.model.ModelFormatError` on a missing, damaged or
+    foreign file)."""
+    if Path(path).is_file() and sparse_mod.is_sparse_file(path):
+        return sparse_mod.load(path)  # type: ignore[return-value]
     return model_io.load(path)
 
 
 def save_model(model: CHMM, path: str | Path) -> None:
     """Save atomically (temporary file + rename): a failure leaves an existing file untouched."""
-    model_io.save(model, path)
+    if isinstance(model, sparse_mod.SparseCHMM):
+        sparse_mod.save(model, path)
+    else:
+        model_io.save(model, path)
+
+
+SPARSE_TOOL_LIMIT = 10_000
+"""Tools written for dense blocks (decoding, pruning, graphs, exports) convert a sparse model up to this size."""
+
+
+def dense_for_tools(model: Any, what: str) -> CHMM:
+    """``model`` as dense blocks for a tool that needs them: a sparse model up to :data:`SPARSE_TOOL_LIMIT` states is
+    converted; a larger one raises a clear ValueError (its dense blocks would not fit this machine)."""
+    if not isinstance(model, sparse_mod.SparseCHMM):
+        return model
+    if model.n_states > SPARSE_TOOL_LIMIT:
+        raise ValueError(
+            f"{what} works on sparse models of up to {SPARSE_TOOL_LIMIT:,} states; this one has {model.n_states:,}"
+        )
+    return model.to_dense()
 
 
 def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
@@ -295,6 +396,8 @@ def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.Sc
     """Bits per symbol of raw text under the model (with the documented back-off, see inference.score), on the CPU
     or the GPU engine ("auto": the GPU when usable)."""
     x = encode_for_model(model, raw_text)
+    if isinstance(model, sparse_mod.SparseCHMM):
+        return sparse_mod.score(model, x)
     if resolve_backend(backend) == "gpu":
         from engine import gpu
 
@@ -306,7 +409,8 @@ def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = No
     """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given."""
     rng = np.random.default_rng(seed)
     encoded = encode_for_model(model, prefix) if prefix else None
-    return model.decode_symbols(inference.sample(model, length, rng, encoded))
+    sampler = sparse_mod.sample if isinstance(model, sparse_mod.SparseCHMM) else inference.sample
+    return model.decode_symbols(sampler(model, length, rng, encoded))
 
 
 # ------------------------------------------------------------------------------------------ decoding scrambled text
@@ -315,7 +419,7 @@ def decode_text(model: CHMM, raw_text: str, constrained: bool = False) -> scramb
     interiors (paper, section 4.2.2; see :func:`engine.scramble.decode_scrambled`). The result holds the decoded
     text, the changed positions against the normalised input (``scramble.mark_changes(result.scrambled,
     result.decoded)`` marks them) and the log-probability of the decoding."""
-    return scramble.decode_scrambled(model, raw_text, constrained=constrained)
+    return scramble.decode_scrambled(dense_for_tools(model, "decoding"), raw_text, constrained=constrained)
 
 
 # ------------------------------------------------------------------------------------------ the learned graph
