@@ -67,6 +67,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         refit=not args.no_refit,
         grow_from=args.grow_from,
         grow_threshold=args.grow_threshold,
+        grow_iterations=args.grow_iterations,
     )
     options.validate()
     corpus_text = text.read_text(args.corpus)
@@ -295,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         "EM (default on the CPU above 10,000 states: states/10; 0 turns it off)",
     )
     train.add_argument("--grow-threshold", type=float, default=1e-3, help="pruning threshold before the split")
+    train.add_argument("--grow-iterations", type=int, default=None, help="sparse EM iterations after the split")
     train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     train.add_argument("--json", action="store_true")
     train.set_defaults(run=_cmd_train)

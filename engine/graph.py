@@ -382,16 +382,24 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
     """The clone graph of ``model`` (prune first to keep it small): CSR of the non-zero T, node flow and edge
     attributes (see :class:`CloneGraph`)."""
     layout = model.layout
-    T = np.asarray(model.T, dtype=np.float64)
-    nz = np.flatnonzero(T)
-    rows, cols = entry_rows_cols(layout, nz)
+    if getattr(model, "indptr", None) is not None:  # a sparse-block model (engine.sparse): its stored entries
+        rows, cols = model.entry_rows_cols()
+        values = np.asarray(model.data, dtype=np.float64)
+        counts_all = None if model.counts is None else np.asarray(model.counts, dtype=np.float64)
+        nz = np.flatnonzero(values)
+        rows, cols = rows[nz], cols[nz]
+    else:
+        values = np.asarray(model.T, dtype=np.float64)
+        counts_all = None if model.counts is None else np.asarray(model.counts, dtype=np.float64)
+        nz = np.flatnonzero(values)
+        rows, cols = entry_rows_cols(layout, nz)
     order = np.lexsort((cols, rows))
     rows, cols, nz = rows[order], cols[order], nz[order]
     n = layout.n_states
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    weight = sp.csr_array((T[nz], cols, indptr), shape=(n, n))
-    count = None if model.counts is None else np.asarray(model.counts, dtype=np.float64)[nz]
+    weight = sp.csr_array((values[nz], cols, indptr), shape=(n, n))
+    count = None if counts_all is None else counts_all[nz]
     flow = stationary_distribution(weight, teleportation)
     edge_flow = flow[rows] * weight.data
     clone_symbol = layout.clone_symbol()

@@ -410,6 +410,53 @@ def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.
     return out if prefix is None or len(prefix) == 0 else out[1:]
 
 
+def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
+    """:func:`engine.graph.prune` by threshold for a sparse model: drop the stored entries below ``threshold``,
+    renormalise the rows, record the pruning and set the back-off weight to the removed transition mass
+    (occupancy-weighted mean over the rows that keep some mass)."""
+    from engine.graph import check_threshold
+
+    threshold = check_threshold(threshold)
+    layout = model.layout
+    keep = model.data >= threshold
+    n_rows = int(model.row_base[-1])
+    entry_row = np.repeat(np.arange(n_rows), np.diff(model.indptr))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(entry_row[keep], minlength=n_rows))]).astype(np.int64)
+    row_clone, _ = model.entry_rows_cols()
+    kept_mass = np.bincount(row_clone[keep], weights=model.data[keep].astype(np.float64), minlength=model.n_states)
+    occupancy = (
+        np.bincount(row_clone, weights=model.counts, minlength=model.n_states)
+        if model.counts is not None
+        else np.ones(model.n_states)
+    )
+    weights = np.where(kept_mass > 0, occupancy, 0.0)
+    removed = float(np.sum(weights * np.clip(1.0 - kept_mass, 0.0, 1.0)) / weights.sum()) if weights.sum() else 0.0
+    before, after = model.n_nonzero(), int(np.count_nonzero(model.data[keep]))
+    record = {
+        "threshold": threshold,
+        "nonzeros_before": before,
+        "nonzeros_after": after,
+        "kept_fraction": after / before if before else 1.0,
+        "removed_mass": removed,
+    }
+    metadata = dict(model.metadata) | {
+        "pruned": record,
+        "backoff_weight": max(inference.BACKOFF_WEIGHT, min(removed, 0.5)),
+    }
+    pruned = SparseCHMM(
+        list(model.symbols),
+        layout,
+        model.row_base,
+        indptr,
+        model.indices[keep],
+        model.data[keep],
+        model.pi.copy(),
+        None if model.counts is None else model.counts[keep],
+        metadata,
+    )
+    return pruned.with_data(normalise(pruned, pruned.data.astype(np.float64), 0.0), pruned.counts)
+
+
 # ------------------------------------------------------------------------------------------------ growing
 def split_clones(
     model: CHMM | SparseCHMM, n_clones: np.ndarray, rng: np.random.Generator, noise: float = 0.1

@@ -52,6 +52,7 @@ class TrainOptions:
     grow_from: int | None = None
     grow_threshold: float = 1e-3
     grow_noise: float = 0.1
+    grow_iterations: int | None = None
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
@@ -79,6 +80,8 @@ class TrainOptions:
             )
         if not 0.0 < self.grow_threshold < 1.0:
             raise ValueError(f"the grow threshold must lie strictly between 0 and 1, got {self.grow_threshold}")
+        if self.grow_iterations is not None and self.grow_iterations < 1:
+            raise ValueError("the grown model's iterations must be at least 1")
         if not 0.0 <= self.grow_noise < 1.0:
             raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
         self.training_config().validate()
@@ -165,7 +168,7 @@ def train_text(
     config = options.training_config()
     if init_model is None and grow_from:
         start, schedule = _grown_start(corpus_text, corpus, options, grow_from, rng, callback, cancel, name, log)
-        config = replace(config, algorithm="em")
+        config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
         n_clones = allocation.allocate_clones(
             corpus.train_full, corpus.n_symbols, options.states, options.allocation, options.ngram_order
@@ -448,8 +451,12 @@ def prune_model(
     if threshold is not None:
         threshold = graph_mod.check_threshold(threshold)
     validation = encode_for_model(model, validation_text) if validation_text else None
-    keep = graph_mod.viterbi_clones(model, encode_for_model(model, viterbi_text)) if viterbi_text else None
-    pruned = graph_mod.prune(model, threshold=threshold, top_mass=top_mass, keep_clones=keep)
+    if isinstance(model, sparse_mod.SparseCHMM) and top_mass is None and viterbi_text is None and threshold:
+        pruned: Any = sparse_mod.prune(model, threshold)
+    else:
+        model = dense_for_tools(model, "pruning by top mass or Viterbi clones")
+        keep = graph_mod.viterbi_clones(model, encode_for_model(model, viterbi_text)) if viterbi_text else None
+        pruned = graph_mod.prune(model, threshold=threshold, top_mass=top_mass, keep_clones=keep)
     record = pruned.metadata["pruned"]
     summary: dict[str, Any] = {
         "threshold": threshold,
@@ -461,10 +468,11 @@ def prune_model(
     }
     if top_mass is not None:
         summary["top_mass"] = top_mass
-    if keep is not None:
-        summary["viterbi_clones"] = int(keep.sum())
+    if viterbi_text is not None:
+        summary["viterbi_clones"] = int(pruned.metadata["pruned"].get("kept_clones", 0))
     if validation is not None:
-        before, after = inference.score(model, validation), inference.score(pruned, validation)
+        scorer = sparse_mod.score if isinstance(model, sparse_mod.SparseCHMM) else inference.score
+        before, after = scorer(model, validation), scorer(pruned, validation)
         summary.update(
             bps_before=before.bps, bps_after=after.bps, zero_probability_events=after.zero_probability_events
         )
@@ -519,17 +527,19 @@ def model_communities(
     generalized words are marked seen/novel against ``corpus_text`` (raw training text) when given."""
     options = options or communities_mod.CommunityOptions()
     options.validate()
-    if threshold is not None:
-        model = graph_mod.prune(model, threshold=graph_mod.check_threshold(threshold))
     reference = reference_text(model, corpus_text) if corpus_text else None
-    return communities_mod.find_communities(graph_mod.clone_graph(model), options, reference)
+    return communities_mod.find_communities(model_graph(model, threshold), options, reference)
 
 
 def model_graph(model: CHMM, threshold: float | None = DEFAULT_PRUNE_THRESHOLD) -> graph_mod.CloneGraph:
     """The clone graph :func:`model_communities` partitions (pruned at ``threshold``; None: the model as it is),
     without running Infomap."""
     if threshold is not None:
-        model = graph_mod.prune(model, threshold=graph_mod.check_threshold(threshold))
+        threshold = graph_mod.check_threshold(threshold)
+        if isinstance(model, sparse_mod.SparseCHMM):
+            model = sparse_mod.prune(model, threshold)
+        else:
+            model = graph_mod.prune(model, threshold=threshold)
     return graph_mod.clone_graph(model)
 
 

@@ -117,3 +117,28 @@ def test_save_and_load_round_trip(tmp_path):
     assert not sparse.is_sparse_file(tmp_path / "bad.npz")
     with pytest.raises(ModelFormatError):
         sparse.load(tmp_path / "bad.npz")
+
+
+def test_sparse_models_go_through_the_workflows(tmp_path):
+    from engine import communities, workflows
+
+    model, x, rng = _trained_like(6, n_symbols=6, states=120)
+    model.metadata = {"normalisation": "raw"}
+    compact = sparse.from_dense(graph.prune(model, threshold=1e-3))
+    path = tmp_path / "m.npz"
+    workflows.save_model(compact, path)
+    loaded = workflows.load_model(path)
+    assert isinstance(loaded, sparse.SparseCHMM)
+    text = loaded.decode_symbols(x[:2000])
+    assert workflows.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
+    assert len(workflows.sample_text(loaded, 50, seed=1)) == 50
+    pruned = sparse.prune(loaded, 5e-2)
+    dense_pruned = graph.prune(loaded.to_dense(), threshold=5e-2)
+    np.testing.assert_allclose(pruned.to_dense().T, dense_pruned.T, atol=1e-6)
+    assert pruned.metadata["backoff_weight"] == pytest.approx(dense_pruned.metadata["backoff_weight"], rel=1e-6)
+    graph_sparse = workflows.model_graph(loaded, 5e-2)
+    graph_dense = workflows.model_graph(loaded.to_dense(), 5e-2)
+    assert (graph_sparse.weight != graph_dense.weight).nnz == 0
+    np.testing.assert_allclose(graph_sparse.flow, graph_dense.flow, atol=1e-9)
+    result = workflows.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
+    assert result.top_modules and sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
