@@ -12,8 +12,9 @@ safe state s' whose suffix distribution is closest to its own, if their L-infini
 or else promoted to a new safe state (as long as there are fewer than n safe states). Merged or promoted suffixes
 carry on through the graph "as if they had been observed" from their new state, so every trajectory is always
 parsed through the current graph. The loop ends when no candidate is large; each remaining candidate is mapped to
-its closest safe state (the paper's rule for leftover candidates), a never-seen transition to the state the same
-symbol most often leads to elsewhere.
+its closest safe state (the paper's rule for leftover candidates; ties, frequent for candidates of a few suffixes, go
+to the state with the smallest sum of differences over the candidate's prefixes), and a transition never seen in
+training to the state that the same symbol most often leads to elsewhere (s0 if none).
 
 The L-infinity distance between two multisets is taken over the *prefixes* of their suffixes,
 max_u |D_A(u.)/|D_A| - D_B(u.)/|D_B||, where D(u.) counts the suffixes that start with u (Clark & Thollard's
@@ -21,6 +22,14 @@ prefix distance). Because every suffix ends with the terminator, a whole string 
 includes the paper's distance over whole trajectories; unlike that one it still separates states whose trajectories
 are long and individually improbable (the Cheese maze). Only prefixes with frequency at least mu/4 in one of the two
 multisets are expanded, which leaves every distance of mu/4 or more exact and every merge decision exact.
+
+The sample-size guard. Eq. (2) asks for about 12,000 suffixes per candidate at mu = 0.2 and 50,000 at mu = 0.1
+(delta = 0.05, n = 8): right for the paper's synthetic generators, but a book of 10^5 characters has a few hundred
+candidates of that size, so the learner would stop at a handful of states. For text the default is therefore a
+fixed minimum multiset size m0 (``min_multiset=3``): a candidate is decided once it holds 3 suffixes. With so few
+suffixes a merge (distance <= mu/2) happens only when the candidate's suffixes match a state's distribution almost
+exactly, so the automaton grows as a word trie whose equivalent endings are shared. ``min_multiset=None`` restores
+the paper's threshold.
 
 Text as trajectories. The learner needs i.i.d. trajectories that end with a terminator, while a corpus is one long
 string. We cut it at a separator symbol (by default the most frequent training symbol: the space of any English
@@ -58,7 +67,7 @@ from numba import njit
 from engine.peers.base import PeerFormatError, load_arrays, save_arrays
 from engine.peers.ngram import as_symbols
 
-__all__ = ["PdfaLearner", "largeness_threshold"]
+__all__ = ["PdfaLearner", "largeness_threshold", "word_trajectories"]
 
 _COLUMN_CHUNK = 512
 SMOOTHING_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
@@ -130,6 +139,15 @@ def _count_pdfa(x, trans, separator, start, n_states, n_symbols):  # pragma: no 
 
 
 # ------------------------------------------------------------------------------------------------ learning
+def word_trajectories(x: np.ndarray, separator: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sequence, starts): ``x`` with the separator appended unless it already ends with one, and the start of every
+    trajectory in it -- position 0 and each position after a separator (a trajectory is a word plus separator)."""
+    seq = x if x.size and x[-1] == separator else np.concatenate([x, [separator]]).astype(np.int64)
+    ends = np.flatnonzero(seq == separator)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    return seq, starts
+
+
 @dataclass
 class _Multiset:
     """Suffix start positions (chunks appended as they arrive) and their total number."""
@@ -406,10 +424,16 @@ class PdfaLearner:
     paper's n, an upper bound on safe states (a large candidate that would be promoted when there is no room is
     left for the final mapping); ``delta``: confidence, used by the largeness threshold of eq. (2);
     ``min_multiset``: the sample-size guard m0 -- a candidate is decided once it holds m0 suffixes; None uses the
-    paper's threshold eq. (2) instead (about 2,500 suffixes at mu = 0.4, 50,000 at mu = 0.1, more than a book
-    provides for most candidates, hence the fixed guard by default); ``separator``: the symbol that ends a
+    paper's threshold eq. (2) instead (12,000 suffixes at mu = 0.2 and 50,000 at mu = 0.1 for n = 8, more than a
+    book provides for most candidates, hence the fixed guard by default); ``separator``: the symbol that ends a
     trajectory (None: the most frequent training symbol); ``smoothing``: beta of the unigram smoothing (None: chosen
-    on validation). The defaults suit character-level text of 10^4-10^6 symbols.
+    on validation). The defaults suit character-level text of 10^4-10^6 symbols cut into words; trajectories (runs
+    between separators) should be short, as learning walks each suffix to its end.
+
+    Fitted attributes: ``transitions_`` (n_states x V, the separator column leads back to s0), ``counts_`` (the
+    training counts c(s, sigma)), ``unigram_``, ``probabilities_`` (O(s, sigma)), ``separator_``, ``smoothing_``,
+    ``threshold_`` (the largeness threshold used) and ``learning_stats_`` (merges, promotions, leftover and blocked
+    candidates, validation BPS per beta).
     """
 
     kind = "pdfa"
@@ -417,9 +441,9 @@ class PdfaLearner:
     def __init__(
         self,
         mu: float = 0.05,
-        n_max_states: int = 1000,
+        n_max_states: int = 3000,
         delta: float = 0.05,
-        min_multiset: int | None = 50,
+        min_multiset: int | None = 3,
         separator: int | None = None,
         smoothing: float | None = None,
     ) -> None:
@@ -464,9 +488,7 @@ class PdfaLearner:
             separator = self.separator
         else:
             separator = int(np.argmax(np.bincount(x, minlength=n_symbols)))
-        seq = x if x[-1] == separator else np.concatenate([x, [separator]]).astype(np.int64)
-        ends = np.flatnonzero(seq == separator)
-        starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+        seq, starts = word_trajectories(x, separator)
 
         if self.min_multiset is None:
             threshold = largeness_threshold(self.mu, self.delta, self.n_max_states, n_symbols)
