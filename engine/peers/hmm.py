@@ -11,9 +11,10 @@ Scaling: the forward messages are normalised at every step, ``alpha_t = P(X_t | 
 t is ``c_t = P(o_t | o_1..o_{t-1})``, the one-step predictive probability, so ``log P(o) = sum_t log c_t`` is summed in
 float64 logs and nothing underflows however long the sequence. The backward messages are scaled by the same ``c_t``.
 
-The per-step recursions run in Numba; the expected transition counts ``sum_t alpha_{t-1} (b_{o_t} * beta_t / c_t)^T``
-(the per-step outer products) are accumulated by one matrix product per block of 2,048 steps (BLAS) instead of one
-outer product per step, which is several times faster at a hundred states.
+The per-step recursions run in Numba. The expected transition counts, sum over t of the outer products
+``alpha_{t-1} (b_{o_t} * beta_t / c_t)^T``, are accumulated in the backward loop itself, in the same sweep over the rows
+of A that computes beta_{t-1}. (One BLAS product per block of steps does the same arithmetic and is about as fast on one
+thread, but OpenBLAS's threads made it three to five times slower whenever other processes shared the two cores.)
 """
 
 from __future__ import annotations
@@ -32,16 +33,13 @@ __all__ = [
     "DiscreteHmm",
     "ExpectedCounts",
     "as_symbols",
+    "check_count",
     "expected_counts",
     "forward",
     "log_likelihood",
     "sample_sequence",
     "stationary_distribution",
 ]
-
-_BLOCK = 2048
-"""Steps per block of the backward pass (the expected transition counts are one matrix product per block)."""
-
 
 # --------------------------------------------------------------------------- input checks
 
@@ -137,14 +135,17 @@ def _forward_kernel(A, BT, pi, x, alpha, store):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _backward_block(A, BT, x, c, alpha, beta, t0, t1, emissions_t, w):  # pragma: no cover - compiled
-    """Scaled backward recursion over steps t1-1 down to t0 (Rabiner eq. 24-25 with the forward scales).
+def _backward_kernel(A, BT, x, c, alpha, emissions_t, transitions):  # pragma: no cover - compiled
+    """Scaled backward recursion beta_{t-1}(i) = sum_j a_ij b_j(o_t) beta_t(j) / c_t (Rabiner eq. 23-24 with the
+    forward scales), beta_T = 1, fused with the accumulation of the expected counts.
 
-    On entry ``beta`` holds beta_{t1-1}; on exit beta_{t0-1} (if t0 > 0). For every t in the block it adds
-    gamma_t = alpha_t * beta_t to row o_t of ``emissions_t`` (m x n) and stores w_t = b_{o_t} * beta_t / c_t in
-    w[t - t0], so that gamma_t(s_i, s_j) = alpha_{t-1}(i) a_ij w_t(j) (the caller sums the outer products)."""
+    For every t it adds gamma_t = alpha_t * beta_t to row o_t of ``emissions_t`` (m x n) and, for t >= 2, the outer
+    product alpha_{t-1} w_t^T with w_t = b_{o_t} * beta_t / c_t to ``transitions`` (so that sum_t gamma_t(s_i, s_j) =
+    a_ij transitions_ij, the caller multiplies by A). Returns beta_1."""
     n = A.shape[0]
-    for t in range(t1 - 1, t0 - 1, -1):
+    beta = np.ones(n)
+    w = np.empty(n)
+    for t in range(x.shape[0] - 1, -1, -1):
         o = x[t]
         at = alpha[t]
         em = emissions_t[o]
@@ -154,15 +155,19 @@ def _backward_block(A, BT, x, c, alpha, beta, t0, t1, emissions_t, w):  # pragma
             break
         row = BT[o]
         inv = 1.0 / c[t]
-        wt = w[t - t0]
         for j in range(n):
-            wt[j] = row[j] * beta[j] * inv
+            w[j] = row[j] * beta[j] * inv
+        previous = alpha[t - 1]
         for i in range(n):
             Ai = A[i]
+            Ti = transitions[i]
+            a = previous[i]
             s = 0.0
             for j in range(n):
-                s += Ai[j] * wt[j]
+                s += Ai[j] * w[j]
+                Ti[j] += a * w[j]
             beta[i] = s
+    return beta
 
 
 @njit(cache=True)
@@ -225,21 +230,10 @@ def expected_counts(A: np.ndarray, B: np.ndarray, pi: np.ndarray, x: np.ndarray)
     c = _forward_kernel(A, BT, pi, x, alpha, True)
     if not np.all(c > 0):
         raise ValueError("the sequence has probability zero under the model; the E-step is undefined")
-    beta = np.ones(n)
     emissions_t = np.zeros((m, n))
     xi = np.zeros((n, n))
-    w = np.empty((min(_BLOCK, n_steps), n))
-    initial = np.empty(n)
-    t1 = n_steps
-    while t1 > 0:
-        t0 = max(0, t1 - _BLOCK)
-        _backward_block(A, BT, x, c, alpha, beta, t0, t1, emissions_t, w)
-        first = max(t0, 1)
-        if t1 > first:
-            xi += alpha[first - 1 : t1 - 1].T @ w[first - t0 : t1 - t0]
-        t1 = t0
-    # After the last block, beta holds beta_1 (the kernel stops before updating beta at t = 0).
-    initial[:] = alpha[0] * beta
+    beta_1 = _backward_kernel(A, BT, x, c, alpha, emissions_t, xi)
+    initial = alpha[0] * beta_1
     xi *= A
     return ExpectedCounts(xi, np.ascontiguousarray(emissions_t.T), initial, float(np.sum(np.log(c))))
 
@@ -341,8 +335,9 @@ class DiscreteHmm:
         return A, B, pi
 
     def _m_step(self, counts: ExpectedCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Closed-form maximiser of the M-step Lagrangian (appendix A): a_ij proportional to sum_t gamma_t(s_i, s_j),
-        b_ik to sum_{t: o_t = k} gamma_t(s_i), pi_i = gamma_1(s_i), each count plus ``pseudocount``."""
+        """Closed-form maximiser of the M-step Lagrangian (appendix A; Rabiner eq. 40a-c): a_ij proportional to
+        sum_t gamma_t(s_i, s_j), b_ik to sum_{t: o_t = k} gamma_t(s_i), pi_i to gamma_1(s_i), each count plus
+        ``pseudocount``."""
         k = self.pseudocount
         A = _normalise_rows(counts.transitions + k)
         B = _normalise_rows(counts.emissions + k)
