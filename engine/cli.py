@@ -18,6 +18,7 @@ from typing import Any
 from engine import learning, text, workflows
 from engine.backend import BackendError
 from engine.model import ModelFormatError
+from engine.peers import registry
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,12 +47,16 @@ def _progress_printer(stream: Any) -> learning.ProgressCallback:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.learner != "chmm":
+        return _cmd_train_peer(args)
+    if args.learner_option:
+        raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
     options = workflows.TrainOptions(
-        states=args.states,
+        states=CHMM_DEFAULT_STATES if args.states is None else args.states,
         allocation=args.allocation,
         normalise=args.normalise,
         algorithm=args.algorithm,
-        iterations=args.iterations,
+        iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
         batch_size=args.batch_size,
         validation=args.validation,
         pseudocount=args.pseudocount,
@@ -107,13 +112,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    model = workflows.load_model(args.model)
-    result = workflows.score_text(model, text.read_text(args.corpus), backend=args.backend)
+    model = registry.load_any(args.model)  # a CHMM or a peer learner, told apart by the file's header
+    result = registry.score_any(model, text.read_text(args.corpus), backend=args.backend)
     figures = {
         "bps": result.bps,
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
     }
+    if registry.is_peer(model):
+        figures["learner"] = model.kind
     if args.json:
         print(_json_line(figures))
     else:
@@ -123,6 +130,82 @@ def _cmd_score(args: argparse.Namespace) -> int:
                 f"{result.zero_probability_events} zero-probability transition(s) were scored by the bigram back-off",
                 file=sys.stderr,
             )
+    return 0
+
+
+CHMM_DEFAULT_STATES = 3000
+CHMM_DEFAULT_ITERATIONS = 100
+
+
+def _parse_learner_option(item: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--learner-option`` as (key, value): the value read as JSON (numbers, true, false, null)
+    when it parses, else kept as a string."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--learner-option expects KEY=VALUE, got {item!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The peer learner's options from ``--learner-option`` and, where the learner has them, --states (hidden
+    states; the PDFA's bound on states), --iterations and --seed; CHMM-only settings that were asked for refuse."""
+    kind = args.learner
+    if args.init:
+        raise ValueError("--init works only with --learner chmm")
+    if args.grow_from is not None:
+        raise ValueError("--grow-from works only with --learner chmm")
+    if args.backend == "gpu":
+        raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend gpu")
+    options = dict(_parse_learner_option(item) for item in args.learner_option or [])
+    if args.states is not None:
+        if kind not in registry.STATES_OPTION:
+            raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
+        options.setdefault(registry.STATES_OPTION[kind], args.states)
+    if args.iterations is not None:
+        if kind not in registry.ITERATIONS_OPTION:
+            raise ValueError(f"--iterations does not apply to the {kind} learner; use --learner-option")
+        options.setdefault(registry.ITERATIONS_OPTION[kind], args.iterations)
+    if kind in registry.SEED_OPTION:
+        options.setdefault(registry.SEED_OPTION[kind], args.seed)
+    return options
+
+
+def _cmd_train_peer(args: argparse.Namespace) -> int:
+    """``chmm train --learner KIND`` for a peer learner: the CHMM's corpus protocol, an atomic save, the figures."""
+    options = _peer_options(args)
+    registry.make_learner(args.learner, **options)  # bad options fail before the corpus is read
+    corpus_text = text.read_text(args.corpus)
+    try:
+        learner, summary = registry.train_peer_text(
+            corpus_text,
+            args.learner,
+            options,
+            normalise=args.normalise,
+            validation=args.validation,
+            max_train=args.max_train,
+            refit=not args.no_refit,
+            name=args.corpus,
+            log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+        )
+    except KeyboardInterrupt:
+        print("chmm: training cancelled; no model written", file=sys.stderr)
+        return 130
+    registry.save_learner(learner, args.output)
+    if args.json:
+        print(_json_line(summary))
+    else:
+        validation = summary["validation_bps"]
+        test_bps = summary["test_bps"]
+        print(
+            f"saved {args.output}: {summary['learner']} learner, {summary['parameters']:,} parameters, "
+            f"{summary['seconds']:.1f} s; BPS train {summary['train_bps']:.4f}"
+            + (f", validation {validation:.4f}" if validation is not None else "")
+            + (f", test {test_bps:.4f}" if test_bps is not None else "")
+        )
     return 0
 
 
@@ -262,10 +345,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chmm", description="Learn and explore cloned HMMs (CHMMs) of text.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    train = commands.add_parser("train", help="train a CHMM on a text corpus")
+    train = commands.add_parser("train", help="train a CHMM (or a peer learner) on a text corpus")
     train.add_argument("corpus", help="plain-text corpus (UTF-8)")
     train.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
-    train.add_argument("--states", type=int, default=3000, help="total number of clones (default 3000)")
+    train.add_argument(
+        "--learner",
+        choices=list(registry.LEARNERS),
+        default="chmm",
+        help="what to train (default chmm); the peers use the same normalisation, splits and refit, and only "
+        "--normalise, --validation, --max-train, --no-refit, --states, --iterations, --seed and --learner-option",
+    )
+    train.add_argument(
+        "--learner-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of a peer learner (repeatable), e.g. dim=16 for densehmm, order=6 for ngram, mu=0.05 for pdfa",
+    )
+    train.add_argument(
+        "--states",
+        type=int,
+        default=None,
+        help="total number of clones (default 3000); hidden states of hmm/densehmm (default 100), the PDFA's bound",
+    )
     train.add_argument("--allocation", choices=["ngram", "frequency", "uniform"], default="ngram")
     train.add_argument("--ngram-order", type=int, default=5, help="n of the n-gram allocation rule (default 5)")
     train.add_argument(
@@ -276,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--normalise", choices=["paper", "raw"], default="paper")
     train.add_argument("--algorithm", choices=["em", "online", "viterbi"], default="em")
-    train.add_argument("--iterations", type=int, default=100)
+    train.add_argument("--iterations", type=int, default=None, help="at most this many (default 100; hmm/densehmm 50)")
     train.add_argument("--batch-size", type=int, default=10_000, help="online EM batch length (symbols)")
     train.add_argument("--memory", type=float, default=0.9, help="online EM lambda (default 0.9)")
     train.add_argument("--validation", type=float, default=0.1, help="share of the training part held out")
