@@ -95,3 +95,15 @@ COMMUNITIES_LEVEL = "communities-level"  # dcc.Store: the module whose submodule
 COMMUNITIES_TRAIL = "communities-trail"
 COMMUNITIES_DRILL = "communities-drill"
 COMMUNITIES_CRUMB = "communities-crumb"  # pattern-matching type of the breadcrumb buttons
+
+# Compare page
+COMPARE_LEARNERS = "compare-learners"
+COMPARE_CORPUS = "compare-corpus"
+COMPARE_START = "compare-start"
+COMPARE_CANCEL = "compare-cancel"
+COMPARE_PROGRESS = "compare-progress"
+COMPARE_PROGRESS_LABEL = "compare-progress-label"
+COMPARE_RESULT = "compare-result"  # dcc.Store: what the background job returned (status and message)
+COMPARE_MESSAGE = "compare-message"
+COMPARE_TABLE = "compare-table"
+COMPARE_CHART = "compare-chart"

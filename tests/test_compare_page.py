@@ -1,0 +1,169 @@
+"""The Compare page without a browser: its services (input checks, the comparison job, rows, figure, cancel) and
+that the page registers and serves. Every test works in its own ``CHMM_DATA_DIR``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from app import compare, services, sessions
+from app.services import UserError
+
+ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
+SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
+TINY = {
+    "chmm": {"states": 60, "iterations": 2},
+    "densehmm": {"n_states": 4, "dim": 2, "iterations": 2, "m_steps": 2},
+    "hmm": {"n_states": 4, "iterations": 2},
+    "pdfa": {},
+    "ngram": {"max_order": 3},
+}
+
+
+def data_uri(data: bytes) -> str:
+    return "data:text/plain;base64," + base64.b64encode(data).decode("ascii")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "data"
+    monkeypatch.setenv("CHMM_DATA_DIR", str(root))
+    for name in ("CHMM_MAX_UPLOAD_MB", "CHMM_MAX_TRAIN_MB", "CHMM_START_MODEL", "REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+@pytest.fixture
+def folder() -> Path:
+    return sessions.session_folder(sessions.new_session_id())
+
+
+@pytest.fixture
+def with_corpus(folder: Path) -> Path:
+    services.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
+    return folder
+
+
+def test_learners_are_checked_and_ordered() -> None:
+    assert compare.check_learners(["ngram", "chmm"]) == ["chmm", "ngram"]
+    assert compare.check_learners("pdfa") == ["pdfa"]
+    for bad in (None, [], ""):
+        with pytest.raises(UserError, match="Pick at least one learner"):
+            compare.check_learners(bad)
+    with pytest.raises(UserError, match="Unknown learner 'lstm'"):
+        compare.check_learners(["chmm", "lstm"])
+
+
+def test_corpus_choice(folder: Path) -> None:
+    corpus_text, name = compare.compare_corpus(folder, "sample")
+    assert name == "carroll-alice.txt" and len(corpus_text) > 100_000
+    with pytest.raises(UserError, match="no corpus yet"):
+        compare.compare_corpus(folder, "session")
+    with pytest.raises(UserError, match="Choose the corpus"):
+        compare.compare_corpus(folder, "elsewhere")
+    services.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
+    assert compare.compare_corpus(folder, "session") == ("abc def " * 100, "small.txt")
+
+
+def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path) -> None:
+    reports: list[dict] = []
+    saved = compare.run_compare_job(with_corpus, list(TINY), "session", report=reports.append, options=TINY)
+    assert saved["status"] == compare.FINISHED and saved["corpus"] == "alice-short.txt"
+    assert [row["learner"] for row in saved["results"]] == ["chmm", "densehmm", "hmm", "pdfa", "ngram"]
+    for row in saved["results"]:
+        assert row["status"] == compare.DONE, row
+        assert 0 < row["test_bps"] < 6 and row["seconds"] >= 0 and row["parameters"] > 0
+    assert compare.read_compare(with_corpus)["results"] == json.loads(json.dumps(saved["results"]))
+    # the page was told about every learner starting and finishing
+    assert reports[0]["status"] == compare.RUNNING and reports[-1]["status"] == compare.FINISHED
+    assert any(r["results"][0]["status"] == compare.TRAINING for r in reports)
+    assert compare.progress(reports[1])[0] == 0 and compare.progress(saved) == (100, saved["message"])
+    rows = compare.compare_rows(saved)
+    assert [r["learner"] for r in rows] == [compare.LEARNER_LABELS[k] for k in TINY]
+    assert all(r["status"] == "done" and isinstance(r["test_bps"], float) for r in rows)
+    figure = compare.compare_figure(saved)
+    assert len(figure.data) == 3 and list(figure.data[0].x) == list(TINY)
+    assert figure.layout.yaxis3.type == "log"
+    assert not compare.compare_running(with_corpus)
+
+
+def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
+    saved = compare.run_compare_job(folder, [], "sample")
+    assert saved["status"] == compare.REFUSED and "Pick at least one learner" in saved["message"]
+    saved = compare.run_compare_job(folder, ["ngram"], "session")
+    assert saved["status"] == compare.REFUSED and "no corpus yet" in saved["message"]
+    services.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
+    saved = compare.run_compare_job(folder, ["ngram"], "session")
+    assert saved["status"] == compare.REFUSED and "contains only the symbol 'a'" in saved["message"]
+    assert compare.read_compare(folder)["status"] == compare.REFUSED
+    assert compare.compare_rows(compare.read_compare(folder)) == []
+    assert compare.compare_figure(None).layout.title.text == "No results yet"
+
+
+def test_one_failing_learner_does_not_stop_the_others(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = TINY | {"hmm": {"n_states": 0}}
+    saved = compare.run_compare_job(with_corpus, ["hmm", "ngram"], "session", options=options)
+    assert saved["status"] == compare.FINISHED
+    hmm, ngram = saved["results"]
+    assert hmm["status"] == compare.FAILED and "n_states" in hmm["message"] and hmm.get("test_bps") is None
+    assert ngram["status"] == compare.DONE
+    assert "failed: " in compare.compare_rows(saved)[0]["status"]
+    assert len(compare.compare_figure(saved).data[0].x) == 1
+    monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "0.001")
+    saved = compare.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
+    assert saved["status"] == compare.FAILED and "CHMM_MAX_TRAIN_MB" in saved["results"][0]["message"]
+
+
+def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
+    def report(saved: dict) -> None:
+        if saved["results"] and saved["results"][0]["status"] == compare.DONE:
+            compare.request_cancel(with_corpus)
+
+    saved = compare.run_compare_job(with_corpus, ["pdfa", "ngram"], "session", report=report, options=TINY)
+    assert saved["status"] == compare.CANCELLED
+    assert [row["status"] for row in saved["results"]] == [compare.DONE, compare.SKIPPED]
+    assert compare.request_cancel(with_corpus) == "No comparison is running."
+
+
+def test_a_second_job_is_refused_and_a_dead_one_is_reported(with_corpus: Path) -> None:
+    running = {"key": "k", "status": compare.RUNNING, "corpus": "x", "results": [compare._row("ngram")]}
+    (with_corpus / compare.COMPARE).write_text(json.dumps(running), encoding="utf-8")
+    (with_corpus / compare.HEARTBEAT).touch()
+    assert compare.compare_running(with_corpus)
+    saved = compare.run_compare_job(with_corpus, ["ngram"], "session")
+    assert saved["status"] == compare.REFUSED and "already running" in saved["message"]
+    assert compare.read_compare(with_corpus)["key"] == "k"  # the running job's file is untouched
+    old = time.time() - 60
+    os.utime(with_corpus / compare.HEARTBEAT, (old, old))
+    assert not compare.compare_running(with_corpus)
+    latest = compare.latest_compare(with_corpus)
+    assert latest["status"] == compare.FAILED and latest["results"][0]["status"] == compare.SKIPPED
+    assert "cancelled" in compare.request_cancel(with_corpus)
+    assert compare.read_compare(with_corpus)["status"] == compare.CANCELLED
+
+
+def test_compare_page_registers_and_serves(data_dir: Path) -> None:
+    import dash
+
+    from app import ids, main
+
+    pages = {page["path"]: page for page in dash.page_registry.values()}
+    assert "/compare" in pages and pages["/compare"]["module"] == "app.pages.compare"
+    layout = str(pages["/compare"]["layout"]())
+    for component in (
+        ids.COMPARE_LEARNERS,
+        ids.COMPARE_CORPUS,
+        ids.COMPARE_START,
+        ids.COMPARE_TABLE,
+        ids.COMPARE_CHART,
+    ):
+        assert component in layout
+    client = main.server.test_client()
+    assert client.get("/compare").status_code == 200
+    dependencies = client.get("/_dash-dependencies").get_data(as_text=True)
+    assert ids.COMPARE_RESULT in dependencies and ids.COMPARE_TABLE in dependencies
