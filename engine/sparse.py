@@ -213,9 +213,10 @@ def block_sums(model: SparseCHMM) -> np.ndarray | None:
     """Summed expected counts of each block (the training text's pair counts), or None without counts."""
     if model.counts is None:
         return None
-    per_row = np.add.reduceat(model.counts, model.indptr[:-1]) if model.counts.size else np.zeros(0)
-    per_row = np.where(np.diff(model.indptr) > 0, per_row, 0.0) if per_row.size else per_row
-    return np.add.reduceat(per_row, model.row_base[:-1]) if per_row.size else np.zeros(model.layout.n_blocks)
+    cumulative = np.concatenate([[0.0], np.cumsum(model.counts, dtype=np.float64)])
+    per_row = cumulative[model.indptr[1:]] - cumulative[model.indptr[:-1]]
+    row_cumulative = np.concatenate([[0.0], np.cumsum(per_row)])
+    return row_cumulative[model.row_base[1:]] - row_cumulative[model.row_base[:-1]]
 
 
 def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None) -> inference.ScoreResult:

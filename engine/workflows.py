@@ -51,7 +51,7 @@ class TrainOptions:
     init: str | None = None
     grow_from: int | None = None
     grow_threshold: float = 1e-3
-    grow_noise: float = 0.1
+    grow_noise: float = 0.05
     grow_iterations: int | None = None
 
     def validate(self) -> None:
@@ -106,6 +106,7 @@ class TrainOutcome:
     summary: dict[str, Any]
     result: learning.TrainingResult
     corpus: text.Corpus = field(repr=False)
+    selected: Any = field(default=None, repr=False)  # the selection run's model (before the refit), if refitted
 
 
 def _check_backend(name: str) -> str:
@@ -166,8 +167,9 @@ def train_text(
         grow_from = options.states // GROW_FACTOR
     schedule: dict[str, Any] = {}
     config = options.training_config()
+    refit_start = None
     if init_model is None and grow_from:
-        start, schedule = _grown_start(corpus_text, corpus, options, grow_from, rng, callback, cancel, name, log)
+        start, refit_start, schedule = _grown_start(corpus_text, options, grow_from, callback, cancel, name, log)
         config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
         n_clones = allocation.allocate_clones(
@@ -187,8 +189,16 @@ def train_text(
     validation = corpus.validation if len(corpus.validation) else None
     result = learning.fit(start, corpus.train, validation, config, callback, cancel, backend=backend)
     trained = result.model
+    selected = trained
     validation_bps = _score(trained, corpus.validation, backend) if validation is not None else None
     refit_iterations = 0
+    if refit_start is not None and options.refit and result.stopped not in STOPPED_BAD:
+        # a grown model: the refit grows from the dense stage's refit model, then as many sparse iterations as
+        # validation chose (none if no sparse iteration improved on the grown start)
+        start, trained = refit_start, refit_start
+        refit_iterations = -1 if result.best_iteration == 0 else 0  # -1: the dense stage was refitted, not EM here
+    if refit_start is not None and result.best_iteration == 0 and not options.refit:
+        trained = start
     if options.refit and validation is not None and result.best_iteration > 0 and result.stopped not in STOPPED_BAD:
         # the paper's protocol: the validation split chose the number of iterations; now train from the same
         # initial model on training + validation text for that many iterations
@@ -200,7 +210,13 @@ def train_text(
         if refit.stopped in STOPPED_BAD:
             result.stopped, result.error = refit.stopped, refit.error
         trained = refit.model
-    train_text = corpus.train_full if refit_iterations else corpus.train
+    if refit_iterations < 0:
+        refit_iterations = 0
+        train_text = corpus.train_full
+    else:
+        train_text = (
+            corpus.train_full if refit_iterations or refit_start is not None and options.refit else corpus.train
+        )
     figures = {
         "train_bps": _score(trained, train_text, backend),
         "validation_bps": validation_bps,
@@ -242,7 +258,7 @@ def train_text(
         summary["nonzeros"] = trained.n_nonzero()
     if result.error:
         summary["error"] = result.error
-    return TrainOutcome(trained, summary, result, corpus)
+    return TrainOutcome(trained, summary, result, corpus, selected)
 
 
 DENSE_STATE_LIMIT = 10_000
@@ -252,51 +268,55 @@ GROW_FACTOR = 10
 
 def _grown_start(
     corpus_text: str,
-    corpus: text.Corpus,
     options: TrainOptions,
     grow_from: int,
-    rng: np.random.Generator,
     callback: learning.ProgressCallback | None,
     cancel: learning.CancelToken | None,
     name: str,
     log: Callable[[str], None] | None,
-) -> tuple[Any, dict[str, Any]]:
-    """The start of a grown model (issue: paper-scale models on the CPU): train a dense model of ``grow_from``
-    states (same settings, early stopping on validation, no refit), prune it at ``options.grow_threshold``, and split
-    its clones up to ``options.states`` in proportion to the clones each symbol has (:func:`engine.sparse.split_clones`,
-    exact, plus ``options.grow_noise`` to break the copies' symmetry). Sparse batch EM continues from there."""
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The starts of a grown model (issue: paper-scale models on the CPU): train a dense model of ``grow_from``
+    states with the same settings and protocol (early stopping on validation, then the refit unless turned off),
+    prune it at ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones
+    each symbol has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies'
+    symmetry). Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
+    validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
     from engine import sparse
 
     if log:
         log(f"growing: first a dense model of {grow_from:,} states")
-    base = train_text(
-        corpus_text, replace(options, states=grow_from, grow_from=0, refit=False), callback, cancel, name, log
-    )
+    base = train_text(corpus_text, replace(options, states=grow_from, grow_from=0), callback, cancel, name, log)
     if base.result.stopped in STOPPED_BAD:
         raise ValueError(f"the dense stage of the grown model {base.result.stopped}: {base.result.error or ''}")
-    pruned = graph_mod.prune(base.model, threshold=options.grow_threshold)
-    extra = options.states - pruned.n_states
-    targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, extra)
-    grown = sparse.split_clones(pruned, targets, rng, options.grow_noise)
-    grown.metadata = {"backoff_weight": pruned.metadata.get("backoff_weight")}
+
+    def grow(model: CHMM) -> Any:
+        pruned = graph_mod.prune(model, threshold=options.grow_threshold)
+        targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, options.states - pruned.n_states)
+        grown = sparse.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
+        grown.metadata = {"backoff_weight": pruned.metadata.get("backoff_weight")}
+        return grown, pruned.metadata["pruned"]["kept_fraction"]
+
+    selection, kept = grow(base.selected if base.selected is not None else base.model)
+    refit = grow(base.model)[0] if options.refit and base.selected is not None else None
     schedule = {
         "grow_from": grow_from,
         "base_test_bps": base.summary["test_bps"],
         "base_validation_bps": base.summary["validation_bps"],
         "base_iterations": base.summary["iterations"],
+        "base_refit_iterations": base.summary["refit_iterations"],
         "base_seconds": base.summary["seconds"],
         "threshold": options.grow_threshold,
-        "base_kept_fraction": pruned.metadata["pruned"]["kept_fraction"],
+        "base_kept_fraction": kept,
         "noise": options.grow_noise,
-        "nonzeros_after_split": grown.n_nonzero(),
+        "nonzeros_after_split": selection.n_nonzero(),
     }
     if log:
         log(
-            f"grown to {grown.n_states:,} states: {grown.n_nonzero():,} stored transitions "
-            f"(dense stage: test BPS {base.summary['test_bps']:.4f}, pruned to "
-            f"{schedule['base_kept_fraction']:.2%} at {options.grow_threshold:g}); sparse batch EM follows"
+            f"grown to {selection.n_states:,} states: {selection.n_nonzero():,} stored transitions (dense stage: "
+            f"test BPS {base.summary['test_bps']:.4f}, pruned to {kept:.2%} at {options.grow_threshold:g}); "
+            "sparse batch EM follows"
         )
-    return grown, schedule
+    return selection, refit, schedule
 
 
 def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:

@@ -142,3 +142,13 @@ def test_sparse_models_go_through_the_workflows(tmp_path):
     np.testing.assert_allclose(graph_sparse.flow, graph_dense.flow, atol=1e-9)
     result = workflows.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
     assert result.top_modules and sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_block_sums_with_empty_rows_and_blocks():
+    model, x, _ = _trained_like(7, states=60)
+    compact = sparse.from_dense(graph.prune(model, threshold=0.2))  # many empty rows
+    counts = sparse.e_step(compact, x).counts
+    sums = sparse.block_sums(compact.with_data(compact.data, counts))
+    dense = compact.with_data(compact.data, counts).to_dense()
+    expected = np.add.reduceat(dense.counts, dense.layout.block_offset[:-1])
+    np.testing.assert_allclose(sums, expected, rtol=1e-9, atol=1e-9)
