@@ -38,7 +38,7 @@ DEFAULT_ROWS = ["alice:1000:dense", "alice:1000:grow", "alice:3000:dense", "alic
 """Rows: corpus:states:schedule (``milton:30000:grow`` and ``alice:10000:grow`` run too, given the time)."""
 
 
-def run(corpus: str, states: int, schedule: str, iterations: int, grow_iterations: int) -> dict:
+def run(corpus: str, states: int, schedule: str, iterations: int, grow_iterations: int, patience: int) -> dict:
     """One training run; returns its --json figures plus wall time and peak RSS of the child process."""
     out = ROOT / "bench" / "out" / f"scale-{corpus}-{states}-{schedule}.npz"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def run(corpus: str, states: int, schedule: str, iterations: int, grow_iteration
         "--iterations",
         str(iterations),
         "--patience",
-        "2",
+        str(patience),
         "--pseudocount",
         "1e-5",
         "--json",
@@ -76,13 +76,14 @@ def run(corpus: str, states: int, schedule: str, iterations: int, grow_iteration
     if done.returncode != 0:
         return {"corpus": corpus, "states": states, "schedule": schedule, "error": done.stderr.strip()[-300:]}
     figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["grow"] = figures.pop("schedule", None)  # the run's record of its dense stage, if grown
     return {
+        **figures,
         "corpus": corpus,
         "states": states,
         "schedule": schedule,
         "seconds": seconds,
         "peak_rss_gib": peak / 2**20,
-        **figures,
     }
 
 
@@ -91,11 +92,12 @@ def main() -> None:
     parser.add_argument("--rows", nargs="*", default=DEFAULT_ROWS, help="corpus:states:dense|grow")
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--grow-iterations", type=int, default=15)
+    parser.add_argument("--patience", type=int, default=2, help="iterations without a better validation BPS")
     args = parser.parse_args()
     rows = []
     for spec in args.rows:
         corpus, states, schedule = spec.split(":")
-        row = run(corpus, int(states), schedule, args.iterations, args.grow_iterations)
+        row = run(corpus, int(states), schedule, args.iterations, args.grow_iterations, args.patience)
         rows.append(row)
         print(json.dumps(row), flush=True)
     (ROOT / "bench" / "out" / "scale.json").write_text(json.dumps(rows, indent=1))
