@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import html
+from dash.exceptions import PreventUpdate
 
 from app import services, sessions
 from app.services import UserError
@@ -45,3 +46,11 @@ def facts(rows: list[tuple[str, Any]]) -> html.Table:
 
 def bps(value: float | None) -> str | None:
     return None if value is None else f"{value:.4f}"
+
+
+def require_click(value: Any) -> None:
+    """Stop a callback that Dash fires without a user action: opening a page inserts its buttons and upload fields,
+    and Dash may then call their callbacks (prevent_initial_call notwithstanding) with n_clicks or contents None.
+    An action (undo, prune, load, cancel, ...) must only ever run on a real click or upload."""
+    if not value:
+        raise PreventUpdate

@@ -61,13 +61,6 @@ CHROME_ARGUMENTS = [
 ]
 ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
 SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
-NAVIGATION_BUG = (
-    "app bug: opening the Model page runs its Load and Undo callbacks (a 'No file arrived' or 'There is no previous "
-    "model' message; with a previous model, Undo swaps it back in) and opening the Prune page runs Apply (the model "
-    "pruned at the slider's 1e-3 becomes current). They have prevent_initial_call=True and output model-version, "
-    "which lives in the app shell: Dash still fires a callback whose Input the page container inserts without its "
-    "Output. A guard such as 'if not n_clicks: return no_update' (contents None for Load) fixes it"
-)
 JOB_TIMEOUT = 60  # seconds for a background job (training, Infomap) to report back
 
 
@@ -299,7 +292,6 @@ def test_train_then_cancel_a_second_training(
     # the Model page's summary: see test_opening_pages_keeps_the_current_model for why it is not read here
 
 
-@pytest.mark.xfail(strict=True, reason=NAVIGATION_BUG)
 def test_opening_pages_keeps_the_current_model(browser: DashComposite, data_dir: Path) -> None:
     folder = session_folder(browser, data_dir)
     start = sessions.model_stamp(folder)

@@ -181,6 +181,7 @@ def run(
     _clicks: int | None, trials: Any, two_level: Any, seed: Any, threshold: Any, session_id: str | None
 ) -> tuple[Any, Any]:
     """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
+    ui.require_click(_clicks)
     try:
         saved = services.run_communities(sessions.session_folder(session_id), trials, bool(two_level), seed, threshold)
     except ui.EXPECTED_ERRORS as exc:

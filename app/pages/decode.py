@@ -87,6 +87,7 @@ def decoded_view(result: dict[str, Any]) -> html.Div:
     prevent_initial_call=True,
 )
 def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         scrambled = services.scramble_sentence(sessions.session_folder(session_id), raw_text, seed)
     except ui.EXPECTED_ERRORS as exc:
@@ -104,6 +105,7 @@ def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: s
     prevent_initial_call=True,
 )
 def decode(_clicks: int | None, raw_text: str | None, constrained: list[Any] | None, session_id: str | None) -> Any:
+    ui.require_click(_clicks)
     try:
         result = services.decode(sessions.session_folder(session_id), raw_text, bool(constrained))
     except ui.EXPECTED_ERRORS as exc:

@@ -68,6 +68,7 @@ def layout(**_query: Any) -> html.Div:
     prevent_initial_call=True,
 )
 def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         path, name, note = services.export_graph(sessions.session_folder(session_id), fmt, threshold, module)
     except ui.EXPECTED_ERRORS as exc:
@@ -83,6 +84,7 @@ def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_i
     prevent_initial_call=True,
 )
 def download_model(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         path, name = services.model_download(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:

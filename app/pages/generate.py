@@ -52,6 +52,7 @@ def layout(**_query: Any) -> html.Div:
     prevent_initial_call=True,
 )
 def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, session_id: str | None) -> Any:
+    ui.require_click(_clicks)
     try:
         generated = services.sample(sessions.session_folder(session_id), length, seed, prefix)
     except ui.EXPECTED_ERRORS as exc:
@@ -67,6 +68,7 @@ def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, sess
     prevent_initial_call=True,
 )
 def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> Any:
+    ui.require_click(_clicks)
     try:
         result = services.score(sessions.session_folder(session_id), raw_text)
     except ui.EXPECTED_ERRORS as exc:

@@ -110,6 +110,7 @@ def show_model(session_id: str | None, _version: Any) -> tuple[Any, Any, Any]:
     prevent_initial_call=True,
 )
 def load_model(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(contents)
     try:
         text = services.load_model_upload(sessions.session_folder(session_id), contents, filename)
     except ui.EXPECTED_ERRORS as exc:
@@ -125,6 +126,7 @@ def load_model(contents: str | None, filename: str | None, session_id: str | Non
     prevent_initial_call=True,
 )
 def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         text = services.undo_model(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
@@ -140,6 +142,7 @@ def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     prevent_initial_call=True,
 )
 def download(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         path, name = services.model_download(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:

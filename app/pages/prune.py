@@ -64,6 +64,7 @@ def show_threshold(value: Any) -> str:
     prevent_initial_call=True,
 )
 def sweep(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         result = services.prune_sweep(sessions.session_folder(session_id))
         selected = services.threshold_from_slider(value)
@@ -85,6 +86,7 @@ def sweep(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any,
     prevent_initial_call=True,
 )
 def apply(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         text = services.apply_prune(sessions.session_folder(session_id), value)
     except ui.EXPECTED_ERRORS as exc:

@@ -147,6 +147,7 @@ def layout(**_query: Any) -> html.Div:
     prevent_initial_call=True,
 )
 def upload_corpus(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(contents)
     try:
         info = services.store_corpus(sessions.session_folder(session_id), contents, filename)
     except ui.EXPECTED_ERRORS as exc:
@@ -162,6 +163,7 @@ def upload_corpus(contents: str | None, filename: str | None, session_id: str | 
     prevent_initial_call=True,
 )
 def sample_corpus(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
     try:
         info = services.use_sample_corpus(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
@@ -250,6 +252,7 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
 def train(set_progress: Any, _clicks: int | None, session_id: str | None, *values: Any) -> dict[str, str]:
     """The background job: runs in a separate process (diskcache) or on a Celery worker and returns a small key
     and message; the model itself goes to the session folder."""
+    ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
         options = jobs.options_from_form(form_values(values))
@@ -285,6 +288,7 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any]:
 )
 def cancel(_clicks: int | None, session_id: str | None) -> Any:
     """Write the cancel flag (the engine stops within an iteration even where the job cannot be killed)."""
+    ui.require_click(_clicks)
     try:
         return ui.message(jobs.request_cancel(sessions.session_folder(session_id)))
     except ui.EXPECTED_ERRORS as exc:
