@@ -310,14 +310,26 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     }
     if model.counts is not None:
         arrays["counts"] = np.asarray(model.counts)
-    header["arrays"] = sorted(arrays)
-    arrays["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
+    write_npz_atomic(path, arrays, header, compressed=True)
+
+
+def write_npz_atomic(
+    path: str | os.PathLike[str], arrays: dict[str, np.ndarray], header: dict[str, Any], compressed: bool = True
+) -> None:
+    """Write ``arrays`` plus ``header`` (strict JSON, its ``arrays`` entry listing the array names, stored as the
+    uint8 array ``header_json``) as one ``.npz`` without pickle. The file is written under a temporary name in the
+    same folder and renamed over ``path``, so a failure leaves an existing file intact. Every model file of the
+    project (dense, sparse, peer learners) is written by this function."""
+    path = Path(path)
+    payload = dict(arrays)
+    header = dict(header) | {"arrays": sorted(payload)}
+    payload["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.savez_compressed(handle, **arrays)
+            (np.savez_compressed if compressed else np.savez)(handle, **payload)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a model file gets the usual permissions

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import numpy as np
 from engine import inference
 from engine.kernels import cpu
 from engine.kernels import sparse_cpu as kernels
-from engine.model import CHMM, BlockLayout, ModelFormatError
+from engine.model import CHMM, BlockLayout, ModelFormatError, write_npz_atomic
 
 SPARSE_FORMAT = "chmm-explorer-sparse-model"
 SPARSE_FORMAT_VERSION = 1
@@ -588,21 +587,8 @@ def save(model: SparseCHMM, path: str | os.PathLike[str]) -> None:
     }
     if model.counts is not None:
         arrays["counts"] = model.counts
-    header["arrays"] = sorted(arrays)
-    from engine.model import _json_safe
-
-    arrays["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # uncompressed: a 30,000-state model's arrays are hundreds of MB, and zlib would take minutes
+    write_npz_atomic(path, arrays, header, compressed=False)
 
 
 def is_sparse_file(path: str | os.PathLike[str]) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,22 +52,10 @@ def bits_per_symbol(learner: PeerLearner, x: np.ndarray) -> float:
 def save_arrays(path: str | os.PathLike[str], kind: str, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> None:
     """Write ``arrays`` and a JSON ``header`` (plain types only) as one ``.npz`` (no pickle), atomically: a temporary
     file in the same folder is renamed over ``path``, so a failure leaves an existing file intact."""
-    path = Path(path)
+    from engine.model import write_npz_atomic
+
     full = {"format": PEER_FORMAT, "format_version": PEER_FORMAT_VERSION, "kind": kind, **header}
-    payload = dict(arrays)
-    full["arrays"] = sorted(payload)
-    payload["header_json"] = np.frombuffer(json.dumps(full, allow_nan=False).encode("utf-8"), np.uint8)
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez_compressed(handle, **payload)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_npz_atomic(path, arrays, full, compressed=True)
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
