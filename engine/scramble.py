@@ -34,6 +34,7 @@ from numba import njit
 
 from engine import text
 from engine.inference import Evidence, viterbi
+from engine.kernels.cpu import backtrack_slots, rescale_position
 from engine.model import CHMM
 
 __all__ = [
@@ -239,21 +240,8 @@ def _lattice_viterbi(
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)
-        for c in range(node_ptr[n], node_ptr[n + 1]):
-            out = slot_offset[c]
-            for v in range(n_clones[node_symbol[c]]):
-                delta[out + v] /= best
-    slot = -1
-    top = -1.0
-    for c in range(node_ptr[n_steps - 1], node_ptr[n_steps]):
-        out = slot_offset[c]
-        for v in range(n_clones[node_symbol[c]]):
-            if delta[out + v] > top:
-                top = delta[out + v]
-                slot = out + v
-    for n in range(n_steps - 1, -1, -1):
-        path_slot[n] = slot
-        slot = backpointer[slot]
+        rescale_position(delta, node_ptr, node_symbol, n_clones, slot_offset, n, best)
+    backtrack_slots(delta, node_ptr, node_symbol, n_clones, slot_offset, backpointer, path_slot)
     return log_scale
 
 

@@ -283,6 +283,46 @@ def accumulate_counts_loop(
 
 
 @njit(**_FLAGS)
+def rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, n, best):
+    """Divide the max-product messages of position ``n`` (all its candidates' slots) by ``best``."""
+    for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+        out = state_offsets[c]
+        for v in range(n_clones[evidence_symbol[c]]):
+            delta[out + v] /= best
+
+
+@njit(**_FLAGS)
+def backtrack_slots(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, backpointer, path_slot):
+    """The MAP path as candidate slots: the first slot of the last position with the largest delta, then the
+    back-pointers. Shared by the dense, sparse and scrambled-text Viterbi kernels."""
+    n_steps = evidence_ptr.shape[0] - 1
+    slot = -1
+    top = -1.0
+    for c in range(evidence_ptr[n_steps - 1], evidence_ptr[n_steps]):
+        out = state_offsets[c]
+        for v in range(n_clones[evidence_symbol[c]]):
+            if delta[out + v] > top:
+                top = delta[out + v]
+                slot = out + v
+    for n in range(n_steps - 1, -1, -1):
+        path_slot[n] = slot
+        slot = backpointer[slot]
+
+
+@njit(**_FLAGS)
+def slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path):
+    """Global clone of each position's path slot (the candidate that holds the slot, and its clone)."""
+    for n in range(path_slot.shape[0]):
+        slot = path_slot[n]
+        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
+            s = evidence_symbol[c]
+            base = state_offsets[c]
+            if base <= slot < base + n_clones[s]:
+                path[n] = clone_start[s] + slot - base
+                break
+
+
+@njit(**_FLAGS)
 def viterbi_pass(
     T,
     pi,
@@ -368,30 +408,10 @@ def viterbi_pass(
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)
-        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
-            out = state_offsets[c]
-            for v in range(n_clones[evidence_symbol[c]]):
-                delta[out + v] /= best
-    # the final argmax: the candidate clone holding delta == 1 (first such)
-    last = -1
-    top = -1.0
-    for c in range(evidence_ptr[n_steps - 1], evidence_ptr[n_steps]):
-        out = state_offsets[c]
-        for v in range(n_clones[evidence_symbol[c]]):
-            if delta[out + v] > top:
-                top = delta[out + v]
-                last = out + v
-    # map candidate-clone slots back to global clones while following the back-pointers
-    slot = last
-    for n in range(n_steps - 1, -1, -1):
-        # find the candidate that holds this slot
-        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
-            s = evidence_symbol[c]
-            base = state_offsets[c]
-            if base <= slot < base + n_clones[s]:
-                path[n] = clone_start[s] + slot - base
-                break
-        slot = backpointer[slot]
+        rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, n, best)
+    path_slot = np.empty(n_steps, dtype=np.int64)
+    backtrack_slots(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, backpointer, path_slot)
+    slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
     return log_scale
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from engine.kernels.cpu import backtrack_slots, rescale_position, slots_to_clones
+
 _FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
 _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
@@ -264,27 +266,10 @@ def viterbi_pass(
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)
-        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
-            out = state_offsets[c]
-            for v in range(n_clones[evidence_symbol[c]]):
-                delta[out + v] /= best
-    last = -1
-    top = -1.0
-    for c in range(evidence_ptr[n_steps - 1], evidence_ptr[n_steps]):
-        out = state_offsets[c]
-        for v in range(n_clones[evidence_symbol[c]]):
-            if delta[out + v] > top:
-                top = delta[out + v]
-                last = out + v
-    slot = last
-    for n in range(n_steps - 1, -1, -1):
-        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
-            s = evidence_symbol[c]
-            base = state_offsets[c]
-            if base <= slot < base + n_clones[s]:
-                path[n] = clone_start[s] + slot - base
-                break
-        slot = backpointer[slot]
+        rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, n, best)
+    path_slot = np.empty(n_steps, dtype=np.int64)
+    backtrack_slots(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, backpointer, path_slot)
+    slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
     return log_scale
 
 
