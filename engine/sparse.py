@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from engine import inference
-from engine.kernels import cpu
 from engine.kernels import sparse_cpu as kernels
 from engine.model import CHMM, BlockLayout, ModelFormatError, write_npz_atomic
 
@@ -230,65 +229,70 @@ def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None)
 
 @dataclass
 class SequencePlan:
-    """What the sparse E-step reuses across EM iterations on one sequence: message offsets, the steps of each
-    block, and message buffers."""
+    """What the sparse E-step reuses across EM iterations on one sequence: message offsets, the blocks the
+    sequence uses, and the alpha buffer."""
 
     offsets: np.ndarray
-    step_order: np.ndarray
-    block_step_ptr: np.ndarray
+    touched: np.ndarray
     alpha: np.ndarray
-    beta: np.ndarray
 
     @staticmethod
     def build(layout: BlockLayout, x: np.ndarray, dtype: Any) -> SequencePlan:
         offsets = inference.sequential_offsets(layout, x)
         pair = layout.block_index[x[:-1], x[1:]]
-        step_order = np.argsort(pair, kind="stable")
-        valid = pair[step_order] >= 0
-        step_order = step_order[valid]
-        block_step_ptr = np.concatenate([[0], np.cumsum(np.bincount(pair[pair >= 0], minlength=layout.n_blocks))])
-        size = int(offsets[-1])
-        return SequencePlan(
-            offsets, step_order, block_step_ptr.astype(np.int64), np.empty(size, dtype), np.empty(size, dtype)
-        )
+        touched = np.bincount(pair[pair >= 0], minlength=layout.n_blocks) > 0
+        return SequencePlan(offsets, touched, np.empty(int(offsets[-1]), dtype))
 
 
 def e_step(
     model: SparseCHMM, x: np.ndarray, plan: SequencePlan | None = None, initial: np.ndarray | None = None
 ) -> inference.EStepResult:
     """Expected transition counts sum_n xi(n) per stored entry (float64), the E-step of the paper's EM in
-    O(non-zeros) per step; the forward and backward passes run concurrently on two threads, the counts in
-    parallel over blocks. Same semantics as :func:`engine.inference.e_step`."""
+    O(non-zeros) per step: a forward pass that stores alpha, then the backward pass fused with the counts
+    (:func:`engine.kernels.sparse_cpu.backward_counts`: each product T_uv beta(n+1)_v serves both). Same semantics
+    as :func:`engine.inference.e_step`; no beta messages are stored."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if len(x) < 2:
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     plan = SequencePlan.build(layout, x, model.data.dtype) if plan is None else plan
-    alpha, beta, offsets = plan.alpha, plan.beta, plan.offsets
+    alpha, offsets = plan.alpha, plan.offsets
     predictive = np.empty(len(x))
     start = (model.pi if initial is None else np.asarray(initial)).astype(np.float64)
-    pool = inference._executor()
-    job = pool.submit(
-        kernels.forward_pass,
+    zero_events = int(
+        kernels.forward_pass(
+            model.indptr,
+            model.indices,
+            model.data,
+            model.row_base,
+            start,
+            x,
+            layout.n_clones,
+            layout.clone_start,
+            layout.block_index,
+            alpha,
+            offsets,
+            predictive,
+        )
+    )
+    counts = np.zeros(model.data.size)
+    m_first = layout.n_clones[x[0]]
+    beta_first = np.zeros(m_first)
+    kernels.backward_counts(
         model.indptr,
         model.indices,
         model.data,
         model.row_base,
-        start,
         x,
         layout.n_clones,
-        layout.clone_start,
         layout.block_index,
         alpha,
         offsets,
         predictive,
+        counts,
+        beta_first,
     )
-    kernels.backward_pass(
-        model.indptr, model.indices, model.data, model.row_base, x, layout.n_clones, layout.block_index, beta, offsets
-    )
-    zero_events = int(job.result())
-    m_first = layout.n_clones[x[0]]
-    g = alpha[offsets[0] : offsets[0] + m_first].astype(np.float64) * beta[offsets[0] : offsets[0] + m_first]
+    g = alpha[offsets[0] : offsets[0] + m_first].astype(np.float64) * beta_first
     gamma_first = np.zeros(layout.n_states)
     if g.sum() > 0:
         gamma_first[layout.clone_start[x[0]] : layout.clone_start[x[0]] + m_first] = g / g.sum()
@@ -298,29 +302,8 @@ def e_step(
     last_alpha[layout.clone_start[x[last]] : layout.clone_start[x[last]] + m_last] = alpha[
         offsets[last] : offsets[last] + m_last
     ]
-    weights = np.empty(len(x) - 1)
-    cpu.pair_weights(x, layout.n_clones, predictive, alpha, offsets, beta, offsets, weights, False)
-    counts = np.zeros(model.data.size)
-    kernels.accumulate_counts(
-        model.indptr,
-        model.indices,
-        model.data,
-        model.row_base,
-        layout.block_pairs,
-        layout.n_clones,
-        plan.step_order,
-        plan.block_step_ptr,
-        x,
-        alpha,
-        offsets,
-        beta,
-        offsets,
-        weights,
-        counts,
-    )
     ll = -np.inf if zero_events else float(np.sum(np.log(predictive)))
-    touched = np.diff(plan.block_step_ptr) > 0
-    return inference.EStepResult(counts, gamma_first, ll, zero_events, last_alpha, touched)
+    return inference.EStepResult(counts, gamma_first, ll, zero_events, last_alpha, plan.touched)
 
 
 def normalise(model: SparseCHMM, values: np.ndarray, pseudocount: float) -> np.ndarray:

@@ -10,7 +10,7 @@ at ``offsets[n]`` with ``n_clones[x[n]]`` entries), so the dense engine's helper
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from engine.kernels.cpu import backtrack_slots, rescale_position, slots_to_clones
 
@@ -86,84 +86,65 @@ def forward_pass(
 
 
 @njit(**_FAST)
-def backward_pass(indptr, indices, data, row_base, x, n_clones, block_index, store, offsets):
-    """Backward pass beta(n) = T(x_n, x_{n+1}) beta(n+1), each message normalised to sum 1 (semantics of
-    ``engine.kernels.cpu.backward_pass``): a gather over each CSR row."""
+def backward_counts(
+    indptr, indices, data, row_base, x, n_clones, block_index, alpha, offsets, predictive, counts, beta_first
+):
+    """The backward pass fused with the expected counts, after a forward pass that stored alpha and predictive.
+
+    Going back from n = N-2, with beta(n+1) at hand: w_n = 1 / (predictive[n+1] <alpha(n+1), beta(n+1)>) (0 at a
+    zero-probability step, see ``engine.kernels.cpu.pair_weights``), and for every stored entry e = (u, v) of the
+    block of (x_n, x_{n+1}) the product p = T_uv beta(n+1)_v serves twice: beta(n)_u = sum_v p (then normalised) and
+    counts[e] += w_n alpha(n)_u p. One sweep over the entries instead of two, and no stored beta. ``beta_first``
+    receives beta(0) (normalised)."""
     n_steps = x.shape[0]
     width = 0
     for s in range(n_clones.shape[0]):
         width = max(width, n_clones[s])
-    beta = np.zeros(width, dtype=data.dtype)
+    beta = np.zeros(width, dtype=np.float64)
     nxt = np.zeros(width, dtype=np.float64)
     j = x[n_steps - 1]
     m_j = n_clones[j]
     for v in range(m_j):
         beta[v] = 1.0 / m_j
-        store[offsets[n_steps - 1] + v] = beta[v]
     for n in range(n_steps - 2, -1, -1):
         i = x[n]
         m_i = n_clones[i]
         k = block_index[i, j]
+        # the normaliser of xi(n)
+        a1 = offsets[n + 1]
+        dot = 0.0
+        for v in range(m_j):
+            dot += alpha[a1 + v] * beta[v]
+        total_xi = predictive[n + 1] * dot
+        w = 1.0 / total_xi if total_xi > 0.0 else 0.0
         total = 0.0
         if k >= 0:
             base = row_base[k]
+            a0 = offsets[n]
             for u in range(m_i):
-                s = 0.0
-                for e in range(indptr[base + u], indptr[base + u + 1]):
-                    s += data[e] * beta[indices[e]]
-                nxt[u] = s
-                total += s
-        out = offsets[n]
+                a = alpha[a0 + u] * w
+                acc = 0.0
+                if a != 0.0:
+                    for e in range(indptr[base + u], indptr[base + u + 1]):
+                        product = data[e] * beta[indices[e]]
+                        acc += product
+                        counts[e] += a * product
+                else:
+                    for e in range(indptr[base + u], indptr[base + u + 1]):
+                        acc += data[e] * beta[indices[e]]
+                nxt[u] = acc
+                total += acc
         if total > 0.0:
             scale = 1.0 / total
             for u in range(m_i):
                 beta[u] = nxt[u] * scale
-                store[out + u] = beta[u]
         else:
             for u in range(m_i):
                 beta[u] = 1.0 / m_i
-                store[out + u] = beta[u]
         j = i
         m_j = m_i
-
-
-@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
-def accumulate_counts(
-    indptr,
-    indices,
-    data,
-    row_base,
-    block_pairs,
-    n_clones,
-    step_order,
-    block_step_ptr,
-    x,
-    alpha,
-    alpha_offsets,
-    beta,
-    beta_offsets,
-    weights,
-    counts,
-):
-    """counts[e] += w_n alpha(n)_u T_uv beta(n+1)_v for every step n and every stored entry e = (u, v) of its block:
-    the expected transition counts sum_n xi(n), in O(non-zeros) per step. Blocks are shared out over the threads
-    (each block's steps are listed by ``step_order[block_step_ptr[k]:block_step_ptr[k + 1]]``), so no two threads
-    write the same count."""
-    for k in prange(block_pairs.shape[0]):
-        m_i = n_clones[block_pairs[k, 0]]
-        base = row_base[k]
-        for t in range(block_step_ptr[k], block_step_ptr[k + 1]):
-            n = step_order[t]
-            w = weights[n]
-            if w == 0.0:
-                continue
-            a0 = alpha_offsets[n]
-            b0 = beta_offsets[n + 1]
-            for u in range(m_i):
-                a = alpha[a0 + u] * w
-                if a != 0.0:
-                    for e in range(indptr[base + u], indptr[base + u + 1]):
-                        counts[e] += a * data[e] * beta[b0 + indices[e]]
+    for u in range(m_j):
+        beta_first[u] = beta[u]
 
 
 @njit(**_FLAGS)
