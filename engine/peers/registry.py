@@ -219,6 +219,7 @@ def train_peer_text(
             "test_fraction": test_fraction,
             "max_train": max_train,
             "refit": refit,
+            "requested_options": _plain(options),
             "options": _plain(learner_options(learner)),
         },
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
