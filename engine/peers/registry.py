@@ -13,9 +13,10 @@ validation chose. ``validation_bps`` is always the held-out figure of the select
 holds the normalisation, vocabulary and alphabet, so :func:`score_peer_text` treats new text as training did.
 
 Default sizes (:data:`DEFAULT_OPTIONS`) and their cost on ``carroll-alice.txt`` (106,910 training symbols, 2 CPU
-cores shared): the n-gram 1 s, the PDFA 10 s, the HMM with 100 states about 1 s per EM iteration (at most 50, plus
-the refit) and the DenseHMM with 100 states and l = 16 about the same; every default run finishes within about
-two minutes.
+cores shared), measured with the refit: the n-gram 0.4 s (test BPS 1.505), the PDFA 4 s (1.688), the HMM with 100
+states 50 s (2.232; about 0.5 s per EM iteration, 50 at most, plus the refit) and the DenseHMM with 100 states and
+l = 16 49 s (2.373); a CHMM of 1,000 clones by online EM takes 10 s (1.618). Larger settings are in
+``bench/bench_peers.py``.
 """
 
 from __future__ import annotations
