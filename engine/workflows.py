@@ -378,6 +378,13 @@ def load_model(path: str | Path) -> CHMM:
     foreign file)."""
     if Path(path).is_file() and sparse_mod.is_sparse_file(path):
         return sparse_mod.load(path)  # type: ignore[return-value]
+    from engine.peers.base import read_header
+
+    peer = read_header(path) if Path(path).is_file() else None
+    if peer is not None:
+        raise model_io.ModelFormatError(
+            f"{path}: a {peer.get('kind')!r} peer-learner model; only `chmm score` reads those (this needs a CHMM)"
+        )
     return model_io.load(path)
 
 

@@ -201,3 +201,12 @@ def test_score_any_reads_chmm_files_too(tmp_path: Path, capsys) -> None:
     assert not registry.is_peer(model) and registry.learner_kind(model) == "chmm"
     code, out, _ = run_cli(["score", path, BLAKE, "--json"], capsys)
     assert code == 0 and "learner" not in last_json(out)
+
+
+def test_chmm_only_commands_name_the_peer_file_they_were_given(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "ngram.npz"
+    code, _, _ = run_cli(["train", BLAKE, "-o", path, "--learner", "ngram", "--quiet"], capsys)
+    assert code == 0
+    expect_error(["sample", path, "--length", "20"], capsys, "'ngram' peer-learner model")
+    expect_error(["prune", path, "-o", tmp_path / "p.npz", "--threshold", "1e-3"], capsys, "only `chmm score`")
+    assert not (tmp_path / "p.npz").exists()

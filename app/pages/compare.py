@@ -102,6 +102,7 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
 def run(set_progress: Any, _clicks: int | None, session_id: str | None, learners: Any, corpus: Any) -> dict[str, str]:
     """The background job: trains the picked learners; the figures go to the session folder, the page gets a
     status and a message."""
+    ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
@@ -143,6 +144,7 @@ def show(result: dict[str, str] | None, session_id: str | None) -> tuple[Any, ..
 )
 def cancel(_clicks: int | None, session_id: str | None) -> Any:
     """Write the cancel flag (the job stops before the next learner even where it cannot be killed)."""
+    ui.require_click(_clicks)
     try:
         return ui.message(compare.request_cancel(sessions.session_folder(session_id)))
     except ui.EXPECTED_ERRORS as exc:
