@@ -205,6 +205,10 @@ class _Progress:
     def write(self) -> None:
         with self.lock:
             self.state["updated"] = time.time()
+            if self.state["status"] == RUNNING and (self.path.parent / sessions.CANCEL).exists():
+                # a cancel request has already marked progress.json cancelled: never write it back as running
+                # (a job killed before it finishes would otherwise leave "running" behind)
+                self.state["status"] = CANCELLED
             _write_json(self.path, self.state)
 
     def update(self, **changes: Any) -> None:
