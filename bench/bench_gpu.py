@@ -165,70 +165,160 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
     return rows
 
 
-def table4(
-    states: int, names: list[str], online_epochs: int, em_iterations: int, pseudocount: float, refit: bool
-) -> list[dict]:
-    """The paper's protocol on the GPU: online EM, then batch EM with early stopping on validation; test BPS."""
+def _stage(path: Path | None, label: str, run):
+    """One stage of the Table-4 protocol: its model and figures from ``path`` (+ ``.json``) when an earlier call
+    left them there, else ``run()`` (a TrainOutcome) saved there. Returns (model, summary)."""
+    from engine.workflows import load_model, save_model
+
+    figures = path.with_suffix(".json") if path is not None else None
+    if path is not None and path.is_file() and figures.is_file():
+        print(f"{label}: resumed from {path}", flush=True)
+        return load_model(path), json.loads(figures.read_text())
+    outcome = run()
+    if outcome.result.stopped in ("cancelled", "failed"):
+        raise SystemExit(f"{label} stopped: {outcome.result.stopped} {outcome.result.error or ''}")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_model(outcome.model, path)
+        figures.write_text(json.dumps(outcome.summary))
+    return outcome.model, outcome.summary
+
+
+def table4_corpus(
+    name: str,
+    states: int,
+    online_epochs: int,
+    em_iterations: int,
+    pseudocount: float,
+    refit: bool,
+    backend: str,
+    checkpoints: Path | None,
+    deadline: float,
+) -> dict | None:
+    """The paper's protocol on one corpus: online EM, then batch EM from the online model with early stopping on
+    validation, then (``refit``) batch EM from the same online model on training + validation text for the number
+    of iterations validation chose. Each stage's model is saved under ``checkpoints`` and a later call resumes from
+    the last finished stage; no stage starts after ``deadline`` (time.perf_counter() seconds): returns None then."""
     from engine.workflows import TrainOptions, train_text
 
-    rows = []
-    for name in names:
-        raw = text.read_text(CORPORA / f"{name}.txt")
-        t0 = time.perf_counter()
-        online = train_text(
+    raw = text.read_text(CORPORA / f"{name}.txt")
+    prefix = checkpoints / f"{name}-{states}" if checkpoints is not None else None
+
+    def where(stage: str) -> Path | None:
+        return prefix.with_name(f"{prefix.name}-{stage}.npz") if prefix is not None else None
+
+    def options(**changes) -> TrainOptions:
+        base = dict(states=states, algorithm="em", pseudocount=pseudocount, backend=backend, refit=False)
+        return TrainOptions(**(base | changes))
+
+    def printer(stage: str):
+        return lambda record: print(name, stage, tuple(round(v, 4) for v in record), flush=True)
+
+    def out_of_time(stage: str) -> bool:
+        if time.perf_counter() < deadline:
+            return False
+        print(f"{name}: time budget spent before the {stage} stage; run the same command again to resume", flush=True)
+        return True
+
+    if out_of_time("online"):
+        return None
+    online, online_summary = _stage(
+        where("online"),
+        f"{name} online",
+        lambda: train_text(
             raw,
-            TrainOptions(
-                states=states,
-                algorithm="online",
-                iterations=online_epochs,
-                batch_size=10_000,
-                pseudocount=pseudocount,
-                backend="gpu",
-                refit=False,
+            options(algorithm="online", iterations=online_epochs, batch_size=10_000),
+            callback=printer("online"),
+        ),
+    )
+    if out_of_time("selection"):
+        return None
+    selected, selected_summary = _stage(
+        where("selected"),
+        f"{name} selection",
+        lambda: train_text(raw, options(iterations=em_iterations), callback=printer("em"), initial_model=online),
+    )
+    final, final_summary = selected, selected_summary
+    best = int(selected_summary["best_iteration"])
+    if refit and best > 0:
+        if out_of_time("refit"):
+            return None
+        # validation share 0: training + validation text is the training text; the same start (the online model
+        # extended with the same seed) as train_text's own refit, and no early stop
+        final, final_summary = _stage(
+            where("refit"),
+            f"{name} refit",
+            lambda: train_text(
+                raw,
+                options(iterations=best, validation=0.0, tolerance=0.0),
+                callback=printer("refit"),
+                initial_model=online,
             ),
-            callback=lambda record, name=name: print(name, "online", tuple(round(v, 4) for v in record), flush=True),
         )
-        outcome = train_text(
-            raw,
-            TrainOptions(
-                states=states,
-                algorithm="em",
-                iterations=em_iterations,
-                pseudocount=pseudocount,
-                backend="gpu",
-                refit=refit,
-            ),
-            callback=lambda record, name=name: print(name, "em", tuple(round(v, 4) for v in record), flush=True),
-            initial_model=online.model,
-        )
-        seconds = time.perf_counter() - t0
+    row = {
+        "corpus": name,
+        "states": states,
+        "test_bps": final_summary["test_bps"],
+        "paper": PAPER_TABLE4.get(name, float("nan")),
+        "online_test_bps": online_summary["test_bps"],
+        "selection_validation_bps": selected_summary["validation_bps"],
+        "seconds": online_summary["seconds"]
+        + selected_summary["seconds"]
+        + (final_summary["seconds"] if final is not selected else 0.0),
+        "em_iterations": selected_summary["iterations"],
+        "best_iteration": best,
+        "refit_iterations": best if final is not selected else 0,
+        "online_epochs": online_summary["iterations"],
+        "backend": backend,
+    }
+    if backend == "gpu":
         from engine import gpu
 
-        half = gpu.GpuEngine(outcome.model.layout, "float16")
-        weight = float(outcome.model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
-        test_bps_half = half.score(half.upload(outcome.model), outcome.corpus.test, weight).bps
-        row = {
-            "corpus": name,
-            "states": states,
-            "test_bps": outcome.summary["test_bps"],
-            "paper": PAPER_TABLE4[name],
-            "online_test_bps": online.summary["test_bps"],
-            "test_bps_float16_pass": test_bps_half,
-            "seconds": seconds,
-            "em_iterations": outcome.summary["iterations"],
-            "online_epochs": online.summary["iterations"],
-        }
+        half = gpu.GpuEngine(final.layout, "float16")
+        corpus = text.prepare_corpus(
+            raw,
+            normalisation=final.metadata.get("normalisation", "paper"),
+            name=name,
+            fixed_alphabet=(final.symbols, final.metadata.get("vocabulary")),
+        )
+        weight = float(final.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        row["test_bps_float16_pass"] = half.score(half.upload(final), corpus.test, weight).bps
+    return row
+
+
+def table4(
+    states: int,
+    names: list[str],
+    online_epochs: int,
+    em_iterations: int,
+    pseudocount: float,
+    refit: bool,
+    backend: str = "gpu",
+    checkpoints: Path | None = None,
+    budget_seconds: float | None = None,
+) -> list[dict]:
+    """The paper's protocol (see :func:`table4_corpus`) on each corpus; prints test BPS beside the paper's Table 4.
+    With ``budget_seconds``, no stage starts once that much time has passed (resume with the same command)."""
+    deadline = time.perf_counter() + budget_seconds if budget_seconds else float("inf")
+    rows = []
+    for name in names:
+        row = table4_corpus(
+            name, states, online_epochs, em_iterations, pseudocount, refit, backend, checkpoints, deadline
+        )
+        if row is None:
+            break
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(
-        "| corpus | states | test BPS (ours, GPU) | paper Table 4 | after online EM | epochs + EM iterations | "
+        "| corpus | states | test BPS (ours) | paper Table 4 | after online EM | epochs + EM iterations (+ refit) | "
         "seconds |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---:|---:|---:|---:|---|---:|")
     for r in rows:
         print(
             f"| {r['corpus']} | {r['states']:,} | {r['test_bps']:.3f} | {r['paper']:.2f} | "
-            f"{r['online_test_bps']:.3f} | {r['online_epochs']} + {r['em_iterations']} | {r['seconds']:.0f} |"
+            f"{r['online_test_bps']:.3f} | {r['online_epochs']} + {r['em_iterations']} (+{r['refit_iterations']}) | "
+            f"{r['seconds']:.0f} |"
         )
     return rows
 
@@ -243,6 +333,11 @@ def main() -> None:
     parser.add_argument("--em-iterations", type=int, default=30)
     parser.add_argument("--pseudocount", type=float, default=1e-6)
     parser.add_argument("--refit", action="store_true", help="the paper's refit on training + validation text")
+    parser.add_argument("--backend", default="gpu", help="--table4 only: gpu (default) or cpu (to check the protocol)")
+    parser.add_argument(
+        "--checkpoints", type=Path, help="--table4: save each stage's model here and resume from the last one saved"
+    )
+    parser.add_argument("--budget-seconds", type=float, help="--table4: start no stage after this many seconds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict = {}
@@ -250,7 +345,15 @@ def main() -> None:
         results["speed"] = speed(args.states, args.cpu)
     if args.table4:
         results["table4"] = table4(
-            args.table4, args.corpora_names, args.online_epochs, args.em_iterations, args.pseudocount, args.refit
+            args.table4,
+            args.corpora_names,
+            args.online_epochs,
+            args.em_iterations,
+            args.pseudocount,
+            args.refit,
+            args.backend,
+            args.checkpoints,
+            args.budget_seconds,
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
