@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import html
+from dash import dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import services, sessions
@@ -23,6 +23,17 @@ def message(text: str, kind: str = "info") -> html.Div:
 
 def error_message(exc: BaseException) -> html.Div:
     return message(services.describe_error(exc), "error")
+
+
+def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    """The (download data, message) pair of a "download the current model" button: the session's current model file
+    as a download, or an error message (and no download)."""
+    require_click(clicks)
+    try:
+        path, name = services.model_download(sessions.session_folder(session_id))
+    except EXPECTED_ERRORS as exc:
+        return no_update, error_message(exc)
+    return dcc.send_file(str(path), filename=name), no_update
 
 
 def card(title: str, *children: Any, **kwargs: Any) -> html.Section:

@@ -141,10 +141,5 @@ def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def download(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        path, name = services.model_download(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return no_update, ui.error_message(exc)
-    return dcc.send_file(str(path), filename=name), no_update
+def download(clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    return ui.send_current_model(clicks, session_id)
