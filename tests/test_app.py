@@ -7,21 +7,19 @@ what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from support import SHORT_TEXT, data_uri
 
 from app import config, figures, jobs, services, sessions
 from app.services import UserError
 from engine import workflows
 from engine.text import CorpusError
 
-ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
-SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
 TINY = {
     "states": 60,
     "allocation": "ngram",
@@ -35,28 +33,10 @@ TINY = {
 }
 
 
-def data_uri(data: bytes, mime: str = "text/plain") -> str:
-    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
-
-
 @pytest.fixture(autouse=True)
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "data"
-    monkeypatch.setenv("CHMM_DATA_DIR", str(root))
-    for name in ("CHMM_MAX_UPLOAD_MB", "CHMM_MAX_TRAIN_MB", "CHMM_START_MODEL", "REDIS_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return root
-
-
-@pytest.fixture
-def folder() -> Path:
-    return sessions.session_folder(sessions.new_session_id())
-
-
-@pytest.fixture
-def with_corpus(folder: Path) -> Path:
-    services.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
-    return folder
+def _isolated(data_dir: Path) -> Path:
+    """Every test in its own data folder."""
+    return data_dir
 
 
 def current_bytes(folder: Path) -> bytes:

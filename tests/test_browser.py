@@ -18,16 +18,27 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import (  # support imports no browser package
+    CHROMEDRIVER,
+    CHROMIUM,
+    HEIGHT,
+    SHORT_TEXT,
+    WIDTH,
+    assert_no_errors,
+    chrome_options,
+    graph_points,
+    open_page,
+    session_folder,
+    set_number,
+    wait_idle,
+    wait_until,
+)
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-CHROMEDRIVER = shutil.which("chromedriver")
 if not CHROMIUM or not CHROMEDRIVER:
     pytest.skip(
         "browser tests need Chromium and its driver (apt-get install chromium chromium-driver)", allow_module_level=True
@@ -36,9 +47,6 @@ pytest.importorskip("selenium", reason="browser tests need dash[testing] (pip in
 
 from dash.testing.application_runners import ThreadedRunner  # noqa: E402
 from dash.testing.composite import DashComposite  # noqa: E402
-from selenium.webdriver import ChromeOptions  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
 from engine import workflows  # noqa: E402
@@ -48,19 +56,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),  # selenium 4.2 on urllib3 2
 ]
 
-WIDTH, HEIGHT = 1400, 1000
 MAX_SHOT_HEIGHT = 1600
-CHROME_ARGUMENTS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    f"--window-size={WIDTH},{HEIGHT}",
-]
-ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
-SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
 JOB_TIMEOUT = 60  # seconds for a background job (training, Infomap) to report back
 
 
@@ -97,15 +93,6 @@ def server(dash_app: Any) -> Iterator[ThreadedRunner]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "data"
-    monkeypatch.setenv("CHMM_DATA_DIR", str(root))
-    for name in ("CHMM_MAX_UPLOAD_MB", "CHMM_MAX_TRAIN_MB", "CHMM_START_MODEL", "REDIS_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return root
-
-
-@pytest.fixture
 def screenshot(tmp_path: Path) -> Callable[..., Path]:
     folder = Path(os.environ.get("CHMM_SCREENSHOT_DIR") or tmp_path / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
@@ -134,10 +121,7 @@ def screenshot(tmp_path: Path) -> Callable[..., Path]:
 def browser(server: ThreadedRunner, data_dir: Path, tmp_path: Path) -> Iterator[DashComposite]:
     """A fresh headless Chromium on the app's start page; the test fails on any severe console message or Dash
     renderer error at its end."""
-    options = ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in CHROME_ARGUMENTS:
-        options.add_argument(argument)
+    options = chrome_options()
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     with DashComposite(
@@ -157,71 +141,6 @@ def browser(server: ThreadedRunner, data_dir: Path, tmp_path: Path) -> Iterator[
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def wait_idle(browser: DashComposite, timeout: float = 20) -> None:
-    """Until the renderer has no callback in flight."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if browser._wait_for_callbacks():  # noqa: SLF001 - dash.testing's own check (redux store)
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"callbacks still pending after {timeout} s: {browser.redux_state_rqs}")
-
-
-def assert_no_errors(browser: DashComposite) -> None:
-    """No severe console message (a failed request, a JavaScript error) and no error in the Dash renderer's store
-    (what the dev tools would list: callback exceptions, invalid props)."""
-    logs = [entry for entry in browser.get_logs() if entry.get("level") == "SEVERE"]
-    assert not logs, f"severe browser console messages: {logs}"
-    errors = browser.driver.execute_script(
-        "const s = window.store && window.store.getState();"
-        "if (!s || !s.error) return [];"
-        "return [].concat(s.error.frontEnd || [], s.error.backEnd || []).map(e => (e.error || {}).message || e.type);"
-    )
-    assert not errors, f"Dash renderer errors (callbacks, prop checks): {errors}"
-
-
-def open_page(browser: DashComposite, path: str) -> None:
-    """Navigate by the navigation bar's link (client-side routing; the tab keeps its session)."""
-    link = browser.driver.find_element(By.CSS_SELECTOR, f'#{ids.NAV} a[href="{path}"]')
-    link.click()
-    browser.wait_for_element("#_pages_content h2")
-    wait_idle(browser)
-
-
-def set_number(browser: DashComposite, component: str, value: float) -> None:
-    """Type into a debounced number input and commit it with Enter."""
-    field = browser.find_element(f"#{component}")
-    field.send_keys(Keys.CONTROL, "a")
-    field.send_keys(str(value), Keys.ENTER)
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, message: str) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            result = condition()
-        except Exception:  # noqa: BLE001 - a stale element while React re-renders: poll again
-            result = None
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(message)
-
-
-def graph_points(browser: DashComposite, component: str) -> list[int]:
-    """Points per trace of a dcc.Graph, read from Plotly's own graph div."""
-    return browser.driver.execute_script(
-        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
-        "return g && g.data ? g.data.map(t => (t.x || []).length) : [];",
-        f"#{component}",
-    )
-
-
-def session_folder(browser: DashComposite, data_dir: Path) -> Path:
-    """The browser tab's session folder on the server."""
-    folder = data_dir / browser.get_session_storage(ids.SESSION)
-    assert folder.is_dir(), folder
-    return folder
 
 
 def upload(browser: DashComposite, component: str, path: Path) -> None:

@@ -37,6 +37,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import (  # imports no browser package
+    CHROMEDRIVER,
+    CHROMIUM,
+    HEIGHT,
+    WIDTH,
+    assert_no_errors,
+    chrome_options,
+    graph_points,
+    open_page,
+    session_folder,
+    set_number,
+    text_of,
+    wait_idle,
+    wait_until,
+)
 
 
 def _command(name: str) -> str | None:
@@ -48,8 +63,6 @@ def _command(name: str) -> str | None:
 REDIS_SERVER = shutil.which("redis-server")
 CELERY = _command("celery")
 GUNICORN = _command("gunicorn")
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-CHROMEDRIVER = shutil.which("chromedriver")
 _MISSING = [
     name
     for name, found in [
@@ -67,9 +80,6 @@ pytest.importorskip("selenium", reason="the Celery end-to-end test needs dash[te
 pytest.importorskip("redis", reason="the Celery end-to-end test needs celery[redis] (pip install -e '.[server]')")
 
 from dash.testing.browser import Browser  # noqa: E402
-from selenium.webdriver import ChromeOptions  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
 from engine import workflows  # noqa: E402
@@ -80,16 +90,6 @@ pytestmark = [
 ]
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-WIDTH, HEIGHT = 1400, 1000
-CHROME_ARGUMENTS = [  # as in tests/test_browser.py (Chromium runs as root here, hence --no-sandbox)
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    f"--window-size={WIDTH},{HEIGHT}",
-]
 START_TIMEOUT = 60  # seconds for Redis, the Celery worker and gunicorn to come up
 JOB_TIMEOUT = 90  # seconds for a training job on the worker to report back
 STOP_GRACE = 10  # seconds between SIGTERM and SIGKILL at teardown
@@ -275,12 +275,8 @@ def new_browser(stack: Stack) -> Iterator[Callable[[], Browser]]:
     with contextlib.ExitStack() as exits:
 
         def open_browser() -> Browser:
-            options = ChromeOptions()
-            options.binary_location = CHROMIUM
-            for argument in CHROME_ARGUMENTS:
-                options.add_argument(argument)
             browser = exits.enter_context(
-                Browser(browser="Chrome", headless=True, options=[options], percy_run=False, wait_timeout=15)
+                Browser(browser="Chrome", headless=True, options=[chrome_options()], percy_run=False, wait_timeout=15)
             )
             browser.driver.set_window_size(WIDTH, HEIGHT)
             browser.server_url = stack.url  # opens "/" and waits for the Dash renderer
@@ -293,78 +289,9 @@ def new_browser(stack: Stack) -> Iterator[Callable[[], Browser]]:
             assert_no_errors(browser)
 
 
-def wait_idle(browser: Browser, timeout: float = 20) -> None:
-    """Until the renderer has no callback in flight."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if browser._wait_for_callbacks():  # noqa: SLF001 - dash.testing's own check (redux store)
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"callbacks still pending after {timeout} s: {browser.redux_state_rqs}")
-
-
-def assert_no_errors(browser: Browser) -> None:
-    """No severe console message and no error in the Dash renderer's store (callback exceptions, prop checks)."""
-    logs = [entry for entry in browser.get_logs() if entry.get("level") == "SEVERE"]
-    assert not logs, f"severe browser console messages: {logs}"
-    errors = browser.driver.execute_script(
-        "const s = window.store && window.store.getState();"
-        "if (!s || !s.error) return [];"
-        "return [].concat(s.error.frontEnd || [], s.error.backEnd || []).map(e => (e.error || {}).message || e.type);"
-    )
-    assert not errors, f"Dash renderer errors: {errors}"
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, message: str | Callable[[], str]) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            result = condition()
-        except Exception:  # noqa: BLE001 - a stale element while React re-renders: poll again
-            result = None
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(message() if callable(message) else message)
-
-
-def text_of(browser: Browser, component: str) -> str:
-    return browser.find_element(f"#{component}").text
-
-
-def open_page(browser: Browser, path: str) -> None:
-    """Navigate by the navigation bar's link (client-side routing; the tab keeps its session)."""
-    browser.driver.find_element(By.CSS_SELECTOR, f'#{ids.NAV} a[href="{path}"]').click()
-    browser.wait_for_element("#_pages_content h2")
-    wait_idle(browser)
-
-
-def set_number(browser: Browser, component: str, value: float) -> None:
-    """Type into a debounced number input and commit it with Enter."""
-    box = browser.find_element(f"#{component}")
-    box.send_keys(Keys.CONTROL, "a")
-    box.send_keys(str(value), Keys.ENTER)
-
-
-def graph_points(browser: Browser, component: str) -> list[int]:
-    """Points per trace of a dcc.Graph, read from Plotly's own graph div."""
-    return browser.driver.execute_script(
-        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
-        "return g && g.data ? g.data.map(t => (t.x || []).length) : [];",
-        f"#{component}",
-    )
-
-
 def served_by(stack: Stack) -> list[str]:
     """The gunicorn worker (process id) that served each callback request so far, in order."""
     return re.findall(r'pid=<?(\d+)>? "POST /_dash-update-component', stack.log("gunicorn"))
-
-
-def session_folder(browser: Browser, stack: Stack) -> Path:
-    """The browser tab's session folder on the server."""
-    folder = stack.data_dir / browser.get_session_storage(ids.SESSION)
-    assert folder.is_dir(), folder
-    return folder
 
 
 def prepare_training(browser: Browser, states: int, iterations: int, validation: float | None = None) -> None:
@@ -421,7 +348,7 @@ def test_training_runs_on_the_celery_worker(stack: Stack, new_browser: Callable[
         f"the worker log does not show task {new[0]} as succeeded",
     )
     assert not (stack.data_dir / ".background-cache").exists(), "a diskcache manager was used"
-    folder = session_folder(browser, stack)
+    folder = session_folder(browser, stack.data_dir)
     assert workflows.load_model(sessions.current_model_path(folder)).n_states == 60
     assert not list((folder / sessions.JOBS).glob("*.npz"))
 
@@ -443,7 +370,7 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
     new = [task for task in stack.tasks_received() if task not in received]
     assert len(new) == 1, f"the worker received {len(new)} new background tasks: {new}"
-    folder = session_folder(browser, stack)
+    folder = session_folder(browser, stack.data_dir)
     wait_until(
         lambda: '"status": "cancelled"' in (folder / sessions.JOB).read_text(),
         20,
@@ -494,7 +421,7 @@ def test_two_sessions_see_their_own_model(stack: Stack, new_browser: Callable[[]
     assert first.get_session_storage(ids.SESSION) == first_id
     assert second.get_session_storage(ids.SESSION) == second_id
     for browser, states in ((first, 60), (second, 45)):
-        folder = session_folder(browser, stack)
+        folder = session_folder(browser, stack.data_dir)
         assert workflows.load_model(sessions.current_model_path(folder)).n_states == states
     third = new_browser()  # a new session still starts on the start model
     third.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
@@ -532,7 +459,7 @@ def test_cancelling_a_queued_job(stack: Stack, new_browser: Callable[[], Browser
         15,
         f"the worker log does not show the queued task {queued[0]} discarded",
     )
-    folder = session_folder(waiting, stack)
+    folder = session_folder(waiting, stack.data_dir)
     assert not (folder / sessions.PROGRESS).exists(), "the cancelled queued job ran"
     assert workflows.load_model(sessions.current_model_path(folder)).n_states == 600
 

@@ -1,0 +1,35 @@
+"""Fixtures shared by the app's test modules (each test works in its own ``CHMM_DATA_DIR``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import SHORT_TEXT, data_uri
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, empty data folder for the app's sessions, and none of the app's limits or Redis set."""
+    root = tmp_path / "data"
+    monkeypatch.setenv("CHMM_DATA_DIR", str(root))
+    for name in ("CHMM_MAX_UPLOAD_MB", "CHMM_MAX_TRAIN_MB", "CHMM_START_MODEL", "REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+@pytest.fixture
+def folder(data_dir: Path) -> Path:
+    """A new session's folder (its current model is the sample model)."""
+    from app import sessions
+
+    return sessions.session_folder(sessions.new_session_id())
+
+
+@pytest.fixture
+def with_corpus(folder: Path) -> Path:
+    """A session whose corpus is the first 30,000 characters of Alice."""
+    from app import services
+
+    services.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
+    return folder

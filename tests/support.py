@@ -1,0 +1,129 @@
+"""What the app's test modules share: the sample text, upload payloads and, for the browser tests
+(tests/test_browser.py, tests/test_celery.py), the headless Chromium set-up and the helpers that drive a page.
+
+Selenium is imported only inside the browser helpers, so modules that skip without a browser can import this one.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
+SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
+
+
+def data_uri(data: bytes, mime: str = "text/plain") -> str:
+    """What dcc.Upload hands a callback for a file with these bytes."""
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+
+
+# ------------------------------------------------------------------------------------------ browsers
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+CHROMEDRIVER = shutil.which("chromedriver")
+WIDTH, HEIGHT = 1400, 1000
+CHROME_ARGUMENTS = [  # Chromium runs as root here, hence --no-sandbox
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    f"--window-size={WIDTH},{HEIGHT}",
+]
+
+
+def chrome_options() -> Any:
+    """Selenium options for headless Debian Chromium with :data:`CHROME_ARGUMENTS`."""
+    from selenium.webdriver import ChromeOptions
+
+    options = ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in CHROME_ARGUMENTS:
+        options.add_argument(argument)
+    return options
+
+
+def wait_idle(browser: Any, timeout: float = 20) -> None:
+    """Until the Dash renderer has no callback in flight."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if browser._wait_for_callbacks():  # noqa: SLF001 - dash.testing's own check (redux store)
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"callbacks still pending after {timeout} s: {browser.redux_state_rqs}")
+
+
+def assert_no_errors(browser: Any) -> None:
+    """No severe console message (a failed request, a JavaScript error) and no error in the Dash renderer's store
+    (what the dev tools would list: callback exceptions, invalid props)."""
+    logs = [entry for entry in browser.get_logs() if entry.get("level") == "SEVERE"]
+    assert not logs, f"severe browser console messages: {logs}"
+    errors = browser.driver.execute_script(
+        "const s = window.store && window.store.getState();"
+        "if (!s || !s.error) return [];"
+        "return [].concat(s.error.frontEnd || [], s.error.backEnd || []).map(e => (e.error || {}).message || e.type);"
+    )
+    assert not errors, f"Dash renderer errors (callbacks, prop checks): {errors}"
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, message: str | Callable[[], str]) -> Any:
+    """Poll ``condition`` until it returns something true (an exception counts as not yet: a stale element while
+    React re-renders) and return that; fail with ``message`` (or what it returns) after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            result = condition()
+        except Exception:  # noqa: BLE001 - poll again
+            result = None
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(message() if callable(message) else message)
+
+
+def text_of(browser: Any, component: str) -> str:
+    return browser.find_element(f"#{component}").text
+
+
+def open_page(browser: Any, path: str) -> None:
+    """Navigate by the navigation bar's link (client-side routing; the tab keeps its session)."""
+    from selenium.webdriver.common.by import By
+
+    from app import ids
+
+    browser.driver.find_element(By.CSS_SELECTOR, f'#{ids.NAV} a[href="{path}"]').click()
+    browser.wait_for_element("#_pages_content h2")
+    wait_idle(browser)
+
+
+def set_number(browser: Any, component: str, value: float) -> None:
+    """Type into a debounced number input and commit it with Enter."""
+    from selenium.webdriver.common.keys import Keys
+
+    box = browser.find_element(f"#{component}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(str(value), Keys.ENTER)
+
+
+def graph_points(browser: Any, component: str) -> list[int]:
+    """Points per trace of a dcc.Graph, read from Plotly's own graph div."""
+    return browser.driver.execute_script(
+        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
+        "return g && g.data ? g.data.map(t => (t.x || []).length) : [];",
+        f"#{component}",
+    )
+
+
+def session_folder(browser: Any, data_dir: Path) -> Path:
+    """The browser tab's session folder on the server (under ``data_dir``)."""
+    from app import ids
+
+    folder = data_dir / browser.get_session_storage(ids.SESSION)
+    assert folder.is_dir(), folder
+    return folder
