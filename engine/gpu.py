@@ -512,16 +512,11 @@ class GpuEngine:
         arithmetic as the CPU kernel, so the same path."""
         cp = self.cp
         layout = self.layout
-        if not isinstance(evidence, inference.Evidence):
-            evidence = inference.Evidence.hard(np.asarray(evidence, dtype=np.int64))
+        evidence, slot_offset = inference.viterbi_evidence(layout, evidence)
         n_pos = len(evidence.ptr) - 1
-        if n_pos < 1:
-            raise ValueError("the evidence must cover at least one position")
         symbols = np.asarray(evidence.symbol, dtype=np.int64)
         weights = np.asarray(evidence.weight, dtype=np.float64)
-        sizes = layout.n_clones[symbols]
-        slot_offset = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=slot_offset[1:])
+        sizes = np.diff(slot_offset)
         # position 0 on the host, exactly as the CPU kernel
         first = np.zeros(int(slot_offset[evidence.ptr[1]]), dtype=np.float64)
         for c in range(evidence.ptr[0], evidence.ptr[1]):

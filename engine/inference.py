@@ -8,8 +8,9 @@ clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -77,7 +78,8 @@ class ViterbiResult(NamedTuple):
     log_probability: float
 
 
-def _check_sequence(model: CHMM, x: np.ndarray) -> np.ndarray:
+def _check_sequence(model: CHMM | BlockLayout, x: np.ndarray) -> np.ndarray:
+    """``x`` as a contiguous int64 array; ValueError unless it is a non-empty 1-D sequence of the model's symbols."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if x.ndim != 1 or x.size == 0:
         raise ValueError("the sequence must be a non-empty 1-D array of symbol indices")
@@ -430,22 +432,36 @@ class Evidence(NamedTuple):
         return Evidence(ptr, np.array(symbols, dtype=np.int64), np.array(weights, dtype=np.float64))
 
 
-def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
-    """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
-    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`."""
+def viterbi_evidence(layout: BlockLayout, evidence: np.ndarray | Evidence) -> tuple[Evidence, np.ndarray]:
+    """The checked evidence of a Viterbi pass (a symbol sequence becomes hard evidence) and the offsets of its
+    candidates' clone slots (candidate c of the evidence owns slots state_offsets[c]..state_offsets[c+1]-1, one per
+    clone of its symbol). Shared by the dense, sparse and GPU engines; ValueError on empty or foreign evidence."""
     if not isinstance(evidence, Evidence):
-        evidence = Evidence.hard(_check_sequence(model, evidence))
-    n_steps = len(evidence.ptr) - 1
-    if n_steps < 1:
+        evidence = Evidence.hard(_check_sequence(layout, evidence))
+    if len(evidence.ptr) < 2:
         raise ValueError("the evidence must cover at least one position")
-    if evidence.symbol.size and (evidence.symbol.min() < 0 or evidence.symbol.max() >= model.n_symbols):
+    if evidence.symbol.size and (evidence.symbol.min() < 0 or evidence.symbol.max() >= layout.n_symbols):
         raise ValueError("the evidence names symbols outside the model's alphabet")
-    layout = model.layout
     sizes = layout.n_clones[evidence.symbol]
     state_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=state_offsets[1:])
+    return evidence, state_offsets
+
+
+def viterbi_result(layout: BlockLayout, path: np.ndarray, log_probability: float) -> ViterbiResult:
+    """The result of a Viterbi pass: the clone path and its symbols, or (-1s, -inf) when no path has mass."""
+    if not np.isfinite(log_probability):
+        return ViterbiResult(np.full(len(path), -1), np.full(len(path), -1), -np.inf)
+    return ViterbiResult(path, layout.clone_symbol()[path], float(log_probability))
+
+
+def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
+    """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
+    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`."""
+    layout = model.layout
+    evidence, state_offsets = viterbi_evidence(layout, evidence)
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
-    path = np.full(n_steps, -1, dtype=np.int64)
+    path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(
         model.T,
         model.pi,
@@ -460,41 +476,47 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
         backpointer,
         path,
     )
-    if not np.isfinite(log_probability):
-        return ViterbiResult(path, np.full(n_steps, -1), -np.inf)
-    symbols = layout.clone_symbol()[path]
-    return ViterbiResult(path, symbols, float(log_probability))
+    return viterbi_result(layout, path, log_probability)
 
 
 # ------------------------------------------------------------------------------------------------ sampling
+def sampling_start(
+    model: Any,
+    length: int,
+    rng: np.random.Generator,
+    prefix: np.ndarray | None,
+    forward_pass: Callable[..., ForwardResult],
+) -> tuple[int, np.ndarray, bool]:
+    """Where sampling starts: the first clone (drawn from pi, or, given a prefix, the prefix's last clone drawn from
+    its filtered posterior, computed by ``forward_pass``), the output buffer and whether its first entry is that
+    prefix clone (to be dropped). Shared by the dense and sparse engines."""
+    if length < 1:
+        raise ValueError("length must be at least 1")
+    layout = model.layout
+    if prefix is None or len(prefix) == 0:
+        p = model.pi.astype(np.float64)
+        return int(rng.choice(layout.n_states, p=p / p.sum())), np.empty(length, dtype=np.int64), False
+    prefix = _check_sequence(model, prefix)
+    fwd = forward_pass(model, prefix, store=True)
+    s = prefix[-1]
+    m = layout.n_clones[s]
+    a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64)
+    return int(layout.clone_start[s] + rng.choice(m, p=a / a.sum())), np.empty(length + 1, dtype=np.int64), True
+
+
 def sample(model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
     """Sample ``length`` symbols from the model: the first clone from pi, or, given a prefix, from the filtered
     posterior of the prefix's last clone (forward pass) followed by one transition; then by following T.
     The prefix itself is not part of the output. Sampling stops early at a clone with no outgoing mass."""
-    if length < 1:
-        raise ValueError("length must be at least 1")
+    first, out, primed = sampling_start(model, length, rng, prefix, forward)
     layout = model.layout
-    clone_symbol = layout.clone_symbol()
-    if prefix is None or len(prefix) == 0:
-        p = model.pi.astype(np.float64)
-        first = int(rng.choice(layout.n_states, p=p / p.sum()))
-        out = np.empty(length, dtype=np.int64)
-    else:
-        prefix = _check_sequence(model, prefix)
-        fwd = forward(model, prefix, store=True)
-        s = prefix[-1]
-        m = layout.n_clones[s]
-        a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64)
-        last = int(layout.clone_start[s] + rng.choice(m, p=a / a.sum()))
-        out = np.empty(length + 1, dtype=np.int64)
-        first = last
     row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
     uniforms = rng.random(len(out))
     written = cpu.sample_path(
         model.T,
         layout.n_clones,
         layout.clone_start,
-        clone_symbol,
+        layout.clone_symbol(),
         row_block_start,
         layout.block_pairs,
         layout.block_offset,
@@ -502,5 +524,4 @@ def sample(model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarra
         uniforms,
         out,
     )
-    out = out[:written]
-    return out if prefix is None or len(prefix) == 0 else out[1:]
+    return out[1:written] if primed else out[:written]

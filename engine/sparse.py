@@ -326,17 +326,10 @@ def normalise(model: SparseCHMM, values: np.ndarray, pseudocount: float) -> np.n
 
 def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
     """:func:`engine.inference.viterbi` on the sparse blocks (the same path as the dense kernel)."""
-    if not isinstance(evidence, inference.Evidence):
-        evidence = inference.Evidence.hard(np.asarray(evidence, dtype=np.int64))
-    n_steps = len(evidence.ptr) - 1
-    if n_steps < 1:
-        raise ValueError("the evidence must cover at least one position")
     layout = model.layout
-    sizes = layout.n_clones[evidence.symbol]
-    state_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=state_offsets[1:])
+    evidence, state_offsets = inference.viterbi_evidence(layout, evidence)
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
-    path = np.full(n_steps, -1, dtype=np.int64)
+    path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = kernels.viterbi_pass(
         model.indptr,
         model.indices,
@@ -353,27 +346,13 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
         backpointer,
         path,
     )
-    if not np.isfinite(log_probability):
-        return inference.ViterbiResult(path, np.full(n_steps, -1), -np.inf)
-    return inference.ViterbiResult(path, layout.clone_symbol()[path], float(log_probability))
+    return inference.viterbi_result(layout, path, log_probability)
 
 
 def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
     """:func:`engine.inference.sample` on the sparse blocks."""
-    if length < 1:
-        raise ValueError("length must be at least 1")
+    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward)
     layout = model.layout
-    if prefix is None or len(prefix) == 0:
-        p = model.pi.astype(np.float64)
-        first = int(rng.choice(layout.n_states, p=p / p.sum()))
-        out = np.empty(length, dtype=np.int64)
-    else:
-        fwd = forward(model, prefix, store=True)
-        s = int(prefix[-1])
-        m = layout.n_clones[s]
-        a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64)
-        first = int(layout.clone_start[s] + rng.choice(m, p=a / a.sum()))
-        out = np.empty(length + 1, dtype=np.int64)
     row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
     written = kernels.sample_path(
         model.indptr,
@@ -389,8 +368,7 @@ def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.
         rng.random(len(out)),
         out,
     )
-    out = out[:written]
-    return out if prefix is None or len(prefix) == 0 else out[1:]
+    return out[1:written] if primed else out[:written]
 
 
 def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
