@@ -38,6 +38,25 @@ class PeerLearner(Protocol):
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> None: ...
 
 
+def as_symbols(x: Any, n_symbols: int, what: str = "sequence", allow_empty: bool = False) -> np.ndarray:
+    """``x`` as a 1-D int64 array of symbol indices in [0, n_symbols), or ValueError saying what is wrong."""
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D array of symbol indices, got shape {arr.shape}")
+    if arr.size == 0:
+        if allow_empty:
+            return np.zeros(0, dtype=np.int64)
+        raise ValueError(f"{what} is empty")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{what} must hold integer symbol indices, got dtype {arr.dtype}")
+    out = np.ascontiguousarray(arr, dtype=np.int64)
+    low, high = int(out.min()), int(out.max())
+    if low < 0 or high >= n_symbols:
+        bad = low if low < 0 else high
+        raise ValueError(f"{what} holds symbol {bad}, outside [0, {n_symbols})")
+    return out
+
+
 def bits_per_symbol(learner: PeerLearner, x: np.ndarray) -> float:
     """BPS = -(1/N) sum_n log2 P(x_n | x_<n), the paper's figure, from the learner's predictive probabilities."""
     x = np.asarray(x, dtype=np.int64)

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
-from engine.peers.base import PeerFormatError, load_arrays, save_arrays
+from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
 __all__ = [
     "DiscreteHmm",
@@ -42,23 +42,6 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- input checks
-
-
-def as_symbols(x: Any, n_symbols: int, what: str = "sequence", allow_empty: bool = False) -> np.ndarray:
-    """``x`` as a contiguous 1-D int64 array of symbol indices in [0, n_symbols); ValueError otherwise."""
-    arr = np.asarray(x)
-    if arr.ndim != 1:
-        raise ValueError(f"{what} must be a 1-D array of symbol indices, got shape {arr.shape}")
-    if arr.size == 0:
-        if allow_empty:
-            return np.zeros(0, dtype=np.int64)
-        raise ValueError(f"{what} is empty")
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{what} must hold integer symbol indices, got dtype {arr.dtype}")
-    lo, hi = int(arr.min()), int(arr.max())
-    if lo < 0 or hi >= n_symbols:
-        raise ValueError(f"{what} has symbol indices outside [0, {n_symbols}): min {lo}, max {hi}")
-    return np.ascontiguousarray(arr, dtype=np.int64)
 
 
 def check_count(value: Any, what: str, minimum: int = 1) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.peers.base import PeerFormatError, load_arrays, save_arrays
+from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
 __all__ = ["KneserNeyNgram", "modified_kn_discounts"]
 
@@ -47,28 +47,6 @@ def _check_int(value: object, what: str, minimum: int) -> int:
     if number < minimum:
         raise ValueError(f"{what} must be at least {minimum}, got {number}")
     return int(number)
-
-
-def as_symbols(x: object, n_symbols: int, what: str = "sequence", allow_empty: bool = False) -> np.ndarray:
-    """``x`` as a 1-D int64 array of symbol indices in [0, n_symbols), or ValueError saying what is wrong."""
-    arr = np.asarray(x)
-    if arr.ndim != 1:
-        raise ValueError(f"{what} must be a 1-D array of symbol indices, got shape {arr.shape}")
-    if arr.size == 0:
-        if allow_empty:
-            return np.zeros(0, dtype=np.int64)
-        raise ValueError(f"{what} is empty")
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise ValueError(f"{what} must hold integer symbol indices, got dtype {arr.dtype}")
-    if np.issubdtype(arr.dtype, np.floating):
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError(f"{what} must hold integer symbol indices")
-    out = arr.astype(np.int64)
-    low, high = int(out.min()), int(out.max())
-    if low < 0 or high >= n_symbols:
-        bad = low if low < 0 else high
-        raise ValueError(f"{what} holds symbol {bad}, outside [0, {n_symbols})")
-    return out
 
 
 def modified_kn_discounts(a: np.ndarray) -> np.ndarray:

@@ -64,8 +64,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from engine.peers.base import PeerFormatError, load_arrays, save_arrays
-from engine.peers.ngram import as_symbols
+from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
 __all__ = ["PdfaLearner", "largeness_threshold", "word_trajectories"]
 
