@@ -97,18 +97,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 1
     workflows.save_model(outcome.model, args.output)
     summary = outcome.summary
+    _report_training(
+        args,
+        summary,
+        f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})",
+    )
+    return 0
+
+
+def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None:
+    """The training summary as one JSON line (--json), or a sentence: the file, ``what`` was trained, the time
+    and the BPS figures the run has."""
     if args.json:
         print(_json_line(summary))
-    else:
-        validation = summary["validation_bps"]
-        test_bps = summary["test_bps"]
-        print(
-            f"saved {args.output}: {summary['states']} states, {summary['iterations']} iterations "
-            f"({summary['stopped']}), {summary['seconds']:.1f} s; BPS train {summary['train_bps']:.4f}"
-            + (f", validation {validation:.4f}" if validation is not None else "")
-            + (f", test {test_bps:.4f}" if test_bps is not None else "")
-        )
-    return 0
+        return
+    validation, test_bps = summary["validation_bps"], summary["test_bps"]
+    print(
+        f"saved {args.output}: {what}, {summary['seconds']:.1f} s; BPS train {summary['train_bps']:.4f}"
+        + (f", validation {validation:.4f}" if validation is not None else "")
+        + (f", test {test_bps:.4f}" if test_bps is not None else "")
+    )
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
@@ -195,17 +203,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
         print("chmm: training cancelled; no model written", file=sys.stderr)
         return 130
     registry.save_learner(learner, args.output)
-    if args.json:
-        print(_json_line(summary))
-    else:
-        validation = summary["validation_bps"]
-        test_bps = summary["test_bps"]
-        print(
-            f"saved {args.output}: {summary['learner']} learner, {summary['parameters']:,} parameters, "
-            f"{summary['seconds']:.1f} s; BPS train {summary['train_bps']:.4f}"
-            + (f", validation {validation:.4f}" if validation is not None else "")
-            + (f", test {test_bps:.4f}" if test_bps is not None else "")
-        )
+    _report_training(args, summary, f"{summary['learner']} learner, {summary['parameters']:,} parameters")
     return 0
 
 
