@@ -592,11 +592,35 @@ def _colour(char: str) -> str:
     return PALETTE[sum(ord(c) for c in char) % len(PALETTE)]
 
 
+KAMADA_KAWAI_NODES = 150
+"""Subgraphs up to this many clones are laid out by Kamada-Kawai (slower, but weakly linked clones do not fly off)."""
+
+
+def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, float]]:
+    """2-D positions in [-1, 1] for drawing a module's subgraph, edge directions and weights ignored (a rare
+    transition still places its clone next to its neighbour). Up to :data:`KAMADA_KAWAI_NODES` clones:
+    Kamada-Kawai on hop distances, with clones in different connected pieces one hop further apart than the
+    farthest connected pair (at the library's default of 10^6 they barely repel, and the pieces interleave);
+    larger subgraphs: a spring layout (``seed``)."""
+    if len(graph) == 0:
+        return {}
+    undirected = nx.Graph(graph)
+    undirected.remove_edges_from(nx.selfloop_edges(undirected))
+    if len(undirected) > KAMADA_KAWAI_NODES:
+        positions = nx.spring_layout(undirected, seed=seed, weight=None)
+    else:
+        hops = dict(nx.shortest_path_length(undirected))
+        far = max((d for row in hops.values() for d in row.values()), default=0) + 1
+        distance = {u: {v: hops[u].get(v, far) for v in undirected} for u in undirected}
+        positions = nx.kamada_kawai_layout(undirected, dist=distance, weight=None)
+    return {node: (float(x), float(y)) for node, (x, y) in positions.items()}
+
+
 def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
     """A top module of the last community run: its generalized words (with seen/novel when a reference text was
-    available) and its subgraph as dash-cytoscape elements with preset positions (networkx spring layout with
-    ``seed``), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the most
-    probable edges are kept, with a note saying so."""
+    available) and its subgraph as dash-cytoscape elements with preset positions (:func:`graph_positions`, ``seed``
+    for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the
+    most probable edges are kept, with a note saying so."""
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
@@ -614,7 +638,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     kept.add_nodes_from(G.nodes(data=True))
     kept.add_edges_from(edges)
     total = module["size"] + G.number_of_edges()
-    positions = nx.spring_layout(kept, seed=seed) if len(kept) else {}
+    positions = graph_positions(kept, seed)
     elements = export_mod.cytoscape_elements(kept)
     for element in elements:
         data = element["data"]

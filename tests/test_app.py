@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import SHORT_TEXT, data_uri
 
@@ -492,6 +493,32 @@ def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch
     big = max(saved["modules"], key=lambda m: m["size"])
     detail = services.module_detail(folder, big["id"])
     assert len(detail["elements"]) <= 10 and "Showing" in detail["note"]
+
+
+def test_subgraph_layout_keeps_weak_links_and_separate_pieces_readable() -> None:
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for leaf in "bcde":  # a star: hub a, leaf e reached only by a rare transition
+        graph.add_edge("a", leaf, weight=0.3 if leaf != "e" else 1e-4)
+    graph.add_edge("b", "b", weight=0.5)  # a self-loop
+    graph.add_edge("x", "y", weight=0.9)  # two more connected pieces
+    graph.add_edge("p", "q", weight=0.9)
+    graph.add_edge("q", "r", weight=0.9)
+    positions = services.graph_positions(graph)
+    assert set(positions) == set(graph)
+    points = {node: np.array(xy) for node, xy in positions.items()}
+    assert all(np.all(np.isfinite(p)) and np.all(np.abs(p) <= 1.0 + 1e-9) for p in points.values())
+
+    def gap(u: str, v: str) -> float:
+        return float(np.linalg.norm(points[u] - points[v]))
+
+    assert gap("a", "e") < 1.5 * gap("a", "b")  # the rare transition's clone sits with the other leaves
+    pieces = ["abcde", "xy", "pqr"]
+    between = min(gap(u, v) for i, one in enumerate(pieces) for other in pieces[i + 1 :] for u in one for v in other)
+    assert between > gap("a", "b")  # the pieces lie apart, not interleaved
+    big = nx.gnm_random_graph(services.KAMADA_KAWAI_NODES + 20, 400, seed=1, directed=True)
+    assert len(services.graph_positions(big)) == big.number_of_nodes()  # the spring layout above the limit
 
 
 def test_communities_bad_input_and_stale_results(folder: Path) -> None:
