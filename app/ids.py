@@ -58,6 +58,8 @@ DECODE_CONSTRAINED = "decode-constrained"
 DECODE_BUTTON = "decode-button"
 DECODE_MESSAGE = "decode-message"
 DECODE_OUTPUT = "decode-output"
+DECODE_SCRAMBLED_FROM = "decode-scrambled-from"
+DECODE_RESTORED = "decode-restored"
 
 # Prune page
 PRUNE_THRESHOLD = "prune-threshold"

@@ -317,19 +317,32 @@ def _decode_input(raw_text: str | None) -> str:
 
 def scramble_sentence(folder: Path, raw_text: str | None, seed: Any = 0) -> str:
     """The sentence normalised like the current model's corpus, with every word's interior letters permuted."""
+    return scramble_with_original(folder, raw_text, seed)["scrambled"]
+
+
+def scramble_with_original(folder: Path, raw_text: str | None, seed: Any = 0) -> dict[str, str]:
+    """The scrambled sentence (see :func:`scramble_sentence`) and the sentence before scrambling, normalised the
+    same way (``original``), which :func:`decode` can score the decoding against."""
     sentence = _decode_input(raw_text)
     s = _whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        return workflows.scramble_for_model(model, sentence, seed=s)
+        return {
+            "scrambled": workflows.scramble_for_model(model, sentence, seed=s),
+            "original": workflows.normalise_for_decoding(model, sentence),
+        }
     except ValueError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
 
 
-def decode(folder: Path, raw_text: str | None, constrained: bool = False) -> dict[str, Any]:
+def decode(
+    folder: Path, raw_text: str | None, constrained: bool = False, scrambled_from: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Decode a scrambled sentence under the current model: the decoded text, the input after normalisation,
     the changed runs (``spans``, and ``segments``: (text, changed) pieces of the decoded text in order), the
-    number of changed characters, the decoding's log-probability and the time it took."""
+    number of changed characters, the decoding's log-probability and the time it took. When ``scrambled_from``
+    (what :func:`scramble_with_original` returned) is the scrambling of this input, ``restored`` holds the word and
+    character accuracy against the sentence before scrambling (else None)."""
     sentence = _decode_input(raw_text)
     model = load_current(folder)
     started = time.perf_counter()
@@ -348,6 +361,11 @@ def decode(folder: Path, raw_text: str | None, constrained: bool = False) -> dic
         previous = stop
     if previous < len(result.decoded):
         segments.append((result.decoded[previous:], False))
+    original = None
+    if isinstance(scrambled_from, dict) and scrambled_from.get("scrambled") == result.scrambled:
+        candidate = scrambled_from.get("original")
+        if isinstance(candidate, str) and len(candidate) == len(result.decoded):
+            original = candidate
     return {
         "decoded": result.decoded,
         "scrambled": result.scrambled,
@@ -359,6 +377,8 @@ def decode(folder: Path, raw_text: str | None, constrained: bool = False) -> dic
         "unresolved_words": result.unresolved_words,
         "constrained": bool(constrained),
         "seconds": seconds,
+        "original": original,
+        "restored": scramble.restoration(original, result.decoded)._asdict() if original is not None else None,
     }
 
 

@@ -40,11 +40,13 @@ from engine.model import CHMM
 __all__ = [
     "DEFAULT_MAX_SUBSETS",
     "DecodeResult",
+    "Restoration",
     "change_spans",
     "changed_positions",
     "decode_scrambled",
     "mark_changes",
     "normalise_for_decoding",
+    "restoration",
     "scramble_evidence",
     "scramble_text",
     "word_spans",
@@ -146,6 +148,30 @@ def change_spans(original: str, decoded: str) -> list[tuple[int, int]]:
         else:
             spans.append((n, n + 1))
     return spans
+
+
+class Restoration(NamedTuple):
+    """How much of the text before scrambling a decoding gave back: words (maximal runs of letters of the
+    original) restored exactly, and characters."""
+
+    words_restored: int
+    words: int
+    characters_restored: int
+    characters: int
+
+
+def restoration(original: str, decoded: str) -> Restoration:
+    """Word and character accuracy of ``decoded`` against ``original`` (the text before scrambling, normalised
+    the same way, so of the same length), the paper's figures for section 4.2.2."""
+    if len(original) != len(decoded):
+        raise ValueError(f"the texts differ in length ({len(original)} and {len(decoded)} characters)")
+    spans = word_spans(original)
+    return Restoration(
+        words_restored=sum(original[a:b] == decoded[a:b] for a, b in spans),
+        words=len(spans),
+        characters_restored=len(original) - len(changed_positions(original, decoded)),
+        characters=len(original),
+    )
 
 
 def mark_changes(original: str, decoded: str, left: str = "[", right: str = "]") -> str:

@@ -599,8 +599,16 @@ def scramble_for_model(model: CHMM, raw_text: str, seed: int = 0) -> str:
     """``raw_text`` normalised as :func:`decode_text` normalises it, with the interior letters of every word
     permuted by a generator seeded with ``seed`` (see :func:`engine.scramble.scramble_text`). Raises ValueError
     for text that is empty after normalisation or has characters outside the model's alphabet."""
+    normalised = normalise_for_decoding(model, raw_text)
+    return scramble.scramble_text(normalised, np.random.default_rng(seed))
+
+
+def normalise_for_decoding(model: CHMM, raw_text: str) -> str:
+    """``raw_text`` normalised as :func:`decode_text` and :func:`scramble_for_model` normalise it (the text a
+    decoding is compared with). ValueError for text that is empty after normalisation or has characters outside
+    the model's alphabet."""
     normalised = scramble.normalise_for_decoding(model, raw_text)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     scramble.scramble_evidence(model, normalised)  # a clear error for characters outside the alphabet
-    return scramble.scramble_text(normalised, np.random.default_rng(seed))
+    return normalised

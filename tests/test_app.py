@@ -301,6 +301,23 @@ def test_scramble_then_decode_marks_the_changed_runs(folder: Path) -> None:
     assert "sitting" in result["decoded"] and "sister" in result["decoded"]
 
 
+def test_decoding_is_scored_against_the_sentence_before_scrambling(folder: Path) -> None:
+    sentence = "Alice was beginning to get very tired of sitting by her sister on the bank."
+    pair = services.scramble_with_original(folder, sentence, 3)
+    assert pair["original"] == "alice was beginning to get very tired of sitting by her sister on the bank"
+    assert pair["scrambled"] == services.scramble_sentence(folder, sentence, 3)
+    result = services.decode(folder, pair["scrambled"], False, pair)
+    restored = result["restored"]
+    assert result["original"] == pair["original"] and restored["words"] == 15 and restored["characters"] == 74
+    truth, decoded = pair["original"].split(), result["decoded"].split()
+    assert restored["words_restored"] == sum(a == b for a, b in zip(truth, decoded, strict=True))
+    scrambled_right = sum(a == b for a, b in zip(truth, pair["scrambled"].split(), strict=True))
+    assert restored["words_restored"] > scrambled_right  # decoding brings words back
+    # the text was edited after scrambling (or never scrambled): nothing to compare with
+    assert services.decode(folder, pair["scrambled"] + " and", False, pair)["restored"] is None
+    assert services.decode(folder, pair["scrambled"], False, None)["restored"] is None
+
+
 @pytest.mark.parametrize("bad", [None, "", "   \n "])
 def test_decode_and_scramble_need_text(folder: Path, bad: str | None) -> None:
     with pytest.raises(UserError, match="Type or paste"):

@@ -274,13 +274,16 @@ def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> No
     browser.find_element(f"#{ids.DECODE_BUTTON}").click()
     browser.wait_for_contains_text(f"#{ids.DECODE_OUTPUT}", "character(s) changed")
     decoded = browser.find_elements(f"#{ids.DECODE_OUTPUT} pre")
-    assert len(decoded) == 2 and decoded[1].text.strip() and decoded[1].text != decoded[0].text
+    assert len(decoded) == 3 and decoded[1].text.strip() and decoded[1].text != decoded[0].text  # + the original
     changed = re.search(r"([\d,]+) character\(s\) changed", browser.find_element(f"#{ids.DECODE_OUTPUT}").text)
     assert changed and int(changed.group(1).replace(",", "")) > 0
     assert browser.find_elements(f"#{ids.DECODE_OUTPUT} mark.changed")
     truth = re.sub(r"[^a-z ]", "", original.lower()).split()
-    right = [sum(a == b for a, b in zip(pre.text.split(), truth, strict=False)) for pre in decoded]
+    assert decoded[2].text.split() == truth
+    right = [sum(a == b for a, b in zip(pre.text.split(), truth, strict=False)) for pre in decoded[:2]]
     assert right[1] > right[0], f"decoding did not bring back words: {right} of {len(truth)}"
+    restored = re.search(r"Restored (\d+) of (\d+) words", browser.find_element(f"#{ids.DECODE_RESTORED}").text)
+    assert restored and (int(restored.group(1)), int(restored.group(2))) == (right[1], len(truth))
     wait_idle(browser)
     screenshot(browser, "decode")
 

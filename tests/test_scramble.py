@@ -85,6 +85,14 @@ def test_scramble_permutes_long_interiors_and_leaves_short_words() -> None:
     assert len(outputs) > 1
 
 
+def test_restoration_counts_words_and_characters() -> None:
+    figures = scramble.restoration("the cat sat, mostly", "the cta sat, mostyl")
+    assert figures == scramble.Restoration(words_restored=2, words=4, characters_restored=15, characters=19)
+    assert scramble.restoration("word", "word") == scramble.Restoration(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="differ in length"):
+        scramble.restoration("word", "words")
+
+
 # ----------------------------------------------------------------------------------------------- evidence
 def test_evidence_ltteers() -> None:
     model = letter_model("".join(PAPER_SYMBOLS), seed=0)

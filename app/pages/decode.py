@@ -51,6 +51,7 @@ def layout(**_query: Any) -> html.Div:
                     className="buttons",
                 ),
                 html.Div(id=ids.DECODE_MESSAGE),
+                dcc.Store(id=ids.DECODE_SCRAMBLED_FROM),
             ),
             ui.card("Decoded", dcc.Loading(html.Div(id=ids.DECODE_OUTPUT))),
         ]
@@ -66,33 +67,48 @@ def decoded_view(result: dict[str, Any]) -> html.Div:
         notes.append(f"{result['relaxed_words']} word(s) too long for the constraint, decoded unconstrained")
     if result["unresolved_words"]:
         notes.append(f"{result['unresolved_words']} word(s) the model cannot explain, left as given")
-    return html.Div(
-        [
-            html.Div("Input after normalisation:", className="field-label"),
-            html.Pre(result["scrambled"], className="preview"),
-            html.Div("Decoded (changes highlighted):", className="field-label"),
-            html.Pre(pieces, className="preview"),
-            html.Div("; ".join(notes) + ".", className="hint"),
+    children = [
+        html.Div("Input after normalisation:", className="field-label"),
+        html.Pre(result["scrambled"], className="preview"),
+        html.Div("Decoded (changes highlighted):", className="field-label"),
+        html.Pre(pieces, className="preview"),
+        html.Div("; ".join(notes) + ".", className="hint"),
+    ]
+    restored = result.get("restored")
+    if restored:
+        words, characters = restored["words"], restored["characters"]
+        children += [
+            html.Div("Before scrambling:", className="field-label"),
+            html.Pre(result["original"], className="preview"),
+            html.Div(
+                f"Restored {restored['words_restored']:,} of {words:,} words "
+                f"({restored['words_restored'] / max(words, 1):.1%}) and "
+                f"{restored['characters_restored'] / max(characters, 1):.1%} of the characters.",
+                id=ids.DECODE_RESTORED,
+                className="message message-info",
+            ),
         ]
-    )
+    return html.Div(children)
 
 
 @callback(
     Output(ids.DECODE_TEXT, "value"),
     Output(ids.DECODE_MESSAGE, "children"),
+    Output(ids.DECODE_SCRAMBLED_FROM, "data"),
     Input(ids.DECODE_SCRAMBLE, "n_clicks"),
     State(ids.DECODE_TEXT, "value"),
     State(ids.DECODE_SEED, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: str | None) -> tuple[Any, Any]:
+def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: str | None) -> tuple[Any, Any, Any]:
     ui.require_click(_clicks)
     try:
-        scrambled = services.scramble_sentence(sessions.session_folder(session_id), raw_text, seed)
+        pair = services.scramble_with_original(sessions.session_folder(session_id), raw_text, seed)
     except ui.EXPECTED_ERRORS as exc:
-        return no_update, ui.error_message(exc)
-    return scrambled, ui.message("Scrambled: now press Decode.")
+        return no_update, ui.error_message(exc), no_update
+    note = "Scrambled: now press Decode (the result is scored against the sentence before scrambling)."
+    return pair["scrambled"], ui.message(note), pair
 
 
 @callback(
@@ -101,13 +117,20 @@ def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: s
     Input(ids.DECODE_BUTTON, "n_clicks"),
     State(ids.DECODE_TEXT, "value"),
     State(ids.DECODE_CONSTRAINED, "value"),
+    State(ids.DECODE_SCRAMBLED_FROM, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def decode(_clicks: int | None, raw_text: str | None, constrained: list[Any] | None, session_id: str | None) -> Any:
+def decode(
+    _clicks: int | None,
+    raw_text: str | None,
+    constrained: list[Any] | None,
+    scrambled_from: dict[str, Any] | None,
+    session_id: str | None,
+) -> Any:
     ui.require_click(_clicks)
     try:
-        result = services.decode(sessions.session_folder(session_id), raw_text, bool(constrained))
+        result = services.decode(sessions.session_folder(session_id), raw_text, bool(constrained), scrambled_from)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     return decoded_view(result), None
