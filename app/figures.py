@@ -79,6 +79,30 @@ def history_figure(
     return figure
 
 
+def duration(seconds: float) -> str:
+    """A duration for people: 0.4 s, 12 s, 3 min 5 s, 2 h 10 min."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(round(seconds)) // 60
+    if minutes < 60:
+        return f"{minutes} min {int(round(seconds)) % 60} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _timing(records: list[dict[str, Any]], remaining: int) -> str:
+    """' · S per iteration, at most T left' from the iterations so far (their mean time, the last three)."""
+    seconds = [float(r.get("seconds") or 0.0) for r in records[-3:]]
+    if not seconds or sum(seconds) <= 0:
+        return ""
+    mean = sum(seconds) / len(seconds)
+    text = f" · {duration(mean)} per iteration"
+    if remaining > 0:
+        text += f", at most {duration(mean * remaining)} left"
+    return text
+
+
 def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figure]:
     """Progress bar value (0-100), its label and the live BPS chart for a job's progress file."""
     if not progress:
@@ -90,6 +114,7 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         best = len(history) or 1
         value = 100.0 * min(len(refit), best) / best
         label = f"Refit on training + validation text: iteration {len(refit)} (at most {best})"
+        label += _timing(refit, best - len(refit))
     else:
         value = 100.0 * min(len(history), planned) / planned
         label = f"Iteration {len(history)} of at most {planned}"
@@ -98,6 +123,7 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
             label += f": train {last['train_bps']:.4f} bps"
             if last.get("validation_bps") is not None:
                 label += f", validation {last['validation_bps']:.4f} bps"
+            label += _timing(history, planned - len(history))
         elif progress.get("message"):
             label = progress["message"]
     if status != "running":

@@ -171,6 +171,23 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     assert workflows.load_model(sessions.current_model_path(with_corpus)).n_states == 60
 
 
+def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left() -> None:
+    entry = {"train_bps": 2.5, "validation_bps": 2.6}
+    progress = {
+        "status": "running",
+        "phase": "training",
+        "max_iterations": 10,
+        "history": [entry | {"iteration": n, "seconds": s} for n, s in ((1, 9.0), (2, 3.0), (3, 3.0), (4, 3.0))],
+        "refit": [],
+    }
+    value, label, _ = figures.progress_view(progress)
+    assert value == 40.0 and label.startswith("Iteration 4 of at most 10: train 2.5000 bps, validation 2.6000 bps")
+    assert label.endswith("3.0 s per iteration, at most 18 s left")  # the last three iterations' mean, 6 to go
+    refit = progress | {"phase": "refit", "refit": [entry | {"iteration": 1, "seconds": 200.0}]}
+    assert figures.progress_view(refit)[1].endswith("3 min 20 s per iteration, at most 10 min 0 s left")
+    assert [figures.duration(s) for s in (0.42, 12.4, 185, 7800)] == ["0.4 s", "12 s", "3 min 5 s", "2 h 10 min"]
+
+
 def test_cancelled_job_keeps_the_previous_model(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = current_bytes(with_corpus)
     record = jobs._Progress.record
