@@ -77,6 +77,7 @@ EXPORT_MODULE = "export-module"
 EXPORT_BUTTON = "export-button"
 EXPORT_MODEL_BUTTON = "export-model-button"
 EXPORT_DOWNLOAD = "export-download"
+COMMUNITIES_EXPORT_LINK = "communities-export-link"
 EXPORT_MESSAGE = "export-message"
 
 # Communities page

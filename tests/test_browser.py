@@ -252,6 +252,14 @@ def test_communities_module_subgraph(browser: DashComposite, screenshot: Callabl
     assert nodes > 0
     assert browser.find_elements(f"#{ids.COMMUNITIES_GRAPH} canvas")
     screenshot(browser, "communities", max_height=2400)  # down to the module's subgraph
+    # the module's export link opens the Export page with the module filled in
+    module = browser.find_element(f"#{ids.COMMUNITIES_DETAIL} td:nth-child(2)").text.split(":")[0]
+    browser.find_element(f"#{ids.COMMUNITIES_EXPORT_LINK}").click()
+    browser.wait_for_element(f"#{ids.EXPORT_MODULE}")
+    wait_idle(browser)
+    assert browser.find_element(f"#{ids.EXPORT_MODULE}").get_attribute("value") == module
+    browser.find_element(f"#{ids.EXPORT_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.EXPORT_MESSAGE}", f"module {module}")
 
 
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:

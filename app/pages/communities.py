@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_cytoscape as cyto
@@ -295,8 +296,14 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
         ]
     )
     reference = "" if detail["reference"] else " (no reference corpus: seen/novel not checked)"
+    export = dcc.Link(
+        f"Export module {detail['id']}'s subgraph",
+        href=f"/export?{urlencode({'module': detail['id']})}",
+        id=ids.COMMUNITIES_EXPORT_LINK,
+        className="button",
+    )
     return (
-        html.Div([summary, html.H4("Generalized words" + reference), html.Ol(words)]),
+        html.Div([summary, html.H4("Generalized words" + reference), html.Ol(words), export]),
         detail["elements"],
         detail["note"],
     )

@@ -13,7 +13,8 @@ from app import ids, services, sessions, ui
 dash.register_page(__name__, path="/export", name="Export", title="CHMM Explorer · Export", order=6)
 
 
-def layout(**_query: Any) -> html.Div:
+def layout(module: str | None = None, **_query: Any) -> html.Div:
+    """The page; ``/export?module=ID`` (the Communities page's link) fills in the module."""
     options = [{"label": services.EXPORT_DESCRIPTIONS[fmt], "value": fmt} for fmt in services.EXPORT_FORMATS]
     return html.Div(
         [
@@ -34,7 +35,13 @@ def layout(**_query: Any) -> html.Div:
                         ),
                         ui.field(
                             "Module (optional)",
-                            dcc.Input(id=ids.EXPORT_MODULE, type="text", placeholder="e.g. 3 or 3:2", className="num"),
+                            dcc.Input(
+                                id=ids.EXPORT_MODULE,
+                                type="text",
+                                value=module if isinstance(module, str) else None,
+                                placeholder="e.g. 3 or 3:2",
+                                className="num",
+                            ),
                             "Export only this module's subgraph. Ids as on the Communities page (its last run's "
                             "settings at the same threshold; Infomap's defaults otherwise).",
                         ),
