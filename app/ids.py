@@ -49,6 +49,7 @@ SAMPLE_OUTPUT = "sample-output"
 SCORE_TEXT = "score-text"
 SCORE_BUTTON = "score-button"
 SCORE_OUTPUT = "score-output"
+SCORE_SURPRISAL = "score-surprisal"
 
 # Decode page
 DECODE_TEXT = "decode-text"

@@ -28,6 +28,8 @@ from engine.model import CHMM, ModelFormatError
 PREVIEW_CHARS = 600
 MAX_SAMPLE_LENGTH = 20_000
 MAX_SCORE_CHARS = 1_000_000
+MAX_SURPRISAL_CHARS = 2_000
+"""The Generate page shades at most this many characters of scored text by their surprisal."""
 MAX_DECODE_CHARS = 5_000
 PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 PRUNE_VALIDATION_SHARE = 0.1
@@ -284,8 +286,18 @@ def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) 
         raise UserError(f"The prefix cannot be used: {describe_error(exc)}") from None
 
 
+def as_model_reads(folder: Path, raw_text: str) -> str:
+    """``raw_text`` normalised like the current model's corpus (what sampling continues and scoring scores)."""
+    model = load_current(folder)
+    try:
+        return model.decode_symbols(workflows.encode_for_model(model, raw_text))
+    except ValueError as exc:
+        raise UserError(f"The text cannot be read by the model: {describe_error(exc)}") from None
+
+
 def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
-    """Bits per symbol of pasted text under the current model."""
+    """Bits per symbol of pasted text under the current model, and ``surprisal``: (character, bits) for each of
+    the first :data:`MAX_SURPRISAL_CHARS` characters after normalisation."""
     if not raw_text or not raw_text.strip():
         raise UserError("Paste some text to score.")
     if len(raw_text) > MAX_SCORE_CHARS:
@@ -295,12 +307,16 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
     model = load_current(folder)
     try:
         result = workflows.score_text(model, raw_text)
+        shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
+        normalised, bits = workflows.surprisal_text(model, shown)
     except ValueError as exc:
         raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
+    characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
     return {
         "bps": result.bps,
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
+        "surprisal": characters[:MAX_SURPRISAL_CHARS],
     }
 
 

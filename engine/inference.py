@@ -185,13 +185,28 @@ def score_from_predictive(
 ) -> ScoreResult:
     """The BPS of :func:`score` from the forward pass's predictive probabilities and the back-off bigram (shared by
     the CPU and the GPU engine)."""
+    with np.errstate(divide="ignore"):
+        log2_probability = float(np.sum(np.log2(predictive_with_backoff(x, predictive, bigram, backoff_weight))))
+    return ScoreResult(-log2_probability / len(x), log2_probability, len(x), int(zero_events))
+
+
+def predictive_with_backoff(
+    x: np.ndarray, predictive: np.ndarray, bigram: np.ndarray, backoff_weight: float
+) -> np.ndarray:
+    """Each symbol's probability as :func:`score` counts it: (1 - w) P_CHMM(x_n | x_<n) + w Q(x_n | x_{n-1})."""
     q = np.empty(len(x))
     q[0] = 1.0 / bigram.shape[0]
     q[1:] = bigram[x[:-1], x[1:]]
-    mixed = (1.0 - backoff_weight) * predictive + backoff_weight * q
-    with np.errstate(divide="ignore"):
-        log2_probability = float(np.sum(np.log2(mixed)))
-    return ScoreResult(-log2_probability / len(x), log2_probability, len(x), int(zero_events))
+    return (1.0 - backoff_weight) * predictive + backoff_weight * q
+
+
+def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> np.ndarray:
+    """-log2 P(x_n | x_<n) for every position, in bits, as :func:`score` counts it (their mean is the BPS)."""
+    x = _check_sequence(model, x)
+    if backoff_weight is None:
+        backoff_weight = float(model.metadata.get("backoff_weight", BACKOFF_WEIGHT))
+    predictive = forward(model, x).predictive
+    return -np.log2(predictive_with_backoff(x, predictive, symbol_bigram(model), backoff_weight))
 
 
 # ------------------------------------------------------------------------------------------------ backward

@@ -227,6 +227,15 @@ def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None)
     return inference.score_from_predictive(x, result.predictive, result.zero_events, bigram, backoff_weight)
 
 
+def surprisal(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None) -> np.ndarray:
+    """:func:`engine.inference.surprisal` (bits per position) on the sparse blocks."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    if backoff_weight is None:
+        backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+    bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
+    return -np.log2(inference.predictive_with_backoff(x, forward(model, x).predictive, bigram, backoff_weight))
+
+
 @dataclass
 class SequencePlan:
     """What the sparse E-step reuses across EM iterations on one sequence: message offsets, the blocks the

@@ -435,6 +435,14 @@ def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.Sc
     return inference.score(model, x)
 
 
+def surprisal_text(model: CHMM, raw_text: str) -> tuple[str, np.ndarray]:
+    """``raw_text`` normalised like the model's corpus (one character per symbol) and every symbol's surprisal
+    -log2 P(x_n | x_<n) in bits, as the BPS counts it (their mean is :func:`score_text`'s BPS)."""
+    x = encode_for_model(model, raw_text)
+    bits = (sparse_mod.surprisal if isinstance(model, sparse_mod.SparseCHMM) else inference.surprisal)(model, x)
+    return "".join(model.symbols[int(i)] for i in x), bits
+
+
 def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = None) -> str:
     """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given."""
     rng = np.random.default_rng(seed)

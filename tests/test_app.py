@@ -288,6 +288,12 @@ def test_sampling_returns_the_requested_length(folder: Path) -> None:
 def test_scoring_pasted_text(folder: Path) -> None:
     result = services.score(folder, "Alice was beginning to get very tired of sitting by her sister on the bank.")
     assert 0.5 < result["bps"] < 5 and result["symbols"] > 50
+    shaded = result["surprisal"]  # every normalised character with its bits; their mean is the BPS
+    normalised = "alice was beginning to get very tired of sitting by her sister on the bank"
+    assert "".join(char for char, _ in shaded) == normalised
+    assert np.mean([bits for _, bits in shaded]) == pytest.approx(result["bps"], abs=1e-3)
+    long = services.score(folder, "the queen said " * 500)
+    assert len(long["surprisal"]) == services.MAX_SURPRISAL_CHARS < long["symbols"]
     with pytest.raises(UserError, match="Paste some text"):
         services.score(folder, "   ")
 

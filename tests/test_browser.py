@@ -267,9 +267,14 @@ def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> No
     browser.find_element(f"#{ids.SAMPLE_BUTTON}").click()
     sample = wait_until(lambda: browser.find_element(f"#{ids.SAMPLE_OUTPUT} pre").text, 15, "no sampled text appeared")
     assert len(sample) > 100 and set(sample) <= set(" abcdefghijklmnopqrstuvwxyz\n"), sample
+    prefix = browser.find_element(f"#{ids.SAMPLE_PREFIX}").get_attribute("value")
+    assert browser.find_element(f"#{ids.SAMPLE_OUTPUT} pre .prefix").text == prefix.lower().strip()
     browser.find_element(f"#{ids.SCORE_TEXT}").send_keys("alice was beginning to get very tired")
     browser.find_element(f"#{ids.SCORE_BUTTON}").click()
     browser.wait_for_contains_text(f"#{ids.SCORE_OUTPUT}", "bits per symbol")
+    shaded = browser.find_elements(f"#{ids.SCORE_SURPRISAL} span")
+    assert "".join(span.text or " " for span in shaded) == "alice was beginning to get very tired"
+    assert all(re.fullmatch(r"'.': \d+\.\d\d bits", span.get_attribute("title")) for span in shaded)
     wait_idle(browser)
     screenshot(browser, "generate")
 

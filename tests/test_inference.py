@@ -471,6 +471,10 @@ def test_score_backoff_mixture() -> None:
     assert result.log2_probability == pytest.approx(np.sum(np.log2(mix)), rel=1e-12)
     # with backoff weight 0 the score is exact
     assert inference.score(model, x, backoff_weight=0.0).bps == pytest.approx(exact, rel=1e-12)
+    # per-symbol surprisal: the same mixture, position by position; its mean is the BPS
+    bits = inference.surprisal(model, x)
+    np.testing.assert_allclose(bits, -np.log2(mix), rtol=1e-10, atol=1e-12)
+    assert np.mean(bits) == pytest.approx(result.bps, rel=1e-12)
 
 
 def test_score_zero_probability_events_match_oracle() -> None:

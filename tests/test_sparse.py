@@ -131,6 +131,9 @@ def test_sparse_models_go_through_the_workflows(tmp_path):
     assert isinstance(loaded, sparse.SparseCHMM)
     text = loaded.decode_symbols(x[:2000])
     assert workflows.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
+    shown, bits = workflows.surprisal_text(loaded, text)
+    assert shown == text
+    np.testing.assert_allclose(bits, inference.surprisal(compact.to_dense(), x[:2000]), rtol=1e-5, atol=1e-9)
     assert len(workflows.sample_text(loaded, 50, seed=1)) == 50
     pruned = sparse.prune(loaded, 5e-2)
     dense_pruned = graph.prune(loaded.to_dense(), threshold=5e-2)

@@ -53,11 +53,14 @@ def layout(**_query: Any) -> html.Div:
 )
 def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, session_id: str | None) -> Any:
     ui.require_click(_clicks)
+    folder = sessions.session_folder(session_id)
     try:
-        generated = services.sample(sessions.session_folder(session_id), length, seed, prefix)
+        generated = services.sample(folder, length, seed, prefix)
+        shown = services.as_model_reads(folder, prefix) if prefix else ""
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
-    return html.Pre(generated, className="preview")
+    # the prefix (as the model read it) in muted type, then the sampled continuation
+    return html.Pre([html.Span(shown, className="prefix"), html.Span(generated)], className="preview")
 
 
 @callback(
@@ -76,4 +79,36 @@ def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> 
     note = ""
     if result["zero_probability_events"]:
         note = f"; {result['zero_probability_events']:,} zero-probability transition(s) scored by the bigram back-off"
-    return ui.message(f"{result['bps']:.4f} bits per symbol over {result['symbols']:,} symbols{note}.", "ok")
+    return html.Div(
+        [
+            ui.message(f"{result['bps']:.4f} bits per symbol over {result['symbols']:,} symbols{note}.", "ok"),
+            surprisal_view(result["surprisal"], result["symbols"]),
+        ]
+    )
+
+
+SURPRISAL_FULL_BITS = 8.0
+"""The surprisal at which a character's shading is darkest."""
+
+
+def surprisal_view(characters: list[tuple[str, float]], total: int) -> html.Div:
+    """The normalised text with every character shaded by its surprisal -log2 P(x_n | x_<n) (hover: the bits)."""
+    spans = [
+        html.Span(
+            char,
+            title=f"{char!r}: {bits:.2f} bits",
+            style={"backgroundColor": f"rgba(214, 39, 40, {min(bits / SURPRISAL_FULL_BITS, 1.0):.2f})"},
+        )
+        for char, bits in characters
+    ]
+    shown = f" (the first {len(characters):,} of {total:,})" if len(characters) < total else ""
+    return html.Div(
+        [
+            html.Div(
+                f"Each character shaded by its surprisal, -log2 P(character | the text before it): clear at 0 bits, "
+                f"darkest at {SURPRISAL_FULL_BITS:g} bits or more; hover for the figure{shown}.",
+                className="hint",
+            ),
+            html.Pre(spans, id=ids.SCORE_SURPRISAL, className="preview"),
+        ]
+    )
