@@ -162,7 +162,8 @@ def run_compare_job(
 ) -> dict[str, Any]:
     """Train each picked learner on the chosen corpus (``options`` override :data:`APP_OPTIONS` per learner) and
     keep the figures in ``compare.json``; returns what was saved. Bad input or a second job in the same session
-    gives status ``refused`` with a message (nothing raises); ``report`` gets the saved dict after every change."""
+    gives status ``refused`` with a message (nothing raises, and the last comparison's file is left as it was);
+    ``report`` gets the saved dict after every change."""
     key = key or uuid.uuid4().hex[:12]
     saved: dict[str, Any] = {"key": key, "status": RUNNING, "corpus": None, "results": [], "started": time.time()}
 
@@ -172,11 +173,8 @@ def run_compare_job(
             report(json.loads(json.dumps(saved)))
 
     def refuse(message: str) -> dict[str, Any]:
-        if compare_running(folder):  # leave the running job's file alone
-            return saved | {"status": REFUSED, "message": message}
-        saved.update(status=REFUSED, message=message)
-        publish()
-        return saved
+        # nothing is written: the session's last comparison (finished or running) stays what the page shows
+        return saved | {"status": REFUSED, "message": message}
 
     if compare_running(folder):
         return saved | {"status": REFUSED, "message": "A comparison is already running in this session; wait for it."}

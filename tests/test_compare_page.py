@@ -80,9 +80,19 @@ def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
     services.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
     saved = compare.run_compare_job(folder, ["ngram"], "session")
     assert saved["status"] == compare.REFUSED and "contains only the symbol 'a'" in saved["message"]
-    assert compare.read_compare(folder)["status"] == compare.REFUSED
+    assert compare.read_compare(folder) is None  # a refusal writes nothing
     assert compare.compare_rows(compare.read_compare(folder)) == []
     assert compare.compare_figure(None).layout.title.text == "No results yet"
+
+
+def test_a_refused_comparison_keeps_the_last_one(with_corpus: Path) -> None:
+    finished = compare.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)
+    assert finished["status"] == compare.FINISHED
+    refused = compare.run_compare_job(with_corpus, [], "session")
+    assert refused["status"] == compare.REFUSED
+    kept = compare.latest_compare(with_corpus)
+    assert kept["status"] == compare.FINISHED and kept["key"] == finished["key"]
+    assert len(compare.compare_rows(kept)) == 1 and kept["results"][0]["learner"] == "ngram"
 
 
 def test_one_failing_learner_does_not_stop_the_others(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:

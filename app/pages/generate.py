@@ -53,8 +53,8 @@ def layout(**_query: Any) -> html.Div:
 )
 def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, session_id: str | None) -> Any:
     ui.require_click(_clicks)
-    folder = sessions.session_folder(session_id)
     try:
+        folder = sessions.session_folder(session_id)
         generated = services.sample(folder, length, seed, prefix)
         shown = services.as_model_reads(folder, prefix) if prefix else ""
     except ui.EXPECTED_ERRORS as exc:
