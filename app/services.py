@@ -65,8 +65,12 @@ def visible(symbol: str) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
-    """The one-line message shown for an error raised by a service or the engine."""
+    """The one-line message shown for an error raised by a service or the engine (its first word capitalised
+    unless it is a name such as a file's: "x.txt is empty." stays as it is)."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = message.split(" ", 1)[0]
+    if not first.isalpha():
+        return message
     return message[:1].upper() + message[1:]
 
 
@@ -102,9 +106,12 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
     if estimated > max_bytes + 2:
         raise UserError(f"{name} is too large: about {estimated:,} bytes, the limit is {max_bytes:,} bytes.")
     try:
-        return base64.b64decode(payload, validate=True)
+        data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise UserError(f"{name} arrived damaged (invalid base64); try again.") from None
+    if len(data) > max_bytes:
+        raise UserError(f"{name} is too large: {len(data):,} bytes, the limit is {max_bytes:,} bytes.")
+    return data
 
 
 # ------------------------------------------------------------------------------------------ corpus

@@ -50,6 +50,15 @@ _MAX_CONTROL_SHARE = 0.01
 _MAX_NUL_SHARE = 0.0001
 
 
+def _looks_utf16(data: bytes) -> bool:
+    """UTF-16 text without a byte-order mark: most ASCII characters come with a NUL in every second byte."""
+    sample = data[:4096]
+    if len(sample) < 8:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    return max(even.count(0), odd.count(0)) > 0.6 * (len(sample) // 2)
+
+
 def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000) -> str:
     """Decode a corpus file's bytes as UTF-8 text (BOM removed), rejecting non-text input.
 
@@ -62,6 +71,8 @@ def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000
         raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
     if size == 0:
         raise CorpusError(f"{name} is empty.")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or _looks_utf16(data):
+        raise CorpusError(f"{name} is UTF-16 text; save it as UTF-8 and try again.")
     counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
     # A stray NUL is tolerated (the Calgary corpus's book1 has one); a binary file has many.
     if counts[0] > max(1, _MAX_NUL_SHARE * size):

@@ -52,6 +52,8 @@ def current_bytes(folder: Path) -> bytes:
         (b"   \n\t  ", "only whitespace"),
         (b"\x00\x01\x02\x03" * 100, "binary"),
         ("caf\u00e9 ".encode("latin-1") * 10, "not valid UTF-8"),
+        ("alice was beginning".encode("utf-16"), "UTF-16 text; save it as UTF-8"),
+        ("alice was beginning".encode("utf-16-le"), "UTF-16 text; save it as UTF-8"),
     ],
 )
 def test_corpus_upload_rejects_bad_files_with_a_clear_message(folder: Path, payload: bytes, expected: str) -> None:
@@ -67,6 +69,21 @@ def test_corpus_upload_size_limit_is_configurable(folder: Path, monkeypatch: pyt
         services.store_corpus(folder, data_uri(b"abc " * 400), "big.txt")
     monkeypatch.delenv("CHMM_MAX_UPLOAD_MB")
     assert config.max_upload_bytes() == 20_000_000
+
+
+def test_model_upload_limit_is_exact(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_MODEL_MB", "0.001")  # 1,000 bytes
+    before = current_bytes(folder)
+    for size in (1001, 1002, 1003):  # base64 rounding must not let a few bytes over the limit through
+        with pytest.raises(UserError, match="too large"):
+            services.load_model_upload(folder, data_uri(b"x" * size), "m.npz")
+    assert current_bytes(folder) == before
+
+
+def test_error_messages_keep_file_names_as_they_are() -> None:
+    assert services.describe_error(CorpusError("x.txt is empty.")) == "x.txt is empty."
+    assert services.describe_error(ValueError("the seed must be whole\nmore")) == "The seed must be whole"
+    assert services.describe_error(KeyError()) == "KeyError"
 
 
 def test_damaged_upload_and_missing_upload(folder: Path) -> None:
