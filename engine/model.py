@@ -11,6 +11,7 @@ layout works for NumPy and CuPy arrays.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from engine.kernels.cpu import block_row_sums
 
 FORMAT_NAME = "chmm-explorer-model"
 FORMAT_VERSION = 1
@@ -340,6 +343,97 @@ def write_npz_atomic(
         raise
 
 
+ROW_SUM_TOLERANCE = 1e-3
+"""A stored row of T must sum to 1 within this (float32 rounding over thousands of entries), or to 0 (a clone with
+no outgoing transitions)."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _number_or_none(value: Any) -> bool:
+    """None or a number (NaN allowed: a figure not measured)."""
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _metadata_problem(metadata: dict[str, Any]) -> str | None:
+    """What is wrong with a model's metadata (the fields the tools read), or None."""
+
+    def history_ok(value: Any) -> bool:
+        return isinstance(value, list) and all(
+            isinstance(r, dict)
+            and _is_number(r.get("iteration"))
+            and all(_number_or_none(r.get(key)) for key in ("train_bps", "validation_bps", "seconds"))
+            for r in value
+        )
+
+    checks: dict[str, tuple[Any, str]] = {
+        "symbols": (lambda v: True, ""),
+        "corpus": (lambda v: isinstance(v, str), "a string"),
+        "normalisation": (lambda v: isinstance(v, str), "a string"),
+        "allocation": (lambda v: v is None or isinstance(v, str), "a string"),
+        "stopped": (lambda v: v is None or isinstance(v, str), "a string"),
+        "train_bps": (lambda v: v is None or _is_number(v), "a number"),
+        "validation_bps": (lambda v: v is None or _is_number(v), "a number"),
+        "test_bps": (lambda v: v is None or _is_number(v), "a number"),
+        "backoff_weight": (lambda v: v is None or (_is_number(v) and 0.0 <= v < 1.0), "a number in [0, 1)"),
+        "seed": (lambda v: v is None or _is_number(v), "a number"),
+        "best_iteration": (lambda v: _is_number(v), "a number"),
+        "refit_iterations": (lambda v: _is_number(v), "a number"),
+        "settings": (lambda v: isinstance(v, dict), "an object"),
+        "sizes": (lambda v: isinstance(v, dict) and all(_is_number(n) for n in v.values()), "an object of counts"),
+        "pruned": (lambda v: isinstance(v, dict), "an object"),
+        "schedule": (lambda v: isinstance(v, dict), "an object"),
+        "pruned_history": (lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v), "a list"),
+        "vocabulary": (lambda v: v is None or (isinstance(v, list) and all(isinstance(w, str) for w in v)), "words"),
+        "history": (history_ok, "a list of iteration records"),
+    }
+    for key, (ok, what) in checks.items():
+        if key in metadata and not ok(metadata[key]):
+            return f"metadata field {key!r} must be {what}"
+    return None
+
+
+def check_content(path: Any, symbols: Any, metadata: Any, arrays: dict[str, np.ndarray | None]) -> None:
+    """Raise :class:`ModelFormatError` unless a loaded model's content is usable by every tool: symbols are
+    distinct non-empty strings; the transition values, pi and counts (``arrays``; None: absent) are finite,
+    non-negative floats; pi has mass; the metadata fields the tools read have their types."""
+
+    def fail(reason: str) -> None:
+        raise ModelFormatError(f"{path}: damaged CHMM model ({reason})")
+
+    if not isinstance(symbols, list) or not all(isinstance(c, str) and c for c in symbols):
+        fail("the symbols must be a list of non-empty strings")
+    if len(set(symbols)) != len(symbols):
+        fail("the symbols must be distinct")
+    if not isinstance(metadata, dict):
+        fail("the metadata must be an object")
+    problem = _metadata_problem(metadata)
+    if problem:
+        fail(problem)
+    for name, values in arrays.items():
+        if values is None:
+            continue
+        if not np.issubdtype(values.dtype, np.floating):
+            fail(f"{name} holds {values.dtype} values, not floating point")
+        if not (np.all(np.isfinite(values)) and np.all(values >= 0)):
+            fail(f"{name} holds negative or non-finite values")
+    if "pi" in arrays and float(np.sum(arrays["pi"], dtype=np.float64)) <= 0:
+        fail("pi has no mass")
+
+
+def check_row_sums(path: Any, sums: np.ndarray) -> None:
+    """Raise :class:`ModelFormatError` unless every stored row of T sums to 1 (within
+    :data:`ROW_SUM_TOLERANCE`) or 0, and at least one to 1."""
+    ones = np.abs(sums - 1.0) <= ROW_SUM_TOLERANCE
+    bad = ~(ones | (sums == 0))
+    if np.any(bad):
+        raise ModelFormatError(f"{path}: damaged CHMM model (a row of T sums to {float(sums[bad][0]):.6g}, not 1)")
+    if not np.any(ones):
+        raise ModelFormatError(f"{path}: damaged CHMM model (T has no transition mass)")
+
+
 def load(path: str | os.PathLike[str]) -> CHMM:
     """Load a model saved by :func:`save`; a missing, damaged or foreign file raises :class:`ModelFormatError`."""
     path = Path(path)
@@ -367,27 +461,25 @@ def load(path: str | os.PathLike[str]) -> CHMM:
         raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
-    missing = sorted(set(header.get("arrays", [])) - set(arrays))
+    listed = header.get("arrays", [])
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise ModelFormatError(f"{path}: damaged CHMM model (its list of arrays is not a list of names)")
+    missing = sorted(set(listed) - set(arrays))
     if missing:
         raise ModelFormatError(f"{path}: damaged CHMM model (array(s) {', '.join(missing)} missing)")
     if header.get("format_version") != FORMAT_VERSION:
         raise ModelFormatError(
-            f"{path}: model format version {header.get('format_version')} is not supported "
-            f"(this program reads version {FORMAT_VERSION})"
+            f"{path}: model format version {header.get('format_version')!r} is not supported "
+            f"(this program reads version {FORMAT_VERSION!r})"
         )
+    symbols, metadata = header.get("symbols"), header.get("metadata", {})
+    check_content(path, symbols, metadata, {"T": arrays["T"], "pi": arrays["pi"], "counts": arrays.get("counts")})
     try:
         layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
-        model = CHMM(
-            list(header["symbols"]),
-            layout,
-            arrays["T"],
-            arrays["pi"],
-            arrays.get("counts"),
-            dict(header.get("metadata", {})),
-        )
+        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata))
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
-    finite = np.all(np.isfinite(model.T)) and np.all(np.isfinite(model.pi))
-    if not (finite and np.all(model.T >= 0) and np.all(model.pi >= 0)):
-        raise ModelFormatError(f"{path}: damaged CHMM model (T or pi holds negative or non-finite values)")
+    check_row_sums(
+        path, block_row_sums(model.T, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
+    )
     return model

@@ -24,7 +24,7 @@ import numpy as np
 
 from engine import inference
 from engine.kernels import sparse_cpu as kernels
-from engine.model import CHMM, BlockLayout, ModelFormatError, write_npz_atomic
+from engine.model import CHMM, BlockLayout, ModelFormatError, check_content, check_row_sums, write_npz_atomic
 
 SPARSE_FORMAT = "chmm-explorer-sparse-model"
 SPARSE_FORMAT_VERSION = 1
@@ -584,10 +584,16 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
         raise ModelFormatError(f"{path}: not a readable sparse CHMM ({type(exc).__name__}: {exc})") from exc
     if header.get("format") != SPARSE_FORMAT or header.get("format_version") != SPARSE_FORMAT_VERSION:
         raise ModelFormatError(f"{path}: not a sparse CHMM of format version {SPARSE_FORMAT_VERSION}")
+    symbols, metadata = header.get("symbols"), header.get("metadata", {})
+    try:
+        values = {"data": arrays["data"], "pi": arrays["pi"], "counts": arrays.get("counts")}
+    except KeyError as exc:
+        raise ModelFormatError(f"{path}: damaged sparse CHMM (array {exc} missing)") from None
+    check_content(path, symbols, metadata, values)
     try:
         layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
         model = SparseCHMM(
-            list(header["symbols"]),
+            list(symbols),
             layout,
             arrays["row_base"],
             arrays["indptr"],
@@ -595,12 +601,10 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
             arrays["data"],
             arrays["pi"],
             arrays.get("counts"),
-            dict(header.get("metadata", {})),
+            dict(metadata),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged sparse CHMM ({exc})") from exc
-    if not (np.all(np.isfinite(model.data)) and np.all(model.data >= 0)):
-        raise ModelFormatError(f"{path}: damaged sparse CHMM (negative or non-finite transitions)")
     if model.indices.size and (
         model.indices.min() < 0
         or np.any(
@@ -616,4 +620,6 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
         )
     ):
         raise ModelFormatError(f"{path}: damaged sparse CHMM (a column index outside its block)")
+    row_clone, _ = model.entry_rows_cols()
+    check_row_sums(path, np.bincount(row_clone, weights=model.data.astype(np.float64), minlength=model.n_states))
     return model

@@ -34,7 +34,7 @@ def sample_model(dtype: type = np.float32, with_counts: bool = True) -> CHMM:
     model = random_model(symbols, np.array([2, 3, 1, 4, 2]), pairs, rng, dtype, {"note": "x"})
     counts = rng.random(model.layout.size) * 100 if with_counts else None
     metadata = {
-        "normalisation": {"lowercase": True, "map": {"’": "'"}},
+        "preprocessing": {"lowercase": True, "map": {"’": "'"}},  # nested JSON round-trips
         "history": [{"iteration": 1, "train_bps": 2.5, "validation_bps": None}],
         "seed": 12345,
         "name": "ünïcode ✓",
@@ -331,3 +331,54 @@ def test_load_corrupted_compressed_data(tmp_path: Path) -> None:
     assert info.file_size == len(data)
     with pytest.raises(ModelFormatError):
         load(path)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda h, a: a.update(T=a["T"].astype(str)), "T holds <U.* values, not floating point"),
+        (lambda h, a: a.update(T=a["T"] > 0), "T holds bool values"),
+        (lambda h, a: a.update(pi=a["pi"].astype(str)), "pi holds <U.* values"),
+        (lambda h, a: a.update(counts=np.full(a["T"].shape, "x")), "counts holds <U1 values"),
+        (lambda h, a: a.update(T=a["T"] * 1e30), "a row of T sums to 1e\\+30, not 1"),
+        (lambda h, a: a.update(T=np.zeros_like(a["T"])), "T has no transition mass"),
+        (lambda h, a: a.update(pi=np.zeros_like(a["pi"])), "pi has no mass"),
+        (lambda h, a: h.update(arrays=5), "list of arrays is not a list of names"),
+        (lambda h, a: h.update(symbols=[[1]] * len(h["symbols"])), "symbols must be a list of non-empty strings"),
+        (lambda h, a: h.update(symbols=list(range(len(h["symbols"])))), "symbols must be a list of non-empty"),
+        (lambda h, a: h.update(symbols=["a"] * len(h["symbols"])), "symbols must be distinct"),
+        (lambda h, a: h.update(metadata="x"), "the metadata must be an object"),
+        (lambda h, a: h["metadata"].update(settings="x"), "metadata field 'settings' must be an object"),
+        (lambda h, a: h["metadata"].update(sizes=[1, 2]), "metadata field 'sizes'"),
+        (lambda h, a: h["metadata"].update(history="abc"), "metadata field 'history'"),
+        (lambda h, a: h["metadata"].update(history=[{"x": 1}]), "metadata field 'history'"),
+        (lambda h, a: h["metadata"].update(vocabulary=5), "metadata field 'vocabulary'"),
+        (lambda h, a: h["metadata"].update(test_bps={}), "metadata field 'test_bps' must be a number"),
+        (lambda h, a: h["metadata"].update(backoff_weight=2.0), "metadata field 'backoff_weight'"),
+    ],
+)
+def test_load_refuses_content_the_tools_cannot_use(tmp_path: Path, damage: object, message: str) -> None:
+    """Found by QA: such files used to load and then break sampling, scoring or the app's pages."""
+    model = sample_model(np.float64)
+    header, arrays = good_header(model), good_arrays(model)
+    damage(header, arrays)
+    path = tmp_path / "bad.npz"
+    write_npz(path, header_json=header_array(header), **arrays)
+    with pytest.raises(ModelFormatError, match=message):
+        load(path)
+
+
+def test_load_version_message_tells_the_types_apart(tmp_path: Path) -> None:
+    model = sample_model()
+    header = good_header(model) | {"format_version": "1"}
+    path = tmp_path / "v.npz"
+    write_npz(path, header_json=header_array(header), **good_arrays(model))
+    with pytest.raises(ModelFormatError, match="version '1' is not supported \\(this program reads version 1\\)"):
+        load(path)
+
+
+def test_load_keeps_history_without_train_figures(tmp_path: Path) -> None:
+    model = sample_model()
+    model.metadata["history"] = [{"iteration": 1, "train_bps": None, "validation_bps": float("nan"), "seconds": 1}]
+    save(model, tmp_path / "m.npz")
+    assert load(tmp_path / "m.npz").metadata["history"][0]["train_bps"] is None

@@ -117,6 +117,17 @@ def test_save_and_load_round_trip(tmp_path):
     assert not sparse.is_sparse_file(tmp_path / "bad.npz")
     with pytest.raises(ModelFormatError):
         sparse.load(tmp_path / "bad.npz")
+    # content the tools cannot use is refused (found by QA: string values used to raise a TypeError)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    for name, values, message in (
+        ("data", arrays["data"].astype(str), "data holds <U.* values"),
+        ("data", arrays["data"] * 3, "a row of T sums to 3"),
+        ("pi", np.zeros_like(arrays["pi"]), "pi has no mass"),
+    ):
+        np.savez(tmp_path / "damaged.npz", **(arrays | {name: values}))
+        with pytest.raises(ModelFormatError, match=message):
+            sparse.load(tmp_path / "damaged.npz")
 
 
 def test_sparse_models_go_through_the_workflows(tmp_path):
