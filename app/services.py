@@ -434,7 +434,11 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
     tail = corpus_text[int(len(corpus_text) * (1 - PRUNE_VALIDATION_SHARE)) :]
     if not tail.strip():
         raise UserError(f"The last {PRUNE_VALIDATION_SHARE:.0%} of {name} is empty; upload a longer corpus.")
-    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters; not the model's corpus)"
+    sizes = model.metadata.get("sizes") or {}
+    why = "not the model's corpus"
+    if sizes.get("validation") == 0:
+        why = "the model was trained without a validation split"
+    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters; {why})"
 
 
 def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:

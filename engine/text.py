@@ -373,8 +373,8 @@ def prepare_corpus(
     characters that occur only in the test part are removed from it.
 
     ``fixed_alphabet`` = (symbols, vocabulary) of an existing model (continued training): the
-    corpus is then encoded with them instead of deriving its own; "raw" text with a character
-    outside those symbols raises CorpusError.
+    corpus is then encoded with them instead of deriving its own; "raw" text whose training part has a
+    character outside those symbols raises CorpusError (the test part drops such characters, as above).
     """
     _check_normalisation(normalisation)
     _check_fraction(test_fraction, "test_fraction")
@@ -409,9 +409,11 @@ def prepare_corpus(
             train_part = _replace_rare(train_part, vocab_set)
             test_part = _replace_rare(test_part, vocab_set)
         else:
-            unknown = sorted((set(train_part) | set(test_part)) - set(symbols))
+            unknown = sorted(set(train_part) - set(symbols))
             if unknown:
                 raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
+            # as for a new model: characters only the test part has are removed from it
+            test_part = "".join(c for c in test_part if c in set(symbols))
     elif paper:
         counts = Counter(train_part.split(" ")) if train_part else Counter()
         vocabulary = sorted(w for w, c in counts.items() if c >= 2)

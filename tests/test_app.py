@@ -404,6 +404,20 @@ def test_prune_sweep_and_apply_then_undo(folder: Path) -> None:
     assert current_bytes(folder) == before
 
 
+def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters(folder: Path) -> None:
+    """Found by QA: characters only the test part has made the split unrecoverable (and the tail unscorable)."""
+    corpus_text = SHORT_TEXT[:20_000] + "\nContact: alice@example.org #1"
+    services.store_corpus(folder, data_uri(corpus_text.encode("utf-8")), "alice-contact.txt")
+    cases = ((0.1, "the model's validation split of alice-contact.txt"), (0.0, "without a validation split"))
+    for validation, expected in cases:
+        options = workflows.TrainOptions(states=120, normalise="raw", iterations=1, validation=validation, refit=False)
+        model = workflows.train_text(corpus_text, options, name="alice-contact.txt").model
+        text_scored, source = services.prune_validation_text(folder, model)
+        assert expected in source
+        if validation:
+            assert "#" not in text_scored and len(text_scored) > 1000
+
+
 def test_prune_scores_the_models_own_validation_split(folder: Path) -> None:
     from engine import text as text_mod
 

@@ -333,3 +333,17 @@ def test_blake_raw() -> None:
     c = prepare_corpus(text, normalisation="raw", name="blake-poems.txt")
     assert c.train_full_text + c.test_text == text
     assert c.train.size + c.validation.size + c.test.size == len(text)
+
+
+def test_a_fixed_raw_alphabet_drops_test_only_characters_like_a_new_corpus() -> None:
+    raw = "abcab cabba cbacb " * 40 + "x@y#"  # '@', '#', 'x', 'y' occur only in the test part
+    fresh = prepare_corpus(raw, normalisation="raw")
+    again = prepare_corpus(raw, normalisation="raw", fixed_alphabet=(fresh.symbols, None))
+    assert (again.train_text, again.validation_text, again.test_text) == (
+        fresh.train_text,
+        fresh.validation_text,
+        fresh.test_text,
+    )
+    assert "@" not in again.test_text
+    with pytest.raises(CorpusError, match="outside the model's alphabet"):  # the training part must fit
+        prepare_corpus("x@" + raw, normalisation="raw", fixed_alphabet=(fresh.symbols, None))
