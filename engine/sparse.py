@@ -360,8 +360,10 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
 
 def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
     """:func:`engine.inference.sample` on the sparse blocks."""
-    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward)
     layout = model.layout
+    row_clone, _ = model.entry_rows_cols()
+    outgoing = np.bincount(row_clone, weights=model.data.astype(np.float64), minlength=model.n_states)
+    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward, outgoing)
     row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
     written = kernels.sample_path(
         model.indptr,

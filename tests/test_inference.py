@@ -553,3 +553,22 @@ def test_e_step_works_in_a_forked_child() -> None:
         child.kill()
     assert not alive, "the E-step hung in a forked child"
     assert queue.get(timeout=5) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sampling_starts_only_where_the_sequence_can_go_on() -> None:
+    """pi is uniform over all clones, also over those of a symbol never seen in training, which have no outgoing
+    transitions; found by QA: a sample starting there stopped after one symbol."""
+    pairs = np.array([[0, 1], [1, 0], [1, 1], [0, 2]])  # 'c' is reached but never left
+    model = random_model(["a", "b", "c"], np.array([2, 2, 3]), pairs, np.random.default_rng(0), np.float64)
+    model.pi[:] = 1.0 / model.n_states  # 3 of 7 clones cannot go on
+    starts = set()
+    for seed in range(60):
+        out = inference.sample(model, 6, np.random.default_rng(seed))
+        starts.add(int(out[0]))
+        assert len(out) == 6 or out[-1] == 2  # only a transition into 'c' ends a sample early
+    assert starts == {0, 1}
+    with pytest.raises(ValueError, match="no transition out of the prefix's last symbol 'c'"):
+        inference.sample(model, 5, np.random.default_rng(0), prefix=np.array([0, 2]))
+    dead = CHMM(model.symbols, model.layout, np.zeros_like(model.T), model.pi, None)
+    with pytest.raises(ValueError, match="no clone with outgoing transitions"):
+        inference.sample(dead, 5, np.random.default_rng(0))

@@ -60,7 +60,14 @@ def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, sess
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     # the prefix (as the model read it) in muted type, then the sampled continuation
-    return html.Pre([html.Span(shown, className="prefix"), html.Span(generated)], className="preview")
+    text = html.Pre([html.Span(shown, className="prefix"), html.Span(generated)], className="preview")
+    if len(generated) >= int(float(length)):
+        return text
+    note = (
+        f"Sampling stopped after {len(generated):,} characters: the model has no transition out of the last clone "
+        "it reached (a clone of a symbol that ends the training text, for instance)."
+    )
+    return html.Div([text, html.Div(note, className="hint")])
 
 
 @callback(
