@@ -38,9 +38,9 @@ def _json_line(figures: dict[str, Any]) -> str:
 def _progress_printer(stream: Any) -> learning.ProgressCallback:
     def report(record: learning.IterationRecord) -> None:
         validation = "" if math.isnan(record.validation_bps) else f"  validation {record.validation_bps:.4f}"
-        stream.write(
-            f"iteration {record.iteration:4d}  train {record.train_bps:.4f}{validation}  ({record.seconds:.2f} s)\n"
-        )
+        # a pruned (grown) start gives some training transitions probability 0: its E-step BPS is infinite
+        train = f"{record.train_bps:.4f}" if math.isfinite(record.train_bps) else "     -"
+        stream.write(f"iteration {record.iteration:4d}  train {train}{validation}  ({record.seconds:.2f} s)\n")
         stream.flush()
 
     return report
@@ -51,28 +51,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_peer(args)
     if args.learner_option:
         raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
+    if args.init and (args.states is not None or args.normalise is not None):
+        raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
+    given = {name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalise") if getattr(args, name) is not None}
     options = workflows.TrainOptions(
         states=CHMM_DEFAULT_STATES if args.states is None else args.states,
-        allocation=args.allocation,
-        normalise=args.normalise,
-        algorithm=args.algorithm,
         iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
-        batch_size=args.batch_size,
         validation=args.validation,
-        pseudocount=args.pseudocount,
         seed=args.seed,
         backend=args.backend,
         init=args.init,
-        dtype=args.dtype,
-        memory=args.memory,
-        patience=args.patience,
-        tolerance=args.tolerance,
         max_train=args.max_train,
-        ngram_order=args.ngram_order,
         refit=not args.no_refit,
         grow_from=args.grow_from,
-        grow_threshold=args.grow_threshold,
         grow_iterations=args.grow_iterations,
+        **given,
     )
     options.validate()
     corpus_text = text.read_text(args.corpus)
@@ -141,6 +134,19 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+CHMM_ONLY_OPTIONS = (
+    "allocation",
+    "ngram_order",
+    "algorithm",
+    "batch_size",
+    "memory",
+    "pseudocount",
+    "tolerance",
+    "patience",
+    "dtype",
+    "grow_threshold",
+)
+"""``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
 CHMM_DEFAULT_STATES = 3000
 CHMM_DEFAULT_ITERATIONS = 100
 
@@ -168,6 +174,10 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--grow-from works only with --learner chmm")
     if args.backend == "gpu":
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend gpu")
+    chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
+    if chmm_only:
+        flags = ", ".join("--" + name.replace("_", "-") for name in chmm_only)
+        raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
     options = dict(_parse_learner_option(item) for item in args.learner_option or [])
     if args.states is not None:
         if kind not in registry.STATES_OPTION:
@@ -192,7 +202,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
             corpus_text,
             args.learner,
             options,
-            normalise=args.normalise,
+            normalise=args.normalise or "paper",
             validation=args.validation,
             max_train=args.max_train,
             refit=not args.no_refit,
@@ -328,14 +338,25 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_app(args: argparse.Namespace) -> int:
     """Start the web app (Dash's development server); Dash is imported here only, never by ``engine``."""
     import os
+    import socket
 
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port must lie between 1 and 65535, got {args.port}")
     if args.model:
         workflows.load_model(args.model)  # refuse a file that is not a model before starting anything
         os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
+    try:  # a clear message for an address that cannot be used, before Dash prints its own
+        with socket.create_server((args.host, args.port)):
+            pass
+    except (OSError, OverflowError) as exc:
+        raise OSError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     from app.main import app as dash_app
 
     print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    dash_app.run(host=args.host, port=args.port, debug=args.debug)
+    try:
+        dash_app.run(host=args.host, port=args.port, debug=args.debug)
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
@@ -365,27 +386,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="total number of clones (default 3000); hidden states of hmm/densehmm (default 100), the PDFA's bound",
     )
-    train.add_argument("--allocation", choices=["ngram", "frequency", "uniform"], default="ngram")
-    train.add_argument("--ngram-order", type=int, default=5, help="n of the n-gram allocation rule (default 5)")
+    train.add_argument("--allocation", choices=["ngram", "frequency", "uniform"], default=None, help="default ngram")
+    train.add_argument("--ngram-order", type=int, default=None, help="n of the n-gram allocation rule (default 5)")
     train.add_argument(
         "--no-refit",
         action="store_true",
         help="keep the model trained without the validation text (default: retrain on training + validation "
         "for the iterations that validation chose, as the paper does)",
     )
-    train.add_argument("--normalise", choices=["paper", "raw"], default="paper")
-    train.add_argument("--algorithm", choices=["em", "online", "viterbi"], default="em")
+    train.add_argument("--normalise", choices=["paper", "raw"], default=None, help="default paper")
+    train.add_argument("--algorithm", choices=["em", "online", "viterbi"], default=None, help="default em")
     train.add_argument("--iterations", type=int, default=None, help="at most this many (default 100; hmm/densehmm 50)")
-    train.add_argument("--batch-size", type=int, default=10_000, help="online EM batch length (symbols)")
-    train.add_argument("--memory", type=float, default=0.9, help="online EM lambda (default 0.9)")
+    train.add_argument("--batch-size", type=int, default=None, help="online EM batch length (default 10,000 symbols)")
+    train.add_argument("--memory", type=float, default=None, help="online EM lambda (default 0.9)")
     train.add_argument("--validation", type=float, default=0.1, help="share of the training part held out")
-    train.add_argument("--pseudocount", type=float, default=1e-6)
-    train.add_argument("--tolerance", type=float, default=1e-6, help="relative likelihood gain to stop at")
-    train.add_argument("--patience", type=int, default=5, help="iterations without a better validation BPS")
+    train.add_argument("--pseudocount", type=float, default=None, help="default 1e-6")
+    train.add_argument("--tolerance", type=float, default=None, help="relative likelihood gain to stop at (1e-6)")
+    train.add_argument("--patience", type=int, default=None, help="iterations without a better validation BPS (5)")
     train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
-    train.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    train.add_argument("--dtype", choices=["float32", "float64"], default=None, help="default float32")
     train.add_argument("--init", default=None, help="continue training from this model")
     train.add_argument(
         "--grow-from",
@@ -394,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a dense model of this many states, prune it and split its clones up to --states, then sparse "
         "EM (default on the CPU above 10,000 states: states/10; 0 turns it off)",
     )
-    train.add_argument("--grow-threshold", type=float, default=1e-3, help="pruning threshold before the split")
+    train.add_argument("--grow-threshold", type=float, default=None, help="pruning threshold before the split (1e-3)")
     train.add_argument("--grow-iterations", type=int, default=None, help="sparse EM iterations after the split")
     train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     train.add_argument("--json", action="store_true")
@@ -493,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print("chmm: error: out of memory; try fewer states or a shorter corpus", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # training handles Ctrl-C itself; elsewhere (Infomap, a long decode) it ends here
+        print("chmm: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ class ModuleNotFoundInResult(ValueError):
     """A module id that the community result does not have."""
 
 
+MAX_TRIALS = 10_000
+"""Infomap trials beyond this only cost time (the best of 10 rarely changes after a few dozen)."""
+
+
 @dataclass
 class CommunityOptions:
     """Settings of :func:`find_communities`.
@@ -70,8 +74,8 @@ class CommunityOptions:
 
     def validate(self) -> None:
         """Raise ValueError (one sentence) on impossible settings."""
-        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
-            raise ValueError(f"the number of trials must be a positive integer, got {self.trials!r}")
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= MAX_TRIALS:
+            raise ValueError(f"the number of trials must be an integer from 1 to {MAX_TRIALS:,}, got {self.trials!r}")
         if not (np.isfinite(self.markov_time) and self.markov_time > 0):
             raise ValueError(f"the Markov time must be a positive number, got {self.markov_time!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -258,7 +262,12 @@ def find_communities(
         silent=True,
     )
     started = time.perf_counter()
-    result = network.run(options=infomap_options)
+    try:
+        result = network.run(options=infomap_options)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # infomap.errors.InfomapError and the C++ errors it wraps (bad_alloc, ...)
+        raise ValueError(f"Infomap failed: {str(exc).strip() or type(exc).__name__}") from exc
     seconds = time.perf_counter() - started
 
     node_path: dict[int, tuple[int, ...]] = {}

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from engine.kernels.cpu import block_row_sums
+from engine.text import NORMALISATIONS
 
 FORMAT_NAME = "chmm-explorer-model"
 FORMAT_VERSION = 1
@@ -371,7 +372,7 @@ def _metadata_problem(metadata: dict[str, Any]) -> str | None:
     checks: dict[str, tuple[Any, str]] = {
         "symbols": (lambda v: True, ""),
         "corpus": (lambda v: isinstance(v, str), "a string"),
-        "normalisation": (lambda v: isinstance(v, str), "a string"),
+        "normalisation": (lambda v: v in NORMALISATIONS, f"one of {', '.join(NORMALISATIONS)}"),
         "allocation": (lambda v: v is None or isinstance(v, str), "a string"),
         "stopped": (lambda v: v is None or isinstance(v, str), "a string"),
         "train_bps": (lambda v: v is None or _is_number(v), "a number"),

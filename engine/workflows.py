@@ -26,6 +26,10 @@ DTYPES = {"float32": np.float32, "float64": np.float64}
 STOPPED_BAD = ("cancelled", "failed")
 
 
+MAX_STATES = 100_000_000
+"""More clones than any machine's memory holds (the paper's largest model has 30,000)."""
+
+
 @dataclass
 class TrainOptions:
     """Everything that defines a training run (recorded in the model's metadata)."""
@@ -56,8 +60,8 @@ class TrainOptions:
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
-        if isinstance(self.states, bool) or not isinstance(self.states, int) or self.states < 2:
-            raise ValueError(f"the number of states must be an integer of at least 2, got {self.states!r}")
+        if isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES:
+            raise ValueError(f"the number of states must be an integer from 2 to {MAX_STATES:,}, got {self.states!r}")
         if self.allocation not in allocation.ALLOCATION_METHODS:
             raise ValueError(
                 f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
@@ -169,7 +173,10 @@ def train_text(
     config = options.training_config()
     refit_start = None
     if init_model is None and grow_from:
-        start, refit_start, schedule = _grown_start(corpus_text, options, grow_from, callback, cancel, name, log)
+        try:
+            start, refit_start, schedule = _grown_start(corpus_text, options, grow_from, callback, cancel, name, log)
+        except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
+            return stopped.outcome
         config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
         n_clones = allocation.allocate_clones(
@@ -261,6 +268,14 @@ def train_text(
     return TrainOutcome(trained, summary, result, corpus, selected)
 
 
+class _StageStopped(Exception):
+    """The dense stage of a grown model was cancelled or failed; ``outcome`` is that stage's run."""
+
+    def __init__(self, outcome: TrainOutcome) -> None:
+        super().__init__(outcome.result.stopped)
+        self.outcome = outcome
+
+
 DENSE_STATE_LIMIT = 10_000
 """Above this many states, CPU training grows the model from a dense one (see :func:`_grown_start`)."""
 GROW_FACTOR = 10
@@ -287,7 +302,7 @@ def _grown_start(
         log(f"growing: first a dense model of {grow_from:,} states")
     base = train_text(corpus_text, replace(options, states=grow_from, grow_from=0), callback, cancel, name, log)
     if base.result.stopped in STOPPED_BAD:
-        raise ValueError(f"the dense stage of the grown model {base.result.stopped}: {base.result.error or ''}")
+        raise _StageStopped(base)
 
     def grow(model: CHMM) -> Any:
         pruned = graph_mod.prune(model, threshold=options.grow_threshold)

@@ -162,6 +162,7 @@ def test_corpus_too_short_for_validation(tmp_path: Path, capsys) -> None:
         (["--pseudocount", "-1"], "pseudocount"),
         (["--batch-size", "1", "--algorithm", "online"], "batch size"),
         (["--memory", "1.5", "--algorithm", "online"], "lambda"),
+        (["--states", "1000000000000"], "integer from 2 to 100,000,000"),  # found by QA: an overflow message
     ],
 )
 def test_impossible_parameters(extra: list[str], message: str, tmp_path: Path, capsys) -> None:
@@ -269,3 +270,27 @@ def test_training_from_a_pruned_model_keeps_it_pruned(tmp_path: Path, trained_mo
         k_after = after.layout.block_index[i, j]
         block = after.T[after.layout.block_offset[k_after] : after.layout.block_offset[k_after + 1]]
         assert np.all(block[zeros[lo:hi]] == 0)
+
+
+def test_init_refuses_settings_the_model_fixes(tmp_path: Path, trained_model: Path, capsys) -> None:
+    """Found by QA: --states and --normalise were silently ignored with --init."""
+    for extra in (["--states", "80"], ["--normalise", "raw"]):
+        expect_error(["train", BLAKE, "-o", tmp_path / "m.npz", "--init", trained_model, *extra], capsys, "--init")
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_infomap_and_app_settings_out_of_range_give_one_line(trained_model: Path, tmp_path: Path, capsys) -> None:
+    """Found by QA: a billion Infomap trials ended in a std::bad_alloc traceback, a bad port in Dash's."""
+    expect_error(["communities", trained_model, "-o", tmp_path / "c", "--trials", "1000000000"], capsys, "10,000")
+    expect_error(["app", "--port", "99999"], capsys, "between 1 and 65535")
+    expect_error(["app", "--host", "256.1.1.1"], capsys, "cannot listen on 256.1.1.1")
+    assert not (tmp_path / "c").exists()
+
+
+def test_ctrl_c_outside_training_is_one_line(trained_model: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.workflows, "model_communities", interrupted)
+    code, _, err = run_cli(["communities", trained_model, "-o", tmp_path / "c"], capsys)
+    assert code == 130 and err.strip() == "chmm: interrupted"

@@ -72,6 +72,8 @@ def test_train_then_score_gives_the_test_bps(
     for key in ("train_bps", "validation_bps", "test_bps"):
         assert 0 < figures[key] < np.log2(27) + 1
     assert figures["symbols"] == len(blake_corpus.train_full)  # refit on training + validation by default
+    if "--iterations" in TINY_OPTIONS[kind]:  # updates made, as a CHMM counts them (found by QA: one too many)
+        assert 1 <= figures["iterations"] <= 3
     header = read_header(model_path)
     assert header is not None and header["kind"] == kind
     metadata = header["metadata"]
@@ -129,6 +131,11 @@ def test_raw_normalisation_and_unknown_characters(tmp_path: Path, capsys) -> Non
         (["--learner", "hmm", "--backend", "gpu"], "CPU only"),
         (["--learner", "hmm", "--grow-from", "10"], "only with --learner chmm"),
         (["--learner-option", "order=3"], "applies to peer learners"),
+        # found by QA: a traceback for a non-numeric float option, CHMM-only flags silently dropped
+        (["--learner", "hmm", "--learner-option", "tolerance=abc"], "option tolerance must be float, got 'abc'"),
+        (["--learner", "hmm", "--learner-option", "n_states=true"], "option n_states must be int"),
+        (["--learner", "hmm", "--pseudocount", "-1", "--patience", "3"], "--pseudocount, --patience applies to CHMMs"),
+        (["--learner", "ngram", "--batch-size", "0"], "--batch-size applies to CHMMs only"),
     ],
 )
 def test_bad_learner_settings_give_one_line(extra: list[str], fragment: str, tmp_path: Path, capsys) -> None:

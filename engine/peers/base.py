@@ -108,7 +108,16 @@ def load_arrays(path: str | os.PathLike[str], kind: str) -> tuple[dict[str, np.n
         raise PeerFormatError(f"{path}: a {header.get('kind')!r} model, not {kind!r}")
     if header.get("format_version") != PEER_FORMAT_VERSION:
         raise PeerFormatError(f"{path}: format version {header.get('format_version')} is not supported")
-    missing = sorted(set(header.get("arrays", [])) - set(arrays))
+    listed = header.get("arrays", [])
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise PeerFormatError(f"{path}: damaged model (its list of arrays is not a list of names)")
+    missing = sorted(set(listed) - set(arrays))
     if missing:
         raise PeerFormatError(f"{path}: damaged model (array(s) {', '.join(missing)} missing)")
+    for key, kind_of in (("metadata", dict), ("history", list)):
+        if key in header and not isinstance(header[key], kind_of):
+            raise PeerFormatError(f"{path}: damaged model (its {key} is not a JSON {kind_of.__name__})")
+    for name, values in arrays.items():
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            raise PeerFormatError(f"{path}: damaged model (array {name} holds non-finite values)")
     return arrays, header

@@ -465,8 +465,10 @@ class DenseHmm:
             rep = Representations(*(np.asarray(arrays[k], dtype=np.float64) for k in Representations._fields))
             expected = {"U": (n, dim), "Z": (n, dim), "W": (n, dim), "V": (m, dim), "z0": (dim,)}
             for name, shape in expected.items():
-                if getattr(rep, name).shape != shape or not np.all(np.isfinite(getattr(rep, name))):
+                if getattr(rep, name).shape != shape:
                     raise ValueError(f"array {name} has shape {getattr(rep, name).shape}, expected {shape}")
+                if not np.all(np.isfinite(getattr(rep, name))):
+                    raise ValueError(f"array {name} holds non-finite values")
         except (KeyError, TypeError, ValueError) as exc:
             raise PeerFormatError(f"{path}: damaged {cls.kind} model ({exc})") from exc
         model.n_symbols = m

@@ -100,11 +100,34 @@ def make_learner(kind: str, **options: Any) -> PeerLearner:
     """A new, untrained peer learner ``kind`` with :data:`DEFAULT_OPTIONS` overridden by ``options``; an option the
     learner does not have raises ValueError naming the ones it has."""
     cls = learner_class(kind)
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(options) - set(accepted))
+    parameters = {name: p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"}
+    unknown = sorted(set(options) - set(parameters))
     if unknown:
-        raise ValueError(f"the {kind} learner has no option {', '.join(unknown)}; its options: {', '.join(accepted)}")
-    return cls(**(DEFAULT_OPTIONS[kind] | options))
+        raise ValueError(f"the {kind} learner has no option {', '.join(unknown)}; its options: {', '.join(parameters)}")
+    for name, value in options.items():
+        _check_option_type(kind, name, value, str(parameters[name].annotation))
+    try:
+        return cls(**(DEFAULT_OPTIONS[kind] | options))
+    except TypeError as exc:  # a value of a type the learner's checks did not foresee
+        raise ValueError(f"the {kind} learner cannot use these options: {exc}") from None
+
+
+def _check_option_type(kind: str, name: str, value: Any, annotation: str) -> None:
+    """ValueError unless ``value`` fits the option's annotation (int, float, str, bool, optionally "| None")."""
+    allowed = {part.strip() for part in annotation.split("|")}
+    if value is None and "None" in allowed:
+        return
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    fits = (
+        ("int" in allowed and is_int)
+        or ("float" in allowed and (is_int or isinstance(value, float)))
+        or ("str" in allowed and isinstance(value, str))
+        or ("bool" in allowed and isinstance(value, bool))
+        or not allowed & {"int", "float", "str", "bool"}  # an annotation this check does not know: the learner's
+    )
+    if not fits:
+        wanted = " or ".join(sorted(allowed))
+        raise ValueError(f"the {kind} learner's option {name} must be {wanted}, got {value!r}")
 
 
 def learner_options(learner: PeerLearner) -> dict[str, Any]:
@@ -200,8 +223,8 @@ def train_peer_text(
         "alphabet": corpus.n_symbols,
     }
     history = getattr(learner, "history", None)
-    if history:
-        summary["iterations"] = len(history)
+    if history:  # record k holds the parameters after k updates (record 0: the start), as a CHMM counts them
+        summary["iterations"] = int(history[-1]["iteration"])
     if kind == "ngram":
         summary["order"] = int(learner.order_)
     else:  # hidden states of the HMMs, learned states of the PDFA
