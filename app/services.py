@@ -104,13 +104,14 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
         raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
     estimated = len(payload) * 3 // 4
     if estimated > max_bytes + 2:
-        raise UserError(f"{name} is too large: about {estimated:,} bytes, the limit is {max_bytes:,} bytes.")
+        limit = format_bytes(max_bytes)
+        raise UserError(f"{name} is too large: about {format_bytes(estimated)}, the limit is {limit}.")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise UserError(f"{name} arrived damaged (invalid base64); try again.") from None
     if len(data) > max_bytes:
-        raise UserError(f"{name} is too large: {len(data):,} bytes, the limit is {max_bytes:,} bytes.")
+        raise UserError(f"{name} is too large: {format_bytes(len(data))}, the limit is {format_bytes(max_bytes)}.")
     return data
 
 
@@ -343,19 +344,24 @@ def scramble_sentence(folder: Path, raw_text: str | None, seed: Any = 0) -> str:
     return scramble_with_original(folder, raw_text, seed)["scrambled"]
 
 
-def scramble_with_original(folder: Path, raw_text: str | None, seed: Any = 0) -> dict[str, str]:
+def scramble_with_original(
+    folder: Path, raw_text: str | None, seed: Any = 0, previous: dict[str, Any] | None = None
+) -> dict[str, str]:
     """The scrambled sentence (see :func:`scramble_sentence`) and the sentence before scrambling, normalised the
-    same way (``original``), which :func:`decode` can score the decoding against."""
+    same way (``original``), which :func:`decode` can score the decoding against. Scrambling again the text a
+    ``previous`` call returned keeps that call's original (the sentence before any scrambling)."""
     sentence = _decode_input(raw_text)
     s = _whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        return {
-            "scrambled": workflows.scramble_for_model(model, sentence, seed=s),
-            "original": workflows.normalise_for_decoding(model, sentence),
-        }
+        original = workflows.normalise_for_decoding(model, sentence)
+        scrambled = workflows.scramble_for_model(model, sentence, seed=s)
     except ValueError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
+    earlier = previous.get("original") if isinstance(previous, dict) else None
+    if isinstance(earlier, str) and previous.get("scrambled") == original:  # type: ignore[union-attr]
+        original = earlier
+    return {"scrambled": scrambled, "original": original}
 
 
 def decode(

@@ -435,6 +435,13 @@ def check_row_sums(path: Any, sums: np.ndarray) -> None:
         raise ModelFormatError(f"{path}: damaged CHMM model (T has no transition mass)")
 
 
+def _load_failure(exc: BaseException) -> str:
+    """Why numpy could not read a file, without numpy's advice to load pickles (never done here)."""
+    if "allow_pickle" in str(exc):
+        return "it holds pickled Python objects, which are never loaded"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def load(path: str | os.PathLike[str]) -> CHMM:
     """Load a model saved by :func:`save`; a missing, damaged or foreign file raises :class:`ModelFormatError`."""
     path = Path(path)
@@ -443,7 +450,7 @@ def load(path: str | os.PathLike[str]) -> CHMM:
     try:
         loaded = np.load(path, allow_pickle=False)
     except Exception as exc:  # a damaged archive fails in many ways (zlib, zipfile, format errors)
-        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({_load_failure(exc)})") from exc
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise ModelFormatError(f"{path}: not a CHMM Explorer model (a bare array file, not an .npz archive)")
     try:
@@ -451,15 +458,16 @@ def load(path: str | os.PathLike[str]) -> CHMM:
             names = set(archive.files)
             needed = {"header_json", "n_clones", "block_pairs", "T", "pi"}
             if not needed <= names:
+                what = "an exported clone graph, not a model" if "edge_flow" in names else "arrays of another kind"
                 raise ModelFormatError(
-                    f"{path}: not a CHMM Explorer model (missing {', '.join(sorted(needed - names))})"
+                    f"{path}: not a CHMM Explorer model ({what}: missing {', '.join(sorted(needed - names))})"
                 )
             header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
             arrays = {name: archive[name] for name in names - {"header_json"}}
     except ModelFormatError:
         raise
     except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad JSON or Unicode
-        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({type(exc).__name__}: {exc})") from exc
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({_load_failure(exc)})") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
     listed = header.get("arrays", [])

@@ -353,6 +353,10 @@ def test_decoding_is_scored_against_the_sentence_before_scrambling(folder: Path)
     assert restored["words_restored"] == sum(a == b for a, b in zip(truth, decoded, strict=True))
     scrambled_right = sum(a == b for a, b in zip(truth, pair["scrambled"].split(), strict=True))
     assert restored["words_restored"] > scrambled_right  # decoding brings words back
+    # scrambling the scrambled text again keeps the sentence before any scrambling (found by a UX review)
+    again = services.scramble_with_original(folder, pair["scrambled"], 5, pair)
+    assert again["original"] == pair["original"] and again["scrambled"] != pair["scrambled"]
+    assert services.scramble_with_original(folder, "the queen", 5, pair)["original"] == "the queen"
     # the text was edited after scrambling (or never scrambled): nothing to compare with
     assert services.decode(folder, pair["scrambled"] + " and", False, pair)["restored"] is None
     assert services.decode(folder, pair["scrambled"], False, None)["restored"] is None

@@ -98,13 +98,16 @@ def decoded_view(result: dict[str, Any]) -> html.Div:
     Input(ids.DECODE_SCRAMBLE, "n_clicks"),
     State(ids.DECODE_TEXT, "value"),
     State(ids.DECODE_SEED, "value"),
+    State(ids.DECODE_SCRAMBLED_FROM, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def scramble(_clicks: int | None, raw_text: str | None, seed: Any, session_id: str | None) -> tuple[Any, Any, Any]:
+def scramble(
+    _clicks: int | None, raw_text: str | None, seed: Any, previous: dict[str, Any] | None, session_id: str | None
+) -> tuple[Any, Any, Any]:
     ui.require_click(_clicks)
     try:
-        pair = services.scramble_with_original(sessions.session_folder(session_id), raw_text, seed)
+        pair = services.scramble_with_original(sessions.session_folder(session_id), raw_text, seed, previous)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, ui.error_message(exc), no_update
     note = "Scrambled: now press Decode (the result is scored against the sentence before scrambling)."

@@ -31,8 +31,7 @@ def layout(**_query: Any) -> html.Div:
                 dcc.Upload(
                     html.Div(["Drop a saved model (.npz) here or ", html.A("choose a file")]),
                     id=ids.MODEL_UPLOAD,
-                    accept=".npz",
-                    max_size=config.max_model_upload_bytes(),
+                    max_size=10 * config.max_model_upload_bytes(),  # the server refuses with a message up to here
                     className="upload",
                 ),
                 html.Div(

@@ -49,8 +49,7 @@ def layout(**_query: Any) -> html.Div:
         dcc.Upload(
             html.Div(["Drop a UTF-8 text file (.txt) here or ", html.A("choose a file")]),
             id=ids.CORPUS_UPLOAD,
-            accept=".txt,text/plain",
-            max_size=2 * limit,
+            max_size=10 * limit,  # beyond this the browser refuses without a word; up to it the server says why
             className="upload",
         ),
         html.Div(
