@@ -424,8 +424,9 @@ def threshold_from_slider(value: Any) -> float:
 
 
 def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str, str]:
-    """The text the sweep scores and where it comes from: the model's own validation split when the session's corpus
-    (or the bundled sample corpus) is the text the model was trained on, else the last 10% of that corpus."""
+    """The text the sweep scores and where it comes from: the split the model's training held out (validation, or
+    test after a refit) when the session's corpus (or the bundled sample corpus) is the text the model was trained
+    on, else the last 10% of that corpus."""
     info = corpus_info(folder)
     if info is not None:
         corpus_text, name = (folder / sessions.CORPUS).read_text(encoding="utf-8"), info.name
@@ -434,9 +435,11 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
     else:
         raise UserError("There is no text to score: upload a corpus on the Train page first.")
     model = load_current(folder) if model is None else model
-    split = workflows.validation_split_text(model, corpus_text)
-    if split:
-        return split, f"the model's validation split of {name} ({len(split):,} characters)"
+    held_out = workflows.held_out_split_text(model, corpus_text)
+    if held_out:
+        split, part = held_out
+        note = "" if part == "validation" else "; its validation part was trained on in the refit"
+        return split, f"the model's held-out {part} split of {name} ({len(split):,} characters{note})"
     tail = corpus_text[int(len(corpus_text) * (1 - PRUNE_VALIDATION_SHARE)) :]
     if not tail.strip():
         raise UserError(f"The last {PRUNE_VALIDATION_SHARE:.0%} of {name} is empty; upload a longer corpus.")
@@ -474,6 +477,7 @@ def apply_prune(folder: Path, log10_threshold: Any) -> str:
         outcome = workflows.prune_model(model, threshold=threshold, validation_text=validation)
     except ValueError as exc:
         raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
+    outcome.model.metadata["pruned"]["scored_on"] = source
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"

@@ -102,8 +102,9 @@ def prune(
     The expected counts, if kept, are zeroed on the same entries. Clones left with neither incoming nor outgoing
     transitions lose their initial probability (pi is renormalised over the others). ``metadata["pruned"]``
     records the rules and the non-zeros before and after; it also makes EM keep the zeros at zero.
-    ``metadata["backoff_weight"]`` becomes the removed transition mass (occupancy-weighted mean over rows, at least
-    the default 1e-6): :func:`engine.inference.score` mixes that much of the symbol bigram into every prediction.
+    ``metadata["backoff_weight"]`` becomes the removed transition mass (occupancy-weighted mean over rows, with what
+    earlier prunings removed, see :func:`pruned_backoff_weight`): :func:`engine.inference.score` mixes that much of
+    the symbol bigram into every prediction.
     """
     if threshold is None and top_mass is None and keep_clones is None:
         raise ValueError("prune needs a threshold, a top mass or a set of clones to keep")
@@ -175,10 +176,22 @@ def prune(
     # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
     # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
     # impossible, and this is what they are worth (see inference.score).
-    metadata["backoff_weight"] = max(BACKOFF_WEIGHT, min(removed_mass, 0.5))
+    metadata["backoff_weight"] = pruned_backoff_weight(model.metadata, removed_mass)
     if history:
         metadata["pruned_history"] = history
     return CHMM(list(model.symbols), new_layout, T_new, pi.astype(model.pi.dtype), counts, metadata)
+
+
+def pruned_backoff_weight(metadata: dict, removed_mass: float) -> float:
+    """The back-off weight of a model after a pruning that took away ``removed_mass``: the mass taken away by this
+    and every earlier pruning, 1 - (1 - w)(1 - removed_mass), w the model's weight if an earlier pruning set one
+    (else 0), within [1e-6, 0.5]. (Pruning a pruned model again at the same threshold removes nothing new: its
+    weight stays, instead of falling to 1e-6 and leaving the earlier removals without a back-off.)"""
+    before = float(metadata.get("backoff_weight") or 0.0)
+    if before <= BACKOFF_WEIGHT:
+        before = 0.0
+    combined = 1.0 - (1.0 - before) * (1.0 - removed_mass)
+    return max(BACKOFF_WEIGHT, min(combined, 0.5))
 
 
 def viterbi_clones(model: CHMM, x: np.ndarray) -> np.ndarray:

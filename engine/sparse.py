@@ -386,7 +386,7 @@ def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
     """:func:`engine.graph.prune` by threshold for a sparse model: drop the stored entries below ``threshold``,
     renormalise the rows, record the pruning and set the back-off weight to the removed transition mass
     (occupancy-weighted mean over the rows that keep some mass)."""
-    from engine.graph import check_threshold
+    from engine.graph import check_threshold, pruned_backoff_weight
 
     threshold = check_threshold(threshold)
     layout = model.layout
@@ -413,7 +413,7 @@ def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
     }
     metadata = dict(model.metadata) | {
         "pruned": record,
-        "backoff_weight": max(inference.BACKOFF_WEIGHT, min(removed, 0.5)),
+        "backoff_weight": pruned_backoff_weight(model.metadata, removed),
     }
     pruned = SparseCHMM(
         list(model.symbols),

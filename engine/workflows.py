@@ -526,6 +526,7 @@ def prune_model(
         summary.update(
             bps_before=before.bps, bps_after=after.bps, zero_probability_events=after.zero_probability_events
         )
+        pruned.metadata["pruned"].update(bps_before=before.bps, bps_after=after.bps)
     return PruneOutcome(pruned, summary)
 
 
@@ -536,11 +537,12 @@ def prune_sweep_text(model: CHMM, thresholds: list[float], validation_text: str)
     )
 
 
-def validation_split_text(model: CHMM, raw_text: str) -> str | None:
-    """The validation part of ``raw_text`` exactly as the model's training run split it (its recorded normalisation,
-    test share, validation share and training cap, its alphabet and vocabulary), as normalised text; None when
-    ``raw_text`` is not the model's training corpus (its split sizes differ from those the model recorded) or the
-    split is empty."""
+def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
+    """The part of ``raw_text`` that the model's training run held out, exactly as that run split it (its recorded
+    normalisation, test share, validation share and training cap, its alphabet and vocabulary), as normalised text,
+    with its name: the validation part ("validation"), or the test part ("test") when the run refitted on training
+    + validation text, which then is no longer held out. None when ``raw_text`` is not the model's training corpus
+    (its split sizes differ from those the model recorded) or the model has no validation split."""
     settings = model.metadata.get("settings") or {}
     sizes = model.metadata.get("sizes") or {}
     if not settings or not sizes.get("validation"):
@@ -558,7 +560,12 @@ def validation_split_text(model: CHMM, raw_text: str) -> str | None:
         return None
     if (len(corpus.train), len(corpus.validation)) != (sizes.get("train"), sizes.get("validation")):
         return None
-    return corpus.validation_text
+    refitted = bool(settings.get("refit")) and (
+        (model.metadata.get("refit_iterations") or 0) > 0 or bool(model.metadata.get("schedule"))
+    )
+    if refitted:
+        return (corpus.test_text, "test") if corpus.test_text else None
+    return corpus.validation_text, "validation"
 
 
 def reference_text(model: CHMM, raw_text: str) -> str:

@@ -252,3 +252,14 @@ def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence
     assert with_backoff.bps < inference.score(pruned, odd, backoff_weight=inference.BACKOFF_WEIGHT).bps
     # an unpruned model keeps the default weight
     assert "backoff_weight" not in noisy.metadata
+    # pruning again at the same threshold removes nothing: the weight and the score stay (found by a UX review: the
+    # weight fell to 1e-6 and the BPS of such text doubled)
+    again = graph.prune(pruned, threshold=0.05)
+    assert again.n_nonzero() == pruned.n_nonzero()
+    assert again.metadata["backoff_weight"] == pytest.approx(weight, rel=1e-9)
+    assert inference.score(again, odd).bps == pytest.approx(with_backoff.bps, rel=1e-9)
+    # a second pruning that does remove mass adds to it: 1 - (1 - w)(1 - removed)
+    harder = graph.prune(pruned, threshold=0.3)
+    removed_now = 1.0 - graph.row_sums(pruned.layout, np.where(pruned.T >= 0.3, pruned.T, 0.0).astype(np.float64))
+    expected = 1.0 - (1.0 - weight) * (1.0 - float(np.mean(removed_now[removed_now < 1.0])))
+    assert harder.metadata["backoff_weight"] == pytest.approx(min(expected, 0.5), rel=1e-6)

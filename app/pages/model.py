@@ -59,18 +59,21 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
         if sizes
         else None
     )
-    stopped = summary.get("stopped")
+    stopped = STOPPED_TEXT.get(summary.get("stopped"), summary.get("stopped"))
     if stopped and summary.get("best_iteration"):
         stopped = f"{stopped} (best iteration {summary['best_iteration']}, refit {summary.get('refit_iterations')})"
+    pruned = summary.get("pruned") or {}
+    when = " (before pruning)" if pruned else ""
     table = ui.facts(
         [
             ("States (clones)", f"{summary['states']:,}"),
             ("Alphabet", f"{summary['alphabet_size']} symbols: {''.join(summary['symbols'])}"),
             ("Stored transition entries", f"{summary['stored_entries']:,}"),
             ("Non-zero transitions", f"{summary['nonzeros']:,}"),
-            ("BPS train", ui.bps(summary.get("train_bps"))),
-            ("BPS validation", ui.bps(summary.get("validation_bps"))),
-            ("BPS test", ui.bps(summary.get("test_bps"))),
+            ("Pruned", pruned_text(pruned) if pruned else None),
+            ("BPS train" + when, ui.bps(summary.get("train_bps"))),
+            ("BPS validation" + when, ui.bps(summary.get("validation_bps"))),
+            ("BPS test" + when, ui.bps(summary.get("test_bps"))),
             ("Corpus", summary.get("corpus")),
             ("Symbols (train/validation/test)", size_text),
             ("Normalisation", summary.get("normalisation")),
@@ -83,6 +86,24 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
         ]
     )
     return table, figures.clones_figure(summary), figures.history_figure(summary.get("history") or [])
+
+
+STOPPED_TEXT = {
+    "early_stopping": "early stopping on validation",
+    "max_iterations": "at the iteration limit",
+    "converged": "converged (likelihood gain below the tolerance)",
+}
+
+
+def pruned_text(record: dict[str, Any]) -> str:
+    """The last pruning of the model in one line: its rule, what it kept and what it cost."""
+    rule = f"below {record['threshold']:.2g}" if record.get("threshold") is not None else "by rule"
+    text = f"{rule}: {record.get('kept_fraction', 1.0):.1%} of the non-zero transitions kept"
+    if record.get("bps_after") is not None:
+        text += f"; BPS {record['bps_before']:.4f} before, {record['bps_after']:.4f} after"
+        if record.get("scored_on"):
+            text += f" on {record['scored_on']}"
+    return text
 
 
 @callback(
