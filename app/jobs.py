@@ -100,7 +100,7 @@ def job_running(folder: Path, now: float | None = None) -> bool:
 def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
     value = form.get(name)
     if value is None or value == "":
-        raise ValueError(f"Enter the {label}.")
+        raise ValueError(f"Enter the {label}, a number from {low:,g} to {high:,g}.")
     try:
         number = float(value)
     except (TypeError, ValueError):

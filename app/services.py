@@ -273,7 +273,7 @@ def model_download(folder: Path) -> tuple[Path, str]:
 # ------------------------------------------------------------------------------------------ generate and score
 def _whole_number(value: Any, what: str, low: int, high: int) -> int:
     if value is None or value == "":
-        raise UserError(f"Enter {what}.")
+        raise UserError(f"Enter {what}, a whole number from {low:,} to {high:,}.")
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -228,6 +228,20 @@ def test_opening_pages_keeps_the_current_model(browser: DashComposite, data_dir:
     assert sessions.model_stamp(folder) == pruned
 
 
+def test_out_of_range_numbers_get_a_message(browser: DashComposite) -> None:
+    """Found by a UX review: with min/max on the inputs the browser turned -5 into None ("Enter the number of
+    states.") and a negative sampling seed into the default, silently."""
+    open_page(browser, "/train")
+    browser.find_element(f"#{ids.CORPUS_SAMPLE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
+    set_number(browser, ids.TRAIN_STATES, -5)
+    browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "must lie between 2 and")
+    open_page(browser, "/generate")
+    set_number(browser, ids.SAMPLE_SEED, -1)
+    browser.find_element(f"#{ids.SAMPLE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.SAMPLE_OUTPUT}", "The seed must be a whole number from 0")
+
+
 def test_communities_module_subgraph(browser: DashComposite, screenshot: Callable) -> None:
     open_page(browser, "/communities")
     set_number(browser, ids.COMMUNITIES_TRIALS, 2)

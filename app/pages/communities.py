@@ -70,20 +70,12 @@ def layout(**_query: Any) -> html.Div:
                     [
                         ui.field(
                             "Trials",
-                            dcc.Input(
-                                id=ids.COMMUNITIES_TRIALS,
-                                type="number",
-                                min=1,
-                                max=services.MAX_TRIALS,
-                                step=1,
-                                value=10,
-                                className="num",
-                            ),
+                            dcc.Input(id=ids.COMMUNITIES_TRIALS, type="number", step="any", value=10, className="num"),
                             "Independent runs; the shortest code length wins.",
                         ),
                         ui.field(
                             "Seed",
-                            dcc.Input(id=ids.COMMUNITIES_SEED, type="number", min=0, step=1, value=0, className="num"),
+                            dcc.Input(id=ids.COMMUNITIES_SEED, type="number", step="any", value=0, className="num"),
                         ),
                         ui.field(
                             "Prune below",

@@ -26,7 +26,7 @@ def layout(**_query: Any) -> html.Div:
                     [
                         ui.field(
                             "Seed",
-                            dcc.Input(id=ids.DECODE_SEED, type="number", value=0, min=0, step=1, className="num"),
+                            dcc.Input(id=ids.DECODE_SEED, type="number", value=0, step="any", className="num"),
                             "Scramble permutes the letters inside each word (first and last letters stay)",
                         ),
                         ui.field(

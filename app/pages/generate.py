@@ -19,9 +19,9 @@ def layout(**_query: Any) -> html.Div:
             [
                 ui.field(
                     "Characters",
-                    dcc.Input(id=ids.SAMPLE_LENGTH, type="number", value=300, min=1, max=services.MAX_SAMPLE_LENGTH),
+                    dcc.Input(id=ids.SAMPLE_LENGTH, type="number", value=300, step="any"),
                 ),
-                ui.field("Seed", dcc.Input(id=ids.SAMPLE_SEED, type="number", value=0, min=0, step=1)),
+                ui.field("Seed", dcc.Input(id=ids.SAMPLE_SEED, type="number", value=0, step="any")),
                 ui.field(
                     "Prefix (optional)",
                     dcc.Input(id=ids.SAMPLE_PREFIX, type="text", value="alice was", debounce=True),

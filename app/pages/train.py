@@ -38,8 +38,10 @@ def form_values(values: tuple[Any, ...]) -> dict[str, Any]:
     return {name: value for (name, _), value in zip(FORM, values, strict=True)}
 
 
-def _number(component: str, value: float, step: float | str = 1, minimum: float = 0) -> dcc.Input:
-    return dcc.Input(id=component, type="number", value=value, min=minimum, step=step, debounce=True, className="num")
+def _number(component: str, value: float) -> dcc.Input:
+    """A number field without min/max/step: the browser would turn a value outside them into None, silently; the
+    server checks every value and says what range it accepts."""
+    return dcc.Input(id=component, type="number", value=value, step="any", debounce=True, className="num")
 
 
 def layout(**_query: Any) -> html.Div:
@@ -67,7 +69,7 @@ def layout(**_query: Any) -> html.Div:
         "Options",
         html.Div(
             [
-                ui.field("States (clones)", _number(ids.TRAIN_STATES, 600, minimum=2)),
+                ui.field("States (clones)", _number(ids.TRAIN_STATES, 600)),
                 ui.field(
                     "Allocation",
                     dcc.Dropdown(
@@ -96,9 +98,9 @@ def layout(**_query: Any) -> html.Div:
                         inline=True,
                     ),
                 ),
-                ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30, minimum=1)),
-                ui.field("Batch size (online EM)", _number(ids.TRAIN_BATCH_SIZE, 2000, minimum=2)),
-                ui.field("Validation share", _number(ids.TRAIN_VALIDATION, 0.1, step=0.01), "0 to 0.5"),
+                ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30)),
+                ui.field("Batch size (online EM)", _number(ids.TRAIN_BATCH_SIZE, 2000)),
+                ui.field("Validation share", _number(ids.TRAIN_VALIDATION, 0.1), "0 to 0.5"),
                 ui.field("Seed", _number(ids.TRAIN_SEED, 0)),
                 ui.field(
                     "Backend",
