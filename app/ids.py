@@ -39,6 +39,8 @@ TRAIN_PROGRESS_LABEL = "train-progress-label"
 TRAIN_CHART = "train-chart"
 TRAIN_RESULT = "train-result"
 TRAIN_STATUS = "train-status"
+TRAIN_WATCH = "train-watch"
+TRAIN_WATCH_STATE = "train-watch-state"
 
 # Generate page
 SAMPLE_LENGTH = "sample-length"
@@ -111,3 +113,8 @@ COMPARE_RESULT = "compare-result"  # dcc.Store: what the background job returned
 COMPARE_MESSAGE = "compare-message"
 COMPARE_TABLE = "compare-table"
 COMPARE_CHART = "compare-chart"
+
+MODEL_WATCH = "model-watch"
+MODEL_STAMP = "model-stamp"
+TRAINING_FLAG = "training-flag"
+TRAINING_PROGRESS = "training-progress"

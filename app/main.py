@@ -7,21 +7,24 @@
 Training runs as a Dash background callback: with the default :class:`dash.DiskcacheManager` (a cache folder
 under ``CHMM_DATA_DIR``, no server needed) each job is a separate process; with ``REDIS_URL`` set, a
 :class:`dash.CeleryManager` over Redis queues the jobs for Celery workers (``celery -A app.main:celery_app worker``).
-The web process never imports CuPy: this version trains on the CPU.
+The web process never imports CuPy (a GPU job imports it).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app import config, ids, services, sessions, ui
 
 PAGES = Path(__file__).resolve().parent / "pages"
 BACKGROUND_CACHE = ".background-cache"
+MODEL_WATCH_MS = 2000
+"""How often a tab checks whether its session's current model was replaced (one file stat)."""
 
 
 def background_manager() -> tuple[Any, Any]:
@@ -56,6 +59,12 @@ def serve_layout() -> html.Div:
         [
             dcc.Store(id=ids.SESSION, storage_type="session", data=sessions.new_session_id()),
             dcc.Store(id=ids.MODEL_VERSION, storage_type="memory", data=0),
+            dcc.Store(id=ids.MODEL_STAMP, storage_type="memory"),
+            # the Train page's background job reports here, in the shell, so that leaving the page mid-job
+            # leaves the renderer with components to update (and the page, opened again, reads them)
+            dcc.Store(id=ids.TRAINING_FLAG, storage_type="memory", data=False),
+            dcc.Store(id=ids.TRAINING_PROGRESS, storage_type="memory"),
+            dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             navigation(),
             html.Main(dash.page_container, className="page"),
         ]
@@ -81,6 +90,26 @@ def create_app() -> tuple[Dash, Any]:
     ]
     dash_app.validation_layout = html.Div([serve_layout(), *page_layouts])
     return dash_app, celery
+
+
+@dash.callback(
+    Output(ids.MODEL_STAMP, "data"),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.MODEL_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    State(ids.MODEL_STAMP, "data"),
+    prevent_initial_call=True,
+)
+def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
+    """Every few seconds: when the session's current model file was replaced (a training job that finished while
+    its page was closed, another tab), bump the model version so that the badge and the open page follow."""
+    try:
+        now = services.model_stamp(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return no_update, no_update
+    if now == stamp:
+        return no_update, no_update
+    return now, (time.time() if stamp is not None else no_update)
 
 
 @dash.callback(Output(ids.MODEL_BADGE, "children"), Input(ids.SESSION, "data"), Input(ids.MODEL_VERSION, "data"))

@@ -242,6 +242,41 @@ def test_out_of_range_numbers_get_a_message(browser: DashComposite) -> None:
     browser.wait_for_contains_text(f"#{ids.SAMPLE_OUTPUT}", "The seed must be a whole number from 0")
 
 
+def test_a_training_job_is_followed_across_pages(browser: DashComposite) -> None:
+    """Found by a UX review: a job that finished while its page was closed never reached the badge or the Model
+    page, the Train page opened again mid-job offered Start (and no Cancel), and the renderer logged "ID running
+    component not found in layout" every second (the job's running/progress outputs were on the page that was
+    left; they are in the app shell now)."""
+    open_page(browser, "/train")
+    browser.find_element(f"#{ids.CORPUS_SAMPLE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
+    set_number(browser, ids.TRAIN_STATES, 60)
+    set_number(browser, ids.TRAIN_ITERATIONS, 3000)
+    set_number(browser, ids.TRAIN_VALIDATION, 0)  # no early stopping: it runs until cancelled
+    browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "Estimated training memory")
+    wait_idle(browser)
+    browser.find_element(f"#{ids.TRAIN_START}").click()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 3000", timeout=JOB_TIMEOUT)
+    open_page(browser, "/")
+    open_page(browser, "/train")  # a new page instance while the job runs
+    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+    wait_until(lambda: start.get_attribute("disabled") and not cancel.get_attribute("disabled"), 10, "Start/Cancel")
+    first = browser.find_element(f"#{ids.TRAIN_PROGRESS_LABEL}").text
+    wait_until(lambda: browser.find_element(f"#{ids.TRAIN_PROGRESS_LABEL}").text != first, 10, "no progress shown")
+    cancel.click()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    wait_until(lambda: not start.get_attribute("disabled"), 15, "Start stayed disabled after the cancel")
+    # a short job that finishes while the Model page is open: the badge follows without a reload
+    browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 600 states")
+    set_number(browser, ids.TRAIN_STATES, 60)
+    set_number(browser, ids.TRAIN_ITERATIONS, 3)
+    wait_idle(browser)
+    start.click()
+    open_page(browser, "/")
+    browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{ids.MODEL_SUMMARY}", "60")
+
+
 def test_communities_module_subgraph(browser: DashComposite, screenshot: Callable) -> None:
     open_page(browser, "/communities")
     set_number(browser, ids.COMMUNITIES_TRIALS, 2)

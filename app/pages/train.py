@@ -134,6 +134,8 @@ def layout(**_query: Any) -> html.Div:
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
         dcc.Store(id=ids.TRAIN_RESULT, storage_type="memory"),
         html.Div(id=ids.TRAIN_STATUS),
+        dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
+        dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
     )
     return html.Div([html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress])
 
@@ -237,16 +239,9 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
     State(ids.SESSION, "data"),
     *FORM_STATES,
     background=True,
-    running=[
-        (Output(ids.TRAIN_START, "disabled"), True, False),
-        (Output(ids.TRAIN_CANCEL, "disabled"), False, True),
-    ],
+    running=[(Output(ids.TRAINING_FLAG, "data"), True, False)],
     cancel=[Input(ids.TRAIN_CANCEL, "n_clicks")],
-    progress=[
-        Output(ids.TRAIN_PROGRESS, "value"),
-        Output(ids.TRAIN_PROGRESS_LABEL, "children"),
-        Output(ids.TRAIN_CHART, "figure"),
-    ],
+    progress=[Output(ids.TRAINING_PROGRESS, "data")],
     interval=1000,
     prevent_initial_call=True,
 )
@@ -261,10 +256,34 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
         return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
 
     def report(progress: dict[str, Any]) -> None:
-        value, label, figure = figures.progress_view(progress)
-        set_progress((str(value), label, figure))
+        set_progress((progress,))
 
     return jobs.run_training_job(folder, options, report=report).as_dict()
+
+
+@callback(
+    Output(ids.TRAIN_START, "disabled"),
+    Output(ids.TRAIN_CANCEL, "disabled"),
+    Input(ids.TRAINING_FLAG, "data"),
+)
+def show_running(running: bool | None) -> tuple[bool, bool]:
+    """Start while no job of this tab runs, Cancel while one does."""
+    return bool(running), not running
+
+
+@callback(
+    Output(ids.TRAIN_PROGRESS, "value"),
+    Output(ids.TRAIN_PROGRESS_LABEL, "children"),
+    Output(ids.TRAIN_CHART, "figure"),
+    Input(ids.TRAINING_PROGRESS, "data"),
+    prevent_initial_call=True,
+)
+def show_progress(progress: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The running job's progress, as its background callback reports it."""
+    if not progress:
+        return no_update, no_update, no_update
+    value, label, figure = figures.progress_view(progress)
+    return str(value), label, figure
 
 
 @callback(
@@ -311,3 +330,34 @@ def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
         return "0", services.describe_error(exc), figures.empty_figure()
     value, label, figure = figures.progress_view(progress)
     return str(value), label, figure
+
+
+@callback(
+    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
+    Output(ids.TRAIN_START, "disabled", allow_duplicate=True),
+    Output(ids.TRAIN_CANCEL, "disabled", allow_duplicate=True),
+    Output(ids.TRAIN_WATCH_STATE, "data"),
+    Input(ids.TRAIN_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    State(ids.TRAIN_WATCH_STATE, "data"),
+    State(ids.TRAIN_START, "n_clicks"),
+    prevent_initial_call=True,
+)
+def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, clicks: int | None) -> tuple:
+    """A job this page did not start (started before the page was opened again, or in another tab of the session):
+    follow its progress file every second, keep Start disabled and Cancel enabled while it runs, and give them back
+    when it ends. A job started from this page is followed by its own background callback."""
+    quiet = (no_update,) * 6
+    if clicks:
+        return quiet
+    try:
+        folder = sessions.session_folder(session_id)
+    except ui.EXPECTED_ERRORS:
+        return quiet
+    running = jobs.job_running(folder)
+    if not running and not watching:
+        return quiet
+    value, label, figure = figures.progress_view(jobs.read_progress(folder))
+    return str(value), label, figure, running, not running, running
