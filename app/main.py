@@ -104,7 +104,7 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     """Every few seconds: when the session's current model file was replaced (a training job that finished while
     its page was closed, another tab), bump the model version so that the badge and the open page follow."""
     try:
-        now = services.model_stamp(sessions.session_folder(session_id))
+        now = sessions.model_stamp(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return no_update, no_update
     if now == stamp:

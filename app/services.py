@@ -255,16 +255,6 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     return f"Loaded {name}: {model.n_states:,} states over {model.n_symbols} symbols. It is now the current model."
 
 
-def model_stamp(folder: Path) -> list[int] | None:
-    """What changes when the session's current model file is replaced (inode, modification time, size); None
-    before there is one."""
-    try:
-        info = sessions.current_model_path(folder).stat()
-    except OSError:
-        return None
-    return [info.st_ino, info.st_mtime_ns, info.st_size]
-
-
 def undo_model(folder: Path) -> str:
     """Swap the current model with the previous one (undo; again to redo)."""
     if not sessions.swap_previous(folder):
