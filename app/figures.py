@@ -70,7 +70,7 @@ def history_figure(
         )
     figure.update_layout(
         title=title,
-        xaxis={"title": "iteration"},
+        xaxis={"title": "iteration", "tickformat": "d", "rangemode": "tozero"},
         yaxis={"title": "bits per symbol"},
         margin=MARGIN,
         height=320,
@@ -166,7 +166,7 @@ def prune_figure(sweep: dict[str, Any] | None, selected: float | None = None) ->
         )
     figure.update_layout(
         title=title,
-        xaxis={"title": "kept share of non-zero transitions", "type": "log", "tickformat": ".1%"},
+        xaxis={"title": "kept share of non-zero transitions", "type": "log", "tickformat": ".1%", "dtick": "D2"},
         yaxis={"title": "bits per symbol"},
         margin=MARGIN,
         height=360,

@@ -67,6 +67,8 @@ DECODE_RESTORED = "decode-restored"
 # Prune page
 PRUNE_THRESHOLD = "prune-threshold"
 PRUNE_THRESHOLD_LABEL = "prune-threshold-label"
+PRUNE_THRESHOLD_TEXT = "prune-threshold-text"
+PRUNE_SWEEP_DATA = "prune-sweep-data"
 PRUNE_SWEEP_BUTTON = "prune-sweep-button"
 PRUNE_CHART = "prune-chart"
 PRUNE_SWEEP_MESSAGE = "prune-sweep-message"

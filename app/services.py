@@ -412,6 +412,10 @@ def decode(
 
 
 # ------------------------------------------------------------------------------------------ prune
+PRUNE_LOWEST, PRUNE_HIGHEST = 1e-5, 1e-1
+"""The Prune page's range of thresholds (the slider's ends)."""
+
+
 def threshold_from_slider(value: Any) -> float:
     """The pruning threshold for the slider's value (its base-10 logarithm, -5 to -1)."""
     try:
@@ -421,6 +425,14 @@ def threshold_from_slider(value: Any) -> float:
     if not -5.0 <= exponent <= -1.0:
         raise UserError("The threshold must lie between 1e-5 and 1e-1.")
     return 10.0**exponent
+
+
+def prune_threshold(value: Any) -> float:
+    """A pruning threshold typed on the Prune page: a probability from 1e-5 to 0.1 (the slider's range)."""
+    threshold = parse_threshold(value)
+    if not PRUNE_LOWEST <= threshold <= PRUNE_HIGHEST * (1 + 1e-9):
+        raise UserError(f"The threshold must lie between {PRUNE_LOWEST:g} and {PRUNE_HIGHEST:g}, got {value!r}.")
+    return threshold
 
 
 def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str, str]:
@@ -467,10 +479,10 @@ def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str
     }
 
 
-def apply_prune(folder: Path, log10_threshold: Any) -> str:
-    """Prune the current model at the slider's threshold and make the result current (the old model is kept
-    for undo)."""
-    threshold = threshold_from_slider(log10_threshold)
+def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) -> str:
+    """Prune the current model at the slider's threshold (its base-10 logarithm) or at a ``typed`` one, and make the
+    result current (the old model is kept for undo)."""
+    threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
     model = load_current(folder)
     validation, source = prune_validation_text(folder, model)
     try:

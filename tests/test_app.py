@@ -438,6 +438,18 @@ def test_prune_scores_the_text_the_models_training_held_out(folder: Path) -> Non
     assert services.score(folder, held_out)["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)
 
 
+def test_prune_takes_a_typed_threshold(folder: Path) -> None:
+    """Found by a UX review: the slider's own box took the exponent, so typing 0.001 meant 10^0.001."""
+    assert services.prune_threshold("2e-3") == pytest.approx(0.002)
+    assert services.prune_threshold(" 0.1 ") == pytest.approx(0.1)
+    for bad, message in (("abc", "threshold"), ("0.5", "between 1e-05 and 0.1"), ("1e-7", "between"), ("", "Enter")):
+        with pytest.raises(UserError, match=message):
+            services.prune_threshold(bad)
+    message = services.apply_prune(folder, typed="0.002")
+    assert message.startswith("Pruned at 0.002")
+    assert services.load_current(folder).metadata["pruned"]["threshold"] == pytest.approx(0.002)
+
+
 def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Path) -> None:
     assert "last 10% of alice-short.txt" in services.prune_validation_text(with_corpus)[1]
     assert services.threshold_from_slider(-3) == pytest.approx(1e-3)

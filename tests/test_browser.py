@@ -47,6 +47,7 @@ pytest.importorskip("selenium", reason="browser tests need dash[testing] (pip in
 
 from dash.testing.application_runners import ThreadedRunner  # noqa: E402
 from dash.testing.composite import DashComposite  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
 from engine import workflows  # noqa: E402
@@ -357,6 +358,18 @@ def test_prune_sweep_and_graphml_export(browser: DashComposite, screenshot: Call
     assert any(graph_points(browser, ids.PRUNE_CHART))
     wait_idle(browser)
     screenshot(browser, "prune")
+    # a typed threshold moves the slider and the ringed point of the curve
+    box = browser.find_element(f"#{ids.PRUNE_THRESHOLD_TEXT}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("3e-2", Keys.ENTER)
+    browser.wait_for_contains_text(f"#{ids.PRUNE_THRESHOLD_LABEL}", "below 0.03 are removed")
+
+    def trace_names() -> list[str]:
+        script = "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
+        script += "return g ? g.data.map(t => t.name) : [];"
+        return browser.driver.execute_script(script, f"#{ids.PRUNE_CHART}")
+
+    wait_until(lambda: "threshold 3e-02" in trace_names(), 10, lambda: f"the ringed point stayed: {trace_names()}")
 
     open_page(browser, "/export")
     browser.find_element(f"#{ids.EXPORT_BUTTON}").click()

@@ -3,11 +3,12 @@ Fig 3(d)) and make the model pruned at the slider's threshold current (undo on t
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from app import figures, ids, services, sessions, ui
 
@@ -22,7 +23,20 @@ def layout(**_query: Any) -> html.Div:
             html.H2("Prune the transitions"),
             ui.card(
                 "Threshold",
-                dcc.Slider(id=ids.PRUNE_THRESHOLD, min=-5, max=-1, step=0.25, value=-3, marks=MARKS),
+                dcc.Slider(
+                    id=ids.PRUNE_THRESHOLD,
+                    min=-5,
+                    max=-1,
+                    step=0.25,
+                    value=-3,
+                    marks=MARKS,
+                    allow_direct_input=False,  # its box takes the exponent; the threshold box below takes 1e-3
+                ),
+                ui.field(
+                    "Threshold",
+                    dcc.Input(id=ids.PRUNE_THRESHOLD_TEXT, type="text", value="1e-3", debounce=True, className="num"),
+                    "or type it: a probability from 1e-5 to 0.1, e.g. 0.002 or 2e-3",
+                ),
                 html.Div(id=ids.PRUNE_THRESHOLD_LABEL, className="hint"),
                 html.Div(
                     [
@@ -38,6 +52,7 @@ def layout(**_query: Any) -> html.Div:
                 dcc.Loading(
                     [
                         dcc.Graph(id=ids.PRUNE_CHART, figure=figures.prune_figure(None), config={"displaylogo": False}),
+                        dcc.Store(id=ids.PRUNE_SWEEP_DATA, storage_type="memory"),
                         html.Div(id=ids.PRUNE_SWEEP_MESSAGE),
                     ]
                 ),
@@ -46,49 +61,77 @@ def layout(**_query: Any) -> html.Div:
     )
 
 
-@callback(Output(ids.PRUNE_THRESHOLD_LABEL, "children"), Input(ids.PRUNE_THRESHOLD, "value"))
-def show_threshold(value: Any) -> str:
-    try:
-        threshold = services.threshold_from_slider(value)
-    except ui.EXPECTED_ERRORS as exc:
-        return services.describe_error(exc)
-    return f"Transitions with probability below {threshold:.2g} are removed (each row is renormalised)."
+@callback(
+    Output(ids.PRUNE_THRESHOLD, "value"),
+    Output(ids.PRUNE_THRESHOLD_TEXT, "value"),
+    Output(ids.PRUNE_THRESHOLD_LABEL, "children"),
+    Input(ids.PRUNE_THRESHOLD, "value"),
+    Input(ids.PRUNE_THRESHOLD_TEXT, "value"),
+)
+def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
+    """The slider (log10 of the threshold) and the threshold box follow each other; the label says what it does."""
+    if ctx.triggered_id == ids.PRUNE_THRESHOLD_TEXT:
+        try:
+            threshold = services.prune_threshold(typed)
+        except ui.EXPECTED_ERRORS as exc:
+            return no_update, no_update, ui.error_message(exc)
+        exponent, text = math.log10(threshold), typed
+    else:
+        try:
+            threshold = services.threshold_from_slider(exponent)
+        except ui.EXPECTED_ERRORS as exc:
+            return no_update, no_update, ui.error_message(exc)
+        text = f"{threshold:.2g}"
+    label = f"Transitions with probability below {threshold:.2g} are removed (each row is renormalised)."
+    return exponent, text, label
 
 
 @callback(
-    Output(ids.PRUNE_CHART, "figure"),
+    Output(ids.PRUNE_SWEEP_DATA, "data"),
     Output(ids.PRUNE_SWEEP_MESSAGE, "children"),
     Input(ids.PRUNE_SWEEP_BUTTON, "n_clicks"),
-    State(ids.PRUNE_THRESHOLD, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def sweep(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
         result = services.prune_sweep(sessions.session_folder(session_id))
-        selected = services.threshold_from_slider(value)
     except ui.EXPECTED_ERRORS as exc:
-        return figures.prune_figure(None), ui.error_message(exc)
+        return None, ui.error_message(exc)
     note = (
         f"{len(result['points'])} thresholds scored on {result['source']}; the unpruned model has "
         f"{result['nonzeros']:,} non-zero transitions and {result['bps_unpruned']:.4f} bits per symbol."
     )
-    return figures.prune_figure(result, selected), ui.message(note)
+    return result, ui.message(note)
+
+
+@callback(
+    Output(ids.PRUNE_CHART, "figure"),
+    Input(ids.PRUNE_SWEEP_DATA, "data"),
+    Input(ids.PRUNE_THRESHOLD, "value"),
+)
+def show_sweep(result: dict[str, Any] | None, exponent: Any) -> Any:
+    """The sweep's curve with the point nearest the chosen threshold ringed (it follows the slider)."""
+    try:
+        selected = services.threshold_from_slider(exponent)
+    except ui.EXPECTED_ERRORS:
+        selected = None
+    return figures.prune_figure(result, selected)
 
 
 @callback(
     Output(ids.PRUNE_MESSAGE, "children"),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.PRUNE_APPLY, "n_clicks"),
-    State(ids.PRUNE_THRESHOLD, "value"),
+    State(ids.PRUNE_THRESHOLD_TEXT, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def apply(_clicks: int | None, value: Any, session_id: str | None) -> tuple[Any, Any]:
+def apply(_clicks: int | None, typed: Any, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        text = services.apply_prune(sessions.session_folder(session_id), value)
+        text = services.apply_prune(sessions.session_folder(session_id), typed=typed)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(text, "ok"), time.time()
