@@ -60,10 +60,12 @@ def serve_layout() -> html.Div:
             dcc.Store(id=ids.SESSION, storage_type="session", data=sessions.new_session_id()),
             dcc.Store(id=ids.MODEL_VERSION, storage_type="memory", data=0),
             dcc.Store(id=ids.MODEL_STAMP, storage_type="memory"),
-            # the Train page's background job reports here, in the shell, so that leaving the page mid-job
+            # the Train and Compare pages' background jobs report here, in the shell, so that leaving the page mid-job
             # leaves the renderer with components to update (and the page, opened again, reads them)
             dcc.Store(id=ids.TRAINING_FLAG, storage_type="memory", data=False),
             dcc.Store(id=ids.TRAINING_PROGRESS, storage_type="memory"),
+            dcc.Store(id=ids.COMPARING_FLAG, storage_type="memory", data=False),
+            dcc.Store(id=ids.COMPARING_PROGRESS, storage_type="memory"),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             navigation(),
             html.Main(dash.page_container, className="page"),

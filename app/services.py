@@ -74,13 +74,18 @@ def describe_error(exc: BaseException) -> str:
     return message[:1].upper() + message[1:]
 
 
+def plural(count: int, noun: str) -> str:
+    """``count`` and the noun, plural unless the count is 1: "1 symbol", "2,000 symbols"."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def format_bytes(n: float) -> str:
     """Bytes in the largest unit that keeps the figure >= 1 (decimal units, as the size limits are stated)."""
-    for unit in ("bytes", "kB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
             return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
         n /= 1000
-    return f"{n:,.1f} TB"  # pragma: no cover
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

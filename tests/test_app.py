@@ -80,6 +80,13 @@ def test_model_upload_limit_is_exact(folder: Path, monkeypatch: pytest.MonkeyPat
     assert current_bytes(folder) == before
 
 
+def test_sizes_and_counts_read_well() -> None:
+    """Found by a UX review: a huge memory estimate read "166,696,707.1 GB", one symbol "1 symbols"."""
+    assert services.format_bytes(999) == "999 bytes" and services.format_bytes(20e6) == "20.0 MB"
+    assert services.format_bytes(166_696_707.1e9) == "166.7 PB" and services.format_bytes(2.5e12) == "2.5 TB"
+    assert services.plural(1, "symbol") == "1 symbol" and services.plural(2000, "symbol") == "2,000 symbols"
+
+
 def test_error_messages_keep_file_names_as_they_are() -> None:
     assert services.describe_error(CorpusError("x.txt is empty.")) == "x.txt is empty."
     assert services.describe_error(ValueError("the seed must be whole\nmore")) == "The seed must be whole"

@@ -85,17 +85,9 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
     background=True,
-    running=[
-        (Output(ids.COMPARE_START, "disabled"), True, False),
-        (Output(ids.COMPARE_CANCEL, "disabled"), False, True),
-    ],
+    running=[(Output(ids.COMPARING_FLAG, "data"), True, False)],
     cancel=[Input(ids.COMPARE_CANCEL, "n_clicks")],
-    progress=[
-        Output(ids.COMPARE_PROGRESS, "value"),
-        Output(ids.COMPARE_PROGRESS_LABEL, "children"),
-        Output(ids.COMPARE_TABLE, "data"),
-        Output(ids.COMPARE_CHART, "figure"),
-    ],
+    progress=[Output(ids.COMPARING_PROGRESS, "data")],
     interval=1000,
     prevent_initial_call=True,
 )
@@ -107,8 +99,32 @@ def run(set_progress: Any, _clicks: int | None, session_id: str | None, learners
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
         return {"status": compare.REFUSED, "message": services.describe_error(exc)}
-    saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress(_view(s)))
+    saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)))
     return {"status": saved["status"], "message": saved.get("message", "")}
+
+
+@callback(
+    Output(ids.COMPARE_START, "disabled"),
+    Output(ids.COMPARE_CANCEL, "disabled"),
+    Input(ids.COMPARING_FLAG, "data"),
+)
+def show_running(running: bool | None) -> tuple[bool, bool]:
+    """Start while no comparison of this tab runs, Cancel while one does (the flag lives in the app shell, so it
+    is right when the page is opened again mid-job)."""
+    return bool(running), not running
+
+
+@callback(
+    Output(ids.COMPARE_PROGRESS, "value"),
+    Output(ids.COMPARE_PROGRESS_LABEL, "children"),
+    Output(ids.COMPARE_TABLE, "data"),
+    Output(ids.COMPARE_CHART, "figure"),
+    Input(ids.COMPARING_PROGRESS, "data"),
+    prevent_initial_call=True,
+)
+def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The running comparison as its background callback reports it."""
+    return _view(saved) if saved else (no_update,) * 4
 
 
 @callback(

@@ -86,9 +86,10 @@ def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> 
     note = ""
     if result["zero_probability_events"]:
         note = f"; {result['zero_probability_events']:,} zero-probability transition(s) scored by the bigram back-off"
+    symbols = services.plural(result["symbols"], "symbol")
     return html.Div(
         [
-            ui.message(f"{result['bps']:.4f} bits per symbol over {result['symbols']:,} symbols{note}.", "ok"),
+            ui.message(f"{result['bps']:.4f} bits per symbol over {symbols}{note}.", "ok"),
             surprisal_view(result["surprisal"], result["symbols"]),
         ]
     )
