@@ -310,6 +310,11 @@ def test_communities_module_subgraph(browser: DashComposite, screenshot: Callabl
     assert browser.find_element(f"#{ids.EXPORT_MODULE}").get_attribute("value") == module
     browser.find_element(f"#{ids.EXPORT_BUTTON}").click()
     browser.wait_for_contains_text(f"#{ids.EXPORT_MESSAGE}", f"module {module}")
+    # a filter that matches nothing says so (found by a UX review: an empty table without a word)
+    open_page(browser, "/communities")
+    box = browser.find_element(f"#{ids.COMMUNITIES_FILTER}")
+    box.send_keys("qqzz", Keys.ENTER)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TRAIL}", "no module here matches 'qqzz'")
 
 
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:

@@ -238,7 +238,10 @@ def show_modules(
             crumbs.append(
                 html.Button(label, id={"type": ids.COMMUNITIES_CRUMB, "index": module_id}, className="link-button")
             )
-    return services.module_rows(saved, query, parent=trail[-1][0]), [], crumbs
+    rows = services.module_rows(saved, query, parent=trail[-1][0])
+    if not rows and query and query.strip():
+        crumbs.append(html.Span(f" (no module here matches {query.strip()!r})", className="hint"))
+    return rows, [], crumbs
 
 
 @callback(
