@@ -100,6 +100,11 @@ class SparseCHMM:
             self.metadata,
         )
 
+    def row_sums(self) -> np.ndarray:
+        """Each clone's total outgoing transition probability (its row of T over all stored blocks), float64."""
+        row_clone, _ = self.entry_rows_cols()
+        return np.bincount(row_clone, weights=self.data.astype(np.float64), minlength=self.n_states)
+
     def entry_rows_cols(self) -> tuple[np.ndarray, np.ndarray]:
         """Global (row clone, column clone) of every stored entry."""
         layout = self.layout
@@ -361,9 +366,7 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
 def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
     """:func:`engine.inference.sample` on the sparse blocks."""
     layout = model.layout
-    row_clone, _ = model.entry_rows_cols()
-    outgoing = np.bincount(row_clone, weights=model.data.astype(np.float64), minlength=model.n_states)
-    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward, outgoing)
+    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward, model.row_sums())
     row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
     written = kernels.sample_path(
         model.indptr,
@@ -622,6 +625,5 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
         )
     ):
         raise ModelFormatError(f"{path}: damaged sparse CHMM (a column index outside its block)")
-    row_clone, _ = model.entry_rows_cols()
-    check_row_sums(path, np.bincount(row_clone, weights=model.data.astype(np.float64), minlength=model.n_states))
+    check_row_sums(path, model.row_sums())
     return model

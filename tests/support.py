@@ -127,3 +127,19 @@ def session_folder(browser: Any, data_dir: Path) -> Path:
     folder = data_dir / browser.get_session_storage(ids.SESSION)
     assert folder.is_dir(), folder
     return folder
+
+
+def prepare_training(browser: Any, states: int, iterations: int, validation: float | None = None) -> None:
+    """On the Train page: the sample corpus and the given options, committed and idle."""
+    from app import ids
+
+    open_page(browser, "/train")
+    browser.find_element(f"#{ids.CORPUS_SAMPLE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Using carroll-alice.txt")
+    browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
+    set_number(browser, ids.TRAIN_STATES, states)
+    set_number(browser, ids.TRAIN_ITERATIONS, iterations)
+    if validation is not None:
+        set_number(browser, ids.TRAIN_VALIDATION, validation)
+    browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "Estimated training memory")
+    wait_idle(browser)

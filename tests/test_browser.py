@@ -33,6 +33,7 @@ from support import (  # support imports no browser package
     chrome_options,
     graph_points,
     open_page,
+    prepare_training,
     session_folder,
     set_number,
     wait_idle,
@@ -248,14 +249,7 @@ def test_a_training_job_is_followed_across_pages(browser: DashComposite) -> None
     page, the Train page opened again mid-job offered Start (and no Cancel), and the renderer logged "ID running
     component not found in layout" every second (the job's running/progress outputs were on the page that was
     left; they are in the app shell now)."""
-    open_page(browser, "/train")
-    browser.find_element(f"#{ids.CORPUS_SAMPLE_BUTTON}").click()
-    browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
-    set_number(browser, ids.TRAIN_STATES, 60)
-    set_number(browser, ids.TRAIN_ITERATIONS, 3000)
-    set_number(browser, ids.TRAIN_VALIDATION, 0)  # no early stopping: it runs until cancelled
-    browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "Estimated training memory")
-    wait_idle(browser)
+    prepare_training(browser, states=60, iterations=3000, validation=0)  # no early stopping: runs until cancelled
     browser.find_element(f"#{ids.TRAIN_START}").click()
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 3000", timeout=JOB_TIMEOUT)
     open_page(browser, "/")

@@ -45,7 +45,7 @@ from support import (  # imports no browser package
     assert_no_errors,
     chrome_options,
     graph_points,
-    open_page,
+    prepare_training,
     session_folder,
     set_number,
     text_of,
@@ -292,20 +292,6 @@ def new_browser(stack: Stack) -> Iterator[Callable[[], Browser]]:
 def served_by(stack: Stack) -> list[str]:
     """The gunicorn worker (process id) that served each callback request so far, in order."""
     return re.findall(r'pid=<?(\d+)>? "POST /_dash-update-component', stack.log("gunicorn"))
-
-
-def prepare_training(browser: Browser, states: int, iterations: int, validation: float | None = None) -> None:
-    """On the Train page: the sample corpus and the given options, committed and idle."""
-    open_page(browser, "/train")
-    browser.find_element(f"#{ids.CORPUS_SAMPLE_BUTTON}").click()
-    browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Using carroll-alice.txt")
-    browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
-    set_number(browser, ids.TRAIN_STATES, states)
-    set_number(browser, ids.TRAIN_ITERATIONS, iterations)
-    if validation is not None:
-        set_number(browser, ids.TRAIN_VALIDATION, validation)
-    browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "Estimated training memory")
-    wait_idle(browser)
 
 
 def wait_trained(browser: Browser, stack: Stack, states: int) -> None:
