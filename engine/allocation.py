@@ -9,6 +9,7 @@ to the number of unique n-grams that end with that character", which is method "
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,8 +46,9 @@ def _check_sequence(train: np.ndarray, n_symbols: int) -> np.ndarray:
     return seq.astype(np.int64, copy=False)
 
 
-def _ngram_weights(seq: np.ndarray, n_symbols: int, order: int) -> np.ndarray:
-    """For each symbol, the number of distinct length-``order`` n-grams of ``seq`` ending in it."""
+def _ngram_weights(seq: np.ndarray, n_symbols: int, order: int, valid: np.ndarray | None = None) -> np.ndarray:
+    """For each symbol, the number of distinct length-``order`` n-grams of ``seq`` ending in it (only the n-grams
+    starting where ``valid`` is true, when given)."""
     m = seq.size - order + 1
     if m <= 0:
         return np.zeros(n_symbols, dtype=np.int64)
@@ -60,16 +62,33 @@ def _ngram_weights(seq: np.ndarray, n_symbols: int, order: int) -> np.ndarray:
             max_code = int(codes.max())
         codes = codes * n_symbols + seq[k : k + m]
         max_code = max_code * n_symbols + n_symbols - 1
+    starts = np.arange(m)
+    if valid is not None:
+        codes, starts = codes[valid[:m]], starts[valid[:m]]
     _, first = np.unique(codes, return_index=True)
-    last_symbols = seq[first + order - 1]
+    last_symbols = seq[starts[first] + order - 1]
     return np.bincount(last_symbols, minlength=n_symbols).astype(np.int64)
 
 
-def symbol_weights(train: np.ndarray, n_symbols: int, method: str = "ngram", ngram_order: int = 3) -> np.ndarray:
+def _documents_ngram_weights(parts: list[np.ndarray], n_symbols: int, order: int) -> np.ndarray:
+    """:func:`_ngram_weights` over several independent sequences: the distinct n-grams within any one of them (none
+    spans two). The parts are joined with a separator symbol and windows that hold it are left out."""
+    separator = n_symbols
+    joined = np.concatenate([np.append(p, separator) for p in parts])[:-1]
+    is_separator = np.concatenate([[0], np.cumsum(joined == separator)])
+    m = max(joined.size - order + 1, 0)
+    valid = (is_separator[order : order + m] - is_separator[:m]) == 0
+    return _ngram_weights(joined, n_symbols + 1, order, valid)[:n_symbols]
+
+
+def symbol_weights(
+    train: np.ndarray | Sequence[np.ndarray], n_symbols: int, method: str = "ngram", ngram_order: int = 3
+) -> np.ndarray:
     """Per-symbol allocation weights (int64, shape (n_symbols,)).
 
     "uniform": all ones; "frequency": symbol counts in ``train``; "ngram": number of
-    distinct n-grams of length ``ngram_order`` in ``train`` that end in the symbol.
+    distinct n-grams of length ``ngram_order`` in ``train`` that end in the symbol. ``train`` is one sequence or a
+    list of independent ones (documents: an n-gram never spans two).
     """
     n_symbols = _as_int(n_symbols, "n_symbols")
     if n_symbols < 1:
@@ -79,12 +98,17 @@ def symbol_weights(train: np.ndarray, n_symbols: int, method: str = "ngram", ngr
     order = _as_int(ngram_order, "ngram_order")
     if order < 1:
         raise ValueError(f"ngram_order must be at least 1, got {order}.")
-    seq = _check_sequence(train, n_symbols)
+    if isinstance(train, np.ndarray) or (len(train) and np.isscalar(train[0])):
+        parts = [_check_sequence(train, n_symbols)]
+    else:
+        parts = [_check_sequence(p, n_symbols) for p in train] or [np.zeros(0, dtype=np.int64)]
     if method == "uniform":
         return np.ones(n_symbols, dtype=np.int64)
     if method == "frequency":
-        return np.bincount(seq, minlength=n_symbols).astype(np.int64)
-    return _ngram_weights(seq, n_symbols, order)
+        return sum(np.bincount(p, minlength=n_symbols).astype(np.int64) for p in parts)
+    if len(parts) == 1:
+        return _ngram_weights(parts[0], n_symbols, order)
+    return _documents_ngram_weights(parts, n_symbols, order)
 
 
 def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
@@ -117,7 +141,11 @@ def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
 
 
 def allocate_clones(
-    train: np.ndarray, n_symbols: int, total_states: int, method: str = "ngram", ngram_order: int = 3
+    train: np.ndarray | Sequence[np.ndarray],
+    n_symbols: int,
+    total_states: int,
+    method: str = "ngram",
+    ngram_order: int = 3,
 ) -> np.ndarray:
     """Number of clones (hidden states) per symbol: int64, shape (n_symbols,), sum total_states.
 

@@ -127,9 +127,7 @@ class GpuEngine:
         """A host :class:`CHMM` with ``template``'s alphabet, layout and metadata and the device model's arrays."""
         counts = None if device_model.counts is None else device_model.counts.get().astype(np.float64)
         T = device_model.T.get().astype(template.T.dtype, copy=False)
-        return CHMM(
-            template.symbols, template.layout, T, device_model.pi.astype(template.pi.dtype), counts, template.metadata
-        )
+        return template.with_arrays(T=T, pi=device_model.pi.astype(template.pi.dtype), counts=counts)
 
     def free_bytes(self) -> int:
         """Free device memory (bytes), counting what CuPy's pool holds but does not use."""
@@ -626,115 +624,165 @@ def gpu_error_message(exc: Exception) -> str:
     return f"GPU error: {type(exc).__name__}: {exc}"
 
 
-class GpuSteps:
-    """The iterations of :func:`engine.learning.fit` on the GPU (same methods as
-    :class:`engine.learning.CpuSteps`): models are :class:`DeviceModel` objects, so a run moves the model to the
-    device once and back once. Before anything is allocated the device memory the run needs is estimated and the run
-    is refused with both figures when it does not fit."""
+@dataclass
+class GpuPlan:
+    """What repeated E-steps on one sequence reuse on the GPU: its pair-sorted message offsets, or the chunk length
+    of an exact chunked E-step when the whole sequence's messages do not fit in device memory."""
 
-    def __init__(self, model: CHMM, train: np.ndarray, validation: np.ndarray | None, config: Any) -> None:
-        from engine.model import transition_support
+    pair_layout: inference.PairLayout | None
+    chunk: int | None
 
-        self.engine = GpuEngine(model.layout, config.pass_precision)
+
+class GpuDenseEngine:
+    """The :class:`engine.engines.Engine` protocol on a CUDA GPU for dense-block models: the state is a
+    :class:`DeviceModel`, so a training run moves the model to the device once and back once. Before a sequence's
+    E-steps are planned (:meth:`plan`) the device memory they need is estimated and the run is refused with both
+    figures when it does not fit; batch EM whose messages do not fit runs in exact chunks."""
+
+    name = "gpu"
+
+    def __init__(
+        self, model: CHMM, pass_precision: str = "float32", chunk: int | None = None, batch_size: int = 10_000
+    ) -> None:
+        self.engine = GpuEngine(model.layout, pass_precision)
         self.template = model
-        self.train = train
-        self.config = config
-        self.backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
-        layout = model.layout
-        mean_clones = float(layout.n_clones[train].mean())
+        self.chunk = chunk
+        self.batch_size = batch_size
+        self.cp = self.engine.cp
+
+    # the host <-> device copies
+    def load(self, model: CHMM) -> DeviceModel:
+        self.template = model
+        return self.engine.upload(model, model.support())
+
+    def host(self, state: DeviceModel) -> CHMM:
+        return self.engine.download(state, self.template)
+
+    def copy(self, state: DeviceModel) -> DeviceModel:
+        return DeviceModel(state.T.copy(), state.TT.copy(), state.pi.copy(), state.counts, state.support)
+
+    # inference
+    def forward(self, state: DeviceModel, x: np.ndarray, initial: np.ndarray | None = None) -> inference.ForwardResult:
+        predictive, zero_events = self.engine.forward(state, x, initial)
+        empty = np.zeros(0, dtype=np.int64)
+        return inference.ForwardResult(predictive, zero_events, np.zeros(0, dtype=np.float32), empty)
+
+    def score(self, state: DeviceModel, x: np.ndarray) -> inference.ScoreResult:
+        return self.engine.score(state, np.asarray(x, dtype=np.int64), self.template.backoff_weight)
+
+    def surprisal(self, state: DeviceModel, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.int64)
+        predictive, _ = self.engine.forward(state, x)
+        sums = None if state.counts is None else self.engine.block_sums(state.counts)
+        bigram = inference.symbol_bigram_from_block_sums(self.engine.layout, sums)
+        return -np.log2(inference.predictive_with_backoff(x, predictive, bigram, self.template.backoff_weight))
+
+    # learning
+    def plan(self, state: DeviceModel, x: np.ndarray, algorithm: str) -> GpuPlan:
+        """Check that a run on ``x`` fits in device memory (messages of the whole sequence for batch EM, of one
+        batch for online EM) and choose the chunk of a chunked E-step when the whole sequence does not fit."""
+        layout = self.engine.layout
+        mean_clones = float(layout.n_clones[x].mean())
         per_position = 8 * mean_clones + 64
         model_bytes = estimate_device_bytes(layout, [], mean_clones)
         free = self.engine.free_bytes()
-        longest = len(train) if config.algorithm == "em" else min(len(train), config.batch_size + 1)
-        # messages of the whole sequence, or of chunks of it (exact, one extra forward pass) when they do not fit
+        longest = len(x) if algorithm == "em" else min(len(x), self.batch_size + 1)
         room = int(0.8 * (free - model_bytes) / per_position)
-        self.chunk: int | None = getattr(config, "gpu_chunk", None)
-        if self.chunk is None and config.algorithm == "em" and len(train) > room:
-            self.chunk = room
-        need = model_bytes + int(per_position * min(longest, self.chunk or longest))
-        if need > free or (self.chunk is not None and self.chunk < 2):
+        chunk = self.chunk
+        if chunk is None and algorithm == "em" and len(x) > room:
+            chunk = room
+        need = model_bytes + int(per_position * min(longest, chunk or longest))
+        if need > free or (chunk is not None and chunk < 2):
             raise DeviceMemoryError(
                 f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
                 f"{self.engine.device_name}; use fewer states or a smaller batch"
             )
-        support = transition_support(model)
-        self.initial = self.engine.upload(model, support)
-        whole = config.algorithm == "em" and (self.chunk is None or self.chunk >= len(train) - 1)
-        self.pair_layout = inference.pair_sorted_offsets(layout, train) if whole else None
-        self.statistic: Any = None  # online EM's running A
+        whole = algorithm == "em" and (chunk is None or chunk >= len(x) - 1)
+        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk)
 
-    def iterate(self, current: DeviceModel, cancel: Any) -> tuple[DeviceModel, float, bool]:
-        """One EM iteration / online-EM epoch / Viterbi-EM iteration on the device."""
-        algorithm = self.config.algorithm
-        if algorithm == "em":
-            if self.chunk is not None and self.chunk < len(self.train) - 1:
-                e = self.engine.e_step_chunked(current, self.train, self.chunk)
-            else:
-                e = self.engine.e_step(current, self.train, self.pair_layout)
-            T, TT = self.engine.normalise(e.counts, self.config.pseudocount, current.support)
-            pi = e.gamma_first.astype(np.float32) if self.config.update_pi else current.pi
-            return DeviceModel(T, TT, pi, e.counts, current.support), e.log_likelihood, False
-        if algorithm == "viterbi":
-            from engine.learning import path_counts
+    def zero_counts(self, state: DeviceModel) -> Any:
+        return self.cp.zeros(self.engine.layout.size, dtype=self.cp.float32)
 
-            log_likelihood = self.engine.log_likelihood(current, self.train)
-            path = self.engine.viterbi(current, self.train).clones
-            counts = self.engine.cp.asarray(path_counts(self.engine.layout, self.train, path).astype(np.float32))
-            T, TT = self.engine.normalise(counts, self.config.pseudocount, current.support)
-            return DeviceModel(T, TT, current.pi, counts, current.support), log_likelihood, False
-        return self._online_epoch(current, cancel)
+    def e_step(
+        self,
+        state: DeviceModel,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        plan: GpuPlan | None = None,
+        counts_out: Any = None,
+    ) -> inference.EStepResult:
+        if plan is not None and plan.chunk is not None and plan.chunk < len(x) - 1:
+            e = self.engine.e_step_chunked(state, x, plan.chunk, counts_out=counts_out)
+        else:
+            pair_layout = None if plan is None else plan.pair_layout
+            e = self.engine.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out)
+        return inference.EStepResult(e.counts, e.gamma_first, e.log_likelihood, e.zero_events, e.last_alpha, e.touched)
 
-    def _online_epoch(self, current: DeviceModel, cancel: Any) -> tuple[DeviceModel, float, bool]:
-        """Online EM over the training sequence in batches (see :func:`engine.learning.online_epoch`, whose
-        schedule, carried messages and scaled pseudocount this follows)."""
-        cp = self.engine.cp
-        config = self.config
-        x = self.train
-        n = len(x)
-        first_batch = self.statistic is None
-        if first_batch:
-            self.statistic = cp.zeros(self.engine.layout.size, dtype=cp.float32)
-        counts = cp.zeros(self.engine.layout.size, dtype=cp.float32)
-        model = current
-        log_likelihood = 0.0
-        carry: np.ndarray | None = None
-        start = 0
-        while start < n - 1:
-            if cancel is not None and cancel.cancelled:
-                return current, log_likelihood, True
-            stop = min(n, start + config.batch_size)
-            if n - stop < 2:
-                stop = n
-            batch = x[start:stop] if carry is None else x[start - 1 : stop]
-            e = self.engine.e_step(model, batch, initial=carry, counts_out=counts)
-            log_likelihood += e.log_likelihood
-            decay = 0.0 if first_batch else config.memory
-            first_batch = False
-            self.statistic *= np.float32(decay)
-            counts *= np.float32(1.0 - config.memory)
-            self.statistic += counts
-            pseudocount = config.pseudocount * (stop - start) / n
-            T, TT = self.engine.normalise(self.statistic, pseudocount, current.support)
-            model = DeviceModel(T, TT, current.pi, None, current.support)
-            carry = e.last_alpha
-            start = stop
-        return DeviceModel(model.T, model.TT, model.pi, self.statistic.copy(), current.support), log_likelihood, False
+    def m_step(self, state: DeviceModel, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> DeviceModel:
+        if not isinstance(counts, self.cp.ndarray):
+            counts = self.cp.asarray(np.asarray(counts, dtype=np.float32))
+        T, TT = self.engine.normalise(counts, pseudocount, state.support)
+        new_pi = state.pi if pi is None else np.asarray(pi, dtype=np.float32)
+        return DeviceModel(T, TT, new_pi, counts, state.support)
 
-    def validation_bps(self, model: DeviceModel, validation: np.ndarray) -> float:
-        return self.engine.score(model, validation, self.backoff_weight).bps
+    def online_update(
+        self,
+        state: DeviceModel,
+        statistic: Any,
+        e: inference.EStepResult,
+        decay: float,
+        weight: float,
+        pseudocount: float,
+    ) -> DeviceModel:
+        statistic *= np.float32(decay)
+        e.counts *= np.float32(weight)
+        statistic += e.counts
+        T, TT = self.engine.normalise(statistic, pseudocount, state.support)
+        return DeviceModel(T, TT, state.pi, None, state.support)
 
-    def finite(self, model: DeviceModel) -> bool:
-        return bool(self.engine.cp.all(self.engine.cp.isfinite(model.T)))
+    def with_counts(self, state: DeviceModel, counts: Any) -> DeviceModel:
+        return DeviceModel(state.T, state.TT, state.pi, counts, state.support)
 
-    def host(self, model: DeviceModel) -> CHMM:
-        return self.engine.download(model, self.template)
+    def viterbi(self, state: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
+        return self.engine.viterbi(state, evidence)
+
+    def hard_counts(self, state: DeviceModel, x: np.ndarray) -> tuple[Any, float]:
+        from engine.engines import path_counts
+
+        log_likelihood = self.engine.log_likelihood(state, x)
+        path = self.engine.viterbi(state, x).clones
+        counts = self.cp.asarray(path_counts(self.engine.layout, x, path).astype(np.float32))
+        return counts, log_likelihood
+
+    # the rest runs on the host copy (the device follows the data: these are one-off, not per-iteration, work)
+    def sample(
+        self, state: DeviceModel, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
+    ) -> np.ndarray:
+        return inference.sample(self.host(state), length, rng, prefix)
+
+    def prune(self, state: DeviceModel, threshold: float) -> DeviceModel:
+        from engine.graph import prune
+
+        pruned = prune(self.host(state), threshold=threshold)
+        self.engine = GpuEngine(pruned.layout, self.engine.pass_precision)
+        return self.load(pruned)
+
+    def transitions(self, state: DeviceModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        from engine.engines import DenseEngine
+
+        return DenseEngine().transitions(self.host(state))
+
+    def as_dense(self, state: DeviceModel, what: str) -> CHMM:
+        return self.host(state)
+
+    def finite(self, state: DeviceModel) -> bool:
+        return bool(self.cp.all(self.cp.isfinite(state.T)))
 
 
 def score(model: CHMM, x: np.ndarray) -> inference.ScoreResult:
     """:func:`engine.inference.score` computed on the GPU."""
     engine = GpuEngine(model.layout)
-    weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
-    return engine.score(engine.upload(model), np.asarray(x, dtype=np.int64), weight)
+    return engine.score(engine.upload(model), np.asarray(x, dtype=np.int64), model.backoff_weight)
 
 
 def viterbi(model: CHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:

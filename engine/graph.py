@@ -3,7 +3,7 @@
 Pruning (paper, Fig 3(d): about 99% of the entries of a trained T can be set to zero at little cost in BPS)
 zeroes transitions by one or more rules, renormalises the rows that keep some mass, and returns a *smaller*
 model: the same clones and the same block-sparse layout, minus the symbol-pair blocks that became all-zero.
-Inference and EM run on it unchanged; ``metadata["pruned"]`` tells the M-step to keep the zeros at zero
+Inference and EM run on it unchanged; its ``fixed_zeros`` field tells the M-step to keep the zeros at zero
 (:func:`engine.model.transition_support`). The rules:
 
 * ``threshold``: zero every entry of T below an absolute threshold in (0, 1);
@@ -34,7 +34,7 @@ import scipy.sparse.linalg as spla
 
 from engine import inference
 from engine.inference import BACKOFF_WEIGHT
-from engine.model import CHMM, BlockLayout, normalise_rows, row_sums
+from engine.model import CHMM, BlockLayout, entry_rows_cols, normalise_rows, row_sums
 
 TELEPORTATION = 1e-6
 """Teleportation probability of :func:`stationary_distribution` (see there)."""
@@ -53,17 +53,6 @@ def check_threshold(threshold: float) -> float:
     if not (np.isfinite(value) and 0.0 < value < 1.0):
         raise ValueError(f"the threshold must lie strictly between 0 and 1, got {threshold!r}")
     return value
-
-
-def entry_rows_cols(layout: BlockLayout, flat_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Global (row clone, column clone) of entries of the flat block buffer given by their flat indices."""
-    flat_index = np.asarray(flat_index, dtype=np.int64)
-    k = np.searchsorted(layout.block_offset, flat_index, side="right") - 1
-    local = flat_index - layout.block_offset[k]
-    cols_per_row = layout.n_clones[layout.block_pairs[k, 1]]
-    rows = layout.clone_start[layout.block_pairs[k, 0]] + local // cols_per_row
-    cols = layout.clone_start[layout.block_pairs[k, 1]] + local % cols_per_row
-    return rows, cols
 
 
 def _top_mass_mask(model: CHMM, top_mass: float) -> np.ndarray:
@@ -101,8 +90,8 @@ def prune(
 
     The expected counts, if kept, are zeroed on the same entries. Clones left with neither incoming nor outgoing
     transitions lose their initial probability (pi is renormalised over the others). ``metadata["pruned"]``
-    records the rules and the non-zeros before and after; it also makes EM keep the zeros at zero.
-    ``metadata["backoff_weight"]`` becomes the removed transition mass (occupancy-weighted mean over rows, with what
+    records the rules and the non-zeros before and after; ``fixed_zeros`` makes EM keep the zeros at zero.
+    ``backoff_weight`` becomes the removed transition mass (occupancy-weighted mean over rows, with what
     earlier prunings removed, see :func:`pruned_backoff_weight`): :func:`engine.inference.score` mixes that much of
     the symbol bigram into every prediction.
     """
@@ -168,26 +157,40 @@ def prune(
         blocks_after=new_layout.n_blocks,
         removed_mass=removed_mass,
     )
-    metadata = json.loads(json.dumps(model.metadata))
+    # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
+    # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
+    # impossible, and this is what they are worth (see inference.score).
+    return model.with_arrays(
+        symbols=list(model.symbols),
+        layout=new_layout,
+        T=T_new,
+        pi=pi.astype(model.pi.dtype),
+        counts=counts,
+        metadata=pruned_metadata(model.metadata, record),
+        backoff_weight=pruned_backoff_weight(model.backoff_weight, removed_mass),
+        fixed_zeros=True,
+    )
+
+
+def pruned_metadata(metadata: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``metadata`` with ``record`` as the last pruning (shown to people) and the earlier one, if any,
+    appended to ``pruned_history``."""
+    metadata = json.loads(json.dumps(metadata))
     history = list(metadata.get("pruned_history", []))
     if metadata.get("pruned"):
         history.append(metadata["pruned"])
     metadata["pruned"] = record
-    # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
-    # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
-    # impossible, and this is what they are worth (see inference.score).
-    metadata["backoff_weight"] = pruned_backoff_weight(model.metadata, removed_mass)
     if history:
         metadata["pruned_history"] = history
-    return CHMM(list(model.symbols), new_layout, T_new, pi.astype(model.pi.dtype), counts, metadata)
+    return metadata
 
 
-def pruned_backoff_weight(metadata: dict, removed_mass: float) -> float:
+def pruned_backoff_weight(before: float, removed_mass: float) -> float:
     """The back-off weight of a model after a pruning that took away ``removed_mass``: the mass taken away by this
-    and every earlier pruning, 1 - (1 - w)(1 - removed_mass), w the model's weight if an earlier pruning set one
-    (else 0), within [1e-6, 0.5]. (Pruning a pruned model again at the same threshold removes nothing new: its
-    weight stays, instead of falling to 1e-6 and leaving the earlier removals without a back-off.)"""
-    before = float(metadata.get("backoff_weight") or 0.0)
+    and every earlier pruning, 1 - (1 - w)(1 - removed_mass), w the model's weight ``before`` if an earlier pruning
+    set one (else 0), within [1e-6, 0.5]. (Pruning a pruned model again at the same threshold removes nothing new:
+    its weight stays, instead of falling to 1e-6 and leaving the earlier removals without a back-off.)"""
+    before = float(before or 0.0)
     if before <= BACKOFF_WEIGHT:
         before = 0.0
     combined = 1.0 - (1.0 - before) * (1.0 - removed_mass)
@@ -395,24 +398,14 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
     """The clone graph of ``model`` (prune first to keep it small): CSR of the non-zero T, node flow and edge
     attributes (see :class:`CloneGraph`)."""
     layout = model.layout
-    if getattr(model, "indptr", None) is not None:  # a sparse-block model (engine.sparse): its stored entries
-        rows, cols = model.entry_rows_cols()
-        values = np.asarray(model.data, dtype=np.float64)
-        counts_all = None if model.counts is None else np.asarray(model.counts, dtype=np.float64)
-        nz = np.flatnonzero(values)
-        rows, cols = rows[nz], cols[nz]
-    else:
-        values = np.asarray(model.T, dtype=np.float64)
-        counts_all = None if model.counts is None else np.asarray(model.counts, dtype=np.float64)
-        nz = np.flatnonzero(values)
-        rows, cols = entry_rows_cols(layout, nz)
+    rows, cols, values, counts = model.transitions()
     order = np.lexsort((cols, rows))
-    rows, cols, nz = rows[order], cols[order], nz[order]
+    rows, cols, values = rows[order], cols[order], values[order]
     n = layout.n_states
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    weight = sp.csr_array((values[nz], cols, indptr), shape=(n, n))
-    count = None if counts_all is None else counts_all[nz]
+    weight = sp.csr_array((values, cols, indptr), shape=(n, n))
+    count = None if counts is None else counts[order]
     flow = stationary_distribution(weight, teleportation)
     edge_flow = flow[rows] * weight.data
     clone_symbol = layout.clone_symbol()
@@ -426,5 +419,6 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
         edge_flow,
         flow,
         teleportation,
-        {k: model.metadata[k] for k in ("pruned", "corpus", "normalisation") if k in model.metadata},
+        {k: model.metadata[k] for k in ("pruned", "corpus") if k in model.metadata}
+        | {"normalisation": model.codec.normalisation},
     )

@@ -15,11 +15,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from engine.kernels import cpu
+from engine.model import BACKOFF_WEIGHT as BACKOFF_WEIGHT  # the back-off weight of :func:`score`
 from engine.model import CHMM, BlockLayout
 
 LOG2 = np.log(2.0)
-BACKOFF_WEIGHT = 1e-6
-"""Weight of the back-off distribution in :func:`score` (see there)."""
 
 
 class ForwardResult(NamedTuple):
@@ -164,7 +163,7 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
         P(x_n | x_<n) = (1 - w) P_CHMM(x_n | x_<n) + w Q(x_n | x_{n-1}),
     where Q is the symbol bigram of the training text (:func:`symbol_bigram`; the unigram-free uniform
     start for n = 1) and w = ``backoff_weight``: 1e-6, or for a pruned model the transition mass its pruning removed
-    (``model.metadata["backoff_weight"]``, see :func:`engine.graph.prune`). Every factor is a proper distribution,
+    (the model's ``backoff_weight`` field, see :func:`engine.graph.prune`). Every factor is a proper distribution,
     so the BPS is a true code length; with w = 1e-6 it costs at most -log2(1 - w) ~ 1.4e-6 bits per symbol over the
     exact CHMM figure and
     keeps the score finite where the CHMM gives a transition probability zero (a pair never seen in training, or
@@ -173,7 +172,7 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
     """
     x = _check_sequence(model, x)
     if backoff_weight is None:
-        backoff_weight = float(model.metadata.get("backoff_weight", BACKOFF_WEIGHT))
+        backoff_weight = model.backoff_weight
     if not 0.0 <= backoff_weight < 1.0:
         raise ValueError("backoff_weight must lie in [0, 1)")
     result = forward(model, x)
@@ -204,7 +203,7 @@ def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -
     """-log2 P(x_n | x_<n) for every position, in bits, as :func:`score` counts it (their mean is the BPS)."""
     x = _check_sequence(model, x)
     if backoff_weight is None:
-        backoff_weight = float(model.metadata.get("backoff_weight", BACKOFF_WEIGHT))
+        backoff_weight = model.backoff_weight
     predictive = forward(model, x).predictive
     return -np.log2(predictive_with_backoff(x, predictive, symbol_bigram(model), backoff_weight))
 

@@ -1,23 +1,24 @@
 """Learning a CHMM: batch EM (Baum-Welch on blocks), online EM and Viterbi (hard) EM (paper, section 3).
 
-All three share one loop (:func:`fit`): an iteration produces a new transition matrix from expected (or hard)
-counts, reports (iteration, train BPS, validation BPS, seconds) to a callback, honours a cancellation token, and
-keeps the best model seen on the validation split. A cancelled or failed run returns the last good model.
+All three share one loop (:func:`fit`), written once over the :class:`engine.engines.Engine` protocol, so it runs
+on every implementation (dense or sparse on the CPU, dense on the GPU): an iteration produces a new transition
+matrix from expected (or hard) counts, reports (iteration, train BPS, validation BPS, seconds) to a callback,
+honours a cancellation token, and keeps the best model seen on the validation split. A cancelled or failed run
+returns the last good model.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine import inference
-from engine.kernels import cpu
-from engine.model import CHMM, BlockLayout, normalise_rows, transition_support
+from engine import engines, inference
+from engine.model import CHMM
 
 ALGORITHMS = ("em", "online", "viterbi")
 
@@ -112,7 +113,7 @@ class TrainingResult:
     """The model to keep (best on validation, else the last), the history, and why training stopped:
     "converged", "max_iterations", "early_stopping", "cancelled" or "failed" (then ``error`` says why)."""
 
-    model: CHMM
+    model: engines.Model
     history: list[IterationRecord] = field(default_factory=list)
     stopped: str = "max_iterations"
     best_iteration: int = 0
@@ -126,203 +127,148 @@ def _bps(log_likelihood: float, n: int) -> float:
     return float(-log_likelihood / (n * np.log(2.0)))
 
 
-def _with_T(model: CHMM, T: np.ndarray, counts: np.ndarray, pi: np.ndarray | None = None) -> CHMM:
-    return CHMM(model.symbols, model.layout, T, model.pi if pi is None else pi, counts, model.metadata)
-
-
 def em_iteration(
     model: CHMM, x: np.ndarray, config: TrainingConfig, pair_layout: inference.PairLayout | None = None
 ) -> tuple[CHMM, float]:
-    """One Baum-Welch iteration: E-step counts, then T = normalise(counts + pseudocount); returns the new model
-    and the log-likelihood of ``x`` under the old one."""
-    e = inference.e_step(model, x, count_method=config.count_method, pair_layout=pair_layout)
-    T = normalise_rows(model.layout, e.counts, config.pseudocount, model.T.dtype, transition_support(model))
-    pi = e.gamma_first.astype(model.pi.dtype) if config.update_pi else None
-    return _with_T(model, T, e.counts, pi), e.log_likelihood
+    """One Baum-Welch iteration on a host model: E-step counts, then T = normalise(counts + pseudocount); returns
+    the new model and the log-likelihood of ``x`` under the old one."""
+    engine = engines.engine_for(model, "cpu", count_method=config.count_method)
+    e = engine.e_step(model, np.ascontiguousarray(x, dtype=np.int64), plan=pair_layout)
+    pi = e.gamma_first if config.update_pi else None
+    return engine.m_step(model, e.counts, config.pseudocount, pi), e.log_likelihood
 
 
 def viterbi_counts(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hard counts: one count per transition of the MAP clone path of ``x``; returns (counts, path)."""
     path = inference.viterbi(model, x).clones
-    return path_counts(model.layout, x, path), path
+    return engines.path_counts(model.layout, x, path), path
 
 
-def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndarray:
-    """One count per transition of the clone path ``path`` of ``x`` in the flat block layout (all zero when the
-    path is impossible, i.e. holds -1)."""
-    counts = np.zeros(layout.size, dtype=np.float64)
-    if np.any(path < 0):
-        return counts
-    src, dst = x[:-1], x[1:]
-    k = layout.block_index[src, dst]
-    ok = k >= 0
-    flat = (
-        layout.block_offset[k[ok]]
-        + (path[:-1][ok] - layout.clone_start[src[ok]]) * layout.n_clones[dst[ok]]
-        + (path[1:][ok] - layout.clone_start[dst[ok]])
-    )
-    counts += np.bincount(flat, minlength=layout.size)
-    return counts
+@dataclass
+class OnlineState:
+    """What online EM carries across epochs: the running statistic A (paper, section 3), in the state's layout."""
 
-
-def viterbi_iteration(model: CHMM, x: np.ndarray, config: TrainingConfig) -> tuple[CHMM, float]:
-    """One hard-EM iteration: counts along the Viterbi path, T = normalise(counts + pseudocount)."""
-    log_likelihood = inference.log_likelihood(model, x)
-    counts, _ = viterbi_counts(model, x)
-    T = normalise_rows(model.layout, counts, config.pseudocount, model.T.dtype, transition_support(model))
-    return _with_T(model, T, counts), log_likelihood
-
-
-class _OnlineState:
-    """The running statistic A of online EM (carried across epochs) and reusable buffers."""
-
-    def __init__(self) -> None:
-        self.A: np.ndarray | None = None
+    statistic: Any = None
 
 
 def online_epoch(
-    model: CHMM, x: np.ndarray, config: TrainingConfig, state: _OnlineState, cancel: CancelToken | None
-) -> tuple[CHMM, float, bool]:
-    """One pass of online EM over ``x`` in batches (paper, section 3):
+    engine: engines.Engine,
+    current: Any,
+    sequences: list[np.ndarray],
+    config: TrainingConfig,
+    state: OnlineState,
+    cancel: CancelToken | None,
+) -> tuple[Any, float, bool]:
+    """One pass of online EM over the sequences, each in batches of ``config.batch_size`` symbols (paper, section 3):
     A^(b) = lambda A^(b-1) + (1 - lambda) sum_{n in batch b} xi(n),  T^(b) = row-normalise(A^(b) + pseudocount).
-    The pseudocount is scaled by (batch length / N), since A holds about one batch worth of counts while the
-    pseudocount is set against whole-sequence counts (as in batch EM).
+    The pseudocount is scaled by (batch length / N), N the symbols of all sequences, since A holds about one batch
+    worth of counts while the pseudocount is set against whole-corpus counts (as in batch EM).
     The E-step of batch b uses T^(b-1) and starts from the last forward message of batch b-1 (the transition
-    between two batches belongs to the later one). Returns the model, the summed log-likelihood of the batches
-    (each under the T current when it was processed) and whether the pass was cancelled midway.
-    The update of A and T is one fused kernel (``cpu.online_m_step``) that also keeps T's transposed blocks for the
-    next backward pass, so a batch costs two sweeps over the stored blocks besides its E-step.
+    between two batches belongs to the later one); each sequence starts from pi. Returns the state, the summed
+    log-likelihood of the batches (each under the T current when it was processed) and whether the pass was
+    cancelled midway (then the state entering the epoch is returned).
     """
-    layout = model.layout
-    n = len(x)
-    if state.A is None:
-        state.A = np.zeros(layout.size)
-        first_batch = True
-    else:
-        first_batch = False
-    counts = np.zeros(layout.size)
-    support = transition_support(model)  # a pruned model: the pseudocount goes to its non-zero entries only
-    T = model.T.copy()
-    T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    row_length = np.zeros(layout.n_symbols, dtype=np.int64)
-    np.add.at(row_length, layout.block_pairs[:, 0], layout.n_clones[layout.block_pairs[:, 1]])
-    current = _with_T(model, T, None)
+    total = sum(len(x) for x in sequences)
+    working = engine.copy(current)
+    first_batch = state.statistic is None
+    if first_batch:
+        state.statistic = engine.zero_counts(current)
+    counts = engine.zero_counts(current)
     log_likelihood = 0.0
-    carry: np.ndarray | None = None
-    start = 0
-    while start < n - 1:
-        if cancel is not None and cancel.cancelled:
-            return model, log_likelihood, True
-        stop = min(n, start + config.batch_size)
-        if n - stop < 2:  # fold a tiny tail into this batch
-            stop = n
-        batch = x[start:stop] if carry is None else x[start - 1 : stop]
-        e = inference.e_step(
-            current,
-            batch,
-            initial=carry,
-            count_method=config.count_method,
-            T_transposed=T_transposed,
-            counts_out=counts,
-        )
-        log_likelihood += e.log_likelihood
-        decay = 0.0 if first_batch else config.memory
-        first_batch = False
-        cpu.online_m_step(
-            state.A,
-            counts,
-            e.touched,
-            decay,
-            1.0 - config.memory,
-            config.pseudocount * (stop - start) / n,
-            T,
-            T_transposed,
-            layout.block_pairs,
-            layout.block_offset,
-            layout.n_clones,
-            layout.clone_start,
-            row_length,
-        )
-        if support is not None:
-            T[:] = normalise_rows(layout, state.A, config.pseudocount * (stop - start) / n, T.dtype, support)
-            T_transposed[:] = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-        carry = e.last_alpha
-        start = stop
-    return _with_T(model, T, state.A.copy()), log_likelihood, False
+    for x in sequences:
+        n = len(x)
+        carry: np.ndarray | None = None
+        start = 0
+        while start < n - 1:
+            if cancel is not None and cancel.cancelled:
+                return current, log_likelihood, True
+            stop = min(n, start + config.batch_size)
+            if n - stop < 2:  # fold a tiny tail into this batch
+                stop = n
+            batch = x[start:stop] if carry is None else x[start - 1 : stop]
+            e = engine.e_step(working, batch, initial=carry, counts_out=counts)
+            log_likelihood += e.log_likelihood
+            decay = 0.0 if first_batch else config.memory
+            first_batch = False
+            pseudocount = config.pseudocount * (stop - start) / total
+            working = engine.online_update(working, state.statistic, e, decay, 1.0 - config.memory, pseudocount)
+            carry = e.last_alpha
+            start = stop
+    return engine.with_counts(working, state.statistic.copy()), log_likelihood, False
 
 
-class CpuSteps:
-    """The iterations of :func:`fit` on the CPU engine; models are host :class:`CHMM` objects. The GPU engine
-    provides the same four methods (:class:`engine.gpu.GpuSteps`) with models kept on the device."""
+class _Iterations:
+    """The three algorithms' iterations over one :class:`engine.engines.Engine` (batch EM, Viterbi EM, online EM)."""
 
-    def __init__(self, model: CHMM, train: np.ndarray, config: TrainingConfig) -> None:
-        self.train = train
+    def __init__(self, engine: engines.Engine, start: Any, sequences: list[np.ndarray], config: TrainingConfig) -> None:
+        self.engine = engine
+        self.sequences = sequences
         self.config = config
-        self.online_state = _OnlineState()
-        self.pair_layout = None
+        self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]
+        self.online = OnlineState()
+
+    def __call__(self, current: Any, cancel: CancelToken | None) -> tuple[Any, float, bool]:
+        """One iteration (an epoch for online EM): the new state, the training log-likelihood, cancelled midway."""
+        engine, config = self.engine, self.config
         if config.algorithm == "em":
-            self.pair_layout = inference.pair_sorted_offsets(model.layout, train).with_buffers(
-                model.T.dtype, len(train)
-            )
-        self.initial = model
-
-    def iterate(self, current: CHMM, cancel: CancelToken | None) -> tuple[CHMM, float, bool]:
-        """One iteration (an epoch for online EM): the new model, the training log-likelihood, cancelled midway."""
-        if self.config.algorithm == "em":
-            return (*em_iteration(current, self.train, self.config, self.pair_layout), False)
-        if self.config.algorithm == "viterbi":
-            return (*viterbi_iteration(current, self.train, self.config), False)
-        return online_epoch(current, self.train, self.config, self.online_state, cancel)
-
-    def validation_bps(self, model: CHMM, validation: np.ndarray) -> float:
-        return inference.score(model, validation).bps
-
-    def finite(self, model: CHMM) -> bool:
-        return bool(np.all(np.isfinite(model.T)))
-
-    def host(self, model: CHMM) -> CHMM:
-        return model
+            e = engines.e_step_sequences(engine, current, self.sequences, self.plans)
+            pi = e.gamma_first if config.update_pi else None
+            return engine.m_step(current, e.counts, config.pseudocount, pi), e.log_likelihood, False
+        if config.algorithm == "viterbi":
+            counts, log_likelihood = None, 0.0
+            for x in self.sequences:
+                c, ll = engine.hard_counts(current, x)
+                counts = c if counts is None else counts + c
+                log_likelihood += ll
+            return engine.m_step(current, counts, config.pseudocount), log_likelihood, False
+        return online_epoch(engine, current, self.sequences, config, self.online, cancel)
 
 
 def fit(
-    model: CHMM,
-    train: np.ndarray,
-    validation: np.ndarray | None = None,
+    model: Any,
+    train: np.ndarray | Sequence[np.ndarray],
+    validation: np.ndarray | Sequence[np.ndarray] | None = None,
     config: TrainingConfig | None = None,
     callback: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     backend: str = "cpu",
 ) -> TrainingResult:
-    """Train ``model`` on the symbol sequence ``train`` with the configured algorithm.
+    """Train ``model`` on the symbol sequence ``train`` (or several independent sequences: documents) with the
+    configured algorithm, on the implementation :func:`engine.engines.engine_for` picks for the model and
+    ``backend`` (dense on the CPU or the GPU, sparse on the CPU); the returned model is a host model either way.
 
-    After every iteration ``callback`` receives an :class:`IterationRecord`. With a validation sequence the
-    model with the lowest validation BPS is kept (early stopping after ``patience`` iterations without
-    improvement); without one, the last model. Training also stops when the relative gain in training
-    log-likelihood drops below ``tolerance``, or when ``cancel`` is set (checked once per iteration, or once per
-    batch for online EM). A cancelled or failed run returns the last good model with ``stopped`` saying why.
-    ``backend`` "gpu" runs every iteration on the GPU engine (:mod:`engine.gpu`, imported only then) with the
-    models kept on the device; the returned model is a host model either way.
+    After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with
+    the lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement); without
+    it, the last model. Training also stops when the relative gain in training log-likelihood drops below
+    ``tolerance``, or when ``cancel`` is set (checked once per iteration, or once per batch for online EM). A
+    cancelled or failed run returns the last good model with ``stopped`` saying why. Sequences of fewer than two
+    symbols carry no transition and are left out.
     """
     config = config or TrainingConfig()
     config.validate()
-    train = np.ascontiguousarray(train, dtype=np.int64)
-    if len(train) < 2:
+    sequences = [x for x in engines.as_sequences(train) if len(x) >= 2]
+    if not sequences:
         raise ValueError("the training sequence needs at least two symbols")
-    has_validation = validation is not None and len(validation) > 0
-    if getattr(model, "indptr", None) is not None:  # a SparseCHMM: O(non-zeros) EM on the CPU
-        from engine.sparse import SparseSteps
+    n_train = sum(len(x) for x in sequences)
+    held_out = engines.as_sequences(validation)
+    engine = engines.engine_for(
+        model,
+        backend,
+        count_method=config.count_method,
+        pass_precision=config.pass_precision,
+        chunk=config.gpu_chunk,
+        batch_size=config.batch_size,
+    )
+    initial = engine.load(model)
+    iterate = _Iterations(engine, initial, sequences, config)
 
-        steps: Any = SparseSteps(model, train, config)
-    elif backend == "gpu":
-        from engine.gpu import GpuSteps
+    def validation_bps(state: Any) -> float:
+        return engines.score_sequences(engine, state, held_out).bps
 
-        steps = GpuSteps(model, train, validation if has_validation else None, config)
-    else:
-        steps = CpuSteps(model, train, config)
     result = TrainingResult(model=model)
-    current = steps.initial
-    best_validation = steps.validation_bps(current, validation) if has_validation else np.inf
-    best_model = current
+    current = initial
+    best_validation = validation_bps(current) if held_out else np.inf
+    best = current
     since_best = 0
     previous_ll = -np.inf
     quiet_epochs = 0
@@ -332,34 +278,34 @@ def fit(
             break
         started = time.perf_counter()
         try:
-            new_model, ll, was_cancelled = steps.iterate(current, cancel)
+            new, ll, was_cancelled = iterate(current, cancel)
             if was_cancelled:
                 result.stopped = "cancelled"
                 break
-            if not steps.finite(new_model):
+            if not engine.finite(new):
                 raise FloatingPointError("the transition matrix became non-finite")
-            validation_bps = steps.validation_bps(new_model, validation) if has_validation else float("nan")
+            held_out_bps = validation_bps(new) if held_out else float("nan")
         except (FloatingPointError, MemoryError, ValueError) as exc:
             result.stopped = "failed"
             result.error = f"{type(exc).__name__}: {exc}"
             break
-        record = IterationRecord(iteration, _bps(ll, len(train)), validation_bps, time.perf_counter() - started)
+        record = IterationRecord(iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started)
         result.history.append(record)
-        current = new_model
-        if has_validation:
-            if validation_bps < best_validation - 1e-12:
-                best_validation = validation_bps
-                best_model = new_model
+        current = new
+        if held_out:
+            if held_out_bps < best_validation - 1e-12:
+                best_validation = held_out_bps
+                best = new
                 result.best_iteration = iteration
                 since_best = 0
             else:
                 since_best += 1
         else:
-            best_model = new_model
+            best = new
             result.best_iteration = iteration
         if callback is not None:
             callback(record)
-        if has_validation and since_best >= config.patience:
+        if held_out and since_best >= config.patience:
             result.stopped = "early_stopping"
             break
         if np.isfinite(previous_ll) and np.isfinite(ll):
@@ -377,5 +323,5 @@ def fit(
         previous_ll = ll
     else:
         result.stopped = "max_iterations"
-    result.model = model if best_model is steps.initial else steps.host(best_model)
+    result.model = model if best is initial else engine.host(best)
     return result

@@ -14,17 +14,28 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.codec import TextCodec
 from engine.kernels.cpu import block_row_sums
 from engine.text import NORMALISATIONS
 
 FORMAT_NAME = "chmm-explorer-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1 kept the codec, the back-off weight and the pruning (which made EM keep zeros) in the metadata;
+version 2 stores them as typed header fields. Version-1 files are read and converted."""
+
+BACKOFF_WEIGHT = 1e-6
+"""Weight of the back-off distribution in scoring (see :func:`engine.inference.score`) for a model that no pruning
+took mass from."""
+
+BEHAVIOUR_KEYS = ("normalisation", "vocabulary", "backoff_weight")
+"""Metadata keys of version-1 files that drove behaviour; loading moves them into the typed fields."""
 
 
 class ModelFormatError(ValueError):
@@ -118,8 +129,13 @@ class CHMM:
             sums to 1 (or to 0 for a clone that no transition leaves, which only happens after pruning).
         pi: initial clone distribution, shape (H,), sums to 1.
         counts: expected transition counts of the last E-step in the same flat layout (float64), or None.
-        metadata: JSON-serialisable facts about the model (normalisation, vocabulary, allocation, training
-            history, settings, seed).
+        metadata: JSON-serialisable facts shown to people (corpus, allocation, training history, settings, seed,
+            the record of the last pruning); nothing in it changes what the model computes.
+        codec: how the model reads raw text (normalisation and vocabulary).
+        backoff_weight: the weight w of the symbol-bigram back-off in scoring (see :func:`engine.inference.score`):
+            1e-6, or the transition mass a pruning removed.
+        fixed_zeros: EM may update only the non-zero transitions (a pruned model stays pruned); otherwise the
+            pseudocount reaches every stored entry.
     """
 
     symbols: list[str]
@@ -128,6 +144,12 @@ class CHMM:
     pi: np.ndarray
     counts: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    codec: TextCodec = field(default_factory=TextCodec)
+    backoff_weight: float = BACKOFF_WEIGHT
+    fixed_zeros: bool = False
+
+    form = "dense"
+    """Which implementation runs this model (see :func:`engine.engines.engine_for`)."""
 
     def __post_init__(self) -> None:
         if len(self.symbols) != self.layout.n_symbols:
@@ -186,14 +208,48 @@ class CHMM:
         return int(np.count_nonzero(self.T))
 
     def copy(self) -> CHMM:
-        return CHMM(
-            list(self.symbols),
-            self.layout,
-            self.T.copy(),
-            self.pi.copy(),
-            None if self.counts is None else self.counts.copy(),
-            json.loads(json.dumps(self.metadata)),
+        return replace(
+            self,
+            symbols=list(self.symbols),
+            T=self.T.copy(),
+            pi=self.pi.copy(),
+            counts=None if self.counts is None else self.counts.copy(),
+            metadata=json.loads(json.dumps(self.metadata)),
         )
+
+    def with_arrays(self, **changes: Any) -> CHMM:
+        """The same model (alphabet, codec, back-off, metadata) with the given fields replaced (T, pi, counts,
+        layout...); arrays are shared, not copied."""
+        return replace(self, **changes)
+
+    def support(self) -> np.ndarray | None:
+        """The entries EM may make non-zero, as a boolean mask in the flat layout, or None for "every stored
+        entry" (see ``fixed_zeros``)."""
+        return np.asarray(self.T) > 0 if self.fixed_zeros else None
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save to ``path`` (see :func:`save`)."""
+        save(self, path)
+
+    def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The non-zero transitions as (row clone, column clone, probability, expected count or None), float64."""
+        values = np.asarray(self.T, dtype=np.float64)
+        nz = np.flatnonzero(values)
+        rows, cols = entry_rows_cols(self.layout, nz)
+        counts = None if self.counts is None else np.asarray(self.counts, dtype=np.float64)[nz]
+        return rows, cols, values[nz], counts
+
+
+def entry_rows_cols(layout: BlockLayout, flat_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Global (row clone, column clone) of entries of the flat block buffer given by their flat indices."""
+    flat_index = np.asarray(flat_index, dtype=np.int64)
+    k = np.searchsorted(layout.block_offset, flat_index, side="right") - 1
+    local = flat_index - layout.block_offset[k]
+    cols_per_row = layout.n_clones[layout.block_pairs[k, 1]]
+    rows = layout.clone_start[layout.block_pairs[k, 0]] + local // cols_per_row
+    cols = layout.clone_start[layout.block_pairs[k, 1]] + local % cols_per_row
+    return rows, cols
+
 
 
 def blocks_to_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
@@ -229,7 +285,7 @@ def normalise_rows(
     """M-step: T = row-normalise(counts + pseudocount) over the stored blocks (paper, section 3).
 
     The pseudocount is added to stored entries only, so pairs without a block stay at zero. With a ``support``
-    (a boolean mask in the flat layout, see :func:`transition_support`) it is added only where the mask is true
+    (a boolean mask in the flat layout, see :meth:`CHMM.support`) it is added only where the mask is true
     and every other entry is zero, so a pruned model stays pruned under EM. A row with no mass at all (possible
     only with pseudocount 0, or with an empty support row) stays all-zero.
     """
@@ -252,17 +308,6 @@ def normalise_rows(
     return out
 
 
-def transition_support(model: CHMM) -> np.ndarray | None:
-    """The entries EM may make non-zero, as a boolean mask in the flat layout, or None for "every stored entry".
-
-    A model pruned by :mod:`engine.graph` (``metadata["pruned"]`` set) keeps its zeros: its support is
-    ``T > 0``. Any other model returns None, and the M-step adds the pseudocount to every stored entry.
-    """
-    if not model.metadata.get("pruned"):
-        return None
-    return np.asarray(model.T) > 0
-
-
 def random_model(
     symbols: list[str],
     n_clones: np.ndarray,
@@ -270,13 +315,14 @@ def random_model(
     rng: np.random.Generator,
     dtype: Any = np.float32,
     metadata: dict[str, Any] | None = None,
+    codec: TextCodec | None = None,
 ) -> CHMM:
     """A CHMM with T random on the stored blocks (uniform(0, 1) entries, rows normalised) and uniform pi."""
     layout = BlockLayout.build(n_clones, block_pairs)
     raw = rng.random(layout.size)
     T = normalise_rows(layout, raw, 0.0, dtype)
     pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=dtype)
-    return CHMM(list(symbols), layout, T, pi, None, dict(metadata or {}))
+    return CHMM(list(symbols), layout, T, pi, None, dict(metadata or {}), codec or TextCodec())
 
 
 # ---------------------------------------------------------------------------------------------- save / load
@@ -300,12 +346,7 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     file intact.
     """
     path = Path(path)
-    header = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "symbols": list(model.symbols),
-        "metadata": model.metadata,
-    }
+    header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION} | typed_header(model)
     arrays: dict[str, np.ndarray] = {
         "n_clones": model.layout.n_clones,
         "block_pairs": model.layout.block_pairs,
@@ -315,6 +356,53 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     if model.counts is not None:
         arrays["counts"] = np.asarray(model.counts)
     write_npz_atomic(path, arrays, header, compressed=True)
+
+
+def typed_header(model: Any) -> dict[str, Any]:
+    """The header fields every model file (dense or sparse) stores besides its arrays: the alphabet, the typed
+    fields that drive behaviour, and the metadata."""
+    return {
+        "symbols": list(model.symbols),
+        "codec": model.codec.to_json(),
+        "backoff_weight": float(model.backoff_weight),
+        "fixed_zeros": bool(model.fixed_zeros),
+        "metadata": model.metadata,
+    }
+
+
+def read_typed_header(path: Any, header: dict[str, Any], version: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The typed fields (codec, backoff_weight, fixed_zeros) and the metadata of a loaded header. A version-1 file
+    kept them in its metadata (normalisation, vocabulary, backoff_weight; a "pruned" record made EM keep zeros):
+    they are moved out of it. Raises :class:`ModelFormatError` on values of the wrong type."""
+    metadata = dict(header.get("metadata") or {}) if isinstance(header.get("metadata", {}), dict) else None
+    if metadata is None:
+        raise ModelFormatError(f"{path}: damaged CHMM model (the metadata must be an object)")
+    try:
+        if version == 1:
+            problem = _metadata_problem(metadata)
+            if problem:
+                raise ModelFormatError(f"{path}: damaged CHMM model ({problem})")
+            codec = TextCodec(metadata.get("normalisation") or "raw", metadata.get("vocabulary"))
+            weight = metadata.get("backoff_weight")
+            fixed_zeros = bool(metadata.get("pruned"))
+            for key in BEHAVIOUR_KEYS:
+                metadata.pop(key, None)
+        else:
+            codec = TextCodec.from_json(header["codec"]) if "codec" in header else TextCodec()
+            weight = header.get("backoff_weight")
+            fixed_zeros = header.get("fixed_zeros", False)
+            if not isinstance(fixed_zeros, bool):
+                raise ValueError("fixed_zeros must be true or false")
+    except ValueError as exc:
+        if isinstance(exc, ModelFormatError):
+            raise
+        raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from None
+    if weight is None:
+        weight = BACKOFF_WEIGHT
+    if not (_is_number(weight) and 0.0 <= weight < 1.0):
+        raise ModelFormatError(f"{path}: damaged CHMM model (the back-off weight must be a number in [0, 1))")
+    typed = {"codec": codec, "backoff_weight": float(weight), "fixed_zeros": fixed_zeros}
+    return typed, metadata
 
 
 def write_npz_atomic(
@@ -476,16 +564,20 @@ def load(path: str | os.PathLike[str]) -> CHMM:
     missing = sorted(set(listed) - set(arrays))
     if missing:
         raise ModelFormatError(f"{path}: damaged CHMM model (array(s) {', '.join(missing)} missing)")
-    if header.get("format_version") != FORMAT_VERSION:
+    version = header.get("format_version")
+    if version not in READABLE_VERSIONS:
         raise ModelFormatError(
-            f"{path}: model format version {header.get('format_version')!r} is not supported "
-            f"(this program reads version {FORMAT_VERSION!r})"
+            f"{path}: model format version {version!r} is not supported "
+            f"(this program reads versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
-    symbols, metadata = header.get("symbols"), header.get("metadata", {})
+    symbols = header.get("symbols")
+    typed, metadata = read_typed_header(path, header, version)
     check_content(path, symbols, metadata, {"T": arrays["T"], "pi": arrays["pi"], "counts": arrays.get("counts")})
     try:
         layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
-        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata))
+        model = CHMM(
+            list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata), **typed
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
     check_row_sums(

@@ -393,7 +393,7 @@ def _unconstrained_viterbi(model: CHMM, scrambled: str) -> tuple[str | None, flo
 def normalise_for_decoding(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised like the model's corpus but without rare-word replacement (a scrambled word is
     never in the vocabulary): the paper's character normalisation for "paper" models, NFC for "raw" ones."""
-    normalisation = model.metadata.get("normalisation", "raw")
+    normalisation = model.codec.normalisation
     if normalisation == "paper":
         return text.normalise_paper_base(raw_text)
     if normalisation == "raw":

@@ -16,18 +16,30 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine import inference
+from engine.codec import TextCodec
 from engine.kernels import sparse_cpu as kernels
-from engine.model import CHMM, BlockLayout, ModelFormatError, check_content, check_row_sums, write_npz_atomic
+from engine.model import (
+    BACKOFF_WEIGHT,
+    CHMM,
+    READABLE_VERSIONS,
+    BlockLayout,
+    ModelFormatError,
+    check_content,
+    check_row_sums,
+    read_typed_header,
+    typed_header,
+    write_npz_atomic,
+)
 
 SPARSE_FORMAT = "chmm-explorer-sparse-model"
-SPARSE_FORMAT_VERSION = 1
+SPARSE_FORMAT_VERSION = 2
 
 
 @dataclass
@@ -35,7 +47,9 @@ class SparseCHMM:
     """A CHMM whose stored blocks are CSR matrices (see :mod:`engine.kernels.sparse_cpu` for the arrays).
 
     Attributes:
-        symbols, layout, pi, metadata: as in :class:`engine.model.CHMM` (``layout.block_offset`` is not used).
+        symbols, layout, pi, metadata, codec, backoff_weight: as in :class:`engine.model.CHMM`
+            (``layout.block_offset`` is not used). EM never adds entries to a sparse model (zeros are not stored),
+            so ``fixed_zeros`` holds by construction.
         row_base: first CSR row of each block, shape (K + 1,); block k has ``n_clones[i]`` rows.
         indptr: CSR row pointers, shape (rows + 1,); indices: local column (clone of j) of each entry, int32;
         data: the transition probabilities of the stored entries (float32); counts: expected counts per entry.
@@ -50,6 +64,12 @@ class SparseCHMM:
     pi: np.ndarray
     counts: np.ndarray | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    codec: TextCodec = field(default_factory=TextCodec)
+    backoff_weight: float = BACKOFF_WEIGHT
+
+    form = "sparse"
+    """Which implementation runs this model (see :func:`engine.engines.engine_for`)."""
+    fixed_zeros = True
 
     def __post_init__(self) -> None:
         rows = self.layout.n_clones[self.layout.block_pairs[:, 0]]
@@ -88,22 +108,29 @@ class SparseCHMM:
         return self.data
 
     def with_data(self, data: np.ndarray, counts: np.ndarray | None, pi: np.ndarray | None = None) -> SparseCHMM:
-        return SparseCHMM(
-            self.symbols,
-            self.layout,
-            self.row_base,
-            self.indptr,
-            self.indices,
-            data,
-            self.pi if pi is None else pi,
-            counts,
-            self.metadata,
-        )
+        """The same model with new values of the stored entries (and counts, and pi if given)."""
+        return replace(self, data=data, counts=counts, pi=self.pi if pi is None else pi)
+
+    def with_arrays(self, **changes: Any) -> SparseCHMM:
+        """The same model with the given fields replaced; arrays are shared, not copied."""
+        return replace(self, **changes)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save to ``path`` (see :func:`save`)."""
+        save(self, path)
 
     def row_sums(self) -> np.ndarray:
         """Each clone's total outgoing transition probability (its row of T over all stored blocks), float64."""
         row_clone, _ = self.entry_rows_cols()
         return np.bincount(row_clone, weights=self.data.astype(np.float64), minlength=self.n_states)
+
+    def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The non-zero transitions as (row clone, column clone, probability, expected count or None), float64."""
+        rows, cols = self.entry_rows_cols()
+        values = np.asarray(self.data, dtype=np.float64)
+        nz = np.flatnonzero(values)
+        counts = None if self.counts is None else np.asarray(self.counts, dtype=np.float64)[nz]
+        return rows[nz], cols[nz], values[nz], counts
 
     def entry_rows_cols(self) -> tuple[np.ndarray, np.ndarray]:
         """Global (row clone, column clone) of every stored entry."""
@@ -133,8 +160,17 @@ class SparseCHMM:
         T[flat] = self.data
         if counts is not None:
             counts[flat] = self.counts
-        metadata = dict(self.metadata) | {"pruned": self.metadata.get("pruned") or {"sparse": True}}
-        return CHMM(list(self.symbols), layout, T, self.pi.copy(), counts, metadata)
+        return CHMM(
+            list(self.symbols),
+            layout,
+            T,
+            self.pi.copy(),
+            counts,
+            dict(self.metadata),
+            self.codec,
+            self.backoff_weight,
+            fixed_zeros=True,
+        )
 
 
 def from_dense(model: CHMM) -> SparseCHMM:
@@ -172,6 +208,8 @@ def from_dense(model: CHMM) -> SparseCHMM:
         np.asarray(model.pi).copy(),
         counts,
         dict(model.metadata),
+        model.codec,
+        model.backoff_weight,
     )
 
 
@@ -226,7 +264,7 @@ def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None)
     """:func:`engine.inference.score` (BPS with the documented back-off) on the sparse blocks."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if backoff_weight is None:
-        backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        backoff_weight = model.backoff_weight
     result = forward(model, x)
     bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
     return inference.score_from_predictive(x, result.predictive, result.zero_events, bigram, backoff_weight)
@@ -236,7 +274,7 @@ def surprisal(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = N
     """:func:`engine.inference.surprisal` (bits per position) on the sparse blocks."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if backoff_weight is None:
-        backoff_weight = float(model.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        backoff_weight = model.backoff_weight
     bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
     return -np.log2(inference.predictive_with_backoff(x, forward(model, x).predictive, bigram, backoff_weight))
 
@@ -389,10 +427,9 @@ def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
     """:func:`engine.graph.prune` by threshold for a sparse model: drop the stored entries below ``threshold``,
     renormalise the rows, record the pruning and set the back-off weight to the removed transition mass
     (occupancy-weighted mean over the rows that keep some mass)."""
-    from engine.graph import check_threshold, pruned_backoff_weight
+    from engine.graph import check_threshold, pruned_backoff_weight, pruned_metadata
 
     threshold = check_threshold(threshold)
-    layout = model.layout
     keep = model.data >= threshold
     n_rows = int(model.row_base[-1])
     entry_row = np.repeat(np.arange(n_rows), np.diff(model.indptr))
@@ -414,20 +451,15 @@ def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
         "kept_fraction": after / before if before else 1.0,
         "removed_mass": removed,
     }
-    metadata = dict(model.metadata) | {
-        "pruned": record,
-        "backoff_weight": pruned_backoff_weight(model.metadata, removed),
-    }
-    pruned = SparseCHMM(
-        list(model.symbols),
-        layout,
-        model.row_base,
-        indptr,
-        model.indices[keep],
-        model.data[keep],
-        model.pi.copy(),
-        None if model.counts is None else model.counts[keep],
-        metadata,
+    pruned = model.with_arrays(
+        symbols=list(model.symbols),
+        indptr=indptr,
+        indices=model.indices[keep],
+        data=model.data[keep],
+        pi=model.pi.copy(),
+        counts=None if model.counts is None else model.counts[keep],
+        metadata=pruned_metadata(model.metadata, record),
+        backoff_weight=pruned_backoff_weight(model.backoff_weight, removed),
     )
     return pruned.with_data(normalise(pruned, pruned.data.astype(np.float64), 0.0), pruned.counts)
 
@@ -501,6 +533,8 @@ def split_clones(
         np.zeros(new.n_states, dtype=sparse.pi.dtype),
         None,
         dict(sparse.metadata),
+        sparse.codec,
+        sparse.backoff_weight,
     )
     grown = grown.with_data(normalise(grown, data, 0.0), None)
     pi = np.empty(new.n_states)
@@ -512,45 +546,11 @@ def split_clones(
     return grown
 
 
-# ------------------------------------------------------------------------------------------------ training
-class SparseSteps:
-    """The iterations of :func:`engine.learning.fit` on a :class:`SparseCHMM` (batch EM only): an E-step in
-    O(non-zeros) per step, the M-step on the stored entries."""
-
-    def __init__(self, model: SparseCHMM, train: np.ndarray, config: Any) -> None:
-        if config.algorithm != "em":
-            raise ValueError("sparse models train with batch EM (--algorithm em)")
-        self.train = train
-        self.config = config
-        self.plan = SequencePlan.build(model.layout, train, model.data.dtype)
-        self.initial = model
-
-    def iterate(self, current: SparseCHMM, cancel: Any) -> tuple[SparseCHMM, float, bool]:
-        e = e_step(current, self.train, self.plan)
-        data = normalise(current, e.counts, self.config.pseudocount)
-        pi = e.gamma_first.astype(current.pi.dtype) if self.config.update_pi else None
-        return current.with_data(data, e.counts, pi), e.log_likelihood, False
-
-    def validation_bps(self, model: SparseCHMM, validation: np.ndarray) -> float:
-        return score(model, validation).bps
-
-    def finite(self, model: SparseCHMM) -> bool:
-        return bool(np.all(np.isfinite(model.data)))
-
-    def host(self, model: SparseCHMM) -> SparseCHMM:
-        return model
-
-
 # ------------------------------------------------------------------------------------------------ files
 def save(model: SparseCHMM, path: str | os.PathLike[str]) -> None:
     """Save as ``.npz`` of plain arrays plus JSON metadata (no pickle), written to a temporary file and renamed."""
     path = Path(path)
-    header = {
-        "format": SPARSE_FORMAT,
-        "format_version": SPARSE_FORMAT_VERSION,
-        "symbols": list(model.symbols),
-        "metadata": model.metadata,
-    }
+    header = {"format": SPARSE_FORMAT, "format_version": SPARSE_FORMAT_VERSION} | typed_header(model)
     arrays = {
         "n_clones": model.layout.n_clones,
         "block_pairs": model.layout.block_pairs,
@@ -587,9 +587,13 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
             arrays = {name: archive[name] for name in archive.files if name != "header_json"}
     except Exception as exc:
         raise ModelFormatError(f"{path}: not a readable sparse CHMM ({type(exc).__name__}: {exc})") from exc
-    if header.get("format") != SPARSE_FORMAT or header.get("format_version") != SPARSE_FORMAT_VERSION:
-        raise ModelFormatError(f"{path}: not a sparse CHMM of format version {SPARSE_FORMAT_VERSION}")
-    symbols, metadata = header.get("symbols"), header.get("metadata", {})
+    version = header.get("format_version") if isinstance(header, dict) else None
+    if header.get("format") != SPARSE_FORMAT or version not in READABLE_VERSIONS:
+        raise ModelFormatError(
+            f"{path}: not a sparse CHMM of format version {', '.join(map(str, READABLE_VERSIONS))}"
+        )
+    symbols = header.get("symbols")
+    typed, metadata = read_typed_header(path, header, version)
     try:
         values = {"data": arrays["data"], "pi": arrays["pi"], "counts": arrays.get("counts")}
     except KeyError as exc:
@@ -607,6 +611,8 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
             arrays["pi"],
             arrays.get("counts"),
             dict(metadata),
+            typed["codec"],
+            typed["backoff_weight"],
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged sparse CHMM ({exc})") from exc

@@ -5,20 +5,21 @@ so both always behave the same."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine import allocation, inference, learning, scramble, text
+from engine import allocation, engines, inference, learning, scramble, text
 from engine import communities as communities_mod
 from engine import export as export_mod
 from engine import graph as graph_mod
 from engine import model as model_io
 from engine import sparse as sparse_mod
 from engine.backend import resolve_backend
+from engine.codec import TextCodec
 from engine.model import CHMM, pairs_in_sequence, random_model
 
 ENGINE_VERSION = "0.1.0"
@@ -113,25 +114,19 @@ class TrainOutcome:
     selected: Any = field(default=None, repr=False)  # the selection run's model (before the refit), if refitted
 
 
-def _check_backend(name: str) -> str:
-    """The backend a training run uses: "cpu", "gpu" (CuPy and a CUDA device must be usable, else BackendError with
-    the reason) or "auto" (the GPU when usable, else the CPU)."""
-    return resolve_backend(name)
+def _score(model: Any, sequences: np.ndarray | list[np.ndarray], backend: str) -> float:
+    """BPS of one sequence or of several independent ones, on the implementation that runs ``model`` there."""
+    engine = engines.engine_for(model, backend)
+    return engines.score_sequences(engine, engine.load(model), sequences).bps
 
 
-def _score(model: CHMM, x: np.ndarray, backend: str) -> float:
-    """BPS of ``x`` on the chosen backend (the GPU engine is imported only when used)."""
-    if isinstance(model, sparse_mod.SparseCHMM):
-        return sparse_mod.score(model, x).bps
-    if backend == "gpu":
-        from engine import gpu
-
-        return gpu.score(model, x).bps
-    return inference.score(model, x).bps
+def _parts(corpus: text.Corpus, part: str) -> list[np.ndarray]:
+    """The corpus part ("train", "validation", "test", "train_full") as independent sequences (one per document)."""
+    return engines.as_sequences(getattr(corpus, f"{part}_parts", None) or getattr(corpus, part))
 
 
 def train_text(
-    corpus_text: str,
+    corpus_text: str | Sequence[Any],
     options: TrainOptions,
     callback: learning.ProgressCallback | None = None,
     cancel: learning.CancelToken | None = None,
@@ -139,103 +134,71 @@ def train_text(
     log: Callable[[str], None] | None = None,
     initial_model: CHMM | None = None,
 ) -> TrainOutcome:
-    """Normalise and split ``corpus_text`` (paper: first 90% train with its last ``validation`` share held out
-    for early stopping, last 10% test), allocate clones, initialise T at random on the symbol pairs seen in
-    training (or start from ``options.init``), and train with early stopping on the validation text. With
-    ``options.refit`` (the paper's protocol, section 4.2) the model is then retrained from the same initial T on
-    training + validation text for the number of iterations that validation chose. Returns the model and its
-    figures; ``validation_bps`` is always the held-out figure of the selection run. ``initial_model`` (a model in
-    memory) takes the place of ``options.init`` (a model file) when given."""
+    """Train a model on raw text (one document, or a list of documents: independent sequences) with the paper's
+    protocol, in named stages:
+
+    1. :func:`prepare_training_corpus`: normalise and split (paper: first 90% train with its last ``validation``
+       share held out for early stopping, last 10% test; several documents are split each in the same way).
+    2. the start: clones allocated and T random on the symbol pairs seen in training (:func:`initial_model`), or
+       ``options.init`` / ``initial_model`` extended to the new text, or, for a grown model, a dense model of
+       ``grow_from`` states trained with this same protocol, pruned and split (:func:`grown_starts`);
+    3. :func:`select_on_validation`: EM with early stopping on the validation text;
+    4. :func:`refit`: with ``options.refit`` (the paper's protocol, section 4.2) the model is retrained from the same
+       start on training + validation text for the number of iterations validation chose.
+
+    Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run."""
     options.validate()
-    backend = _check_backend(options.backend)
+    backend = resolve_backend(options.backend)
     started = time.perf_counter()
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
-    if init_model is not None:
-        fixed = (init_model.symbols, init_model.metadata.get("vocabulary"))
-        normalisation = init_model.metadata.get("normalisation", options.normalise)
-    else:
-        fixed, normalisation = None, options.normalise
-    corpus = text.prepare_corpus(
-        corpus_text,
-        normalisation=normalisation,
-        test_fraction=options.test_fraction,
-        validation=options.validation,
-        max_train=options.max_train,
-        name=name,
-        fixed_alphabet=fixed,
-    )
-    rng = np.random.default_rng(options.seed)
-    dtype = DTYPES[options.dtype]
+    corpus = prepare_training_corpus(corpus_text, options, name, init_model)
     grow_from = options.grow_from
     if grow_from is None and backend == "cpu" and options.states > DENSE_STATE_LIMIT and init_model is None:
         grow_from = options.states // GROW_FACTOR
-    schedule: dict[str, Any] = {}
     config = options.training_config()
+    schedule: dict[str, Any] = {}
     refit_start = None
     if init_model is None and grow_from:
         try:
-            start, refit_start, schedule = _grown_start(corpus_text, options, grow_from, callback, cancel, name, log)
+            start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, callback, cancel, name, log)
         except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
             return stopped.outcome
         config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
-        n_clones = allocation.allocate_clones(
-            corpus.train_full, corpus.n_symbols, options.states, options.allocation, options.ngram_order
-        )
-        start = random_model(
-            corpus.symbols, n_clones, pairs_in_sequence(corpus.train_full, corpus.n_symbols), rng, dtype
-        )
+        start = initial_model_for(corpus, options)
     else:
-        start = extend_model(init_model, pairs_in_sequence(corpus.train_full, corpus.n_symbols), rng, dtype)
+        rng = np.random.default_rng(options.seed)
+        start = extend_model(init_model, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
     if log:
         log(
             f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
             f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
             f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
         )
-    validation = corpus.validation if len(corpus.validation) else None
-    result = learning.fit(start, corpus.train, validation, config, callback, cancel, backend=backend)
-    trained = result.model
-    selected = trained
-    validation_bps = _score(trained, corpus.validation, backend) if validation is not None else None
-    refit_iterations = 0
-    if refit_start is not None and options.refit and result.stopped not in STOPPED_BAD:
-        # a grown model: the refit grows from the dense stage's refit model, then as many sparse iterations as
-        # validation chose (none if no sparse iteration improved on the grown start)
-        start, trained = refit_start, refit_start
-        refit_iterations = -1 if result.best_iteration == 0 else 0  # -1: the dense stage was refitted, not EM here
-    if refit_start is not None and result.best_iteration == 0 and not options.refit:
-        trained = start
-    if options.refit and validation is not None and result.best_iteration > 0 and result.stopped not in STOPPED_BAD:
-        # the paper's protocol: the validation split chose the number of iterations; now train from the same
-        # initial model on training + validation text for that many iterations
-        refit_iterations = result.best_iteration
-        if log:
-            log(f"refitting on training + validation text for {refit_iterations} iteration(s)")
-        refit_config = replace(config, max_iterations=refit_iterations, tolerance=0.0)
-        refit = learning.fit(start, corpus.train_full, None, refit_config, callback, cancel, backend=backend)
-        if refit.stopped in STOPPED_BAD:
-            result.stopped, result.error = refit.stopped, refit.error
-        trained = refit.model
-    if refit_iterations < 0:
-        refit_iterations = 0
-        train_text = corpus.train_full
-    else:
-        train_text = (
-            corpus.train_full if refit_iterations or refit_start is not None and options.refit else corpus.train
+    result = select_on_validation(start, corpus, config, backend, callback, cancel)
+    selected = result.model
+    has_validation = bool(_parts(corpus, "validation"))
+    validation_bps = _score(selected, _parts(corpus, "validation"), backend) if has_validation else None
+    trained, refit_iterations, refitted = selected, 0, False
+    if options.refit and has_validation and result.stopped not in STOPPED_BAD:
+        # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
+        trained, refit_iterations, refitted = refit(
+            refit_start if refit_start is not None else start, result, corpus, config, backend, callback, cancel, log,
+            grown=refit_start is not None,
         )
+    trained_on = _parts(corpus, "train_full" if refitted else "train")
+    test = _parts(corpus, "test")
     figures = {
-        "train_bps": _score(trained, train_text, backend),
+        "train_bps": _score(trained, trained_on, backend),
         "validation_bps": validation_bps,
-        "test_bps": _score(trained, corpus.test, backend) if len(corpus.test) else None,
+        "test_bps": _score(trained, test, backend) if test else None,
     }
     seconds = time.perf_counter() - started
     trained.metadata = {
         "engine_version": ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "corpus": name,
-        "normalisation": corpus.normalisation,
-        "vocabulary": corpus.vocabulary,
+        "documents": len(_parts(corpus, "train_full")),
         "allocation": options.allocation if init_model is None else init_model.metadata.get("allocation"),
         "settings": asdict(options) | {"backend": backend},
         "seed": options.seed,
@@ -245,10 +208,11 @@ def train_text(
         "history": [r._asdict() for r in result.history],
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
         **figures,
-        # continuing from a pruned model keeps it pruned (its zeros stayed zero under EM) and keeps its back-off
+        # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
-        **({"schedule": schedule, "backoff_weight": start.metadata.get("backoff_weight")} if schedule else {}),
+        **({"schedule": schedule} if schedule else {}),
     }
+    trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
     summary = {
         **figures,
         "iterations": len(result.history),
@@ -257,7 +221,7 @@ def train_text(
         "stopped": result.stopped,
         "seconds": seconds,
         "states": trained.n_states,
-        "symbols": int(len(train_text)),
+        "symbols": int(sum(len(x) for x in trained_on)),
         "alphabet": trained.n_symbols,
     }
     if schedule:
@@ -266,6 +230,80 @@ def train_text(
     if result.error:
         summary["error"] = result.error
     return TrainOutcome(trained, summary, result, corpus, selected)
+
+
+def prepare_training_corpus(
+    corpus_text: str | Sequence[Any], options: TrainOptions, name: str, init_model: Any | None
+) -> text.Corpus:
+    """Stage 1: the corpus normalised and split as ``options`` say; continued training (``init_model``) reads the
+    text with the model's own codec and alphabet."""
+    codec = init_model.codec if init_model is not None else None
+    return text.prepare_corpus(
+        corpus_text,
+        normalisation=codec.normalisation if codec is not None else options.normalise,
+        test_fraction=options.test_fraction,
+        validation=options.validation,
+        max_train=options.max_train,
+        name=name,
+        fixed_alphabet=(init_model.symbols, codec.vocabulary_list) if init_model is not None else None,
+    )
+
+
+def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
+    """The distinct symbol pairs of the training part (train + validation), within documents."""
+    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in _parts(corpus, "train_full")]
+    if not codes:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.concatenate(codes), axis=0)
+
+
+def initial_model_for(corpus: text.Corpus, options: TrainOptions) -> CHMM:
+    """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random (seeded by
+    ``options.seed``) on the symbol pairs it has."""
+    n_clones = allocation.allocate_clones(
+        _parts(corpus, "train_full"), corpus.n_symbols, options.states, options.allocation, options.ngram_order
+    )
+    rng = np.random.default_rng(options.seed)
+    return random_model(corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
+
+
+def select_on_validation(
+    start: Any,
+    corpus: text.Corpus,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+) -> learning.TrainingResult:
+    """Stage 3: train on the training part, keeping the model best on the validation part (early stopping)."""
+    validation = _parts(corpus, "validation")
+    return learning.fit(start, _parts(corpus, "train"), validation or None, config, callback, cancel, backend=backend)
+
+
+def refit(
+    start: Any,
+    selection: learning.TrainingResult,
+    corpus: text.Corpus,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    log: Callable[[str], None] | None,
+    grown: bool = False,
+) -> tuple[Any, int, bool]:
+    """Stage 4, the paper's protocol: the validation split chose the number of iterations; train from the same start
+    on training + validation text for that many. A grown start is already the dense refit, grown: with no sparse
+    iteration chosen it is the model. Returns (model, refit iterations, whether the model is a refit). A cancelled
+    or failed refit marks ``selection`` so."""
+    if selection.best_iteration == 0:
+        return (start, 0, True) if grown else (selection.model, 0, False)
+    if log:
+        log(f"refitting on training + validation text for {selection.best_iteration} iteration(s)")
+    refit_config = replace(config, max_iterations=selection.best_iteration, tolerance=0.0)
+    again = learning.fit(start, _parts(corpus, "train_full"), None, refit_config, callback, cancel, backend=backend)
+    if again.stopped in STOPPED_BAD:
+        selection.stopped, selection.error = again.stopped, again.error
+    return again.model, selection.best_iteration, True
 
 
 class _StageStopped(Exception):
@@ -277,12 +315,12 @@ class _StageStopped(Exception):
 
 
 DENSE_STATE_LIMIT = 10_000
-"""Above this many states, CPU training grows the model from a dense one (see :func:`_grown_start`)."""
+"""Above this many states, CPU training grows the model from a dense one (see :func:`grown_starts`)."""
 GROW_FACTOR = 10
 
 
-def _grown_start(
-    corpus_text: str,
+def grown_starts(
+    corpus_text: str | Sequence[Any],
     options: TrainOptions,
     grow_from: int,
     callback: learning.ProgressCallback | None,
@@ -290,14 +328,12 @@ def _grown_start(
     name: str,
     log: Callable[[str], None] | None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """The starts of a grown model (issue: paper-scale models on the CPU): train a dense model of ``grow_from``
-    states with the same settings and protocol (early stopping on validation, then the refit unless turned off),
-    prune it at ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones
-    each symbol has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies'
-    symmetry). Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
+    """Stage 2 of a grown model (paper-scale models on the CPU): train a dense model of ``grow_from`` states with the
+    same settings and protocol (early stopping on validation, then the refit unless turned off), prune it at
+    ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones each symbol
+    has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
+    Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
     validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
-    from engine import sparse
-
     if log:
         log(f"growing: first a dense model of {grow_from:,} states")
     base = train_text(corpus_text, replace(options, states=grow_from, grow_from=0), callback, cancel, name, log)
@@ -307,12 +343,12 @@ def _grown_start(
     def grow(model: CHMM) -> Any:
         pruned = graph_mod.prune(model, threshold=options.grow_threshold)
         targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, options.states - pruned.n_states)
-        grown = sparse.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
-        grown.metadata = {"backoff_weight": pruned.metadata.get("backoff_weight")}
+        grown = sparse_mod.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
+        grown.metadata = {}
         return grown, pruned.metadata["pruned"]["kept_fraction"]
 
-    selection, kept = grow(base.selected if base.selected is not None else base.model)
-    refit = grow(base.model)[0] if options.refit and base.selected is not None else None
+    selection, kept = grow(base.selected)
+    refit_start = grow(base.model)[0] if options.refit else None
     schedule = {
         "grow_from": grow_from,
         "base_test_bps": base.summary["test_bps"],
@@ -331,7 +367,7 @@ def _grown_start(
             f"test BPS {base.summary['test_bps']:.4f}, pruned to {kept:.2%} at {options.grow_threshold:g}); "
             "sparse batch EM follows"
         )
-    return selection, refit, schedule
+    return selection, refit_start, schedule
 
 
 def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:
@@ -341,7 +377,7 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     known = {(int(i), int(j)) for i, j in layout.block_pairs}
     extra = [p for p in map(tuple, pairs.tolist()) if p not in known]
     if not extra:
-        return model_io.CHMM(model.symbols, layout, model.T.astype(dtype), model.pi.astype(dtype), None, model.metadata)
+        return model.with_arrays(T=model.T.astype(dtype), pi=model.pi.astype(dtype), counts=None)
     new_layout = model_io.BlockLayout.build(layout.n_clones, np.concatenate([layout.block_pairs, np.array(extra)]))
     raw = np.zeros(new_layout.size)
     for k, (i, j) in enumerate(new_layout.block_pairs):
@@ -352,11 +388,11 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
         else:
             raw[lo:hi] = 1e-3 * rng.random(hi - lo) / new_layout.n_clones[j]
     T = model_io.normalise_rows(new_layout, raw, 0.0, dtype)
-    return CHMM(model.symbols, new_layout, T, model.pi.astype(dtype), None, model.metadata)
+    return model.with_arrays(layout=new_layout, T=T, pi=model.pi.astype(dtype), counts=None)
 
 
-PRUNED_KEYS = ("pruned", "backoff_weight")
-"""Metadata of a pruned model that training from it (``init``) carries over."""
+PRUNED_KEYS = ("pruned", "pruned_history")
+"""Metadata of a pruned model that training from it (``init``) carries over, to show people."""
 
 TRANSITION_ENTRY_BYTES = 20
 MESSAGE_COPIES = 3
@@ -403,35 +439,25 @@ def load_model(path: str | Path) -> CHMM:
     return model_io.load(path)
 
 
-def save_model(model: CHMM, path: str | Path) -> None:
+def save_model(model: Any, path: str | Path) -> None:
     """Save atomically (temporary file + rename): a failure leaves an existing file untouched."""
-    if isinstance(model, sparse_mod.SparseCHMM):
-        sparse_mod.save(model, path)
-    else:
-        model_io.save(model, path)
+    model.save(path)
 
 
-SPARSE_TOOL_LIMIT = 10_000
-"""Tools written for dense blocks (decoding, pruning, graphs, exports) convert a sparse model up to this size."""
+SPARSE_TOOL_LIMIT = engines.SPARSE_TOOL_LIMIT
 
 
 def dense_for_tools(model: Any, what: str) -> CHMM:
     """``model`` as dense blocks for a tool that needs them: a sparse model up to :data:`SPARSE_TOOL_LIMIT` states is
     converted; a larger one raises a clear ValueError (its dense blocks would not fit this machine)."""
-    if not isinstance(model, sparse_mod.SparseCHMM):
-        return model
-    if model.n_states > SPARSE_TOOL_LIMIT:
-        raise ValueError(
-            f"{what} works on sparse models of up to {SPARSE_TOOL_LIMIT:,} states; this one has {model.n_states:,}"
-        )
-    return model.to_dense()
+    engine = engines.engine_for(model)
+    return engine.as_dense(engine.load(model), what)
 
 
 def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
-    """Normalise raw text the way the model's training corpus was (normalisation and vocabulary stored in the
-    model) and map it to symbol indices; characters outside the alphabet raise a clear ValueError."""
-    normalisation = model.metadata.get("normalisation", "raw")
-    normalised = text.apply_normalisation(raw_text, normalisation, model.metadata.get("vocabulary"))
+    """Normalise raw text the way the model's training corpus was (the model's codec) and map it to symbol indices;
+    characters outside the alphabet raise a clear ValueError."""
+    normalised = model.codec.normalise(raw_text)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     return model.encode(normalised)
@@ -441,20 +467,16 @@ def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.Sc
     """Bits per symbol of raw text under the model (with the documented back-off, see inference.score), on the CPU
     or the GPU engine ("auto": the GPU when usable)."""
     x = encode_for_model(model, raw_text)
-    if isinstance(model, sparse_mod.SparseCHMM):
-        return sparse_mod.score(model, x)
-    if resolve_backend(backend) == "gpu":
-        from engine import gpu
-
-        return gpu.score(model, x)
-    return inference.score(model, x)
+    engine = engines.engine_for(model, backend)
+    return engine.score(engine.load(model), x)
 
 
 def surprisal_text(model: CHMM, raw_text: str) -> tuple[str, np.ndarray]:
     """``raw_text`` normalised like the model's corpus (one character per symbol) and every symbol's surprisal
     -log2 P(x_n | x_<n) in bits, as the BPS counts it (their mean is :func:`score_text`'s BPS)."""
     x = encode_for_model(model, raw_text)
-    bits = (sparse_mod.surprisal if isinstance(model, sparse_mod.SparseCHMM) else inference.surprisal)(model, x)
+    engine = engines.engine_for(model)
+    bits = engine.surprisal(engine.load(model), x)
     return "".join(model.symbols[int(i)] for i in x), bits
 
 
@@ -462,8 +484,8 @@ def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = No
     """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given."""
     rng = np.random.default_rng(seed)
     encoded = encode_for_model(model, prefix) if prefix else None
-    sampler = sparse_mod.sample if isinstance(model, sparse_mod.SparseCHMM) else inference.sample
-    return model.decode_symbols(sampler(model, length, rng, encoded))
+    engine = engines.engine_for(model)
+    return model.decode_symbols(engine.sample(engine.load(model), length, rng, encoded))
 
 
 # ------------------------------------------------------------------------------------------ decoding scrambled text
@@ -501,8 +523,9 @@ def prune_model(
     if threshold is not None:
         threshold = graph_mod.check_threshold(threshold)
     validation = encode_for_model(model, validation_text) if validation_text else None
-    if isinstance(model, sparse_mod.SparseCHMM) and top_mass is None and viterbi_text is None and threshold:
-        pruned: Any = sparse_mod.prune(model, threshold)
+    engine = engines.engine_for(model)
+    if top_mass is None and viterbi_text is None and threshold:
+        pruned: Any = engine.host(engine.prune(engine.load(model), threshold))
     else:
         model = dense_for_tools(model, "pruning by top mass or Viterbi clones")
         keep = graph_mod.viterbi_clones(model, encode_for_model(model, viterbi_text)) if viterbi_text else None
@@ -521,8 +544,9 @@ def prune_model(
     if viterbi_text is not None:
         summary["viterbi_clones"] = int(pruned.metadata["pruned"].get("kept_clones", 0))
     if validation is not None:
-        scorer = sparse_mod.score if isinstance(model, sparse_mod.SparseCHMM) else inference.score
-        before, after = scorer(model, validation), scorer(pruned, validation)
+        before = engine.score(engine.load(model), validation)
+        pruned_engine = engines.engine_for(pruned)
+        after = pruned_engine.score(pruned_engine.load(pruned), validation)
         summary.update(
             bps_before=before.bps, bps_after=after.bps, zero_probability_events=after.zero_probability_events
         )
@@ -550,11 +574,11 @@ def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
     try:
         corpus = text.prepare_corpus(
             raw_text,
-            normalisation=model.metadata.get("normalisation", settings.get("normalise", "raw")),
+            normalisation=model.codec.normalisation,
             test_fraction=settings.get("test_fraction", 0.1),
             validation=settings.get("validation", 0.1),
             max_train=settings.get("max_train"),
-            fixed_alphabet=(model.symbols, model.metadata.get("vocabulary")),
+            fixed_alphabet=(model.symbols, model.codec.vocabulary_list),
         )
     except (text.CorpusError, ValueError):
         return None
@@ -570,8 +594,7 @@ def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
 
 def reference_text(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised like the model's corpus: the reference that marks generalized words seen/novel."""
-    normalisation = model.metadata.get("normalisation", "raw")
-    return text.apply_normalisation(raw_text, normalisation, model.metadata.get("vocabulary"))
+    return model.codec.normalise(raw_text)
 
 
 def model_communities(
@@ -593,10 +616,8 @@ def model_graph(model: CHMM, threshold: float | None = DEFAULT_PRUNE_THRESHOLD) 
     without running Infomap."""
     if threshold is not None:
         threshold = graph_mod.check_threshold(threshold)
-        if isinstance(model, sparse_mod.SparseCHMM):
-            model = sparse_mod.prune(model, threshold)
-        else:
-            model = graph_mod.prune(model, threshold=threshold)
+        engine = engines.engine_for(model)
+        model = engine.host(engine.prune(engine.load(model), threshold))
     return graph_mod.clone_graph(model)
 
 

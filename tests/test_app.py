@@ -439,7 +439,7 @@ def test_prune_scores_the_text_the_models_training_held_out(folder: Path) -> Non
     model = services.load_current(folder)
     assert model.metadata["refit_iterations"] > 0
     corpus = text_mod.prepare_corpus(
-        text_mod.read_text(config.SAMPLE_CORPUS), fixed_alphabet=(model.symbols, model.metadata["vocabulary"])
+        text_mod.read_text(config.SAMPLE_CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
     )
     assert held_out == corpus.test_text and len(corpus.validation) == model.metadata["sizes"]["validation"]
     assert services.score(folder, held_out)["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)

@@ -50,7 +50,7 @@ def test_train_json_figures_and_model(tmp_path: Path, capsys: pytest.CaptureFixt
     assert figures["iterations"] >= 1
     model = load(out_path)
     assert model.n_states == 100
-    assert model.metadata["normalisation"] == "paper"
+    assert model.codec.normalisation == "paper"
     assert model.metadata["settings"]["seed"] == 0
     assert len(model.metadata["history"]) == figures["iterations"]
 
@@ -244,7 +244,7 @@ def test_train_continues_from_init_model(tmp_path: Path, trained_model: Path, ca
     assert code == 0
     after = load(out_path)
     np.testing.assert_array_equal(after.n_clones, before.n_clones)
-    assert after.metadata["vocabulary"] == before.metadata["vocabulary"]
+    assert after.codec.vocabulary == before.codec.vocabulary
     assert not np.array_equal(after.T[: before.T.size], before.T) or after.layout.n_blocks != before.layout.n_blocks
     assert np.isfinite(last_json(out)["test_bps"])
 
@@ -262,7 +262,7 @@ def test_training_from_a_pruned_model_keeps_it_pruned(tmp_path: Path, trained_mo
     assert code == 0
     after = load(out_path)
     assert after.metadata.get("pruned") == pruned.metadata["pruned"]
-    assert after.metadata.get("backoff_weight") == pruned.metadata.get("backoff_weight")
+    assert after.backoff_weight == pruned.backoff_weight and after.fixed_zeros
     # blocks pruning emptied come back for pairs the text has (random, small); inside the kept blocks zeros stay zero
     assert after.layout.n_blocks >= pruned.layout.n_blocks
     for k, (i, j) in enumerate(pruned.layout.block_pairs):

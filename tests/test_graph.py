@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from engine import graph, inference, learning, synthetic
-from engine.model import CHMM, BlockLayout, dense_to_blocks, load, normalise_rows, save, transition_support
+from engine.model import CHMM, BlockLayout, dense_to_blocks, load, normalise_rows, save
 
 K = 2
 
@@ -167,14 +167,14 @@ def test_em_on_a_pruned_model_keeps_zeros_at_zero(true_model: CHMM, sequence: np
     noisy = noisy_full_model(true_model, noise=1e-2)
     pruned = graph.prune(noisy, threshold=1e-3)
     zeros = pruned.T == 0
-    assert zeros.any() and transition_support(pruned) is not None
+    assert zeros.any() and pruned.fixed_zeros and pruned.support() is not None
     config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, pseudocount=0.1, batch_size=500)
     trained = learning.fit(pruned, sequence, config=config).model
     assert np.all(trained.T[zeros] == 0)
     assert np.all(trained.T[~zeros] > 0)
-    # without the pruning record the same M-step fills the zeros with the pseudocount
+    # without fixed zeros the same M-step fills the zeros with the pseudocount
     unmarked = CHMM(pruned.symbols, pruned.layout, pruned.T.copy(), pruned.pi, None, {})
-    assert transition_support(unmarked) is None
+    assert not unmarked.fixed_zeros and unmarked.support() is None
     filled = learning.fit(unmarked, sequence, config=config).model
     assert np.all(filled.T > 0)
 
@@ -239,7 +239,7 @@ def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence
     transition that only small entries supported costs about -log2(removed mass * bigram) instead of ~20 bits."""
     noisy = noisy_full_model(true_model, noise=1e-2)
     pruned = graph.prune(noisy, threshold=0.05)
-    weight = pruned.metadata["backoff_weight"]
+    weight = pruned.backoff_weight
     removed = 1.0 - graph.row_sums(noisy.layout, np.where(noisy.T >= 0.05, noisy.T, 0.0).astype(np.float64))
     kept = removed < 1.0
     assert weight == pytest.approx(float(np.mean(removed[kept])), rel=1e-6)  # no counts: plain mean over rows
@@ -256,10 +256,10 @@ def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence
     # weight fell to 1e-6 and the BPS of such text doubled)
     again = graph.prune(pruned, threshold=0.05)
     assert again.n_nonzero() == pruned.n_nonzero()
-    assert again.metadata["backoff_weight"] == pytest.approx(weight, rel=1e-9)
+    assert again.backoff_weight == pytest.approx(weight, rel=1e-9)
     assert inference.score(again, odd).bps == pytest.approx(with_backoff.bps, rel=1e-9)
     # a second pruning that does remove mass adds to it: 1 - (1 - w)(1 - removed)
     harder = graph.prune(pruned, threshold=0.3)
     removed_now = 1.0 - graph.row_sums(pruned.layout, np.where(pruned.T >= 0.3, pruned.T, 0.0).astype(np.float64))
     expected = 1.0 - (1.0 - weight) * (1.0 - float(np.mean(removed_now[removed_now < 1.0])))
-    assert harder.metadata["backoff_weight"] == pytest.approx(min(expected, 0.5), rel=1e-6)
+    assert harder.backoff_weight == pytest.approx(min(expected, 0.5), rel=1e-6)

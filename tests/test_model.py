@@ -212,7 +212,7 @@ def test_load_npz_without_header(tmp_path: Path) -> None:
         load(path)
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, "1", None])
+@pytest.mark.parametrize("version", [0, 3, 99, "1", None])
 def test_load_wrong_format_version(tmp_path: Path, version: object) -> None:
     model = sample_model()
     header = good_header(model)
@@ -373,7 +373,7 @@ def test_load_version_message_tells_the_types_apart(tmp_path: Path) -> None:
     header = good_header(model) | {"format_version": "1"}
     path = tmp_path / "v.npz"
     write_npz(path, header_json=header_array(header), **good_arrays(model))
-    with pytest.raises(ModelFormatError, match="version '1' is not supported \\(this program reads version 1\\)"):
+    with pytest.raises(ModelFormatError, match="version '1' is not supported \\(this program reads versions 1, 2\\)"):
         load(path)
 
 

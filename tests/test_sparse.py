@@ -149,7 +149,7 @@ def test_sparse_models_go_through_the_workflows(tmp_path):
     pruned = sparse.prune(loaded, 5e-2)
     dense_pruned = graph.prune(loaded.to_dense(), threshold=5e-2)
     np.testing.assert_allclose(pruned.to_dense().T, dense_pruned.T, atol=1e-6)
-    assert pruned.metadata["backoff_weight"] == pytest.approx(dense_pruned.metadata["backoff_weight"], rel=1e-6)
+    assert pruned.backoff_weight == pytest.approx(dense_pruned.backoff_weight, rel=1e-6)
     graph_sparse = workflows.model_graph(loaded, 5e-2)
     graph_dense = workflows.model_graph(loaded.to_dense(), 5e-2)
     assert (graph_sparse.weight != graph_dense.weight).nnz == 0
