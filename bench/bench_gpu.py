@@ -125,17 +125,19 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
                 for precision in ("float32", "float16"):
                     pool.free_all_blocks()
                     config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6, pass_precision=precision)
-                    steps = gpu.GpuSteps(model, x_moby, None, config)
-                    current = steps.initial
+                    engine = gpu.GpuDenseEngine(model, precision)
+                    current = engine.load(model)
+                    plan = engine.plan(current, x_moby, "em")
                     cp.cuda.Device().synchronize()
                     t0 = time.perf_counter()
                     for _ in range(2):
-                        current, ll, _ = steps.iterate(current, None)
+                        e = engine.e_step(current, x_moby, plan=plan)
+                        current, ll = engine.m_step(current, e.counts, config.pseudocount), e.log_likelihood
                     cp.cuda.Device().synchronize()
                     row[f"em_iteration_{precision}_s"] = (time.perf_counter() - t0) / 2
                     row[f"em_train_bps_{precision}"] = float(-ll / len(x_moby) / np.log(2))
                     row[f"device_peak_{precision}_gib"] = pool.total_bytes() / 2**30
-                    del steps, current
+                    del engine, current, plan
                 if with_cpu and states <= 10000:
                     short = x_moby[: EM_SYMBOLS // 10]
                     t0 = time.perf_counter()
@@ -277,11 +279,11 @@ def table4_corpus(
         half = gpu.GpuEngine(final.layout, "float16")
         corpus = text.prepare_corpus(
             raw,
-            normalisation=final.metadata.get("normalisation", "paper"),
+            normalisation=final.codec.normalisation,
             name=name,
-            fixed_alphabet=(final.symbols, final.metadata.get("vocabulary")),
+            fixed_alphabet=(final.symbols, final.codec.vocabulary_list),
         )
-        weight = float(final.metadata.get("backoff_weight", inference.BACKOFF_WEIGHT))
+        weight = final.backoff_weight
         row["test_bps_float16_pass"] = half.score(half.upload(final), corpus.test, weight).bps
     return row
 

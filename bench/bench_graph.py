@@ -70,7 +70,7 @@ def model_row(path: Path, threshold: float, trials: int) -> None:
     model = workflows.load_model(path)
     scorer = sparse.score if isinstance(model, sparse.SparseCHMM) else inference.score
     corpus = text.prepare_corpus(
-        text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.metadata.get("vocabulary"))
+        text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
     )
     started = time.perf_counter()
     pruned = (

@@ -382,3 +382,40 @@ def test_load_keeps_history_without_train_figures(tmp_path: Path) -> None:
     model.metadata["history"] = [{"iteration": 1, "train_bps": None, "validation_bps": float("nan"), "seconds": 1}]
     save(model, tmp_path / "m.npz")
     assert load(tmp_path / "m.npz").metadata["history"][0]["train_bps"] is None
+
+
+def test_a_version_1_file_loads_with_its_behaviour_in_typed_fields(tmp_path: Path) -> None:
+    """The bundled sample model is a version-1 file (its codec in the metadata): loading converts it, the metadata
+    keeps only what is shown to people, and saving writes version 2 that loads back to the same model and scores."""
+    from engine.model import BACKOFF_WEIGHT
+
+    sample = Path(__file__).resolve().parents[1] / "sample_models" / "alice-600.npz"
+    with np.load(sample, allow_pickle=False) as archive:
+        header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+    assert header["format_version"] == 1 and header["metadata"]["normalisation"] == "paper"
+    model = load(sample)
+    assert model.codec.normalisation == "paper"
+    assert model.codec.vocabulary_list == header["metadata"]["vocabulary"]
+    assert model.backoff_weight == BACKOFF_WEIGHT and not model.fixed_zeros
+    assert not {"normalisation", "vocabulary", "backoff_weight"} & set(model.metadata)
+    assert model.metadata["corpus"] == "carroll-alice.txt"
+    save(model, tmp_path / "v2.npz")
+    with np.load(tmp_path / "v2.npz", allow_pickle=False) as archive:
+        saved = json.loads(bytes(archive["header_json"]).decode("utf-8"))
+    assert saved["format_version"] == 2 and saved["codec"]["normalisation"] == "paper"
+    again = load(tmp_path / "v2.npz")
+    assert again.codec == model.codec and again.metadata == model.metadata
+    x = model.encode(model.codec.normalise("Alice was beginning to get very tired of sitting by her sister")[:60])
+    assert inference.score(again, x).bps == inference.score(model, x).bps
+
+
+def test_a_version_1_pruned_file_keeps_its_zeros_and_back_off(tmp_path: Path) -> None:
+    """A version-1 pruned model (metadata "pruned" and "backoff_weight") loads with fixed_zeros and its weight."""
+    model = sample_model()
+    header = good_header(model) | {"format_version": 1}
+    header["metadata"] = {"pruned": {"threshold": 0.01}, "backoff_weight": 0.02, "normalisation": "raw"}
+    path = tmp_path / "v1.npz"
+    write_npz(path, header_json=header_array(header), **good_arrays(model))
+    loaded = load(path)
+    assert loaded.fixed_zeros and loaded.backoff_weight == 0.02 and loaded.codec.normalisation == "raw"
+    assert loaded.metadata == {"pruned": {"threshold": 0.01}}
