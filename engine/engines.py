@@ -79,10 +79,11 @@ class Engine(Protocol):
         """T = row-normalise(counts + pseudocount) over the entries EM may update (see ``fixed_zeros``)."""
 
     def online_update(
-        self, state: Any, statistic: Any, e: inference.EStepResult, decay: float, weight: float, pseudocount: float
+        self, state: Any, statistic: Any, e: inference.EStepResult, memory: float, pseudocount: float, first: bool
     ) -> Any:
-        """Online EM (paper, section 3): statistic = decay * statistic + weight * e.counts (in place), then
-        T = row-normalise(statistic + pseudocount). May change ``state``'s values in place (pass a :meth:`copy`)."""
+        """Online EM (paper, section 3): A = memory * A + (1 - memory) * e.counts for the running statistic A (in
+        place; A = (1 - memory) * e.counts for the ``first`` batch), then T = row-normalise(A + pseudocount).
+        May change ``state``'s values in place (pass a :meth:`copy`)."""
 
     def with_counts(self, state: Any, counts: Any) -> Any:
         """``state`` with ``counts`` as its expected counts (used by the back-off bigram and by pruning)."""
@@ -232,9 +233,9 @@ class DenseEngine:
         state: CHMM,
         statistic: np.ndarray,
         e: inference.EStepResult,
-        decay: float,
-        weight: float,
+        memory: float,
         pseudocount: float,
+        first: bool,
     ) -> CHMM:
         """One fused kernel (``cpu.online_m_step``) updates the statistic, T and T's transposed blocks in place
         (two sweeps over the stored blocks per batch besides the E-step)."""
@@ -256,8 +257,8 @@ class DenseEngine:
             statistic,
             e.counts,
             e.touched,
-            decay,
-            weight,
+            0.0 if first else memory,
+            1.0 - memory,
             pseudocount,
             T,
             T_transposed,
@@ -373,12 +374,12 @@ class SparseEngine:
         state: sparse.SparseCHMM,
         statistic: np.ndarray,
         e: inference.EStepResult,
-        decay: float,
-        weight: float,
+        memory: float,
         pseudocount: float,
+        first: bool,
     ) -> sparse.SparseCHMM:
-        statistic *= decay
-        statistic += weight * e.counts
+        statistic *= 0.0 if first else memory
+        statistic += (1.0 - memory) * e.counts
         return state.with_data(sparse.normalise(state, statistic, pseudocount), None)
 
     def with_counts(self, state: sparse.SparseCHMM, counts: np.ndarray) -> sparse.SparseCHMM:

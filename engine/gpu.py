@@ -730,12 +730,12 @@ class GpuDenseEngine:
         state: DeviceModel,
         statistic: Any,
         e: inference.EStepResult,
-        decay: float,
-        weight: float,
+        memory: float,
         pseudocount: float,
+        first: bool,
     ) -> DeviceModel:
-        statistic *= np.float32(decay)
-        e.counts *= np.float32(weight)
+        statistic *= np.float32(0.0 if first else memory)
+        e.counts *= np.float32(1.0 - memory)
         statistic += e.counts
         T, TT = self.engine.normalise(statistic, pseudocount, state.support)
         return DeviceModel(T, TT, state.pi, None, state.support)

@@ -188,10 +188,9 @@ def online_epoch(
             batch = x[start:stop] if carry is None else x[start - 1 : stop]
             e = engine.e_step(working, batch, initial=carry, counts_out=counts)
             log_likelihood += e.log_likelihood
-            decay = 0.0 if first_batch else config.memory
-            first_batch = False
             pseudocount = config.pseudocount * (stop - start) / total
-            working = engine.online_update(working, state.statistic, e, decay, 1.0 - config.memory, pseudocount)
+            working = engine.online_update(working, state.statistic, e, config.memory, pseudocount, first_batch)
+            first_batch = False
             carry = e.last_alpha
             start = stop
     return engine.with_counts(working, state.statistic.copy()), log_likelihood, False
