@@ -8,6 +8,10 @@ RSS is its own.
     python bench/bench_em.py                      # the issue's six configurations, 50 EM iterations each
     python bench/bench_em.py --quick              # fewer iterations, no 10,000-state row
     python bench/bench_em.py --counts             # also compare the count accumulation methods (gemm / loop)
+    python bench/bench_em.py --quick --against ../before --repeats 3 --only 1000 3000
+                                                  # this checkout against another one (e.g. a worktree of the
+                                                  # commit before a change): each configuration runs in both,
+                                                  # interleaved, and the table gives ours / theirs
 
 The reference figures (its own numba code on this kind of 2-core machine, float32, the same number of clones
 for every symbol, 118,788 training symbols) are quoted in the engine issue: 0.126 / 0.76 / ~8 s per EM
@@ -92,13 +96,43 @@ def run_one(states: int, method: str, iterations: int, count_method: str) -> dic
     }
 
 
-def _child(states: int, method: str, iterations: int, count_method: str) -> dict:
+def _child(states: int, method: str, iterations: int, count_method: str, checkout: Path = ROOT) -> dict:
+    """One configuration in its own process, with the code of ``checkout`` (this one, or another for --against)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
-    command = [sys.executable, __file__, "--child", str(states), method, str(iterations), count_method]
-    output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    env["PYTHONPATH"] = str(checkout)
+    script = checkout / "bench" / "bench_em.py"
+    command = [sys.executable, str(script), "--child", str(states), method, str(iterations), count_method]
+    output = subprocess.run(command, env=env, check=True, capture_output=True, text=True, cwd=checkout).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def _compare(configurations: list[tuple[int, str]], iterations: int, other: Path, repeats: int) -> None:
+    """Each configuration in this checkout and in ``other``, interleaved (ours, theirs, ours, theirs...), and the
+    medians of seconds per EM iteration and per forward pass with their ratio ours / theirs (a shared machine
+    drifts: pairs taken close in time compare fairly)."""
+    print(f"ours: {ROOT}  theirs: {other.resolve()}  ({repeats} interleaved runs each)")
+    print(
+        "| states | alloc    | s/iter ours | s/iter theirs | ratio | s/fwd ours | s/fwd theirs | ratio | "
+        "test BPS ours | test BPS theirs |\n|-------:|----------|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    for states, method in configurations:
+        ours, theirs = [], []
+        for _ in range(repeats):
+            ours.append(_child(states, method, iterations, "gemm"))
+            theirs.append(_child(states, method, iterations, "gemm", other))
+
+        def median(rows: list[dict], key: str) -> float:
+            return float(np.median([r[key] for r in rows]))
+
+        it_o, it_t = median(ours, "seconds_per_iteration"), median(theirs, "seconds_per_iteration")
+        fw_o, fw_t = median(ours, "seconds_per_forward"), median(theirs, "seconds_per_forward")
+        print(
+            f"| {states:>6} | {method:<8} | {it_o:.4f} | {it_t:.4f} | {it_o / it_t:.3f} | {fw_o:.4f} | {fw_t:.4f} | "
+            f"{fw_o / fw_t:.3f} | {ours[0]['test_bps']:.6f} | {theirs[0]['test_bps']:.6f} |",
+            flush=True,
+        )
 
 
 def _row(r: dict) -> str:
@@ -133,7 +167,9 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="10 iterations, no 10,000-state configuration")
     parser.add_argument("--counts", action="store_true", help="also time the per-step count accumulation")
-    parser.add_argument("--only", type=int, default=None, help="run only the configurations with these states")
+    parser.add_argument("--only", type=int, nargs="+", default=None, help="run only configurations of these states")
+    parser.add_argument("--against", type=Path, default=None, help="another checkout to compare with, interleaved")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per configuration with --against")
     args = parser.parse_args()
     if args.child:
         states, method, iterations, count_method = args.child
@@ -144,9 +180,12 @@ def main() -> None:
     iterations = 10 if args.quick else args.iterations
     configurations = [c for c in CONFIGURATIONS if not (args.quick and c[0] > 3000)]
     if args.only:
-        configurations = [c for c in configurations if c[0] == args.only]
+        configurations = [c for c in configurations if c[0] in args.only]
     print(f"machine: {describe_machine()}")
     print(f"corpus: {CORPUS.name}, paper normalisation, float32, batch EM, {iterations} iterations, random init seed 0")
+    if args.against is not None:
+        _compare(configurations, iterations, args.against, args.repeats)
+        return
     print(HEADER)
     for states, method in configurations:
         for count_method in ("gemm", "loop") if args.counts else ("gemm",):
