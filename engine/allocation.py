@@ -143,25 +143,25 @@ def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
 def allocate_clones(
     train: np.ndarray | Sequence[np.ndarray],
     n_symbols: int,
-    total_states: int,
+    states: int,
     method: str = "ngram",
     ngram_order: int = 3,
 ) -> np.ndarray:
-    """Number of clones (hidden states) per symbol: int64, shape (n_symbols,), sum total_states.
+    """Number of clones (hidden states) per symbol: int64, shape (n_symbols,), summing to ``states``.
 
-    Every symbol gets one clone; the other total_states - n_symbols are distributed with
+    Every symbol gets one clone; the other ``states - n_symbols`` are distributed with
     the largest-remainder method in proportion to ``symbol_weights`` (a symbol of weight
     zero, e.g. absent from ``train``, keeps its single clone). If every weight is zero
     (e.g. ``train`` shorter than ``ngram_order``) the split is as equal as possible.
     """
     n_symbols = _as_int(n_symbols, "n_symbols")
-    total_states = _as_int(total_states, "total_states")
+    states = _as_int(states, "states")
     if n_symbols < 1:
         raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
-    if total_states < n_symbols:
+    if states < n_symbols:
         raise ValueError(
-            f"Cannot allocate {total_states} states to {n_symbols} symbols with "
+            f"Cannot allocate {states} states to {n_symbols} symbols with "
             f"at least one clone per symbol: need ≥ {n_symbols} states."
         )
     weights = symbol_weights(train, n_symbols, method=method, ngram_order=ngram_order)
-    return 1 + largest_remainder(weights, total_states - n_symbols)
+    return 1 + largest_remainder(weights, states - n_symbols)
