@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine import learning, text, workflows
+from engine import documents, learning, text, workflows
 from engine.backend import BackendError
 from engine.model import ModelFormatError
 from engine.peers import registry
@@ -46,6 +46,14 @@ def _progress_printer(stream: Any) -> learning.ProgressCallback:
     return report
 
 
+def _read_corpus(paths: list[str]) -> tuple[str | list[documents.Document], str]:
+    """The corpus of ``chmm train``: one file's text (exactly as before), or the documents of several files, folders
+    and zip archives (see :mod:`engine.documents`); and the name the model records."""
+    read = documents.read_documents(paths)
+    name = documents.corpus_name(paths, read)
+    return (read[0].text if len(read) == 1 else read), name
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     if args.learner != "chmm":
         return _cmd_train_peer(args)
@@ -68,7 +76,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         **given,
     )
     options.validate()
-    corpus_text = text.read_text(args.corpus)
+    corpus_text, name = _read_corpus(args.corpus)
     cancel = learning.CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
     try:
@@ -77,7 +85,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             options,
             callback=None if args.quiet else _progress_printer(sys.stderr),
             cancel=cancel,
-            name=args.corpus,
+            name=name,
             log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
         )
     finally:
@@ -196,7 +204,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
     """``chmm train --learner KIND`` for a peer learner: the CHMM's corpus protocol, an atomic save, the figures."""
     options = _peer_options(args)
     registry.make_learner(args.learner, **options)  # bad options fail before the corpus is read
-    corpus_text = text.read_text(args.corpus)
+    corpus_text, name = _read_corpus(args.corpus)
     try:
         learner, summary = registry.train_peer_text(
             corpus_text,
@@ -206,7 +214,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
             validation=args.validation,
             max_train=args.max_train,
             refit=not args.no_refit,
-            name=args.corpus,
+            name=name,
             log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
         )
     except KeyboardInterrupt:
@@ -365,7 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser("train", help="train a CHMM (or a peer learner) on a text corpus")
-    train.add_argument("corpus", help="plain-text corpus (UTF-8)")
+    train.add_argument(
+        "corpus",
+        nargs="+",
+        help="plain-text corpus (UTF-8): a file, or several files, folders of .txt files and .zip archives of them "
+        "(each file one document: an independent sequence)",
+    )
     train.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     train.add_argument(
         "--learner",

@@ -14,8 +14,11 @@ import os
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +35,8 @@ __all__ = [
     "read_text",
 ]
 
+MAX_CORPUS_BYTES = 200_000_000
+"""The largest corpus read, per file and in all (bytes)."""
 PAPER_SYMBOLS: list[str] = [" "] + list("abcdefghijklmnopqrstuvwxyz")
 NORMALISATIONS: tuple[str, ...] = ("paper", "raw")
 RARE_WORD = "rare"
@@ -59,7 +64,7 @@ def _looks_utf16(data: bytes) -> bool:
     return max(even.count(0), odd.count(0)) > 0.6 * (len(sample) // 2)
 
 
-def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000) -> str:
+def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = MAX_CORPUS_BYTES) -> str:
     """Decode a corpus file's bytes as UTF-8 text (BOM removed), rejecting non-text input.
 
     Raises CorpusError if the data is larger than ``max_bytes``, looks binary (NUL bytes beyond
@@ -95,7 +100,7 @@ def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = 200_000_000
     return text
 
 
-def read_text(path: str | os.PathLike[str], max_bytes: int = 200_000_000) -> str:
+def read_text(path: str | os.PathLike[str], max_bytes: int = MAX_CORPUS_BYTES) -> str:
     """Read a corpus file and return its decoded text (see ``decode_bytes`` for the checks)."""
     p = Path(path)
     name = p.name or str(p)
@@ -247,6 +252,12 @@ class Corpus:
     ``train`` and ``validation`` together form the paper's training set (``validation`` is
     its last share, used for early stopping); ``test`` is held out. Arrays hold int64
     indices into ``symbols``; the ``*_text`` fields are the same parts as strings.
+
+    A corpus of several documents keeps each document's parts apart: ``train_parts``,
+    ``validation_parts``, ``test_parts`` and ``train_full_parts`` are lists of independent
+    sequences (one per document that has the part; never an empty one), which training
+    and scoring use. ``train``, ``validation``, ``test`` and the texts are then the parts
+    joined (for sizes and previews only). ``documents`` names the documents.
     """
 
     normalisation: str
@@ -258,6 +269,36 @@ class Corpus:
     train_text: str
     validation_text: str
     test_text: str
+    documents: list[str] = field(default_factory=list)
+    split_texts: list[tuple[str, str, str]] | None = None  # per document (train, validation, test); None: one
+
+    def _parts(self, which: int) -> list[np.ndarray]:
+        if self.split_texts is None:
+            whole = (self.train, self.validation, self.test)[which]
+            return [whole] if len(whole) else []
+        return [self.encode(parts[which]) for parts in self.split_texts if parts[which]]
+
+    @cached_property
+    def train_parts(self) -> list[np.ndarray]:
+        """The training part of every document (independent sequences)."""
+        return self._parts(0)
+
+    @cached_property
+    def validation_parts(self) -> list[np.ndarray]:
+        """The validation part of every document that has one."""
+        return self._parts(1)
+
+    @cached_property
+    def test_parts(self) -> list[np.ndarray]:
+        """The test part of every document that has one."""
+        return self._parts(2)
+
+    @cached_property
+    def train_full_parts(self) -> list[np.ndarray]:
+        """Each document's whole training part (its train text followed by its validation text, contiguous)."""
+        if self.split_texts is None:
+            return [self.train_full]
+        return [self.encode(t + v) for t, v, _ in self.split_texts if t + v]
 
     def __post_init__(self) -> None:
         if any(len(s) != 1 for s in self.symbols) or len(set(self.symbols)) != len(self.symbols):
@@ -354,7 +395,7 @@ def _check_fraction(value: float, what: str) -> None:
 
 
 def prepare_corpus(
-    text: str,
+    text: str | Sequence[Any],
     normalisation: str = "paper",
     test_fraction: float = 0.1,
     validation: float = 0.1,
@@ -362,7 +403,8 @@ def prepare_corpus(
     name: str = "corpus",
     fixed_alphabet: tuple[list[str], list[str] | None] | None = None,
 ) -> Corpus:
-    """Normalise ``text`` and split it as in the paper.
+    """Normalise ``text`` (one string, or a list of documents with ``name`` and ``text``) and split it as in the
+    paper.
 
     The first (1 - test_fraction) of the normalised characters is the training part, the
     rest the test part (for "paper" the cut is at the nearest space, which is dropped).
@@ -375,7 +417,24 @@ def prepare_corpus(
     ``fixed_alphabet`` = (symbols, vocabulary) of an existing model (continued training): the
     corpus is then encoded with them instead of deriving its own; "raw" text whose training part has a
     character outside those symbols raises CorpusError (the test part drops such characters, as above).
+
+    Several documents (a list of two or more) are split each in the same way: the last ``test_fraction``
+    of every document is test text and the last ``validation`` share of every document's training part
+    is validation text, so every part keeps each document's text apart (``Corpus.train_parts`` and the
+    others). The vocabulary comes from all training parts together ("paper"), the alphabet from their
+    characters ("raw"); ``max_train`` caps the training symbols of all documents together, in order (a
+    document past the cap keeps only its test part). A document too short to give a part of at least two
+    symbols gives none: it is all training text, or, for its validation share, all train text; a
+    document empty after normalisation is left out. A list of one document is that document's text.
     """
+    if not isinstance(text, str):
+        documents = list(text)
+        if len(documents) == 1:
+            text = documents[0].text
+        else:
+            return _prepare_documents(
+                documents, normalisation, test_fraction, validation, max_train, name, fixed_alphabet
+            )
     _check_normalisation(normalisation)
     _check_fraction(test_fraction, "test_fraction")
     _check_fraction(validation, "validation")
@@ -463,8 +522,112 @@ def prepare_corpus(
         train_text=train_text,
         validation_text=validation_text,
         test_text=test_part,
+        documents=[name],
     )
     corpus.train = corpus.encode(train_text)
     corpus.validation = corpus.encode(validation_text)
     corpus.test = corpus.encode(test_part)
+    return corpus
+
+
+def _prepare_documents(
+    documents: list[Any],
+    normalisation: str,
+    test_fraction: float,
+    validation: float,
+    max_train: int | None,
+    name: str,
+    fixed_alphabet: tuple[list[str], list[str] | None] | None,
+) -> Corpus:
+    """:func:`prepare_corpus` for two or more documents (the rule is in its docstring)."""
+    _check_normalisation(normalisation)
+    _check_fraction(test_fraction, "test_fraction")
+    _check_fraction(validation, "validation")
+    if not documents:
+        raise CorpusError(f"{name} has no documents.")
+    if max_train is not None and (isinstance(max_train, bool) or not _is_integer(max_train) or max_train < 2):
+        raise CorpusError(f"max_train must be an integer of at least 2, got {max_train!r}.")
+    paper = normalisation == "paper"
+    names, splits = [], []
+    room = max_train
+    for document in documents:
+        norm = normalise_paper_base(document.text) if paper else unicodedata.normalize("NFC", document.text)
+        if not norm.strip():
+            continue
+        train_part, test_part = norm, ""
+        if test_fraction > 0:
+            head, tail = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=paper)
+            if len(head) >= 2 and len(tail) >= 2:
+                train_part, test_part = head, tail
+        if room is not None:
+            train_part = _cap(train_part, room, at_space=paper) if room >= 2 else ""
+            room -= len(train_part)
+        names.append(str(document.name))
+        splits.append([train_part, test_part])
+    if not splits:
+        what = "no letters a-z left" if paper else "only whitespace"
+        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({what}).")
+
+    train_parts = [s[0] for s in splits]
+    if fixed_alphabet is not None:
+        symbols, vocabulary = list(fixed_alphabet[0]), fixed_alphabet[1]
+        if not paper:
+            unknown = sorted(set("".join(train_parts)) - set(symbols))
+            if unknown:
+                raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
+    elif paper:
+        counts: Counter[str] = Counter()
+        for part in train_parts:
+            if part:
+                counts.update(part.split(" "))
+        vocabulary = sorted(w for w, c in counts.items() if c >= 2)
+        symbols = list(PAPER_SYMBOLS)
+    else:
+        vocabulary = None
+        symbols = sorted(set("".join(train_parts)))
+    if paper:
+        vocab_set = frozenset(vocabulary or [])
+        splits = [[_replace_rare(t, vocab_set), _replace_rare(x, vocab_set)] for t, x in splits]
+    else:
+        known = set(symbols)
+        splits = [[t, "".join(c for c in x if c in known)] for t, x in splits]
+    if len(set("".join(s[0] for s in splits))) < 2:
+        raise CorpusError(
+            f"The training part of {name} has fewer than two distinct symbols; "
+            "a CHMM needs at least two distinct symbols."
+        )
+
+    split_texts = []
+    for train_part, test_part in splits:
+        train_text, validation_text = train_part, ""
+        if validation > 0 and train_part:
+            head, tail = _cut(
+                train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True
+            )
+            if len(head) >= 2 and len(tail) >= 2:
+                train_text, validation_text = head, tail
+        split_texts.append((train_text, validation_text, test_part if len(test_part) >= 2 else ""))
+    total_train = sum(len(t) for t, _, _ in split_texts)
+    if total_train < 2:
+        raise CorpusError(f"The training part of {name} is too short: {total_train} symbol(s), at least 2 are needed.")
+    if validation > 0 and not any(v for _, v, _ in split_texts):
+        raise CorpusError(f"The documents of {name} are too short for a validation share of {validation:g}.")
+    if test_fraction > 0 and not any(x for _, _, x in split_texts):
+        raise CorpusError(f"The documents of {name} are too short for a test share of {test_fraction:g}.")
+    corpus = Corpus(
+        normalisation=normalisation,
+        symbols=symbols,
+        vocabulary=vocabulary,
+        train=np.zeros(0, dtype=np.int64),
+        validation=np.zeros(0, dtype=np.int64),
+        test=np.zeros(0, dtype=np.int64),
+        train_text="".join(t for t, _, _ in split_texts),
+        validation_text="".join(v for _, v, _ in split_texts),
+        test_text="".join(x for _, _, x in split_texts),
+        documents=names,
+        split_texts=split_texts,
+    )
+    corpus.train = corpus.encode(corpus.train_text)
+    corpus.validation = corpus.encode(corpus.validation_text)
+    corpus.test = corpus.encode(corpus.test_text)
     return corpus

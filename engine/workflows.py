@@ -120,11 +120,6 @@ def _score(model: Any, sequences: np.ndarray | list[np.ndarray], backend: str) -
     return engines.score_sequences(engine, engine.load(model), sequences).bps
 
 
-def _parts(corpus: text.Corpus, part: str) -> list[np.ndarray]:
-    """The corpus part ("train", "validation", "test", "train_full") as independent sequences (one per document)."""
-    return engines.as_sequences(getattr(corpus, f"{part}_parts", None) or getattr(corpus, part))
-
-
 def train_text(
     corpus_text: str | Sequence[Any],
     options: TrainOptions,
@@ -177,8 +172,8 @@ def train_text(
         )
     result = select_on_validation(start, corpus, config, backend, callback, cancel)
     selected = result.model
-    has_validation = bool(_parts(corpus, "validation"))
-    validation_bps = _score(selected, _parts(corpus, "validation"), backend) if has_validation else None
+    has_validation = bool(corpus.validation_parts)
+    validation_bps = _score(selected, corpus.validation_parts, backend) if has_validation else None
     trained, refit_iterations, refitted = selected, 0, False
     if options.refit and has_validation and result.stopped not in STOPPED_BAD:
         # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
@@ -186,8 +181,8 @@ def train_text(
             refit_start if refit_start is not None else start, result, corpus, config, backend, callback, cancel, log,
             grown=refit_start is not None,
         )
-    trained_on = _parts(corpus, "train_full" if refitted else "train")
-    test = _parts(corpus, "test")
+    trained_on = corpus.train_full_parts if refitted else corpus.train_parts
+    test = corpus.test_parts
     figures = {
         "train_bps": _score(trained, trained_on, backend),
         "validation_bps": validation_bps,
@@ -198,7 +193,7 @@ def train_text(
         "engine_version": ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "corpus": name,
-        "documents": len(_parts(corpus, "train_full")),
+        "documents": len(corpus.documents),
         "allocation": options.allocation if init_model is None else init_model.metadata.get("allocation"),
         "settings": asdict(options) | {"backend": backend},
         "seed": options.seed,
@@ -251,7 +246,7 @@ def prepare_training_corpus(
 
 def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
     """The distinct symbol pairs of the training part (train + validation), within documents."""
-    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in _parts(corpus, "train_full")]
+    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in corpus.train_full_parts]
     if not codes:
         return np.zeros((0, 2), dtype=np.int64)
     return np.unique(np.concatenate(codes), axis=0)
@@ -261,7 +256,7 @@ def initial_model_for(corpus: text.Corpus, options: TrainOptions) -> CHMM:
     """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random (seeded by
     ``options.seed``) on the symbol pairs it has."""
     n_clones = allocation.allocate_clones(
-        _parts(corpus, "train_full"), corpus.n_symbols, options.states, options.allocation, options.ngram_order
+        corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
     rng = np.random.default_rng(options.seed)
     return random_model(corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
@@ -276,8 +271,8 @@ def select_on_validation(
     cancel: learning.CancelToken | None,
 ) -> learning.TrainingResult:
     """Stage 3: train on the training part, keeping the model best on the validation part (early stopping)."""
-    validation = _parts(corpus, "validation")
-    return learning.fit(start, _parts(corpus, "train"), validation or None, config, callback, cancel, backend=backend)
+    validation = corpus.validation_parts
+    return learning.fit(start, corpus.train_parts, validation or None, config, callback, cancel, backend=backend)
 
 
 def refit(
@@ -300,7 +295,7 @@ def refit(
     if log:
         log(f"refitting on training + validation text for {selection.best_iteration} iteration(s)")
     refit_config = replace(config, max_iterations=selection.best_iteration, tolerance=0.0)
-    again = learning.fit(start, _parts(corpus, "train_full"), None, refit_config, callback, cancel, backend=backend)
+    again = learning.fit(start, corpus.train_full_parts, None, refit_config, callback, cancel, backend=backend)
     if again.stopped in STOPPED_BAD:
         selection.stopped, selection.error = again.stopped, again.error
     return again.model, selection.best_iteration, True
