@@ -26,6 +26,7 @@ from plotly.subplots import make_subplots
 from app import config, services
 from app.services import UserError
 from engine import learning, text, workflows
+from engine.errors import error_message
 from engine.peers import registry
 
 COMPARE = "compare.json"
@@ -243,7 +244,7 @@ def _train_one(
         return
     except Exception as exc:  # one learner failing must not stop the comparison; the row says why
         stopped = isinstance(exc, registry.TrainingStopped) and cancel.exists()
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = error_message(exc)
         row.update(status=SKIPPED if stopped else FAILED, message="cancelled" if stopped else reason)
         return
     row.update(

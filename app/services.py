@@ -21,8 +21,8 @@ import networkx as nx
 
 from app import config, sessions
 from engine import communities as communities_mod
+from engine import errors, graph, scramble, text, workflows
 from engine import export as export_mod
-from engine import graph, scramble, text, workflows
 from engine.model import CHMM, ModelFormatError
 
 PREVIEW_CHARS = 600
@@ -64,14 +64,8 @@ def visible(symbol: str) -> str:
     return VISIBLE.get(symbol, symbol)
 
 
-def describe_error(exc: BaseException) -> str:
-    """The one-line message shown for an error raised by a service or the engine (its first word capitalised
-    unless it is a name such as a file's: "x.txt is empty." stays as it is)."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    first = message.split(" ", 1)[0]
-    if not first.isalpha():
-        return message
-    return message[:1].upper() + message[1:]
+describe_error = errors.sentence
+"""The one-line message shown for an error raised by a service or the engine (see :func:`engine.errors.sentence`)."""
 
 
 def plural(count: int, noun: str) -> str:

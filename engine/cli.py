@@ -7,6 +7,7 @@ partial output. With ``--json`` the last line on stdout is one JSON object with 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 
 from engine import documents, learning, text, workflows
 from engine.backend import BackendError
+from engine.errors import error_message
 from engine.model import ModelFormatError
 from engine.peers import registry
 
@@ -343,29 +345,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_app(args: argparse.Namespace) -> int:
-    """Start the web app (Dash's development server); Dash is imported here only, never by ``engine``."""
-    import os
-    import socket
+COMMAND_PLUGINS = "chmm.commands"
+"""Entry-point group of further ``chmm`` commands: each entry is a function that adds its subparser. The web app
+registers ``chmm app`` there (``app.cli:register``), so the engine never imports the app."""
 
-    if not 1 <= args.port <= 65535:
-        raise ValueError(f"--port must lie between 1 and 65535, got {args.port}")
-    if args.model:
-        workflows.load_model(args.model)  # refuse a file that is not a model before starting anything
-        os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
-    try:  # a clear message for an address that cannot be used, before Dash prints its own
-        with socket.create_server((args.host, args.port)):
-            pass
-    except (OSError, OverflowError) as exc:
-        raise OSError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
-    from app.main import app as dash_app
 
-    print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    try:
-        dash_app.run(host=args.host, port=args.port, debug=args.debug)
-    except KeyboardInterrupt:
-        pass
-    return 0
+def _add_plugin_commands(commands: Any) -> None:
+    for entry in sorted(importlib.metadata.entry_points(group=COMMAND_PLUGINS), key=lambda e: e.name):
+        entry.load()(commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -460,13 +447,6 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--json", action="store_true")
     decode.set_defaults(run=_cmd_decode)
 
-    web = commands.add_parser("app", help="start the web app (Dash) on the sample model or --model")
-    web.add_argument("--model", default=None, help="model new sessions start with (default: the bundled sample)")
-    web.add_argument("--port", type=int, default=8050, help="port (default 8050)")
-    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    web.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
-    web.set_defaults(run=_cmd_app)
-
     def add_community_arguments(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--threshold", type=float, default=1e-3, help="prune transitions below this first (default 1e-3)"
@@ -512,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_community_arguments(export)
     export.add_argument("--json", action="store_true")
     export.set_defaults(run=_cmd_export)
+    _add_plugin_commands(commands)
     return parser
 
 
@@ -521,8 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (text.CorpusError, ModelFormatError, BackendError, ValueError, OSError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"chmm: error: {message}", file=sys.stderr)
+        print(f"chmm: error: {error_message(exc)}", file=sys.stderr)
         return 1
     except MemoryError:
         print("chmm: error: out of memory; try fewer states or a shorter corpus", file=sys.stderr)

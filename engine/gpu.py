@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine import inference
-from engine.backend import BackendError, resolve_backend
+from engine.backend import resolve_backend
 from engine.kernels import gpu as kernels
 from engine.model import CHMM, BlockLayout
 
@@ -615,13 +615,6 @@ class DeviceEStep:
     last_alpha: np.ndarray
     touched: np.ndarray
     first_beta: np.ndarray  # beta at the first position, normalised (carried back by a chunked E-step)
-
-
-def gpu_error_message(exc: Exception) -> str:
-    """One line for a user when the GPU path fails."""
-    if isinstance(exc, BackendError | DeviceMemoryError):
-        return str(exc)
-    return f"GPU error: {type(exc).__name__}: {exc}"
 
 
 @dataclass

@@ -1,0 +1,47 @@
+"""``chmm app``: the web app's command, registered with the ``chmm`` command line through the entry-point group
+``chmm.commands`` (pyproject.toml), so that the engine's command line never imports the app or Dash."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from typing import Any
+
+from engine import workflows
+
+DEFAULT_PORT = 8050
+DEFAULT_HOST = "127.0.0.1"
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """Start the web app (Dash's development server) on ``args.host``:``args.port``."""
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port must lie between 1 and 65535, got {args.port}")
+    if args.model:
+        workflows.load_model(args.model)  # refuse a file that is not a model before starting anything
+        os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
+    try:  # a clear message for an address that cannot be used, before Dash prints its own
+        with socket.create_server((args.host, args.port)):
+            pass
+    except (OSError, OverflowError) as exc:
+        raise OSError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+    from app.main import app as dash_app
+
+    print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        dash_app.run(host=args.host, port=args.port, debug=args.debug)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def register(commands: Any) -> None:
+    """Add the ``app`` command to the ``chmm`` subcommands (an ``argparse`` subparsers action)."""
+    web = commands.add_parser("app", help="start the web app (Dash) on the sample model or --model")
+    web.add_argument("--model", default=None, help="model new sessions start with (default: the bundled sample)")
+    web.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    web.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    web.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")
+    web.set_defaults(run=run_app)

@@ -1,0 +1,19 @@
+"""One line for a person from an exception: what the command line prints after ``chmm: error:``, what a web page
+shows, and what a job records."""
+
+from __future__ import annotations
+
+
+def error_message(exc: BaseException) -> str:
+    """The first line of the exception's message, or the exception's type name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def sentence(exc: BaseException) -> str:
+    """:func:`error_message` with its first word capitalised, unless it is a name such as a file's ("x.txt is
+    empty." stays as it is)."""
+    message = error_message(exc)
+    if not message.split(" ", 1)[0].isalpha():
+        return message
+    return message[:1].upper() + message[1:]
