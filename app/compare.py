@@ -27,6 +27,7 @@ from app import config, services
 from app.services import UserError
 from engine import learning, text, workflows
 from engine.errors import error_message
+from engine.files import atomic_write_json
 from engine.peers import registry
 
 COMPARE = "compare.json"
@@ -70,7 +71,7 @@ ProgressReport = Callable[[dict[str, Any]], None]
 # ------------------------------------------------------------------------------------------ files
 def _write(folder: Path, saved: dict[str, Any]) -> None:
     saved["updated"] = time.time()
-    services._write_atomic(folder / COMPARE, json.dumps(saved).encode("utf-8"))
+    atomic_write_json(folder / COMPARE, saved)
 
 
 def read_compare(folder: Path) -> dict[str, Any] | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 import uuid
@@ -33,6 +32,7 @@ from typing import Any
 from app import config, services, sessions
 from engine import learning, text, workflows
 from engine.backend import gpu_probably_available
+from engine.files import atomic_write_json
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
 HEARTBEAT_S = 1.0
@@ -54,14 +54,6 @@ class JobOutcome:
         return asdict(self)
 
 
-def _write_json(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    try:
-        tmp.write_text(json.dumps(value), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -209,7 +201,7 @@ class _Progress:
                 # a cancel request has already marked progress.json cancelled: never write it back as running
                 # (a job killed before it finishes would otherwise leave "running" behind)
                 self.state["status"] = CANCELLED
-            _write_json(self.path, self.state)
+            atomic_write_json(self.path, self.state)
 
     def update(self, **changes: Any) -> None:
         with self.lock:
@@ -248,7 +240,7 @@ def _heartbeat(folder: Path, report: ProgressReport | None, stop: threading.Even
 
 def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, status: str, message: str) -> JobOutcome:
     job.update(status=status, message=message, finished=time.time())
-    _write_json(folder / sessions.JOB, job)
+    atomic_write_json(folder / sessions.JOB, job)
     if progress is not None:
         progress.update(status=status, message=message)
     return JobOutcome(job["key"], status, message)
@@ -287,7 +279,7 @@ def run_training_job(
         "started": time.time(),
     }
     (folder / sessions.HEARTBEAT).touch()
-    _write_json(folder / sessions.JOB, job)
+    atomic_write_json(folder / sessions.JOB, job)
     progress = _Progress(folder, key, options)
     try:
         check = check_training(folder, options)
@@ -350,9 +342,9 @@ def request_cancel(folder: Path) -> str:
     message = "Training cancelled; the previous model is still current."
     if job and job.get("status") == RUNNING:
         job.update(status=CANCELLED, message=message, finished=time.time())
-        _write_json(folder / sessions.JOB, job)
+        atomic_write_json(folder / sessions.JOB, job)
         progress = read_progress(folder)
         if progress is not None and progress.get("key") == job.get("key"):
             progress.update(status=CANCELLED, message=message)
-            _write_json(folder / sessions.PROGRESS, progress)
+            atomic_write_json(folder / sessions.PROGRESS, progress)
     return message

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -23,6 +22,7 @@ from app import config, sessions
 from engine import communities as communities_mod
 from engine import errors, graph, scramble, text, workflows
 from engine import export as export_mod
+from engine.files import atomic_write_bytes
 from engine.model import CHMM, ModelFormatError
 
 PREVIEW_CHARS = 600
@@ -82,14 +82,6 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def decode_upload(contents: str | None, filename: str | None, max_bytes: int) -> bytes:
@@ -144,8 +136,8 @@ def use_sample_corpus(folder: Path) -> CorpusInfo:
 
 def _keep_corpus(folder: Path, corpus_text: str, name: str, size: int) -> CorpusInfo:
     info = CorpusInfo(name=name, bytes=size, characters=len(corpus_text))
-    _write_atomic(folder / sessions.CORPUS, corpus_text.encode("utf-8"))
-    _write_atomic(folder / sessions.CORPUS_INFO, json.dumps(asdict(info)).encode("utf-8"))
+    atomic_write_bytes(folder / sessions.CORPUS, corpus_text.encode("utf-8"))
+    atomic_write_bytes(folder / sessions.CORPUS_INFO, json.dumps(asdict(info)).encode("utf-8"))
     return info
 
 
@@ -600,7 +592,7 @@ def run_communities(
         "summary": result.summary(),
         "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
     }
-    _write_atomic(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
+    atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
     return saved
 
 

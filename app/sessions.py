@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 
 from app import config
+from engine.files import atomic_write_bytes
 
 CURRENT = "current.npz"
 PREVIOUS = "previous.npz"
@@ -109,9 +110,7 @@ def _adopt_precomputed_communities(start: Path, folder: Path) -> None:
         data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
     except (OSError, ValueError, TypeError, AttributeError):
         return  # a damaged file only means the user runs Infomap once
-    tmp = folder / f".tmp-{uuid.uuid4().hex}-{COMMUNITIES}"
-    tmp.write_bytes(data)
-    os.replace(tmp, folder / COMMUNITIES)
+    atomic_write_bytes(folder / COMMUNITIES, data)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

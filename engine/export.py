@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import defaultdict
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from engine.communities import Communities, _link_flow
+from engine.files import atomic_write
 from engine.graph import CloneGraph
 
 FORMATS = ("graphml", "gexf", "cyjs", "pajek", "clu", "tree", "ftree", "npz")
@@ -42,26 +40,6 @@ EXTENSIONS = {
     "npz": ".npz",
 }
 PARTITION_FORMATS = ("clu", "tree", "ftree")
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
-    """Call ``write(temporary_path)`` for a temporary file beside ``path`` (same extension), then rename it to
-    ``path``; on any failure the temporary file is removed and an existing ``path`` is left untouched."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _write_text(path: str | os.PathLike[str], text: str) -> None:

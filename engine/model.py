@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.codec import TextCodec
+from engine.files import atomic_write
 from engine.kernels.cpu import block_row_sums
 from engine.text import NORMALISATIONS
 
@@ -416,20 +416,12 @@ def write_npz_atomic(
     payload = dict(arrays)
     header = dict(header) | {"arrays": sorted(payload)}
     payload["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a handle: numpy would append ".npz" to a name without it
             (np.savez_compressed if compressed else np.savez)(handle, **payload)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a model file gets the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    atomic_write(path, write)
 
 
 ROW_SUM_TOLERANCE = 1e-3
