@@ -33,11 +33,13 @@ from app import config, services, sessions
 from engine import learning, text, workflows
 from engine.backend import gpu_probably_available
 from engine.files import atomic_write_json
+from engine.learning import ALGORITHMS
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
 HEARTBEAT_S = 1.0
 STALE_AFTER_S = 15.0
-ALGORITHMS = ("em", "online", "viterbi")
+
+DEFAULTS = workflows.TrainOptions()
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
@@ -105,22 +107,22 @@ def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float,
 
 
 def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
-    """The training options of the Train page's form (keys: states, allocation, normalise, algorithm,
+    """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
     iterations, batch_size, validation, seed, backend), with a clear ValueError on a value that cannot work."""
-    backend = form.get("backend") or "cpu"
+    backend = form.get("backend") or DEFAULTS.backend
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
     if backend == "gpu":
         available, reason = gpu_probably_available()
         if not available:
             raise ValueError(f"The GPU backend is not available here: {reason}. Choose the CPU backend.")
-    algorithm = form.get("algorithm") or "em"
+    algorithm = form.get("algorithm") or DEFAULTS.algorithm
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
     options = workflows.TrainOptions(
         states=_number(form, "states", "number of states", int, 2, 10**8),
-        allocation=form.get("allocation") or "ngram",
-        normalise=form.get("normalise") or "paper",
+        allocation=form.get("allocation") or DEFAULTS.allocation,
+        normalisation=form.get("normalisation") or DEFAULTS.normalisation,
         algorithm=algorithm,
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
         batch_size=_number(form, "batch_size", "batch size", int, 2, 10**9),
@@ -155,7 +157,7 @@ def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingChe
     corpus_text, info = services.read_corpus(folder)
     corpus = text.prepare_corpus(
         corpus_text,
-        normalisation=options.normalise,
+        normalisation=options.normalisation,
         test_fraction=options.test_fraction,
         validation=options.validation,
         max_train=options.max_train,

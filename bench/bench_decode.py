@@ -65,7 +65,7 @@ def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, flo
         return workflows.load_model(path), None
     options = workflows.TrainOptions(
         states=args.states,
-        normalise="paper",
+        normalisation="paper",
         algorithm=args.algorithm,
         iterations=args.iterations,
         batch_size=args.batch_size,

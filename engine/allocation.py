@@ -13,12 +13,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ALLOCATION_METHODS", "allocate_clones", "largest_remainder", "symbol_weights"]
+__all__ = ["ALLOCATION_METHODS", "DEFAULT_NGRAM_ORDER", "allocate_clones", "largest_remainder", "symbol_weights"]
 
 ALLOCATION_METHODS: tuple[str, ...] = ("uniform", "frequency", "ngram")
 
 # Largest code kept before re-ranking n-gram codes, so code * n_symbols + symbol never overflows.
 _CODE_LIMIT = 2**62
+DEFAULT_NGRAM_ORDER = 5
+"""n of the n-gram allocation rule: clones in proportion to the distinct 5-grams ending in each symbol."""
 
 
 def _as_int(value: object, what: str) -> int:
@@ -82,7 +84,10 @@ def _documents_ngram_weights(parts: list[np.ndarray], n_symbols: int, order: int
 
 
 def symbol_weights(
-    train: np.ndarray | Sequence[np.ndarray], n_symbols: int, method: str = "ngram", ngram_order: int = 3
+    train: np.ndarray | Sequence[np.ndarray],
+    n_symbols: int,
+    method: str = "ngram",
+    ngram_order: int = DEFAULT_NGRAM_ORDER,
 ) -> np.ndarray:
     """Per-symbol allocation weights (int64, shape (n_symbols,)).
 
@@ -145,7 +150,7 @@ def allocate_clones(
     n_symbols: int,
     states: int,
     method: str = "ngram",
-    ngram_order: int = 3,
+    ngram_order: int = DEFAULT_NGRAM_ORDER,
 ) -> np.ndarray:
     """Number of clones (hidden states) per symbol: int64, shape (n_symbols,), summing to ``states``.
 

@@ -17,10 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import documents, learning, text, workflows
-from engine.backend import BackendError
+from engine.allocation import ALLOCATION_METHODS
+from engine.backend import BACKENDS, BackendError
+from engine.communities import FLOW_SOURCES, CommunityOptions
 from engine.errors import error_message
+from engine.export import FORMATS as EXPORT_FORMATS
+from engine.learning import ALGORITHMS
 from engine.model import ModelFormatError
 from engine.peers import registry
+from engine.text import NORMALISATIONS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,9 +66,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_peer(args)
     if args.learner_option:
         raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
-    if args.init and (args.states is not None or args.normalise is not None):
+    if args.init and (args.states is not None or args.normalisation is not None):
         raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
-    given = {name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalise") if getattr(args, name) is not None}
+    given = {
+        name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
+    }
     options = workflows.TrainOptions(
         states=CHMM_DEFAULT_STATES if args.states is None else args.states,
         iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
@@ -157,8 +164,12 @@ CHMM_ONLY_OPTIONS = (
     "grow_threshold",
 )
 """``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
-CHMM_DEFAULT_STATES = 3000
-CHMM_DEFAULT_ITERATIONS = 100
+COMMUNITY_DEFAULTS = CommunityOptions()
+DEFAULT_PRUNE_THRESHOLD = workflows.DEFAULT_PRUNE_THRESHOLD
+TRAIN_DEFAULTS = workflows.TrainOptions()
+"""The training defaults the help texts quote: the engine's own (``workflows.TrainOptions``)."""
+CHMM_DEFAULT_STATES = TRAIN_DEFAULTS.states
+CHMM_DEFAULT_ITERATIONS = TRAIN_DEFAULTS.iterations
 
 
 def _parse_learner_option(item: str) -> tuple[str, Any]:
@@ -212,7 +223,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
             corpus_text,
             args.learner,
             options,
-            normalise=args.normalise or "paper",
+            normalisation=args.normalisation or "paper",
             validation=args.validation,
             max_train=args.max_train,
             refit=not args.no_refit,
@@ -254,16 +265,14 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _community_options(args: argparse.Namespace) -> Any:
-    from engine.communities import CommunityOptions
-
+def _community_options(args: argparse.Namespace) -> CommunityOptions:
     return CommunityOptions(
         two_level=args.two_level,
         trials=args.trials,
         markov_time=args.markov_time,
         seed=args.seed,
         flow=args.flow,
-        words=getattr(args, "words", 10),
+        words=getattr(args, "words", COMMUNITY_DEFAULTS.words),
     )
 
 
@@ -372,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(registry.LEARNERS),
         default="chmm",
         help="what to train (default chmm); the peers use the same normalisation, splits and refit, and only "
-        "--normalise, --validation, --max-train, --no-refit, --states, --iterations, --seed and --learner-option",
+        "--normalisation, --validation, --max-train, --no-refit, --states, --iterations, --seed and --learner-option",
     )
     train.add_argument(
         "--learner-option",
@@ -386,27 +395,63 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="total number of clones (default 3000); hidden states of hmm/densehmm (default 100), the PDFA's bound",
     )
-    train.add_argument("--allocation", choices=["ngram", "frequency", "uniform"], default=None, help="default ngram")
-    train.add_argument("--ngram-order", type=int, default=None, help="n of the n-gram allocation rule (default 5)")
+    train.add_argument(
+        "--allocation", choices=ALLOCATION_METHODS, default=None, help=f"default {TRAIN_DEFAULTS.allocation}"
+    )
+    train.add_argument(
+        "--ngram-order",
+        type=int,
+        default=None,
+        help=f"n of the n-gram allocation rule (default {TRAIN_DEFAULTS.ngram_order})",
+    )
     train.add_argument(
         "--no-refit",
         action="store_true",
         help="keep the model trained without the validation text (default: retrain on training + validation "
         "for the iterations that validation chose, as the paper does)",
     )
-    train.add_argument("--normalise", choices=["paper", "raw"], default=None, help="default paper")
-    train.add_argument("--algorithm", choices=["em", "online", "viterbi"], default=None, help="default em")
-    train.add_argument("--iterations", type=int, default=None, help="at most this many (default 100; hmm/densehmm 50)")
-    train.add_argument("--batch-size", type=int, default=None, help="online EM batch length (default 10,000 symbols)")
-    train.add_argument("--memory", type=float, default=None, help="online EM lambda (default 0.9)")
-    train.add_argument("--validation", type=float, default=0.1, help="share of the training part held out")
-    train.add_argument("--pseudocount", type=float, default=None, help="default 1e-6")
-    train.add_argument("--tolerance", type=float, default=None, help="relative likelihood gain to stop at (1e-6)")
-    train.add_argument("--patience", type=int, default=None, help="iterations without a better validation BPS (5)")
+    train.add_argument(
+        "--normalisation",
+        "--normalise",
+        dest="normalisation",
+        choices=NORMALISATIONS,
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.normalisation}",
+    )
+    train.add_argument("--algorithm", choices=ALGORITHMS, default=None, help=f"default {TRAIN_DEFAULTS.algorithm}")
+    train.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help=f"at most this many (default {TRAIN_DEFAULTS.iterations}; hmm/densehmm 50)",
+    )
+    train.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"online EM batch length (default {TRAIN_DEFAULTS.batch_size:,} symbols)",
+    )
+    train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
+    train.add_argument(
+        "--validation", type=float, default=TRAIN_DEFAULTS.validation, help="share of the training part held out"
+    )
+    train.add_argument("--pseudocount", type=float, default=None, help=f"default {TRAIN_DEFAULTS.pseudocount:g}")
+    train.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help=f"relative likelihood gain to stop at ({TRAIN_DEFAULTS.tolerance:g})",
+    )
+    train.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help=f"iterations without a better validation BPS ({TRAIN_DEFAULTS.patience})",
+    )
     train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
-    train.add_argument("--dtype", choices=["float32", "float64"], default=None, help="default float32")
+    train.add_argument("--seed", type=int, default=TRAIN_DEFAULTS.seed)
+    train.add_argument("--backend", choices=BACKENDS, default=TRAIN_DEFAULTS.backend)
+    train.add_argument("--dtype", choices=list(workflows.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
     train.add_argument("--init", default=None, help="continue training from this model")
     train.add_argument(
         "--grow-from",
@@ -415,7 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a dense model of this many states, prune it and split its clones up to --states, then sparse "
         "EM (default on the CPU above 10,000 states: states/10; 0 turns it off)",
     )
-    train.add_argument("--grow-threshold", type=float, default=None, help="pruning threshold before the split (1e-3)")
+    train.add_argument(
+        "--grow-threshold",
+        type=float,
+        default=None,
+        help=f"pruning threshold before the split ({TRAIN_DEFAULTS.grow_threshold:g})",
+    )
     train.add_argument("--grow-iterations", type=int, default=None, help="sparse EM iterations after the split")
     train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     train.add_argument("--json", action="store_true")
@@ -424,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="bits per symbol of a text under a model")
     score.add_argument("model")
     score.add_argument("corpus")
-    score.add_argument("--backend", choices=["cpu", "gpu", "auto"], default="cpu")
+    score.add_argument("--backend", choices=BACKENDS, default=TRAIN_DEFAULTS.backend)
     score.add_argument("--json", action="store_true")
     score.set_defaults(run=_cmd_score)
 
@@ -449,16 +499,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_community_arguments(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "--threshold", type=float, default=1e-3, help="prune transitions below this first (default 1e-3)"
+            "--threshold",
+            type=float,
+            default=DEFAULT_PRUNE_THRESHOLD,
+            help=f"prune transitions below this first (default {DEFAULT_PRUNE_THRESHOLD:g})",
         )
-        sub.add_argument("--trials", type=int, default=10, help="Infomap trials (default 10)")
-        sub.add_argument("--seed", type=int, default=0, help="random seed (Infomap gets seed + 1)")
+        sub.add_argument(
+            "--trials",
+            type=int,
+            default=COMMUNITY_DEFAULTS.trials,
+            help=f"Infomap trials (default {COMMUNITY_DEFAULTS.trials})",
+        )
+        sub.add_argument(
+            "--seed", type=int, default=COMMUNITY_DEFAULTS.seed, help="random seed (Infomap gets seed + 1)"
+        )
         sub.add_argument("--two-level", action="store_true", help="two-level partition (default multilevel)")
-        sub.add_argument("--markov-time", type=float, default=1.0, help="Infomap Markov time (default 1)")
+        sub.add_argument(
+            "--markov-time",
+            type=float,
+            default=COMMUNITY_DEFAULTS.markov_time,
+            help=f"Infomap Markov time (default {COMMUNITY_DEFAULTS.markov_time:g})",
+        )
         sub.add_argument(
             "--flow",
-            choices=["stationary", "counts", "directed"],
-            default="stationary",
+            choices=FLOW_SOURCES,
+            default=COMMUNITY_DEFAULTS.flow,
             help="link flow given to Infomap: node flow x T (rawdir, default), expected counts (rawdir), or T "
             "with Infomap's directed model",
         )
@@ -467,7 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     prune = commands.add_parser("prune", help="zero small transitions (a smaller model)")
     prune.add_argument("model")
     prune.add_argument("-o", "--output", required=True, help="pruned model file to write (.npz)")
-    prune.add_argument("--threshold", type=float, default=None, help="zero T below this (default 1e-3)")
+    prune.add_argument(
+        "--threshold", type=float, default=None, help=f"zero T below this (default {DEFAULT_PRUNE_THRESHOLD:g})"
+    )
     prune.add_argument("--top-mass", type=float, default=None, help="per row, keep the largest entries up to this mass")
     prune.add_argument("--viterbi", default=None, help="keep only the clones the Viterbi path of this text uses")
     prune.add_argument("--validation", default=None, help="text to score before and after pruning")
@@ -478,15 +545,18 @@ def build_parser() -> argparse.ArgumentParser:
     communities.add_argument("model")
     communities.add_argument("-o", "--output", required=True, help="result folder to write")
     add_community_arguments(communities)
-    communities.add_argument("--words", type=int, default=10, help="generalized words per module (default 10)")
+    communities.add_argument(
+        "--words",
+        type=int,
+        default=COMMUNITY_DEFAULTS.words,
+        help=f"generalized words per module (default {COMMUNITY_DEFAULTS.words})",
+    )
     communities.add_argument("--json", action="store_true")
     communities.set_defaults(run=_cmd_communities)
 
     export = commands.add_parser("export", help="export the clone graph or one module's subgraph")
     export.add_argument("model")
-    export.add_argument(
-        "--format", required=True, choices=["graphml", "gexf", "cyjs", "pajek", "clu", "tree", "ftree", "npz"]
-    )
+    export.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     export.add_argument("-o", "--output", required=True, help="file to write")
     export.add_argument("--module", default=None, help="export only this module (id as in the module table: 3 or 3:2)")
     add_community_arguments(export)

@@ -37,8 +37,8 @@ class TrainOptions:
 
     states: int = 3000
     allocation: str = "ngram"
-    ngram_order: int = 5
-    normalise: str = "paper"
+    ngram_order: int = allocation.DEFAULT_NGRAM_ORDER
+    normalisation: str = "paper"
     algorithm: str = "em"
     iterations: int = 100
     batch_size: int = 10_000
@@ -67,9 +67,9 @@ class TrainOptions:
             raise ValueError(
                 f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
             )
-        if self.normalise not in text.NORMALISATIONS:
+        if self.normalisation not in text.NORMALISATIONS:
             raise ValueError(
-                f"unknown normalisation {self.normalise!r}; choose one of {', '.join(text.NORMALISATIONS)}"
+                f"unknown normalisation {self.normalisation!r}; choose one of {', '.join(text.NORMALISATIONS)}"
             )
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
@@ -235,7 +235,7 @@ def prepare_training_corpus(
     codec = init_model.codec if init_model is not None else None
     return text.prepare_corpus(
         corpus_text,
-        normalisation=codec.normalisation if codec is not None else options.normalise,
+        normalisation=codec.normalisation if codec is not None else options.normalisation,
         test_fraction=options.test_fraction,
         validation=options.validation,
         max_train=options.max_train,

@@ -24,7 +24,7 @@ from engine.text import CorpusError
 TINY = {
     "states": 60,
     "allocation": "ngram",
-    "normalise": "paper",
+    "normalisation": "paper",
     "algorithm": "em",
     "iterations": 2,
     "batch_size": 2000,
@@ -384,7 +384,7 @@ def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path)
     with pytest.raises(UserError, match="too long"):
         services.decode(folder, "a" * (services.MAX_DECODE_CHARS + 1))
     # a "raw" model keeps characters as they are, so unknown ones are named
-    options = workflows.TrainOptions(states=120, normalise="raw", iterations=1, refit=False)
+    options = workflows.TrainOptions(states=120, normalisation="raw", iterations=1, refit=False)
     saved = tmp_path / "raw.npz"
     workflows.save_model(workflows.train_text(SHORT_TEXT, options).model, saved)
     services.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
@@ -421,7 +421,9 @@ def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters
     services.store_corpus(folder, data_uri(corpus_text.encode("utf-8")), "alice-contact.txt")
     cases = ((0.1, "held-out validation split of alice-contact.txt"), (0.0, "without a validation split"))
     for validation, expected in cases:
-        options = workflows.TrainOptions(states=120, normalise="raw", iterations=1, validation=validation, refit=False)
+        options = workflows.TrainOptions(
+            states=120, normalisation="raw", iterations=1, validation=validation, refit=False
+        )
         model = workflows.train_text(corpus_text, options, name="alice-contact.txt").model
         text_scored, source = services.prune_validation_text(folder, model)
         assert expected in source

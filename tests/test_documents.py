@@ -119,7 +119,7 @@ def test_training_on_documents_never_links_them(tmp_path: Path) -> None:
     model of the documents has no block for it, while the model of their concatenation would."""
     documents = [Document("one", "abab abba " * 30 + "z"), Document("two", "y" + " baab abab" * 30)]
     options = workflows.TrainOptions(
-        states=12, allocation="uniform", normalise="raw", iterations=3, validation=0.0, test_fraction=0.0
+        states=12, allocation="uniform", normalisation="raw", iterations=3, validation=0.0, test_fraction=0.0
     )
     model = workflows.train_text(documents, options, name="two").model
     z, y = model.symbols.index("z"), model.symbols.index("y")

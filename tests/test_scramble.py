@@ -22,12 +22,12 @@ MEMORISED = (
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
-def train_memorised(normalise: str) -> CHMM:
+def train_memorised(normalisation: str) -> CHMM:
     """A CHMM that has memorised MEMORISED (repeated 20 times; every word is seen often, so nothing is rare)."""
     options = workflows.TrainOptions(
         states=320,
         allocation="frequency",
-        normalise=normalise,
+        normalisation=normalisation,
         iterations=60,
         validation=0.0,
         test_fraction=0.0,

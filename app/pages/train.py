@@ -10,10 +10,18 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import config, figures, ids, jobs, services, sessions, ui
+from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
+from engine.learning import ALGORITHMS
+from engine.text import NORMALISATIONS
+from engine.workflows import TrainOptions
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
+DEFAULTS = TrainOptions()
+"""The engine's training defaults; the page starts smaller and faster (600 states, online EM, 30 iterations,
+batches of 2,000) so that a first training in the browser takes seconds."""
+ALGORITHM_LABELS = {"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}
 GPU_AVAILABLE, GPU_REASON = gpu_probably_available()
 GPU_NOTE = (
     "Training runs on the GPU (CuPy) inside the background job." if GPU_AVAILABLE else f"GPU unavailable: {GPU_REASON}."
@@ -21,7 +29,7 @@ GPU_NOTE = (
 FORM = [
     ("states", ids.TRAIN_STATES),
     ("allocation", ids.TRAIN_ALLOCATION),
-    ("normalise", ids.TRAIN_NORMALISE),
+    ("normalisation", ids.TRAIN_NORMALISATION),
     ("algorithm", ids.TRAIN_ALGORITHM),
     ("iterations", ids.TRAIN_ITERATIONS),
     ("batch_size", ids.TRAIN_BATCH_SIZE),
@@ -74,34 +82,35 @@ def layout(**_query: Any) -> html.Div:
                     "Allocation",
                     dcc.Dropdown(
                         id=ids.TRAIN_ALLOCATION,
-                        options=["ngram", "frequency", "uniform"],
-                        value="ngram",
+                        options=list(ALLOCATION_METHODS),
+                        value=DEFAULTS.allocation,
                         clearable=False,
                     ),
                     "clones per symbol: n-gram counts, symbol frequency or equal",
                 ),
                 ui.field(
                     "Normalisation",
-                    dcc.RadioItems(id=ids.TRAIN_NORMALISE, options=["paper", "raw"], value="paper", inline=True),
+                    dcc.RadioItems(
+                        id=ids.TRAIN_NORMALISATION,
+                        options=list(NORMALISATIONS),
+                        value=DEFAULTS.normalisation,
+                        inline=True,
+                    ),
                     "paper: lowercase letters and spaces, rare words replaced; raw: every character",
                 ),
                 ui.field(
                     "Algorithm",
                     dcc.RadioItems(
                         id=ids.TRAIN_ALGORITHM,
-                        options=[
-                            {"label": "EM", "value": "em"},
-                            {"label": "online EM", "value": "online"},
-                            {"label": "Viterbi EM", "value": "viterbi"},
-                        ],
+                        options=[{"label": ALGORITHM_LABELS[name], "value": name} for name in ALGORITHMS],
                         value="online",
                         inline=True,
                     ),
                 ),
                 ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30)),
                 ui.field("Batch size (online EM)", _number(ids.TRAIN_BATCH_SIZE, 2000)),
-                ui.field("Validation share", _number(ids.TRAIN_VALIDATION, 0.1), "0 to 0.5"),
-                ui.field("Seed", _number(ids.TRAIN_SEED, 0)),
+                ui.field("Validation share", _number(ids.TRAIN_VALIDATION, DEFAULTS.validation), "0 to 0.5"),
+                ui.field("Seed", _number(ids.TRAIN_SEED, DEFAULTS.seed)),
                 ui.field(
                     "Backend",
                     dcc.RadioItems(
@@ -199,7 +208,7 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
 @callback(
     Output(ids.CORPUS_PREVIEW, "children"),
     Input(ids.CORPUS_VERSION, "data"),
-    Input(ids.TRAIN_NORMALISE, "value"),
+    Input(ids.TRAIN_NORMALISATION, "value"),
     Input(ids.TRAIN_VALIDATION, "value"),
     Input(ids.SESSION, "data"),
 )

@@ -165,7 +165,7 @@ def train_peer_text(
     kind: str,
     options: dict[str, Any] | None = None,
     *,
-    normalise: str = "paper",
+    normalisation: str = "paper",
     validation: float = 0.1,
     test_fraction: float = 0.1,
     max_train: int | None = None,
@@ -183,7 +183,7 @@ def train_peer_text(
     started = time.perf_counter()
     corpus = text.prepare_corpus(
         corpus_text,
-        normalisation=normalise,
+        normalisation=normalisation,
         test_fraction=test_fraction,
         validation=validation,
         max_train=max_train,
@@ -238,7 +238,7 @@ def train_peer_text(
         "vocabulary": corpus.vocabulary,
         "symbols": list(corpus.symbols),
         "settings": {
-            "normalise": normalise,
+            "normalisation": normalisation,
             "validation": validation,
             "test_fraction": test_fraction,
             "max_train": max_train,
@@ -278,7 +278,7 @@ def train_learner_text(
     kind: str,
     options: dict[str, Any] | None = None,
     *,
-    normalise: str = "paper",
+    normalisation: str = "paper",
     validation: float = 0.1,
     max_train: int | None = None,
     refit: bool = True,
@@ -297,14 +297,14 @@ def train_learner_text(
             corpus_text,
             kind,
             options,
-            normalise=normalise,
+            normalisation=normalisation,
             validation=validation,
             max_train=max_train,
             refit=refit,
             name=name,
             log=log,
         )
-    fields = {"normalise": normalise, "validation": validation, "max_train": max_train, "refit": refit}
+    fields = {"normalisation": normalisation, "validation": validation, "max_train": max_train, "refit": refit}
     train_options = workflows.TrainOptions(**(fields | dict(options or {})))
     outcome = workflows.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
     if outcome.result.stopped in workflows.STOPPED_BAD:
