@@ -13,7 +13,6 @@ checks input, calls the registry and turns its figures into rows and a plotly fi
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -24,18 +23,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app import config, services
+from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles
 from app.services import UserError
 from engine import learning, text, workflows
 from engine.errors import error_message
-from engine.files import atomic_write_json
 from engine.peers import registry
 
 COMPARE = "compare.json"
 HEARTBEAT = "compare-heartbeat"
 CANCEL = "compare-cancel"
-HEARTBEAT_S = 1.0
-STALE_AFTER_S = 15.0
-RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
 DONE, PENDING, TRAINING, SKIPPED = "done", "pending", "training", "skipped"
 
 CORPORA = {"sample": "the sample corpus (Alice in Wonderland)", "session": "this session's corpus (Train page)"}
@@ -71,30 +67,24 @@ ProgressReport = Callable[[dict[str, Any]], None]
 # ------------------------------------------------------------------------------------------ files
 def _write(folder: Path, saved: dict[str, Any]) -> None:
     saved["updated"] = time.time()
-    atomic_write_json(folder / COMPARE, saved)
+    compare_files(folder).write(saved)
+
+
+def compare_files(folder: Path) -> JobFiles:
+    """The comparison job's record, heartbeat and cancel flag in a session folder."""
+    return JobFiles(folder / COMPARE, folder / HEARTBEAT, folder / CANCEL)
 
 
 def read_compare(folder: Path) -> dict[str, Any] | None:
     """The session's latest comparison (None before any, or when the file is unreadable)."""
-    try:
-        saved = json.loads((folder / COMPARE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return saved if isinstance(saved, dict) and isinstance(saved.get("results"), list) else None
+    saved = compare_files(folder).read()
+    return saved if saved is not None and isinstance(saved.get("results"), list) else None
 
 
 def compare_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a comparison of this session is running: status ``running`` and a heartbeat in the last 15 s (a job
-    killed without a word leaves a stale heartbeat and does not block the session)."""
+    """Whether a comparison of this session is running (see :meth:`app.background.JobFiles.running`)."""
     saved = read_compare(folder)
-    if not saved or saved.get("status") != RUNNING:
-        return False
-    now = time.time() if now is None else now
-    try:
-        last = (folder / HEARTBEAT).stat().st_mtime
-    except OSError:
-        last = float(saved.get("started", 0.0))
-    return now - last < STALE_AFTER_S
+    return saved is not None and compare_files(folder).running(now, saved)
 
 
 # ------------------------------------------------------------------------------------------ input
@@ -144,12 +134,6 @@ def _check_chmm_memory(corpus: text.Corpus, options: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------------ the job
-def _heartbeat(folder: Path, stop: threading.Event) -> None:
-    beat = folder / HEARTBEAT
-    while not stop.wait(HEARTBEAT_S):
-        beat.touch()
-
-
 def _row(kind: str) -> dict[str, Any]:
     return {"learner": kind, "label": LEARNER_LABELS[kind], "status": PENDING, "message": ""}
 
@@ -186,7 +170,8 @@ def run_compare_job(
         prepared = _check_corpus(corpus_text, name)
     except (ValueError, OSError) as exc:
         return refuse(services.describe_error(exc))
-    cancel_flag = folder / CANCEL
+    files = compare_files(folder)
+    cancel_flag = files.cancel
     cancel_flag.unlink(missing_ok=True)
     settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
     saved.update(
@@ -195,12 +180,9 @@ def run_compare_job(
         results=[_row(kind) for kind in kinds],
         message=f"Comparing {len(kinds)} learner(s) on {name}.",
     )
-    (folder / HEARTBEAT).touch()
+    files.heartbeat.touch()
     publish()
-    stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(folder, stop), daemon=True)
-    beat.start()
-    try:
+    with files.alive():
         for row in saved["results"]:
             if cancel_flag.exists():
                 row.update(status=SKIPPED, message="cancelled")
@@ -210,9 +192,6 @@ def run_compare_job(
             publish()
             _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag)
             publish()
-    finally:
-        stop.set()
-        beat.join(timeout=5)
     done = sum(row["status"] == DONE for row in saved["results"])
     if cancel_flag.exists():
         saved.update(status=CANCELLED, message=f"Comparison cancelled; {done} learner(s) finished.")
@@ -258,7 +237,7 @@ def _train_one(
 def request_cancel(folder: Path) -> str:
     """Ask the session's running comparison to stop (the flag file; the job's file is marked cancelled at once, as
     the page's Cancel button may also have killed the job's process) and say what the page should show."""
-    (folder / CANCEL).touch()
+    compare_files(folder).request_cancel()
     saved = read_compare(folder)
     if not saved or saved.get("status") != RUNNING:
         return "No comparison is running."

@@ -19,7 +19,6 @@ online EM) even where the job cannot be killed (a Celery worker on another machi
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -30,14 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
+from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, read_json
 from engine import learning, text, workflows
 from engine.backend import gpu_probably_available
 from engine.files import atomic_write_json
 from engine.learning import ALGORITHMS
-
-RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
-HEARTBEAT_S = 1.0
-STALE_AFTER_S = 15.0
 
 DEFAULTS = workflows.TrainOptions()
 
@@ -58,36 +54,24 @@ class JobOutcome:
 
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+def training_files(folder: Path) -> JobFiles:
+    """The training job's record, heartbeat and cancel flag in a session folder."""
+    return JobFiles(folder / sessions.JOB, folder / sessions.HEARTBEAT, folder / sessions.CANCEL)
 
 
 def read_progress(folder: Path) -> dict[str, Any] | None:
     """The latest job's progress file (None before any job)."""
-    return _read_json(folder / sessions.PROGRESS)
+    return read_json(folder / sessions.PROGRESS)
 
 
 def read_job(folder: Path) -> dict[str, Any] | None:
     """The latest job's status file (None before any job)."""
-    return _read_json(folder / sessions.JOB)
+    return training_files(folder).read()
 
 
 def job_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a job of this session is running: status ``running`` with a heartbeat in the last 15 s (a job
-    killed without a word leaves a stale heartbeat, so it does not block the session forever)."""
-    job = read_job(folder)
-    if not job or job.get("status") != RUNNING:
-        return False
-    now = time.time() if now is None else now
-    try:
-        last = (folder / sessions.HEARTBEAT).stat().st_mtime
-    except OSError:
-        last = float(job.get("started", 0.0))
-    return now - last < STALE_AFTER_S
+    """Whether a training job of this session is running (see :meth:`app.background.JobFiles.running`)."""
+    return training_files(folder).running(now)
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -229,20 +213,9 @@ class _Progress:
         self.write()
 
 
-def _heartbeat(folder: Path, report: ProgressReport | None, stop: threading.Event) -> None:
-    """Every second: touch the heartbeat file (the job is alive) and hand the progress file to ``report``."""
-    beat = folder / sessions.HEARTBEAT
-    while not stop.wait(HEARTBEAT_S):
-        beat.touch()
-        if report is not None:
-            progress = read_progress(folder)
-            if progress is not None:
-                report(progress)
-
-
 def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, status: str, message: str) -> JobOutcome:
     job.update(status=status, message=message, finished=time.time())
-    atomic_write_json(folder / sessions.JOB, job)
+    training_files(folder).write(job)
     if progress is not None:
         progress.update(status=status, message=message)
     return JobOutcome(job["key"], status, message)
@@ -271,8 +244,8 @@ def run_training_job(
         running = read_job(folder) or {}
         if running.get("key") != key:
             return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
-    cancel_flag = folder / sessions.CANCEL
-    cancel_flag.unlink(missing_ok=True)
+    files = training_files(folder)
+    files.cancel.unlink(missing_ok=True)
     job: dict[str, Any] = {
         "key": key,
         "status": RUNNING,
@@ -280,27 +253,28 @@ def run_training_job(
         "options": asdict(options),
         "started": time.time(),
     }
-    (folder / sessions.HEARTBEAT).touch()
-    atomic_write_json(folder / sessions.JOB, job)
+    files.heartbeat.touch()
+    files.write(job)
     progress = _Progress(folder, key, options)
     try:
         check = check_training(folder, options)
     except (ValueError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
     progress.update(phase="training", message=check.message)
-    stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(folder, report, stop), daemon=True)
-    beat.start()
-    try:
-        status, message = _train_and_install(folder, options, check, progress, key)
-    except MemoryError:
-        status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
-    except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
-        status = FAILED
-        message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
-    finally:
-        stop.set()
-        beat.join(timeout=5)
+
+    def hand_progress() -> None:
+        latest = read_progress(folder)
+        if report is not None and latest is not None:
+            report(latest)
+
+    with files.alive(hand_progress):
+        try:
+            status, message = _train_and_install(folder, options, check, progress, key)
+        except MemoryError:
+            status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
+        except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
+            status = FAILED
+            message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
     outcome = _finish(folder, job, progress, status, message)
     if report is not None:
         report(progress.state)
@@ -337,14 +311,15 @@ def _train_and_install(
 
 def request_cancel(folder: Path) -> str:
     """Ask the session's running job to stop (the cancel flag file) and say what the page should show."""
-    (folder / sessions.CANCEL).touch()
-    job = read_job(folder)
+    files = training_files(folder)
+    files.request_cancel()
+    job = files.read()
     if job and job.get("status") == FINISHED:
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = "Training cancelled; the previous model is still current."
     if job and job.get("status") == RUNNING:
         job.update(status=CANCELLED, message=message, finished=time.time())
-        atomic_write_json(folder / sessions.JOB, job)
+        files.write(job)
         progress = read_progress(folder)
         if progress is not None and progress.get("key") == job.get("key"):
             progress.update(status=CANCELLED, message=message)

@@ -18,6 +18,7 @@ from engine import export as export_mod
 from engine import graph as graph_mod
 from engine import model as model_io
 from engine import sparse as sparse_mod
+from engine.allocation import DEFAULT_NGRAM_ORDER
 from engine.backend import resolve_backend
 from engine.codec import TextCodec
 from engine.model import CHMM, pairs_in_sequence, random_model
@@ -37,7 +38,7 @@ class TrainOptions:
 
     states: int = 3000
     allocation: str = "ngram"
-    ngram_order: int = allocation.DEFAULT_NGRAM_ORDER
+    ngram_order: int = DEFAULT_NGRAM_ORDER
     normalisation: str = "paper"
     algorithm: str = "em"
     iterations: int = 100
