@@ -25,6 +25,7 @@ from plotly.subplots import make_subplots
 from app import config, services
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles
 from app.services import UserError
+from app.services import corpus as corpus_service
 from engine import learning, text, workflows
 from engine.errors import error_message
 from engine.peers import registry
@@ -109,9 +110,9 @@ def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
             raise UserError("The bundled sample corpus is missing from this installation.")
         return text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     if choice == "session":
-        if services.corpus_info(folder) is None:
+        if corpus_service.corpus_info(folder) is None:
             raise UserError("This session has no corpus yet: upload one on the Train page, or use the sample corpus.")
-        corpus_text, info = services.read_corpus(folder)
+        corpus_text, info = corpus_service.read_corpus(folder)
         return corpus_text, info.name
     raise UserError("Choose the corpus: this session's corpus or the sample corpus.")
 

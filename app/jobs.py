@@ -30,6 +30,7 @@ from typing import Any
 
 from app import config, services, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, read_json
+from app.services import corpus as corpus_service
 from engine import learning, text, workflows
 from engine.backend import gpu_probably_available
 from engine.files import atomic_write_json
@@ -138,7 +139,7 @@ class TrainingCheck:
 def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingCheck:
     """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
-    corpus_text, info = services.read_corpus(folder)
+    corpus_text, info = corpus_service.read_corpus(folder)
     corpus = text.prepare_corpus(
         corpus_text,
         normalisation=options.normalisation,

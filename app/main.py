@@ -20,6 +20,7 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app import config, ids, services, sessions, ui
+from app.services import models as model_service
 
 PAGES = Path(__file__).resolve().parent / "pages"
 BACKGROUND_CACHE = ".background-cache"
@@ -118,7 +119,7 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
 def show_model_badge(session_id: str | None, _version: Any) -> str:
     """The current model in one line, in the navigation bar."""
     try:
-        summary = services.model_summary(sessions.session_folder(session_id))
+        summary = model_service.model_summary(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return services.describe_error(exc)
     if summary is None:

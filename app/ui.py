@@ -9,6 +9,7 @@ from dash.exceptions import PreventUpdate
 
 from app import services, sessions
 from app.services import UserError
+from app.services import models as model_service
 from engine.model import ModelFormatError
 from engine.text import CorpusError
 
@@ -30,7 +31,7 @@ def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any,
     as a download, or an error message (and no download)."""
     require_click(clicks)
     try:
-        path, name = services.model_download(sessions.session_folder(session_id))
+        path, name = model_service.model_download(sessions.session_folder(session_id))
     except EXPECTED_ERRORS as exc:
         return no_update, error_message(exc)
     return dcc.send_file(str(path), filename=name), no_update

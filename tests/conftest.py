@@ -29,7 +29,7 @@ def folder(data_dir: Path) -> Path:
 @pytest.fixture
 def with_corpus(folder: Path) -> Path:
     """A session whose corpus is the first 30,000 characters of Alice."""
-    from app import services
+    from app.services import corpus as corpus_service
 
-    services.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
+    corpus_service.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
     return folder

@@ -18,6 +18,12 @@ from support import SHORT_TEXT, data_uri
 
 from app import config, figures, jobs, services, sessions
 from app.services import UserError
+from app.services import corpus as corpus_service
+from app.services import decode as decode_service
+from app.services import generate as generate_service
+from app.services import graphs as graph_service
+from app.services import models as model_service
+from app.services import pruning as prune_service
 from engine import workflows
 from engine.text import CorpusError
 
@@ -58,15 +64,15 @@ def current_bytes(folder: Path) -> bytes:
 )
 def test_corpus_upload_rejects_bad_files_with_a_clear_message(folder: Path, payload: bytes, expected: str) -> None:
     with pytest.raises(CorpusError, match=expected):
-        services.store_corpus(folder, data_uri(payload), "bad.txt")
-    assert services.corpus_info(folder) is None
+        corpus_service.store_corpus(folder, data_uri(payload), "bad.txt")
+    assert corpus_service.corpus_info(folder) is None
 
 
 def test_corpus_upload_size_limit_is_configurable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHMM_MAX_UPLOAD_MB", "0.001")  # 1,000 bytes
     assert config.max_upload_bytes() == 1000
     with pytest.raises((UserError, CorpusError), match="too large"):
-        services.store_corpus(folder, data_uri(b"abc " * 400), "big.txt")
+        corpus_service.store_corpus(folder, data_uri(b"abc " * 400), "big.txt")
     monkeypatch.delenv("CHMM_MAX_UPLOAD_MB")
     assert config.max_upload_bytes() == 20_000_000
 
@@ -76,7 +82,7 @@ def test_model_upload_limit_is_exact(folder: Path, monkeypatch: pytest.MonkeyPat
     before = current_bytes(folder)
     for size in (1001, 1002, 1003):  # base64 rounding must not let a few bytes over the limit through
         with pytest.raises(UserError, match="too large"):
-            services.load_model_upload(folder, data_uri(b"x" * size), "m.npz")
+            model_service.load_model_upload(folder, data_uri(b"x" * size), "m.npz")
     assert current_bytes(folder) == before
 
 
@@ -95,30 +101,30 @@ def test_error_messages_keep_file_names_as_they_are() -> None:
 
 def test_damaged_upload_and_missing_upload(folder: Path) -> None:
     with pytest.raises(UserError, match="damaged"):
-        services.store_corpus(folder, "not a data uri", "x.txt")
+        corpus_service.store_corpus(folder, "not a data uri", "x.txt")
     with pytest.raises(UserError, match="damaged"):
-        services.store_corpus(folder, "data:text/plain;base64,@@@@", "x.txt")
+        corpus_service.store_corpus(folder, "data:text/plain;base64,@@@@", "x.txt")
     with pytest.raises(UserError, match="No file"):
-        services.store_corpus(folder, None, None)
+        corpus_service.store_corpus(folder, None, None)
 
 
 def test_good_upload_is_kept_and_previewed(with_corpus: Path) -> None:
-    info = services.corpus_info(with_corpus)
+    info = corpus_service.corpus_info(with_corpus)
     assert info is not None and info.name == "alice-short.txt" and info.characters == len(SHORT_TEXT)
-    preview = services.corpus_preview(with_corpus, "paper", 0.1)
+    preview = corpus_service.corpus_preview(with_corpus, "paper", 0.1)
     assert preview["alphabet_size"] == 27 and preview["alphabet"].startswith("\u2423abc")
     assert preview["preview"] and preview["preview"] == preview["preview"].lower()
     assert preview["train"] > preview["validation"] > 0 and preview["test"] > 0
-    raw = services.corpus_preview(with_corpus, "raw", 0.1)
+    raw = corpus_service.corpus_preview(with_corpus, "raw", 0.1)
     assert raw["alphabet_size"] > 27 and raw["vocabulary"] is None
     # a rejected upload afterwards keeps the good corpus
     with pytest.raises(CorpusError):
-        services.store_corpus(with_corpus, data_uri(b""), "empty.txt")
-    assert services.corpus_info(with_corpus).name == "alice-short.txt"
+        corpus_service.store_corpus(with_corpus, data_uri(b""), "empty.txt")
+    assert corpus_service.corpus_info(with_corpus).name == "alice-short.txt"
 
 
 def test_sample_corpus(folder: Path) -> None:
-    info = services.use_sample_corpus(folder)
+    info = corpus_service.use_sample_corpus(folder)
     assert info.name == "carroll-alice.txt" and info.characters > 100_000
 
 
@@ -129,8 +135,8 @@ def test_sessions_are_isolated(data_dir: Path) -> None:
     a, b = sessions.session_folder(first), sessions.session_folder(second)
     assert a != b and a.parent == b.parent == data_dir
     assert a.name == first and b.name == second
-    services.store_corpus(a, data_uri(b"hello world, hello there"), "a.txt")
-    assert services.corpus_info(a) is not None and services.corpus_info(b) is None
+    corpus_service.store_corpus(a, data_uri(b"hello world, hello there"), "a.txt")
+    assert corpus_service.corpus_info(a) is not None and corpus_service.corpus_info(b) is None
     assert sessions.session_folder(first) == a  # the same id finds the same folder again
 
 
@@ -144,7 +150,7 @@ def test_session_ids_are_checked(bad: object, data_dir: Path) -> None:
 def test_new_session_starts_on_a_copy_of_the_sample_model(folder: Path) -> None:
     assert config.SAMPLE_MODEL.is_file(), "sample_models/alice-600.npz is missing (python sample_models/make_sample.py)"
     assert current_bytes(folder) == config.SAMPLE_MODEL.read_bytes()
-    summary = services.model_summary(folder)
+    summary = model_service.model_summary(folder)
     assert summary is not None and summary["states"] == 600 and summary["alphabet_size"] == 27
     assert sum(summary["clones"]) == 600 and summary["nonzeros"] > 0 and summary["history"]
     assert summary["test_bps"] is not None and not summary["has_previous"]
@@ -153,9 +159,9 @@ def test_new_session_starts_on_a_copy_of_the_sample_model(folder: Path) -> None:
 def test_start_model_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CHMM_START_MODEL", str(tmp_path / "missing.npz"))
     folder = sessions.session_folder(sessions.new_session_id())
-    assert services.model_summary(folder) is None
+    assert model_service.model_summary(folder) is None
     with pytest.raises(UserError, match="no model"):
-        services.sample(folder, 10)
+        generate_service.sample(folder, 10)
 
 
 def test_cleanup_removes_only_expired_session_folders(data_dir: Path) -> None:
@@ -189,9 +195,9 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     value, label, figure = figures.progress_view(progress)
     assert value == 100.0 and label.startswith("Finished") and len(figure.data) >= 2
     # undo goes back to the sample model, and again forward
-    services.undo_model(with_corpus)
+    model_service.undo_model(with_corpus)
     assert current_bytes(with_corpus) == before
-    services.undo_model(with_corpus)
+    model_service.undo_model(with_corpus)
     assert workflows.load_model(sessions.current_model_path(with_corpus)).n_states == 60
 
 
@@ -277,7 +283,7 @@ def test_loading_a_file_that_is_not_a_model_keeps_the_current_model(folder: Path
     before = current_bytes(folder)
     for payload in (b"just some text", b"PK\x03\x04 damaged zip"):
         with pytest.raises(UserError, match="cannot be loaded.*current model is unchanged"):
-            services.load_model_upload(folder, data_uri(payload, "application/octet-stream"), "notes.npz")
+            model_service.load_model_upload(folder, data_uri(payload, "application/octet-stream"), "notes.npz")
         assert current_bytes(folder) == before
     assert not any((folder / sessions.JOBS).iterdir())
 
@@ -286,45 +292,49 @@ def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
     outcome = workflows.train_text(SHORT_TEXT, workflows.TrainOptions(states=40, iterations=1, refit=False))
     saved = tmp_path / "small.npz"
     workflows.save_model(outcome.model, saved)
-    message = services.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "small.npz")
+    message = model_service.load_model_upload(
+        folder, data_uri(saved.read_bytes(), "application/octet-stream"), "small.npz"
+    )
     assert "40 states" in message
-    assert services.model_summary(folder)["states"] == 40 and services.model_summary(folder)["has_previous"]
-    path, name = services.model_download(folder)
+    assert model_service.model_summary(folder)["states"] == 40 and model_service.model_summary(folder)["has_previous"]
+    path, name = model_service.model_download(folder)
     assert path.read_bytes() == saved.read_bytes() and name.endswith(".npz")
 
 
 def test_undo_without_a_previous_model(folder: Path) -> None:
     with pytest.raises(UserError, match="no previous model"):
-        services.undo_model(folder)
+        model_service.undo_model(folder)
 
 
 # ------------------------------------------------------------------------------------------ generate
 def test_sampling_returns_the_requested_length(folder: Path) -> None:
-    assert len(services.sample(folder, 200, 0)) == 200
-    assert services.sample(folder, 50, 3) == services.sample(folder, "50", "3")
-    assert len(services.sample(folder, 80, 1, "alice was")) == 80
+    assert len(generate_service.sample(folder, 200, 0)) == 200
+    assert generate_service.sample(folder, 50, 3) == generate_service.sample(folder, "50", "3")
+    assert len(generate_service.sample(folder, 80, 1, "alice was")) == 80
     with pytest.raises(UserError, match="whole number"):
-        services.sample(folder, 0)
+        generate_service.sample(folder, 0)
     with pytest.raises(UserError, match="prefix"):
-        services.sample(folder, 10, 0, "!!! ...")
+        generate_service.sample(folder, 10, 0, "!!! ...")
 
 
 def test_scoring_pasted_text(folder: Path) -> None:
-    result = services.score(folder, "Alice was beginning to get very tired of sitting by her sister on the bank.")
+    result = generate_service.score(
+        folder, "Alice was beginning to get very tired of sitting by her sister on the bank."
+    )
     assert 0.5 < result["bps"] < 5 and result["symbols"] > 50
     shaded = result["surprisal"]  # every normalised character with its bits; their mean is the BPS
     normalised = "alice was beginning to get very tired of sitting by her sister on the bank"
     assert "".join(char for char, _ in shaded) == normalised
     assert np.mean([bits for _, bits in shaded]) == pytest.approx(result["bps"], abs=1e-3)
-    long = services.score(folder, "the queen said " * 500)
-    assert len(long["surprisal"]) == services.MAX_SURPRISAL_CHARS < long["symbols"]
+    long = generate_service.score(folder, "the queen said " * 500)
+    assert len(long["surprisal"]) == generate_service.MAX_SURPRISAL_CHARS < long["symbols"]
     with pytest.raises(UserError, match="Paste some text"):
-        services.score(folder, "   ")
+        generate_service.score(folder, "   ")
 
 
 # ------------------------------------------------------------------------------------------ decode
 def test_decoding_an_unscrambled_sentence_returns_it(folder: Path) -> None:
-    result = services.decode(folder, "The Queen said to the King.")
+    result = decode_service.decode(folder, "The Queen said to the King.")
     assert result["scrambled"] == result["decoded"] == "the queen said to the king"
     assert result["changed"] == 0 and result["spans"] == []
     assert result["segments"] == [("the queen said to the king", False)] and result["seconds"] >= 0
@@ -332,12 +342,12 @@ def test_decoding_an_unscrambled_sentence_returns_it(folder: Path) -> None:
 
 def test_scramble_then_decode_marks_the_changed_runs(folder: Path) -> None:
     sentence = "Alice was beginning to get very tired of sitting by her sister on the bank."
-    scrambled = services.scramble_sentence(folder, sentence, 3)
-    assert scrambled == services.scramble_sentence(folder, sentence, "3")  # the seed makes it repeatable
+    scrambled = decode_service.scramble_sentence(folder, sentence, 3)
+    assert scrambled == decode_service.scramble_sentence(folder, sentence, "3")  # the seed makes it repeatable
     assert scrambled != "alice was beginning to get very tired of sitting by her sister on the bank"
     assert sorted(scrambled) == sorted("alice was beginning to get very tired of sitting by her sister on the bank")
     for constrained in (False, True):
-        result = services.decode(folder, scrambled, constrained)
+        result = decode_service.decode(folder, scrambled, constrained)
         assert result["scrambled"] == scrambled and result["constrained"] is constrained
         assert result["changed"] > 0 and result["spans"]
         assert "".join(piece for piece, _ in result["segments"]) == result["decoded"]
@@ -350,10 +360,10 @@ def test_scramble_then_decode_marks_the_changed_runs(folder: Path) -> None:
 
 def test_decoding_is_scored_against_the_sentence_before_scrambling(folder: Path) -> None:
     sentence = "Alice was beginning to get very tired of sitting by her sister on the bank."
-    pair = services.scramble_with_original(folder, sentence, 3)
+    pair = decode_service.scramble_with_original(folder, sentence, 3)
     assert pair["original"] == "alice was beginning to get very tired of sitting by her sister on the bank"
-    assert pair["scrambled"] == services.scramble_sentence(folder, sentence, 3)
-    result = services.decode(folder, pair["scrambled"], False, pair)
+    assert pair["scrambled"] == decode_service.scramble_sentence(folder, sentence, 3)
+    result = decode_service.decode(folder, pair["scrambled"], False, pair)
     restored = result["restored"]
     assert result["original"] == pair["original"] and restored["words"] == 15 and restored["characters"] == 74
     truth, decoded = pair["original"].split(), result["decoded"].split()
@@ -361,71 +371,71 @@ def test_decoding_is_scored_against_the_sentence_before_scrambling(folder: Path)
     scrambled_right = sum(a == b for a, b in zip(truth, pair["scrambled"].split(), strict=True))
     assert restored["words_restored"] > scrambled_right  # decoding brings words back
     # scrambling the scrambled text again keeps the sentence before any scrambling (found by a UX review)
-    again = services.scramble_with_original(folder, pair["scrambled"], 5, pair)
+    again = decode_service.scramble_with_original(folder, pair["scrambled"], 5, pair)
     assert again["original"] == pair["original"] and again["scrambled"] != pair["scrambled"]
-    assert services.scramble_with_original(folder, "the queen", 5, pair)["original"] == "the queen"
+    assert decode_service.scramble_with_original(folder, "the queen", 5, pair)["original"] == "the queen"
     # the text was edited after scrambling (or never scrambled): nothing to compare with
-    assert services.decode(folder, pair["scrambled"] + " and", False, pair)["restored"] is None
-    assert services.decode(folder, pair["scrambled"], False, None)["restored"] is None
+    assert decode_service.decode(folder, pair["scrambled"] + " and", False, pair)["restored"] is None
+    assert decode_service.decode(folder, pair["scrambled"], False, None)["restored"] is None
 
 
 @pytest.mark.parametrize("bad", [None, "", "   \n "])
 def test_decode_and_scramble_need_text(folder: Path, bad: str | None) -> None:
     with pytest.raises(UserError, match="Type or paste"):
-        services.decode(folder, bad)
+        decode_service.decode(folder, bad)
     with pytest.raises(UserError, match="Type or paste"):
-        services.scramble_sentence(folder, bad)
+        decode_service.scramble_sentence(folder, bad)
 
 
 def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path) -> None:
     # the sample model's "paper" normalisation maps everything onto its alphabet: text can only come out empty
     with pytest.raises(UserError, match="empty after"):
-        services.decode(folder, "!!! ... ???")
+        decode_service.decode(folder, "!!! ... ???")
     with pytest.raises(UserError, match="too long"):
-        services.decode(folder, "a" * (services.MAX_DECODE_CHARS + 1))
+        decode_service.decode(folder, "a" * (decode_service.MAX_DECODE_CHARS + 1))
     # a "raw" model keeps characters as they are, so unknown ones are named
     options = workflows.TrainOptions(states=120, normalisation="raw", iterations=1, refit=False)
     saved = tmp_path / "raw.npz"
     workflows.save_model(workflows.train_text(SHORT_TEXT, options).model, saved)
-    services.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
+    model_service.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
     with pytest.raises(UserError, match="cannot be decoded.*outside the model's alphabet.*'\u65e5'"):
-        services.decode(folder, "Alice \u65e5\u672c")
+        decode_service.decode(folder, "Alice \u65e5\u672c")
     with pytest.raises(UserError, match="cannot be scrambled.*outside the model's alphabet"):
-        services.scramble_sentence(folder, "Alice \u65e5\u672c")
-    assert services.decode(folder, "Alice was")["scrambled"] == "Alice was"
+        decode_service.scramble_sentence(folder, "Alice \u65e5\u672c")
+    assert decode_service.decode(folder, "Alice was")["scrambled"] == "Alice was"
 
 
 # ------------------------------------------------------------------------------------------ prune
 def test_prune_sweep_and_apply_then_undo(folder: Path) -> None:
     before = current_bytes(folder)
-    sweep = services.prune_sweep(folder)
+    sweep = prune_service.prune_sweep(folder)
     points = sweep["points"]
-    assert [p["threshold"] for p in points] == services.PRUNE_THRESHOLDS
+    assert [p["threshold"] for p in points] == prune_service.PRUNE_THRESHOLDS
     kept = [p["kept_fraction"] for p in points]
     assert all(a > b for a, b in zip(kept, kept[1:], strict=False)) and 0 < kept[-1] < kept[0] <= 1
     assert points[-1]["bps"] > sweep["bps_unpruned"] > 0 and "carroll-alice.txt" in sweep["source"]
     assert len(figures.prune_figure(sweep, 1e-3).data) == 2
-    nonzeros = services.model_summary(folder)["nonzeros"]
-    message = services.apply_prune(folder, -2)
+    nonzeros = model_service.model_summary(folder)["nonzeros"]
+    message = prune_service.apply_prune(folder, -2)
     assert "now the current model" in message and "0.01" in message
-    summary = services.model_summary(folder)
+    summary = model_service.model_summary(folder)
     assert summary["nonzeros"] < nonzeros and summary["pruned"] and summary["has_previous"]
     assert not any((folder / sessions.JOBS).iterdir())
-    services.undo_model(folder)
+    model_service.undo_model(folder)
     assert current_bytes(folder) == before
 
 
 def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters(folder: Path) -> None:
     """Found by QA: characters only the test part has made the split unrecoverable (and the tail unscorable)."""
     corpus_text = SHORT_TEXT[:20_000] + "\nContact: alice@example.org #1"
-    services.store_corpus(folder, data_uri(corpus_text.encode("utf-8")), "alice-contact.txt")
+    corpus_service.store_corpus(folder, data_uri(corpus_text.encode("utf-8")), "alice-contact.txt")
     cases = ((0.1, "held-out validation split of alice-contact.txt"), (0.0, "without a validation split"))
     for validation, expected in cases:
         options = workflows.TrainOptions(
             states=120, normalisation="raw", iterations=1, validation=validation, refit=False
         )
         model = workflows.train_text(corpus_text, options, name="alice-contact.txt").model
-        text_scored, source = services.prune_validation_text(folder, model)
+        text_scored, source = prune_service.prune_validation_text(folder, model)
         assert expected in source
         if validation:
             assert "#" not in text_scored and len(text_scored) > 1000
@@ -434,51 +444,51 @@ def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters
 def test_prune_scores_the_text_the_models_training_held_out(folder: Path) -> None:
     from engine import text as text_mod
 
-    held_out, source = services.prune_validation_text(folder)  # the sample model, trained on the sample corpus
+    held_out, source = prune_service.prune_validation_text(folder)  # the sample model, trained on the sample corpus
     # it was refitted on training + validation text, so only its test part is held out (found by a UX review: the
     # sweep scored the refitted model on text it was trained on, 1.58 bits against 1.94 on the Model page)
     assert "held-out test split of carroll-alice.txt" in source and "trained on in the refit" in source
-    model = services.load_current(folder)
+    model = model_service.load_current(folder)
     assert model.metadata["refit_iterations"] > 0
     corpus = text_mod.prepare_corpus(
         text_mod.read_text(config.SAMPLE_CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
     )
     assert held_out == corpus.test_text and len(corpus.validation) == model.metadata["sizes"]["validation"]
-    assert services.score(folder, held_out)["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)
+    assert generate_service.score(folder, held_out)["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)
 
 
 def test_prune_takes_a_typed_threshold(folder: Path) -> None:
     """Found by a UX review: the slider's own box took the exponent, so typing 0.001 meant 10^0.001."""
-    assert services.prune_threshold("2e-3") == pytest.approx(0.002)
-    assert services.prune_threshold(" 0.1 ") == pytest.approx(0.1)
+    assert prune_service.prune_threshold("2e-3") == pytest.approx(0.002)
+    assert prune_service.prune_threshold(" 0.1 ") == pytest.approx(0.1)
     for bad, message in (("abc", "threshold"), ("0.5", "between 1e-05 and 0.1"), ("1e-7", "between"), ("", "Enter")):
         with pytest.raises(UserError, match=message):
-            services.prune_threshold(bad)
-    message = services.apply_prune(folder, typed="0.002")
+            prune_service.prune_threshold(bad)
+    message = prune_service.apply_prune(folder, typed="0.002")
     assert message.startswith("Pruned at 0.002")
-    assert services.load_current(folder).metadata["pruned"]["threshold"] == pytest.approx(0.002)
+    assert model_service.load_current(folder).metadata["pruned"]["threshold"] == pytest.approx(0.002)
 
 
 def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Path) -> None:
-    assert "last 10% of alice-short.txt" in services.prune_validation_text(with_corpus)[1]
-    assert services.threshold_from_slider(-3) == pytest.approx(1e-3)
+    assert "last 10% of alice-short.txt" in prune_service.prune_validation_text(with_corpus)[1]
+    assert prune_service.threshold_from_slider(-3) == pytest.approx(1e-3)
     for bad in (0, -6, "x", None):
         with pytest.raises(UserError):
-            services.apply_prune(with_corpus, bad)
+            prune_service.apply_prune(with_corpus, bad)
     assert not sessions.previous_model_path(with_corpus).exists()
 
 
 # ------------------------------------------------------------------------------------------ export
-@pytest.mark.parametrize("fmt", services.EXPORT_FORMATS)
+@pytest.mark.parametrize("fmt", graph_service.EXPORT_FORMATS)
 def test_every_export_format_writes_a_file_in_the_session_folder(folder: Path, fmt: str) -> None:
-    path, name, note = services.export_graph(folder, fmt, "1e-3")
+    path, name, note = graph_service.export_graph(folder, fmt, "1e-3")
     assert path.is_file() and path.stat().st_size > 0
-    assert path.parent == folder / services.EXPORTS and path.name == name
+    assert path.parent == folder / graph_service.EXPORTS and path.name == name
     assert "600 clones" in note
 
 
 def test_exporting_one_module(folder: Path) -> None:
-    path, name, note = services.export_graph(folder, "graphml", 1e-3, " 1 ")
+    path, name, note = graph_service.export_graph(folder, "graphml", 1e-3, " 1 ")
     assert name == "module-1.graphml" and path.stat().st_size > 0 and note.startswith("Exported module 1")
 
 
@@ -496,36 +506,36 @@ def test_bad_export_input_gives_a_message(
     folder: Path, fmt: str, threshold: object, module: str, expected: str
 ) -> None:
     with pytest.raises(UserError, match=expected):
-        services.export_graph(folder, fmt, threshold, module)
-    assert not list((folder / services.EXPORTS).glob("*")) if (folder / services.EXPORTS).exists() else True
+        graph_service.export_graph(folder, fmt, threshold, module)
+    assert not list((folder / graph_service.EXPORTS).glob("*")) if (folder / graph_service.EXPORTS).exists() else True
 
 
 # ------------------------------------------------------------------------------------------ communities
 def test_a_new_session_starts_with_the_sample_models_precomputed_communities(folder: Path) -> None:
-    saved = services.read_communities(folder)
+    saved = graph_service.read_communities(folder)
     assert saved is not None and saved["reference"] and saved["threshold"] == 1e-3
-    rows = services.module_rows(saved)
+    rows = graph_service.module_rows(saved)
     assert rows and sum(r["flow"] for r in rows) == pytest.approx(1.0, abs=1e-4)
     assert any("the" in r["words"].split() for r in rows)
-    detail = services.module_detail(folder, rows[0]["id"])
+    detail = graph_service.module_detail(folder, rows[0]["id"])
     assert detail["elements"] and detail["words"]
-    services.apply_prune(folder, -2)  # a new current model: the precomputed run no longer applies
-    assert services.read_communities(folder) is None
+    prune_service.apply_prune(folder, -2)  # a new current model: the precomputed run no longer applies
+    assert graph_service.read_communities(folder) is None
 
 
 def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -> None:
-    saved = services.run_communities(folder, trials=2, two_level=True, seed=0)
-    assert (folder / services.COMMUNITIES).is_file()
-    assert services.read_communities(folder) == saved
+    saved = graph_service.run_communities(folder, trials=2, two_level=True, seed=0)
+    assert (folder / graph_service.COMMUNITIES).is_file()
+    assert graph_service.read_communities(folder) == saved
     assert saved["options"]["two_level"] and saved["options"]["trials"] == 2
     assert sum(m["flow"] for m in saved["modules"] if not m["parent"]) == pytest.approx(1.0, abs=1e-6)
-    rows = services.module_rows(saved)
+    rows = graph_service.module_rows(saved)
     assert len(rows) == len(saved["modules"]) > 1  # two-level: every module is a top module
     assert [r["flow"] for r in rows] == sorted((r["flow"] for r in rows), reverse=True)
-    assert services.module_rows(saved, "zzzzzz") == []
+    assert graph_service.module_rows(saved, "zzzzzz") == []
     word = saved["modules"][0]["words"][0]["text"]
-    assert any(r["id"] == saved["modules"][0]["id"] for r in services.module_rows(saved, word))
-    detail = services.module_detail(folder, rows[0]["id"])
+    assert any(r["id"] == saved["modules"][0]["id"] for r in graph_service.module_rows(saved, word))
+    detail = graph_service.module_detail(folder, rows[0]["id"])
     assert detail["words"] and detail["reference"] and detail["words"][0]["seen"] is not None
     nodes = [e for e in detail["elements"] if "source" not in e["data"]]
     edges = [e for e in detail["elements"] if "source" in e["data"]]
@@ -534,20 +544,20 @@ def test_communities_run_is_saved_and_its_modules_cover_the_flow(folder: Path) -
     ids_ = {n["data"]["id"] for n in nodes}
     assert all(e["data"]["source"] in ids_ and e["data"]["target"] in ids_ and e["data"]["width"] > 0 for e in edges)
     # the export uses the saved run's settings, so module ids agree with the page
-    _, _, note = services.export_graph(folder, "clu", 1e-3, rows[0]["id"])
+    _, _, note = graph_service.export_graph(folder, "clu", 1e-3, rows[0]["id"])
     assert f"{rows[0]['size']} clones" in note
 
 
 def test_multilevel_result_keeps_the_tree_for_the_breadcrumb(folder: Path) -> None:
-    saved = services.run_communities(folder, trials=2, two_level=False, seed=1, threshold="2e-3")
+    saved = graph_service.run_communities(folder, trials=2, two_level=False, seed=1, threshold="2e-3")
     assert saved["threshold"] == 2e-3
-    top = services.module_rows(saved)
+    top = graph_service.module_rows(saved)
     assert sum(r["flow"] for r in top) == pytest.approx(1.0, abs=1e-4)
     by_id = {m["id"]: m for m in saved["modules"]}
     for module in saved["modules"]:  # the whole tree is kept: every child is listed and points back to its parent
         assert all(by_id[child]["parent"] == module["id"] for child in module["children"])
     with pytest.raises(UserError, match="between 0 and 1"):
-        services.run_communities(folder, threshold="2")
+        graph_service.run_communities(folder, threshold="2")
 
 
 def test_module_rows_and_trail_walk_a_module_tree() -> None:
@@ -574,24 +584,24 @@ def test_module_rows_and_trail_walk_a_module_tree() -> None:
             module("2", 0.4, [], "and"),
         ]
     }
-    assert [r["id"] for r in services.module_rows(saved)] == ["1", "2"]
-    assert [r["submodules"] for r in services.module_rows(saved)] == [2, 0]
-    assert [r["id"] for r in services.module_rows(saved, parent="1")] == ["1:1", "1:2"]
-    assert [r["id"] for r in services.module_rows(saved, "he", parent="1")] == ["1:2"]
-    assert services.module_trail(saved, "1:2:1") == [
+    assert [r["id"] for r in graph_service.module_rows(saved)] == ["1", "2"]
+    assert [r["submodules"] for r in graph_service.module_rows(saved)] == [2, 0]
+    assert [r["id"] for r in graph_service.module_rows(saved, parent="1")] == ["1:1", "1:2"]
+    assert [r["id"] for r in graph_service.module_rows(saved, "he", parent="1")] == ["1:2"]
+    assert graph_service.module_trail(saved, "1:2:1") == [
         ("", "All modules"),
         ("1", "1 the"),
         ("1:2", "1:2 he"),
         ("1:2:1", "1:2:1 e"),
     ]
-    assert services.module_trail(saved, "9") == [("", "All modules")]
+    assert graph_service.module_trail(saved, "9") == [("", "All modules")]
 
 
 def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    saved = services.run_communities(folder, trials=1)
-    monkeypatch.setattr(services, "MAX_GRAPH_ELEMENTS", 10)
+    saved = graph_service.run_communities(folder, trials=1)
+    monkeypatch.setattr(graph_service, "MAX_GRAPH_ELEMENTS", 10)
     big = max(saved["modules"], key=lambda m: m["size"])
-    detail = services.module_detail(folder, big["id"])
+    detail = graph_service.module_detail(folder, big["id"])
     assert len(detail["elements"]) <= 10 and "Showing" in detail["note"]
 
 
@@ -605,7 +615,7 @@ def test_subgraph_layout_keeps_weak_links_and_separate_pieces_readable() -> None
     graph.add_edge("x", "y", weight=0.9)  # two more connected pieces
     graph.add_edge("p", "q", weight=0.9)
     graph.add_edge("q", "r", weight=0.9)
-    positions = services.graph_positions(graph)
+    positions = graph_service.graph_positions(graph)
     assert set(positions) == set(graph)
     points = {node: np.array(xy) for node, xy in positions.items()}
     assert all(np.all(np.isfinite(p)) and np.all(np.abs(p) <= 1.0 + 1e-9) for p in points.values())
@@ -617,21 +627,21 @@ def test_subgraph_layout_keeps_weak_links_and_separate_pieces_readable() -> None
     pieces = ["abcde", "xy", "pqr"]
     between = min(gap(u, v) for i, one in enumerate(pieces) for other in pieces[i + 1 :] for u in one for v in other)
     assert between > gap("a", "b")  # the pieces lie apart, not interleaved
-    big = nx.gnm_random_graph(services.KAMADA_KAWAI_NODES + 20, 400, seed=1, directed=True)
-    assert len(services.graph_positions(big)) == big.number_of_nodes()  # the spring layout above the limit
+    big = nx.gnm_random_graph(graph_service.KAMADA_KAWAI_NODES + 20, 400, seed=1, directed=True)
+    assert len(graph_service.graph_positions(big)) == big.number_of_nodes()  # the spring layout above the limit
 
 
 def test_communities_bad_input_and_stale_results(folder: Path) -> None:
-    services.apply_prune(folder, -2)  # leaves the precomputed run of the sample model behind
+    prune_service.apply_prune(folder, -2)  # leaves the precomputed run of the sample model behind
     with pytest.raises(UserError, match="Run Infomap first"):
-        services.module_detail(folder, "1")
+        graph_service.module_detail(folder, "1")
     with pytest.raises(UserError, match="trials"):
-        services.run_communities(folder, trials=0)
-    services.run_communities(folder, trials=1)
+        graph_service.run_communities(folder, trials=0)
+    graph_service.run_communities(folder, trials=1)
     with pytest.raises(UserError, match="does not exist"):
-        services.module_detail(folder, "999")
-    services.apply_prune(folder, -2)  # a new current model: the saved run no longer applies
-    assert services.read_communities(folder) is None
+        graph_service.module_detail(folder, "999")
+    prune_service.apply_prune(folder, -2)  # a new current model: the saved run no longer applies
+    assert graph_service.read_communities(folder) is None
 
 
 # ------------------------------------------------------------------------------------------ the Dash app

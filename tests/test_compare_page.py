@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from support import data_uri
 
-from app import compare, services
+from app import compare
 from app.services import UserError
+from app.services import corpus as corpus_service
 
 TINY = {
     "chmm": {"states": 60, "iterations": 2},
@@ -46,7 +47,7 @@ def test_corpus_choice(folder: Path) -> None:
         compare.compare_corpus(folder, "session")
     with pytest.raises(UserError, match="Choose the corpus"):
         compare.compare_corpus(folder, "elsewhere")
-    services.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
+    corpus_service.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
     assert compare.compare_corpus(folder, "session") == ("abc def " * 100, "small.txt")
 
 
@@ -77,7 +78,7 @@ def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
     assert saved["status"] == compare.REFUSED and "Pick at least one learner" in saved["message"]
     saved = compare.run_compare_job(folder, ["ngram"], "session")
     assert saved["status"] == compare.REFUSED and "no corpus yet" in saved["message"]
-    services.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
+    corpus_service.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
     saved = compare.run_compare_job(folder, ["ngram"], "session")
     assert saved["status"] == compare.REFUSED and "contains only the symbol 'a'" in saved["message"]
     assert compare.read_compare(folder) is None  # a refusal writes nothing

@@ -16,7 +16,8 @@ import dash
 import dash_cytoscape as cyto
 from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 
-from app import ids, services, sessions, ui
+from app import ids, sessions, ui
+from app.services import graphs as graph_service
 
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
 
@@ -176,7 +177,9 @@ def run(
     """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
     ui.require_click(_clicks)
     try:
-        saved = services.run_communities(sessions.session_folder(session_id), trials, bool(two_level), seed, threshold)
+        saved = graph_service.run_communities(
+            sessions.session_folder(session_id), trials, bool(two_level), seed, threshold
+        )
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     s = saved["summary"]
@@ -222,12 +225,12 @@ def show_modules(
     _version: Any, query: str | None, _model: Any, level: str | None, session_id: str | None
 ) -> tuple[Any, Any, Any]:
     try:
-        saved = services.read_communities(sessions.session_folder(session_id))
+        saved = graph_service.read_communities(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return [], [], None
     if not saved:
         return [], [], None
-    trail = services.module_trail(saved, level or "")
+    trail = graph_service.module_trail(saved, level or "")
     crumbs: list[Any] = []
     for position, (module_id, label) in enumerate(trail):
         if position:
@@ -238,7 +241,7 @@ def show_modules(
             crumbs.append(
                 html.Button(label, id={"type": ids.COMMUNITIES_CRUMB, "index": module_id}, className="link-button")
             )
-    rows = services.module_rows(saved, query, parent=trail[-1][0])
+    rows = graph_service.module_rows(saved, query, parent=trail[-1][0])
     if not rows and query and query.strip():
         crumbs.append(html.Span(f" (no module here matches {query.strip()!r})", className="hint"))
     return rows, [], crumbs
@@ -267,7 +270,7 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
     if not selected:
         return ui.message("Run Infomap, then select a module in the table."), [], None
     try:
-        detail = services.module_detail(sessions.session_folder(session_id), selected[0])
+        detail = graph_service.module_detail(sessions.session_folder(session_id), selected[0])
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), [], None
     words = [

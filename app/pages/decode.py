@@ -8,7 +8,8 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import ids, services, sessions, ui
+from app import ids, sessions, ui
+from app.services import decode as decode_service
 
 dash.register_page(__name__, path="/decode", name="Decode", title="CHMM Explorer · Decode", order=3)
 
@@ -107,7 +108,7 @@ def scramble(
 ) -> tuple[Any, Any, Any]:
     ui.require_click(_clicks)
     try:
-        pair = services.scramble_with_original(sessions.session_folder(session_id), raw_text, seed, previous)
+        pair = decode_service.scramble_with_original(sessions.session_folder(session_id), raw_text, seed, previous)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, ui.error_message(exc), no_update
     note = "Scrambled: now press Decode (the result is scored against the sentence before scrambling)."
@@ -133,7 +134,7 @@ def decode(
 ) -> Any:
     ui.require_click(_clicks)
     try:
-        result = services.decode(sessions.session_folder(session_id), raw_text, bool(constrained), scrambled_from)
+        result = decode_service.decode(sessions.session_folder(session_id), raw_text, bool(constrained), scrambled_from)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     return decoded_view(result), None

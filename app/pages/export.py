@@ -8,14 +8,15 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import ids, services, sessions, ui
+from app import ids, sessions, ui
+from app.services import graphs as graph_service
 
 dash.register_page(__name__, path="/export", name="Export", title="CHMM Explorer · Export", order=6)
 
 
 def layout(module: str | None = None, **_query: Any) -> html.Div:
     """The page; ``/export?module=ID`` (the Communities page's link) fills in the module."""
-    options = [{"label": services.EXPORT_DESCRIPTIONS[fmt], "value": fmt} for fmt in services.EXPORT_FORMATS]
+    options = [{"label": graph_service.EXPORT_DESCRIPTIONS[fmt], "value": fmt} for fmt in graph_service.EXPORT_FORMATS]
     return html.Div(
         [
             html.H2("Export the clone graph"),
@@ -77,7 +78,7 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
 def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        path, name, note = services.export_graph(sessions.session_folder(session_id), fmt, threshold, module)
+        path, name, note = graph_service.export_graph(sessions.session_folder(session_id), fmt, threshold, module)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, ui.error_message(exc)
     return dcc.send_file(str(path), filename=name), ui.message(note, "ok")

@@ -8,6 +8,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html
 
 from app import ids, services, sessions, ui
+from app.services import generate as generate_service
 
 dash.register_page(__name__, path="/generate", name="Generate", title="CHMM Explorer · Generate", order=2)
 
@@ -55,8 +56,8 @@ def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, sess
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
-        generated = services.sample(folder, length, seed, prefix)
-        shown = services.as_model_reads(folder, prefix) if prefix else ""
+        generated = generate_service.sample(folder, length, seed, prefix)
+        shown = generate_service.as_model_reads(folder, prefix) if prefix else ""
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     # the prefix (as the model read it) in muted type, then the sampled continuation
@@ -80,7 +81,7 @@ def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, sess
 def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> Any:
     ui.require_click(_clicks)
     try:
-        result = services.score(sessions.session_folder(session_id), raw_text)
+        result = generate_service.score(sessions.session_folder(session_id), raw_text)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     note = ""

@@ -10,6 +10,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import config, figures, ids, services, sessions, ui
+from app.services import models as model_service
 
 dash.register_page(__name__, path="/", name="Model", title="CHMM Explorer · Model", order=0)
 
@@ -49,7 +50,7 @@ def layout(**_query: Any) -> html.Div:
 
 
 def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
-    """The summary table and the two charts for a model summary (see :func:`app.services.model_summary`)."""
+    """The summary table and the two charts for a model summary (see :func:`app.model_service.model_summary`)."""
     if summary is None:
         note = "no model yet: train one on the Train page or load a saved .npz below"
         return ui.message(note.capitalize() + "."), figures.empty_figure(), figures.empty_figure()
@@ -115,7 +116,7 @@ def pruned_text(record: dict[str, Any]) -> str:
 )
 def show_model(session_id: str | None, _version: Any) -> tuple[Any, Any, Any]:
     try:
-        summary = services.model_summary(sessions.session_folder(session_id))
+        summary = model_service.model_summary(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), figures.empty_figure(), figures.empty_figure()
     return summary_view(summary)
@@ -132,7 +133,7 @@ def show_model(session_id: str | None, _version: Any) -> tuple[Any, Any, Any]:
 def load_model(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(contents)
     try:
-        text = services.load_model_upload(sessions.session_folder(session_id), contents, filename)
+        text = model_service.load_model_upload(sessions.session_folder(session_id), contents, filename)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(text, "ok"), time.time()
@@ -148,7 +149,7 @@ def load_model(contents: str | None, filename: str | None, session_id: str | Non
 def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        text = services.undo_model(sessions.session_folder(session_id))
+        text = model_service.undo_model(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(text, "ok"), time.time()

@@ -10,7 +10,8 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
-from app import figures, ids, services, sessions, ui
+from app import figures, ids, sessions, ui
+from app.services import pruning as prune_service
 
 dash.register_page(__name__, path="/prune", name="Prune", title="CHMM Explorer · Prune", order=4)
 
@@ -72,13 +73,13 @@ def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
     """The slider (log10 of the threshold) and the threshold box follow each other; the label says what it does."""
     if ctx.triggered_id == ids.PRUNE_THRESHOLD_TEXT:
         try:
-            threshold = services.prune_threshold(typed)
+            threshold = prune_service.prune_threshold(typed)
         except ui.EXPECTED_ERRORS as exc:
             return no_update, no_update, ui.error_message(exc)
         exponent, text = math.log10(threshold), typed
     else:
         try:
-            threshold = services.threshold_from_slider(exponent)
+            threshold = prune_service.threshold_from_slider(exponent)
         except ui.EXPECTED_ERRORS as exc:
             return no_update, no_update, ui.error_message(exc)
         text = f"{threshold:.2g}"
@@ -96,7 +97,7 @@ def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
 def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        result = services.prune_sweep(sessions.session_folder(session_id))
+        result = prune_service.prune_sweep(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     note = (
@@ -114,7 +115,7 @@ def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
 def show_sweep(result: dict[str, Any] | None, exponent: Any) -> Any:
     """The sweep's curve with the point nearest the chosen threshold ringed (it follows the slider)."""
     try:
-        selected = services.threshold_from_slider(exponent)
+        selected = prune_service.threshold_from_slider(exponent)
     except ui.EXPECTED_ERRORS:
         selected = None
     return figures.prune_figure(result, selected)
@@ -131,7 +132,7 @@ def show_sweep(result: dict[str, Any] | None, exponent: Any) -> Any:
 def apply(_clicks: int | None, typed: Any, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        text = services.apply_prune(sessions.session_folder(session_id), typed=typed)
+        text = prune_service.apply_prune(sessions.session_folder(session_id), typed=typed)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(text, "ok"), time.time()

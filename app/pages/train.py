@@ -10,6 +10,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from app import config, figures, ids, jobs, services, sessions, ui
+from app.services import corpus as corpus_service
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
 from engine.learning import ALGORITHMS
@@ -161,7 +162,7 @@ def layout(**_query: Any) -> html.Div:
 def upload_corpus(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(contents)
     try:
-        info = services.store_corpus(sessions.session_folder(session_id), contents, filename)
+        info = corpus_service.store_corpus(sessions.session_folder(session_id), contents, filename)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(f"Uploaded {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
@@ -177,7 +178,7 @@ def upload_corpus(contents: str | None, filename: str | None, session_id: str | 
 def sample_corpus(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        info = services.use_sample_corpus(sessions.session_folder(session_id))
+        info = corpus_service.use_sample_corpus(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
@@ -215,10 +216,10 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
 def show_preview(_version: Any, normalisation: str, validation: Any, session_id: str | None) -> Any:
     try:
         folder = sessions.session_folder(session_id)
-        if services.corpus_info(folder) is None:
+        if corpus_service.corpus_info(folder) is None:
             return ui.message("No corpus yet: upload a .txt file or use the sample corpus.")
         share = float(validation) if validation not in (None, "") else 0.1
-        return preview_view(services.corpus_preview(folder, normalisation or "paper", share))
+        return preview_view(corpus_service.corpus_preview(folder, normalisation or "paper", share))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
 
@@ -233,7 +234,7 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
     """The estimated memory of the run, or why it cannot start (checked again by the job itself)."""
     try:
         folder = sessions.session_folder(session_id)
-        if services.corpus_info(folder) is None:
+        if corpus_service.corpus_info(folder) is None:
             return None
         options = jobs.options_from_form(form_values(values))
         return ui.message(jobs.check_training(folder, options).message)

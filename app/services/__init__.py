@@ -1,0 +1,75 @@
+"""The services behind the pages' callbacks, one module per concern: each function takes a session folder and the
+callback's inputs and returns what the page shows, raising :class:`UserError` (or an engine error) with a
+one-sentence message on bad input. The callbacks only unpack inputs, call these and format the result, so the tests
+call these directly. Everything that computes goes through :mod:`engine.workflows` and :mod:`engine.text`.
+
+- :mod:`app.services.corpus`: uploads of corpora, the session's corpus and its preview;
+- :mod:`app.services.models`: the session's current model: summary, upload, download, undo;
+- :mod:`app.services.generate`: sampling and scoring text;
+- :mod:`app.services.decode`: scrambling and decoding sentences;
+- :mod:`app.services.pruning`: the pruning sweep and applying a pruning;
+- :mod:`app.services.graphs`: Infomap communities, module tables and subgraphs, exports.
+
+This module holds what they share: the error type, messages, number formats and input parsing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import errors, graph
+
+VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
+
+
+class UserError(ValueError):
+    """A problem with what the user supplied or asked for (the message is shown in the page as is)."""
+
+
+def visible(symbol: str) -> str:
+    """A symbol as shown in the page: whitespace as a visible glyph."""
+    return VISIBLE.get(symbol, symbol)
+
+
+describe_error = errors.sentence
+"""The one-line message shown for an error raised by a service or the engine (see :func:`engine.errors.sentence`)."""
+
+
+def plural(count: int, noun: str) -> str:
+    """``count`` and the noun, plural unless the count is 1: "1 symbol", "2,000 symbols"."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in the largest unit that keeps the figure >= 1 (decimal units, as the size limits are stated)."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# ------------------------------------------------------------------------------------------ generate and score
+def whole_number(value: Any, what: str, low: int, high: int) -> int:
+    if value is None or value == "":
+        raise UserError(f"Enter {what}, a whole number from {low:,} to {high:,}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what[:1].upper() + what[1:]} must be a whole number, got {value!r}.") from None
+    if not number.is_integer() or not low <= number <= high:
+        raise UserError(f"{what[:1].upper() + what[1:]} must be a whole number from {low:,} to {high:,}.")
+    return int(number)
+
+
+# ------------------------------------------------------------------------------------------ export
+def parse_threshold(value: Any) -> float:
+    """A pruning threshold typed by the user: a number strictly between 0 and 1 (e.g. ``1e-3``); the check is the
+    engine's (:func:`engine.graph.check_threshold`), its message shown in the page."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise UserError("Enter a pruning threshold between 0 and 1, e.g. 1e-3.")
+    try:
+        return graph.check_threshold(value)
+    except ValueError as exc:
+        message = str(exc)
+        raise UserError(message[0].upper() + message[1:] + ".") from None

@@ -1,0 +1,94 @@
+"""The session's current model: its summary, loading a model file, downloading it, undo."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app import config, sessions
+from app.services import UserError, visible
+from app.services.corpus import decode_upload
+from engine import workflows
+from engine.model import CHMM, ModelFormatError
+
+
+# ------------------------------------------------------------------------------------------ the current model
+def load_current(folder: Path) -> CHMM:
+    """The session's current model; UserError when it has none (no start model and nothing trained/loaded)."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        raise UserError("This session has no model yet: train one or load a saved .npz model.")
+    return workflows.load_model(path)
+
+
+def model_summary(folder: Path) -> dict[str, Any] | None:
+    """What the Model page shows of the current model (None when the session has none)."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        return None
+    model = workflows.load_model(path)
+    meta = model.metadata
+    settings = meta.get("settings") or {}
+    return {
+        "states": model.n_states,
+        "alphabet_size": model.n_symbols,
+        "symbols": [visible(s) for s in model.symbols],
+        "clones": [int(c) for c in model.n_clones],
+        "stored_entries": int(model.layout.size),
+        "nonzeros": model.n_nonzero(),
+        "file_bytes": path.stat().st_size,
+        "corpus": meta.get("corpus"),
+        "normalisation": meta.get("normalisation"),
+        "algorithm": settings.get("algorithm"),
+        "allocation": meta.get("allocation"),
+        "seed": meta.get("seed"),
+        "created": meta.get("created"),
+        "stopped": meta.get("stopped"),
+        "best_iteration": meta.get("best_iteration"),
+        "refit_iterations": meta.get("refit_iterations"),
+        "train_bps": meta.get("train_bps"),
+        "validation_bps": meta.get("validation_bps"),
+        "test_bps": meta.get("test_bps"),
+        "sizes": meta.get("sizes"),
+        "history": meta.get("history") or [],
+        "pruned": meta.get("pruned"),
+        "has_previous": sessions.previous_model_path(folder).is_file(),
+    }
+
+
+def load_model_upload(folder: Path, contents: str | None, filename: str | None) -> str:
+    """Make an uploaded ``.npz`` model current (the old one becomes the previous model). A file that is not a
+    model raises UserError and leaves the current model as it was."""
+    name = filename or "the file"
+    data = decode_upload(contents, name, config.max_model_upload_bytes())
+    jobs_dir = folder / sessions.JOBS
+    jobs_dir.mkdir(exist_ok=True)
+    candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
+    candidate.write_bytes(data)
+    try:
+        model = workflows.load_model(candidate)
+    except ModelFormatError as exc:
+        candidate.unlink(missing_ok=True)
+        reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
+        raise UserError(f"{name} cannot be loaded: {reason}; the current model is unchanged.") from None
+    except BaseException:
+        candidate.unlink(missing_ok=True)
+        raise
+    sessions.install_model(folder, candidate)
+    return f"Loaded {name}: {model.n_states:,} states over {model.n_symbols} symbols. It is now the current model."
+
+
+def undo_model(folder: Path) -> str:
+    """Swap the current model with the previous one (undo; again to redo)."""
+    if not sessions.swap_previous(folder):
+        raise UserError("There is no previous model to go back to.")
+    return "Restored the previous model (the one it replaced is kept: undo again to switch back)."
+
+
+def model_download(folder: Path) -> tuple[Path, str]:
+    """The current model's file and the name the browser saves it under."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        raise UserError("This session has no model to download yet.")
+    return path, "chmm-model.npz"

@@ -1,0 +1,114 @@
+"""The Prune page: the sweep of thresholds against bits per symbol, and applying a pruning."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app import config, sessions
+from app.services import UserError, describe_error, parse_threshold
+from app.services.corpus import corpus_info
+from app.services.models import load_current
+from engine import text, workflows
+from engine.model import CHMM
+
+PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+
+
+PRUNE_VALIDATION_SHARE = 0.1
+
+
+# ------------------------------------------------------------------------------------------ prune
+PRUNE_LOWEST, PRUNE_HIGHEST = 1e-5, 1e-1
+"""The Prune page's range of thresholds (the slider's ends)."""
+
+
+def threshold_from_slider(value: Any) -> float:
+    """The pruning threshold for the slider's value (its base-10 logarithm, -5 to -1)."""
+    try:
+        exponent = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"The threshold slider gave {value!r}, not a number.") from None
+    if not -5.0 <= exponent <= -1.0:
+        raise UserError("The threshold must lie between 1e-5 and 1e-1.")
+    return 10.0**exponent
+
+
+def prune_threshold(value: Any) -> float:
+    """A pruning threshold typed on the Prune page: a probability from 1e-5 to 0.1 (the slider's range)."""
+    threshold = parse_threshold(value)
+    if not PRUNE_LOWEST <= threshold <= PRUNE_HIGHEST * (1 + 1e-9):
+        raise UserError(f"The threshold must lie between {PRUNE_LOWEST:g} and {PRUNE_HIGHEST:g}, got {value!r}.")
+    return threshold
+
+
+def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str, str]:
+    """The text the sweep scores and where it comes from: the split the model's training held out (validation, or
+    test after a refit) when the session's corpus (or the bundled sample corpus) is the text the model was trained
+    on, else the last 10% of that corpus."""
+    info = corpus_info(folder)
+    if info is not None:
+        corpus_text, name = (folder / sessions.CORPUS).read_text(encoding="utf-8"), info.name
+    elif config.SAMPLE_CORPUS.is_file():
+        corpus_text, name = text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+    else:
+        raise UserError("There is no text to score: upload a corpus on the Train page first.")
+    model = load_current(folder) if model is None else model
+    held_out = workflows.held_out_split_text(model, corpus_text)
+    if held_out:
+        split, part = held_out
+        note = "" if part == "validation" else "; its validation part was trained on in the refit"
+        return split, f"the model's held-out {part} split of {name} ({len(split):,} characters{note})"
+    tail = corpus_text[int(len(corpus_text) * (1 - PRUNE_VALIDATION_SHARE)) :]
+    if not tail.strip():
+        raise UserError(f"The last {PRUNE_VALIDATION_SHARE:.0%} of {name} is empty; upload a longer corpus.")
+    sizes = model.metadata.get("sizes") or {}
+    why = "not the model's corpus"
+    if sizes.get("validation") == 0:
+        why = "the model was trained without a validation split"
+    return tail, f"the last {PRUNE_VALIDATION_SHARE:.0%} of {name} ({len(tail):,} characters; {why})"
+
+
+def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
+    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
+    model = load_current(folder)
+    validation, source = prune_validation_text(folder, model)
+    try:
+        points = workflows.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
+        unpruned = workflows.score_text(model, validation)
+    except ValueError as exc:
+        raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
+    return {
+        "points": [point._asdict() for point in points],
+        "bps_unpruned": unpruned.bps,
+        "nonzeros": model.n_nonzero(),
+        "source": source,
+    }
+
+
+def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) -> str:
+    """Prune the current model at the slider's threshold (its base-10 logarithm) or at a ``typed`` one, and make the
+    result current (the old model is kept for undo)."""
+    threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
+    model = load_current(folder)
+    validation, source = prune_validation_text(folder, model)
+    try:
+        outcome = workflows.prune_model(model, threshold=threshold, validation_text=validation)
+    except ValueError as exc:
+        raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
+    outcome.model.metadata["pruned"]["scored_on"] = source
+    jobs_dir = folder / sessions.JOBS
+    jobs_dir.mkdir(exist_ok=True)
+    candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"
+    try:
+        workflows.save_model(outcome.model, candidate)
+        sessions.install_model(folder, candidate)
+    finally:
+        candidate.unlink(missing_ok=True)
+    s = outcome.summary
+    return (
+        f"Pruned at {threshold:.2g}: kept {s['nonzeros_after']:,} of {s['nonzeros_before']:,} non-zero transitions "
+        f"({s['kept_fraction']:.1%}); BPS on {source}: {s['bps_before']:.4f} before, {s['bps_after']:.4f} after. "
+        "It is now the current model (undo on the Model page goes back)."
+    )
