@@ -40,6 +40,7 @@ CURRENT = "current.npz"
 PREVIOUS = "previous.npz"
 CORPUS = "corpus.txt"
 CORPUS_INFO = "corpus.json"
+CORPUS_DOCUMENTS = "corpus-documents.json"  # the documents of a corpus of several (corpus.txt holds them joined)
 JOB = "job.json"
 PROGRESS = "progress.json"
 HEARTBEAT = "heartbeat"

@@ -14,11 +14,13 @@ the limit (a zip bomb, or a member whose header lies about its size) never takes
 
 from __future__ import annotations
 
+import io
 import os
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from engine.text import MAX_CORPUS_BYTES, CorpusError, decode_bytes, read_text
 
@@ -54,10 +56,9 @@ class _Budget:
         self.used += size
 
 
-def _read_zip(path: Path, budget: _Budget) -> list[Document]:
-    name = path.name
+def _read_zip(source: Path | BinaryIO, name: str, budget: _Budget) -> list[Document]:
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError) as exc:
         raise CorpusError(f"{name} is not a readable zip archive ({exc}).") from None
     documents = []
@@ -132,12 +133,18 @@ def read_documents(
         if path.is_dir():
             documents += _read_folder(path, budget)
         elif path.suffix.lower() == ".zip":
-            documents += _read_zip(path, budget)
+            documents += _read_zip(path, path.name, budget)
         else:
             text = read_text(path, max_bytes=max_bytes)
             budget.take(path.stat().st_size, path.name)
             documents.append(Document(path.name, text))
     return documents
+
+
+def read_zip_bytes(data: bytes, name: str, max_bytes: int = MAX_CORPUS_BYTES) -> list[Document]:
+    """The documents of a zip archive held in memory (an upload) named ``name`` in messages, with the checks of
+    :func:`read_documents`; ``max_bytes`` bounds what its members expand to."""
+    return _read_zip(io.BytesIO(data), name, _Budget(max_bytes))
 
 
 def corpus_name(paths: Sequence[str | os.PathLike[str]], documents: Sequence[Document]) -> str:

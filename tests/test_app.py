@@ -705,3 +705,69 @@ def test_gpu_backend_is_checked_without_importing_cupy(monkeypatch) -> None:
     assert jobs.options_from_form(TINY | {"backend": "gpu"}).backend == "gpu"
     backend.gpu_probably_available()
     assert "cupy" not in sys.modules
+
+
+# ------------------------------------------------------------------------------------------ corpora of documents
+def _zip_bytes(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_several_files_and_a_zip_become_a_corpus_of_documents(folder: Path) -> None:
+    from support import SHORT_TEXT
+
+    half = len(SHORT_TEXT) // 2
+    one, two = SHORT_TEXT[:half].encode("utf-8"), SHORT_TEXT[half:].encode("utf-8")
+    info = corpus_service.store_corpus(folder, [data_uri(one), data_uri(two)], ["one.txt", "two.txt"])
+    assert info.documents == 2 and info.name == "one.txt, two.txt (2 documents)" and info.bytes == len(one + two)
+    given, _ = corpus_service.read_corpus(folder)
+    assert [d.name for d in given] == ["one.txt", "two.txt"] and given[1].text == SHORT_TEXT[half:]
+    preview = corpus_service.corpus_preview(folder)
+    assert preview["documents"] == 2
+    zipped = _zip_bytes({"book/one.txt": one, "book/two.txt": two})
+    info = corpus_service.store_corpus(folder, [data_uri(zipped, "application/zip")], ["book.zip"])
+    assert info.documents == 2 and [d.name for d in corpus_service.read_corpus(folder)[0]] == [
+        "book.zip: book/one.txt",
+        "book.zip: book/two.txt",
+    ]
+    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
+    assert outcome.status == jobs.FINISHED, outcome.message
+    model = workflows.load_model(sessions.current_model_path(folder))
+    assert model.metadata["documents"] == 2 and model.metadata["corpus"] == "book.zip (2 documents)"
+    # one file again: a single text, as before
+    corpus_service.store_corpus(folder, [data_uri(one)], ["one.txt"])
+    assert corpus_service.read_corpus(folder)[0] == SHORT_TEXT[:half]
+
+
+@pytest.mark.parametrize(
+    ("members", "expected"),
+    [
+        ({"a.txt": b"hello there " * 20, "b.bin": bytes(range(256)) * 4}, "^book.zip: b.bin looks like a binary"),
+        ({"a.txt": "caf\u00e9 ".encode("latin-1") * 10}, "^book.zip: a.txt is not valid UTF-8"),
+        ({"a.txt": b"hello there " * 20, "b.txt": b""}, "^book.zip: b.txt is empty"),
+    ],
+)
+def test_a_bad_zip_upload_names_the_member_and_keeps_the_corpus(
+    with_corpus: Path, members: dict[str, bytes], expected: str
+) -> None:
+    before = corpus_service.read_corpus(with_corpus)[0]
+    with pytest.raises(CorpusError, match=expected):
+        corpus_service.store_corpus(with_corpus, [data_uri(_zip_bytes(members))], ["book.zip"])
+    assert corpus_service.read_corpus(with_corpus)[0] == before
+
+
+def test_uploads_are_limited_per_file_and_in_all(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_UPLOAD_MB", "0.001")  # 1,000 bytes
+    small = data_uri(b"abc cab " * 80)  # 640 bytes each: two are over the limit together
+    with pytest.raises(UserError, match="too large together"):
+        corpus_service.store_corpus(folder, [small, small], ["a.txt", "b.txt"])
+    bomb = _zip_bytes({"zeros.txt": b"0" * 100_000})
+    with pytest.raises(CorpusError, match="^book.zip expands to 100,000 bytes, more than the corpus limit"):
+        corpus_service.store_corpus(folder, [data_uri(bomb)], ["book.zip"])
+    assert corpus_service.corpus_info(folder) is None

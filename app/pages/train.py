@@ -58,15 +58,24 @@ def layout(**_query: Any) -> html.Div:
     corpus = ui.card(
         "Corpus",
         dcc.Upload(
-            html.Div(["Drop a UTF-8 text file (.txt) here or ", html.A("choose a file")]),
+            html.Div(
+                [
+                    "Drop UTF-8 text files (.txt) here, one or several (each file a document), or a .zip of them, or ",
+                    html.A("choose files"),
+                ]
+            ),
             id=ids.CORPUS_UPLOAD,
+            multiple=True,
             max_size=10 * limit,  # beyond this the browser refuses without a word; up to it the server says why
             className="upload",
         ),
         html.Div(
             [
                 html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
-                html.Span(f"Uploads up to {services.format_bytes(limit)} (CHMM_MAX_UPLOAD_MB).", className="hint"),
+                html.Span(
+                    f"Uploads up to {services.format_bytes(limit)} per file and in all (CHMM_MAX_UPLOAD_MB).",
+                    className="hint",
+                ),
             ],
             className="buttons",
         ),
@@ -159,13 +168,18 @@ def layout(**_query: Any) -> html.Div:
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def upload_corpus(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+def upload_corpus(
+    contents: str | list[str] | None, filename: str | list[str] | None, session_id: str | None
+) -> tuple[Any, Any]:
     ui.require_click(contents)
     try:
         info = corpus_service.store_corpus(sessions.session_folder(session_id), contents, filename)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
-    return ui.message(f"Uploaded {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
+    what = f"{info.name}: {info.bytes:,} bytes, {info.characters:,} characters"
+    if info.documents > 1:
+        what += " (each document an independent sequence, split by the same rule)"
+    return ui.message(f"Uploaded {what}.", "ok"), time.time()
 
 
 @callback(
@@ -192,6 +206,12 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
             ui.facts(
                 [
                     ("File", f"{preview['name']}: {preview['bytes']:,} bytes, {preview['characters']:,} characters"),
+                    (
+                        "Documents",
+                        None
+                        if preview.get("documents", 1) == 1
+                        else f"{preview['documents']}: each split by the same rule (last 10% test, then validation)",
+                    ),
                     ("Alphabet", f"{preview['alphabet_size']} symbols: {preview['alphabet']}"),
                     ("Vocabulary", None if vocabulary is None else f"{vocabulary:,} words seen at least twice"),
                     (

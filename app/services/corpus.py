@@ -11,8 +11,8 @@ from typing import Any
 
 from app import config, sessions
 from app.services import UserError, format_bytes, visible
-from engine import text
-from engine.files import atomic_write_bytes
+from engine import documents, text
+from engine.files import atomic_write_bytes, atomic_write_json
 
 PREVIEW_CHARS = 600
 
@@ -42,21 +42,64 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
 # ------------------------------------------------------------------------------------------ corpus
 @dataclass
 class CorpusInfo:
-    """The session's corpus file: its name, size in bytes and characters."""
+    """The session's corpus: its name, size in bytes and characters, and how many documents it has."""
 
     name: str
     bytes: int
     characters: int
+    documents: int = 1
 
 
-def store_corpus(folder: Path, contents: str | None, filename: str | None) -> CorpusInfo:
-    """Validate an uploaded corpus (empty, binary, invalid UTF-8, too large: :class:`engine.text.CorpusError`
-    with a clear message) and keep it as the session's corpus; a rejected upload keeps the previous corpus."""
-    name = filename or "upload.txt"
+def store_corpus(folder: Path, contents: str | list[str] | None, filename: str | list[str] | None) -> CorpusInfo:
+    """Validate an upload of one or several files (each a UTF-8 text file or a ``.zip`` of them) and keep it as the
+    session's corpus: one text, or several documents (independent sequences, see :mod:`engine.documents`). Every
+    file, every zip member and all of them together are checked (empty, binary, invalid UTF-8, too large, a zip
+    that expands past the limit: one clear message naming the file); a rejected upload keeps the previous corpus."""
+    contents_list = contents if isinstance(contents, list) else [contents]
+    names = filename if isinstance(filename, list) else [filename]
+    if not contents_list or len(names) != len(contents_list):
+        raise UserError("No file arrived; choose or drop a file.")
     limit = config.max_upload_bytes()
-    data = decode_upload(contents, name, limit)
-    corpus_text = text.decode_bytes(data, name=name, max_bytes=limit)
-    return _keep_corpus(folder, corpus_text, name, len(data))
+    estimated = sum(len(c or "") * 3 // 4 for c in contents_list)
+    if len(contents_list) > 1 and estimated > limit + 2 * len(contents_list):
+        raise UserError(
+            f"The {len(contents_list)} files are too large together: about {format_bytes(estimated)}, the limit is "
+            f"{format_bytes(limit)} in all."
+        )
+    read: list[documents.Document] = []
+    size = 0
+    for data_uri, given in zip(contents_list, names, strict=True):
+        name = given or "upload.txt"
+        data = decode_upload(data_uri, name, limit - size)
+        size += len(data)
+        if name.lower().endswith(".zip"):
+            read += _zip_documents(data, name, limit)
+        else:
+            read.append(documents.Document(name, text.decode_bytes(data, name=name, max_bytes=limit)))
+    if len(read) == 1:
+        return _keep_corpus(folder, read[0].text, read[0].name, size)
+    return _keep_documents(folder, read, ", ".join(n or "upload.txt" for n in names), size)
+
+
+def _zip_documents(data: bytes, name: str, limit: int) -> list[documents.Document]:
+    """The documents of an uploaded zip (read in memory by :func:`engine.documents.read_zip_bytes`, with the size
+    checks of every corpus: members and all of them together within ``limit``)."""
+    return [documents.Document(f"{name}: {d.name}", d.text) for d in documents.read_zip_bytes(data, name, limit)]
+
+
+def _keep_documents(folder: Path, read: list[documents.Document], name: str, size: int) -> CorpusInfo:
+    """Keep several documents: their list (``corpus-documents.json``) and, for previews and references, their texts
+    joined by blank lines (``corpus.txt``)."""
+    info = CorpusInfo(
+        name=f"{name} ({len(read)} documents)",
+        bytes=size,
+        characters=sum(len(d.text) for d in read),
+        documents=len(read),
+    )
+    atomic_write_json(folder / sessions.CORPUS_DOCUMENTS, [{"name": d.name, "text": d.text} for d in read])
+    atomic_write_bytes(folder / sessions.CORPUS, "\n\n".join(d.text for d in read).encode("utf-8"))
+    atomic_write_bytes(folder / sessions.CORPUS_INFO, json.dumps(asdict(info)).encode("utf-8"))
+    return info
 
 
 def use_sample_corpus(folder: Path) -> CorpusInfo:
@@ -69,6 +112,7 @@ def use_sample_corpus(folder: Path) -> CorpusInfo:
 
 def _keep_corpus(folder: Path, corpus_text: str, name: str, size: int) -> CorpusInfo:
     info = CorpusInfo(name=name, bytes=size, characters=len(corpus_text))
+    (folder / sessions.CORPUS_DOCUMENTS).unlink(missing_ok=True)
     atomic_write_bytes(folder / sessions.CORPUS, corpus_text.encode("utf-8"))
     atomic_write_bytes(folder / sessions.CORPUS_INFO, json.dumps(asdict(info)).encode("utf-8"))
     return info
@@ -85,21 +129,37 @@ def corpus_info(folder: Path) -> CorpusInfo | None:
         return None
 
 
-def read_corpus(folder: Path) -> tuple[str, CorpusInfo]:
-    """The session corpus's text and info; UserError when there is none yet."""
+def read_corpus(folder: Path) -> tuple[str | list[documents.Document], CorpusInfo]:
+    """The session corpus (its text, or its documents when it has several) and info; UserError when there is none
+    yet."""
     info = corpus_info(folder)
     if info is None:
         raise UserError("No corpus yet: upload a .txt file or use the sample corpus first.")
+    if info.documents > 1:
+        try:
+            listed = json.loads((folder / sessions.CORPUS_DOCUMENTS).read_text(encoding="utf-8"))
+            return [documents.Document(str(d["name"]), str(d["text"])) for d in listed], info
+        except (OSError, ValueError, TypeError, KeyError):
+            raise UserError("The session's documents cannot be read; upload the corpus again.") from None
     return (folder / sessions.CORPUS).read_text(encoding="utf-8"), info
+
+
+def joined_corpus_text(folder: Path) -> str | None:
+    """The session corpus as one text (several documents joined by blank lines), for previews and as the reference
+    of generalized words; None when there is none."""
+    if corpus_info(folder) is None:
+        return None
+    return (folder / sessions.CORPUS).read_text(encoding="utf-8")
 
 
 def corpus_preview(folder: Path, normalisation: str = "paper", validation: float = 0.1) -> dict[str, Any]:
     """Size, alphabet, split sizes and the start of the normalised training text of the session's corpus, as
     ``engine.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
-    corpus_text, info = read_corpus(folder)
-    corpus = text.prepare_corpus(corpus_text, normalisation=normalisation, validation=validation, name=info.name)
+    given, info = read_corpus(folder)
+    corpus = text.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name)
     return {
         "name": info.name,
+        "documents": info.documents,
         "bytes": info.bytes,
         "characters": info.characters,
         "normalisation": normalisation,

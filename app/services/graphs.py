@@ -11,7 +11,7 @@ import networkx as nx
 
 from app import config, sessions
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
-from app.services.corpus import corpus_info
+from app.services.corpus import joined_corpus_text
 from app.services.models import load_current
 from engine import communities as communities_mod
 from engine import export as export_mod
@@ -55,9 +55,9 @@ PALETTE = (
 def _reference_corpus(folder: Path, model: CHMM) -> str | None:
     """The raw text the generalized words are checked against (seen/novel): the session's corpus, or the bundled
     sample corpus when the model was trained on it; None when neither applies."""
-    info = corpus_info(folder)
-    if info is not None:
-        return (folder / sessions.CORPUS).read_text(encoding="utf-8")
+    session_text = joined_corpus_text(folder)
+    if session_text is not None:
+        return session_text
     if model.metadata.get("corpus") == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
         return text.read_text(config.SAMPLE_CORPUS)
     return None

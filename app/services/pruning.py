@@ -8,7 +8,7 @@ from typing import Any
 
 from app import config, sessions
 from app.services import UserError, describe_error, parse_threshold
-from app.services.corpus import corpus_info
+from app.services.corpus import corpus_info, read_corpus
 from app.services.models import load_current
 from engine import text, workflows
 from engine.model import CHMM
@@ -49,13 +49,14 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
     on, else the last 10% of that corpus."""
     info = corpus_info(folder)
     if info is not None:
-        corpus_text, name = (folder / sessions.CORPUS).read_text(encoding="utf-8"), info.name
+        given, name = read_corpus(folder)[0], info.name
+        corpus_text = given if isinstance(given, str) else "\n\n".join(d.text for d in given)
     elif config.SAMPLE_CORPUS.is_file():
         corpus_text, name = text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     else:
         raise UserError("There is no text to score: upload a corpus on the Train page first.")
     model = load_current(folder) if model is None else model
-    held_out = workflows.held_out_split_text(model, corpus_text)
+    held_out = workflows.held_out_split_text(model, given if info is not None else corpus_text)
     if held_out:
         split, part = held_out
         note = "" if part == "validation" else "; its validation part was trained on in the refit"
