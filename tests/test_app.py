@@ -771,3 +771,22 @@ def test_uploads_are_limited_per_file_and_in_all(folder: Path, monkeypatch: pyte
     with pytest.raises(CorpusError, match="^book.zip expands to 100,000 bytes, more than the corpus limit"):
         corpus_service.store_corpus(folder, [data_uri(bomb)], ["book.zip"])
     assert corpus_service.corpus_info(folder) is None
+
+
+def test_infomap_runs_as_a_background_job_of_the_session(folder: Path) -> None:
+    """Infomap uses the same job helper as training and comparison: a record with its status, a heartbeat, and a
+    second run refused while one is running."""
+    files = graph_service.communities_files(folder)
+    graph_service.run_communities(folder, trials=1)
+    record = files.read()
+    assert record["status"] == "finished" and record["finished"] >= record["started"] and not files.running()
+    files.write(record | {"status": "running"})
+    files.heartbeat.touch()
+    with pytest.raises(UserError, match="Infomap is already running"):
+        graph_service.run_communities(folder, trials=1)
+    assert not files.running(now=time.time() + 60)  # a job killed without a word goes stale
+    os.utime(files.heartbeat, (time.time() - 60, time.time() - 60))
+    graph_service.run_communities(folder, trials=1)
+    with pytest.raises(UserError):
+        graph_service.run_communities(folder, trials="many")
+    assert files.read()["status"] == "finished"  # bad settings are refused before a job starts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import networkx as nx
 
 from app import config, sessions
+from app.background import FAILED, FINISHED, RUNNING, JobFiles
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
 from app.services.corpus import joined_corpus_text
 from app.services.models import load_current
@@ -38,6 +40,7 @@ EXPORTS = "exports"  # folder in the session folder for the export files
 
 
 COMMUNITIES = sessions.COMMUNITIES  # the last community run of the session (summary and modules)
+COMMUNITIES_JOB = "communities-job.json"  # the record of the session's Infomap job
 
 
 MAX_TRIALS = 100
@@ -116,13 +119,35 @@ def run_communities(
 ) -> dict[str, Any]:
     """Run Infomap on the current model's clone graph (pruned at ``threshold``, default 1e-3) and save the result
     (run figures, settings, every module of the tree with its parent, children, words and clones) as
-    ``communities.json`` in the session folder. Returns what was saved."""
+    ``communities.json`` in the session folder. Returns what was saved. The run is a background job of the session
+    (:func:`communities_files`: its record and heartbeat); a second one while it runs is refused."""
     options = communities_mod.CommunityOptions(
         two_level=bool(two_level),
         trials=_option_number(trials, "the number of trials", 1, MAX_TRIALS, 10),
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
     )
     threshold = workflows.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
+    files = communities_files(folder)
+    if files.running():
+        raise UserError("Infomap is already running in this session; wait for it to finish.")
+    record = {"status": RUNNING, "started": time.time(), "threshold": threshold, "options": asdict(options)}
+    files.write(record)
+    try:
+        with files.alive():
+            saved = _communities(folder, options, threshold)
+    except BaseException as exc:
+        files.write(record | {"status": FAILED, "message": describe_error(exc), "finished": time.time()})
+        raise
+    files.write(record | {"status": FINISHED, "finished": time.time()})
+    return saved
+
+
+def communities_files(folder: Path) -> JobFiles:
+    """The Infomap job's record, heartbeat and cancel flag in a session folder."""
+    return JobFiles(folder / COMMUNITIES_JOB, folder / "communities-heartbeat", folder / "communities-cancel")
+
+
+def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = load_current(folder)
     corpus_text = _reference_corpus(folder, model)
     result = workflows.model_communities(model, threshold, options, corpus_text)
