@@ -7,6 +7,7 @@ partial output. With ``--json`` the last line on stdout is one JSON object with 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine import documents, learning, text, workflows
+from engine import distributed, documents, learning, text, workflows
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import BACKENDS, BackendError
 from engine.communities import FLOW_SOURCES, CommunityOptions
@@ -85,18 +86,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
         **given,
     )
     options.validate()
+    if (args.cluster or args.workers) and options.algorithm != "em":
+        raise ValueError("training on a cluster (--cluster, --workers) runs batch EM: use --algorithm em")
+    if args.workers is not None and not 1 <= args.workers <= 1024:
+        raise ValueError(f"--workers must be a number of processes from 1 to 1,024, got {args.workers}")
     corpus_text, name = _read_corpus(args.corpus)
     cancel = learning.CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
     try:
-        outcome = workflows.train_text(
-            corpus_text,
-            options,
-            callback=None if args.quiet else _progress_printer(sys.stderr),
-            cancel=cancel,
-            name=name,
-            log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
-        )
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if args.cluster or args.workers:
+                cluster = stack.enter_context(distributed.open_cluster(args.cluster, args.workers))
+            outcome = workflows.train_text(
+                corpus_text,
+                options,
+                callback=None if args.quiet else _progress_printer(sys.stderr),
+                cancel=cancel,
+                name=name,
+                log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+                cluster=cluster,
+            )
     finally:
         signal.signal(signal.SIGINT, previous)
     if outcome.result.stopped == "cancelled":
@@ -193,6 +203,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--init works only with --learner chmm")
     if args.grow_from is not None:
         raise ValueError("--grow-from works only with --learner chmm")
+    if args.workers is not None or args.cluster:
+        raise ValueError("--workers and --cluster train CHMMs only (--learner chmm)")
     if args.backend == "gpu":
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend gpu")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
@@ -453,6 +465,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backend", choices=BACKENDS, default=TRAIN_DEFAULTS.backend)
     train.add_argument("--dtype", choices=list(workflows.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
     train.add_argument("--init", default=None, help="continue training from this model")
+    train.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="batch EM's E-step on a local Dask cluster of this many processes (pip install 'chmm-explorer[cluster]')",
+    )
+    train.add_argument(
+        "--cluster", default=None, metavar="ADDRESS", help="batch EM's E-step on the Dask scheduler at ADDRESS"
+    )
     train.add_argument(
         "--grow-from",
         type=int,

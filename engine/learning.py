@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine import engines, inference
+from engine import distributed, engines, inference
 from engine.model import CHMM
 
 ALGORITHMS = ("em", "online", "viterbi")
@@ -197,20 +197,40 @@ def online_epoch(
 
 
 class _Iterations:
-    """The three algorithms' iterations over one :class:`engine.engines.Engine` (batch EM, Viterbi EM, online EM)."""
+    """The three algorithms' iterations over one :class:`engine.engines.Engine` (batch EM, Viterbi EM, online EM);
+    batch EM's E-step runs in this process or, given ``cluster``, over the workers of a Dask cluster."""
 
-    def __init__(self, engine: engines.Engine, start: Any, sequences: list[np.ndarray], config: TrainingConfig) -> None:
+    def __init__(
+        self,
+        engine: engines.Engine,
+        start: Any,
+        sequences: list[np.ndarray],
+        config: TrainingConfig,
+        cluster: Any = None,
+    ) -> None:
         self.engine = engine
         self.sequences = sequences
         self.config = config
-        self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]
+        self.cluster = None
+        if cluster is not None:
+            if config.algorithm != "em":
+                raise ValueError("training on a cluster runs batch EM (--algorithm em)")
+            self.cluster = distributed.ClusterEStep(cluster, sequences)
+            self.plans: list[Any] = []
+        else:
+            self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]
         self.online = OnlineState()
 
     def __call__(self, current: Any, cancel: CancelToken | None) -> tuple[Any, float, bool]:
         """One iteration (an epoch for online EM): the new state, the training log-likelihood, cancelled midway."""
         engine, config = self.engine, self.config
         if config.algorithm == "em":
-            e = engines.e_step_sequences(engine, current, self.sequences, self.plans)
+            if self.cluster is not None:
+                e = self.cluster(engine, current, cancel)
+                if e is None:
+                    return current, 0.0, True
+            else:
+                e = engines.e_step_sequences(engine, current, self.sequences, self.plans)
             pi = e.gamma_first if config.update_pi else None
             return engine.m_step(current, e.counts, config.pseudocount, pi), e.log_likelihood, False
         if config.algorithm == "viterbi":
@@ -231,6 +251,7 @@ def fit(
     callback: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     backend: str = "cpu",
+    cluster: Any = None,
 ) -> TrainingResult:
     """Train ``model`` on the symbol sequence ``train`` (or several independent sequences: documents) with the
     configured algorithm, on the implementation :func:`engine.engines.engine_for` picks for the model and
@@ -241,7 +262,9 @@ def fit(
     it, the last model. Training also stops when the relative gain in training log-likelihood drops below
     ``tolerance``, or when ``cancel`` is set (checked once per iteration, or once per batch for online EM). A
     cancelled or failed run returns the last good model with ``stopped`` saying why. Sequences of fewer than two
-    symbols carry no transition and are left out.
+    symbols carry no transition and are left out. With ``cluster`` (a ``dask.distributed.Client``) batch EM's E-step
+    runs over its workers, exactly (:mod:`engine.distributed`); a cluster that goes away fails the run with the
+    reason and the last good model.
     """
     config = config or TrainingConfig()
     config.validate()
@@ -259,7 +282,7 @@ def fit(
         batch_size=config.batch_size,
     )
     initial = engine.load(model)
-    iterate = _Iterations(engine, initial, sequences, config)
+    iterate = _Iterations(engine, initial, sequences, config, cluster)
 
     def validation_bps(state: Any) -> float:
         return engines.score_sequences(engine, state, held_out).bps
@@ -284,7 +307,7 @@ def fit(
             if not engine.finite(new):
                 raise FloatingPointError("the transition matrix became non-finite")
             held_out_bps = validation_bps(new) if held_out else float("nan")
-        except (FloatingPointError, MemoryError, ValueError) as exc:
+        except (FloatingPointError, MemoryError, ValueError, distributed.ClusterError) as exc:
             result.stopped = "failed"
             result.error = f"{type(exc).__name__}: {exc}"
             break

@@ -129,6 +129,7 @@ def train_text(
     name: str = "corpus",
     log: Callable[[str], None] | None = None,
     initial_model: CHMM | None = None,
+    cluster: Any = None,
 ) -> TrainOutcome:
     """Train a model on raw text (one document, or a list of documents: independent sequences) with the paper's
     protocol, in named stages:
@@ -142,7 +143,9 @@ def train_text(
     4. :func:`refit`: with ``options.refit`` (the paper's protocol, section 4.2) the model is retrained from the same
        start on training + validation text for the number of iterations validation chose.
 
-    Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run."""
+    Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run. With
+    ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.distributed`) batch EM's E-steps run on its workers.
+    """
     options.validate()
     backend = resolve_backend(options.backend)
     started = time.perf_counter()
@@ -171,7 +174,7 @@ def train_text(
             f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
             f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
         )
-    result = select_on_validation(start, corpus, config, backend, callback, cancel)
+    result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
     selected = result.model
     has_validation = bool(corpus.validation_parts)
     validation_bps = _score(selected, corpus.validation_parts, backend) if has_validation else None
@@ -179,8 +182,16 @@ def train_text(
     if options.refit and has_validation and result.stopped not in STOPPED_BAD:
         # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
         trained, refit_iterations, refitted = refit(
-            refit_start if refit_start is not None else start, result, corpus, config, backend, callback, cancel, log,
+            refit_start if refit_start is not None else start,
+            result,
+            corpus,
+            config,
+            backend,
+            callback,
+            cancel,
+            log,
             grown=refit_start is not None,
+            cluster=cluster,
         )
     trained_on = corpus.train_full_parts if refitted else corpus.train_parts
     test = corpus.test_parts
@@ -270,10 +281,13 @@ def select_on_validation(
     backend: str,
     callback: learning.ProgressCallback | None,
     cancel: learning.CancelToken | None,
+    cluster: Any = None,
 ) -> learning.TrainingResult:
     """Stage 3: train on the training part, keeping the model best on the validation part (early stopping)."""
     validation = corpus.validation_parts
-    return learning.fit(start, corpus.train_parts, validation or None, config, callback, cancel, backend=backend)
+    return learning.fit(
+        start, corpus.train_parts, validation or None, config, callback, cancel, backend=backend, cluster=cluster
+    )
 
 
 def refit(
@@ -286,6 +300,7 @@ def refit(
     cancel: learning.CancelToken | None,
     log: Callable[[str], None] | None,
     grown: bool = False,
+    cluster: Any = None,
 ) -> tuple[Any, int, bool]:
     """Stage 4, the paper's protocol: the validation split chose the number of iterations; train from the same start
     on training + validation text for that many. A grown start is already the dense refit, grown: with no sparse
@@ -296,7 +311,9 @@ def refit(
     if log:
         log(f"refitting on training + validation text for {selection.best_iteration} iteration(s)")
     refit_config = replace(config, max_iterations=selection.best_iteration, tolerance=0.0)
-    again = learning.fit(start, corpus.train_full_parts, None, refit_config, callback, cancel, backend=backend)
+    again = learning.fit(
+        start, corpus.train_full_parts, None, refit_config, callback, cancel, backend=backend, cluster=cluster
+    )
     if again.stopped in STOPPED_BAD:
         selection.stopped, selection.error = again.stopped, again.error
     return again.model, selection.best_iteration, True

@@ -1,0 +1,184 @@
+"""Training over a Dask cluster: the E-step of batch EM mapped over shards of the documents, exactly.
+
+The expected counts of independent sequences add up (paper, section 3: the M-step needs only sum_n xi(n)), so a
+corpus of many documents trains exactly on many machines: every worker runs the protocol's E-step
+(:func:`engine.engines.e_step_sequences`) on its shard of the documents, the partial counts are summed on the workers
+in a tree (pairs of partials, then pairs of those), and only the total comes back to the client, which runs the
+M-step. Per iteration the model goes to the workers once (scattered to every worker), not once per task; the shards go
+once per training (scattered at the start, each held by two workers where there are two, so that a worker that dies
+mid-iteration leaves a copy from which Dask recomputes its tasks). Shards are balanced by symbols, not by documents.
+
+This module is the only one that imports Dask (the ``distributed`` package, the optional extra ``[cluster]``), and
+only when a cluster is asked for: ``--workers N`` starts a local cluster of N processes (no server to install),
+``--cluster ADDRESS`` connects to a running scheduler (``dask scheduler`` / ``dask worker ADDRESS``). A document is a
+shard's unit: one long document is not cut (a chunk with a burn-in would be approximate; not built yet).
+"""
+
+from __future__ import annotations
+
+import importlib
+import operator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import engines, inference
+
+
+class ClusterError(ConnectionError):
+    """The cluster cannot be reached, or went away during training (the message says which and why)."""
+
+
+@dataclass
+class Partial:
+    """The E-step of a shard of documents: expected counts in the model's layout, the sum of gamma(1) over its
+    documents, their log-likelihood and zero-probability events, how many documents, and the touched blocks."""
+
+    counts: np.ndarray
+    gamma_first: np.ndarray
+    log_likelihood: float
+    zero_events: int
+    sequences: int
+    touched: np.ndarray
+
+    def __add__(self, other: Partial) -> Partial:
+        return Partial(
+            self.counts + other.counts,
+            self.gamma_first + other.gamma_first,
+            self.log_likelihood + other.log_likelihood,
+            self.zero_events + other.zero_events,
+            self.sequences + other.sequences,
+            self.touched | other.touched,
+        )
+
+
+def shard_e_step(model: Any, shard: Sequence[np.ndarray]) -> Partial:
+    """What a worker computes: the E-step of its documents on the CPU implementation of ``model``."""
+    engine = engines.engine_for(model, "cpu")
+    state = engine.load(model)
+    e = engines.e_step_sequences(engine, state, list(shard))
+    return Partial(
+        np.asarray(e.counts, dtype=np.float64),
+        e.gamma_first * len(shard),
+        e.log_likelihood,
+        e.zero_events,
+        len(shard),
+        e.touched,
+    )
+
+
+def balance(sequences: Sequence[np.ndarray], shards: int) -> list[list[np.ndarray]]:
+    """The sequences in ``shards`` groups of about equal symbols (longest first, each to the lightest group); groups
+    that get nothing are left out. A document is never cut."""
+    groups: list[list[np.ndarray]] = [[] for _ in range(max(1, shards))]
+    load = np.zeros(len(groups))
+    for x in sorted(sequences, key=len, reverse=True):
+        k = int(np.argmin(load))
+        groups[k].append(x)
+        load[k] += len(x)
+    return [g for g in groups if g]
+
+
+def connect(address: str | None = None, workers: int | None = None) -> Any:
+    """A ``dask.distributed.Client``: of the scheduler at ``address``, or of a new local cluster of ``workers``
+    processes (one thread each). :class:`ClusterError` when Dask is not installed or the scheduler cannot be
+    reached."""
+    try:
+        distributed = importlib.import_module("dask.distributed")
+    except ImportError:
+        raise ClusterError("training on a cluster needs Dask: pip install 'chmm-explorer[cluster]'") from None
+    if address:
+        try:
+            return distributed.Client(address, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+    if not workers or workers < 1:
+        raise ValueError("a local cluster needs at least one worker")
+    cluster = distributed.LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
+    return distributed.Client(cluster)
+
+
+@contextmanager
+def open_cluster(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """:func:`connect` for the length of a ``with`` block: the client is closed after it, and a local cluster it
+    started is shut down."""
+    client = connect(address, workers)
+    try:
+        yield client
+    finally:
+        local = None if address else client.cluster
+        client.close()
+        if local is not None:
+            local.close()
+
+
+@dataclass
+class ClusterEStep:
+    """The batch-EM E-step of :func:`engine.learning.fit` over a cluster (see the module docstring). Call it with the
+    engine and the state of the iteration; it returns the summed :class:`engine.inference.EStepResult`, or None when
+    ``cancel`` was set while the workers ran (their tasks are cancelled)."""
+
+    client: Any
+    sequences: list[np.ndarray]
+    shards: int | None = None
+    futures: list[Any] = field(default_factory=list, repr=False)
+    bytes_model: int = 0
+
+    def __post_init__(self) -> None:
+        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        groups = balance(self.sequences, self.shards or workers)
+        try:
+            self.futures = self.client.scatter(groups)
+            if workers > 1:
+                self.client.replicate(self.futures, n=2)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
+
+    def _check_client(self) -> None:
+        """ClusterError unless the client is connected to its scheduler."""
+        if self.client.status != "running":
+            raise ClusterError(f"the Dask scheduler went away (the client is {self.client.status})")
+
+    def __call__(self, engine: engines.Engine, state: Any, cancel: Any = None) -> inference.EStepResult | None:
+        from dask.distributed import wait
+
+        model = engine.host(state)
+        try:
+            self._check_client()
+            shared = self.client.scatter(model, broadcast=True)
+            partials = [self.client.submit(shard_e_step, shared, shard, pure=False) for shard in self.futures]
+            while len(partials) > 1:  # a tree sum on the workers: only the total comes back
+                pairs = [
+                    self.client.submit(operator.add, a, b, pure=False)
+                    for a, b in zip(partials[::2], partials[1::2], strict=False)
+                ]
+                partials = pairs + ([partials[-1]] if len(partials) % 2 else [])
+            total_future = partials[0]
+            while not total_future.done():
+                try:
+                    wait([total_future], timeout=0.5)
+                except TimeoutError:  # not done yet: look at the cancel token and the scheduler, then wait again
+                    pass
+                self._check_client()
+                if cancel is not None and cancel.cancelled:
+                    self.client.cancel([total_future, shared])
+                    return None
+            total: Partial = total_future.result()
+        except (ClusterError, ValueError, FloatingPointError, MemoryError):
+            raise  # ours, or the E-step's own errors raised on a worker: the training loop reports them
+        except Exception as exc:  # a scheduler or client that went away fails in many ways (comm, state, None)
+            reason = f"{type(exc).__name__}: {exc}"
+            raise ClusterError(f"the Dask cluster went away during an iteration ({reason})") from None
+        return inference.EStepResult(
+            total.counts,
+            total.gamma_first / total.sequences,
+            total.log_likelihood,
+            total.zero_events,
+            np.zeros(0),
+            total.touched,
+        )

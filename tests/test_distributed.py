@@ -1,0 +1,134 @@
+"""Batch EM over a Dask cluster (engine.distributed): a LocalCluster of two worker processes gives the counts and the
+training of one process, survives a worker killed mid-iteration, stops on cancel, and reports a cluster that goes
+away with the last good model kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import cli, distributed, engines, learning, sparse
+from engine.model import CHMM, load, random_model
+
+pytest.importorskip("dask.distributed")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.open_cluster(workers=2) as client:
+        yield client
+
+
+def model_and_documents(seed: int = 1, sizes: tuple[int, ...] = (500, 300, 800, 120, 60, 45)) -> tuple[CHMM, list]:
+    rng = np.random.default_rng(seed)
+    pairs = np.array([(i, j) for i in range(3) for j in range(3) if (i, j) != (2, 0)])
+    model = random_model(list("abc"), np.array([3, 4, 3]), pairs, rng, dtype=np.float64)
+    docs = [engines.DenseEngine().sample(model, n, rng) for n in sizes]
+    return model, [d for d in docs if len(d) >= 2]
+
+
+def test_shards_are_balanced_by_symbols() -> None:
+    docs = [np.zeros(n, dtype=np.int64) for n in (900, 500, 400, 300, 200, 100, 50)]
+    shards = distributed.balance(docs, 3)
+    loads = sorted(sum(len(x) for x in shard) for shard in shards)
+    # longest first, each to the lightest shard: within one document of the mean
+    assert loads == [750, 800, 900] and sum(len(s) for s in shards) == len(docs)
+    assert max(loads) <= sum(loads) / 3 + 900
+    assert len(distributed.balance(docs[:2], 5)) == 2  # no empty shards
+
+
+@pytest.mark.parametrize("form", ["dense", "sparse"])
+def test_sharded_counts_equal_one_process(client, form: str) -> None:
+    model, docs = model_and_documents()
+    host = sparse.from_dense(model) if form == "sparse" else model
+    engine = engines.engine_for(host)
+    local = engines.e_step_sequences(engine, host, docs)
+    sharded = distributed.ClusterEStep(client, docs)(engine, host)
+    np.testing.assert_allclose(sharded.counts, local.counts, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sharded.gamma_first, local.gamma_first, rtol=1e-10, atol=1e-12)
+    assert sharded.log_likelihood == pytest.approx(local.log_likelihood, rel=1e-12)
+
+
+@pytest.mark.parametrize("form", ["dense", "sparse"])
+def test_batch_em_on_the_cluster_is_batch_em(client, form: str) -> None:
+    model, docs = model_and_documents(seed=2)
+    host = sparse.from_dense(model) if form == "sparse" else model
+    config = learning.TrainingConfig(max_iterations=6, tolerance=0.0)
+    held_out = [docs[0][:100]]
+    here = learning.fit(host, docs, held_out, config)
+    there = learning.fit(host, docs, held_out, config, cluster=client)
+    assert there.stopped == here.stopped == "max_iterations"
+    mine = np.array([[r.train_bps, r.validation_bps] for r in there.history])
+    theirs = np.array([[r.train_bps, r.validation_bps] for r in here.history])
+    np.testing.assert_allclose(mine, theirs, rtol=1e-6)
+
+
+def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
+    model, docs = model_and_documents(seed=3, sizes=tuple([6_000] * 12))
+    config = learning.TrainingConfig(max_iterations=4, tolerance=0.0)
+    here = learning.fit(model, docs, None, config)
+    victim = sorted(client.run(os.getpid).items())[0][1]  # the process id of one worker
+    killed = threading.Event()
+
+    def kill_during_the_next_iteration(record: learning.IterationRecord) -> None:
+        if record.iteration == 1:
+
+            def kill() -> None:
+                time.sleep(0.01)
+                os.kill(victim, signal.SIGKILL)
+                killed.set()
+
+            threading.Thread(target=kill, daemon=True).start()
+
+    there = learning.fit(model, docs, None, config, callback=kill_during_the_next_iteration, cluster=client)
+    assert killed.is_set() and there.stopped == "max_iterations", there.error
+    np.testing.assert_allclose([r.train_bps for r in there.history], [r.train_bps for r in here.history], rtol=1e-9)
+    np.testing.assert_allclose(there.model.T, here.model.T, rtol=1e-9, atol=1e-12)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for the tests after this one
+
+
+def test_cancel_stops_the_cluster_work(client) -> None:
+    model, docs = model_and_documents(seed=4, sizes=tuple([20_000] * 8))
+    cancel = learning.CancelToken()
+    config = learning.TrainingConfig(max_iterations=50, tolerance=0.0)
+    timer = threading.Timer(0.5, cancel.cancel)
+    timer.start()
+    started = time.perf_counter()
+    result = learning.fit(model, docs, None, config, cancel=cancel, cluster=client)
+    assert result.stopped == "cancelled" and time.perf_counter() - started < 20
+    assert len(result.history) < 50
+
+
+def test_a_cluster_that_goes_away_fails_the_run_and_keeps_the_last_model() -> None:
+    model, docs = model_and_documents(seed=5, sizes=tuple([20_000] * 6))
+    with distributed.open_cluster(workers=1) as own:
+        config = learning.TrainingConfig(max_iterations=200, tolerance=0.0)
+
+        def stop_the_cluster(record: learning.IterationRecord) -> None:
+            if record.iteration == 2:
+                own.cluster.close()
+
+        result = learning.fit(model, docs, None, config, callback=stop_the_cluster, cluster=own)
+    assert result.stopped == "failed" and "ClusterError" in result.error
+    assert 2 <= len(result.history) < 200 and np.all(np.isfinite(result.model.T))
+
+
+def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "m.npz"
+    args = ["train", str(DATA / "blake-poems.txt"), "-o", str(out), "--states", "60", "--iterations", "3", "--quiet"]
+    assert cli.main([*args, "--workers", "2"]) == 0, capsys.readouterr().err
+    here = tmp_path / "here.npz"
+    assert cli.main([*args[:3], str(here), *args[4:]]) == 0
+    np.testing.assert_allclose(load(out).T, load(here).T, rtol=1e-5, atol=1e-7)
+    assert cli.main([*args, "--workers", "2", "--algorithm", "online"]) == 1
+    assert "runs batch EM" in capsys.readouterr().err
+    assert cli.main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
