@@ -84,3 +84,8 @@ def max_train_bytes() -> int:
 def redis_url() -> str | None:
     raw = os.environ.get("REDIS_URL", "").strip()
     return raw or None
+
+
+def dask_scheduler() -> str | None:
+    """The Dask scheduler training jobs run batch EM's E-step on (``DASK_SCHEDULER_ADDRESS``), or None: in-process."""
+    return os.environ.get("DASK_SCHEDULER_ADDRESS", "").strip() or None

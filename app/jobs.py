@@ -19,6 +19,7 @@ online EM) even where the job cannot be killed (a Celery worker on another machi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -31,7 +32,7 @@ from typing import Any
 from app import config, services, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, read_json
 from app.services import corpus as corpus_service
-from engine import learning, text, workflows
+from engine import distributed, learning, text, workflows
 from engine.backend import gpu_probably_available
 from engine.files import atomic_write_json
 from engine.learning import ALGORITHMS
@@ -282,17 +283,32 @@ def run_training_job(
     return outcome
 
 
+def cluster_note() -> str:
+    """Where batch EM's E-step runs: on the Dask cluster of ``DASK_SCHEDULER_ADDRESS``, or in the job's process."""
+    address = config.dask_scheduler()
+    if address:
+        return (
+            f"Batch EM's E-step runs on the Dask cluster at {address} (DASK_SCHEDULER_ADDRESS); online and Viterbi EM "
+            "run in the background job."
+        )
+    return "Training runs in the background job's process (set DASK_SCHEDULER_ADDRESS to use a Dask cluster)."
+
+
 def _train_and_install(
     folder: Path, options: workflows.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
 ) -> tuple[str, str]:
     cancel_flag = folder / sessions.CANCEL
-    outcome = workflows.train_text(
-        check.corpus_text,
-        options,
-        callback=progress.record,
-        cancel=learning.CancelToken(poll=cancel_flag.exists),
-        name=check.name,
-    )
+    address = config.dask_scheduler() if options.algorithm == "em" else None
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(distributed.open_cluster(address)) if address else None
+        outcome = workflows.train_text(
+            check.corpus_text,
+            options,
+            callback=progress.record,
+            cancel=learning.CancelToken(poll=cancel_flag.exists),
+            name=check.name,
+            cluster=cluster,
+        )
     if outcome.result.stopped == "cancelled" or cancel_flag.exists():
         done = len(progress.state["history"]) + len(progress.state["refit"])
         return CANCELLED, f"Training cancelled after {done} iteration(s); the previous model is still current."

@@ -27,6 +27,17 @@ import numpy as np
 
 from engine import engines, inference
 
+ONE_CORE = {
+    inference.ONE_THREAD_ENV: "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1",
+}
+"""The environment of a local worker process: one core each (the E-step's passes one after the other, BLAS and numba
+on one thread), so that N workers use N cores. Start remote workers the same way: ``dask worker ADDRESS
+--nthreads 1`` with these variables set."""
+
 
 class ClusterError(ConnectionError):
     """The cluster cannot be reached, or went away during training (the message says which and why)."""
@@ -98,7 +109,12 @@ def connect(address: str | None = None, workers: int | None = None) -> Any:
     if not workers or workers < 1:
         raise ValueError("a local cluster needs at least one worker")
     cluster = distributed.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=40,
+        env=ONE_CORE,
     )
     return distributed.Client(cluster)
 

@@ -283,6 +283,14 @@ def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray) -> PairLayout:
 
 
 _EXECUTORS: dict[int, ThreadPoolExecutor] = {}
+ONE_THREAD_ENV = "CHMM_ONE_THREAD"
+"""Set to 1 in a process that must use one core (a cluster worker): the E-step's passes then run one after the
+other instead of on two threads."""
+
+
+def concurrent_passes() -> bool:
+    """Whether an E-step runs its forward and backward pass on two threads (unless :data:`ONE_THREAD_ENV` is 1)."""
+    return os.environ.get(ONE_THREAD_ENV, "").strip() != "1"
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -337,9 +345,7 @@ def e_step(
         beta = np.empty(pl.beta_size, dtype=dtype)
         predictive = np.empty(len(x), dtype=np.float64)
     start = (model.pi if initial is None else np.asarray(initial)).astype(dtype, copy=False)
-    pool = _executor()
-    job_forward = pool.submit(
-        cpu.forward_pass,
+    forward_args = (
         T,
         start,
         x,
@@ -351,10 +357,12 @@ def e_step(
         pl.alpha_offsets,
         predictive,
     )
+    job_forward = _executor().submit(cpu.forward_pass, *forward_args) if concurrent_passes() else None
+    forward_events = None if job_forward is not None else cpu.forward_pass(*forward_args)
     if T_transposed is None:
         T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
     cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
-    zero_events = int(job_forward.result())
+    zero_events = int(job_forward.result() if job_forward is not None else forward_events)
 
     # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
     m_first = layout.n_clones[x[0]]

@@ -132,3 +132,38 @@ def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFix
     assert "runs batch EM" in capsys.readouterr().err
     assert cli.main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
+    client, with_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With DASK_SCHEDULER_ADDRESS set, a batch-EM training job of the app runs its E-steps on that cluster (the
+    scheduler counts the tasks) and gives the model the job's own process gives; the Train page says where."""
+    from app import jobs, sessions
+    from engine import workflows
+
+    form = {
+        "states": 60,
+        "allocation": "ngram",
+        "normalisation": "paper",
+        "algorithm": "em",
+        "iterations": 2,
+        "batch_size": 2000,
+        "validation": 0.1,
+        "seed": 0,
+        "backend": "cpu",
+    }
+    assert "background job's process" in jobs.cluster_note()
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
+    assert outcome.status == jobs.FINISHED, outcome.message
+    here = workflows.load_model(sessions.current_model_path(with_corpus))
+    address = client.scheduler.address
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", address)
+    assert address in jobs.cluster_note()
+    tasks_before = len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.transition_log)))
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
+    assert outcome.status == jobs.FINISHED, outcome.message
+    tasks_after = len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.transition_log)))
+    assert tasks_after > tasks_before
+    there = workflows.load_model(sessions.current_model_path(with_corpus))
+    np.testing.assert_allclose(there.T, here.T, rtol=1e-5, atol=1e-7)

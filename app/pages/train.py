@@ -134,6 +134,7 @@ def layout(**_query: Any) -> html.Div:
                     ),
                     GPU_NOTE,
                 ),
+                html.Div(id=ids.TRAIN_CLUSTER_NOTE, children=jobs.cluster_note(), className="hint"),
             ],
             className="form-grid",
         ),
