@@ -10,8 +10,9 @@ Prints two tables:
 2. the costs a cluster pays per iteration, measured at 1,000 / 3,000 states (dense) and 30,000 states (sparse, grown
    by splitting a pruned 3,000-state model): the bytes of the model scattered to the workers and of the counts
    reduced, the seconds to scatter the model to every worker and to tree-sum two partial counts on the workers,
-   and the E-step's seconds per symbol on one worker; then the projected seconds per iteration for 8, 32 and 128
-   workers on a corpus of 10^8 symbols at 30,000 states:
+   and the E-step's seconds per symbol on one worker (50,000 symbols, the model already there; the grown model's
+   base is the 3,000-state model after 8 EM iterations on 240,000 symbols, pruned at 1e-3); then the projected
+   seconds per iteration for 8, 32 and 128 workers on a corpus of 10^8 symbols at 30,000 states:
 
        t(W) = N / W * c  +  ceil(log2 W) * (b_model / B + t_reduce)  +  t_mstep
 
@@ -91,7 +92,8 @@ def cost_table(corpus) -> dict:
 
     rows = {}
     parts = corpus.train_parts
-    sample = [x[:20_000] for x in parts]
+    sample = [x[:20_000] for x in parts]  # 240,000 symbols: the grown model's base
+    probe = [np.concatenate([x[:5_000] for x in parts])[:50_000]]  # what one worker's E-step is timed on
     print(
         "\n| model | stored entries | model bytes | counts bytes | scatter to 2 workers s | tree-sum step s | "
         "E-step s per symbol (1 worker) |"
@@ -101,7 +103,8 @@ def cost_table(corpus) -> dict:
         models = {}
         for states in (1000, 3000):
             models[f"dense {states:,}"] = start_model(corpus, states)
-        base = learning.fit(models["dense 3,000"], sample, None, learning.TrainingConfig(max_iterations=2)).model
+        config = learning.TrainingConfig(max_iterations=8, tolerance=0.0)
+        base = learning.fit(models["dense 3,000"], sample, None, config).model
         pruned = graph.prune(base, threshold=1e-3)
         targets = pruned.n_clones + largest_remainder(pruned.n_clones, 30_000 - pruned.n_states)
         models["sparse 30,000 (grown)"] = sparse.split_clones(pruned, targets, np.random.default_rng(0), 0.05)
@@ -127,10 +130,11 @@ def cost_table(corpus) -> dict:
             started = time.perf_counter()
             client.submit(lambda a, b: a + b, zeros, zeros, pure=False).result()
             reduce_s = time.perf_counter() - started
-            step = distributed.ClusterEStep(client, [sample[0]], shards=1)
+            shard = client.scatter(probe)
+            client.submit(distributed.shard_e_step, future, shard, pure=False).result()  # warm (compile) first
             started = time.perf_counter()
-            step(engine, model)
-            estep_s = (time.perf_counter() - started) / len(sample[0])
+            client.submit(distributed.shard_e_step, future, shard, pure=False).result()
+            estep_s = (time.perf_counter() - started) / len(probe[0])
             stored = int(getattr(model, "data", model.T).size)
             rows[name] = (model_bytes, counts_bytes, scatter_s, reduce_s, estep_s)
             print(
@@ -170,12 +174,14 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-costs", action="store_true")
+    parser.add_argument("--no-speed", action="store_true")
     args = parser.parse_args()
     from engine import text
 
     print(f"machine: {describe_machine()}")
     corpus = text.prepare_corpus(documents(), "paper", name="corpora")
-    speed_table(corpus, args.states, args.iterations, args.repeats)
+    if not args.no_speed:
+        speed_table(corpus, args.states, args.iterations, args.repeats)
     if not args.no_costs:
         projection(cost_table(corpus))
 
