@@ -18,6 +18,20 @@ ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
 SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
 
 
+TINY_FORM = {
+    "states": 60,
+    "allocation": "ngram",
+    "normalisation": "paper",
+    "algorithm": "em",
+    "iterations": 2,
+    "batch_size": 2000,
+    "validation": 0.1,
+    "seed": 0,
+    "backend": "cpu",
+}
+"""The Train page's form for a training of a few seconds."""
+
+
 def data_uri(data: bytes, mime: str = "text/plain") -> str:
     """What dcc.Upload hands a callback for a file with these bytes."""
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")

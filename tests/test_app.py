@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import SHORT_TEXT, data_uri
+from support import SHORT_TEXT, TINY_FORM, data_uri
 
 from app import config, figures, jobs, services, sessions
 from app.services import UserError
@@ -27,17 +27,7 @@ from app.services import pruning as prune_service
 from engine import workflows
 from engine.text import CorpusError
 
-TINY = {
-    "states": 60,
-    "allocation": "ngram",
-    "normalisation": "paper",
-    "algorithm": "em",
-    "iterations": 2,
-    "batch_size": 2000,
-    "validation": 0.1,
-    "seed": 0,
-    "backend": "cpu",
-}
+TINY = TINY_FORM
 
 
 @pytest.fixture(autouse=True)

@@ -139,20 +139,12 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
 ) -> None:
     """With DASK_SCHEDULER_ADDRESS set, a batch-EM training job of the app runs its E-steps on that cluster (the
     scheduler counts the tasks) and gives the model the job's own process gives; the Train page says where."""
+    from support import TINY_FORM
+
     from app import jobs, sessions
     from engine import workflows
 
-    form = {
-        "states": 60,
-        "allocation": "ngram",
-        "normalisation": "paper",
-        "algorithm": "em",
-        "iterations": 2,
-        "batch_size": 2000,
-        "validation": 0.1,
-        "seed": 0,
-        "backend": "cpu",
-    }
+    form = TINY_FORM
     assert "background job's process" in jobs.cluster_note()
     outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
     assert outcome.status == jobs.FINISHED, outcome.message
