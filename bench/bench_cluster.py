@@ -168,6 +168,37 @@ def projection(rows: dict) -> None:
         print(f"| {workers} | {compute:.1f} | {broadcast:.2f} | {reduce:.2f} | {total:.1f} | {efficiency:.0%} |")
 
 
+def burn_in_study(iterations: int) -> None:
+    """BPS after ``iterations`` EM iterations on carroll-alice.txt (one document), exact (in-process) against chunked
+    with a burn-in on a local cluster of two workers, at 1,000 and 3,000 states."""
+    from engine import distributed, inference, learning, text
+
+    corpus = text.prepare_corpus(text.read_text(CORPORA / "carroll-alice.txt"), "paper", validation=0.0)
+    train = corpus.train
+    print(f"\nBurn-in: carroll-alice.txt, {len(train):,} training symbols, {iterations} batch-EM iterations, n-gram")
+    print("| states | chunk | burn-in | train BPS | difference to exact | test BPS | difference to exact |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    with distributed.open_cluster(workers=2) as client:
+        for states in (1000, 3000):
+            model = start_model(corpus, states)
+            config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0)
+            exact = learning.fit(model, train, None, config).model
+            exact_train, exact_test = inference.score(exact, train).bps, inference.score(exact, corpus.test).bps
+            print(f"| {states:,} | whole | - | {exact_train:.6f} | - | {exact_test:.6f} | - |", flush=True)
+            for size in (5_000, 20_000):
+                for burn_in in (0, 100, 1000):
+                    chunked_config = learning.TrainingConfig(
+                        max_iterations=iterations, tolerance=0.0, chunk=size, burn_in=burn_in
+                    )
+                    trained = learning.fit(model, train, None, chunked_config, cluster=client).model
+                    t, s = inference.score(trained, train).bps, inference.score(trained, corpus.test).bps
+                    print(
+                        f"| {states:,} | {size:,} | {burn_in:,} | {t:.6f} | {t - exact_train:+.1e} | {s:.6f} | "
+                        f"{s - exact_test:+.1e} |",
+                        flush=True,
+                    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--states", type=int, default=1000)
@@ -175,10 +206,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-costs", action="store_true")
     parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--burn-in", action="store_true", help="only the burn-in study (20 EM iterations)")
     args = parser.parse_args()
     from engine import text
 
     print(f"machine: {describe_machine()}")
+    if args.burn_in:
+        burn_in_study(20)
+        return
     corpus = text.prepare_corpus(documents(), "paper", name="corpora")
     if not args.no_speed:
         speed_table(corpus, args.states, args.iterations, args.repeats)

@@ -83,9 +83,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         refit=not args.no_refit,
         grow_from=args.grow_from,
         grow_iterations=args.grow_iterations,
+        chunk=args.chunk,
+        **({"burn_in": args.burn_in} if args.burn_in is not None else {}),
         **given,
     )
     options.validate()
+    if (args.chunk is not None or args.burn_in is not None) and not (args.cluster or args.workers):
+        raise ValueError("--chunk and --burn-in cut documents for a cluster: give --workers or --cluster too")
     if (args.cluster or args.workers) and options.algorithm != "em":
         raise ValueError("training on a cluster (--cluster, --workers) runs batch EM: use --algorithm em")
     if args.workers is not None and not 1 <= args.workers <= 1024:
@@ -203,8 +207,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--init works only with --learner chmm")
     if args.grow_from is not None:
         raise ValueError("--grow-from works only with --learner chmm")
-    if args.workers is not None or args.cluster:
-        raise ValueError("--workers and --cluster train CHMMs only (--learner chmm)")
+    if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
+        raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
     if args.backend == "gpu":
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend gpu")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
@@ -473,6 +477,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--cluster", default=None, metavar="ADDRESS", help="batch EM's E-step on the Dask scheduler at ADDRESS"
+    )
+    train.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="with --workers/--cluster: cut documents longer than this many symbols into chunks (dense models)",
+    )
+    train.add_argument(
+        "--burn-in",
+        type=int,
+        default=None,
+        help=f"symbols before and after a chunk whose steps are not counted (default {TRAIN_DEFAULTS.burn_in:,})",
     )
     train.add_argument(
         "--grow-from",

@@ -69,11 +69,18 @@ class Engine(Protocol):
         """A zeroed array of counts in the state's layout."""
 
     def e_step(
-        self, state: Any, x: np.ndarray, initial: np.ndarray | None = None, plan: Any = None, counts_out: Any = None
+        self,
+        state: Any,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        plan: Any = None,
+        counts_out: Any = None,
+        counted: tuple[int, int] | None = None,
     ) -> inference.EStepResult:
         """Expected transition counts sum_n xi(n) of one sequence in the state's layout (only the blocks of pairs
         that occur in ``x`` are written into ``counts_out`` when given), gamma(1), the log-likelihood and the last
-        alpha (online EM carries it into the next batch)."""
+        alpha (online EM carries it into the next batch). ``counted``: only those steps, for a chunk with a burn-in
+        (see :func:`engine.inference.e_step`; the dense CPU engine only)."""
 
     def m_step(self, state: Any, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> Any:
         """T = row-normalise(counts + pseudocount) over the entries EM may update (see ``fixed_zeros``)."""
@@ -211,6 +218,7 @@ class DenseEngine:
         initial: np.ndarray | None = None,
         plan: inference.PairLayout | None = None,
         counts_out: np.ndarray | None = None,
+        counted: tuple[int, int] | None = None,
     ) -> inference.EStepResult:
         cached = self._transposed
         transposed = cached[1] if cached is not None and cached[0] is state.T else None
@@ -222,6 +230,7 @@ class DenseEngine:
             pair_layout=plan,
             T_transposed=transposed,
             counts_out=counts_out,
+            counted=counted,
         )
 
     def m_step(self, state: CHMM, counts: np.ndarray, pseudocount: float, pi: np.ndarray | None = None) -> CHMM:
@@ -360,7 +369,10 @@ class SparseEngine:
         initial: np.ndarray | None = None,
         plan: sparse.SequencePlan | None = None,
         counts_out: np.ndarray | None = None,
+        counted: tuple[int, int] | None = None,
     ) -> inference.EStepResult:
+        if counted is not None:
+            raise ValueError("chunks with a burn-in run on dense models; a sparse model's unit of work is a document")
         return sparse.e_step(state, x, plan, initial)
 
     def m_step(

@@ -703,7 +703,10 @@ class GpuDenseEngine:
         initial: np.ndarray | None = None,
         plan: GpuPlan | None = None,
         counts_out: Any = None,
+        counted: tuple[int, int] | None = None,
     ) -> inference.EStepResult:
+        if counted is not None:
+            raise ValueError("chunks with a burn-in run on the CPU engines")
         if plan is not None and plan.chunk is not None and plan.chunk < len(x) - 1:
             e = self.engine.e_step_chunked(state, x, plan.chunk, counts_out=counts_out)
         else:

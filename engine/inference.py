@@ -316,6 +316,7 @@ def e_step(
     pair_layout: PairLayout | None = None,
     T_transposed: np.ndarray | None = None,
     counts_out: np.ndarray | None = None,
+    counted: tuple[int, int] | None = None,
 ) -> EStepResult:
     """Expected transition counts sum_n xi(n) (paper, section 3, M-step numerator) for one sequence.
 
@@ -328,6 +329,10 @@ def e_step(
     ``T_transposed`` (from ``cpu.transpose_blocks``) and ``counts_out`` (a zeroed float64 buffer; only the blocks of
     pairs occurring in ``x`` are written) let a caller that runs many E-steps (online EM) avoid per-call O(|T|)
     work.
+
+    ``counted = (lo, hi)``: only the steps n -> n+1 with lo <= n < hi are counted, and the log-likelihood is that of
+    positions lo+1 .. hi (and 0 when lo is 0): ``x`` is then a chunk of a longer sequence with a burn-in before and
+    after the counted steps, whose messages settle there (see :mod:`engine.distributed`).
     """
     if count_method not in COUNT_METHODS:
         raise ValueError(f"count_method must be one of {COUNT_METHODS}")
@@ -383,6 +388,11 @@ def e_step(
     weights = np.empty(len(x) - 1, dtype=np.float64)
     use_gemm = count_method == "gemm"
     cpu.pair_weights(x, layout.n_clones, predictive, alpha, pl.alpha_offsets, beta, pl.beta_offsets, weights, use_gemm)
+    if counted is not None:
+        lo, hi = counted
+        for n in (*range(0, lo), *range(hi, len(x) - 1)):  # the burn-in's steps: their xi(n) are not counted
+            weights[n] = 0.0
+            alpha[pl.alpha_offsets[n] : pl.alpha_offsets[n] + layout.n_clones[x[n]]] = 0.0
     counts = np.zeros(layout.size, dtype=np.float64) if counts_out is None else counts_out
     if use_gemm:
         _accumulate_counts_gemm(model, pl, alpha, beta, counts)
@@ -400,7 +410,13 @@ def e_step(
             weights,
             counts,
         )
-    log_likelihood = -np.inf if zero_events else float(np.sum(np.log(predictive)))
+    if counted is not None:
+        lo, hi = counted
+        scored = predictive[lo + 1 : hi + 1] if lo > 0 else predictive[: hi + 1]
+        zero_events = int(np.count_nonzero(scored <= 0))
+        log_likelihood = -np.inf if zero_events else float(np.sum(np.log(scored)))
+    else:
+        log_likelihood = -np.inf if zero_events else float(np.sum(np.log(predictive)))
     return EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
 
 

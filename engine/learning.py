@@ -61,6 +61,8 @@ class TrainingConfig:
         the bytes per step; arithmetic stays float32, see :data:`engine.gpu.HALF_SCALE`); ignored on the CPU.
     gpu_chunk: batch EM on the GPU processes the sequence in chunks of this many positions (exact; device memory
         bounded by the chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
+    chunk, burn_in: on a cluster, documents longer than ``chunk`` symbols are cut into chunks with ``burn_in``
+        symbols before and after (see :func:`engine.distributed.chunk`); None: documents are the unit (exact).
     """
 
     algorithm: str = "em"
@@ -74,6 +76,8 @@ class TrainingConfig:
     count_method: str = "gemm"
     pass_precision: str = "float32"
     gpu_chunk: int | None = None
+    chunk: int | None = None
+    burn_in: int = distributed.DEFAULT_BURN_IN
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -94,6 +98,10 @@ class TrainingConfig:
             raise ValueError("the GPU chunk must hold at least two positions")
         if self.pass_precision not in ("float32", "float16"):
             raise ValueError("pass_precision must be float32 or float16")
+        if self.chunk is not None and self.chunk < 2:
+            raise ValueError("a chunk must hold at least 2 symbols")
+        if self.burn_in < 0:
+            raise ValueError("the burn-in must be at least 0 symbols")
         if self.count_method not in inference.COUNT_METHODS:
             raise ValueError(f"count_method must be one of {inference.COUNT_METHODS}")
 
@@ -215,7 +223,7 @@ class _Iterations:
         if cluster is not None:
             if config.algorithm != "em":
                 raise ValueError("training on a cluster runs batch EM (--algorithm em)")
-            self.cluster = distributed.ClusterEStep(cluster, sequences)
+            self.cluster = distributed.ClusterEStep(cluster, sequences, chunk=config.chunk, burn_in=config.burn_in)
             self.plans: list[Any] = []
         else:
             self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]

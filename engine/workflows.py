@@ -21,6 +21,7 @@ from engine import sparse as sparse_mod
 from engine.allocation import DEFAULT_NGRAM_ORDER
 from engine.backend import resolve_backend
 from engine.codec import TextCodec
+from engine.distributed import DEFAULT_BURN_IN
 from engine.model import CHMM, pairs_in_sequence, random_model
 
 ENGINE_VERSION = "0.1.0"
@@ -59,6 +60,8 @@ class TrainOptions:
     grow_threshold: float = 1e-3
     grow_noise: float = 0.05
     grow_iterations: int | None = None
+    chunk: int | None = None
+    burn_in: int = DEFAULT_BURN_IN
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
@@ -101,6 +104,8 @@ class TrainOptions:
             pseudocount=self.pseudocount,
             batch_size=self.batch_size,
             memory=self.memory,
+            chunk=self.chunk,
+            burn_in=self.burn_in,
         )
 
 

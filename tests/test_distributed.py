@@ -128,8 +128,14 @@ def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFix
     here = tmp_path / "here.npz"
     assert cli.main([*args[:3], str(here), *args[4:]]) == 0
     np.testing.assert_allclose(load(out).T, load(here).T, rtol=1e-5, atol=1e-7)
+    chunked = tmp_path / "chunked.npz"
+    assert cli.main([*args[:3], str(chunked), *args[4:], "--workers", "2", "--chunk", "2000", "--burn-in", "500"]) == 0
+    assert load(chunked).metadata["settings"]["chunk"] == 2000
+    np.testing.assert_allclose(load(chunked).T, load(here).T, rtol=1e-3, atol=1e-5)
     assert cli.main([*args, "--workers", "2", "--algorithm", "online"]) == 1
     assert "runs batch EM" in capsys.readouterr().err
+    assert cli.main([*args, "--chunk", "2000"]) == 1
+    assert "give --workers or --cluster too" in capsys.readouterr().err
     assert cli.main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
 
@@ -159,3 +165,37 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
     assert tasks_after > tasks_before
     there = workflows.load_model(sessions.current_model_path(with_corpus))
     np.testing.assert_allclose(there.T, here.T, rtol=1e-5, atol=1e-7)
+
+
+def test_chunks_cover_every_step_once() -> None:
+    x = np.arange(10_001) % 3
+    pieces = distributed.chunk([x, x[:50]], size=3_000, burn_in=200)
+    chunks = [p for p in pieces if isinstance(p, distributed.Piece)]
+    assert len(chunks) == 4 and sum(len(p) for p in chunks) == len(x) - 1
+    assert [p.first for p in chunks] == [True, False, False, False]
+    assert all(p.lo <= 200 and len(p.x) - 1 - p.hi <= 200 for p in chunks)
+    assert any(p is not None and not isinstance(p, distributed.Piece) and len(p) == 50 for p in pieces)
+
+
+@pytest.mark.parametrize(("burn_in", "exact"), [(400, True), (0, False)])
+def test_a_chunked_document_with_a_burn_in_gives_its_counts(client, burn_in: int, exact: bool) -> None:
+    """The counts of a long document cut into chunks: with a burn-in the messages settle and the counts are those of
+    the whole document (this model forgets its start within a few steps); without one, the chunks' starts show."""
+    model, _ = model_and_documents(seed=6)
+    x = engines.DenseEngine().sample(model, 6_000, np.random.default_rng(6))
+    engine = engines.engine_for(model)
+    whole = engine.e_step(model, x)
+    step = distributed.ClusterEStep(client, [x], chunk=1_000, burn_in=burn_in)
+    chunked = step(engine, model)
+    difference = np.abs(chunked.counts - whole.counts).max() / whole.counts.max()
+    assert (difference < 1e-9) == exact, difference
+    assert chunked.log_likelihood == pytest.approx(whole.log_likelihood, rel=1e-9 if exact else 1e-2)
+    np.testing.assert_allclose(chunked.gamma_first, whole.gamma_first, rtol=1e-9, atol=1e-12)
+
+
+def test_chunks_are_for_dense_models() -> None:
+    model, docs = model_and_documents(seed=7, sizes=(3_000,))
+    with distributed.open_cluster(workers=1) as own:
+        config = learning.TrainingConfig(max_iterations=2, chunk=500)
+        result = learning.fit(sparse.from_dense(model), docs, None, config, cluster=own)
+    assert result.stopped == "failed" and "chunks with a burn-in run on dense models" in result.error
