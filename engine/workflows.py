@@ -141,7 +141,7 @@ def train_text(
 
     1. :func:`prepare_training_corpus`: normalise and split (paper: first 90% train with its last ``validation``
        share held out for early stopping, last 10% test; several documents are split each in the same way).
-    2. the start: clones allocated and T random on the symbol pairs seen in training (:func:`initial_model`), or
+    2. the start: clones allocated and T random on the symbol pairs seen in training (:func:`initial_model_for`), or
        ``options.init`` / ``initial_model`` extended to the new text, or, for a grown model, a dense model of
        ``grow_from`` states trained with this same protocol, pruned and split (:func:`grown_starts`);
     3. :func:`select_on_validation`: EM with early stopping on the validation text;
