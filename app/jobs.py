@@ -288,8 +288,8 @@ def cluster_note() -> str:
     address = config.dask_scheduler()
     if address:
         return (
-            f"Batch EM's E-step runs on the Dask cluster at {address} (DASK_SCHEDULER_ADDRESS); online and Viterbi EM "
-            "run in the background job."
+            f"The E-steps of batch and online EM run on the Dask cluster at {address} (DASK_SCHEDULER_ADDRESS); "
+            "Viterbi EM runs in the background job."
         )
     return "Training runs in the background job's process (set DASK_SCHEDULER_ADDRESS to use a Dask cluster)."
 
@@ -298,7 +298,7 @@ def _train_and_install(
     folder: Path, options: workflows.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
 ) -> tuple[str, str]:
     cancel_flag = folder / sessions.CANCEL
-    address = config.dask_scheduler() if options.algorithm == "em" else None
+    address = config.dask_scheduler() if options.algorithm != "viterbi" else None
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(distributed.open_cluster(address)) if address else None
         outcome = workflows.train_text(

@@ -90,8 +90,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     options.validate()
     if (args.chunk is not None or args.burn_in is not None) and not (args.cluster or args.workers):
         raise ValueError("--chunk and --burn-in cut documents for a cluster: give --workers or --cluster too")
-    if (args.cluster or args.workers) and options.algorithm != "em":
-        raise ValueError("training on a cluster (--cluster, --workers) runs batch EM: use --algorithm em")
+    if (args.cluster or args.workers) and options.algorithm == "viterbi":
+        raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
     if args.workers is not None and not 1 <= args.workers <= 1024:
         raise ValueError(f"--workers must be a number of processes from 1 to 1,024, got {args.workers}")
     corpus_text, name = _read_corpus(args.corpus)

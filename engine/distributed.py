@@ -56,8 +56,11 @@ class Partial:
     zero_events: int
     sequences: int
     touched: np.ndarray
+    last_alpha: np.ndarray | None = None  # the forward message at the end of the last piece (online EM's carry)
+    order: int = -1  # the position of that piece in its batch
 
     def __add__(self, other: Partial) -> Partial:
+        later = other if other.order > self.order else self
         return Partial(
             self.counts + other.counts,
             self.gamma_first + other.gamma_first,
@@ -65,6 +68,8 @@ class Partial:
             self.zero_events + other.zero_events,
             self.sequences + other.sequences,
             self.touched | other.touched,
+            later.last_alpha,
+            later.order,
         )
 
 
@@ -82,6 +87,8 @@ class Piece:
     lo: int
     hi: int
     first: bool
+    initial: np.ndarray | None = None  # replaces pi at the piece's start (online EM's carried message)
+    order: int = -1
 
     def __len__(self) -> int:
         return self.hi - self.lo
@@ -127,7 +134,7 @@ def shard_e_step(model: Any, shard: Sequence[Any]) -> Partial:
             e.touched,
         )
     for piece in (p for p in shard if isinstance(p, Piece)):
-        e = engine.e_step(state, piece.x, counted=(piece.lo, piece.hi))
+        e = engine.e_step(state, piece.x, initial=piece.initial, counted=(piece.lo, piece.hi))
         part = Partial(
             np.asarray(e.counts, dtype=np.float64),
             e.gamma_first if piece.first else np.zeros_like(e.gamma_first),
@@ -135,6 +142,8 @@ def shard_e_step(model: Any, shard: Sequence[Any]) -> Partial:
             e.zero_events,
             int(piece.first),
             e.touched,
+            e.last_alpha,
+            piece.order,
         )
         total = part if total is None else total + part
     if total is None:
@@ -210,6 +219,8 @@ class ClusterEStep:
     def __post_init__(self) -> None:
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         groups = balance(chunk(self.sequences, self.chunk, self.burn_in), self.shards or workers)
+        if not groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)
+            return
         try:
             self.futures = self.client.scatter(groups)
             if workers > 1:
@@ -217,19 +228,41 @@ class ClusterEStep:
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
 
+    def batch(
+        self, engine: engines.Engine, state: Any, x: np.ndarray, initial: np.ndarray | None, cancel: Any = None
+    ) -> inference.EStepResult | None:
+        """The E-step of one online-EM batch split over the workers: the batch cut into one piece per worker (or
+        ``chunk`` symbols), the first starting from ``initial`` (the message carried from the batch before), the
+        others with a burn-in before and after; the counts add up and the last piece's forward message is carried
+        on. The same online EM as in one process, up to the burn-in's message error (none with one piece)."""
+        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        size = self.chunk or -(-(len(x) - 1) // workers)
+        pieces = []
+        steps = len(x) - 1
+        for k, start in enumerate(range(0, steps, max(size, 1))):
+            stop = min(start + size, steps)
+            a = start if start == 0 else max(0, start - self.burn_in)
+            b = min(len(x), stop + 1 + self.burn_in) if stop < steps else len(x)
+            first_initial = initial if start == 0 else None
+            pieces.append(Piece(x[a:b], start - a, stop - a, start == 0, first_initial, k))
+        return self._run(engine, state, self.client.scatter([[p] for p in pieces]), cancel)
+
     def _check_client(self) -> None:
         """ClusterError unless the client is connected to its scheduler."""
         if self.client.status != "running":
             raise ClusterError(f"the Dask scheduler went away (the client is {self.client.status})")
 
     def __call__(self, engine: engines.Engine, state: Any, cancel: Any = None) -> inference.EStepResult | None:
+        return self._run(engine, state, self.futures, cancel)
+
+    def _run(self, engine: engines.Engine, state: Any, shards: list[Any], cancel: Any) -> inference.EStepResult | None:
         from dask.distributed import wait
 
         model = engine.host(state)
         try:
             self._check_client()
             shared = self.client.scatter(model, broadcast=True)
-            partials = [self.client.submit(shard_e_step, shared, shard, pure=False) for shard in self.futures]
+            partials = [self.client.submit(shard_e_step, shared, shard, pure=False) for shard in shards]
             while len(partials) > 1:  # a tree sum on the workers: only the total comes back
                 pairs = [
                     self.client.submit(operator.add, a, b, pure=False)
@@ -257,6 +290,6 @@ class ClusterEStep:
             total.gamma_first / max(total.sequences, 1),
             total.log_likelihood,
             total.zero_events,
-            np.zeros(0),
+            np.zeros(0) if total.last_alpha is None else total.last_alpha,
             total.touched,
         )

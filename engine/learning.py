@@ -166,6 +166,7 @@ def online_epoch(
     config: TrainingConfig,
     state: OnlineState,
     cancel: CancelToken | None,
+    cluster: distributed.ClusterEStep | None = None,
 ) -> tuple[Any, float, bool]:
     """One pass of online EM over the sequences, each in batches of ``config.batch_size`` symbols (paper, section 3):
     A^(b) = lambda A^(b-1) + (1 - lambda) sum_{n in batch b} xi(n),  T^(b) = row-normalise(A^(b) + pseudocount).
@@ -194,7 +195,12 @@ def online_epoch(
             if n - stop < 2:  # fold a tiny tail into this batch
                 stop = n
             batch = x[start:stop] if carry is None else x[start - 1 : stop]
-            e = engine.e_step(working, batch, initial=carry, counts_out=counts)
+            if cluster is not None:  # the batch's E-step split over the workers; batches still in order
+                e = cluster.batch(engine, working, batch, carry, cancel)
+                if e is None:
+                    return current, log_likelihood, True
+            else:
+                e = engine.e_step(working, batch, initial=carry, counts_out=counts)
             log_likelihood += e.log_likelihood
             pseudocount = config.pseudocount * (stop - start) / total
             working = engine.online_update(working, state.statistic, e, config.memory, pseudocount, first_batch)
@@ -221,9 +227,10 @@ class _Iterations:
         self.config = config
         self.cluster = None
         if cluster is not None:
-            if config.algorithm != "em":
-                raise ValueError("training on a cluster runs batch EM (--algorithm em)")
-            self.cluster = distributed.ClusterEStep(cluster, sequences, chunk=config.chunk, burn_in=config.burn_in)
+            if config.algorithm == "viterbi":
+                raise ValueError("training on a cluster runs batch or online EM (--algorithm em or online)")
+            documents = sequences if config.algorithm == "em" else []  # online EM sends each batch as it comes
+            self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk, burn_in=config.burn_in)
             self.plans: list[Any] = []
         else:
             self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]
@@ -248,7 +255,7 @@ class _Iterations:
                 counts = c if counts is None else counts + c
                 log_likelihood += ll
             return engine.m_step(current, counts, config.pseudocount), log_likelihood, False
-        return online_epoch(engine, current, self.sequences, config, self.online, cancel)
+        return online_epoch(engine, current, self.sequences, config, self.online, cancel, self.cluster)
 
 
 def fit(

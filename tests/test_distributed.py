@@ -132,8 +132,8 @@ def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main([*args[:3], str(chunked), *args[4:], "--workers", "2", "--chunk", "2000", "--burn-in", "500"]) == 0
     assert load(chunked).metadata["settings"]["chunk"] == 2000
     np.testing.assert_allclose(load(chunked).T, load(here).T, rtol=1e-3, atol=1e-5)
-    assert cli.main([*args, "--workers", "2", "--algorithm", "online"]) == 1
-    assert "runs batch EM" in capsys.readouterr().err
+    assert cli.main([*args, "--workers", "2", "--algorithm", "viterbi"]) == 1
+    assert "runs batch or online EM" in capsys.readouterr().err
     assert cli.main([*args, "--chunk", "2000"]) == 1
     assert "give --workers or --cluster too" in capsys.readouterr().err
     assert cli.main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
@@ -199,3 +199,21 @@ def test_chunks_are_for_dense_models() -> None:
         config = learning.TrainingConfig(max_iterations=2, chunk=500)
         result = learning.fit(sparse.from_dense(model), docs, None, config, cluster=own)
     assert result.stopped == "failed" and "chunks with a burn-in run on dense models" in result.error
+
+
+@pytest.mark.parametrize("chunk", [None, 10_000])
+def test_online_em_on_the_cluster_is_online_em(client, chunk: int | None) -> None:
+    """Each batch's E-step split over the workers (one piece per worker with a burn-in, or one piece when the chunk
+    holds the batch), batches in order, the forward message carried from batch to batch: the same online EM."""
+    model, docs = model_and_documents(seed=8, sizes=(3_000, 1_500))
+    config = learning.TrainingConfig(
+        algorithm="online", max_iterations=3, tolerance=0.0, batch_size=500, chunk=chunk, burn_in=200
+    )
+    here = learning.fit(model, docs, None, config)
+    there = learning.fit(model, docs, None, config, cluster=client)
+    assert there.stopped == "max_iterations", there.error
+    np.testing.assert_allclose([r.train_bps for r in there.history], [r.train_bps for r in here.history], rtol=1e-9)
+    np.testing.assert_allclose(there.model.T, here.model.T, rtol=1e-8, atol=1e-12)
+    viterbi = learning.TrainingConfig(algorithm="viterbi", max_iterations=1)
+    with pytest.raises(ValueError, match="batch or online EM"):
+        learning.fit(model, docs, None, viterbi, cluster=client)
