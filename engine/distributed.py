@@ -1,4 +1,5 @@
-"""Training over a Dask cluster: the E-step of batch EM mapped over shards of the documents, exactly.
+"""Training over a Dask cluster: the E-step of batch EM mapped over shards of the documents, exactly, and the
+E-step of every online-EM batch split over the workers (:meth:`ClusterEStep.batch`).
 
 The expected counts of independent sequences add up (paper, section 3: the M-step needs only sum_n xi(n)), so a
 corpus of many documents trains exactly on many machines: every worker runs the protocol's E-step
