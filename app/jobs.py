@@ -54,8 +54,6 @@ class JobOutcome:
         return asdict(self)
 
 
-
-
 def training_files(folder: Path) -> JobFiles:
     """The training job's record, heartbeat and cancel flag in a session folder."""
     return JobFiles(folder / sessions.JOB, folder / sessions.HEARTBEAT, folder / sessions.CANCEL)
@@ -92,9 +90,17 @@ def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float,
     return int(number) if kind is int else number
 
 
+def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
+    """:func:`_number`, or None (the engine's automatic choice) for an empty field."""
+    if form.get(name) is None or form.get(name) == "":
+        return None
+    return _number(form, name, label, kind, low, high)
+
+
 def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
-    iterations, batch_size, validation, seed, backend), with a clear ValueError on a value that cannot work."""
+    iterations, batch_size, restarts, validation, seed, backend; an empty batch size or restarts field is the
+    engine's automatic choice), with a clear ValueError on a value that cannot work."""
     backend = form.get("backend") or DEFAULTS.backend
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
@@ -111,7 +117,8 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
         normalisation=form.get("normalisation") or DEFAULTS.normalisation,
         algorithm=algorithm,
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
-        batch_size=_number(form, "batch_size", "batch size", int, 2, 10**9),
+        batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),
+        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, workflows.MAX_RESTARTS),
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
         backend=backend,
@@ -163,7 +170,8 @@ def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingChe
 # ------------------------------------------------------------------------------------------ the job
 class _Progress:
     """Collects the iteration records of the selection run and, with refit, of the refit run (its iterations
-    restart at 1), and rewrites ``progress.json`` after each one."""
+    restart at 1), and rewrites ``progress.json`` after each one. With restarts the history is the current
+    restart's (``restart``, 0-based, of ``restarts``); the refit's records come after the last restart."""
 
     def __init__(self, folder: Path, key: str, options: workflows.TrainOptions) -> None:
         self.path = folder / sessions.PROGRESS
@@ -172,8 +180,11 @@ class _Progress:
             "key": key,
             "status": RUNNING,
             "phase": "preparing",
-            "max_iterations": options.iterations,
+            # online EM with validation text is followed by batch EM (workflows.select_on_validation)
+            "max_iterations": options.iterations * (2 if options.algorithm == "online" and options.validation else 1),
             "algorithm": options.algorithm,
+            "restart": 0,
+            "restarts": options.resolved_restarts(),
             "history": [],
             "refit": [],
             "message": "Preparing the corpus.",
@@ -204,6 +215,9 @@ class _Progress:
             "seconds": float(record.seconds),
         }
         with self.lock:
+            if self.state["phase"] != "refit" and record.restart > self.state["restart"]:
+                self.state["restart"] = int(record.restart)
+                self.state["history"] = []
             history = self.state["history"]
             refit = self.state["phase"] == "refit" or (history and entry["iteration"] <= history[-1]["iteration"])
             if refit:
@@ -229,8 +243,12 @@ def _summary_message(summary: dict[str, Any]) -> str:
         figures.append(f"validation {summary['validation_bps']:.4f}")
     if summary.get("test_bps") is not None:
         figures.append(f"test {summary['test_bps']:.4f}")
+    done = f"{summary['iterations']} iteration(s)"
+    if summary.get("online_iterations") is not None:
+        online = summary["online_iterations"]
+        done = f"{online} online EM epoch(s) and {summary['iterations'] - online} batch EM iteration(s)"
     return (
-        f"Trained {summary['states']:,} states in {summary['iterations']} iteration(s) ({summary['stopped']}, "
+        f"Trained {summary['states']:,} states in {done} ({summary['stopped']}, "
         f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}. It is now the current model."
     )
 

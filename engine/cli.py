@@ -176,6 +176,7 @@ CHMM_ONLY_OPTIONS = (
     "patience",
     "dtype",
     "grow_threshold",
+    "restarts",
 )
 """``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
 COMMUNITY_DEFAULTS = CommunityOptions()
@@ -445,7 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=None,
-        help=f"online EM batch length (default {TRAIN_DEFAULTS.batch_size:,} symbols)",
+        help=f"online EM batch length (default: {learning.ONLINE_BATCH_SIZE} symbols, or {learning.BATCH_PER_BLOCK} "
+        "per stored symbol-pair block when that is more)",
+    )
+    train.add_argument(
+        "--restarts",
+        type=int,
+        default=None,
+        help=f"train from this many random starts and keep the best on validation (default "
+        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise)",
     )
     train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
     train.add_argument(

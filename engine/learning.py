@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +21,30 @@ from engine import distributed, engines, inference
 from engine.model import CHMM
 
 ALGORITHMS = ("em", "online", "viterbi")
+
+ONLINE_BATCH_SIZE = 400
+"""The paper's online EM batch (section 4.1.1); the automatic batch is at least this long."""
+BATCH_PER_BLOCK = 2
+"""The automatic batch has at least this many symbols per stored symbol-pair block, so that the E-step of a batch
+costs about as much as the M-step that follows it (a sweep over every stored transition)."""
+PLATEAU_SYMBOLS = 3_000_000
+"""Online EM's plateau window: early stopping waits for no better validation BPS over at least this many training
+symbols processed (and at least ``patience`` epochs); the toy FSM's first-order plateau lasts up to millions of
+symbols before online EM leaves it (bench/RESULTS.md, issue 15)."""
+PLATEAU_GAIN = 1e-3
+"""For online EM, a validation BPS counts as better only when it is below the best so far by this many bits per
+symbol: creeping along a plateau is not progress."""
+
+
+def automatic_batch_size(n_blocks: int) -> int:
+    """The online EM batch used when none is given: max(ONLINE_BATCH_SIZE, BATCH_PER_BLOCK * stored blocks)."""
+    return max(ONLINE_BATCH_SIZE, BATCH_PER_BLOCK * int(n_blocks))
+
+
+def plateau_epochs(patience: int, n_train: int) -> int:
+    """Epochs online EM waits for a better validation BPS: ``patience``, or enough epochs to process
+    :data:`PLATEAU_SYMBOLS` training symbols when that is more."""
+    return max(patience, -(-PLATEAU_SYMBOLS // max(n_train, 1)))
 
 
 class CancelToken:
@@ -50,9 +74,12 @@ class TrainingConfig:
         (hard EM: counts along the MAP clone path).
     max_iterations: iterations (epochs over the training sequence for online EM).
     tolerance: stop when the relative gain of the training log-likelihood between iterations falls below it.
-    patience: with a validation sequence, stop after this many iterations without a better validation BPS.
+    patience: with a validation sequence, stop after this many iterations without a better validation BPS. Online
+        EM waits longer on plateaus: :func:`plateau_epochs` epochs without a validation BPS better by
+        :data:`PLATEAU_GAIN`.
     pseudocount: added to every stored count before normalising (M-step).
-    batch_size, memory: online EM batch length and the paper's lambda (A^(b) = lambda A^(b-1) + (1-lambda) xi).
+    batch_size, memory: online EM batch length (None: :func:`automatic_batch_size`) and the paper's lambda
+        (A^(b) = lambda A^(b-1) + (1-lambda) xi).
     update_pi: re-estimate pi = gamma(1) (batch EM); by default pi stays as initialised (uniform), since a
         single training sequence carries almost no information on it and text scored later may start anywhere.
     count_method: "gemm" (one matrix product per symbol pair) or "loop" (per-step updates), see
@@ -70,7 +97,7 @@ class TrainingConfig:
     tolerance: float = 1e-6
     patience: int = 5
     pseudocount: float = 1e-6
-    batch_size: int = 10_000
+    batch_size: int | None = None
     memory: float = 0.9
     update_pi: bool = False
     count_method: str = "gemm"
@@ -90,7 +117,7 @@ class TrainingConfig:
             raise ValueError("patience must be at least 1")
         if not (self.pseudocount >= 0 and np.isfinite(self.pseudocount)):
             raise ValueError("the pseudocount must be a finite non-negative number")
-        if self.batch_size < 2:
+        if self.batch_size is not None and self.batch_size < 2:
             raise ValueError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
@@ -108,12 +135,14 @@ class TrainingConfig:
 
 class IterationRecord(NamedTuple):
     """One iteration: train BPS of the model entering the iteration (from its E-step pass), validation BPS of
-    the model leaving it (NaN without validation), and the seconds the iteration took."""
+    the model leaving it (NaN without validation), the seconds the iteration took, and the restart it belongs to
+    (see :func:`engine.workflows.best_of_restarts`)."""
 
     iteration: int
     train_bps: float
     validation_bps: float
     seconds: float
+    restart: int = 0
 
 
 @dataclass
@@ -126,6 +155,8 @@ class TrainingResult:
     stopped: str = "max_iterations"
     best_iteration: int = 0
     error: str | None = None
+    online_model: Any = None  # online EM then batch EM (workflows.select_on_validation): the online stage's model
+    online_iterations: int = 0  # ... and its epochs; later history records are batch EM iterations
 
 
 ProgressCallback = Callable[[IterationRecord], None]
@@ -168,7 +199,8 @@ def online_epoch(
     cancel: CancelToken | None,
     cluster: distributed.ClusterEStep | None = None,
 ) -> tuple[Any, float, bool]:
-    """One pass of online EM over the sequences, each in batches of ``config.batch_size`` symbols (paper, section 3):
+    """One pass of online EM over the sequences, each in batches of ``config.batch_size`` symbols (as :func:`fit`
+    resolves it; ONLINE_BATCH_SIZE when None) (paper, section 3):
     A^(b) = lambda A^(b-1) + (1 - lambda) sum_{n in batch b} xi(n),  T^(b) = row-normalise(A^(b) + pseudocount).
     The pseudocount is scaled by (batch length / N), N the symbols of all sequences, since A holds about one batch
     worth of counts while the pseudocount is set against whole-corpus counts (as in batch EM).
@@ -191,7 +223,7 @@ def online_epoch(
         while start < n - 1:
             if cancel is not None and cancel.cancelled:
                 return current, log_likelihood, True
-            stop = min(n, start + config.batch_size)
+            stop = min(n, start + (config.batch_size or ONLINE_BATCH_SIZE))
             if n - stop < 2:  # fold a tiny tail into this batch
                 stop = n
             batch = x[start:stop] if carry is None else x[start - 1 : stop]
@@ -272,17 +304,20 @@ def fit(
     configured algorithm, on the implementation :func:`engine.engines.engine_for` picks for the model and
     ``backend`` (dense on the CPU or the GPU, sparse on the CPU); the returned model is a host model either way.
 
-    After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with
-    the lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement); without
-    it, the last model. Training also stops when the relative gain in training log-likelihood drops below
-    ``tolerance``, or when ``cancel`` is set (checked once per iteration, or once per batch for online EM). A
-    cancelled or failed run returns the last good model with ``stopped`` saying why. Sequences of fewer than two
-    symbols carry no transition and are left out. With ``cluster`` (a ``dask.distributed.Client``) batch EM's E-step
-    runs over its workers, exactly (:mod:`engine.distributed`); a cluster that goes away fails the run with the
-    reason and the last good model.
+    After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with the
+    lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement; for online EM
+    after :func:`plateau_epochs` epochs without an improvement of :data:`PLATEAU_GAIN`); without it, the last model.
+    ``config.batch_size`` None is :func:`automatic_batch_size` of the model's stored blocks. Training also stops
+    when the relative gain in training log-likelihood drops below ``tolerance``, or when ``cancel`` is set (checked
+    once per iteration, or once per batch for online EM). A cancelled or failed run returns the last good model with
+    ``stopped`` saying why. Sequences of fewer than two symbols carry no transition and are left out. With
+    ``cluster`` (a ``dask.distributed.Client``) batch EM's E-step runs over its workers, exactly
+    (:mod:`engine.distributed`); a cluster that goes away fails the run with the reason and the last good model.
     """
     config = config or TrainingConfig()
     config.validate()
+    if config.batch_size is None:
+        config = replace(config, batch_size=automatic_batch_size(model.layout.n_blocks))
     sequences = [x for x in engines.as_sequences(train) if len(x) >= 2]
     if not sequences:
         raise ValueError("the training sequence needs at least two symbols")
@@ -307,6 +342,11 @@ def fit(
     best_validation = validation_bps(current) if held_out else np.inf
     best = current
     since_best = 0
+    online = config.algorithm == "online"
+    # online EM crawls along plateaus before it leaves them: it waits longer, and only a clear gain counts
+    wait = plateau_epochs(config.patience, n_train) if online else config.patience
+    clear_gain = PLATEAU_GAIN if online else 1e-12
+    reference = best_validation
     previous_ll = -np.inf
     quiet_epochs = 0
     for iteration in range(1, config.max_iterations + 1):
@@ -334,6 +374,8 @@ def fit(
                 best_validation = held_out_bps
                 best = new
                 result.best_iteration = iteration
+            if held_out_bps < reference - clear_gain:
+                reference = held_out_bps
                 since_best = 0
             else:
                 since_best += 1
@@ -342,16 +384,17 @@ def fit(
             result.best_iteration = iteration
         if callback is not None:
             callback(record)
-        if held_out and since_best >= config.patience:
+        if held_out and since_best >= wait:
             result.stopped = "early_stopping"
             break
         if np.isfinite(previous_ll) and np.isfinite(ll):
             gain = (ll - previous_ll) / abs(previous_ll) if previous_ll != 0 else 0.0
             # online EM's epoch likelihood is a sum over batches under a changing T: it may wobble and crawl
-            # along plateaus, so it converges when the size of the change stays small for three epochs in a row
-            if config.algorithm == "online":
+            # along plateaus, so it converges when the size of the change stays small for three epochs in a row,
+            # and not before it has processed the plateau window
+            if online:
                 quiet_epochs = quiet_epochs + 1 if abs(gain) < config.tolerance else 0
-                converged = quiet_epochs >= 3
+                converged = quiet_epochs >= 3 and iteration >= wait
             else:
                 converged = gain < config.tolerance
             if converged:

@@ -251,7 +251,6 @@ def entry_rows_cols(layout: BlockLayout, flat_index: np.ndarray) -> tuple[np.nda
     return rows, cols
 
 
-
 def blocks_to_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
     """Scatter a flat block buffer into a dense H x H matrix."""
     dense = np.zeros((layout.n_states, layout.n_states), dtype=flat.dtype)
@@ -316,10 +315,16 @@ def random_model(
     dtype: Any = np.float32,
     metadata: dict[str, Any] | None = None,
     codec: TextCodec | None = None,
+    concentration: float | None = None,
 ) -> CHMM:
-    """A CHMM with T random on the stored blocks (uniform(0, 1) entries, rows normalised) and uniform pi."""
+    """A CHMM with T random on the stored blocks and uniform pi. Each row of T is uniform(0, 1) entries normalised,
+    or, given ``concentration`` c, a draw of a symmetric Dirichlet(c) over the row's stored entries (Gamma(c) entries
+    normalised): c < 1 starts every clone close to a few successors (sharp), c = 1 uniform on the simplex."""
     layout = BlockLayout.build(n_clones, block_pairs)
-    raw = rng.random(layout.size)
+    if concentration is not None and not (concentration > 0 and np.isfinite(concentration)):
+        raise ValueError(f"the concentration must be a positive number, got {concentration!r}")
+    # Gamma(c) draws for small c reach 0.0 in floating point; a zero entry never grows under EM, hence the floor
+    raw = rng.random(layout.size) if concentration is None else rng.gamma(concentration, size=layout.size) + 1e-12
     T = normalise_rows(layout, raw, 0.0, dtype)
     pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=dtype)
     return CHMM(list(symbols), layout, T, pi, None, dict(metadata or {}), codec or TextCodec())
@@ -567,9 +572,7 @@ def load(path: str | os.PathLike[str]) -> CHMM:
     check_content(path, symbols, metadata, {"T": arrays["T"], "pi": arrays["pi"], "counts": arrays.get("counts")})
     try:
         layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
-        model = CHMM(
-            list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata), **typed
-        )
+        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata), **typed)
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
     check_row_sums(

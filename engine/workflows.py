@@ -32,6 +32,16 @@ STOPPED_BAD = ("cancelled", "failed")
 MAX_STATES = 100_000_000
 """More clones than any machine's memory holds (the paper's largest model has 30,000)."""
 
+ONLINE_RESTARTS = 4
+"""Restarts of online EM when none are asked for: online EM leaves the toy FSM's plateaus at random times, and the
+best of four seeds on validation reaches the optimum where one seed may not (bench/RESULTS.md, issue 15). Batch
+and Viterbi EM run one seed unless asked."""
+MAX_RESTARTS = 64
+SHARP_CONCENTRATION = 0.1
+"""Odd-numbered restarts start from T drawn from a Dirichlet of this concentration (clones close to a few
+successors) instead of uniform entries: the toy FSM with spare clones (k >= 4) leaves its plateau more often from
+sharp starts, with two clones per symbol (k = 3) more often from uniform ones (bench/RESULTS.md, issue 15)."""
+
 
 @dataclass
 class TrainOptions:
@@ -43,7 +53,7 @@ class TrainOptions:
     normalisation: str = "paper"
     algorithm: str = "em"
     iterations: int = 100
-    batch_size: int = 10_000
+    batch_size: int | None = None
     memory: float = 0.9
     validation: float = 0.1
     test_fraction: float = 0.1
@@ -52,6 +62,7 @@ class TrainOptions:
     tolerance: float = 1e-6
     patience: int = 5
     seed: int = 0
+    restarts: int | None = None
     refit: bool = True
     backend: str = "cpu"
     dtype: str = "float32"
@@ -83,6 +94,10 @@ class TrainOptions:
             raise ValueError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
         if self.seed < 0:
             raise ValueError("the seed must be a non-negative integer")
+        if self.restarts is not None and not 1 <= self.restarts <= MAX_RESTARTS:
+            raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
+        if self.restarts not in (None, 1) and self.init is not None:
+            raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
         if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < self.states:
             raise ValueError(
                 f"--grow-from must be at least 2 and below the number of states ({self.states}), got {self.grow_from}"
@@ -94,6 +109,12 @@ class TrainOptions:
         if not 0.0 <= self.grow_noise < 1.0:
             raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
         self.training_config().validate()
+
+    def resolved_restarts(self) -> int:
+        """The restarts to run: as given, else :data:`ONLINE_RESTARTS` for online EM and 1 for batch or Viterbi EM."""
+        if self.restarts is not None:
+            return self.restarts
+        return ONLINE_RESTARTS if self.algorithm == "online" else 1
 
     def training_config(self) -> learning.TrainingConfig:
         return learning.TrainingConfig(
@@ -169,7 +190,7 @@ def train_text(
             return stopped.outcome
         config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
-        start = initial_model_for(corpus, options)
+        start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others
     else:
         rng = np.random.default_rng(options.seed)
         start = extend_model(init_model, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
@@ -179,7 +200,11 @@ def train_text(
             f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
             f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
         )
-    result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
+    restarts: list[dict[str, Any]] = []
+    if init_model is None and not grow_from and options.resolved_restarts() > 1:
+        start, result, restarts = best_of_restarts(corpus, options, config, backend, callback, cancel, cluster, log)
+    else:
+        result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
     selected = result.model
     has_validation = bool(corpus.validation_parts)
     validation_bps = _score(selected, corpus.validation_parts, backend) if has_validation else None
@@ -223,6 +248,7 @@ def train_text(
         # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
         **({"schedule": schedule} if schedule else {}),
+        **({"restarts": restarts} if restarts else {}),
     }
     trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
     summary = {
@@ -236,6 +262,10 @@ def train_text(
         "symbols": int(sum(len(x) for x in trained_on)),
         "alphabet": trained.n_symbols,
     }
+    if result.online_model is not None:  # online EM epochs, then batch EM iterations
+        summary["online_iterations"] = result.online_iterations
+    if restarts:
+        summary["restarts"] = restarts
     if schedule:
         summary["schedule"] = schedule
         summary["nonzeros"] = trained.n_nonzero()
@@ -269,14 +299,51 @@ def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
     return np.unique(np.concatenate(codes), axis=0)
 
 
-def initial_model_for(corpus: text.Corpus, options: TrainOptions) -> CHMM:
-    """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random (seeded by
-    ``options.seed``) on the symbol pairs it has."""
+def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
+    """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
+    symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); odd restarts
+    draw T sharp (:data:`SHARP_CONCENTRATION`)."""
     n_clones = allocation.allocate_clones(
         corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
-    rng = np.random.default_rng(options.seed)
-    return random_model(corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
+    rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
+    concentration = SHARP_CONCENTRATION if restart % 2 else None
+    return random_model(
+        corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype], concentration=concentration
+    )
+
+
+def best_of_restarts(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    cluster: Any = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[CHMM, learning.TrainingResult, list[dict[str, Any]]]:
+    """Stage 3 with restarts: :func:`select_on_validation` from ``options.resolved_restarts()`` random starts
+    (:func:`initial_model_for`), one after the other; keeps the run whose model has the lowest validation BPS (the
+    lowest training BPS without validation text). Progress records carry their restart. A cancelled or failed
+    restart ends the stage with that run. Returns the kept run's start, its result and a line per restart."""
+    best: tuple[float, CHMM, learning.TrainingResult] | None = None
+    record: list[dict[str, Any]] = []
+    held_out = corpus.validation_parts or corpus.train_parts
+    for restart in range(options.resolved_restarts()):
+        start = initial_model_for(corpus, options, restart)
+        tagged = None if callback is None else (lambda r, n=restart: callback(r._replace(restart=n)))
+        result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
+        if result.stopped in STOPPED_BAD:
+            return start, result, record
+        value = _score(result.model, held_out, backend)
+        record.append({"restart": restart, "bps": value, "iterations": len(result.history), "stopped": result.stopped})
+        if log:
+            log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
+        if best is None or value < best[0]:
+            best = (value, start, result)
+    assert best is not None
+    return best[1], best[2], record
 
 
 def select_on_validation(
@@ -288,11 +355,27 @@ def select_on_validation(
     cancel: learning.CancelToken | None,
     cluster: Any = None,
 ) -> learning.TrainingResult:
-    """Stage 3: train on the training part, keeping the model best on the validation part (early stopping)."""
-    validation = corpus.validation_parts
-    return learning.fit(
-        start, corpus.train_parts, validation or None, config, callback, cancel, backend=backend, cluster=cluster
+    """Stage 3: train on the training part, keeping the model best on the validation part (early stopping). Online
+    EM is followed, with validation text, by batch EM from its best model (the paper's recipe of section 4.2: It_1
+    iterations of online EM, then It_2 of batch EM, both chosen on validation); the result's history holds both and
+    ``online_model`` the online stage's model."""
+    validation = corpus.validation_parts or None
+    result = learning.fit(
+        start, corpus.train_parts, validation, config, callback, cancel, backend=backend, cluster=cluster
     )
+    if config.algorithm != "online" or validation is None or result.stopped in STOPPED_BAD:
+        return result
+    online_epochs = len(result.history)
+    shifted = None if callback is None else (lambda r: callback(r._replace(iteration=r.iteration + online_epochs)))
+    batch_config = replace(config, algorithm="em")
+    batch = learning.fit(
+        result.model, corpus.train_parts, validation, batch_config, shifted, cancel, backend=backend, cluster=cluster
+    )
+    batch.history = result.history + [r._replace(iteration=r.iteration + online_epochs) for r in batch.history]
+    batch.online_model = result.model
+    batch.online_iterations = online_epochs
+    batch.best_iteration = online_epochs + batch.best_iteration if batch.best_iteration else result.best_iteration
+    return batch
 
 
 def refit(
@@ -310,18 +393,26 @@ def refit(
     """Stage 4, the paper's protocol: the validation split chose the number of iterations; train from the same start
     on training + validation text for that many. A grown start is already the dense refit, grown: with no sparse
     iteration chosen it is the model. Returns (model, refit iterations, whether the model is a refit). A cancelled
-    or failed refit marks ``selection`` so."""
-    if selection.best_iteration == 0:
+    or failed refit marks ``selection`` so. After online EM the refit continues from the online stage's model
+    with the batch EM iterations chosen (see :func:`select_on_validation`)."""
+    iterations = selection.best_iteration
+    if selection.online_model is not None:  # online EM, then batch EM (see select_on_validation)
+        # online EM's path from the same start on other text is another random walk: the refit continues from the
+        # online stage's model with the batch EM iterations that validation chose
+        start = selection.online_model
+        iterations = max(0, iterations - selection.online_iterations)
+        config = replace(config, algorithm="em")
+    if iterations == 0:
         return (start, 0, True) if grown else (selection.model, 0, False)
     if log:
-        log(f"refitting on training + validation text for {selection.best_iteration} iteration(s)")
-    refit_config = replace(config, max_iterations=selection.best_iteration, tolerance=0.0)
+        log(f"refitting on training + validation text for {iterations} iteration(s)")
+    refit_config = replace(config, max_iterations=iterations, tolerance=0.0)
     again = learning.fit(
         start, corpus.train_full_parts, None, refit_config, callback, cancel, backend=backend, cluster=cluster
     )
     if again.stopped in STOPPED_BAD:
         selection.stopped, selection.error = again.stopped, again.error
-    return again.model, selection.best_iteration, True
+    return again.model, iterations, True
 
 
 class _StageStopped(Exception):
@@ -435,8 +526,9 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
     pairs = pairs_in_sequence(train, corpus.n_symbols)
     entries = int(np.sum(n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]))
     message_values = float(np.bincount(train, minlength=corpus.n_symbols) @ n_clones)
-    if options.algorithm == "online" and len(train) > options.batch_size:
-        message_values *= options.batch_size / len(train)
+    batch_size = options.batch_size or learning.automatic_batch_size(len(pairs))
+    if options.algorithm == "online" and len(train) > batch_size:
+        message_values *= batch_size / len(train)
     itemsize = np.dtype(DTYPES[options.dtype]).itemsize
     return int(entries * TRANSITION_ENTRY_BYTES + MESSAGE_COPIES * itemsize * message_values)
 

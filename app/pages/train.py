@@ -13,15 +13,15 @@ from app import config, figures, ids, jobs, services, sessions, ui
 from app.services import corpus as corpus_service
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
-from engine.learning import ALGORITHMS
+from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
-from engine.workflows import TrainOptions
+from engine.workflows import ONLINE_RESTARTS, TrainOptions
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
 DEFAULTS = TrainOptions()
-"""The engine's training defaults; the page starts smaller and faster (600 states, online EM, 30 iterations,
-batches of 2,000) so that a first training in the browser takes seconds."""
+"""The engine's training defaults; the page starts smaller and faster (600 states, online EM, 30 iterations) so that
+a first training in the browser takes seconds. Batch size and restarts left empty are the engine's automatic ones."""
 ALGORITHM_LABELS = {"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}
 GPU_AVAILABLE, GPU_REASON = gpu_probably_available()
 GPU_NOTE = (
@@ -34,6 +34,7 @@ FORM = [
     ("algorithm", ids.TRAIN_ALGORITHM),
     ("iterations", ids.TRAIN_ITERATIONS),
     ("batch_size", ids.TRAIN_BATCH_SIZE),
+    ("restarts", ids.TRAIN_RESTARTS),
     ("validation", ids.TRAIN_VALIDATION),
     ("seed", ids.TRAIN_SEED),
     ("backend", ids.TRAIN_BACKEND),
@@ -47,10 +48,12 @@ def form_values(values: tuple[Any, ...]) -> dict[str, Any]:
     return {name: value for (name, _), value in zip(FORM, values, strict=True)}
 
 
-def _number(component: str, value: float) -> dcc.Input:
+def _number(component: str, value: float | None, placeholder: str | None = None) -> dcc.Input:
     """A number field without min/max/step: the browser would turn a value outside them into None, silently; the
-    server checks every value and says what range it accepts."""
-    return dcc.Input(id=component, type="number", value=value, step="any", debounce=True, className="num")
+    server checks every value and says what range it accepts. An empty field with a placeholder means automatic."""
+    return dcc.Input(
+        id=component, type="number", value=value, step="any", debounce=True, className="num", placeholder=placeholder
+    )
 
 
 def layout(**_query: Any) -> html.Div:
@@ -118,7 +121,16 @@ def layout(**_query: Any) -> html.Div:
                     ),
                 ),
                 ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30)),
-                ui.field("Batch size (online EM)", _number(ids.TRAIN_BATCH_SIZE, 2000)),
+                ui.field(
+                    "Batch size (online EM)",
+                    _number(ids.TRAIN_BATCH_SIZE, None, "automatic"),
+                    f"empty: {ONLINE_BATCH_SIZE}, or {BATCH_PER_BLOCK} symbols per symbol-pair block when more",
+                ),
+                ui.field(
+                    "Restarts",
+                    _number(ids.TRAIN_RESTARTS, None, "automatic"),
+                    f"random starts, the best on validation kept; empty: {ONLINE_RESTARTS} for online EM, 1 otherwise",
+                ),
                 ui.field("Validation share", _number(ids.TRAIN_VALIDATION, DEFAULTS.validation), "0 to 0.5"),
                 ui.field("Seed", _number(ids.TRAIN_SEED, DEFAULTS.seed)),
                 ui.field(

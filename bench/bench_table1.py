@@ -1,0 +1,106 @@
+"""Benchmark: the paper's Tables 1 and 2 (toy FSM with k holes, brackets) through the same path as `chmm train`.
+
+Every run is `workflows.train_text` (what `chmm train` calls) on the data set written as text, one character per
+symbol, with raw normalisation and uniform allocation: the paper's clones per symbol (2 for k <= 3, 3 for k >= 4 on
+the toy FSM; 20 states in all for brackets k = 3, 6 for k = 2), `--algorithm online` and every other option at its
+default ("defaults"), or the paper's settings (batches of 400, lambda 0.9, 300 epochs, no early stopping, one seed:
+"paper"). The text has the paper's training size as training + validation part and a test part of 10%; the test
+BPS reported is on 20,000 fresh symbols. A run counts as optimal when its test BPS is within 0.005 of the entropy
+rate. Prints one row per (data set, k, settings): mean (sd) test BPS, runs optimal, epochs, seconds.
+
+    python bench/bench_table1.py [--seeds 10] [--only toy:3 toy:4 brackets:2] [--settings defaults paper]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import describe_machine  # noqa: E402
+from engine import synthetic, workflows  # noqa: E402
+
+ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+PAPER = {  # data set, k -> (training size, states, the paper's online EM BPS (sd), optimal)
+    ("toy", 2): (11_250, 2 * 10, "0.502 (0.001)"),
+    ("toy", 3): (33_750, 2 * 14, "0.446 (0.002)"),
+    ("toy", 4): (90_000, 3 * 18, "0.418 (0.000)"),
+    ("toy", 5): (225_000, 3 * 22, "0.428 (0.033)"),
+    ("brackets", 2): (50_000, 6, "1.054 (0.02)"),
+    ("brackets", 3): (50_000, 20, "1.134 (0.002)"),
+}
+SETTINGS = {
+    "defaults": {},
+    "memory-0.5": {"memory": 0.5},
+    "paper": {"batch_size": 400, "memory": 0.9, "iterations": 300, "tolerance": 0.0, "patience": 10**6, "restarts": 1},
+}
+
+
+def sample(kind: str, k: int, length: int, rng: np.random.Generator) -> str:
+    """``length`` symbols of the data set as text (toy FSM symbols as 0-9a-z, brackets as themselves)."""
+    if kind == "toy":
+        return "".join(ALPHABET[s] for s in synthetic.toy_fsm_sequence(k, length, rng))
+    return "".join(synthetic.BRACKET_SYMBOLS[s] for s in synthetic.bracket_sequence(k, length, rng))
+
+
+def optimal(kind: str, k: int) -> float:
+    return synthetic.toy_fsm_optimal_bps(k) if kind == "toy" else synthetic.bracket_optimal_bps(k)
+
+
+def run(kind: str, k: int, seed: int, settings: dict) -> tuple[float, int, float]:
+    """One training run: (test BPS on fresh symbols, epochs of the kept run, seconds)."""
+    size, states, _ = PAPER[(kind, k)]
+    rng = np.random.default_rng(seed)
+    corpus = sample(kind, k, round(size / 0.9), rng)  # training + validation part = the paper's training size
+    fresh = sample(kind, k, 20_000, rng)
+    options = workflows.TrainOptions(
+        states=states, allocation="uniform", normalisation="raw", algorithm="online", seed=seed, dtype="float64"
+    )
+    for name, value in settings.items():
+        setattr(options, name, value)
+    started = time.perf_counter()
+    outcome = workflows.train_text(corpus, options)
+    seconds = time.perf_counter() - started
+    return workflows.score_text(outcome.model, fresh).bps, outcome.summary["iterations"], seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--only", nargs="*", default=None, help="rows as kind:k, e.g. toy:3 brackets:2")
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS))
+    args = parser.parse_args()
+    rows = [(kind, k) for kind, k in PAPER if args.only is None or f"{kind}:{k}" in args.only]
+    print(describe_machine())
+    print(
+        "| data | k | states | settings | test BPS mean (sd) | optimal runs | paper online EM | optimal | epochs "
+        "| s/run |"
+    )
+    print("| --- | ---: | ---: | --- | --- | ---: | --- | ---: | ---: | ---: |")
+    for kind, k in rows:
+        for name in args.settings:
+            scores, epochs, seconds = [], [], []
+            for seed in range(args.seeds):
+                bps, its, s = run(kind, k, seed, SETTINGS[name])
+                scores.append(bps)
+                epochs.append(its)
+                seconds.append(s)
+            best = optimal(kind, k)
+            hits = sum(abs(b - best) < 0.005 for b in scores)
+            sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+            print(
+                f"| {kind} | {k} | {PAPER[(kind, k)][1]} | {name} | {statistics.mean(scores):.3f} ({sd:.3f}) | "
+                f"{hits}/{len(scores)} | {PAPER[(kind, k)][2]} | {best:.3f} | {statistics.mean(epochs):.0f} | "
+                f"{statistics.mean(seconds):.1f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
