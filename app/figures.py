@@ -120,6 +120,8 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         label = f"Iteration {len(history)} of at most {planned}"
         if int(progress.get("restarts") or 1) > 1:
             label = f"Restart {int(progress.get('restart') or 0) + 1} of {int(progress['restarts'])}, " + label.lower()
+        if progress.get("searching"):
+            label = f"Candidate setting {int(progress.get('candidate') or 0) + 1}, " + label[0].lower() + label[1:]
         if history:
             last = history[-1]
             label += f": train {last['train_bps']:.4f} bps"

@@ -99,8 +99,9 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
 
 def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
-    iterations, batch_size, restarts, validation, seed, backend; an empty batch size or restarts field is the
-    engine's automatic choice), with a clear ValueError on a value that cannot work."""
+    iterations, batch_size, restarts, pseudocount, auto (a list of "states" and "pseudocount", chosen on validation),
+    validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's default), with a
+    clear ValueError on a value that cannot work."""
     backend = form.get("backend") or DEFAULTS.backend
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
@@ -111,8 +112,16 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     algorithm = form.get("algorithm") or DEFAULTS.algorithm
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
+    auto = form.get("auto") or []
+    if not isinstance(auto, list) or not set(auto) <= {"states", "pseudocount"}:
+        raise ValueError("Choose on validation the states, the pseudocount, both or neither.")
+    pseudocount: float | str | None = workflows.AUTO
+    if "pseudocount" not in auto:
+        pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
     options = workflows.TrainOptions(
-        states=_number(form, "states", "number of states", int, 2, 10**8),
+        states=workflows.AUTO if "states" in auto else _number(form, "states", "number of states", int, 2, 10**8),
+        pseudocount=DEFAULTS.pseudocount if pseudocount is None else pseudocount,
+        max_memory=config.max_train_bytes(),
         allocation=form.get("allocation") or DEFAULTS.allocation,
         normalisation=form.get("normalisation") or DEFAULTS.normalisation,
         algorithm=algorithm,
@@ -159,8 +168,9 @@ def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingChe
     estimate = workflows.estimate_training_memory(corpus, options)
     limit = config.max_train_bytes()
     if estimate > limit:
+        states = "The fewest candidate" if options.states == workflows.AUTO else f"{options.states:,}"
         raise ValueError(
-            f"{options.states:,} states would need about {services.format_bytes(estimate)} of memory to train on "
+            f"{states} states would need about {services.format_bytes(estimate)} of memory to train on "
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
             "choose fewer states."
         )
@@ -171,7 +181,8 @@ def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingChe
 class _Progress:
     """Collects the iteration records of the selection run and, with refit, of the refit run (its iterations
     restart at 1), and rewrites ``progress.json`` after each one. With restarts the history is the current
-    restart's (``restart``, 0-based, of ``restarts``); the refit's records come after the last restart."""
+    restart's (``restart``, 0-based, of ``restarts``), with an automatic search the current candidate's
+    (``candidate``, 0-based); the refit's records (``refit``) come last."""
 
     def __init__(self, folder: Path, key: str, options: workflows.TrainOptions) -> None:
         self.path = folder / sessions.PROGRESS
@@ -185,6 +196,8 @@ class _Progress:
             "algorithm": options.algorithm,
             "restart": 0,
             "restarts": options.resolved_restarts(),
+            "candidate": 0,
+            "searching": options.searches,
             "history": [],
             "refit": [],
             "message": "Preparing the corpus.",
@@ -215,17 +228,18 @@ class _Progress:
             "seconds": float(record.seconds),
         }
         with self.lock:
-            if self.state["phase"] != "refit" and record.restart > self.state["restart"]:
-                self.state["restart"] = int(record.restart)
-                self.state["history"] = []
-            history = self.state["history"]
-            refit = self.state["phase"] == "refit" or (history and entry["iteration"] <= history[-1]["iteration"])
-            if refit:
-                self.state["phase"] = "refit"
-                self.state["refit"].append(entry)
+            state = self.state
+            if record.refit:
+                state["phase"] = "refit"
+                state["refit"].append(entry)
             else:
-                self.state["phase"] = "training"
-                history.append(entry)
+                run = [int(record.candidate), int(record.restart)]
+                if state["phase"] == "refit" or run != [state["candidate"], state["restart"]]:
+                    # another restart or candidate, or a grown model's sparse stage after its dense refit
+                    state["candidate"], state["restart"] = run
+                    state["history"], state["refit"] = [], []
+                state["phase"] = "training"
+                state["history"].append(entry)
         self.write()
 
 

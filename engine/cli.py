@@ -14,7 +14,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine import distributed, documents, learning, text, workflows
@@ -121,11 +121,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 1
     workflows.save_model(outcome.model, args.output)
     summary = outcome.summary
-    _report_training(
-        args,
-        summary,
-        f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})",
-    )
+    what = f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})"
+    if summary.get("search"):
+        what += (
+            f", pseudocount {summary['pseudocount']:g}, chosen on validation among {len(summary['search'])} "
+            "candidate settings"
+        )
+    _report_training(args, summary, what)
     return 0
 
 
@@ -187,6 +189,21 @@ CHMM_DEFAULT_STATES = TRAIN_DEFAULTS.states
 CHMM_DEFAULT_ITERATIONS = TRAIN_DEFAULTS.iterations
 
 
+def _number_or_auto(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a number of ``kind``, or :data:`engine.workflows.AUTO` (chosen on validation)."""
+
+    def parse(value: str) -> Any:
+        if value.strip().lower() == workflows.AUTO:
+            return workflows.AUTO
+        try:
+            return kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or {workflows.AUTO!r}, got {value!r}") from None
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def _parse_learner_option(item: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``--learner-option`` as (key, value): the value read as JSON (numbers, true, false, null)
     when it parses, else kept as a string."""
@@ -218,6 +235,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
     options = dict(_parse_learner_option(item) for item in args.learner_option or [])
     if args.states is not None:
+        if args.states == workflows.AUTO:
+            raise ValueError(f"--states {workflows.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
         if kind not in registry.STATES_OPTION:
             raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
         options.setdefault(registry.STATES_OPTION[kind], args.states)
@@ -408,9 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--states",
-        type=int,
+        type=_number_or_auto(int),
         default=None,
-        help="total number of clones (default 3000); hidden states of hmm/densehmm (default 100), the PDFA's bound",
+        help=f"total number of clones (default 3000; '{workflows.AUTO}': chosen on validation from "
+        f"{', '.join(map(str, workflows.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
     )
     train.add_argument(
         "--allocation", choices=ALLOCATION_METHODS, default=None, help=f"default {TRAIN_DEFAULTS.allocation}"
@@ -460,7 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--validation", type=float, default=TRAIN_DEFAULTS.validation, help="share of the training part held out"
     )
-    train.add_argument("--pseudocount", type=float, default=None, help=f"default {TRAIN_DEFAULTS.pseudocount:g}")
+    train.add_argument(
+        "--pseudocount",
+        type=_number_or_auto(float),
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.pseudocount:g}; '{workflows.AUTO}': chosen on validation from "
+        f"{', '.join(f'{v:g}' for v in workflows.PSEUDOCOUNT_GRID)}",
+    )
     train.add_argument(
         "--tolerance",
         type=float,

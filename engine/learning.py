@@ -135,14 +135,17 @@ class TrainingConfig:
 
 class IterationRecord(NamedTuple):
     """One iteration: train BPS of the model entering the iteration (from its E-step pass), validation BPS of
-    the model leaving it (NaN without validation), the seconds the iteration took, and the restart it belongs to
-    (see :func:`engine.workflows.best_of_restarts`)."""
+    the model leaving it (NaN without validation), the seconds the iteration took, the restart it belongs to
+    (see :func:`engine.workflows.best_of_restarts`), the candidate setting of an automatic search it belongs to
+    (see :func:`engine.workflows.search_settings`) and whether it is an iteration of the refit."""
 
     iteration: int
     train_bps: float
     validation_bps: float
     seconds: float
     restart: int = 0
+    candidate: int = 0
+    refit: bool = False
 
 
 @dataclass

@@ -4,8 +4,12 @@ so both always behave the same."""
 
 from __future__ import annotations
 
+import math
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,18 @@ ONLINE_RESTARTS = 4
 best of four seeds on validation reaches the optimum where one seed may not (bench/RESULTS.md, issue 15). Batch
 and Viterbi EM run one seed unless asked."""
 MAX_RESTARTS = 64
+AUTO = "auto"
+"""The value of ``states`` or ``pseudocount`` that asks for a choice on validation (:func:`search_settings`)."""
+PSEUDOCOUNT_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+"""The pseudocounts ``--pseudocount auto`` chooses from (on alice the best was 1e-3 at 1,000 states and 1e-5 at
+3,000: bench/RESULTS.md)."""
+FIRST_PSEUDOCOUNT = 1e-4
+"""Where the search on :data:`PSEUDOCOUNT_GRID` starts (for the smallest number of states; each larger number of
+states starts from the pseudocount best for the one before)."""
+STATES_GRID = (300, 1_000, 3_000, 10_000, 30_000)
+"""The numbers of states ``--states auto`` chooses from: those with at least two clones per symbol and at most one
+state per :data:`SYMBOLS_PER_STATE` training symbols (and, with ``max_memory``, within it)."""
+SYMBOLS_PER_STATE = 10
 SHARP_CONCENTRATION = 0.1
 """Odd-numbered restarts start from T drawn from a Dirichlet of this concentration (clones close to a few
 successors) instead of uniform entries: the toy FSM with spare clones (k >= 4) leaves its plateau more often from
@@ -47,7 +63,7 @@ sharp starts, with two clones per symbol (k = 3) more often from uniform ones (b
 class TrainOptions:
     """Everything that defines a training run (recorded in the model's metadata)."""
 
-    states: int = 3000
+    states: int | str = 3000  # or AUTO
     allocation: str = "ngram"
     ngram_order: int = DEFAULT_NGRAM_ORDER
     normalisation: str = "paper"
@@ -58,7 +74,7 @@ class TrainOptions:
     validation: float = 0.1
     test_fraction: float = 0.1
     max_train: int | None = None
-    pseudocount: float = 1e-6
+    pseudocount: float | str = 1e-6  # or AUTO
     tolerance: float = 1e-6
     patience: int = 5
     seed: int = 0
@@ -73,11 +89,31 @@ class TrainOptions:
     grow_iterations: int | None = None
     chunk: int | None = None
     burn_in: int = DEFAULT_BURN_IN
+    max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
+
+    @property
+    def searches(self) -> bool:
+        """Whether the number of states or the pseudocount is chosen on validation (:func:`search_settings`)."""
+        return self.states == AUTO or self.pseudocount == AUTO
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
-        if isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES:
-            raise ValueError(f"the number of states must be an integer from 2 to {MAX_STATES:,}, got {self.states!r}")
+        if self.states != AUTO and (
+            isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES
+        ):
+            raise ValueError(
+                f"the number of states must be an integer from 2 to {MAX_STATES:,} or {AUTO!r}, got {self.states!r}"
+            )
+        if self.pseudocount != AUTO and (
+            isinstance(self.pseudocount, (bool, str)) or not (self.pseudocount >= 0 and math.isfinite(self.pseudocount))
+        ):
+            raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
+        if self.searches and self.init is not None:
+            raise ValueError(f"--init continues one model with its own settings: {AUTO!r} applies to new models")
+        if self.searches and not self.validation:
+            raise ValueError(f"{AUTO!r} chooses on the validation text: give a validation share above 0")
+        if self.states == AUTO and self.grow_from:
+            raise ValueError(f"--grow-from needs a number of states, not {AUTO!r}")
         if self.allocation not in allocation.ALLOCATION_METHODS:
             raise ValueError(
                 f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
@@ -98,7 +134,7 @@ class TrainOptions:
             raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
         if self.restarts not in (None, 1) and self.init is not None:
             raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
-        if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < self.states:
+        if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < int(self.states):
             raise ValueError(
                 f"--grow-from must be at least 2 and below the number of states ({self.states}), got {self.grow_from}"
             )
@@ -108,7 +144,8 @@ class TrainOptions:
             raise ValueError("the grown model's iterations must be at least 1")
         if not 0.0 <= self.grow_noise < 1.0:
             raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
-        self.training_config().validate()
+        chosen = replace(self, pseudocount=FIRST_PSEUDOCOUNT) if self.pseudocount == AUTO else self
+        chosen.training_config().validate()
 
     def resolved_restarts(self) -> int:
         """The restarts to run: as given, else :data:`ONLINE_RESTARTS` for online EM and 1 for batch or Viterbi EM."""
@@ -117,6 +154,9 @@ class TrainOptions:
         return ONLINE_RESTARTS if self.algorithm == "online" else 1
 
     def training_config(self) -> learning.TrainingConfig:
+        """The training loop's settings (a chosen pseudocount: :func:`search_settings` resolves :data:`AUTO`)."""
+        if self.pseudocount == AUTO:
+            raise ValueError(f"the pseudocount {AUTO!r} is chosen by search_settings before training")
         return learning.TrainingConfig(
             algorithm=self.algorithm,
             max_iterations=self.iterations,
@@ -165,7 +205,9 @@ def train_text(
     2. the start: clones allocated and T random on the symbol pairs seen in training (:func:`initial_model_for`), or
        ``options.init`` / ``initial_model`` extended to the new text, or, for a grown model, a dense model of
        ``grow_from`` states trained with this same protocol, pruned and split (:func:`grown_starts`);
-    3. :func:`select_on_validation`: EM with early stopping on the validation text;
+    3. :func:`select_on_validation`: EM with early stopping on the validation text, from each restart
+       (:func:`best_of_restarts`); with ``states`` or ``pseudocount`` :data:`AUTO`, for each candidate setting
+       (:func:`search_settings`);
     4. :func:`refit`: with ``options.refit`` (the paper's protocol, section 4.2) the model is retrained from the same
        start on training + validation text for the number of iterations validation chose.
 
@@ -177,34 +219,17 @@ def train_text(
     started = time.perf_counter()
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     corpus = prepare_training_corpus(corpus_text, options, name, init_model)
-    grow_from = options.grow_from
-    if grow_from is None and backend == "cpu" and options.states > DENSE_STATE_LIMIT and init_model is None:
-        grow_from = options.states // GROW_FACTOR
-    config = options.training_config()
-    schedule: dict[str, Any] = {}
-    refit_start = None
-    if init_model is None and grow_from:
-        try:
-            start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, callback, cancel, name, log)
-        except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
-            return stopped.outcome
-        config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
-    elif init_model is None:
-        start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others
-    else:
-        rng = np.random.default_rng(options.seed)
-        start = extend_model(init_model, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
-    if log:
-        log(
-            f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
-            f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
-            f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
-        )
-    restarts: list[dict[str, Any]] = []
-    if init_model is None and not grow_from and options.resolved_restarts() > 1:
-        start, result, restarts = best_of_restarts(corpus, options, config, backend, callback, cancel, cluster, log)
-    else:
-        result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
+    search: list[dict[str, Any]] = []
+    try:
+        if options.searches:
+            selection, search = search_settings(corpus_text, corpus, options, backend, callback, cancel, name, log)
+        else:
+            selection = select_stage(
+                corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, cluster
+            )
+    except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
+        return stopped.outcome
+    options, result, restarts, schedule = selection.options, selection.result, selection.restarts, selection.schedule
     selected = result.model
     has_validation = bool(corpus.validation_parts)
     validation_bps = _score(selected, corpus.validation_parts, backend) if has_validation else None
@@ -212,15 +237,15 @@ def train_text(
     if options.refit and has_validation and result.stopped not in STOPPED_BAD:
         # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
         trained, refit_iterations, refitted = refit(
-            refit_start if refit_start is not None else start,
+            selection.refit_start if selection.refit_start is not None else selection.start,
             result,
             corpus,
-            config,
+            selection.config,
             backend,
             callback,
             cancel,
             log,
-            grown=refit_start is not None,
+            grown=selection.refit_start is not None,
             cluster=cluster,
         )
     trained_on = corpus.train_full_parts if refitted else corpus.train_parts
@@ -249,6 +274,7 @@ def train_text(
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
         **({"schedule": schedule} if schedule else {}),
         **({"restarts": restarts} if restarts else {}),
+        **({"search": search} if search else {}),
     }
     trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
     summary = {
@@ -266,12 +292,198 @@ def train_text(
         summary["online_iterations"] = result.online_iterations
     if restarts:
         summary["restarts"] = restarts
+    if search:
+        summary["search"] = search
+        summary["pseudocount"] = options.pseudocount
     if schedule:
         summary["schedule"] = schedule
         summary["nonzeros"] = trained.n_nonzero()
     if result.error:
         summary["error"] = result.error
     return TrainOutcome(trained, summary, result, corpus, selected)
+
+
+@dataclass
+class Selection:
+    """Stages 2 and 3 of one setting: the options that ran (no :data:`AUTO` left), the start the refit begins from
+    (and, for a grown model, the grown refit start), the selection run kept, a line per restart, the grown
+    schedule, and the training loop's settings."""
+
+    options: TrainOptions
+    start: Any
+    result: learning.TrainingResult
+    config: learning.TrainingConfig
+    refit_start: Any = None
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    schedule: dict[str, Any] = field(default_factory=dict)
+
+
+def select_stage(
+    corpus_text: str | Sequence[Any],
+    corpus: text.Corpus,
+    options: TrainOptions,
+    init_model: CHMM | None,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    name: str,
+    log: Callable[[str], None] | None,
+    cluster: Any = None,
+    restarts: int | None = None,
+) -> Selection:
+    """Stages 2 and 3 for concrete ``options``: the start (new, continued or grown) and the selection run on
+    validation, from ``restarts`` (default ``options.resolved_restarts()``) random starts for a new model. Raises
+    :class:`_StageStopped` when a grown model's dense stage was cancelled or failed."""
+    grow_from = options.grow_from
+    if grow_from is None and backend == "cpu" and options.states > DENSE_STATE_LIMIT and init_model is None:
+        grow_from = options.states // GROW_FACTOR
+    config = options.training_config()
+    schedule: dict[str, Any] = {}
+    refit_start = None
+    if init_model is None and grow_from:
+        start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, callback, cancel, name, log)
+        config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
+    elif init_model is None:
+        start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others
+    else:
+        rng = np.random.default_rng(options.seed)
+        start = extend_model(init_model, _corpus_pairs(corpus), rng, DTYPES[options.dtype])
+    if log:
+        log(
+            f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
+            f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
+            f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
+        )
+    record: list[dict[str, Any]] = []
+    n_restarts = options.resolved_restarts() if restarts is None else restarts
+    if init_model is None and not grow_from and n_restarts > 1:
+        start, result, record = best_of_restarts(
+            corpus, options, config, backend, callback, cancel, cluster, log, range(n_restarts)
+        )
+    else:
+        result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
+    return Selection(options, start, result, config, refit_start, record, schedule)
+
+
+class _SearchStopped(Exception):
+    """A candidate of the automatic search was cancelled or failed; ``selection`` is its run."""
+
+    def __init__(self, selection: Selection) -> None:
+        super().__init__(selection.result.stopped)
+        self.selection = selection
+
+
+def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
+    """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
+    to one state per :data:`SYMBOLS_PER_STATE` training symbols (at least the smallest such), and within
+    ``options.max_memory`` when set (:func:`estimate_training_memory`)."""
+    low, high = 2 * corpus.n_symbols, max(1, len(corpus.train_full)) // SYMBOLS_PER_STATE
+    grid = [n for n in STATES_GRID if low <= n <= high] or [max(low, min(STATES_GRID[0], high))]
+    if options.max_memory is not None:
+        fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
+        grid = fits or grid[:1]
+    return grid
+
+
+def search_settings(
+    corpus_text: str | Sequence[Any],
+    corpus: text.Corpus,
+    options: TrainOptions,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    name: str,
+    log: Callable[[str], None] | None,
+) -> tuple[Selection, list[dict[str, Any]]]:
+    """Choose the number of states and/or the pseudocount (whichever is :data:`AUTO`) on the validation text, as the
+    paper suggests for its Table 4 (section 4.2): every candidate is a selection run (stage 3, restart 0) scored by
+    validation BPS. The number of states goes up :func:`states_candidates` until it stops helping; for each, the
+    pseudocount walks :data:`PSEUDOCOUNT_GRID` from the previous best (:data:`FIRST_PSEUDOCOUNT` at first) upwards
+    while validation improves, else downwards. The best candidate then gets its other restarts
+    (:func:`best_of_restarts`), and :func:`train_text` refits it. Returns the kept selection and a line per
+    candidate (states, pseudocount, validation BPS, iterations, seconds)."""
+    states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
+    grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
+    position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
+    record: list[dict[str, Any]] = []
+    best: tuple[float, Selection] | None = None
+    held_out = corpus.validation_parts
+
+    def evaluate(states: int, pseudocount: float) -> float:
+        nonlocal best
+        candidate = len(record)
+        tagged = None if callback is None else (lambda r, c=candidate: callback(r._replace(candidate=c)))
+        concrete = replace(options, states=states, pseudocount=pseudocount)
+        started = time.perf_counter()
+        if log:
+            log(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
+        selection = select_stage(corpus_text, corpus, concrete, None, backend, tagged, cancel, name, log, restarts=1)
+        if selection.result.stopped in STOPPED_BAD:
+            raise _SearchStopped(selection)
+        value = _score(selection.result.model, held_out, backend)
+        record.append(
+            {
+                "states": states,
+                "pseudocount": pseudocount,
+                "validation_bps": value,
+                "iterations": len(selection.result.history),
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        if log:
+            log(f"candidate {candidate + 1}: validation BPS {value:.4f}")
+        if best is None or value < best[0]:
+            best = (value, selection)
+        return value
+
+    try:
+        previous = math.inf
+        for states in states_list:
+            values = {position: evaluate(states, grid[position])}
+            index = position + 1  # upwards while validation improves
+            while index < len(grid):
+                values[index] = evaluate(states, grid[index])
+                if values[index] >= values[index - 1]:
+                    break
+                index += 1
+            if min(values, key=values.get) == position:  # downwards only if upwards did not help
+                index = position - 1
+                while index >= 0:
+                    values[index] = evaluate(states, grid[index])
+                    if values[index] >= values[index + 1]:
+                        break
+                    index -= 1
+            position = min(values, key=values.get)
+            if values[position] >= previous:  # more states stopped helping
+                break
+            previous = values[position]
+    except _SearchStopped as stopped:
+        return stopped.selection, record
+    assert best is not None
+    value, selection = best
+    restarts = selection.options.resolved_restarts()
+    if restarts > 1 and not selection.schedule:  # the other restarts of the chosen setting
+        chosen = len(record)
+        tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
+        start, result, lines = best_of_restarts(
+            corpus, selection.options, selection.config, backend, tagged, cancel, None, log, range(1, restarts)
+        )
+        first = {
+            "restart": 0,
+            "bps": value,
+            "iterations": len(selection.result.history),
+            "stopped": selection.result.stopped,
+        }
+        lines = [first, *lines]
+        if result.stopped in STOPPED_BAD:
+            return replace(selection, start=start, result=result, restarts=lines), record
+        if min(line["bps"] for line in lines[1:]) < value:
+            selection = replace(selection, start=start, result=result)
+        selection = replace(selection, restarts=lines)
+    if log:
+        chosen = selection.options
+        log(f"chose {chosen.states:,} states and pseudocount {chosen.pseudocount:g} on validation")
+    return selection, record
 
 
 def prepare_training_corpus(
@@ -313,6 +525,122 @@ def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int =
     )
 
 
+RESTART_PROCESSES_ENV = "CHMM_RESTART_PROCESSES"
+"""The most restarts run at once in worker processes (default: one per core this process may use; 1 runs them one
+after the other in this process)."""
+
+
+def restart_processes(n_restarts: int, backend: str, cluster: Any = None) -> int:
+    """How many restarts run at once: one per core (or :data:`RESTART_PROCESSES_ENV`), at most ``n_restarts``; 1 on
+    the GPU, with a cluster (its workers share each E-step instead), and in a process that may not start children
+    (a daemon, such as a Celery pool worker)."""
+    if n_restarts < 2 or backend != "cpu" or cluster is not None or multiprocessing.current_process().daemon:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    setting = os.environ.get(RESTART_PROCESSES_ENV, "").strip()
+    if setting:
+        cores = int(setting) if setting.isdigit() and int(setting) > 0 else 1
+    return max(1, min(n_restarts, cores))
+
+
+def _run_restart(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    restart: int,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    cluster: Any = None,
+) -> tuple[CHMM, learning.TrainingResult, float]:
+    """One restart's selection run: its start, its result and its held-out BPS (infinite if cancelled or failed)."""
+    start = initial_model_for(corpus, options, restart)
+    tagged = None if callback is None else (lambda r: callback(r._replace(restart=restart)))
+    result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
+    if result.stopped in STOPPED_BAD:
+        return start, result, math.inf
+    return start, result, _score(result.model, corpus.validation_parts or corpus.train_parts, backend)
+
+
+_RESTART_WORKER: dict[str, Any] = {}
+"""In a restart worker process only: the queue its progress records go to and the event that cancels it."""
+
+
+def _restart_worker_start(queue: Any, cancelled: Any) -> None:
+    os.environ[inference.ONE_THREAD_ENV] = "1"  # one core per process: the processes share the machine's cores
+    _RESTART_WORKER.update(queue=queue, cancelled=cancelled, parent=os.getppid())
+
+
+def _restart_worker_stopped() -> bool:
+    """Whether this restart worker should stop: its parent cancelled, or died (killed, e.g. a revoked Celery task),
+    which leaves the worker to its new parent, and it must not train on for nobody."""
+    return _RESTART_WORKER["cancelled"].is_set() or os.getppid() != _RESTART_WORKER["parent"]
+
+
+def _restart_in_worker(
+    corpus: text.Corpus, options: TrainOptions, config: learning.TrainingConfig, backend: str, restart: int
+) -> tuple[CHMM, learning.TrainingResult, float]:
+    queue = _RESTART_WORKER["queue"]
+    try:
+        cancel = learning.CancelToken(_restart_worker_stopped)
+        return _run_restart(corpus, options, config, backend, restart, queue.put, cancel)
+    finally:
+        queue.put(("done", restart))  # after its records: the parent shows restarts in order
+
+
+def _restarts_in_processes(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    which: range,
+    processes: int,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+) -> list[tuple[CHMM, learning.TrainingResult, float]]:
+    """:func:`_run_restart` for every restart of ``which`` in ``processes`` worker processes (spawned: safe beside
+    the app's threads). The callback sees the records restart by restart, as if they ran one after the other: the
+    lowest unfinished restart's live, the later ones' when it ends; a cancel reaches every worker within a batch."""
+    context = multiprocessing.get_context("spawn")
+    queue, cancelled = context.Queue(), context.Event()
+    waiting: dict[int, list[learning.IterationRecord]] = {r: [] for r in which}
+    finished: set[int] = set()
+    order = list(which)
+    shown = 0
+    with ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_restart_worker_start, initargs=(queue, cancelled)
+    ) as pool:
+        futures = [pool.submit(_restart_in_worker, corpus, options, config, backend, r) for r in which]
+        while shown < len(order):
+            if cancel is not None and cancel.cancelled:
+                cancelled.set()
+            if any(f.done() and f.exception() is not None for f in futures):
+                break  # a worker failed (its exception is raised below)
+            try:
+                item = queue.get(timeout=0.2)
+            except Exception:  # queue.Empty
+                continue
+            if isinstance(item, tuple) and item[:1] == ("done",):
+                finished.add(item[1])
+            else:
+                waiting[item.restart].append(item)
+            while shown < len(order):
+                restart = order[shown]
+                for record in waiting[restart]:
+                    if callback is not None:
+                        callback(record)
+                waiting[restart] = []
+                if restart not in finished:
+                    break
+                shown += 1
+        if cancel is not None and cancel.cancelled:
+            cancelled.set()
+        return [f.result() for f in futures]
+
+
 def best_of_restarts(
     corpus: text.Corpus,
     options: TrainOptions,
@@ -322,21 +650,24 @@ def best_of_restarts(
     cancel: learning.CancelToken | None,
     cluster: Any = None,
     log: Callable[[str], None] | None = None,
+    which: range | None = None,
 ) -> tuple[CHMM, learning.TrainingResult, list[dict[str, Any]]]:
-    """Stage 3 with restarts: :func:`select_on_validation` from ``options.resolved_restarts()`` random starts
-    (:func:`initial_model_for`), one after the other; keeps the run whose model has the lowest validation BPS (the
-    lowest training BPS without validation text). Progress records carry their restart. A cancelled or failed
-    restart ends the stage with that run. Returns the kept run's start, its result and a line per restart."""
+    """Stage 3 with restarts: :func:`select_on_validation` from random starts (:func:`initial_model_for`), restarts
+    ``which`` (default all of ``options.resolved_restarts()``), in :func:`restart_processes` processes at once;
+    keeps the run whose model has the lowest validation BPS (the lowest training BPS without validation text).
+    Progress records carry their restart and come restart by restart. A cancelled or failed restart ends the stage
+    with that run. Returns the kept run's start, its result and a line per restart."""
+    which = range(options.resolved_restarts()) if which is None else which
+    processes = restart_processes(len(which), backend, cluster)
+    if processes > 1:
+        runs = iter(_restarts_in_processes(corpus, options, config, backend, which, processes, callback, cancel))
+    else:  # one after the other, each started only when the one before ended well
+        runs = (_run_restart(corpus, options, config, backend, r, callback, cancel, cluster) for r in which)
     best: tuple[float, CHMM, learning.TrainingResult] | None = None
     record: list[dict[str, Any]] = []
-    held_out = corpus.validation_parts or corpus.train_parts
-    for restart in range(options.resolved_restarts()):
-        start = initial_model_for(corpus, options, restart)
-        tagged = None if callback is None else (lambda r, n=restart: callback(r._replace(restart=n)))
-        result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
+    for restart, (start, result, value) in zip(which, runs, strict=False):
         if result.stopped in STOPPED_BAD:
             return start, result, record
-        value = _score(result.model, held_out, backend)
         record.append({"restart": restart, "bps": value, "iterations": len(result.history), "stopped": result.stopped})
         if log:
             log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
@@ -407,8 +738,9 @@ def refit(
     if log:
         log(f"refitting on training + validation text for {iterations} iteration(s)")
     refit_config = replace(config, max_iterations=iterations, tolerance=0.0)
+    tagged = None if callback is None else (lambda r: callback(r._replace(refit=True)))
     again = learning.fit(
-        start, corpus.train_full_parts, None, refit_config, callback, cancel, backend=backend, cluster=cluster
+        start, corpus.train_full_parts, None, refit_config, tagged, cancel, backend=backend, cluster=cluster
     )
     if again.stopped in STOPPED_BAD:
         selection.stopped, selection.error = again.stopped, again.error
@@ -513,7 +845,12 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
     seen in training of M_i * M_j: T, the expected counts, the M-step buffers and the best model kept) plus the
     forward/backward messages (alpha, beta and their pair-sorted copies: ``MESSAGE_COPIES`` values per clone of
     each symbol of the longest sequence processed at once, one batch for online EM). Raises ValueError when
-    ``options.states`` is smaller than the alphabet."""
+    ``options.states`` is smaller than the alphabet. With ``states`` :data:`AUTO`, the largest candidate's
+    (:func:`states_candidates`)."""
+    if options.states == AUTO:
+        return max(
+            estimate_training_memory(corpus, replace(options, states=n)) for n in states_candidates(corpus, options)
+        )
     if options.states < corpus.n_symbols:
         raise ValueError(
             f"{options.states} states are fewer than the {corpus.n_symbols} symbols of the alphabet; "

@@ -7,6 +7,7 @@ what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -24,7 +25,7 @@ from app.services import generate as generate_service
 from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
-from engine import workflows
+from engine import learning, workflows
 from engine.text import CorpusError
 
 TINY = TINY_FORM
@@ -252,11 +253,36 @@ def test_training_needs_a_corpus(folder: Path) -> None:
         ({"validation": 0.9}, "between 0 and 0.5"),
         ({"algorithm": "magic"}, "Unknown algorithm"),
         ({"iterations": "x"}, "must be a number"),
+        ({"pseudocount": 2}, "between 0 and 1"),
+        ({"auto": ["iterations"]}, "Choose on validation the states"),
+        ({"auto": ["states"], "validation": 0.0}, "validation share above 0"),
     ],
 )
 def test_form_values_are_checked(change: dict, expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
         jobs.options_from_form(TINY | change)
+
+
+def test_form_choices_on_validation() -> None:
+    options = jobs.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
+    assert options.states == workflows.AUTO and options.pseudocount == workflows.AUTO and options.searches
+    assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
+    assert jobs.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
+    assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == workflows.TrainOptions().pseudocount
+
+
+def test_progress_follows_candidates_restarts_and_the_refit(tmp_path: Path) -> None:
+    progress = jobs._Progress(tmp_path, "k", workflows.TrainOptions(states=workflows.AUTO, algorithm="online"))
+    record = learning.IterationRecord
+    for candidate, restart, iteration in ((0, 0, 1), (0, 0, 2), (1, 0, 1), (1, 0, 2), (1, 0, 3), (2, 1, 1)):
+        progress.record(record(iteration, 2.0, 2.1, 0.1, restart=restart, candidate=candidate))
+        state = jobs.read_progress(tmp_path)
+        assert [state["candidate"], state["restart"]] == [candidate, restart]
+        assert state["history"][-1]["iteration"] == iteration and len(state["history"]) == iteration
+    assert figures.progress_view(state)[1].startswith("Candidate setting 3, restart 2 of 4, iteration 1")
+    progress.record(record(1, 2.0, math.nan, 0.1, refit=True))
+    state = jobs.read_progress(tmp_path)
+    assert state["phase"] == "refit" and len(state["refit"]) == 1 and len(state["history"]) == 1
 
 
 def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:

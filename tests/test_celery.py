@@ -370,8 +370,11 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
         10,
         lambda: f"progress.json does not say cancelled: {(folder / sessions.PROGRESS).read_text()[:300]}",
     )
-    wait_until(  # Dash revoked the task on the worker, which stopped its pool process
-        lambda: f"Terminating {new[0]}" in stack.log("celery"), 10, f"the worker log shows no 'Terminating {new[0]}'"
+    wait_until(  # Dash revoked the task on the worker, which stopped its pool process, or the job saw its cancel
+        # flag first and ended by itself (restarts in worker processes stop within a batch)
+        lambda: f"Terminating {new[0]}" in stack.log("celery") or f"[{new[0]}] succeeded" in stack.log("celery"),
+        10,
+        f"the worker log shows neither 'Terminating {new[0]}' nor that the task ended",
     )
 
     # the worker takes the next job (its pool process may have been terminated by the cancel)

@@ -1,8 +1,11 @@
-"""Tests of the training recipe around the learner (engine/workflows.py): restarts kept on validation, online EM
-followed by batch EM with the refit continuing from the online stage, and the command line's --restarts."""
+"""Tests of the training recipe around the learner (engine/workflows.py): restarts kept on validation (one after
+the other or in processes, with the same result), online EM followed by batch EM with the refit continuing from the
+online stage, the number of states and the pseudocount chosen on validation, and the command line's options."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -82,3 +85,141 @@ def test_cli_restarts_option(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert cli.main(["train", str(corpus), "-o", str(tmp_path / "n.npz"), "--init", str(out), "--restarts", "3"]) != 0
     assert "--init continues one model" in capsys.readouterr().err
     assert not (tmp_path / "n.npz").exists()
+
+
+# ------------------------------------------------------------------------------------------ restarts in processes
+def test_restarts_in_processes_match_one_after_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = toy_text(2, 4000, 5)
+    runs = {}
+    for processes in ("1", "2"):
+        monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, processes)
+        records: list[learning.IterationRecord] = []
+        outcome = workflows.train_text(corpus, options(restarts=3, algorithm="online"), callback=records.append)
+        runs[processes] = (outcome, records)
+    (one, one_records), (two, two_records) = runs["1"], runs["2"]
+    assert [r["bps"] for r in two.summary["restarts"]] == pytest.approx([r["bps"] for r in one.summary["restarts"]])
+    assert np.array_equal(one.model.T, two.model.T)
+    # the callback sees the same records in the same order: restart by restart, then the refit
+    def strip(records: list[learning.IterationRecord]) -> list[tuple]:
+        return [(r.restart, r.iteration, r.refit, np.nan_to_num(r.validation_bps).round(9)) for r in records]
+
+    assert strip(two_records) == strip(one_records)
+    assert [r.restart for r in one_records if not r.refit] == sorted(r.restart for r in one_records if not r.refit)
+
+
+def test_a_cancel_stops_every_restart_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
+    cancel = learning.CancelToken()
+    seen: list[learning.IterationRecord] = []
+
+    def progress(record: learning.IterationRecord) -> None:
+        seen.append(record)
+        cancel.cancel()
+
+    outcome = workflows.train_text(
+        toy_text(3, 30000, 6),
+        options(states=28, restarts=4, algorithm="online", iterations=300),
+        callback=progress,
+        cancel=cancel,
+    )
+    assert outcome.result.stopped == "cancelled"
+    assert len(seen) < 20  # every process stopped within a few epochs of the request, none ran its 300
+
+
+def test_restart_processes_only_where_children_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "4")
+    assert workflows.restart_processes(3, "cpu") == 3
+    assert workflows.restart_processes(1, "cpu") == 1
+    assert workflows.restart_processes(3, "gpu") == 1
+    assert workflows.restart_processes(3, "cpu", cluster=object()) == 1
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "1")
+    assert workflows.restart_processes(3, "cpu") == 1
+
+
+# ------------------------------------------------------------------------------------------ auto settings
+def alice(characters: int) -> str:
+    return (Path(__file__).parent / "data" / "carroll-alice.txt").read_text()[:characters]
+
+
+def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
+    corpus = alice(12_000)
+    base = workflows.TrainOptions(states=200, iterations=8, allocation="uniform", refit=True)
+    records: list[learning.IterationRecord] = []
+    outcome = workflows.train_text(corpus, options_with(base, pseudocount="auto"), callback=records.append)
+    search = outcome.summary["search"]
+    values = [line["pseudocount"] for line in search]
+    assert values[0] == workflows.FIRST_PSEUDOCOUNT and set(values) <= set(workflows.PSEUDOCOUNT_GRID)
+    assert len(values) == len(set(values)) >= 2  # the walk tried neighbours and never a value twice
+    best = min(search, key=lambda line: line["validation_bps"])
+    assert outcome.summary["pseudocount"] == best["pseudocount"]
+    assert outcome.model.metadata["settings"]["pseudocount"] == best["pseudocount"]
+    assert outcome.summary["validation_bps"] == pytest.approx(best["validation_bps"], abs=1e-9)
+    # the walk stopped where validation got worse: the chosen value's grid neighbours that were tried are worse
+    grid = list(workflows.PSEUDOCOUNT_GRID)
+    at = grid.index(best["pseudocount"])
+    tried = {line["pseudocount"]: line["validation_bps"] for line in search}
+    for neighbour in grid[max(at - 1, 0) : at + 2]:
+        assert tried.get(neighbour, math.inf) >= best["validation_bps"]
+    # every candidate is the run that setting makes on its own
+    for line in search[:2]:
+        alone = workflows.train_text(corpus, options_with(base, pseudocount=line["pseudocount"], refit=False))
+        assert alone.summary["validation_bps"] == pytest.approx(line["validation_bps"], abs=1e-9)
+    # progress: the candidates' records in order, then the refit's, marked
+    candidates = [r.candidate for r in records if not r.refit]
+    assert candidates == sorted(candidates) and set(candidates) == set(range(len(search)))
+    refit = [r for r in records if r.refit]
+    assert len(refit) == outcome.summary["refit_iterations"] > 0
+
+
+def test_auto_states_grid_and_choice() -> None:
+    corpus = alice(24_000)
+    base = workflows.TrainOptions(states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
+    prepared = workflows.prepare_training_corpus(corpus, base, "alice", None)
+    grid = workflows.states_candidates(prepared, base)
+    assert grid == [n for n in workflows.STATES_GRID if n <= len(prepared.train_full) // workflows.SYMBOLS_PER_STATE]
+    assert grid == [300, 1000]
+    small = workflows.estimate_training_memory(prepared, options_with(base, states=300))
+    assert workflows.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
+    assert workflows.estimate_training_memory(prepared, base) == workflows.estimate_training_memory(
+        prepared, options_with(base, states=1000)
+    )
+    outcome = workflows.train_text(corpus, base)
+    search = outcome.summary["search"]
+    assert [line["states"] for line in search][:1] == [300]
+    best = min(search, key=lambda line: line["validation_bps"])
+    assert outcome.summary["states"] == best["states"]
+    assert outcome.model.metadata["search"] == search
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"states": "auto", "validation": 0.0}, "validation share above 0"),
+        ({"pseudocount": "auto", "init": "m.npz"}, "applies to new models"),
+        ({"states": "many"}, "or 'auto'"),
+        ({"pseudocount": -1.0}, "pseudocount must be a number"),
+    ],
+)
+def test_auto_settings_refuse_what_cannot_work(change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        options_with(workflows.TrainOptions(), **change).validate()
+
+
+def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "alice.txt"
+    corpus.write_text(alice(8000))
+    out = tmp_path / "m.npz"
+    args = ["train", str(corpus), "-o", str(out), "--states", "120", "--iterations", "3", "--quiet"]
+    assert cli.main([*args, "--pseudocount", "auto"]) == 0
+    assert "chosen on validation among" in capsys.readouterr().out
+    assert workflows.load_model(out).metadata["search"]
+    with pytest.raises(SystemExit):  # argparse's usage error
+        cli.main([*args, "--pseudocount", "lots"])
+    assert "expected a number or 'auto'" in capsys.readouterr().err
+    peer = ["train", str(corpus), "-o", str(tmp_path / "p.npz"), "--learner", "ngram", "--states", "auto"]
+    assert cli.main(peer) != 0
+    assert "give the ngram learner a number" in capsys.readouterr().err
+
+
+def options_with(base: workflows.TrainOptions, **changes: object) -> workflows.TrainOptions:
+    return dataclasses.replace(base, **changes)

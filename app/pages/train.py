@@ -15,7 +15,7 @@ from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
-from engine.workflows import ONLINE_RESTARTS, TrainOptions
+from engine.workflows import ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STATES_GRID, TrainOptions
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
@@ -35,6 +35,8 @@ FORM = [
     ("iterations", ids.TRAIN_ITERATIONS),
     ("batch_size", ids.TRAIN_BATCH_SIZE),
     ("restarts", ids.TRAIN_RESTARTS),
+    ("pseudocount", ids.TRAIN_PSEUDOCOUNT),
+    ("auto", ids.TRAIN_AUTO),
     ("validation", ids.TRAIN_VALIDATION),
     ("seed", ids.TRAIN_SEED),
     ("backend", ids.TRAIN_BACKEND),
@@ -130,6 +132,27 @@ def layout(**_query: Any) -> html.Div:
                     "Restarts",
                     _number(ids.TRAIN_RESTARTS, None, "automatic"),
                     f"random starts, the best on validation kept; empty: {ONLINE_RESTARTS} for online EM, 1 otherwise",
+                ),
+                ui.field(
+                    "Pseudocount",
+                    _number(ids.TRAIN_PSEUDOCOUNT, DEFAULTS.pseudocount),
+                    "added to every stored transition count in the M-step (smoothing)",
+                ),
+                ui.field(
+                    "Choose on validation",
+                    dcc.Checklist(
+                        id=ids.TRAIN_AUTO,
+                        options=[
+                            {"label": "states", "value": "states"},
+                            {"label": "pseudocount", "value": "pseudocount"},
+                        ],
+                        value=[],
+                        inline=True,
+                    ),
+                    f"train candidates and keep the best on the validation text, then refit: states from "
+                    f"{', '.join(f'{n:,}' for n in STATES_GRID)} (up to one per 10 training symbols and the memory "
+                    f"limit), pseudocounts from {', '.join(f'{v:g}' for v in PSEUDOCOUNT_GRID)}; the fields above "
+                    "are then ignored",
                 ),
                 ui.field("Validation share", _number(ids.TRAIN_VALIDATION, DEFAULTS.validation), "0 to 0.5"),
                 ui.field("Seed", _number(ids.TRAIN_SEED, DEFAULTS.seed)),
