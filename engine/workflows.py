@@ -57,6 +57,16 @@ SHARP_CONCENTRATION = 0.1
 """Odd-numbered restarts start from T drawn from a Dirichlet of this concentration (clones close to a few
 successors) instead of uniform entries: the toy FSM with spare clones (k >= 4) leaves its plateau more often from
 sharp starts, with two clones per symbol (k = 3) more often from uniform ones (bench/RESULTS.md, issue 15)."""
+RESTART_MEMORY = 0.5
+"""Online EM's lambda in restarts 2 and 3 of every four (the others use ``memory``): larger steps leave the toy
+FSM's plateaus sooner (10 of 10 seeds at k = 3 within 300 epochs against 7 of 10 at 0.9) and cost text a little
+(alice: 1.600 against 1.590), so validation keeps whichever is better (bench/RESULTS.md, issue 15)."""
+
+
+def restart_plan(restart: int) -> tuple[bool, bool]:
+    """Restart ``restart``'s start and step: (T drawn sharp, online EM's lambda :data:`RESTART_MEMORY`). Every four
+    restarts run uniform, sharp, uniform with larger steps, sharp with larger steps; restart 0 is the plain run."""
+    return restart % 2 == 1, restart % 4 >= 2
 
 
 @dataclass
@@ -473,6 +483,8 @@ def search_settings(
             "bps": value,
             "iterations": len(selection.result.history),
             "stopped": selection.result.stopped,
+            "start": "uniform",
+            **({"memory": selection.options.memory} if selection.options.algorithm == "online" else {}),
         }
         lines = [first, *lines]
         if result.stopped in STOPPED_BAD:
@@ -514,12 +526,12 @@ def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
 def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
     """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
     symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); odd restarts
-    draw T sharp (:data:`SHARP_CONCENTRATION`)."""
+    draw T sharp (:data:`SHARP_CONCENTRATION`, :func:`restart_plan`)."""
     n_clones = allocation.allocate_clones(
         corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
     rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
-    concentration = SHARP_CONCENTRATION if restart % 2 else None
+    concentration = SHARP_CONCENTRATION if restart_plan(restart)[0] else None
     return random_model(
         corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype], concentration=concentration
     )
@@ -556,8 +568,11 @@ def _run_restart(
     cancel: learning.CancelToken | None,
     cluster: Any = None,
 ) -> tuple[CHMM, learning.TrainingResult, float]:
-    """One restart's selection run: its start, its result and its held-out BPS (infinite if cancelled or failed)."""
+    """One restart's selection run (start and, for online EM, lambda by :func:`restart_plan`): its start, its result
+    and its held-out BPS (infinite if cancelled or failed)."""
     start = initial_model_for(corpus, options, restart)
+    if config.algorithm == "online" and restart_plan(restart)[1]:
+        config = replace(config, memory=RESTART_MEMORY)
     tagged = None if callback is None else (lambda r: callback(r._replace(restart=restart)))
     result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
     if result.stopped in STOPPED_BAD:
@@ -668,7 +683,21 @@ def best_of_restarts(
     for restart, (start, result, value) in zip(which, runs, strict=False):
         if result.stopped in STOPPED_BAD:
             return start, result, record
-        record.append({"restart": restart, "bps": value, "iterations": len(result.history), "stopped": result.stopped})
+        sharp, larger_steps = restart_plan(restart)
+        record.append(
+            {
+                "restart": restart,
+                "bps": value,
+                "iterations": len(result.history),
+                "stopped": result.stopped,
+                "start": "sharp" if sharp else "uniform",
+                **(
+                    {"memory": RESTART_MEMORY if larger_steps else options.memory}
+                    if options.algorithm == "online"
+                    else {}
+                ),
+            }
+        )
         if log:
             log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
         if best is None or value < best[0]:

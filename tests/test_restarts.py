@@ -223,3 +223,24 @@ def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 def options_with(base: workflows.TrainOptions, **changes: object) -> workflows.TrainOptions:
     return dataclasses.replace(base, **changes)
+
+
+def test_online_restarts_vary_start_and_step() -> None:
+    text = toy_text(2, 4000, 7)
+    chosen = options(algorithm="online", restarts=4, iterations=12, refit=False)
+    outcome = workflows.train_text(text, chosen)
+    lines = outcome.summary["restarts"]
+    assert [(line["start"], line["memory"]) for line in lines] == [
+        ("uniform", chosen.memory),
+        ("sharp", chosen.memory),
+        ("uniform", workflows.RESTART_MEMORY),
+        ("sharp", workflows.RESTART_MEMORY),
+    ]
+    # restart 3 is online EM (then batch EM) from its sharp start with lambda RESTART_MEMORY, run by hand
+    corpus = workflows.prepare_training_corpus(text, chosen, "toy", None)
+    config = dataclasses.replace(chosen.training_config(), memory=workflows.RESTART_MEMORY)
+    start = workflows.initial_model_for(corpus, chosen, 3)
+    by_hand = workflows.select_on_validation(start, corpus, config, "cpu", None, None)
+    assert lines[3]["bps"] == pytest.approx(workflows._score(by_hand.model, corpus.validation_parts, "cpu"), abs=1e-9)
+    batch = workflows.train_text(text, options(restarts=2, iterations=5, refit=False)).summary["restarts"]
+    assert all("memory" not in line for line in batch)  # lambda is online EM's only
