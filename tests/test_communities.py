@@ -142,7 +142,7 @@ def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
 def test_alice_3000_states_finds_common_and_novel_words() -> None:
     raw = text.read_text(ALICE)
     options = workflows.TrainOptions(
-        states=3000, algorithm="online", batch_size=2000, pseudocount=1e-5, iterations=10, refit=False
+        states=3000, algorithm="online", batch_size=2000, pseudocount=1e-5, iterations=10, refit=False, restarts=1
     )
     model = workflows.train_text(raw, options).model
     result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
