@@ -478,15 +478,7 @@ def search_settings(
         start, result, lines = best_of_restarts(
             corpus, selection.options, selection.config, backend, tagged, cancel, None, log, range(1, restarts)
         )
-        first = {
-            "restart": 0,
-            "bps": value,
-            "iterations": len(selection.result.history),
-            "stopped": selection.result.stopped,
-            "start": "uniform",
-            **({"memory": selection.options.memory} if selection.options.algorithm == "online" else {}),
-        }
-        lines = [first, *lines]
+        lines = [restart_line(0, value, selection.result, selection.options), *lines]
         if result.stopped in STOPPED_BAD:
             return replace(selection, start=start, result=result, restarts=lines), record
         if min(line["bps"] for line in lines[1:]) < value:
@@ -656,6 +648,22 @@ def _restarts_in_processes(
         return [f.result() for f in futures]
 
 
+def restart_line(restart: int, value: float, result: learning.TrainingResult, options: TrainOptions) -> dict[str, Any]:
+    """A restart's line in the summary and metadata: its held-out BPS, iterations, stop reason, start (uniform or
+    sharp) and, for online EM, its lambda (:func:`restart_plan`)."""
+    sharp, larger_steps = restart_plan(restart)
+    line = {
+        "restart": restart,
+        "bps": value,
+        "iterations": len(result.history),
+        "stopped": result.stopped,
+        "start": "sharp" if sharp else "uniform",
+    }
+    if options.algorithm == "online":
+        line["memory"] = RESTART_MEMORY if larger_steps else options.memory
+    return line
+
+
 def best_of_restarts(
     corpus: text.Corpus,
     options: TrainOptions,
@@ -683,21 +691,7 @@ def best_of_restarts(
     for restart, (start, result, value) in zip(which, runs, strict=False):
         if result.stopped in STOPPED_BAD:
             return start, result, record
-        sharp, larger_steps = restart_plan(restart)
-        record.append(
-            {
-                "restart": restart,
-                "bps": value,
-                "iterations": len(result.history),
-                "stopped": result.stopped,
-                "start": "sharp" if sharp else "uniform",
-                **(
-                    {"memory": RESTART_MEMORY if larger_steps else options.memory}
-                    if options.algorithm == "online"
-                    else {}
-                ),
-            }
-        )
+        record.append(restart_line(restart, value, result, options))
         if log:
             log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
         if best is None or value < best[0]:
