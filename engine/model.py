@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive
 from engine.codec import TextCodec
 from engine.files import atomic_write
 from engine.kernels.cpu import block_row_sums
@@ -29,6 +30,10 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Version 1 kept the codec, the back-off weight and the pruning (which made EM keep zeros) in the metadata;
 version 2 stores them as typed header fields. Version-1 files are read and converted."""
+
+MAX_STATES = 100_000_000
+"""More clones than any machine's memory holds (the paper's largest model has 30,000): the bound on a model asked
+for and on a model file."""
 
 BACKOFF_WEIGHT = 1e-6
 """Weight of the back-off distribution in scoring (see :func:`engine.inference.score`) for a model that no pruning
@@ -520,59 +525,67 @@ def check_row_sums(path: Any, sums: np.ndarray) -> None:
         raise ModelFormatError(f"{path}: damaged CHMM model (T has no transition mass)")
 
 
-def _load_failure(exc: BaseException) -> str:
-    """Why numpy could not read a file, without numpy's advice to load pickles (never done here)."""
-    if "allow_pickle" in str(exc):
-        return "it holds pickled Python objects, which are never loaded"
-    return f"{type(exc).__name__}: {exc}"
+DENSE_ARRAYS = ("n_clones", "block_pairs", "T", "pi", "counts")
+"""The arrays a dense model file holds ("counts" optional)."""
 
 
-def load(path: str | os.PathLike[str]) -> CHMM:
-    """Load a model saved by :func:`save`; a missing, damaged or foreign file raises :class:`ModelFormatError`."""
+def read_layout(path: Any, archive: ModelArchive, n_symbols: int, max_states: int = MAX_STATES) -> BlockLayout:
+    """The block layout of a model file (dense or sparse): ``n_clones`` (one positive count per symbol, at most
+    ``max_states`` in all) and ``block_pairs`` (at most one per symbol pair), read and checked before any array
+    whose size they fix. Raises :class:`ModelFormatError`."""
+    n_clones = archive.array("n_clones", shape=(n_symbols,), kind="iu")
+    if np.any(n_clones < 1):
+        raise ModelFormatError(f"{path}: damaged CHMM model (a symbol has no clones)")
+    states = sum(int(n) for n in n_clones)  # Python integers: no overflow
+    if states > max_states:
+        raise ModelFormatError(
+            f"{path}: damaged CHMM model ({states:,} clones, more than the {max_states:,} a model file may have)"
+        )
+    pairs = archive.array("block_pairs", ndim=2, kind="iu")
+    if pairs.shape[1:] != (2,) or pairs.shape[0] > n_symbols * n_symbols:
+        raise ModelFormatError(f"{path}: damaged CHMM model (block_pairs has shape {pairs.shape})")
+    try:
+        return BlockLayout.build(n_clones, pairs)
+    except ValueError as exc:
+        raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from None
+
+
+def load(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> CHMM:
+    """Load a model saved by :func:`save`; a missing, damaged or foreign file raises :class:`ModelFormatError`.
+
+    The file is read as untrusted input (:class:`engine.archive.ModelArchive`): members other than the model's
+    arrays are refused, and each array's size is checked against the block layout, and all of them against
+    ``max_bytes``, before it is inflated."""
     path = Path(path)
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such model file")
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except Exception as exc:  # a damaged archive fails in many ways (zlib, zipfile, format errors)
-        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({_load_failure(exc)})") from exc
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ModelFormatError(f"{path}: not a CHMM Explorer model (a bare array file, not an .npz archive)")
-    try:
-        with loaded as archive:
-            names = set(archive.files)
-            needed = {"header_json", "n_clones", "block_pairs", "T", "pi"}
-            if not needed <= names:
-                what = "an exported clone graph, not a model" if "edge_flow" in names else "arrays of another kind"
-                raise ModelFormatError(
-                    f"{path}: not a CHMM Explorer model ({what}: missing {', '.join(sorted(needed - names))})"
-                )
-            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
-            arrays = {name: archive[name] for name in names - {"header_json"}}
-    except ModelFormatError:
-        raise
-    except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad JSON or Unicode
-        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({_load_failure(exc)})") from exc
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
-    listed = header.get("arrays", [])
-    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
-        raise ModelFormatError(f"{path}: damaged CHMM model (its list of arrays is not a list of names)")
-    missing = sorted(set(listed) - set(arrays))
-    if missing:
-        raise ModelFormatError(f"{path}: damaged CHMM model (array(s) {', '.join(missing)} missing)")
+        with ModelArchive(path, known=DENSE_ARRAYS, max_bytes=max_bytes) as archive:
+            header = archive.header
+            if header.get("format") != FORMAT_NAME:
+                raise ModelFormatError(f"{path}: not a CHMM Explorer model (wrong format marker)")
+            symbols = header.get("symbols")
+            if not isinstance(symbols, list):
+                raise ModelFormatError(f"{path}: damaged CHMM model (the symbols must be a list of non-empty strings)")
+            layout = read_layout(path, archive, len(symbols))
+            has_counts = "counts" in archive.names
+            arrays = {
+                "T": archive.array("T", shape=(layout.size,), kind="f"),
+                "pi": archive.array("pi", shape=(layout.n_states,), kind="f"),
+                "counts": archive.array("counts", shape=(layout.size,), kind="f") if has_counts else None,
+            }
+    except ArchiveError as exc:
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({exc})") from None
     version = header.get("format_version")
     if version not in READABLE_VERSIONS:
         raise ModelFormatError(
             f"{path}: model format version {version!r} is not supported "
             f"(this program reads versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
-    symbols = header.get("symbols")
     typed, metadata = read_typed_header(path, header, version)
-    check_content(path, symbols, metadata, {"T": arrays["T"], "pi": arrays["pi"], "counts": arrays.get("counts")})
+    check_content(path, symbols, metadata, arrays)
     try:
-        layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
-        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays.get("counts"), dict(metadata), **typed)
+        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays["counts"], dict(metadata), **typed)
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
     check_row_sums(

@@ -14,7 +14,6 @@ this schedule with plain dense EM where dense EM is affordable.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from engine import inference
+from engine.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive, read_header
 from engine.codec import TextCodec
 from engine.kernels import sparse_cpu as kernels
 from engine.model import (
@@ -33,6 +33,7 @@ from engine.model import (
     ModelFormatError,
     check_content,
     check_row_sums,
+    read_layout,
     read_typed_header,
     typed_header,
     write_npz_atomic,
@@ -566,41 +567,57 @@ def save(model: SparseCHMM, path: str | os.PathLike[str]) -> None:
     write_npz_atomic(path, arrays, header, compressed=False)
 
 
+SPARSE_ARRAYS = ("n_clones", "block_pairs", "row_base", "indptr", "indices", "data", "pi", "counts")
+"""The arrays a sparse model file holds ("counts" optional)."""
+
+
 def is_sparse_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a sparse-model file (checked from its JSON header only)."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "header_json" not in archive.files or "indptr" not in archive.files:
-                return False
-            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
-    except Exception:
-        return False
-    return isinstance(header, dict) and header.get("format") == SPARSE_FORMAT
+    """Whether ``path`` is a sparse-model file (checked from its JSON header only, read in bounded memory)."""
+    header = read_header(path)
+    return header is not None and header.get("format") == SPARSE_FORMAT
 
 
-def load(path: str | os.PathLike[str]) -> SparseCHMM:
-    """Load a model saved by :func:`save`; anything else raises :class:`engine.model.ModelFormatError`."""
+def load(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> SparseCHMM:
+    """Load a model saved by :func:`save`; anything else raises :class:`engine.model.ModelFormatError`.
+
+    Read as untrusted input like a dense model (:func:`engine.model.load`): the layout fixes ``row_base`` and
+    ``indptr``, whose last entry (at most the layout's dense size) fixes ``indices``, ``data`` and ``counts``, each
+    checked before it is inflated."""
     path = Path(path)
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such model file")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
-            arrays = {name: archive[name] for name in archive.files if name != "header_json"}
-    except Exception as exc:
-        raise ModelFormatError(f"{path}: not a readable sparse CHMM ({type(exc).__name__}: {exc})") from exc
-    version = header.get("format_version") if isinstance(header, dict) else None
-    if header.get("format") != SPARSE_FORMAT or version not in READABLE_VERSIONS:
-        raise ModelFormatError(
-            f"{path}: not a sparse CHMM of format version {', '.join(map(str, READABLE_VERSIONS))}"
-        )
-    symbols = header.get("symbols")
+        with ModelArchive(path, known=SPARSE_ARRAYS, max_bytes=max_bytes) as archive:
+            header = archive.header
+            version = header.get("format_version")
+            if header.get("format") != SPARSE_FORMAT or version not in READABLE_VERSIONS:
+                raise ModelFormatError(
+                    f"{path}: not a sparse CHMM of format version {', '.join(map(str, READABLE_VERSIONS))}"
+                )
+            symbols = header.get("symbols")
+            if not isinstance(symbols, list):
+                raise ModelFormatError(f"{path}: damaged sparse CHMM (the symbols must be a list of non-empty strings)")
+            layout = read_layout(path, archive, len(symbols))
+            rows = sum(int(layout.n_clones[i]) for i in layout.block_pairs[:, 0])
+            row_base = archive.array("row_base", shape=(layout.n_blocks + 1,), kind="iu")
+            indptr = archive.array("indptr", shape=(rows + 1,), kind="iu")
+            entries = int(indptr[-1])
+            if not 0 <= entries <= layout.size:
+                raise ModelFormatError(f"{path}: damaged sparse CHMM (indptr ends at {entries:,})")
+            arrays = {
+                "row_base": row_base,
+                "indptr": indptr,
+                "indices": archive.array("indices", shape=(entries,), kind="iu"),
+                "data": archive.array("data", shape=(entries,), kind="f"),
+                "pi": archive.array("pi", shape=(layout.n_states,), kind="f"),
+                "counts": archive.array("counts", shape=(entries,), kind="f") if "counts" in archive.names else None,
+            }
+    except ArchiveError as exc:
+        raise ModelFormatError(f"{path}: not a readable sparse CHMM ({exc})") from None
     typed, metadata = read_typed_header(path, header, version)
-    try:
-        values = {"data": arrays["data"], "pi": arrays["pi"], "counts": arrays.get("counts")}
-    except KeyError as exc:
-        raise ModelFormatError(f"{path}: damaged sparse CHMM (array {exc} missing)") from None
+    values = {"data": arrays["data"], "pi": arrays["pi"], "counts": arrays["counts"]}
     check_content(path, symbols, metadata, values)
     try:
-        layout = BlockLayout.build(arrays["n_clones"], arrays["block_pairs"])
         model = SparseCHMM(
             list(symbols),
             layout,
@@ -609,7 +626,7 @@ def load(path: str | os.PathLike[str]) -> SparseCHMM:
             arrays["indices"],
             arrays["data"],
             arrays["pi"],
-            arrays.get("counts"),
+            arrays["counts"],
             dict(metadata),
             typed["codec"],
             typed["backoff_weight"],

@@ -23,18 +23,17 @@ from engine import graph as graph_mod
 from engine import model as model_io
 from engine import sparse as sparse_mod
 from engine.allocation import DEFAULT_NGRAM_ORDER
+from engine.archive import MAX_MODEL_BYTES, read_header
 from engine.backend import resolve_backend
 from engine.codec import TextCodec
 from engine.distributed import DEFAULT_BURN_IN
-from engine.model import CHMM, pairs_in_sequence, random_model
+from engine.model import CHMM, MAX_STATES, pairs_in_sequence, random_model
+from engine.peers.base import PEER_FORMAT
 
 ENGINE_VERSION = "0.1.0"
 DTYPES = {"float32": np.float32, "float64": np.float64}
 STOPPED_BAD = ("cancelled", "failed")
 
-
-MAX_STATES = 100_000_000
-"""More clones than any machine's memory holds (the paper's largest model has 30,000)."""
 
 ONLINE_RESTARTS = 4
 """Restarts of online EM when none are asked for: online EM leaves the toy FSM's plateaus at random times, and the
@@ -894,19 +893,19 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
 
 
 # ------------------------------------------------------------------------------------------ using a model
-def load_model(path: str | Path) -> CHMM:
-    """Load a model file, dense or sparse (clear :class:`engine.model.ModelFormatError` on a missing, damaged or
-    foreign file)."""
-    if Path(path).is_file() and sparse_mod.is_sparse_file(path):
-        return sparse_mod.load(path)  # type: ignore[return-value]
-    from engine.peers.base import read_header
-
-    peer = read_header(path) if Path(path).is_file() else None
-    if peer is not None:
+def load_model(path: str | Path, max_bytes: int = MAX_MODEL_BYTES) -> CHMM:
+    """Load a model file, dense or sparse, told apart by its header (clear :class:`engine.model.ModelFormatError` on
+    a missing, damaged or foreign file). The file is untrusted input: its arrays are checked against its layout and
+    all together against ``max_bytes`` before they are inflated (:mod:`engine.archive`)."""
+    header = read_header(path) if Path(path).is_file() else None
+    kind = header.get("format") if header is not None else None
+    if kind == sparse_mod.SPARSE_FORMAT:
+        return sparse_mod.load(path, max_bytes=max_bytes)  # type: ignore[return-value]
+    if kind == PEER_FORMAT:
         raise model_io.ModelFormatError(
-            f"{path}: a {peer.get('kind')!r} peer-learner model; only `chmm score` reads those (this needs a CHMM)"
+            f"{path}: a {header.get('kind')!r} peer-learner model; only `chmm score` reads those (this needs a CHMM)"
         )
-    return model_io.load(path)
+    return model_io.load(path, max_bytes=max_bytes)
 
 
 def save_model(model: Any, path: str | Path) -> None:

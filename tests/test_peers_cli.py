@@ -152,7 +152,7 @@ def test_corrupt_peer_files_give_one_line(tmp_path: Path, capsys) -> None:
         for item in source.infolist():
             if not item.filename.startswith("keys_2"):
                 target.writestr(item, source.read(item.filename))
-    expect_error(["score", damaged, BLAKE], capsys, "damaged model")
+    expect_error(["score", damaged, BLAKE], capsys, "array(s) keys_2 missing")
     # a header naming a learner that does not exist
     foreign = tmp_path / "foreign.npz"
     with zipfile.ZipFile(good) as source, zipfile.ZipFile(foreign, "w") as target:

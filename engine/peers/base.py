@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from engine import archive
 
 PEER_FORMAT = "chmm-explorer-peer"
 PEER_FORMAT_VERSION = 1
@@ -78,42 +79,37 @@ def save_arrays(path: str | os.PathLike[str], kind: str, arrays: dict[str, np.nd
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The JSON header of a peer-learner file, or None if ``path`` is an .npz without one (e.g. a CHMM model)."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "header_json" not in archive.files:
-                return None
-            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
-    except Exception:
-        return None
-    if isinstance(header, dict) and header.get("format") == PEER_FORMAT:
+    """The JSON header of a peer-learner file, or None if ``path`` is not one (e.g. a CHMM model); read in bounded
+    memory."""
+    header = archive.read_header(path)
+    if header is not None and header.get("format") == PEER_FORMAT:
         return header
     return None
 
 
-def load_arrays(path: str | os.PathLike[str], kind: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Read a file written by :func:`save_arrays` for learner ``kind``; anything else raises PeerFormatError."""
+def load_arrays(
+    path: str | os.PathLike[str], kind: str, max_bytes: int = archive.MAX_MODEL_BYTES
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read a file written by :func:`save_arrays` for learner ``kind``; anything else raises PeerFormatError.
+
+    Read as untrusted input (:class:`engine.archive.ModelArchive`): only the members the header's manifest lists,
+    each checked against its declared size and all of them against ``max_bytes`` before it is inflated (each
+    learner checks its arrays' shapes against one another after)."""
     path = Path(path)
     if not path.is_file():
         raise PeerFormatError(f"{path}: no such model file")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            header = json.loads(bytes(archive["header_json"]).decode("utf-8"))
-            arrays = {name: archive[name] for name in archive.files if name != "header_json"}
-    except Exception as exc:
-        raise PeerFormatError(f"{path}: not a readable peer-learner model ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(header, dict) or header.get("format") != PEER_FORMAT:
-        raise PeerFormatError(f"{path}: not a peer-learner model")
-    if header.get("kind") != kind:
-        raise PeerFormatError(f"{path}: a {header.get('kind')!r} model, not {kind!r}")
-    if header.get("format_version") != PEER_FORMAT_VERSION:
-        raise PeerFormatError(f"{path}: format version {header.get('format_version')} is not supported")
-    listed = header.get("arrays", [])
-    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
-        raise PeerFormatError(f"{path}: damaged model (its list of arrays is not a list of names)")
-    missing = sorted(set(listed) - set(arrays))
-    if missing:
-        raise PeerFormatError(f"{path}: damaged model (array(s) {', '.join(missing)} missing)")
+        with archive.ModelArchive(path, max_bytes=max_bytes) as reader:
+            header = reader.header
+            if header.get("format") != PEER_FORMAT:
+                raise PeerFormatError(f"{path}: not a peer-learner model")
+            if header.get("kind") != kind:
+                raise PeerFormatError(f"{path}: a {header.get('kind')!r} model, not {kind!r}")
+            if header.get("format_version") != PEER_FORMAT_VERSION:
+                raise PeerFormatError(f"{path}: format version {header.get('format_version')} is not supported")
+            arrays = {name: reader.array(name) for name in sorted(reader.names)}
+    except archive.ArchiveError as exc:
+        raise PeerFormatError(f"{path}: not a readable peer-learner model ({exc})") from None
     for key, kind_of in (("metadata", dict), ("history", list)):
         if key in header and not isinstance(header[key], kind_of):
             raise PeerFormatError(f"{path}: damaged model (its {key} is not a JSON {kind_of.__name__})")

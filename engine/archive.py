@@ -1,0 +1,218 @@
+"""Reading the project's ``.npz`` files (dense and sparse CHMMs, peer learners) as untrusted input, in bounded memory.
+
+An ``.npz`` is a zip archive of ``.npy`` members. ``numpy.load`` inflates whatever member is asked for, so a small
+file can ask for gigabytes (a member of zeros deflates about 1000:1), and nothing stops a file from carrying
+members no loader uses. :class:`ModelArchive` reads such a file the other way round:
+
+- the JSON header (member ``header_json``) is read first, at most :data:`MAX_HEADER_BYTES`;
+- the header's manifest (its ``arrays`` list) names every other member; a member it does not name, a name listed
+  twice or a member that is not an ``.npy`` is refused before anything else is read;
+- an array is read only when a loader asks for it, with the shape the loader derives from what it has read already
+  (the block layout fixes T, pi and the CSR arrays exactly): its ``.npy`` header (shape, dtype, at most
+  :data:`MAX_NPY_HEADER_BYTES`) is parsed, object dtypes are refused, the zip entry's declared uncompressed size
+  must equal the ``.npy`` header plus the array's bytes, and all arrays of one file together must stay within the
+  reader's ``max_bytes``, all before a byte of the array is inflated;
+- the bytes are then read into the array in chunks, so a member that inflates past its declared size is cut off by
+  ``zipfile`` (and fails its CRC check) rather than growing memory.
+
+Errors are :class:`ArchiveError` sentences without the path; each loader prefixes its own file name and kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+MAX_HEADER_BYTES = 64 << 20
+"""The largest JSON header read (alphabet, vocabulary, metadata and training history of a model)."""
+
+MAX_NPY_HEADER_BYTES = 10_000
+"""The largest ``.npy`` header parsed (numpy's own default limit)."""
+
+MAX_MODEL_BYTES = 16 << 30
+"""The default bound on the bytes of all arrays read from one file (the app passes its own, smaller one)."""
+
+HEADER_MEMBER = "header_json"
+_CHUNK = 1 << 22
+
+
+class ArchiveError(ValueError):
+    """Why an ``.npz`` file cannot be read (a sentence without the file's path)."""
+
+
+def _size(value: int) -> str:
+    return f"{value / 2**20:,.1f} MiB" if value >= 2**20 else f"{value:,} bytes"
+
+
+class ModelArchive:
+    """An ``.npz`` model file opened for bounded reading (see the module docstring); use as a context manager.
+
+    ``known``: the member names a file of this kind may hold (None: whatever its manifest lists);
+    ``max_bytes``: the bound on the bytes of all arrays read through this reader."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        known: Collection[str] | None = None,
+        max_bytes: int = MAX_MODEL_BYTES,
+        check_manifest: bool = True,
+    ) -> None:
+        self.max_bytes = int(max_bytes)
+        self.used = 0
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            raise ArchiveError(f"not an .npz archive ({exc})") from None
+        try:
+            self._members = self._index(known)
+            self.header = self._read_header()
+            if check_manifest:
+                self._check_manifest(known)
+        except BaseException:
+            self._zip.close()
+            raise
+
+    def __enter__(self) -> ModelArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._zip.close()
+
+    @property
+    def names(self) -> set[str]:
+        """The array names of the file (its manifest), without the header."""
+        return set(self._members) - {HEADER_MEMBER}
+
+    def _index(self, known: Collection[str] | None) -> dict[str, zipfile.ZipInfo]:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in self._zip.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or "/" in name:
+                raise ArchiveError(f"it holds a member {name[:80]!r} that is not an array of this file")
+            stem = name[: -len(".npy")]
+            if stem in members:
+                raise ArchiveError(f"it holds the member {stem[:80]!r} twice")
+            members[stem] = info
+        if HEADER_MEMBER not in members:
+            exported = "edge_flow" in members and "metadata_json" in members
+            what = "an exported clone graph, not a model" if exported else "arrays of another kind, missing header_json"
+            raise ArchiveError(what)
+        unknown = sorted(set(members) - {HEADER_MEMBER} - set(known)) if known is not None else []
+        if unknown:
+            raise ArchiveError(f"it holds a member {unknown[0][:80]!r} that no file of this kind has")
+        return members
+
+    def _read_header(self) -> dict[str, Any]:
+        raw = self._read(HEADER_MEMBER, limit=MAX_HEADER_BYTES, count=False)
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ArchiveError("its header is not a byte string")
+        try:
+            header = json.loads(raw.tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ArchiveError(f"its header is not JSON ({exc})") from None
+        if not isinstance(header, dict):
+            raise ArchiveError("its header is not a JSON object")
+        return header
+
+    def _check_manifest(self, known: Collection[str] | None) -> None:
+        listed = self.header.get("arrays")
+        if listed is None:  # files written before the manifest: the members are checked against ``known`` only
+            if known is None:
+                raise ArchiveError("its header lists no arrays")
+            return
+        if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+            raise ArchiveError("its list of arrays is not a list of names")
+        extra = sorted(self.names - set(listed))
+        if extra:
+            raise ArchiveError(f"it holds a member {extra[0][:80]!r} that its header does not list")
+        missing = sorted(set(listed) - self.names)
+        if missing:
+            raise ArchiveError(f"array(s) {', '.join(missing)} missing")
+
+    def array(
+        self, name: str, shape: tuple[int, ...] | None = None, ndim: int | None = None, kind: str | None = None
+    ) -> np.ndarray:
+        """Array ``name``, checked before it is inflated: exactly ``shape`` when given (else ``ndim`` dimensions when
+        given), of a dtype whose kind is in ``kind`` ("f" floating, "i" signed, "iu" any integer) when given, and
+        within the reader's remaining byte budget."""
+        if name not in self._members or name == HEADER_MEMBER:
+            raise ArchiveError(f"array {name} missing")
+        return self._read(name, shape=shape, ndim=ndim, kind=kind)
+
+    def _read(
+        self,
+        name: str,
+        shape: tuple[int, ...] | None = None,
+        ndim: int | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        count: bool = True,
+    ) -> np.ndarray:
+        info = self._members[name]
+        try:
+            with self._zip.open(info) as stream:
+                version = np.lib.format.read_magic(stream)
+                if version == (1, 0):
+                    found, fortran, dtype = np.lib.format.read_array_header_1_0(stream, MAX_NPY_HEADER_BYTES)
+                elif version in ((2, 0), (3, 0)):
+                    found, fortran, dtype = np.lib.format.read_array_header_2_0(stream, MAX_NPY_HEADER_BYTES)
+                else:
+                    raise ArchiveError(f"array {name} has an unknown .npy version {version}")
+                if dtype.hasobject:
+                    raise ArchiveError(f"array {name} holds Python objects, which are never loaded")
+                if kind is not None and dtype.kind not in kind:
+                    wanted = "floating point" if kind == "f" else "integers"
+                    raise ArchiveError(f"array {name} holds {dtype} values, not {wanted}")
+                if shape is not None and tuple(found) != tuple(shape):
+                    raise ArchiveError(f"array {name} has shape {tuple(found)}, its layout needs {tuple(shape)}")
+                if ndim is not None and len(found) != ndim:
+                    raise ArchiveError(f"array {name} has {len(found)} dimensions, not {ndim}")
+                nbytes = dtype.itemsize
+                for extent in found:
+                    nbytes *= int(extent)  # Python integers: no overflow
+                header_bytes = stream.tell()
+                if info.file_size != header_bytes + nbytes:
+                    raise ArchiveError(
+                        f"array {name} declares {_size(info.file_size - header_bytes)} for an array of {_size(nbytes)}"
+                    )
+                if limit is not None and nbytes > limit:
+                    raise ArchiveError(f"array {name} takes {_size(nbytes)}, more than the {_size(limit)} allowed")
+                if count and self.used + nbytes > self.max_bytes:
+                    raise ArchiveError(
+                        f"its arrays take more than the {_size(self.max_bytes)} a model may take in memory here "
+                        f"(array {name} alone is {_size(nbytes)})"
+                    )
+                values = np.empty(found, dtype=dtype, order="F" if fortran else "C")
+                target = memoryview(values.T if fortran else values).cast("B") if nbytes else memoryview(b"")
+                filled = 0
+                while filled < nbytes:
+                    got = stream.readinto(target[filled : filled + _CHUNK])
+                    if not got:
+                        raise ArchiveError(f"array {name} is cut short")
+                    filled += got
+                if count:
+                    self.used += nbytes
+                return values
+        except ArchiveError:
+            raise
+        except MemoryError:
+            raise ArchiveError(f"array {name} does not fit in memory") from None
+        except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad .npy headers
+            raise ArchiveError(f"array {name} cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON header of an ``.npz`` file of this project, or None if it is not one (read in bounded memory)."""
+    try:
+        with ModelArchive(path, check_manifest=False) as archive:
+            return archive.header
+    except ArchiveError:
+        return None

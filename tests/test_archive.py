@@ -1,0 +1,209 @@
+"""Model files as untrusted input (engine/archive.py): members no loader uses, sizes that lie and zip bombs are refused
+before they are inflated, for dense and sparse CHMMs and peer learners, in bounded memory (peak RSS measured in a
+subprocess against loading the plain model)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import sparse, workflows
+from engine.archive import ArchiveError, ModelArchive
+from engine.model import ModelFormatError, load, random_model
+from engine.peers import registry
+from engine.peers.base import PeerFormatError
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_models" / "alice-600.npz"
+BOMB_BYTES = 1 << 30
+"""A gigabyte of zeros: about a megabyte deflated."""
+
+
+def npy_header(shape: tuple[int, ...], dtype: str = "<f4") -> bytes:
+    """The ``.npy`` header of an array of ``shape`` (what numpy writes before the data)."""
+    import io
+
+    stream = io.BytesIO()
+    np.lib.format.write_array_header_1_0(stream, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return stream.getvalue()
+
+
+def copy_with(source: Path, target: Path, replace: dict[str, tuple[bytes, int]] | None = None, add: dict | None = None):
+    """Copy the zip ``source`` to ``target``, member by member; ``replace`` / ``add`` map a member name to (header
+    bytes, number of zero bytes after them), streamed deflated so the file stays small."""
+    replace, add = replace or {}, add or {}
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        for item in old.infolist():
+            stem = item.filename.removesuffix(".npy")
+            if stem in replace:
+                write_zeros(new, item.filename, *replace[stem])
+            else:
+                new.writestr(item.filename, old.read(item.filename))
+        for stem, (head, zeros) in add.items():
+            write_zeros(new, f"{stem}.npy", head, zeros)
+
+
+def write_zeros(archive: zipfile.ZipFile, name: str, head: bytes, zeros: int) -> None:
+    chunk = bytes(1 << 22)
+    with archive.open(name, "w", force_zip64=True) as member:
+        member.write(head)
+        left = zeros
+        while left:
+            member.write(chunk[: min(left, len(chunk))])
+            left -= min(left, len(chunk))
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sample model with: an extra gigabyte member; pi replaced by a gigabyte array; pi's .npy header saying 600
+    floats while its zip entry declares a gigabyte; T replaced by an array of the right length and wrong dtype."""
+    folder = tmp_path_factory.mktemp("bombs")
+    model = load(SAMPLE)
+    files = {
+        "extra": ({}, {"bomb": (npy_header((BOMB_BYTES // 4,)), BOMB_BYTES)}),
+        "shape": ({"pi": (npy_header((BOMB_BYTES // 4,)), BOMB_BYTES)}, {}),
+        "declared": ({"pi": (npy_header((model.n_states,)), BOMB_BYTES)}, {}),
+        "dtype": ({"T": (npy_header((model.layout.size,), "<c16"), 16 * model.layout.size)}, {}),
+    }
+    paths = {}
+    for name, (replace, add) in files.items():
+        paths[name] = folder / f"{name}.npz"
+        copy_with(SAMPLE, paths[name], replace, add)
+        assert paths[name].stat().st_size < 8 << 20  # small files that ask for a gigabyte
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("extra", "holds a member 'bomb' that no file of this kind has"),
+        ("shape", r"array pi has shape \(268435456,\), its layout needs \(600,\)"),
+        ("declared", "array pi declares 1,024.0 MiB for an array of 2,400 bytes"),
+        ("dtype", "array T holds complex128 values, not floating point"),
+    ],
+)
+def test_bombs_are_refused_with_a_reason(bombs: dict[str, Path], name: str, message: str) -> None:
+    with pytest.raises(ModelFormatError, match=message) as caught:
+        workflows.load_model(bombs[name])
+    assert str(caught.value).count("\n") == 0
+
+
+def peak_rss_mb(code: str) -> float:
+    """Peak resident memory (MB) of a fresh Python process that runs ``code``."""
+    script = f"import resource\n{code}\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
+    """Refusing all four files takes no more memory than loading the plain model (a gigabyte would show)."""
+    plain = peak_rss_mb(f"from engine import workflows\nworkflows.load_model({str(SAMPLE)!r})")
+    refused = peak_rss_mb(
+        "from engine import workflows\n"
+        "from engine.model import ModelFormatError\n"
+        f"for path in {[str(path) for path in bombs.values()]!r}:\n"
+        "    try:\n"
+        "        workflows.load_model(path)\n"
+        "    except ModelFormatError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit('a bomb was loaded')\n"
+    )
+    assert refused < plain + 64, (plain, refused)
+
+
+def test_the_bytes_allowed_bound_every_array(tmp_path: Path) -> None:
+    model = load(SAMPLE)
+    needed = model.T.nbytes + model.pi.nbytes + model.layout.n_clones.nbytes + model.layout.block_pairs.nbytes
+    if model.counts is not None:
+        needed += model.counts.nbytes
+    assert workflows.load_model(SAMPLE, max_bytes=needed).n_states == model.n_states
+    with pytest.raises(ModelFormatError, match="more than the .* a model may take in memory here"):
+        workflows.load_model(SAMPLE, max_bytes=needed - 1)
+
+
+def test_a_clone_count_past_the_limit_is_named(tmp_path: Path) -> None:
+    """A clone count whose total overflows int64 says how many clones it asks for, not a negative layout size."""
+    model = load(SAMPLE)
+    huge = np.full(model.n_symbols, 2**62 // model.n_symbols * 3, dtype=np.int64)
+    path = tmp_path / "huge.npz"
+    with zipfile.ZipFile(SAMPLE) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "n_clones.npy":
+                stream = __import__("io").BytesIO()
+                np.save(stream, huge)
+                data = stream.getvalue()
+            target.writestr(item.filename, data)
+    with pytest.raises(ModelFormatError, match=r"clones, more than the 100,000,000 a model file may have"):
+        workflows.load_model(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'<?xml version="1.0"?><graphml></graphml>', "not an .npz archive"),
+        (bytes(range(256)) * 40, "not an .npz archive"),
+    ],
+)
+def test_foreign_bytes_are_not_called_pickles(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "model.npz"
+    path.write_bytes(content)
+    with pytest.raises(ModelFormatError, match=message) as caught:
+        workflows.load_model(path)
+    assert "pickle" not in str(caught.value)
+
+
+def test_object_arrays_are_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "objects.npz"
+    header = np.frombuffer(json.dumps({"arrays": ["stuff"]}).encode(), np.uint8)
+    with open(path, "wb") as handle:
+        np.savez(handle, header_json=header, stuff=np.array([{"a": 1}], dtype=object))
+    with ModelArchive(path) as archive, pytest.raises(ArchiveError, match="holds Python objects"):
+        archive.array("stuff")
+
+
+def test_sparse_files_are_checked_against_their_layout(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    pairs = np.array([[0, 1], [1, 0], [1, 1]])
+    dense = random_model(["a", "b"], np.array([3, 4]), pairs, rng, np.float32)
+    model = sparse.from_dense(dense)
+    good = tmp_path / "good.npz"
+    model.save(good)
+    assert workflows.load_model(good).n_states == 7
+    entries = int(model.indptr[-1])
+    cases = {
+        "extra": ({}, {"bomb": (npy_header((1 << 26,)), 1 << 28)}),
+        "indices": ({"indices": (npy_header((1 << 26,), "<i4"), 1 << 28)}, {}),
+        "indptr": ({"indptr": (npy_header((1 << 26,), "<i8"), 1 << 29)}, {}),
+    }
+    messages = {
+        "extra": "member 'bomb' that no file of this kind has",
+        "indices": rf"array indices has shape \(67108864,\), its layout needs \({entries},\)",
+        "indptr": r"array indptr has shape \(67108864,\), its layout needs \(12,\)",  # 3 + 4 + 4 rows
+    }
+    for name, (replace, add) in cases.items():
+        path = tmp_path / f"{name}.npz"
+        copy_with(good, path, replace, add)
+        with pytest.raises(ModelFormatError, match=messages[name]):
+            workflows.load_model(path)
+
+
+def test_peer_files_refuse_members_their_header_does_not_list(tmp_path: Path) -> None:
+    learner = registry.learner_class("ngram")(order=3)
+    learner.fit(np.array([0, 1, 2, 0, 1, 2, 1, 0] * 20), n_symbols=3)
+    good = tmp_path / "ngram.npz"
+    learner.save(good, metadata={})
+    assert registry.load_any(good).kind == "ngram"
+    bomb = tmp_path / "bomb.npz"
+    copy_with(good, bomb, add={"bomb": (npy_header((1 << 26,)), 1 << 28)})
+    with pytest.raises(PeerFormatError, match="member 'bomb' that its header does not list"):
+        registry.load_any(bomb)
