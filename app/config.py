@@ -9,7 +9,11 @@ variable                    meaning                                             
 ``CHMM_SESSION_TTL_HOURS``  session folders untouched for longer are deleted             24
 ``CHMM_MAX_UPLOAD_MB``      largest corpus upload accepted                               20
 ``CHMM_MAX_MODEL_MB``        largest model upload accepted                                100
+``CHMM_MAX_MODEL_MEMORY_MB`` largest memory a model's arrays may take once loaded          2000
 ``CHMM_MAX_TRAIN_MB``       largest estimated training memory accepted                   half the machine's RAM
+``CHMM_MAX_SESSIONS``       live sessions the server keeps at most                        500
+``CHMM_MAX_SESSION_MB``     disk a session's files may take                              2000
+``CHMM_SECRET_KEY``         the key session ids are signed with                          random, kept in the data folder
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
 ==========================  ===========================================================  ====================
 """
@@ -26,9 +30,15 @@ SAMPLE_CORPUS = REPOSITORY / "sample_models" / "carroll-alice.txt"
 ASSETS = REPOSITORY / "assets"
 
 DEFAULT_TTL_HOURS = 24.0
+DEFAULT_MAX_SESSIONS = 500
+DEFAULT_MAX_SESSION_MB = 2000.0
 DEFAULT_MAX_UPLOAD_MB = 20.0
 DEFAULT_MAX_MODEL_MB = 100.0
+DEFAULT_MAX_MODEL_MEMORY_MB = 2000.0
 MEGABYTE = 1_000_000
+BROWSER_SLACK = 1.25
+"""The browser refuses a file over this multiple of its limit outright (without a word: ``dcc.Upload`` gives no
+reason); up to it, the server refuses with a message that says the size and the limit."""
 
 
 def _float_env(name: str, default: float) -> float:
@@ -56,6 +66,21 @@ def start_model() -> Path:
     return Path(raw) if raw else SAMPLE_MODEL
 
 
+def secret_key() -> str | None:
+    """The key session ids are signed with (``CHMM_SECRET_KEY``), or None: a random key kept in the data folder."""
+    return os.environ.get("CHMM_SECRET_KEY", "").strip() or None
+
+
+def max_sessions() -> int:
+    """Live sessions the server keeps at most (a new one past it is refused until old ones expire)."""
+    return int(_float_env("CHMM_MAX_SESSIONS", DEFAULT_MAX_SESSIONS))
+
+
+def max_session_bytes() -> int:
+    """Disk a session's files may take."""
+    return int(_float_env("CHMM_MAX_SESSION_MB", DEFAULT_MAX_SESSION_MB) * MEGABYTE)
+
+
 def session_ttl_seconds() -> float:
     return _float_env("CHMM_SESSION_TTL_HOURS", DEFAULT_TTL_HOURS) * 3600.0
 
@@ -66,6 +91,25 @@ def max_upload_bytes() -> int:
 
 def max_model_upload_bytes() -> int:
     return int(_float_env("CHMM_MAX_MODEL_MB", DEFAULT_MAX_MODEL_MB) * MEGABYTE)
+
+
+def max_model_memory_bytes() -> int:
+    """The bound on the bytes of a model file's arrays once loaded: a file asking for more (a zip bomb, or a model
+    too large for this server) is refused before it is inflated."""
+    return int(_float_env("CHMM_MAX_MODEL_MEMORY_MB", DEFAULT_MAX_MODEL_MEMORY_MB) * MEGABYTE)
+
+
+def browser_upload_bytes(limit: int) -> int:
+    """The largest file the browser sends for an upload limited to ``limit`` bytes on the server."""
+    return int(BROWSER_SLACK * limit)
+
+
+def max_request_bytes() -> int:
+    """The largest request body the server reads (Flask's ``MAX_CONTENT_LENGTH``, refused with HTTP 413 before the
+    body is read or parsed): the largest file the browser sends, base64-encoded (4/3), plus 1 MB for the rest of
+    the request."""
+    largest = browser_upload_bytes(max(max_upload_bytes(), max_model_upload_bytes()))
+    return -(-largest * 4 // 3) + MEGABYTE
 
 
 def max_train_bytes() -> int:

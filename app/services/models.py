@@ -19,7 +19,7 @@ def load_current(folder: Path) -> CHMM:
     path = sessions.current_model_path(folder)
     if not path.is_file():
         raise UserError("This session has no model yet: train one or load a saved .npz model.")
-    return workflows.load_model(path)
+    return workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
 
 
 def model_summary(folder: Path) -> dict[str, Any] | None:
@@ -27,7 +27,7 @@ def model_summary(folder: Path) -> dict[str, Any] | None:
     path = sessions.current_model_path(folder)
     if not path.is_file():
         return None
-    model = workflows.load_model(path)
+    model = workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
     meta = model.metadata
     settings = meta.get("settings") or {}
     return {
@@ -62,12 +62,13 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     model raises UserError and leaves the current model as it was."""
     name = filename or "the file"
     data = decode_upload(contents, name, config.max_model_upload_bytes())
+    sessions.check_space(folder, len(data), "This model")
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
     candidate.write_bytes(data)
     try:
-        model = workflows.load_model(candidate)
+        model = workflows.load_model(candidate, max_bytes=config.max_model_memory_bytes())
     except ModelFormatError as exc:
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
