@@ -3,12 +3,17 @@ flag, the statuses, and the rule that a job is running only while its heartbeat 
 
 A job runs in a background process (Dash's diskcache manager, or a Celery worker): it writes its record (JSON,
 atomically), touches its heartbeat file every second from a thread, and polls its cancel flag. A page asks
-:meth:`JobFiles.running`: status ``running`` *and* a heartbeat in the last 15 s, so a job killed without a word does
-not block its session forever."""
+:meth:`JobFiles.running`: status ``running`` *and* a heartbeat in the last :data:`STALE_AFTER_S` seconds, and
+:meth:`JobFiles.reap` marks a job whose heartbeat stopped (its process killed, its Celery worker gone) as failed,
+so the page says so within seconds instead of showing its last progress forever."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +26,12 @@ from engine.files import atomic_write_json
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
 HEARTBEAT_S = 1.0
-STALE_AFTER_S = 15.0
+STALE_AFTER_S = 6.0
+"""A running job whose heartbeat is older than this has died (the heartbeat thread beats every second; the
+engine's kernels release the GIL, so a busy job still beats)."""
+DIED = (
+    "stopped without finishing: its process or worker died (killed, out of memory, or the server restarted)"
+)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -61,6 +71,18 @@ class JobFiles:
             last = float(record.get("started", 0.0))
         return now - last < STALE_AFTER_S
 
+    def reap(self, now: float | None = None) -> dict[str, Any] | None:
+        """If the job's record says running but its heartbeat is stale, record it as failed (and raise its cancel
+        flag, so that a job that was only stalled stops without installing anything) and return the record;
+        else None."""
+        record = self.read()
+        if not record or record.get("status") != RUNNING or self.running(now, record):
+            return None
+        self.request_cancel()
+        record.update(status=FAILED, message=f"The job {DIED}.", finished=time.time())
+        self.write(record)
+        return record
+
     def cancel_requested(self) -> bool:
         return self.cancel.exists()
 
@@ -87,3 +109,58 @@ class JobFiles:
         finally:
             stop.set()
             thread.join(timeout=5)
+
+
+class JobTerminated(BaseException):
+    """SIGTERM reached a background job's process (a BaseException, so that no ``except Exception`` swallows it)."""
+
+
+def close_inherited_listeners() -> int:
+    """Close the listening sockets this process inherited from the web server it was forked from (gunicorn's
+    or Dash's): a job that keeps one would hold the server's port after the server died, so that a restart fails
+    with "Address already in use". Returns how many were closed."""
+    try:
+        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: try the usual range
+        descriptors = list(range(3, 1024))
+    closed = 0
+    for fd in descriptors:
+        if fd < 3:
+            continue
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            probe = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            listening = probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        except OSError:
+            listening = 0
+        finally:
+            probe.close()
+        if listening:
+            os.close(fd)
+            closed += 1
+    return closed
+
+
+@contextmanager
+def job_process() -> Iterator[None]:
+    """Run a background job's body as a well-behaved process: the web server's listening sockets closed, and
+    SIGTERM (which gunicorn's handlers, inherited by a forked job, would ignore) raising :class:`JobTerminated`
+    so that the job records how it ended and exits. The previous SIGTERM handler is restored afterwards (a Celery
+    pool process runs further tasks)."""
+    close_inherited_listeners()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(_signum: int, _frame: object) -> None:
+        raise JobTerminated("the server stopped the job (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -27,13 +27,13 @@ def run_app(args: argparse.Namespace) -> int:
             pass
     except (OSError, OverflowError) as exc:
         raise OSError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
-    from app.main import app as dash_app
+    try:  # Ctrl-C while the app is loading (a few seconds) or serving ends it without a traceback
+        from app.main import app as dash_app
 
-    print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    try:
+        print(f"CHMM Explorer on http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
         dash_app.run(host=args.host, port=args.port, debug=args.debug)
     except KeyboardInterrupt:
-        pass
+        print("CHMM Explorer stopped.", file=sys.stderr)
     return 0
 
 

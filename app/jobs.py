@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import socket
 import threading
 import time
 import uuid
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, read_json
+from app.background import CANCELLED, DIED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobTerminated, read_json
 from app.services import corpus as corpus_service
 from engine import distributed, learning, text, workflows
 from engine.backend import gpu_probably_available
@@ -72,6 +74,21 @@ def read_job(folder: Path) -> dict[str, Any] | None:
 def job_running(folder: Path, now: float | None = None) -> bool:
     """Whether a training job of this session is running (see :meth:`app.background.JobFiles.running`)."""
     return training_files(folder).running(now)
+
+
+def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
+    """If the session's training job died without a word (its heartbeat stopped), mark its record and progress
+    failed and return the message the page shows; else None. The current model is never touched by a job that
+    did not finish, so the previous model is kept."""
+    record = training_files(folder).reap(now)
+    if record is None:
+        return None
+    message = f"The training job {DIED}. The previous model is still current."
+    progress = read_progress(folder)
+    if progress is not None and progress.get("key") == record.get("key"):
+        progress.update(status=FAILED, message=message)
+        atomic_write_json(folder / sessions.PROGRESS, progress)
+    return message
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -156,6 +173,7 @@ class TrainingCheck:
 def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingCheck:
     """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
+    sessions.check_space(folder, 0, "Another model")
     corpus_text, info = corpus_service.read_corpus(folder)
     corpus = text.prepare_corpus(
         corpus_text,
@@ -286,6 +304,8 @@ def run_training_job(
         "message": "Training.",
         "options": asdict(options),
         "started": time.time(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
     }
     files.heartbeat.touch()
     files.write(job)
@@ -304,6 +324,8 @@ def run_training_job(
     with files.alive(hand_progress):
         try:
             status, message = _train_and_install(folder, options, check, progress, key)
+        except JobTerminated:
+            status, message = CANCELLED, "The server stopped the training job; the previous model is still current."
         except MemoryError:
             status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
         except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched

@@ -88,6 +88,7 @@ def create_app() -> tuple[Dash, Any]:
         update_title=None,
     )
     dash_app.layout = serve_layout
+    dash_app.server.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes()  # HTTP 413 before the body is read
     page_layouts = [
         page["layout"]() if callable(page["layout"]) else page["layout"] for page in dash.page_registry.values()
     ]

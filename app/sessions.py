@@ -1,12 +1,17 @@
 """Per-browser-session server state: one folder per session id under :func:`app.config.data_dir`.
 
-A session id is a uuid4 issued by the layout function into a ``dcc.Store(storage_type="session")`` (one per
-browser tab); every callback receives it as State and calls :func:`session_folder`. Nothing per-user lives in
-module globals, so the app works with several gunicorn workers and with background jobs in other processes.
+A session id is issued by the server (:func:`new_session_id`, called by the layout function into a
+``dcc.Store(storage_type="session")``, one per browser tab): a uuid4 and its HMAC-SHA256 under the server's secret
+(``CHMM_SECRET_KEY``, else a random key kept in ``CHMM_DATA_DIR/.secret``, shared by every worker), so a client
+cannot invent one; the session's folder is named by the uuid. Every callback receives the id as State and calls
+:func:`session_folder`, which refuses an id the server did not sign and a new session past
+``CHMM_MAX_SESSIONS``. Nothing per-user lives in module globals, so the app works with several gunicorn workers and
+with background jobs in other processes.
 
 A session folder holds::
 
-    current.npz      the session's current model (a copy of the start model at first)
+    current.npz      the session's current model (at first a hard link to the server's one copy of the start model,
+                     ``CHMM_DATA_DIR/.start/``: shared, not copied, until the session replaces it)
     previous.npz     the model it replaced (undo swaps the two)
     corpus.txt       the uploaded corpus, decoded UTF-8 text
     corpus.json      its name and size in bytes
@@ -26,8 +31,11 @@ most once an hour while the app runs).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import shutil
 import time
 import uuid
@@ -47,6 +55,7 @@ HEARTBEAT = "heartbeat"
 CANCEL = "cancel"
 JOBS = "jobs"
 LAST_USED = "last_used"
+COMMUNITIES = "communities.json"
 CLEANUP_EVERY_S = 3600.0
 
 _last_cleanup = {"at": 0.0}  # process-wide throttle of the periodic cleanup (no per-user state)
@@ -56,40 +65,119 @@ class SessionError(ValueError):
     """A missing or malformed session id (a stale or tampered browser store)."""
 
 
-def new_session_id() -> str:
-    """A fresh session id (uuid4, canonical text form)."""
-    return str(uuid.uuid4())
+SECRET = ".secret"
+START = ".start"
+SIGNATURE_CHARACTERS = 32
 
 
-def check_session_id(session_id: object) -> str:
-    """The canonical form of ``session_id``; SessionError unless it is a uuid (it becomes a folder name)."""
+def server_secret(root: Path | None = None) -> bytes:
+    """The key session ids are signed with: ``CHMM_SECRET_KEY``, else a random key created once in the data folder
+    (readable by the server's user only) and read by every worker and job process."""
+    configured = config.secret_key()
+    if configured:
+        return configured.encode("utf-8")
+    root = root or config.data_dir()
+    path = root / SECRET
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another worker created it first
+        return path.read_bytes()
+    with os.fdopen(handle, "wb") as out:
+        out.write(secrets.token_hex(32).encode("ascii"))
+    return path.read_bytes()
+
+
+def _signature(sid: str, root: Path | None = None) -> str:
+    return hmac.new(server_secret(root), sid.encode("ascii"), hashlib.sha256).hexdigest()[:SIGNATURE_CHARACTERS]
+
+
+def new_session_id(root: Path | None = None) -> str:
+    """A fresh session id: a uuid4 and its signature under the server's secret (``<uuid>.<signature>``)."""
+    sid = str(uuid.uuid4())
+    return f"{sid}.{_signature(sid, root)}"
+
+
+def check_session_id(session_id: object, root: Path | None = None) -> str:
+    """The uuid (the folder name) of a session id this server issued; SessionError for anything else."""
     if not isinstance(session_id, str) or not session_id:
         raise SessionError("this browser tab has no session yet; reload the page")
+    sid, _, signature = session_id.partition(".")
+    if len(session_id) > 80 or not _is_uuid(sid) or not hmac.compare_digest(signature, _signature(sid, root)):
+        raise SessionError("this browser tab's session is not one this server issued; reload the page")
+    return sid
+
+
+def _is_uuid(name: str) -> bool:
+    """Whether ``name`` is a uuid in canonical form (what a session folder is named)."""
     try:
-        return str(uuid.UUID(session_id))
+        return str(uuid.UUID(name)) == name
     except ValueError:
-        raise SessionError("this browser tab's session id is not valid; reload the page") from None
+        return False
+
+
+def session_folders(root: Path | None = None) -> list[Path]:
+    """The session folders under ``root``."""
+    root = root or config.data_dir()
+    if not root.is_dir():
+        return []
+    return [entry for entry in root.iterdir() if _is_uuid(entry.name) and entry.is_dir()]
 
 
 def session_folder(session_id: object, root: Path | None = None) -> Path:
-    """The session's folder, created on first use with a copy of the start model as its current model; touching
-    it keeps the session alive. Runs the periodic cleanup of expired sessions."""
-    sid = check_session_id(session_id)
+    """The session's folder, created on first use with the start model as its current model (shared, not
+    copied); touching it keeps the session alive. A new session past ``CHMM_MAX_SESSIONS`` live ones (after
+    deleting expired ones) raises SessionError. Runs the periodic cleanup of expired sessions."""
     root = root or config.data_dir()
+    sid = check_session_id(session_id, root)
     folder = root / sid
-    fresh = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / LAST_USED).touch()
-    if fresh:
-        start = config.start_model()
-        if start.is_file() and not (folder / CURRENT).exists():
+    if not folder.exists():
+        limit = config.max_sessions()
+        if len(session_folders(root)) >= limit:
+            cleanup_sessions(root)
+            if len(session_folders(root)) >= limit:
+                raise SessionError(f"the server already holds its limit of {limit:,} sessions; try again later")
+        folder.mkdir(parents=True, exist_ok=True)
+        start = shared_start_model(root)
+        if start is not None and not (folder / CURRENT).exists():
             _link_or_copy(start, folder / CURRENT)
-            _adopt_precomputed_communities(start, folder)
+            communities = start.with_name(start.stem + ".communities.json")
+            if communities.is_file():
+                _link_or_copy(communities, folder / COMMUNITIES)
+    (folder / LAST_USED).touch()
     maybe_cleanup(root)
     return folder
 
 
-COMMUNITIES = "communities.json"
+def folder_bytes(folder: Path) -> int:
+    """The bytes a session folder holds (its files and sub-folders' files)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def check_space(folder: Path, adding: int = 0, what: str = "This") -> None:
+    """Refuse (SessionError) to add ``adding`` bytes to a session folder that would then hold more than
+    ``CHMM_MAX_SESSION_MB``."""
+    limit = config.max_session_bytes()
+    used = folder_bytes(folder)
+    if used + adding > limit:
+        from app.services import format_bytes
+
+        raise SessionError(
+            f"{what} would take this session's files to {format_bytes(used + adding)}, more than the "
+            f"{format_bytes(limit)} a session may keep; delete exports or start a new session."
+        )
+
 
 
 def model_stamp(folder: Path) -> list[int]:
@@ -99,19 +187,32 @@ def model_stamp(folder: Path) -> list[int]:
     return [int(stat.st_size), int(stat.st_mtime_ns)]
 
 
-def _adopt_precomputed_communities(start: Path, folder: Path) -> None:
-    """Copy the start model's precomputed Infomap run (``<model stem>.communities.json`` beside it, written by
-    ``sample_models/make_sample.py``) into a new session, stamped with the session's copy of the model."""
+def shared_start_model(root: Path | None = None) -> Path | None:
+    """The server's one copy of the start model, in ``<data folder>/.start/`` (the same filesystem as the sessions,
+    so each session's ``current.npz`` is a hard link to it), with the start model's precomputed Infomap run
+    (``<model stem>.communities.json`` beside it, written by ``sample_models/make_sample.py``) stamped for it.
+    Made once per start model version; None when there is no start model."""
+    start = config.start_model()
+    if not start.is_file():
+        return None
+    root = root or config.data_dir()
+    stat = start.stat()
+    shared = root / START / f"{start.stem}-{stat.st_size}-{stat.st_mtime_ns}.npz"
+    if shared.is_file():
+        return shared
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    _link_or_copy(start, shared)
     precomputed = start.with_name(start.stem + ".communities.json")
-    if not precomputed.is_file():
-        return
-    try:
-        saved = json.loads(precomputed.read_text(encoding="utf-8"))
-        saved["model"] = model_stamp(folder)
-        data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
-    except (OSError, ValueError, TypeError, AttributeError):
-        return  # a damaged file only means the user runs Infomap once
-    atomic_write_bytes(folder / COMMUNITIES, data)
+    if precomputed.is_file():
+        try:
+            saved = json.loads(precomputed.read_text(encoding="utf-8"))
+            stamp = shared.stat()
+            saved["model"] = [int(stamp.st_size), int(stamp.st_mtime_ns)]
+            data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
+        except (OSError, ValueError, TypeError, AttributeError):
+            return shared  # a damaged file only means the user runs Infomap once
+        atomic_write_bytes(shared.with_name(shared.stem + ".communities.json"), data)
+    return shared
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -182,17 +283,11 @@ def cleanup_sessions(root: Path | None = None, ttl_s: float | None = None, now: 
     removed: list[str] = []
     if not root.is_dir():
         return removed
-    for entry in root.iterdir():
-        try:
-            sid = check_session_id(entry.name)
-        except SessionError:
-            continue
-        if sid != entry.name or not entry.is_dir():
-            continue
+    for entry in session_folders(root):
         try:
             if now - last_used(entry) > ttl_s:
                 shutil.rmtree(entry, ignore_errors=True)
-                removed.append(sid)
+                removed.append(entry.name)
         except OSError:
             continue
     return removed

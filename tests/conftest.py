@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from support import SHORT_TEXT, data_uri
+
+MUST_RUN_IN_CI = ("test_browser.py", "test_celery.py")
+"""Modules whose skip is a failure when ``CI`` is set (``.ci/run``): the browser and the Celery end-to-end tests."""
+
+
+def _skip_is_failure(report: pytest.CollectReport | pytest.TestReport) -> bool:
+    return bool(os.environ.get("CI")) and report.skipped and report.nodeid.split("::")[0].endswith(MUST_RUN_IN_CI)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    """In CI, a browser or Celery module skipped for a missing tool fails instead (it must run there)."""
+    outcome = yield
+    report = outcome.get_result()
+    if _skip_is_failure(report):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where it must run: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    """In CI, a browser or Celery test that skips fails instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if _skip_is_failure(report) and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where it must run: {report.longrepr}"
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def session_folder(browser: Any, data_dir: Path) -> Path:
     """The browser tab's session folder on the server (under ``data_dir``)."""
     from app import ids
 
-    folder = data_dir / browser.get_session_storage(ids.SESSION)
+    folder = data_dir / browser.get_session_storage(ids.SESSION).split(".")[0]  # the uuid, without its signature
     assert folder.is_dir(), folder
     return folder
 

@@ -7,6 +7,8 @@ what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import os
 import time
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 from support import SHORT_TEXT, TINY_FORM, data_uri
 
-from app import config, figures, jobs, services, sessions
+from app import background, config, figures, jobs, services, sessions
 from app.services import UserError
 from app.services import corpus as corpus_service
 from app.services import decode as decode_service
@@ -125,20 +127,85 @@ def test_sessions_are_isolated(data_dir: Path) -> None:
     assert first != second
     a, b = sessions.session_folder(first), sessions.session_folder(second)
     assert a != b and a.parent == b.parent == data_dir
-    assert a.name == first and b.name == second
+    assert a.name == first.split(".")[0] and b.name == second.split(".")[0]
     corpus_service.store_corpus(a, data_uri(b"hello world, hello there"), "a.txt")
     assert corpus_service.corpus_info(a) is not None and corpus_service.corpus_info(b) is None
     assert sessions.session_folder(first) == a  # the same id finds the same folder again
 
 
-@pytest.mark.parametrize("bad", [None, "", "../../etc", "not-a-uuid", 42])
+FORGED = "0b7c3a52-5d0e-4a43-9d4e-3c1f0f5b7a10"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [None, "", "../../etc", "not-a-uuid", 42, ["a"], "x" * 100_000, "a\x00b", FORGED, f"{FORGED}.{'0' * 32}"],
+)
 def test_session_ids_are_checked(bad: object, data_dir: Path) -> None:
     with pytest.raises(sessions.SessionError):
         sessions.session_folder(bad)
-    assert not data_dir.exists() or not any(data_dir.iterdir())
+    assert not sessions.session_folders(data_dir)
 
 
-def test_new_session_starts_on_a_copy_of_the_sample_model(folder: Path) -> None:
+def test_session_ids_are_issued_by_the_server(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id is a uuid signed with the server's secret: the uuid alone, another server's id or an id with its
+    signature altered are refused, and no folder is made for them."""
+    issued = sessions.new_session_id()
+    sid, signature = issued.split(".")
+    assert uuid.UUID(sid) and len(signature) == sessions.SIGNATURE_CHARACTERS
+    assert sessions.session_folder(issued).name == sid
+    assert (data_dir / sessions.SECRET).stat().st_mode & 0o077 == 0  # the secret is the server user's alone
+    altered = f"{sid}.{('1' if signature[0] == '0' else '0')}{signature[1:]}"
+    for forged in (sid, altered, f"{uuid.uuid4()}.{signature}"):
+        with pytest.raises(sessions.SessionError, match="not one this server issued"):
+            sessions.session_folder(forged)
+    monkeypatch.setenv("CHMM_SECRET_KEY", "another server's key")
+    with pytest.raises(sessions.SessionError, match="not one this server issued"):
+        sessions.session_folder(issued)
+    assert sessions.session_folder(sessions.new_session_id()).exists()
+    assert len(sessions.session_folders(data_dir)) == 2
+
+
+def test_live_sessions_are_capped(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    kept = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
+    with pytest.raises(sessions.SessionError, match="limit of 3 sessions"):
+        sessions.session_folder(sessions.new_session_id())
+    assert len(sessions.session_folders(data_dir)) == 3
+    long_ago = time.time() - 2 * 86400
+    for path in [kept[0], *kept[0].iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+    assert sessions.session_folder(sessions.new_session_id()).exists()  # an expired session made room
+    assert not kept[0].exists() and kept[1].exists()
+
+
+def test_sessions_share_the_start_model_until_they_change_it(data_dir: Path, with_corpus: Path) -> None:
+    """The start model and its precomputed communities are one file on the server, however many sessions."""
+    others = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
+    shared = sessions.shared_start_model(data_dir)
+    assert shared is not None and shared.parent == data_dir / sessions.START
+    for folder in [with_corpus, *others]:
+        assert sessions.current_model_path(folder).samefile(shared)
+        assert (folder / sessions.COMMUNITIES).samefile(shared.with_name(shared.stem + ".communities.json"))
+        assert graph_service.read_communities(folder) is not None  # the shared run matches the session's model
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
+    assert outcome.status == jobs.FINISHED
+    assert not sessions.current_model_path(with_corpus).samefile(shared)
+    assert sessions.previous_model_path(with_corpus).samefile(shared)
+    assert config.SAMPLE_MODEL.read_bytes() == shared.read_bytes()
+    assert all(sessions.current_model_path(folder).samefile(shared) for folder in others)
+
+
+def test_disk_per_session_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    used = sessions.folder_bytes(folder)
+    monkeypatch.setenv("CHMM_MAX_SESSION_MB", str((used + 1000) / 1e6))
+    with pytest.raises(sessions.SessionError, match="more than the .* a session may keep"):
+        corpus_service.store_corpus(folder, data_uri(b"hello world " * 200), "big.txt")
+    assert corpus_service.corpus_info(folder) is None
+    corpus_service.store_corpus(folder, data_uri(b"hello world " * 50), "small.txt")
+    assert corpus_service.corpus_info(folder).name == "small.txt"
+
+
+def test_new_session_starts_on_the_sample_model(folder: Path) -> None:
     assert config.SAMPLE_MODEL.is_file(), "sample_models/alice-600.npz is missing (python sample_models/make_sample.py)"
     assert current_bytes(folder) == config.SAMPLE_MODEL.read_bytes()
     summary = model_service.model_summary(folder)
@@ -163,7 +230,7 @@ def test_cleanup_removes_only_expired_session_folders(data_dir: Path) -> None:
     for path in [old_folder, *old_folder.iterdir()]:
         os.utime(path, (long_ago, long_ago))
     removed = sessions.cleanup_sessions(data_dir, ttl_s=86400)
-    assert removed == [old]
+    assert removed == [old.split(".")[0]]
     assert not old_folder.exists() and fresh_folder.exists() and (data_dir / "not-a-session").exists()
 
 
@@ -190,6 +257,71 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     assert current_bytes(with_corpus) == before
     model_service.undo_model(with_corpus)
     assert workflows.load_model(sessions.current_model_path(with_corpus)).n_states == 60
+
+
+def test_a_job_whose_heartbeat_stopped_is_reported_failed(with_corpus: Path) -> None:
+    """A job killed without a word (its record says running, its heartbeat is stale) becomes failed, with a
+    message, its progress failed and its cancel flag raised; a job that beats is left alone."""
+    before = current_bytes(with_corpus)
+    record = {"key": "k1", "status": "running", "started": time.time()}
+    (with_corpus / sessions.JOB).write_text(json.dumps(record))
+    (with_corpus / sessions.PROGRESS).write_text(json.dumps({"key": "k1", "status": "running", "history": []}))
+    (with_corpus / sessions.HEARTBEAT).touch()
+    assert jobs.reap_dead_job(with_corpus) is None and jobs.job_running(with_corpus)
+    later = time.time() + background.STALE_AFTER_S + 0.5
+    message = jobs.reap_dead_job(with_corpus, now=later)
+    assert message is not None and "died" in message and "previous model is still current" in message
+    assert jobs.read_job(with_corpus)["status"] == jobs.FAILED
+    assert jobs.read_progress(with_corpus)["status"] == jobs.FAILED
+    assert (with_corpus / sessions.CANCEL).exists() and current_bytes(with_corpus) == before
+    assert jobs.reap_dead_job(with_corpus, now=later) is None  # reported once
+    value, label, _ = figures.progress_view(jobs.read_progress(with_corpus))
+    assert label.startswith("Failed: The training job stopped without finishing")
+
+
+def _long_job(folder: str) -> None:
+    """A forked job process, as Dash's diskcache manager starts one from a gunicorn worker."""
+    with background.job_process():
+        form = TINY | {"states": 200, "iterations": 100_000, "validation": 0}
+        jobs.run_training_job(Path(folder), jobs.options_from_form(form))
+
+
+def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Path) -> None:
+    """An orphaned job kept gunicorn's listening socket (a restart failed with "Address already in use") and
+    ignored SIGTERM (gunicorn's handler, inherited by the fork). The job closes inherited listeners and turns
+    SIGTERM into a clean cancel."""
+    import multiprocessing
+    import signal
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # what gunicorn's worker does with SIGTERM
+    try:
+        child = multiprocessing.get_context("fork").Process(target=_long_job, args=(str(with_corpus),))
+        child.start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        deadline = time.time() + 60
+        while (jobs.read_progress(with_corpus) or {}).get("phase") != "training" or not jobs.read_progress(
+            with_corpus
+        ).get("history"):
+            assert time.time() < deadline and child.is_alive(), "the job did not start training"
+            time.sleep(0.2)
+        listener.close()  # the server dies; the job lives on
+        with socket.create_server(("127.0.0.1", port)):  # a restart binds the same port
+            pass
+        assert child.is_alive()
+        child.terminate()  # SIGTERM
+        child.join(timeout=15)
+        assert child.exitcode == 0, child.exitcode
+    finally:
+        if child.is_alive():
+            child.kill()
+    record = jobs.read_job(with_corpus)
+    assert record["status"] == jobs.CANCELLED and "server stopped the training job" in record["message"]
+    assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
 
 
 def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left() -> None:
@@ -302,6 +434,18 @@ def test_loading_a_file_that_is_not_a_model_keeps_the_current_model(folder: Path
             model_service.load_model_upload(folder, data_uri(payload, "application/octet-stream"), "notes.npz")
         assert current_bytes(folder) == before
     assert not any((folder / sessions.JOBS).iterdir())
+
+
+def test_a_model_larger_than_the_memory_bound_is_refused_unread(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_MODEL_MEMORY_MB", "0.01")  # 10,000 bytes: the 600-state sample needs more
+    before = current_bytes(folder)
+    payload = config.SAMPLE_MODEL.read_bytes()
+    with pytest.raises(UserError) as caught:
+        model_service.load_model_upload(folder, data_uri(payload, "application/octet-stream"), "big.npz")
+    message = str(caught.value)
+    assert message.startswith("big.npz cannot be loaded") and "a model may take in memory here" in message
+    assert str(folder) not in message and folder.name not in message and "/" not in message
+    assert current_bytes(folder) == before and not any((folder / sessions.JOBS).iterdir())
 
 
 def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
@@ -687,7 +831,7 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     }
     shell = main.serve_layout()
     store = shell.children[0]
-    assert store.id == ids.SESSION and store.storage_type == "session" and uuid.UUID(store.data)
+    assert store.id == ids.SESSION and store.storage_type == "session" and sessions.check_session_id(store.data)
     assert main.serve_layout().children[0].data != store.data
     for page in dash.page_registry.values():
         assert page["layout"]() is not None
@@ -699,6 +843,64 @@ def test_dash_app_builds_with_its_pages(data_dir: Path) -> None:
     assert client.get("/_dash-dependencies").status_code == 200
     for path in ("/decode", "/prune", "/export", "/communities"):
         assert client.get(path).status_code == 200
+
+
+class _Unread(io.BytesIO):
+    """A request body that fails the test if the server reads any of it."""
+
+    def read(self, *_args: object) -> bytes:
+        raise AssertionError("the server read a body it should have refused unread")
+
+    readline = read  # type: ignore[assignment]
+
+
+def test_an_oversized_request_body_is_refused_before_it_is_read(data_dir: Path) -> None:
+    from app import main
+
+    limit = main.server.config["MAX_CONTENT_LENGTH"]
+    assert limit == config.max_request_bytes()
+    largest_file = config.browser_upload_bytes(config.max_model_upload_bytes())
+    assert largest_file * 4 // 3 < limit < 2 * largest_file  # a file the browser sends fits; ten times it does not
+    from werkzeug.test import EnvironBuilder
+
+    environ = EnvironBuilder(
+        path="/_dash-update-component", method="POST", headers={"Content-Type": "application/json"}, data=b"{}"
+    ).get_environ()
+    environ["wsgi.input"], environ["CONTENT_LENGTH"] = _Unread(), str(limit + 1)
+    statuses: list[str] = []
+    b"".join(main.server.wsgi_app(environ, lambda status, *_: statuses.append(status)))
+    assert statuses == ["413 REQUEST ENTITY TOO LARGE"]
+    fits = main.server.test_client().post(
+        "/_dash-update-component", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    assert fits.status_code != 413
+
+
+def test_browser_limits_agree_with_the_readme() -> None:
+    readme = (config.REPOSITORY / "README.md").read_text(encoding="utf-8")
+    assert f"the browser refuses files over {config.BROWSER_SLACK:g} times a limit" in readme
+    from app.pages import model as model_page
+    from app.pages import train as train_page
+
+    def upload_max(layout: object) -> list[int]:
+        found = []
+        stack = [layout]
+        while stack:
+            node = stack.pop()
+            if type(node).__name__ == "Upload":
+                found.append(node.max_size)
+            children = getattr(node, "children", None)
+            stack.extend(children if isinstance(children, list) else [children] if children is not None else [])
+        return found
+
+    assert upload_max(train_page.layout()) == [config.browser_upload_bytes(config.max_upload_bytes())]
+    assert upload_max(model_page.layout()) == [config.browser_upload_bytes(config.max_model_upload_bytes())]
+
+
+def test_one_byte_over_the_limit_reads_as_over(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = config.max_upload_bytes()
+    with pytest.raises(UserError, match=f"{limit + 1:,} bytes, the limit is {limit:,} bytes"):
+        corpus_service.decode_upload(data_uri(b"a" * (limit + 1)), "big.txt", limit)
 
 
 def test_web_process_does_not_import_cupy() -> None:

@@ -16,8 +16,11 @@ them::
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
+import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -270,6 +273,28 @@ def test_a_training_job_is_followed_across_pages(browser: DashComposite) -> None
     open_page(browser, "/")
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states", timeout=JOB_TIMEOUT)
     browser.wait_for_contains_text(f"#{ids.MODEL_SUMMARY}", "60")
+
+
+def test_a_killed_job_is_reported_as_failed(browser: DashComposite, data_dir: Path) -> None:
+    """kill -9 of the job's process: the page said "Iteration 18 of at most 500 ..." forever, also after a reload.
+    Its heartbeat stops, and the page reports the job failed within 10 s, with the previous model current."""
+    prepare_training(browser, states=60, iterations=3000, validation=0)
+    folder = session_folder(browser, data_dir)
+    before = sessions.current_model_path(folder).read_bytes()
+    browser.find_element(f"#{ids.TRAIN_START}").click()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 3000", timeout=JOB_TIMEOUT)
+    pid = json.loads((folder / sessions.JOB).read_text())["pid"]
+    assert pid != os.getpid()
+    os.kill(pid, signal.SIGKILL)
+    killed = time.time()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "died", timeout=10)
+    assert time.time() - killed < 10
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
+    start = browser.find_element(f"#{ids.TRAIN_START}")
+    wait_until(lambda: not start.get_attribute("disabled"), 5, "Start stayed disabled after the job died")
+    assert sessions.current_model_path(folder).read_bytes() == before
+    open_page(browser, "/train")  # and after a reload
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
 
 
 def test_communities_module_subgraph(browser: DashComposite, screenshot: Callable) -> None:

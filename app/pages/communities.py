@@ -16,7 +16,7 @@ import dash
 import dash_cytoscape as cyto
 from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 
-from app import ids, sessions, ui
+from app import background, ids, sessions, ui
 from app.services import graphs as graph_service
 
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
@@ -177,9 +177,10 @@ def run(
     """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
     ui.require_click(_clicks)
     try:
-        saved = graph_service.run_communities(
-            sessions.session_folder(session_id), trials, bool(two_level), seed, threshold
-        )
+        with background.job_process():
+            saved = graph_service.run_communities(
+                sessions.session_folder(session_id), trials, bool(two_level), seed, threshold
+            )
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     s = saved["summary"]

@@ -8,7 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dash_table, dcc, html, no_update
 
-from app import compare, ids, services, sessions, ui
+from app import background, compare, ids, services, sessions, ui
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
 
@@ -99,7 +99,8 @@ def run(set_progress: Any, _clicks: int | None, session_id: str | None, learners
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
         return {"status": compare.REFUSED, "message": services.describe_error(exc)}
-    saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)))
+    with background.job_process():
+        saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)))
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 

@@ -32,7 +32,7 @@ def layout(**_query: Any) -> html.Div:
                 dcc.Upload(
                     html.Div(["Drop a saved model (.npz) here or ", html.A("choose a file")]),
                     id=ids.MODEL_UPLOAD,
-                    max_size=10 * config.max_model_upload_bytes(),  # the server refuses with a message up to here
+                    max_size=config.browser_upload_bytes(config.max_model_upload_bytes()),
                     className="upload",
                 ),
                 html.Div(

@@ -9,7 +9,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import config, figures, ids, jobs, services, sessions, ui
+from app import background, config, figures, ids, jobs, services, sessions, ui
 from app.services import corpus as corpus_service
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
@@ -71,7 +71,7 @@ def layout(**_query: Any) -> html.Div:
             ),
             id=ids.CORPUS_UPLOAD,
             multiple=True,
-            max_size=10 * limit,  # beyond this the browser refuses without a word; up to it the server says why
+            max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses; up to it the server says why
             className="upload",
         ),
         html.Div(
@@ -324,7 +324,8 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
     def report(progress: dict[str, Any]) -> None:
         set_progress((progress,))
 
-    return jobs.run_training_job(folder, options, report=report).as_dict()
+    with background.job_process():
+        return jobs.run_training_job(folder, options, report=report).as_dict()
 
 
 @callback(
@@ -405,6 +406,7 @@ def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
     Output(ids.TRAIN_START, "disabled", allow_duplicate=True),
     Output(ids.TRAIN_CANCEL, "disabled", allow_duplicate=True),
     Output(ids.TRAIN_WATCH_STATE, "data"),
+    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
     Input(ids.TRAIN_WATCH, "n_intervals"),
     State(ids.SESSION, "data"),
     State(ids.TRAIN_WATCH_STATE, "data"),
@@ -412,18 +414,23 @@ def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
     prevent_initial_call=True,
 )
 def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, clicks: int | None) -> tuple:
-    """A job this page did not start (started before the page was opened again, or in another tab of the session):
-    follow its progress file every second, keep Start disabled and Cancel enabled while it runs, and give them back
-    when it ends. A job started from this page is followed by its own background callback."""
-    quiet = (no_update,) * 6
-    if clicks:
-        return quiet
+    """Every second: a job whose process or worker died (its heartbeat stopped) is reported as failed, whichever
+    page started it. A job this page did not start (started before the page was opened again, or in another tab of
+    the session): follow its progress file, keep Start disabled and Cancel enabled while it runs, and give them
+    back when it ends. A job started from this page is followed by its own background callback."""
+    quiet = (no_update,) * 7
     try:
         folder = sessions.session_folder(session_id)
+        died = jobs.reap_dead_job(folder)
     except ui.EXPECTED_ERRORS:
+        return quiet
+    if died is not None:
+        value, label, figure = figures.progress_view(jobs.read_progress(folder))
+        return str(value), label, figure, False, True, False, ui.message(died, "error")
+    if clicks:
         return quiet
     running = jobs.job_running(folder)
     if not running and not watching:
         return quiet
     value, label, figure = figures.progress_view(jobs.read_progress(folder))
-    return str(value), label, figure, running, not running, running
+    return str(value), label, figure, running, not running, running, no_update

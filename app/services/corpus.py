@@ -17,6 +17,13 @@ from engine.files import atomic_write_bytes, atomic_write_json
 PREVIEW_CHARS = 600
 
 
+def _over(size: int, limit: int) -> str:
+    """"<size>, the limit is <limit>", in bytes where the rounded figures would read the same."""
+    if format_bytes(size) == format_bytes(limit):
+        return f"{size:,} bytes, the limit is {limit:,} bytes"
+    return f"{format_bytes(size)}, the limit is {format_bytes(limit)}"
+
+
 def decode_upload(contents: str | None, filename: str | None, max_bytes: int) -> bytes:
     """The bytes of a ``dcc.Upload`` ``contents`` data URI (``data:<type>;base64,<payload>``); UserError when
     nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding)."""
@@ -28,14 +35,13 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
         raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
     estimated = len(payload) * 3 // 4
     if estimated > max_bytes + 2:
-        limit = format_bytes(max_bytes)
-        raise UserError(f"{name} is too large: about {format_bytes(estimated)}, the limit is {limit}.")
+        raise UserError(f"{name} is too large: about {_over(estimated, max_bytes)}.")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise UserError(f"{name} arrived damaged (invalid base64); try again.") from None
     if len(data) > max_bytes:
-        raise UserError(f"{name} is too large: {format_bytes(len(data))}, the limit is {format_bytes(max_bytes)}.")
+        raise UserError(f"{name} is too large: {_over(len(data), max_bytes)}.")
     return data
 
 
@@ -76,6 +82,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
             read += _zip_documents(data, name, limit)
         else:
             read.append(documents.Document(name, text.decode_bytes(data, name=name, max_bytes=limit)))
+    sessions.check_space(folder, size, "This corpus")
     if len(read) == 1:
         return _keep_corpus(folder, read[0].text, read[0].name, size)
     return _keep_documents(folder, read, ", ".join(n or "upload.txt" for n in names), size)

@@ -84,6 +84,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
         raise UserError(f"Choose an export format: one of {', '.join(EXPORT_FORMATS)}.")
     cut = parse_threshold(threshold)
     module_id = str(module).strip() if module is not None and str(module).strip() else None
+    sessions.check_space(folder, 0, "Another export")
     model = load_current(folder)
     stem = "clones" if module_id is None else f"module-{module_id.replace(':', '-')}"
     name = f"{stem}{export_mod.EXTENSIONS[fmt]}"
