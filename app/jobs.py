@@ -262,10 +262,14 @@ class _Progress:
 
 
 def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, status: str, message: str) -> JobOutcome:
+    """Record how the job ended; the page gets the outcome even when the disk is too full to record it."""
     job.update(status=status, message=message, finished=time.time())
-    training_files(folder).write(job)
-    if progress is not None:
-        progress.update(status=status, message=message)
+    try:
+        training_files(folder).write(job)
+        if progress is not None:
+            progress.update(status=status, message=message)
+    except OSError as exc:
+        message = f"{message} ({services.describe_error(exc)})"
     return JobOutcome(job["key"], status, message)
 
 
@@ -307,9 +311,12 @@ def run_training_job(
         "pid": os.getpid(),
         "host": socket.gethostname(),
     }
-    files.heartbeat.touch()
-    files.write(job)
-    progress = _Progress(folder, key, options)
+    try:
+        files.heartbeat.touch()
+        files.write(job)
+        progress = _Progress(folder, key, options)
+    except OSError as exc:  # a full disk: nothing was written (atomic writes), the page says so
+        return JobOutcome(key, REFUSED, services.describe_error(exc))
     try:
         check = check_training(folder, options)
     except (ValueError, OSError) as exc:

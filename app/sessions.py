@@ -142,12 +142,14 @@ def session_folder(session_id: object, root: Path | None = None) -> Path:
             if len(session_folders(root)) >= limit:
                 raise SessionError(f"the server already holds its limit of {limit:,} sessions; try again later")
         folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / CURRENT).exists() and not (folder / PREVIOUS).exists():
+        # a new session, or one whose start failed (a full disk): it gets the start model once it can
         start = shared_start_model(root)
-        if start is not None and not (folder / CURRENT).exists():
-            _link_or_copy(start, folder / CURRENT)
+        if start is not None:
             communities = start.with_name(start.stem + ".communities.json")
             if communities.is_file():
                 _link_or_copy(communities, folder / COMMUNITIES)
+            _link_or_copy(start, folder / CURRENT)
     (folder / LAST_USED).touch()
     maybe_cleanup(root)
     return folder

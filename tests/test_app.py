@@ -7,12 +7,14 @@ what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,7 @@ from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
 from engine import learning, workflows
+from engine.model import ModelFormatError
 from engine.text import CorpusError
 
 TINY = TINY_FORM
@@ -802,6 +805,95 @@ def test_communities_bad_input_and_stale_results(folder: Path) -> None:
         graph_service.module_detail(folder, "999")
     prune_service.apply_prune(folder, -2)  # a new current model: the saved run no longer applies
     assert graph_service.read_communities(folder) is None
+
+
+# ------------------------------------------------------------------------------------------ a full disk
+@pytest.fixture
+def disk_full(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
+    """``disk_full(True)``: every file the app writes fails with ENOSPC once written (the project's one atomic
+    writer, :func:`engine.files.atomic_write`, renames its temporary file into place: the rename fails);
+    ``disk_full(False)``: space returns."""
+    import types
+
+    from engine import files
+
+    real = files.os
+
+    def no_space(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def switch(full: bool) -> None:
+        if full:
+            monkeypatch.setattr(files, "os", types.SimpleNamespace(**{**vars(real), "replace": no_space}))
+        else:
+            monkeypatch.setattr(files, "os", real)
+
+    return switch
+
+
+def leftovers(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.name.startswith(".tmp-") or path.name.startswith("upload-")]
+
+
+def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
+    with_corpus: Path, disk_full: Callable[[bool], None], data_dir: Path
+) -> None:
+    folder = with_corpus
+    before = current_bytes(folder)
+    corpus_before = corpus_service.corpus_info(folder)
+    full = services.DISK_FULL
+    disk_full(True)
+    actions: dict[str, Callable[[], object]] = {
+        "corpus upload": lambda: corpus_service.store_corpus(folder, data_uri(b"other text " * 50), "other.txt"),
+        "sample corpus": lambda: corpus_service.use_sample_corpus(folder),
+        "model upload": lambda: model_service.load_model_upload(
+            folder, data_uri(config.SAMPLE_MODEL.read_bytes(), "application/octet-stream"), "m.npz"
+        ),
+        "pruning": lambda: prune_service.apply_prune(folder, -2),
+        "export": lambda: graph_service.export_graph(folder, "graphml", 1e-2),
+        "communities": lambda: graph_service.run_communities(folder, trials=1),
+    }
+    for name, action in actions.items():
+        try:
+            action()
+        except OSError as exc:
+            assert services.describe_error(exc) == full, name
+        else:
+            raise AssertionError(f"{name} wrote on a full disk")
+        assert not leftovers(folder) and not leftovers(data_dir), name
+    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
+    assert outcome.status == jobs.REFUSED and outcome.message == full
+    assert not (folder / sessions.JOB).exists() and not leftovers(folder)
+    assert current_bytes(folder) == before and corpus_service.corpus_info(folder) == corpus_before
+    assert not any((folder / graph_service.EXPORTS).glob("*")) if (folder / graph_service.EXPORTS).exists() else True
+    # a new session needs no space: its model is a hard link to the server's copy of the start model
+    assert sessions.current_model_path(sessions.session_folder(sessions.new_session_id())).samefile(
+        sessions.shared_start_model(data_dir)
+    )
+    # space returns: every path works again
+    disk_full(False)
+    for name in ("corpus upload", "export", "pruning"):
+        actions[name]()
+    assert jobs.run_training_job(folder, jobs.options_from_form(TINY)).status == jobs.FINISHED
+
+
+def test_messages_name_files_as_the_user_knows_them(folder: Path) -> None:
+    """A damaged current model was reported with the absolute server path and the session's id."""
+    path = sessions.current_model_path(folder)
+    path.unlink()
+    path.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ModelFormatError) as caught:
+        model_service.model_summary(folder)
+    message = services.describe_error(caught.value)
+    assert message.startswith("The current model: not a readable CHMM Explorer model"), message
+    assert str(folder.parent) not in message and folder.name not in message and "/" not in message
+
+
+def test_a_session_whose_start_failed_gets_its_model_later(data_dir: Path) -> None:
+    """A session created while its start model could not be placed (a full disk) used to stay without a model."""
+    issued = sessions.new_session_id()
+    (data_dir / issued.split(".")[0]).mkdir(parents=True)  # the folder exists, the link was never made
+    assert sessions.current_model_path(sessions.session_folder(issued)).is_file()
 
 
 # ------------------------------------------------------------------------------------------ the Dash app

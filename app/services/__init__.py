@@ -15,6 +15,8 @@ This module holds what they share: the error type, messages, number formats and 
 
 from __future__ import annotations
 
+import errno
+import re
 from typing import Any
 
 from engine import errors, graph
@@ -31,8 +33,41 @@ def visible(symbol: str) -> str:
     return VISIBLE.get(symbol, symbol)
 
 
-describe_error = errors.sentence
-"""The one-line message shown for an error raised by a service or the engine (see :func:`engine.errors.sentence`)."""
+SERVER_NAMES = {
+    "current.npz": "the current model",
+    "previous.npz": "the previous model",
+    "corpus.txt": "the session's corpus",
+    "corpus.json": "the session's corpus",
+    "communities.json": "the saved communities",
+    "job.json": "the job's record",
+    "progress.json": "the job's progress",
+}
+"""What a session folder's files are called in a message (the user never sees the folder)."""
+_PATH = re.compile(r"(?<![\w.])(?:/[^/\s:'\"(),;]+)+/?")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:\.[0-9a-f]{32})?", re.IGNORECASE)
+DISK_FULL = "The server's disk is full, so nothing was saved and nothing changed; try again later."
+
+
+def _user_name(match: re.Match[str]) -> str:
+    path = match.group(0).rstrip("/")
+    name = path.rsplit("/", 1)[-1]
+    if name in SERVER_NAMES:
+        return SERVER_NAMES[name]
+    if name.startswith(("upload-", "prune-", ".tmp-")) or _UUID.fullmatch(name):
+        return "the uploaded file" if name.startswith("upload-") else "a working file"
+    return name
+
+
+def describe_error(exc: BaseException) -> str:
+    """The one-line message shown for an error raised by a service or the engine (:func:`engine.errors.sentence`),
+    naming files as the user knows them: never a server path or a session id. A full disk says so."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL
+    message = _PATH.sub(_user_name, errors.sentence(exc))
+    message = _UUID.sub("this session", message)
+    if message[:1].islower() and message.split(" ", 1)[0].isalpha():
+        message = message[:1].upper() + message[1:]  # "the current model: ..." begins a sentence
+    return message
 
 
 def plural(count: int, noun: str) -> str:

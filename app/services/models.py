@@ -10,6 +10,7 @@ from app import config, sessions
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
 from engine import workflows
+from engine.files import atomic_write_bytes
 from engine.model import CHMM, ModelFormatError
 
 
@@ -66,7 +67,7 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
-    candidate.write_bytes(data)
+    atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
     try:
         model = workflows.load_model(candidate, max_bytes=config.max_model_memory_bytes())
     except ModelFormatError as exc:
