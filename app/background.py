@@ -9,6 +9,7 @@ so the page says so within seconds instead of showing its last progress forever.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -164,3 +165,78 @@ def job_process() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+SLOTS = ".slots"
+QUEUE = ".queue"
+TICKET_STALE_S = 10.0
+
+
+class JobSlot:
+    """A place among the server's :func:`app.config.max_jobs` jobs that may run at once, shared by every web
+    worker, job process and Celery worker that sees the data folder: slot ``i`` is held by an exclusive
+    ``flock`` on ``<data folder>/.slots/<i>``, which the kernel releases when the holder's process dies, so a
+    killed job never keeps its slot. Jobs that find no free slot wait in a first-come queue of ticket files
+    (``.queue/``, each touched every second by its waiting job; a ticket left by a dead job goes stale)."""
+
+    def __init__(self, root: Path, limit: int) -> None:
+        self.root, self.limit = root, max(int(limit), 1)
+        self._handle: Any = None
+        self._ticket: Path | None = None
+
+    def _try_acquire(self) -> bool:
+        folder = self.root / SLOTS
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(self.limit):
+            handle = open(folder / str(index), "a+b")  # noqa: SIM115 (held open for as long as the slot is held)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            self._handle = handle
+            return True
+        return False
+
+    def place(self, now: float | None = None) -> int:
+        """This job's place in the queue (1: next), counting only live tickets (stale ones are deleted)."""
+        now = time.time() if now is None else now
+        live = []
+        for ticket in (self.root / QUEUE).glob("*"):
+            try:
+                if now - ticket.stat().st_mtime > TICKET_STALE_S and ticket != self._ticket:
+                    ticket.unlink(missing_ok=True)
+                    continue
+            except OSError:
+                continue
+            live.append(ticket.name)
+        assert self._ticket is not None
+        return sorted(live).index(self._ticket.name) + 1 if self._ticket.name in live else 1
+
+    def acquire(self, waiting: Callable[[int], None], stop: Callable[[], bool]) -> bool:
+        """Take a free slot, waiting in the queue while there is none; ``waiting(place)`` is called every second
+        meanwhile. False when ``stop()`` turns true first (the job was cancelled while it waited)."""
+        if self._try_acquire():
+            return True
+        queue = self.root / QUEUE
+        queue.mkdir(parents=True, exist_ok=True)
+        self._ticket = queue / f"{time.time_ns():020d}-{os.getpid()}-{threading.get_ident()}"
+        self._ticket.touch()
+        try:
+            while True:
+                self._ticket.touch()
+                place = self.place()
+                if place <= 1 and self._try_acquire():
+                    return True
+                if stop():
+                    return False
+                waiting(place)
+                time.sleep(HEARTBEAT_S)
+        finally:
+            self._ticket.unlink(missing_ok=True)
+            self._ticket = None
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the file releases its flock
+            self._handle = None

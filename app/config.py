@@ -14,6 +14,9 @@ variable                    meaning                                             
 ``CHMM_MAX_SESSIONS``       live sessions the server keeps at most                        500
 ``CHMM_MAX_SESSION_MB``     disk a session's files may take                              2000
 ``CHMM_SECRET_KEY``         the key session ids are signed with                          random, kept in the data folder
+``CHMM_MAX_JOBS``           training and comparison jobs running at once on the server     2
+``CHMM_MAX_JOB_MINUTES``    wall-clock limit of one training job                         120
+``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           50000
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
 ==========================  ===========================================================  ====================
 """
@@ -31,6 +34,9 @@ ASSETS = REPOSITORY / "assets"
 
 DEFAULT_TTL_HOURS = 24.0
 DEFAULT_MAX_SESSIONS = 500
+DEFAULT_MAX_JOBS = 2
+DEFAULT_MAX_EXPORT_EDGES = 50_000
+DEFAULT_MAX_JOB_MINUTES = 120.0
 DEFAULT_MAX_SESSION_MB = 2000.0
 DEFAULT_MAX_UPLOAD_MB = 20.0
 DEFAULT_MAX_MODEL_MB = 100.0
@@ -79,6 +85,22 @@ def max_sessions() -> int:
 def max_session_bytes() -> int:
     """Disk a session's files may take."""
     return int(_float_env("CHMM_MAX_SESSION_MB", DEFAULT_MAX_SESSION_MB) * MEGABYTE)
+
+
+def max_jobs() -> int:
+    """Training and comparison jobs that run at once on the whole server; the rest wait in a queue."""
+    return int(_float_env("CHMM_MAX_JOBS", DEFAULT_MAX_JOBS))
+
+
+def max_job_seconds() -> float:
+    """The wall-clock limit of one training job: it stops there, and its model is not installed."""
+    return _float_env("CHMM_MAX_JOB_MINUTES", DEFAULT_MAX_JOB_MINUTES) * 60.0
+
+
+def max_export_edges() -> int:
+    """The largest clone graph (in edges) the Export page writes in a web request (about 50 microseconds an edge
+    with Infomap and the writer: 50,000 edges take a few seconds); ``chmm export`` has no such bound."""
+    return int(_float_env("CHMM_MAX_EXPORT_EDGES", DEFAULT_MAX_EXPORT_EDGES))
 
 
 def session_ttl_seconds() -> float:

@@ -32,7 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
-from app.background import CANCELLED, DIED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobTerminated, read_json
+from app.background import (
+    CANCELLED,
+    DIED,
+    FAILED,
+    FINISHED,
+    REFUSED,
+    RUNNING,
+    JobFiles,
+    JobSlot,
+    JobTerminated,
+    read_json,
+)
 from app.services import corpus as corpus_service
 from engine import distributed, learning, text, workflows
 from engine.backend import gpu_probably_available
@@ -321,16 +332,31 @@ def run_training_job(
         check = check_training(folder, options)
     except (ValueError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
-    progress.update(phase="training", message=check.message)
 
     def hand_progress() -> None:
         latest = read_progress(folder)
         if report is not None and latest is not None:
             report(latest)
 
+    slot = JobSlot(config.data_dir(), config.max_jobs())
+
+    def waiting(place: int) -> None:
+        progress.update(
+            phase="queued",
+            message=f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once "
+            "on this server).",
+        )
+
     with files.alive(hand_progress):
         try:
-            status, message = _train_and_install(folder, options, check, progress, key)
+            if not slot.acquire(waiting, stop=files.cancel.exists):
+                status, message = CANCELLED, "Training cancelled while it waited; the previous model is still current."
+            else:
+                progress.update(phase="training", message=check.message)
+                try:
+                    status, message = _train_and_install(folder, options, check, progress, key)
+                finally:
+                    slot.release()
         except JobTerminated:
             status, message = CANCELLED, "The server stopped the training job; the previous model is still current."
         except MemoryError:
@@ -342,6 +368,26 @@ def run_training_job(
     if report is not None:
         report(progress.state)
     return outcome
+
+
+def worker_note(timeout_s: float = 1.0) -> str | None:
+    """With Celery (``REDIS_URL``): a message when no worker answers a ping within ``timeout_s`` (a job would wait
+    in the queue until one starts) or Redis cannot be reached; None when a worker answers, or without Celery."""
+    url = config.redis_url()
+    if not url:
+        return None
+    from celery import Celery
+
+    try:
+        replies = Celery(broker=url, backend=url).control.ping(timeout=timeout_s)
+    except Exception as exc:  # Redis down or unreachable: kombu raises several kinds
+        return f"The job queue (Redis) cannot be reached ({services.describe_error(exc)}); the job cannot start."
+    if replies:
+        return None
+    return (
+        "No Celery worker is running: the job waits in the queue until one starts "
+        "(celery -A app.main:celery_app worker)."
+    )
 
 
 def cluster_note() -> str:
@@ -359,6 +405,12 @@ def _train_and_install(
     folder: Path, options: workflows.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
 ) -> tuple[str, str]:
     cancel_flag = folder / sessions.CANCEL
+    limit_s = config.max_job_seconds()
+    deadline = time.time() + limit_s
+
+    def stop() -> bool:
+        return cancel_flag.exists() or time.time() > deadline
+
     address = config.dask_scheduler() if options.algorithm != "viterbi" else None
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(distributed.open_cluster(address)) if address else None
@@ -366,9 +418,14 @@ def _train_and_install(
             check.corpus_text,
             options,
             callback=progress.record,
-            cancel=learning.CancelToken(poll=cancel_flag.exists),
+            cancel=learning.CancelToken(poll=stop),
             name=check.name,
             cluster=cluster,
+        )
+    if outcome.result.stopped == "cancelled" and not cancel_flag.exists() and time.time() > deadline:
+        return FAILED, (
+            f"Training reached the server's time limit of {limit_s / 60:g} minutes (CHMM_MAX_JOB_MINUTES) and "
+            "stopped; the previous model is still current. Choose fewer states or iterations."
         )
     if outcome.result.stopped == "cancelled" or cancel_flag.exists():
         done = len(progress.state["history"]) + len(progress.state["refit"])

@@ -1096,6 +1096,12 @@ def write_communities(result: communities_mod.Communities, directory: str | Path
     return communities_mod.write_result(result, str(directory))
 
 
+def graph_edges(model: CHMM, threshold: float) -> int:
+    """How many edges the clone graph pruned at ``threshold`` has: the stored transitions with T >= threshold (as
+    :func:`engine.graph.prune` keeps them), counted without building the graph."""
+    return int(np.count_nonzero(np.asarray(model.T) >= threshold))
+
+
 def export_model_graph(
     model: CHMM,
     path: str | Path,

@@ -327,6 +327,85 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
     assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
 
 
+def test_jobs_beyond_the_server_limit_wait_in_a_queue(
+    with_corpus: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CHMM_MAX_JOBS jobs run at once on the whole server; the next one waits, shows its place, and runs when a
+    slot frees; one cancelled while it waits never runs."""
+    import threading
+
+    monkeypatch.setenv("CHMM_MAX_JOBS", "1")
+    other = background.JobSlot(data_dir, 1)
+    assert other.acquire(lambda place: None, stop=lambda: True)  # another session's job holds the only slot
+    outcomes: list[jobs.JobOutcome] = []
+    worker = threading.Thread(
+        target=lambda: outcomes.append(jobs.run_training_job(with_corpus, jobs.options_from_form(TINY)))
+    )
+    worker.start()
+    try:
+        deadline = time.time() + 30
+        while (jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
+            assert time.time() < deadline, "the job did not queue"
+            time.sleep(0.1)
+        assert "number 1 in the queue (1 jobs run at once" in jobs.read_progress(with_corpus)["message"]
+        assert jobs.job_running(with_corpus) and not outcomes
+        time.sleep(1.5)
+        assert not outcomes  # still waiting
+    finally:
+        other.release()
+    worker.join(timeout=60)
+    assert outcomes and outcomes[0].status == jobs.FINISHED, outcomes
+    # cancelled in the queue
+    assert other.acquire(lambda place: None, stop=lambda: True)
+    try:
+        worker = threading.Thread(
+            target=lambda: outcomes.append(jobs.run_training_job(with_corpus, jobs.options_from_form(TINY)))
+        )
+        worker.start()
+        deadline = time.time() + 30
+        while (jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
+            assert time.time() < deadline, "the job did not queue"
+            time.sleep(0.1)
+        jobs.request_cancel(with_corpus)
+        worker.join(timeout=30)
+    finally:
+        other.release()
+    assert outcomes[-1].status == jobs.CANCELLED and "while it waited" in outcomes[-1].message
+
+
+def _hold_slot(root: str) -> None:
+    slot = background.JobSlot(Path(root), 1)
+    assert slot.acquire(lambda place: None, stop=lambda: True)
+    time.sleep(60)
+
+
+def test_a_killed_job_frees_its_slot(data_dir: Path) -> None:
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=_hold_slot, args=(str(data_dir),))
+    child.start()
+    slot = background.JobSlot(data_dir, 1)
+    deadline = time.time() + 20
+    while not (data_dir / background.SLOTS / "0").exists() or slot.acquire(lambda place: None, stop=lambda: True):
+        slot.release()
+        assert time.time() < deadline, "the child never took the slot"
+        time.sleep(0.1)
+    child.kill()
+    child.join()
+    assert slot.acquire(lambda place: None, stop=lambda: True)  # the kernel released the dead job's lock
+    slot.release()
+
+
+def test_a_job_stops_at_the_time_limit(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = current_bytes(with_corpus)
+    monkeypatch.setenv("CHMM_MAX_JOB_MINUTES", str(0.5 / 60))  # half a second
+    form = TINY | {"iterations": 100_000, "validation": 0}
+    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
+    assert outcome.status == jobs.FAILED and "time limit of" in outcome.message
+    assert "CHMM_MAX_JOB_MINUTES" in outcome.message
+    assert current_bytes(with_corpus) == before
+
+
 def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left() -> None:
     entry = {"train_bps": 2.5, "validation_bps": 2.6}
     progress = {
@@ -462,6 +541,40 @@ def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
     assert model_service.model_summary(folder)["states"] == 40 and model_service.model_summary(folder)["has_previous"]
     path, name = model_service.model_download(folder)
     assert path.read_bytes() == saved.read_bytes() and name.endswith(".npz")
+
+
+def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export at threshold 1e-300 (every stored entry) took 42 s on the sample model and hit gunicorn's time-out
+    on a larger one: the Export page refuses a graph over CHMM_MAX_EXPORT_EDGES before building it."""
+    model = workflows.load_model(sessions.current_model_path(folder))
+    everything = workflows.graph_edges(model, 1e-300)
+    assert everything == int(np.count_nonzero(model.T)) > config.max_export_edges()
+    with monkeypatch.context() as patched:  # refused before Infomap or the writer run
+        patched.setattr(workflows, "model_communities", lambda *_: pytest.fail("the graph was built"))
+        with pytest.raises(UserError, match=f"has {everything:,} edges, more than the 50,000"):
+            graph_service.export_graph(folder, "graphml", 1e-300)
+    assert not (folder / graph_service.EXPORTS).exists() or not any((folder / graph_service.EXPORTS).iterdir())
+    kept = workflows.graph_edges(model, 1e-2)
+    monkeypatch.setenv("CHMM_MAX_EXPORT_EDGES", str(kept))
+    path, _, note = graph_service.export_graph(folder, "graphml", 1e-2)  # exactly at the bound
+    assert f"{kept:,} edges" in note and path.is_file()
+
+
+def test_page_loads_do_not_reread_the_model(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The badge and the Model page read the current model's summary on every page load; the model itself is
+    read once per version of the file."""
+    first = model_service.model_summary(folder)
+    loads: list[object] = []
+    real = workflows.load_model
+    monkeypatch.setattr(workflows, "load_model", lambda *args, **kwargs: loads.append(args) or real(*args, **kwargs))
+    for _ in range(5):
+        assert model_service.model_summary(folder) == first
+    assert loads == []
+    prune_service.apply_prune(folder, -2)  # a new current model: summarised once, then read from its summary
+    loads.clear()
+    pruned = model_service.model_summary(folder)
+    assert pruned["has_previous"] and pruned != first and model_service.model_summary(folder) == pruned
+    assert len([args for args in loads if "current" in str(args[0])]) == 1
 
 
 def test_undo_without_a_previous_model(folder: Path) -> None:

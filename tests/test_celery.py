@@ -106,6 +106,7 @@ class Stack:
     url: str
     data_dir: Path
     logs: dict[str, Path] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
 
     def log(self, name: str) -> str:
         try:
@@ -235,6 +236,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
             processes[name] = subprocess.Popen(
                 command, cwd=REPOSITORY, env=env, stdout=files[-1], stderr=subprocess.STDOUT, start_new_session=True
             )
+            stack.pids[name] = processes[name].pid
             _wait_ready(name, processes[name], checks[name], stack)
         yield stack
     finally:
@@ -457,3 +459,24 @@ def test_cancelling_a_queued_job(stack: Stack, new_browser: Callable[[], Browser
     start.click()
     wait_trained(waiting, stack, 60)
     wait_idle(waiting)
+
+
+def test_a_killed_worker_is_reported_failed(stack: Stack, new_browser: Callable[[], Browser]) -> None:
+    """kill -9 of the whole Celery worker mid-job: the lost task stayed PENDING and the page polled forever. The
+    job's heartbeat stops, so the page reports it failed within 10 s; Start then says that no worker is running.
+    (The last test of the module: the worker stays dead.)"""
+    browser = new_browser()
+    prepare_training(browser, states=400, iterations=2000, validation=0)
+    folder = session_folder(browser, stack.data_dir)
+    before = sessions.current_model_path(folder).read_bytes()
+    start = browser.find_element(f"#{ids.TRAIN_START}")
+    start.click()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
+    os.killpg(stack.pids["celery"], signal.SIGKILL)  # the worker and its pool process
+    killed = time.time()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "died", timeout=10)
+    assert time.time() - killed < 10
+    wait_until(lambda: not start.get_attribute("disabled"), 5, "Start stayed disabled after the worker died")
+    assert sessions.current_model_path(folder).read_bytes() == before
+    start.click()
+    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "No Celery worker is running", timeout=15)

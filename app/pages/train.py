@@ -329,6 +329,18 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
 
 
 @callback(
+    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
+    Input(ids.TRAIN_START, "n_clicks"),
+    prevent_initial_call=True,
+)
+def say_starting(_clicks: int | None) -> Any:
+    """At once on Start: "starting", or, with Celery, that no worker is running (the job would only wait)."""
+    ui.require_click(_clicks)
+    note = jobs.worker_note()
+    return ui.message(note, "error") if note else ui.message("Starting the training job.")
+
+
+@callback(
     Output(ids.TRAIN_START, "disabled"),
     Output(ids.TRAIN_CANCEL, "disabled"),
     Input(ids.TRAINING_FLAG, "data"),

@@ -86,6 +86,12 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
     model = load_current(folder)
+    edges, limit = workflows.graph_edges(model, cut), config.max_export_edges()
+    if edges > limit:
+        raise UserError(
+            f"At threshold {cut:.2g} the clone graph has {edges:,} edges, more than the {limit:,} the Export page "
+            "writes (CHMM_MAX_EXPORT_EDGES); raise the threshold, or export it with `chmm export`."
+        )
     stem = "clones" if module_id is None else f"module-{module_id.replace(':', '-')}"
     name = f"{stem}{export_mod.EXTENSIONS[fmt]}"
     out = folder / EXPORTS

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
 
 from app import config, sessions
+from app.background import read_json
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
 from engine import workflows
-from engine.files import atomic_write_bytes
+from engine.files import atomic_write_bytes, atomic_write_json
 from engine.model import CHMM, ModelFormatError
 
 
@@ -23,11 +25,32 @@ def load_current(folder: Path) -> CHMM:
     return workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
 
 
+SUMMARY = "summary.json"
+"""The current model's summary, kept beside it with the file identity it was made for (read by every page load:
+the navigation bar's badge and the Model page), so the model itself is read once per version, not per page."""
+
+
 def model_summary(folder: Path) -> dict[str, Any] | None:
-    """What the Model page shows of the current model (None when the session has none)."""
+    """What the Model page shows of the current model (None when the session has none); read from the session's
+    summary file when it was made for this very file (device, inode, size, modification time), else computed by
+    loading the model and saved."""
     path = sessions.current_model_path(folder)
-    if not path.is_file():
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
         return None
+    identity = [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
+    saved = read_json(folder / SUMMARY)
+    if saved is not None and saved.get("identity") == identity and isinstance(saved.get("summary"), dict):
+        summary = saved["summary"]
+    else:
+        summary = _summarise(path)
+        with contextlib.suppress(OSError):  # a full disk only costs the next page a model load
+            atomic_write_json(folder / SUMMARY, {"identity": identity, "summary": summary})
+    return summary | {"has_previous": sessions.previous_model_path(folder).is_file()}
+
+
+def _summarise(path: Path) -> dict[str, Any]:
     model = workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
     meta = model.metadata
     settings = meta.get("settings") or {}
@@ -54,7 +77,6 @@ def model_summary(folder: Path) -> dict[str, Any] | None:
         "sizes": meta.get("sizes"),
         "history": meta.get("history") or [],
         "pruned": meta.get("pruned"),
-        "has_previous": sessions.previous_model_path(folder).is_file(),
     }
 
 
