@@ -1,0 +1,309 @@
+"""Benchmark: the app under load. N concurrent sessions (default 20) against gunicorn with 2 workers, browsing the
+pages while some of them (default 10) train small models, under Dash's Diskcache manager and under Celery + Redis.
+Prints p50 / p95 / max seconds per page load and the errors, one table per manager.
+
+Each session is a thread speaking the Dash renderer's HTTP protocol (no browser, so the client's CPU does not
+compete with the server's): it reads its server-issued session id from ``/_dash-layout``, and a *page load* is the
+page's HTML plus the callbacks the renderer fires when the page opens (the navigation bar's model badge, the
+page's own summary or preview), timed from the first request to the last answer. A training session picks the
+sample corpus and runs the Train page's background callback (60 states, online EM, 10 epochs) over and over,
+polling it every second as the renderer does. Everything shares one temporary ``CHMM_DATA_DIR``.
+
+    python bench/bench_load.py [--sessions 20] [--trainers 10] [--seconds 120] [--managers diskcache celery]
+                               [--repository CHECKOUT]   # serve another checkout of the app (before/after)
+
+Celery needs ``redis-server`` and the ``celery`` and ``gunicorn`` commands (``pip install -e '.[server]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app import ids  # noqa: E402
+from bench.machine import describe_machine  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PAGES = {
+    "/": [ids.MODEL_BADGE, ids.MODEL_SUMMARY],
+    "/train": [ids.MODEL_BADGE, ids.CORPUS_PREVIEW],
+    "/generate": [ids.MODEL_BADGE],
+    "/communities": [ids.MODEL_BADGE],
+}
+"""Each page and the outputs of the callbacks its opening fires (found in ``/_dash-dependencies``)."""
+TRAIN_FORM = {
+    ids.TRAIN_STATES: 60,
+    ids.TRAIN_ALLOCATION: "ngram",
+    ids.TRAIN_NORMALISATION: "paper",
+    ids.TRAIN_ALGORITHM: "online",
+    ids.TRAIN_ITERATIONS: 10,
+    ids.TRAIN_BATCH_SIZE: None,
+    ids.TRAIN_RESTARTS: 1,
+    ids.TRAIN_PSEUDOCOUNT: None,
+    ids.TRAIN_AUTO: [],
+    ids.TRAIN_VALIDATION: 0.1,
+    ids.TRAIN_SEED: 0,
+    ids.TRAIN_BACKEND: "cpu",
+}
+TIMEOUT_S = 60.0
+
+
+# ------------------------------------------------------------------------------------------ servers
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(check: Any, what: str, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not come up in {seconds:.0f} s")
+
+
+@contextlib.contextmanager
+def servers(manager: str, data_dir: Path, logs: Path, repository: Path = REPOSITORY) -> Any:
+    """gunicorn with 2 workers (and, for Celery, Redis and a worker with 2 pool processes); yields the app's URL."""
+    http_port, redis_port = free_port(), free_port()
+    path = f"{BIN}{os.pathsep}{os.environ['PATH']}"
+    env = dict(os.environ, CHMM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", PATH=path, PYTHONPATH=str(repository))
+    env.pop("REDIS_URL", None)
+    commands: dict[str, list[str]] = {}
+    if manager == "celery":
+        env["REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+        commands["redis"] = [shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--save", ""]
+        commands["celery"] = [str(BIN / "celery"), "-A", "app.main:celery_app", "worker", "--concurrency=2",
+                              "--loglevel=WARNING", "--without-mingle", "--without-gossip"]  # fmt: skip
+    commands["gunicorn"] = [str(BIN / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{http_port}", "--timeout", "120",
+                            "app.main:server"]  # fmt: skip
+    processes = []
+    try:
+        for name, command in commands.items():
+            log = open(logs / f"{manager}-{name}.log", "wb")  # noqa: SIM115 (closed with the process)
+            processes.append((subprocess.Popen(command, cwd=repository, env=env, stdout=log, stderr=log,
+                                               start_new_session=True), log))  # fmt: skip
+            if name == "redis":
+                wait_for(lambda: socket.create_connection(("127.0.0.1", redis_port), 1).close() is None, "Redis")
+        url = f"http://127.0.0.1:{http_port}"
+        wait_for(lambda: urllib.request.urlopen(url + "/", timeout=5).status == 200, "gunicorn")
+        yield url
+    finally:
+        for process, log in reversed(processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+            log.close()
+
+
+# ------------------------------------------------------------------------------------------ the client
+class Client:
+    """One browser session, speaking the renderer's protocol: page HTML, callback POSTs, background-callback polls."""
+
+    def __init__(self, url: str, dependencies: list[dict[str, Any]]) -> None:
+        self.url, self.dependencies = url, dependencies
+        layout = self.get_json("/_dash-layout")
+        self.session = find_store(layout, ids.SESSION)
+        self.values: dict[str, Any] = {f"{ids.SESSION}.data": self.session, f"{ids.MODEL_VERSION}.data": 0}
+        self.values |= {f"{component}.value": value for component, value in TRAIN_FORM.items()}
+
+    def request(self, path: str, body: dict[str, Any] | None = None) -> bytes:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (our own server)
+            return response.read()
+
+    def get_json(self, path: str) -> Any:
+        return json.loads(self.request(path))
+
+    def callback_for(self, component: str, changed: str) -> dict[str, Any]:
+        """The callback that writes ``component`` and is triggered by ``changed`` ("id.property")."""
+        for dependency in self.dependencies:
+            writes = any(part.split(".")[0] == component for part in outputs_of(dependency["output"]))
+            if writes and any(f"{spec['id']}.{spec['property']}" == changed for spec in dependency["inputs"]):
+                return dependency
+        raise KeyError(f"no callback writes {component} on {changed}")
+
+    def body(self, dependency: dict[str, Any], changed: str, values: dict[str, Any]) -> dict[str, Any]:
+        def item(spec: dict[str, Any]) -> dict[str, Any]:
+            key = f"{spec['id']}.{spec['property']}"
+            return {"id": spec["id"], "property": spec["property"], "value": values.get(key, self.values.get(key))}
+
+        outputs = [{"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]} for part in
+                   outputs_of(dependency["output"])]  # fmt: skip
+        return {
+            "output": dependency["output"],
+            "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
+            "inputs": [item(spec) for spec in dependency["inputs"]],
+            "changedPropIds": [changed],
+            "state": [item(spec) for spec in dependency.get("state", [])],
+        }
+
+    def fire(self, component: str, changed: str, values: dict[str, Any] | None = None) -> Any:
+        dependency = self.callback_for(component, changed)
+        answer = self.request("/_dash-update-component", self.body(dependency, changed, values or {}))
+        return json.loads(answer) if answer else None
+
+    def open_page(self, page: str) -> None:
+        self.request(page)
+        for component in PAGES[page]:
+            self.fire(component, f"{ids.SESSION}.data")
+
+    def train(self) -> str:
+        """Pick the sample corpus, then start a training and poll it to its end; returns the job's status."""
+        sample = f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks"
+        self.fire(ids.CORPUS_MESSAGE, sample, {sample: 1})
+        values = {f"{component}.value": value for component, value in TRAIN_FORM.items()}
+        values[f"{ids.TRAIN_START}.n_clicks"] = 1
+        dependency = self.callback_for(ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks")
+        body = self.body(dependency, f"{ids.TRAIN_START}.n_clicks", values)
+        handles = json.loads(self.request("/_dash-update-component", body))
+        query = urllib.parse.urlencode({"cacheKey": handles["cacheKey"], "job": handles["job"]})
+        end = time.monotonic() + 600
+        while time.monotonic() < end:
+            time.sleep(1.0)
+            answer = json.loads(self.request(f"/_dash-update-component?{query}", body) or b"{}")
+            result = (answer.get("response") or {}).get(ids.TRAIN_RESULT, {}).get("data")
+            if result:
+                if result.get("status") not in ("finished", "cancelled"):
+                    raise RuntimeError(f"{result.get('status')}: {result.get('message')}")
+                return str(result.get("status"))
+        return "timed out"
+
+
+def outputs_of(output: str) -> list[str]:
+    return [part for part in output.strip(".").split("...") if part] if output.startswith("..") else [output]
+
+
+def find_store(layout: Any, component: str) -> str:
+    stack = [layout]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            props = node.get("props", {})
+            if props.get("id") == component:
+                return str(props["data"])
+            stack.extend(props.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise KeyError(component)
+
+
+# ------------------------------------------------------------------------------------------ the load
+@dataclass
+class Figures:
+    loads: dict[str, list[float]] = field(default_factory=lambda: {page: [] for page in PAGES})
+    errors: list[str] = field(default_factory=list)
+    trainings: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def browse(client: Client, figures: Figures, stop: float, offset: int) -> None:
+    pages = list(PAGES)
+    step = offset
+    while time.monotonic() < stop:
+        page = pages[step % len(pages)]
+        step += 1
+        started = time.perf_counter()
+        try:
+            client.open_page(page)
+        except Exception as exc:  # an HTTP error, a time-out: counted, and the session goes on
+            with figures.lock:
+                figures.errors.append(f"{page}: {type(exc).__name__}: {exc}"[:200])
+            continue
+        with figures.lock:
+            figures.loads[page].append(time.perf_counter() - started)
+        time.sleep(1.0)  # a person reading the page
+
+
+def train(client: Client, figures: Figures, stop: float) -> None:
+    while time.monotonic() < stop:
+        try:
+            status = client.train()
+        except Exception as exc:
+            status = "error"
+            with figures.lock:
+                figures.errors.append(f"training: {type(exc).__name__}: {exc}"[:200])
+        with figures.lock:
+            figures.trainings[status] = figures.trainings.get(status, 0) + 1
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+
+def run(manager: str, sessions: int, trainers: int, seconds: float, logs: Path, repository: Path) -> Figures:
+    figures = Figures()
+    with (
+        tempfile.TemporaryDirectory(prefix="chmm-load-") as folder,
+        servers(manager, Path(folder), logs, repository) as url,
+    ):
+        dependencies = json.loads(urllib.request.urlopen(url + "/_dash-dependencies", timeout=30).read())
+        clients = [Client(url, dependencies) for _ in range(sessions)]
+        stop = time.monotonic() + seconds
+        threads = [threading.Thread(target=browse, args=(client, figures, stop, i)) for i, client in enumerate(clients)]
+        threads += [threading.Thread(target=train, args=(client, figures, stop)) for client in clients[:trainers]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=20, help="browsing sessions")
+    parser.add_argument("--trainers", type=int, default=10, help="of the sessions, this many also train")
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--managers", nargs="+", default=["diskcache", "celery"], choices=["diskcache", "celery"])
+    parser.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "chmm-load-logs")
+    parser.add_argument("--repository", type=Path, default=REPOSITORY, help="the checkout whose app is served")
+    args = parser.parse_args()
+    args.logs.mkdir(parents=True, exist_ok=True)
+    print(describe_machine())
+    print(f"{args.sessions} browsing sessions, {args.trainers} training sessions, {args.seconds:.0f} s each run; "
+          f"gunicorn with 2 workers; serving {args.repository}")  # fmt: skip
+    for manager in args.managers:
+        figures = run(manager, args.sessions, args.trainers, args.seconds, args.logs, args.repository.resolve())
+        print(f"\n{manager}: trainings {dict(sorted(figures.trainings.items()))}, errors {len(figures.errors)}")
+        print("| page | loads | p50 s | p95 s | max s |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        everything: list[float] = []
+        for page, times in figures.loads.items():
+            everything += times
+            print(f"| {page} | {len(times)} | {percentile(times, 0.5):.2f} | {percentile(times, 0.95):.2f} | "
+                  f"{max(times, default=float('nan')):.2f} |")  # fmt: skip
+        print(f"| all | {len(everything)} | {percentile(everything, 0.5):.2f} | {percentile(everything, 0.95):.2f} | "
+              f"{max(everything, default=float('nan')):.2f} |")  # fmt: skip
+        for error in figures.errors[:10]:
+            print(f"  error: {error}")
+
+
+if __name__ == "__main__":
+    main()
