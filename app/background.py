@@ -9,6 +9,7 @@ so the page says so within seconds instead of showing its last progress forever.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -146,13 +147,27 @@ def close_inherited_listeners() -> int:
     return closed
 
 
+JOB_NICENESS = 10
+"""The CPU priority (niceness) of a job process: below the web workers', so that page loads stay fast while jobs
+train on every core (bench/bench_load.py measures it)."""
+
+
+def lower_priority(niceness: int = JOB_NICENESS) -> None:
+    """Lower this process's CPU priority to ``niceness`` (never raise it: a Celery pool process already lowered by
+    an earlier job stays where it is). Threads and processes started afterwards (numba's, restarts') inherit it."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority on this platform
+        if os.getpriority(os.PRIO_PROCESS, 0) < niceness:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+
+
 @contextmanager
 def job_process() -> Iterator[None]:
-    """Run a background job's body as a well-behaved process: the web server's listening sockets closed, and
-    SIGTERM (which gunicorn's handlers, inherited by a forked job, would ignore) raising :class:`JobTerminated`
-    so that the job records how it ended and exits. The previous SIGTERM handler is restored afterwards (a Celery
-    pool process runs further tasks)."""
+    """Run a background job's body as a well-behaved process: the web server's listening sockets closed, its CPU
+    priority below the web workers' (:func:`lower_priority`), and SIGTERM (which gunicorn's handlers, inherited
+    by a forked job, would ignore) raising :class:`JobTerminated` so that the job records how it ended and exits.
+    The previous SIGTERM handler is restored afterwards (a Celery pool process runs further tasks)."""
     close_inherited_listeners()
+    lower_priority()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
