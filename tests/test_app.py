@@ -560,6 +560,17 @@ def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPa
     assert f"{kept:,} edges" in note and path.is_file()
 
 
+def test_the_pruning_sweep_is_bounded(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep runs in a web request: it scores a prefix of its text sized to the model, and says so."""
+    full = prune_service.prune_sweep(with_corpus)
+    assert "first" not in full["source"]
+    nonzeros = full["nonzeros"]
+    monkeypatch.setattr(prune_service, "MAX_SWEEP_WORK", 2_000 * nonzeros)
+    bounded = prune_service.prune_sweep(with_corpus)
+    assert bounded["source"].startswith("the first 2,000 characters of ")
+    assert len(bounded["points"]) == len(full["points"]) and bounded["bps_unpruned"] != full["bps_unpruned"]
+
+
 def test_page_loads_do_not_reread_the_model(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The badge and the Model page read the current model's summary on every page load; the model itself is
     read once per version of the file."""
