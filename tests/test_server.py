@@ -1,0 +1,180 @@
+"""The production server under a crash: gunicorn with two workers and Dash's Diskcache manager, killed with SIGKILL
+(master and workers) while a training job runs, then started again on the same port.
+
+Before issue 17 the orphaned job process had inherited gunicorn's listening socket, so the restart failed with
+"Address already in use" for as long as the job ran. The job now closes the listening sockets it inherits. The job
+is started as the browser starts it: the Train page's background callback, posted in the Dash renderer's protocol.
+
+Skipped unless the ``gunicorn`` command is installed (``pip install -e '.[test]'`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from app import ids
+
+GUNICORN = shutil.which("gunicorn") or str(Path(sys.executable).parent / "gunicorn")
+if not os.access(GUNICORN, os.X_OK):
+    pytest.skip("the server crash test needs gunicorn (pip install -e '.[test]')", allow_module_level=True)
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+FORM = {
+    ids.TRAIN_STATES: 200,
+    ids.TRAIN_ALLOCATION: "ngram",
+    ids.TRAIN_NORMALISATION: "paper",
+    ids.TRAIN_ALGORITHM: "em",
+    ids.TRAIN_ITERATIONS: 100_000,  # no validation text: it runs until it is stopped
+    ids.TRAIN_BATCH_SIZE: None,
+    ids.TRAIN_RESTARTS: 1,
+    ids.TRAIN_PSEUDOCOUNT: None,
+    ids.TRAIN_AUTO: [],
+    ids.TRAIN_VALIDATION: 0,
+    ids.TRAIN_SEED: 0,
+    ids.TRAIN_BACKEND: "cpu",
+}
+
+
+def post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url + "/_dash-update-component", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (our own server)
+        raw = response.read()
+    return json.loads(raw) if raw else None
+
+
+def callback_body(dependencies: list[dict[str, Any]], writes: str, changed: str, values: dict[str, Any]) -> dict:
+    """The renderer's request for the callback that writes component ``writes`` when ``changed`` changes."""
+    for dependency in dependencies:
+        output = dependency["output"]
+        parts = [p for p in output.strip(".").split("...") if p] if output.startswith("..") else [output]
+        if any(p.split(".")[0] == writes for p in parts) and any(
+            f"{spec['id']}.{spec['property']}" == changed for spec in dependency["inputs"]
+        ):
+            break
+    else:
+        raise KeyError(writes)
+
+    def item(spec: dict[str, Any]) -> dict[str, Any]:
+        key = f"{spec['id']}.{spec['property']}"
+        return {"id": spec["id"], "property": spec["property"], "value": values.get(key)}
+
+    outputs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
+    return {
+        "output": output,
+        "outputs": outputs if output.startswith("..") else outputs[0],
+        "inputs": [item(spec) for spec in dependency["inputs"]],
+        "changedPropIds": [changed],
+        "state": [item(spec) for spec in dependency.get("state", [])],
+    }
+
+
+def session_of(layout: Any) -> str:
+    stack = [layout]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            props = node.get("props", {})
+            if props.get("id") == ids.SESSION:
+                return str(props["data"])
+            stack.extend(props.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise KeyError(ids.SESSION)
+
+
+def serves(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/", timeout=5) as response:  # noqa: S310
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_gunicorn(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    handle = open(log, "ab")  # noqa: SIM115 (inherited by the process; closed when the test process ends)
+    return subprocess.Popen(
+        [GUNICORN, "-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "app.main:server"],
+        cwd=REPOSITORY,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait(check: Any, seconds: float, what: str) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(what)
+
+
+def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    data_dir = tmp_path / "data"
+    env = dict(os.environ, CHMM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env.pop("REDIS_URL", None)
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(port, env, log)
+    job_pid = None
+    try:
+        wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
+        with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
+            session = session_of(json.loads(response.read()))
+        with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
+            dependencies = json.loads(response.read())
+        values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
+        post(url, callback_body(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
+        values |= {f"{component}.value": value for component, value in FORM.items()}
+        values[f"{ids.TRAIN_START}.n_clicks"] = 1
+        post(url, callback_body(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
+        folder = data_dir / session.split(".")[0]
+        progress = folder / "progress.json"
+        wait(
+            lambda: progress.is_file() and json.loads(progress.read_text()).get("history"),
+            120,
+            "the training job never reported an iteration",
+        )
+        job_pid = json.loads((folder / "job.json").read_text())["pid"]
+        master = psutil.Process(server.pid)
+        workers = master.children()  # the job is a worker's child: it is not killed
+        assert job_pid not in {worker.pid for worker in workers}
+        for process in [master, *workers]:
+            process.kill()  # SIGKILL
+        server.wait(10)
+        os.kill(job_pid, 0)  # the orphaned job still runs
+        server = start_gunicorn(port, env, log)
+        wait(lambda: serves(url), 60, f"the restarted server does not serve: {log.read_text(errors='replace')[-2000:]}")
+        assert "Address already in use" not in log.read_text(errors="replace")
+        os.kill(job_pid, 0)  # ... and it was running all along
+    finally:
+        if job_pid is not None:
+            try:
+                os.kill(job_pid, signal.SIGTERM)  # a job ends cleanly on SIGTERM
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server.wait(10)
