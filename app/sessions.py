@@ -31,6 +31,7 @@ most once an hour while the app runs).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -83,12 +84,15 @@ def server_secret(root: Path | None = None) -> bytes:
     except FileNotFoundError:
         pass
     root.mkdir(parents=True, exist_ok=True)
+    candidate = root / f"{SECRET}-{uuid.uuid4().hex}"
+    handle = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another worker created it first
-        return path.read_bytes()
-    with os.fdopen(handle, "wb") as out:
-        out.write(secrets.token_hex(32).encode("ascii"))
+        with os.fdopen(handle, "wb") as out:
+            out.write(secrets.token_hex(32).encode("ascii"))
+        with contextlib.suppress(FileExistsError):  # another worker's key is already in place: it wins
+            os.link(candidate, path)  # the key appears whole or not at all, never half written
+    finally:
+        candidate.unlink(missing_ok=True)
     return path.read_bytes()
 
 
