@@ -283,6 +283,8 @@ def new_browser(stack: Stack) -> Iterator[Callable[[], Browser]]:
             browser.driver.set_window_size(WIDTH, HEIGHT)
             browser.server_url = stack.url  # opens "/" and waits for the Dash renderer
             wait_idle(browser)
+            # the session store writes the tab's storage once it is mounted, which may come after the renderer idles
+            wait_until(lambda: browser.get_session_storage(ids.SESSION), 15, "the tab never stored its session id")
             opened.append(browser)
             return browser
 
