@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app import config, services
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles
+from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot
 from app.services import UserError
 from app.services import corpus as corpus_service
 from engine import learning, text, workflows
@@ -183,16 +183,32 @@ def run_compare_job(
     )
     files.heartbeat.touch()
     publish()
+    slot = JobSlot(config.data_dir(), config.max_jobs())  # shared with training jobs: CHMM_MAX_JOBS in all
+
+    def waiting(place: int) -> None:
+        saved["message"] = (
+            f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
+            "server)."
+        )
+        publish()
+
     with files.alive():
-        for row in saved["results"]:
-            if cancel_flag.exists():
+        if slot.acquire(waiting, stop=cancel_flag.exists):
+            try:
+                for row in saved["results"]:
+                    if cancel_flag.exists():
+                        row.update(status=SKIPPED, message="cancelled")
+                        continue
+                    row["status"] = TRAINING
+                    saved["message"] = f"Training {row['label']} on {name}."
+                    publish()
+                    _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag)
+                    publish()
+            finally:
+                slot.release()
+        else:
+            for row in saved["results"]:
                 row.update(status=SKIPPED, message="cancelled")
-                continue
-            row["status"] = TRAINING
-            saved["message"] = f"Training {row['label']} on {name}."
-            publish()
-            _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag)
-            publish()
     done = sum(row["status"] == DONE for row in saved["results"])
     if cancel_flag.exists():
         saved.update(status=CANCELLED, message=f"Comparison cancelled; {done} learner(s) finished.")

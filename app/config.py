@@ -14,7 +14,7 @@ variable                    meaning                                             
 ``CHMM_MAX_SESSIONS``       live sessions the server keeps at most                        500
 ``CHMM_MAX_SESSION_MB``     disk a session's files may take                              2000
 ``CHMM_SECRET_KEY``         the key session ids are signed with                          random, kept in the data folder
-``CHMM_MAX_JOBS``           training jobs running at once on the server                  cores - 1 (at least 1)
+``CHMM_MAX_JOBS``           training and comparison jobs running at once on the server   cores - 1 (at least 1)
 ``CHMM_MAX_JOB_MINUTES``    wall-clock limit of one training job                         120
 ``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           50000
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
@@ -87,8 +87,9 @@ def max_session_bytes() -> int:
 
 
 def max_jobs() -> int:
-    """Training jobs that run at once on the whole server; the rest wait in a queue. The default leaves one core to
-    the web workers (on 2 cores, page loads p95 1.0 s with one job at a time, 2.1 s with two: bench/RESULTS.md)."""
+    """Training and comparison jobs that run at once on the whole server; the rest wait in a queue. The default
+    leaves one core to the web workers (on 2 cores, page loads p95 1.0 s with one job at a time, 2.1 s with two:
+    bench/RESULTS.md)."""
     return int(_float_env("CHMM_MAX_JOBS", max(1, (os.cpu_count() or 2) - 1)))
 
 

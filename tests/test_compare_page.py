@@ -121,6 +121,30 @@ def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
     assert compare.request_cancel(with_corpus) == "No comparison is running."
 
 
+def test_a_comparison_waits_for_a_slot(with_corpus: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Comparisons share the server's CHMM_MAX_JOBS slots with training: with the only slot taken, a comparison
+    waits and says its place; cancelled there, it trains nothing."""
+    from app import background
+
+    monkeypatch.setenv("CHMM_MAX_JOBS", "1")
+    other = background.JobSlot(data_dir, 1)
+    assert other.acquire(lambda place: None, stop=lambda: True)
+    seen: list[str] = []
+
+    def report(saved: dict) -> None:
+        seen.append(saved.get("message", ""))
+        if "number 1 in the queue" in saved.get("message", ""):
+            compare.request_cancel(with_corpus)
+
+    try:
+        saved = compare.run_compare_job(with_corpus, ["ngram"], "session", report=report, options=TINY)
+    finally:
+        other.release()
+    assert any("Waiting for a free place: number 1 in the queue" in message for message in seen)
+    assert saved["status"] == compare.CANCELLED and [row["status"] for row in saved["results"]] == [compare.SKIPPED]
+    assert compare.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)["status"] == compare.FINISHED
+
+
 def test_a_second_job_is_refused_and_a_dead_one_is_reported(with_corpus: Path) -> None:
     running = {"key": "k", "status": compare.RUNNING, "corpus": "x", "results": [compare._row("ngram")]}
     (with_corpus / compare.COMPARE).write_text(json.dumps(running), encoding="utf-8")
