@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -575,9 +576,22 @@ _RESTART_WORKER: dict[str, Any] = {}
 """In a restart worker process only: the queue its progress records go to and the event that cancels it."""
 
 
+ORPHAN_CHECK_S = 1.0
+"""How often an idle restart worker checks that its parent still lives."""
+
+
 def _restart_worker_start(queue: Any, cancelled: Any) -> None:
     os.environ[inference.ONE_THREAD_ENV] = "1"  # one core per process: the processes share the machine's cores
     _RESTART_WORKER.update(queue=queue, cancelled=cancelled, parent=os.getppid())
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """End this worker once its parent has died (a killed job): a worker waiting for its next task holds both ends
+    of the pool's pipe and would otherwise wait for ever."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(0)
 
 
 def _restart_worker_stopped() -> bool:

@@ -126,6 +126,66 @@ def test_a_cancel_stops_every_restart_process(monkeypatch: pytest.MonkeyPatch) -
     assert len(seen) < 20  # every process stopped within a few epochs of the request, none ran its 300
 
 
+POOL_HOLDER = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from engine import workflows
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    queue, cancelled = context.Queue(), context.Event()
+    pool = ProcessPoolExecutor(2, mp_context=context, initializer=workflows._restart_worker_start,
+                               initargs=(queue, cancelled))
+    pids = {pool.submit(os.getpid).result() for _ in range(8)}
+    print(" ".join(map(str, sorted(pids))), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_restart_workers_end_when_their_job_is_killed(tmp_path: Path) -> None:
+    """kill -9 of a job left its idle restart workers waiting on the pool's pipe for ever (found after the browser
+    test that kills a job): they now watch their parent and end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "holder.py"
+    script.write_text(POOL_HOLDER)
+    holder = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    try:
+        workers = [int(pid) for pid in holder.stdout.readline().split()]
+        assert workers and all(pid != holder.pid for pid in workers)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        deadline = time.time() + 10 * workflows.ORPHAN_CHECK_S
+        alive = workers
+        while alive and time.time() < deadline:
+            time.sleep(0.2)
+            alive = [pid for pid in workers if _alive(pid)]
+        assert not alive, f"restart workers {alive} outlived their killed parent"
+    finally:
+        holder.kill()
+        for pid in workers if "workers" in locals() else []:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return True
+
+
 def test_restart_processes_only_where_children_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "4")
     assert workflows.restart_processes(3, "cpu") == 3
