@@ -65,21 +65,17 @@ def trained_model(states: int, algorithm: str, iterations: int) -> tuple[workflo
 
 def model_row(path: Path, threshold: float, trials: int) -> None:
     """Prune an existing model, score the test part of the corpus before and after, run Infomap; print one row."""
-    from engine import sparse
+    from engine import engines
 
     model = workflows.load_model(path)
-    scorer = sparse.score if isinstance(model, sparse.SparseCHMM) else inference.score
+    engine = engines.engine_for(model)  # dense or sparse: the engine interface decides
     corpus = text.prepare_corpus(
         text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
     )
     started = time.perf_counter()
-    pruned = (
-        sparse.prune(model, threshold)
-        if isinstance(model, sparse.SparseCHMM)
-        else graph.prune(model, threshold=threshold)
-    )
+    pruned = engine.prune(model, threshold)
     prune_seconds = time.perf_counter() - started
-    before, after = scorer(model, corpus.test), scorer(pruned, corpus.test)
+    before, after = engine.score(model, corpus.test), engine.score(pruned, corpus.test)
     started = time.perf_counter()
     clone_graph = graph.clone_graph(pruned)
     graph_seconds = time.perf_counter() - started

@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support import callback_request, store_data  # noqa: E402 (the renderer's protocol, shared with the tests)
 
 from app import ids  # noqa: E402
 from bench.machine import describe_machine  # noqa: E402
@@ -128,7 +131,7 @@ class Client:
     def __init__(self, url: str, dependencies: list[dict[str, Any]]) -> None:
         self.url, self.dependencies = url, dependencies
         layout = self.get_json("/_dash-layout")
-        self.session = find_store(layout, ids.SESSION)
+        self.session = store_data(layout, ids.SESSION)
         self.values: dict[str, Any] = {f"{ids.SESSION}.data": self.session, f"{ids.MODEL_VERSION}.data": 0}
         self.values |= {f"{component}.value": value for component, value in TRAIN_FORM.items()}
 
@@ -141,33 +144,12 @@ class Client:
     def get_json(self, path: str) -> Any:
         return json.loads(self.request(path))
 
-    def callback_for(self, component: str, changed: str) -> dict[str, Any]:
-        """The callback that writes ``component`` and is triggered by ``changed`` ("id.property")."""
-        for dependency in self.dependencies:
-            writes = any(part.split(".")[0] == component for part in outputs_of(dependency["output"]))
-            if writes and any(f"{spec['id']}.{spec['property']}" == changed for spec in dependency["inputs"]):
-                return dependency
-        raise KeyError(f"no callback writes {component} on {changed}")
-
-    def body(self, dependency: dict[str, Any], changed: str, values: dict[str, Any]) -> dict[str, Any]:
-        def item(spec: dict[str, Any]) -> dict[str, Any]:
-            key = f"{spec['id']}.{spec['property']}"
-            return {"id": spec["id"], "property": spec["property"], "value": values.get(key, self.values.get(key))}
-
-        outputs = [{"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]} for part in
-                   outputs_of(dependency["output"])]  # fmt: skip
-        return {
-            "output": dependency["output"],
-            "outputs": outputs if dependency["output"].startswith("..") else outputs[0],
-            "inputs": [item(spec) for spec in dependency["inputs"]],
-            "changedPropIds": [changed],
-            "state": [item(spec) for spec in dependency.get("state", [])],
-        }
-
     def fire(self, component: str, changed: str, values: dict[str, Any] | None = None) -> Any:
-        dependency = self.callback_for(component, changed)
-        answer = self.request("/_dash-update-component", self.body(dependency, changed, values or {}))
+        answer = self.request("/_dash-update-component", self.body(component, changed, values or {}))
         return json.loads(answer) if answer else None
+
+    def body(self, component: str, changed: str, values: dict[str, Any]) -> dict[str, Any]:
+        return callback_request(self.dependencies, component, changed, self.values | values)
 
     def open_page(self, page: str) -> None:
         self.request(page)
@@ -178,10 +160,8 @@ class Client:
         """Pick the sample corpus, then start a training and poll it to its end; returns the job's status."""
         sample = f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks"
         self.fire(ids.CORPUS_MESSAGE, sample, {sample: 1})
-        values = {f"{component}.value": value for component, value in TRAIN_FORM.items()}
-        values[f"{ids.TRAIN_START}.n_clicks"] = 1
-        dependency = self.callback_for(ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks")
-        body = self.body(dependency, f"{ids.TRAIN_START}.n_clicks", values)
+        start = f"{ids.TRAIN_START}.n_clicks"
+        body = self.body(ids.TRAIN_RESULT, start, {start: 1})  # the form's values are the session's (self.values)
         handles = json.loads(self.request("/_dash-update-component", body))
         query = urllib.parse.urlencode({"cacheKey": handles["cacheKey"], "job": handles["job"]})
         end = time.monotonic() + 600
@@ -194,24 +174,6 @@ class Client:
                     raise RuntimeError(f"{result.get('status')}: {result.get('message')}")
                 return str(result.get("status"))
         return "timed out"
-
-
-def outputs_of(output: str) -> list[str]:
-    return [part for part in output.strip(".").split("...") if part] if output.startswith("..") else [output]
-
-
-def find_store(layout: Any, component: str) -> str:
-    stack = [layout]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            props = node.get("props", {})
-            if props.get("id") == component:
-                return str(props["data"])
-            stack.extend(props.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    raise KeyError(component)
 
 
 # ------------------------------------------------------------------------------------------ the load

@@ -476,7 +476,7 @@ def split_clones(
     the copies are lumpable: with ``noise`` = 0 the grown model gives every sequence exactly the old probability.
     ``noise`` > 0 multiplies each entry by 1 + noise * U(-1, 1) (rows renormalised) so that EM can separate the
     copies. pi is split the same way. The result is sparse: non-zeros grow by about (new/old clones)^2."""
-    sparse = model if isinstance(model, SparseCHMM) else from_dense(model)
+    sparse = model if model.form == "sparse" else from_dense(model)
     old = sparse.layout
     n_clones = np.asarray(n_clones, dtype=np.int64)
     if n_clones.shape != old.n_clones.shape or np.any(n_clones < old.n_clones):

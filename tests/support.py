@@ -37,6 +37,54 @@ def data_uri(data: bytes, mime: str = "text/plain") -> str:
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
 
 
+# ------------------------------------------------------------------------------------------ the renderer's protocol
+def callback_outputs(output: str) -> list[str]:
+    """The "id.property" outputs of a callback's ``output`` string (several: "..a.children...b.data..")."""
+    return [part for part in output.strip(".").split("...") if part] if output.startswith("..") else [output]
+
+
+def callback_request(dependencies: list[dict[str, Any]], writes: str, changed: str, values: dict[str, Any]) -> dict:
+    """The body the Dash renderer posts to ``/_dash-update-component`` for the callback (from
+    ``/_dash-dependencies``) that writes component ``writes`` when ``changed`` ("id.property") changes; ``values``
+    maps "id.property" to what the page holds (missing: None)."""
+    for dependency in dependencies:
+        parts = callback_outputs(dependency["output"])
+        inputs = {f"{spec['id']}.{spec['property']}" for spec in dependency["inputs"]}
+        if any(part.split(".")[0] == writes for part in parts) and changed in inputs:
+            break
+    else:
+        raise KeyError(f"no callback writes {writes} on {changed}")
+
+    def item(spec: dict[str, Any]) -> dict[str, Any]:
+        key = f"{spec['id']}.{spec['property']}"
+        return {"id": spec["id"], "property": spec["property"], "value": values.get(key)}
+
+    output = dependency["output"]
+    outputs = [{"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]} for part in parts]
+    return {
+        "output": output,
+        "outputs": outputs if output.startswith("..") else outputs[0],
+        "inputs": [item(spec) for spec in dependency["inputs"]],
+        "changedPropIds": [changed],
+        "state": [item(spec) for spec in dependency.get("state", [])],
+    }
+
+
+def store_data(layout: Any, component: str) -> str:
+    """The ``data`` of the store ``component`` in a ``/_dash-layout`` answer (e.g. the server-issued session id)."""
+    stack = [layout]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            props = node.get("props", {})
+            if props.get("id") == component:
+                return str(props["data"])
+            stack.extend(props.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise KeyError(component)
+
+
 # ------------------------------------------------------------------------------------------ browsers
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 import pytest
+from support import callback_request, store_data
 
 from app import ids
 
@@ -55,46 +56,6 @@ def post(url: str, body: dict[str, Any]) -> Any:
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (our own server)
         raw = response.read()
     return json.loads(raw) if raw else None
-
-
-def callback_body(dependencies: list[dict[str, Any]], writes: str, changed: str, values: dict[str, Any]) -> dict:
-    """The renderer's request for the callback that writes component ``writes`` when ``changed`` changes."""
-    for dependency in dependencies:
-        output = dependency["output"]
-        parts = [p for p in output.strip(".").split("...") if p] if output.startswith("..") else [output]
-        if any(p.split(".")[0] == writes for p in parts) and any(
-            f"{spec['id']}.{spec['property']}" == changed for spec in dependency["inputs"]
-        ):
-            break
-    else:
-        raise KeyError(writes)
-
-    def item(spec: dict[str, Any]) -> dict[str, Any]:
-        key = f"{spec['id']}.{spec['property']}"
-        return {"id": spec["id"], "property": spec["property"], "value": values.get(key)}
-
-    outputs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
-    return {
-        "output": output,
-        "outputs": outputs if output.startswith("..") else outputs[0],
-        "inputs": [item(spec) for spec in dependency["inputs"]],
-        "changedPropIds": [changed],
-        "state": [item(spec) for spec in dependency.get("state", [])],
-    }
-
-
-def session_of(layout: Any) -> str:
-    stack = [layout]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            props = node.get("props", {})
-            if props.get("id") == ids.SESSION:
-                return str(props["data"])
-            stack.extend(props.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    raise KeyError(ids.SESSION)
 
 
 def serves(url: str) -> bool:
@@ -140,14 +101,14 @@ def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Pa
     try:
         wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
         with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
-            session = session_of(json.loads(response.read()))
+            session = store_data(json.loads(response.read()), ids.SESSION)
         with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
             dependencies = json.loads(response.read())
         values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
-        post(url, callback_body(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
+        post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
         values |= {f"{component}.value": value for component, value in FORM.items()}
         values[f"{ids.TRAIN_START}.n_clicks"] = 1
-        post(url, callback_body(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
+        post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
         folder = data_dir / session.split(".")[0]
         progress = folder / "progress.json"
         wait(
