@@ -10,6 +10,7 @@ training symbols, pseudocounts 1e-6 to 1e-2) and the refit on training + validat
 printed as each finishes; the search's candidates with `--verbose`.
 
     python bench/bench_table4.py [--only carroll-alice blake-poems] [--states auto] [--pseudocount auto]
+        [--max-states 3000]
 """
 
 from __future__ import annotations
@@ -53,7 +54,15 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=None)
     parser.add_argument("--skip-ngram", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--max-states",
+        type=int,
+        default=None,
+        help="leave larger numbers of states out of the automatic grid (to fit the time budget on a small machine)",
+    )
     args = parser.parse_args()
+    if args.max_states is not None:
+        workflows.STATES_GRID = tuple(n for n in workflows.STATES_GRID if n <= args.max_states)
     print(describe_machine())
     print(
         "| corpus | train symbols | states | pseudocount | candidates | test BPS | paper CHMM | our KN n-gram "
