@@ -1127,12 +1127,14 @@ def export_model_graph(
 ) -> dict[str, Any]:
     """Export the clone graph of ``model`` (pruned at ``threshold``), or one module's subgraph, in ``fmt`` (see
     :data:`engine.export.FORMATS`). Infomap runs first (same settings give the same module ids as
-    :func:`model_communities`), so nodes carry ``module`` and ``path``. Returns the export's figures."""
+    :func:`model_communities`), so nodes carry ``module`` and ``path``. Returns the export's figures, with an
+    informative ``file_name`` (:func:`engine.export.export_file_name`)."""
     if fmt not in export_mod.FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
     result = model_communities(model, threshold, options, corpus_text)
     summary = export_mod.export_graph(result.graph, path, fmt, result, module)
-    return summary | {"modules": len(result.top_modules)}
+    name = export_mod.export_file_name(result.graph, fmt, module)
+    return summary | {"modules": len(result.top_modules), "file_name": name}
 
 
 def scramble_for_model(model: CHMM, raw_text: str, seed: int = 0) -> str:

@@ -770,13 +770,15 @@ def test_prune_uses_the_session_corpus_and_checks_the_threshold(with_corpus: Pat
 def test_every_export_format_writes_a_file_in_the_session_folder(folder: Path, fmt: str) -> None:
     path, name, note = graph_service.export_graph(folder, fmt, "1e-3")
     assert path.is_file() and path.stat().st_size > 0
-    assert path.parent == folder / graph_service.EXPORTS and path.name == name
-    assert "600 clones" in note
+    assert path.parent == folder / graph_service.EXPORTS
+    assert name == f"carroll-alice-600-states-pruned-0.001-whole{path.suffix}"
+    assert "600 clones" in note and name in note
 
 
 def test_exporting_one_module(folder: Path) -> None:
     path, name, note = graph_service.export_graph(folder, "graphml", 1e-3, " 1 ")
-    assert name == "module-1.graphml" and path.stat().st_size > 0 and note.startswith("Exported module 1")
+    assert name == "carroll-alice-600-states-pruned-0.001-module-1.graphml" and path.stat().st_size > 0
+    assert note.startswith("Exported module 1")
 
 
 @pytest.mark.parametrize(

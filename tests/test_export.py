@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engine import cli, export, text, workflows
+from engine import cli, export, layout, text, workflows
 from engine import communities as cm
 from engine.model import CHMM, load
 
@@ -25,7 +25,7 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     raw = text.read_text(ALICE)
     options = workflows.TrainOptions(states=200, iterations=8, refit=False, max_train=30_000)
     path = tmp_path_factory.mktemp("models") / "alice.npz"
-    workflows.save_model(workflows.train_text(raw, options).model, path)
+    workflows.save_model(workflows.train_text(raw, options, name="carroll-alice.txt").model, path)
     return path
 
 
@@ -63,7 +63,7 @@ def assert_same_graph(read: nx.Graph, expected: nx.DiGraph, node_keys: tuple[str
             assert same_value(got[key], data[key]), (u, v, key)
 
 
-NODE_KEYS = ("label", "char", "clone", "flow", "module", "path", "module_name")
+NODE_KEYS = ("label", "char", "clone", "state", "flow", "module", "path", "module_id", "module_name")
 EDGE_KEYS = ("weight", "count", "flow")
 
 
@@ -115,7 +115,9 @@ def test_pajek_is_read_by_networkx_and_infomap(result: cm.Communities, reference
     read = nx.read_pajek(tmp_path / "g.net")
     by_label = {data["label"]: node for node, data in reference.nodes(data=True)}
     read = nx.relabel_nodes(read, by_label)
-    assert_same_graph(read, reference, (), ("weight",))
+    for *_, data in read.edges(data=True):  # the arcs carry the weights Infomap partitioned: node flow x T
+        data["flow"] = data.pop("weight")
+    assert_same_graph(read, reference, (), ("flow",))
     run = infomap.run(str(tmp_path / "g.net"), flow_model="directed", num_trials=1, silent=True)
     assert run.num_nodes == reference.number_of_nodes()
     assert run.num_links == reference.number_of_edges()
@@ -157,24 +159,128 @@ def parse_ftree_links(path: Path) -> dict[str, tuple[float, float, int, int, dic
     return {name: (*figures, links[name]) for name, figures in sections.items()}
 
 
-def test_infomap_partition_files(result: cm.Communities, tmp_path: Path) -> None:
-    for fmt in ("clu", "tree", "ftree"):
-        export.export_graph(result.graph, tmp_path / f"g.{fmt}", fmt, result)
-    clu = [line.split() for line in (tmp_path / "g.clu").read_text().splitlines() if not line.startswith("#")]
-    assert {int(n): int(m) for n, m, _ in clu} == result.top_module_of()
-    assert sum(float(f) for *_, f in clu) == pytest.approx(1.0, abs=1e-4)
-    tree = parse_tree(tmp_path / "g.tree")
-    assert {n: p for n, (p, _, _) in tree.items()} == {n: ":".join(map(str, p)) for n, p in result.node_path.items()}
-    assert {n: name for n, (_, _, name) in tree.items()} == {n: result.graph.label(n) for n in result.nodes}
-    assert parse_tree(tmp_path / "g.ftree") == tree
+def read_pajek_labels(path: Path) -> dict[int, str]:
+    """vertex id -> label of a Pajek .net file."""
+    labels, inside = {}, False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("*Vertices"):
+            inside = True
+        elif line.startswith("*"):
+            break
+        elif inside and line.strip():
+            vertex, label = line.split(" ", 1)
+            labels[int(vertex)] = label.strip('"')
+    return labels
+
+
+def read_clu(path: Path) -> dict[int, int]:
+    rows = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    return {int(n): int(m) for n, m, _ in rows}
+
+
+def export_all(result: cm.Communities, folder: Path, module: str | None = None) -> dict[str, Path]:
+    files = {}
+    for fmt in ("pajek", "clu", "tree", "ftree", "graphml"):
+        files[fmt] = folder / f"g{export.EXTENSIONS[fmt]}"
+        export.export_graph(result.graph, files[fmt], fmt, result, module=module)
+    return files
+
+
+def test_one_numbering_joins_net_clu_and_tree(result: cm.Communities, tmp_path: Path) -> None:
+    """The .net, .clu, .tree and .ftree of one export number the clones alike (Pajek's 1..n): joined on node id,
+    labels agree and every clone is in its own module (the bug: .clu from 0, .net from 1)."""
+    files = export_all(result, tmp_path)
+    labels, clu, tree = read_pajek_labels(files["pajek"]), read_clu(files["clu"]), parse_tree(files["tree"])
+    assert sorted(labels) == list(range(1, len(result.nodes) + 1))
+    assert set(clu) == set(labels) == set(tree)
+    state = {int(v): d["state"] for v, d in nx.read_graphml(files["graphml"]).nodes(data=True)}
+    assert list(state.values()) == sorted(state.values())  # vertex order = clone order
+    for vertex, label in labels.items():
+        clone = state[vertex]
+        assert label == result.graph.label(clone) == tree[vertex][2]
+        assert clu[vertex] == result.node_path[clone][0]
+        assert tree[vertex][0] == ":".join(map(str, result.node_path[clone]))
+    assert parse_tree(files["ftree"]) == tree
+    assert sum(f for _, f, _ in tree.values()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_infomap_reading_the_net_agrees_with_the_clu(result: cm.Communities, tmp_path: Path) -> None:
+    import infomap
+
+    files = export_all(result, tmp_path)
+    o = result.options
+    options = infomap.Options(flow_model="rawdir", two_level=o.two_level, num_trials=o.trials, seed=o.seed + 1)
+    theirs = infomap.Infomap(options=options, silent=True)
+    theirs.read_file(str(files["pajek"]))
+    run = theirs.run()
+    assert run.num_nodes == len(result.nodes)
+    ours = read_clu(files["clu"])
+    partition = run.modules()  # node id -> top module
+    assert set(partition) == set(ours)
+    assert run.codelength == pytest.approx(result.codelength, rel=1e-3)
+    groups = lambda labels: {frozenset(n for n in labels if labels[n] == m) for m in set(labels.values())}  # noqa: E731
+    assert groups(partition) == groups(ours)
+
+
+def test_headers_say_what_ran(model: CHMM, tmp_path: Path) -> None:
+    options = cm.CommunityOptions(trials=3, seed=4, markov_time=1.5)
+    result = workflows.model_communities(model, THRESHOLD, options, text.read_text(ALICE))
+    files = export_all(result, tmp_path)
+    module = result.top_modules[0].id
+    export.export_graph(result.graph, tmp_path / "m.clu", "clu", result, module=module)
+    for path in [*files.values(), tmp_path / "m.clu"]:
+        if path.suffix == ".graphml":
+            meta = nx.read_graphml(path).graph
+            assert (meta["infomap_trials"], meta["infomap_markov_time"]) == (3, 1.5)
+            assert meta["infomap_seed"] == "4 (Infomap --seed 5)" and meta["corpus"] == "carroll-alice.txt"
+            assert meta["threshold"] == THRESHOLD and meta["states"] == model.n_states
+            continue
+        header = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#"))
+        assert "trials 3, markov time 1.5, seed 4 (Infomap --seed 5)" in header, path
+        assert "flow stationary (link weights node flow x T, --flow-model rawdir)" in header
+        assert f"{model.n_states:,} states" in header and f"pruned at {THRESHOLD:g}" in header
+    assert f"module {module}" in (tmp_path / "m.clu").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_module_exports_keep_structure_and_own_numbering(result: cm.Communities, tmp_path: Path) -> None:
+    with_children = [m for m in result.top_modules if m.children]
+    leaves = [m for m in result.modules.values() if not m.children and m.size > 1]
+    assert leaves, "the fixture's result has no leaf module with two clones"
+    for module in [*with_children[:1], leaves[0]]:
+        folder = tmp_path / module.id.replace(":", "-")
+        folder.mkdir()
+        files = export_all(result, folder, module.id)
+        labels, clu, tree = read_pajek_labels(files["pajek"]), read_clu(files["clu"]), parse_tree(files["tree"])
+        assert sorted(labels) == list(range(1, module.size + 1)) and set(clu) == set(tree) == set(labels)
+        clones = module.nodes.tolist()  # vertex i is the i-th clone of the module
+        for vertex, label in labels.items():
+            clone = clones[vertex - 1]
+            assert label == tree[vertex][2] == result.graph.label(clone)
+            within = result.node_path[clone][module.level :]
+            if module.children:  # its submodules are the export's modules
+                assert clu[vertex] == within[0] and tree[vertex][0] == ":".join(map(str, within))
+            else:  # a leaf module is one module
+                assert clu[vertex] == 1 and tree[vertex][0] == "1:" + ":".join(map(str, within))
+        assert len(set(clu.values())) == (len(module.children) if module.children else 1)
+        links = parse_ftree_links(files["ftree"])
+        first = links["root"] if module.children else links["1"]
+        assert first[0] == pytest.approx(module.enter_flow, rel=1e-5)
+        assert first[1] == pytest.approx(module.exit_flow, rel=1e-5)
+        read = nx.read_graphml(files["graphml"])
+        assert {d["state"] for _, d in read.nodes(data=True)} == set(clones)
+        assert nx.read_pajek(files["pajek"]).number_of_edges() == read.number_of_edges()
+        assert {d["module_id"] for _, d in read.nodes(data=True)} <= {module.id, *module.children}
 
 
 def test_own_ftree_writer_matches_infomap(result: cm.Communities, tmp_path: Path) -> None:
-    # the whole-graph files come from Infomap's writers; module subgraphs use our writer: on the whole graph the
-    # two must agree (paths, names, flows, and the aggregated link flows of every module)
+    # our writer against Infomap's own on the whole graph: paths, names, flows and the aggregated link flows of every
+    # module agree (Infomap's node ids are the clone indices it was given, ours the export's 1..n)
     result.infomap_result.write_flow_tree(str(tmp_path / "infomap.ftree"))
-    (tmp_path / "own.ftree").write_text(export.ftree_text(result), encoding="utf-8")
-    theirs, ours = parse_tree(tmp_path / "infomap.ftree"), parse_tree(tmp_path / "own.ftree")
+    scope = export.export_scope(result.graph, result)
+    (tmp_path / "own.ftree").write_text(export.ftree_text(result, scope, []), encoding="utf-8")
+    vertex = scope.vertex
+    theirs = {vertex[n]: value for n, value in parse_tree(tmp_path / "infomap.ftree").items()}
+    ours = parse_tree(tmp_path / "own.ftree")
     assert {n: (p, name) for n, (p, _, name) in theirs.items()} == {n: (p, name) for n, (p, _, name) in ours.items()}
     for node, (_, flow, _) in theirs.items():
         assert ours[node][1] == pytest.approx(flow, rel=1e-5)
@@ -191,32 +297,56 @@ def test_own_ftree_writer_matches_infomap(result: cm.Communities, tmp_path: Path
             assert o_links[key] == pytest.approx(flow, rel=1e-4, abs=1e-9)
 
 
-def test_module_subgraph_exports(result: cm.Communities, reference: nx.DiGraph, tmp_path: Path) -> None:
-    module = max(result.top_modules, key=lambda m: m.size)
-    expected = reference.subgraph([str(n) for n in module.nodes])
-    export.export_graph(result.graph, tmp_path / "m.graphml", "graphml", result, module=module.id)
-    assert_same_graph(nx.read_graphml(tmp_path / "m.graphml"), expected, NODE_KEYS, EDGE_KEYS)
-    export.export_graph(result.graph, tmp_path / "m.tree", "tree", result, module=module.id)
-    tree = parse_tree(tmp_path / "m.tree")
-    assert set(tree) == set(module.nodes.tolist())
-    assert all(p == ":".join(map(str, result.node_path[n][1:])) for n, (p, _, _) in tree.items())
-    export.export_graph(result.graph, tmp_path / "m.ftree", "ftree", result, module=module.id)
-    links = parse_ftree_links(tmp_path / "m.ftree")
-    assert links["root"][0] == pytest.approx(module.enter_flow, rel=1e-5)
-    assert links["root"][1] == pytest.approx(module.exit_flow, rel=1e-5)
-    export.export_graph(result.graph, tmp_path / "m.clu", "clu", result, module=module.id)
-    export.export_graph(result.graph, tmp_path / "m.net", "pajek", result, module=module.id)
-    assert nx.read_pajek(tmp_path / "m.net").number_of_edges() == expected.number_of_edges()
+def test_gexf_and_cytoscape_carry_layout_and_colours(result: cm.Communities, tmp_path: Path) -> None:
+    export.export_graph(result.graph, tmp_path / "g.gexf", "gexf", result)
+    read = nx.read_gexf(tmp_path / "g.gexf")
+    xml = (tmp_path / "g.gexf").read_text(encoding="utf-8")
+    assert "<creator>CHMM Explorer</creator>" in xml and "corpus: carroll-alice.txt" in xml
+    positions = {}
+    for _, data in read.nodes(data=True):
+        viz = data["viz"]
+        positions[data["state"]] = (viz["position"]["x"], viz["position"]["y"])
+        colour = layout.colour_rgb(layout.module_colour(data["module"]))
+        assert {k: viz["color"][k] for k in "rgb"} == colour
+        assert 4 <= viz["size"] <= 40
+    spread = np.array(list(positions.values()))
+    assert spread.std(axis=0).min() > 50  # laid out, not stacked at the origin
+    # clones of one module lie closer together than clones of different modules
+    module_of = {d["state"]: d["module"] for _, d in read.nodes(data=True)}
+    same, other = [], []
+    states = sorted(positions)
+    for a in states[:200]:
+        for b in states[:200]:
+            if a < b:
+                d = float(np.hypot(*np.subtract(positions[a], positions[b])))
+                (same if module_of[a] == module_of[b] else other).append(d)
+    assert np.median(same) < np.median(other)
+    export.export_graph(result.graph, tmp_path / "g.cyjs", "cyjs", result)
+    data = json.loads((tmp_path / "g.cyjs").read_text(encoding="utf-8"))
+    assert data["data"]["corpus"] == "carroll-alice.txt" and data["data"]["infomap_trials"] == result.options.trials
+    for node in data["elements"]["nodes"]:
+        assert node["position"] == {"x": node["data"]["x"], "y": node["data"]["y"]}
+        assert node["data"]["colour"] == layout.module_colour(node["data"]["module"])
+        assert positions[node["data"]["state"]] == pytest.approx((node["data"]["x"], node["data"]["y"]), abs=1e-3)
+    assert all(edge["data"]["width"] > 0 for edge in data["elements"]["edges"])
+
+
+def test_file_names_say_what_is_inside(result: cm.Communities) -> None:
+    name = export.export_file_name(result.graph, "gexf", "3:2")
+    assert name == f"carroll-alice-{result.graph.n_states}-states-pruned-{THRESHOLD:g}-module-3-2.gexf"
+    assert export.export_file_name(result.graph, "pajek").endswith("-whole.net")
 
 
 def test_npz_export(result: cm.Communities, reference: nx.DiGraph, tmp_path: Path) -> None:
     export.export_graph(result.graph, tmp_path / "g.npz", "npz", result)
     with np.load(tmp_path / "g.npz", allow_pickle=False) as data:
-        assert set(map(str, data["node"])) == set(reference.nodes)
+        assert set(map(str, data["vertex"])) == set(reference.nodes)
         assert {(str(s), str(t)) for s, t in zip(data["source"], data["target"], strict=True)} == set(reference.edges)
-        node = str(data["node"][0])
+        node = str(data["vertex"][0])
         assert data["label"][0] == reference.nodes[node]["label"] and data["path"][0] == reference.nodes[node]["path"]
-        assert json.loads(bytes(data["metadata_json"]))["format"] == "chmm-explorer-clone-graph"
+        assert int(data["state"][0]) == reference.nodes[node]["state"]
+        meta = json.loads(bytes(data["metadata_json"]))
+        assert meta["format"] == "chmm-explorer-clone-graph" and meta["export"]["corpus"] == "carroll-alice.txt"
 
 
 # ======================================================================================= command line

@@ -17,7 +17,7 @@ from app.services.corpus import joined_corpus_text
 from app.services.models import load_current
 from engine import communities as communities_mod
 from engine import export as export_mod
-from engine import text, workflows
+from engine import layout, text, workflows
 from engine.files import atomic_write_bytes
 from engine.model import CHMM
 
@@ -47,12 +47,6 @@ MAX_TRIALS = 100
 
 
 MAX_GRAPH_ELEMENTS = 2_000
-
-
-PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363",
-)  # fmt: skip
 
 
 def _reference_corpus(folder: Path, model: CHMM) -> str | None:
@@ -92,14 +86,13 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
             f"At threshold {cut:.2g} the clone graph has {edges:,} edges, more than the {limit:,} the Export page "
             "writes (CHMM_MAX_EXPORT_EDGES); raise the threshold, or export it with `chmm export`."
         )
-    stem = "clones" if module_id is None else f"module-{module_id.replace(':', '-')}"
-    name = f"{stem}{export_mod.EXTENSIONS[fmt]}"
     out = folder / EXPORTS
     out.mkdir(exist_ok=True)
+    written = out / f"export{export_mod.EXTENSIONS[fmt]}"
     try:
         figures = workflows.export_model_graph(
             model,
-            out / name,
+            written,
             fmt,
             module=module_id,
             threshold=cut,
@@ -111,9 +104,10 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     what = "the whole clone graph" if module_id is None else f"module {module_id}"
     note = (
         f"Exported {what} as {EXPORT_DESCRIPTIONS[fmt]}: {figures['nodes']:,} clones, {figures['edges']:,} edges "
-        f"(pruned at {cut:.2g}; {figures['modules']} top modules), {format_bytes((out / name).stat().st_size)}."
+        f"(pruned at {cut:.2g}; {figures['modules']} top modules), {format_bytes(written.stat().st_size)}, saved as "
+        f"{figures['file_name']}."
     )
-    return out / name, name, note
+    return written, figures["file_name"], note
 
 
 # ------------------------------------------------------------------------------------------ communities
@@ -223,7 +217,7 @@ def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]
 
 
 def _colour(char: str) -> str:
-    return PALETTE[sum(ord(c) for c in char) % len(PALETTE)]
+    return layout.PALETTE[sum(ord(c) for c in char) % len(layout.PALETTE)]
 
 
 KAMADA_KAWAI_NODES = 150
@@ -266,7 +260,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     graph = workflows.model_graph(load_current(folder), saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
-    G = export_mod.to_networkx(graph, nodes=nodes)
+    G = export_mod.to_networkx(graph, nodes=nodes, ids="state")
     edges = sorted(G.edges(data=True), key=lambda e: -e[2]["weight"])[: max(0, MAX_GRAPH_ELEMENTS - len(nodes))]
     kept = nx.DiGraph(**G.graph)
     kept.add_nodes_from(G.nodes(data=True))
@@ -276,9 +270,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     elements = export_mod.cytoscape_elements(kept)
     for element in elements:
         data = element["data"]
-        if "source" in data:
-            data["width"] = round(0.5 + 5.0 * float(data["weight"]), 3)
-        else:
+        if "source" not in data:
             x, y = positions[data["id"]]
             element["position"] = {"x": round(float(x) * 300, 2), "y": round(float(y) * 300, 2)}
             data["char"] = visible(data["char"])
