@@ -63,14 +63,51 @@ def test_toy_fsm_generalized_words_are_its_blocks(toy: cm.Communities) -> None:
         assert module.name in {w.text for w in top} or "/" in module.name
 
 
-def test_words_are_marked_novel_against_a_reference() -> None:
-    model = synthetic.toy_fsm_true_model(K)
-    g = graph.clone_graph(model)
-    nodes = np.arange(model.n_states)
-    words = cm.generalized_words(g, nodes, k=50, max_length=6, reference=["046781", "046791", "056781"])
+def test_words_are_marked_novel_against_a_reference(toy: cm.Communities) -> None:
+    module = next(m for m in toy.top_modules if "0" in m.chars)  # its blocks are 0a67b1 (no spaces: fragments)
+    reference = ["046781", "046791", "056781"]
+    words = cm.generalized_words(toy.graph, module.nodes, k=50, max_length=6, reference=reference)
     marks = {w.text: w.seen for w in words}
     assert marks["046781"] is True and marks["056791"] is False
-    assert cm.generalized_words(g, nodes, k=3)[0].seen is None  # no reference: unknown
+    assert all(w.kind == cm.FRAGMENT for w in words)
+    assert cm.generalized_words(toy.graph, module.nodes, k=3)[0].seen is None  # no reference: unknown
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """Whether one substitution, insertion or deletion turns ``a`` into ``b``."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def test_alice_modules_generate_whole_words_and_plausible_novel_ones() -> None:
+    """Paper 4.2.1: on the bundled alice model the top modules' generalized words are whole English words, "seen"
+    means in the training vocabulary (not a substring of the text), and some novel words are one edit from a word
+    of the text, as "rattle" is from "battle"."""
+    model = workflows.load_model(Path(__file__).parents[1] / "sample_models" / "alice-600.npz")
+    raw = text.read_text(ALICE)
+    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    vocabulary = set(model.codec.normalise(raw).split())
+    top = sorted(result.top_modules, key=lambda m: -m.flow)[:15]
+    top_words = {w.text for m in top for w in m.words[:2]}
+    assert {"the", "and", "said", "she", "of"} <= top_words
+    words = [w for m in result.modules.values() for w in m.words]
+    for word in words:
+        assert word.text and " " not in word.text and word.probability >= cm.MIN_WORD_PROBABILITY
+        if word.kind == cm.WORD:
+            assert word.seen == (word.text in vocabulary), word
+    assert [w.kind for m in top for w in m.words if w.text == "rare"] == [cm.PLACEHOLDER]
+    novel = {w.text for w in words if w.kind == cm.WORD and w.seen is False}
+    plausible = {w for w in novel if len(w) >= 3 and any(one_edit_apart(w, v) for v in vocabulary)}
+    assert len(plausible) >= 3, novel
+    assert not any(w in raw.lower() for w in ("begain", "quieen"))  # e.g. novel: not even a substring of the text
+    fragments = [m for m in result.modules.values() if m.words and m.words[0].kind == cm.FRAGMENT]
+    assert 0 < len(fragments) < len(result.modules) / 2
+    for module in fragments:  # labelled as fragments, in the name too
+        assert all(w.kind == cm.FRAGMENT for w in module.words) and module.name.startswith("-")
 
 
 def test_module_lookup_and_deterministic_seed(toy: cm.Communities) -> None:

@@ -59,6 +59,27 @@ STYLESHEET = [
 ]
 
 
+WORD_MARKS = {
+    ("word", True): ("seen", "word-seen"),
+    ("word", False): ("novel", "word-novel"),
+    ("fragment", True): ("fragment, seen", "word-seen"),
+    ("fragment", False): ("fragment, novel", "word-seen"),
+    ("fragment", None): ("fragment", "word-seen"),
+    ("placeholder", True): ("placeholder for rare words", "word-seen"),
+    ("placeholder", None): ("placeholder for rare words", "word-seen"),
+}
+
+
+def word_mark(word: dict[str, Any]) -> Any:
+    """The label after a generalized word: seen / novel (in the training vocabulary or not), fragment, or the
+    rare-word placeholder, as an html.Span; nothing for a plain word without a reference."""
+    key = (word.get("kind", "word"), word.get("seen"))
+    if key not in WORD_MARKS:
+        return ""
+    label, css = WORD_MARKS[key]
+    return html.Span(label, className=css)
+
+
 def layout(**_query: Any) -> html.Div:
     return html.Div(
         [
@@ -275,15 +296,7 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), [], None
     words = [
-        html.Li(
-            [
-                html.Code(word["text"]),
-                f"  {word['probability']:.3f}",
-                ""
-                if word["seen"] is None
-                else html.Span(" seen" if word["seen"] else " novel", className="hint" if word["seen"] else ""),
-            ]
-        )
+        html.Li([html.Code(word["text"]), f"  {word['probability']:.3f} ", word_mark(word)])
         for word in detail["words"]
     ]
     summary = ui.facts(
@@ -295,6 +308,15 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
         ]
     )
     reference = "" if detail["reference"] else " (no reference corpus: seen/novel not checked)"
+    fragments = any(word.get("kind") == "fragment" for word in detail["words"])
+    explain = html.Div(
+        "Fragments: this module completes no whole word (it holds the middle or the end of words), so these are the "
+        "strings it generates from where flow enters it to where it leaves."
+        if fragments
+        else "Whole words the module generates from a word start to a space; seen = a word of the training text, "
+        "novel = a word the text never has (the paper's rattle).",
+        className="hint",
+    )
     export = dcc.Link(
         f"Export module {detail['id']}'s subgraph",
         href=f"/export?{urlencode({'module': detail['id']})}",
@@ -302,7 +324,7 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
         className="button",
     )
     return (
-        html.Div([summary, html.H4("Generalized words" + reference), html.Ol(words), export]),
+        html.Div([summary, html.H4("Generalized words" + reference), explain, html.Ol(words), export]),
         detail["elements"],
         detail["note"],
     )
