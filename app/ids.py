@@ -107,6 +107,17 @@ COMMUNITIES_LEVEL = "communities-level"  # dcc.Store: the module whose submodule
 COMMUNITIES_TRAIL = "communities-trail"
 COMMUNITIES_DRILL = "communities-drill"
 COMMUNITIES_CRUMB = "communities-crumb"  # pattern-matching type of the breadcrumb buttons
+COMMUNITIES_MARKOV_TIME = "communities-markov-time"
+COMMUNITIES_SELECTED = "communities-selected"  # dcc.Store: the module shown in the Module card (table row or map)
+COMMUNITIES_MAP = "communities-map"
+COMMUNITIES_MAP_NOTE = "communities-map-note"
+COMMUNITIES_SEARCH = "communities-search"
+COMMUNITIES_SEARCH_BUTTON = "communities-search-button"
+COMMUNITIES_SEARCH_RESULT = "communities-search-result"
+COMMUNITIES_PATH = "communities-path"  # dcc.Store: the last word search's clone path and modules
+COMMUNITIES_INSPECT = "communities-inspect"
+COMMUNITIES_PATH_MODULE = "communities-path-module"  # pattern-matching type of the path's module buttons
+COMMUNITIES_VIEW_BUTTON = "communities-view-button"  # pattern-matching type: {"view": map|graph, "action": ...}
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"

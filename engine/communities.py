@@ -493,6 +493,41 @@ def _walks(
     return sorted(kept, key=lambda item: (-item[1], item[0]))[:k]
 
 
+# ================================================================================ module links
+def module_links(communities: Communities) -> dict[str, list[tuple[str, str, float]]]:
+    """The module map's links: for the root ("") and every module with submodules, the link flow between its
+    children, ``(child id, child id, flow)`` most flow first, summed over the edges from a clone under one child to
+    a clone under another (the flow Infomap's ``.ftree`` lists in its ``*Links`` sections; normalised link flow,
+    :func:`_link_flow`). Vectorised over the edges, depth by depth."""
+    graph = communities.graph
+    link_flow = _link_flow(graph, communities.options.flow)
+    sources, targets = graph.edges()
+    depth = communities.n_levels - 1  # module levels: every path ends with the clone's index in its leaf
+    ids: dict[tuple[int, ...], int] = {(): 0}
+    names = [""]
+    prefix = np.full((depth + 1, graph.n_states), -1, dtype=np.int64)  # prefix[d, node]: id of path[:d], if a module
+    for node, path in communities.node_path.items():
+        for d in range(min(depth, len(path) - 1) + 1):
+            key = path[:d]
+            if key not in ids:
+                ids[key] = len(names)
+                names.append(":".join(map(str, key)))
+            prefix[d, node] = ids[key]
+    links: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+    for d in range(depth):
+        parent_s, parent_t = prefix[d, sources], prefix[d, targets]
+        child_s, child_t = prefix[d + 1, sources], prefix[d + 1, targets]
+        keep = (parent_s >= 0) & (parent_s == parent_t) & (child_s >= 0) & (child_t >= 0) & (child_s != child_t)
+        if not keep.any():
+            continue
+        pairs = np.stack([parent_s[keep], child_s[keep], child_t[keep]], axis=1)
+        unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        flows = np.bincount(inverse.ravel(), weights=link_flow[keep], minlength=len(unique))
+        for (parent, a, b), flow in zip(unique.tolist(), flows.tolist(), strict=True):
+            links[names[parent]].append((names[a], names[b], float(flow)))
+    return {parent: sorted(items, key=lambda item: -item[2]) for parent, items in links.items()}
+
+
 # ================================================================================ result writers
 TABLE_COLUMNS = ("id", "level", "parent", "name", "size", "flow", "enter_flow", "exit_flow", "chars", "words", "novel")
 

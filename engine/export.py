@@ -430,14 +430,15 @@ def ftree_text(communities: Communities, scope: Scope, header: list[str]) -> str
 
 
 def _modules_by_export_path(communities: Communities, scope: Scope) -> dict[tuple[int, ...], Any]:
-    """The result's modules by their tree path within the export (a leaf module exported alone is module (1,))."""
+    """The result's modules by their tree path within the export: the exported module is the export's root (),
+    and a leaf module exported alone is also its one module (1,)."""
     if scope.module is None:
         return {m.path: m for m in communities.modules.values()}
     root = communities.module(scope.module)
     if not root.children:
-        return {(1,): root}
+        return {(): root, (1,): root}
     depth = len(root.path)
-    return {m.path[depth:]: m for m in communities.modules.values() if m.path[:depth] == root.path and m is not root}
+    return {m.path[depth:]: m for m in communities.modules.values() if m.path[:depth] == root.path}
 
 
 def npz_arrays(

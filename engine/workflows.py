@@ -1137,6 +1137,34 @@ def export_model_graph(
     return summary | {"modules": len(result.top_modules), "file_name": name}
 
 
+@dataclass(frozen=True)
+class ClonePath:
+    """The Viterbi clone path of a word or phrase (:func:`clone_path`): the text as the model read it (normalised,
+    spaces around it), each position's clone, and the words the model's normalisation replaced by ``rare``."""
+
+    text: str
+    clones: np.ndarray
+    log_probability: float
+    replaced: list[str]
+
+
+def clone_path(model: CHMM, raw_text: str) -> ClonePath:
+    """The MAP clone path (Viterbi) of ``raw_text`` normalised as the model's corpus was, read as it occurs inside
+    a text: with a space before and after when the alphabet has one. ValueError for text that is empty after
+    normalisation, characters outside the alphabet, or text the model gives probability zero."""
+    normalised = model.codec.normalise(raw_text).strip(" ")
+    if not normalised:
+        raise text.CorpusError("the text is empty after the model's normalisation")
+    base = text.apply_normalisation(raw_text, model.codec.normalisation, None).strip(" ").split(" ")
+    replaced = [w for w, n in zip(base, normalised.split(" "), strict=False) if n == text.RARE_WORD != w]
+    spaced = f" {normalised} " if " " in model.symbols else normalised
+    engine = engines.engine_for(model)
+    result = engine.viterbi(engine.load(model), model.encode(spaced))
+    if not np.isfinite(result.log_probability):
+        raise ValueError("the model gives this text probability zero, so it has no clone path")
+    return ClonePath(spaced, np.asarray(result.clones, dtype=np.int64), float(result.log_probability), replaced)
+
+
 def scramble_for_model(model: CHMM, raw_text: str, seed: int = 0) -> str:
     """``raw_text`` normalised as :func:`decode_text` normalises it, with the interior letters of every word
     permuted by a generator seeded with ``seed`` (see :func:`engine.scramble.scramble_text`). Raises ValueError

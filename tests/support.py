@@ -164,8 +164,8 @@ def open_page(browser: Any, path: str) -> None:
     wait_idle(browser)
 
 
-def set_number(browser: Any, component: str, value: float) -> None:
-    """Type into a debounced number input and commit it with Enter."""
+def set_number(browser: Any, component: str, value: float | str) -> None:
+    """Replace the text of a debounced input (a number or text) and commit it with Enter."""
     from selenium.webdriver.common.keys import Keys
 
     box = browser.find_element(f"#{component}")

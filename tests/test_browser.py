@@ -51,6 +51,7 @@ pytest.importorskip("selenium", reason="browser tests need dash[testing] (pip in
 
 from dash.testing.application_runners import ThreadedRunner  # noqa: E402
 from dash.testing.composite import DashComposite  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
@@ -102,16 +103,24 @@ def screenshot(tmp_path: Path) -> Callable[..., Path]:
     folder = Path(os.environ.get("CHMM_SCREENSHOT_DIR") or tmp_path / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
 
-    def take(browser: DashComposite, name: str, max_height: int = MAX_SHOT_HEIGHT) -> Path:
-        """The whole page (up to ``max_height`` pixels) at the window's width, through Chrome's DevTools."""
+    def take(browser: DashComposite, name: str, max_height: int = MAX_SHOT_HEIGHT, start: str | None = None) -> Path:
+        """The whole page (up to ``max_height`` pixels) at the window's width, through Chrome's DevTools; from the
+        top of the element ``start`` (a CSS selector) when given."""
         metrics = browser.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
-        height = min(int(metrics["cssContentSize"]["height"]), max_height)
+        top = 0
+        if start:
+            top = int(
+                browser.driver.execute_script(
+                    "return document.querySelector(arguments[0]).getBoundingClientRect().top + window.scrollY;", start
+                )
+            )
+        height = min(int(metrics["cssContentSize"]["height"]) - top, max_height)
         shot = browser.driver.execute_cdp_cmd(
             "Page.captureScreenshot",
             {
                 "format": "png",
                 "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
+                "clip": {"x": 0, "y": top, "width": WIDTH, "height": height, "scale": 1},
             },
         )
         path = folder / f"{name}.png"
@@ -297,43 +306,119 @@ def test_a_killed_job_is_reported_as_failed(browser: DashComposite, data_dir: Pa
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
 
 
-def test_communities_module_subgraph(browser: DashComposite, screenshot: Callable) -> None:
+CY = (
+    "const c = document.querySelector(arguments[0]);"
+    "const reg = c && (c._cyreg || (c.firstElementChild || {})._cyreg);"
+    "const cy = reg && reg.cy; if (!cy) { return null; }"
+)
+
+
+def cy_script(browser: DashComposite, component: str, body: str, *args: Any) -> Any:
+    """Run ``body`` with ``cy`` bound to the Cytoscape instance of ``component`` (None while it is not drawn)."""
+    return browser.driver.execute_script(CY + body, f"#{component}", *args)
+
+
+def run_infomap(browser: DashComposite, markov_time: str = "1") -> None:
     open_page(browser, "/communities")
     set_number(browser, ids.COMMUNITIES_TRIALS, 2)
+    set_number(browser, ids.COMMUNITIES_MARKOV_TIME, markov_time)
     browser.find_element(f"#{ids.COMMUNITIES_RUN}").click()
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MESSAGE}", "top modules over", timeout=JOB_TIMEOUT)
     wait_idle(browser)
-    rows = browser.find_elements(f"#{ids.COMMUNITIES_TABLE} tbody tr input[type=radio]")
-    assert rows, "the modules table is empty"
-    rows[0].click()
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", "Generalized words")
-    wait_idle(browser)
-    nodes = wait_until(
-        lambda: browser.driver.execute_script(
-            "const c = document.querySelector(arguments[0]);"
-            "const cy = c && (c._cyreg || (c.firstElementChild || {})._cyreg);"
-            "return cy && cy.cy ? cy.cy.nodes().length : 0;",
-            f"#{ids.COMMUNITIES_GRAPH}",
-        ),
-        10,
-        "the module's subgraph has no nodes",
+
+
+def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, screenshot: Callable) -> None:
+    run_infomap(browser)
+    # the module map: one node per top module, a note that Infomap's result is flat (the sample model's is)
+    modules = wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;"), 10, "the module map is empty"
     )
-    assert nodes > 0
-    assert browser.find_elements(f"#{ids.COMMUNITIES_GRAPH} canvas")
-    screenshot(browser, "communities", max_height=2400)  # down to the module's subgraph
+    rows = len(browser.find_elements(f"#{ids.COMMUNITIES_TABLE} tbody tr input[type=radio]"))
+    assert modules >= rows > 0
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MAP_NOTE}", "the result is flat")
+    assert cy_script(browser, ids.COMMUNITIES_MAP, "return cy.edges().length;") > 0
+    # clicking a module on the map opens its subgraph
+    first = cy_script(
+        browser, ids.COMMUNITIES_MAP, "const n = cy.nodes().max(x => x.data('flow')).ele; n.emit('tap'); return n.id();"
+    )
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{first}:")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", "Generalized words")
+    nodes = wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().length;"), 10, "no subgraph"
+    )
+    assert nodes > 0 and browser.find_elements(f"#{ids.COMMUNITIES_GRAPH} canvas")
+    # inspecting a clone and a transition
+    label = cy_script(browser, ids.COMMUNITIES_GRAPH, "const n = cy.nodes()[0]; n.emit('tap'); return n.data('label');")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", f"Clone {label}")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", "Most probable next clones")
+    if cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.edges().length;"):
+        cy_script(browser, ids.COMMUNITIES_GRAPH, "cy.edges()[0].emit('tap'); return 1;")
+        browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", "Probability (T)")
+    screenshot(browser, "communities", max_height=1500)  # the run, the search box and the module map
+    screenshot(browser, "module", max_height=1000, start=f"#{ids.COMMUNITIES_GRAPH_NOTE}")
     # the module's export link opens the Export page with the module filled in
-    module = browser.find_element(f"#{ids.COMMUNITIES_DETAIL} td:nth-child(2)").text.split(":")[0]
     browser.find_element(f"#{ids.COMMUNITIES_EXPORT_LINK}").click()
     browser.wait_for_element(f"#{ids.EXPORT_MODULE}")
     wait_idle(browser)
-    assert browser.find_element(f"#{ids.EXPORT_MODULE}").get_attribute("value") == module
+    assert browser.find_element(f"#{ids.EXPORT_MODULE}").get_attribute("value") == first
     browser.find_element(f"#{ids.EXPORT_BUTTON}").click()
-    browser.wait_for_contains_text(f"#{ids.EXPORT_MESSAGE}", f"module {module}")
+    browser.wait_for_contains_text(f"#{ids.EXPORT_MESSAGE}", f"module {first}")
     # a filter that matches nothing says so (found by a UX review: an empty table without a word)
     open_page(browser, "/communities")
     box = browser.find_element(f"#{ids.COMMUNITIES_FILTER}")
     box.send_keys("qqzz", Keys.ENTER)
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TRAIL}", "no module here matches 'qqzz'")
+
+
+def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable) -> None:
+    run_infomap(browser)
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;"), 10, "no module map")
+    set_number(browser, ids.COMMUNITIES_SEARCH, "alice")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Modules on the path")
+    steps = browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-step")
+    assert "".join(s.find_element(By.CSS_SELECTOR, ".path-char").text for s in steps).strip("␣ ") == "alice"
+    red = "return cy.nodes().filter(n => n.style('border-color') === 'rgb(214,39,40)').length;"
+    marked = wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, red), 10, "no module marked on the map")
+    path_modules = browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")
+    assert marked == len({b.text.split(" ")[0] for b in path_modules}) > 0
+    # opening a module of the path shows its subgraph with the path's clones marked
+    path_modules[0].click()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", path_modules[0].text.split(" ")[0] + ":")
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().length;"), 10, "no subgraph")
+    assert wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, red), 10, "no clone of the path marked")
+    screenshot(browser, "word-search", max_height=1300, start=f"#{ids.COMMUNITIES_SEARCH}")
+    # a word outside the vocabulary is read as the placeholder, and the page says so
+    set_number(browser, ids.COMMUNITIES_SEARCH, "caf\u00e9!")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "read as the placeholder \u201crare\u201d: cafe")
+    # text that normalises to nothing gets a sentence, not a traceback
+    set_number(browser, ids.COMMUNITIES_SEARCH, "!!!")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Cannot find '!!!'")
+
+
+def test_multilevel_map_opens_submodules(browser: DashComposite) -> None:
+    run_infomap(browser, markov_time="0.5")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MESSAGE}", "levels of modules")
+    parent = wait_until(
+        lambda: cy_script(
+            browser,
+            ids.COMMUNITIES_MAP,
+            "const n = cy.nodes().filter(x => x.data('submodules') > 0)[0]; if (!n) { return null; }"
+            "n.emit('tap'); return [n.id(), n.data('submodules')];",
+        ),
+        10,
+        "no module with submodules on the map",
+    )
+    drill = browser.find_element(f"#{ids.COMMUNITIES_DRILL}")
+    wait_until(lambda: not drill.get_attribute("disabled"), 10, "Open its submodules stayed disabled")
+    drill.click()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TRAIL}", f"{parent[0]} ")
+    wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;") == parent[1],
+        10,
+        "the map does not show the submodules",
+    )
+    ids_on_map = cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().map(n => n.id());")
+    assert all(i.startswith(f"{parent[0]}:") for i in ids_on_map)
 
 
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:

@@ -40,6 +40,19 @@ def result(model: CHMM) -> cm.Communities:
 
 
 @pytest.fixture(scope="module")
+def multilevel(model: CHMM) -> cm.Communities:
+    """A result with submodules (Markov time 0.5: at 1 Infomap's tree is flat on this model)."""
+    found = workflows.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2, markov_time=0.5), None)
+    assert found.n_levels > 2 and any(m.children for m in found.top_modules)
+    return found
+
+
+@pytest.fixture(scope="module", params=["flat", "multilevel"])
+def either(request: pytest.FixtureRequest, result: cm.Communities) -> cm.Communities:
+    return result if request.param == "flat" else request.getfixturevalue("multilevel")
+
+
+@pytest.fixture(scope="module")
 def reference(result: cm.Communities) -> nx.DiGraph:
     return export.to_networkx(result.graph, result)
 
@@ -186,9 +199,10 @@ def export_all(result: cm.Communities, folder: Path, module: str | None = None) 
     return files
 
 
-def test_one_numbering_joins_net_clu_and_tree(result: cm.Communities, tmp_path: Path) -> None:
+def test_one_numbering_joins_net_clu_and_tree(either: cm.Communities, tmp_path: Path) -> None:
     """The .net, .clu, .tree and .ftree of one export number the clones alike (Pajek's 1..n): joined on node id,
     labels agree and every clone is in its own module (the bug: .clu from 0, .net from 1)."""
+    result = either
     files = export_all(result, tmp_path)
     labels, clu, tree = read_pajek_labels(files["pajek"]), read_clu(files["clu"]), parse_tree(files["tree"])
     assert sorted(labels) == list(range(1, len(result.nodes) + 1))
@@ -242,7 +256,8 @@ def test_headers_say_what_ran(model: CHMM, tmp_path: Path) -> None:
     assert f"module {module}" in (tmp_path / "m.clu").read_text(encoding="utf-8").splitlines()[0]
 
 
-def test_module_exports_keep_structure_and_own_numbering(result: cm.Communities, tmp_path: Path) -> None:
+def test_module_exports_keep_structure_and_own_numbering(either: cm.Communities, tmp_path: Path) -> None:
+    result = either
     with_children = [m for m in result.top_modules if m.children]
     leaves = [m for m in result.modules.values() if not m.children and m.size > 1]
     assert leaves, "the fixture's result has no leaf module with two clones"
@@ -439,3 +454,21 @@ def test_missing_module(model_path: Path, tmp_path: Path, capsys: pytest.Capture
         )
         assert_clean_failure(code, err, tmp_path, "does not exist")
     assert existing.read_text() == "keep me"  # the existing output is untouched
+
+
+def test_module_links_are_the_ftree_link_flows(either: cm.Communities, tmp_path: Path) -> None:
+    """The module map's links (engine.communities.module_links, vectorised) against the .ftree's *Links sections
+    (a loop over the edges): every parent's links between its children, flow for flow."""
+    result = either
+    export.export_graph(result.graph, tmp_path / "g.ftree", "ftree", result)
+    sections = parse_ftree_links(tmp_path / "g.ftree")
+    links = cm.module_links(result)
+    parents = [m.id for m in result.modules.values() if m.children] + [""]
+    for parent in parents:
+        expected = sections["root" if not parent else parent][4]
+        depth = len(parent.split(":")) if parent else 0
+        got = {(int(a.split(":")[depth]), int(b.split(":")[depth])): f for a, b, f in links.get(parent, [])}
+        assert set(got) == set(expected), parent
+        for key, flow in expected.items():
+            assert got[key] == pytest.approx(flow, rel=1e-4, abs=1e-9)
+    assert all(a != b for items in links.values() for a, b, _ in items)

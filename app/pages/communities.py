@@ -1,5 +1,6 @@
-"""Communities page: run Infomap on the current model's clone graph, browse its modules (most flow first,
-filterable by a word or character) and look at one module's generalized words and subgraph.
+"""Communities page: run Infomap on the current model's clone graph, see its modules as a map (Network
+Navigator-style: modules sized by flow, linked by the flow between them), find where a word lives, browse the
+modules (most flow first, filterable) and inspect one module's subgraph, clone by clone, and its generalized words.
 
 Infomap runs as a background job (the same manager as training: diskcache by default, Celery with REDIS_URL), so a big
 graph never blocks the page; the result goes to the session folder and the callback returns only a message. A
@@ -30,6 +31,38 @@ COLUMNS = [
     {"name": "Words", "id": "words"},
     {"name": "Submodules", "id": "submodules", "type": "numeric"},
 ]
+MAP_STYLESHEET = [
+    {
+        "selector": "node",
+        "style": {
+            "label": "data(label)",
+            "width": "data(size)",
+            "height": "data(size)",
+            "background-color": "data(colour)",
+            "font-size": 11,
+            "text-valign": "bottom",
+            "text-margin-y": 3,
+            "color": "#1f2d3d",
+            "text-outline-color": "#fff",
+            "text-outline-width": 2,
+        },
+    },
+    {
+        "selector": "edge",
+        "style": {
+            "width": "data(width)",
+            "curve-style": "bezier",
+            "target-arrow-shape": "triangle",
+            "arrow-scale": 0.7,
+            "line-color": "#b8c4d0",
+            "target-arrow-color": "#b8c4d0",
+            "opacity": 0.7,
+        },
+    },
+    {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},
+]
+HIGHLIGHT = {"border-width": 5, "border-color": "#d62728", "z-index": 10}
+HIGHLIGHT_EDGE = {"line-color": "#d62728", "target-arrow-color": "#d62728", "opacity": 1, "z-index": 10}
 STYLESHEET = [
     {
         "selector": "node",
@@ -44,6 +77,7 @@ STYLESHEET = [
             "height": 22,
         },
     },
+    {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},
     {
         "selector": "edge",
         "style": {
@@ -80,12 +114,43 @@ def word_mark(word: dict[str, Any]) -> Any:
     return html.Span(label, className=css)
 
 
+def view_buttons(view: str) -> html.Div:
+    """Zoom, fit and image download buttons of a network view ("map" or "graph")."""
+
+    def button(action: str, label: str, title: str) -> html.Button:
+        return html.Button(
+            label,
+            id={"type": ids.COMMUNITIES_VIEW_BUTTON, "view": view, "action": action},
+            className="button small",
+            title=title,
+        )
+
+    return html.Div(
+        [
+            button("in", "+", "Zoom in (or scroll)"),
+            button("out", "−", "Zoom out"),
+            button("fit", "Fit", "Fit the whole view"),
+            button("png", "PNG", "Download the view as a PNG image"),
+            button("svg", "SVG", "Download the view as an SVG image"),
+        ],
+        className="buttons view-buttons",
+    )
+
+
 def layout(**_query: Any) -> html.Div:
     return html.Div(
         [
             html.H2("Communities (Infomap)"),
+            html.P(
+                "Infomap groups the clone graph's clones into modules where the flow of text stays for long (the map "
+                "equation). In a character model a module is a “generalized word”: it generates a family "
+                "of words (paper, 4.2.1). Run Infomap, then explore the module map, find a word, or open a module.",
+                className="intro",
+            ),
             dcc.Store(id=ids.COMMUNITIES_VERSION, storage_type="memory", data=0),
             dcc.Store(id=ids.COMMUNITIES_LEVEL, storage_type="memory", data=""),
+            dcc.Store(id=ids.COMMUNITIES_SELECTED, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_PATH, storage_type="memory", data=None),
             ui.card(
                 "Run Infomap",
                 html.Div(
@@ -105,14 +170,18 @@ def layout(**_query: Any) -> html.Div:
                             "Transitions below this probability are left out of the graph (0 < threshold < 1).",
                         ),
                         ui.field(
+                            "Markov time",
+                            dcc.Input(id=ids.COMMUNITIES_MARKOV_TIME, type="text", value="1", className="num"),
+                            "Below 1: smaller modules, and more often submodules; above 1: fewer, bigger modules.",
+                        ),
+                        ui.field(
                             "Partition",
                             dcc.Checklist(
                                 id=ids.COMMUNITIES_TWO_LEVEL,
                                 options=[{"label": " two-level", "value": "on"}],
                                 value=[],
                             ),
-                            "Modules of clones (unchecked: Infomap's multilevel hierarchy; the table lists top "
-                            "modules).",
+                            "Modules of clones (unchecked: Infomap's multilevel hierarchy, browsed level by level).",
                         ),
                     ],
                     className="form-grid",
@@ -128,8 +197,50 @@ def layout(**_query: Any) -> html.Div:
                 html.Div(id=ids.COMMUNITIES_MESSAGE),
             ),
             ui.card(
-                "Modules",
+                "Find a word",
+                html.Div(
+                    [
+                        dcc.Input(
+                            id=ids.COMMUNITIES_SEARCH,
+                            type="text",
+                            placeholder="a word or phrase, e.g. alice",
+                            debounce=True,
+                            className="search",
+                        ),
+                        html.Button("Find", id=ids.COMMUNITIES_SEARCH_BUTTON, className="button"),
+                    ],
+                    className="buttons",
+                ),
+                html.Div(
+                    "The model reads it (Viterbi: the most probable clones); its path is marked in red on the map and "
+                    "in the module's subgraph.",
+                    className="hint",
+                ),
+                html.Div(id=ids.COMMUNITIES_SEARCH_RESULT),
+            ),
+            ui.card(
+                "Module map",
                 html.Div(id=ids.COMMUNITIES_TRAIL, className="breadcrumb"),
+                html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),
+                view_buttons("map"),
+                cyto.Cytoscape(
+                    id=ids.COMMUNITIES_MAP,
+                    elements=[],
+                    layout={"name": "preset", "fit": True, "padding": 20},
+                    stylesheet=MAP_STYLESHEET,
+                    style={"width": "100%", "height": "560px"},
+                    minZoom=0.05,
+                    maxZoom=8,
+                ),
+                html.Div(
+                    "Circles: the modules of this level, area by flow (the share of time a random walk on the text "
+                    "spends there), colours as in the table. Arrows: flow from module to module, width by flow. Click "
+                    "a module to open it below; one with submodules opens them with “Open its submodules”.",
+                    className="hint legend",
+                ),
+            ),
+            ui.card(
+                "Modules",
                 ui.field(
                     "Filter",
                     dcc.Input(
@@ -150,26 +261,50 @@ def layout(**_query: Any) -> html.Div:
                     style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px 8px"},
                     style_header={"fontWeight": 600},
                 ),
-                html.Div(
-                    html.Button(
-                        "Show the selected module's submodules",
-                        id=ids.COMMUNITIES_DRILL,
-                        className="button",
-                        disabled=True,
-                    ),
-                    className="buttons",
-                ),
             ),
             ui.card(
                 "Module",
-                html.Div(id=ids.COMMUNITIES_DETAIL),
                 html.Div(id=ids.COMMUNITIES_GRAPH_NOTE, className="hint"),
-                cyto.Cytoscape(
-                    id=ids.COMMUNITIES_GRAPH,
-                    elements=[],
-                    layout={"name": "preset"},
-                    stylesheet=STYLESHEET,
-                    style={"width": "100%", "height": "520px"},
+                html.Div(
+                    [
+                        html.Div(
+                            [
+                                view_buttons("graph"),
+                                cyto.Cytoscape(
+                                    id=ids.COMMUNITIES_GRAPH,
+                                    elements=[],
+                                    layout={"name": "preset", "fit": True, "padding": 20},
+                                    stylesheet=STYLESHEET,
+                                    style={"width": "100%", "height": "520px"},
+                                    minZoom=0.05,
+                                    maxZoom=8,
+                                ),
+                                html.Div(
+                                    "Nodes: clones, labelled by their character and coloured by it. Arrows: "
+                                    "transitions, width by probability. Hover or click a clone, or click an arrow.",
+                                    className="hint legend",
+                                ),
+                            ],
+                            className="module-graph",
+                        ),
+                        html.Div(
+                            [
+                                html.Div(id=ids.COMMUNITIES_INSPECT, className="inspector"),
+                                html.Div(
+                                    html.Button(
+                                        "Open its submodules",
+                                        id=ids.COMMUNITIES_DRILL,
+                                        className="button",
+                                        disabled=True,
+                                    ),
+                                    className="buttons",
+                                ),
+                                html.Div(id=ids.COMMUNITIES_DETAIL),
+                            ],
+                            className="module-side",
+                        ),
+                    ],
+                    className="module-panel",
                 ),
             ),
         ]
@@ -184,6 +319,7 @@ def layout(**_query: Any) -> html.Div:
     State(ids.COMMUNITIES_TWO_LEVEL, "value"),
     State(ids.COMMUNITIES_SEED, "value"),
     State(ids.COMMUNITIES_THRESHOLD, "value"),
+    State(ids.COMMUNITIES_MARKOV_TIME, "value"),
     State(ids.SESSION, "data"),
     background=True,
     running=[
@@ -193,21 +329,32 @@ def layout(**_query: Any) -> html.Div:
     prevent_initial_call=True,
 )
 def run(
-    _clicks: int | None, trials: Any, two_level: Any, seed: Any, threshold: Any, session_id: str | None
+    _clicks: int | None,
+    trials: Any,
+    two_level: Any,
+    seed: Any,
+    threshold: Any,
+    markov_time: Any,
+    session_id: str | None,
 ) -> tuple[Any, Any]:
     """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
     ui.require_click(_clicks)
     try:
         with background.job_process():
             saved = graph_service.run_communities(
-                sessions.session_folder(session_id), trials, bool(two_level), seed, threshold
+                sessions.session_folder(session_id), trials, bool(two_level), seed, threshold, markov_time
             )
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     s = saved["summary"]
+    levels = (
+        ""
+        if saved["options"]["two_level"]
+        else (f"; {s['levels'] - 1} levels of modules" if s["levels"] > 2 else "; no submodules (a flat result)")
+    )
     note = (
         f"{s['modules']} top modules over {s['nodes']:,} clones and {s['edges']:,} edges (pruned below "
-        f"{saved['threshold']:.2g}); code length {s['codelength']:.3f} bits (one module: "
+        f"{saved['threshold']:.2g}){levels}; code length {s['codelength']:.3f} bits (one module: "
         f"{s['one_level_codelength']:.3f}); Infomap took {s['seconds']:.2f} s."
     )
     return ui.message(note, "ok"), time.time()
@@ -218,14 +365,18 @@ def run(
     Input(ids.COMMUNITIES_DRILL, "n_clicks"),
     Input({"type": ids.COMMUNITIES_CRUMB, "index": ALL}, "n_clicks"),
     Input(ids.COMMUNITIES_VERSION, "data"),
-    State(ids.COMMUNITIES_TABLE, "selected_row_ids"),
+    Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
+    State(ids.COMMUNITIES_SELECTED, "data"),
     prevent_initial_call=True,
 )
-def change_level(_drill: Any, crumbs: list[Any], _version: Any, selected: list[str] | None) -> Any:
-    """Go down to the selected module's submodules, up to a breadcrumb's level, or back to the top after a run."""
+def change_level(_drill: Any, crumbs: list[Any], _version: Any, on_path: list[Any], selected: str | None) -> Any:
+    """Go down to the selected module's submodules, up to a breadcrumb's level, back to the top after a run or to
+    the top level when a module of the searched path is opened (path modules are top modules)."""
     trigger = ctx.triggered_id
     if trigger == ids.COMMUNITIES_DRILL:
-        return selected[0] if selected else no_update
+        return selected if _drill and selected else no_update
+    if isinstance(trigger, dict) and trigger.get("type") == ids.COMMUNITIES_PATH_MODULE:
+        return "" if any(on_path) else no_update
     if isinstance(trigger, dict) and any(crumbs):
         return trigger["index"]
     if trigger == ids.COMMUNITIES_VERSION:
@@ -237,6 +388,7 @@ def change_level(_drill: Any, crumbs: list[Any], _version: Any, selected: list[s
     Output(ids.COMMUNITIES_TABLE, "data"),
     Output(ids.COMMUNITIES_TABLE, "selected_rows"),
     Output(ids.COMMUNITIES_TRAIL, "children"),
+    Output(ids.COMMUNITIES_TABLE, "style_data_conditional"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.COMMUNITIES_FILTER, "value"),
     Input(ids.MODEL_VERSION, "data"),
@@ -245,13 +397,13 @@ def change_level(_drill: Any, crumbs: list[Any], _version: Any, selected: list[s
 )
 def show_modules(
     _version: Any, query: str | None, _model: Any, level: str | None, session_id: str | None
-) -> tuple[Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any]:
     try:
         saved = graph_service.read_communities(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
-        return [], [], None
+        return [], [], None, []
     if not saved:
-        return [], [], None
+        return [], [], None, []
     trail = graph_service.module_trail(saved, level or "")
     crumbs: list[Any] = []
     for position, (module_id, label) in enumerate(trail):
@@ -266,44 +418,92 @@ def show_modules(
     rows = graph_service.module_rows(saved, query, parent=trail[-1][0])
     if not rows and query and query.strip():
         crumbs.append(html.Span(f" (no module here matches {query.strip()!r})", className="hint"))
-    return rows, [], crumbs
+    colours = [
+        {
+            "if": {"filter_query": f'{{id}} = "{row["id"]}"', "column_id": "id"},
+            "borderLeft": f"6px solid {graph_service.module_colour(row['id'])}",
+        }
+        for row in rows
+    ]
+    return rows, [], crumbs, colours
 
 
 @callback(
-    Output(ids.COMMUNITIES_DRILL, "disabled"),
-    Input(ids.COMMUNITIES_TABLE, "selected_rows"),
-    State(ids.COMMUNITIES_TABLE, "data"),
+    Output(ids.COMMUNITIES_MAP, "elements"),
+    Output(ids.COMMUNITIES_MAP_NOTE, "children"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+    Input(ids.COMMUNITIES_LEVEL, "data"),
+    State(ids.SESSION, "data"),
 )
-def allow_drill(selected: list[int] | None, rows: list[dict[str, Any]] | None) -> bool:
-    """The drill-down button works only for a selected module that has submodules."""
-    if not selected or not rows or selected[0] >= len(rows):
-        return True
-    return not rows[selected[0]].get("submodules")
+def show_map(_version: Any, _model: Any, level: str | None, session_id: str | None) -> tuple[Any, Any]:
+    """The module map of the level the breadcrumb shows."""
+    try:
+        drawn = graph_service.module_map(sessions.session_folder(session_id), level or "")
+    except graph_service.UserError:
+        return [], "Run Infomap to see the module map."
+    except ui.EXPECTED_ERRORS as exc:
+        return [], ui.error_message(exc)
+    notes = [
+        f"{drawn['modules']:,} modules and the {drawn['links']:,} links with the most flow between them.",
+        *drawn["notes"],
+    ]
+    return drawn["elements"], [html.Div(note) for note in notes]
+
+
+@callback(
+    Output(ids.COMMUNITIES_SELECTED, "data"),
+    Input(ids.COMMUNITIES_TABLE, "selected_row_ids"),
+    Input(ids.COMMUNITIES_MAP, "tapNodeData"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
+    prevent_initial_call=True,
+)
+def select_module(selected: list[str] | None, tapped: dict[str, Any] | None, _version: Any, on_path: list[Any]) -> Any:
+    """The module shown in the Module card: the table's selected row, the module clicked on the map, or a module
+    of the searched word's path."""
+    trigger = ctx.triggered_id
+    if isinstance(trigger, dict):
+        return trigger["module"] if any(on_path) else no_update
+    if trigger == ids.COMMUNITIES_TABLE:
+        return selected[0] if selected else no_update
+    if trigger == ids.COMMUNITIES_MAP:
+        return tapped["id"] if tapped else no_update
+    return None
 
 
 @callback(
     Output(ids.COMMUNITIES_DETAIL, "children"),
     Output(ids.COMMUNITIES_GRAPH, "elements"),
     Output(ids.COMMUNITIES_GRAPH_NOTE, "children"),
-    Input(ids.COMMUNITIES_TABLE, "selected_row_ids"),
+    Output(ids.COMMUNITIES_DRILL, "disabled"),
+    Output(ids.COMMUNITIES_INSPECT, "children", allow_duplicate=True),
+    Input(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.SESSION, "data"),
+    prevent_initial_call="initial_duplicate",
 )
-def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any, Any, Any]:
+def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any, Any, Any, Any]:
     if not selected:
-        return ui.message("Run Infomap, then select a module in the table."), [], None
+        return (
+            ui.message("Run Infomap, then click a module on the map or select one in the table."),
+            [],
+            None,
+            True,
+            None,
+        )
     try:
-        detail = graph_service.module_detail(sessions.session_folder(session_id), selected[0])
+        detail = graph_service.module_detail(sessions.session_folder(session_id), selected)
     except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), [], None
+        return ui.error_message(exc), [], None, True, None
     words = [
-        html.Li([html.Code(word["text"]), f"  {word['probability']:.3f} ", word_mark(word)])
-        for word in detail["words"]
+        html.Li([html.Code(word["text"]), f"  {word['probability']:.3f} ", word_mark(word)]) for word in detail["words"]
     ]
     summary = ui.facts(
         [
             ("Module", f"{detail['id']}: {detail['name']}"),
             ("Clones", f"{detail['size']:,}"),
             ("Flow", f"{detail['flow']:.4f}"),
+            ("Submodules", f"{detail['submodules']:,}" if detail["submodules"] else "none"),
             ("Characters", detail["chars"]),
         ]
     )
@@ -323,8 +523,170 @@ def show_module(selected: list[str] | None, session_id: str | None) -> tuple[Any
         id=ids.COMMUNITIES_EXPORT_LINK,
         className="button",
     )
+    inspect = html.Div("Hover or click a clone, or click an arrow, to inspect it here.", className="hint")
     return (
         html.Div([summary, html.H4("Generalized words" + reference), explain, html.Ol(words), export]),
         detail["elements"],
         detail["note"],
+        not detail["submodules"],
+        inspect,
     )
+
+
+@callback(
+    Output(ids.COMMUNITIES_INSPECT, "children"),
+    Input(ids.COMMUNITIES_GRAPH, "mouseoverNodeData"),
+    Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
+    Input(ids.COMMUNITIES_GRAPH, "tapEdgeData"),
+    prevent_initial_call=True,
+)
+def inspect(hovered: dict[str, Any] | None, tapped: dict[str, Any] | None, edge: dict[str, Any] | None) -> Any:
+    """What the inspector shows of the clone hovered or clicked, or of the transition clicked (no server work: the
+    figures travel with the subgraph's elements)."""
+    trigger = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
+    if trigger.endswith("tapEdgeData") and edge:
+        rows = [
+            ("Transition", f"{edge.get('source_label', edge['source'])} → {edge.get('target_label', edge['target'])}"),
+            ("Probability (T)", f"{edge['weight']:.4f}"),
+            ("Flow", f"{edge['flow']:.3g}"),
+        ]
+        if "count" in edge:
+            rows.append(("Expected count", f"{edge['count']:.1f}"))
+        return html.Div([html.H4("Transition"), ui.facts(rows)])
+    node = tapped if trigger.endswith("tapNodeData") else hovered
+    if not node:
+        return no_update
+
+    def listing(rows: list[list[Any]]) -> Any:
+        if not rows:
+            return "none"
+        return html.Ul([html.Li(f"{label}  {p:.3f}" + (f"  (module {m})" if m else "")) for label, p, m in rows])
+
+    return html.Div(
+        [
+            html.H4(f"Clone {node['label']}"),
+            ui.facts(
+                [
+                    ("Character", node["char"]),
+                    ("Clone", f"{node['clone'] + 1} of its character's clones (state {node['state']})"),
+                    ("Flow", f"{node['flow']:.4g}"),
+                    ("Module", node.get("module") or "-"),
+                ]
+            ),
+            html.Div([html.Strong("Most probable next clones"), listing(node.get("out", []))]),
+            html.Div([html.Strong("Most probable previous clones"), listing(node.get("in", []))]),
+        ]
+    )
+
+
+@callback(
+    Output(ids.COMMUNITIES_MAP, "zoom"),
+    Output(ids.COMMUNITIES_MAP, "layout"),
+    Output(ids.COMMUNITIES_MAP, "generateImage"),
+    Output(ids.COMMUNITIES_GRAPH, "zoom"),
+    Output(ids.COMMUNITIES_GRAPH, "layout"),
+    Output(ids.COMMUNITIES_GRAPH, "generateImage"),
+    Input({"type": ids.COMMUNITIES_VIEW_BUTTON, "view": ALL, "action": ALL}, "n_clicks"),
+    State(ids.COMMUNITIES_MAP, "zoom"),
+    State(ids.COMMUNITIES_GRAPH, "zoom"),
+    prevent_initial_call=True,
+)
+def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | None) -> tuple[Any, ...]:
+    """Zoom in or out, fit, or download a PNG/SVG image of the module map or the subgraph."""
+    trigger = ctx.triggered_id
+    if not isinstance(trigger, dict) or not any(clicks):
+        return (no_update,) * 6
+    view, action = trigger["view"], trigger["action"]
+    zoom = map_zoom if view == "map" else graph_zoom
+    out: list[Any] = [no_update, no_update, no_update]
+    if action in ("in", "out"):
+        out[0] = max(0.05, min(8.0, (zoom or 1.0) * (1.25 if action == "in" else 0.8)))
+    elif action == "fit":
+        out[1] = {"name": "preset", "fit": True, "padding": 20 + sum(c or 0 for c in clicks) % 2}
+    else:
+        name = "module-map" if view == "map" else "module-subgraph"
+        out[2] = {"type": action, "action": "download", "filename": name}
+    return tuple(out + [no_update] * 3) if view == "map" else tuple([no_update] * 3 + out)
+
+
+@callback(
+    Output(ids.COMMUNITIES_SEARCH_RESULT, "children"),
+    Output(ids.COMMUNITIES_PATH, "data"),
+    Input(ids.COMMUNITIES_SEARCH_BUTTON, "n_clicks"),
+    Input(ids.COMMUNITIES_SEARCH, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def find_word(_clicks: Any, phrase: str | None, session_id: str | None) -> tuple[Any, Any]:
+    """Viterbi on the word or phrase: its clone path, the modules it passes through (links that open them)."""
+    if not phrase or not phrase.strip():
+        return None, None
+    try:
+        found = graph_service.find_word(sessions.session_folder(session_id), phrase)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), None
+    path = html.Div(
+        [
+            html.Span(
+                [html.Span(step["char"], className="path-char"), html.Span(step["label"], className="path-clone")],
+                className="path-step",
+                title=f"clone {step['label']}, module {step['module'] or '-'}",
+                style={"borderColor": graph_service.module_colour(step["top"]) if step["top"] else "#ccc"},
+            )
+            for step in found["steps"]
+        ],
+        className="clone-path",
+    )
+    modules = html.Div(
+        [
+            html.Strong("Modules on the path: "),
+            *[
+                html.Button(
+                    f"{m['id']} {m['name']}",
+                    id={"type": ids.COMMUNITIES_PATH_MODULE, "index": position, "module": m["id"]},
+                    className="link-button path-module",
+                    style={"borderBottom": f"3px solid {graph_service.module_colour(m['id'])}"},
+                )
+                for position, m in enumerate(found["modules"])
+            ],
+        ]
+    )
+    notes = [f"Read as {found['text'].strip()!r}: {found['bps']:.2f} bits per symbol on this path."]
+    if found["replaced"]:
+        notes.append(
+            f"Not in the model's vocabulary, so read as the placeholder “rare”: {', '.join(found['replaced'])}."
+        )
+    if found["outside"]:
+        notes.append(f"{found['outside']} of the path's clones are not in the pruned graph's modules.")
+    return html.Div([path, modules, *[html.Div(n, className="hint") for n in notes]]), found
+
+
+@callback(
+    Output(ids.COMMUNITIES_MAP, "stylesheet"),
+    Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
+    Input(ids.COMMUNITIES_PATH, "data"),
+    Input(ids.COMMUNITIES_LEVEL, "data"),
+)
+def highlight_path(found: dict[str, Any] | None, level: str | None) -> tuple[Any, Any]:
+    """Mark the searched word's path: the modules of the map's level it passes through, and its clones and
+    transitions in the subgraph."""
+    if not found:
+        return MAP_STYLESHEET, STYLESHEET
+    level = level or ""
+    depth = len(level.split(":")) if level else 0
+    on_map = []
+    for step in found["steps"]:
+        parts = (step["module"] or "").split(":")
+        if step["module"] and ":".join(parts[:depth]) == level and len(parts) > depth:
+            on_map.append(":".join(parts[: depth + 1]))
+    map_sheet = MAP_STYLESHEET + [{"selector": f'node[id = "{m}"]', "style": HIGHLIGHT} for m in dict.fromkeys(on_map)]
+    clones = found["clones"]
+    graph_sheet = (
+        STYLESHEET
+        + [{"selector": f'node[id = "{c}"]', "style": HIGHLIGHT} for c in dict.fromkeys(clones)]
+        + [
+            {"selector": f'edge[id = "{a}-{b}"]', "style": HIGHLIGHT_EDGE}
+            for a, b in zip(clones, clones[1:], strict=False)
+        ]
+    )
+    return map_sheet, graph_sheet

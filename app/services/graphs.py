@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from app import config, sessions
 from app.background import FAILED, FINISHED, RUNNING, JobFiles
@@ -47,6 +48,14 @@ MAX_TRIALS = 100
 
 
 MAX_GRAPH_ELEMENTS = 2_000
+
+
+MAX_SAVED_LINKS = 20_000
+"""Links between sibling modules kept per level in the saved result (most flow first), for the module map."""
+
+
+MAP_MAX_MODULES = 3_000
+"""The module map draws at most this many modules of a level (most flow first) and four links per module."""
 
 
 def _reference_corpus(folder: Path, model: CHMM) -> str | None:
@@ -115,8 +124,24 @@ def _option_number(value: Any, what: str, low: int, high: int, default: int) -> 
     return whole_number(default if value in (None, "") else value, what, low, high)
 
 
+def parse_markov_time(value: Any) -> float:
+    """A Markov time typed by the user: a positive number up to :data:`MAX_MARKOV_TIME` (empty: 1)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 1.0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"The Markov time must be a number such as 0.5 or 2, not {str(value)[:40]!r}.") from None
+    if not (0 < number <= MAX_MARKOV_TIME):
+        raise UserError(f"The Markov time must be above 0 and at most {MAX_MARKOV_TIME:g}, not {number:g}.")
+    return number
+
+
+MAX_MARKOV_TIME = 100.0
+
+
 def run_communities(
-    folder: Path, trials: Any = 10, two_level: Any = False, seed: Any = 0, threshold: Any = None
+    folder: Path, trials: Any = 10, two_level: Any = False, seed: Any = 0, threshold: Any = None, markov_time: Any = 1
 ) -> dict[str, Any]:
     """Run Infomap on the current model's clone graph (pruned at ``threshold``, default 1e-3) and save the result
     (run figures, settings, every module of the tree with its parent, children, words and clones) as
@@ -126,6 +151,7 @@ def run_communities(
         two_level=bool(two_level),
         trials=_option_number(trials, "the number of trials", 1, MAX_TRIALS, 10),
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
+        markov_time=parse_markov_time(markov_time),
     )
     threshold = workflows.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
     files = communities_files(folder)
@@ -159,6 +185,10 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
         "reference": corpus_text is not None,
         "summary": result.summary(),
         "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
+        "links": {
+            parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
+            for parent, links in communities_mod.module_links(result).items()
+        },
     }
     atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
     return saved
@@ -216,6 +246,11 @@ def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]
     return trail
 
 
+def module_colour(module_id: str) -> str:
+    """The colour of a module (by its index among its siblings), the same in the table, the map and the exports."""
+    return layout.module_colour(int(str(module_id).split(":")[-1]))
+
+
 def _colour(char: str) -> str:
     return layout.PALETTE[sum(ord(c) for c in char) % len(layout.PALETTE)]
 
@@ -229,13 +264,18 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
     transition still places its clone next to its neighbour). Up to :data:`KAMADA_KAWAI_NODES` clones:
     Kamada-Kawai on hop distances, with clones in different connected pieces one hop further apart than the
     farthest connected pair (at the library's default of 10^6 they barely repel, and the pieces interleave);
-    larger subgraphs: a spring layout (``seed``)."""
+    larger subgraphs: :func:`engine.layout.force_layout` (``seed``; networkx's spring layout took 8.8 s for 2,000
+    nodes)."""
     if len(graph) == 0:
         return {}
     undirected = nx.Graph(graph)
     undirected.remove_edges_from(nx.selfloop_edges(undirected))
     if len(undirected) > KAMADA_KAWAI_NODES:
-        positions = nx.spring_layout(undirected, seed=seed, weight=None)
+        names = list(undirected)
+        index = {name: i for i, name in enumerate(names)}
+        pairs = np.array([(index[a], index[b]) for a, b in undirected.edges()], dtype=np.int64).reshape(-1, 2)
+        xy = layout.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
+        positions = dict(zip(names, xy, strict=True))
     else:
         hops = dict(nx.shortest_path_length(undirected))
         far = max((d for row in hops.values() for d in row.values()), default=0) + 1
@@ -244,11 +284,34 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
     return {node: (float(x), float(y)) for node, (x, y) in positions.items()}
 
 
+NEIGHBOURS = 5
+"""Transitions in and out listed for a clone when it is inspected."""
+
+
+def _deepest_modules(saved: dict[str, Any]) -> dict[int, str]:
+    """Clone -> the id of the deepest module of the saved result that holds it."""
+    deepest: dict[int, str] = {}
+    for module in sorted(saved["modules"], key=lambda m: m["level"]):
+        for node in module["nodes"]:
+            deepest[int(node)] = module["id"]
+    return deepest
+
+
+def _neighbours(graph: Any, clones: np.ndarray, probabilities: np.ndarray, deepest: dict[int, str]) -> list[Any]:
+    """The :data:`NEIGHBOURS` most probable of these transitions as [label, probability, module id] rows."""
+    order = np.argsort(-probabilities, kind="stable")[:NEIGHBOURS]
+    return [
+        [graph.label(int(clones[i])), round(float(probabilities[i]), 6), deepest.get(int(clones[i]), "")]
+        for i in order
+    ]
+
+
 def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
-    """A top module of the last community run: its generalized words (with seen/novel when a reference text was
-    available) and its subgraph as dash-cytoscape elements with preset positions (:func:`graph_positions`, ``seed``
-    for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the
-    most probable edges are kept, with a note saying so."""
+    """A module of the last community run: its generalized words (with seen/novel when a reference text was
+    available) and its subgraph as dash-cytoscape elements (each clone with its deepest module and its
+    :data:`NEIGHBOURS` most probable transitions in and out, for inspection) with preset positions
+    (:func:`graph_positions`, ``seed`` for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones
+    with the most flow and then the most probable edges are kept, with a note saying so."""
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
@@ -268,13 +331,24 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     total = module["size"] + G.number_of_edges()
     positions = graph_positions(kept, seed)
     elements = export_mod.cytoscape_elements(kept)
+    incoming = graph.weight.tocsc()
+    deepest = _deepest_modules(saved)
     for element in elements:
         data = element["data"]
-        if "source" not in data:
+        if "source" in data:
+            data["source_label"] = graph.label(int(data["source"]))
+            data["target_label"] = graph.label(int(data["target"]))
+        else:
             x, y = positions[data["id"]]
             element["position"] = {"x": round(float(x) * 300, 2), "y": round(float(y) * 300, 2)}
             data["char"] = visible(data["char"])
             data["colour"] = _colour(data["char"])
+            node = int(data["state"])
+            data["module"] = deepest.get(node, "")
+            row = slice(graph.weight.indptr[node], graph.weight.indptr[node + 1])
+            column = slice(incoming.indptr[node], incoming.indptr[node + 1])
+            data["out"] = _neighbours(graph, graph.weight.indices[row], graph.weight.data[row], deepest)
+            data["in"] = _neighbours(graph, incoming.indices[column], incoming.data[column], deepest)
     note = None
     if len(elements) < total:
         note = (
@@ -288,7 +362,136 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
         "flow": module["flow"],
         "chars": module["chars"],
         "words": module["words"],
+        "submodules": len(module.get("children", [])),
         "reference": saved["reference"],
         "elements": elements,
         "note": note,
+    }
+
+
+def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
+    """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
+    modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.layout.module_colour`),
+    linked by the flow between them (the saved :func:`engine.communities.module_links`), laid out on the server
+    (:func:`engine.layout.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most flow
+    first) and four links per module, with a note when cut; a note when Infomap's result is flat. Returns the
+    elements, the notes and the level's figures."""
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+    parent = str(parent or "")
+    children = sorted((m for m in saved["modules"] if m.get("parent", "") == parent), key=lambda m: -m["flow"])
+    shown = children[:MAP_MAX_MODULES]
+    index = {m["id"]: i for i, m in enumerate(shown)}
+    links = [(a, b, f) for a, b, f in saved.get("links", {}).get(parent, []) if a in index and b in index]
+    links = links[: 4 * len(shown)]
+    positions = layout.force_layout(
+        len(shown),
+        np.array([index[a] for a, _, _ in links], dtype=np.int64),
+        np.array([index[b] for _, b, _ in links], dtype=np.int64),
+        np.array([f for _, _, f in links]),
+    )
+    top_flow = max((m["flow"] for m in shown), default=1.0) or 1.0
+    scale = 60.0 * np.sqrt(max(len(shown), 4))  # pixels: room for every module's circle and label
+    top_link = max((f for *_, f in links), default=1.0) or 1.0
+    elements: list[dict[str, Any]] = []
+    for module, (x, y) in zip(shown, positions.tolist(), strict=True):
+        elements.append(
+            {
+                "data": {
+                    "id": module["id"],
+                    "label": f"{module['id']} {module['name']}",
+                    "name": module["name"],
+                    "flow": float(module["flow"]),
+                    "clones": int(module["size"]),
+                    "submodules": len(module.get("children", [])),
+                    "size": round(12 + 40 * float(np.sqrt(module["flow"] / top_flow)), 2),
+                    "colour": module_colour(module["id"]),
+                },
+                "position": {"x": round(x * scale, 2), "y": round(y * scale, 2)},
+            }
+        )
+    for a, b, flow in links:
+        elements.append(
+            {
+                "data": {
+                    "id": f"{a}->{b}",
+                    "source": a,
+                    "target": b,
+                    "flow": float(flow),
+                    "width": round(0.5 + 7.5 * flow / top_link, 2),
+                }
+            }
+        )
+    notes = []
+    if len(shown) < len(children):
+        covered = sum(m["flow"] for m in shown) / max(sum(m["flow"] for m in children), 1e-300)
+        notes.append(
+            f"Showing the {len(shown):,} modules with the most flow of {len(children):,} ({covered:.1%} of the flow)."
+        )
+    levels = int(saved["summary"].get("levels", 2))
+    if not parent and levels <= 2:
+        if saved["options"].get("two_level"):
+            notes.append("A two-level partition, as asked: modules of clones, no submodules.")
+        else:
+            notes.append(
+                "Infomap's multilevel search found no submodules: the result is flat (one level of modules). A "
+                "smaller Markov time (e.g. 0.5) looks for finer, nested modules."
+            )
+    return {"elements": elements, "notes": notes, "modules": len(children), "links": len(links)}
+
+
+MAX_SEARCH_CHARS = 200
+
+
+def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
+    """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
+    (:func:`engine.workflows.clone_path`: normalised as the corpus was, with spaces around it), each position's
+    clone and the deepest module of the last community run that holds it, and the top modules the path passes
+    through in order. Returns the steps, the modules, the clones, the words the normalisation read as ``rare`` and
+    the path's bits per symbol."""
+    text_in = "" if phrase is None else str(phrase)
+    if not text_in.strip():
+        raise UserError("Type a word or a phrase to find, e.g. alice.")
+    if len(text_in) > MAX_SEARCH_CHARS:
+        raise UserError(f"Find takes at most {MAX_SEARCH_CHARS} characters; this is {len(text_in):,}.")
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
+    model = load_current(folder)
+    try:
+        found = workflows.clone_path(model, text_in)
+    except ValueError as exc:
+        raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
+    deepest = _deepest_modules(saved)
+    names = {m["id"]: m["name"] for m in saved["modules"]}
+    layout_ = model.layout
+    symbols = layout_.clone_symbol()
+    steps = []
+    for char, clone in zip(found.text, found.clones.tolist(), strict=True):
+        module = deepest.get(int(clone))
+        top = module.split(":")[0] if module else None
+        rank = int(clone - layout_.clone_start[symbols[clone]])
+        steps.append(
+            {
+                "char": visible(char),
+                "clone": int(clone),
+                "label": f"{visible(char)}:{rank}",
+                "module": module,
+                "top": top,
+                "name": names.get(top, "") if top else "",
+            }
+        )
+    modules: list[dict[str, Any]] = []
+    for step in steps:
+        if step["top"] and (not modules or modules[-1]["id"] != step["top"]):
+            modules.append({"id": step["top"], "name": step["name"]})
+    return {
+        "text": found.text,
+        "steps": steps,
+        "modules": modules,
+        "clones": [s["clone"] for s in steps],
+        "replaced": found.replaced,
+        "bps": -found.log_probability / np.log(2) / len(found.text),
+        "outside": sum(1 for s in steps if s["module"] is None),
     }
