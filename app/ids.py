@@ -49,6 +49,8 @@ TRAIN_WATCH_STATE = "train-watch-state"
 # Generate page
 SAMPLE_LENGTH = "sample-length"
 SAMPLE_SEED = "sample-seed"
+SAMPLE_MARK_RARE = "sample-mark-rare"
+SCORE_PLACEHOLDER = "score-placeholder"
 SAMPLE_PREFIX = "sample-prefix"
 SAMPLE_BUTTON = "sample-button"
 SAMPLE_OUTPUT = "sample-output"

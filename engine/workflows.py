@@ -279,6 +279,7 @@ def train_text(
         "refit_iterations": refit_iterations,
         "history": [r._asdict() for r in result.history],
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
+        **({"rare_share": placeholder_share(corpus.train_full_text)} if corpus.vocabulary is not None else {}),
         **figures,
         # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
@@ -944,6 +945,56 @@ def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     return model.encode(normalised)
+
+
+@dataclass(frozen=True)
+class RareWords:
+    """How many of a text's words the model's normalisation replaces by the placeholder ``rare`` (words outside
+    its vocabulary: the paper's normalisation keeps the words seen at least twice in the training part), of how
+    many words, with a few of them; ``training_share`` is the share of ``rare`` among the training text's words
+    (None when unknown)."""
+
+    replaced: int
+    words: int
+    examples: list[str]
+    training_share: float | None
+
+    @property
+    def share(self) -> float:
+        return self.replaced / self.words if self.words else 0.0
+
+    @property
+    def far_from_training(self) -> bool:
+        """Whether the text's count is far from what the training text's share predicts: further from n p than
+        three binomial standard deviations plus one word, and by more than half of n p (34 of 188 words against a
+        share of 6% is; 13 of 228 is not, nor 0 of 15)."""
+        if self.training_share is None or not self.words:
+            return False
+        p = self.training_share
+        expected = self.words * p
+        gap = abs(self.replaced - expected)
+        return gap > 3.0 * math.sqrt(self.words * p * (1.0 - p)) + 1.0 and gap > 0.5 * expected
+
+
+def rare_words(model: CHMM, raw_text: str, examples: int = 8) -> RareWords:
+    """Count the words of ``raw_text`` the model reads as the placeholder ``rare`` (:class:`RareWords`; none for a
+    model without a vocabulary)."""
+    codec = model.codec
+    base = text.apply_normalisation(raw_text, codec.normalisation, None)
+    words = [w for w in base.split(" ") if w]
+    share = model.metadata.get("rare_share")
+    training = float(share) if isinstance(share, (int, float)) else None
+    if codec.vocabulary is None:
+        return RareWords(0, len(words), [], training)
+    known = frozenset(codec.vocabulary)
+    replaced = [w for w in words if w not in known]
+    return RareWords(len(replaced), len(words), list(dict.fromkeys(replaced))[:examples], training)
+
+
+def placeholder_share(normalised_text: str) -> float:
+    """The share of the placeholder ``rare`` among the words of an already normalised text."""
+    words = [w for w in normalised_text.split(" ") if w]
+    return sum(1 for w in words if w == text.RARE_WORD) / len(words) if words else 0.0
 
 
 def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:

@@ -29,7 +29,7 @@ from app.services import generate as generate_service
 from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
-from engine import learning, workflows
+from engine import learning, text, workflows
 from engine.model import ModelFormatError
 from engine.text import CorpusError
 
@@ -602,6 +602,55 @@ def test_sampling_returns_the_requested_length(folder: Path) -> None:
         generate_service.sample(folder, 0)
     with pytest.raises(UserError, match="prefix"):
         generate_service.sample(folder, 10, 0, "!!! ...")
+
+
+CHESTERTON = (  # The Innocence of Father Brown (public domain): words the sample model's vocabulary mostly lacks
+    "Between the silver ribbon of morning and the green glittering ribbon of sea, the boat touched Harwich and let "
+    "loose a swarm of folk like flies, among whom the man we must follow was by no means conspicuous"
+)
+
+
+def test_scoring_reports_the_placeholder(folder: Path) -> None:
+    """The score says how many words became "rare" and warns when the share is far from the training text's
+    (the Chesterton paragraph against Alice's own words)."""
+    own = generate_service.score(folder, "Alice was beginning to get very tired of sitting by her sister on the bank.")
+    rare = own["rare"]
+    assert rare["vocabulary"] and rare["words"] == 15 and rare["replaced"] == 0 and not rare["far"]
+    # the sample model predates the recorded share: it is measured on the bundled sample corpus instead
+    assert 0.02 < rare["training_share"] < 0.08
+    other = generate_service.score(folder, CHESTERTON)["rare"]
+    vocabulary = set(model_service.load_current(folder).codec.vocabulary)
+    expected = [w for w in text.normalise_paper_base(CHESTERTON).split() if w not in vocabulary]
+    assert other["replaced"] == len(expected) > 8 and other["examples"][:3] == list(dict.fromkeys(expected))[:3]
+    n_words = len(text.normalise_paper_base(CHESTERTON).split())
+    assert other["far"] and other["words"] == n_words and other["share"] == pytest.approx(len(expected) / n_words)
+
+
+def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> None:
+    raw = SHORT_TEXT
+    model = workflows.train_text(raw, workflows.TrainOptions(states=60, iterations=2, refit=False)).model
+    corpus = text.prepare_corpus(raw, normalisation="paper")
+    words = corpus.train_full_text.split()
+    assert model.metadata["rare_share"] == pytest.approx(words.count("rare") / len(words))
+    assert workflows.rare_words(model, raw).training_share == model.metadata["rare_share"]
+
+
+def test_default_prefix_of_the_sample_model(folder: Path) -> None:
+    assert generate_service.default_prefix(folder) == "said the"  # the sample model: the bundled sample corpus
+
+
+def test_default_prefix_comes_from_the_session_text(with_corpus: Path) -> None:
+    session = generate_service.default_prefix(with_corpus)
+    words = text.normalise_paper_base(SHORT_TEXT).split()
+    pairs = [" ".join(words[i : i + 2]) for i in range(len(words) - 1)]
+    assert session in pairs and len(session.split()) == 2
+
+
+def test_placeholder_pieces_mark_whole_words_only() -> None:
+    pieces = generate_service.placeholder_pieces("rare was rarely a rare\nrare end")
+    assert pieces == [("rare", True), (" was rarely a ", False), ("rare", True), ("\n", False), ("rare", True),
+                      (" end", False)]  # fmt: skip
+    assert "".join(p for p, _ in pieces) == "rare was rarely a rare\nrare end"
 
 
 def test_scoring_pasted_text(folder: Path) -> None:

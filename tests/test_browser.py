@@ -389,7 +389,8 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     screenshot(browser, "word-search", max_height=1300, start=f"#{ids.COMMUNITIES_SEARCH}")
     # a word outside the vocabulary is read as the placeholder, and the page says so
     set_number(browser, ids.COMMUNITIES_SEARCH, "caf\u00e9!")
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "read as the placeholder \u201crare\u201d: cafe")
+    result = f"#{ids.COMMUNITIES_SEARCH_RESULT}"
+    browser.wait_for_contains_text(result, "read as the placeholder \u201crare\u201d: cafe")
     # text that normalises to nothing gets a sentence, not a traceback
     set_number(browser, ids.COMMUNITIES_SEARCH, "!!!")
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Cannot find '!!!'")
@@ -421,19 +422,35 @@ def test_multilevel_map_opens_submodules(browser: DashComposite) -> None:
     assert all(i.startswith(f"{parent[0]}:") for i in ids_on_map)
 
 
+CHESTERTON = (  # The Innocence of Father Brown (public domain)
+    "Between the silver ribbon of morning and the green glittering ribbon of sea, the boat touched Harwich and let "
+    "loose a swarm of folk like flies, among whom the man we must follow was by no means conspicuous"
+)
+
+
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:
     open_page(browser, "/generate")
+    prefix_box = browser.find_element(f"#{ids.SAMPLE_PREFIX}")
+    wait_until(lambda: prefix_box.get_attribute("value") == "said the", 10, "the prefix is not from the model's text")
     browser.find_element(f"#{ids.SAMPLE_BUTTON}").click()
     sample = wait_until(lambda: browser.find_element(f"#{ids.SAMPLE_OUTPUT} pre").text, 15, "no sampled text appeared")
     assert len(sample) > 100 and set(sample) <= set(" abcdefghijklmnopqrstuvwxyz\n"), sample
-    prefix = browser.find_element(f"#{ids.SAMPLE_PREFIX}").get_attribute("value")
-    assert browser.find_element(f"#{ids.SAMPLE_OUTPUT} pre .prefix").text == prefix.lower().strip()
+    assert browser.find_element(f"#{ids.SAMPLE_OUTPUT} pre .prefix").text == "said the"
+    marks = browser.find_elements(f"#{ids.SAMPLE_OUTPUT} mark.rare-token")  # the placeholder, marked as a token
+    assert len(marks) == len(re.findall(r"(?<!\S)rare(?!\S)", sample)) > 0 and {m.text for m in marks} == {"rare"}
     browser.find_element(f"#{ids.SCORE_TEXT}").send_keys("alice was beginning to get very tired")
     browser.find_element(f"#{ids.SCORE_BUTTON}").click()
     browser.wait_for_contains_text(f"#{ids.SCORE_OUTPUT}", "bits per symbol")
+    browser.wait_for_contains_text(f"#{ids.SCORE_PLACEHOLDER}", "0 of the 7 words (0%) are outside")
     shaded = browser.find_elements(f"#{ids.SCORE_SURPRISAL} span")
     assert "".join(span.text or " " for span in shaded) == "alice was beginning to get very tired"
     assert all(re.fullmatch(r"'.': \d+\.\d\d bits", span.get_attribute("title")) for span in shaded)
+    # a text of another author: many words outside the vocabulary, and a warning that its BPS flatters it
+    box = browser.find_element(f"#{ids.SCORE_TEXT}")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(CHESTERTON)
+    browser.find_element(f"#{ids.SCORE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.SCORE_PLACEHOLDER}", "far from the training text's")
     wait_idle(browser)
     screenshot(browser, "generate")
 

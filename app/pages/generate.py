@@ -25,8 +25,18 @@ def layout(**_query: Any) -> html.Div:
                 ui.field("Seed", dcc.Input(id=ids.SAMPLE_SEED, type="number", value=0, step="any")),
                 ui.field(
                     "Prefix (optional)",
-                    dcc.Input(id=ids.SAMPLE_PREFIX, type="text", value="alice was", debounce=True),
-                    "text to continue, normalised like the model's corpus",
+                    dcc.Input(id=ids.SAMPLE_PREFIX, type="text", value="", debounce=True),
+                    "text to continue, normalised like the model's corpus (the default: a frequent phrase of the "
+                    "model's own text)",
+                ),
+                ui.field(
+                    "Placeholder",
+                    dcc.Checklist(
+                        id=ids.SAMPLE_MARK_RARE,
+                        options=[{"label": " mark \u201crare\u201d", "value": "on"}],
+                        value=["on"],
+                    ),
+                    "The paper's normalisation writes every word outside the vocabulary as \u201crare\u201d.",
                 ),
             ],
             className="form-grid",
@@ -44,15 +54,43 @@ def layout(**_query: Any) -> html.Div:
 
 
 @callback(
+    Output(ids.SAMPLE_PREFIX, "value"),
+    Input(ids.SESSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+)
+def prefix_for_model(session_id: str | None, _version: Any) -> str:
+    """The default prefix: a frequent phrase of the current model's own text (not the sample corpus's)."""
+    try:
+        return generate_service.default_prefix(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return ""
+
+
+def marked(sample_text: str, mark_rare: bool) -> list[Any]:
+    """The sampled text with the placeholder ``rare`` marked as a token (when asked)."""
+    if not mark_rare:
+        return [sample_text]
+    return [
+        html.Mark(piece, className="rare-token", title="the placeholder for a word outside the vocabulary")
+        if is_placeholder
+        else piece
+        for piece, is_placeholder in generate_service.placeholder_pieces(sample_text)
+    ]
+
+
+@callback(
     Output(ids.SAMPLE_OUTPUT, "children"),
     Input(ids.SAMPLE_BUTTON, "n_clicks"),
     State(ids.SAMPLE_LENGTH, "value"),
     State(ids.SAMPLE_SEED, "value"),
     State(ids.SAMPLE_PREFIX, "value"),
+    State(ids.SAMPLE_MARK_RARE, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, session_id: str | None) -> Any:
+def sample(
+    _clicks: int | None, length: Any, seed: Any, prefix: str | None, mark_rare: Any, session_id: str | None
+) -> Any:
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
@@ -61,7 +99,10 @@ def sample(_clicks: int | None, length: Any, seed: Any, prefix: str | None, sess
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     # the prefix (as the model read it) in muted type, then the sampled continuation
-    text = html.Pre([html.Span(shown, className="prefix"), html.Span(generated)], className="preview")
+    text = html.Pre(
+        [html.Span(marked(shown, bool(mark_rare)), className="prefix"), html.Span(marked(generated, bool(mark_rare)))],
+        className="preview",
+    )
     if len(generated) >= int(float(length)):
         return text
     note = (
@@ -91,9 +132,34 @@ def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> 
     return html.Div(
         [
             ui.message(f"{result['bps']:.4f} bits per symbol over {symbols}{note}.", "ok"),
+            placeholder_report(result["rare"]),
             surprisal_view(result["surprisal"], result["symbols"]),
         ]
     )
+
+
+def placeholder_report(rare: dict[str, Any]) -> Any:
+    """How many words the model read as the placeholder, and a warning when the share is far from the training
+    text's (the placeholder is easy to predict, so the BPS flatters a text full of unknown words)."""
+    if not rare["vocabulary"]:
+        return None
+    words = services.plural(rare["words"], "word")
+    examples = f" (e.g. {', '.join(rare['examples'][:5])})" if rare["examples"] else ""
+    line = (
+        f"{rare['replaced']:,} of the {words} ({rare['share']:.0%}) are outside the model's vocabulary and were "
+        f"scored as the placeholder \u201crare\u201d{examples}"
+    )
+    if rare["training_share"] is not None:
+        line += f"; in the training text {rare['training_share']:.0%} of the words are."
+    else:
+        line += "."
+    if rare["far"]:
+        warning = (
+            " The share is far from the training text's, so this BPS does not compare with the model's own: "
+            "\u201crare\u201d is easy to predict, and a text full of unknown words scores too well."
+        )
+        return html.Div(ui.message(line + warning, "error"), id=ids.SCORE_PLACEHOLDER)
+    return html.Div(line, className="hint", id=ids.SCORE_PLACEHOLDER)
 
 
 SURPRISAL_FULL_BITS = 8.0

@@ -178,3 +178,14 @@ def corpus_preview(folder: Path, normalisation: str = "paper", validation: float
         "test": len(corpus.test),
         "preview": corpus.train_text[:PREVIEW_CHARS],
     }
+
+
+def reference_corpus(folder: Path, model: Any) -> str | None:
+    """The raw text the generalized words are checked against (seen/novel): the session's corpus, or the bundled
+    sample corpus when the model was trained on it; None when neither applies."""
+    session_text = joined_corpus_text(folder)
+    if session_text is not None:
+        return session_text
+    if model.metadata.get("corpus") == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
+        return text.read_text(config.SAMPLE_CORPUS)
+    return None

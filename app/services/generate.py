@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from app.services import UserError, describe_error, whole_number
+from app.services.corpus import reference_corpus
 from app.services.models import load_current
-from engine import workflows
+from engine import text, workflows
+from engine.model import CHMM
 
 MAX_SAMPLE_LENGTH = 20_000
 
@@ -56,9 +60,72 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
     except ValueError as exc:
         raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
+    rare = workflows.rare_words(model, raw_text)
+    training = rare.training_share
+    if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
+        corpus_text = reference_corpus(folder, model)
+        if corpus_text is not None:
+            training = workflows.placeholder_share(model.codec.normalise(corpus_text))
+            rare = workflows.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
         "bps": result.bps,
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
         "surprisal": characters[:MAX_SURPRISAL_CHARS],
+        "rare": {
+            "replaced": rare.replaced,
+            "words": rare.words,
+            "share": rare.share,
+            "examples": rare.examples,
+            "training_share": training,
+            "far": rare.far_from_training,
+            "vocabulary": model.codec.vocabulary is not None,
+        },
     }
+
+
+PREFIX_WORDS = 2
+"""The default prefix is this many words from the model's own text."""
+
+
+def default_prefix(folder: Path) -> str:
+    """A prefix from the current model's own text: the most frequent pair of words (:func:`common_phrase`) of the
+    text it was trained on when the session has it (or the bundled sample corpus for the sample model), else a word
+    of its vocabulary; "" when the model has neither."""
+    try:
+        model = load_current(folder)
+    except UserError:
+        return ""
+    corpus_text = reference_corpus(folder, model)
+    if corpus_text is not None:
+        return common_phrase(model, corpus_text)
+    if model.codec.vocabulary:
+        words = [w for w in model.codec.vocabulary if len(w) >= 3 and w != text.RARE_WORD]
+        return words[len(words) // 2] if words else ""
+    return ""
+
+
+def common_phrase(model: CHMM, corpus_text: str) -> str:
+    """The most frequent :data:`PREFIX_WORDS`-word phrase of ``corpus_text`` as the model reads it, of words with
+    three letters or more and not the placeholder."""
+    words = model.codec.normalise(corpus_text[:2_000_000]).split()
+    phrases = Counter(
+        tuple(words[i : i + PREFIX_WORDS])
+        for i in range(len(words) - PREFIX_WORDS + 1)
+        if all(len(w) >= 3 and w != text.RARE_WORD and w.isalpha() for w in words[i : i + PREFIX_WORDS])
+    )
+    return " ".join(phrases.most_common(1)[0][0]) if phrases else ""
+
+
+def placeholder_pieces(sample_text: str) -> list[tuple[str, bool]]:
+    """``sample_text`` cut into (piece, is the placeholder ``rare`` as a whole word) pieces, in order."""
+    pieces: list[tuple[str, bool]] = []
+    position = 0
+    for match in re.finditer(rf"(?<![^\s]){text.RARE_WORD}(?![^\s])", sample_text):
+        if match.start() > position:
+            pieces.append((sample_text[position : match.start()], False))
+        pieces.append((match.group(0), True))
+        position = match.end()
+    if position < len(sample_text):
+        pieces.append((sample_text[position:], False))
+    return pieces

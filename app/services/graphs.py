@@ -14,13 +14,12 @@ import numpy as np
 from app import config, sessions
 from app.background import FAILED, FINISHED, RUNNING, JobFiles
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
-from app.services.corpus import joined_corpus_text
+from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import communities as communities_mod
 from engine import export as export_mod
-from engine import layout, text, workflows
+from engine import layout, workflows
 from engine.files import atomic_write_bytes
-from engine.model import CHMM
 
 EXPORT_FORMATS = export_mod.FORMATS
 
@@ -56,17 +55,6 @@ MAX_SAVED_LINKS = 20_000
 
 MAP_MAX_MODULES = 3_000
 """The module map draws at most this many modules of a level (most flow first) and four links per module."""
-
-
-def _reference_corpus(folder: Path, model: CHMM) -> str | None:
-    """The raw text the generalized words are checked against (seen/novel): the session's corpus, or the bundled
-    sample corpus when the model was trained on it; None when neither applies."""
-    session_text = joined_corpus_text(folder)
-    if session_text is not None:
-        return session_text
-    if model.metadata.get("corpus") == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
-        return text.read_text(config.SAMPLE_CORPUS)
-    return None
 
 
 def _saved_community_options(folder: Path, threshold: float) -> communities_mod.CommunityOptions | None:
@@ -106,7 +94,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
             module=module_id,
             threshold=cut,
             options=_saved_community_options(folder, cut),
-            corpus_text=_reference_corpus(folder, model),
+            corpus_text=reference_corpus(folder, model),
         )
     except communities_mod.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
@@ -176,7 +164,7 @@ def communities_files(folder: Path) -> JobFiles:
 
 def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = load_current(folder)
-    corpus_text = _reference_corpus(folder, model)
+    corpus_text = reference_corpus(folder, model)
     result = workflows.model_communities(model, threshold, options, corpus_text)
     saved = {
         "model": sessions.model_stamp(folder),
