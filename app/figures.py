@@ -70,13 +70,24 @@ def history_figure(
         )
     figure.update_layout(
         title=title,
-        xaxis={"title": "iteration", "tickformat": "d", "rangemode": "tozero"},
+        xaxis=iteration_axis(max([h["iteration"] for h in [*history, *(refit or [])]], default=1)),
         yaxis={"title": "bits per symbol"},
         margin=MARGIN,
         height=320,
         legend={"orientation": "h", "y": -0.25},
     )
     return figure
+
+
+def iteration_axis(last: int, title: str = "iteration") -> dict[str, Any]:
+    """An x axis of whole iterations: ticks on integers only (a step of 1, 2, 5, 10, ... giving at most about ten
+    ticks), never the "0 1 1 2 2" of rounded half steps."""
+    step = 1
+    for candidate in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000):
+        step = candidate
+        if max(int(last), 1) / candidate <= 10:
+            break
+    return {"title": title, "tickmode": "linear", "tick0": 0, "dtick": step, "tickformat": "d", "rangemode": "tozero"}
 
 
 def duration(seconds: float) -> str:

@@ -2,6 +2,8 @@
 
 # app shell (app/main.py)
 SESSION = "session-id"  # dcc.Store(storage_type="session"): this tab's session id
+JOB_BADGE = "job-badge"  # the navigation bar's running-job indicator
+MODEL_INTRO = "model-intro"
 MODEL_VERSION = "model-version"  # dcc.Store: changes whenever the session's current model changes
 NAV = "nav"
 MODEL_BADGE = "model-badge"

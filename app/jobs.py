@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import config, services, sessions
+from app import compare, config, services, sessions
 from app.background import (
     CANCELLED,
     DIED,
@@ -295,7 +295,7 @@ def _summary_message(summary: dict[str, Any]) -> str:
         online = summary["online_iterations"]
         done = f"{online} online EM epoch(s) and {summary['iterations'] - online} batch EM iteration(s)"
     return (
-        f"Trained {summary['states']:,} states in {done} ({summary['stopped']}, "
+        f"Trained {summary['states']:,} states in {done} ({services.stop_reason(summary['stopped'])}, "
         f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}. It is now the current model."
     )
 
@@ -460,3 +460,24 @@ def request_cancel(folder: Path) -> str:
             progress.update(status=CANCELLED, message=message)
             atomic_write_json(folder / sessions.PROGRESS, progress)
     return message
+
+
+def running_summary(folder: Path) -> list[tuple[str, str]]:
+    """The session's running jobs as (short text, page) pairs for the navigation bar: a training job's iteration,
+    a comparison's learners done."""
+    found: list[tuple[str, str]] = []
+    if job_running(folder):
+        progress = read_progress(folder) or {}
+        history = progress.get("history") or []
+        if progress.get("phase") == "refit":
+            found.append(("Training: refit", "/train"))
+        elif history:
+            found.append((f"Training: iteration {len(history)} of {progress.get('max_iterations', '?')}", "/train"))
+        else:
+            found.append(("Training: starting", "/train"))
+    if compare.compare_running(folder):
+        saved = compare.read_compare(folder) or {}
+        rows = saved.get("results") or []
+        done = sum(row.get("status") not in (compare.PENDING, compare.TRAINING) for row in rows)
+        found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
+    return found

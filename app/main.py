@@ -19,7 +19,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import config, ids, services, sessions, ui
+from app import config, ids, jobs, services, sessions, ui
 from app.services import models as model_service
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -47,7 +47,12 @@ def navigation() -> html.Nav:
     pages = sorted(dash.page_registry.values(), key=lambda page: page.get("order") or 0)
     links = [dcc.Link(page["name"], href=page["relative_path"], className="nav-link") for page in pages]
     return html.Nav(
-        [html.Span("CHMM Explorer", className="brand"), *links, html.Span(id=ids.MODEL_BADGE, className="badge")],
+        [
+            html.Span("CHMM Explorer", className="brand"),
+            *links,
+            html.Span(id=ids.JOB_BADGE, className="job-badge"),
+            html.Span(id=ids.MODEL_BADGE, className="badge"),
+        ],
         id=ids.NAV,
         className="nav",
     )
@@ -116,6 +121,20 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     return now, (time.time() if stamp is not None else no_update)
 
 
+@dash.callback(
+    Output(ids.JOB_BADGE, "children"),
+    Input(ids.MODEL_WATCH, "n_intervals"),
+    Input(ids.SESSION, "data"),
+)
+def show_running_jobs(_ticks: int | None, session_id: str | None) -> Any:
+    """On every page, every few seconds: the session's running training or comparison, linking to its page."""
+    try:
+        running = jobs.running_summary(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return None
+    return [dcc.Link(text, href=href, className="job-link") for text, href in running] or None
+
+
 @dash.callback(Output(ids.MODEL_BADGE, "children"), Input(ids.SESSION, "data"), Input(ids.MODEL_VERSION, "data"))
 def show_model_badge(session_id: str | None, _version: Any) -> str:
     """The current model in one line, in the navigation bar."""
@@ -126,6 +145,10 @@ def show_model_badge(session_id: str | None, _version: Any) -> str:
     if summary is None:
         return "no model yet"
     corpus = f" · {summary['corpus']}" if summary.get("corpus") else ""
+    pruned = summary.get("pruned") or {}
+    if pruned:
+        rule = f"at {pruned['threshold']:.2g}" if pruned.get("threshold") is not None else "by rule"
+        corpus += f" · pruned {rule} ({pruned.get('kept_fraction', 1.0):.1%} kept)"
     return f"current model: {summary['states']:,} states, {summary['alphabet_size']} symbols{corpus}"
 
 

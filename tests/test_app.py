@@ -588,6 +588,19 @@ def test_page_loads_do_not_reread_the_model(folder: Path, monkeypatch: pytest.Mo
     assert len([args for args in loads if "current" in str(args[0])]) == 1
 
 
+def test_model_summary_counts_transitions_that_mean_something(folder: Path) -> None:
+    summary = model_service.model_summary(folder)
+    model = model_service.load_current(folder)
+    T = np.asarray(model.T)
+    assert summary["above_floor"] == int((T >= model_service.NOISE_FLOOR).sum()) < summary["nonzeros"]
+    text = model_service.transitions_text(summary)
+    below = summary["nonzeros"] - summary["above_floor"]
+    assert f"{summary['stored_entries']:,} stored" in text and f"{summary['above_floor']:,} of at least 1e-05" in text
+    assert f"({below / summary['nonzeros']:.1%} of the non-zero are smaller" in text and "set to zero" not in text
+    pruned = summary | {"nonzeros": summary["above_floor"]}  # as after pruning at the floor
+    assert f"{below:,} set to zero" in model_service.transitions_text(pruned)
+
+
 def test_undo_without_a_previous_model(folder: Path) -> None:
     with pytest.raises(UserError, match="no previous model"):
         model_service.undo_model(folder)

@@ -196,6 +196,13 @@ def test_train_then_cancel_a_second_training(
     wait_idle(browser)
     browser.find_element(f"#{ids.TRAIN_START}").click()
     browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "Trained 60 states", timeout=JOB_TIMEOUT)
+    assert "early_stopping" not in browser.find_element(f"#{ids.TRAIN_STATUS}").text  # stop reasons in words
+    ticks = browser.driver.execute_script(
+        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
+        "return g ? Array.from(g.querySelectorAll('.xtick text')).map(t => t.textContent) : [];",
+        f"#{ids.TRAIN_CHART}",
+    )
+    assert ticks and len(ticks) == len(set(ticks)), f"repeated iteration ticks: {ticks}"  # not "0 1 1 2 2"
     wait_until(lambda: any(graph_points(browser, ids.TRAIN_CHART)), 10, "the progress chart shows no iteration")
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished")
     assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "100"
@@ -209,12 +216,28 @@ def test_train_then_cancel_a_second_training(
     set_number(browser, ids.TRAIN_VALIDATION, 0)  # no validation text: no early stopping, it runs until cancelled
     wait_idle(browser)
     start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+
+    def cancel_button() -> Any:
+        return browser.find_element(f"#{ids.TRAIN_CANCEL}")
+
     start.click()
     wait_until(lambda: not cancel.get_attribute("disabled"), 15, "the Cancel button was not enabled")
     assert start.get_attribute("disabled")
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
+    # every page's navigation bar says a training runs, and links to it
+    open_page(browser, "/generate")
+    browser.wait_for_contains_text(f"#{ids.JOB_BADGE}", "Training: iteration", timeout=10)
+    open_page(browser, "/train")
+    wait_until(lambda: not cancel_button().get_attribute("disabled"), 15, "Cancel is not enabled on coming back")
+    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), cancel_button()
+    # the form kept the values of the run (they were typed before it started)
+    assert browser.find_element(f"#{ids.TRAIN_STATES}").get_attribute("value") == "400"
     cancel.click()
     browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    # the progress line is reset, not left at "iteration N of at most 2000, ... left"
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Cancelled")
+    assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "0"
+    wait_until(lambda: not browser.find_element(f"#{ids.JOB_BADGE}").text, 10, "the running-job indicator stayed")
     wait_until(lambda: not start.get_attribute("disabled"), 15, "the Start button stayed disabled")
     wait_idle(browser)
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states")
@@ -240,6 +263,10 @@ def test_opening_pages_keeps_the_current_model(browser: DashComposite, data_dir:
     open_page(browser, "/")
     assert browser.find_element(f"#{ids.MODEL_MESSAGE}").text == ""
     assert sessions.model_stamp(folder) == pruned
+    # the header says the model is pruned; the Model page counts transitions that mean something
+    browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "pruned at 0.001")
+    browser.wait_for_contains_text(f"#{ids.MODEL_SUMMARY}", "set to zero")
+    assert "Next:" in browser.find_element(f"#{ids.MODEL_INTRO}").text
 
 
 def test_out_of_range_numbers_get_a_message(browser: DashComposite) -> None:

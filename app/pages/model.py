@@ -15,10 +15,62 @@ from app.services import models as model_service
 dash.register_page(__name__, path="/", name="Model", title="CHMM Explorer · Model", order=0)
 
 
+def term(label: str, explanation: str) -> html.Abbr:
+    """A term with its explanation as a tooltip (dotted underline)."""
+    return html.Abbr(label, title=explanation, className="term")
+
+
+CLONE = (
+    "A clone is a hidden state that always emits the same character. A character's clones tell apart the contexts "
+    "it occurs in (the 'e' of 'the' and the 'e' of 'she'), which is how a CHMM learns long-range structure."
+)
+BPS = (
+    "Bits per symbol: the average of -log2 P(next character | the text before it) on a text. Lower is better; "
+    "1.6 means each character costs 1.6 bits to encode. Test BPS is measured on the last 10% of the corpus, which "
+    "training never saw."
+)
+STORED = (
+    "Entries of T the model keeps: one per pair of clones whose characters follow each other somewhere in the "
+    "corpus (the blocks T(i, j) of the paper)."
+)
+
+
+def intro() -> html.Div:
+    """What the app is and what to do first."""
+    return html.Div(
+        [
+            html.P(
+                [
+                    "CHMM Explorer learns ",
+                    html.Strong("cloned hidden Markov models"),
+                    " of text (Dedieu et al., 2019): every character gets several hidden states, its ",
+                    term("clones", CLONE),
+                    ", and the transitions between clones learn which contexts a character occurs in. The model "
+                    "below is the current one of this session; every page works on it.",
+                ]
+            ),
+            html.P(
+                [
+                    html.Strong("Next: "),
+                    dcc.Link("train a model on your text", href="/train"),
+                    " (or on the sample), ",
+                    dcc.Link("sample and score text", href="/generate"),
+                    ", or ",
+                    dcc.Link("see the words its graph has learned", href="/communities"),
+                    " (Infomap modules).",
+                ]
+            ),
+        ],
+        className="intro card",
+        id=ids.MODEL_INTRO,
+    )
+
+
 def layout(**_query: Any) -> html.Div:
     return html.Div(
         [
             html.H2("Current model"),
+            intro(),
             html.Div(id=ids.MODEL_SUMMARY),
             html.Div(
                 [
@@ -60,21 +112,20 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
         if sizes
         else None
     )
-    stopped = STOPPED_TEXT.get(summary.get("stopped"), summary.get("stopped"))
+    stopped = services.stop_reason(summary["stopped"]) if summary.get("stopped") else None
     if stopped and summary.get("best_iteration"):
         stopped = f"{stopped} (best iteration {summary['best_iteration']}, refit {summary.get('refit_iterations')})"
     pruned = summary.get("pruned") or {}
     when = " (before pruning)" if pruned else ""
     table = ui.facts(
         [
-            ("States (clones)", f"{summary['states']:,}"),
+            (term("States (clones)", CLONE), f"{summary['states']:,}"),
             ("Alphabet", f"{summary['alphabet_size']} symbols: {''.join(summary['symbols'])}"),
-            ("Stored transition entries", f"{summary['stored_entries']:,}"),
-            ("Non-zero transitions", f"{summary['nonzeros']:,}"),
-            ("Pruned", pruned_text(pruned) if pruned else None),
-            ("BPS train" + when, ui.bps(summary.get("train_bps"))),
-            ("BPS validation" + when, ui.bps(summary.get("validation_bps"))),
-            ("BPS test" + when, ui.bps(summary.get("test_bps"))),
+            (term("Transitions", STORED), model_service.transitions_text(summary)),
+            ("Pruned", pruned_text(pruned) if pruned else "no (Prune page: remove the small transitions)"),
+            (term("BPS train" + when, BPS), ui.bps(summary.get("train_bps"))),
+            (term("BPS validation" + when, BPS), ui.bps(summary.get("validation_bps"))),
+            (term("BPS test" + when, BPS), ui.bps(summary.get("test_bps"))),
             ("Corpus", summary.get("corpus")),
             ("Symbols (train/validation/test)", size_text),
             ("Normalisation", summary.get("normalisation")),
@@ -87,13 +138,6 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
         ]
     )
     return table, figures.clones_figure(summary), figures.history_figure(summary.get("history") or [])
-
-
-STOPPED_TEXT = {
-    "early_stopping": "early stopping on validation",
-    "max_iterations": "at the iteration limit",
-    "converged": "converged (likelihood gain below the tolerance)",
-}
 
 
 def pruned_text(record: dict[str, Any]) -> str:

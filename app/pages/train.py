@@ -50,11 +50,22 @@ def form_values(values: tuple[Any, ...]) -> dict[str, Any]:
     return {name: value for (name, _), value in zip(FORM, values, strict=True)}
 
 
+REMEMBERED = {"persistence": True, "persistence_type": "session"}
+"""Form fields keep the last values the user set (per browser tab, through reloads and page changes)."""
+
+
 def _number(component: str, value: float | None, placeholder: str | None = None) -> dcc.Input:
     """A number field without min/max/step: the browser would turn a value outside them into None, silently; the
     server checks every value and says what range it accepts. An empty field with a placeholder means automatic."""
     return dcc.Input(
-        id=component, type="number", value=value, step="any", debounce=True, className="num", placeholder=placeholder
+        id=component,
+        type="number",
+        value=value,
+        step="any",
+        debounce=True,
+        className="num",
+        placeholder=placeholder,
+        **REMEMBERED,
     )
 
 
@@ -97,6 +108,7 @@ def layout(**_query: Any) -> html.Div:
                     "Allocation",
                     dcc.Dropdown(
                         id=ids.TRAIN_ALLOCATION,
+                        **REMEMBERED,
                         options=list(ALLOCATION_METHODS),
                         value=DEFAULTS.allocation,
                         clearable=False,
@@ -107,6 +119,7 @@ def layout(**_query: Any) -> html.Div:
                     "Normalisation",
                     dcc.RadioItems(
                         id=ids.TRAIN_NORMALISATION,
+                        **REMEMBERED,
                         options=list(NORMALISATIONS),
                         value=DEFAULTS.normalisation,
                         inline=True,
@@ -117,6 +130,7 @@ def layout(**_query: Any) -> html.Div:
                     "Algorithm",
                     dcc.RadioItems(
                         id=ids.TRAIN_ALGORITHM,
+                        **REMEMBERED,
                         options=[{"label": ALGORITHM_LABELS[name], "value": name} for name in ALGORITHMS],
                         value="online",
                         inline=True,
@@ -142,6 +156,7 @@ def layout(**_query: Any) -> html.Div:
                     "Choose on validation",
                     dcc.Checklist(
                         id=ids.TRAIN_AUTO,
+                        **REMEMBERED,
                         options=[
                             {"label": "states", "value": "states"},
                             {"label": "pseudocount", "value": "pseudocount"},
@@ -160,6 +175,7 @@ def layout(**_query: Any) -> html.Div:
                     "Backend",
                     dcc.RadioItems(
                         id=ids.TRAIN_BACKEND,
+                        **REMEMBERED,
                         options=[
                             {"label": "CPU", "value": "cpu"},
                             {"label": html.Span("GPU", title=GPU_NOTE), "value": "gpu", "disabled": not GPU_AVAILABLE},
@@ -381,17 +397,23 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any]:
 
 @callback(
     Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
+    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
     Input(ids.TRAIN_CANCEL, "n_clicks"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def cancel(_clicks: int | None, session_id: str | None) -> Any:
-    """Write the cancel flag (the engine stops within an iteration even where the job cannot be killed)."""
+def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
+    """Write the cancel flag (the engine stops within an iteration even where the job cannot be killed) and reset
+    the progress bar: the cancelled run's "iteration 2 of at most 30, 1 min left" must not stay on the page."""
     ui.require_click(_clicks)
     try:
-        return ui.message(jobs.request_cancel(sessions.session_folder(session_id)))
+        message = jobs.request_cancel(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc)
+        return ui.error_message(exc), no_update, no_update
+    if message.startswith("The job had already finished"):
+        return ui.message(message), no_update, no_update
+    return ui.message(message), "0", f"Cancelled: {message}"
 
 
 @callback(

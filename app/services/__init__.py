@@ -70,6 +70,21 @@ def describe_error(exc: BaseException) -> str:
     return message
 
 
+STOP_REASONS = {
+    "early_stopping": "early stopping on validation",
+    "max_iterations": "at the iteration limit",
+    "converged": "converged (likelihood gain below the tolerance)",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+"""Why training stopped, in words, by the engine's code (engine.learning's ``stopped``)."""
+
+
+def stop_reason(code: Any) -> str:
+    """The engine's stop code in words (:data:`STOP_REASONS`); an unknown code as it is."""
+    return STOP_REASONS.get(str(code), str(code).replace("_", " "))
+
+
 def plural(count: int, noun: str) -> str:
     """``count`` and the noun, plural unless the count is 1: "1 symbol", "2,000 symbols"."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"

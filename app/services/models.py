@@ -50,6 +50,11 @@ def model_summary(folder: Path) -> dict[str, Any] | None:
     return summary | {"has_previous": sessions.previous_model_path(folder).is_file()}
 
 
+NOISE_FLOOR = 1e-5
+"""Transitions below this are counted apart on the Model page: on trained models almost all the stored entries
+are the pseudocount's trace (98.5% of 1.25 M on a 1,200-state model), so "non-zero" says little."""
+
+
 def _summarise(path: Path) -> dict[str, Any]:
     model = workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
     meta = model.metadata
@@ -61,6 +66,7 @@ def _summarise(path: Path) -> dict[str, Any]:
         "clones": [int(c) for c in model.n_clones],
         "stored_entries": int(model.layout.size),
         "nonzeros": model.n_nonzero(),
+        "above_floor": workflows.graph_edges(model, NOISE_FLOOR),
         "file_bytes": path.stat().st_size,
         "corpus": meta.get("corpus"),
         "normalisation": meta.get("normalisation"),
@@ -78,6 +84,22 @@ def _summarise(path: Path) -> dict[str, Any]:
         "history": meta.get("history") or [],
         "pruned": meta.get("pruned"),
     }
+
+
+def transitions_text(summary: dict[str, Any]) -> str:
+    """Stored entries, and how many are real transitions (at least the noise floor) rather than the pseudocount's
+    trace; the exact zeros of a pruned model are counted apart."""
+    stored, nonzero = summary["stored_entries"], summary["nonzeros"]
+    above = summary.get("above_floor")
+    text = f"{stored:,} stored"
+    if nonzero < stored:
+        text += f", {nonzero:,} non-zero ({stored - nonzero:,} set to zero)"
+    if above is not None:
+        below = nonzero - above
+        text += f"; {above:,} of at least {NOISE_FLOOR:g}"
+        if nonzero and below:
+            text += f" ({below / nonzero:.1%} of the non-zero are smaller: pseudocount noise)"
+    return text
 
 
 def load_model_upload(folder: Path, contents: str | None, filename: str | None) -> str:
