@@ -79,6 +79,47 @@ def history_figure(
     return figure
 
 
+RUN_COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+
+
+def runs_figure(runs: list[dict[str, Any]], labels: list[str]) -> go.Figure:
+    """The session's trainings overlaid (TensorBoard-like): each run's validation BPS per iteration (its train BPS
+    when it had no validation text), one colour per run, named by ``labels`` (settings and outcome)."""
+    if not runs:
+        return empty_figure("This session's trainings", "each training of the session appears here")
+    figure = go.Figure()
+    last = 1
+    for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        history = run.get("history") or []
+        validation = [h.get("validation_bps") for h in history]
+        which = "validation" if any(v is not None for v in validation) else "train"
+        values = validation if which == "validation" else [h.get("train_bps") for h in history]
+        iterations = [h["iteration"] for h in history]
+        last = max([last, *iterations])
+        figure.add_trace(
+            go.Scatter(
+                x=iterations,
+                y=values,
+                name=label + ("" if which == "validation" else " (train BPS)"),
+                mode="lines+markers",
+                line={"color": RUN_COLOURS[index % len(RUN_COLOURS)], "dash": "solid" if run.get("status") ==
+                      "finished" else "dot"},
+                marker={"size": 4},
+            )
+        )  # fmt: skip
+    figure.update_layout(
+        title="This session's trainings: validation BPS per iteration (dotted: cancelled or failed)",
+        xaxis=iteration_axis(last),
+        yaxis={"title": "bits per symbol"},
+        margin=MARGIN,
+        height=360,
+        legend={"orientation": "h", "y": -0.3, "font": {"size": 11}},
+    )
+    return figure
+
+
 def iteration_axis(last: int, title: str = "iteration") -> dict[str, Any]:
     """An x axis of whole iterations: ticks on integers only (a step of 1, 2, 5, 10, ... giving at most about ten
     ticks), never the "0 1 1 2 2" of rounded half steps."""

@@ -279,9 +279,62 @@ def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, statu
         training_files(folder).write(job)
         if progress is not None:
             progress.update(status=status, message=message)
+            if status != REFUSED and (progress.state["history"] or progress.state["refit"]):
+                record_run(folder, job, progress.state)
     except OSError as exc:
         message = f"{message} ({services.describe_error(exc)})"
     return JobOutcome(job["key"], status, message)
+
+
+RUNS = "runs.json"
+"""The session's trainings (settings and BPS per iteration), newest last, for the Train page's overlaid chart."""
+MAX_RUNS = 20
+
+
+def record_run(folder: Path, job: dict[str, Any], progress: dict[str, Any]) -> None:
+    """Append a training to the session's runs (at most :data:`MAX_RUNS`, the oldest dropped): its settings, how it
+    ended, its BPS per iteration (the kept restart's or candidate's, then the refit's) and its test BPS."""
+    runs = read_runs(folder)
+    if any(run.get("key") == job["key"] for run in runs):  # a cancel request recorded it already
+        return
+    number = (runs[-1]["number"] + 1) if runs else 1
+    runs.append(
+        {
+            "number": number,
+            "key": job["key"],
+            "status": job["status"],
+            "finished": job.get("finished"),
+            "options": job.get("options", {}),
+            "states": progress.get("states"),
+            "history": [
+                {k: r.get(k) for k in ("iteration", "train_bps", "validation_bps")} for r in progress.get("history", [])
+            ],
+            "test_bps": progress.get("test_bps"),
+        }
+    )
+    atomic_write_json(folder / RUNS, {"runs": runs[-MAX_RUNS:]})
+
+
+def read_runs(folder: Path) -> list[dict[str, Any]]:
+    """The session's recorded trainings, oldest first (empty when none or the file is unreadable)."""
+    saved = read_json(folder / RUNS) or {}
+    runs = saved.get("runs")
+    return runs if isinstance(runs, list) else []
+
+
+def run_label(run: dict[str, Any]) -> str:
+    """A run in one line: its number, settings and outcome, e.g. "#3 600 states, online EM, pseudocount 0.001,
+    seed 0: test 1.69"."""
+    o = run.get("options", {})
+    states = run.get("states") or o.get("states")
+    parts = [f"{states:,} states" if isinstance(states, int) else f"{states} states"]
+    parts.append({"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}.get(o.get("algorithm"), "?"))
+    pseudocount = o.get("pseudocount")
+    shown = f"{pseudocount:g}" if isinstance(pseudocount, (int, float)) else str(pseudocount)
+    parts.append(f"pseudocount {shown}")
+    parts.append(f"seed {o.get('seed', 0)}")
+    outcome = f"test {run['test_bps']:.3f}" if run.get("test_bps") is not None else str(run.get("status", ""))
+    return f"#{run['number']} {', '.join(parts)}: {outcome}"
 
 
 def _summary_message(summary: dict[str, Any]) -> str:
@@ -441,6 +494,7 @@ def _train_and_install(
         trained.unlink(missing_ok=True)
         return CANCELLED, "Training cancelled; the previous model is still current."
     sessions.install_model(folder, trained)
+    progress.update(test_bps=outcome.summary.get("test_bps"), states=outcome.summary.get("states"))
     return FINISHED, _summary_message(outcome.summary)
 
 
@@ -459,6 +513,8 @@ def request_cancel(folder: Path) -> str:
         if progress is not None and progress.get("key") == job.get("key"):
             progress.update(status=CANCELLED, message=message)
             atomic_write_json(folder / sessions.PROGRESS, progress)
+            if progress.get("history") or progress.get("refit"):
+                record_run(folder, job, progress)  # now: the job may be killed before it records itself
     return message
 
 

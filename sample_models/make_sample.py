@@ -65,10 +65,11 @@ def write_communities(model_path: Path) -> int:
     os.environ["CHMM_START_MODEL"] = str(model_path)
     with tempfile.TemporaryDirectory() as root:
         os.environ["CHMM_DATA_DIR"] = root
-        from app import services, sessions
+        from app import sessions
+        from app.services import graphs
 
         folder = sessions.session_folder(sessions.new_session_id())
-        saved = services.run_communities(folder, trials=10, two_level=False, seed=0)
+        saved = graphs.run_communities(folder, trials=10, two_level=False, seed=0)
     saved["model"] = None
     target = model_path.with_name(model_path.stem + ".communities.json")
     target.write_text(json.dumps(saved, ensure_ascii=False), encoding="utf-8")

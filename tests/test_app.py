@@ -601,6 +601,39 @@ def test_model_summary_counts_transitions_that_mean_something(folder: Path) -> N
     assert f"{below:,} set to zero" in model_service.transitions_text(pruned)
 
 
+def test_the_bundled_communities_are_what_the_app_computes_now(folder: Path) -> None:
+    """sample_models/alice-600.communities.json (every new session's first Infomap result) must be rewritten when the
+    community code changes (``python sample_models/make_sample.py --communities-only``): a stale file showed word
+    fragments and a module map without links."""
+    bundled = json.loads(config.SAMPLE_MODEL.with_name("alice-600.communities.json").read_text(encoding="utf-8"))
+    fresh = graph_service.run_communities(folder, trials=10, two_level=False, seed=0)
+    for key in ("threshold", "options", "reference", "modules", "links"):
+        assert json.loads(json.dumps(fresh[key])) == bundled[key], key
+    assert {k: v for k, v in fresh["summary"].items() if k != "seconds"} == {
+        k: v for k, v in bundled["summary"].items() if k != "seconds"
+    }
+
+
+def test_runs_of_the_session_are_recorded(with_corpus: Path) -> None:
+    assert jobs.read_runs(with_corpus) == []
+    first = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
+    second = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"seed": 3}))
+    assert first.status == second.status == jobs.FINISHED
+    runs = jobs.read_runs(with_corpus)
+    assert [r["number"] for r in runs] == [1, 2] and [r["options"]["seed"] for r in runs] == [0, 3]
+    progress = jobs.read_progress(with_corpus)
+    assert runs[1]["history"] == [{k: r[k] for k in ("iteration", "train_bps", "validation_bps")} for r in
+                                  progress["history"]]  # fmt: skip
+    summary = model_service.model_summary(with_corpus)
+    assert runs[1]["test_bps"] == pytest.approx(summary["test_bps"]) and runs[1]["states"] == summary["states"]
+    label = jobs.run_label(runs[1])
+    assert label.startswith(f"#2 {summary['states']:,} states, ") and "seed 3" in label
+    assert label.endswith(f"test {summary['test_bps']:.3f}")
+    for _ in range(jobs.MAX_RUNS):  # bounded: the oldest go
+        jobs.record_run(with_corpus, {"key": "k", "status": jobs.CANCELLED}, {"history": [], "states": 2})
+    assert len(jobs.read_runs(with_corpus)) == jobs.MAX_RUNS and jobs.read_runs(with_corpus)[-1]["number"] == 22
+
+
 def test_undo_without_a_previous_model(folder: Path) -> None:
     with pytest.raises(UserError, match="no previous model"):
         model_service.undo_model(folder)

@@ -238,6 +238,14 @@ def test_train_then_cancel_a_second_training(
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Cancelled")
     assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "0"
     wait_until(lambda: not browser.find_element(f"#{ids.JOB_BADGE}").text, 10, "the running-job indicator stayed")
+    # both trainings overlaid on the session's chart, named by their settings
+    names = lambda: browser.driver.execute_script(  # noqa: E731
+        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
+        "return g ? g.data.map(t => t.name) : [];",
+        f"#{ids.TRAIN_RUNS_CHART}",
+    )
+    wait_until(lambda: len(names()) == 2, 10, lambda: f"the runs chart shows {names()}")
+    assert names()[0].startswith("#1 60 states") and names()[1].startswith("#2 400 states")
     wait_until(lambda: not start.get_attribute("disabled"), 15, "the Start button stayed disabled")
     wait_idle(browser)
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states")

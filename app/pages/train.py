@@ -208,7 +208,33 @@ def layout(**_query: Any) -> html.Div:
         dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
         dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
     )
-    return html.Div([html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress])
+    runs = ui.card(
+        "This session's trainings",
+        dcc.Graph(id=ids.TRAIN_RUNS_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
+        html.Div(
+            "Every training of this session (the last 20), overlaid to compare settings; click a legend entry to hide "
+            "or show a run.",
+            className="hint",
+        ),
+    )
+    return html.Div(
+        [html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress, runs]
+    )
+
+
+@callback(
+    Output(ids.TRAIN_RUNS_CHART, "figure"),
+    Input(ids.SESSION, "data"),
+    Input(ids.TRAIN_RESULT, "data"),
+    Input(ids.TRAIN_STATUS, "children"),
+)
+def show_runs(session_id: str | None, _result: Any, _status: Any) -> Any:
+    """The session's trainings overlaid, after every training that ends."""
+    try:
+        runs = jobs.read_runs(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return figures.empty_figure()
+    return figures.runs_figure(runs, [jobs.run_label(run) for run in runs])
 
 
 # ------------------------------------------------------------------------------------------ corpus
