@@ -135,6 +135,10 @@ COMPARE_RESULT = "compare-result"  # dcc.Store: what the background job returned
 COMPARE_MESSAGE = "compare-message"
 COMPARE_TABLE = "compare-table"
 COMPARE_CHART = "compare-chart"
+COMPARE_SETTING = "compare-setting"  # pattern-matching type: {"learner": kind, "option": name}
+COMPARE_ESTIMATE = "compare-estimate"
+COMPARE_WATCH = "compare-watch"
+COMPARE_MAKE_CURRENT = "compare-make-current"
 
 MODEL_WATCH = "model-watch"
 MODEL_STAMP = "model-stamp"

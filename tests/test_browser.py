@@ -548,11 +548,28 @@ def test_prune_sweep_and_graphml_export(browser: DashComposite, screenshot: Call
     screenshot(browser, "export")
 
 
-def test_compare_one_learner(browser: DashComposite, screenshot: Callable) -> None:
+def test_compare_two_learners_and_make_the_chmm_current(
+    browser: DashComposite, data_dir: Path, tmp_path: Path, screenshot: Callable
+) -> None:
+    corpus = tmp_path / "alice-short.txt"
+    corpus.write_text(SHORT_TEXT, encoding="utf-8")
+    open_page(browser, "/train")
+    upload(browser, ids.CORPUS_UPLOAD, corpus)
+    browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Uploaded alice-short.txt")
     open_page(browser, "/compare")
+    # the session's corpus is the default once the session has one, and times are estimated from its size
+    session_choice = browser.find_element(f"#{ids.COMPARE_CORPUS} input[value=session]")
+    wait_until(session_choice.is_selected, 10, "the session's corpus is not the default")
     for box in browser.find_elements(f"#{ids.COMPARE_LEARNERS} input[type=checkbox]"):
-        if box.get_attribute("value") != "ngram" and box.is_selected():
+        if box.get_attribute("value") not in ("ngram", "chmm") and box.is_selected():
             box.click()
+    browser.wait_for_contains_text(f"#{ids.COMPARE_ESTIMATE}", "Estimated on 27,000 training symbols: CHMM about")
+    # learner settings: a smaller CHMM and a lower n-gram order
+    setting = '[id*="compare-setting"][id*="{learner}"][id*="{option}"]'
+    for learner, option, value in (("chmm", "states", 80), ("chmm", "iterations", 3), ("ngram", "max_order", 4)):
+        box = browser.find_element(setting.format(learner=learner, option=option))
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(str(value), Keys.ENTER)
     wait_idle(browser)
     browser.find_element(f"#{ids.COMPARE_START}").click()
     browser.wait_for_contains_text(f"#{ids.COMPARE_TABLE}", "Kneser-Ney", timeout=JOB_TIMEOUT)
@@ -568,4 +585,12 @@ def test_compare_one_learner(browser: DashComposite, screenshot: Callable) -> No
         f"#{ids.COMPARE_MESSAGE}"
     ).text
     assert any(graph_points(browser, ids.COMPARE_CHART))
+    saved = json.loads((session_folder(browser, data_dir) / "compare.json").read_text())
+    assert saved["results"][0]["settings"]["states"] == 80 and saved["results"][1]["settings"]["max_order"] == 4
+    # the compared CHMM becomes the current model
+    make = browser.find_element(f"#{ids.COMPARE_MAKE_CURRENT}")
+    wait_until(lambda: not make.get_attribute("disabled"), 10, "the make-current button stayed disabled")
+    make.click()
+    browser.wait_for_contains_text(f"#{ids.COMPARE_MESSAGE}", "is now the current model")
+    browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 80 states")
     screenshot(browser, "compare")

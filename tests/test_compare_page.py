@@ -63,14 +63,81 @@ def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path
     # the page was told about every learner starting and finishing
     assert reports[0]["status"] == compare.RUNNING and reports[-1]["status"] == compare.FINISHED
     assert any(r["results"][0]["status"] == compare.TRAINING for r in reports)
-    assert compare.progress(reports[1])[0] == 0 and compare.progress(saved) == (100, saved["message"])
+    assert compare.progress(reports[0])[0] == 0 and compare.progress(saved) == (100, saved["message"])
+    values = [compare.progress(r)[0] for r in reports[:-1]]
+    assert len({v for v in values if 0 < v < 100}) > 2  # the CHMM's iterations move the bar
     rows = compare.compare_rows(saved)
-    assert [r["learner"] for r in rows] == [compare.LEARNER_LABELS[k] for k in TINY]
+    assert rows[0]["learner"] == "CHMM (online EM), 60 clones, 2 iterations"
+    assert rows[1]["learner"] == "DenseHMM (Sicking et al.), 4 states, 2 l (embedding size)"
+    assert rows[3]["learner"] == "PAC PDFA (Gavaldà et al.)" and rows[4]["learner"] == "Kneser-Ney n-gram, order <= 3"
     assert all(r["status"] == "done" and isinstance(r["test_bps"], float) for r in rows)
     figure = compare.compare_figure(saved)
-    assert len(figure.data) == 3 and list(figure.data[0].x) == list(TINY)
-    assert figure.layout.yaxis3.type == "log"
+    assert len(figure.data) == 3 and list(figure.data[0].x) == [compare.SHORT_NAMES[k] for k in TINY]
+    assert figure.layout.yaxis3.type == "log" and figure.layout.yaxis2.type == "log"
+    values = [row["test_bps"] for row in saved["results"]]
+    low, high = figure.layout.yaxis.range  # zoomed to the results, not from 0
+    assert 0 < low < min(values) and max(values) < high < max(values) + 0.5
+    # every row knows its settings and its estimate; the CHMM reported its iterations and was kept
+    chmm = saved["results"][0]
+    assert chmm["settings"]["states"] == 60 and chmm["estimate"] > 0 and chmm["iteration"] >= 1 and chmm["model"]
     assert not compare.compare_running(with_corpus)
+
+
+def test_settings_estimates_and_the_default_corpus(folder: Path) -> None:
+    assert compare.learner_settings({"chmm": {"states": "300", "iterations": ""}, "ngram": {"max_order": 5}}) == {
+        "chmm": {"states": 300},
+        "densehmm": {},
+        "hmm": {},
+        "pdfa": {},
+        "ngram": {"max_order": 5},
+    }
+    with pytest.raises(UserError, match="CHMM's clones must be a whole number from 2 to 10,000"):
+        compare.learner_settings({"chmm": {"states": 1e6}})
+    with pytest.raises(UserError, match="n-gram's order at most"):
+        compare.learner_settings({"ngram": {"max_order": 2.5}})
+    base = compare.estimate_seconds("hmm", {"n_states": 100}, 106_910)
+    assert base == pytest.approx(50) and compare.estimate_seconds("hmm", {"n_states": 200}, 106_910) == pytest.approx(
+        200
+    )
+    assert compare.estimate_seconds("ngram", {}, 2 * 106_910) == pytest.approx(0.8)
+    assert compare.default_corpus(folder) == "sample"
+    assert 120_000 < compare.training_symbols(folder, "sample") < 135_000
+    corpus_service.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
+    assert compare.default_corpus(folder) == "session" and compare.training_symbols(folder, "session") == 720
+
+
+def test_progress_moves_while_a_learner_trains() -> None:
+    now = time.time()
+    rows = [
+        {"status": compare.DONE, "message": ""},
+        {"status": compare.TRAINING, "started": now - 30, "estimate": 60.0},
+        {"status": compare.PENDING, "estimate": 5.0},
+    ]
+    saved = {"status": compare.RUNNING, "results": rows, "message": "m"}
+    assert compare.progress(saved) == (50, "m")  # (1 + 0.5 + 0) / 3
+    assert compare.row_progress(rows[1], now) == "training, 30 s of about 60 s"
+    assert compare.row_progress(rows[2]) == "waiting (about 5.0 s)"
+    rows[1].update(started=now - 600)
+    assert compare.progress(saved)[0] == int(100 * 1.95 / 3)  # at most 95% until it ends
+    chmm = {"status": compare.TRAINING, "started": now, "iteration": 15, "settings": {"iterations": 30}}
+    assert compare._fraction(chmm, now) == 0.25 and compare.row_progress(chmm, now).startswith("training: iteration 15")
+
+
+def test_the_compared_chmm_can_be_made_current(with_corpus: Path) -> None:
+    from app import sessions
+    from app.services import models as model_service
+
+    with pytest.raises(UserError, match="kept no CHMM"):
+        compare.make_compared_current(with_corpus)
+    saved = compare.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
+    assert saved["status"] == compare.FINISHED
+    before = sessions.model_stamp(with_corpus)
+    message = compare.make_compared_current(with_corpus)
+    assert "alice-short.txt is now the current model" in message and sessions.model_stamp(with_corpus) != before
+    current = model_service.load_current(with_corpus)
+    assert current.n_states == 60 and current.metadata["test_bps"] == pytest.approx(saved["results"][0]["test_bps"])
+    assert sessions.previous_model_path(with_corpus).is_file()
+    compare.make_compared_current(with_corpus)  # again: the kept file is still there (a copy was installed)
 
 
 def test_bad_input_is_refused_with_a_message(folder: Path) -> None:

@@ -3,10 +3,11 @@ corpus or the sample, as one background job, and show test BPS, training seconds
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, dash_table, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
 
 from app import background, compare, ids, services, sessions, ui
 
@@ -19,32 +20,67 @@ COLUMNS = [
     {"name": "Train BPS", "id": "train_bps", "type": "numeric"},
     {"name": "Seconds", "id": "seconds", "type": "numeric"},
     {"name": "Parameters", "id": "parameters", "type": "numeric", "format": {"specifier": ","}},
-    {"name": "Status", "id": "status"},
+    {"name": "Progress", "id": "status"},
 ]
 
 
+def settings_fields() -> html.Div:
+    """One row per learner with its settings (empty: the default shown as the placeholder)."""
+    rows = []
+    for kind, settings in compare.SETTINGS.items():
+        fields: list[Any] = [html.Span(compare.SHORT_NAMES[kind], className="field-label setting-learner")]
+        for setting in settings:
+            fields.append(
+                html.Label(
+                    [
+                        f"{setting.label} ",
+                        dcc.Input(
+                            id={"type": ids.COMPARE_SETTING, "learner": kind, "option": setting.option},
+                            type="number",
+                            step="any",
+                            placeholder=str(setting.default),
+                            debounce=True,
+                            className="num small",
+                            persistence=True,
+                            persistence_type="session",
+                        ),
+                    ],
+                    className="setting",
+                )
+            )
+        if not settings:
+            fields.append(html.Span("no settings (its own defaults)", className="hint"))
+        rows.append(html.Div(fields, className="setting-row"))
+    return html.Div(rows, className="settings")
+
+
 def layout(**_query: Any) -> html.Div:
-    learners = [
-        {"label": f" {compare.LEARNER_LABELS[kind]} ({compare.LEARNER_NOTES[kind]})", "value": kind}
-        for kind in compare.LEARNER_LABELS
-    ]
+    learners = [{"label": f" {compare.LEARNER_LABELS[kind]}", "value": kind} for kind in compare.LEARNER_LABELS]
     setup = ui.card(
         "Learners and corpus",
         ui.field(
             "Learners",
-            dcc.Checklist(id=ids.COMPARE_LEARNERS, options=learners, value=list(compare.LEARNER_LABELS)),
+            dcc.Checklist(
+                id=ids.COMPARE_LEARNERS,
+                options=learners,
+                value=list(compare.LEARNER_LABELS),
+                persistence=True,
+                persistence_type="session",
+            ),
             "Each is trained on the same normalised text (paper normalisation) with the same splits: first 90% for "
             "training (its last tenth for validation, then a refit on all of it), last 10% for the test BPS.",
         ),
+        ui.field("Settings", settings_fields(), "Empty fields take the default shown."),
         ui.field(
             "Corpus",
             dcc.RadioItems(
                 id=ids.COMPARE_CORPUS,
                 options=[{"label": f" {label}", "value": value} for value, label in compare.CORPORA.items()],
-                value="sample",
+                value=None,
             ),
             f"The training part is capped at {compare.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
+        html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
         html.Div(
             [
                 html.Button("Compare", id=ids.COMPARE_START, className="button primary"),
@@ -55,6 +91,7 @@ def layout(**_query: Any) -> html.Div:
         html.Progress(id=ids.COMPARE_PROGRESS, value="0", max="100", className="progress"),
         html.Div(id=ids.COMPARE_PROGRESS_LABEL, className="hint"),
         dcc.Store(id=ids.COMPARE_RESULT, storage_type="memory"),
+        dcc.Interval(id=ids.COMPARE_WATCH, interval=1000),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
     results = ui.card(
@@ -68,6 +105,15 @@ def layout(**_query: Any) -> html.Div:
             style_header={"fontWeight": 600},
         ),
         dcc.Graph(id=ids.COMPARE_CHART, figure=compare.compare_figure(None), config={"displaylogo": False}),
+        html.Div(
+            html.Button(
+                "Make the compared CHMM the current model",
+                id=ids.COMPARE_MAKE_CURRENT,
+                className="button",
+                disabled=True,
+            ),
+            className="buttons",
+        ),
     )
     return html.Div([html.H2("Compare learners"), setup, results])
 
@@ -84,6 +130,8 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     State(ids.SESSION, "data"),
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
+    State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
+    State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
     background=True,
     running=[(Output(ids.COMPARING_FLAG, "data"), True, False)],
     cancel=[Input(ids.COMPARE_CANCEL, "n_clicks")],
@@ -91,17 +139,77 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     interval=1000,
     prevent_initial_call=True,
 )
-def run(set_progress: Any, _clicks: int | None, session_id: str | None, learners: Any, corpus: Any) -> dict[str, str]:
-    """The background job: trains the picked learners; the figures go to the session folder, the page gets a
-    status and a message."""
+def run(
+    set_progress: Any,
+    _clicks: int | None,
+    session_id: str | None,
+    learners: Any,
+    corpus: Any,
+    values: list[Any],
+    setting_ids: list[dict[str, str]],
+) -> dict[str, str]:
+    """The background job: trains the picked learners with the page's settings; the figures go to the session
+    folder, the page gets a status and a message."""
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
+        options = compare.learner_settings(typed_settings(values, setting_ids))
     except ui.EXPECTED_ERRORS as exc:
         return {"status": compare.REFUSED, "message": services.describe_error(exc)}
     with background.job_process():
-        saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)))
+        saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)), options=options)
     return {"status": saved["status"], "message": saved.get("message", "")}
+
+
+def typed_settings(values: list[Any], setting_ids: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """The settings fields' values by learner and option."""
+    typed: dict[str, dict[str, Any]] = {}
+    for value, key in zip(values or [], setting_ids or [], strict=False):
+        typed.setdefault(key["learner"], {})[key["option"]] = value
+    return typed
+
+
+@callback(
+    Output(ids.COMPARE_CORPUS, "value"),
+    Input(ids.SESSION, "data"),
+    State(ids.COMPARE_CORPUS, "value"),
+)
+def choose_corpus(session_id: str | None, chosen: str | None) -> Any:
+    """The session's corpus by default when it has one (the sample otherwise)."""
+    if chosen:
+        return no_update
+    try:
+        return compare.default_corpus(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return "sample"
+
+
+@callback(
+    Output(ids.COMPARE_ESTIMATE, "children"),
+    Input(ids.COMPARE_CORPUS, "value"),
+    Input(ids.COMPARE_LEARNERS, "value"),
+    Input({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
+    State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
+    State(ids.SESSION, "data"),
+)
+def show_estimate(
+    corpus: Any, learners: Any, values: list[Any], setting_ids: list[dict[str, str]], session_id: str | None
+) -> Any:
+    """Each picked learner's time, estimated from the corpus's size and the settings."""
+    if not corpus or not learners:
+        return None
+    try:
+        folder = sessions.session_folder(session_id)
+        options = compare.learner_settings(typed_settings(values, setting_ids))
+        kinds = compare.check_learners(learners)
+        symbols = compare.training_symbols(folder, corpus)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+    if not symbols:
+        return None
+    seconds = {k: compare.estimate_seconds(k, compare.APP_OPTIONS[k] | options[k], symbols) for k in kinds}
+    parts = [f"{compare.SHORT_NAMES[k]} about {compare.duration(seconds[k])}" for k in kinds]
+    return f"Estimated on {symbols:,} training symbols: " + ", ".join(parts) + " (rates measured on a 2-core machine)."
 
 
 @callback(
@@ -166,3 +274,55 @@ def cancel(_clicks: int | None, session_id: str | None) -> Any:
         return ui.message(compare.request_cancel(sessions.session_folder(session_id)))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
+
+
+@callback(
+    Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
+    Input(ids.COMPARE_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def follow(_ticks: Any, session_id: str | None) -> tuple[Any, ...]:
+    """Every second while a comparison runs: per-learner progress (iterations, or time against the estimate), so
+    the bar moves while a learner trains."""
+    try:
+        folder = sessions.session_folder(session_id)
+        if not compare.compare_running(folder):
+            return (no_update,) * 3
+        saved = compare.latest_compare(folder)
+    except ui.EXPECTED_ERRORS:
+        return (no_update,) * 3
+    value, label = compare.progress(saved)
+    return str(value), label, compare.compare_rows(saved)
+
+
+@callback(
+    Output(ids.COMPARE_MAKE_CURRENT, "disabled"),
+    Input(ids.COMPARE_TABLE, "data"),
+    State(ids.SESSION, "data"),
+)
+def allow_make_current(_rows: Any, session_id: str | None) -> bool:
+    """The button works when the last comparison kept a CHMM."""
+    try:
+        saved = compare.latest_compare(sessions.session_folder(session_id)) or {}
+    except ui.EXPECTED_ERRORS:
+        return True
+    return not any(row.get("model") for row in saved.get("results") or [])
+
+
+@callback(
+    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Input(ids.COMPARE_MAKE_CURRENT, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def make_current(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(_clicks)
+    try:
+        message = compare.make_compared_current(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(message, "ok"), time.time()
