@@ -5,8 +5,9 @@ them as given), and the module colours every view shares.
 with force k^2 / d, every link attracts with force w d^2 / k (w the square root of its weight relative to the
 largest, so a rare transition pulls less), a gravity G d pulls every node towards the centre, and each step moves
 a node at most a temperature that cools linearly to zero; k is the ideal distance sqrt(area / n). The O(n^2) pair
-loop is a numba kernel: networkx's ``spring_layout`` took 8.8 s for 2,000 nodes and 28.7 s for 4,000 on this
-project's 2-core machine, too slow for a page that lays out a few thousand modules (bench/RESULTS.md).
+loop is a numba kernel: networkx's ``spring_layout`` took 13.7 s for 2,000 nodes and 42.5 s for 4,000 on this
+project's 2-core machine, too slow for a page that lays out a few thousand modules; this kernel 0.98 s and 4.6 s
+(``bench/bench_layout.py``, bench/RESULTS.md).
 
 :func:`grouped_layout` places clones module by module: the modules (groups) are laid out as a graph of their link
 weights, each gets a disc whose area grows with its number of clones, and its clones are laid out inside it.

@@ -31,6 +31,13 @@ COLUMNS = [
     {"name": "Words", "id": "words"},
     {"name": "Submodules", "id": "submodules", "type": "numeric"},
 ]
+TOOLTIPS = {
+    "flow": "Flow: the share of time a random walk on the text (following T) spends in the module's clones; the "
+    "top modules' flows sum to 1.",
+    "size": "Clones: hidden states, each emitting one character; a character's clones tell its contexts apart.",
+    "name": "The module's most probable generalized word(s); -ell- marks a fragment (the module holds no word start).",
+    "submodules": "Modules nested in this one (Infomap's multilevel result); 0 for a leaf module.",
+}
 MAP_STYLESHEET = [
     {
         "selector": "node",
@@ -254,6 +261,9 @@ def layout(**_query: Any) -> html.Div:
                 dash_table.DataTable(
                     id=ids.COMMUNITIES_TABLE,
                     columns=COLUMNS,
+                    tooltip_header=TOOLTIPS,
+                    tooltip_delay=200,
+                    tooltip_duration=None,
                     data=[],
                     row_selectable="single",
                     sort_action="native",

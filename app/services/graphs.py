@@ -252,8 +252,8 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
     transition still places its clone next to its neighbour). Up to :data:`KAMADA_KAWAI_NODES` clones:
     Kamada-Kawai on hop distances, with clones in different connected pieces one hop further apart than the
     farthest connected pair (at the library's default of 10^6 they barely repel, and the pieces interleave);
-    larger subgraphs: :func:`engine.layout.force_layout` (``seed``; networkx's spring layout took 8.8 s for 2,000
-    nodes)."""
+    larger subgraphs: :func:`engine.layout.force_layout` (``seed``; networkx's spring layout took 13.7 s for 2,000
+    nodes, bench/bench_layout.py)."""
     if len(graph) == 0:
         return {}
     undirected = nx.Graph(graph)
