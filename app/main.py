@@ -50,8 +50,10 @@ def navigation() -> html.Nav:
         [
             html.Span("CHMM Explorer", className="brand"),
             *links,
-            html.Span(id=ids.JOB_BADGE, className="job-badge"),
-            html.Span(id=ids.MODEL_BADGE, className="badge"),
+            html.Span(
+                [html.Span(id=ids.JOB_BADGE, className="job-badge"), html.Span(id=ids.MODEL_BADGE, className="badge")],
+                className="nav-right",
+            ),
         ],
         id=ids.NAV,
         className="nav",
@@ -125,9 +127,13 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     Output(ids.JOB_BADGE, "children"),
     Input(ids.MODEL_WATCH, "n_intervals"),
     Input(ids.SESSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+    Input(ids.TRAINING_FLAG, "data"),
+    Input(ids.COMPARING_FLAG, "data"),
 )
-def show_running_jobs(_ticks: int | None, session_id: str | None) -> Any:
-    """On every page, every few seconds: the session's running training or comparison, linking to its page."""
+def show_running_jobs(_ticks: int | None, session_id: str | None, *_changes: Any) -> Any:
+    """On every page, every few seconds and when a job of this tab starts or ends: the session's running training
+    or comparison, linking to its page."""
     try:
         running = jobs.running_summary(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
