@@ -246,6 +246,8 @@ def test_train_then_cancel_a_second_training(
     )
     wait_until(lambda: len(names()) == 2, 10, lambda: f"the runs chart shows {names()}")
     assert names()[0].startswith("#1 60 states") and names()[1].startswith("#2 400 states")
+    wait_idle(browser)
+    screenshot(browser, "trainings", max_height=700, start=f"#{ids.TRAIN_RUNS_CHART}")
     wait_until(lambda: not start.get_attribute("disabled"), 15, "the Start button stayed disabled")
     wait_idle(browser)
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states")
