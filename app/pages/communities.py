@@ -144,6 +144,24 @@ def view_buttons(view: str) -> html.Div:
     )
 
 
+def network_view(view: str, component: str, stylesheet: list[Any], height: int, legend: str) -> list[Any]:
+    """A network view (the module map or a module's subgraph): its buttons, the Cytoscape canvas with preset
+    positions (laid out on the server) and its legend."""
+    return [
+        view_buttons(view),
+        cyto.Cytoscape(
+            id=component,
+            elements=[],
+            layout={"name": "preset", "fit": True, "padding": 20},
+            stylesheet=stylesheet,
+            style={"width": "100%", "height": f"{height}px"},
+            minZoom=0.05,
+            maxZoom=8,
+        ),
+        html.Div(legend, className="hint legend"),
+    ]
+
+
 def layout(**_query: Any) -> html.Div:
     return html.Div(
         [
@@ -229,21 +247,14 @@ def layout(**_query: Any) -> html.Div:
                 "Module map",
                 html.Div(id=ids.COMMUNITIES_TRAIL, className="breadcrumb"),
                 html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),
-                view_buttons("map"),
-                cyto.Cytoscape(
-                    id=ids.COMMUNITIES_MAP,
-                    elements=[],
-                    layout={"name": "preset", "fit": True, "padding": 20},
-                    stylesheet=MAP_STYLESHEET,
-                    style={"width": "100%", "height": "560px"},
-                    minZoom=0.05,
-                    maxZoom=8,
-                ),
-                html.Div(
+                *network_view(
+                    "map",
+                    ids.COMMUNITIES_MAP,
+                    MAP_STYLESHEET,
+                    560,
                     "Circles: the modules of this level, area by flow (the share of time a random walk on the text "
                     "spends there), colours as in the table. Arrows: flow from module to module, width by flow. Click "
                     "a module to open it below; one with submodules opens them with “Open its submodules”.",
-                    className="hint legend",
                 ),
             ),
             ui.card(
@@ -278,23 +289,14 @@ def layout(**_query: Any) -> html.Div:
                 html.Div(
                     [
                         html.Div(
-                            [
-                                view_buttons("graph"),
-                                cyto.Cytoscape(
-                                    id=ids.COMMUNITIES_GRAPH,
-                                    elements=[],
-                                    layout={"name": "preset", "fit": True, "padding": 20},
-                                    stylesheet=STYLESHEET,
-                                    style={"width": "100%", "height": "520px"},
-                                    minZoom=0.05,
-                                    maxZoom=8,
-                                ),
-                                html.Div(
-                                    "Nodes: clones, labelled by their character and coloured by it. Arrows: "
-                                    "transitions, width by probability. Hover or click a clone, or click an arrow.",
-                                    className="hint legend",
-                                ),
-                            ],
+                            network_view(
+                                "graph",
+                                ids.COMMUNITIES_GRAPH,
+                                STYLESHEET,
+                                520,
+                                "Nodes: clones, labelled by their character and coloured by it. Arrows: transitions, "
+                                "width by probability. Hover or click a clone, or click an arrow.",
+                            ),
                             className="module-graph",
                         ),
                         html.Div(
