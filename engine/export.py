@@ -163,7 +163,8 @@ def describe_export(
         "corpus": str(meta.get("corpus") or "unknown"),
         "states": int(graph.n_states),
         "symbols": len(graph.symbols),
-        "threshold": float(threshold) if threshold is not None else 0.0,
+        "threshold": float(threshold) if threshold is not None else 0.0,  # 0: not pruned
+        "pruned": threshold is not None,
         "model_test_bps": float(meta["test_bps"]) if meta.get("test_bps") is not None else float("nan"),
         "nodes": int(len(scope.nodes)) if scope is not None else int(graph.active().sum()),
         "module": scope.module if scope is not None and scope.module else "",
@@ -201,8 +202,9 @@ def _header_lines(description: dict[str, Any]) -> list[str]:
     bps = description["model_test_bps"]
     lines.append(
         f"# model: {description['states']:,} states over {description['symbols']} symbols, corpus "
-        f"{description['corpus']}, pruned at {description['threshold']:g}"
-        + (f", test BPS {bps:.4f} before pruning" if bps == bps else "")
+        f"{description['corpus']}, "
+        + (f"pruned at {description['threshold']:g}" if description["pruned"] else "not pruned")
+        + (f", test BPS {bps:.4f}" + (" before pruning" if description["pruned"] else "") if bps == bps else "")
     )
     if "infomap" in description:
         lines.append(

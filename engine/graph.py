@@ -419,6 +419,6 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
         edge_flow,
         flow,
         teleportation,
-        {k: model.metadata[k] for k in ("pruned", "corpus") if k in model.metadata}
+        {k: model.metadata[k] for k in ("pruned", "corpus", "test_bps") if k in model.metadata}
         | {"normalisation": model.codec.normalisation},
     )

@@ -247,12 +247,14 @@ def test_headers_say_what_ran(model: CHMM, tmp_path: Path) -> None:
             meta = nx.read_graphml(path).graph
             assert (meta["infomap_trials"], meta["infomap_markov_time"]) == (3, 1.5)
             assert meta["infomap_seed"] == "4 (Infomap --seed 5)" and meta["corpus"] == "carroll-alice.txt"
-            assert meta["threshold"] == THRESHOLD and meta["states"] == model.n_states
+            assert meta["threshold"] == THRESHOLD and meta["states"] == model.n_states and meta["pruned"]
+            assert meta["model_test_bps"] == pytest.approx(model.metadata["test_bps"])
             continue
         header = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#"))
         assert "trials 3, markov time 1.5, seed 4 (Infomap --seed 5)" in header, path
         assert "flow stationary (link weights node flow x T, --flow-model rawdir)" in header
         assert f"{model.n_states:,} states" in header and f"pruned at {THRESHOLD:g}" in header
+        assert f"test BPS {model.metadata['test_bps']:.4f} before pruning" in header
     assert f"module {module}" in (tmp_path / "m.clu").read_text(encoding="utf-8").splitlines()[0]
 
 
