@@ -159,9 +159,15 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
         backend=backend,
+        search_minutes=SEARCH_SHARE * config.max_job_seconds() / 60 if auto else None,
     )
     options.validate()
     return options
+
+
+SEARCH_SHARE = 0.6
+"""Share of the job's time limit (CHMM_MAX_JOB_MINUTES) the automatic search of states or pseudocount may use, so
+that the chosen setting's restarts and refit still fit: the search leaves out candidates predicted to pass it."""
 
 
 @dataclass

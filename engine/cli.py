@@ -168,6 +168,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 CHMM_ONLY_OPTIONS = (
+    "search_minutes",
     "allocation",
     "ngram_order",
     "algorithm",
@@ -487,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"default {TRAIN_DEFAULTS.pseudocount:g}; '{workflows.AUTO}': chosen on validation from "
         f"{', '.join(f'{v:g}' for v in workflows.PSEUDOCOUNT_GRID)}",
+    )
+    train.add_argument(
+        "--search-minutes",
+        type=float,
+        default=None,
+        help=f"with '{workflows.AUTO}': leave out candidates whose predicted time would pass this wall-clock budget "
+        "of the search (default none); the chosen setting's restarts and refit come after it",
     )
     train.add_argument(
         "--tolerance",

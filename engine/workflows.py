@@ -100,6 +100,7 @@ class TrainOptions:
     chunk: int | None = None
     burn_in: int = DEFAULT_BURN_IN
     max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
+    search_minutes: float | None = None  # wall-clock budget of the automatic search (AUTO): see search_settings
 
     @property
     def searches(self) -> bool:
@@ -120,6 +121,12 @@ class TrainOptions:
             raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
         if self.searches and self.init is not None:
             raise ValueError(f"--init continues one model with its own settings: {AUTO!r} applies to new models")
+        if self.search_minutes is not None and not (
+            isinstance(self.search_minutes, (int, float)) and 0 < self.search_minutes < math.inf
+        ):
+            raise ValueError(f"the search's minutes must be a positive number, got {self.search_minutes!r}")
+        if self.search_minutes is not None and not self.searches:
+            raise ValueError(f"--search-minutes bounds the search of {AUTO!r} states or pseudocount: give one of them")
         if self.searches and not self.validation:
             raise ValueError(f"{AUTO!r} chooses on the validation text: give a validation share above 0")
         if self.states == AUTO and self.grow_from:
@@ -384,6 +391,10 @@ class _SearchStopped(Exception):
         self.selection = selection
 
 
+class _OverBudget(Exception):
+    """The next candidate of the automatic search would pass ``search_minutes``."""
+
+
 def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
     """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
     to one state per :data:`SYMBOLS_PER_STATE` training symbols (at least the smallest such), and within
@@ -410,19 +421,43 @@ def search_settings(
     paper suggests for its Table 4 (section 4.2): every candidate is a selection run (stage 3, restart 0) scored by
     validation BPS. The number of states goes up :func:`states_candidates` until it stops helping; for each, the
     pseudocount walks :data:`PSEUDOCOUNT_GRID` from the previous best (:data:`FIRST_PSEUDOCOUNT` at first) upwards
-    while validation improves, else downwards. The best candidate then gets its other restarts
-    (:func:`best_of_restarts`), and :func:`train_text` refits it. Returns the kept selection and a line per
-    candidate (states, pseudocount, validation BPS, iterations, seconds)."""
+    while validation improves, else downwards. With ``options.search_minutes`` a candidate whose predicted time
+    (the last candidate's, scaled by :func:`estimate_training_memory`) would pass the budget is left out and the
+    search ends there (the budget covers the candidates, not the chosen setting's other restarts and the refit).
+    The best candidate then gets its other restarts (:func:`best_of_restarts`), and :func:`train_text` refits it.
+    Returns the kept selection and a line per candidate (states, pseudocount, validation BPS, iterations,
+    seconds)."""
     states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
     grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
     position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
     record: list[dict[str, Any]] = []
     best: tuple[float, Selection] | None = None
     held_out = corpus.validation_parts
+    search_started = time.perf_counter()
+
+    def predicted_seconds(states: int) -> float:
+        """The last candidate's seconds scaled by the training memory estimate (stored transition entries and
+        messages: what an EM iteration's time grows with) of ``states`` against its own."""
+        last = record[-1]
+        cost = estimate_training_memory(corpus, replace(options, states=states, pseudocount=FIRST_PSEUDOCOUNT))
+        last_cost = estimate_training_memory(
+            corpus, replace(options, states=last["states"], pseudocount=FIRST_PSEUDOCOUNT)
+        )
+        return float(last["seconds"]) * cost / max(last_cost, 1)
 
     def evaluate(states: int, pseudocount: float) -> float:
         nonlocal best
         candidate = len(record)
+        if options.search_minutes is not None and record:
+            spent = time.perf_counter() - search_started
+            predicted = predicted_seconds(states)
+            if spent + predicted > 60.0 * options.search_minutes:
+                if log:
+                    log(
+                        f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
+                        f"{predicted / 60:.1f} min more would pass the search's {options.search_minutes:g} min"
+                    )
+                raise _OverBudget
         tagged = None if callback is None else (lambda r, c=candidate: callback(r._replace(candidate=c)))
         concrete = replace(options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
@@ -470,6 +505,8 @@ def search_settings(
             previous = values[position]
     except _SearchStopped as stopped:
         return stopped.selection, record
+    except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
+        pass
     assert best is not None
     value, selection = best
     restarts = selection.options.resolved_restarts()

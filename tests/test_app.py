@@ -481,6 +481,8 @@ def test_form_choices_on_validation() -> None:
     options = jobs.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
     assert options.states == workflows.AUTO and options.pseudocount == workflows.AUTO and options.searches
     assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
+    assert options.search_minutes == pytest.approx(jobs.SEARCH_SHARE * config.max_job_seconds() / 60)
+    assert jobs.options_from_form(TINY).search_minutes is None  # no search, no budget
     assert jobs.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
     assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == workflows.TrainOptions().pseudocount
 

@@ -251,9 +251,27 @@ def test_auto_states_grid_and_choice() -> None:
     assert outcome.model.metadata["search"] == search
 
 
+def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
+    """A budget smaller than any candidate keeps the first candidate alone (always run) and says what it left out;
+    a generous one changes nothing."""
+    corpus = alice(24_000)
+    base = workflows.TrainOptions(states="auto", iterations=3, allocation="uniform", pseudocount=1e-3, refit=False)
+    lines: list[str] = []
+    tight = workflows.train_text(corpus, options_with(base, search_minutes=1e-4), log=lines.append)
+    assert [(line["states"], line["pseudocount"]) for line in tight.summary["search"]] == [(300, 1e-3)]
+    assert tight.summary["states"] == 300
+    assert any("candidate 2: 1,000 states, pseudocount 0.001 left out: about" in line for line in lines), lines
+    free = workflows.train_text(corpus, base)
+    roomy = workflows.train_text(corpus, options_with(base, search_minutes=600))
+    assert [line["states"] for line in roomy.summary["search"]] == [line["states"] for line in free.summary["search"]]
+    assert roomy.summary["validation_bps"] == pytest.approx(free.summary["validation_bps"], abs=1e-9)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
+        ({"search_minutes": 5.0}, "bounds the search of 'auto'"),
+        ({"states": "auto", "search_minutes": 0.0}, "must be a positive number"),
         ({"states": "auto", "validation": 0.0}, "validation share above 0"),
         ({"pseudocount": "auto", "init": "m.npz"}, "applies to new models"),
         ({"states": "many"}, "or 'auto'"),
@@ -276,6 +294,10 @@ def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):  # argparse's usage error
         cli.main([*args, "--pseudocount", "lots"])
     assert "expected a number or 'auto'" in capsys.readouterr().err
+    assert cli.main([*args, "--search-minutes", "5"]) != 0  # a budget without 'auto' is refused with a sentence
+    assert "bounds the search of 'auto'" in capsys.readouterr().err
+    assert cli.main([*args, "--pseudocount", "auto", "--search-minutes", "0.0001"]) == 0
+    assert len(workflows.load_model(out).metadata["search"]) == 1
     peer = ["train", str(corpus), "-o", str(tmp_path / "p.npz"), "--learner", "ngram", "--states", "auto"]
     assert cli.main(peer) != 0
     assert "give the ngram learner a number" in capsys.readouterr().err
