@@ -946,6 +946,32 @@ def test_multilevel_result_keeps_the_tree_for_the_breadcrumb(folder: Path) -> No
         assert all(by_id[child]["parent"] == module["id"] for child in module["children"])
     with pytest.raises(UserError, match="between 0 and 1"):
         graph_service.run_communities(folder, threshold="2")
+    for bad, expected in (("abc", "must be a number such as 0.5"), ("0", "above 0"), ("1e9", "at most 100")):
+        with pytest.raises(UserError, match=expected):
+            graph_service.run_communities(folder, markov_time=bad)
+    assert graph_service.run_communities(folder, trials=1, markov_time="0.5")["options"]["markov_time"] == 0.5
+
+
+def test_word_search_and_module_map_services(folder: Path) -> None:
+    graph_service.run_communities(folder, trials=2)
+    found = graph_service.find_word(folder, "Alice")
+    assert found["text"] == " alice " and [s["char"] for s in found["steps"]][1:6] == list("alice")
+    assert found["modules"] and found["modules"][0]["id"] == found["steps"][0]["top"] and not found["replaced"]
+    model = model_service.load_current(folder)
+    path = workflows.clone_path(model, "alice")
+    assert found["clones"] == path.clones.tolist() and found["bps"] > 0
+    assert graph_service.find_word(folder, "zorblax")["replaced"] == ["zorblax"]
+    for bad, expected in (("", "Type a word"), ("x" * 300, "at most 200"), ("!!!", "Cannot find '!!!'")):
+        with pytest.raises(UserError, match=expected):
+            graph_service.find_word(folder, bad)
+    drawn = graph_service.module_map(folder)
+    nodes = [e for e in drawn["elements"] if "source" not in e["data"]]
+    edges = [e for e in drawn["elements"] if "source" in e["data"]]
+    assert len(nodes) == drawn["modules"] and len(edges) == drawn["links"] <= 4 * len(nodes)
+    ends = {e["data"]["source"] for e in edges} | {e["data"]["target"] for e in edges}
+    assert ends <= {n["data"]["id"] for n in nodes}
+    assert all(n["data"]["colour"] == graph_service.module_colour(n["data"]["id"]) for n in nodes)
+    assert any("flat" in note for note in drawn["notes"])
 
 
 def test_module_rows_and_trail_walk_a_module_tree() -> None:
