@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -249,6 +250,38 @@ def test_auto_states_grid_and_choice() -> None:
     best = min(search, key=lambda line: line["validation_bps"])
     assert outcome.summary["states"] == best["states"]
     assert outcome.model.metadata["search"] == search
+
+
+def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's order on a validation surface whose best pseudocount falls as the states grow (as measured on
+    alice and macbeth): the first number of states walks upwards first, larger ones downwards first and upwards
+    only when going down did not help; each candidate once, the best kept."""
+    best_index = {300: 4, 1000: 3, 3000: 2, 10_000: 3}  # index into PSEUDOCOUNT_GRID of each row's minimum
+    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 10_000: 1.75}
+    grid = list(workflows.PSEUDOCOUNT_GRID)
+
+    def surface(states: int, pseudocount: float) -> float:
+        return level[states] + 0.01 * abs(grid.index(pseudocount) - best_index[states])
+
+    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
+        result = SimpleNamespace(model=(options.states, options.pseudocount), history=[], stopped="converged")
+        return workflows.Selection(options, None, result, None)
+
+    monkeypatch.setattr(workflows, "select_stage", fake_select)
+    monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: surface(*model))
+    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: [300, 1000, 3000, 10_000])
+    options = workflows.TrainOptions(states="auto", pseudocount="auto", restarts=1)
+    corpus = SimpleNamespace(validation_parts=[])
+    selection, record = workflows.search_settings("", corpus, options, "cpu", None, None, "surface", None)
+    tried = [(line["states"], line["pseudocount"]) for line in record]
+    assert tried == [
+        (300, 1e-4), (300, 1e-3), (300, 1e-2),  # upwards from FIRST_PSEUDOCOUNT to the grid's end
+        (1000, 1e-2), (1000, 1e-3), (1000, 1e-4),  # downwards first: 1e-3 helps, 1e-4 does not
+        (3000, 1e-3), (3000, 1e-4), (3000, 1e-5),  # downwards: 1e-4 helps, 1e-5 does not (1e-2 never tried)
+        (10_000, 1e-4), (10_000, 1e-5), (10_000, 1e-3), (10_000, 1e-2),  # down fails, so up: 1e-3 helps
+    ]
+    assert len(set(tried)) == len(tried)
+    assert (selection.options.states, selection.options.pseudocount) == (10_000, 1e-3)
 
 
 def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
