@@ -590,10 +590,13 @@ def result_json(communities: Communities) -> dict[str, Any]:
     }
 
 
-def write_result(communities: Communities, directory: str, stem: str = "clones") -> list[str]:
-    """Write the result directory: ``modules.csv``, ``modules.json``, and Infomap's ``<stem>.tree``,
-    ``<stem>.ftree`` (Network Navigator) and ``<stem>.clu`` (top-level modules). All files are written to a
-    temporary folder first and moved in at the end, so a failure leaves nothing partial. Returns the paths."""
+def write_result(
+    communities: Communities, directory: str, partition_texts: dict[str, str], stem: str = "clones"
+) -> list[str]:
+    """Write the result directory: ``modules.csv``, ``modules.json``, and ``<stem>.<ext>`` for each
+    ``partition_texts`` entry (the ``.tree``, ``.ftree`` and ``.clu`` as :mod:`engine.export` writes them, numbered
+    as its Pajek ``.net``). All files are written to a temporary folder first and moved in at the end, so a failure
+    leaves nothing partial. Returns the paths."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"{directory} exists and is not a folder")
     parent = os.path.dirname(os.path.abspath(directory))
@@ -604,10 +607,9 @@ def write_result(communities: Communities, directory: str, stem: str = "clones")
             handle.write(module_table_csv(communities))
         with open(os.path.join(staging, "modules.json"), "w", encoding="utf-8") as handle:
             json.dump(result_json(communities), handle, ensure_ascii=False, indent=1)
-        result = communities.infomap_result
-        result.write_tree(os.path.join(staging, f"{stem}.tree"))
-        result.write_flow_tree(os.path.join(staging, f"{stem}.ftree"))
-        result.write_clu(os.path.join(staging, f"{stem}.clu"))
+        for extension, content in partition_texts.items():
+            with open(os.path.join(staging, f"{stem}.{extension}"), "w", encoding="utf-8") as handle:
+                handle.write(content)
         names = sorted(os.listdir(staging))
         umask = os.umask(0)
         os.umask(umask)

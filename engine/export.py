@@ -431,6 +431,17 @@ def ftree_text(communities: Communities, scope: Scope, header: list[str]) -> str
     return "\n".join(lines) + "\n"
 
 
+_PARTITION_WRITERS = {"clu": clu_text, "tree": tree_text, "ftree": ftree_text}
+
+
+def partition_texts(communities: Communities) -> dict[str, str]:
+    """The whole graph's ``.clu``, ``.tree`` and ``.ftree`` texts by extension, numbered and headed as an export
+    of the whole graph (so they join with ``chmm export --format pajek`` of the same model and threshold)."""
+    scope = export_scope(communities.graph, communities)
+    header = _header_lines(describe_export(communities.graph, communities, scope))
+    return {fmt: writer(communities, scope, header) for fmt, writer in _PARTITION_WRITERS.items()}
+
+
 def _modules_by_export_path(communities: Communities, scope: Scope) -> dict[tuple[int, ...], Any]:
     """The result's modules by their tree path within the export: the exported module is the export's root (),
     and a leaf module exported alone is also its one module (1,)."""
@@ -519,8 +530,7 @@ def export_graph(
         _write_text(path, pajek_text(graph, scope, infomap_weights(graph, communities), header))
     elif fmt in PARTITION_FORMATS:
         assert communities is not None
-        writer = {"clu": clu_text, "tree": tree_text, "ftree": ftree_text}[fmt]
-        _write_text(path, writer(communities, scope, header))
+        _write_text(path, _PARTITION_WRITERS[fmt](communities, scope, header))
     else:
         arrays = npz_arrays(graph, scope, communities, description)
 

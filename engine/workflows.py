@@ -1200,9 +1200,10 @@ def model_graph(model: CHMM, threshold: float | None = DEFAULT_PRUNE_THRESHOLD) 
 
 
 def write_communities(result: communities_mod.Communities, directory: str | Path) -> list[str]:
-    """Write the result folder (modules.csv, modules.json, clones.tree/.ftree/.clu) with nothing partial left
-    on failure; returns the paths written."""
-    return communities_mod.write_result(result, str(directory))
+    """Write the result folder (modules.csv, modules.json, clones.tree/.ftree/.clu numbered as the whole graph's
+    Pajek export, :func:`engine.export.partition_texts`) with nothing partial left on failure; returns the paths
+    written."""
+    return communities_mod.write_result(result, str(directory), export_mod.partition_texts(result))
 
 
 def graph_edges(model: CHMM, threshold: float) -> int:

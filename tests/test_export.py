@@ -201,7 +201,7 @@ def export_all(result: cm.Communities, folder: Path, module: str | None = None) 
 
 def test_one_numbering_joins_net_clu_and_tree(either: cm.Communities, tmp_path: Path) -> None:
     """The .net, .clu, .tree and .ftree of one export number the clones alike (Pajek's 1..n): joined on node id,
-    labels agree and every clone is in its own module (the bug: .clu from 0, .net from 1)."""
+    labels, modules and tree paths agree with the result (the bug: .clu from 0, .net from 1)."""
     result = either
     files = export_all(result, tmp_path)
     labels, clu, tree = read_pajek_labels(files["pajek"]), read_clu(files["clu"]), parse_tree(files["tree"])
@@ -413,8 +413,14 @@ def test_export_command(model_path: Path, tmp_path: Path, capsys: pytest.Capture
     code, stdout, err = run_cli(["export", model_path, "--format", fmt, "-o", out, "--trials", "1", "--json"], capsys)
     assert code == 0, err
     assert out.stat().st_size > 0 and json.loads(stdout)["format"] == fmt
-    code, _, err = run_cli(["export", model_path, "--format", fmt, "-o", tmp_path / "m", "--module", "1"], capsys)
+    stdout_whole = stdout
+    code, stdout, err = run_cli(
+        ["export", model_path, "--format", fmt, "-o", tmp_path / "m", "--module", "1", "--json"], capsys
+    )
     assert code == 0, err
+    figures = json.loads(stdout)
+    assert Path(figures["path"]).stat().st_size > 0
+    assert 0 < figures["nodes"] < json.loads(stdout_whole)["nodes"]  # the module, not the whole graph
 
 
 def assert_clean_failure(code: int, err: str, tmp_path: Path, pattern: str) -> None:
