@@ -45,6 +45,7 @@ from app.background import (
     read_json,
 )
 from app.services import corpus as corpus_service
+from app.services import graphs as graph_service
 from engine import distributed, learning, text, workflows
 from engine.backend import gpu_probably_available
 from engine.files import atomic_write_json
@@ -526,7 +527,7 @@ def request_cancel(folder: Path) -> str:
 
 def running_summary(folder: Path) -> list[tuple[str, str]]:
     """The session's running jobs as (short text, page) pairs for the navigation bar: a training job's iteration,
-    a comparison's learners done."""
+    a comparison's learners done, an Infomap run."""
     found: list[tuple[str, str]] = []
     if job_running(folder):
         progress = read_progress(folder) or {}
@@ -542,4 +543,6 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
         rows = saved.get("results") or []
         done = sum(row.get("status") not in (compare.PENDING, compare.TRAINING) for row in rows)
         found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
+    if graph_service.communities_files(folder).running():
+        found.append(("Finding communities (Infomap)", "/communities"))
     return found

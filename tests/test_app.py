@@ -1345,9 +1345,11 @@ def test_infomap_runs_as_a_background_job_of_the_session(folder: Path) -> None:
     files.heartbeat.touch()
     with pytest.raises(UserError, match="Infomap is already running"):
         graph_service.run_communities(folder, trials=1)
+    assert ("Finding communities (Infomap)", "/communities") in jobs.running_summary(folder)  # the navigation bar
     assert not files.running(now=time.time() + 60)  # a job killed without a word goes stale
     os.utime(files.heartbeat, (time.time() - 60, time.time() - 60))
     graph_service.run_communities(folder, trials=1)
+    assert jobs.running_summary(folder) == []
     with pytest.raises(UserError):
         graph_service.run_communities(folder, trials="many")
     assert files.read()["status"] == "finished"  # bad settings are refused before a job starts
