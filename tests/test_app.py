@@ -689,11 +689,18 @@ def test_default_prefix_of_the_sample_model(folder: Path) -> None:
     assert generate_service.default_prefix(folder) == "said the"  # the sample model: the bundled sample corpus
 
 
-def test_default_prefix_comes_from_the_session_text(with_corpus: Path) -> None:
-    session = generate_service.default_prefix(with_corpus)
-    words = text.normalise_paper_base(SHORT_TEXT).split()
-    pairs = [" ".join(words[i : i + 2]) for i in range(len(words) - 1)]
-    assert session in pairs and len(session.split()) == 2
+def test_default_prefix_comes_from_the_models_own_text(folder: Path) -> None:
+    """The session's corpus is the reference only for a model trained on it (its name in the model's metadata):
+    the sample model keeps the sample corpus's phrase; the same model marked as trained on the session's corpus
+    takes that corpus's."""
+    session_text = "the cheshire cat grinned at alice. " * 40
+    corpus_service.store_corpus(folder, data_uri(session_text.encode("utf-8")), "cheshire.txt")
+    assert generate_service.default_prefix(folder) == "said the"  # not the session text's
+    model = workflows.load_model(sessions.current_model_path(folder))
+    model.metadata["corpus"] = "cheshire.txt"
+    workflows.save_model(model, folder / "marked.npz")
+    sessions.install_model(folder, folder / "marked.npz")
+    assert generate_service.default_prefix(folder) in {"the cheshire", "cheshire cat", "cat grinned"}
 
 
 def test_placeholder_pieces_mark_whole_words_only() -> None:

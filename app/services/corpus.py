@@ -181,11 +181,14 @@ def corpus_preview(folder: Path, normalisation: str = "paper", validation: float
 
 
 def reference_corpus(folder: Path, model: Any) -> str | None:
-    """The raw text the generalized words are checked against (seen/novel): the session's corpus, or the bundled
-    sample corpus when the model was trained on it; None when neither applies."""
-    session_text = joined_corpus_text(folder)
-    if session_text is not None:
-        return session_text
-    if model.metadata.get("corpus") == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
+    """The raw text the model was trained on, as far as the session has it: the session's corpus when the model
+    names it as its corpus (the models trained in this session), the bundled sample corpus when the model was
+    trained on that; None otherwise (an uploaded model, or one trained before another corpus was uploaded). It
+    marks generalized words seen/novel and gives the default prefix and the placeholder's share in training."""
+    trained_on = model.metadata.get("corpus")
+    info = corpus_info(folder)
+    if info is not None and trained_on == info.name:
+        return joined_corpus_text(folder)
+    if trained_on == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
         return text.read_text(config.SAMPLE_CORPUS)
     return None
