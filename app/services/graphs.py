@@ -362,8 +362,8 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.layout.module_colour`),
     linked by the flow between them (the saved :func:`engine.communities.module_links`), laid out on the server
     (:func:`engine.layout.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most flow
-    first) and four links per module, with a note when cut; a note when Infomap's result is flat. Returns the
-    elements, the notes and the level's figures."""
+    first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
+    flat. Returns the elements, the notes and the level's figures."""
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
