@@ -355,6 +355,18 @@ def cy_script(browser: DashComposite, component: str, body: str, *args: Any) -> 
     return browser.driver.execute_script(CY + body, f"#{component}", *args)
 
 
+def view_button(browser: DashComposite, view: str, action: str) -> Any:
+    """A network view's button ("map" or "graph"; "in", "out", "fit", "png", "svg"): its id is a pattern id."""
+    found = [
+        b
+        for b in browser.driver.find_elements("css selector", "button")
+        if (b.get_attribute("id") or "").startswith("{")
+        and json.loads(b.get_attribute("id")) == {"type": ids.COMMUNITIES_VIEW_BUTTON, "view": view, "action": action}
+    ]
+    assert len(found) == 1, (view, action, len(found))
+    return found[0]
+
+
 def run_infomap(browser: DashComposite, markov_time: str = "1") -> None:
     open_page(browser, "/communities")
     set_number(browser, ids.COMMUNITIES_TRIALS, 2)
@@ -391,6 +403,28 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     assert cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.edges().length;") > 0
     cy_script(browser, ids.COMMUNITIES_GRAPH, "cy.edges()[0].emit('tap'); return 1;")
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", "Probability (T)")
+    # hovering another clone shows its character and flow as the subgraph's data carry them
+    last_node = "const n = cy.nodes()[cy.nodes().length - 1]; n.emit('mouseover'); return n.data();"
+    hovered = cy_script(browser, ids.COMMUNITIES_GRAPH, last_node)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", f"Clone {hovered['label']}")
+    inspector = browser.find_element(f"#{ids.COMMUNITIES_INSPECT}").text
+    assert f"{hovered['flow']:.4g}" in inspector and f"state {hovered['state']}" in inspector
+    # the view's buttons: zoom in changes the zoom, fit brings the whole subgraph back into the canvas
+    before = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.zoom();")
+    view_button(browser, "graph", "in").click()
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.zoom();") > before * 1.1, 10, "no zoom")
+    view_button(browser, "graph", "fit").click()
+    wait_until(
+        lambda: cy_script(
+            browser,
+            ids.COMMUNITIES_GRAPH,
+            "const b = cy.elements().renderedBoundingBox(); "
+            "return b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1 && b.y2 <= cy.height() + 1;",
+        ),
+        10,
+        lambda: "fit left the subgraph outside the canvas: "
+        + str(cy_script(browser, ids.COMMUNITIES_GRAPH, "return [cy.elements().renderedBoundingBox(), cy.zoom()];")),
+    )
     screenshot(browser, "communities", max_height=1500)  # the run, the search box and the module map
     screenshot(browser, "module", max_height=1000, start=f"#{ids.COMMUNITIES_GRAPH_NOTE}")
     # the module's export link opens the Export page with the module filled in

@@ -614,7 +614,8 @@ def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | N
     if action in ("in", "out"):
         out[0] = max(0.05, min(8.0, (zoom or 1.0) * (1.25 if action == "in" else 0.8)))
     elif action == "fit":
-        out[1] = {"name": "preset", "fit": True, "padding": 20 + sum(c or 0 for c in clicks) % 2}
+        # a layout value the view has not had (the clicks so far: the initial layout has none), so it runs again
+        out[1] = {"name": "preset", "fit": True, "padding": 20, "fit_request": sum(c or 0 for c in clicks)}
     else:
         name = "module-map" if view == "map" else "module-subgraph"
         out[2] = {"type": action, "action": "download", "filename": name}
