@@ -417,13 +417,15 @@ def run_training_job(
                     status, message = _train_and_install(folder, options, check, progress, key)
                 finally:
                     slot.release()
-        except JobTerminated:
-            status, message = CANCELLED, "The server stopped the training job; the previous model is still current."
+        except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel below
+            status, message = CANCELLED, SERVER_STOPPED
         except MemoryError:
             status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
         except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
             status = FAILED
             message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
+    if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
+        message = USER_CANCELLED
     outcome = _finish(folder, job, progress, status, message)
     if report is not None:
         report(progress.state)
@@ -505,15 +507,22 @@ def _train_and_install(
     return FINISHED, _summary_message(outcome.summary)
 
 
+SERVER_STOPPED = "The server stopped the training job; the previous model is still current."
+USER_CANCELLED = "Training cancelled; the previous model is still current."
+
+
 def request_cancel(folder: Path) -> str:
-    """Ask the session's running job to stop (the cancel flag file) and say what the page should show."""
+    """Ask the session's running job to stop (the cancel flag file) and say what the page should show. Under Celery
+    the same click revokes the task, whose SIGTERM may end the job before this flag is written: a job just ended
+    as stopped by the server is then recorded as the user's cancel."""
     files = training_files(folder)
     files.request_cancel()
     job = files.read()
     if job and job.get("status") == FINISHED:
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
-    message = "Training cancelled; the previous model is still current."
-    if job and job.get("status") == RUNNING:
+    message = USER_CANCELLED
+    just_stopped = job and job.get("message") == SERVER_STOPPED and time.time() - job.get("finished", 0) < 30
+    if job and (job.get("status") == RUNNING or just_stopped):
         job.update(status=CANCELLED, message=message, finished=time.time())
         files.write(job)
         progress = read_progress(folder)

@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import math
+import multiprocessing
 import os
 import time
 import uuid
@@ -325,6 +326,52 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
     record = jobs.read_job(with_corpus)
     assert record["status"] == jobs.CANCELLED and "server stopped the training job" in record["message"]
     assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
+
+
+def _start_long_job(folder: Path) -> multiprocessing.process.BaseProcess:
+    before = (jobs.read_job(folder) or {}).get("key")
+    child = multiprocessing.get_context("fork").Process(target=_long_job, args=(str(folder),))
+    child.start()
+    deadline = time.time() + 60
+
+    def training() -> bool:
+        key, progress = (jobs.read_job(folder) or {}).get("key"), jobs.read_progress(folder) or {}
+        return key != before and progress.get("key") == key and bool(progress.get("history"))
+
+    while not training():
+        assert time.time() < deadline and child.is_alive(), "the job did not start training"
+        time.sleep(0.2)
+    return child
+
+
+def test_a_cancel_is_said_as_the_users_whichever_comes_first(with_corpus: Path) -> None:
+    """Cancel under Celery writes the cancel flag and revokes the task (SIGTERM to the job) in two requests, in
+    either order; the job must end as the user's cancel, not as "the server stopped the training job" (a CI run
+    showed that message after Cancel)."""
+    # the flag first, SIGTERM right after
+    child = _start_long_job(with_corpus)
+    jobs.training_files(with_corpus).request_cancel()
+    child.terminate()
+    child.join(timeout=15)
+    assert child.exitcode == 0
+    record = jobs.read_job(with_corpus)
+    assert record["status"] == jobs.CANCELLED and record["message"].startswith("Training cancelled"), record
+    # SIGTERM first: the job ends as stopped by the server; the cancel request that follows says it was the user
+    child = _start_long_job(with_corpus)
+    child.terminate()
+    child.join(timeout=15)
+    assert jobs.read_job(with_corpus)["message"] == jobs.SERVER_STOPPED
+    assert jobs.request_cancel(with_corpus) == jobs.USER_CANCELLED
+    assert jobs.read_job(with_corpus)["message"] == jobs.USER_CANCELLED
+    assert jobs.read_progress(with_corpus)["message"] == jobs.USER_CANCELLED
+    # a server stop of long ago is not rewritten by a later click
+    child = _start_long_job(with_corpus)
+    child.terminate()
+    child.join(timeout=15)
+    files = jobs.training_files(with_corpus)
+    files.write(files.read() | {"finished": time.time() - 120})
+    jobs.request_cancel(with_corpus)
+    assert jobs.read_job(with_corpus)["message"] == jobs.SERVER_STOPPED
 
 
 def test_jobs_beyond_the_server_limit_wait_in_a_queue(
