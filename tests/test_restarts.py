@@ -284,6 +284,23 @@ def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.Monk
     assert (selection.options.states, selection.options.pseudocount) == (10_000, 1e-3)
 
 
+def test_candidate_seconds_follow_the_growth_measured_so_far() -> None:
+    """The prediction scales the last candidate's seconds by the cost ratio to the power fitted on the two largest
+    numbers of states tried (calgary-book1: 10 times the memory cost 1.5 times the seconds, so the memory ratio alone
+    predicted 47.7 minutes for a 3,000-state candidate and left it out), within PREDICTION_EXPONENTS."""
+    cost = {300: 1.0, 1000: 10.0, 3000: 100.0}.__getitem__
+    one_size = [{"states": 300, "seconds": 10.0}, {"states": 300, "seconds": 12.0}]
+    assert workflows.predict_candidate_seconds(one_size, cost, 1000) == pytest.approx(120.0)  # proportional
+    assert workflows.predict_candidate_seconds(one_size, cost, 300) == pytest.approx(12.0)  # the same size
+    flat = [*one_size, {"states": 1000, "seconds": 16.0}, {"states": 1000, "seconds": 17.0}]
+    low, high = workflows.PREDICTION_EXPONENTS
+    assert workflows.predict_candidate_seconds(flat, cost, 3000) == pytest.approx(17.0 * 10**low)  # at the floor
+    fitted = [*one_size, {"states": 1000, "seconds": 11.0 * 10**0.8}]
+    assert workflows.predict_candidate_seconds(fitted, cost, 3000) == pytest.approx(11.0 * 10**0.8 * 10**0.8)
+    steep = [*one_size, {"states": 1000, "seconds": 1100.0}]
+    assert workflows.predict_candidate_seconds(steep, cost, 3000) == pytest.approx(1100.0 * 10**high)
+
+
 def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
     """A budget smaller than any candidate keeps the first candidate alone (always run) and says what it left out;
     a generous one changes nothing."""
