@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import operator
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -152,6 +153,24 @@ def shard_e_step(model: Any, shard: Sequence[Any]) -> Partial:
     return total
 
 
+SCATTER_SECONDS = 30.0
+SCATTER_BYTES_PER_SECOND = 5e6
+SCATTER_TRIES = 3
+
+
+def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
+    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome``."""
+    try:
+        outcome["futures"] = client.scatter(data, broadcast=broadcast, timeout=timeout)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+        outcome["error"] = exc
+
+
+def _model_bytes(model: Any) -> int:
+    """The bytes of a model's arrays (what a scatter sends)."""
+    return int(sum(v.nbytes for v in vars(model).values() if isinstance(v, np.ndarray)))
+
+
 def balance(sequences: Sequence[Any], shards: int) -> list[list[Any]]:
     """The sequences (documents or chunks) in ``shards`` groups of about equal symbols (longest first, each to the
     lightest group); groups that get nothing are left out."""
@@ -223,9 +242,11 @@ class ClusterEStep:
         if not groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)
             return
         try:
-            self.futures = self.client.scatter(groups)
+            self.futures = self._scatter(groups, sum(int(getattr(x, "x", x).nbytes) for g in groups for x in g))
             if workers > 1:
                 self.client.replicate(self.futures, n=2)
+        except ClusterError:
+            raise
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
 
@@ -246,7 +267,36 @@ class ClusterEStep:
             b = min(len(x), stop + 1 + self.burn_in) if stop < steps else len(x)
             first_initial = initial if start == 0 else None
             pieces.append(Piece(x[a:b], start - a, stop - a, start == 0, first_initial, k))
-        return self._run(engine, state, self.client.scatter([[p] for p in pieces]), cancel)
+        shards = self._scatter([[p] for p in pieces], int(x.nbytes), cancel=cancel)
+        return None if shards is None else self._run(engine, state, shards, cancel)
+
+    def _scatter(self, data: Any, nbytes: int, broadcast: bool = False, cancel: Any = None) -> Any:
+        """``client.scatter`` that cannot hang: a scatter that reaches a worker dying at that moment never returns
+        (seen in CI: a worker killed as an iteration began held the run for ever), so each try has a timeout
+        (:data:`SCATTER_SECONDS` plus the data at :data:`SCATTER_BYTES_PER_SECOND`) and is repeated, against the
+        workers alive then, up to :data:`SCATTER_TRIES` times; then :class:`ClusterError`. None when ``cancel``
+        was set between tries."""
+        timeout = SCATTER_SECONDS + nbytes / SCATTER_BYTES_PER_SECOND
+        for _ in range(SCATTER_TRIES):
+            self._check_client()
+            if cancel is not None and cancel.cancelled:
+                return None
+            outcome: dict[str, Any] = {}
+            # in a thread of its own, waited for with a timeout: the hang is inside the client's own wait, which
+            # its timeout argument does not bound (a hung try's thread is a daemon and is left behind)
+            sender = threading.Thread(
+                target=_send, args=(self.client, data, broadcast, timeout, outcome), name="chmm-scatter", daemon=True
+            )
+            sender.start()
+            sender.join(timeout)
+            if sender.is_alive() or isinstance(outcome.get("error"), TimeoutError):
+                continue
+            if "error" in outcome:
+                raise outcome["error"]
+            return outcome["futures"]
+        raise ClusterError(
+            f"the Dask cluster did not take the data in {SCATTER_TRIES} tries of {timeout:.0f} s (workers dying?)"
+        )
 
     def _check_client(self) -> None:
         """ClusterError unless the client is connected to its scheduler."""
@@ -262,7 +312,9 @@ class ClusterEStep:
         model = engine.host(state)
         try:
             self._check_client()
-            shared = self.client.scatter(model, broadcast=True)
+            shared = self._scatter(model, _model_bytes(model), broadcast=True, cancel=cancel)
+            if shared is None:
+                return None
             partials = [self.client.submit(shard_e_step, shared, shard, pure=False) for shard in shards]
             while len(partials) > 1:  # a tree sum on the workers: only the total comes back
                 pairs = [

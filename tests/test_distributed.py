@@ -95,6 +95,44 @@ def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for the tests after this one
 
 
+class _HangingOnce:
+    """A client whose first ``tries`` scatters (only broadcasts, the model's, with ``broadcast_only``) time out, as
+    one reaching a worker that dies at that moment never returns; later ones go to the real client."""
+
+    def __init__(self, client, tries: int, broadcast_only: bool = False) -> None:
+        self.client, self.tries, self.broadcast_only, self.timeouts = client, tries, broadcast_only, []
+
+    def scatter(self, data, broadcast=False, timeout=None):
+        if self.broadcast_only and not broadcast:
+            return self.client.scatter(data, timeout=timeout)
+        self.timeouts.append(timeout)
+        if len(self.timeouts) <= self.tries:
+            raise TimeoutError("scatter timed out")
+        return self.client.scatter(data, broadcast=broadcast, timeout=timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_a_scatter_that_hangs_is_tried_again_then_fails_the_run(client) -> None:
+    model, docs = model_and_documents(seed=5)
+    config = learning.TrainingConfig(max_iterations=2, tolerance=0.0)
+    here = learning.fit(model, docs, None, config)
+    once = _HangingOnce(client, 1)
+    there = learning.fit(model, docs, None, config, cluster=once)
+    assert there.stopped == "max_iterations" and once.timeouts[0] >= distributed.SCATTER_SECONDS
+    np.testing.assert_allclose(there.model.T, here.model.T, rtol=1e-9, atol=1e-12)
+    never = _HangingOnce(client, 10**6)
+    with pytest.raises(distributed.ClusterError, match="did not take the data in 3 tries"):
+        learning.fit(model, docs, None, config, cluster=never)
+    assert len(never.timeouts) == distributed.SCATTER_TRIES
+    # the model's scatter of every iteration too: the documents go through, the model never does
+    model_never = _HangingOnce(client, 10**6, broadcast_only=True)
+    failed = learning.fit(model, docs, None, config, cluster=model_never)
+    assert failed.stopped == "failed" and "did not take the data in 3 tries" in str(failed.error)
+    np.testing.assert_array_equal(failed.model.T, model.T)  # the last good model: the start
+
+
 def test_cancel_stops_the_cluster_work(client) -> None:
     model, docs = model_and_documents(seed=4, sizes=tuple([20_000] * 8))
     cancel = learning.CancelToken()
