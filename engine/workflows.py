@@ -465,12 +465,12 @@ def search_settings(
     validation BPS. The number of states goes up :func:`states_candidates` until it stops helping; for each, the
     pseudocount walks :data:`PSEUDOCOUNT_GRID` from the previous best (:data:`FIRST_PSEUDOCOUNT` at first) in one
     direction while validation improves, and in the other only if that did not help: upwards first for the first
-    number of states, downwards first for the larger ones. With ``options.search_minutes`` a candidate whose
-    predicted time (:func:`predict_candidate_seconds`) would pass the budget is left
-    out and the search ends there (the budget covers the candidates, not the chosen setting's other restarts and the
-    refit). The best candidate then gets its other restarts (:func:`best_of_restarts`), and :func:`train_text`
-    refits it. Returns the kept selection and a line per candidate (states, pseudocount, validation BPS, iterations,
-    seconds)."""
+    number of states; each larger one starts one step below the previous best and walks downwards first. With
+    ``options.search_minutes`` a candidate whose predicted time (:func:`predict_candidate_seconds`) would pass the
+    budget is left out and the search ends there (the budget covers the candidates, not the chosen setting's other
+    restarts and the refit). The best candidate then gets its other restarts (:func:`best_of_restarts`), and
+    :func:`train_text` refits it. Returns the kept selection and a line per candidate (states, pseudocount,
+    validation BPS, iterations, seconds)."""
     states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
     grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
     position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
@@ -525,9 +525,12 @@ def search_settings(
     try:
         previous = math.inf
         for number, states in enumerate(states_list):
+            # the first number of states walks upwards first; larger ones start one step below the previous best
+            # and walk downwards first, since more states share the counts and want less smoothing (alice, macbeth,
+            # hamlet, milton, calgary-book1: 1e-3 best at 1,000 states, 1e-4 at 3,000)
+            if number > 0:
+                position = max(position - 1, 0)
             values = {position: evaluate(states, grid[position])}
-            # the first number of states walks upwards first; larger ones downwards first, since more states share
-            # the counts and want less smoothing (alice, macbeth: 1e-3 best at 1,000 states, 1e-4 at 3,000)
             first, second = (1, -1) if number == 0 else (-1, 1)
             if not _walk(values, position, first, len(grid), lambda i, s=states: evaluate(s, grid[i])):
                 _walk(values, position, second, len(grid), lambda i, s=states: evaluate(s, grid[i]))

@@ -254,8 +254,9 @@ def test_auto_states_grid_and_choice() -> None:
 
 def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk's order on a validation surface whose best pseudocount falls as the states grow (as measured on
-    alice and macbeth): the first number of states walks upwards first, larger ones downwards first and upwards
-    only when going down did not help; each candidate once, the best kept."""
+    alice, macbeth, hamlet, milton and calgary-book1): the first number of states walks upwards first; larger ones
+    start one step below the previous best, walk downwards first and upwards only when going down did not help;
+    each candidate once, the best kept."""
     best_index = {300: 4, 1000: 3, 3000: 2, 10_000: 3}  # index into PSEUDOCOUNT_GRID of each row's minimum
     level = {300: 2.0, 1000: 1.9, 3000: 1.8, 10_000: 1.75}
     grid = list(workflows.PSEUDOCOUNT_GRID)
@@ -275,10 +276,20 @@ def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.Monk
     selection, record = workflows.search_settings("", corpus, options, "cpu", None, None, "surface", None)
     tried = [(line["states"], line["pseudocount"]) for line in record]
     assert tried == [
-        (300, 1e-4), (300, 1e-3), (300, 1e-2),  # upwards from FIRST_PSEUDOCOUNT to the grid's end
-        (1000, 1e-2), (1000, 1e-3), (1000, 1e-4),  # downwards first: 1e-3 helps, 1e-4 does not
-        (3000, 1e-3), (3000, 1e-4), (3000, 1e-5),  # downwards: 1e-4 helps, 1e-5 does not (1e-2 never tried)
-        (10_000, 1e-4), (10_000, 1e-5), (10_000, 1e-3), (10_000, 1e-2),  # down fails, so up: 1e-3 helps
+        (300, 1e-4),
+        (300, 1e-3),
+        (300, 1e-2),  # upwards from FIRST_PSEUDOCOUNT to the grid's end
+        (1000, 1e-3),  # one step below 300's best: the best here; down (1e-4) and up (1e-2) are worse
+        (1000, 1e-4),
+        (1000, 1e-2),
+        (3000, 1e-4),  # one step below 1,000's best: the best; 1e-5 and 1e-3 are worse
+        (3000, 1e-5),
+        (3000, 1e-3),
+        (10_000, 1e-5),  # one step below; 1e-6 is worse, so upwards while it helps: 1e-4, 1e-3, not 1e-2
+        (10_000, 1e-6),
+        (10_000, 1e-4),
+        (10_000, 1e-3),
+        (10_000, 1e-2),
     ]
     assert len(set(tried)) == len(tried)
     assert (selection.options.states, selection.options.pseudocount) == (10_000, 1e-3)
