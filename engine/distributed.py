@@ -92,6 +92,11 @@ class Piece:
     initial: np.ndarray | None = None  # replaces pi at the piece's start (online EM's carried message)
     order: int = -1
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its symbols (what sending it costs), as a document array's ``nbytes``."""
+        return int(self.x.nbytes)
+
     def __len__(self) -> int:
         return self.hi - self.lo
 
@@ -242,7 +247,7 @@ class ClusterEStep:
         if not groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)
             return
         try:
-            self.futures = self._scatter(groups, sum(int(getattr(x, "x", x).nbytes) for g in groups for x in g))
+            self.futures = self._scatter(groups, sum(int(x.nbytes) for g in groups for x in g))
             if workers > 1:
                 self.client.replicate(self.futures, n=2)
         except ClusterError:

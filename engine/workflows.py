@@ -532,8 +532,12 @@ def search_settings(
                 position = max(position - 1, 0)
             values = {position: evaluate(states, grid[position])}
             first, second = (1, -1) if number == 0 else (-1, 1)
-            if not _walk(values, position, first, len(grid), lambda i, s=states: evaluate(s, grid[i])):
-                _walk(values, position, second, len(grid), lambda i, s=states: evaluate(s, grid[i]))
+
+            def at(index: int, states: int = states) -> float:
+                return evaluate(states, grid[index])
+
+            if not _walk(values, position, first, len(grid), at):
+                _walk(values, position, second, len(grid), at)
             position = min(values, key=values.get)
             if values[position] >= previous:  # more states stopped helping
                 break

@@ -188,7 +188,7 @@ def reference_corpus(folder: Path, model: Any) -> str | None:
     trained_on = model.metadata.get("corpus")
     info = corpus_info(folder)
     if info is not None and trained_on == info.name:
-        return joined_corpus_text(folder)
+        return (folder / sessions.CORPUS).read_text(encoding="utf-8")  # what joined_corpus_text reads, checked once
     if trained_on == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
         return text.read_text(config.SAMPLE_CORPUS)
     return None
