@@ -166,9 +166,10 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     return options
 
 
-SEARCH_SHARE = 0.6
-"""Share of the job's time limit (CHMM_MAX_JOB_MINUTES) the automatic search of states or pseudocount may use, so
-that the chosen setting's restarts and refit still fit: the search leaves out candidates predicted to pass it."""
+SEARCH_SHARE = 0.7
+"""Share of the job's time limit (CHMM_MAX_JOB_MINUTES) the automatic search of states or pseudocount may use, its
+chosen setting's restarts included, so that the refit still fits: the search leaves out candidates and restarts
+predicted to pass it."""
 
 
 @dataclass

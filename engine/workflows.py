@@ -47,11 +47,17 @@ PSEUDOCOUNT_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
 """The pseudocounts ``--pseudocount auto`` chooses from (on alice the best was 1e-3 at 1,000 states and 1e-5 at
 3,000: bench/RESULTS.md)."""
 FIRST_PSEUDOCOUNT = 1e-4
-"""Where the search on :data:`PSEUDOCOUNT_GRID` starts (for the smallest number of states; each larger number of
-states starts from the pseudocount best for the one before)."""
-STATES_GRID = (300, 1_000, 3_000, 10_000, 30_000)
+"""Where the search on :data:`PSEUDOCOUNT_GRID` starts for the smallest number of states; each larger number of
+states starts where :func:`pseudocount_start` puts it."""
+STATES_GRID = (300, 1_000, 3_000, 5_000, 10_000, 30_000)
 """The numbers of states ``--states auto`` chooses from: those with at least two clones per symbol and at most one
-state per :data:`SYMBOLS_PER_STATE` training symbols (and, with ``max_memory``, within it)."""
+state per :data:`SYMBOLS_PER_STATE` training symbols (and, with ``max_memory``, within it). 5,000 is the step that
+fits 90 minutes on 2 cores for the largest texts of Table 4, where 3,000 states are short of capacity and 10,000
+do not fit (bench/RESULTS.md, issue 15)."""
+PSEUDOCOUNT_STATES_EXPONENT = 2.0
+"""The best pseudocount falls as the number of states to this power: a row's stored entries grow with the square
+of the clones, and the pseudocount is added to each (measured: one decade lower per three times the states, from
+1,000 to 3,000 states on alice, macbeth, hamlet, milton, calgary-book1, War and Peace and Moby Dick)."""
 SYMBOLS_PER_STATE = 10
 SHARP_CONCENTRATION = 0.1
 """Odd-numbered restarts start from T drawn from a Dirichlet of this concentration (clones close to a few
@@ -407,9 +413,16 @@ def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
     return grid
 
 
-def _walk(
-    values: dict[int, float], position: int, step: int, length: int, evaluate: Callable[[int], float]
-) -> bool:
+def pseudocount_start(grid: Sequence[float], previous: int, states: int, previous_states: int) -> int:
+    """The grid index where the pseudocount walk starts for ``states`` when ``previous`` (an index of ``grid``, a
+    grid of decades) was best for ``previous_states``: the previous best times (previous_states / states) **
+    :data:`PSEUDOCOUNT_STATES_EXPONENT`, rounded to the nearest decade (one step down from 1,000 to 3,000 states,
+    none from 3,000 to 5,000), within the grid."""
+    steps = round(PSEUDOCOUNT_STATES_EXPONENT * math.log10(states / previous_states))
+    return min(max(previous - steps, 0), len(grid) - 1)
+
+
+def _walk(values: dict[int, float], position: int, step: int, length: int, evaluate: Callable[[int], float]) -> bool:
     """Walk a grid from ``position`` (already in ``values``) by ``step`` while validation improves, adding each
     candidate's validation BPS to ``values``; True when the first step improved on ``position``."""
     index = position + step
@@ -427,9 +440,7 @@ PREDICTION_EXPONENTS = (0.5, 1.5)
 calgary-book1's 1,000-state candidates took 1.5 times the 300-state ones' for 10 times the memory), at most 1.5."""
 
 
-def predict_candidate_seconds(
-    record: Sequence[dict[str, Any]], cost: Callable[[int], float], states: int
-) -> float:
+def predict_candidate_seconds(record: Sequence[dict[str, Any]], cost: Callable[[int], float], states: int) -> float:
     """The seconds a search candidate with ``states`` is expected to take: the last candidate's seconds times
     (cost(states) / cost(its states)) ** e, where ``cost`` is what an EM iteration's time grows with (the training
     memory estimate: stored transition entries and messages) and e is fitted to the mean seconds of the two largest
@@ -450,6 +461,17 @@ def predict_candidate_seconds(
     return float(last["seconds"]) * ratio**exponent
 
 
+def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
+    """How many of ``wanted`` further restarts fit ``budget`` seconds when one run of the setting took ``seconds``
+    with every core: n restarts run in p = :func:`restart_processes` processes of one core each, so they take
+    ceil(n / p) rounds of about p * ``seconds`` each (the same work per core)."""
+    for n in range(wanted, 0, -1):
+        processes = restart_processes(n, backend)
+        if math.ceil(n / processes) * processes * seconds <= budget:
+            return n
+    return 0
+
+
 def search_settings(
     corpus_text: str | Sequence[Any],
     corpus: text.Corpus,
@@ -465,11 +487,12 @@ def search_settings(
     validation BPS. The number of states goes up :func:`states_candidates` until it stops helping; for each, the
     pseudocount walks :data:`PSEUDOCOUNT_GRID` from the previous best (:data:`FIRST_PSEUDOCOUNT` at first) in one
     direction while validation improves, and in the other only if that did not help: upwards first for the first
-    number of states; each larger one starts one step below the previous best and walks downwards first. With
-    ``options.search_minutes`` a candidate whose predicted time (:func:`predict_candidate_seconds`) would pass the
-    budget is left out and the search ends there (the budget covers the candidates, not the chosen setting's other
-    restarts and the refit). The best candidate then gets its other restarts (:func:`best_of_restarts`), and
-    :func:`train_text` refits it. Returns the kept selection and a line per candidate (states, pseudocount,
+    number of states; each larger one starts below the previous best by :func:`pseudocount_start` and walks
+    downwards first. With ``options.search_minutes`` a candidate whose predicted time
+    (:func:`predict_candidate_seconds`) would pass the budget is left out and the search ends there. The best
+    candidate then gets its other restarts (:func:`best_of_restarts`), as many as still fit the budget
+    (:func:`restarts_within`: capacity comes before restarts, which change text little), and :func:`train_text`
+    refits it (outside the budget). Returns the kept selection and a line per candidate (states, pseudocount,
     validation BPS, iterations, seconds)."""
     states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
     grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
@@ -517,7 +540,7 @@ def search_settings(
             }
         )
         if log:
-            log(f"candidate {candidate + 1}: validation BPS {value:.4f}")
+            log(f"candidate {candidate + 1}: validation BPS {value:.4f} ({record[-1]['seconds'] / 60:.1f} min)")
         if best is None or value < best[0]:
             best = (value, selection)
         return value
@@ -525,11 +548,11 @@ def search_settings(
     try:
         previous = math.inf
         for number, states in enumerate(states_list):
-            # the first number of states walks upwards first; larger ones start one step below the previous best
-            # and walk downwards first, since more states share the counts and want less smoothing (alice, macbeth,
+            # the first number of states walks upwards first; larger ones start lower by the states' growth and
+            # walk downwards first, since more states share the counts and want less smoothing (alice, macbeth,
             # hamlet, milton, calgary-book1: 1e-3 best at 1,000 states, 1e-4 at 3,000)
             if number > 0:
-                position = max(position - 1, 0)
+                position = pseudocount_start(grid, position, states, states_list[number - 1])
             values = {position: evaluate(states, grid[position])}
             first, second = (1, -1) if number == 0 else (-1, 1)
 
@@ -549,6 +572,22 @@ def search_settings(
     assert best is not None
     value, selection = best
     restarts = selection.options.resolved_restarts()
+    if options.search_minutes is not None and restarts > 1 and not selection.schedule:
+        spent = time.perf_counter() - search_started
+        chosen_options = selection.options
+        seconds = next(
+            line["seconds"]
+            for line in record
+            if (line["states"], line["pseudocount"]) == (chosen_options.states, chosen_options.pseudocount)
+        )
+        fits = restarts_within(restarts - 1, seconds, 60.0 * options.search_minutes - spent, backend)
+        if fits < restarts - 1 and log:
+            which = f"restart {restarts}" if fits + 2 == restarts else f"restarts {fits + 2}-{restarts}"
+            log(
+                f"{which} of the chosen setting left out: each takes about {seconds / 60:.1f} min, and they would "
+                f"pass the search's {options.search_minutes:g} min"
+            )
+        restarts = fits + 1
     if restarts > 1 and not selection.schedule:  # the other restarts of the chosen setting
         chosen = len(record)
         tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))

@@ -100,6 +100,7 @@ def test_restarts_in_processes_match_one_after_the_other(monkeypatch: pytest.Mon
     (one, one_records), (two, two_records) = runs["1"], runs["2"]
     assert [r["bps"] for r in two.summary["restarts"]] == pytest.approx([r["bps"] for r in one.summary["restarts"]])
     assert np.array_equal(one.model.T, two.model.T)
+
     # the callback sees the same records in the same order: restart by restart, then the refit
     def strip(records: list[learning.IterationRecord]) -> list[tuple]:
         return [(r.restart, r.iteration, r.refit, np.nan_to_num(r.validation_bps).round(9)) for r in records]
@@ -255,10 +256,10 @@ def test_auto_states_grid_and_choice() -> None:
 def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk's order on a validation surface whose best pseudocount falls as the states grow (as measured on
     alice, macbeth, hamlet, milton and calgary-book1): the first number of states walks upwards first; larger ones
-    start one step below the previous best, walk downwards first and upwards only when going down did not help;
-    each candidate once, the best kept."""
-    best_index = {300: 4, 1000: 3, 3000: 2, 10_000: 3}  # index into PSEUDOCOUNT_GRID of each row's minimum
-    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 10_000: 1.75}
+    start below the previous best by (previous states / states) ** 2 to the nearest decade, walk downwards first
+    and upwards only when going down did not help; each candidate once, the best kept."""
+    best_index = {300: 4, 1000: 3, 3000: 2, 5000: 2, 10_000: 3}  # index into PSEUDOCOUNT_GRID of each row's minimum
+    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.77, 10_000: 1.75}
     grid = list(workflows.PSEUDOCOUNT_GRID)
 
     def surface(states: int, pseudocount: float) -> float:
@@ -270,7 +271,7 @@ def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(workflows, "select_stage", fake_select)
     monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: surface(*model))
-    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: [300, 1000, 3000, 10_000])
+    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: [300, 1000, 3000, 5000, 10_000])
     options = workflows.TrainOptions(states="auto", pseudocount="auto", restarts=1)
     corpus = SimpleNamespace(validation_parts=[])
     selection, record = workflows.search_settings("", corpus, options, "cpu", None, None, "surface", None)
@@ -285,6 +286,9 @@ def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.Monk
         (3000, 1e-4),  # one step below 1,000's best: the best; 1e-5 and 1e-3 are worse
         (3000, 1e-5),
         (3000, 1e-3),
+        (5000, 1e-4),  # (3,000 / 5,000) ** 2 is under half a decade: 3,000's best; 1e-5 and 1e-3 are worse
+        (5000, 1e-5),
+        (5000, 1e-3),
         (10_000, 1e-5),  # one step below; 1e-6 is worse, so upwards while it helps: 1e-4, 1e-3, not 1e-2
         (10_000, 1e-6),
         (10_000, 1e-4),
@@ -293,6 +297,73 @@ def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.Monk
     ]
     assert len(set(tried)) == len(tried)
     assert (selection.options.states, selection.options.pseudocount) == (10_000, 1e-3)
+
+
+def test_pseudocount_start_falls_with_the_square_of_the_states() -> None:
+    grid = workflows.PSEUDOCOUNT_GRID
+    at = grid.index
+    assert workflows.pseudocount_start(grid, at(1e-3), 1000, 300) == at(1e-4)  # 3.3 times: one decade
+    assert workflows.pseudocount_start(grid, at(1e-3), 3000, 1000) == at(1e-4)
+    assert workflows.pseudocount_start(grid, at(1e-4), 5000, 3000) == at(1e-4)  # 1.7 times: 0.44 decade, none
+    assert workflows.pseudocount_start(grid, at(1e-4), 10_000, 5000) == at(1e-5)  # twice: 0.6 decade, one
+    assert workflows.pseudocount_start(grid, at(1e-4), 30_000, 300) == at(1e-6)  # four decades, within the grid
+    assert workflows.pseudocount_start(grid, at(1e-6), 3000, 1000) == 0
+
+
+def test_restarts_within_count_rounds_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """n restarts in p one-core processes take ceil(n / p) rounds of p times a run that had every core."""
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
+    assert workflows.restarts_within(3, 10.0, 40.0, "cpu") == 3  # two rounds of 20 s
+    assert workflows.restarts_within(3, 10.0, 39.0, "cpu") == 2  # one round
+    assert workflows.restarts_within(3, 10.0, 19.0, "cpu") == 1  # alone, with every core
+    assert workflows.restarts_within(3, 10.0, 9.0, "cpu") == 0
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "1")
+    assert workflows.restarts_within(3, 10.0, 35.0, "cpu") == 3
+
+
+def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --search-minutes the chosen setting gets only the restarts that still fit (capacity first), and the
+    log says which were left out; without it, all of them."""
+    clock = [0.0]
+
+    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
+        clock[0] += 10.0  # every candidate takes 10 s
+        result = SimpleNamespace(model=options.states, history=[], stopped="converged")
+        return workflows.Selection(options, None, result, None)
+
+    ran: list[range] = []
+
+    def fake_restarts(corpus, options, config, backend, callback, cancel, cluster, log, which):
+        ran.append(which)
+        result = SimpleNamespace(model=options.states, history=[], stopped="converged")
+        return None, result, [workflows.restart_line(r, 9.0, result, options) for r in which]
+
+    monkeypatch.setattr(workflows, "select_stage", fake_select)
+    monkeypatch.setattr(workflows, "best_of_restarts", fake_restarts)
+    monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: 2.0)
+    monkeypatch.setattr(workflows.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(workflows, "predict_candidate_seconds", lambda record, cost, states: 10.0)
+    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
+    corpus = SimpleNamespace(validation_parts=[])
+    options = workflows.TrainOptions(states=300, pseudocount="auto", restarts=4)
+    lines: list[str] = []
+
+    def search(minutes: float | None) -> None:
+        ran.clear()
+        budget = dataclasses.replace(options, search_minutes=minutes)
+        workflows.search_settings("", corpus, budget, "cpu", None, None, "budget", lines.append)
+
+    search(75.0 / 60)
+    # 1e-4, 1e-3 and 1e-5 take 30 s (all equal: the walk stops at once each way); the 45 s left hold three restarts
+    # (two rounds of two processes, 40 s)
+    assert ran == [range(1, 4)] and not any("left out" in line for line in lines)
+    search(65.0 / 60)
+    assert ran == [range(1, 3)]  # 35 s left: two restarts (one round of 20 s), not three (40 s)
+    assert any("restart 4 of the chosen setting left out" in line for line in lines), lines
+    search(35.0 / 60)
+    assert ran == []  # 5 s left: no restart
+    search(None)
+    assert ran[-1] == range(1, 4)
 
 
 def test_candidate_seconds_follow_the_growth_measured_so_far() -> None:
