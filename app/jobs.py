@@ -355,9 +355,16 @@ def _summary_message(summary: dict[str, Any]) -> str:
     if summary.get("online_iterations") is not None:
         online = summary["online_iterations"]
         done = f"{online} online EM epoch(s) and {summary['iterations'] - online} batch EM iteration(s)"
+    chosen = ""
+    if summary.get("search"):
+        ran = len(summary.get("restarts") or []) or 1
+        chosen = (
+            f" Chosen on validation from {len(summary['search'])} candidate setting(s): {summary['states']:,} states, "
+            f"pseudocount {summary['pseudocount']:g}, best of {ran} restart(s)."
+        )
     return (
         f"Trained {summary['states']:,} states in {done} ({services.stop_reason(summary['stopped'])}, "
-        f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}. It is now the current model."
+        f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}.{chosen} It is now the current model."
     )
 
 

@@ -845,6 +845,17 @@ def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path)
     assert decode_service.decode(folder, "Alice was")["scrambled"] == "Alice was"
 
 
+def test_summary_message_says_what_the_search_chose() -> None:
+    """An automatic search's choice and the restarts that ran (the budget may leave some out) are in the message."""
+    summary = {"train_bps": 2.0, "iterations": 5, "stopped": "converged", "seconds": 3.0, "states": 1000}
+    assert "Chosen" not in jobs._summary_message(summary)
+    search = [{"states": 300, "pseudocount": 1e-4}, {"states": 1000, "pseudocount": 1e-3}]
+    restarts = [{"restart": 0, "bps": 2.1}, {"restart": 1, "bps": 2.0}]
+    message = jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3, "restarts": restarts})
+    assert "Chosen on validation from 2 candidate setting(s): 1,000 states, pseudocount 0.001, best of 2" in message
+    assert "best of 1 restart(s)" in jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3})
+
+
 # ------------------------------------------------------------------------------------------ prune
 def test_prune_sweep_and_apply_then_undo(folder: Path) -> None:
     before = current_bytes(folder)
