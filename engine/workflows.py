@@ -498,7 +498,7 @@ def search_settings(
     grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
     position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
     record: list[dict[str, Any]] = []
-    best: tuple[float, Selection] | None = None
+    best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
     held_out = corpus.validation_parts
     search_started = time.perf_counter()
 
@@ -542,7 +542,7 @@ def search_settings(
         if log:
             log(f"candidate {candidate + 1}: validation BPS {value:.4f} ({record[-1]['seconds'] / 60:.1f} min)")
         if best is None or value < best[0]:
-            best = (value, selection)
+            best = (value, selection, record[-1]["seconds"])
         return value
 
     try:
@@ -570,16 +570,10 @@ def search_settings(
     except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
         pass
     assert best is not None
-    value, selection = best
-    restarts = selection.options.resolved_restarts()
-    if options.search_minutes is not None and restarts > 1 and not selection.schedule:
+    value, selection, seconds = best
+    restarts = selection.options.resolved_restarts() if not selection.schedule else 1
+    if options.search_minutes is not None and restarts > 1:
         spent = time.perf_counter() - search_started
-        chosen_options = selection.options
-        seconds = next(
-            line["seconds"]
-            for line in record
-            if (line["states"], line["pseudocount"]) == (chosen_options.states, chosen_options.pseudocount)
-        )
         fits = restarts_within(restarts - 1, seconds, 60.0 * options.search_minutes - spent, backend)
         if fits < restarts - 1 and log:
             which = f"restart {restarts}" if fits + 2 == restarts else f"restarts {fits + 2}-{restarts}"
@@ -588,7 +582,7 @@ def search_settings(
                 f"pass the search's {options.search_minutes:g} min"
             )
         restarts = fits + 1
-    if restarts > 1 and not selection.schedule:  # the other restarts of the chosen setting
+    if restarts > 1:  # the other restarts of the chosen setting (a grown model has none)
         chosen = len(record)
         tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
         start, result, lines = best_of_restarts(
