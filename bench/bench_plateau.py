@@ -3,7 +3,7 @@ seed that stays on the first-order plateau and one that leaves it, for the kinds
 
 Every run is `learning.fit` with online EM (batches of 400, the automatic size here), no early stopping and no
 tolerance, from the start and with the lambda of a restart of `chmm train` (engine/workflows.restart_plan: 0 uniform
-T and lambda 0.9, 2 uniform and 0.5, 3 sharp and 0.5; 2 clones per symbol), on the toy FSM with
+T and lambda 0.9, 2 uniform and 0.5, 3 aligned and 0.5; 2 clones per symbol), on the toy FSM with
 k = 3 holes (the paper's 33,750 training symbols, its last tenth held out for validation). Prints a table of the
 epoch at which each run's validation BPS first comes within 0.008 of the entropy rate, and writes the curves as an
 SVG chart (no plotting library needed).
@@ -110,7 +110,7 @@ def main() -> None:
         type=int,
         nargs="+",
         default=[0, 2],
-        help="0: uniform T, lambda 0.9; 2: uniform, 0.5; 3: sharp, 0.5",
+        help="0: uniform T, lambda 0.9; 2: uniform, 0.5; 3: aligned, 0.5",
     )
     parser.add_argument("--svg", type=Path, default=Path("docs/plateau.svg"))
     args = parser.parse_args()
@@ -122,9 +122,9 @@ def main() -> None:
     series = []
     for seed in args.seeds:
         for restart in args.restarts:
-            sharp, larger_steps = workflows.restart_plan(restart)
+            aligned, larger_steps = workflows.restart_plan(restart)
             start, memory = (
-                "sharp" if sharp else "uniform",
+                "aligned" if aligned else "uniform",
                 workflows.RESTART_MEMORY if larger_steps else workflows.TrainOptions().memory,
             )
             train, validation = curves(seed, restart, args.epochs)

@@ -475,8 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"train from this many random starts and keep the best on validation (default "
-        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise); of every four, the 2nd and 4th start from sharp T "
-        f"and online EM's 3rd and 4th use lambda {workflows.RESTART_MEMORY}",
+        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise); of every four, the 2nd and 4th start aligned "
+        f"(clone c of each symbol leaning to clone c of the next) and online EM's 3rd and 4th use lambda "
+        f"{workflows.RESTART_MEMORY}",
     )
     train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
     train.add_argument(

@@ -312,6 +312,43 @@ def normalise_rows(
     return out
 
 
+def aligned_entries(layout: BlockLayout) -> tuple[np.ndarray, np.ndarray]:
+    """The aligned entries of every stored block T(i, j): clone c of symbol i to clone (c mod n_j) of symbol j.
+
+    Returns (their positions in the flat block buffer, the global clone index of their rows), block by block."""
+    positions, rows = [], []
+    for k, (i, j) in enumerate(layout.block_pairs):
+        n_i, n_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+        c = np.arange(n_i, dtype=np.int64)
+        positions.append(layout.block_offset[k] + c * n_j + c % n_j)
+        rows.append(layout.clone_start[i] + c)
+    if not positions:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(positions), np.concatenate(rows)
+
+
+def align_rows(layout: BlockLayout, raw: np.ndarray, share: float) -> np.ndarray:
+    """``raw`` (non-negative entries in the flat layout) with mass added to each row's aligned entries
+    (:func:`aligned_entries`), split equally among the row's stored blocks, so that they hold ``share`` of the row's
+    new total over what ``raw`` gave them; the rest keeps the shape of ``raw``. A clone then starts out passing its
+    context on along the clones of the same number, so a hidden bit can ride a chain of clones through a run of
+    symbols (the toy FSM's two rows of clones, paper Fig. 1e) instead of dissolving into the mixing of a random T
+    (the first-order plateaus, bench/RESULTS.md, issue 15)."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the aligned share must be at least 0 and below 1, got {share!r}")
+    positions, rows = aligned_entries(layout)
+    mass = np.zeros(layout.n_states)
+    blocks = np.zeros(layout.n_states)
+    for k, (i, j) in enumerate(layout.block_pairs):
+        n_i, n_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+        first = int(layout.clone_start[i])
+        mass[first : first + n_i] += raw[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(n_i, n_j).sum(1)
+        blocks[first : first + n_i] += 1.0
+    out = np.array(raw, dtype=np.float64)
+    out[positions] += share / (1.0 - share) * mass[rows] / blocks[rows]
+    return out
+
+
 def random_model(
     symbols: list[str],
     n_clones: np.ndarray,
@@ -321,15 +358,19 @@ def random_model(
     metadata: dict[str, Any] | None = None,
     codec: TextCodec | None = None,
     concentration: float | None = None,
+    aligned_share: float = 0.0,
 ) -> CHMM:
     """A CHMM with T random on the stored blocks and uniform pi. Each row of T is uniform(0, 1) entries normalised,
     or, given ``concentration`` c, a draw of a symmetric Dirichlet(c) over the row's stored entries (Gamma(c) entries
-    normalised): c < 1 starts every clone close to a few successors (sharp), c = 1 uniform on the simplex."""
+    normalised): c < 1 starts every clone close to a few successors (sharp), c = 1 uniform on the simplex. With
+    ``aligned_share`` s > 0, s of each row's mass then goes to its aligned entries (:func:`align_rows`)."""
     layout = BlockLayout.build(n_clones, block_pairs)
     if concentration is not None and not (concentration > 0 and np.isfinite(concentration)):
         raise ValueError(f"the concentration must be a positive number, got {concentration!r}")
     # Gamma(c) draws for small c reach 0.0 in floating point; a zero entry never grows under EM, hence the floor
     raw = rng.random(layout.size) if concentration is None else rng.gamma(concentration, size=layout.size) + 1e-12
+    if aligned_share:
+        raw = align_rows(layout, raw, aligned_share)
     T = normalise_rows(layout, raw, 0.0, dtype)
     pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=dtype)
     return CHMM(list(symbols), layout, T, pi, None, dict(metadata or {}), codec or TextCodec())

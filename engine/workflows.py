@@ -60,9 +60,13 @@ of the clones, and the pseudocount is added to each (measured: one decade lower 
 1,000 to 3,000 states on alice, macbeth, hamlet, milton, calgary-book1, War and Peace and Moby Dick)."""
 SYMBOLS_PER_STATE = 10
 SHARP_CONCENTRATION = 0.1
-"""Odd-numbered restarts start from T drawn from a Dirichlet of this concentration (clones close to a few
-successors) instead of uniform entries: the toy FSM with spare clones (k >= 4) leaves its plateau more often from
-sharp starts, with two clones per symbol (k = 3) more often from uniform ones (bench/RESULTS.md, issue 15)."""
+"""Aligned restarts draw T from a Dirichlet of this concentration (clones close to a few successors) before the
+aligned share is added (:data:`ALIGNED_SHARE`)."""
+ALIGNED_SHARE = 0.9
+"""Odd-numbered restarts start aligned: a sharp draw (:data:`SHARP_CONCENTRATION`) with this share of every row on
+its aligned entries, clone c of one symbol to clone c of the next (:func:`engine.model.align_rows`). From such
+starts online EM left the toy FSM's plateaus in 10 of 10 seeds at k = 3, 4 and 5, where uniform and plain sharp
+starts stay on them for whole seeds (k = 5: 0.467 in 16 of 16 restarts); bench/RESULTS.md, issue 15."""
 RESTART_MEMORY = 0.5
 """Online EM's lambda in restarts 2 and 3 of every four (the others use ``memory``): larger steps leave the toy
 FSM's plateaus sooner (10 of 10 seeds at k = 3 within 300 epochs against 7 of 10 at 0.9) and cost text a little
@@ -70,8 +74,9 @@ FSM's plateaus sooner (10 of 10 seeds at k = 3 within 300 epochs against 7 of 10
 
 
 def restart_plan(restart: int) -> tuple[bool, bool]:
-    """Restart ``restart``'s start and step: (T drawn sharp, online EM's lambda :data:`RESTART_MEMORY`). Every four
-    restarts run uniform, sharp, uniform with larger steps, sharp with larger steps; restart 0 is the plain run."""
+    """Restart ``restart``'s start and step: (T starts aligned, online EM's lambda :data:`RESTART_MEMORY`). Every
+    four restarts run uniform, aligned, uniform with larger steps, aligned with larger steps; restart 0 is the plain
+    run."""
     return restart % 2 == 1, restart % 4 >= 2
 
 
@@ -628,14 +633,20 @@ def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
 def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
     """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
     symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); odd restarts
-    draw T sharp (:data:`SHARP_CONCENTRATION`, :func:`restart_plan`)."""
+    start aligned (:data:`ALIGNED_SHARE`, :func:`restart_plan`)."""
     n_clones = allocation.allocate_clones(
         corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
     rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
-    concentration = SHARP_CONCENTRATION if restart_plan(restart)[0] else None
+    aligned = restart_plan(restart)[0]
     return random_model(
-        corpus.symbols, n_clones, _corpus_pairs(corpus), rng, DTYPES[options.dtype], concentration=concentration
+        corpus.symbols,
+        n_clones,
+        _corpus_pairs(corpus),
+        rng,
+        DTYPES[options.dtype],
+        concentration=SHARP_CONCENTRATION if aligned else None,
+        aligned_share=ALIGNED_SHARE if aligned else 0.0,
     )
 
 
@@ -773,14 +784,14 @@ def _restarts_in_processes(
 
 def restart_line(restart: int, value: float, result: learning.TrainingResult, options: TrainOptions) -> dict[str, Any]:
     """A restart's line in the summary and metadata: its held-out BPS, iterations, stop reason, start (uniform or
-    sharp) and, for online EM, its lambda (:func:`restart_plan`)."""
-    sharp, larger_steps = restart_plan(restart)
+    aligned) and, for online EM, its lambda (:func:`restart_plan`)."""
+    aligned, larger_steps = restart_plan(restart)
     line = {
         "restart": restart,
         "bps": value,
         "iterations": len(result.history),
         "stopped": result.stopped,
-        "start": "sharp" if sharp else "uniform",
+        "start": "aligned" if aligned else "uniform",
     }
     if options.algorithm == "online":
         line["memory"] = RESTART_MEMORY if larger_steps else options.memory

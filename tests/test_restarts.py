@@ -446,11 +446,11 @@ def test_online_restarts_vary_start_and_step() -> None:
     lines = outcome.summary["restarts"]
     assert [(line["start"], line["memory"]) for line in lines] == [
         ("uniform", chosen.memory),
-        ("sharp", chosen.memory),
+        ("aligned", chosen.memory),
         ("uniform", workflows.RESTART_MEMORY),
-        ("sharp", workflows.RESTART_MEMORY),
+        ("aligned", workflows.RESTART_MEMORY),
     ]
-    # restart 3 is online EM (then batch EM) from its sharp start with lambda RESTART_MEMORY, run by hand
+    # restart 3 is online EM (then batch EM) from its aligned start with lambda RESTART_MEMORY, run by hand
     corpus = workflows.prepare_training_corpus(text, chosen, "toy", None)
     config = dataclasses.replace(chosen.training_config(), memory=workflows.RESTART_MEMORY)
     start = workflows.initial_model_for(corpus, chosen, 3)
