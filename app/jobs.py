@@ -128,9 +128,9 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
 
 def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
-    iterations, batch_size, restarts, pseudocount, auto (a list of "states" and "pseudocount", chosen on validation),
-    validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's default), with a
-    clear ValueError on a value that cannot work."""
+    iterations, batch_size, restarts, start, pseudocount, auto (a list of "states" and "pseudocount", chosen on
+    validation), validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's
+    default), with a clear ValueError on a value that cannot work."""
     backend = form.get("backend") or DEFAULTS.backend
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
@@ -141,6 +141,9 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     algorithm = form.get("algorithm") or DEFAULTS.algorithm
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
+    start = form.get("start") or DEFAULTS.start
+    if start not in workflows.STARTS:
+        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(workflows.STARTS)}.")
     auto = form.get("auto") or []
     if not isinstance(auto, list) or not set(auto) <= {"states", "pseudocount"}:
         raise ValueError("Choose on validation the states, the pseudocount, both or neither.")
@@ -157,6 +160,7 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
         batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),
         restarts=_optional_number(form, "restarts", "number of restarts", int, 1, workflows.MAX_RESTARTS),
+        start=start,
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
         backend=backend,

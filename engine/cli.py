@@ -180,6 +180,7 @@ CHMM_ONLY_OPTIONS = (
     "dtype",
     "grow_threshold",
     "restarts",
+    "start",
 )
 """``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
 COMMUNITY_DEFAULTS = CommunityOptions()
@@ -475,9 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"train from this many random starts and keep the best on validation (default "
-        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise); of every four, the 2nd and 4th start aligned "
-        f"(clone c of each symbol leaning to clone c of the next) and online EM's 3rd and 4th use lambda "
-        f"{workflows.RESTART_MEMORY}",
+        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
+        f"and online EM's 3rd and 4th of every four use lambda {workflows.RESTART_MEMORY}",
+    )
+    train.add_argument(
+        "--start",
+        choices=workflows.STARTS,
+        default=None,
+        help=f"T's random start (default {TRAIN_DEFAULTS.start}): aligned puts "
+        f"{round(workflows.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
+        "so a context can ride a chain of clones; uniform is the paper's random T",
     )
     train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
     train.add_argument(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import operator
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,6 +161,15 @@ def shard_e_step(model: Any, shard: Sequence[Any]) -> Partial:
 SCATTER_SECONDS = 30.0
 SCATTER_BYTES_PER_SECOND = 5e6
 SCATTER_TRIES = 3
+ITERATION_TRIES = 3
+"""An iteration whose data went with a dying worker (a scattered model, batch or partial sum that lived only there:
+Dask cannot recompute scattered data, and cancels what depends on it) is run again, up to this many times in all,
+against the workers alive then; the E-step is a pure function of the model and the documents, so a retried
+iteration gives the same counts."""
+
+
+class _WorkerLost(Exception):
+    """An iteration's futures were lost with a worker (raised inside :meth:`ClusterEStep._run` only)."""
 
 
 def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
@@ -240,20 +249,28 @@ class ClusterEStep:
     chunk: int | None = None
     burn_in: int = DEFAULT_BURN_IN
     futures: list[Any] = field(default_factory=list, repr=False)
+    _groups: list[Any] = field(default_factory=list, repr=False, init=False)
 
     def __post_init__(self) -> None:
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
-        groups = balance(chunk(self.sequences, self.chunk, self.burn_in), self.shards or workers)
-        if not groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)
-            return
+        self._groups = balance(chunk(self.sequences, self.chunk, self.burn_in), self.shards or workers)
+        if self._groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)
+            self._send_documents()
+
+    def _send_documents(self) -> list[Any]:
+        """Scatter the documents' shards (again, after a worker took some with it), two copies each where there
+        are two workers; their futures in ``self.futures``. Dask's memory manager may drop the second copy later,
+        so a lost shard is sent again from this process (:meth:`_run`)."""
+        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         try:
-            self.futures = self._scatter(groups, sum(int(x.nbytes) for g in groups for x in g))
+            self.futures = self._scatter(self._groups, sum(int(x.nbytes) for g in self._groups for x in g))
             if workers > 1:
                 self.client.replicate(self.futures, n=2)
         except ClusterError:
             raise
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
+        return self.futures
 
     def batch(
         self, engine: engines.Engine, state: Any, x: np.ndarray, initial: np.ndarray | None, cancel: Any = None
@@ -272,8 +289,8 @@ class ClusterEStep:
             b = min(len(x), stop + 1 + self.burn_in) if stop < steps else len(x)
             first_initial = initial if start == 0 else None
             pieces.append(Piece(x[a:b], start - a, stop - a, start == 0, first_initial, k))
-        shards = self._scatter([[p] for p in pieces], int(x.nbytes), cancel=cancel)
-        return None if shards is None else self._run(engine, state, shards, cancel)
+        pieces_sent = [[p] for p in pieces]
+        return self._run(engine, state, lambda _: self._scatter(pieces_sent, int(x.nbytes), cancel=cancel), cancel)
 
     def _scatter(self, data: Any, nbytes: int, broadcast: bool = False, cancel: Any = None) -> Any:
         """``client.scatter`` that cannot hang: a scatter that reaches a worker dying at that moment never returns
@@ -309,9 +326,27 @@ class ClusterEStep:
             raise ClusterError(f"the Dask scheduler went away (the client is {self.client.status})")
 
     def __call__(self, engine: engines.Engine, state: Any, cancel: Any = None) -> inference.EStepResult | None:
-        return self._run(engine, state, self.futures, cancel)
+        return self._run(engine, state, lambda again: self._send_documents() if again else self.futures, cancel)
 
-    def _run(self, engine: engines.Engine, state: Any, shards: list[Any], cancel: Any) -> inference.EStepResult | None:
+    def _run(
+        self, engine: engines.Engine, state: Any, shards: Callable[[bool], list[Any] | None], cancel: Any
+    ) -> inference.EStepResult | None:
+        """One E-step over the shards that ``shards(again)`` gives (None: cancelled; ``again`` after a try whose
+        data a worker took with it: send them anew), tried up to :data:`ITERATION_TRIES` times in all; then
+        :class:`ClusterError`."""
+        for attempt in range(ITERATION_TRIES):
+            sent = shards(attempt > 0)
+            if sent is None:
+                return None
+            try:
+                return self._run_once(engine, state, sent, cancel)
+            except _WorkerLost as exc:
+                reason = str(exc)
+        raise ClusterError(f"the Dask cluster went away during an iteration, {ITERATION_TRIES} times ({reason})")
+
+    def _run_once(
+        self, engine: engines.Engine, state: Any, shards: list[Any], cancel: Any
+    ) -> inference.EStepResult | None:
         from dask.distributed import wait
 
         model = engine.host(state)
@@ -340,9 +375,9 @@ class ClusterEStep:
             total: Partial = total_future.result()
         except (ClusterError, ValueError, FloatingPointError, MemoryError):
             raise  # ours, or the E-step's own errors raised on a worker: the training loop reports them
-        except Exception as exc:  # a scheduler or client that went away fails in many ways (comm, state, None)
-            reason = f"{type(exc).__name__}: {exc}"
-            raise ClusterError(f"the Dask cluster went away during an iteration ({reason})") from None
+        except Exception as exc:  # a worker, scheduler or client that went away fails in many ways (comm, state, None)
+            self._check_client()  # the scheduler itself is gone: nothing to try again
+            raise _WorkerLost(f"{type(exc).__name__}: {exc}") from None
         return inference.EStepResult(
             total.counts,
             total.gamma_first / max(total.sequences, 1),

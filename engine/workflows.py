@@ -63,21 +63,26 @@ SHARP_CONCENTRATION = 0.1
 """Aligned restarts draw T from a Dirichlet of this concentration (clones close to a few successors) before the
 aligned share is added (:data:`ALIGNED_SHARE`)."""
 ALIGNED_SHARE = 0.9
-"""Odd-numbered restarts start aligned: a sharp draw (:data:`SHARP_CONCENTRATION`) with this share of every row on
-its aligned entries, clone c of one symbol to clone c of the next (:func:`engine.model.align_rows`). From such
-starts online EM left the toy FSM's plateaus in 10 of 10 seeds at k = 3, 4 and 5, where uniform and plain sharp
-starts stay on them for whole seeds (k = 5: 0.467 in 16 of 16 restarts); bench/RESULTS.md, issue 15."""
+"""An aligned start is a sharp draw (:data:`SHARP_CONCENTRATION`) with this share of every row on its aligned
+entries, clone c of one symbol to clone c of the next (:func:`engine.model.align_rows`). From such starts online EM
+left the toy FSM's plateaus in 20 of 20 restarts at k = 3, 4 and 5, where uniform starts stay on them for whole seeds
+(k = 5: 0.467 in 16 of 16 restarts of uniform and plain sharp starts), and on alice it reaches a lower validation
+BPS (1.701 against 1.711 at 3,000 states); bench/RESULTS.md, issue 15."""
+STARTS = ("aligned", "uniform")
+"""The kinds of random start of T (``--start``): ``aligned`` (:data:`ALIGNED_SHARE`) or ``uniform`` (uniform(0, 1)
+entries, row-normalised: the paper's random start). Restarts alternate between the two, beginning with the one
+asked for (:func:`restart_plan`)."""
 RESTART_MEMORY = 0.5
 """Online EM's lambda in restarts 2 and 3 of every four (the others use ``memory``): larger steps leave the toy
 FSM's plateaus sooner (10 of 10 seeds at k = 3 within 300 epochs against 7 of 10 at 0.9) and cost text a little
 (alice: 1.600 against 1.590), so validation keeps whichever is better (bench/RESULTS.md, issue 15)."""
 
 
-def restart_plan(restart: int) -> tuple[bool, bool]:
+def restart_plan(restart: int, start: str = STARTS[0]) -> tuple[bool, bool]:
     """Restart ``restart``'s start and step: (T starts aligned, online EM's lambda :data:`RESTART_MEMORY`). Every
-    four restarts run uniform, aligned, uniform with larger steps, aligned with larger steps; restart 0 is the plain
-    run."""
-    return restart % 2 == 1, restart % 4 >= 2
+    four restarts run ``start``, the other start, ``start`` with larger steps, the other with larger steps; restart
+    0 is the plain run."""
+    return (restart % 2 == 0) == (start == "aligned"), restart % 4 >= 2
 
 
 @dataclass
@@ -100,6 +105,7 @@ class TrainOptions:
     patience: int = 5
     seed: int = 0
     restarts: int | None = None
+    start: str = STARTS[0]
     refit: bool = True
     backend: str = "cpu"
     dtype: str = "float32"
@@ -152,6 +158,8 @@ class TrainOptions:
             )
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+        if self.start not in STARTS:
+            raise ValueError(f"unknown start {self.start!r}; choose one of {', '.join(STARTS)}")
         if not 0.0 <= self.validation <= 0.5:
             raise ValueError(f"the validation share must lie in [0, 0.5], got {self.validation}")
         if not 0.0 <= self.test_fraction <= 0.5:
@@ -632,13 +640,13 @@ def _corpus_pairs(corpus: text.Corpus) -> np.ndarray:
 
 def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
     """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
-    symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); odd restarts
-    start aligned (:data:`ALIGNED_SHARE`, :func:`restart_plan`)."""
+    symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); aligned or
+    uniform as :func:`restart_plan` says for ``options.start``."""
     n_clones = allocation.allocate_clones(
         corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
     rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
-    aligned = restart_plan(restart)[0]
+    aligned = restart_plan(restart, options.start)[0]
     return random_model(
         corpus.symbols,
         n_clones,
@@ -785,7 +793,7 @@ def _restarts_in_processes(
 def restart_line(restart: int, value: float, result: learning.TrainingResult, options: TrainOptions) -> dict[str, Any]:
     """A restart's line in the summary and metadata: its held-out BPS, iterations, stop reason, start (uniform or
     aligned) and, for online EM, its lambda (:func:`restart_plan`)."""
-    aligned, larger_steps = restart_plan(restart)
+    aligned, larger_steps = restart_plan(restart, options.start)
     line = {
         "restart": restart,
         "bps": value,

@@ -513,6 +513,7 @@ def test_training_needs_a_corpus(folder: Path) -> None:
         ({"states": None}, "Enter the number of states"),
         ({"validation": 0.9}, "between 0 and 0.5"),
         ({"algorithm": "magic"}, "Unknown algorithm"),
+        ({"start": "diagonal"}, "Unknown start"),
         ({"iterations": "x"}, "must be a number"),
         ({"pseudocount": 2}, "between 0 and 1"),
         ({"auto": ["iterations"]}, "Choose on validation the states"),
@@ -530,6 +531,8 @@ def test_form_choices_on_validation() -> None:
     assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
     assert options.search_minutes == pytest.approx(jobs.SEARCH_SHARE * config.max_job_seconds() / 60)
     assert jobs.options_from_form(TINY).search_minutes is None  # no search, no budget
+    assert jobs.options_from_form(TINY).start == workflows.TrainOptions().start  # the engine's default start
+    assert jobs.options_from_form(TINY | {"start": "uniform"}).start == "uniform"
     assert jobs.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
     assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == workflows.TrainOptions().pseudocount
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli
+from engine import cli, workflows
 from engine.model import load
 
 DATA = Path(__file__).parent / "data"
@@ -53,6 +53,25 @@ def test_train_json_figures_and_model(tmp_path: Path, capsys: pytest.CaptureFixt
     assert model.codec.normalisation == "paper"
     assert model.metadata["settings"]["seed"] == 0
     assert len(model.metadata["history"]) == figures["iterations"]
+
+
+def test_train_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--start picks restart 0's kind of start (restarts alternate from it) and is kept in the model's settings;
+    the default is the engine's; a peer learner refuses it; an unknown kind is refused with one sentence."""
+    base = ["train", BLAKE, "--states", "60", "--iterations", "2", "--restarts", "2", "--json", "--quiet"]
+    for given, expected in ((["--start", "uniform"], ["uniform", "aligned"]), ([], ["aligned", "uniform"])):
+        out_path = tmp_path / f"m{len(given)}.npz"
+        code, out, _ = run_cli([*base, "-o", out_path, *given], capsys)
+        assert code == 0
+        assert [line["start"] for line in last_json(out)["restarts"]] == expected
+        assert load(out_path).metadata["settings"]["start"] == expected[0]
+    peer = ["train", BLAKE, "-o", tmp_path / "p.npz", "--learner", "ngram", "--start", "uniform"]
+    expect_error(peer, capsys, "start")
+    with pytest.raises(SystemExit):  # argparse's usage error names the choices
+        cli.main(["train", str(BLAKE), "-o", str(tmp_path / "x.npz"), "--start", "diagonal"])
+    assert "aligned" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown start 'diagonal'; choose one of aligned, uniform"):
+        workflows.TrainOptions(start="diagonal").validate()
 
 
 def test_train_is_reproducible_with_a_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,6 +57,27 @@ def test_sharded_counts_equal_one_process(client, form: str) -> None:
     assert sharded.log_likelihood == pytest.approx(local.log_likelihood, rel=1e-12)
 
 
+def test_documents_lost_on_the_cluster_are_sent_again(client) -> None:
+    """A shard whose only copy went with a worker (here: released on the scheduler, as Dask's memory manager may
+    leave one copy and a worker may die with it) fails the iteration's try; the next try sends the documents anew
+    and gives the counts of one process. With no documents to send again, the retries end in a ClusterError."""
+    model, docs = model_and_documents(seed=4)
+    engine = engines.engine_for(model)
+    local = engines.e_step_sequences(engine, model, docs)
+    step = distributed.ClusterEStep(client, docs)
+    lost = list(step.futures)
+    client.cancel(lost)
+    sent, send = [], step._send_documents
+    step._send_documents = lambda: sent.append(1) or send()
+    again = step(engine, model)
+    assert sent == [1]  # the documents were sent once more, then the iteration ran
+    np.testing.assert_allclose(again.counts, local.counts, rtol=1e-10, atol=1e-12)
+    assert again.log_likelihood == pytest.approx(local.log_likelihood, rel=1e-12)
+    client.cancel(step.futures)
+    with pytest.raises(distributed.ClusterError, match=f"{distributed.ITERATION_TRIES} times"):
+        step._run(engine, model, lambda _: step.futures, None)
+
+
 @pytest.mark.parametrize("form", ["dense", "sparse"])
 def test_batch_em_on_the_cluster_is_batch_em(client, form: str) -> None:
     model, docs = model_and_documents(seed=2)

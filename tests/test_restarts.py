@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from engine import cli, learning, synthetic, workflows
+from engine.model import aligned_entries
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -445,16 +446,34 @@ def test_online_restarts_vary_start_and_step() -> None:
     outcome = workflows.train_text(text, chosen)
     lines = outcome.summary["restarts"]
     assert [(line["start"], line["memory"]) for line in lines] == [
-        ("uniform", chosen.memory),
         ("aligned", chosen.memory),
-        ("uniform", workflows.RESTART_MEMORY),
+        ("uniform", chosen.memory),
         ("aligned", workflows.RESTART_MEMORY),
+        ("uniform", workflows.RESTART_MEMORY),
     ]
-    # restart 3 is online EM (then batch EM) from its aligned start with lambda RESTART_MEMORY, run by hand
+    # restart 2 is online EM (then batch EM) from its aligned start with lambda RESTART_MEMORY, run by hand
     corpus = workflows.prepare_training_corpus(text, chosen, "toy", None)
     config = dataclasses.replace(chosen.training_config(), memory=workflows.RESTART_MEMORY)
-    start = workflows.initial_model_for(corpus, chosen, 3)
+    start = workflows.initial_model_for(corpus, chosen, 2)
     by_hand = workflows.select_on_validation(start, corpus, config, "cpu", None, None)
-    assert lines[3]["bps"] == pytest.approx(workflows._score(by_hand.model, corpus.validation_parts, "cpu"), abs=1e-9)
+    assert lines[2]["bps"] == pytest.approx(workflows._score(by_hand.model, corpus.validation_parts, "cpu"), abs=1e-9)
+    # --start uniform begins with the paper's uniform start and alternates the other way
+    uniform_first = options_with(chosen, start="uniform", restarts=2)
+    kinds = [line["start"] for line in workflows.train_text(text, uniform_first).summary["restarts"]]
+    assert kinds == ["uniform", "aligned"]
+    assert workflows.restart_plan(0, "uniform") == (False, False)
+    assert workflows.restart_plan(3, "uniform") == (True, True)
+    uniform_start = workflows.initial_model_for(corpus, uniform_first, 0)
+    aligned_start = workflows.initial_model_for(corpus, chosen, 0)
+    positions, rows = aligned_entries(aligned_start.layout)
+
+    def on_aligned(start_model: workflows.CHMM) -> np.ndarray:
+        """Each row's mass on its aligned entries."""
+        share = np.zeros(start_model.layout.n_states)
+        np.add.at(share, rows, np.asarray(start_model.T, dtype=np.float64)[positions])
+        return share
+
+    assert np.all(on_aligned(aligned_start) >= workflows.ALIGNED_SHARE - 1e-6)
+    assert on_aligned(uniform_start).mean() < workflows.ALIGNED_SHARE - 0.2
     batch = workflows.train_text(text, options(restarts=2, iterations=5, refit=False)).summary["restarts"]
     assert all("memory" not in line for line in batch)  # lambda is online EM's only

@@ -53,3 +53,22 @@ def test_chmm_app_is_registered_by_the_app() -> None:
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 - the parser's commands
     assert "app" in commands and "train" in commands
     assert commands["app"].get_default("run").__module__ == "app.cli"
+
+
+def test_component_ids_are_assigned_once_and_distinct() -> None:
+    """app/ids.py names every component once: a name bound twice, or two names for one id, would make Dash wire
+    two components as one (a Train page radio once took the "Start training" button's id this way)."""
+    tree = ast.parse((ROOT / "app" / "ids.py").read_text(encoding="utf-8"))
+    bound = [
+        (node.targets[0].id, node.value.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+    names = [name for name, _ in bound]
+    values = [value for _, value in bound]
+    assert len(bound) > 20
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    assert sorted({v for v in values if values.count(v) > 1}) == []

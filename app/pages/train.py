@@ -15,7 +15,7 @@ from engine.allocation import ALLOCATION_METHODS
 from engine.backend import gpu_probably_available
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
-from engine.workflows import ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STATES_GRID, TrainOptions
+from engine.workflows import ALIGNED_SHARE, ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STARTS, STATES_GRID, TrainOptions
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
@@ -35,6 +35,7 @@ FORM = [
     ("iterations", ids.TRAIN_ITERATIONS),
     ("batch_size", ids.TRAIN_BATCH_SIZE),
     ("restarts", ids.TRAIN_RESTARTS),
+    ("start", ids.TRAIN_START_KIND),
     ("pseudocount", ids.TRAIN_PSEUDOCOUNT),
     ("auto", ids.TRAIN_AUTO),
     ("validation", ids.TRAIN_VALIDATION),
@@ -146,6 +147,18 @@ def layout(**_query: Any) -> html.Div:
                     "Restarts",
                     _number(ids.TRAIN_RESTARTS, None, "automatic"),
                     f"random starts, the best on validation kept; empty: {ONLINE_RESTARTS} for online EM, 1 otherwise",
+                ),
+                ui.field(
+                    "Start",
+                    dcc.RadioItems(
+                        id=ids.TRAIN_START_KIND,
+                        **REMEMBERED,
+                        options=list(STARTS),
+                        value=DEFAULTS.start,
+                        inline=True,
+                    ),
+                    f"T's random start; aligned: {round(ALIGNED_SHARE * 100)}% of each clone's row on clone c of each "
+                    "next symbol, so a context rides a chain of clones; uniform: the paper's; restarts alternate",
                 ),
                 ui.field(
                     "Pseudocount",
