@@ -337,13 +337,8 @@ def align_rows(layout: BlockLayout, raw: np.ndarray, share: float) -> np.ndarray
     if not 0.0 <= share < 1.0:
         raise ValueError(f"the aligned share must be at least 0 and below 1, got {share!r}")
     positions, rows = aligned_entries(layout)
-    mass = np.zeros(layout.n_states)
-    blocks = np.zeros(layout.n_states)
-    for k, (i, j) in enumerate(layout.block_pairs):
-        n_i, n_j = int(layout.n_clones[i]), int(layout.n_clones[j])
-        first = int(layout.clone_start[i])
-        mass[first : first + n_i] += raw[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(n_i, n_j).sum(1)
-        blocks[first : first + n_i] += 1.0
+    mass = row_sums(layout, raw)
+    blocks = np.bincount(rows, minlength=layout.n_states)  # a row has one aligned entry per stored block
     out = np.array(raw, dtype=np.float64)
     out[positions] += share / (1.0 - share) * mass[rows] / blocks[rows]
     return out
