@@ -173,9 +173,12 @@ class _WorkerLost(Exception):
 
 
 def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
-    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome``."""
+    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome``. Each scatter gets keys of
+    its own (``hash=False``): data sent again after a failed try has the same content, and under content-hash keys
+    the scheduler's release of the failed try's futures could drop the new copy as it arrived (seen in CI: an
+    iteration retried with the same model lost it again, "Could not find data")."""
     try:
-        outcome["futures"] = client.scatter(data, broadcast=broadcast, timeout=timeout)
+        outcome["futures"] = client.scatter(data, broadcast=broadcast, timeout=timeout, hash=False)
     except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
         outcome["error"] = exc
 

@@ -73,9 +73,15 @@ def test_documents_lost_on_the_cluster_are_sent_again(client) -> None:
     assert sent == [1]  # the documents were sent once more, then the iteration ran
     np.testing.assert_allclose(again.counts, local.counts, rtol=1e-10, atol=1e-12)
     assert again.log_likelihood == pytest.approx(local.log_likelihood, rel=1e-12)
-    client.cancel(step.futures)
+    tries = []  # every try's shards fail as a lost worker's do (a fresh failing task each time, nothing cancelled)
+    gone = lambda _: tries.append(1) or [client.submit(_shard_gone, pure=False)]  # noqa: E731
     with pytest.raises(distributed.ClusterError, match=f"{distributed.ITERATION_TRIES} times"):
-        step._run(engine, model, lambda _: step.futures, None)
+        step._run(engine, model, gone, None)
+    assert len(tries) == distributed.ITERATION_TRIES
+
+
+def _shard_gone() -> None:
+    raise KeyError("the shard went with its worker")
 
 
 @pytest.mark.parametrize("form", ["dense", "sparse"])
@@ -123,13 +129,13 @@ class _HangingOnce:
     def __init__(self, client, tries: int, broadcast_only: bool = False) -> None:
         self.client, self.tries, self.broadcast_only, self.timeouts = client, tries, broadcast_only, []
 
-    def scatter(self, data, broadcast=False, timeout=None):
+    def scatter(self, data, broadcast=False, timeout=None, hash=True):
         if self.broadcast_only and not broadcast:
-            return self.client.scatter(data, timeout=timeout)
+            return self.client.scatter(data, timeout=timeout, hash=hash)
         self.timeouts.append(timeout)
         if len(self.timeouts) <= self.tries:
             raise TimeoutError("scatter timed out")
-        return self.client.scatter(data, broadcast=broadcast, timeout=timeout)
+        return self.client.scatter(data, broadcast=broadcast, timeout=timeout, hash=hash)
 
     def __getattr__(self, name):
         return getattr(self.client, name)
