@@ -92,6 +92,12 @@ def main() -> None:
             _, figures = registry.train_peer_text(raw, "ngram", {"max_order": 12}, max_train=MAX_TRAIN, name=stem)
             ours_ngram = f"{figures['test_bps']:.3f}"
         chosen = outcome.model.metadata["settings"]
+        if log:
+            log(
+                f"validation BPS {summary['validation_bps']:.4f} after {summary.get('online_iterations', 0)} online "
+                f"epochs and {summary['iterations'] - summary.get('online_iterations', 0)} batch EM iterations; "
+                f"best at iteration {summary['best_iteration']}, refit {summary['refit_iterations']}"
+            )
         print(
             f"| {stem} | {summary['symbols']:,} | {summary['states']:,} | {chosen['pseudocount']:g} | "
             f"{len(summary.get('search', [])) or 1} | {summary['test_bps']:.3f} | {chmm:.2f} | {ours_ngram} | "
