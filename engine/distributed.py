@@ -174,9 +174,10 @@ class _WorkerLost(Exception):
 
 def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
     """``client.scatter`` with its futures, or the exception it raised, put in ``outcome``. Each scatter gets keys of
-    its own (``hash=False``): data sent again after a failed try has the same content, and under content-hash keys
-    the scheduler's release of the failed try's futures could drop the new copy as it arrived (seen in CI: an
-    iteration retried with the same model lost it again, "Could not find data")."""
+    its own (``hash=False``): under content-hash keys, data equal to data whose futures are being released (a
+    retried try's model and documents, an unchanged model, the same documents from a second :class:`ClusterEStep`)
+    takes the old key, and the release can drop the new copy as it arrives (seen in CI: an iteration retried with
+    the same model lost it again, "Could not find data")."""
     try:
         outcome["futures"] = client.scatter(data, broadcast=broadcast, timeout=timeout, hash=False)
     except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
@@ -265,6 +266,7 @@ class ClusterEStep:
         are two workers; their futures in ``self.futures``. Dask's memory manager may drop the second copy later,
         so a lost shard is sent again from this process (:meth:`_run`)."""
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        self.futures = []  # the old copies (keys of their own) go before the new ones come
         try:
             self.futures = self._scatter(self._groups, sum(int(x.nbytes) for g in self._groups for x in g))
             if workers > 1:
