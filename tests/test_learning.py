@@ -379,6 +379,44 @@ def test_online_em_waits_out_the_plateau_window() -> None:
     assert len(batch.history) < window
 
 
+def records(validation: list[float], train: list[float]) -> list[IterationRecord]:
+    return [IterationRecord(i + 1, t, v, 0.0) for i, (v, t) in enumerate(zip(validation, train, strict=True))]
+
+
+def test_overfitting_rule() -> None:
+    """Overfitting: validation up and training down in each of the last OVERFIT_EPOCHS records, and the last
+    validation BPS more than PLATEAU_GAIN above the best; a plateau's wobble (both up, or a rise within the gain) is
+    not."""
+    gain = learning.PLATEAU_GAIN
+    assert learning.OVERFIT_EPOCHS == 2
+    assert learning.overfitting(records([1.0, 1.001, 1.0 + 3 * gain], [2.0, 1.9, 1.8]), 1.0)
+    assert not learning.overfitting(records([1.0, 1.001, 1.0 + 3 * gain], [2.0, 1.9, 1.95]), 1.0)  # training rose
+    assert not learning.overfitting(records([1.0, 1.0 + 3 * gain, 1.002], [2.0, 1.9, 1.8]), 1.0)  # validation fell
+    assert not learning.overfitting(records([1.0, 1.0002, 1.0 + gain], [2.0, 1.9, 1.8]), 1.0)  # within the gain
+    assert not learning.overfitting(records([1.0 + gain, 1.0 + 3 * gain], [1.9, 1.8]), 1.0)  # too few records
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_online_em_stops_when_it_overfits(seed: int) -> None:
+    """A student with 12 clones per symbol on 400 symbols of a 7-clone teacher overfits: online EM stops at the
+    first epoch where :func:`learning.overfitting` holds, long before the plateau window (7,500 epochs), and keeps
+    the epoch best on validation."""
+    rng = np.random.default_rng(seed)
+    teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
+    train, validation = inference.sample(teacher, 400, rng), inference.sample(teacher, 4000, rng)
+    student = random_model(list("abc"), np.full(3, 12), all_pairs(3), rng, np.float64)
+    config = TrainingConfig(algorithm="online", max_iterations=300, pseudocount=1e-3, tolerance=0.0, batch_size=100)
+    result = learning.fit(student, train, validation, config)
+    history = result.history
+    assert result.stopped == "early_stopping"
+    assert len(history) < 100 < learning.plateau_epochs(config.patience, len(train))
+    v = np.array([r.validation_bps for r in history])
+    assert result.best_iteration == int(np.argmin(v)) + 1
+    fired = [learning.overfitting(history[:n], float(v[:n].min())) for n in range(1, len(history) + 1)]
+    assert fired[-1] and not any(fired[:-1])
+    assert inference.score(result.model, validation).bps == pytest.approx(v.min(), rel=1e-12)
+
+
 def test_sharp_initial_transitions() -> None:
     rng = np.random.default_rng(0)
     pairs = all_pairs(3)

@@ -254,50 +254,97 @@ def test_auto_states_grid_and_choice() -> None:
     assert outcome.model.metadata["search"] == search
 
 
-def test_auto_search_walks_down_first_for_larger_states(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The walk's order on a validation surface whose best pseudocount falls as the states grow (as measured on
-    alice, macbeth, hamlet, milton and calgary-book1): the first number of states walks upwards first; larger ones
-    start below the previous best by (previous states / states) ** 2 to the nearest decade, walk downwards first
-    and upwards only when going down did not help; each candidate once, the best kept."""
-    best_index = {300: 4, 1000: 3, 3000: 2, 5000: 2, 10_000: 3}  # index into PSEUDOCOUNT_GRID of each row's minimum
-    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.77, 10_000: 1.75}
+def surface_search(
+    monkeypatch: pytest.MonkeyPatch,
+    level: dict[int, float],
+    best_index: dict[int, int],
+    minutes: float | None = None,
+    seconds: dict[int, float] | None = None,
+) -> tuple[workflows.Selection, list[tuple[int, float]]]:
+    """:func:`workflows.search_settings` on a validation surface: ``level[states]`` plus 0.01 per grid step away
+    from ``best_index[states]`` (an index into PSEUDOCOUNT_GRID), each candidate taking ``seconds[states]`` of a
+    fake clock (predicted exactly); returns the selection and the (states, pseudocount) tried in order."""
     grid = list(workflows.PSEUDOCOUNT_GRID)
+    clock = [0.0]
+    seconds = seconds or dict.fromkeys(level, 1.0)
+
+    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
+        clock[0] += seconds[options.states]
+        result = SimpleNamespace(model=(options.states, options.pseudocount), history=[], stopped="converged")
+        return workflows.Selection(options, None, result, None)
 
     def surface(states: int, pseudocount: float) -> float:
         return level[states] + 0.01 * abs(grid.index(pseudocount) - best_index[states])
 
-    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
-        result = SimpleNamespace(model=(options.states, options.pseudocount), history=[], stopped="converged")
-        return workflows.Selection(options, None, result, None)
-
     monkeypatch.setattr(workflows, "select_stage", fake_select)
     monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: surface(*model))
-    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: [300, 1000, 3000, 5000, 10_000])
-    options = workflows.TrainOptions(states="auto", pseudocount="auto", restarts=1)
+    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: sorted(level))
+    monkeypatch.setattr(workflows.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(workflows, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
+    options = workflows.TrainOptions(states="auto", pseudocount="auto", restarts=1, search_minutes=minutes)
     corpus = SimpleNamespace(validation_parts=[])
     selection, record = workflows.search_settings("", corpus, options, "cpu", None, None, "surface", None)
     tried = [(line["states"], line["pseudocount"]) for line in record]
+    assert len(set(tried)) == len(tried)  # each candidate once
+    return selection, tried
+
+
+def test_auto_search_is_capacity_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a surface whose best pseudocount falls as the states grow (as measured on alice, macbeth, hamlet, milton
+    and calgary-book1): the first number of states walks upwards first; each larger one starts below the previous
+    best by (previous states / states) ** 2 to the nearest decade, and while that start beats the smaller ones the
+    search goes on to more states; the walk, downwards first and upwards only when going down did not help, is
+    made at the number of states that ends best."""
+    best_index = {300: 4, 1000: 3, 3000: 2, 5000: 2, 10_000: 3}
+    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.77, 10_000: 1.745}
+    selection, tried = surface_search(monkeypatch, level, best_index)
     assert tried == [
         (300, 1e-4),
         (300, 1e-3),
         (300, 1e-2),  # upwards from FIRST_PSEUDOCOUNT to the grid's end
-        (1000, 1e-3),  # one step below 300's best: the best here; down (1e-4) and up (1e-2) are worse
-        (1000, 1e-4),
-        (1000, 1e-2),
-        (3000, 1e-4),  # one step below 1,000's best: the best; 1e-5 and 1e-3 are worse
-        (3000, 1e-5),
-        (3000, 1e-3),
-        (5000, 1e-4),  # (3,000 / 5,000) ** 2 is under half a decade: 3,000's best; 1e-5 and 1e-3 are worse
-        (5000, 1e-5),
-        (5000, 1e-3),
-        (10_000, 1e-5),  # one step below; 1e-6 is worse, so upwards while it helps: 1e-4, 1e-3, not 1e-2
-        (10_000, 1e-6),
+        (1000, 1e-3),  # one step below 300's best: beats 300, so on to 3,000 states
+        (3000, 1e-4),  # one step below 1,000's start
+        (5000, 1e-4),  # (3,000 / 5,000) ** 2 is under half a decade: 3,000's start
+        (10_000, 1e-5),  # twice the states: one step below; 1.765 beats 5,000 and 10,000 is the grid's last: walk
+        (10_000, 1e-6),  # worse, so upwards while it helps: 1e-4, 1e-3, not 1e-2
         (10_000, 1e-4),
         (10_000, 1e-3),
         (10_000, 1e-2),
     ]
-    assert len(set(tried)) == len(tried)
     assert (selection.options.states, selection.options.pseudocount) == (10_000, 1e-3)
+
+
+def test_auto_search_walks_where_capacity_stops_helping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When more states stop helping, the walk waited for is made at the best number of states, after the larger
+    one's own walk failed to beat it."""
+    best_index = {300: 4, 1000: 3, 3000: 1, 5000: 2}
+    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.85}
+    selection, tried = surface_search(monkeypatch, level, best_index)
+    assert tried == [
+        (300, 1e-4),
+        (300, 1e-3),
+        (300, 1e-2),
+        (1000, 1e-3),
+        (3000, 1e-4),  # 1.81: beats 1,000 states, so on
+        (5000, 1e-4),  # 1.85: worse than 3,000 states, so its walk: down (1e-5, worse), then up (1e-3, worse)
+        (5000, 1e-5),
+        (5000, 1e-3),
+        (3000, 1e-5),  # 3,000 states stays best: its walk, downwards first (1.80), then 1e-6 is worse
+        (3000, 1e-6),
+    ]
+    assert (selection.options.states, selection.options.pseudocount) == (3000, 1e-5)
+
+
+def test_auto_search_walks_at_once_when_more_states_do_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --search-minutes, a number of states whose next one would pass the budget walks at once, and the larger
+    one is left out."""
+    best_index = {300: 4, 1000: 3, 3000: 1, 5000: 2}
+    level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.7}
+    seconds = {300: 10.0, 1000: 10.0, 3000: 10.0, 5000: 600.0}
+    selection, tried = surface_search(monkeypatch, level, best_index, minutes=2.0, seconds=seconds)
+    # 40 s spent when 3,000 states' start is in: 5,000 states (600 s) would pass 120 s, so 3,000 walks at once
+    assert tried == [(300, 1e-4), (300, 1e-3), (300, 1e-2), (1000, 1e-3), (3000, 1e-4), (3000, 1e-5), (3000, 1e-6)]
+    assert (selection.options.states, selection.options.pseudocount) == (3000, 1e-5)
 
 
 def test_pseudocount_start_falls_with_the_square_of_the_states() -> None:
