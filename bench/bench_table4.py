@@ -7,7 +7,7 @@ Every CHMM run is `workflows.train_text` (what `chmm train` calls) with the pape
 recipe), `--states auto --pseudocount auto` unless given (the grid of engine/workflows.py: states up to one per 10
 training symbols, pseudocounts 1e-6 to 1e-2) and the refit on training + validation text. The n-gram is
 `chmm train --learner ngram` (interpolated Kneser-Ney, order up to 12) by the same protocol. One line per corpus,
-printed as each finishes; the search's candidates with `--verbose`.
+printed as each finishes; the search's candidates and every iteration with `--verbose`.
 
     python bench/bench_table4.py [--only carroll-alice blake-poems] [--states auto] [--pseudocount auto]
         [--max-states 3000] [--search-minutes 50]
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import workflows  # noqa: E402
+from engine import learning, workflows  # noqa: E402
 from engine.peers import registry  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
@@ -43,6 +43,16 @@ MAX_TRAIN = 750_000
 
 def number_or_auto(value: str) -> int | float | str:
     return value if value == workflows.AUTO else float(value) if "." in value or "e" in value else int(value)
+
+
+def print_record(record: learning.IterationRecord) -> None:
+    """--verbose: one line per iteration (an online EM epoch or a batch EM iteration) of every run."""
+    stage = "refit" if record.refit else f"candidate {record.candidate + 1}, restart {record.restart}"
+    print(
+        f"    {stage}: iteration {record.iteration}, train BPS {record.train_bps:.4f}, validation BPS "
+        f"{record.validation_bps:.4f}, {record.seconds:.1f} s",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -84,7 +94,9 @@ def main() -> None:
         )
         started = time.perf_counter()
         log = (lambda line: print(f"  {line}", flush=True)) if args.verbose else None
-        outcome = workflows.train_text(raw, options, name=stem, log=log)
+        outcome = workflows.train_text(
+            raw, options, callback=print_record if args.verbose else None, name=stem, log=log
+        )
         minutes = (time.perf_counter() - started) / 60
         summary = outcome.summary
         ours_ngram = "-"
