@@ -47,6 +47,25 @@ def automatic_batch_size(n_blocks: int) -> int:
     return max(ONLINE_BATCH_SIZE, BATCH_PER_BLOCK * int(n_blocks))
 
 
+NOISE_FLOOR_MEMORY = 0.03
+"""Online EM's statistic A remembers about batch_size / (1 - lambda) symbols. With fewer than this many per stored
+transition entry it cannot settle: its validation BPS hovers at a noise floor far above batch EM's (Moby Dick at
+1,000 states, 9,700 symbols of memory for 902,494 entries: 2.158 after 4 online epochs, 1.967 after one batch EM
+iteration from there; at 3,000 states 2.09 for five epochs running), so waiting out the plateau window there buys
+nothing. Tables 1 and 2 hold at least 0.11 symbols per entry (brackets k = 3, lambda 0.5), text at 1,000 states
+and more at most 0.011."""
+
+
+def online_wait(config: TrainingConfig, n_train: int, stored: int) -> int:
+    """Epochs online EM waits for a validation BPS better by :data:`PLATEAU_GAIN`: :func:`plateau_epochs`, or 1 (it
+    hands over to what follows at the first epoch without a clear gain) when its statistic remembers fewer than
+    :data:`NOISE_FLOOR_MEMORY` symbols per stored entry (``stored``)."""
+    memory = (config.batch_size or ONLINE_BATCH_SIZE) / (1.0 - config.memory)
+    if memory < NOISE_FLOOR_MEMORY * stored:
+        return 1
+    return plateau_epochs(config.patience, n_train)
+
+
 def overfitting(history: Sequence[IterationRecord], best_validation: float) -> bool:
     """Whether the last :data:`OVERFIT_EPOCHS` records each show the validation BPS rising and the training BPS
     falling against the record before, and the last validation BPS is above ``best_validation`` by more than
@@ -325,7 +344,7 @@ def fit(
 
     After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with the
     lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement; for online EM
-    after :func:`plateau_epochs` epochs without an improvement of :data:`PLATEAU_GAIN`, or sooner once it overfits:
+    after :func:`online_wait` epochs without an improvement of :data:`PLATEAU_GAIN`, or sooner once it overfits:
     :func:`overfitting`); without it, the last model.
     ``config.batch_size`` None is :func:`automatic_batch_size` of the model's stored blocks. Training also stops
     when the relative gain in training log-likelihood drops below ``tolerance``, or when ``cancel`` is set (checked
@@ -364,7 +383,7 @@ def fit(
     since_best = 0
     online = config.algorithm == "online"
     # online EM crawls along plateaus before it leaves them: it waits longer, and only a clear gain counts
-    wait = plateau_epochs(config.patience, n_train) if online else config.patience
+    wait = online_wait(config, n_train, model.n_nonzero()) if online else config.patience
     clear_gain = PLATEAU_GAIN if online else 1e-12
     reference = best_validation
     previous_ll = -np.inf

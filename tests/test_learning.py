@@ -3,6 +3,8 @@ cancellation, progress reports, configuration checks, and the toy FSM results of
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -377,6 +379,37 @@ def test_online_em_waits_out_the_plateau_window() -> None:
     assert len(online.history) >= window
     batch = learning.fit(model, train, validation, TrainingConfig(patience=2, max_iterations=window + 40))
     assert len(batch.history) < window
+
+
+def test_online_wait_below_the_noise_floor() -> None:
+    """The plateau window, unless the statistic's memory (batch / (1 - lambda) symbols) is below NOISE_FLOOR_MEMORY
+    symbols per stored entry: then one epoch."""
+    config = TrainingConfig(algorithm="online", batch_size=400, memory=0.9, patience=5)
+    assert learning.online_wait(config, 30_000, 7200) == learning.plateau_epochs(5, 30_000)  # brackets k = 3: 0.56
+    floor = 4000 / learning.NOISE_FLOOR_MEMORY
+    assert learning.online_wait(config, 30_000, int(floor)) == learning.plateau_epochs(5, 30_000)
+    assert learning.online_wait(config, 30_000, int(floor) + 1) == 1
+    assert learning.online_wait(replace(config, memory=0.5), 30_000, int(800 / learning.NOISE_FLOOR_MEMORY) + 1) == 1
+
+
+def test_online_em_hands_over_at_its_noise_floor() -> None:
+    """130 clones per symbol on 3 symbols store 152,100 entries, which online EM's statistic (4,000 symbols) cannot
+    fill: it stops at the first epoch without a validation gain of PLATEAU_GAIN, keeping the best epoch."""
+    rng = np.random.default_rng(0)
+    teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
+    train, validation = inference.sample(teacher, 3000, rng), inference.sample(teacher, 3000, rng)
+    student = random_model(list("abc"), np.full(3, 130), all_pairs(3), rng, np.float64)
+    config = TrainingConfig(algorithm="online", max_iterations=50, pseudocount=1e-3, tolerance=0.0, batch_size=400)
+    assert learning.online_wait(config, len(train), student.layout.size) == 1
+    result = learning.fit(student, train, validation, config)
+    v = [inference.score(student, validation).bps] + [r.validation_bps for r in result.history]
+    assert result.stopped == "early_stopping"
+    reference = v[0]
+    for value in v[1:-1]:  # every epoch but the last made a clear gain
+        assert value < reference - learning.PLATEAU_GAIN
+        reference = value
+    assert v[-1] >= reference - learning.PLATEAU_GAIN
+    assert result.best_iteration == int(np.argmin(v[1:])) + 1
 
 
 def records(validation: list[float], train: list[float]) -> list[IterationRecord]:
