@@ -660,10 +660,23 @@ def test_the_bundled_communities_are_what_the_app_computes_now(folder: Path) -> 
     bundled = json.loads(config.SAMPLE_MODEL.with_name("alice-600.communities.json").read_text(encoding="utf-8"))
     fresh = graph_service.run_communities(folder, trials=10, two_level=False, seed=0)
     for key in ("threshold", "options", "reference", "modules", "links"):
-        assert json.loads(json.dumps(fresh[key])) == bundled[key], key
-    assert {k: v for k, v in fresh["summary"].items() if k != "seconds"} == {
-        k: v for k, v in bundled["summary"].items() if k != "seconds"
-    }
+        assert same_up_to_rounding(json.loads(json.dumps(fresh[key])), bundled[key]), key
+    assert same_up_to_rounding(
+        {k: v for k, v in fresh["summary"].items() if k != "seconds"},
+        {k: v for k, v in bundled["summary"].items() if k != "seconds"},
+    )
+
+
+def same_up_to_rounding(a: object, b: object) -> bool:
+    """Equal JSON values, floats within 1e-9 relative (another CPU rounds Infomap's flows in the last digits: the
+    bundled file was written on an Intel Xeon, and an AMD EPYC gives 0.06410587974399334 for its ...337)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_up_to_rounding(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_up_to_rounding(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def test_runs_of_the_session_are_recorded(with_corpus: Path) -> None:
