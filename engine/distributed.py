@@ -184,6 +184,15 @@ def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict
         outcome["error"] = exc
 
 
+def _replicate(client: Any, futures: list[Any], outcome: dict[str, Any]) -> None:
+    """``client.replicate(futures, n=2)`` in a thread of its own (see :meth:`ClusterEStep._replicate`), the exception
+    it raised, if any, put in ``outcome``."""
+    try:
+        client.replicate(futures, n=2)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+        outcome["error"] = exc
+
+
 def _model_bytes(model: Any) -> int:
     """The bytes of a model's arrays (what a scatter sends)."""
     return int(sum(v.nbytes for v in vars(model).values() if isinstance(v, np.ndarray)))
@@ -268,14 +277,29 @@ class ClusterEStep:
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         self.futures = []  # the old copies (keys of their own) go before the new ones come
         try:
-            self.futures = self._scatter(self._groups, sum(int(x.nbytes) for g in self._groups for x in g))
+            nbytes = sum(int(x.nbytes) for g in self._groups for x in g)
+            self.futures = self._scatter(self._groups, nbytes)
             if workers > 1:
-                self.client.replicate(self.futures, n=2)
+                self._replicate(SCATTER_SECONDS + nbytes / SCATTER_BYTES_PER_SECOND)
         except ClusterError:
             raise
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
         return self.futures
+
+    def _replicate(self, timeout: float) -> None:
+        """A second copy of every shard on another worker, waited for at most ``timeout`` seconds: the copies are a
+        spare (a shard lost with its worker is sent again, :meth:`_run`), and ``client.replicate`` has no timeout
+        of its own (seen under load: it waited for ever on a cluster whose worker had just been killed). An error
+        it raised in time is raised here."""
+        outcome: dict[str, Any] = {}
+        replicator = threading.Thread(
+            target=_replicate, args=(self.client, self.futures, outcome), name="chmm-replicate", daemon=True
+        )
+        replicator.start()
+        replicator.join(timeout)
+        if "error" in outcome:
+            raise outcome["error"]
 
     def batch(
         self, engine: engines.Engine, state: Any, x: np.ndarray, initial: np.ndarray | None, cancel: Any = None
