@@ -172,25 +172,22 @@ class _WorkerLost(Exception):
     """An iteration's futures were lost with a worker (raised inside :meth:`ClusterEStep._run` only)."""
 
 
+def _capture(call: Callable[[], Any], outcome: dict[str, Any]) -> None:
+    """``call()``'s result, or the exception it raised, put in ``outcome`` ("value" or "error"): the target of a
+    thread that the caller waits for with a timeout of its own."""
+    try:
+        outcome["value"] = call()
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+        outcome["error"] = exc
+
+
 def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
-    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome``. Each scatter gets keys of
-    its own (``hash=False``): under content-hash keys, data equal to data whose futures are being released (a
-    retried try's model and documents, an unchanged model, the same documents from a second :class:`ClusterEStep`)
-    takes the old key, and the release can drop the new copy as it arrives (seen in CI: an iteration retried with
-    the same model lost it again, "Could not find data")."""
-    try:
-        outcome["futures"] = client.scatter(data, broadcast=broadcast, timeout=timeout, hash=False)
-    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-        outcome["error"] = exc
-
-
-def _replicate(client: Any, futures: list[Any], outcome: dict[str, Any]) -> None:
-    """``client.replicate(futures, n=2)`` in a thread of its own (see :meth:`ClusterEStep._replicate`), the exception
-    it raised, if any, put in ``outcome``."""
-    try:
-        client.replicate(futures, n=2)
-    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-        outcome["error"] = exc
+    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome`` (:func:`_capture`). Each
+    scatter gets keys of its own (``hash=False``): under content-hash keys, data equal to data whose futures are
+    being released (a retried try's model and documents, an unchanged model, the same documents from a second
+    :class:`ClusterEStep`) takes the old key, and the release can drop the new copy as it arrives (seen in CI: an
+    iteration retried with the same model lost it again, "Could not find data")."""
+    _capture(lambda: client.scatter(data, broadcast=broadcast, timeout=timeout, hash=False), outcome)
 
 
 def _model_bytes(model: Any) -> int:
@@ -294,7 +291,10 @@ class ClusterEStep:
         it raised in time is raised here."""
         outcome: dict[str, Any] = {}
         replicator = threading.Thread(
-            target=_replicate, args=(self.client, self.futures, outcome), name="chmm-replicate", daemon=True
+            target=_capture,
+            args=(lambda: self.client.replicate(self.futures, n=2), outcome),
+            name="chmm-replicate",
+            daemon=True,
         )
         replicator.start()
         replicator.join(timeout)
@@ -344,7 +344,7 @@ class ClusterEStep:
                 continue
             if "error" in outcome:
                 raise outcome["error"]
-            return outcome["futures"]
+            return outcome["value"]
         raise ClusterError(
             f"the Dask cluster did not take the data in {SCATTER_TRIES} tries of {timeout:.0f} s (workers dying?)"
         )

@@ -37,9 +37,9 @@ symbol: creeping along a plateau is not progress."""
 OVERFIT_EPOCHS = 2
 """Online EM stops before its plateau window ends once it overfits: when, in each of this many epochs in a row, the
 validation BPS rose while the training BPS fell, and the validation BPS is above the best by more than
-:data:`PLATEAU_GAIN`. On a plateau the two move together (the toy FSM: never in 120 epochs of 24 runs); on text
-with many states online EM overfits after a few epochs, and the plateau window (5 epochs of 7 minutes for Moby
-Dick at 10,000 states) kept it going for nothing (bench/RESULTS.md, issue 15)."""
+:data:`PLATEAU_GAIN`. On a plateau the two move together (the toy FSM: never in 24 runs of 60 to 120 epochs, k = 3
+and 5, restarts 0 to 3), so waiting there is kept; a run whose gap widens has nothing to wait for
+(bench/RESULTS.md, issue 15)."""
 
 
 def automatic_batch_size(n_blocks: int) -> int:

@@ -524,19 +524,25 @@ def search_settings(
 
         return predict_candidate_seconds(record, cost, states)
 
+    def affordable(states: int) -> bool:
+        """Whether a candidate with ``states`` is predicted to end within ``options.search_minutes`` (the first
+        candidate always is)."""
+        if options.search_minutes is None or not record:
+            return True
+        spent = time.perf_counter() - search_started
+        return spent + predicted_seconds(states) <= 60.0 * options.search_minutes
+
     def evaluate(states: int, pseudocount: float) -> float:
         nonlocal best
         candidate = len(record)
-        if options.search_minutes is not None and record:
-            spent = time.perf_counter() - search_started
-            predicted = predicted_seconds(states)
-            if spent + predicted > 60.0 * options.search_minutes:
-                if log:
-                    log(
-                        f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
-                        f"{predicted / 60:.1f} min more would pass the search's {options.search_minutes:g} min"
-                    )
-                raise _OverBudget
+        if not affordable(states):
+            if log:
+                log(
+                    f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
+                    f"{predicted_seconds(states) / 60:.1f} min more would pass the search's "
+                    f"{options.search_minutes:g} min"
+                )
+            raise _OverBudget
         tagged = None if callback is None else (lambda r, c=candidate: callback(r._replace(candidate=c)))
         concrete = replace(options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
@@ -572,12 +578,6 @@ def search_settings(
         if not _walk(values, position, first, len(grid), at):
             _walk(values, position, -first, len(grid), at)
         return min(values, key=values.get)
-
-    def affordable(states: int) -> bool:
-        if options.search_minutes is None:
-            return True
-        spent = time.perf_counter() - search_started
-        return spent + predicted_seconds(states) <= 60.0 * options.search_minutes
 
     deferred: tuple[int, dict[int, float]] | None = None  # a number of states whose walk waits (capacity first)
     try:
