@@ -46,8 +46,7 @@ from app.background import (
 )
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
-from engine import distributed, learning, text, workflows
-from engine.backend import gpu_probably_available
+from engine import distributed, engines, learning, text, workflows
 from engine.files import atomic_write_json
 from engine.learning import ALGORITHMS
 
@@ -132,12 +131,15 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     validation), validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's
     default), with a clear ValueError on a value that cannot work."""
     backend = form.get("backend") or DEFAULTS.backend
-    if backend not in ("cpu", "gpu"):
-        raise ValueError(f"Unknown backend {backend!r}; choose CPU or GPU.")
-    if backend == "gpu":
-        available, reason = gpu_probably_available()
-        if not available:
-            raise ValueError(f"The GPU backend is not available here: {reason}. Choose the CPU backend.")
+    choices = engines.backend_choices(in_app=True)
+    if backend not in choices:
+        raise ValueError(f"Unknown backend {backend!r}; choose one of {', '.join(c.upper() for c in choices)}.")
+    available, reason = engines.backend_status(backend, cheap=True)
+    if not available:
+        raise ValueError(
+            f"The {backend.upper()} backend is not available here: {reason}. Choose the {DEFAULTS.backend.upper()} "
+            "backend."
+        )
     algorithm = form.get("algorithm") or DEFAULTS.algorithm
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")

@@ -107,7 +107,7 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
             moved = _block_bytes(model.layout, x)
             row[f"forward_{name}_bytes"] = moved
             for precision in ("float32", "float16"):
-                engine = gpu.GpuEngine(model.layout, precision)
+                engine = gpu.DeviceBlocks(model.layout, gpu.cuda_device(), precision)
                 device_model = engine.upload(model)
                 seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
                 bytes_read = moved if precision == "float32" else moved // 2
@@ -124,10 +124,10 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
             if name == "moby":
                 for precision in ("float32", "float16"):
                     pool.free_all_blocks()
-                    config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6, pass_precision=precision)
-                    engine = gpu.GpuDenseEngine(model, precision)
+                    config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
+                    engine = gpu.GpuDenseEngine(gpu.cuda_device(), gpu.GpuOptions(pass_precision=precision))
                     current = engine.load(model)
-                    plan = engine.plan(current, x_moby, "em")
+                    plan = engine.plan(current, x_moby, "em", len(x_moby))
                     cp.cuda.Device().synchronize()
                     t0 = time.perf_counter()
                     for _ in range(2):
@@ -276,15 +276,14 @@ def table4_corpus(
     if backend == "gpu":
         from engine import gpu
 
-        half = gpu.GpuEngine(final.layout, "float16")
+        half = gpu.GpuDenseEngine(gpu.cuda_device(), gpu.GpuOptions(pass_precision="float16"))
         corpus = text.prepare_corpus(
             raw,
             normalisation=final.codec.normalisation,
             name=name,
             fixed_alphabet=(final.symbols, final.codec.vocabulary_list),
         )
-        weight = final.backoff_weight
-        row["test_bps_float16_pass"] = half.score(half.upload(final), corpus.test, weight).bps
+        row["test_bps_float16_pass"] = half.score(half.load(final), corpus.test).bps
     return row
 
 

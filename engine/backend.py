@@ -1,14 +1,12 @@
-"""Array-backend selection: NumPy on the CPU, CuPy on a GPU. CuPy is imported lazily, only when asked for, so
-that processes which never touch the GPU (the web server, forked workers) never initialise CUDA."""
+"""Whether a CUDA GPU can be used here. CuPy is imported only when asked for, so that processes which never touch
+the GPU (the web server, forked workers) never initialise CUDA; the choice of an implementation is the registry's
+(:mod:`engine.engines`)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 from pathlib import Path
-from types import ModuleType
-
-BACKENDS = ("cpu", "gpu", "auto")
 
 
 class BackendError(RuntimeError):
@@ -33,31 +31,9 @@ def gpu_status() -> tuple[bool, str]:
 def gpu_probably_available() -> tuple[bool, str]:
     """Whether the GPU backend can be offered, judged without importing CuPy (a web process must not initialise
     CUDA before forking its job workers): CuPy is installed and the machine exposes an NVIDIA device node. The job
-    that trains confirms with :func:`resolve_backend` and reports the reason if the GPU still cannot be used."""
+    that trains confirms with :func:`gpu_status` and reports the reason if the GPU still cannot be used."""
     if importlib.util.find_spec("cupy") is None:
         return False, "CuPy is not installed (pip install 'chmm-explorer[gpu]')"
     if not any(Path("/dev").glob("nvidia[0-9]*")):
         return False, "no NVIDIA device is visible on this machine"
     return True, "CuPy and an NVIDIA device are present"
-
-
-def resolve_backend(name: str) -> str:
-    """Map "cpu" | "gpu" | "auto" to the backend that will run: "auto" is "gpu" when a CUDA device is usable,
-    else "cpu"; "gpu" without one raises :class:`BackendError`."""
-    if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    if name == "cpu":
-        return "cpu"
-    available, reason = gpu_status()
-    if name == "auto":
-        return "gpu" if available else "cpu"
-    if not available:
-        raise BackendError(f"the GPU backend is not available: {reason}")
-    return "gpu"
-
-
-def get_xp(name: str) -> ModuleType:
-    """The array module of a resolved backend: numpy for "cpu", cupy for "gpu"."""
-    if resolve_backend(name) == "gpu":
-        return importlib.import_module("cupy")
-    return importlib.import_module("numpy")

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine import distributed, documents, learning, text, workflows
+from engine import distributed, documents, engines, learning, text, workflows
 from engine.allocation import ALLOCATION_METHODS
-from engine.backend import BACKENDS, BackendError
+from engine.backend import BackendError
 from engine.communities import FLOW_SOURCES, CommunityOptions
 from engine.errors import error_message
 from engine.export import FORMATS as EXPORT_FORMATS
@@ -229,8 +229,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--grow-from works only with --learner chmm")
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
         raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
-    if args.backend == "gpu":
-        raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend gpu")
+    if not engines.on_host(args.backend):
+        raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
     if chmm_only:
         flags = ", ".join("--" + name.replace("_", "-") for name in chmm_only)
@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
     train.add_argument("--seed", type=int, default=TRAIN_DEFAULTS.seed)
-    train.add_argument("--backend", choices=BACKENDS, default=TRAIN_DEFAULTS.backend)
+    train.add_argument("--backend", choices=engines.backend_choices(), default=TRAIN_DEFAULTS.backend)
     train.add_argument("--dtype", choices=list(workflows.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
     train.add_argument("--init", default=None, help="continue training from this model")
     train.add_argument(
@@ -564,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     score = commands.add_parser("score", help="bits per symbol of a text under a model")
     score.add_argument("model")
     score.add_argument("corpus")
-    score.add_argument("--backend", choices=BACKENDS, default=TRAIN_DEFAULTS.backend)
+    score.add_argument("--backend", choices=engines.backend_choices(), default=TRAIN_DEFAULTS.backend)
     score.add_argument("--json", action="store_true")
     score.set_defaults(run=_cmd_score)
 

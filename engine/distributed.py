@@ -79,6 +79,9 @@ DEFAULT_BURN_IN = 1000
 """Symbols of burn-in before and after a chunk of a long document (see :func:`chunk`): the BPS after 20 EM iterations
 differs from the exact one by less than 1e-4 bits per symbol with it (bench/RESULTS.md)."""
 
+WORKER_BACKEND = "cpu"
+"""The backend the workers run their E-steps on (Dask workers are CPU processes)."""
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -123,10 +126,11 @@ def chunk(sequences: Sequence[np.ndarray], size: int | None, burn_in: int = DEFA
     return out
 
 
-def shard_e_step(model: Any, shard: Sequence[Any]) -> Partial:
-    """What a worker computes: the E-step of its documents (and chunks of documents) on the CPU implementation of
-    ``model``; their counts and log-likelihoods add up, gamma(1) is summed over the pieces that start a document."""
-    engine = engines.engine_for(model, "cpu")
+def shard_e_step(model: Any, shard: Sequence[Any], backend: str = WORKER_BACKEND) -> Partial:
+    """What a worker computes: the E-step of its documents (and chunks of documents) on the implementation the
+    registry picks for ``model`` on ``backend``; their counts and log-likelihoods add up, gamma(1) is summed over
+    the pieces that start a document. Chunks need an implementation with the ``chunks`` capability."""
+    engine = engines.engine_for(model, backend)
     state = engine.load(model)
     whole = [x for x in shard if not isinstance(x, Piece)]
     total: Partial | None = None
@@ -258,6 +262,7 @@ class ClusterEStep:
     shards: int | None = None
     chunk: int | None = None
     burn_in: int = DEFAULT_BURN_IN
+    backend: str = WORKER_BACKEND
     futures: list[Any] = field(default_factory=list, repr=False)
     _groups: list[Any] = field(default_factory=list, repr=False, init=False)
 
@@ -384,7 +389,7 @@ class ClusterEStep:
             shared = self._scatter(model, _model_bytes(model), broadcast=True, cancel=cancel)
             if shared is None:
                 return None
-            partials = [self.client.submit(shard_e_step, shared, shard, pure=False) for shard in shards]
+            partials = [self.client.submit(shard_e_step, shared, shard, self.backend, pure=False) for shard in shards]
             while len(partials) > 1:  # a tree sum on the workers: only the total comes back
                 pairs = [
                     self.client.submit(operator.add, a, b, pure=False)

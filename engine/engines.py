@@ -1,30 +1,37 @@
-"""One protocol for what a model's implementation does, and :func:`engine_for`, which picks the implementation once.
+"""One protocol for what a model's implementation does, and the registry of implementations that picks one.
 
-A CHMM is held in one of three forms: dense blocks on the CPU (:class:`engine.model.CHMM`, kernels in
+A CHMM is held in one of several forms: dense blocks on the CPU (:class:`engine.model.CHMM`, kernels in
 :mod:`engine.inference`), CSR blocks on the CPU (:class:`engine.sparse.SparseCHMM`, kernels in
-:mod:`engine.sparse`), or dense blocks on a CUDA GPU (:mod:`engine.gpu`). Each implementation of :class:`Engine`
-works on its own *state* (the host model itself on the CPU, a device copy on the GPU): ``load`` makes the state
-from a host model and ``host`` gives the host model back. Every caller outside the implementations (the training
-loop, the workflows, the graph tools) goes through this protocol and never tests what kind of model it holds.
+:mod:`engine.sparse`), or dense blocks on a GPU (:mod:`engine.gpu`: CUDA through CuPy, or the same code on NumPy
+twins of its kernels, "gpu-sim"). Each implementation of :class:`Engine` works on its own *state* (the host model
+itself on the CPU, a device copy on the GPU): ``load`` makes the state from a host model and ``host`` gives the host
+model back. Every caller outside the implementations (the training loop, the workflows, the graph tools) goes
+through this protocol and the registry (:func:`engine_for`, :func:`supports`, :func:`backend_choices`) and never
+tests what kind of model it holds or which backend it runs on.
 
 The operations (paper, section 3): the scaled forward pass, scores and surprisal; the E-step of one sequence,
 returning expected counts sum_n xi(n) in the state's own layout; the M-step T = row-normalise(counts + pseudocount)
-over the stored entries; the online-EM update of the running statistic; Viterbi with soft evidence and its hard
-counts; sampling; pruning; the non-zero transitions as clone pairs.
+over the stored entries (online EM's update is written once over these, :func:`engine.learning.online_update`);
+Viterbi with soft evidence and its hard counts; sampling; pruning; the non-zero transitions as clone pairs.
 
 Corpora of several documents are lists of independent sequences (each starts from pi): :func:`e_step_sequences`
 sums their counts and :func:`score_sequences` their code lengths, on any implementation.
+
+Adding an implementation is one class (the protocol) and one :func:`register` call with its capabilities.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine import graph, inference, sparse
-from engine.backend import resolve_backend
+from engine import backend as devices
+from engine import gpu, graph, inference, sparse
+from engine import model as model_io
+from engine.backend import BackendError
 from engine.model import CHMM, normalise_rows
 
 Model = CHMM | sparse.SparseCHMM
@@ -62,11 +69,16 @@ class Engine(Protocol):
     def surprisal(self, state: Any, x: np.ndarray) -> np.ndarray:
         """-log2 P(x_n | x_<n) of every position, as :meth:`score` counts it."""
 
-    def plan(self, state: Any, x: np.ndarray, algorithm: str) -> Any:
-        """What repeated E-steps on ``x`` reuse (offsets, buffers), or None; may refuse a run that cannot fit."""
+    def plan(self, state: Any, x: np.ndarray, algorithm: str, batch_size: int) -> Any:
+        """What repeated E-steps on ``x`` reuse (offsets, buffers), or None; may refuse a run that cannot fit
+        (online EM processes ``batch_size`` symbols at a time)."""
 
     def zero_counts(self, state: Any) -> Any:
         """A zeroed array of counts in the state's layout."""
+
+    def as_counts(self, state: Any, values: Any) -> Any:
+        """``values`` (counts in the state's layout, on the host or where the state lives) as the state's arrays:
+        counts that come from elsewhere (a cluster's workers) join the state's own."""
 
     def e_step(
         self,
@@ -84,13 +96,6 @@ class Engine(Protocol):
 
     def m_step(self, state: Any, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> Any:
         """T = row-normalise(counts + pseudocount) over the entries EM may update (see ``fixed_zeros``)."""
-
-    def online_update(
-        self, state: Any, statistic: Any, e: inference.EStepResult, memory: float, pseudocount: float, first: bool
-    ) -> Any:
-        """Online EM (paper, section 3): A = memory * A + (1 - memory) * e.counts for the running statistic A (in
-        place; A = (1 - memory) * e.counts for the ``first`` batch), then T = row-normalise(A + pseudocount).
-        May change ``state``'s values in place (pass a :meth:`copy`)."""
 
     def with_counts(self, state: Any, counts: Any) -> Any:
         """``state`` with ``counts`` as its expected counts (used by the back-off bigram and by pruning)."""
@@ -178,10 +183,8 @@ class DenseEngine:
 
     name = "dense"
 
-    def __init__(self, count_method: str = "gemm") -> None:
-        if count_method not in inference.COUNT_METHODS:
-            raise ValueError(f"count_method must be one of {', '.join(inference.COUNT_METHODS)}")
-        self.count_method = count_method
+    def __init__(self, options: DenseOptions | None = None) -> None:
+        self.count_method = (options or DenseOptions()).count_method
         # the transposed blocks of the T that online EM updates in place (kept in step by the fused kernel)
         self._transposed: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -203,13 +206,16 @@ class DenseEngine:
     def surprisal(self, state: CHMM, x: np.ndarray) -> np.ndarray:
         return inference.surprisal(state, x)
 
-    def plan(self, state: CHMM, x: np.ndarray, algorithm: str) -> inference.PairLayout | None:
+    def plan(self, state: CHMM, x: np.ndarray, algorithm: str, batch_size: int) -> inference.PairLayout | None:
         if algorithm != "em":
             return None
         return inference.pair_sorted_offsets(state.layout, x).with_buffers(state.T.dtype, len(x))
 
     def zero_counts(self, state: CHMM) -> np.ndarray:
         return np.zeros(state.layout.size)
+
+    def as_counts(self, state: CHMM, values: Any) -> np.ndarray:
+        return np.asarray(values)
 
     def e_step(
         self,
@@ -237,7 +243,7 @@ class DenseEngine:
         T = normalise_rows(state.layout, counts, pseudocount, state.T.dtype, state.support())
         return state.with_arrays(T=T, counts=counts, pi=state.pi if pi is None else pi.astype(state.pi.dtype))
 
-    def online_update(
+    def fused_online_update(
         self,
         state: CHMM,
         statistic: np.ndarray,
@@ -246,8 +252,9 @@ class DenseEngine:
         pseudocount: float,
         first: bool,
     ) -> CHMM:
-        """One fused kernel (``cpu.online_m_step``) updates the statistic, T and T's transposed blocks in place
-        (two sweeps over the stored blocks per batch besides the E-step)."""
+        """:func:`engine.learning.online_update` in one fused kernel (``cpu.online_m_step``): the statistic, T and
+        T's transposed blocks updated in place, only the blocks the batch touched rescaled (two sweeps over the
+        stored blocks per batch besides the E-step, and no new arrays)."""
         from engine.kernels import cpu
 
         layout = state.layout
@@ -291,7 +298,7 @@ class DenseEngine:
     def hard_counts(self, state: CHMM, x: np.ndarray) -> tuple[np.ndarray, float]:
         log_likelihood = inference.log_likelihood(state, x)
         path = inference.viterbi(state, x).clones
-        return path_counts(state.layout, x, path), log_likelihood
+        return inference.path_counts(state.layout, x, path), log_likelihood
 
     def sample(
         self, state: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
@@ -309,24 +316,6 @@ class DenseEngine:
 
     def finite(self, state: CHMM) -> bool:
         return bool(np.all(np.isfinite(state.T)))
-
-
-def path_counts(layout: Any, x: np.ndarray, path: np.ndarray) -> np.ndarray:
-    """One count per transition of the clone path ``path`` of ``x`` in the flat block layout (all zero when the
-    path is impossible, i.e. holds -1)."""
-    counts = np.zeros(layout.size, dtype=np.float64)
-    if np.any(path < 0):
-        return counts
-    src, dst = x[:-1], x[1:]
-    k = layout.block_index[src, dst]
-    ok = k >= 0
-    flat = (
-        layout.block_offset[k[ok]]
-        + (path[:-1][ok] - layout.clone_start[src[ok]]) * layout.n_clones[dst[ok]]
-        + (path[1:][ok] - layout.clone_start[dst[ok]])
-    )
-    counts += np.bincount(flat, minlength=layout.size)
-    return counts
 
 
 # ---------------------------------------------------------------------------------------------- sparse, CPU
@@ -356,11 +345,16 @@ class SparseEngine:
     def surprisal(self, state: sparse.SparseCHMM, x: np.ndarray) -> np.ndarray:
         return sparse.surprisal(state, x)
 
-    def plan(self, state: sparse.SparseCHMM, x: np.ndarray, algorithm: str) -> sparse.SequencePlan | None:
+    def plan(
+        self, state: sparse.SparseCHMM, x: np.ndarray, algorithm: str, batch_size: int
+    ) -> sparse.SequencePlan | None:
         return sparse.SequencePlan.build(state.layout, x, state.data.dtype) if algorithm == "em" else None
 
     def zero_counts(self, state: sparse.SparseCHMM) -> np.ndarray:
         return np.zeros(state.data.size)
+
+    def as_counts(self, state: sparse.SparseCHMM, values: Any) -> np.ndarray:
+        return np.asarray(values)
 
     def e_step(
         self,
@@ -380,19 +374,6 @@ class SparseEngine:
     ) -> sparse.SparseCHMM:
         data = sparse.normalise(state, counts, pseudocount)
         return state.with_data(data, counts, None if pi is None else pi.astype(state.pi.dtype))
-
-    def online_update(
-        self,
-        state: sparse.SparseCHMM,
-        statistic: np.ndarray,
-        e: inference.EStepResult,
-        memory: float,
-        pseudocount: float,
-        first: bool,
-    ) -> sparse.SparseCHMM:
-        statistic *= 0.0 if first else memory
-        statistic += (1.0 - memory) * e.counts
-        return state.with_data(sparse.normalise(state, statistic, pseudocount), None)
 
     def with_counts(self, state: sparse.SparseCHMM, counts: np.ndarray) -> sparse.SparseCHMM:
         return state.with_arrays(counts=counts)
@@ -437,21 +418,198 @@ class SparseEngine:
         return bool(np.all(np.isfinite(state.data)))
 
 
-# ---------------------------------------------------------------------------------------------- the choice
-def engine_for(model: Model, backend: str = "cpu", **options: Any) -> Engine:
-    """The implementation that runs ``model`` on ``backend`` ("cpu", "gpu" or "auto", see
-    :func:`engine.backend.resolve_backend`): dense models run on the CPU or the GPU (:mod:`engine.gpu`, imported
-    only then); sparse models run on the CPU whatever the backend. ``options``: ``count_method`` (dense CPU),
-    ``pass_precision``, ``chunk`` and ``batch_size`` (GPU)."""
-    if model.form == "sparse":
-        return SparseEngine()
-    if resolve_backend(backend) == "gpu":
-        from engine.gpu import GpuDenseEngine
+# ---------------------------------------------------------------------------------------------- the registry
+@dataclass(frozen=True)
+class NoOptions:
+    """An implementation without settings of its own."""
 
-        return GpuDenseEngine(
-            model,
-            pass_precision=options.get("pass_precision", "float32"),
-            chunk=options.get("chunk"),
-            batch_size=options.get("batch_size", 10_000),
-        )
-    return DenseEngine(options.get("count_method", "gemm"))
+
+@dataclass(frozen=True)
+class DenseOptions:
+    """Settings of the dense CPU implementation. count_method: "gemm" (one matrix product per symbol pair) or
+    "loop" (per-step updates), see :func:`engine.inference.e_step`."""
+
+    count_method: str = "gemm"
+
+    def __post_init__(self) -> None:
+        if self.count_method not in inference.COUNT_METHODS:
+            raise ValueError(f"count_method must be one of {', '.join(inference.COUNT_METHODS)}")
+
+
+def _always() -> tuple[bool, str]:
+    return True, "always available"
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One registered implementation of :class:`Engine`.
+
+    name: the implementation ("dense", "sparse", "gpu", "gpu-sim"); backend: the ``--backend`` choice that selects
+    it (several implementations may share one: dense and sparse models on "cpu"); factory: its options -> a new
+    engine; accepts: which host models it runs; options: its options dataclass; available: whether it can run on
+    this machine and why not (may import heavy modules); offerable: the same judged cheaply, for the web process
+    (must not initialise CUDA); auto_rank: "auto" picks the available backend of highest rank (None: never).
+    Capabilities: ``grows`` (the training protocol may grow a dense start into a large sparse model), ``chunks``
+    (its E-step counts only a range of steps: chunks with a burn-in, the cluster), ``restart_processes``
+    (restarts may run in worker processes), ``host`` (runs on the CPU: peers and CPU-only tools accept the
+    backend), ``in_app`` (offered on the Train page)."""
+
+    name: str
+    backend: str
+    factory: Callable[[Any], Engine]
+    accepts: Callable[[Model], bool]
+    options: type = NoOptions
+    available: Callable[[], tuple[bool, str]] = _always
+    offerable: Callable[[], tuple[bool, str]] | None = None
+    auto_rank: int | None = None
+    grows: bool = False
+    chunks: bool = False
+    restart_processes: bool = False
+    host: bool = True
+    in_app: bool = True
+
+    def create(self, options: Any = None) -> Engine:
+        """A new engine with ``options`` when they are this implementation's (else its defaults)."""
+        return self.factory(options if isinstance(options, self.options) else self.options())
+
+
+AUTO = "auto"
+"""The backend choice that picks the best available backend (see :func:`resolve_backend`)."""
+
+_REGISTRY: dict[str, Implementation] = {}
+
+
+def register(implementation: Implementation) -> Implementation:
+    """Add an implementation (a new backend is one class and one call of this); ValueError on a taken name."""
+    if implementation.name in _REGISTRY:
+        raise ValueError(f"an implementation named {implementation.name!r} is already registered")
+    _REGISTRY[implementation.name] = implementation
+    return implementation
+
+
+def unregister(name: str) -> None:
+    """Remove a registered implementation (a test's toy)."""
+    _REGISTRY.pop(name, None)
+
+
+def implementations(backend: str | None = None) -> list[Implementation]:
+    """The registered implementations (of ``backend``, "auto" resolved), in registration order; a backend that
+    cannot run here still has its implementations (their capabilities do not depend on the machine)."""
+    if backend is None:
+        return list(_REGISTRY.values())
+    chosen = resolve_backend(backend) if backend == AUTO else backend
+    return [i for i in _REGISTRY.values() if i.backend == chosen]
+
+
+def backend_choices(in_app: bool = False) -> tuple[str, ...]:
+    """The ``--backend`` choices (every registered backend, then "auto"), or with ``in_app`` the Train page's."""
+    names = dict.fromkeys(i.backend for i in _REGISTRY.values() if i.in_app or not in_app)
+    return (*names, AUTO) if not in_app else tuple(names)
+
+
+def backend_status(backend: str, cheap: bool = False) -> tuple[bool, str]:
+    """Whether ``backend`` can run here and a one-line reason when not (``cheap``: judged without importing heavy
+    modules, for the web process)."""
+    chosen = [i for i in _REGISTRY.values() if i.backend == backend]
+    if not chosen:
+        return False, f"unknown backend {backend!r}; choose one of {', '.join(backend_choices())}"
+    check = (chosen[0].offerable or chosen[0].available) if cheap else chosen[0].available
+    return check()
+
+
+def resolve_backend(name: str) -> str:
+    """The backend that will run for the choice ``name``: "auto" is the available backend of highest
+    ``auto_rank``; any other available backend is itself; BackendError (with the reason) otherwise."""
+    if name == AUTO:
+        ranked = sorted((i for i in _REGISTRY.values() if i.auto_rank is not None), key=lambda i: -(i.auto_rank or 0))
+        for implementation in ranked:
+            if implementation.available()[0]:
+                return implementation.backend
+        raise BackendError("no backend is available")
+    available, reason = backend_status(name)
+    if not available:
+        if not any(i.backend == name for i in _REGISTRY.values()):
+            raise BackendError(reason)
+        raise BackendError(f"the {name.upper()} backend is not available: {reason}")
+    return name
+
+
+def on_host(backend: str) -> bool:
+    """Whether work that runs only on the CPU (the peer learners, CPU-only tools) may run under the choice
+    ``backend``: "auto", or a backend whose implementations all run on the host."""
+    return backend == AUTO or all(i.host for i in _REGISTRY.values() if i.backend == backend)
+
+
+def supports(backend: str, capability: str) -> bool:
+    """Whether some implementation of ``backend`` has ``capability`` (see :class:`Implementation`)."""
+    return any(getattr(i, capability) for i in implementations(backend))
+
+
+def options_type(backend: str, model: Model) -> type:
+    """The options dataclass of the implementation that runs ``model`` on ``backend``."""
+    return implementation_for(model, backend).options
+
+
+def implementation_for(model: Model, backend: str = "cpu") -> Implementation:
+    """The implementation that runs ``model`` on ``backend``: the first of the backend's implementations that
+    accepts the model, else the first host implementation that does (sparse models run on the CPU whatever the
+    backend)."""
+    chosen = resolve_backend(backend) if backend == AUTO else backend
+    candidates = [i for i in _REGISTRY.values() if i.backend == chosen and i.accepts(model)]
+    if candidates:
+        resolve_backend(chosen)  # the reason, when the backend cannot run here
+    elif not any(i.backend == chosen for i in _REGISTRY.values()):
+        resolve_backend(chosen)  # an unknown backend: its own error
+    candidates += [i for i in _REGISTRY.values() if i.host and i.accepts(model)]
+    if not candidates:
+        raise ValueError(f"no implementation runs this model on the {chosen} backend")
+    return candidates[0]
+
+
+MODEL_READERS: dict[str, Callable[..., Model]] = {
+    model_io.FORMAT_NAME: model_io.load,
+    sparse.SPARSE_FORMAT: sparse.load,
+}
+"""Each host model form's file format (the ``format`` of its header) and its reader."""
+
+
+def reader_for(file_format: str | None) -> Callable[..., Model]:
+    """The reader of model files whose header names ``file_format``; the dense reader otherwise (it raises
+    :class:`engine.model.ModelFormatError` with the reason on a missing, damaged or foreign file)."""
+    return MODEL_READERS.get(file_format or "", model_io.load)
+
+
+def engine_for(model: Model, backend: str = "cpu", options: Any = None) -> Engine:
+    """A new engine for ``model`` on ``backend`` (see :func:`implementation_for`) with ``options`` when they are
+    that implementation's options dataclass (otherwise its defaults)."""
+    return implementation_for(model, backend).create(options)
+
+
+def _is_dense(model: Model) -> bool:
+    return model.form == "dense"
+
+
+def _is_sparse(model: Model) -> bool:
+    return model.form == "sparse"
+
+
+register(
+    Implementation(
+        "dense", "cpu", DenseEngine, _is_dense, DenseOptions, auto_rank=0, grows=True, chunks=True,
+        restart_processes=True,
+    )
+)  # fmt: skip
+register(Implementation("sparse", "cpu", lambda _: SparseEngine(), _is_sparse, grows=True, restart_processes=True))
+register(
+    Implementation(
+        "gpu", "gpu", lambda options: gpu.GpuDenseEngine(gpu.cuda_device(), options, "gpu"), _is_dense,
+        gpu.GpuOptions, available=lambda: devices.gpu_status(), offerable=lambda: devices.gpu_probably_available(),
+        auto_rank=1, host=False,
+    )
+)  # fmt: skip
+register(
+    Implementation(
+        "gpu-sim", "gpu-sim", lambda options: gpu.GpuDenseEngine(gpu.SimulatedDevice(), options, "gpu-sim"),
+        _is_dense, gpu.GpuOptions, in_app=False,
+    )
+)  # fmt: skip

@@ -1,25 +1,35 @@
-"""The CHMM engine on a CUDA GPU through CuPy: forward/backward, BPS, E-step counts, M-step, Viterbi with soft
-evidence and sampling on the block-sparse layout, with the model and the messages kept on the device.
+"""The CHMM engine on a GPU: forward/backward, BPS, E-step counts, M-step, Viterbi with soft evidence and sampling on
+the block-sparse layout, with the model and the messages kept on the device.
 
-CuPy is imported when a :class:`GpuEngine` is created, never at module import, so the web process and CPU-only
-installs never touch CUDA. The arithmetic is the CPU engine's (:mod:`engine.inference`): float32 blocks and
-messages, float64 normalisers and log-likelihoods; the per-step recursions run as persistent kernels
-(:mod:`engine.kernels.gpu`) and the E-step counts as one cuBLAS matrix product per symbol pair,
-counts(i, j) = T(i, j) o (A_ij^T B_ij) (the DESIGN's grouping, as on the CPU).
+The code here is array logic over a :class:`Device`: an array module ``xp`` and a table of kernels by name. On a
+CUDA GPU (:class:`CudaDevice`) ``xp`` is CuPy and the kernels are the CUDA kernels of :mod:`engine.kernels.gpu`; on
+any machine (:class:`SimulatedDevice`, the ``gpu-sim`` implementation) ``xp`` is NumPy and the kernels are their
+NumPy/numba twins (:mod:`engine.kernels.gpu_twins`), so every line of this module runs in every CI run and a
+device run only adds the kernels themselves. CuPy is imported when a :class:`CudaDevice` is created, never at module
+import, so the web process and CPU-only installs never touch CUDA.
+
+The arithmetic is the CPU engine's (:mod:`engine.inference`): float32 blocks and messages, float64 normalisers and
+log-likelihoods; the per-step recursions run as persistent kernels and the E-step counts as one matrix product per
+symbol pair, counts(i, j) = T(i, j) o (A_ij^T B_ij) (the DESIGN's grouping, as on the CPU).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import math
+import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from engine import inference
-from engine.backend import resolve_backend
+from engine import graph, inference
+from engine.backend import BackendError, gpu_status
 from engine.kernels import gpu as kernels
+from engine.kernels.gpu_twins import TWINS
 from engine.model import CHMM, BlockLayout
 
 _WARPS_PER_LAUNCH_BLOCK = 8  # one-warp-per-item kernels: 256 threads per block
@@ -33,22 +43,114 @@ class DeviceMemoryError(MemoryError):
     """A run would need more device memory than the GPU has free (the message gives both figures)."""
 
 
-def _cupy() -> Any:
-    resolve_backend("gpu")  # raises BackendError with the reason when CuPy or a device is missing
-    return importlib.import_module("cupy")
+# ---------------------------------------------------------------------------------------------- devices
+class CudaDevice:
+    """A CUDA GPU through CuPy: ``xp`` is CuPy and :meth:`kernel` gives the compiled CUDA kernels."""
+
+    simulated = False
+
+    def __init__(self) -> None:
+        available, reason = gpu_status()
+        if not available:
+            raise BackendError(f"the gpu backend is not available: {reason}")
+        cp = importlib.import_module("cupy")
+        self.xp: ModuleType = cp
+        device = cp.cuda.Device()
+        self.sm_count = int(device.attributes["MultiProcessorCount"])
+        self.name = cp.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
+
+    def kernel(self, name: str) -> Any:
+        """The CUDA kernel ``name``, launched as ``kernel(grid, block, args, shared_mem=...)``."""
+        return kernels.kernel(self.xp, name)
+
+    def host(self, values: Any) -> np.ndarray:
+        return values.get()
+
+    def stream(self) -> Any:
+        """A new stream (a context manager making it current, with ``synchronize``)."""
+        return self.xp.cuda.Stream(non_blocking=True)
+
+    def current_stream(self) -> Any:
+        return self.xp.cuda.get_current_stream()
+
+    def synchronize(self) -> None:
+        self.xp.cuda.get_current_stream().synchronize()
+
+    def free_bytes(self) -> int:
+        """Free device memory (bytes), counting what CuPy's pool holds but does not use."""
+        free, _ = self.xp.cuda.runtime.memGetInfo()
+        return int(free + self.xp.get_default_memory_pool().free_bytes())
+
+
+class _HostStream(contextlib.nullcontext):
+    """A stream on the host: work is done when it is issued."""
+
+    def synchronize(self) -> None:
+        return None
+
+
+class SimulatedDevice:
+    """The GPU engine on the CPU: ``xp`` is NumPy and :meth:`kernel` gives each CUDA kernel's twin
+    (:mod:`engine.kernels.gpu_twins`); free memory is the host's available memory."""
+
+    simulated = True
+    name = "simulated GPU (NumPy twins of the CUDA kernels)"
+    sm_count = 4  # sizes only the persistent kernels' partial sums, which the twins do not use
+
+    def __init__(self) -> None:
+        self.xp: ModuleType = np
+
+    def kernel(self, name: str) -> Any:
+        return TWINS[name]
+
+    def host(self, values: Any) -> np.ndarray:
+        """A copy, as a device-to-host transfer makes (no state shares memory with what the host is given)."""
+        return np.array(values)
+
+    def stream(self) -> _HostStream:
+        return _HostStream()
+
+    def current_stream(self) -> _HostStream:
+        return _HostStream()
+
+    def synchronize(self) -> None:
+        return None
+
+    def free_bytes(self) -> int:
+        try:
+            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):  # not POSIX
+            return 8 * 2**30
+
+
+Device = CudaDevice | SimulatedDevice
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_device() -> CudaDevice:
+    """The process's CUDA device (created once: CuPy's context and compiled kernels are per process)."""
+    return CudaDevice()
 
 
 @dataclass
 class DeviceModel:
     """A model's arrays on the device: T (row-major blocks), TT (each block transposed), pi (float32, host copy
-    too), counts (float32 expected counts in the flat layout, or None), support (uint8 mask of a pruned model)."""
+    too), counts (float32 expected counts in the flat layout, or None), support (uint8 mask of the entries EM may
+    update, see ``fixed_zeros``, or None), the layout's index tables on the device and the host model whose
+    alphabet, layout and metadata the state carries."""
 
     T: Any
     TT: Any
     pi: np.ndarray
     counts: Any | None
     support: Any | None
+    blocks: DeviceBlocks
+    template: CHMM
     half: tuple[Any, Any] | None = None  # float16 copies of (T, TT) times HALF_SCALE, made when first needed
+
+    def with_values(self, T: Any, TT: Any, counts: Any | None, pi: np.ndarray | None = None) -> DeviceModel:
+        """This model with new transition values (and counts, and pi when given)."""
+        return DeviceModel(T, TT, self.pi if pi is None else pi, counts, self.support, self.blocks, self.template)
 
 
 def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones: float, models: int = 3) -> int:
@@ -60,31 +162,41 @@ def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones
     return int(4 * size * (2 * models + 2) + longest * (8 * mean_clones + 64))
 
 
-class GpuEngine:
-    """Device-side inference and learning for one :class:`BlockLayout`.
+@dataclass
+class _DeviceEStep:
+    """An E-step on the device: the protocol's result and beta at the first position, normalised (carried back by
+    a chunked E-step)."""
 
-    The index tables of the layout are uploaded once; models with that layout are uploaded with :meth:`upload`
-    and come back with :meth:`download`.
+    result: inference.EStepResult
+    first_beta: np.ndarray
+
+
+class DeviceBlocks:
+    """One :class:`BlockLayout`'s index tables on a device, and the passes over models with that layout.
+
+    The tables are uploaded once; models with the layout are uploaded with :meth:`upload` and come back with
+    :meth:`download`.
     """
 
-    def __init__(self, layout: BlockLayout, pass_precision: str = "float32") -> None:
+    def __init__(self, layout: BlockLayout, device: Device, pass_precision: str = "float32") -> None:
         if pass_precision not in PASS_PRECISIONS:
             raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
-        cp = _cupy()
+        xp = device.xp
+        self.device = device
+        self.xp = xp
+        self.host = device.host
         self.pass_precision = pass_precision
-        self.cp = cp
         self.layout = layout
-        device = cp.cuda.Device()
-        self.sm_count = int(device.attributes["MultiProcessorCount"])
-        self.device_name = cp.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
+        self.sm_count = device.sm_count
+        self.device_name = device.name
         self.width = int(layout.n_clones.max())
-        self.n_clones = cp.asarray(layout.n_clones, dtype=cp.int32)
-        self.clone_start = cp.asarray(layout.clone_start, dtype=cp.int32)
-        self.block_index = cp.asarray(layout.block_index.astype(np.int32).ravel())
-        self.block_offset = cp.asarray(layout.block_offset, dtype=cp.int64)
-        self.block_pairs = cp.asarray(layout.block_pairs.astype(np.int32).ravel())
-        self.clone_symbol = cp.asarray(layout.clone_symbol(), dtype=cp.int32)
-        self.row_block_start = cp.asarray(
+        self.n_clones = xp.asarray(layout.n_clones, dtype=xp.int32)
+        self.clone_start = xp.asarray(layout.clone_start, dtype=xp.int32)
+        self.block_index = xp.asarray(layout.block_index.astype(np.int32).ravel())
+        self.block_offset = xp.asarray(layout.block_offset, dtype=xp.int64)
+        self.block_pairs = xp.asarray(layout.block_pairs.astype(np.int32).ravel())
+        self.clone_symbol = xp.asarray(layout.clone_symbol(), dtype=xp.int32)
+        self.row_block_start = xp.asarray(
             np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1)).astype(np.int32)
         )
         # one entry per row of every block (the M-step's unit of work)
@@ -95,45 +207,43 @@ class GpuEngine:
         u = np.arange(int(rows.sum())) - np.repeat(first_row, rows)
         self.n_rows = int(rows.sum())
         self.row_block = block_of_row
-        self.row_offset = cp.asarray(layout.block_offset[block_of_row] + u * cols[block_of_row], dtype=cp.int64)
-        self.row_len = cp.asarray(cols[block_of_row], dtype=cp.int32)
-        self.row_clone = cp.asarray(layout.clone_start[layout.block_pairs[block_of_row, 0]] + u, dtype=cp.int32)
-        self.row_base = cp.asarray(layout.block_offset[block_of_row], dtype=cp.int64)
-        self.row_u = cp.asarray(u, dtype=cp.int32)
-        self.row_m = cp.asarray(rows[block_of_row], dtype=cp.int32)
-        self._chain = {
-            "float32": kernels.kernel(cp, "chain_sum_f32"),
-            "float16": kernels.kernel(cp, "chain_sum_f16"),
-        }[pass_precision]
-        self._viterbi = kernels.kernel(cp, "viterbi_chain")
-        self._scale = kernels.kernel(cp, "scale_messages")
-        self._weights = kernels.kernel(cp, "pair_weights")
-        self._row_totals = kernels.kernel(cp, "row_totals")
-        self._row_write = kernels.kernel(cp, "row_write")
-        self._sample = kernels.kernel(cp, "sample_chain")
+        self.row_offset = xp.asarray(layout.block_offset[block_of_row] + u * cols[block_of_row], dtype=xp.int64)
+        self.row_len = xp.asarray(cols[block_of_row], dtype=xp.int32)
+        self.row_clone = xp.asarray(layout.clone_start[layout.block_pairs[block_of_row, 0]] + u, dtype=xp.int32)
+        self.row_base = xp.asarray(layout.block_offset[block_of_row], dtype=xp.int64)
+        self.row_u = xp.asarray(u, dtype=xp.int32)
+        self.row_m = xp.asarray(rows[block_of_row], dtype=xp.int32)
+        self._chain = device.kernel("chain_sum_f32" if pass_precision == "float32" else "chain_sum_f16")
+        self._viterbi = device.kernel("viterbi_chain")
+        self._scale = device.kernel("scale_messages")
+        self._weights = device.kernel("pair_weights")
+        self._row_totals = device.kernel("row_totals")
+        self._row_write = device.kernel("row_write")
+        self._sample = device.kernel("sample_chain")
 
     # ------------------------------------------------------------------------------------------- transfers
-    def upload(self, model: CHMM, support: np.ndarray | None = None) -> DeviceModel:
-        """Copy ``model`` to the device (T as float32, and its transposed blocks)."""
-        cp = self.cp
-        T = cp.asarray(np.asarray(model.T, dtype=np.float32))
-        TT = cp.empty_like(T)
+    def upload(self, model: CHMM) -> DeviceModel:
+        """Copy ``model`` to the device (T as float32, and its transposed blocks; its support when it keeps
+        its zeros)."""
+        xp = self.xp
+        T = xp.array(np.asarray(model.T, dtype=np.float32))  # a copy on every device (the simulated one too)
+        TT = xp.empty_like(T)
         self._launch_rows(self._row_write, T, 0.0, None, None, None, TT)
-        counts = None if model.counts is None else cp.asarray(np.asarray(model.counts, dtype=np.float32))
-        mask = None if support is None else cp.asarray(support.astype(np.uint8))
-        return DeviceModel(T, TT, np.asarray(model.pi, dtype=np.float32), counts, mask)
+        counts = None if model.counts is None else xp.array(np.asarray(model.counts, dtype=np.float32))
+        support = model.support()
+        mask = None if support is None else xp.asarray(support.astype(np.uint8))
+        return DeviceModel(T, TT, np.asarray(model.pi, dtype=np.float32), counts, mask, self, model)
 
-    def download(self, device_model: DeviceModel, template: CHMM) -> CHMM:
-        """A host :class:`CHMM` with ``template``'s alphabet, layout and metadata and the device model's arrays."""
-        counts = None if device_model.counts is None else device_model.counts.get().astype(np.float64)
-        T = device_model.T.get().astype(template.T.dtype, copy=False)
+    def download(self, device_model: DeviceModel) -> CHMM:
+        """A host :class:`CHMM` with the template's alphabet, layout and metadata and the device model's arrays."""
+        template = device_model.template
+        counts = None if device_model.counts is None else self.host(device_model.counts).astype(np.float64)
+        T = self.host(device_model.T).astype(template.T.dtype, copy=False)
         return template.with_arrays(T=T, pi=device_model.pi.astype(template.pi.dtype), counts=counts)
 
     def free_bytes(self) -> int:
-        """Free device memory (bytes), counting what CuPy's pool holds but does not use."""
-        free, _ = self.cp.cuda.runtime.memGetInfo()
-        pool = self.cp.get_default_memory_pool()
-        return int(free + pool.free_bytes())
+        """Free device memory (bytes)."""
+        return self.device.free_bytes()
 
     # ------------------------------------------------------------------------------------------- helpers
     def _launch_items(self, kernel: Any, n_items: int, args: tuple) -> None:
@@ -180,10 +290,10 @@ class GpuEngine:
         if self.pass_precision == "float32":
             return device_model.TT, device_model.T, 1.0
         if device_model.half is None:
-            cp = self.cp
+            xp = self.xp
             device_model.half = (
-                (device_model.T * HALF_SCALE).astype(cp.float16),
-                (device_model.TT * HALF_SCALE).astype(cp.float16),
+                (device_model.T * HALF_SCALE).astype(xp.float16),
+                (device_model.TT * HALF_SCALE).astype(xp.float16),
             )
         return device_model.half[1], device_model.half[0], HALF_SCALE
 
@@ -213,21 +323,21 @@ class GpuEngine:
         """One persistent forward or backward pass over the host sequence ``x``; returns the per-position
         normalisers (device float64), the kernel's abort flag and its work buffer (the raw message of the last
         position of the pass sits at offset ((n - 1) % 2) * width)."""
-        cp = self.cp
+        xp = self.xp
         n = len(x)
         step_offset, step_rows = self._pass_steps(x, backward)
         with stream:
-            work = cp.empty(2 * self.width, dtype=cp.float32)
-            norm = cp.ones(n, dtype=cp.float64)
-            partial = cp.zeros(2 * grid, dtype=cp.float64)
-            barrier = cp.zeros(1, dtype=cp.uint32)
-            abort = cp.zeros(1, dtype=cp.int32)
-            first = cp.asarray(initial, dtype=cp.float32)
+            work = xp.empty(2 * self.width, dtype=xp.float32)
+            norm = xp.ones(n, dtype=xp.float64)
+            partial = xp.zeros(2 * grid, dtype=xp.float64)
+            barrier = xp.zeros(1, dtype=xp.uint32)
+            abort = xp.zeros(1, dtype=xp.int32)
+            first = xp.asarray(initial, dtype=xp.float32)
             if n > 1:
                 args = (
                     M,
-                    cp.asarray(step_offset),
-                    cp.asarray(step_rows),
+                    xp.asarray(step_offset),
+                    xp.asarray(step_rows),
                     np.int32(n),
                     np.int32(int(backward)),
                     first,
@@ -242,13 +352,12 @@ class GpuEngine:
                 )
                 self._chain((grid,), (kernels.THREADS,), args, shared_mem=4 * self.width)
             elif store is not None:
-                begin = int(offsets[0].get())
+                begin = int(self.host(offsets[:1])[0])
                 store[begin : begin + len(initial)] = first
         return norm, abort, work
 
-    @staticmethod
-    def _check_aborts(*flags: Any) -> None:
-        if any(int(f.get()[0]) for f in flags):
+    def _check_aborts(self, *flags: Any) -> None:
+        if any(int(self.host(f)[0]) for f in flags):
             raise RuntimeError(
                 "a persistent GPU kernel could not synchronise its blocks (another process may be using the GPU)"
             )
@@ -264,15 +373,14 @@ class GpuEngine:
     ) -> tuple[np.ndarray, int]:
         """Scaled forward pass (see :func:`engine.inference.forward`): the predictive probabilities
         P(x_n | x_<n) (float64, host) and the number of zero-probability events."""
-        cp = self.cp
         x = np.ascontiguousarray(x, dtype=np.int64)
         start = device_model.pi if initial is None else np.asarray(initial)
         message, p0 = self._initial_message(start, int(x[0]))
         forward_blocks, _, scale = self._pass_matrices(device_model)
         norm, abort, _ = self._run_chain(
-            forward_blocks, x, False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
+            forward_blocks, x, False, message, None, None, 2 * self.sm_count, self.device.current_stream()
         )
-        predictive = norm.get() / scale
+        predictive = self.host(norm) / scale
         self._check_aborts(abort)
         predictive[0] = p0
         return predictive, int(np.count_nonzero(predictive <= 0))
@@ -284,7 +392,7 @@ class GpuEngine:
 
     def block_sums(self, values: Any) -> np.ndarray:
         """Sum of each stored block of ``values`` (device flat layout), float64 on the host."""
-        row_sum = self.cp.empty(self.n_rows, dtype=self.cp.float64)
+        row_sum = self.xp.empty(self.n_rows, dtype=self.xp.float64)
         args = (
             values,
             np.float64(0.0),
@@ -297,16 +405,7 @@ class GpuEngine:
             row_sum,
         )
         self._launch_items(self._row_totals, self.n_rows, args)
-        return np.bincount(self.row_block, weights=row_sum.get(), minlength=self.layout.n_blocks)
-
-    def score(self, device_model: DeviceModel, x: np.ndarray, backoff_weight: float) -> inference.ScoreResult:
-        """BPS with the CPU engine's back-off (:func:`engine.inference.score`)."""
-        predictive, zero_events = self.forward(device_model, x)
-        sums = None if device_model.counts is None else self.block_sums(device_model.counts)
-        bigram = inference.symbol_bigram_from_block_sums(self.layout, sums)
-        return inference.score_from_predictive(
-            np.asarray(x, dtype=np.int64), predictive, zero_events, bigram, backoff_weight
-        )
+        return np.bincount(self.row_block, weights=self.host(row_sum), minlength=self.layout.n_blocks)
 
     # ------------------------------------------------------------------------------------------- E-step
     def e_step(
@@ -318,7 +417,7 @@ class GpuEngine:
         counts_out: Any | None = None,
         terminal: np.ndarray | None = None,
         accumulate: bool = False,
-    ) -> DeviceEStep:
+    ) -> _DeviceEStep:
         """Expected transition counts sum_n xi(n) (see :func:`engine.inference.e_step`) on the device.
 
         The forward and the backward pass run concurrently on two streams (each on one block per multiprocessor);
@@ -326,16 +425,16 @@ class GpuEngine:
         ``counts_out`` (zeroed first) or a fresh float32 buffer. ``terminal`` replaces the uniform beta at the last
         position (a chunk of a longer sequence, see :meth:`e_step_chunked`); with ``accumulate`` the products
         A^T B are added to ``counts_out`` and the caller multiplies by T once at the end."""
-        cp = self.cp
+        xp = self.xp
         layout = self.layout
         x = np.ascontiguousarray(x, dtype=np.int64)
         n = len(x)
         pl = inference.pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
-        x_dev = cp.asarray(x, dtype=cp.int32)
-        alpha_offsets = cp.asarray(pl.alpha_offsets)
-        beta_offsets = cp.asarray(pl.beta_offsets)
-        alpha = cp.empty(pl.alpha_size, dtype=cp.float32)
-        beta = cp.empty(pl.beta_size, dtype=cp.float32)
+        x_dev = xp.asarray(x, dtype=xp.int32)
+        alpha_offsets = xp.asarray(pl.alpha_offsets)
+        beta_offsets = xp.asarray(pl.beta_offsets)
+        alpha = xp.empty(pl.alpha_size, dtype=xp.float32)
+        beta = xp.empty(pl.beta_size, dtype=xp.float32)
         start = device_model.pi if initial is None else np.asarray(initial)
         first_message, p0 = self._initial_message(start, int(x[0]))
         m_last = int(layout.n_clones[x[-1]])
@@ -344,8 +443,8 @@ class GpuEngine:
         else:
             last_message = np.asarray(terminal, dtype=np.float32)
         forward_blocks, backward_blocks, scale = self._pass_matrices(device_model)
-        cp.cuda.get_current_stream().synchronize()  # the streams below do not wait for the current one
-        forward_stream, backward_stream = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+        self.device.synchronize()  # the streams below do not wait for the current one
+        forward_stream, backward_stream = self.device.stream(), self.device.stream()
         predictive, abort_forward, _ = self._run_chain(
             forward_blocks, x, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
         )
@@ -360,13 +459,13 @@ class GpuEngine:
         if scale != 1.0:
             predictive /= scale
         predictive[0] = p0
-        predictive_host = predictive.get()
+        predictive_host = self.host(predictive)
         zero_events = int(np.count_nonzero(predictive_host <= 0))
 
         m_first = int(layout.n_clones[x[0]])
         a0, b0 = int(pl.alpha_offsets[0]), int(pl.beta_offsets[0])
-        first_beta = beta[b0 : b0 + m_first].get()
-        g = alpha[a0 : a0 + m_first].get().astype(np.float64) * first_beta
+        first_beta = self.host(beta[b0 : b0 + m_first])
+        g = self.host(alpha[a0 : a0 + m_first]).astype(np.float64) * first_beta
         gamma_first = np.zeros(layout.n_states)
         lo = int(layout.clone_start[x[0]])
         if g.sum() > 0:
@@ -374,9 +473,9 @@ class GpuEngine:
         last_alpha = np.zeros(layout.n_states, dtype=np.float32)
         al = int(pl.alpha_offsets[n - 1])
         lo = int(layout.clone_start[x[-1]])
-        last_alpha[lo : lo + m_last] = alpha[al : al + m_last].get()
+        last_alpha[lo : lo + m_last] = self.host(alpha[al : al + m_last])
 
-        weights = cp.empty(max(n - 1, 1), dtype=cp.float64)
+        weights = xp.empty(max(n - 1, 1), dtype=xp.float64)
         self._launch_items(
             self._weights,
             n - 1,
@@ -387,18 +486,21 @@ class GpuEngine:
             n - 1,
             (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
         )
-        counts = cp.zeros(layout.size, dtype=cp.float32) if counts_out is None else counts_out
+        counts = xp.zeros(layout.size, dtype=xp.float32) if counts_out is None else counts_out
         if counts_out is not None and not accumulate:
             counts.fill(0)
         self._accumulate_counts(pl, alpha, beta, counts, accumulate)
         if not accumulate:
             counts *= device_model.T
         log_likelihood = -math.inf if zero_events else float(np.sum(np.log(predictive_host)))
-        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0, first_beta)
+        result = inference.EStepResult(
+            counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0
+        )
+        return _DeviceEStep(result, first_beta)
 
     def e_step_chunked(
         self, device_model: DeviceModel, x: np.ndarray, chunk: int, counts_out: Any | None = None
-    ) -> DeviceEStep:
+    ) -> _DeviceEStep:
         """The exact E-step of :meth:`e_step` with device memory bounded by ``chunk`` positions instead of len(x).
 
         A first forward pass over the chunks (each started from the last message of the one before) keeps only the
@@ -406,7 +508,7 @@ class GpuEngine:
         chunks overlap by one position) starts its forward pass from that checkpoint and its backward pass from the
         beta carried back from the chunk after it, so every xi(n) is the one of the whole sequence. Costs one extra
         forward pass."""
-        cp = self.cp
+        xp = self.xp
         layout = self.layout
         x = np.ascontiguousarray(x, dtype=np.int64)
         n = len(x)
@@ -423,17 +525,17 @@ class GpuEngine:
             message, _ = self._initial_message(start, int(piece[0]))
             checkpoints.append(np.asarray(start, dtype=np.float32))
             norm, abort, work = self._run_chain(
-                forward_blocks, piece, False, message, None, None, 2 * self.sm_count, cp.cuda.get_current_stream()
+                forward_blocks, piece, False, message, None, None, 2 * self.sm_count, self.device.current_stream()
             )
             self._check_aborts(abort)
             m = int(layout.n_clones[piece[-1]])
-            total = float(norm[len(piece) - 1].get())
+            total = float(self.host(norm[len(piece) - 1 : len(piece)])[0])
             offset = ((len(piece) - 1) % 2) * self.width
-            raw = work[offset : offset + m].get().astype(np.float64)
+            raw = self.host(work[offset : offset + m]).astype(np.float64)
             carry = np.zeros(layout.n_states, dtype=np.float32)
             lo = int(layout.clone_start[piece[-1]])
             carry[lo : lo + m] = raw / total if total > 0 else 1.0 / m
-        counts = cp.zeros(layout.size, dtype=cp.float32) if counts_out is None else counts_out
+        counts = xp.zeros(layout.size, dtype=xp.float32) if counts_out is None else counts_out
         counts.fill(0)
         terminal: np.ndarray | None = None
         log_likelihood = 0.0
@@ -443,7 +545,7 @@ class GpuEngine:
         for index in range(len(starts) - 1, -1, -1):
             begin = starts[index]
             end = min(begin + chunk, n - 1)
-            e = self.e_step(
+            step = self.e_step(
                 device_model,
                 x[begin : end + 1],
                 initial=checkpoints[index] if index else None,
@@ -451,7 +553,7 @@ class GpuEngine:
                 terminal=terminal,
                 accumulate=True,
             )
-            terminal = e.first_beta
+            terminal, e = step.first_beta, step.result
             log_likelihood += e.log_likelihood
             zero_events += e.zero_events
             touched |= e.touched
@@ -459,11 +561,12 @@ class GpuEngine:
                 last_alpha = e.last_alpha
             gamma_first = e.gamma_first
         counts *= device_model.T
-        return DeviceEStep(counts, gamma_first, log_likelihood, zero_events, last_alpha, touched, terminal)
+        result = inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, touched)
+        return _DeviceEStep(result, terminal)
 
     def _accumulate_counts(self, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any, add: bool) -> None:
         """counts(i, j) = A_ij^T B_ij (or += with ``add``) per occurring pair, one cuBLAS product each."""
-        cp = self.cp
+        xp = self.xp
         layout = self.layout
         touched = np.flatnonzero(pl.pair_count)
         for k in touched:
@@ -477,16 +580,16 @@ class GpuEngine:
             B = beta[b0 : b0 + rows * m_j].reshape(rows, m_j)
             lo, hi = int(layout.block_offset[k]), int(layout.block_offset[k + 1])
             if add:
-                counts[lo:hi] += cp.matmul(A.T, B).ravel()
+                counts[lo:hi] += xp.matmul(A.T, B).ravel()
             else:
-                cp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
+                xp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
 
     # ------------------------------------------------------------------------------------------- M-step
     def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
         """T = row-normalise(values + pseudocount) over the stored blocks (the pseudocount only on ``support``
         where given), returned row-major and block-transposed (see :func:`engine.model.normalise_rows`)."""
-        cp = self.cp
-        totals = cp.zeros(self.layout.n_states, dtype=cp.float64)
+        xp = self.xp
+        totals = xp.zeros(self.layout.n_states, dtype=xp.float64)
         args = (
             values,
             np.float64(pseudocount),
@@ -499,8 +602,8 @@ class GpuEngine:
             None,
         )
         self._launch_items(self._row_totals, self.n_rows, args)
-        T = cp.empty(self.layout.size, dtype=cp.float32)
-        TT = cp.empty_like(T)
+        T = xp.empty(self.layout.size, dtype=xp.float32)
+        TT = xp.empty_like(T)
         self._launch_rows(self._row_write, values, pseudocount, support, totals, T, TT)
         return T, TT
 
@@ -508,7 +611,7 @@ class GpuEngine:
     def viterbi(self, device_model: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
         """MAP clone path with per-position soft evidence (see :func:`engine.inference.viterbi`); the same
         arithmetic as the CPU kernel, so the same path."""
-        cp = self.cp
+        xp = self.xp
         layout = self.layout
         evidence, slot_offset = inference.viterbi_evidence(layout, evidence)
         n_pos = len(evidence.ptr) - 1
@@ -527,14 +630,14 @@ class GpuEngine:
         if best0 <= 0.0:
             return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
         first /= best0
-        delta = cp.zeros(int(slot_offset[-1]), dtype=cp.float64)
-        delta[: first.size] = cp.asarray(first)
-        backpointer = cp.full(int(slot_offset[-1]), -1, dtype=cp.int64)
-        scale = cp.ones(n_pos, dtype=cp.float64)
+        delta = xp.zeros(int(slot_offset[-1]), dtype=xp.float64)
+        delta[: first.size] = xp.asarray(first)
+        backpointer = xp.full(int(slot_offset[-1]), -1, dtype=xp.int64)
+        scale = xp.ones(n_pos, dtype=xp.float64)
         grid = 2 * self.sm_count
-        partial = cp.zeros(2 * grid, dtype=cp.float64)
-        barrier = cp.zeros(1, dtype=cp.uint32)
-        abort = cp.zeros(1, dtype=cp.int32)
+        partial = xp.zeros(2 * grid, dtype=xp.float64)
+        barrier = xp.zeros(1, dtype=xp.uint32)
+        abort = xp.zeros(1, dtype=xp.int32)
         if n_pos > 1:
             self._viterbi(
                 (grid,),
@@ -545,10 +648,10 @@ class GpuEngine:
                     self.block_index,
                     np.int32(layout.n_symbols),
                     self.n_clones,
-                    cp.asarray(evidence.ptr, dtype=cp.int64),
-                    cp.asarray(symbols, dtype=cp.int32),
-                    cp.asarray(weights),
-                    cp.asarray(slot_offset),
+                    xp.asarray(evidence.ptr, dtype=xp.int64),
+                    xp.asarray(symbols, dtype=xp.int32),
+                    xp.asarray(weights),
+                    xp.asarray(slot_offset),
                     np.int32(n_pos),
                     delta,
                     backpointer,
@@ -559,13 +662,13 @@ class GpuEngine:
                 ),
             )
         self._check_aborts(abort)
-        scales = scale.get()
+        scales = self.host(scale)
         if np.any(scales[1:] <= 0):
             return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
         log_probability = math.log(best0) + float(np.sum(np.log(scales[1:])))
         lo, hi = int(slot_offset[evidence.ptr[n_pos - 1]]), int(slot_offset[evidence.ptr[n_pos]])
-        last = lo + int(np.argmax(delta[lo:hi].get()))
-        pointers = backpointer.get()
+        last = lo + int(np.argmax(self.host(delta[lo:hi])))
+        pointers = self.host(backpointer)
         path_slots = np.empty(n_pos, dtype=np.int64)
         slot = last
         for n in range(n_pos - 1, -1, -1):
@@ -578,10 +681,10 @@ class GpuEngine:
     # ------------------------------------------------------------------------------------------- sampling
     def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
         """Follow T from ``first_clone`` with one uniform draw per step (see ``cpu.sample_path``); the symbols."""
-        cp = self.cp
+        xp = self.xp
         length = len(uniforms)
-        out = cp.zeros(length, dtype=cp.int32)
-        written = cp.zeros(1, dtype=cp.int32)
+        out = xp.zeros(length, dtype=xp.int32)
+        written = xp.zeros(1, dtype=xp.int32)
         self._sample(
             (1,),
             (32,),
@@ -594,27 +697,36 @@ class GpuEngine:
                 self.block_pairs,
                 self.block_offset,
                 np.int32(first_clone),
-                cp.asarray(uniforms, dtype=cp.float64),
+                xp.asarray(uniforms, dtype=xp.float64),
                 np.int32(length),
                 out,
                 written,
             ),
         )
-        return out[: int(written.get()[0])].get().astype(np.int64)
+        return self.host(out[: int(self.host(written)[0])]).astype(np.int64)
 
 
-@dataclass
-class DeviceEStep:
-    """The E-step on the device: counts (device float32), the rest on the host (see
-    :class:`engine.inference.EStepResult`)."""
 
-    counts: Any
-    gamma_first: np.ndarray
-    log_likelihood: float
-    zero_events: int
-    last_alpha: np.ndarray
-    touched: np.ndarray
-    first_beta: np.ndarray  # beta at the first position, normalised (carried back by a chunked E-step)
+
+# ---------------------------------------------------------------------------------------------- the protocol
+@dataclass(frozen=True)
+class GpuOptions:
+    """Settings of the GPU implementations.
+
+    pass_precision: the copy of T the forward and backward passes read, "float32" or "float16" (half the bytes per
+        step; arithmetic stays float32, see :data:`HALF_SCALE`).
+    chunk: batch EM processes each sequence in chunks of this many positions (exact; device memory bounded by the
+        chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
+    """
+
+    pass_precision: str = "float32"
+    chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.pass_precision not in PASS_PRECISIONS:
+            raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
+        if self.chunk is not None and self.chunk < 2:
+            raise ValueError("the GPU chunk must hold at least two positions")
 
 
 @dataclass
@@ -627,74 +739,87 @@ class GpuPlan:
 
 
 class GpuDenseEngine:
-    """The :class:`engine.engines.Engine` protocol on a CUDA GPU for dense-block models: the state is a
-    :class:`DeviceModel`, so a training run moves the model to the device once and back once. Before a sequence's
-    E-steps are planned (:meth:`plan`) the device memory they need is estimated and the run is refused with both
-    figures when it does not fit; batch EM whose messages do not fit runs in exact chunks."""
+    """The :class:`engine.engines.Engine` protocol for dense-block models on a :class:`Device` (a CUDA GPU, or the
+    simulated one): the state is a :class:`DeviceModel`, so a training run moves the model to the device once and
+    back once. Any layout: each layout's index tables are uploaded once and kept with the states that use them.
+    Before a sequence's E-steps are planned (:meth:`plan`) the device memory they need is estimated and the run is
+    refused with both figures when it does not fit; batch EM whose messages do not fit runs in exact chunks."""
 
-    name = "gpu"
+    def __init__(self, device: Device, options: GpuOptions | None = None, name: str = "gpu") -> None:
+        self.device = device
+        self.options = options or GpuOptions()
+        self.name = name
+        self.xp = device.xp
+        self._blocks: tuple[BlockLayout, DeviceBlocks] | None = None
 
-    def __init__(
-        self, model: CHMM, pass_precision: str = "float32", chunk: int | None = None, batch_size: int = 10_000
-    ) -> None:
-        self.engine = GpuEngine(model.layout, pass_precision)
-        self.template = model
-        self.chunk = chunk
-        self.batch_size = batch_size
-        self.cp = self.engine.cp
+    def blocks(self, layout: BlockLayout) -> DeviceBlocks:
+        """The device tables of ``layout`` (uploaded when the layout changes)."""
+        if self._blocks is None or self._blocks[0] is not layout:
+            self._blocks = (layout, DeviceBlocks(layout, self.device, self.options.pass_precision))
+        return self._blocks[1]
 
     # the host <-> device copies
     def load(self, model: CHMM) -> DeviceModel:
-        self.template = model
-        return self.engine.upload(model, model.support())
+        return self.blocks(model.layout).upload(model)
 
     def host(self, state: DeviceModel) -> CHMM:
-        return self.engine.download(state, self.template)
+        return state.blocks.download(state)
 
     def copy(self, state: DeviceModel) -> DeviceModel:
-        return DeviceModel(state.T.copy(), state.TT.copy(), state.pi.copy(), state.counts, state.support)
+        return state.with_values(state.T.copy(), state.TT.copy(), state.counts, state.pi.copy())
 
     # inference
     def forward(self, state: DeviceModel, x: np.ndarray, initial: np.ndarray | None = None) -> inference.ForwardResult:
-        predictive, zero_events = self.engine.forward(state, x, initial)
+        predictive, zero_events = state.blocks.forward(state, np.asarray(x, dtype=np.int64), initial)
         empty = np.zeros(0, dtype=np.int64)
         return inference.ForwardResult(predictive, zero_events, np.zeros(0, dtype=np.float32), empty)
 
+    def _bigram(self, state: DeviceModel) -> np.ndarray:
+        sums = None if state.counts is None else state.blocks.block_sums(state.counts)
+        return inference.symbol_bigram_from_block_sums(state.blocks.layout, sums)
+
     def score(self, state: DeviceModel, x: np.ndarray) -> inference.ScoreResult:
-        return self.engine.score(state, np.asarray(x, dtype=np.int64), self.template.backoff_weight)
+        x = np.asarray(x, dtype=np.int64)
+        predictive, zero_events = state.blocks.forward(state, x)
+        return inference.score_from_predictive(
+            x, predictive, zero_events, self._bigram(state), state.template.backoff_weight
+        )
 
     def surprisal(self, state: DeviceModel, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
-        predictive, _ = self.engine.forward(state, x)
-        sums = None if state.counts is None else self.engine.block_sums(state.counts)
-        bigram = inference.symbol_bigram_from_block_sums(self.engine.layout, sums)
-        return -np.log2(inference.predictive_with_backoff(x, predictive, bigram, self.template.backoff_weight))
+        predictive, _ = state.blocks.forward(state, x)
+        return inference.surprisal_from_predictive(x, predictive, self._bigram(state), state.template.backoff_weight)
 
     # learning
-    def plan(self, state: DeviceModel, x: np.ndarray, algorithm: str) -> GpuPlan:
+    def plan(self, state: DeviceModel, x: np.ndarray, algorithm: str, batch_size: int) -> GpuPlan:
         """Check that a run on ``x`` fits in device memory (messages of the whole sequence for batch EM, of one
-        batch for online EM) and choose the chunk of a chunked E-step when the whole sequence does not fit."""
-        layout = self.engine.layout
+        batch of ``batch_size`` symbols for online EM) and choose the chunk of a chunked E-step when the whole
+        sequence does not fit."""
+        blocks = state.blocks
+        layout = blocks.layout
         mean_clones = float(layout.n_clones[x].mean())
         per_position = 8 * mean_clones + 64
         model_bytes = estimate_device_bytes(layout, [], mean_clones)
-        free = self.engine.free_bytes()
-        longest = len(x) if algorithm == "em" else min(len(x), self.batch_size + 1)
+        free = blocks.free_bytes()
+        longest = len(x) if algorithm == "em" else min(len(x), batch_size + 1)
         room = int(0.8 * (free - model_bytes) / per_position)
-        chunk = self.chunk
+        chunk = self.options.chunk
         if chunk is None and algorithm == "em" and len(x) > room:
             chunk = room
         need = model_bytes + int(per_position * min(longest, chunk or longest))
         if need > free or (chunk is not None and chunk < 2):
             raise DeviceMemoryError(
                 f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
-                f"{self.engine.device_name}; use fewer states or a smaller batch"
+                f"{blocks.device_name}; use fewer states or a smaller batch"
             )
         whole = algorithm == "em" and (chunk is None or chunk >= len(x) - 1)
         return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk)
 
     def zero_counts(self, state: DeviceModel) -> Any:
-        return self.cp.zeros(self.engine.layout.size, dtype=self.cp.float32)
+        return self.xp.zeros(state.blocks.layout.size, dtype=self.xp.float32)
+
+    def as_counts(self, state: DeviceModel, values: Any) -> Any:
+        return self.xp.asarray(values, dtype=self.xp.float32)
 
     def e_step(
         self,
@@ -708,80 +833,59 @@ class GpuDenseEngine:
         if counted is not None:
             raise ValueError("chunks with a burn-in run on the CPU engines")
         if plan is not None and plan.chunk is not None and plan.chunk < len(x) - 1:
-            e = self.engine.e_step_chunked(state, x, plan.chunk, counts_out=counts_out)
-        else:
-            pair_layout = None if plan is None else plan.pair_layout
-            e = self.engine.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out)
-        return inference.EStepResult(e.counts, e.gamma_first, e.log_likelihood, e.zero_events, e.last_alpha, e.touched)
+            return state.blocks.e_step_chunked(state, x, plan.chunk, counts_out=counts_out).result
+        pair_layout = None if plan is None else plan.pair_layout
+        return state.blocks.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out).result
 
     def m_step(self, state: DeviceModel, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> DeviceModel:
-        if not isinstance(counts, self.cp.ndarray):
-            counts = self.cp.asarray(np.asarray(counts, dtype=np.float32))
-        T, TT = self.engine.normalise(counts, pseudocount, state.support)
-        new_pi = state.pi if pi is None else np.asarray(pi, dtype=np.float32)
-        return DeviceModel(T, TT, new_pi, counts, state.support)
-
-    def online_update(
-        self,
-        state: DeviceModel,
-        statistic: Any,
-        e: inference.EStepResult,
-        memory: float,
-        pseudocount: float,
-        first: bool,
-    ) -> DeviceModel:
-        statistic *= np.float32(0.0 if first else memory)
-        e.counts *= np.float32(1.0 - memory)
-        statistic += e.counts
-        T, TT = self.engine.normalise(statistic, pseudocount, state.support)
-        return DeviceModel(T, TT, state.pi, None, state.support)
+        counts = self.xp.asarray(counts, dtype=self.xp.float32)
+        T, TT = state.blocks.normalise(counts, pseudocount, state.support)
+        return state.with_values(T, TT, counts, None if pi is None else np.asarray(pi, dtype=np.float32))
 
     def with_counts(self, state: DeviceModel, counts: Any) -> DeviceModel:
-        return DeviceModel(state.T, state.TT, state.pi, counts, state.support)
+        return state.with_values(state.T, state.TT, counts)
 
     def viterbi(self, state: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        return self.engine.viterbi(state, evidence)
+        return state.blocks.viterbi(state, evidence)
 
     def hard_counts(self, state: DeviceModel, x: np.ndarray) -> tuple[Any, float]:
-        from engine.engines import path_counts
+        log_likelihood = state.blocks.log_likelihood(state, x)
+        path = state.blocks.viterbi(state, x).clones
+        counts = inference.path_counts(state.blocks.layout, x, path).astype(np.float32)
+        return self.xp.asarray(counts), log_likelihood
 
-        log_likelihood = self.engine.log_likelihood(state, x)
-        path = self.engine.viterbi(state, x).clones
-        counts = self.cp.asarray(path_counts(self.engine.layout, x, path).astype(np.float32))
-        return counts, log_likelihood
-
-    # the rest runs on the host copy (the device follows the data: these are one-off, not per-iteration, work)
     def sample(
         self, state: DeviceModel, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
     ) -> np.ndarray:
-        return inference.sample(self.host(state), length, rng, prefix)
+        """Sampling as :func:`engine.inference.sample` (the same draws from ``rng``), the path followed on the
+        device by the ``sample_chain`` kernel."""
+        blocks = state.blocks
+        layout = blocks.layout
+        outgoing = np.zeros(layout.n_states)
+        totals = self.xp.zeros(layout.n_states, dtype=self.xp.float64)
+        blocks._launch_items(  # noqa: SLF001 - the row totals kernel, without a pseudocount
+            blocks._row_totals,  # noqa: SLF001
+            blocks.n_rows,
+            (state.T, np.float64(0.0), None, blocks.row_offset, blocks.row_len, blocks.row_clone,
+             np.int64(blocks.n_rows), totals, None),
+        )  # fmt: skip
+        outgoing[:] = blocks.host(totals)
+        # a prefix is filtered on the host (one forward pass that keeps its messages); without one only pi is read
+        primed = prefix is not None and len(prefix) > 0
+        start = self.host(state) if primed else state.template.with_arrays(pi=state.pi)
+        first, out, primed = inference.sampling_start(start, length, rng, prefix, inference.forward, outgoing)
+        symbols = blocks.sample_path(state, first, rng.random(len(out)))
+        return symbols[1:] if primed else symbols
 
     def prune(self, state: DeviceModel, threshold: float) -> DeviceModel:
-        from engine.graph import prune
-
-        pruned = prune(self.host(state), threshold=threshold)
-        self.engine = GpuEngine(pruned.layout, self.engine.pass_precision)
-        return self.load(pruned)
+        """:func:`engine.graph.prune` of the model the device holds (its float32 values), loaded back."""
+        return self.load(graph.prune(self.host(state), threshold=threshold))
 
     def transitions(self, state: DeviceModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        from engine.engines import DenseEngine
-
-        return DenseEngine().transitions(self.host(state))
+        return self.host(state).transitions()
 
     def as_dense(self, state: DeviceModel, what: str) -> CHMM:
         return self.host(state)
 
     def finite(self, state: DeviceModel) -> bool:
-        return bool(self.cp.all(self.cp.isfinite(state.T)))
-
-
-def score(model: CHMM, x: np.ndarray) -> inference.ScoreResult:
-    """:func:`engine.inference.score` computed on the GPU."""
-    engine = GpuEngine(model.layout)
-    return engine.score(engine.upload(model), np.asarray(x, dtype=np.int64), model.backoff_weight)
-
-
-def viterbi(model: CHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-    """:func:`engine.inference.viterbi` computed on the GPU."""
-    engine = GpuEngine(model.layout)
-    return engine.viterbi(engine.upload(model), evidence)
+        return bool(self.xp.all(self.xp.isfinite(state.T)))

@@ -182,11 +182,18 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
 def score_from_predictive(
     x: np.ndarray, predictive: np.ndarray, zero_events: int, bigram: np.ndarray, backoff_weight: float
 ) -> ScoreResult:
-    """The BPS of :func:`score` from the forward pass's predictive probabilities and the back-off bigram (shared by
-    the CPU and the GPU engine)."""
-    with np.errstate(divide="ignore"):
-        log2_probability = float(np.sum(np.log2(predictive_with_backoff(x, predictive, bigram, backoff_weight))))
+    """The BPS of :func:`score` from the forward pass's predictive probabilities and the back-off bigram: the mean
+    of :func:`surprisal_from_predictive` (every implementation scores through these two functions)."""
+    log2_probability = -float(np.sum(surprisal_from_predictive(x, predictive, bigram, backoff_weight)))
     return ScoreResult(-log2_probability / len(x), log2_probability, len(x), int(zero_events))
+
+
+def surprisal_from_predictive(
+    x: np.ndarray, predictive: np.ndarray, bigram: np.ndarray, backoff_weight: float
+) -> np.ndarray:
+    """-log2 of each symbol's probability as :func:`score` counts it (:func:`predictive_with_backoff`), in bits."""
+    with np.errstate(divide="ignore"):
+        return -np.log2(predictive_with_backoff(x, predictive, bigram, backoff_weight))
 
 
 def predictive_with_backoff(
@@ -205,7 +212,7 @@ def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     predictive = forward(model, x).predictive
-    return -np.log2(predictive_with_backoff(x, predictive, symbol_bigram(model), backoff_weight))
+    return surprisal_from_predictive(x, predictive, symbol_bigram(model), backoff_weight)
 
 
 # ------------------------------------------------------------------------------------------------ backward
@@ -491,6 +498,24 @@ def viterbi_result(layout: BlockLayout, path: np.ndarray, log_probability: float
     if not np.isfinite(log_probability):
         return ViterbiResult(np.full(len(path), -1), np.full(len(path), -1), -np.inf)
     return ViterbiResult(path, layout.clone_symbol()[path], float(log_probability))
+
+
+def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndarray:
+    """Viterbi EM's hard counts: one count per transition of the clone path ``path`` of ``x`` in the flat block
+    layout (all zero when the path is impossible, i.e. holds -1)."""
+    counts = np.zeros(layout.size, dtype=np.float64)
+    if np.any(path < 0):
+        return counts
+    src, dst = x[:-1], x[1:]
+    k = layout.block_index[src, dst]
+    ok = k >= 0
+    flat = (
+        layout.block_offset[k[ok]]
+        + (path[:-1][ok] - layout.clone_start[src[ok]]) * layout.n_clones[dst[ok]]
+        + (path[1:][ok] - layout.clone_start[dst[ok]])
+    )
+    counts += np.bincount(flat, minlength=layout.size)
+    return counts
 
 
 def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:

@@ -117,12 +117,6 @@ class TrainingConfig:
         (A^(b) = lambda A^(b-1) + (1-lambda) xi).
     update_pi: re-estimate pi = gamma(1) (batch EM); by default pi stays as initialised (uniform), since a
         single training sequence carries almost no information on it and text scored later may start anywhere.
-    count_method: "gemm" (one matrix product per symbol pair) or "loop" (per-step updates), see
-        :func:`engine.inference.e_step`.
-    pass_precision: the GPU engine's copy of T for the forward and backward passes, "float32" or "float16" (half
-        the bytes per step; arithmetic stays float32, see :data:`engine.gpu.HALF_SCALE`); ignored on the CPU.
-    gpu_chunk: batch EM on the GPU processes the sequence in chunks of this many positions (exact; device memory
-        bounded by the chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
     chunk, burn_in: on a cluster, documents longer than ``chunk`` symbols are cut into chunks with ``burn_in``
         symbols before and after (see :func:`engine.distributed.chunk`); None: documents are the unit (exact).
     """
@@ -135,9 +129,6 @@ class TrainingConfig:
     batch_size: int | None = None
     memory: float = 0.9
     update_pi: bool = False
-    count_method: str = "gemm"
-    pass_precision: str = "float32"
-    gpu_chunk: int | None = None
     chunk: int | None = None
     burn_in: int = distributed.DEFAULT_BURN_IN
 
@@ -156,16 +147,10 @@ class TrainingConfig:
             raise ValueError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
-        if self.gpu_chunk is not None and self.gpu_chunk < 2:
-            raise ValueError("the GPU chunk must hold at least two positions")
-        if self.pass_precision not in ("float32", "float16"):
-            raise ValueError("pass_precision must be float32 or float16")
         if self.chunk is not None and self.chunk < 2:
             raise ValueError("a chunk must hold at least 2 symbols")
         if self.burn_in < 0:
             raise ValueError("the burn-in must be at least 0 symbols")
-        if self.count_method not in inference.COUNT_METHODS:
-            raise ValueError(f"count_method must be one of {inference.COUNT_METHODS}")
 
 
 class IterationRecord(NamedTuple):
@@ -205,20 +190,44 @@ def _bps(log_likelihood: float, n: int) -> float:
 
 
 def em_iteration(
-    model: CHMM, x: np.ndarray, config: TrainingConfig, pair_layout: inference.PairLayout | None = None
-) -> tuple[CHMM, float]:
-    """One Baum-Welch iteration on a host model: E-step counts, then T = normalise(counts + pseudocount); returns
-    the new model and the log-likelihood of ``x`` under the old one."""
-    engine = engines.engine_for(model, "cpu", count_method=config.count_method)
-    e = engine.e_step(model, np.ascontiguousarray(x, dtype=np.int64), plan=pair_layout)
+    model: Any, x: np.ndarray, config: TrainingConfig, backend: str = "cpu", options: Any = None
+) -> tuple[Any, float]:
+    """One Baum-Welch iteration on a host model, on the implementation :func:`engine.engines.engine_for` picks:
+    E-step counts, then T = normalise(counts + pseudocount); returns the new host model and the log-likelihood of
+    ``x`` under the old one."""
+    engine = engines.engine_for(model, backend, options)
+    state = engine.load(model)
+    e = engine.e_step(state, np.ascontiguousarray(x, dtype=np.int64))
     pi = e.gamma_first if config.update_pi else None
-    return engine.m_step(model, e.counts, config.pseudocount, pi), e.log_likelihood
+    return engine.host(engine.m_step(state, e.counts, config.pseudocount, pi)), e.log_likelihood
 
 
 def viterbi_counts(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hard counts: one count per transition of the MAP clone path of ``x``; returns (counts, path)."""
     path = inference.viterbi(model, x).clones
-    return engines.path_counts(model.layout, x, path), path
+    return inference.path_counts(model.layout, x, path), path
+
+
+def online_update(
+    engine: engines.Engine,
+    state: Any,
+    statistic: Any,
+    e: inference.EStepResult,
+    memory: float,
+    pseudocount: float,
+    first: bool,
+) -> Any:
+    """Online EM's update after one batch (paper, section 3), on any implementation: the running statistic
+    A = lambda A + (1 - lambda) sum_n xi(n) in place (A = (1 - lambda) sum_n xi(n) for the ``first`` batch), then
+    T = row-normalise(A + pseudocount) over the entries EM may update (the M-step). An implementation may offer
+    the same update fused (``fused_online_update``: the dense CPU engine updates T in place, so it may change
+    ``state``: pass a copy)."""
+    fused = getattr(engine, "fused_online_update", None)
+    if fused is not None:
+        return fused(state, statistic, e, memory, pseudocount, first)
+    statistic *= 0.0 if first else memory
+    statistic += (1.0 - memory) * engine.as_counts(state, e.counts)
+    return engine.m_step(state, statistic, pseudocount)
 
 
 @dataclass
@@ -273,7 +282,7 @@ def online_epoch(
                 e = engine.e_step(working, batch, initial=carry, counts_out=counts)
             log_likelihood += e.log_likelihood
             pseudocount = config.pseudocount * (stop - start) / total
-            working = engine.online_update(working, state.statistic, e, config.memory, pseudocount, first_batch)
+            working = online_update(engine, working, state.statistic, e, config.memory, pseudocount, first_batch)
             first_batch = False
             carry = e.last_alpha
             start = stop
@@ -303,7 +312,7 @@ class _Iterations:
             self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk, burn_in=config.burn_in)
             self.plans: list[Any] = []
         else:
-            self.plans = [engine.plan(start, x, config.algorithm) for x in sequences]
+            self.plans = [engine.plan(start, x, config.algorithm, config.batch_size) for x in sequences]
         self.online = OnlineState()
 
     def __call__(self, current: Any, cancel: CancelToken | None) -> tuple[Any, float, bool]:
@@ -337,10 +346,12 @@ def fit(
     cancel: CancelToken | None = None,
     backend: str = "cpu",
     cluster: Any = None,
+    options: Any = None,
 ) -> TrainingResult:
     """Train ``model`` on the symbol sequence ``train`` (or several independent sequences: documents) with the
     configured algorithm, on the implementation :func:`engine.engines.engine_for` picks for the model and
-    ``backend`` (dense on the CPU or the GPU, sparse on the CPU); the returned model is a host model either way.
+    ``backend`` (dense on the CPU or the GPU, sparse on the CPU), with ``options`` when they are that
+    implementation's options dataclass (e.g. :class:`engine.gpu.GpuOptions`); the returned model is a host model.
 
     After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with the
     lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement; for online EM
@@ -362,14 +373,7 @@ def fit(
         raise ValueError("the training sequence needs at least two symbols")
     n_train = sum(len(x) for x in sequences)
     held_out = engines.as_sequences(validation)
-    engine = engines.engine_for(
-        model,
-        backend,
-        count_method=config.count_method,
-        pass_precision=config.pass_precision,
-        chunk=config.gpu_chunk,
-        batch_size=config.batch_size,
-    )
+    engine = engines.engine_for(model, backend, options)
     initial = engine.load(model)
     iterate = _Iterations(engine, initial, sequences, config, cluster)
 

@@ -27,13 +27,13 @@ import itertools
 import re
 import unicodedata
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
-from engine import text
-from engine.inference import Evidence, viterbi
+from engine import engines, text
+from engine.inference import Evidence
 from engine.kernels.cpu import backtrack_slots, rescale_position
 from engine.model import CHMM
 
@@ -382,8 +382,10 @@ def _constrained_viterbi(model: CHMM, scrambled: str, max_subsets: int) -> tuple
     return model.decode_symbols(node_symbol[slot_node]), float(log_probability), relaxed
 
 
-def _unconstrained_viterbi(model: CHMM, scrambled: str) -> tuple[str | None, float, int]:
-    result = viterbi(model, scramble_evidence(model, scrambled))
+def _unconstrained_viterbi(
+    model: CHMM, scrambled: str, engine: engines.Engine, state: Any
+) -> tuple[str | None, float, int]:
+    result = engine.viterbi(state, scramble_evidence(model, scrambled))
     if not np.isfinite(result.log_probability):
         return None, -np.inf, 0
     return model.decode_symbols(result.symbols), result.log_probability, 0
@@ -402,7 +404,11 @@ def normalise_for_decoding(model: CHMM, raw_text: str) -> str:
 
 
 def decode_scrambled(
-    model: CHMM, scrambled_text: str, constrained: bool = False, max_subsets: int = DEFAULT_MAX_SUBSETS
+    model: CHMM,
+    scrambled_text: str,
+    constrained: bool = False,
+    max_subsets: int = DEFAULT_MAX_SUBSETS,
+    backend: str = "cpu",
 ) -> DecodeResult:
     """Decode scrambled text by MAP inference under ``model`` (paper, section 4.2.2).
 
@@ -415,6 +421,8 @@ def decode_scrambled(
     If the model gives the whole text probability zero (a symbol pair it never saw), each word is decoded alone
     with one neighbouring character on each side (or without them if that is impossible too); a word that is
     impossible even alone is kept as given (``unresolved_words``), and ``log_probability`` is -inf.
+    The unconstrained Viterbi runs on the implementation the registry picks for ``backend``; the permutation
+    lattice runs on the host's dense blocks (the protocol's ``as_dense``).
     Raises ValueError for empty text or characters outside the model's alphabet."""
     if max_subsets < 1:
         raise ValueError("max_subsets must be at least 1")
@@ -423,8 +431,14 @@ def decode_scrambled(
         raise text.CorpusError("the text is empty after the model's normalisation")
     _symbol_indices(model, scrambled)  # a clear error before any work
 
+    engine = engines.engine_for(model, backend)
+    state = engine.load(model)
+    dense = engine.as_dense(state, "constrained decoding") if constrained else None
+
     def run(s: str) -> tuple[str | None, float, int]:
-        return _constrained_viterbi(model, s, max_subsets) if constrained else _unconstrained_viterbi(model, s)
+        if dense is not None:
+            return _constrained_viterbi(dense, s, max_subsets)
+        return _unconstrained_viterbi(model, s, engine, state)
 
     decoded, log_probability, relaxed = run(scrambled)
     unresolved = 0

@@ -277,7 +277,7 @@ def surprisal(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = N
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
-    return -np.log2(inference.predictive_with_backoff(x, forward(model, x).predictive, bigram, backoff_weight))
+    return inference.surprisal_from_predictive(x, forward(model, x).predictive, bigram, backoff_weight)
 
 
 @dataclass

@@ -25,7 +25,6 @@ from engine import model as model_io
 from engine import sparse as sparse_mod
 from engine.allocation import DEFAULT_NGRAM_ORDER
 from engine.archive import MAX_MODEL_BYTES, read_header
-from engine.backend import resolve_backend
 from engine.codec import TextCodec
 from engine.distributed import DEFAULT_BURN_IN
 from engine.model import CHMM, MAX_STATES, pairs_in_sequence, random_model
@@ -251,7 +250,7 @@ def train_text(
     ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.distributed`) batch EM's E-steps run on its workers.
     """
     options.validate()
-    backend = resolve_backend(options.backend)
+    backend = engines.resolve_backend(options.backend)
     started = time.perf_counter()
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     corpus = prepare_training_corpus(corpus_text, options, name, init_model)
@@ -372,7 +371,8 @@ def select_stage(
     validation, from ``restarts`` (default ``options.resolved_restarts()``) random starts for a new model. Raises
     :class:`_StageStopped` when a grown model's dense stage was cancelled or failed."""
     grow_from = options.grow_from
-    if grow_from is None and backend == "cpu" and options.states > DENSE_STATE_LIMIT and init_model is None:
+    grows = engines.supports(backend, "grows")
+    if grow_from is None and grows and options.states > DENSE_STATE_LIMIT and init_model is None:
         grow_from = options.states // GROW_FACTOR
     config = options.training_config()
     schedule: dict[str, Any] = {}
@@ -693,9 +693,11 @@ after the other in this process)."""
 
 def restart_processes(n_restarts: int, backend: str, cluster: Any = None) -> int:
     """How many restarts run at once: one per core (or :data:`RESTART_PROCESSES_ENV`), at most ``n_restarts``; 1 on
-    the GPU, with a cluster (its workers share each E-step instead), and in a process that may not start children
-    (a daemon, such as a Celery pool worker)."""
-    if n_restarts < 2 or backend != "cpu" or cluster is not None or multiprocessing.current_process().daemon:
+    a backend without the ``restart_processes`` capability (the GPU), with a cluster (its workers share each E-step
+    instead), and in a process that may not start children (a daemon, such as a Celery pool worker)."""
+    if n_restarts < 2 or cluster is not None or multiprocessing.current_process().daemon:
+        return 1
+    if not engines.supports(backend, "restart_processes"):
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
@@ -1070,13 +1072,11 @@ def load_model(path: str | Path, max_bytes: int = MAX_MODEL_BYTES) -> CHMM:
     all together against ``max_bytes`` before they are inflated (:mod:`engine.archive`)."""
     header = read_header(path) if Path(path).is_file() else None
     kind = header.get("format") if header is not None else None
-    if kind == sparse_mod.SPARSE_FORMAT:
-        return sparse_mod.load(path, max_bytes=max_bytes)  # type: ignore[return-value]
     if kind == PEER_FORMAT:
         raise model_io.ModelFormatError(
             f"{path}: a {header.get('kind')!r} peer-learner model; only `chmm score` reads those (this needs a CHMM)"
         )
-    return model_io.load(path, max_bytes=max_bytes)
+    return engines.reader_for(kind)(path, max_bytes=max_bytes)
 
 
 def save_model(model: Any, path: str | Path) -> None:

@@ -1338,14 +1338,15 @@ def test_web_process_does_not_import_cupy() -> None:
 def test_gpu_backend_is_checked_without_importing_cupy(monkeypatch) -> None:
     import sys
 
-    from engine import backend
+    from engine import backend, engines
 
-    monkeypatch.setattr(jobs, "gpu_probably_available", lambda: (False, "no NVIDIA device is visible"))
+    monkeypatch.setattr(backend, "gpu_probably_available", lambda: (False, "no NVIDIA device is visible"))
     with pytest.raises(ValueError, match="GPU backend is not available here: no NVIDIA device"):
         jobs.options_from_form(TINY | {"backend": "gpu"})
-    monkeypatch.setattr(jobs, "gpu_probably_available", lambda: (True, "present"))
+    monkeypatch.setattr(backend, "gpu_probably_available", lambda: (True, "present"))
     assert jobs.options_from_form(TINY | {"backend": "gpu"}).backend == "gpu"
-    backend.gpu_probably_available()
+    monkeypatch.undo()
+    engines.backend_status("gpu", cheap=True)
     assert "cupy" not in sys.modules
 
 

@@ -1,4 +1,6 @@
-"""The GPU engine against the CPU engine on the same models (skipped without CuPy and a CUDA device).
+"""The GPU engine against the CPU engine on the same models, on two devices: the simulated one (NumPy twins of the
+CUDA kernels, every CI run) and a CUDA GPU (skipped without CuPy and a device). The last tests check each CUDA
+kernel against its twin on the same inputs.
 
 Tolerances (issue): log-likelihood to 1e-5 relative, counts and one EM step to 1e-4, identical Viterbi paths on
 non-degenerate models. Models are random (fresh seeds per case) with several layouts, including steps with no block
@@ -10,15 +12,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import backend, inference, learning
+from engine import backend, engines, gpu, inference, learning
 from engine.kernels import cpu
 from engine.model import CHMM, normalise_rows, pairs_in_sequence, random_model
 
 available, reason = backend.gpu_status()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not available, reason=reason)]
+needs_a_gpu = [pytest.mark.gpu, pytest.mark.skipif(not available, reason=reason)]
 
-if available:
-    from engine import gpu
+
+@pytest.fixture(params=["gpu-sim", pytest.param("gpu", marks=needs_a_gpu)])
+def name(request: pytest.FixtureRequest) -> str:
+    """The backend: the GPU engine on the simulated device, or on a CUDA GPU."""
+    return request.param
+
+
+def device_of(name: str) -> gpu.Device:
+    return gpu.SimulatedDevice() if name == "gpu-sim" else gpu.cuda_device()
+
+
+def blocks_for(name: str, model: CHMM, pass_precision: str = "float32") -> gpu.DeviceBlocks:
+    return gpu.DeviceBlocks(model.layout, device_of(name), pass_precision)
+
+
+def host(name: str, values) -> np.ndarray:
+    return device_of(name).host(values)
 
 
 def _model_and_sequence(seed: int, n_symbols: int, states: int, length: int, drop_pairs: int = 0):
@@ -47,9 +64,9 @@ CASES = [(1, 3, 12, 400), (2, 8, 200, 3000), (3, 27, 1500, 20000), (4, 5, 2600, 
 
 
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
-def test_forward_log_likelihood_matches_cpu(seed, n_symbols, states, length):
+def test_forward_log_likelihood_matches_cpu(name, seed, n_symbols, states, length):
     model, x, _ = _model_and_sequence(seed, n_symbols, states, length)
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
     predictive, zero_events = engine.forward(device_model, x)
     reference = inference.forward(model, x)
@@ -60,28 +77,29 @@ def test_forward_log_likelihood_matches_cpu(seed, n_symbols, states, length):
     assert abs(ll_gpu - ll_cpu) <= 1e-5 * abs(ll_cpu)
 
 
-def test_zero_probability_steps_restart_like_the_cpu():
+def test_zero_probability_steps_restart_like_the_cpu(name):
     model, x, _ = _model_and_sequence(5, 6, 60, 3000, drop_pairs=3)
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
     predictive, zero_events = engine.forward(device_model, x)
     reference = inference.forward(model, x)
     assert zero_events == reference.zero_events > 0
     np.testing.assert_allclose(predictive, reference.predictive, rtol=1e-5, atol=1e-12)
     assert engine.log_likelihood(device_model, x) == -np.inf
-    bps_gpu = engine.score(device_model, x, inference.BACKOFF_WEIGHT).bps
+    adapter = engines.engine_for(model, name)
+    bps_gpu = adapter.score(adapter.load(model), x).bps
     bps_cpu = inference.score(model, x).bps
     assert abs(bps_gpu - bps_cpu) <= 1e-5 * bps_cpu
 
 
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
-def test_e_step_counts_and_one_em_step_match_cpu(seed, n_symbols, states, length):
+def test_e_step_counts_and_one_em_step_match_cpu(name, seed, n_symbols, states, length):
     model, x, _ = _model_and_sequence(seed + 10, n_symbols, states, length)
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
-    e_gpu = engine.e_step(device_model, x)
+    e_gpu = engine.e_step(device_model, x).result
     e_cpu = inference.e_step(model, x)
-    counts = e_gpu.counts.get()
+    counts = host(name, e_gpu.counts)
     scale = np.abs(e_cpu.counts).max()
     assert np.max(np.abs(counts - e_cpu.counts)) <= 1e-4 * scale
     assert abs(counts.sum() - (len(x) - 1)) <= 1e-4 * len(x)
@@ -90,31 +108,33 @@ def test_e_step_counts_and_one_em_step_match_cpu(seed, n_symbols, states, length
     np.testing.assert_allclose(e_gpu.last_alpha, e_cpu.last_alpha, atol=1e-5)
     T_gpu, TT_gpu = engine.normalise(e_gpu.counts, 1e-3, None)
     T_cpu = normalise_rows(model.layout, e_cpu.counts, 1e-3, np.float32)
-    assert np.max(np.abs(T_gpu.get() - T_cpu)) <= 1e-4
+    assert np.max(np.abs(host(name, T_gpu) - T_cpu)) <= 1e-4
     transposed = cpu.transpose_blocks(
-        T_gpu.get(), model.layout.block_pairs, model.layout.block_offset, model.layout.n_clones
+        host(name, T_gpu), model.layout.block_pairs, model.layout.block_offset, model.layout.n_clones
     )
-    np.testing.assert_array_equal(TT_gpu.get(), transposed)
+    np.testing.assert_array_equal(host(name, TT_gpu), transposed)
 
 
-def test_pruned_support_keeps_zeros():
+def test_pruned_support_keeps_zeros(name):
     model, x, _ = _model_and_sequence(21, 8, 300, 4000)
     T = model.T.copy()
     T[T < np.quantile(T, 0.7)] = 0
     T = normalise_rows(model.layout, T.astype(np.float64), 0.0, np.float32)
-    pruned = CHMM(model.symbols, model.layout, T, model.pi, None, {"pruned": True})
-    result = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2), backend="gpu")
-    assert np.all(result.model.T[T == 0] == 0)
+    pruned = CHMM(model.symbols, model.layout, T, model.pi, None, fixed_zeros=True)
+    assert np.any(T == 0) and np.any(T > 0)
+    result = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2), backend=name)
+    assert result.model.fixed_zeros
+    assert np.all(result.model.T[T == 0] == 0) and np.all(result.model.T[T > 0] > 0)
     reference = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2))
     assert np.max(np.abs(result.model.T - reference.model.T)) <= 1e-4
 
 
 @pytest.mark.parametrize("algorithm", ["em", "online", "viterbi"])
-def test_fit_on_gpu_follows_cpu(algorithm):
+def test_fit_on_gpu_follows_cpu(name, algorithm):
     model, x, _ = _model_and_sequence(31, 10, 400, 12000)
     cut = 10000
     config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, batch_size=2500, pseudocount=1e-3)
-    on_gpu = learning.fit(model, x[:cut], x[cut:], config, backend="gpu")
+    on_gpu = learning.fit(model, x[:cut], x[cut:], config, backend=name)
     on_cpu = learning.fit(model, x[:cut], x[cut:], config)
     assert len(on_gpu.history) == len(on_cpu.history) == 3
     for a, b in zip(on_gpu.history, on_cpu.history, strict=True):
@@ -125,9 +145,9 @@ def test_fit_on_gpu_follows_cpu(algorithm):
 
 
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES)
-def test_viterbi_paths_identical(seed, n_symbols, states, length):
+def test_viterbi_paths_identical(name, seed, n_symbols, states, length):
     model, x, _ = _model_and_sequence(seed + 40, n_symbols, states, min(length, 3000))
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
     on_gpu = engine.viterbi(device_model, x)
     on_cpu = inference.viterbi(model, x)
@@ -135,7 +155,7 @@ def test_viterbi_paths_identical(seed, n_symbols, states, length):
     assert abs(on_gpu.log_probability - on_cpu.log_probability) <= 1e-9 * abs(on_cpu.log_probability)
 
 
-def test_viterbi_soft_evidence_identical():
+def test_viterbi_soft_evidence_identical(name):
     model, x, rng = _model_and_sequence(50, 12, 600, 800)
     options = []
     for s in x:
@@ -144,15 +164,16 @@ def test_viterbi_soft_evidence_identical():
             option.setdefault(int(other), float(rng.uniform(0.05, 0.5)))
         options.append(option)
     evidence = inference.Evidence.from_lists(options)
-    on_gpu = gpu.viterbi(model, evidence)
+    adapter = engines.engine_for(model, name)
+    on_gpu = adapter.viterbi(adapter.load(model), evidence)
     on_cpu = inference.viterbi(model, evidence)
     np.testing.assert_array_equal(on_gpu.clones, on_cpu.clones)
     assert abs(on_gpu.log_probability - on_cpu.log_probability) <= 1e-9 * abs(on_cpu.log_probability)
 
 
-def test_sampling_follows_the_cpu_kernel():
+def test_sampling_follows_the_cpu_kernel(name):
     model, x, rng = _model_and_sequence(60, 9, 500, 5000)
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
     layout = model.layout
     uniforms = rng.random(2000)
@@ -175,17 +196,17 @@ def test_sampling_follows_the_cpu_kernel():
     np.testing.assert_array_equal(symbols, out[:written])
 
 
-def test_memory_estimate_refuses_a_run_that_does_not_fit(monkeypatch):
+def test_memory_estimate_refuses_a_run_that_does_not_fit(name, monkeypatch):
     model, x, _ = _model_and_sequence(70, 5, 100, 2000)
-    monkeypatch.setattr(gpu.GpuEngine, "free_bytes", lambda self: 1000)
+    monkeypatch.setattr(gpu.DeviceBlocks, "free_bytes", lambda self: 1000)
     with pytest.raises(gpu.DeviceMemoryError, match="GiB of GPU memory"):
-        learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend="gpu")
+        learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend=name)
 
 
-def test_float16_pass_copy_stays_close_to_float32():
+def test_float16_pass_copy_stays_close_to_float32(name):
     model, x, _ = _model_and_sequence(80, 27, 1500, 20000)
-    exact = gpu.GpuEngine(model.layout)
-    half = gpu.GpuEngine(model.layout, "float16")
+    exact = blocks_for(name, model)
+    half = blocks_for(name, model, "float16")
     predictive32, _ = exact.forward(exact.upload(model), x)
     device_model = half.upload(model)
     predictive16, zero_events = half.forward(device_model, x)
@@ -194,21 +215,21 @@ def test_float16_pass_copy_stays_close_to_float32():
     bps32 = -np.log2(predictive32).mean()
     bps16 = -np.log2(predictive16).mean()
     assert abs(bps16 - bps32) < 1e-3
-    counts16 = half.e_step(device_model, x).counts.get()
-    counts32 = exact.e_step(exact.upload(model), x).counts.get()
+    counts16 = host(name, half.e_step(device_model, x).result.counts)
+    counts32 = host(name, exact.e_step(exact.upload(model), x).result.counts)
     assert np.max(np.abs(counts16 - counts32)) <= 1e-2 * np.abs(counts32).max()
 
 
 @pytest.mark.parametrize("chunk", [7, 450, 2999])
 @pytest.mark.parametrize("drop_pairs", [0, 2])
-def test_chunked_e_step_is_the_whole_sequence_e_step(chunk, drop_pairs):
+def test_chunked_e_step_is_the_whole_sequence_e_step(name, chunk, drop_pairs):
     model, x, _ = _model_and_sequence(90 + chunk, 7, 300, 3000, drop_pairs=drop_pairs)
-    engine = gpu.GpuEngine(model.layout)
+    engine = blocks_for(name, model)
     device_model = engine.upload(model)
-    whole = engine.e_step(device_model, x)
-    parts = engine.e_step_chunked(device_model, x, chunk)
-    reference = whole.counts.get()
-    assert np.max(np.abs(parts.counts.get() - reference)) <= 1e-5 * np.abs(reference).max()
+    whole = engine.e_step(device_model, x).result
+    parts = engine.e_step_chunked(device_model, x, chunk).result
+    reference = host(name, whole.counts)
+    assert np.max(np.abs(host(name, parts.counts) - reference)) <= 1e-5 * np.abs(reference).max()
     assert parts.zero_events == whole.zero_events
     if whole.zero_events == 0:
         assert abs(parts.log_likelihood - whole.log_likelihood) <= 1e-6 * abs(whole.log_likelihood)
@@ -217,17 +238,18 @@ def test_chunked_e_step_is_the_whole_sequence_e_step(chunk, drop_pairs):
     np.testing.assert_array_equal(parts.touched, whole.touched)
 
 
-def test_fit_with_chunks_matches_fit_without():
+def test_fit_with_chunks_matches_fit_without(name):
     model, x, _ = _model_and_sequence(95, 6, 200, 5000)
     config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
-    whole = learning.fit(model, x, config=config, backend="gpu")
+    whole = learning.fit(model, x, config=config, backend=name)
     chunked = learning.fit(
-        model, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-3, gpu_chunk=600), backend="gpu"
+        model, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-3), backend=name,
+        options=gpu.GpuOptions(chunk=600),
     )
     assert np.max(np.abs(whole.model.T - chunked.model.T)) <= 1e-5
 
 
-def test_cli_score_on_the_gpu_matches_the_cpu(tmp_path, capsys):
+def test_cli_score_on_the_gpu_matches_the_cpu(name, tmp_path, capsys):
     import json
 
     from engine import cli
@@ -247,7 +269,7 @@ def test_cli_score_on_the_gpu_matches_the_cpu(tmp_path, capsys):
                 "3",
                 "--quiet",
                 "--backend",
-                "gpu",
+                name,
                 "--json",
             ]
         )
@@ -256,7 +278,51 @@ def test_cli_score_on_the_gpu_matches_the_cpu(tmp_path, capsys):
     trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert cli.main(["score", str(model_path), corpus, "--json"]) == 0
     on_cpu = json.loads(capsys.readouterr().out)
-    assert cli.main(["score", str(model_path), corpus, "--json", "--backend", "gpu"]) == 0
+    assert cli.main(["score", str(model_path), corpus, "--json", "--backend", name]) == 0
     on_gpu = json.loads(capsys.readouterr().out)
     assert abs(on_cpu["bps"] - on_gpu["bps"]) <= 1e-5 * on_cpu["bps"]
     assert trained["test_bps"] > 0
+
+
+# ----------------------------------------------------------------------------------------------- kernels and twins
+def test_every_cuda_kernel_has_a_twin():
+    """The kernel table is complete on both sides: every kernel the CUDA source defines has a twin, and the
+    adapter launches nothing else."""
+    import re
+
+    from engine.kernels import gpu as cuda_kernels
+    from engine.kernels.gpu_twins import TWINS
+
+    kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
+    defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
+    assert defined == set(TWINS) == set(cuda_kernels.KERNELS)
+    source = open(gpu.__file__, encoding="utf-8").read()
+    launched = set(re.findall(r'device\.kernel\("(\w+)"\)', source)) | set(re.findall(r'"(chain_sum_f\d+)"', source))
+    assert launched == defined
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not available, reason=reason)
+@pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
+def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
+    """Every launch of one E-step, one M-step, one Viterbi pass and one sample on the GPU, repeated on the
+    simulated device from the same inputs: each output agrees with its twin's."""
+    model, x, rng = _model_and_sequence(seed + 100, n_symbols, states, min(length, 4000))
+    outputs = {}
+    for which in ("gpu", "gpu-sim"):
+        blocks = blocks_for(which, model)
+        state = blocks.upload(model)
+        e = blocks.e_step(state, x).result
+        T, TT = blocks.normalise(e.counts, 1e-3, None)
+        path = blocks.viterbi(state, x)
+        first = int(model.layout.clone_start[x[0]])
+        sampled = blocks.sample_path(state, first, np.random.default_rng(seed).random(500))
+        outputs[which] = (host(which, e.counts), host(which, T), host(which, TT), path, sampled, e.log_likelihood)
+    cuda, twin = outputs["gpu"], outputs["gpu-sim"]
+    scale = np.abs(twin[0]).max()
+    assert np.max(np.abs(cuda[0] - twin[0])) <= 1e-5 * scale
+    np.testing.assert_allclose(cuda[1], twin[1], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(cuda[2], twin[2], rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(cuda[3].clones, twin[3].clones)
+    np.testing.assert_array_equal(cuda[4], twin[4])
+    assert abs(cuda[5] - twin[5]) <= 1e-6 * abs(twin[5])

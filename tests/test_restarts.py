@@ -194,6 +194,7 @@ def test_restart_processes_only_where_children_may_run(monkeypatch: pytest.Monke
     assert workflows.restart_processes(3, "cpu") == 3
     assert workflows.restart_processes(1, "cpu") == 1
     assert workflows.restart_processes(3, "gpu") == 1
+    assert workflows.restart_processes(3, "gpu-sim") == 1
     assert workflows.restart_processes(3, "cpu", cluster=object()) == 1
     monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "1")
     assert workflows.restart_processes(3, "cpu") == 1

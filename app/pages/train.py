@@ -12,7 +12,7 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from app import background, config, figures, ids, jobs, services, sessions, ui
 from app.services import corpus as corpus_service
 from engine.allocation import ALLOCATION_METHODS
-from engine.backend import gpu_probably_available
+from engine.engines import backend_choices, backend_status
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
 from engine.workflows import ALIGNED_SHARE, ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STARTS, STATES_GRID, TrainOptions
@@ -23,10 +23,11 @@ DEFAULTS = TrainOptions()
 """The engine's training defaults; the page starts smaller and faster (600 states, online EM, 30 iterations) so that
 a first training in the browser takes seconds. Batch size and restarts left empty are the engine's automatic ones."""
 ALGORITHM_LABELS = {"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}
-GPU_AVAILABLE, GPU_REASON = gpu_probably_available()
-GPU_NOTE = (
-    "Training runs on the GPU (CuPy) inside the background job." if GPU_AVAILABLE else f"GPU unavailable: {GPU_REASON}."
-)
+BACKEND_STATUS = {name: backend_status(name, cheap=True) for name in backend_choices(in_app=True)}
+"""The Train page's backends (the engine's registry) and whether each can run here, judged without importing CuPy."""
+BACKEND_NOTE = "; ".join(
+    f"{name.upper()} unavailable: {reason}." for name, (available, reason) in BACKEND_STATUS.items() if not available
+) or "Training runs on the chosen backend inside the background job."
 FORM = [
     ("states", ids.TRAIN_STATES),
     ("allocation", ids.TRAIN_ALLOCATION),
@@ -190,13 +191,13 @@ def layout(**_query: Any) -> html.Div:
                         id=ids.TRAIN_BACKEND,
                         **REMEMBERED,
                         options=[
-                            {"label": "CPU", "value": "cpu"},
-                            {"label": html.Span("GPU", title=GPU_NOTE), "value": "gpu", "disabled": not GPU_AVAILABLE},
+                            {"label": html.Span(name.upper(), title=BACKEND_NOTE), "value": name, "disabled": not ok}
+                            for name, (ok, _) in BACKEND_STATUS.items()
                         ],
-                        value="cpu",
+                        value=DEFAULTS.backend,
                         inline=True,
                     ),
-                    GPU_NOTE,
+                    BACKEND_NOTE,
                 ),
                 html.Div(id=ids.TRAIN_CLUSTER_NOTE, children=jobs.cluster_note(), className="hint"),
             ],

@@ -10,7 +10,8 @@ barrier (about a microsecond), with no per-step Python or launch overhead. The g
 are resident at once (a requirement of the barrier); a barrier that waits for more than a few seconds sets an error
 flag and every block leaves, so a violated assumption raises instead of hanging.
 
-This module holds only the CUDA source and its compilation; the array logic lives in :mod:`engine.gpu`.
+This module holds only the CUDA source and its compilation; the array logic lives in :mod:`engine.gpu`, and the
+twins that run that logic without a GPU in :mod:`engine.kernels.gpu_twins`.
 """
 
 from __future__ import annotations
@@ -495,6 +496,20 @@ extern "C" __global__ void sample_chain(const float* __restrict__ T, const int* 
     if (lane == 0) *written = length;
 }
 """
+
+
+KERNELS = (
+    "chain_sum_f32",
+    "chain_sum_f16",
+    "scale_messages",
+    "pair_weights",
+    "row_totals",
+    "row_write",
+    "viterbi_chain",
+    "sample_chain",
+)
+"""The kernels of :data:`SOURCE`; each has a NumPy/numba twin of the same signature in
+:mod:`engine.kernels.gpu_twins`."""
 
 
 @functools.lru_cache(maxsize=1)

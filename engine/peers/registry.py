@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import inference, learning, text, workflows
+from engine import engines, inference, learning, text, workflows
 from engine.peers.base import PeerFormatError, PeerLearner, bits_per_symbol, read_header
 
 __all__ = [
@@ -381,7 +381,7 @@ def score_any(model: Any, raw_text: str, backend: str = "cpu") -> inference.Scor
     """Bits per symbol of raw text under any loaded model: a peer on the CPU (a GPU request is refused), a CHMM by
     :func:`engine.workflows.score_text` on ``backend``."""
     if is_peer(model):
-        if backend == "gpu":
-            raise ValueError(f"the {model.kind} learner scores on the CPU only; leave out --backend gpu")
+        if not engines.on_host(backend):
+            raise ValueError(f"the {model.kind} learner scores on the CPU only; leave out --backend {backend}")
         return score_peer_text(model, raw_text)
     return workflows.score_text(model, raw_text, backend=backend)

@@ -1,0 +1,76 @@
+"""Benchmark: online EM's update after each batch, written once over the protocol (engine.learning.online_update)
+against the dense CPU engine's fused kernel (DenseEngine.fused_online_update), which the written-once update defers
+to where an engine offers it. Whether that override is worth keeping is this table's question.
+
+Each row trains the same random start on carroll-alice.txt (paper normalisation, the reference's 118,788 training
+symbols) for a few online-EM epochs with the automatic batch size, once with the fused kernel and once with the
+fused kernel switched off (the generic update: A = lambda A + (1 - lambda) xi in place, then the M-step), in
+alternating order (fused, generic, fused, generic...), and prints the median seconds per epoch, their ratio and
+the training BPS of each (they agree: the update is the same arithmetic).
+
+    python bench/bench_online.py [--states 1000 3000] [--epochs 3] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import describe_machine  # noqa: E402
+from engine import allocation, engines, learning, text  # noqa: E402
+from engine.model import pairs_in_sequence, random_model  # noqa: E402
+
+CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
+TRAIN_SYMBOLS = 118_788
+
+
+def one_run(model, train: np.ndarray, epochs: int, fused: bool) -> tuple[float, float]:
+    """Median seconds per epoch and the last epoch's training BPS of online EM, with or without the fused kernel."""
+    saved = engines.DenseEngine.fused_online_update
+    if not fused:
+        engines.DenseEngine.fused_online_update = None  # type: ignore[assignment,method-assign]
+    try:
+        config = learning.TrainingConfig(algorithm="online", max_iterations=epochs, tolerance=0.0, pseudocount=1e-4)
+        result = learning.fit(model, train, None, config)
+    finally:
+        engines.DenseEngine.fused_online_update = saved  # type: ignore[method-assign]
+    return float(np.median([r.seconds for r in result.history])), result.history[-1].train_bps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--states", type=int, nargs="+", default=[1000, 3000])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if not CORPUS.is_file():
+        sys.exit(f"corpus not found: {CORPUS} (set CHMM_CORPORA to the folder holding carroll-alice.txt)")
+    corpus = text.prepare_corpus(text.read_text(CORPUS), "paper", validation=0.0)
+    train = corpus.train[:TRAIN_SYMBOLS]
+    print(f"machine: {describe_machine()}")
+    print(f"corpus: {CORPUS.name}, {len(train):,} symbols, online EM, {args.epochs} epochs, {args.repeats} runs each")
+    print("| states | s/epoch fused | s/epoch written once | ratio once / fused | train BPS fused | train BPS once |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for states in args.states:
+        n_clones = allocation.allocate_clones(train, corpus.n_symbols, states, "uniform")
+        pairs = pairs_in_sequence(train, corpus.n_symbols)
+        model = random_model(corpus.symbols, n_clones, pairs, np.random.default_rng(0))
+        one_run(model, train[:5000], 1, True)  # compile the kernels outside the timings
+        one_run(model, train[:5000], 1, False)
+        fused, once = [], []
+        for _ in range(args.repeats):
+            fused.append(one_run(model, train, args.epochs, True))
+            once.append(one_run(model, train, args.epochs, False))
+        f, o = float(np.median([r[0] for r in fused])), float(np.median([r[0] for r in once]))
+        print(f"| {states} | {f:.3f} | {o:.3f} | {o / f:.2f} | {fused[0][1]:.6f} | {once[0][1]:.6f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

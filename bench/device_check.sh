@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One device check for whoever holds a GPU, in about five minutes, every log in one folder:
+#   1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin too) and the GPU column of the
+#      engines matrix (pytest -m gpu);
+#   2. bench/bench_gpu.py --states 30000 (needs milton-paradise.txt and melville-moby_dick.txt in $CHMM_CORPORA,
+#      default ../shared/corpora; skipped with a note when they are missing);
+#   3. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
+# Usage: bench/device_check.sh [OUT_DIR]   (default: $OUT/device-check when $OUT is set, else bench/out/device-check)
+# Needs the project installed with its gpu and test extras (pip install -e ".[gpu,test]"); the summary is
+# OUT_DIR/summary.txt, one line per step with its exit status and seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DIR="${1:-${OUT:+$OUT/device-check}}"
+DIR="${DIR:-bench/out/device-check}"
+mkdir -p "$DIR"
+PYTHON="${PYTHON:-python}"
+CORPORA="${CHMM_CORPORA:-../shared/corpora}"
+: > "$DIR/summary.txt"
+
+step() {  # step NAME LIMIT_SECONDS COMMAND...: run with a time limit, log to DIR/NAME.log, one summary line
+    local name="$1" limit="$2"
+    shift 2
+    local started=$SECONDS
+    timeout "$limit" "$@" > "$DIR/$name.log" 2>&1
+    local status=$?
+    echo "$name: exit $status in $((SECONDS - started)) s" | tee -a "$DIR/summary.txt"
+}
+
+{
+    date -u
+    git rev-parse HEAD 2>/dev/null
+    nvidia-smi 2>&1 | head -15
+    "$PYTHON" -c "import cupy; print('cupy', cupy.__version__)" 2>&1
+} > "$DIR/machine.log"
+
+step tests 150 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_engines.py
+if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.txt" ]; then
+    step bench_gpu 150 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --states 30000 --json "$DIR/bench_gpu.json"
+else
+    echo "bench_gpu: skipped, milton-paradise.txt and melville-moby_dick.txt are not in $CORPORA" | tee -a "$DIR/summary.txt"
+fi
+step train_online 90 "$PYTHON" -m engine.cli train tests/data/carroll-alice.txt -o "$DIR/alice-gpu.npz" \
+    --backend gpu --algorithm online --states 3000 --restarts 1 --iterations 5 --json
