@@ -219,14 +219,16 @@ def online_update(
 ) -> Any:
     """Online EM's update after one batch (paper, section 3), on any implementation: the running statistic
     A = lambda A + (1 - lambda) sum_n xi(n) in place (A = (1 - lambda) sum_n xi(n) for the ``first`` batch), then
-    T = row-normalise(A + pseudocount) over the entries EM may update (the M-step). An implementation may offer
-    the same update fused (``fused_online_update``: the dense CPU engine updates T in place, so it may change
-    ``state``: pass a copy)."""
+    T = row-normalise(A + pseudocount) over the entries EM may update (the M-step). ``e.counts`` is consumed: it is
+    zeroed for the next batch (an E-step into a reused buffer writes only the blocks its batch touches). An
+    implementation may offer the same update fused (``fused_online_update``: the dense CPU engine updates T in
+    place, so it may change ``state``: pass a copy)."""
     fused = getattr(engine, "fused_online_update", None)
     if fused is not None:
         return fused(state, statistic, e, memory, pseudocount, first)
     statistic *= 0.0 if first else memory
     statistic += (1.0 - memory) * engine.as_counts(state, e.counts)
+    e.counts.fill(0.0)
     return engine.m_step(state, statistic, pseudocount)
 
 

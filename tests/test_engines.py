@@ -439,3 +439,28 @@ def test_a_sparse_model_runs_on_the_cpu_whatever_the_backend() -> None:
     model = sparse.from_dense(tiny_model(0))
     for backend in engines.backend_choices():
         assert engines.implementation_for(model, backend).name == "sparse"
+
+
+@pytest.mark.parametrize("implementation", ["dense", "sparse", "gpu-sim"])
+def test_online_em_written_once_is_the_fused_kernel(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online EM through the update written once (engine.learning.online_update) follows the dense engine's fused
+    kernel epoch by epoch, on every implementation, over batches that touch different blocks (the E-step reuses
+    one counts buffer and writes only the blocks of its batch: a stale block of an earlier batch would be counted
+    again)."""
+    rng = np.random.default_rng(21)
+    pairs = np.array([(i, j) for i in range(4) for j in range(4)])
+    model = random_model(list("abcd"), np.array([2, 3, 2, 3]), pairs, rng, dtype=np.float64)
+    # batches of 50 symbols from alternating halves of the alphabet: each batch touches other blocks than the last
+    halves = [rng.integers(0, 2, size=50) if k % 2 else rng.integers(2, 4, size=50) for k in range(8)]
+    docs = [np.concatenate(halves)]
+    config = learning.TrainingConfig(algorithm="online", max_iterations=3, tolerance=0.0, batch_size=50)
+    fused = learning.fit(model, docs, None, config)
+    host = sparse.from_dense(model) if implementation == "sparse" else model
+    monkeypatch.setattr(engines.DenseEngine, "fused_online_update", None)
+    written_once = learning.fit(host, docs, None, config, backend="cpu" if implementation != "gpu-sim" else "gpu-sim")
+    rtol = 1e-4 if implementation in FLOAT32 else 1e-9
+    np.testing.assert_allclose(
+        [r.train_bps for r in written_once.history], [r.train_bps for r in fused.history], rtol=rtol
+    )
+    T = written_once.model.to_dense().T if implementation == "sparse" else written_once.model.T
+    np.testing.assert_allclose(T, fused.model.T, rtol=10 * rtol, atol=1e-6 if implementation in FLOAT32 else 1e-12)
