@@ -301,6 +301,29 @@ def test_every_cuda_kernel_has_a_twin():
     assert launched == defined
 
 
+def test_the_cuda_source_compiles(tmp_path):
+    """Without a device, nvcc (where installed) still compiles the CUDA source to PTX for the H100/H200
+    architecture, with every kernel of the table as an entry point: a syntax error reaches CI, not the device run."""
+    import re
+    import shutil
+    import subprocess
+
+    from engine.kernels import gpu as cuda_kernels
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    source = tmp_path / "kernels.cu"
+    source.write_text(cuda_kernels.SOURCE, encoding="utf-8")
+    ptx = tmp_path / "kernels.ptx"
+    result = subprocess.run(
+        [nvcc, "--ptx", "-arch=sm_90", "-std=c++17", str(source), "-o", str(ptx)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    entries = set(re.findall(r"\.entry\s+(\w+)\(", ptx.read_text(encoding="utf-8")))
+    assert entries == set(cuda_kernels.KERNELS)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not available, reason=reason)
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
