@@ -36,6 +36,9 @@ from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  #
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 FORWARD_SYMBOLS = 42_297
+LOCKSTEP_CHUNKS = (64, 256, 1024)
+"""Chunks of the lockstep forward pass timed beside the sequential one (milton, burn-in LOCKSTEP_BURN_IN)."""
+LOCKSTEP_BURN_IN = 100
 EM_SYMBOLS = 750_000
 PAPER_TABLE4 = {"carroll-alice": 1.54, "milton-paradise": 1.73, "melville-moby_dick": 1.72}
 
@@ -115,6 +118,22 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
                 row[f"forward_{name}_{precision}_bandwidth_fraction"] = bytes_read / seconds / bandwidth
                 del engine, device_model
                 pool.free_all_blocks()
+            if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.chunks) beside it
+                from engine.chunks import as_pieces, chunk, counted_log_likelihood
+
+                blocks = gpu.DeviceBlocks(model.layout, gpu.cuda_device())
+                device_model = blocks.upload(model)
+                exact = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
+                for chunks in LOCKSTEP_CHUNKS:
+                    size = -(-(len(x) - 1) // chunks)
+                    schedule = gpu.LockstepSchedule.build(model.layout, chunk([x], size, LOCKSTEP_BURN_IN))
+                    pieces = as_pieces(schedule.pieces)
+                    seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
+                    together = counted_log_likelihood(pieces, blocks.lockstep_forward(device_model, schedule))
+                    row[f"lockstep_{chunks}_s"] = seconds
+                    row[f"lockstep_{chunks}_bps_difference"] = (exact - together) / len(x) / np.log(2)
+                del blocks, device_model
+                pool.free_all_blocks()
             if with_cpu:
                 short = x[: FORWARD_SYMBOLS // 10]
                 inference.forward(model, short[:100])
@@ -164,6 +183,14 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
             f"{r['em_iteration_float32_s']:.2f} / {r['em_iteration_float16_s']:.2f} | "
             f"{r.get('cpu_em_iteration_s_x10', nan):.1f} | {r['device_peak_float32_gib']:.1f} |"
         )
+    print(f"\nlockstep forward, milton, burn-in {LOCKSTEP_BURN_IN} (s, BPS difference from the sequential pass):")
+    for r in rows:
+        cells = [
+            f"{c} chunks {r[f'lockstep_{c}_s']:.3f} s ({r[f'lockstep_{c}_bps_difference']:.1e})"
+            for c in LOCKSTEP_CHUNKS
+        ]
+        sequential = r["forward_milton_float32_s"]
+        print(f"| {r['states']:,} | sequential {sequential:.3f} s | " + " | ".join(cells) + " |")
     return rows
 
 

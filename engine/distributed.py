@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from engine import engines, inference
+from engine.chunks import DEFAULT_BURN_IN, Piece, chunk
 
 ONE_CORE = {
     inference.ONE_THREAD_ENV: "1",
@@ -75,55 +76,8 @@ class Partial:
         )
 
 
-DEFAULT_BURN_IN = 1000
-"""Symbols of burn-in before and after a chunk of a long document (see :func:`chunk`): the BPS after 20 EM iterations
-differs from the exact one by less than 1e-4 bits per symbol with it (bench/RESULTS.md)."""
-
 WORKER_BACKEND = "cpu"
 """The backend the workers run their E-steps on (Dask workers are CPU processes)."""
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A chunk of a document: its symbols with a burn-in before and after, and which of its steps n -> n+1 are
-    counted (``lo <= n < hi``); ``first`` when it starts the document (its gamma(1) estimates pi)."""
-
-    x: np.ndarray
-    lo: int
-    hi: int
-    first: bool
-    initial: np.ndarray | None = None  # replaces pi at the piece's start (online EM's carried message)
-    order: int = -1
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes of its symbols (what sending it costs), as a document array's ``nbytes``."""
-        return int(self.x.nbytes)
-
-    def __len__(self) -> int:
-        return self.hi - self.lo
-
-
-def chunk(sequences: Sequence[np.ndarray], size: int | None, burn_in: int = DEFAULT_BURN_IN) -> list[Any]:
-    """Documents longer than ``size`` symbols cut into chunks of ``size`` steps, each with ``burn_in`` symbols of the
-    document before and after it whose steps are not counted: the messages settle in the burn-in, so the counts are
-    those of the whole document up to the message error at the chunk boundaries. Shorter documents (and all of them
-    with ``size`` None) stay whole: their counts are exact."""
-    if size is None:
-        return list(sequences)
-    if size < 2 or burn_in < 0:
-        raise ValueError("a chunk needs at least 2 symbols and a burn-in of at least 0")
-    out: list[Any] = []
-    for x in sequences:
-        if len(x) <= size:
-            out.append(x)
-            continue
-        steps = len(x) - 1
-        for start in range(0, steps, size):
-            stop = min(start + size, steps)
-            a, b = max(0, start - burn_in), min(len(x), stop + 1 + burn_in)
-            out.append(Piece(x[a:b], start - a, stop - a, start == 0))
-    return out
 
 
 def shard_e_step(model: Any, shard: Sequence[Any], backend: str = WORKER_BACKEND) -> Partial:

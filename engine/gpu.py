@@ -28,6 +28,7 @@ import numpy as np
 
 from engine import graph, inference
 from engine.backend import BackendError, gpu_status
+from engine.chunks import LockstepSchedule
 from engine.kernels import gpu as kernels
 from engine.kernels.gpu_twins import TWINS
 from engine.model import CHMM, BlockLayout
@@ -220,6 +221,7 @@ class DeviceBlocks:
         self._row_totals = device.kernel("row_totals")
         self._row_write = device.kernel("row_write")
         self._sample = device.kernel("sample_chain")
+        self._lockstep = device.kernel("lockstep_chain_f32")
 
     # ------------------------------------------------------------------------------------------- transfers
     def upload(self, model: CHMM) -> DeviceModel:
@@ -679,6 +681,43 @@ class DeviceBlocks:
         return inference.ViterbiResult(clones, layout.clone_symbol()[clones], log_probability)
 
     # ------------------------------------------------------------------------------------------- sampling
+    # ------------------------------------------------------------------------------------------- lockstep
+    def lockstep_forward(self, device_model: DeviceModel, schedule: LockstepSchedule) -> list[np.ndarray]:
+        """The forward pass of every piece of ``schedule`` at once (the ``lockstep_chain_f32`` kernel: the chunks
+        advance together, one read of a block per group of chunks standing at its pair, one grid barrier per step
+        instead of one per symbol): each piece's predictive probabilities P(x_n | x_<n) over its own symbols
+        (position 0: the mass of pi on its first symbol), as :meth:`forward` gives them for each piece alone."""
+        xp, layout = self.xp, self.layout
+        pieces, width, length = schedule.pieces, self.width, schedule.length
+        n_chunks = len(pieces)
+        initial = np.zeros((n_chunks, width), dtype=np.float32)
+        predictive = np.zeros((n_chunks, length))
+        for c, piece in enumerate(pieces):
+            start = device_model.pi if piece.initial is None else np.asarray(piece.initial)
+            message, mass = self._initial_message(start, int(piece.x[0]))
+            initial[c, : len(message)] = message
+            predictive[c, 0] = mass
+        device_predictive = xp.asarray(predictive.ravel())
+        messages = xp.zeros(2 * n_chunks * width, dtype=xp.float32)
+        group_offset = np.where(
+            schedule.group_block >= 0, layout.block_offset[np.maximum(schedule.group_block, 0)], -1
+        ).astype(np.int64)
+        barrier = xp.zeros(1, dtype=xp.uint32)
+        abort = xp.zeros(1, dtype=xp.int32)
+        if schedule.n_steps > 0:
+            args = (
+                device_model.TT, np.int32(schedule.n_steps), np.int32(n_chunks), np.int32(width), np.int32(length),
+                xp.asarray(schedule.step_group_start), xp.asarray(schedule.step_rows), xp.asarray(group_offset),
+                xp.asarray(schedule.group_in), xp.asarray(schedule.group_row_base),
+                xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids), xp.asarray(initial.ravel()),
+                messages, device_predictive, barrier, abort,
+            )  # fmt: skip
+            self._lockstep((2 * self.sm_count,), (kernels.THREADS,), args)
+        self._check_aborts(abort)
+        out = self.host(device_predictive).reshape(n_chunks, length)
+        out[:, 0] = predictive[:, 0]
+        return [out[c, : len(piece.x)] for c, piece in enumerate(pieces)]
+
     def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
         """Follow T from ``first_clone`` with one uniform draw per step (see ``cpu.sample_path``); the symbols."""
         xp = self.xp
@@ -876,6 +915,12 @@ class GpuDenseEngine:
         first, out, primed = inference.sampling_start(start, length, rng, prefix, inference.forward, outgoing)
         symbols = blocks.sample_path(state, first, rng.random(len(out)))
         return symbols[1:] if primed else symbols
+
+    def lockstep_forward(self, state: DeviceModel, sequences: Any) -> list[np.ndarray]:
+        """The forward passes of several sequences or pieces at once (see :meth:`DeviceBlocks.lockstep_forward`):
+        each one's predictive probabilities, as :meth:`forward` gives them for it alone (exactly, up to float32
+        rounding; a piece's burn-in is the caller's to leave out, see :func:`engine.chunks.counted_log_likelihood`)."""
+        return state.blocks.lockstep_forward(state, LockstepSchedule.build(state.blocks.layout, sequences))
 
     def prune(self, state: DeviceModel, threshold: float) -> DeviceModel:
         """:func:`engine.graph.prune` of the model the device holds (its float32 values), loaded back."""

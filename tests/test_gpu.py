@@ -301,6 +301,68 @@ def test_every_cuda_kernel_has_a_twin():
     assert launched == defined
 
 
+# ----------------------------------------------------------------------------------------------- lockstep passes
+@pytest.mark.parametrize("drop_pairs", [0, 3])
+def test_lockstep_forward_is_each_sequence_forward(name, drop_pairs):
+    """Whole documents in lockstep (no burn-in): each one's predictive probabilities are those of its own forward
+    pass to float32 rounding, zero-probability events included (they restart the message uniform in both)."""
+    model, x, _ = _model_and_sequence(110 + drop_pairs, 6, 150, 3000, drop_pairs=drop_pairs)
+    adapter = engines.engine_for(model, name)
+    state = adapter.load(model)
+    documents = [x[:1200], x[1200:1201], x[1201:1900], x[1900:]]
+    together = adapter.lockstep_forward(state, documents)
+    assert any((p <= 0).any() for p in together) == (drop_pairs > 0)
+    for document, predictive in zip(documents, together, strict=True):
+        alone = adapter.forward(state, document).predictive
+        reference = inference.forward(model, document).predictive
+        assert len(predictive) == len(document)
+        np.testing.assert_array_equal(predictive <= 0, reference <= 0)
+        np.testing.assert_allclose(predictive, alone, rtol=1e-5, atol=1e-30)
+        np.testing.assert_allclose(predictive, reference, rtol=1e-5, atol=1e-30)
+
+
+def test_lockstep_chunks_with_a_burn_in_stay_within_the_bound(name):
+    """One long document cut into chunks with a burn-in of 50 (the cluster's chunking), advanced in lockstep: the
+    log-likelihood of the counted steps is the exact one within 1e-6 bits per symbol (measured: about 1e-9)."""
+    from engine.chunks import as_pieces, chunk, counted_log_likelihood
+
+    model, x, _ = _model_and_sequence(120, 8, 300, 6000)
+    adapter = engines.engine_for(model, name)
+    state = adapter.load(model)
+    pieces = as_pieces(chunk([x], 400, 50))
+    assert len(pieces) == 15 and sum(len(p) for p in pieces) == len(x) - 1
+    log_likelihood = counted_log_likelihood(pieces, adapter.lockstep_forward(state, pieces))
+    exact = float(np.sum(np.log(inference.forward(model, x).predictive)))
+    assert abs(log_likelihood - exact) / len(x) / np.log(2) < 1e-6
+
+
+def test_the_lockstep_schedule_visits_every_step_of_every_chunk_once():
+    from engine.chunks import LockstepSchedule, chunk
+
+    model, x, _ = _model_and_sequence(130, 5, 40, 500, drop_pairs=2)
+    layout = model.layout
+    schedule = LockstepSchedule.build(layout, chunk([x, x[:30], x[:1]], 60, 7))
+    seen = set()
+    for step in range(schedule.n_steps):
+        groups = range(schedule.step_group_start[step], schedule.step_group_start[step + 1])
+        rows = 0
+        for g in groups:
+            block = schedule.group_block[g]
+            members = schedule.chunk_ids[schedule.group_chunk_start[g] : schedule.group_chunk_start[g + 1]]
+            assert len(members) > 0 and schedule.group_row_base[g] == rows
+            for c in members:
+                piece = schedule.pieces[c]
+                i, j = piece.x[step], piece.x[step + 1]
+                assert layout.block_index[i, j] == block
+                assert schedule.group_in[g] == layout.n_clones[i] or block < 0
+                assert schedule.group_out[g] == layout.n_clones[j]
+                seen.add((int(c), step))
+            rows += schedule.group_out[g] if block >= 0 else 0
+        assert rows == schedule.step_rows[step]
+    expected = {(c, t) for c, piece in enumerate(schedule.pieces) for t in range(len(piece.x) - 1)}
+    assert seen == expected
+
+
 def test_the_cuda_source_compiles(tmp_path):
     """Without a device, nvcc (where installed) still compiles the CUDA source to PTX for the H100/H200
     architecture, with every kernel of the table as an entry point: a syntax error reaches CI, not the device run."""
@@ -328,8 +390,10 @@ def test_the_cuda_source_compiles(tmp_path):
 @pytest.mark.skipif(not available, reason=reason)
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
 def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
-    """Every launch of one E-step, one M-step, one Viterbi pass and one sample on the GPU, repeated on the
-    simulated device from the same inputs: each output agrees with its twin's."""
+    """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass on the GPU,
+    repeated on the simulated device from the same inputs: each output agrees with its twin's."""
+    from engine.chunks import LockstepSchedule
+
     model, x, rng = _model_and_sequence(seed + 100, n_symbols, states, min(length, 4000))
     outputs = {}
     for which in ("gpu", "gpu-sim"):
@@ -340,7 +404,10 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
         path = blocks.viterbi(state, x)
         first = int(model.layout.clone_start[x[0]])
         sampled = blocks.sample_path(state, first, np.random.default_rng(seed).random(500))
-        outputs[which] = (host(which, e.counts), host(which, T), host(which, TT), path, sampled, e.log_likelihood)
+        lockstep = np.concatenate(blocks.lockstep_forward(state, LockstepSchedule.build(model.layout, [x[:900], x])))
+        outputs[which] = (
+            host(which, e.counts), host(which, T), host(which, TT), path, sampled, e.log_likelihood, lockstep
+        )
     cuda, twin = outputs["gpu"], outputs["gpu-sim"]
     scale = np.abs(twin[0]).max()
     assert np.max(np.abs(cuda[0] - twin[0])) <= 1e-5 * scale
@@ -349,3 +416,4 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     np.testing.assert_array_equal(cuda[3].clones, twin[3].clones)
     np.testing.assert_array_equal(cuda[4], twin[4])
     assert abs(cuda[5] - twin[5]) <= 1e-6 * abs(twin[5])
+    np.testing.assert_allclose(cuda[6], twin[6], rtol=1e-5, atol=1e-30)
