@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
 from engine import allocation, inference, text  # noqa: E402
-from engine.distributed import Piece, chunk  # noqa: E402
+from engine.chunks import LockstepSchedule, Piece, chunk, counted_log_likelihood  # noqa: E402
 from engine.model import CHMM, pairs_in_sequence, random_model  # noqa: E402
 
 CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
@@ -73,52 +73,38 @@ def lockstep_log_likelihood(model: CHMM, pieces: list[Piece], compiled: bool = F
     lockstep forward pass (NumPy per group, or with ``compiled`` one numba loop); returns it and the number of
     (step, pair) groups, i.e. matrix products."""
     layout, T = model.layout, model.T
-    C, L = len(pieces), max(len(p.x) for p in pieces)
-    S = np.full((C, L), -1, dtype=np.int64)
-    for c, p in enumerate(pieces):
-        S[c, : len(p.x)] = p.x
-    src, dst = S[:, :-1], S[:, 1:]
-    chunk_of, step_of = np.nonzero((src >= 0) & (dst >= 0))
-    block_of = layout.block_index[src[chunk_of, step_of], dst[chunk_of, step_of]]
-    order = np.lexsort((chunk_of, block_of, step_of))
-    chunk_of, step_of, block_of = chunk_of[order], step_of[order], block_of[order]
-    key = step_of * (layout.n_blocks + 1) + block_of + 1
-    cuts = np.flatnonzero(np.diff(key)) + 1
-    starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(key)]])
-    messages = np.zeros((C, int(layout.n_clones.max())), dtype=T.dtype)
-    predictive = np.zeros((C, L))
+    schedule = LockstepSchedule.build(layout, pieces)  # the engine's grouping of chunks by (step, pair)
+    if np.any(schedule.group_block < 0):
+        raise ValueError("the prototype needs every pair of the text to have a block")
+    starts = schedule.group_chunk_start.astype(np.int64)
+    group_step = np.repeat(np.arange(schedule.n_steps), np.diff(schedule.step_group_start))
+    rows_of = schedule.chunk_ids.astype(np.int64)
+    messages = np.zeros((len(pieces), int(layout.n_clones.max())), dtype=T.dtype)
+    predictive = np.zeros((len(pieces), schedule.length))
     for c, p in enumerate(pieces):
         s = int(p.x[0])
         lo, m = int(layout.clone_start[s]), int(layout.n_clones[s])
         first = model.pi[lo : lo + m].astype(np.float64)
         predictive[c, 0] = first.sum()
         messages[c, :m] = first / first.sum()
-    if np.any(block_of < 0):
-        raise ValueError("the prototype needs every pair of the text to have a block")
     if compiled:
-        scratch = np.zeros((int(np.max(ends - starts)), messages.shape[1]), dtype=T.dtype)
-        group_start = np.concatenate([starts, [len(key)]]).astype(np.int64)
+        scratch = np.zeros((int(np.max(np.diff(starts))), messages.shape[1]), dtype=T.dtype)
         _compiled_pass(
-            T, layout.block_pairs, layout.block_offset, layout.n_clones, block_of[starts], step_of[starts],
-            group_start, chunk_of, messages, predictive, scratch,
+            T, layout.block_pairs, layout.block_offset, layout.n_clones, schedule.group_block, group_step, starts,
+            rows_of, messages, predictive, scratch,
         )  # fmt: skip
-    for a, b in zip(starts, ends, strict=True):
-        if compiled:
-            break
-        k, t, rows = int(block_of[a]), int(step_of[a]), chunk_of[a:b]
-        i, j = layout.block_pairs[k]
-        m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
-        offset = int(layout.block_offset[k])
-        out = messages[rows, :m_i] @ T[offset : offset + m_i * m_j].reshape(m_i, m_j)
-        norms = out.sum(axis=1, dtype=np.float64)
-        predictive[rows, t + 1] = norms
-        messages[rows, :m_j] = out / norms[:, None].astype(T.dtype)
-    total = 0.0
-    for c, p in enumerate(pieces):
-        total += float(np.log(predictive[c, p.lo + 1 : p.hi + 1]).sum())
-        if p.first:
-            total += float(np.log(predictive[c, 0]))
-    return total, len(starts)
+    else:
+        for g, k in enumerate(schedule.group_block):
+            t, rows = int(group_step[g]), rows_of[starts[g] : starts[g + 1]]
+            i, j = layout.block_pairs[k]
+            m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+            offset = int(layout.block_offset[k])
+            out = messages[rows, :m_i] @ T[offset : offset + m_i * m_j].reshape(m_i, m_j)
+            norms = out.sum(axis=1, dtype=np.float64)
+            predictive[rows, t + 1] = norms
+            messages[rows, :m_j] = out / norms[:, None].astype(T.dtype)
+    log_likelihood = counted_log_likelihood(pieces, [predictive[c, : len(p.x)] for c, p in enumerate(pieces)])
+    return log_likelihood, len(schedule.group_block)
 
 
 def main() -> None:

@@ -221,6 +221,10 @@ class ClusterEStep:
     _groups: list[Any] = field(default_factory=list, repr=False, init=False)
 
     def __post_init__(self) -> None:
+        if self.chunk is not None and not engines.supports(self.backend, "chunks"):
+            raise ValueError(
+                f"chunks with a burn-in need a backend whose E-step counts a range of steps, not {self.backend}"
+            )
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         self._groups = balance(chunk(self.sequences, self.chunk, self.burn_in), self.shards or workers)
         if self._groups:  # online EM: each batch is sent as it comes (see :meth:`batch`)

@@ -545,21 +545,14 @@ def supports(backend: str, capability: str) -> bool:
     return any(getattr(i, capability) for i in implementations(backend))
 
 
-def options_type(backend: str, model: Model) -> type:
-    """The options dataclass of the implementation that runs ``model`` on ``backend``."""
-    return implementation_for(model, backend).options
-
-
 def implementation_for(model: Model, backend: str = "cpu") -> Implementation:
     """The implementation that runs ``model`` on ``backend``: the first of the backend's implementations that
     accepts the model, else the first host implementation that does (sparse models run on the CPU whatever the
     backend)."""
     chosen = resolve_backend(backend) if backend == AUTO else backend
     candidates = [i for i in _REGISTRY.values() if i.backend == chosen and i.accepts(model)]
-    if candidates:
-        resolve_backend(chosen)  # the reason, when the backend cannot run here
-    elif not any(i.backend == chosen for i in _REGISTRY.values()):
-        resolve_backend(chosen)  # an unknown backend: its own error
+    if candidates or not any(i.backend == chosen for i in _REGISTRY.values()):
+        resolve_backend(chosen)  # the reason, when the backend cannot run here or is unknown
     candidates += [i for i in _REGISTRY.values() if i.host and i.accepts(model)]
     if not candidates:
         raise ValueError(f"no implementation runs this model on the {chosen} backend")

@@ -587,11 +587,10 @@ class DeviceBlocks:
                 xp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
 
     # ------------------------------------------------------------------------------------------- M-step
-    def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
-        """T = row-normalise(values + pseudocount) over the stored blocks (the pseudocount only on ``support``
-        where given), returned row-major and block-transposed (see :func:`engine.model.normalise_rows`)."""
-        xp = self.xp
-        totals = xp.zeros(self.layout.n_states, dtype=xp.float64)
+    def clone_totals(self, values: Any, pseudocount: float = 0.0, support: Any | None = None) -> Any:
+        """Each clone's row sum of ``values + pseudocount`` over the stored blocks (the pseudocount only on
+        ``support`` where given), float64 on the device (the ``row_totals`` kernel)."""
+        totals = self.xp.zeros(self.layout.n_states, dtype=self.xp.float64)
         args = (
             values,
             np.float64(pseudocount),
@@ -604,6 +603,13 @@ class DeviceBlocks:
             None,
         )
         self._launch_items(self._row_totals, self.n_rows, args)
+        return totals
+
+    def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
+        """T = row-normalise(values + pseudocount) over the stored blocks (the pseudocount only on ``support``
+        where given), returned row-major and block-transposed (see :func:`engine.model.normalise_rows`)."""
+        xp = self.xp
+        totals = self.clone_totals(values, pseudocount, support)
         T = xp.empty(self.layout.size, dtype=xp.float32)
         TT = xp.empty_like(T)
         self._launch_rows(self._row_write, values, pseudocount, support, totals, T, TT)
@@ -715,7 +721,6 @@ class DeviceBlocks:
             self._lockstep((2 * self.sm_count,), (kernels.THREADS,), args)
         self._check_aborts(abort)
         out = self.host(device_predictive).reshape(n_chunks, length)
-        out[:, 0] = predictive[:, 0]
         return [out[c, : len(piece.x)] for c, piece in enumerate(pieces)]
 
     def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
@@ -899,16 +904,7 @@ class GpuDenseEngine:
         """Sampling as :func:`engine.inference.sample` (the same draws from ``rng``), the path followed on the
         device by the ``sample_chain`` kernel."""
         blocks = state.blocks
-        layout = blocks.layout
-        outgoing = np.zeros(layout.n_states)
-        totals = self.xp.zeros(layout.n_states, dtype=self.xp.float64)
-        blocks._launch_items(  # noqa: SLF001 - the row totals kernel, without a pseudocount
-            blocks._row_totals,  # noqa: SLF001
-            blocks.n_rows,
-            (state.T, np.float64(0.0), None, blocks.row_offset, blocks.row_len, blocks.row_clone,
-             np.int64(blocks.n_rows), totals, None),
-        )  # fmt: skip
-        outgoing[:] = blocks.host(totals)
+        outgoing = blocks.host(blocks.clone_totals(state.T))
         # a prefix is filtered on the host (one forward pass that keeps its messages); without one only pi is read
         primed = prefix is not None and len(prefix) > 0
         start = self.host(state) if primed else state.template.with_arrays(pi=state.pi)
