@@ -36,9 +36,10 @@ from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  #
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 FORWARD_SYMBOLS = 42_297
-LOCKSTEP_CHUNKS = (64, 256, 1024)
-"""Chunks of the lockstep forward pass timed beside the sequential one (milton, burn-in LOCKSTEP_BURN_IN)."""
-LOCKSTEP_BURN_IN = 100
+LOCKSTEP_FORWARD = ((256, 100), (1024, 100), (1024, 50), (4096, 50))
+"""(chunks, burn-in) of the lockstep forward passes timed beside the sequential one (milton)."""
+LOCKSTEP_EM = ((1024, 100), (4096, 100), (4096, 50), (16384, 50))
+"""(chunks, burn-in) of the lockstep batch-EM iterations timed beside the sequential one (moby)."""
 EM_SYMBOLS = 750_000
 PAPER_TABLE4 = {"carroll-alice": 1.54, "milton-paradise": 1.73, "melville-moby_dick": 1.72}
 
@@ -124,14 +125,15 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
                 blocks = gpu.DeviceBlocks(model.layout, gpu.cuda_device())
                 device_model = blocks.upload(model)
                 exact = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
-                for chunks in LOCKSTEP_CHUNKS:
+                for chunks, burn_in in LOCKSTEP_FORWARD:
                     size = -(-(len(x) - 1) // chunks)
-                    schedule = gpu.LockstepSchedule.build(model.layout, chunk([x], size, LOCKSTEP_BURN_IN))
+                    schedule = gpu.LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
                     pieces = as_pieces(schedule.pieces)
                     seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                     together = counted_log_likelihood(pieces, blocks.lockstep_forward(device_model, schedule))
-                    row[f"lockstep_{chunks}_s"] = seconds
-                    row[f"lockstep_{chunks}_bps_difference"] = (exact - together) / len(x) / np.log(2)
+                    row[f"lockstep_{chunks}_{burn_in}_s"] = seconds
+                    row[f"lockstep_{chunks}_{burn_in}_bps_difference"] = (exact - together) / len(x) / np.log(2)
+                    print(f"lockstep forward {chunks} chunks, burn-in {burn_in}: {seconds:.3f} s", flush=True)
                 del blocks, device_model
                 pool.free_all_blocks()
             if with_cpu:
@@ -156,6 +158,33 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
                     row[f"em_iteration_{precision}_s"] = (time.perf_counter() - t0) / 2
                     row[f"em_train_bps_{precision}"] = float(-ll / len(x_moby) / np.log(2))
                     row[f"device_peak_{precision}_gib"] = pool.total_bytes() / 2**30
+                    print(f"sequential EM {precision}: {row[f'em_iteration_{precision}_s']:.2f} s", flush=True)
+                    del engine, current, plan
+                for chunks, burn_in in LOCKSTEP_EM:  # the same two iterations with lockstep E-steps
+                    pool.free_all_blocks()
+                    options = gpu.GpuOptions(lockstep=chunks, burn_in=burn_in)
+                    engine = gpu.GpuDenseEngine(gpu.cuda_device(), options)
+                    current = engine.load(model)
+                    t0 = time.perf_counter()
+                    plan = engine.plan(current, x_moby, "em", len(x_moby))
+                    row[f"em_lockstep_{chunks}_{burn_in}_plan_s"] = time.perf_counter() - t0
+                    cp.cuda.Device().synchronize()
+                    t0 = time.perf_counter()
+                    for _ in range(2):
+                        e = engine.e_step(current, x_moby, plan=plan)
+                        current, ll = engine.m_step(current, e.counts, config.pseudocount), e.log_likelihood
+                    cp.cuda.Device().synchronize()
+                    row[f"em_lockstep_{chunks}_{burn_in}_s"] = (time.perf_counter() - t0) / 2
+                    row[f"em_lockstep_{chunks}_{burn_in}_bps_difference"] = float(
+                        -ll / len(x_moby) / np.log(2) - row["em_train_bps_float32"]
+                    )
+                    row[f"em_lockstep_{chunks}_{burn_in}_peak_gib"] = pool.total_bytes() / 2**30
+                    print(
+                        f"lockstep EM {chunks} chunks, burn-in {burn_in}: "
+                        f"{row[f'em_lockstep_{chunks}_{burn_in}_s']:.2f} s, BPS difference "
+                        f"{row[f'em_lockstep_{chunks}_{burn_in}_bps_difference']:+.1e}",
+                        flush=True,
+                    )
                     del engine, current, plan
                 if with_cpu and states <= 10000:
                     short = x_moby[: EM_SYMBOLS // 10]
@@ -183,14 +212,28 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
             f"{r['em_iteration_float32_s']:.2f} / {r['em_iteration_float16_s']:.2f} | "
             f"{r.get('cpu_em_iteration_s_x10', nan):.1f} | {r['device_peak_float32_gib']:.1f} |"
         )
-    print(f"\nlockstep forward, milton, burn-in {LOCKSTEP_BURN_IN} (s, BPS difference from the sequential pass):")
+    print("\nlockstep forward, milton (s; BPS difference from the sequential pass):")
+    print("| states | sequential fp32 | " + " | ".join(f"{c} chunks, burn-in {b}" for c, b in LOCKSTEP_FORWARD) + " |")
+    print("|---" * (2 + len(LOCKSTEP_FORWARD)) + "|")
     for r in rows:
         cells = [
-            f"{c} chunks {r[f'lockstep_{c}_s']:.3f} s ({r[f'lockstep_{c}_bps_difference']:.1e})"
-            for c in LOCKSTEP_CHUNKS
+            f"{r[f'lockstep_{c}_{b}_s']:.3f} s ({r[f'lockstep_{c}_{b}_bps_difference']:.1e})"
+            for c, b in LOCKSTEP_FORWARD
         ]
-        sequential = r["forward_milton_float32_s"]
-        print(f"| {r['states']:,} | sequential {sequential:.3f} s | " + " | ".join(cells) + " |")
+        print(f"| {r['states']:,} | {r['forward_milton_float32_s']:.3f} s | " + " | ".join(cells) + " |")
+    print(
+        "\nbatch-EM iteration over 750,000 moby symbols, lockstep E-steps (s; training BPS minus the sequential "
+        "one after the same 2 iterations; device peak GiB):"
+    )
+    print("| states | sequential fp32 | " + " | ".join(f"{c} chunks, burn-in {b}" for c, b in LOCKSTEP_EM) + " |")
+    print("|---" * (2 + len(LOCKSTEP_EM)) + "|")
+    for r in rows:
+        cells = [
+            f"{r[f'em_lockstep_{c}_{b}_s']:.2f} s ({r[f'em_lockstep_{c}_{b}_bps_difference']:+.1e}; "
+            f"{r[f'em_lockstep_{c}_{b}_peak_gib']:.0f})"
+            for c, b in LOCKSTEP_EM
+        ]
+        print(f"| {r['states']:,} | {r['em_iteration_float32_s']:.2f} s | " + " | ".join(cells) + " |")
     return rows
 
 

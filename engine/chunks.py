@@ -13,11 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from engine.inference import PairLayout, pair_sorted_offsets
 from engine.model import BlockLayout
 
 DEFAULT_BURN_IN = 1000
 """Symbols of burn-in before and after a chunk of a long document (see :func:`chunk`): the BPS after 20 EM iterations
 differs from the exact one by less than 1e-4 bits per symbol with it (bench/RESULTS.md)."""
+
+LOCKSTEP_BURN_IN = 100
+"""Symbols of burn-in of the chunks of a lockstep E-step (see :class:`LockstepPlan`): at 30,000 states on Milton,
+the lockstep forward pass with it differs from the sequential one by about 1e-10 bits per symbol (bench/RESULTS.md).
+"""
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -105,9 +112,13 @@ class LockstepSchedule:
     chunk_ids: np.ndarray
 
     @staticmethod
-    def build(layout: BlockLayout, sequences: Sequence[Any]) -> LockstepSchedule:
-        """The schedule of documents and pieces (see :func:`as_pieces`) under ``layout``."""
+    def build(layout: BlockLayout, sequences: Sequence[Any], backward: bool = False) -> LockstepSchedule:
+        """The schedule of documents and pieces (see :func:`as_pieces`) under ``layout``. With ``backward`` each
+        piece is walked from its own last symbol to its first (the backward pass: the step from x_{n+1} to x_n
+        reads the block of the pair (x_n, x_{n+1}), row by row of T); ``pieces`` then holds the reversed pieces."""
         pieces = as_pieces(sequences)
+        if backward:
+            pieces = [Piece(p.x[::-1], 0, len(p.x) - 1, False) for p in pieces]
         if not pieces or any(len(p.x) < 1 for p in pieces):
             raise ValueError("a lockstep pass needs at least one non-empty sequence")
         length = max(len(p.x) for p in pieces)
@@ -116,7 +127,8 @@ class LockstepSchedule:
             symbols[c, : len(p.x)] = p.x
         source, target = symbols[:, :-1], symbols[:, 1:]
         chunk_of, step_of = np.nonzero(target >= 0)
-        block_of = layout.block_index[source[chunk_of, step_of], target[chunk_of, step_of]]
+        pair = (target, source) if backward else (source, target)
+        block_of = layout.block_index[pair[0][chunk_of, step_of], pair[1][chunk_of, step_of]]
         target_symbol = target[chunk_of, step_of]
         # a group per (step, block); chunks at a pair without a block (a zero-probability step) group by the
         # symbol they step to, whose clones the restarted message covers
@@ -150,3 +162,68 @@ class LockstepSchedule:
     @property
     def n_steps(self) -> int:
         return self.length - 1
+
+
+@dataclass(frozen=True)
+class LockstepPlan:
+    """What every lockstep E-step over the same pieces reuses (built once per training sequence): the forward and
+    the backward schedule, and where each message lives.
+
+    The pieces' symbols are laid end to end in ``x`` (piece c at ``start[c]:start[c + 1]``); every position of
+    ``x`` has one alpha and one beta slot (``pair_layout``, pair-sorted over the counted steps only, so that the
+    counts are one matrix product per block). ``forward_offsets[c, s]`` is the alpha slot of piece c's position
+    s, ``backward_offsets[c, s]`` the beta slot of its position len_c - 1 - s (the backward schedule walks each piece
+    from its end); both are 0 past a piece's end, where no group reads or writes. ``forward_index`` and
+    ``backward_index`` give, per position of ``x``, the entry of the C x length normaliser arrays of the two passes
+    that belongs to it; ``counted_positions`` are the positions whose predictive probabilities the log-likelihood
+    counts (see :func:`counted_log_likelihood`)."""
+
+    pieces: list[Piece]
+    forward: LockstepSchedule
+    backward: LockstepSchedule
+    x: np.ndarray
+    start: np.ndarray
+    pair_layout: PairLayout
+    forward_offsets: np.ndarray
+    backward_offsets: np.ndarray
+    forward_index: np.ndarray
+    backward_index: np.ndarray
+    counted_positions: np.ndarray
+
+    @staticmethod
+    def build(layout: BlockLayout, sequences: Sequence[Any]) -> LockstepPlan:
+        """The plan of documents and pieces (see :func:`as_pieces`) under ``layout``; pieces that replace pi by a
+        carried message (online EM) are refused."""
+        pieces = as_pieces(sequences)
+        if any(p.initial is not None for p in pieces):
+            raise ValueError("a lockstep E-step starts every piece from pi; carried messages are not supported")
+        forward = LockstepSchedule.build(layout, pieces)
+        backward = LockstepSchedule.build(layout, pieces, backward=True)
+        lengths = np.array([len(p.x) for p in pieces], dtype=np.int64)
+        start = np.concatenate([[0], np.cumsum(lengths)])
+        x = np.concatenate([np.asarray(p.x, dtype=np.int64) for p in pieces])
+        piece_of = np.repeat(np.arange(len(pieces)), lengths)
+        position = np.arange(len(x)) - start[piece_of]
+        counted = np.zeros(max(len(x) - 1, 0), dtype=bool)
+        counted_positions = []
+        for c, p in enumerate(pieces):
+            counted[start[c] + p.lo : start[c] + p.hi] = True
+            if p.first and p.lo == 0:
+                counted_positions.append([start[c]])
+            counted_positions.append(start[c] + np.arange(p.lo + 1, p.hi + 1))
+        pair_layout = pair_sorted_offsets(layout, x, counted)
+        length = forward.length
+        forward_index = piece_of * length + position
+        backward_index = piece_of * length + (lengths[piece_of] - 1 - position)
+        forward_offsets = np.zeros(len(pieces) * length, dtype=np.int64)
+        backward_offsets = np.zeros(len(pieces) * length, dtype=np.int64)
+        forward_offsets[forward_index] = pair_layout.alpha_offsets
+        backward_offsets[backward_index] = pair_layout.beta_offsets
+        return LockstepPlan(
+            pieces, forward, backward, x, start, pair_layout, forward_offsets, backward_offsets, forward_index,
+            backward_index, np.concatenate(counted_positions).astype(np.int64),
+        )  # fmt: skip
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.pieces)

@@ -28,7 +28,7 @@ import numpy as np
 
 from engine import graph, inference
 from engine.backend import BackendError, gpu_status
-from engine.chunks import LockstepSchedule
+from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule, chunk
 from engine.kernels import gpu as kernels
 from engine.kernels.gpu_twins import TWINS
 from engine.model import CHMM, BlockLayout
@@ -495,9 +495,7 @@ class DeviceBlocks:
         if not accumulate:
             counts *= device_model.T
         log_likelihood = -math.inf if zero_events else float(np.sum(np.log(predictive_host)))
-        result = inference.EStepResult(
-            counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0
-        )
+        result = inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
         return _DeviceEStep(result, first_beta)
 
     def e_step_chunked(
@@ -686,43 +684,165 @@ class DeviceBlocks:
         clones = layout.clone_start[symbols[candidate]] + path_slots - slot_offset[candidate]
         return inference.ViterbiResult(clones, layout.clone_symbol()[clones], log_probability)
 
-    # ------------------------------------------------------------------------------------------- sampling
     # ------------------------------------------------------------------------------------------- lockstep
+    def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_initial_message` for many chunks at once: ``start`` restricted to the clones of each of
+        ``symbols`` and normalised (uniform where it has no mass); returns the messages end to end (float32), where
+        each chunk's begins, and each one's mass."""
+        layout = self.layout
+        sizes = layout.n_clones[symbols].astype(np.int64)
+        begins = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        within = np.arange(int(sizes.sum())) - np.repeat(begins, sizes)
+        values = np.asarray(start, dtype=np.float64)[np.repeat(layout.clone_start[symbols], sizes) + within]
+        mass = np.add.reduceat(values, begins) if len(values) else np.zeros(0)
+        spread = np.repeat(mass, sizes)
+        messages = np.where(spread > 0, values / np.where(spread > 0, spread, 1.0), 1.0 / np.repeat(sizes, sizes))
+        return messages.astype(np.float32), begins, mass
+
+    def _lockstep_pass(
+        self, M: Any, schedule: LockstepSchedule, offsets: Any, store: Any, norm: Any, grid: int, stream: Any
+    ) -> Any:
+        """One launch of ``lockstep_chain_f32`` over ``schedule`` (messages at ``offsets`` in ``store``, sums into
+        ``norm``); returns its abort flag."""
+        xp, layout = self.xp, self.layout
+        with stream:
+            abort = xp.zeros(1, dtype=xp.int32)
+            if schedule.n_steps > 0:
+                group_offset = np.where(
+                    schedule.group_block >= 0, layout.block_offset[np.maximum(schedule.group_block, 0)], -1
+                ).astype(np.int64)
+                args = (
+                    M, np.int32(schedule.n_steps), np.int32(schedule.length),
+                    xp.asarray(schedule.step_group_start), xp.asarray(schedule.step_rows), xp.asarray(group_offset),
+                    xp.asarray(schedule.group_in), xp.asarray(schedule.group_row_base),
+                    xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids), offsets, store, norm,
+                    xp.zeros(1, dtype=xp.uint32), abort,
+                )  # fmt: skip
+                self._lockstep((grid,), (kernels.THREADS,), args)
+        return abort
+
     def lockstep_forward(self, device_model: DeviceModel, schedule: LockstepSchedule) -> list[np.ndarray]:
         """The forward pass of every piece of ``schedule`` at once (the ``lockstep_chain_f32`` kernel: the chunks
         advance together, one read of a block per group of chunks standing at its pair, one grid barrier per step
         instead of one per symbol): each piece's predictive probabilities P(x_n | x_<n) over its own symbols
-        (position 0: the mass of pi on its first symbol), as :meth:`forward` gives them for each piece alone."""
-        xp, layout = self.xp, self.layout
+        (position 0: the mass of pi on its first symbol), as :meth:`forward` gives them for each piece alone. Keeps
+        two messages per chunk (two planes used in turn)."""
+        xp = self.xp
         pieces, width, length = schedule.pieces, self.width, schedule.length
         n_chunks = len(pieces)
-        initial = np.zeros((n_chunks, width), dtype=np.float32)
-        predictive = np.zeros((n_chunks, length))
-        for c, piece in enumerate(pieces):
-            start = device_model.pi if piece.initial is None else np.asarray(piece.initial)
-            message, mass = self._initial_message(start, int(piece.x[0]))
-            initial[c, : len(message)] = message
-            predictive[c, 0] = mass
-        device_predictive = xp.asarray(predictive.ravel())
-        messages = xp.zeros(2 * n_chunks * width, dtype=xp.float32)
-        group_offset = np.where(
-            schedule.group_block >= 0, layout.block_offset[np.maximum(schedule.group_block, 0)], -1
-        ).astype(np.int64)
-        barrier = xp.zeros(1, dtype=xp.uint32)
-        abort = xp.zeros(1, dtype=xp.int32)
-        if schedule.n_steps > 0:
-            args = (
-                device_model.TT, np.int32(schedule.n_steps), np.int32(n_chunks), np.int32(width), np.int32(length),
-                xp.asarray(schedule.step_group_start), xp.asarray(schedule.step_rows), xp.asarray(group_offset),
-                xp.asarray(schedule.group_in), xp.asarray(schedule.group_row_base),
-                xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids), xp.asarray(initial.ravel()),
-                messages, device_predictive, barrier, abort,
-            )  # fmt: skip
-            self._lockstep((2 * self.sm_count,), (kernels.THREADS,), args)
+        if any(p.initial is not None for p in pieces):
+            raise ValueError("a lockstep pass starts every piece from pi; carried messages are not supported")
+        messages, begins, mass = self._first_messages(device_model.pi, np.array([p.x[0] for p in pieces]))
+        plane = np.zeros((2, n_chunks, width), dtype=np.float32)
+        for c in range(n_chunks):
+            m = (begins[c + 1] if c + 1 < n_chunks else len(messages)) - begins[c]
+            plane[0, c, :m] = messages[begins[c] : begins[c] + m]
+        offsets = (np.arange(length)[None, :] % 2) * (n_chunks * width) + np.arange(n_chunks)[:, None] * width
+        norm = xp.zeros(n_chunks * length, dtype=xp.float64)
+        abort = self._lockstep_pass(
+            device_model.TT, schedule, xp.asarray(offsets.ravel().astype(np.int64)), xp.asarray(plane.ravel()),
+            norm, 2 * self.sm_count, self.device.current_stream(),
+        )  # fmt: skip
         self._check_aborts(abort)
-        out = self.host(device_predictive).reshape(n_chunks, length)
+        out = self.host(norm).reshape(n_chunks, length)
+        out[:, 0] = mass
         return [out[c, : len(piece.x)] for c, piece in enumerate(pieces)]
 
+    def lockstep_e_step(
+        self, device_model: DeviceModel, plan: LockstepPlan, counts_out: Any | None = None
+    ) -> inference.EStepResult:
+        """The E-step of :meth:`e_step` over the pieces of ``plan`` in lockstep: the forward and the backward
+        lockstep pass (concurrently, on two streams) keep every message in its slot of the plan's pair-sorted
+        layout, and the counts of each block are T(i, j) o (A^T B) over the counted steps of all pieces (one
+        product per block, as in :meth:`e_step`). With whole documents as pieces the counts are the sum of each
+        document's own E-step; with chunks of a document they differ by the message error at the chunk seams (the
+        burn-in bounds it). gamma_first is the mean over the pieces that start a document."""
+        xp, layout = self.xp, self.layout
+        pl, pieces = plan.pair_layout, plan.pieces
+        n_chunks, length = plan.n_chunks, plan.forward.length
+        x_dev = xp.asarray(plan.x, dtype=xp.int32)
+        alpha_offsets, beta_offsets = xp.asarray(pl.alpha_offsets), xp.asarray(pl.beta_offsets)
+        alpha = xp.empty(pl.alpha_size, dtype=xp.float32)
+        beta = xp.empty(pl.beta_size, dtype=xp.float32)
+        firsts = plan.x[plan.start[:-1]]
+        lasts = plan.x[plan.start[1:] - 1]
+        messages, begins, mass = self._first_messages(device_model.pi, firsts)
+        sizes = layout.n_clones[firsts]
+        slots = (
+            np.repeat(pl.alpha_offsets[plan.start[:-1]], sizes) + np.arange(len(messages)) - np.repeat(begins, sizes)
+        )
+        alpha[xp.asarray(slots)] = xp.asarray(messages)
+        sizes = layout.n_clones[lasts].astype(np.int64)
+        begins = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        slots = (
+            np.repeat(pl.beta_offsets[plan.start[1:] - 1], sizes)
+            + np.arange(int(sizes.sum()))
+            - np.repeat(begins, sizes)
+        )
+        beta[xp.asarray(slots)] = xp.asarray((1.0 / np.repeat(sizes, sizes)).astype(np.float32))
+        forward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
+        backward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
+        forward_blocks, backward_blocks, scale = device_model.TT, device_model.T, 1.0
+        self.device.synchronize()  # the streams below do not wait for the current one
+        forward_stream, backward_stream = self.device.stream(), self.device.stream()
+        abort_forward = self._lockstep_pass(
+            forward_blocks, plan.forward, xp.asarray(plan.forward_offsets), alpha, forward_norm, self.sm_count,
+            forward_stream,
+        )  # fmt: skip
+        abort_backward = self._lockstep_pass(
+            backward_blocks, plan.backward, xp.asarray(plan.backward_offsets), beta, backward_norm, self.sm_count,
+            backward_stream,
+        )  # fmt: skip
+        forward_stream.synchronize()
+        backward_stream.synchronize()
+        self._check_aborts(abort_forward, abort_backward)
+        n = len(plan.x)
+        predictive = forward_norm[xp.asarray(plan.forward_index)] / scale
+        beta_norm = backward_norm[xp.asarray(plan.backward_index)]
+        piece_starts = xp.asarray(plan.start[:-1])
+        predictive[piece_starts] = 1.0  # the first messages are stored normalised
+        beta_norm[xp.asarray(plan.start[1:] - 1)] = 1.0
+        self._normalise_messages(alpha, alpha_offsets, x_dev, predictive, n)
+        self._normalise_messages(beta, beta_offsets, x_dev, beta_norm, n)
+        predictive[piece_starts] = xp.asarray(mass)
+        counted = self.host(predictive[xp.asarray(plan.counted_positions)])
+        zero_events = int(np.count_nonzero(counted <= 0))
+
+        gamma_first = np.zeros(layout.n_states)
+        starters = [c for c, p in enumerate(pieces) if p.first and p.lo == 0]
+        for c in starters:
+            q, symbol = int(plan.start[c]), int(plan.x[plan.start[c]])
+            m, lo = int(layout.n_clones[symbol]), int(layout.clone_start[symbol])
+            a0, b0 = int(pl.alpha_offsets[q]), int(pl.beta_offsets[q])
+            g = self.host(alpha[a0 : a0 + m]).astype(np.float64) * self.host(beta[b0 : b0 + m])
+            if g.sum() > 0:
+                gamma_first[lo : lo + m] += g / g.sum() / len(starters)
+        last_alpha = np.zeros(layout.n_states, dtype=np.float32)
+        q, symbol = n - 1, int(plan.x[-1])
+        m, lo = int(layout.n_clones[symbol]), int(layout.clone_start[symbol])
+        last_alpha[lo : lo + m] = self.host(alpha[int(pl.alpha_offsets[q]) : int(pl.alpha_offsets[q]) + m])
+
+        weights = xp.empty(max(n - 1, 1), dtype=xp.float64)  # the seams between pieces get weights nobody reads
+        self._launch_items(
+            self._weights,
+            n - 1,
+            (x_dev, np.int32(n), self.n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights),
+        )
+        self._launch_items(
+            self._scale,
+            n - 1,
+            (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
+        )
+        counts = xp.zeros(layout.size, dtype=xp.float32) if counts_out is None else counts_out
+        if counts_out is not None:
+            counts.fill(0)
+        self._accumulate_counts(pl, alpha, beta, counts, False)
+        counts *= device_model.T
+        with np.errstate(divide="ignore"):
+            log_likelihood = -math.inf if zero_events else float(np.sum(np.log(counted)))
+        return inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
+
+    # ------------------------------------------------------------------------------------------- sampling
     def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
         """Follow T from ``first_clone`` with one uniform draw per step (see ``cpu.sample_path``); the symbols."""
         xp = self.xp
@@ -750,8 +870,6 @@ class DeviceBlocks:
         return self.host(out[: int(self.host(written)[0])]).astype(np.int64)
 
 
-
-
 # ---------------------------------------------------------------------------------------------- the protocol
 @dataclass(frozen=True)
 class GpuOptions:
@@ -761,16 +879,27 @@ class GpuOptions:
         step; arithmetic stays float32, see :data:`HALF_SCALE`).
     chunk: batch EM processes each sequence in chunks of this many positions (exact; device memory bounded by the
         chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
+    lockstep: batch EM cuts each sequence into this many chunks with ``burn_in`` symbols of burn-in before and after
+        (see :func:`engine.chunks.chunk`) and runs its E-steps as lockstep passes over them
+        (:meth:`DeviceBlocks.lockstep_e_step`: one read of a block per step serves every chunk standing at it);
+        None keeps the exact sequential passes.
+    burn_in: the burn-in of ``lockstep`` chunks.
     """
 
     pass_precision: str = "float32"
     chunk: int | None = None
+    lockstep: int | None = None
+    burn_in: int = LOCKSTEP_BURN_IN
 
     def __post_init__(self) -> None:
         if self.pass_precision not in PASS_PRECISIONS:
             raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
         if self.chunk is not None and self.chunk < 2:
             raise ValueError("the GPU chunk must hold at least two positions")
+        if self.lockstep is not None and self.lockstep < 1:
+            raise ValueError("lockstep needs at least one chunk")
+        if self.burn_in < 0:
+            raise ValueError("the burn-in must be at least 0")
 
 
 @dataclass
@@ -780,6 +909,7 @@ class GpuPlan:
 
     pair_layout: inference.PairLayout | None
     chunk: int | None
+    lockstep: LockstepPlan | None = None
 
 
 class GpuDenseEngine:
@@ -841,23 +971,30 @@ class GpuDenseEngine:
         sequence does not fit."""
         blocks = state.blocks
         layout = blocks.layout
+        lockstep = None
+        if algorithm == "em" and self.options.lockstep is not None and self.options.lockstep > 1:
+            size = max(2, -(-(len(x) - 1) // self.options.lockstep))
+            lockstep = LockstepPlan.build(layout, chunk([np.asarray(x, dtype=np.int64)], size, self.options.burn_in))
+            x = lockstep.x  # the messages of every chunk position, burn-in included
         mean_clones = float(layout.n_clones[x].mean())
         per_position = 8 * mean_clones + 64
         model_bytes = estimate_device_bytes(layout, [], mean_clones)
         free = blocks.free_bytes()
         longest = len(x) if algorithm == "em" else min(len(x), batch_size + 1)
         room = int(0.8 * (free - model_bytes) / per_position)
-        chunk = self.options.chunk
-        if chunk is None and algorithm == "em" and len(x) > room:
-            chunk = room
-        need = model_bytes + int(per_position * min(longest, chunk or longest))
-        if need > free or (chunk is not None and chunk < 2):
+        chunk_length = self.options.chunk
+        if chunk_length is None and algorithm == "em" and len(x) > room and lockstep is None:
+            chunk_length = room
+        need = model_bytes + int(per_position * min(longest, chunk_length or longest))
+        if need > free or (chunk_length is not None and chunk_length < 2):
             raise DeviceMemoryError(
                 f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
                 f"{blocks.device_name}; use fewer states or a smaller batch"
             )
-        whole = algorithm == "em" and (chunk is None or chunk >= len(x) - 1)
-        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk)
+        if lockstep is not None:
+            return GpuPlan(None, None, lockstep)
+        whole = algorithm == "em" and (chunk_length is None or chunk_length >= len(x) - 1)
+        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk_length)
 
     def zero_counts(self, state: DeviceModel) -> Any:
         return self.xp.zeros(state.blocks.layout.size, dtype=self.xp.float32)
@@ -876,6 +1013,10 @@ class GpuDenseEngine:
     ) -> inference.EStepResult:
         if counted is not None:
             raise ValueError("chunks with a burn-in run on the CPU engines")
+        if plan is None and initial is None and self.options.lockstep is not None:
+            plan = self.plan(state, x, "em", len(x))
+        if plan is not None and plan.lockstep is not None:
+            return state.blocks.lockstep_e_step(state, plan.lockstep, counts_out=counts_out)
         if plan is not None and plan.chunk is not None and plan.chunk < len(x) - 1:
             return state.blocks.e_step_chunked(state, x, plan.chunk, counts_out=counts_out).result
         pair_layout = None if plan is None else plan.pair_layout

@@ -258,35 +258,36 @@ class PairLayout(NamedTuple):
         return self._replace(buffers=buffers)
 
 
-def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray) -> PairLayout:
+def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray, counted: np.ndarray | None = None) -> PairLayout:
     """Lay messages out so that, for every block (i, j), the alpha(n) and the beta(n+1) of the steps with
-    (x_n, x_{n+1}) = (i, j) are contiguous rows: the count accumulation is then one matrix product per block."""
+    (x_n, x_{n+1}) = (i, j) are contiguous rows: the count accumulation is then one matrix product per block.
+
+    ``counted`` (a boolean per step n -> n+1) keeps only some steps in the pair-sorted part: the others (the burn-in
+    of chunks, the seams between chunks laid end to end) still get a slot for each message, after the sorted ones,
+    but no pair group. Every position has one alpha slot and one beta slot either way."""
     n = len(x)
     pair = layout.block_index[x[:-1], x[1:]]
-    order = np.argsort(pair, kind="stable")
-    sizes_alpha = layout.n_clones[x[order]]
-    sizes_beta = layout.n_clones[x[order + 1]]
-    alpha_offsets = np.empty(n, dtype=np.int64)
-    beta_offsets = np.empty(n, dtype=np.int64)
-    cum_a = np.concatenate([[0], np.cumsum(sizes_alpha)])
-    cum_b = np.concatenate([[0], np.cumsum(sizes_beta)])
-    alpha_offsets[order] = cum_a[:-1]
-    alpha_offsets[n - 1] = cum_a[-1]
-    beta_offsets[order + 1] = cum_b[:-1]
-    beta_offsets[0] = cum_b[-1]
+    steps = np.arange(n - 1) if counted is None else np.flatnonzero(counted)
+    order = steps[np.argsort(pair[steps], kind="stable")]
+
+    def slots(used: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, int]:
+        """Offsets of the positions ``used`` (in that order, back to back), then of every other position."""
+        offsets = np.full(n, -1, dtype=np.int64)
+        cumulative = np.concatenate([[0], np.cumsum(sizes)])
+        offsets[used] = cumulative[:-1]
+        rest = np.flatnonzero(offsets < 0)
+        rest_sizes = layout.n_clones[x[rest]]
+        offsets[rest] = cumulative[-1] + np.concatenate([[0], np.cumsum(rest_sizes)[:-1]]).astype(np.int64)
+        return offsets, int(cumulative[-1] + rest_sizes.sum())
+
+    alpha_offsets, alpha_size = slots(order, layout.n_clones[x[order]])
+    beta_offsets, beta_size = slots(order + 1, layout.n_clones[x[order + 1]])
     sorted_pairs = pair[order]
     valid = sorted_pairs >= 0
     pair_count = np.bincount(sorted_pairs[valid], minlength=layout.n_blocks)
     first_sorted = np.searchsorted(sorted_pairs, np.arange(layout.n_blocks), side="left")
     pair_first = order[np.minimum(first_sorted, max(len(order) - 1, 0))] if len(order) else first_sorted
-    return PairLayout(
-        alpha_offsets,
-        beta_offsets,
-        int(cum_a[-1] + layout.n_clones[x[n - 1]]),
-        int(cum_b[-1] + layout.n_clones[x[0]]),
-        pair_first,
-        pair_count,
-    )
+    return PairLayout(alpha_offsets, beta_offsets, alpha_size, beta_size, pair_first, pair_count)
 
 
 _EXECUTORS: dict[int, ThreadPoolExecutor] = {}

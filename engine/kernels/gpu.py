@@ -441,33 +441,32 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
     }
 }
 
-// Lockstep forward pass of C chunks (see engine.chunks.LockstepSchedule): step s takes every chunk from its position
-// s to s + 1. The step's groups (the chunks standing at one symbol pair) hold step_rows[s] output rows in all; one
-// warp per output row v of a group reads row v of the pair's transposed block (TT, contiguous) once and takes its dot
-// product with the previous message of every chunk of the group, so one read of the block serves the whole group.
-// The previous message of chunk c is its raw output of step s - 1 (messages, double buffered, C x width each) times
-// 1 / predictive[c][s] (the sum of that output), or uniform where that sum is 0 (a zero-probability step: a group
-// without a block has no rows); at s = 0 it is initial[c] (normalised). Every output is added to
-// predictive[c][s + 1] (float64, zero on entry), the predictive probability P(x_{s+1} | x_<=s) of the chunk.
-// Steps are separated by the grid-wide barrier, as in chain_sum.
+// Lockstep pass of C chunks (see engine.chunks.LockstepSchedule), forward (M = the transposed blocks TT) or backward
+// (M = T, the schedule walking each chunk from its end): step s takes every chunk from its position s to s + 1. The
+// message of chunk c at position s lives in store at offsets[c * length + s] (the host's choice: two planes used in
+// turn for a pass that keeps nothing, or a slot per position for an E-step). The step's groups (the chunks standing at
+// one block) hold step_rows[s] output rows in all; one warp per output row v of a group reads row v of the block once
+// per tile of up to TILE chunks and takes its dot product with each of their previous messages, so one read of the
+// block serves the whole group. The previous message of chunk c is its stored raw output times 1 / norm[c][s] (the
+// sum of that output), or uniform where that sum is 0 (a zero-probability step: a group without a block has no rows);
+// at s = 0 it is stored normalised. Every output is added to norm[c][s + 1] (float64, zero on entry). Steps are
+// separated by the grid-wide barrier, as in chain_sum.
+#define LOCKSTEP_TILE 4
 extern "C" __global__ void __launch_bounds__(512, 2)
-lockstep_chain_f32(const float* __restrict__ TT, int n_steps, int n_chunks, int width, int length,
+lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length,
                    const int* __restrict__ step_group_start, const int* __restrict__ step_rows,
                    const long long* __restrict__ group_offset, const int* __restrict__ group_in,
                    const int* __restrict__ group_row_base, const int* __restrict__ group_chunk_start,
-                   const int* __restrict__ chunk_ids, const float* __restrict__ initial, float* messages,
-                   double* predictive, unsigned int* barrier, int* abort_flag)
+                   const int* __restrict__ chunk_ids, const long long* __restrict__ offsets, float* store,
+                   double* norm, unsigned int* barrier, int* abort_flag)
 {
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x >> 5;
     const int G = gridDim.x;
     const int global_warp = blockIdx.x * warps + (threadIdx.x >> 5);
     const int total_warps = G * warps;
-    const long long plane = (long long)n_chunks * width;
     for (int s = 0; s < n_steps; ++s) {
         const int g0 = step_group_start[s], g1 = step_group_start[s + 1];
-        float* out = messages + (s & 1) * plane;
-        const float* prev = s == 0 ? initial : messages + ((s - 1) & 1) * plane;
         for (int w = global_warp; w < step_rows[s]; w += total_warps) {
             int lo = g0, hi = g1 - 1;  // the group of output row w: the last one whose first row is <= w
             while (lo < hi) {
@@ -477,22 +476,36 @@ lockstep_chain_f32(const float* __restrict__ TT, int n_steps, int n_chunks, int 
             const int g = lo;
             const int v = w - group_row_base[g];
             const int m_in = group_in[g];
-            const float* row = TT + group_offset[g] + (long long)v * m_in;
-            for (int q = group_chunk_start[g]; q < group_chunk_start[g + 1]; ++q) {
-                const int c = chunk_ids[q];
-                const double total = s == 0 ? 1.0 : __ldcg(predictive + (long long)c * length + s);
-                const float* p = prev + (long long)c * width;
-                float acc = 0.f;
-                if (total > 0.0) {
-                    for (int u = lane; u < m_in; u += 32) acc += __ldg(row + u) * __ldcg(p + u);
-                    acc = warp_sum_f(acc) * (float)(1.0 / total);
-                } else {
-                    for (int u = lane; u < m_in; u += 32) acc += __ldg(row + u);
-                    acc = warp_sum_f(acc) / (float)m_in;
+            const float* row = M + group_offset[g] + (long long)v * m_in;
+            const int q_end = group_chunk_start[g + 1];
+            for (int q0 = group_chunk_start[g]; q0 < q_end; q0 += LOCKSTEP_TILE) {
+                const float* p[LOCKSTEP_TILE];
+                float scale[LOCKSTEP_TILE], acc[LOCKSTEP_TILE];
+                bool live[LOCKSTEP_TILE];
+                long long out[LOCKSTEP_TILE];
+#pragma unroll
+                for (int k = 0; k < LOCKSTEP_TILE; ++k) {
+                    const int q = q0 + k < q_end ? q0 + k : q0;
+                    const long long at = (long long)chunk_ids[q] * length + s;
+                    const double total = s == 0 ? 1.0 : __ldcg(norm + at);
+                    live[k] = total > 0.0;
+                    scale[k] = live[k] ? (float)(1.0 / total) : 1.0f / (float)m_in;
+                    p[k] = store + offsets[at];
+                    out[k] = at + 1;
+                    acc[k] = 0.f;
                 }
-                if (lane == 0) {
-                    out[(long long)c * width + v] = acc;
-                    atomicAdd(predictive + (long long)c * length + s + 1, (double)acc);
+                for (int u = lane; u < m_in; u += 32) {
+                    const float r = __ldg(row + u);
+#pragma unroll
+                    for (int k = 0; k < LOCKSTEP_TILE; ++k) acc[k] += r * (live[k] ? __ldcg(p[k] + u) : 1.0f);
+                }
+#pragma unroll
+                for (int k = 0; k < LOCKSTEP_TILE; ++k) {
+                    const float value = warp_sum_f(acc[k]) * scale[k];
+                    if (lane == 0 && q0 + k < q_end) {
+                        store[offsets[out[k]] + v] = value;
+                        atomicAdd(norm + out[k], (double)value);
+                    }
                 }
             }
         }

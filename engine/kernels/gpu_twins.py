@@ -243,42 +243,37 @@ def sample_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> Non
 
 
 @njit(**_FLAGS)
-def _lockstep_chain(TT, n_steps, n_chunks, width, length, step_group_start, step_rows, group_offset, group_in,
-                    group_row_base, group_chunk_start, chunk_ids, initial, messages, predictive):  # fmt: skip
-    plane = n_chunks * width
+def _lockstep_chain(M, n_steps, length, step_group_start, step_rows, group_offset, group_in, group_row_base,
+                    group_chunk_start, chunk_ids, offsets, store, norm):  # fmt: skip
     for s in range(n_steps):
-        out = (s & 1) * plane
-        prev = ((s - 1) & 1) * plane
         last = step_group_start[s + 1]
         for g in range(step_group_start[s], last):
             rows = (group_row_base[g + 1] if g + 1 < last else step_rows[s]) - group_row_base[g]
             m_in = group_in[g]
-            for v in range(rows):
-                row = group_offset[g] + v * m_in
-                for q in range(group_chunk_start[g], group_chunk_start[g + 1]):
-                    c = chunk_ids[q]
-                    total = 1.0 if s == 0 else predictive[c * length + s]
+            for q in range(group_chunk_start[g], group_chunk_start[g + 1]):
+                at = chunk_ids[q] * length + s
+                total = 1.0 if s == 0 else norm[at]
+                live = total > 0.0
+                scale = np.float32(1.0 / total) if live else np.float32(1.0) / np.float32(m_in)
+                prev = offsets[at]
+                out = offsets[at + 1]
+                for v in range(rows):
+                    row = group_offset[g] + v * m_in
                     acc = np.float32(0.0)
-                    if total > 0.0:
-                        for u in range(m_in):
-                            m = initial[c * width + u] if s == 0 else messages[prev + c * width + u]
-                            acc += TT[row + u] * m
-                        acc = acc * np.float32(1.0 / total)
-                    else:
-                        for u in range(m_in):
-                            acc += TT[row + u]
-                        acc = acc / np.float32(m_in)
-                    messages[out + c * width + v] = acc
-                    predictive[c * length + s + 1] += acc
+                    for u in range(m_in):
+                        acc += M[row + u] * (store[prev + u] if live else np.float32(1.0))
+                    value = acc * scale
+                    store[out + v] = value
+                    norm[at + 1] += value
 
 
 def lockstep_chain_f32(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
-    """Twin of ``lockstep_chain_f32``: the lockstep forward pass, group by group and chunk by chunk."""
-    (TT, n_steps, n_chunks, width, length, step_group_start, step_rows, group_offset, group_in, group_row_base,
-     group_chunk_start, chunk_ids, initial, messages, predictive, _, _) = args  # fmt: skip
+    """Twin of ``lockstep_chain_f32``: the lockstep pass, group by group and chunk by chunk."""
+    (M, n_steps, length, step_group_start, step_rows, group_offset, group_in, group_row_base, group_chunk_start,
+     chunk_ids, offsets, store, norm, _, _) = args  # fmt: skip
     _lockstep_chain(
-        TT, int(n_steps), int(n_chunks), int(width), int(length), step_group_start, step_rows, group_offset,
-        group_in, group_row_base, group_chunk_start, chunk_ids, initial, messages, predictive,
+        M, int(n_steps), int(length), step_group_start, step_rows, group_offset, group_in, group_row_base,
+        group_chunk_start, chunk_ids, offsets, store, norm,
     )  # fmt: skip
 
 
