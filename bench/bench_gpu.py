@@ -36,9 +36,9 @@ from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  #
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 FORWARD_SYMBOLS = 42_297
-LOCKSTEP_FORWARD = ((256, 100), (1024, 100), (1024, 50), (4096, 50))
+LOCKSTEP_FORWARD = ((256, 100), (1024, 50), (4096, 50))
 """(chunks, burn-in) of the lockstep forward passes timed beside the sequential one (milton)."""
-LOCKSTEP_EM = ((1024, 100), (4096, 100), (4096, 50), (16384, 50))
+LOCKSTEP_EM = ((4096, 100), (4096, 50), (16384, 50))
 """(chunks, burn-in) of the lockstep batch-EM iterations timed beside the sequential one (moby)."""
 EM_SYMBOLS = 750_000
 PAPER_TABLE4 = {"carroll-alice": 1.54, "milton-paradise": 1.73, "melville-moby_dick": 1.72}

@@ -40,6 +40,12 @@ HALF_SCALE = 2.0**14
 overflows); the factor cancels in every normalised message and is divided out of the forward normalisers."""
 
 
+_DEFAULT_SHARED = 48 * 1024
+"""Dynamic shared memory a kernel may use without asking (bytes)."""
+LOCKSTEP_SHARED = 96 * 1024
+"""Dynamic shared memory the lockstep kernel asks for (bytes): up to 8 staged messages of 3,000 clones."""
+
+
 class DeviceMemoryError(MemoryError):
     """A run would need more device memory than the GPU has free (the message gives both figures)."""
 
@@ -58,11 +64,26 @@ class CudaDevice:
         self.xp: ModuleType = cp
         device = cp.cuda.Device()
         self.sm_count = int(device.attributes["MultiProcessorCount"])
+        self.shared_per_multiprocessor = int(device.attributes.get("MaxSharedMemoryPerMultiprocessor", 0))
         self.name = cp.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
 
     def kernel(self, name: str) -> Any:
         """The CUDA kernel ``name``, launched as ``kernel(grid, block, args, shared_mem=...)``."""
         return kernels.kernel(self.xp, name)
+
+    def allow_shared(self, kernel: Any, nbytes: int) -> int:
+        """Let ``kernel`` use up to ``nbytes`` of dynamic shared memory, capped so that two of its thread blocks
+        fit on a multiprocessor (the persistent kernels need all their blocks resident); returns what it may use
+        (48 KiB, the default, where the driver refuses more)."""
+        limit = min(nbytes, self.shared_per_multiprocessor // 2 - 4096)
+        if limit <= _DEFAULT_SHARED:
+            return limit
+        try:
+            attribute = getattr(self.xp.cuda.driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
+            self.xp.cuda.driver.funcSetAttribute(kernel.ptr, attribute, int(limit))
+        except Exception:  # noqa: BLE001 - an older CuPy or driver: keep the default
+            return _DEFAULT_SHARED
+        return limit
 
     def host(self, values: Any) -> np.ndarray:
         return values.get()
@@ -103,6 +124,9 @@ class SimulatedDevice:
 
     def kernel(self, name: str) -> Any:
         return TWINS[name]
+
+    def allow_shared(self, kernel: Any, nbytes: int) -> int:
+        return nbytes
 
     def host(self, values: Any) -> np.ndarray:
         """A copy, as a device-to-host transfer makes (no state shares memory with what the host is given)."""
@@ -161,6 +185,40 @@ def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones
     size = layout.size
     longest = max(x_lengths) if x_lengths else 0
     return int(4 * size * (2 * models + 2) + longest * (8 * mean_clones + 64))
+
+
+@dataclass
+class DeviceSchedule:
+    """A :class:`LockstepSchedule` on the device (see :meth:`DeviceBlocks.upload_schedule`): its arrays in the
+    order ``lockstep_chain_f32`` takes them, the chunks one work item stages (``tile``) and the shared memory that
+    takes (bytes)."""
+
+    schedule: LockstepSchedule
+    tile: int
+    shared_bytes: int
+    arrays: tuple
+
+
+@dataclass
+class DeviceLockstep:
+    """A :class:`LockstepPlan` on the device (see :meth:`DeviceBlocks.upload_lockstep`)."""
+
+    plan: LockstepPlan
+    forward: DeviceSchedule
+    backward: DeviceSchedule
+    x: Any
+    alpha_offsets: Any
+    beta_offsets: Any
+    forward_offsets: Any
+    backward_offsets: Any
+    forward_index: Any
+    backward_index: Any
+    counted_positions: Any
+    firsts: Any  # each piece's first position in x
+    lasts: Any  # and its last
+    first_slots: Any  # the alpha slots of the pieces' first messages, end to end
+    last_slots: Any  # the beta slots of their last messages
+    last_values: Any  # the last messages (uniform)
 
 
 @dataclass
@@ -699,27 +757,83 @@ class DeviceBlocks:
         messages = np.where(spread > 0, values / np.where(spread > 0, spread, 1.0), 1.0 / np.repeat(sizes, sizes))
         return messages.astype(np.float32), begins, mass
 
-    def _lockstep_pass(
-        self, M: Any, schedule: LockstepSchedule, offsets: Any, store: Any, norm: Any, grid: int, stream: Any
-    ) -> Any:
-        """One launch of ``lockstep_chain_f32`` over ``schedule`` (messages at ``offsets`` in ``store``, sums into
-        ``norm``); returns its abort flag."""
+    def upload_schedule(self, schedule: LockstepSchedule) -> DeviceSchedule:
+        """``schedule`` on the device, its groups cut into the work items of ``lockstep_chain_f32`` (up to ``tile``
+        chunks by :data:`kernels.LOCKSTEP_ROWS` rows; ``tile`` as many staged messages of the widest symbol as the
+        shared memory the kernel is granted holds)."""
         xp, layout = self.xp, self.layout
+        granted = self.device.allow_shared(self._lockstep, LOCKSTEP_SHARED)
+        tile = min(kernels.LOCKSTEP_TILE_MAX, granted // (4 * self.width))
+        if tile < 1:
+            raise ValueError(
+                f"a lockstep pass stages a message of the widest symbol ({self.width:,} clones) in shared memory, "
+                f"which holds {granted // 4:,}; use fewer clones per symbol or the sequential passes"
+            )
+        n_steps = schedule.n_steps
+        blocked = schedule.group_block >= 0
+        rows = np.where(blocked, schedule.group_out, 0).astype(np.int64)
+        chunks = np.diff(schedule.group_chunk_start).astype(np.int64)
+        items = -(-chunks // tile) * -(-rows // kernels.LOCKSTEP_ROWS)
+        group_step = np.repeat(np.arange(n_steps), np.diff(schedule.step_group_start))
+        before = np.cumsum(items) - items
+        group_item_base = before - before[schedule.step_group_start[group_step]] if len(items) else before
+        step_items = np.bincount(group_step, weights=items, minlength=n_steps)
+        group_offset = np.where(blocked, layout.block_offset[np.maximum(schedule.group_block, 0)], -1)
+        arrays = (
+            xp.asarray(schedule.step_group_start), xp.asarray(step_items.astype(np.int32)),
+            xp.asarray(group_offset.astype(np.int64)), xp.asarray(schedule.group_in),
+            xp.asarray(schedule.group_out), xp.asarray(group_item_base.astype(np.int32)),
+            xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids),
+        )  # fmt: skip
+        return DeviceSchedule(schedule, tile, 4 * tile * self.width, arrays)
+
+    def _lockstep_pass(
+        self, M: Any, schedule: DeviceSchedule, offsets: Any, store: Any, norm: Any, grid: int, stream: Any
+    ) -> tuple[Any, Any]:
+        """One launch of ``lockstep_chain_f32`` (messages at ``offsets`` in ``store``, sums into ``norm``) on
+        ``stream``; returns its abort flag and barrier (kept until the stream is synchronised)."""
+        xp = self.xp
         with stream:
             abort = xp.zeros(1, dtype=xp.int32)
-            if schedule.n_steps > 0:
-                group_offset = np.where(
-                    schedule.group_block >= 0, layout.block_offset[np.maximum(schedule.group_block, 0)], -1
-                ).astype(np.int64)
+            barrier = xp.zeros(1, dtype=xp.uint32)
+            if schedule.schedule.n_steps > 0:
                 args = (
-                    M, np.int32(schedule.n_steps), np.int32(schedule.length),
-                    xp.asarray(schedule.step_group_start), xp.asarray(schedule.step_rows), xp.asarray(group_offset),
-                    xp.asarray(schedule.group_in), xp.asarray(schedule.group_row_base),
-                    xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids), offsets, store, norm,
-                    xp.zeros(1, dtype=xp.uint32), abort,
+                    M, np.int32(schedule.schedule.n_steps), np.int32(schedule.schedule.length),
+                    np.int32(schedule.tile), *schedule.arrays, offsets, store, norm, barrier, abort,
                 )  # fmt: skip
-                self._lockstep((grid,), (kernels.THREADS,), args)
-        return abort
+                self._lockstep((grid,), (kernels.THREADS,), args, shared_mem=schedule.shared_bytes)
+        return abort, barrier
+
+    def upload_lockstep(self, plan: LockstepPlan) -> DeviceLockstep:
+        """What every lockstep E-step over ``plan`` reads, on the device once (both schedules, the message slots and
+        where the first and the last messages go)."""
+        xp, layout, pl = self.xp, self.layout, plan.pair_layout
+
+        def slots(offsets: np.ndarray, symbols: np.ndarray) -> np.ndarray:
+            sizes = layout.n_clones[symbols].astype(np.int64)
+            begins = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            return np.repeat(offsets, sizes) + np.arange(int(sizes.sum())) - np.repeat(begins, sizes)
+
+        firsts, lasts = plan.start[:-1], plan.start[1:] - 1
+        last_sizes = layout.n_clones[plan.x[lasts]]
+        return DeviceLockstep(
+            plan,
+            self.upload_schedule(plan.forward),
+            self.upload_schedule(plan.backward),
+            xp.asarray(plan.x, dtype=xp.int32),
+            xp.asarray(pl.alpha_offsets),
+            xp.asarray(pl.beta_offsets),
+            xp.asarray(plan.forward_offsets),
+            xp.asarray(plan.backward_offsets),
+            xp.asarray(plan.forward_index),
+            xp.asarray(plan.backward_index),
+            xp.asarray(plan.counted_positions),
+            xp.asarray(firsts),
+            xp.asarray(lasts),
+            xp.asarray(slots(pl.alpha_offsets[firsts], plan.x[firsts])),
+            xp.asarray(slots(pl.beta_offsets[lasts], plan.x[lasts])),
+            xp.asarray((1.0 / np.repeat(last_sizes, last_sizes)).astype(np.float32)),
+        )
 
     def lockstep_forward(self, device_model: DeviceModel, schedule: LockstepSchedule) -> list[np.ndarray]:
         """The forward pass of every piece of ``schedule`` at once (the ``lockstep_chain_f32`` kernel: the chunks
@@ -739,9 +853,9 @@ class DeviceBlocks:
             plane[0, c, :m] = messages[begins[c] : begins[c] + m]
         offsets = (np.arange(length)[None, :] % 2) * (n_chunks * width) + np.arange(n_chunks)[:, None] * width
         norm = xp.zeros(n_chunks * length, dtype=xp.float64)
-        abort = self._lockstep_pass(
-            device_model.TT, schedule, xp.asarray(offsets.ravel().astype(np.int64)), xp.asarray(plane.ravel()),
-            norm, 2 * self.sm_count, self.device.current_stream(),
+        abort, _ = self._lockstep_pass(
+            device_model.TT, self.upload_schedule(schedule), xp.asarray(offsets.ravel().astype(np.int64)),
+            xp.asarray(plane.ravel()), norm, 2 * self.sm_count, self.device.current_stream(),
         )  # fmt: skip
         self._check_aborts(abort)
         out = self.host(norm).reshape(n_chunks, length)
@@ -749,63 +863,50 @@ class DeviceBlocks:
         return [out[c, : len(piece.x)] for c, piece in enumerate(pieces)]
 
     def lockstep_e_step(
-        self, device_model: DeviceModel, plan: LockstepPlan, counts_out: Any | None = None
+        self, device_model: DeviceModel, plan: LockstepPlan | DeviceLockstep, counts_out: Any | None = None
     ) -> inference.EStepResult:
         """The E-step of :meth:`e_step` over the pieces of ``plan`` in lockstep: the forward and the backward
         lockstep pass (concurrently, on two streams) keep every message in its slot of the plan's pair-sorted
         layout, and the counts of each block are T(i, j) o (A^T B) over the counted steps of all pieces (one
         product per block, as in :meth:`e_step`). With whole documents as pieces the counts are the sum of each
         document's own E-step; with chunks of a document they differ by the message error at the chunk seams (the
-        burn-in bounds it). gamma_first is the mean over the pieces that start a document."""
+        burn-in bounds it). gamma_first is the mean over the pieces that start a document. A host plan is
+        uploaded first (:meth:`upload_lockstep`; EM uploads it once)."""
+        on_device = plan if isinstance(plan, DeviceLockstep) else self.upload_lockstep(plan)
+        plan = on_device.plan
         xp, layout = self.xp, self.layout
         pl, pieces = plan.pair_layout, plan.pieces
         n_chunks, length = plan.n_chunks, plan.forward.length
-        x_dev = xp.asarray(plan.x, dtype=xp.int32)
-        alpha_offsets, beta_offsets = xp.asarray(pl.alpha_offsets), xp.asarray(pl.beta_offsets)
+        x_dev, alpha_offsets, beta_offsets = on_device.x, on_device.alpha_offsets, on_device.beta_offsets
         alpha = xp.empty(pl.alpha_size, dtype=xp.float32)
         beta = xp.empty(pl.beta_size, dtype=xp.float32)
-        firsts = plan.x[plan.start[:-1]]
-        lasts = plan.x[plan.start[1:] - 1]
-        messages, begins, mass = self._first_messages(device_model.pi, firsts)
-        sizes = layout.n_clones[firsts]
-        slots = (
-            np.repeat(pl.alpha_offsets[plan.start[:-1]], sizes) + np.arange(len(messages)) - np.repeat(begins, sizes)
-        )
-        alpha[xp.asarray(slots)] = xp.asarray(messages)
-        sizes = layout.n_clones[lasts].astype(np.int64)
-        begins = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        slots = (
-            np.repeat(pl.beta_offsets[plan.start[1:] - 1], sizes)
-            + np.arange(int(sizes.sum()))
-            - np.repeat(begins, sizes)
-        )
-        beta[xp.asarray(slots)] = xp.asarray((1.0 / np.repeat(sizes, sizes)).astype(np.float32))
+        messages, _, mass = self._first_messages(device_model.pi, plan.x[plan.start[:-1]])
+        alpha[on_device.first_slots] = xp.asarray(messages)
+        beta[on_device.last_slots] = on_device.last_values
         forward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
         backward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
-        forward_blocks, backward_blocks, scale = device_model.TT, device_model.T, 1.0
         self.device.synchronize()  # the streams below do not wait for the current one
         forward_stream, backward_stream = self.device.stream(), self.device.stream()
-        abort_forward = self._lockstep_pass(
-            forward_blocks, plan.forward, xp.asarray(plan.forward_offsets), alpha, forward_norm, self.sm_count,
+        abort_forward, _forward_barrier = self._lockstep_pass(
+            device_model.TT, on_device.forward, on_device.forward_offsets, alpha, forward_norm, self.sm_count,
             forward_stream,
         )  # fmt: skip
-        abort_backward = self._lockstep_pass(
-            backward_blocks, plan.backward, xp.asarray(plan.backward_offsets), beta, backward_norm, self.sm_count,
+        abort_backward, _backward_barrier = self._lockstep_pass(
+            device_model.T, on_device.backward, on_device.backward_offsets, beta, backward_norm, self.sm_count,
             backward_stream,
         )  # fmt: skip
         forward_stream.synchronize()
         backward_stream.synchronize()
         self._check_aborts(abort_forward, abort_backward)
         n = len(plan.x)
-        predictive = forward_norm[xp.asarray(plan.forward_index)] / scale
-        beta_norm = backward_norm[xp.asarray(plan.backward_index)]
-        piece_starts = xp.asarray(plan.start[:-1])
-        predictive[piece_starts] = 1.0  # the first messages are stored normalised
-        beta_norm[xp.asarray(plan.start[1:] - 1)] = 1.0
+        predictive = forward_norm[on_device.forward_index]
+        beta_norm = backward_norm[on_device.backward_index]
+        predictive[on_device.firsts] = 1.0  # the first messages are stored normalised
+        beta_norm[on_device.lasts] = 1.0
         self._normalise_messages(alpha, alpha_offsets, x_dev, predictive, n)
         self._normalise_messages(beta, beta_offsets, x_dev, beta_norm, n)
-        predictive[piece_starts] = xp.asarray(mass)
-        counted = self.host(predictive[xp.asarray(plan.counted_positions)])
+        predictive[on_device.firsts] = xp.asarray(mass)
+        counted = self.host(predictive[on_device.counted_positions])
         zero_events = int(np.count_nonzero(counted <= 0))
 
         gamma_first = np.zeros(layout.n_states)
@@ -905,11 +1006,12 @@ class GpuOptions:
 @dataclass
 class GpuPlan:
     """What repeated E-steps on one sequence reuse on the GPU: its pair-sorted message offsets, or the chunk length
-    of an exact chunked E-step when the whole sequence's messages do not fit in device memory."""
+    of an exact chunked E-step when the whole sequence's messages do not fit in device memory, or the lockstep
+    chunks on the device (``GpuOptions.lockstep``)."""
 
     pair_layout: inference.PairLayout | None
     chunk: int | None
-    lockstep: LockstepPlan | None = None
+    lockstep: DeviceLockstep | None = None
 
 
 class GpuDenseEngine:
@@ -992,7 +1094,7 @@ class GpuDenseEngine:
                 f"{blocks.device_name}; use fewer states or a smaller batch"
             )
         if lockstep is not None:
-            return GpuPlan(None, None, lockstep)
+            return GpuPlan(None, None, blocks.upload_lockstep(lockstep))
         whole = algorithm == "em" and (chunk_length is None or chunk_length >= len(x) - 1)
         return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk_length)
 

@@ -299,6 +299,9 @@ def test_every_cuda_kernel_has_a_twin():
     kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
     defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
     assert defined == set(TWINS) == set(cuda_kernels.KERNELS)
+    for constant in ("LOCKSTEP_TILE_MAX", "LOCKSTEP_ROWS"):  # the host cuts work as the kernel expects
+        defined_as = re.search(rf"#define {constant} (\d+)", cuda_kernels.SOURCE).group(1)
+        assert defined_as == str(getattr(cuda_kernels, constant))
     source = open(gpu.__file__, encoding="utf-8").read()
     launched = set(re.findall(r'device\.kernel\("(\w+)"\)', source)) | set(re.findall(r'"(chain_sum_f\d+)"', source))
     assert launched == defined

@@ -444,70 +444,84 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
 // Lockstep pass of C chunks (see engine.chunks.LockstepSchedule), forward (M = the transposed blocks TT) or backward
 // (M = T, the schedule walking each chunk from its end): step s takes every chunk from its position s to s + 1. The
 // message of chunk c at position s lives in store at offsets[c * length + s] (the host's choice: two planes used in
-// turn for a pass that keeps nothing, or a slot per position for an E-step). The step's groups (the chunks standing at
-// one block) hold step_rows[s] output rows in all; one warp per output row v of a group reads row v of the block once
-// per tile of up to TILE chunks and takes its dot product with each of their previous messages, so one read of the
-// block serves the whole group. The previous message of chunk c is its stored raw output times 1 / norm[c][s] (the
-// sum of that output), or uniform where that sum is 0 (a zero-probability step: a group without a block has no rows);
-// at s = 0 it is stored normalised. Every output is added to norm[c][s + 1] (float64, zero on entry). Steps are
-// separated by the grid-wide barrier, as in chain_sum.
-#define LOCKSTEP_TILE 4
+// turn for a pass that keeps nothing, or a slot per position for an E-step). The chunks standing at one block at step
+// s form a group; its work is cut into items of up to `tile` chunks by LOCKSTEP_ROWS output rows (group_item_base:
+// each group's first item among the step's step_items[s]). A thread block takes an item: it stages the previous
+// messages of its chunks in shared memory, each times 1 / norm[c][s] (the sum of the stored raw message), or uniform
+// where that sum is 0 (a zero-probability step: a group without a block has no rows, so no items), or as stored at
+// s = 0 (normalised); then each warp reads a row of the block once (the memory floor) and takes its dot product with
+// every staged message. Every output is stored raw and added to norm[c][s + 1] (float64, zero on entry). Steps are
+// separated by the grid-wide barrier, as in chain_sum. Dynamic shared memory: tile * width floats.
+#define LOCKSTEP_TILE_MAX 8
+#define LOCKSTEP_ROWS 64
 extern "C" __global__ void __launch_bounds__(512, 2)
-lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length,
-                   const int* __restrict__ step_group_start, const int* __restrict__ step_rows,
+lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int tile,
+                   const int* __restrict__ step_group_start, const int* __restrict__ step_items,
                    const long long* __restrict__ group_offset, const int* __restrict__ group_in,
-                   const int* __restrict__ group_row_base, const int* __restrict__ group_chunk_start,
-                   const int* __restrict__ chunk_ids, const long long* __restrict__ offsets, float* store,
-                   double* norm, unsigned int* barrier, int* abort_flag)
+                   const int* __restrict__ group_out, const int* __restrict__ group_item_base,
+                   const int* __restrict__ group_chunk_start, const int* __restrict__ chunk_ids,
+                   const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier,
+                   int* abort_flag)
 {
+    extern __shared__ float staged[];
+    __shared__ long long out_at[LOCKSTEP_TILE_MAX];
     const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
     const int G = gridDim.x;
-    const int global_warp = blockIdx.x * warps + (threadIdx.x >> 5);
-    const int total_warps = G * warps;
     for (int s = 0; s < n_steps; ++s) {
         const int g0 = step_group_start[s], g1 = step_group_start[s + 1];
-        for (int w = global_warp; w < step_rows[s]; w += total_warps) {
-            int lo = g0, hi = g1 - 1;  // the group of output row w: the last one whose first row is <= w
+        for (int item = blockIdx.x; item < step_items[s]; item += G) {
+            int lo = g0, hi = g1 - 1;  // the group of this item: the last one whose first item is <= item
             while (lo < hi) {
                 const int mid = (lo + hi + 1) >> 1;
-                if (group_row_base[mid] <= w) lo = mid; else hi = mid - 1;
+                if (group_item_base[mid] <= item) lo = mid; else hi = mid - 1;
             }
             const int g = lo;
-            const int v = w - group_row_base[g];
-            const int m_in = group_in[g];
-            const float* row = M + group_offset[g] + (long long)v * m_in;
-            const int q_end = group_chunk_start[g + 1];
-            for (int q0 = group_chunk_start[g]; q0 < q_end; q0 += LOCKSTEP_TILE) {
-                const float* p[LOCKSTEP_TILE];
-                float scale[LOCKSTEP_TILE], acc[LOCKSTEP_TILE];
-                bool live[LOCKSTEP_TILE];
-                long long out[LOCKSTEP_TILE];
-#pragma unroll
-                for (int k = 0; k < LOCKSTEP_TILE; ++k) {
-                    const int q = q0 + k < q_end ? q0 + k : q0;
-                    const long long at = (long long)chunk_ids[q] * length + s;
-                    const double total = s == 0 ? 1.0 : __ldcg(norm + at);
-                    live[k] = total > 0.0;
-                    scale[k] = live[k] ? (float)(1.0 / total) : 1.0f / (float)m_in;
-                    p[k] = store + offsets[at];
-                    out[k] = at + 1;
-                    acc[k] = 0.f;
+            const int m_in = group_in[g], m_out = group_out[g];
+            const int row_blocks = (m_out + LOCKSTEP_ROWS - 1) / LOCKSTEP_ROWS;
+            const int j = item - group_item_base[g];
+            const int part = j / row_blocks, row_block = j - part * row_blocks;
+            const int q0 = group_chunk_start[g] + part * tile;
+            const int k_count = min(tile, group_chunk_start[g + 1] - q0);
+            for (int k = 0; k < k_count; ++k) {
+                const long long at = (long long)chunk_ids[q0 + k] * length + s;
+                const double total = s == 0 ? 1.0 : __ldcg(norm + at);
+                const float* p = store + offsets[at];
+                float* mine = staged + k * m_in;
+                if (total > 0.0) {
+                    const float scale = (float)(1.0 / total);
+                    for (int u = threadIdx.x; u < m_in; u += blockDim.x) mine[u] = __ldcg(p + u) * scale;
+                } else {
+                    for (int u = threadIdx.x; u < m_in; u += blockDim.x) mine[u] = 1.0f / (float)m_in;
                 }
+                if (threadIdx.x == 0) out_at[k] = at + 1;
+            }
+            __syncthreads();
+            const int v_end = min(m_out, (row_block + 1) * LOCKSTEP_ROWS);
+            for (int v = row_block * LOCKSTEP_ROWS + warp; v < v_end; v += warps) {
+                const float* row = M + group_offset[g] + (long long)v * m_in;
+                float acc[LOCKSTEP_TILE_MAX];
+#pragma unroll
+                for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[k] = 0.f;
                 for (int u = lane; u < m_in; u += 32) {
                     const float r = __ldg(row + u);
 #pragma unroll
-                    for (int k = 0; k < LOCKSTEP_TILE; ++k) acc[k] += r * (live[k] ? __ldcg(p[k] + u) : 1.0f);
+                    for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+                        if (k < k_count) acc[k] += r * staged[k * m_in + u];
                 }
 #pragma unroll
-                for (int k = 0; k < LOCKSTEP_TILE; ++k) {
-                    const float value = warp_sum_f(acc[k]) * scale[k];
-                    if (lane == 0 && q0 + k < q_end) {
-                        store[offsets[out[k]] + v] = value;
-                        atomicAdd(norm + out[k], (double)value);
+                for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
+                    if (k < k_count) {
+                        const float value = warp_sum_f(acc[k]);
+                        if (lane == 0) {
+                            store[offsets[out_at[k]] + v] = value;
+                            atomicAdd(norm + out_at[k], (double)value);
+                        }
                     }
                 }
             }
+            __syncthreads();
         }
         if (!grid_barrier(barrier, (unsigned int)(s + 1) * (unsigned int)G, abort_flag)) return;
     }
@@ -569,6 +583,11 @@ extern "C" __global__ void sample_chain(const float* __restrict__ T, const int* 
 }
 """
 
+
+LOCKSTEP_TILE_MAX = 8
+"""Most chunks of a group one thread block of ``lockstep_chain_f32`` stages at once (its ``#define``)."""
+LOCKSTEP_ROWS = 64
+"""Output rows of one work item of ``lockstep_chain_f32`` (its ``#define``)."""
 
 KERNELS = (
     "chain_sum_f32",

@@ -243,37 +243,43 @@ def sample_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> Non
 
 
 @njit(**_FLAGS)
-def _lockstep_chain(M, n_steps, length, step_group_start, step_rows, group_offset, group_in, group_row_base,
-                    group_chunk_start, chunk_ids, offsets, store, norm):  # fmt: skip
+def _lockstep_chain(M, n_steps, length, step_group_start, group_offset, group_in, group_out, group_chunk_start,
+                    chunk_ids, offsets, store, norm):  # fmt: skip
     for s in range(n_steps):
-        last = step_group_start[s + 1]
-        for g in range(step_group_start[s], last):
-            rows = (group_row_base[g + 1] if g + 1 < last else step_rows[s]) - group_row_base[g]
+        for g in range(step_group_start[s], step_group_start[s + 1]):
+            if group_offset[g] < 0:
+                continue  # no block: no rows (the chunks' next message restarts uniform)
             m_in = group_in[g]
+            staged = np.empty(m_in, dtype=np.float32)
             for q in range(group_chunk_start[g], group_chunk_start[g + 1]):
                 at = chunk_ids[q] * length + s
                 total = 1.0 if s == 0 else norm[at]
-                live = total > 0.0
-                scale = np.float32(1.0 / total) if live else np.float32(1.0) / np.float32(m_in)
                 prev = offsets[at]
+                if total > 0.0:
+                    scale = np.float32(1.0 / total)
+                    for u in range(m_in):
+                        staged[u] = store[prev + u] * scale
+                else:
+                    for u in range(m_in):
+                        staged[u] = np.float32(1.0) / np.float32(m_in)
                 out = offsets[at + 1]
-                for v in range(rows):
+                for v in range(group_out[g]):
                     row = group_offset[g] + v * m_in
                     acc = np.float32(0.0)
                     for u in range(m_in):
-                        acc += M[row + u] * (store[prev + u] if live else np.float32(1.0))
-                    value = acc * scale
-                    store[out + v] = value
-                    norm[at + 1] += value
+                        acc += M[row + u] * staged[u]
+                    store[out + v] = acc
+                    norm[at + 1] += acc
 
 
 def lockstep_chain_f32(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
-    """Twin of ``lockstep_chain_f32``: the lockstep pass, group by group and chunk by chunk."""
-    (M, n_steps, length, step_group_start, step_rows, group_offset, group_in, group_row_base, group_chunk_start,
-     chunk_ids, offsets, store, norm, _, _) = args  # fmt: skip
+    """Twin of ``lockstep_chain_f32``: the lockstep pass, group by group and chunk by chunk (the items and tiles
+    of the CUDA kernel only share its work out)."""
+    (M, n_steps, length, _, step_group_start, _, group_offset, group_in, group_out, _, group_chunk_start, chunk_ids,
+     offsets, store, norm, _, _) = args  # fmt: skip
     _lockstep_chain(
-        M, int(n_steps), int(length), step_group_start, step_rows, group_offset, group_in, group_row_base,
-        group_chunk_start, chunk_ids, offsets, store, norm,
+        M, int(n_steps), int(length), step_group_start, group_offset, group_in, group_out, group_chunk_start,
+        chunk_ids, offsets, store, norm,
     )  # fmt: skip
 
 
