@@ -76,8 +76,8 @@ class CudaDevice:
         fit on a multiprocessor (the persistent kernels need all their blocks resident); returns what it may use
         (48 KiB, the default, where the driver refuses more)."""
         limit = min(nbytes, self.shared_per_multiprocessor // 2 - 4096)
-        if limit <= _DEFAULT_SHARED:
-            return limit
+        if not self.shared_per_multiprocessor or limit <= _DEFAULT_SHARED:
+            return min(nbytes, _DEFAULT_SHARED)
         try:
             attribute = getattr(self.xp.cuda.driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
             self.xp.cuda.driver.funcSetAttribute(kernel.ptr, attribute, int(limit))
