@@ -162,11 +162,11 @@ def speed(states_list: list[int], with_cpu: bool) -> list[dict]:
                     del engine, current, plan
                 for chunks, burn_in in LOCKSTEP_EM:  # the same two iterations with lockstep E-steps
                     pool.free_all_blocks()
-                    options = gpu.GpuOptions(lockstep=chunks, burn_in=burn_in)
-                    engine = gpu.GpuDenseEngine(gpu.cuda_device(), options)
+                    engine = gpu.GpuDenseEngine(gpu.cuda_device())
                     current = engine.load(model)
                     t0 = time.perf_counter()
-                    plan = engine.plan(current, x_moby, "em", len(x_moby))
+                    length = -(-(len(x_moby) - 1) // chunks)
+                    plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=length, burn_in=burn_in)
                     row[f"em_lockstep_{chunks}_{burn_in}_plan_s"] = time.perf_counter() - t0
                     cp.cuda.Device().synchronize()
                     t0 = time.perf_counter()

@@ -69,9 +69,7 @@ def model_row(path: Path, threshold: float, trials: int) -> None:
 
     model = workflows.load_model(path)
     engine = engines.engine_for(model)  # dense or sparse: the engine interface decides
-    corpus = text.prepare_corpus(
-        text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
-    )
+    corpus = text.prepare_corpus(text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
     started = time.perf_counter()
     pruned = engine.prune(model, threshold)
     prune_seconds = time.perf_counter() - started

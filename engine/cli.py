@@ -20,6 +20,7 @@ from typing import Any
 from engine import distributed, documents, engines, learning, text, workflows
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import BackendError
+from engine.chunks import DEFAULT_BURN_IN, LOCKSTEP_BURN_IN
 from engine.communities import FLOW_SOURCES, CommunityOptions
 from engine.errors import error_message
 from engine.export import FORMATS as EXPORT_FORMATS
@@ -88,8 +89,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         **given,
     )
     options.validate()
-    if (args.chunk is not None or args.burn_in is not None) and not (args.cluster or args.workers):
-        raise ValueError("--chunk and --burn-in cut documents for a cluster: give --workers or --cluster too")
+    if args.burn_in is not None and args.chunk is None:
+        raise ValueError("--burn-in belongs to --chunk: give the chunk length too")
+    if args.chunk is not None and not (args.cluster or args.workers) and not engines.supports(args.backend, "lockstep"):
+        raise ValueError(
+            "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on the "
+            "GPU (--backend gpu)"
+        )
     if (args.cluster or args.workers) and options.algorithm == "viterbi":
         raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
     if args.workers is not None and not 1 <= args.workers <= 1024:
@@ -535,13 +541,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk",
         type=int,
         default=None,
-        help="with --workers/--cluster: cut documents longer than this many symbols into chunks (dense models)",
+        help="batch EM cuts documents longer than this many symbols into chunks, each with a burn-in: on a cluster "
+        "(--workers/--cluster), one chunk per task; on the GPU (--backend gpu), passes over all chunks in lockstep "
+        "(dense models)",
     )
     train.add_argument(
         "--burn-in",
         type=int,
         default=None,
-        help=f"symbols before and after a chunk whose steps are not counted (default {TRAIN_DEFAULTS.burn_in:,})",
+        help=f"symbols before and after a chunk whose steps are not counted (default {DEFAULT_BURN_IN:,} on a "
+        f"cluster, {LOCKSTEP_BURN_IN} in lockstep on the GPU)",
     )
     train.add_argument(
         "--grow-from",

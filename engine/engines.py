@@ -69,9 +69,18 @@ class Engine(Protocol):
     def surprisal(self, state: Any, x: np.ndarray) -> np.ndarray:
         """-log2 P(x_n | x_<n) of every position, as :meth:`score` counts it."""
 
-    def plan(self, state: Any, x: np.ndarray, algorithm: str, batch_size: int) -> Any:
+    def plan(
+        self,
+        state: Any,
+        x: np.ndarray,
+        algorithm: str,
+        batch_size: int,
+        chunk: int | None = None,
+        burn_in: int | None = None,
+    ) -> Any:
         """What repeated E-steps on ``x`` reuse (offsets, buffers), or None; may refuse a run that cannot fit
-        (online EM processes ``batch_size`` symbols at a time)."""
+        (online EM processes ``batch_size`` symbols at a time). With ``chunk``, batch EM's E-steps are lockstep
+        passes over chunks of ``x`` with a burn-in (:mod:`engine.chunks`); implementations without them refuse."""
 
     def zero_counts(self, state: Any) -> Any:
         """A zeroed array of counts in the state's layout."""
@@ -178,6 +187,15 @@ def e_step_sequences(
 
 
 # ---------------------------------------------------------------------------------------------- dense, CPU
+def refuse_lockstep(name: str, chunk: int | None) -> None:
+    """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence)."""
+    if chunk is not None:
+        raise ValueError(
+            f"the {name} implementation has no lockstep passes: chunks of a document (--chunk) run on a cluster "
+            "(--workers or --cluster) or, without one, on the GPU (--backend gpu)"
+        )
+
+
 class DenseEngine:
     """Dense blocks on the CPU (numba kernels of :mod:`engine.kernels.cpu`); the state is the :class:`CHMM`."""
 
@@ -206,9 +224,18 @@ class DenseEngine:
     def surprisal(self, state: CHMM, x: np.ndarray) -> np.ndarray:
         return inference.surprisal(state, x)
 
-    def plan(self, state: CHMM, x: np.ndarray, algorithm: str, batch_size: int) -> inference.PairLayout | None:
+    def plan(
+        self,
+        state: CHMM,
+        x: np.ndarray,
+        algorithm: str,
+        batch_size: int,
+        chunk: int | None = None,
+        burn_in: int | None = None,
+    ) -> inference.PairLayout | None:
         if algorithm != "em":
             return None
+        refuse_lockstep(self.name, chunk)
         return inference.pair_sorted_offsets(state.layout, x).with_buffers(state.T.dtype, len(x))
 
     def zero_counts(self, state: CHMM) -> np.ndarray:
@@ -346,9 +373,18 @@ class SparseEngine:
         return sparse.surprisal(state, x)
 
     def plan(
-        self, state: sparse.SparseCHMM, x: np.ndarray, algorithm: str, batch_size: int
+        self,
+        state: sparse.SparseCHMM,
+        x: np.ndarray,
+        algorithm: str,
+        batch_size: int,
+        chunk: int | None = None,
+        burn_in: int | None = None,
     ) -> sparse.SequencePlan | None:
-        return sparse.SequencePlan.build(state.layout, x, state.data.dtype) if algorithm == "em" else None
+        if algorithm != "em":
+            return None
+        refuse_lockstep(self.name, chunk)
+        return sparse.SequencePlan.build(state.layout, x, state.data.dtype)
 
     def zero_counts(self, state: sparse.SparseCHMM) -> np.ndarray:
         return np.zeros(state.data.size)
@@ -450,7 +486,8 @@ class Implementation:
     this machine and why not (may import heavy modules); offerable: the same judged cheaply, for the web process
     (must not initialise CUDA); auto_rank: "auto" picks the available backend of highest rank (None: never).
     Capabilities: ``grows`` (the training protocol may grow a dense start into a large sparse model), ``chunks``
-    (its E-step counts only a range of steps: chunks with a burn-in, the cluster), ``restart_processes``
+    (its E-step counts only a range of steps: chunks with a burn-in, the cluster), ``lockstep`` (its plan takes
+    ``chunk``: batch EM's passes run over all chunks of a sequence at once), ``restart_processes``
     (restarts may run in worker processes), ``host`` (runs on the CPU: peers and CPU-only tools accept the
     backend), ``in_app`` (offered on the Train page)."""
 
@@ -464,6 +501,7 @@ class Implementation:
     auto_rank: int | None = None
     grows: bool = False
     chunks: bool = False
+    lockstep: bool = False
     restart_processes: bool = False
     host: bool = True
     in_app: bool = True
@@ -597,12 +635,12 @@ register(
     Implementation(
         "gpu", "gpu", lambda options: gpu.GpuDenseEngine(gpu.cuda_device(), options, "gpu"), _is_dense,
         gpu.GpuOptions, available=lambda: devices.gpu_status(), offerable=lambda: devices.gpu_probably_available(),
-        auto_rank=1, host=False,
+        auto_rank=1, host=False, lockstep=True,
     )
 )  # fmt: skip
 register(
     Implementation(
         "gpu-sim", "gpu-sim", lambda options: gpu.GpuDenseEngine(gpu.SimulatedDevice(), options, "gpu-sim"),
-        _is_dense, gpu.GpuOptions, in_app=False,
+        _is_dense, gpu.GpuOptions, in_app=False, lockstep=True,
     )
 )  # fmt: skip

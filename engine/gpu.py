@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import graph, inference
+from engine import chunks, graph, inference
 from engine.backend import BackendError, gpu_status
-from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule, chunk
+from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule
 from engine.kernels import gpu as kernels
 from engine.kernels.gpu_twins import TWINS
 from engine.model import CHMM, BlockLayout
@@ -224,7 +224,7 @@ class DeviceLockstep:
 @dataclass
 class _DeviceEStep:
     """An E-step on the device: the protocol's result and beta at the first position, normalised (carried back by
-    a chunked E-step)."""
+    a segmented E-step)."""
 
     result: inference.EStepResult
     first_beta: np.ndarray
@@ -483,7 +483,7 @@ class DeviceBlocks:
         The forward and the backward pass run concurrently on two streams (each on one block per multiprocessor);
         the counts of block (i, j) are T(i, j) o (A^T B), one cuBLAS product per occurring pair, written into
         ``counts_out`` (zeroed first) or a fresh float32 buffer. ``terminal`` replaces the uniform beta at the last
-        position (a chunk of a longer sequence, see :meth:`e_step_chunked`); with ``accumulate`` the products
+        position (a segment of a longer sequence, see :meth:`e_step_segmented`); with ``accumulate`` the products
         A^T B are added to ``counts_out`` and the caller multiplies by T once at the end."""
         xp = self.xp
         layout = self.layout
@@ -556,28 +556,28 @@ class DeviceBlocks:
         result = inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
         return _DeviceEStep(result, first_beta)
 
-    def e_step_chunked(
-        self, device_model: DeviceModel, x: np.ndarray, chunk: int, counts_out: Any | None = None
+    def e_step_segmented(
+        self, device_model: DeviceModel, x: np.ndarray, segment: int, counts_out: Any | None = None
     ) -> _DeviceEStep:
-        """The exact E-step of :meth:`e_step` with device memory bounded by ``chunk`` positions instead of len(x).
+        """The exact E-step of :meth:`e_step` with device memory bounded by ``segment`` positions instead of len(x).
 
-        A first forward pass over the chunks (each started from the last message of the one before) keeps only the
-        normalised alpha at every chunk start. Then, from the last chunk to the first, one E-step per chunk (the
-        chunks overlap by one position) starts its forward pass from that checkpoint and its backward pass from the
-        beta carried back from the chunk after it, so every xi(n) is the one of the whole sequence. Costs one extra
-        forward pass."""
+        A first forward pass over the segments (each started from the last message of the one before) keeps only
+        the normalised alpha at every segment start. Then, from the last segment to the first, one E-step per
+        segment (the segments overlap by one position) starts its forward pass from that checkpoint and its backward
+        pass from the beta carried back from the segment after it, so every xi(n) is the one of the whole sequence.
+        Costs one extra forward pass."""
         xp = self.xp
         layout = self.layout
         x = np.ascontiguousarray(x, dtype=np.int64)
         n = len(x)
-        if chunk < 2:
-            raise ValueError("the chunk must hold at least two positions")
-        starts = list(range(0, n - 1, chunk))
+        if segment < 2:
+            raise ValueError("a segment must hold at least two positions")
+        starts = list(range(0, n - 1, segment))
         forward_blocks, _, _ = self._pass_matrices(device_model)
         checkpoints: list[np.ndarray] = []
         carry: np.ndarray | None = None
         for begin in starts:
-            end = min(begin + chunk, n - 1)
+            end = min(begin + segment, n - 1)
             piece = x[begin : end + 1]
             start = device_model.pi if carry is None else carry
             message, _ = self._initial_message(start, int(piece[0]))
@@ -602,7 +602,7 @@ class DeviceBlocks:
         last_alpha = gamma_first = None
         for index in range(len(starts) - 1, -1, -1):
             begin = starts[index]
-            end = min(begin + chunk, n - 1)
+            end = min(begin + segment, n - 1)
             step = self.e_step(
                 device_model,
                 x[begin : end + 1],
@@ -978,39 +978,29 @@ class GpuOptions:
 
     pass_precision: the copy of T the forward and backward passes read, "float32" or "float16" (half the bytes per
         step; arithmetic stays float32, see :data:`HALF_SCALE`).
-    chunk: batch EM processes each sequence in chunks of this many positions (exact; device memory bounded by the
-        chunk); None picks the whole sequence, or the largest chunk that fits in device memory.
-    lockstep: batch EM cuts each sequence into this many chunks with ``burn_in`` symbols of burn-in before and after
-        (see :func:`engine.chunks.chunk`) and runs its E-steps as lockstep passes over them
-        (:meth:`DeviceBlocks.lockstep_e_step`: one read of a block per step serves every chunk standing at it);
-        None keeps the exact sequential passes.
-    burn_in: the burn-in of ``lockstep`` chunks.
+    segment: batch EM processes each sequence in exact segments of this many positions (device memory bounded by
+        the segment, see :meth:`DeviceBlocks.e_step_segmented`); None picks the whole sequence, or the longest
+        segment that fits in device memory.
     """
 
     pass_precision: str = "float32"
-    chunk: int | None = None
-    lockstep: int | None = None
-    burn_in: int = LOCKSTEP_BURN_IN
+    segment: int | None = None
 
     def __post_init__(self) -> None:
         if self.pass_precision not in PASS_PRECISIONS:
             raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
-        if self.chunk is not None and self.chunk < 2:
-            raise ValueError("the GPU chunk must hold at least two positions")
-        if self.lockstep is not None and self.lockstep < 1:
-            raise ValueError("lockstep needs at least one chunk")
-        if self.burn_in < 0:
-            raise ValueError("the burn-in must be at least 0")
+        if self.segment is not None and self.segment < 2:
+            raise ValueError("a GPU segment must hold at least two positions")
 
 
 @dataclass
 class GpuPlan:
-    """What repeated E-steps on one sequence reuse on the GPU: its pair-sorted message offsets, or the chunk length
-    of an exact chunked E-step when the whole sequence's messages do not fit in device memory, or the lockstep
-    chunks on the device (``GpuOptions.lockstep``)."""
+    """What repeated E-steps on one sequence reuse on the GPU: its pair-sorted message offsets; or the length of
+    the exact segments of a segmented E-step, when the whole sequence's messages do not fit in device memory; or
+    its lockstep chunks on the device."""
 
     pair_layout: inference.PairLayout | None
-    chunk: int | None
+    segment: int | None
     lockstep: DeviceLockstep | None = None
 
 
@@ -1067,16 +1057,27 @@ class GpuDenseEngine:
         return inference.surprisal_from_predictive(x, predictive, self._bigram(state), state.template.backoff_weight)
 
     # learning
-    def plan(self, state: DeviceModel, x: np.ndarray, algorithm: str, batch_size: int) -> GpuPlan:
+    def plan(
+        self,
+        state: DeviceModel,
+        x: np.ndarray,
+        algorithm: str,
+        batch_size: int,
+        chunk: int | None = None,
+        burn_in: int | None = None,
+    ) -> GpuPlan:
         """Check that a run on ``x`` fits in device memory (messages of the whole sequence for batch EM, of one
-        batch of ``batch_size`` symbols for online EM) and choose the chunk of a chunked E-step when the whole
-        sequence does not fit."""
+        batch of ``batch_size`` symbols for online EM) and choose the segment of a segmented E-step when the whole
+        sequence does not fit. With ``chunk``, batch EM's E-steps are lockstep passes over chunks of ``chunk``
+        steps with ``burn_in`` symbols before and after each (:func:`engine.chunks.chunk`; default
+        :data:`engine.chunks.LOCKSTEP_BURN_IN`; see :meth:`DeviceBlocks.lockstep_e_step`)."""
         blocks = state.blocks
         layout = blocks.layout
+        x = np.asarray(x, dtype=np.int64)
         lockstep = None
-        if algorithm == "em" and self.options.lockstep is not None and self.options.lockstep > 1:
-            size = max(2, -(-(len(x) - 1) // self.options.lockstep))
-            lockstep = LockstepPlan.build(layout, chunk([np.asarray(x, dtype=np.int64)], size, self.options.burn_in))
+        if algorithm == "em" and chunk is not None:
+            burn_in = LOCKSTEP_BURN_IN if burn_in is None else burn_in
+            lockstep = LockstepPlan.build(layout, chunks.chunk([x], chunk, burn_in))
             x = lockstep.x  # the messages of every chunk position, burn-in included
         mean_clones = float(layout.n_clones[x].mean())
         per_position = 8 * mean_clones + 64
@@ -1084,19 +1085,20 @@ class GpuDenseEngine:
         free = blocks.free_bytes()
         longest = len(x) if algorithm == "em" else min(len(x), batch_size + 1)
         room = int(0.8 * (free - model_bytes) / per_position)
-        chunk_length = self.options.chunk
-        if chunk_length is None and algorithm == "em" and len(x) > room and lockstep is None:
-            chunk_length = room
-        need = model_bytes + int(per_position * min(longest, chunk_length or longest))
-        if need > free or (chunk_length is not None and chunk_length < 2):
+        segment = self.options.segment
+        if segment is None and algorithm == "em" and len(x) > room and lockstep is None:
+            segment = room
+        need = model_bytes + int(per_position * min(longest, segment or longest))
+        if need > free or (segment is not None and segment < 2):
             raise DeviceMemoryError(
                 f"this run needs about {need / 2**30:.1f} GiB of GPU memory but {free / 2**30:.1f} GiB are free on "
-                f"{blocks.device_name}; use fewer states or a smaller batch"
+                f"{blocks.device_name}; use fewer states"
+                + (", longer chunks or a shorter burn-in" if lockstep is not None else " or a smaller batch")
             )
         if lockstep is not None:
             return GpuPlan(None, None, blocks.upload_lockstep(lockstep))
-        whole = algorithm == "em" and (chunk_length is None or chunk_length >= len(x) - 1)
-        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else chunk_length)
+        whole = algorithm == "em" and (segment is None or segment >= len(x) - 1)
+        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else segment)
 
     def zero_counts(self, state: DeviceModel) -> Any:
         return self.xp.zeros(state.blocks.layout.size, dtype=self.xp.float32)
@@ -1115,12 +1117,10 @@ class GpuDenseEngine:
     ) -> inference.EStepResult:
         if counted is not None:
             raise ValueError("chunks with a burn-in run on the CPU engines")
-        if plan is None and initial is None and self.options.lockstep is not None:
-            plan = self.plan(state, x, "em", len(x))
         if plan is not None and plan.lockstep is not None:
             return state.blocks.lockstep_e_step(state, plan.lockstep, counts_out=counts_out)
-        if plan is not None and plan.chunk is not None and plan.chunk < len(x) - 1:
-            return state.blocks.e_step_chunked(state, x, plan.chunk, counts_out=counts_out).result
+        if plan is not None and plan.segment is not None and plan.segment < len(x) - 1:
+            return state.blocks.e_step_segmented(state, x, plan.segment, counts_out=counts_out).result
         pair_layout = None if plan is None else plan.pair_layout
         return state.blocks.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out).result
 

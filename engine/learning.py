@@ -117,8 +117,10 @@ class TrainingConfig:
         (A^(b) = lambda A^(b-1) + (1-lambda) xi).
     update_pi: re-estimate pi = gamma(1) (batch EM); by default pi stays as initialised (uniform), since a
         single training sequence carries almost no information on it and text scored later may start anywhere.
-    chunk, burn_in: on a cluster, documents longer than ``chunk`` symbols are cut into chunks with ``burn_in``
-        symbols before and after (see :func:`engine.distributed.chunk`); None: documents are the unit (exact).
+    chunk, burn_in: batch EM cuts documents longer than ``chunk`` symbols into chunks with ``burn_in`` symbols
+        before and after (see :func:`engine.chunks.chunk`), processed on a cluster's workers or, without a cluster,
+        in lockstep on the GPU engines; None: documents are the unit (exact). A burn-in of None is
+        :data:`engine.chunks.DEFAULT_BURN_IN` on a cluster and :data:`engine.chunks.LOCKSTEP_BURN_IN` in lockstep.
     """
 
     algorithm: str = "em"
@@ -130,7 +132,7 @@ class TrainingConfig:
     memory: float = 0.9
     update_pi: bool = False
     chunk: int | None = None
-    burn_in: int = distributed.DEFAULT_BURN_IN
+    burn_in: int | None = None
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -149,7 +151,7 @@ class TrainingConfig:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
         if self.chunk is not None and self.chunk < 2:
             raise ValueError("a chunk must hold at least 2 symbols")
-        if self.burn_in < 0:
+        if self.burn_in is not None and self.burn_in < 0:
             raise ValueError("the burn-in must be at least 0 symbols")
 
 
@@ -311,10 +313,14 @@ class _Iterations:
             if config.algorithm == "viterbi":
                 raise ValueError("training on a cluster runs batch or online EM (--algorithm em or online)")
             documents = sequences if config.algorithm == "em" else []  # online EM sends each batch as it comes
-            self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk, burn_in=config.burn_in)
+            burn_in = distributed.DEFAULT_BURN_IN if config.burn_in is None else config.burn_in
+            self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk, burn_in=burn_in)
             self.plans: list[Any] = []
         else:
-            self.plans = [engine.plan(start, x, config.algorithm, config.batch_size) for x in sequences]
+            self.plans = [
+                engine.plan(start, x, config.algorithm, config.batch_size, config.chunk, config.burn_in)
+                for x in sequences
+            ]
         self.online = OnlineState()
 
     def __call__(self, current: Any, cancel: CancelToken | None) -> tuple[Any, float, bool]:

@@ -601,9 +601,7 @@ def _prepare_documents(
     for train_part, test_part in splits:
         train_text, validation_text = train_part, ""
         if validation > 0 and train_part:
-            head, tail = _cut(
-                train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True
-            )
+            head, tail = _cut(train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True)
             if len(head) >= 2 and len(tail) >= 2:
                 train_text, validation_text = head, tail
         split_texts.append((train_text, validation_text, test_part if len(test_part) >= 2 else ""))

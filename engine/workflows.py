@@ -26,7 +26,6 @@ from engine import sparse as sparse_mod
 from engine.allocation import DEFAULT_NGRAM_ORDER
 from engine.archive import MAX_MODEL_BYTES, read_header
 from engine.codec import TextCodec
-from engine.distributed import DEFAULT_BURN_IN
 from engine.model import CHMM, MAX_STATES, pairs_in_sequence, random_model
 from engine.peers.base import PEER_FORMAT
 
@@ -114,7 +113,7 @@ class TrainOptions:
     grow_noise: float = 0.05
     grow_iterations: int | None = None
     chunk: int | None = None
-    burn_in: int = DEFAULT_BURN_IN
+    burn_in: int | None = None
     max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
     search_minutes: float | None = None  # wall-clock budget of the automatic search (AUTO): see search_settings
 

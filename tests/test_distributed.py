@@ -204,7 +204,7 @@ def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main([*args, "--workers", "2", "--algorithm", "viterbi"]) == 1
     assert "runs batch or online EM" in capsys.readouterr().err
     assert cli.main([*args, "--chunk", "2000"]) == 1
-    assert "give --workers or --cluster too" in capsys.readouterr().err
+    assert "lockstep passes on the GPU (--backend gpu)" in capsys.readouterr().err
     assert cli.main([*args, "--cluster", "tcp://127.0.0.1:9"]) == 1
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
 

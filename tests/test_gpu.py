@@ -9,6 +9,8 @@ non-degenerate models. Models are random (fresh seeds per case) with several lay
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -220,14 +222,14 @@ def test_float16_pass_copy_stays_close_to_float32(name):
     assert np.max(np.abs(counts16 - counts32)) <= 1e-2 * np.abs(counts32).max()
 
 
-@pytest.mark.parametrize("chunk", [7, 450, 2999])
+@pytest.mark.parametrize("segment", [7, 450, 2999])
 @pytest.mark.parametrize("drop_pairs", [0, 2])
-def test_chunked_e_step_is_the_whole_sequence_e_step(name, chunk, drop_pairs):
-    model, x, _ = _model_and_sequence(90 + chunk, 7, 300, 3000, drop_pairs=drop_pairs)
+def test_segmented_e_step_is_the_whole_sequence_e_step(name, segment, drop_pairs):
+    model, x, _ = _model_and_sequence(90 + segment, 7, 300, 3000, drop_pairs=drop_pairs)
     engine = blocks_for(name, model)
     device_model = engine.upload(model)
     whole = engine.e_step(device_model, x).result
-    parts = engine.e_step_chunked(device_model, x, chunk).result
+    parts = engine.e_step_segmented(device_model, x, segment).result
     reference = host(name, whole.counts)
     assert np.max(np.abs(host(name, parts.counts) - reference)) <= 1e-5 * np.abs(reference).max()
     assert parts.zero_events == whole.zero_events
@@ -238,18 +240,47 @@ def test_chunked_e_step_is_the_whole_sequence_e_step(name, chunk, drop_pairs):
     np.testing.assert_array_equal(parts.touched, whole.touched)
 
 
-def test_fit_with_chunks_matches_fit_without(name):
+def test_fit_in_segments_matches_fit_without(name):
     model, x, _ = _model_and_sequence(95, 6, 200, 5000)
     config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
     whole = learning.fit(model, x, config=config, backend=name)
-    chunked = learning.fit(
-        model,
-        x,
-        config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-3),
-        backend=name,
-        options=gpu.GpuOptions(chunk=600),
-    )
-    assert np.max(np.abs(whole.model.T - chunked.model.T)) <= 1e-5
+    segmented = learning.fit(model, x, config=config, backend=name, options=gpu.GpuOptions(segment=600))
+    assert np.max(np.abs(whole.model.T - segmented.model.T)) <= 1e-5
+
+
+def test_fit_in_lockstep_chunks_keeps_the_bps_and_the_cpu_refuses_them(name):
+    """``TrainingConfig(chunk=...)`` without a cluster: batch EM on the GPU engine runs lockstep E-steps over chunks
+    with the lockstep burn-in (the model within 1e-6 BPS of the exact run's); the CPU implementations refuse."""
+    model, x, _ = _model_and_sequence(96, 6, 200, 5000)
+    config = learning.TrainingConfig(max_iterations=4, pseudocount=1e-3)
+    whole = learning.fit(model, x, config=config, backend=name)
+    together = learning.fit(model, x, config=replace(config, chunk=400), backend=name)
+    bits = [
+        -np.sum(np.log(inference.forward(m, x).predictive)) / len(x) / np.log(2) for m in (whole.model, together.model)
+    ]
+    assert bits[1] == pytest.approx(bits[0], abs=1e-6)
+    with pytest.raises(ValueError, match="no lockstep passes"):
+        learning.fit(model, x, config=replace(config, chunk=400), backend="cpu")
+
+
+def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
+    """``chmm train --chunk N`` without a cluster trains in lockstep chunks on the GPU engines (the setting is kept
+    in the model, and the model is the exact run's within 1e-6 BPS); on the CPU it is refused in one sentence."""
+    import json
+
+    from engine import cli
+    from engine.workflows import load_model
+
+    base = ["train", "tests/data/blake-poems.txt", "--states", "300", "--iterations", "4", "--quiet", "--json"]
+    bits = {}
+    for extra in ([], ["--chunk", "500"]):
+        path = tmp_path / f"m{len(extra)}.npz"
+        assert cli.main([*base, "-o", str(path), "--backend", name, *extra]) == 0
+        bits[len(extra)] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["train_bps"]
+    assert load_model(tmp_path / "m2.npz").metadata["settings"]["chunk"] == 500
+    assert bits[2] == pytest.approx(bits[0], abs=1e-6)
+    assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--chunk", "500"]) == 1
+    assert "lockstep passes on the GPU" in capsys.readouterr().err
 
 
 def test_cli_score_on_the_gpu_matches_the_cpu(name, tmp_path, capsys):
@@ -392,15 +423,17 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
 
 
 def test_batch_em_in_lockstep_chunks_keeps_the_bps(name):
-    """Ten batch-EM iterations with the E-step in 12 lockstep chunks (burn-in 50, :class:`engine.gpu.GpuOptions`)
-    reach the training BPS of the exact passes within 1e-6 bits per symbol; the plan is built once and reused."""
+    """Ten batch-EM iterations with the E-step in 12 lockstep chunks (burn-in 50, the plan's ``chunk``) reach the
+    training BPS of the exact passes within 1e-6 bits per symbol; the plan is built once and reused."""
     model, x, _ = _model_and_sequence(160, 7, 280, 5000)
     bits = {}
     for lockstep in (None, 12):
-        adapter = engines.engine_for(model, name, gpu.GpuOptions(lockstep=lockstep, burn_in=50))
+        adapter = engines.engine_for(model, name)
         state = adapter.load(model)
-        plan = adapter.plan(state, x, "em", len(x))
+        chunk = None if lockstep is None else -(-(len(x) - 1) // lockstep)
+        plan = adapter.plan(state, x, "em", len(x), chunk=chunk, burn_in=50)
         assert (plan.lockstep is not None) == (lockstep is not None)
+        assert lockstep is None or plan.lockstep.plan.n_chunks == lockstep
         for _ in range(10):
             e = adapter.e_step(state, x, plan=plan)
             state = adapter.m_step(state, e.counts, 1e-6, e.gamma_first)
