@@ -454,7 +454,6 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
 // separated by the grid-wide barrier, as in chain_sum. Dynamic shared memory: tile * width floats.
 #define LOCKSTEP_TILE_MAX 8
 #define LOCKSTEP_ROWS 64
-#define LOCKSTEP_UNROLL 8
 extern "C" __global__ void __launch_bounds__(512, 2)
 lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int tile,
                    const int* __restrict__ step_group_start, const int* __restrict__ step_items,
@@ -505,24 +504,11 @@ lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int til
                 float acc[LOCKSTEP_TILE_MAX];
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[k] = 0.f;
-                // LOCKSTEP_UNROLL loads of the row in flight per lane before they are used (a lane still adds its
-                // entries u = lane, lane + 32, ... in order)
-                for (int u0 = lane; u0 < m_in; u0 += 32 * LOCKSTEP_UNROLL) {
-                    float r[LOCKSTEP_UNROLL];
+                for (int u = lane; u < m_in; u += 32) {
+                    const float r = __ldg(row + u);
 #pragma unroll
-                    for (int i = 0; i < LOCKSTEP_UNROLL; ++i) {
-                        const int u = u0 + 32 * i;
-                        r[i] = u < m_in ? __ldg(row + u) : 0.f;
-                    }
-#pragma unroll
-                    for (int i = 0; i < LOCKSTEP_UNROLL; ++i) {
-                        const int u = u0 + 32 * i;
-                        if (u < m_in) {
-#pragma unroll
-                            for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
-                                if (k < k_count) acc[k] += r[i] * staged[k * m_in + u];
-                        }
-                    }
+                    for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+                        if (k < k_count) acc[k] += r * staged[k * m_in + u];
                 }
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
