@@ -28,7 +28,7 @@ from app import config, services, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot
 from app.services import UserError
 from app.services import corpus as corpus_service
-from engine import learning, text, workflows
+from engine import learning, model_files, text, training
 from engine.errors import error_message
 from engine.peers import registry
 
@@ -202,7 +202,7 @@ def _check_corpus(corpus_text: str, name: str) -> text.Corpus:
 
 def _check_chmm_memory(corpus: text.Corpus, options: dict[str, Any]) -> None:
     """ValueError when the CHMM's estimated training memory exceeds the app's limit (CHMM_MAX_TRAIN_MB)."""
-    estimate = workflows.estimate_training_memory(corpus, workflows.TrainOptions(**options))
+    estimate = training.estimate_training_memory(corpus, training.TrainOptions(**options))
     limit = config.max_train_bytes()
     if estimate > limit:
         raise ValueError(
@@ -349,7 +349,7 @@ def _train_one(
         if kind == "chmm" and folder is not None:
             jobs_dir = folder / sessions.JOBS
             jobs_dir.mkdir(exist_ok=True)
-            workflows.save_model(model, jobs_dir / COMPARED_CHMM)
+            model_files.save_model(model, jobs_dir / COMPARED_CHMM)
             row["model"] = True
     except MemoryError:
         row.update(status=FAILED, message="ran out of memory")

@@ -2,7 +2,7 @@
 manager, or on a Celery worker), and directly by the tests.
 
 The job reads the session's corpus, refuses impossible settings (fewer states than symbols, an estimated memory
-over the limit), trains with :func:`engine.workflows.train_text` and writes, in the session folder:
+over the limit), trains with :func:`engine.training.train_text` and writes, in the session folder:
 
 * ``progress.json``: status, phase and the per-iteration train/validation BPS, rewritten (atomically) after every
   iteration; a heartbeat thread re-reads it every second and hands it to the page's progress callback, so the
@@ -46,11 +46,11 @@ from app.background import (
 )
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
-from engine import distributed, engines, learning, text, workflows
+from engine import distributed, engines, learning, model_files, text, training
 from engine.files import atomic_write_json
 from engine.learning import ALGORITHMS
 
-DEFAULTS = workflows.TrainOptions()
+DEFAULTS = training.TrainOptions()
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
@@ -125,7 +125,7 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
     return _number(form, name, label, kind, low, high)
 
 
-def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
+def options_from_form(form: dict[str, Any]) -> training.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
     iterations, batch_size, restarts, start, pseudocount, auto (a list of "states" and "pseudocount", chosen on
     validation), validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's
@@ -144,16 +144,16 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
     start = form.get("start") or DEFAULTS.start
-    if start not in workflows.STARTS:
-        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(workflows.STARTS)}.")
+    if start not in training.STARTS:
+        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(training.STARTS)}.")
     auto = form.get("auto") or []
     if not isinstance(auto, list) or not set(auto) <= {"states", "pseudocount"}:
         raise ValueError("Choose on validation the states, the pseudocount, both or neither.")
-    pseudocount: float | str | None = workflows.AUTO
+    pseudocount: float | str | None = training.AUTO
     if "pseudocount" not in auto:
         pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
-    options = workflows.TrainOptions(
-        states=workflows.AUTO if "states" in auto else _number(form, "states", "number of states", int, 2, 10**8),
+    options = training.TrainOptions(
+        states=training.AUTO if "states" in auto else _number(form, "states", "number of states", int, 2, 10**8),
         pseudocount=DEFAULTS.pseudocount if pseudocount is None else pseudocount,
         max_memory=config.max_train_bytes(),
         allocation=form.get("allocation") or DEFAULTS.allocation,
@@ -161,7 +161,7 @@ def options_from_form(form: dict[str, Any]) -> workflows.TrainOptions:
         algorithm=algorithm,
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
         batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),
-        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, workflows.MAX_RESTARTS),
+        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, training.MAX_RESTARTS),
         start=start,
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
@@ -195,7 +195,7 @@ class TrainingCheck:
         )
 
 
-def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingCheck:
+def check_training(folder: Path, options: training.TrainOptions) -> TrainingCheck:
     """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
     sessions.check_space(folder, 0, "Another model")
@@ -208,10 +208,10 @@ def check_training(folder: Path, options: workflows.TrainOptions) -> TrainingChe
         max_train=options.max_train,
         name=info.name,
     )
-    estimate = workflows.estimate_training_memory(corpus, options)
+    estimate = training.estimate_training_memory(corpus, options)
     limit = config.max_train_bytes()
     if estimate > limit:
-        states = "The fewest candidate" if options.states == workflows.AUTO else f"{options.states:,}"
+        states = "The fewest candidate" if options.states == training.AUTO else f"{options.states:,}"
         raise ValueError(
             f"{states} states would need about {services.format_bytes(estimate)} of memory to train on "
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
@@ -227,14 +227,14 @@ class _Progress:
     restart's (``restart``, 0-based, of ``restarts``), with an automatic search the current candidate's
     (``candidate``, 0-based); the refit's records (``refit``) come last."""
 
-    def __init__(self, folder: Path, key: str, options: workflows.TrainOptions) -> None:
+    def __init__(self, folder: Path, key: str, options: training.TrainOptions) -> None:
         self.path = folder / sessions.PROGRESS
         self.lock = threading.Lock()
         self.state: dict[str, Any] = {
             "key": key,
             "status": RUNNING,
             "phase": "preparing",
-            # online EM with validation text is followed by batch EM (workflows.select_on_validation)
+            # online EM with validation text is followed by batch EM (training.select_on_validation)
             "max_iterations": options.iterations * (2 if options.algorithm == "online" and options.validation else 1),
             "algorithm": options.algorithm,
             "restart": 0,
@@ -375,7 +375,7 @@ def _summary_message(summary: dict[str, Any]) -> str:
 
 
 def run_training_job(
-    folder: Path, options: workflows.TrainOptions, report: ProgressReport | None = None, key: str | None = None
+    folder: Path, options: training.TrainOptions, report: ProgressReport | None = None, key: str | None = None
 ) -> JobOutcome:
     """Train on the session's corpus and make the result the current model (see the module docstring). Never
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
@@ -478,7 +478,7 @@ def cluster_note() -> str:
 
 
 def _train_and_install(
-    folder: Path, options: workflows.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
+    folder: Path, options: training.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
 ) -> tuple[str, str]:
     cancel_flag = folder / sessions.CANCEL
     limit_s = config.max_job_seconds()
@@ -490,7 +490,7 @@ def _train_and_install(
     address = config.dask_scheduler() if options.algorithm != "viterbi" else None
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(distributed.open_cluster(address)) if address else None
-        outcome = workflows.train_text(
+        outcome = training.train_text(
             check.corpus_text,
             options,
             callback=progress.record,
@@ -512,7 +512,7 @@ def _train_and_install(
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     trained = jobs_dir / f"{key}.npz"
-    workflows.save_model(outcome.model, trained)
+    model_files.save_model(outcome.model, trained)
     if cancel_flag.exists():  # cancelled while saving: keep the previous model
         trained.unlink(missing_ok=True)
         return CANCELLED, "Training cancelled; the previous model is still current."

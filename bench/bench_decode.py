@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import inference, scramble, text, workflows  # noqa: E402
+from engine import inference, model_files, scramble, text, training  # noqa: E402
 from engine.model import CHMM  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
@@ -62,8 +62,8 @@ def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, flo
     path = OUT / f"decode-moby-{args.states}-{args.algorithm}-b{args.batch_size}-i{args.iterations}-s{args.seed}.npz"
     if path.exists() and not args.retrain:
         print(f"using the cached model {path.relative_to(ROOT)}", file=sys.stderr)
-        return workflows.load_model(path), None
-    options = workflows.TrainOptions(
+        return model_files.load_model(path), None
+    options = training.TrainOptions(
         states=args.states,
         normalisation="paper",
         algorithm=args.algorithm,
@@ -76,12 +76,12 @@ def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, flo
     def progress(record: object) -> None:
         print(f"  {record}", file=sys.stderr, flush=True)
 
-    outcome = workflows.train_text(
+    outcome = training.train_text(
         corpus_text, options, callback=progress, name=TRAIN_CORPUS, log=lambda s: print(s, file=sys.stderr)
     )
     if outcome.result.stopped in ("cancelled", "failed"):
         sys.exit(f"training {outcome.result.stopped}: {outcome.result.error}")
-    workflows.save_model(outcome.model, path)
+    model_files.save_model(outcome.model, path)
     return outcome.model, outcome.summary["seconds"]
 
 

@@ -240,7 +240,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
 def _stage(path: Path | None, label: str, run):
     """One stage of the Table-4 protocol: its model and figures from ``path`` (+ ``.json``) when an earlier call
     left them there, else ``run()`` (a TrainOutcome) saved there. Returns (model, summary)."""
-    from engine.workflows import load_model, save_model
+    from engine.model_files import load_model, save_model
 
     figures = path.with_suffix(".json") if path is not None else None
     if path is not None and path.is_file() and figures.is_file():
@@ -271,7 +271,7 @@ def table4_corpus(
     validation, then (``refit``) batch EM from the same online model on training + validation text for the number
     of iterations validation chose. Each stage's model is saved under ``checkpoints`` and a later call resumes from
     the last finished stage; no stage starts after ``deadline`` (time.perf_counter() seconds): returns None then."""
-    from engine.workflows import TrainOptions, train_text
+    from engine.training import TrainOptions, train_text
 
     raw = text.read_text(CORPORA / f"{name}.txt")
     prefix = checkpoints / f"{name}-{states}" if checkpoints is not None else None

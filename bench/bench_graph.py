@@ -31,21 +31,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine import communities as cm  # noqa: E402
-from engine import graph, inference, text, workflows  # noqa: E402
+from engine import graph, inference, model_files, text, training, use  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "carroll-alice.txt"
 OUT = ROOT / "bench" / "out"
 SWEEP = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
-def trained_model(states: int, algorithm: str, iterations: int) -> tuple[workflows.CHMM, np.ndarray, float]:
+def trained_model(states: int, algorithm: str, iterations: int) -> tuple[use.CHMM, np.ndarray, float]:
     """The cached model of this size (trained now if missing), its validation symbols and training seconds."""
     stem = OUT / f"graph-alice-{states}-{algorithm}-i{iterations}"
     model_path, validation_path = stem.with_suffix(".npz"), Path(f"{stem}-validation.npy")
     if model_path.exists() and validation_path.exists():
-        model = workflows.load_model(model_path)
+        model = model_files.load_model(model_path)
         return model, np.load(validation_path), float(model.metadata.get("train_seconds", float("nan")))
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=states,
         algorithm=algorithm,
         iterations=iterations,
@@ -54,11 +54,11 @@ def trained_model(states: int, algorithm: str, iterations: int) -> tuple[workflo
         pseudocount=1e-6 if algorithm == "em" else 1e-5,
     )
     started = time.perf_counter()
-    outcome = workflows.train_text(text.read_text(CORPUS), options, name=CORPUS.name)
+    outcome = training.train_text(text.read_text(CORPUS), options, name=CORPUS.name)
     seconds = time.perf_counter() - started
     outcome.model.metadata["train_seconds"] = seconds
     OUT.mkdir(parents=True, exist_ok=True)
-    workflows.save_model(outcome.model, model_path)
+    model_files.save_model(outcome.model, model_path)
     np.save(validation_path, outcome.corpus.validation)
     return outcome.model, outcome.corpus.validation, seconds
 
@@ -67,7 +67,7 @@ def model_row(path: Path, threshold: float, trials: int) -> None:
     """Prune an existing model, score the test part of the corpus before and after, run Infomap; print one row."""
     from engine import engines
 
-    model = workflows.load_model(path)
+    model = model_files.load_model(path)
     engine = engines.engine_for(model)  # dense or sparse: the engine interface decides
     corpus = text.prepare_corpus(text.read_text(CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
     started = time.perf_counter()

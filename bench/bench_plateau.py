@@ -3,7 +3,7 @@ seed that stays on the first-order plateau and one that leaves it, for the kinds
 
 Every run is `learning.fit` with online EM (batches of 400, the automatic size here), no early stopping and no
 tolerance, from the start and with the lambda of a restart of `chmm train --start uniform`
-(engine/workflows.restart_plan: 0 uniform T and lambda 0.9, 2 uniform and 0.5, 3 aligned and 0.5, where the
+(engine/training.restart_plan: 0 uniform T and lambda 0.9, 2 uniform and 0.5, 3 aligned and 0.5, where the
 curves of bench/RESULTS.md had a plain sharp start; 2 clones per symbol), on the toy FSM with
 k = 3 holes (the paper's 33,750 training symbols, its last tenth held out for validation). Prints a table of the
 epoch at which each run's validation BPS first comes within 0.008 of the entropy rate, and writes the curves as an
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import learning, synthetic, workflows  # noqa: E402
+from engine import learning, synthetic, training  # noqa: E402
 
 K = 3
 TRAINING = 33_750
@@ -32,11 +32,11 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 def curves(seed: int, restart: int, epochs: int) -> tuple[list[float], list[float]]:
     """Training and validation BPS per epoch of one run: restart ``restart``'s start and lambda
-    (:func:`engine.workflows.restart_plan`) on seed ``seed``'s text."""
+    (:func:`engine.training.restart_plan`) on seed ``seed``'s text."""
     rng = np.random.default_rng(seed)
     symbols = synthetic.toy_fsm_sequence(K, TRAINING, rng)
     text = "".join("0123456789abcdefghijklmnopqrstuvwxyz"[s] for s in symbols)
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=2 * synthetic.toy_fsm_n_symbols(K),
         allocation="uniform",
         normalisation="raw",
@@ -45,9 +45,9 @@ def curves(seed: int, restart: int, epochs: int) -> tuple[list[float], list[floa
         dtype="float64",
         start="uniform",  # the restarts of `chmm train --start uniform`: the plateau is the uniform start's
     )
-    corpus = workflows.prepare_training_corpus(text, options, "toy", None)
-    start = workflows.initial_model_for(corpus, options, restart)
-    memory = workflows.RESTART_MEMORY if workflows.restart_plan(restart)[1] else options.memory
+    corpus = training.prepare_training_corpus(text, options, "toy", None)
+    start = training.initial_model_for(corpus, options, restart)
+    memory = training.RESTART_MEMORY if training.restart_plan(restart)[1] else options.memory
     config = learning.TrainingConfig(
         algorithm="online",
         max_iterations=epochs,
@@ -124,10 +124,10 @@ def main() -> None:
     series = []
     for seed in args.seeds:
         for restart in args.restarts:
-            aligned, larger_steps = workflows.restart_plan(restart, "uniform")
+            aligned, larger_steps = training.restart_plan(restart, "uniform")
             start, memory = (
                 "aligned" if aligned else "uniform",
-                workflows.RESTART_MEMORY if larger_steps else workflows.TrainOptions().memory,
+                training.RESTART_MEMORY if larger_steps else training.TrainOptions().memory,
             )
             train, validation = curves(seed, restart, args.epochs)
             left = next((e + 1 for e, v in enumerate(validation) if v < optimum + 0.008), None)

@@ -1,6 +1,6 @@
 """Benchmark: the paper's Tables 1 and 2 (toy FSM with k holes, brackets) through the same path as `chmm train`.
 
-Every run is `workflows.train_text` (what `chmm train` calls) on the data set written as text, one character per
+Every run is `training.train_text` (what `chmm train` calls) on the data set written as text, one character per
 symbol, with raw normalisation and uniform allocation: the paper's clones per symbol (2 for k <= 3, 3 for k >= 4 on
 the toy FSM; Table 2's "max clones" for brackets, 6 per symbol for k = 2 and 20 for k = 3), `--algorithm online`
 and every other option at its default ("defaults"), or the paper's settings (batches of 400, lambda 0.9, 300
@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import inference, synthetic, workflows  # noqa: E402
+from engine import inference, synthetic, training, use  # noqa: E402
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 PAPER = {  # data set, k -> (training size, states, the paper's online EM BPS (sd), optimal)
@@ -74,15 +74,15 @@ def run(kind: str, k: int, seed: int, settings: dict, states: int) -> tuple[floa
     fresh = "".join((ALPHABET if kind == "toy" else synthetic.BRACKET_SYMBOLS)[s] for s in fresh_symbols)
     truth = synthetic.toy_fsm_true_model(k) if kind == "toy" else synthetic.bracket_true_model(k)
     reference = inference.score(truth, fresh_symbols).bps  # the true process's BPS on this very test text
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=states, allocation="uniform", normalisation="raw", algorithm="online", seed=seed, dtype="float64"
     )
     for name, value in settings.items():
         setattr(options, name, value)
     started = time.perf_counter()
-    outcome = workflows.train_text(corpus, options)
+    outcome = training.train_text(corpus, options)
     seconds = time.perf_counter() - started
-    return workflows.score_text(outcome.model, fresh).bps, reference, outcome.summary["iterations"], seconds
+    return use.score_text(outcome.model, fresh).bps, reference, outcome.summary["iterations"], seconds
 
 
 def main() -> None:

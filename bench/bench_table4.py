@@ -1,10 +1,10 @@
 """Benchmark: the paper's Table 4 (test BPS on eight texts) with the CHMM's capacity and smoothing chosen on
 validation, beside the paper's CHMM, n-gram, SEQM and LSTM columns and our Kneser-Ney n-gram.
 
-Every CHMM run is `workflows.train_text` (what `chmm train` calls) with the paper's normalisation and split (first
+Every CHMM run is `training.train_text` (what `chmm train` calls) with the paper's normalisation and split (first
 90% train with its last tenth held out for validation, last 10% test, training capped at 750,000 symbols),
 `--algorithm online` (online EM, then batch EM from the best epoch, both stopped on validation; the paper's Table 4
-recipe), `--states auto --pseudocount auto` unless given (the grid of engine/workflows.py: states up to one per 10
+recipe), `--states auto --pseudocount auto` unless given (the grid of engine/use.py: states up to one per 10
 training symbols, pseudocounts 1e-6 to 1e-2) and the refit on training + validation text. The n-gram is
 `chmm train --learner ngram` (interpolated Kneser-Ney, order up to 12) by the same protocol. One line per corpus,
 printed as each finishes; the search's candidates and every iteration with `--verbose`.
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import learning, workflows  # noqa: E402
+from engine import learning, training  # noqa: E402
 from engine.peers import registry  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
@@ -42,7 +42,7 @@ MAX_TRAIN = 750_000
 
 
 def number_or_auto(value: str) -> int | float | str:
-    return value if value == workflows.AUTO else float(value) if "." in value or "e" in value else int(value)
+    return value if value == training.AUTO else float(value) if "." in value or "e" in value else int(value)
 
 
 def print_record(record: learning.IterationRecord) -> None:
@@ -58,8 +58,8 @@ def print_record(record: learning.IterationRecord) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="corpus file stems, e.g. carroll-alice")
-    parser.add_argument("--states", type=number_or_auto, default=workflows.AUTO)
-    parser.add_argument("--pseudocount", type=number_or_auto, default=workflows.AUTO)
+    parser.add_argument("--states", type=number_or_auto, default=training.AUTO)
+    parser.add_argument("--pseudocount", type=number_or_auto, default=training.AUTO)
     parser.add_argument("--algorithm", default="online")
     parser.add_argument("--restarts", type=int, default=None)
     parser.add_argument("--search-minutes", type=float, default=None, help="the automatic search's budget")
@@ -73,7 +73,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.max_states is not None:
-        workflows.STATES_GRID = tuple(n for n in workflows.STATES_GRID if n <= args.max_states)
+        training.STATES_GRID = tuple(n for n in training.STATES_GRID if n <= args.max_states)
     print(describe_machine())
     print(
         "| corpus | train symbols | states | pseudocount | candidates | test BPS | paper CHMM | our KN n-gram "
@@ -84,7 +84,7 @@ def main() -> None:
         if args.only and stem not in args.only:
             continue
         raw = (CORPORA / f"{stem}.txt").read_text(encoding="utf-8")
-        options = workflows.TrainOptions(
+        options = training.TrainOptions(
             states=args.states,
             pseudocount=args.pseudocount,
             algorithm=args.algorithm,
@@ -94,7 +94,7 @@ def main() -> None:
         )
         started = time.perf_counter()
         log = (lambda line: print(f"  {line}", flush=True)) if args.verbose else None
-        outcome = workflows.train_text(
+        outcome = training.train_text(
             raw, options, callback=print_record if args.verbose else None, name=stem, log=log
         )
         minutes = (time.perf_counter() - started) / 60

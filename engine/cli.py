@@ -1,4 +1,4 @@
-"""The ``chmm`` command line (argument parsing only; the work is in :mod:`engine.workflows`).
+"""The ``chmm`` command line (argument parsing only; the work is in :mod:`engine.training` and :mod:`engine.use`).
 
 Every command exits 0 on success; on bad input it prints one line on stderr and exits non-zero without writing
 partial output. With ``--json`` the last line on stdout is one JSON object with the command's figures.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine import distributed, documents, engines, learning, text, workflows
+from engine import distributed, documents, engines, learning, model_files, text, training, use
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import BackendError
 from engine.chunks import DEFAULT_BURN_IN, LOCKSTEP_BURN_IN
@@ -73,7 +73,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     given = {
         name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
     }
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=CHMM_DEFAULT_STATES if args.states is None else args.states,
         iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
         validation=args.validation,
@@ -108,7 +108,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             cluster = None
             if args.cluster or args.workers:
                 cluster = stack.enter_context(distributed.open_cluster(args.cluster, args.workers))
-            outcome = workflows.train_text(
+            outcome = training.train_text(
                 corpus_text,
                 options,
                 callback=None if args.quiet else _progress_printer(sys.stderr),
@@ -125,7 +125,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if outcome.result.stopped == "failed":
         print(f"chmm: error: training failed ({outcome.result.error}); no model written", file=sys.stderr)
         return 1
-    workflows.save_model(outcome.model, args.output)
+    model_files.save_model(outcome.model, args.output)
     summary = outcome.summary
     what = f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})"
     if summary.get("search"):
@@ -190,23 +190,23 @@ CHMM_ONLY_OPTIONS = (
 )
 """``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
 COMMUNITY_DEFAULTS = CommunityOptions()
-DEFAULT_PRUNE_THRESHOLD = workflows.DEFAULT_PRUNE_THRESHOLD
-TRAIN_DEFAULTS = workflows.TrainOptions()
-"""The training defaults the help texts quote: the engine's own (``workflows.TrainOptions``)."""
+DEFAULT_PRUNE_THRESHOLD = use.DEFAULT_PRUNE_THRESHOLD
+TRAIN_DEFAULTS = training.TrainOptions()
+"""The training defaults the help texts quote: the engine's own (``training.TrainOptions``)."""
 CHMM_DEFAULT_STATES = TRAIN_DEFAULTS.states
 CHMM_DEFAULT_ITERATIONS = TRAIN_DEFAULTS.iterations
 
 
 def _number_or_auto(kind: type) -> Callable[[str], Any]:
-    """An argparse type: a number of ``kind``, or :data:`engine.workflows.AUTO` (chosen on validation)."""
+    """An argparse type: a number of ``kind``, or :data:`engine.training.AUTO` (chosen on validation)."""
 
     def parse(value: str) -> Any:
-        if value.strip().lower() == workflows.AUTO:
-            return workflows.AUTO
+        if value.strip().lower() == training.AUTO:
+            return training.AUTO
         try:
             return kind(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number or {workflows.AUTO!r}, got {value!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a number or {training.AUTO!r}, got {value!r}") from None
 
     parse.__name__ = kind.__name__
     return parse
@@ -243,8 +243,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
     options = dict(_parse_learner_option(item) for item in args.learner_option or [])
     if args.states is not None:
-        if args.states == workflows.AUTO:
-            raise ValueError(f"--states {workflows.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
+        if args.states == training.AUTO:
+            raise ValueError(f"--states {training.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
         if kind not in registry.STATES_OPTION:
             raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
         options.setdefault(registry.STATES_OPTION[kind], args.states)
@@ -285,16 +285,16 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
 def _cmd_sample(args: argparse.Namespace) -> int:
     if args.length < 1:
         raise ValueError("--length must be at least 1")
-    model = workflows.load_model(args.model)
-    print(workflows.sample_text(model, args.length, args.seed, args.prefix))
+    model = model_files.load_model(args.model)
+    print(use.sample_text(model, args.length, args.seed, args.prefix))
     return 0
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    model = workflows.load_model(args.model)
+    model = model_files.load_model(args.model)
     scrambled = text.read_text(args.scrambled)
     started = time.perf_counter()
-    result = workflows.decode_text(model, scrambled, constrained=args.constrained)
+    result = use.decode_text(model, scrambled, constrained=args.constrained)
     seconds = time.perf_counter() - started
     if args.json:
         figures = {
@@ -330,17 +330,17 @@ def _check_threshold_arg(value: float | None) -> None:
 def _cmd_prune(args: argparse.Namespace) -> int:
     threshold = args.threshold
     if threshold is None and args.top_mass is None and args.viterbi is None:
-        threshold = workflows.DEFAULT_PRUNE_THRESHOLD
+        threshold = use.DEFAULT_PRUNE_THRESHOLD
     _check_threshold_arg(threshold)
-    model = workflows.load_model(args.model)
-    outcome = workflows.prune_model(
+    model = model_files.load_model(args.model)
+    outcome = use.prune_model(
         model,
         threshold=threshold,
         top_mass=args.top_mass,
         viterbi_text=text.read_text(args.viterbi) if args.viterbi else None,
         validation_text=text.read_text(args.validation) if args.validation else None,
     )
-    workflows.save_model(outcome.model, args.output)
+    model_files.save_model(outcome.model, args.output)
     summary = outcome.summary
     if args.json:
         print(_json_line(summary))
@@ -359,10 +359,10 @@ def _cmd_communities(args: argparse.Namespace) -> int:
     _check_threshold_arg(args.threshold)
     options = _community_options(args)
     options.validate()
-    model = workflows.load_model(args.model)
+    model = model_files.load_model(args.model)
     corpus = text.read_text(args.corpus) if args.corpus else None
-    result = workflows.model_communities(model, args.threshold, options, corpus)
-    workflows.write_communities(result, args.output)
+    result = use.model_communities(model, args.threshold, options, corpus)
+    use.write_communities(result, args.output)
     figures = result.summary()
     if args.json:
         print(_json_line(figures))
@@ -380,9 +380,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     _check_threshold_arg(args.threshold)
     options = _community_options(args)
     options.validate()
-    model = workflows.load_model(args.model)
+    model = model_files.load_model(args.model)
     corpus = text.read_text(args.corpus) if args.corpus else None
-    figures = workflows.export_model_graph(
+    figures = use.export_model_graph(
         model,
         args.output,
         args.format,
@@ -437,8 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--states",
         type=_number_or_auto(int),
         default=None,
-        help=f"total number of clones (default 3000; '{workflows.AUTO}': chosen on validation from "
-        f"{', '.join(map(str, workflows.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
+        help=f"total number of clones (default 3000; '{training.AUTO}': chosen on validation from "
+        f"{', '.join(map(str, training.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
     )
     train.add_argument(
         "--allocation", choices=ALLOCATION_METHODS, default=None, help=f"default {TRAIN_DEFAULTS.allocation}"
@@ -482,15 +482,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"train from this many random starts and keep the best on validation (default "
-        f"{workflows.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
-        f"and online EM's 3rd and 4th of every four use lambda {workflows.RESTART_MEMORY}",
+        f"{training.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
+        f"and online EM's 3rd and 4th of every four use lambda {training.RESTART_MEMORY}",
     )
     train.add_argument(
         "--start",
-        choices=workflows.STARTS,
+        choices=training.STARTS,
         default=None,
         help=f"T's random start (default {TRAIN_DEFAULTS.start}): aligned puts "
-        f"{round(workflows.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
+        f"{round(training.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
         "so a context can ride a chain of clones; uniform is the paper's random T",
     )
     train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
@@ -501,14 +501,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--pseudocount",
         type=_number_or_auto(float),
         default=None,
-        help=f"default {TRAIN_DEFAULTS.pseudocount:g}; '{workflows.AUTO}': chosen on validation from "
-        f"{', '.join(f'{v:g}' for v in workflows.PSEUDOCOUNT_GRID)}",
+        help=f"default {TRAIN_DEFAULTS.pseudocount:g}; '{training.AUTO}': chosen on validation from "
+        f"{', '.join(f'{v:g}' for v in training.PSEUDOCOUNT_GRID)}",
     )
     train.add_argument(
         "--search-minutes",
         type=float,
         default=None,
-        help=f"with '{workflows.AUTO}': leave out candidates whose predicted time would pass this wall-clock budget "
+        help=f"with '{training.AUTO}': leave out candidates whose predicted time would pass this wall-clock budget "
         "of the search (default none); the chosen setting's restarts and refit come after it",
     )
     train.add_argument(
@@ -526,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
     train.add_argument("--seed", type=int, default=TRAIN_DEFAULTS.seed)
     train.add_argument("--backend", choices=engines.backend_choices(), default=TRAIN_DEFAULTS.backend)
-    train.add_argument("--dtype", choices=list(workflows.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
+    train.add_argument("--dtype", choices=list(training.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
     train.add_argument("--init", default=None, help="continue training from this model")
     train.add_argument(
         "--workers",

@@ -5,7 +5,7 @@ A CHMM is held in one of several forms: dense blocks on the CPU (:class:`engine.
 :mod:`engine.sparse`), or dense blocks on a GPU (:mod:`engine.gpu`: CUDA through CuPy, or the same code on NumPy
 twins of its kernels, "gpu-sim"). Each implementation of :class:`Engine` works on its own *state* (the host model
 itself on the CPU, a device copy on the GPU): ``load`` makes the state from a host model and ``host`` gives the host
-model back. Every caller outside the implementations (the training loop, the workflows, the graph tools) goes
+model back. Every caller outside the implementations (the training loop and protocol, the graph tools) goes
 through this protocol and the registry (:func:`engine_for`, :func:`supports`, :func:`backend_choices`) and never
 tests what kind of model it holds or which backend it runs on.
 

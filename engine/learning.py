@@ -158,8 +158,8 @@ class TrainingConfig:
 class IterationRecord(NamedTuple):
     """One iteration: train BPS of the model entering the iteration (from its E-step pass), validation BPS of
     the model leaving it (NaN without validation), the seconds the iteration took, the restart it belongs to
-    (see :func:`engine.workflows.best_of_restarts`), the candidate setting of an automatic search it belongs to
-    (see :func:`engine.workflows.search_settings`) and whether it is an iteration of the refit."""
+    (see :func:`engine.training.best_of_restarts`), the candidate setting of an automatic search it belongs to
+    (see :func:`engine.training.search_settings`) and whether it is an iteration of the refit."""
 
     iteration: int
     train_bps: float
@@ -180,7 +180,7 @@ class TrainingResult:
     stopped: str = "max_iterations"
     best_iteration: int = 0
     error: str | None = None
-    online_model: Any = None  # online EM then batch EM (workflows.select_on_validation): the online stage's model
+    online_model: Any = None  # online EM then batch EM (training.select_on_validation): the online stage's model
     online_iterations: int = 0  # ... and its epochs; later history records are batch EM iterations
 
 

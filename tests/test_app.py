@@ -30,7 +30,7 @@ from app.services import generate as generate_service
 from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
-from engine import learning, text, workflows
+from engine import learning, model_files, text, training, use
 from engine.model import ModelFormatError
 from engine.text import CorpusError
 
@@ -245,7 +245,7 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY), report=reports.append)
     assert outcome.status == jobs.FINISHED, outcome.message
     assert outcome.key and "now the current model" in outcome.message
-    model = workflows.load_model(sessions.current_model_path(with_corpus))
+    model = model_files.load_model(sessions.current_model_path(with_corpus))
     assert model.n_states == 60 and model.metadata["corpus"] == "alice-short.txt"
     assert sessions.previous_model_path(with_corpus).read_bytes() == before
     progress = jobs.read_progress(with_corpus)
@@ -260,7 +260,7 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     model_service.undo_model(with_corpus)
     assert current_bytes(with_corpus) == before
     model_service.undo_model(with_corpus)
-    assert workflows.load_model(sessions.current_model_path(with_corpus)).n_states == 60
+    assert model_files.load_model(sessions.current_model_path(with_corpus)).n_states == 60
 
 
 def test_a_job_whose_heartbeat_stopped_is_reported_failed(with_corpus: Path) -> None:
@@ -527,18 +527,18 @@ def test_form_values_are_checked(change: dict, expected: str) -> None:
 
 def test_form_choices_on_validation() -> None:
     options = jobs.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
-    assert options.states == workflows.AUTO and options.pseudocount == workflows.AUTO and options.searches
+    assert options.states == training.AUTO and options.pseudocount == training.AUTO and options.searches
     assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
     assert options.search_minutes == pytest.approx(jobs.SEARCH_SHARE * config.max_job_seconds() / 60)
     assert jobs.options_from_form(TINY).search_minutes is None  # no search, no budget
-    assert jobs.options_from_form(TINY).start == workflows.TrainOptions().start  # the engine's default start
+    assert jobs.options_from_form(TINY).start == training.TrainOptions().start  # the engine's default start
     assert jobs.options_from_form(TINY | {"start": "uniform"}).start == "uniform"
     assert jobs.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
-    assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == workflows.TrainOptions().pseudocount
+    assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == training.TrainOptions().pseudocount
 
 
 def test_progress_follows_candidates_restarts_and_the_refit(tmp_path: Path) -> None:
-    progress = jobs._Progress(tmp_path, "k", workflows.TrainOptions(states=workflows.AUTO, algorithm="online"))
+    progress = jobs._Progress(tmp_path, "k", training.TrainOptions(states=training.AUTO, algorithm="online"))
     record = learning.IterationRecord
     for candidate, restart, iteration in ((0, 0, 1), (0, 0, 2), (1, 0, 1), (1, 0, 2), (1, 0, 3), (2, 1, 1)):
         progress.record(record(iteration, 2.0, 2.1, 0.1, restart=restart, candidate=candidate))
@@ -583,9 +583,9 @@ def test_a_model_larger_than_the_memory_bound_is_refused_unread(folder: Path, mo
 
 
 def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
-    outcome = workflows.train_text(SHORT_TEXT, workflows.TrainOptions(states=40, iterations=1, refit=False))
+    outcome = training.train_text(SHORT_TEXT, training.TrainOptions(states=40, iterations=1, refit=False))
     saved = tmp_path / "small.npz"
-    workflows.save_model(outcome.model, saved)
+    model_files.save_model(outcome.model, saved)
     message = model_service.load_model_upload(
         folder, data_uri(saved.read_bytes(), "application/octet-stream"), "small.npz"
     )
@@ -598,15 +598,15 @@ def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
 def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An export at threshold 1e-300 (every stored entry) took 42 s on the sample model and hit gunicorn's time-out
     on a larger one: the Export page refuses a graph over CHMM_MAX_EXPORT_EDGES before building it."""
-    model = workflows.load_model(sessions.current_model_path(folder))
-    everything = workflows.graph_edges(model, 1e-300)
+    model = model_files.load_model(sessions.current_model_path(folder))
+    everything = use.graph_edges(model, 1e-300)
     assert everything == int(np.count_nonzero(model.T)) > config.max_export_edges()
     with monkeypatch.context() as patched:  # refused before Infomap or the writer run
-        patched.setattr(workflows, "model_communities", lambda *_: pytest.fail("the graph was built"))
+        patched.setattr(use, "model_communities", lambda *_: pytest.fail("the graph was built"))
         with pytest.raises(UserError, match=f"has {everything:,} edges, more than the 50,000"):
             graph_service.export_graph(folder, "graphml", 1e-300)
     assert not (folder / graph_service.EXPORTS).exists() or not any((folder / graph_service.EXPORTS).iterdir())
-    kept = workflows.graph_edges(model, 1e-2)
+    kept = use.graph_edges(model, 1e-2)
     monkeypatch.setenv("CHMM_MAX_EXPORT_EDGES", str(kept))
     path, _, note = graph_service.export_graph(folder, "graphml", 1e-2)  # exactly at the bound
     assert f"{kept:,} edges" in note and path.is_file()
@@ -628,8 +628,8 @@ def test_page_loads_do_not_reread_the_model(folder: Path, monkeypatch: pytest.Mo
     read once per version of the file."""
     first = model_service.model_summary(folder)
     loads: list[object] = []
-    real = workflows.load_model
-    monkeypatch.setattr(workflows, "load_model", lambda *args, **kwargs: loads.append(args) or real(*args, **kwargs))
+    real = model_files.load_model
+    monkeypatch.setattr(model_files, "load_model", lambda *args, **kwargs: loads.append(args) or real(*args, **kwargs))
     for _ in range(5):
         assert model_service.model_summary(folder) == first
     assert loads == []
@@ -741,11 +741,11 @@ def test_scoring_reports_the_placeholder(folder: Path) -> None:
 
 def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> None:
     raw = SHORT_TEXT
-    model = workflows.train_text(raw, workflows.TrainOptions(states=60, iterations=2, refit=False)).model
+    model = training.train_text(raw, training.TrainOptions(states=60, iterations=2, refit=False)).model
     corpus = text.prepare_corpus(raw, normalisation="paper")
     words = corpus.train_full_text.split()
     assert model.metadata["rare_share"] == pytest.approx(words.count("rare") / len(words))
-    assert workflows.rare_words(model, raw).training_share == model.metadata["rare_share"]
+    assert use.rare_words(model, raw).training_share == model.metadata["rare_share"]
 
 
 def test_default_prefix_of_the_sample_model(folder: Path) -> None:
@@ -759,9 +759,9 @@ def test_default_prefix_comes_from_the_models_own_text(folder: Path) -> None:
     session_text = "the cheshire cat grinned at alice. " * 40
     corpus_service.store_corpus(folder, data_uri(session_text.encode("utf-8")), "cheshire.txt")
     assert generate_service.default_prefix(folder) == "said the"  # not the session text's
-    model = workflows.load_model(sessions.current_model_path(folder))
+    model = model_files.load_model(sessions.current_model_path(folder))
     model.metadata["corpus"] = "cheshire.txt"
-    workflows.save_model(model, folder / "marked.npz")
+    model_files.save_model(model, folder / "marked.npz")
     sessions.install_model(folder, folder / "marked.npz")
     assert generate_service.default_prefix(folder) in {"the cheshire", "cheshire cat", "cat grinned"}
 
@@ -850,9 +850,9 @@ def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path)
     with pytest.raises(UserError, match="too long"):
         decode_service.decode(folder, "a" * (decode_service.MAX_DECODE_CHARS + 1))
     # a "raw" model keeps characters as they are, so unknown ones are named
-    options = workflows.TrainOptions(states=120, normalisation="raw", iterations=1, refit=False)
+    options = training.TrainOptions(states=120, normalisation="raw", iterations=1, refit=False)
     saved = tmp_path / "raw.npz"
-    workflows.save_model(workflows.train_text(SHORT_TEXT, options).model, saved)
+    model_files.save_model(training.train_text(SHORT_TEXT, options).model, saved)
     model_service.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
     with pytest.raises(UserError, match="cannot be decoded.*outside the model's alphabet.*'\u65e5'"):
         decode_service.decode(folder, "Alice \u65e5\u672c")
@@ -898,10 +898,10 @@ def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters
     corpus_service.store_corpus(folder, data_uri(corpus_text.encode("utf-8")), "alice-contact.txt")
     cases = ((0.1, "held-out validation split of alice-contact.txt"), (0.0, "without a validation split"))
     for validation, expected in cases:
-        options = workflows.TrainOptions(
+        options = training.TrainOptions(
             states=120, normalisation="raw", iterations=1, validation=validation, refit=False
         )
-        model = workflows.train_text(corpus_text, options, name="alice-contact.txt").model
+        model = training.train_text(corpus_text, options, name="alice-contact.txt").model
         text_scored, source = prune_service.prune_validation_text(folder, model)
         assert expected in source
         if validation:
@@ -1039,7 +1039,7 @@ def test_word_search_and_module_map_services(folder: Path) -> None:
     assert found["text"] == " alice " and [s["char"] for s in found["steps"]][1:6] == list("alice")
     assert found["modules"] and found["modules"][0]["id"] == found["steps"][0]["top"] and not found["replaced"]
     model = model_service.load_current(folder)
-    path = workflows.clone_path(model, "alice")
+    path = use.clone_path(model, "alice")
     assert found["clones"] == path.clones.tolist() and found["bps"] > 0
     assert graph_service.find_word(folder, "zorblax")["replaced"] == ["zorblax"]
     for bad, expected in (("", "Type a word"), ("x" * 300, "at most 200"), ("!!!", "Cannot find '!!!'")):
@@ -1381,7 +1381,7 @@ def test_several_files_and_a_zip_become_a_corpus_of_documents(folder: Path) -> N
     ]
     outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
     assert outcome.status == jobs.FINISHED, outcome.message
-    model = workflows.load_model(sessions.current_model_path(folder))
+    model = model_files.load_model(sessions.current_model_path(folder))
     assert model.metadata["documents"] == 2 and model.metadata["corpus"] == "book.zip (2 documents)"
     # one file again: a single text, as before
     corpus_service.store_corpus(folder, [data_uri(one)], ["one.txt"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import sparse, workflows
+from engine import model_files, sparse
 from engine.archive import ArchiveError, ModelArchive
 from engine.model import ModelFormatError, load, random_model
 from engine.peers import registry
@@ -90,7 +90,7 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 )
 def test_bombs_are_refused_with_a_reason(bombs: dict[str, Path], name: str, message: str) -> None:
     with pytest.raises(ModelFormatError, match=message) as caught:
-        workflows.load_model(bombs[name])
+        model_files.load_model(bombs[name])
     assert str(caught.value).count("\n") == 0
 
 
@@ -105,13 +105,13 @@ def peak_rss_mb(code: str) -> float:
 
 def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
     """Refusing all four files takes no more memory than loading the plain model (a gigabyte would show)."""
-    plain = peak_rss_mb(f"from engine import workflows\nworkflows.load_model({str(SAMPLE)!r})")
+    plain = peak_rss_mb(f"from engine import model_files\nmodel_files.load_model({str(SAMPLE)!r})")
     refused = peak_rss_mb(
-        "from engine import workflows\n"
+        "from engine import model_files\n"
         "from engine.model import ModelFormatError\n"
         f"for path in {[str(path) for path in bombs.values()]!r}:\n"
         "    try:\n"
-        "        workflows.load_model(path)\n"
+        "        model_files.load_model(path)\n"
         "    except ModelFormatError:\n"
         "        pass\n"
         "    else:\n"
@@ -125,9 +125,9 @@ def test_the_bytes_allowed_bound_every_array(tmp_path: Path) -> None:
     needed = model.T.nbytes + model.pi.nbytes + model.layout.n_clones.nbytes + model.layout.block_pairs.nbytes
     if model.counts is not None:
         needed += model.counts.nbytes
-    assert workflows.load_model(SAMPLE, max_bytes=needed).n_states == model.n_states
+    assert model_files.load_model(SAMPLE, max_bytes=needed).n_states == model.n_states
     with pytest.raises(ModelFormatError, match="more than the .* a model may take in memory here"):
-        workflows.load_model(SAMPLE, max_bytes=needed - 1)
+        model_files.load_model(SAMPLE, max_bytes=needed - 1)
 
 
 def test_a_clone_count_past_the_limit_is_named(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_a_clone_count_past_the_limit_is_named(tmp_path: Path) -> None:
                 data = stream.getvalue()
             target.writestr(item.filename, data)
     with pytest.raises(ModelFormatError, match=r"clones, more than the 100,000,000 a model file may have"):
-        workflows.load_model(path)
+        model_files.load_model(path)
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_foreign_bytes_are_not_called_pickles(tmp_path: Path, content: bytes, me
     path = tmp_path / "model.npz"
     path.write_bytes(content)
     with pytest.raises(ModelFormatError, match=message) as caught:
-        workflows.load_model(path)
+        model_files.load_model(path)
     assert "pickle" not in str(caught.value)
 
 
@@ -178,7 +178,7 @@ def test_sparse_files_are_checked_against_their_layout(tmp_path: Path) -> None:
     model = sparse.from_dense(dense)
     good = tmp_path / "good.npz"
     model.save(good)
-    assert workflows.load_model(good).n_states == 7
+    assert model_files.load_model(good).n_states == 7
     entries = int(model.indptr[-1])
     cases = {
         "extra": ({}, {"bomb": (npy_header((1 << 26,)), 1 << 28)}),
@@ -194,7 +194,7 @@ def test_sparse_files_are_checked_against_their_layout(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.npz"
         copy_with(good, path, replace, add)
         with pytest.raises(ModelFormatError, match=messages[name]):
-            workflows.load_model(path)
+            model_files.load_model(path)
 
 
 def test_peer_files_refuse_members_their_header_does_not_list(tmp_path: Path) -> None:

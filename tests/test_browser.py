@@ -55,7 +55,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
-from engine import workflows  # noqa: E402
+from engine import model_files  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,
@@ -254,7 +254,7 @@ def test_train_then_cancel_a_second_training(
     assert "alice-short.txt" in browser.find_element(f"#{ids.MODEL_BADGE}").text
     folder = session_folder(browser, data_dir)
     assert not list((folder / sessions.JOBS).glob("*.npz")), "the cancelled job left a model behind"
-    assert workflows.load_model(sessions.current_model_path(folder)).n_states == 60
+    assert model_files.load_model(sessions.current_model_path(folder)).n_states == 60
     # the Model page's summary: see test_opening_pages_keeps_the_current_model for why it is not read here
 
 

@@ -82,7 +82,7 @@ pytest.importorskip("redis", reason="the Celery end-to-end test needs celery[red
 from dash.testing.browser import Browser  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
-from engine import workflows  # noqa: E402
+from engine import model_files  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,
@@ -340,7 +340,7 @@ def test_training_runs_on_the_celery_worker(stack: Stack, new_browser: Callable[
     )
     assert not (stack.data_dir / ".background-cache").exists(), "a diskcache manager was used"
     folder = session_folder(browser, stack.data_dir)
-    assert workflows.load_model(sessions.current_model_path(folder)).n_states == 60
+    assert model_files.load_model(sessions.current_model_path(folder)).n_states == 60
     assert not list((folder / sessions.JOBS).glob("*.npz"))
 
 
@@ -368,7 +368,7 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
         lambda: f"job.json does not say cancelled: {(folder / sessions.JOB).read_text()}",
     )
     assert not list((folder / sessions.JOBS).glob("*.npz")), "the cancelled job left a model behind"
-    assert workflows.load_model(sessions.current_model_path(folder)).n_states == 600
+    assert model_files.load_model(sessions.current_model_path(folder)).n_states == 600
     wait_until(  # what the Train page shows when it is opened again
         lambda: json.loads((folder / sessions.PROGRESS).read_text())["status"] == "cancelled",
         10,
@@ -388,8 +388,8 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
     start.click()
     wait_trained(browser, stack, 60)
     wait_idle(browser)
-    assert workflows.load_model(sessions.current_model_path(folder)).n_states == 60
-    assert workflows.load_model(sessions.previous_model_path(folder)).n_states == 600
+    assert model_files.load_model(sessions.current_model_path(folder)).n_states == 60
+    assert model_files.load_model(sessions.previous_model_path(folder)).n_states == 600
 
 
 def test_two_sessions_see_their_own_model(stack: Stack, new_browser: Callable[[], Browser]) -> None:
@@ -416,7 +416,7 @@ def test_two_sessions_see_their_own_model(stack: Stack, new_browser: Callable[[]
     assert second.get_session_storage(ids.SESSION) == second_id
     for browser, states in ((first, 60), (second, 45)):
         folder = session_folder(browser, stack.data_dir)
-        assert workflows.load_model(sessions.current_model_path(folder)).n_states == states
+        assert model_files.load_model(sessions.current_model_path(folder)).n_states == states
     third = new_browser()  # a new session still starts on the start model
     third.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
 
@@ -455,7 +455,7 @@ def test_cancelling_a_queued_job(stack: Stack, new_browser: Callable[[], Browser
     )
     folder = session_folder(waiting, stack.data_dir)
     assert not (folder / sessions.PROGRESS).exists(), "the cancelled queued job ran"
-    assert workflows.load_model(sessions.current_model_path(folder)).n_states == 600
+    assert model_files.load_model(sessions.current_model_path(folder)).n_states == 600
 
     # the session trains normally afterwards (the cancel flag left by the queued job does not stop it)
     start.click()

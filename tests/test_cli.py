@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, workflows
+from engine import cli, training
 from engine.model import load
 
 DATA = Path(__file__).parent / "data"
@@ -71,7 +71,7 @@ def test_train_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["train", str(BLAKE), "-o", str(tmp_path / "x.npz"), "--start", "diagonal"])
     assert "aligned" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown start 'diagonal'; choose one of aligned, uniform"):
-        workflows.TrainOptions(start="diagonal").validate()
+        training.TrainOptions(start="diagonal").validate()
 
 
 def test_train_is_reproducible_with_a_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -310,6 +310,6 @@ def test_ctrl_c_outside_training_is_one_line(trained_model: Path, tmp_path: Path
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.workflows, "model_communities", interrupted)
+    monkeypatch.setattr(cli.use, "model_communities", interrupted)
     code, _, err = run_cli(["communities", trained_model, "-o", tmp_path / "c"], capsys)
     assert code == 130 and err.strip() == "chmm: interrupted"

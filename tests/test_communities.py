@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine import communities as cm
-from engine import export, graph, synthetic, text, workflows
+from engine import export, graph, model_files, synthetic, text, training, use
 from engine.model import CHMM
 
 DATA = Path(__file__).parent / "data"
@@ -28,8 +28,8 @@ def toy() -> cm.Communities:
 @pytest.fixture(scope="module")
 def alice_small() -> tuple[CHMM, str]:
     raw = text.read_text(ALICE)
-    options = workflows.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
-    return workflows.train_text(raw, options).model, raw
+    options = training.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
+    return training.train_text(raw, options).model, raw
 
 
 def test_toy_fsm_splits_into_its_two_branches(toy: cm.Communities) -> None:
@@ -87,9 +87,9 @@ def test_alice_modules_generate_whole_words_and_plausible_novel_ones() -> None:
     """Paper 4.2.1: on the bundled alice model the top modules' generalized words are whole English words, "seen"
     means in the training vocabulary (not a substring of the text), and some novel words are one edit from a word
     of the text, as "rattle" is from "battle"."""
-    model = workflows.load_model(Path(__file__).parents[1] / "sample_models" / "alice-600.npz")
+    model = model_files.load_model(Path(__file__).parents[1] / "sample_models" / "alice-600.npz")
     raw = text.read_text(ALICE)
-    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
     vocabulary = set(model.codec.normalise(raw).split())
     top = sorted(result.top_modules, key=lambda m: -m.flow)[:15]
     top_words = {w.text for m in top for w in m.words[:2]}
@@ -138,7 +138,7 @@ def test_options_are_validated() -> None:
 def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) -> None:
     model, raw = alice_small
     options = cm.CommunityOptions(trials=2, flow=flow, two_level=flow == "directed")
-    result = workflows.model_communities(model, 1e-3, options, raw)
+    result = use.model_communities(model, 1e-3, options, raw)
     assert len(result.top_modules) >= 2
     assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
     for module in result.modules.values():
@@ -156,8 +156,8 @@ def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) 
 
 def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     model, raw = alice_small
-    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
-    paths = workflows.write_communities(result, tmp_path / "out")
+    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
+    paths = use.write_communities(result, tmp_path / "out")
     names = sorted(Path(p).name for p in paths)
     assert names == ["clones.clu", "clones.ftree", "clones.tree", "modules.csv", "modules.json"]
     with open(tmp_path / "out" / "modules.csv", encoding="utf-8") as handle:
@@ -184,18 +184,18 @@ def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     assert "model:" in tree[1] and "Infomap" in tree[2]  # the export's header: what ran
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     # writing again into the existing folder replaces the files
-    workflows.write_communities(result, tmp_path / "out")
+    use.write_communities(result, tmp_path / "out")
     assert len(list((tmp_path / "out").iterdir())) == 5
 
 
 @pytest.mark.slow
 def test_alice_3000_states_finds_common_and_novel_words() -> None:
     raw = text.read_text(ALICE)
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=3000, algorithm="online", batch_size=2000, pseudocount=1e-5, iterations=10, refit=False, restarts=1
     )
-    model = workflows.train_text(raw, options).model
-    result = workflows.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    model = training.train_text(raw, options).model
+    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
     assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
     top_words = {w.text for m in result.top_modules for w in m.words[:3]}
     assert {"the", "and"} <= top_words

@@ -217,13 +217,13 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
     from support import TINY_FORM
 
     from app import jobs, sessions
-    from engine import workflows
+    from engine import model_files
 
     form = TINY_FORM
     assert "background job's process" in jobs.cluster_note()
     outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
     assert outcome.status == jobs.FINISHED, outcome.message
-    here = workflows.load_model(sessions.current_model_path(with_corpus))
+    here = model_files.load_model(sessions.current_model_path(with_corpus))
     address = client.scheduler.address
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", address)
     assert address in jobs.cluster_note()
@@ -232,7 +232,7 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
     assert outcome.status == jobs.FINISHED, outcome.message
     tasks_after = len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.transition_log)))
     assert tasks_after > tasks_before
-    there = workflows.load_model(sessions.current_model_path(with_corpus))
+    there = model_files.load_model(sessions.current_model_path(with_corpus))
     np.testing.assert_allclose(there.T, here.T, rtol=1e-5, atol=1e-7)
 
 

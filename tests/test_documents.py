@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, engines, learning, workflows
+from engine import cli, engines, learning, training
 from engine.documents import Document, corpus_name, read_documents
 from engine.model import load, random_model
 from engine.text import CorpusError, prepare_corpus, read_text
@@ -118,13 +118,13 @@ def test_training_on_documents_never_links_them(tmp_path: Path) -> None:
     """'z' ends one document and 'y' starts the next: the pair (z, y) occurs nowhere inside a document, so the
     model of the documents has no block for it, while the model of their concatenation would."""
     documents = [Document("one", "abab abba " * 30 + "z"), Document("two", "y" + " baab abab" * 30)]
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=12, allocation="uniform", normalisation="raw", iterations=3, validation=0.0, test_fraction=0.0
     )
-    model = workflows.train_text(documents, options, name="two").model
+    model = training.train_text(documents, options, name="two").model
     z, y = model.symbols.index("z"), model.symbols.index("y")
     assert model.layout.block_index[z, y] < 0
-    joined = workflows.train_text(documents[0].text + documents[1].text, options).model
+    joined = training.train_text(documents[0].text + documents[1].text, options).model
     assert joined.layout.block_index[z, y] >= 0
     assert model.metadata["documents"] == 2
 

@@ -396,7 +396,7 @@ def toy_backend():
 
 
 def test_a_new_backend_is_one_class_and_one_registration(toy_backend) -> None:
-    from engine import cli, workflows
+    from engine import cli, model_files, use
 
     toy, made = toy_backend
     assert "toy" in engines.backend_choices() and "toy" not in engines.backend_choices(in_app=True)
@@ -417,7 +417,7 @@ def test_a_new_backend_is_one_class_and_one_registration(toy_backend) -> None:
         assert [r.train_bps for r in on_toy.history] == [r.train_bps for r in on_cpu.history]
         np.testing.assert_array_equal(on_toy.model.T, on_cpu.model.T)
     assert made and made[-1].calls.get("e_step", 0) + made[-1].calls.get("hard_counts", 0) > 0
-    sample = workflows.score_text(workflows.load_model("sample_models/alice-600.npz"), "alice was", backend="toy")
+    sample = use.score_text(model_files.load_model("sample_models/alice-600.npz"), "alice was", backend="toy")
     assert made[-1].calls.get("score", 0) >= 1 and sample.symbols == len("alice was")
 
 

@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engine import cli, export, layout, text, workflows
+from engine import cli, export, layout, model_files, text, training, use
 from engine import communities as cm
 from engine.model import CHMM, load
 
@@ -23,9 +23,9 @@ THRESHOLD = 5e-3
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     raw = text.read_text(ALICE)
-    options = workflows.TrainOptions(states=200, iterations=8, refit=False, max_train=30_000)
+    options = training.TrainOptions(states=200, iterations=8, refit=False, max_train=30_000)
     path = tmp_path_factory.mktemp("models") / "alice.npz"
-    workflows.save_model(workflows.train_text(raw, options, name="carroll-alice.txt").model, path)
+    model_files.save_model(training.train_text(raw, options, name="carroll-alice.txt").model, path)
     return path
 
 
@@ -36,13 +36,13 @@ def model(model_path: Path) -> CHMM:
 
 @pytest.fixture(scope="module")
 def result(model: CHMM) -> cm.Communities:
-    return workflows.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2), text.read_text(ALICE))
+    return use.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2), text.read_text(ALICE))
 
 
 @pytest.fixture(scope="module")
 def multilevel(model: CHMM) -> cm.Communities:
     """A result with submodules (Markov time 0.5: at 1 Infomap's tree is flat on this model)."""
-    found = workflows.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2, markov_time=0.5), None)
+    found = use.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2, markov_time=0.5), None)
     assert found.n_levels > 2 and any(m.children for m in found.top_modules)
     return found
 
@@ -238,7 +238,7 @@ def test_infomap_reading_the_net_agrees_with_the_clu(result: cm.Communities, tmp
 
 def test_headers_say_what_ran(model: CHMM, tmp_path: Path) -> None:
     options = cm.CommunityOptions(trials=3, seed=4, markov_time=1.5)
-    result = workflows.model_communities(model, THRESHOLD, options, text.read_text(ALICE))
+    result = use.model_communities(model, THRESHOLD, options, text.read_text(ALICE))
     files = export_all(result, tmp_path)
     module = result.top_modules[0].id
     export.export_graph(result.graph, tmp_path / "m.clu", "clu", result, module=module)

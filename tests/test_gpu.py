@@ -269,7 +269,7 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
     import json
 
     from engine import cli
-    from engine.workflows import load_model
+    from engine.model_files import load_model
 
     base = ["train", "tests/data/blake-poems.txt", "--states", "300", "--iterations", "4", "--quiet", "--json"]
     bits = {}

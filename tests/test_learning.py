@@ -503,18 +503,18 @@ def test_aligned_restarts_free_the_toy_fsm_at_five_holes() -> None:
     """k = 5 with 3 clones per symbol (66 states, uniform allocation, raw normalisation) and every other option of
     `chmm train --algorithm online` at its default: the texts of seeds 1 and 4, where all 16 restarts of uniform and
     plain sharp starts stayed on the 0.467 plateau (bench/RESULTS.md), reach the entropy rate (0.400)."""
-    from engine import workflows
+    from engine import training, use
 
     alphabet = "0123456789abcdefghijkl"
     for seed in (1, 4):
         rng = np.random.default_rng(seed)
         corpus = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(5, 250_000, rng))
         fresh = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(5, 20_000, rng))
-        options = workflows.TrainOptions(
+        options = training.TrainOptions(
             states=66, allocation="uniform", normalisation="raw", algorithm="online", seed=seed
         )
-        outcome = workflows.train_text(corpus, options)
-        bps = workflows.score_text(outcome.model, fresh).bps
+        outcome = training.train_text(corpus, options)
+        bps = use.score_text(outcome.model, fresh).bps
         assert bps < synthetic.toy_fsm_optimal_bps(5) + 0.005, outcome.summary
 
 
@@ -524,15 +524,15 @@ def test_online_em_reaches_the_toy_fsm_optimum_from_the_command_line_path() -> N
     default (28 states, uniform allocation, raw normalisation: the data set's settings) reaches the toy FSM's entropy
     rate (k = 3, 0.444 BPS) for 5 seeds of 5. (With the paper's lambda 0.9, the default, 9 of 10 seeds reach it:
     bench/bench_table1.py.)"""
-    from engine import workflows
+    from engine import training, use
 
     alphabet = "0123456789abcd"
     for seed in range(5):
         rng = np.random.default_rng(seed)
         corpus = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(3, 37_500, rng))
         fresh = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(3, 20_000, rng))
-        options = workflows.TrainOptions(
+        options = training.TrainOptions(
             states=28, allocation="uniform", normalisation="raw", algorithm="online", memory=0.5, seed=seed
         )
-        outcome = workflows.train_text(corpus, options)
-        assert workflows.score_text(outcome.model, fresh).bps < 0.45, f"seed {seed}: {outcome.summary}"
+        outcome = training.train_text(corpus, options)
+        assert use.score_text(outcome.model, fresh).bps < 0.45, f"seed {seed}: {outcome.summary}"

@@ -195,7 +195,7 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
             assert summary[key] is not None and summary[key] >= 0, (kind, key)
     with pytest.raises(ValueError, match="unknown learner"):
         registry.train_learner_text(corpus_text, "rnn")
-    with pytest.raises(ValueError, match="engine.workflows.train_text"):
+    with pytest.raises(ValueError, match="engine.training.train_text"):
         registry.make_learner("chmm")
     learner = registry.make_learner("hmm")
     assert learner.n_states == registry.DEFAULT_OPTIONS["hmm"]["n_states"]

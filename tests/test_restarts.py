@@ -1,4 +1,4 @@
-"""Tests of the training recipe around the learner (engine/workflows.py): restarts kept on validation (one after
+"""Tests of the training recipe around the learner (engine/use.py): restarts kept on validation (one after
 the other or in processes, with the same result), online EM followed by batch EM with the refit continuing from the
 online stage, the number of states and the pseudocount chosen on validation, and the command line's options."""
 
@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine import cli, learning, synthetic, workflows
+from engine import cli, learning, model_files, synthetic, training, use
 from engine.model import aligned_entries
+from engine.training import search as training_search
+from engine.training import stages as training_stages
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -22,8 +24,8 @@ def toy_text(k: int, length: int, seed: int) -> str:
     return "".join(ALPHABET[s] for s in synthetic.toy_fsm_sequence(k, length, np.random.default_rng(seed)))
 
 
-def options(**changes: object) -> workflows.TrainOptions:
-    base = workflows.TrainOptions(states=20, allocation="uniform", normalisation="raw", iterations=15)
+def options(**changes: object) -> training.TrainOptions:
+    base = training.TrainOptions(states=20, allocation="uniform", normalisation="raw", iterations=15)
     for name, value in changes.items():
         setattr(base, name, value)
     return base
@@ -32,29 +34,29 @@ def options(**changes: object) -> workflows.TrainOptions:
 def test_restarts_keep_the_best_on_validation() -> None:
     corpus = toy_text(2, 6000, 0)
     records: list[learning.IterationRecord] = []
-    outcome = workflows.train_text(corpus, options(restarts=3, refit=False), callback=records.append)
+    outcome = training.train_text(corpus, options(restarts=3, refit=False), callback=records.append)
     restarts = outcome.summary["restarts"]
     assert [r["restart"] for r in restarts] == [0, 1, 2]
     assert outcome.summary["validation_bps"] == pytest.approx(min(r["bps"] for r in restarts), abs=1e-9)
     assert {r.restart for r in records} == {0, 1, 2}
     # restart 0 is the run a single start makes
-    single = workflows.train_text(corpus, options(restarts=1, refit=False))
+    single = training.train_text(corpus, options(restarts=1, refit=False))
     assert "restarts" not in single.summary
     assert single.summary["validation_bps"] == pytest.approx(restarts[0]["bps"], abs=1e-9)
 
 
 def test_restarts_start_from_different_models() -> None:
-    corpus = workflows.prepare_training_corpus(toy_text(2, 3000, 1), options(), "toy", None)
-    first = workflows.initial_model_for(corpus, options(), 0)
-    second = workflows.initial_model_for(corpus, options(), 1)
-    third = workflows.initial_model_for(corpus, options(), 2)
+    corpus = training.prepare_training_corpus(toy_text(2, 3000, 1), options(), "toy", None)
+    first = training.initial_model_for(corpus, options(), 0)
+    second = training.initial_model_for(corpus, options(), 1)
+    third = training.initial_model_for(corpus, options(), 2)
     assert not np.allclose(first.T, second.T) and not np.allclose(first.T, third.T)
-    assert np.array_equal(first.T, workflows.initial_model_for(corpus, options(), 0).T)
+    assert np.array_equal(first.T, training.initial_model_for(corpus, options(), 0).T)
 
 
 def test_online_em_then_batch_em_and_the_refit_continues_from_online() -> None:
     corpus = toy_text(2, 6000, 2)
-    outcome = workflows.train_text(corpus, options(algorithm="online", restarts=1, iterations=40))
+    outcome = training.train_text(corpus, options(algorithm="online", restarts=1, iterations=40))
     result = outcome.result
     assert result.online_model is not None and result.online_iterations >= 1
     assert len(result.history) > result.online_iterations  # batch EM iterations follow the online epochs
@@ -71,7 +73,7 @@ def test_online_em_then_batch_em_and_the_refit_continues_from_online() -> None:
 
 
 def test_online_em_without_validation_is_online_only() -> None:
-    outcome = workflows.train_text(toy_text(2, 4000, 3), options(algorithm="online", restarts=1, validation=0.0))
+    outcome = training.train_text(toy_text(2, 4000, 3), options(algorithm="online", restarts=1, validation=0.0))
     assert outcome.result.online_model is None
 
 
@@ -94,9 +96,9 @@ def test_restarts_in_processes_match_one_after_the_other(monkeypatch: pytest.Mon
     corpus = toy_text(2, 4000, 5)
     runs = {}
     for processes in ("1", "2"):
-        monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, processes)
+        monkeypatch.setenv(training.RESTART_PROCESSES_ENV, processes)
         records: list[learning.IterationRecord] = []
-        outcome = workflows.train_text(corpus, options(restarts=3, algorithm="online"), callback=records.append)
+        outcome = training.train_text(corpus, options(restarts=3, algorithm="online"), callback=records.append)
         runs[processes] = (outcome, records)
     (one, one_records), (two, two_records) = runs["1"], runs["2"]
     assert [r["bps"] for r in two.summary["restarts"]] == pytest.approx([r["bps"] for r in one.summary["restarts"]])
@@ -111,7 +113,7 @@ def test_restarts_in_processes_match_one_after_the_other(monkeypatch: pytest.Mon
 
 
 def test_a_cancel_stops_every_restart_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
     cancel = learning.CancelToken()
     seen: list[learning.IterationRecord] = []
 
@@ -119,7 +121,7 @@ def test_a_cancel_stops_every_restart_process(monkeypatch: pytest.MonkeyPatch) -
         seen.append(record)
         cancel.cancel()
 
-    outcome = workflows.train_text(
+    outcome = training.train_text(
         toy_text(3, 30000, 6),
         options(states=28, restarts=4, algorithm="online", iterations=300),
         callback=progress,
@@ -132,11 +134,11 @@ def test_a_cancel_stops_every_restart_process(monkeypatch: pytest.MonkeyPatch) -
 POOL_HOLDER = """
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from engine import workflows
+from engine.training import restarts
 if __name__ == "__main__":
     context = multiprocessing.get_context("spawn")
     queue, cancelled = context.Queue(), context.Event()
-    pool = ProcessPoolExecutor(2, mp_context=context, initializer=workflows._restart_worker_start,
+    pool = ProcessPoolExecutor(2, mp_context=context, initializer=restarts._restart_worker_start,
                                initargs=(queue, cancelled))
     pids = {pool.submit(os.getpid).result() for _ in range(8)}
     print(" ".join(map(str, sorted(pids))), flush=True)
@@ -163,7 +165,7 @@ def test_restart_workers_end_when_their_job_is_killed(tmp_path: Path) -> None:
         assert workers and all(pid != holder.pid for pid in workers)
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
-        deadline = time.time() + 10 * workflows.ORPHAN_CHECK_S
+        deadline = time.time() + 10 * training.ORPHAN_CHECK_S
         alive = workers
         while alive and time.time() < deadline:
             time.sleep(0.2)
@@ -190,14 +192,14 @@ def _alive(pid: int) -> bool:
 
 
 def test_restart_processes_only_where_children_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "4")
-    assert workflows.restart_processes(3, "cpu") == 3
-    assert workflows.restart_processes(1, "cpu") == 1
-    assert workflows.restart_processes(3, "gpu") == 1
-    assert workflows.restart_processes(3, "gpu-sim") == 1
-    assert workflows.restart_processes(3, "cpu", cluster=object()) == 1
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "1")
-    assert workflows.restart_processes(3, "cpu") == 1
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "4")
+    assert training.restart_processes(3, "cpu") == 3
+    assert training.restart_processes(1, "cpu") == 1
+    assert training.restart_processes(3, "gpu") == 1
+    assert training.restart_processes(3, "gpu-sim") == 1
+    assert training.restart_processes(3, "cpu", cluster=object()) == 1
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "1")
+    assert training.restart_processes(3, "cpu") == 1
 
 
 # ------------------------------------------------------------------------------------------ auto settings
@@ -207,26 +209,26 @@ def alice(characters: int) -> str:
 
 def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
     corpus = alice(12_000)
-    base = workflows.TrainOptions(states=200, iterations=8, allocation="uniform", refit=True)
+    base = training.TrainOptions(states=200, iterations=8, allocation="uniform", refit=True)
     records: list[learning.IterationRecord] = []
-    outcome = workflows.train_text(corpus, options_with(base, pseudocount="auto"), callback=records.append)
+    outcome = training.train_text(corpus, options_with(base, pseudocount="auto"), callback=records.append)
     search = outcome.summary["search"]
     values = [line["pseudocount"] for line in search]
-    assert values[0] == workflows.FIRST_PSEUDOCOUNT and set(values) <= set(workflows.PSEUDOCOUNT_GRID)
+    assert values[0] == training.FIRST_PSEUDOCOUNT and set(values) <= set(training.PSEUDOCOUNT_GRID)
     assert len(values) == len(set(values)) >= 2  # the walk tried neighbours and never a value twice
     best = min(search, key=lambda line: line["validation_bps"])
     assert outcome.summary["pseudocount"] == best["pseudocount"]
     assert outcome.model.metadata["settings"]["pseudocount"] == best["pseudocount"]
     assert outcome.summary["validation_bps"] == pytest.approx(best["validation_bps"], abs=1e-9)
     # the walk stopped where validation got worse: the chosen value's grid neighbours that were tried are worse
-    grid = list(workflows.PSEUDOCOUNT_GRID)
+    grid = list(training.PSEUDOCOUNT_GRID)
     at = grid.index(best["pseudocount"])
     tried = {line["pseudocount"]: line["validation_bps"] for line in search}
     for neighbour in grid[max(at - 1, 0) : at + 2]:
         assert tried.get(neighbour, math.inf) >= best["validation_bps"]
     # every candidate is the run that setting makes on its own
     for line in search[:2]:
-        alone = workflows.train_text(corpus, options_with(base, pseudocount=line["pseudocount"], refit=False))
+        alone = training.train_text(corpus, options_with(base, pseudocount=line["pseudocount"], refit=False))
         assert alone.summary["validation_bps"] == pytest.approx(line["validation_bps"], abs=1e-9)
     # progress: the candidates' records in order, then the refit's, marked
     candidates = [r.candidate for r in records if not r.refit]
@@ -237,17 +239,17 @@ def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
 
 def test_auto_states_grid_and_choice() -> None:
     corpus = alice(24_000)
-    base = workflows.TrainOptions(states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
-    prepared = workflows.prepare_training_corpus(corpus, base, "alice", None)
-    grid = workflows.states_candidates(prepared, base)
-    assert grid == [n for n in workflows.STATES_GRID if n <= len(prepared.train_full) // workflows.SYMBOLS_PER_STATE]
+    base = training.TrainOptions(states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
+    prepared = training.prepare_training_corpus(corpus, base, "alice", None)
+    grid = training.states_candidates(prepared, base)
+    assert grid == [n for n in training.STATES_GRID if n <= len(prepared.train_full) // training.SYMBOLS_PER_STATE]
     assert grid == [300, 1000]
-    small = workflows.estimate_training_memory(prepared, options_with(base, states=300))
-    assert workflows.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
-    assert workflows.estimate_training_memory(prepared, base) == workflows.estimate_training_memory(
+    small = training.estimate_training_memory(prepared, options_with(base, states=300))
+    assert training.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
+    assert training.estimate_training_memory(prepared, base) == training.estimate_training_memory(
         prepared, options_with(base, states=1000)
     )
-    outcome = workflows.train_text(corpus, base)
+    outcome = training.train_text(corpus, base)
     search = outcome.summary["search"]
     assert [line["states"] for line in search][:1] == [300]
     best = min(search, key=lambda line: line["validation_bps"])
@@ -261,30 +263,29 @@ def surface_search(
     best_index: dict[int, int],
     minutes: float | None = None,
     seconds: dict[int, float] | None = None,
-) -> tuple[workflows.Selection, list[tuple[int, float]]]:
-    """:func:`workflows.search_settings` on a validation surface: ``level[states]`` plus 0.01 per grid step away
+) -> tuple[training.Selection, list[tuple[int, float]]]:
+    """:func:`training.search_settings` on a validation surface: ``level[states]`` plus 0.01 per grid step away
     from ``best_index[states]`` (an index into PSEUDOCOUNT_GRID), each candidate taking ``seconds[states]`` of a
     fake clock (predicted exactly); returns the selection and the (states, pseudocount) tried in order."""
-    grid = list(workflows.PSEUDOCOUNT_GRID)
+    grid = list(training.PSEUDOCOUNT_GRID)
     clock = [0.0]
     seconds = seconds or dict.fromkeys(level, 1.0)
 
     def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
         clock[0] += seconds[options.states]
         result = SimpleNamespace(model=(options.states, options.pseudocount), history=[], stopped="converged")
-        return workflows.Selection(options, None, result, None)
+        return training.Selection(options, None, result, None)
 
     def surface(states: int, pseudocount: float) -> float:
         return level[states] + 0.01 * abs(grid.index(pseudocount) - best_index[states])
 
-    monkeypatch.setattr(workflows, "select_stage", fake_select)
-    monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: surface(*model))
-    monkeypatch.setattr(workflows, "states_candidates", lambda corpus, options: sorted(level))
-    monkeypatch.setattr(workflows.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(workflows, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
-    options = workflows.TrainOptions(states="auto", pseudocount="auto", restarts=1, search_minutes=minutes)
+    monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: surface(*model))
+    monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options: sorted(level))
+    monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
+    options = training.TrainOptions(states="auto", pseudocount="auto", restarts=1, search_minutes=minutes)
     corpus = SimpleNamespace(validation_parts=[])
-    selection, record = workflows.search_settings("", corpus, options, "cpu", None, None, "surface", None)
+    selection, record = training.search_settings("", corpus, options, "cpu", None, None, "surface", None, fake_select)
     tried = [(line["states"], line["pseudocount"]) for line in record]
     assert len(set(tried)) == len(tried)  # each candidate once
     return selection, tried
@@ -349,25 +350,25 @@ def test_auto_search_walks_at_once_when_more_states_do_not_fit(monkeypatch: pyte
 
 
 def test_pseudocount_start_falls_with_the_square_of_the_states() -> None:
-    grid = workflows.PSEUDOCOUNT_GRID
+    grid = training.PSEUDOCOUNT_GRID
     at = grid.index
-    assert workflows.pseudocount_start(grid, at(1e-3), 1000, 300) == at(1e-4)  # 3.3 times: one decade
-    assert workflows.pseudocount_start(grid, at(1e-3), 3000, 1000) == at(1e-4)
-    assert workflows.pseudocount_start(grid, at(1e-4), 5000, 3000) == at(1e-4)  # 1.7 times: 0.44 decade, none
-    assert workflows.pseudocount_start(grid, at(1e-4), 10_000, 5000) == at(1e-5)  # twice: 0.6 decade, one
-    assert workflows.pseudocount_start(grid, at(1e-4), 30_000, 300) == at(1e-6)  # four decades, within the grid
-    assert workflows.pseudocount_start(grid, at(1e-6), 3000, 1000) == 0
+    assert training.pseudocount_start(grid, at(1e-3), 1000, 300) == at(1e-4)  # 3.3 times: one decade
+    assert training.pseudocount_start(grid, at(1e-3), 3000, 1000) == at(1e-4)
+    assert training.pseudocount_start(grid, at(1e-4), 5000, 3000) == at(1e-4)  # 1.7 times: 0.44 decade, none
+    assert training.pseudocount_start(grid, at(1e-4), 10_000, 5000) == at(1e-5)  # twice: 0.6 decade, one
+    assert training.pseudocount_start(grid, at(1e-4), 30_000, 300) == at(1e-6)  # four decades, within the grid
+    assert training.pseudocount_start(grid, at(1e-6), 3000, 1000) == 0
 
 
 def test_restarts_within_count_rounds_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """n restarts in p one-core processes take ceil(n / p) rounds of p times a run that had every core."""
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
-    assert workflows.restarts_within(3, 10.0, 40.0, "cpu") == 3  # two rounds of 20 s
-    assert workflows.restarts_within(3, 10.0, 39.0, "cpu") == 2  # one round
-    assert workflows.restarts_within(3, 10.0, 19.0, "cpu") == 1  # alone, with every core
-    assert workflows.restarts_within(3, 10.0, 9.0, "cpu") == 0
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "1")
-    assert workflows.restarts_within(3, 10.0, 35.0, "cpu") == 3
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
+    assert training.restarts_within(3, 10.0, 40.0, "cpu") == 3  # two rounds of 20 s
+    assert training.restarts_within(3, 10.0, 39.0, "cpu") == 2  # one round
+    assert training.restarts_within(3, 10.0, 19.0, "cpu") == 1  # alone, with every core
+    assert training.restarts_within(3, 10.0, 9.0, "cpu") == 0
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "1")
+    assert training.restarts_within(3, 10.0, 35.0, "cpu") == 3
 
 
 def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -378,29 +379,28 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
         clock[0] += 10.0  # every candidate takes 10 s
         result = SimpleNamespace(model=options.states, history=[], stopped="converged")
-        return workflows.Selection(options, None, result, None)
+        return training.Selection(options, None, result, None)
 
     ran: list[range] = []
 
     def fake_restarts(corpus, options, config, backend, callback, cancel, cluster, log, which):
         ran.append(which)
         result = SimpleNamespace(model=options.states, history=[], stopped="converged")
-        return None, result, [workflows.restart_line(r, 9.0, result, options) for r in which]
+        return None, result, [training.restart_line(r, 9.0, result, options) for r in which]
 
-    monkeypatch.setattr(workflows, "select_stage", fake_select)
-    monkeypatch.setattr(workflows, "best_of_restarts", fake_restarts)
-    monkeypatch.setattr(workflows, "_score", lambda model, sequences, backend: 2.0)
-    monkeypatch.setattr(workflows.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(workflows, "predict_candidate_seconds", lambda record, cost, states: 10.0)
-    monkeypatch.setenv(workflows.RESTART_PROCESSES_ENV, "2")
+    monkeypatch.setattr(training_search, "best_of_restarts", fake_restarts)
+    monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: 2.0)
+    monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: 10.0)
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
     corpus = SimpleNamespace(validation_parts=[])
-    options = workflows.TrainOptions(states=300, pseudocount="auto", restarts=4)
+    options = training.TrainOptions(states=300, pseudocount="auto", restarts=4)
     lines: list[str] = []
 
     def search(minutes: float | None) -> None:
         ran.clear()
         budget = dataclasses.replace(options, search_minutes=minutes)
-        workflows.search_settings("", corpus, budget, "cpu", None, None, "budget", lines.append)
+        training.search_settings("", corpus, budget, "cpu", None, None, "budget", lines.append, fake_select)
 
     search(75.0 / 60)
     # 1e-4, 1e-3 and 1e-5 take 30 s (all equal: the walk stops at once each way); the 45 s left hold three restarts
@@ -421,29 +421,29 @@ def test_candidate_seconds_follow_the_growth_measured_so_far() -> None:
     predicted 47.7 minutes for a 3,000-state candidate and left it out), within PREDICTION_EXPONENTS."""
     cost = {300: 1.0, 1000: 10.0, 3000: 100.0}.__getitem__
     one_size = [{"states": 300, "seconds": 10.0}, {"states": 300, "seconds": 12.0}]
-    assert workflows.predict_candidate_seconds(one_size, cost, 1000) == pytest.approx(120.0)  # proportional
-    assert workflows.predict_candidate_seconds(one_size, cost, 300) == pytest.approx(12.0)  # the same size
+    assert training.predict_candidate_seconds(one_size, cost, 1000) == pytest.approx(120.0)  # proportional
+    assert training.predict_candidate_seconds(one_size, cost, 300) == pytest.approx(12.0)  # the same size
     flat = [*one_size, {"states": 1000, "seconds": 16.0}, {"states": 1000, "seconds": 17.0}]
-    low, high = workflows.PREDICTION_EXPONENTS
-    assert workflows.predict_candidate_seconds(flat, cost, 3000) == pytest.approx(17.0 * 10**low)  # at the floor
+    low, high = training.PREDICTION_EXPONENTS
+    assert training.predict_candidate_seconds(flat, cost, 3000) == pytest.approx(17.0 * 10**low)  # at the floor
     fitted = [*one_size, {"states": 1000, "seconds": 11.0 * 10**0.8}]
-    assert workflows.predict_candidate_seconds(fitted, cost, 3000) == pytest.approx(11.0 * 10**0.8 * 10**0.8)
+    assert training.predict_candidate_seconds(fitted, cost, 3000) == pytest.approx(11.0 * 10**0.8 * 10**0.8)
     steep = [*one_size, {"states": 1000, "seconds": 1100.0}]
-    assert workflows.predict_candidate_seconds(steep, cost, 3000) == pytest.approx(1100.0 * 10**high)
+    assert training.predict_candidate_seconds(steep, cost, 3000) == pytest.approx(1100.0 * 10**high)
 
 
 def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
     """A budget smaller than any candidate keeps the first candidate alone (always run) and says what it left out;
     a generous one changes nothing."""
     corpus = alice(24_000)
-    base = workflows.TrainOptions(states="auto", iterations=3, allocation="uniform", pseudocount=1e-3, refit=False)
+    base = training.TrainOptions(states="auto", iterations=3, allocation="uniform", pseudocount=1e-3, refit=False)
     lines: list[str] = []
-    tight = workflows.train_text(corpus, options_with(base, search_minutes=1e-4), log=lines.append)
+    tight = training.train_text(corpus, options_with(base, search_minutes=1e-4), log=lines.append)
     assert [(line["states"], line["pseudocount"]) for line in tight.summary["search"]] == [(300, 1e-3)]
     assert tight.summary["states"] == 300
     assert any("candidate 2: 1,000 states, pseudocount 0.001 left out: about" in line for line in lines), lines
-    free = workflows.train_text(corpus, base)
-    roomy = workflows.train_text(corpus, options_with(base, search_minutes=600))
+    free = training.train_text(corpus, base)
+    roomy = training.train_text(corpus, options_with(base, search_minutes=600))
     assert [line["states"] for line in roomy.summary["search"]] == [line["states"] for line in free.summary["search"]]
     assert roomy.summary["validation_bps"] == pytest.approx(free.summary["validation_bps"], abs=1e-9)
 
@@ -461,7 +461,7 @@ def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
 )
 def test_auto_settings_refuse_what_cannot_work(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        options_with(workflows.TrainOptions(), **change).validate()
+        options_with(training.TrainOptions(), **change).validate()
 
 
 def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -471,57 +471,58 @@ def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     args = ["train", str(corpus), "-o", str(out), "--states", "120", "--iterations", "3", "--quiet"]
     assert cli.main([*args, "--pseudocount", "auto"]) == 0
     assert "chosen on validation among" in capsys.readouterr().out
-    assert workflows.load_model(out).metadata["search"]
+    assert model_files.load_model(out).metadata["search"]
     with pytest.raises(SystemExit):  # argparse's usage error
         cli.main([*args, "--pseudocount", "lots"])
     assert "expected a number or 'auto'" in capsys.readouterr().err
     assert cli.main([*args, "--search-minutes", "5"]) != 0  # a budget without 'auto' is refused with a sentence
     assert "bounds the search of 'auto'" in capsys.readouterr().err
     assert cli.main([*args, "--pseudocount", "auto", "--search-minutes", "0.0001"]) == 0
-    assert len(workflows.load_model(out).metadata["search"]) == 1
+    assert len(model_files.load_model(out).metadata["search"]) == 1
     peer = ["train", str(corpus), "-o", str(tmp_path / "p.npz"), "--learner", "ngram", "--states", "auto"]
     assert cli.main(peer) != 0
     assert "give the ngram learner a number" in capsys.readouterr().err
 
 
-def options_with(base: workflows.TrainOptions, **changes: object) -> workflows.TrainOptions:
+def options_with(base: training.TrainOptions, **changes: object) -> training.TrainOptions:
     return dataclasses.replace(base, **changes)
 
 
 def test_online_restarts_vary_start_and_step() -> None:
     text = toy_text(2, 4000, 7)
     chosen = options(algorithm="online", restarts=4, iterations=12, refit=False)
-    outcome = workflows.train_text(text, chosen)
+    outcome = training.train_text(text, chosen)
     lines = outcome.summary["restarts"]
     assert [(line["start"], line["memory"]) for line in lines] == [
         ("aligned", chosen.memory),
         ("uniform", chosen.memory),
-        ("aligned", workflows.RESTART_MEMORY),
-        ("uniform", workflows.RESTART_MEMORY),
+        ("aligned", training.RESTART_MEMORY),
+        ("uniform", training.RESTART_MEMORY),
     ]
     # restart 2 is online EM (then batch EM) from its aligned start with lambda RESTART_MEMORY, run by hand
-    corpus = workflows.prepare_training_corpus(text, chosen, "toy", None)
-    config = dataclasses.replace(chosen.training_config(), memory=workflows.RESTART_MEMORY)
-    start = workflows.initial_model_for(corpus, chosen, 2)
-    by_hand = workflows.select_on_validation(start, corpus, config, "cpu", None, None)
-    assert lines[2]["bps"] == pytest.approx(workflows._score(by_hand.model, corpus.validation_parts, "cpu"), abs=1e-9)
+    corpus = training.prepare_training_corpus(text, chosen, "toy", None)
+    config = dataclasses.replace(chosen.training_config(), memory=training.RESTART_MEMORY)
+    start = training.initial_model_for(corpus, chosen, 2)
+    by_hand = training.select_on_validation(start, corpus, config, "cpu", None, None)
+    expected = training.sequences_bps(by_hand.model, corpus.validation_parts, "cpu")
+    assert lines[2]["bps"] == pytest.approx(expected, abs=1e-9)
     # --start uniform begins with the paper's uniform start and alternates the other way
     uniform_first = options_with(chosen, start="uniform", restarts=2)
-    kinds = [line["start"] for line in workflows.train_text(text, uniform_first).summary["restarts"]]
+    kinds = [line["start"] for line in training.train_text(text, uniform_first).summary["restarts"]]
     assert kinds == ["uniform", "aligned"]
-    assert workflows.restart_plan(0, "uniform") == (False, False)
-    assert workflows.restart_plan(3, "uniform") == (True, True)
-    uniform_start = workflows.initial_model_for(corpus, uniform_first, 0)
-    aligned_start = workflows.initial_model_for(corpus, chosen, 0)
+    assert training.restart_plan(0, "uniform") == (False, False)
+    assert training.restart_plan(3, "uniform") == (True, True)
+    uniform_start = training.initial_model_for(corpus, uniform_first, 0)
+    aligned_start = training.initial_model_for(corpus, chosen, 0)
     positions, rows = aligned_entries(aligned_start.layout)
 
-    def on_aligned(start_model: workflows.CHMM) -> np.ndarray:
+    def on_aligned(start_model: use.CHMM) -> np.ndarray:
         """Each row's mass on its aligned entries."""
         share = np.zeros(start_model.layout.n_states)
         np.add.at(share, rows, np.asarray(start_model.T, dtype=np.float64)[positions])
         return share
 
-    assert np.all(on_aligned(aligned_start) >= workflows.ALIGNED_SHARE - 1e-6)
-    assert on_aligned(uniform_start).mean() < workflows.ALIGNED_SHARE - 0.2
-    batch = workflows.train_text(text, options(restarts=2, iterations=5, refit=False)).summary["restarts"]
+    assert np.all(on_aligned(aligned_start) >= training.ALIGNED_SHARE - 1e-6)
+    assert on_aligned(uniform_start).mean() < training.ALIGNED_SHARE - 0.2
+    batch = training.train_text(text, options(restarts=2, iterations=5, refit=False)).summary["restarts"]
     assert all("memory" not in line for line in batch)  # lambda is online EM's only

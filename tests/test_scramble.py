@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, inference, scramble, workflows
+from engine import cli, inference, model_files, scramble, training, use
 from engine.model import CHMM, random_model
 from engine.text import PAPER_SYMBOLS, normalise_paper_base
 
@@ -24,7 +24,7 @@ MEMORISED = (
 # ----------------------------------------------------------------------------------------------- fixtures
 def train_memorised(normalisation: str) -> CHMM:
     """A CHMM that has memorised MEMORISED (repeated 20 times; every word is seen often, so nothing is rare)."""
-    options = workflows.TrainOptions(
+    options = training.TrainOptions(
         states=320,
         allocation="frequency",
         normalisation=normalisation,
@@ -34,7 +34,7 @@ def train_memorised(normalisation: str) -> CHMM:
         refit=False,
         seed=0,
     )
-    return workflows.train_text(MEMORISED * 20, options).model
+    return training.train_text(MEMORISED * 20, options).model
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +193,7 @@ def test_memorised_text_round_trip_raw(raw_model: CHMM, constrained: bool, seed:
 @pytest.mark.parametrize("constrained", [False, True])
 def test_memorised_text_round_trip_paper(paper_model: CHMM, constrained: bool) -> None:
     scrambled = scramble.scramble_text(MEMORISED, np.random.default_rng(7))
-    result = workflows.decode_text(paper_model, scrambled, constrained=constrained)
+    result = use.decode_text(paper_model, scrambled, constrained=constrained)
     assert result.decoded == normalise_paper_base(MEMORISED)
     assert result.scrambled == scramble.normalise_for_decoding(paper_model, scrambled)
 
@@ -230,7 +230,7 @@ def test_characters_outside_the_alphabet_are_named(raw_model: CHMM) -> None:
 @pytest.fixture(scope="module")
 def model_file(raw_model: CHMM, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("decode") / "memorised.npz"
-    workflows.save_model(raw_model, path)
+    model_files.save_model(raw_model, path)
     return path
 
 

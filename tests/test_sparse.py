@@ -131,30 +131,30 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_sparse_models_go_through_the_workflows(tmp_path):
-    from engine import communities, workflows
+    from engine import communities, model_files, use
 
     model, x, rng = _trained_like(6, n_symbols=6, states=120)
     model.metadata = {"normalisation": "raw"}
     compact = sparse.from_dense(graph.prune(model, threshold=1e-3))
     path = tmp_path / "m.npz"
-    workflows.save_model(compact, path)
-    loaded = workflows.load_model(path)
+    model_files.save_model(compact, path)
+    loaded = model_files.load_model(path)
     assert isinstance(loaded, sparse.SparseCHMM)
     text = loaded.decode_symbols(x[:2000])
-    assert workflows.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
-    shown, bits = workflows.surprisal_text(loaded, text)
+    assert use.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
+    shown, bits = use.surprisal_text(loaded, text)
     assert shown == text
     np.testing.assert_allclose(bits, inference.surprisal(compact.to_dense(), x[:2000]), rtol=1e-5, atol=1e-9)
-    assert len(workflows.sample_text(loaded, 50, seed=1)) == 50
+    assert len(use.sample_text(loaded, 50, seed=1)) == 50
     pruned = sparse.prune(loaded, 5e-2)
     dense_pruned = graph.prune(loaded.to_dense(), threshold=5e-2)
     np.testing.assert_allclose(pruned.to_dense().T, dense_pruned.T, atol=1e-6)
     assert pruned.backoff_weight == pytest.approx(dense_pruned.backoff_weight, rel=1e-6)
-    graph_sparse = workflows.model_graph(loaded, 5e-2)
-    graph_dense = workflows.model_graph(loaded.to_dense(), 5e-2)
+    graph_sparse = use.model_graph(loaded, 5e-2)
+    graph_dense = use.model_graph(loaded.to_dense(), 5e-2)
     assert (graph_sparse.weight != graph_dense.weight).nnz == 0
     np.testing.assert_allclose(graph_sparse.flow, graph_dense.flow, atol=1e-9)
-    result = workflows.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
+    result = use.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
     assert result.top_modules and sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
 
 

@@ -160,9 +160,9 @@ def test_no_module_outside_the_implementations_tests_a_backend_or_a_kind_of_mode
     ],
 )
 def test_the_kind_check_finds_a_planted_test(planted: str) -> None:
-    workflows = (ROOT / "engine" / "workflows.py").read_text(encoding="utf-8")
-    assert kind_tests(workflows, backend_names()) == []
-    assert kind_tests(workflows + "\n\n" + planted + "\n", backend_names()) != []
+    source = (ROOT / "engine" / "use.py").read_text(encoding="utf-8")
+    assert kind_tests(source, backend_names()) == []
+    assert kind_tests(source + "\n\n" + planted + "\n", backend_names()) != []
 
 
 def test_the_engine_has_no_import_circle() -> None:

@@ -15,7 +15,7 @@ from engine.allocation import ALLOCATION_METHODS
 from engine.engines import backend_choices, backend_status
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
-from engine.workflows import ALIGNED_SHARE, ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STARTS, STATES_GRID, TrainOptions
+from engine.training import ALIGNED_SHARE, ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STARTS, STATES_GRID, TrainOptions
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 

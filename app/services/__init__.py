@@ -1,7 +1,8 @@
 """The services behind the pages' callbacks, one module per concern: each function takes a session folder and the
 callback's inputs and returns what the page shows, raising :class:`UserError` (or an engine error) with a
 one-sentence message on bad input. The callbacks only unpack inputs, call these and format the result, so the tests
-call these directly. Everything that computes goes through :mod:`engine.workflows` and :mod:`engine.text`.
+call these directly. Everything that computes goes through :mod:`engine.training`, :mod:`engine.use`,
+:mod:`engine.model_files` and :mod:`engine.text`.
 
 - :mod:`app.services.corpus`: uploads of corpora, the session's corpus and its preview;
 - :mod:`app.services.models`: the session's current model: summary, upload, download, undo;

@@ -8,7 +8,7 @@ from typing import Any
 
 from app.services import UserError, describe_error, whole_number
 from app.services.models import load_current
-from engine import scramble, workflows
+from engine import scramble, use
 
 MAX_DECODE_CHARS = 5_000
 
@@ -39,8 +39,8 @@ def scramble_with_original(
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        original = workflows.normalise_for_decoding(model, sentence)
-        scrambled = workflows.scramble_for_model(model, sentence, seed=s)
+        original = use.normalise_for_decoding(model, sentence)
+        scrambled = use.scramble_for_model(model, sentence, seed=s)
     except ValueError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
     earlier = previous.get("original") if isinstance(previous, dict) else None
@@ -61,7 +61,7 @@ def decode(
     model = load_current(folder)
     started = time.perf_counter()
     try:
-        result = workflows.decode_text(model, sentence, constrained=bool(constrained))
+        result = use.decode_text(model, sentence, constrained=bool(constrained))
     except ValueError as exc:
         raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
     seconds = time.perf_counter() - started

@@ -10,7 +10,7 @@ from typing import Any
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
-from engine import text, workflows
+from engine import text, use
 from engine.model import CHMM
 
 MAX_SAMPLE_LENGTH = 20_000
@@ -29,7 +29,7 @@ def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) 
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        return workflows.sample_text(model, n, seed=s, prefix=prefix or None)
+        return use.sample_text(model, n, seed=s, prefix=prefix or None)
     except ValueError as exc:  # CorpusError is a ValueError: a prefix empty after normalisation or off-alphabet
         raise UserError(f"The prefix cannot be used: {describe_error(exc)}") from None
 
@@ -38,7 +38,7 @@ def as_model_reads(folder: Path, raw_text: str) -> str:
     """``raw_text`` normalised like the current model's corpus (what sampling continues and scoring scores)."""
     model = load_current(folder)
     try:
-        return model.decode_symbols(workflows.encode_for_model(model, raw_text))
+        return model.decode_symbols(use.encode_for_model(model, raw_text))
     except ValueError as exc:
         raise UserError(f"The text cannot be read by the model: {describe_error(exc)}") from None
 
@@ -54,19 +54,19 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
         )
     model = load_current(folder)
     try:
-        result = workflows.score_text(model, raw_text)
+        result = use.score_text(model, raw_text)
         shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
-        normalised, bits = workflows.surprisal_text(model, shown)
+        normalised, bits = use.surprisal_text(model, shown)
     except ValueError as exc:
         raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
-    rare = workflows.rare_words(model, raw_text)
+    rare = use.rare_words(model, raw_text)
     training = rare.training_share
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
         corpus_text = reference_corpus(folder, model)
         if corpus_text is not None:
-            training = workflows.placeholder_share(model.codec.normalise(corpus_text))
-            rare = workflows.RareWords(rare.replaced, rare.words, rare.examples, training)
+            training = use.placeholder_share(model.codec.normalise(corpus_text))
+            rare = use.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
         "bps": result.bps,
         "symbols": result.symbols,

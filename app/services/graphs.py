@@ -18,7 +18,7 @@ from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import communities as communities_mod
 from engine import export as export_mod
-from engine import layout, workflows
+from engine import layout, use
 from engine.files import atomic_write_bytes
 
 EXPORT_FORMATS = export_mod.FORMATS
@@ -77,7 +77,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
     model = load_current(folder)
-    edges, limit = workflows.graph_edges(model, cut), config.max_export_edges()
+    edges, limit = use.graph_edges(model, cut), config.max_export_edges()
     if edges > limit:
         raise UserError(
             f"At threshold {cut:.2g} the clone graph has {edges:,} edges, more than the {limit:,} the Export page "
@@ -87,7 +87,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     out.mkdir(exist_ok=True)
     written = out / f"export{export_mod.EXTENSIONS[fmt]}"
     try:
-        figures = workflows.export_model_graph(
+        figures = use.export_model_graph(
             model,
             written,
             fmt,
@@ -141,7 +141,7 @@ def run_communities(
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
         markov_time=parse_markov_time(markov_time),
     )
-    threshold = workflows.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
+    threshold = use.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
     files = communities_files(folder)
     if files.running():
         raise UserError("Infomap is already running in this session; wait for it to finish.")
@@ -165,7 +165,7 @@ def communities_files(folder: Path) -> JobFiles:
 def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = load_current(folder)
     corpus_text = reference_corpus(folder, model)
-    result = workflows.model_communities(model, threshold, options, corpus_text)
+    result = use.model_communities(model, threshold, options, corpus_text)
     saved = {
         "model": sessions.model_stamp(folder),
         "threshold": threshold,
@@ -308,7 +308,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     if module is None:
         top = sum(1 for m in saved["modules"] if not m.get("parent"))
         raise UserError(f"Module {key!r} does not exist: the result has top modules 1..{top} (submodules 1:1, ...).")
-    graph = workflows.model_graph(load_current(folder), saved["threshold"])
+    graph = use.model_graph(load_current(folder), saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
     G = export_mod.to_networkx(graph, nodes=nodes, ids="state")
@@ -434,7 +434,7 @@ MAX_SEARCH_CHARS = 200
 
 def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
     """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
-    (:func:`engine.workflows.clone_path`: normalised as the corpus was, with spaces around it), each position's
+    (:func:`engine.use.clone_path`: normalised as the corpus was, with spaces around it), each position's
     clone and the deepest module of the last community run that holds it, and the top modules the path passes
     through in order. Returns the steps, the modules, the clones, the words the normalisation read as ``rare`` and
     the path's bits per symbol."""
@@ -448,7 +448,7 @@ def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
         raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
     model = load_current(folder)
     try:
-        found = workflows.clone_path(model, text_in)
+        found = use.clone_path(model, text_in)
     except ValueError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
     deepest = _deepest_modules(saved)

@@ -11,7 +11,7 @@ from app import config, sessions
 from app.background import read_json
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
-from engine import workflows
+from engine import model_files, use
 from engine.files import atomic_write_bytes, atomic_write_json
 from engine.model import CHMM, ModelFormatError
 
@@ -22,7 +22,7 @@ def load_current(folder: Path) -> CHMM:
     path = sessions.current_model_path(folder)
     if not path.is_file():
         raise UserError("This session has no model yet: train one or load a saved .npz model.")
-    return workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
+    return model_files.load_model(path, max_bytes=config.max_model_memory_bytes())
 
 
 SUMMARY = "summary.json"
@@ -56,7 +56,7 @@ are the pseudocount's trace (98.5% of 1.25 M on a 1,200-state model), so "non-ze
 
 
 def _summarise(path: Path) -> dict[str, Any]:
-    model = workflows.load_model(path, max_bytes=config.max_model_memory_bytes())
+    model = model_files.load_model(path, max_bytes=config.max_model_memory_bytes())
     meta = model.metadata
     settings = meta.get("settings") or {}
     return {
@@ -66,7 +66,7 @@ def _summarise(path: Path) -> dict[str, Any]:
         "clones": [int(c) for c in model.n_clones],
         "stored_entries": int(model.layout.size),
         "nonzeros": model.n_nonzero(),
-        "above_floor": workflows.graph_edges(model, NOISE_FLOOR),
+        "above_floor": use.graph_edges(model, NOISE_FLOOR),
         "file_bytes": path.stat().st_size,
         "corpus": meta.get("corpus"),
         "normalisation": meta.get("normalisation"),
@@ -113,7 +113,7 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
     atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
     try:
-        model = workflows.load_model(candidate, max_bytes=config.max_model_memory_bytes())
+        model = model_files.load_model(candidate, max_bytes=config.max_model_memory_bytes())
     except ModelFormatError as exc:
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)

@@ -2,9 +2,9 @@
 trained (same normalisation, same splits), save it with what scoring needs, load any model file, score raw text.
 
 ``LEARNERS`` lists the learners the command line (``chmm train --learner``), the app's Compare page and the
-benchmarks offer: "chmm" (trained by :func:`engine.workflows.train_text`) and the peers of :mod:`engine.peers`.
+benchmarks offer: "chmm" (trained by :func:`engine.training.train_text`) and the peers of :mod:`engine.peers`.
 
-The text protocol (:func:`train_peer_text`) is the CHMM's (:func:`engine.workflows.train_text`): the corpus is
+The text protocol (:func:`train_peer_text`) is the CHMM's (:func:`engine.training.train_text`): the corpus is
 normalised and split by :func:`engine.text.prepare_corpus` with the same arguments (first 90% train with its last
 ``validation`` share held out, last 10% test); the learner is fitted on the training part with the validation part
 (early stopping for the HMMs, the order for the n-gram, the smoothing for the PDFA); with ``refit`` (on by default,
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import engines, inference, learning, text, workflows
+from engine import engines, inference, learning, model_files, text, training, use
 from engine.peers.base import PeerFormatError, PeerLearner, bits_per_symbol, read_header
 
 __all__ = [
@@ -85,7 +85,7 @@ def _check_kind(kind: object, peers_only: bool = False) -> str:
     choices = PEER_LEARNERS if peers_only else LEARNERS
     if kind not in choices:
         if peers_only and kind == "chmm":
-            raise ValueError("CHMMs are trained by engine.workflows.train_text, not as peer learners")
+            raise ValueError("CHMMs are trained by engine.training.train_text, not as peer learners")
         raise ValueError(f"unknown learner {kind!r}; choose one of {', '.join(choices)}")
     return str(kind)
 
@@ -230,7 +230,7 @@ def train_peer_text(
     else:  # hidden states of the HMMs, learned states of the PDFA
         summary["states"] = int(learner.n_states)
     learner.metadata = {
-        "engine_version": workflows.ENGINE_VERSION,
+        "engine_version": training.ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "corpus": name,
         "learner": kind,
@@ -289,7 +289,7 @@ def train_learner_text(
 ) -> tuple[Any, dict[str, Any]]:
     """Train any learner of :data:`LEARNERS` on ``corpus_text`` by the same protocol and return the model and figures
     with the same keys (learner, train_bps, validation_bps, test_bps, seconds, parameters, ...). For "chmm",
-    ``options`` are :class:`engine.workflows.TrainOptions` fields (``callback`` and ``cancel`` reach its training
+    ``options`` are :class:`engine.training.TrainOptions` fields (``callback`` and ``cancel`` reach its training
     loop; a cancelled or failed run raises :class:`TrainingStopped`); for a peer, its constructor options."""
     kind = _check_kind(kind)
     if kind != "chmm":
@@ -305,9 +305,9 @@ def train_learner_text(
             log=log,
         )
     fields = {"normalisation": normalisation, "validation": validation, "max_train": max_train, "refit": refit}
-    train_options = workflows.TrainOptions(**(fields | dict(options or {})))
-    outcome = workflows.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
-    if outcome.result.stopped in workflows.STOPPED_BAD:
+    train_options = training.TrainOptions(**(fields | dict(options or {})))
+    outcome = training.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
+    if outcome.result.stopped in training.STOPPED_BAD:
         reason = f" ({outcome.result.error})" if outcome.result.error else ""
         raise TrainingStopped(f"CHMM training {outcome.result.stopped}{reason}")
     summary = {"learner": "chmm", **outcome.summary, "parameters": chmm_parameters(outcome.model)}
@@ -323,12 +323,12 @@ def save_learner(learner: PeerLearner, path: str | Path) -> None:
 
 def load_any(path: str | Path) -> Any:
     """The model in ``path``: a peer learner when the file's header names one (its ``metadata`` attribute set from
-    the file), else a dense or sparse CHMM through :func:`engine.workflows.load_model` (which raises a clear
+    the file), else a dense or sparse CHMM through :func:`engine.model_files.load_model` (which raises a clear
     ModelFormatError for a missing, damaged or foreign file). A peer file of an unknown kind or damaged raises
     PeerFormatError."""
     header = read_header(path)
     if header is None:
-        return workflows.load_model(path)
+        return model_files.load_model(path)
     kind = header.get("kind")
     if kind not in PEER_LEARNERS:
         raise PeerFormatError(f"{path}: a peer-learner model of unknown kind {kind!r}")
@@ -379,9 +379,9 @@ def score_peer_text(learner: PeerLearner, raw_text: str) -> inference.ScoreResul
 
 def score_any(model: Any, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
     """Bits per symbol of raw text under any loaded model: a peer on the CPU (a GPU request is refused), a CHMM by
-    :func:`engine.workflows.score_text` on ``backend``."""
+    :func:`engine.use.score_text` on ``backend``."""
     if is_peer(model):
         if not engines.on_host(backend):
             raise ValueError(f"the {model.kind} learner scores on the CPU only; leave out --backend {backend}")
         return score_peer_text(model, raw_text)
-    return workflows.score_text(model, raw_text, backend=backend)
+    return use.score_text(model, raw_text, backend=backend)

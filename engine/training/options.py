@@ -1,0 +1,300 @@
+"""The settings of a training run (:class:`TrainOptions`, recorded in the model), the protocol's constants and
+result types, and the memory a run needs before it starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from engine import allocation, learning, text
+from engine.allocation import DEFAULT_NGRAM_ORDER
+from engine.model import CHMM, MAX_STATES, pairs_in_sequence
+
+ENGINE_VERSION = "0.1.0"
+
+
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+STOPPED_BAD = ("cancelled", "failed")
+
+
+ONLINE_RESTARTS = 4
+"""Restarts of online EM when none are asked for: online EM leaves the toy FSM's plateaus at random times, and the
+best of four seeds on validation reaches the optimum where one seed may not (bench/RESULTS.md, issue 15). Batch
+and Viterbi EM run one seed unless asked."""
+
+
+MAX_RESTARTS = 64
+
+
+AUTO = "auto"
+"""The value of ``states`` or ``pseudocount`` that asks for a choice on validation (:func:`search_settings`)."""
+
+
+PSEUDOCOUNT_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+"""The pseudocounts ``--pseudocount auto`` chooses from (on alice the best was 1e-3 at 1,000 states and 1e-5 at
+3,000: bench/RESULTS.md)."""
+
+
+FIRST_PSEUDOCOUNT = 1e-4
+"""Where the search on :data:`PSEUDOCOUNT_GRID` starts for the smallest number of states; each larger number of
+states starts where :func:`pseudocount_start` puts it."""
+
+
+STATES_GRID = (300, 1_000, 3_000, 5_000, 10_000, 30_000)
+"""The numbers of states ``--states auto`` chooses from: those with at least two clones per symbol and at most one
+state per :data:`SYMBOLS_PER_STATE` training symbols (and, with ``max_memory``, within it). 5,000 is the step that
+fits 90 minutes on 2 cores for the largest texts of Table 4, where 3,000 states are short of capacity and 10,000
+do not fit (bench/RESULTS.md, issue 15)."""
+
+
+PSEUDOCOUNT_STATES_EXPONENT = 2.0
+"""The best pseudocount falls as the number of states to this power: a row's stored entries grow with the square
+of the clones, and the pseudocount is added to each (measured: one decade lower per three times the states, from
+1,000 to 3,000 states on alice, macbeth, hamlet, milton, calgary-book1, War and Peace and Moby Dick)."""
+
+
+SYMBOLS_PER_STATE = 10
+
+
+SHARP_CONCENTRATION = 0.1
+"""Aligned restarts draw T from a Dirichlet of this concentration (clones close to a few successors) before the
+aligned share is added (:data:`ALIGNED_SHARE`)."""
+
+
+ALIGNED_SHARE = 0.9
+"""An aligned start is a sharp draw (:data:`SHARP_CONCENTRATION`) with this share of every row on its aligned
+entries, clone c of one symbol to clone c of the next (:func:`engine.model.align_rows`). From such starts online EM
+left the toy FSM's plateaus in 20 of 20 restarts at k = 3, 4 and 5, where uniform starts stay on them for whole seeds
+(k = 5: 0.467 in 16 of 16 restarts of uniform and plain sharp starts), and on alice it reaches a lower validation
+BPS (1.701 against 1.711 at 3,000 states); bench/RESULTS.md, issue 15."""
+
+
+STARTS = ("aligned", "uniform")
+"""The kinds of random start of T (``--start``): ``aligned`` (:data:`ALIGNED_SHARE`) or ``uniform`` (uniform(0, 1)
+entries, row-normalised: the paper's random start). Restarts alternate between the two, beginning with the one
+asked for (:func:`restart_plan`)."""
+
+
+RESTART_MEMORY = 0.5
+"""Online EM's lambda in restarts 2 and 3 of every four (the others use ``memory``): larger steps leave the toy
+FSM's plateaus sooner (10 of 10 seeds at k = 3 within 300 epochs against 7 of 10 at 0.9) and cost text a little
+(alice: 1.600 against 1.590), so validation keeps whichever is better (bench/RESULTS.md, issue 15)."""
+
+
+def restart_plan(restart: int, start: str = STARTS[0]) -> tuple[bool, bool]:
+    """Restart ``restart``'s start and step: (T starts aligned, online EM's lambda :data:`RESTART_MEMORY`). Every
+    four restarts run ``start``, the other start, ``start`` with larger steps, the other with larger steps; restart
+    0 is the plain run."""
+    return (restart % 2 == 0) == (start == "aligned"), restart % 4 >= 2
+
+
+@dataclass
+class TrainOptions:
+    """Everything that defines a training run (recorded in the model's metadata)."""
+
+    states: int | str = 3000  # or AUTO
+    allocation: str = "ngram"
+    ngram_order: int = DEFAULT_NGRAM_ORDER
+    normalisation: str = "paper"
+    algorithm: str = "em"
+    iterations: int = 100
+    batch_size: int | None = None
+    memory: float = 0.9
+    validation: float = 0.1
+    test_fraction: float = 0.1
+    max_train: int | None = None
+    pseudocount: float | str = 1e-6  # or AUTO
+    tolerance: float = 1e-6
+    patience: int = 5
+    seed: int = 0
+    restarts: int | None = None
+    start: str = STARTS[0]
+    refit: bool = True
+    backend: str = "cpu"
+    dtype: str = "float32"
+    init: str | None = None
+    grow_from: int | None = None
+    grow_threshold: float = 1e-3
+    grow_noise: float = 0.05
+    grow_iterations: int | None = None
+    chunk: int | None = None
+    burn_in: int | None = None
+    max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
+    search_minutes: float | None = None  # wall-clock budget of the automatic search (AUTO): see search_settings
+
+    @property
+    def searches(self) -> bool:
+        """Whether the number of states or the pseudocount is chosen on validation (:func:`search_settings`)."""
+        return self.states == AUTO or self.pseudocount == AUTO
+
+    def validate(self) -> None:
+        """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
+        if self.states != AUTO and (
+            isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES
+        ):
+            raise ValueError(
+                f"the number of states must be an integer from 2 to {MAX_STATES:,} or {AUTO!r}, got {self.states!r}"
+            )
+        if self.pseudocount != AUTO and (
+            isinstance(self.pseudocount, (bool, str)) or not (self.pseudocount >= 0 and math.isfinite(self.pseudocount))
+        ):
+            raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
+        if self.searches and self.init is not None:
+            raise ValueError(f"--init continues one model with its own settings: {AUTO!r} applies to new models")
+        if self.search_minutes is not None and not (
+            isinstance(self.search_minutes, (int, float)) and 0 < self.search_minutes < math.inf
+        ):
+            raise ValueError(f"the search's minutes must be a positive number, got {self.search_minutes!r}")
+        if self.search_minutes is not None and not self.searches:
+            raise ValueError(f"--search-minutes bounds the search of {AUTO!r} states or pseudocount: give one of them")
+        if self.searches and not self.validation:
+            raise ValueError(f"{AUTO!r} chooses on the validation text: give a validation share above 0")
+        if self.states == AUTO and self.grow_from:
+            raise ValueError(f"--grow-from needs a number of states, not {AUTO!r}")
+        if self.allocation not in allocation.ALLOCATION_METHODS:
+            raise ValueError(
+                f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
+            )
+        if self.normalisation not in text.NORMALISATIONS:
+            raise ValueError(
+                f"unknown normalisation {self.normalisation!r}; choose one of {', '.join(text.NORMALISATIONS)}"
+            )
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+        if self.start not in STARTS:
+            raise ValueError(f"unknown start {self.start!r}; choose one of {', '.join(STARTS)}")
+        if not 0.0 <= self.validation <= 0.5:
+            raise ValueError(f"the validation share must lie in [0, 0.5], got {self.validation}")
+        if not 0.0 <= self.test_fraction <= 0.5:
+            raise ValueError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
+        if self.seed < 0:
+            raise ValueError("the seed must be a non-negative integer")
+        if self.restarts is not None and not 1 <= self.restarts <= MAX_RESTARTS:
+            raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
+        if self.restarts not in (None, 1) and self.init is not None:
+            raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
+        if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < int(self.states):
+            raise ValueError(
+                f"--grow-from must be at least 2 and below the number of states ({self.states}), got {self.grow_from}"
+            )
+        if not 0.0 < self.grow_threshold < 1.0:
+            raise ValueError(f"the grow threshold must lie strictly between 0 and 1, got {self.grow_threshold}")
+        if self.grow_iterations is not None and self.grow_iterations < 1:
+            raise ValueError("the grown model's iterations must be at least 1")
+        if not 0.0 <= self.grow_noise < 1.0:
+            raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
+        chosen = replace(self, pseudocount=FIRST_PSEUDOCOUNT) if self.pseudocount == AUTO else self
+        chosen.training_config().validate()
+
+    def resolved_restarts(self) -> int:
+        """The restarts to run: as given, else :data:`ONLINE_RESTARTS` for online EM and 1 for batch or Viterbi EM."""
+        if self.restarts is not None:
+            return self.restarts
+        return ONLINE_RESTARTS if self.algorithm == "online" else 1
+
+    def training_config(self) -> learning.TrainingConfig:
+        """The training loop's settings (a chosen pseudocount: :func:`search_settings` resolves :data:`AUTO`)."""
+        if self.pseudocount == AUTO:
+            raise ValueError(f"the pseudocount {AUTO!r} is chosen by search_settings before training")
+        return learning.TrainingConfig(
+            algorithm=self.algorithm,
+            max_iterations=self.iterations,
+            tolerance=self.tolerance,
+            patience=self.patience,
+            pseudocount=self.pseudocount,
+            batch_size=self.batch_size,
+            memory=self.memory,
+            chunk=self.chunk,
+            burn_in=self.burn_in,
+        )
+
+
+@dataclass
+class TrainOutcome:
+    """The trained model, the figures of the run (the CLI's ``--json`` object) and the training result."""
+
+    model: CHMM
+    summary: dict[str, Any]
+    result: learning.TrainingResult
+    corpus: text.Corpus = field(repr=False)
+    selected: Any = field(default=None, repr=False)  # the selection run's model (before the refit), if refitted
+
+
+@dataclass
+class Selection:
+    """Stages 2 and 3 of one setting: the options that ran (no :data:`AUTO` left), the start the refit begins from
+    (and, for a grown model, the grown refit start), the selection run kept, a line per restart, the grown
+    schedule, and the training loop's settings."""
+
+    options: TrainOptions
+    start: Any
+    result: learning.TrainingResult
+    config: learning.TrainingConfig
+    refit_start: Any = None
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    schedule: dict[str, Any] = field(default_factory=dict)
+
+
+def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
+    """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
+    to one state per :data:`SYMBOLS_PER_STATE` training symbols (at least the smallest such), and within
+    ``options.max_memory`` when set (:func:`estimate_training_memory`)."""
+    low, high = 2 * corpus.n_symbols, max(1, len(corpus.train_full)) // SYMBOLS_PER_STATE
+    grid = [n for n in STATES_GRID if low <= n <= high] or [max(low, min(STATES_GRID[0], high))]
+    if options.max_memory is not None:
+        fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
+        grid = fits or grid[:1]
+    return grid
+
+
+DENSE_STATE_LIMIT = 10_000
+"""Above this many states, CPU training grows the model from a dense one (see :func:`grown_starts`)."""
+
+
+GROW_FACTOR = 10
+
+
+PRUNED_KEYS = ("pruned", "pruned_history")
+"""Metadata of a pruned model that training from it (``init``) carries over, to show people."""
+
+
+TRANSITION_ENTRY_BYTES = 20
+
+
+MESSAGE_COPIES = 3
+
+
+def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
+    """Rough peak memory (bytes) of training a new model with ``options`` on ``corpus``, to refuse impossible
+    runs before any work: ``TRANSITION_ENTRY_BYTES`` per stored transition entry (the sum over the symbol pairs
+    seen in training of M_i * M_j: T, the expected counts, the M-step buffers and the best model kept) plus the
+    forward/backward messages (alpha, beta and their pair-sorted copies: ``MESSAGE_COPIES`` values per clone of
+    each symbol of the longest sequence processed at once, one batch for online EM). Raises ValueError when
+    ``options.states`` is smaller than the alphabet. With ``states`` :data:`AUTO`, the largest candidate's
+    (:func:`states_candidates`)."""
+    if options.states == AUTO:
+        return max(
+            estimate_training_memory(corpus, replace(options, states=n)) for n in states_candidates(corpus, options)
+        )
+    if options.states < corpus.n_symbols:
+        raise ValueError(
+            f"{options.states} states are fewer than the {corpus.n_symbols} symbols of the alphabet; "
+            "every symbol needs at least one clone"
+        )
+    train = corpus.train_full
+    n_clones = allocation.allocate_clones(
+        train, corpus.n_symbols, options.states, options.allocation, options.ngram_order
+    )
+    pairs = pairs_in_sequence(train, corpus.n_symbols)
+    entries = int(np.sum(n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]))
+    message_values = float(np.bincount(train, minlength=corpus.n_symbols) @ n_clones)
+    batch_size = options.batch_size or learning.automatic_batch_size(len(pairs))
+    if options.algorithm == "online" and len(train) > batch_size:
+        message_values *= batch_size / len(train)
+    itemsize = np.dtype(DTYPES[options.dtype]).itemsize
+    return int(entries * TRANSITION_ENTRY_BYTES + MESSAGE_COPIES * itemsize * message_values)

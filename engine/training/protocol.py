@@ -1,0 +1,268 @@
+"""The training protocol (:func:`train_text`): corpus, start (grown from a smaller dense model for large ones),
+selection on validation with restarts or an automatic search, refit; progress, cancellation and the last good
+model kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+
+from engine import allocation, engines, learning, text
+from engine import graph as graph_mod
+from engine import sparse as sparse_mod
+from engine.codec import TextCodec
+from engine.model import CHMM
+from engine.model_files import load_model
+from engine.training import stages
+from engine.training.options import (
+    DENSE_STATE_LIMIT,
+    DTYPES,
+    ENGINE_VERSION,
+    GROW_FACTOR,
+    PRUNED_KEYS,
+    STOPPED_BAD,
+    Selection,
+    TrainOptions,
+    TrainOutcome,
+)
+from engine.training.restarts import best_of_restarts
+from engine.training.search import search_settings
+from engine.training.stages import (
+    corpus_pairs,
+    extend_model,
+    initial_model_for,
+    prepare_training_corpus,
+    refit,
+    select_on_validation,
+)
+from engine.use import placeholder_share
+
+
+def train_text(
+    corpus_text: str | Sequence[Any],
+    options: TrainOptions,
+    callback: learning.ProgressCallback | None = None,
+    cancel: learning.CancelToken | None = None,
+    name: str = "corpus",
+    log: Callable[[str], None] | None = None,
+    initial_model: CHMM | None = None,
+    cluster: Any = None,
+) -> TrainOutcome:
+    """Train a model on raw text (one document, or a list of documents: independent sequences) with the paper's
+    protocol, in named stages:
+
+    1. :func:`prepare_training_corpus`: normalise and split (paper: first 90% train with its last ``validation``
+       share held out for early stopping, last 10% test; several documents are split each in the same way).
+    2. the start: clones allocated and T random on the symbol pairs seen in training (:func:`initial_model_for`), or
+       ``options.init`` / ``initial_model`` extended to the new text, or, for a grown model, a dense model of
+       ``grow_from`` states trained with this same protocol, pruned and split (:func:`grown_starts`);
+    3. :func:`select_on_validation`: EM with early stopping on the validation text, from each restart
+       (:func:`best_of_restarts`); with ``states`` or ``pseudocount`` :data:`AUTO`, for each candidate setting
+       (:func:`search_settings`);
+    4. :func:`refit`: with ``options.refit`` (the paper's protocol, section 4.2) the model is retrained from the same
+       start on training + validation text for the number of iterations validation chose.
+
+    Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run. With
+    ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.distributed`) batch EM's E-steps run on its workers.
+    """
+    options.validate()
+    backend = engines.resolve_backend(options.backend)
+    started = time.perf_counter()
+    init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
+    corpus = prepare_training_corpus(corpus_text, options, name, init_model)
+    search: list[dict[str, Any]] = []
+    try:
+        if options.searches:
+            selection, search = search_settings(
+                corpus_text, corpus, options, backend, callback, cancel, name, log, select_stage
+            )
+        else:
+            selection = select_stage(
+                corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, cluster
+            )
+    except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
+        return stopped.outcome
+    options, result, restarts, schedule = selection.options, selection.result, selection.restarts, selection.schedule
+    selected = result.model
+    has_validation = bool(corpus.validation_parts)
+    validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
+    trained, refit_iterations, refitted = selected, 0, False
+    if options.refit and has_validation and result.stopped not in STOPPED_BAD:
+        # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
+        trained, refit_iterations, refitted = refit(
+            selection.refit_start if selection.refit_start is not None else selection.start,
+            result,
+            corpus,
+            selection.config,
+            backend,
+            callback,
+            cancel,
+            log,
+            grown=selection.refit_start is not None,
+            cluster=cluster,
+        )
+    trained_on = corpus.train_full_parts if refitted else corpus.train_parts
+    test = corpus.test_parts
+    figures = {
+        "train_bps": stages.sequences_bps(trained, trained_on, backend),
+        "validation_bps": validation_bps,
+        "test_bps": stages.sequences_bps(trained, test, backend) if test else None,
+    }
+    seconds = time.perf_counter() - started
+    trained.metadata = {
+        "engine_version": ENGINE_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "corpus": name,
+        "documents": len(corpus.documents),
+        "allocation": options.allocation if init_model is None else init_model.metadata.get("allocation"),
+        "settings": asdict(options) | {"backend": backend},
+        "seed": options.seed,
+        "stopped": result.stopped,
+        "best_iteration": result.best_iteration,
+        "refit_iterations": refit_iterations,
+        "history": [r._asdict() for r in result.history],
+        "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
+        **({"rare_share": placeholder_share(corpus.train_full_text)} if corpus.vocabulary is not None else {}),
+        **figures,
+        # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
+        **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
+        **({"schedule": schedule} if schedule else {}),
+        **({"restarts": restarts} if restarts else {}),
+        **({"search": search} if search else {}),
+    }
+    trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
+    summary = {
+        **figures,
+        "iterations": len(result.history),
+        "best_iteration": result.best_iteration,
+        "refit_iterations": refit_iterations,
+        "stopped": result.stopped,
+        "seconds": seconds,
+        "states": trained.n_states,
+        "symbols": int(sum(len(x) for x in trained_on)),
+        "alphabet": trained.n_symbols,
+    }
+    if result.online_model is not None:  # online EM epochs, then batch EM iterations
+        summary["online_iterations"] = result.online_iterations
+    if restarts:
+        summary["restarts"] = restarts
+    if search:
+        summary["search"] = search
+        summary["pseudocount"] = options.pseudocount
+    if schedule:
+        summary["schedule"] = schedule
+        summary["nonzeros"] = trained.n_nonzero()
+    if result.error:
+        summary["error"] = result.error
+    return TrainOutcome(trained, summary, result, corpus, selected)
+
+
+def select_stage(
+    corpus_text: str | Sequence[Any],
+    corpus: text.Corpus,
+    options: TrainOptions,
+    init_model: CHMM | None,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    name: str,
+    log: Callable[[str], None] | None,
+    cluster: Any = None,
+    restarts: int | None = None,
+) -> Selection:
+    """Stages 2 and 3 for concrete ``options``: the start (new, continued or grown) and the selection run on
+    validation, from ``restarts`` (default ``options.resolved_restarts()``) random starts for a new model. Raises
+    :class:`_StageStopped` when a grown model's dense stage was cancelled or failed."""
+    grow_from = options.grow_from
+    grows = engines.supports(backend, "grows")
+    if grow_from is None and grows and options.states > DENSE_STATE_LIMIT and init_model is None:
+        grow_from = options.states // GROW_FACTOR
+    config = options.training_config()
+    schedule: dict[str, Any] = {}
+    refit_start = None
+    if init_model is None and grow_from:
+        start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, callback, cancel, name, log)
+        config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
+    elif init_model is None:
+        start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others
+    else:
+        rng = np.random.default_rng(options.seed)
+        start = extend_model(init_model, corpus_pairs(corpus), rng, DTYPES[options.dtype])
+    if log:
+        log(
+            f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
+            f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
+            f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
+        )
+    record: list[dict[str, Any]] = []
+    n_restarts = options.resolved_restarts() if restarts is None else restarts
+    if init_model is None and not grow_from and n_restarts > 1:
+        start, result, record = best_of_restarts(
+            corpus, options, config, backend, callback, cancel, cluster, log, range(n_restarts)
+        )
+    else:
+        result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
+    return Selection(options, start, result, config, refit_start, record, schedule)
+
+
+class _StageStopped(Exception):
+    """The dense stage of a grown model was cancelled or failed; ``outcome`` is that stage's run."""
+
+    def __init__(self, outcome: TrainOutcome) -> None:
+        super().__init__(outcome.result.stopped)
+        self.outcome = outcome
+
+
+def grown_starts(
+    corpus_text: str | Sequence[Any],
+    options: TrainOptions,
+    grow_from: int,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    name: str,
+    log: Callable[[str], None] | None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Stage 2 of a grown model (paper-scale models on the CPU): train a dense model of ``grow_from`` states with the
+    same settings and protocol (early stopping on validation, then the refit unless turned off), prune it at
+    ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones each symbol
+    has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
+    Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
+    validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
+    if log:
+        log(f"growing: first a dense model of {grow_from:,} states")
+    base = train_text(corpus_text, replace(options, states=grow_from, grow_from=0), callback, cancel, name, log)
+    if base.result.stopped in STOPPED_BAD:
+        raise _StageStopped(base)
+
+    def grow(model: CHMM) -> Any:
+        pruned = graph_mod.prune(model, threshold=options.grow_threshold)
+        targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, options.states - pruned.n_states)
+        grown = sparse_mod.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
+        grown.metadata = {}
+        return grown, pruned.metadata["pruned"]["kept_fraction"]
+
+    selection, kept = grow(base.selected)
+    refit_start = grow(base.model)[0] if options.refit else None
+    schedule = {
+        "grow_from": grow_from,
+        "base_test_bps": base.summary["test_bps"],
+        "base_validation_bps": base.summary["validation_bps"],
+        "base_iterations": base.summary["iterations"],
+        "base_refit_iterations": base.summary["refit_iterations"],
+        "base_seconds": base.summary["seconds"],
+        "threshold": options.grow_threshold,
+        "base_kept_fraction": kept,
+        "noise": options.grow_noise,
+        "nonzeros_after_split": selection.n_nonzero(),
+    }
+    if log:
+        log(
+            f"grown to {selection.n_states:,} states: {selection.n_nonzero():,} stored transitions (dense stage: "
+            f"test BPS {base.summary['test_bps']:.4f}, pruned to {kept:.2%} at {options.grow_threshold:g}); "
+            "sparse batch EM follows"
+        )
+    return selection, refit_start, schedule

@@ -1,0 +1,205 @@
+"""Restarts of the selection stage: each a run from its own start, in this process or in worker processes (one
+core each, a watchdog that ends a worker whose parent died); the best on validation is kept."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from engine import engines, inference, learning, text
+from engine.model import CHMM
+from engine.training import stages
+from engine.training.options import RESTART_MEMORY, STOPPED_BAD, TrainOptions, restart_plan
+from engine.training.stages import initial_model_for, select_on_validation
+
+RESTART_PROCESSES_ENV = "CHMM_RESTART_PROCESSES"
+"""The most restarts run at once in worker processes (default: one per core this process may use; 1 runs them one
+after the other in this process)."""
+
+
+def restart_processes(n_restarts: int, backend: str, cluster: Any = None) -> int:
+    """How many restarts run at once: one per core (or :data:`RESTART_PROCESSES_ENV`), at most ``n_restarts``; 1 on
+    a backend without the ``restart_processes`` capability (the GPU), with a cluster (its workers share each E-step
+    instead), and in a process that may not start children (a daemon, such as a Celery pool worker)."""
+    if n_restarts < 2 or cluster is not None or multiprocessing.current_process().daemon:
+        return 1
+    if not engines.supports(backend, "restart_processes"):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    setting = os.environ.get(RESTART_PROCESSES_ENV, "").strip()
+    if setting:
+        cores = int(setting) if setting.isdigit() and int(setting) > 0 else 1
+    return max(1, min(n_restarts, cores))
+
+
+def _run_restart(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    restart: int,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    cluster: Any = None,
+) -> tuple[CHMM, learning.TrainingResult, float]:
+    """One restart's selection run (start and, for online EM, lambda by :func:`restart_plan`): its start, its result
+    and its held-out BPS (infinite if cancelled or failed)."""
+    start = initial_model_for(corpus, options, restart)
+    if config.algorithm == "online" and restart_plan(restart)[1]:
+        config = replace(config, memory=RESTART_MEMORY)
+    tagged = None if callback is None else (lambda r: callback(r._replace(restart=restart)))
+    result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
+    if result.stopped in STOPPED_BAD:
+        return start, result, math.inf
+    return start, result, stages.sequences_bps(result.model, corpus.validation_parts or corpus.train_parts, backend)
+
+
+_RESTART_WORKER: dict[str, Any] = {}
+"""In a restart worker process only: the queue its progress records go to and the event that cancels it."""
+
+
+ORPHAN_CHECK_S = 1.0
+"""How often an idle restart worker checks that its parent still lives."""
+
+
+def _restart_worker_start(queue: Any, cancelled: Any) -> None:
+    os.environ[inference.ONE_THREAD_ENV] = "1"  # one core per process: the processes share the machine's cores
+    _RESTART_WORKER.update(queue=queue, cancelled=cancelled, parent=os.getppid())
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """End this worker once its parent has died (a killed job): a worker waiting for its next task holds both ends
+    of the pool's pipe and would otherwise wait for ever."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(0)
+
+
+def _restart_worker_stopped() -> bool:
+    """Whether this restart worker should stop: its parent cancelled, or died (killed, e.g. a revoked Celery task),
+    which leaves the worker to its new parent, and it must not train on for nobody."""
+    return _RESTART_WORKER["cancelled"].is_set() or os.getppid() != _RESTART_WORKER["parent"]
+
+
+def _restart_in_worker(
+    corpus: text.Corpus, options: TrainOptions, config: learning.TrainingConfig, backend: str, restart: int
+) -> tuple[CHMM, learning.TrainingResult, float]:
+    queue = _RESTART_WORKER["queue"]
+    try:
+        cancel = learning.CancelToken(_restart_worker_stopped)
+        return _run_restart(corpus, options, config, backend, restart, queue.put, cancel)
+    finally:
+        queue.put(("done", restart))  # after its records: the parent shows restarts in order
+
+
+def _restarts_in_processes(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    which: range,
+    processes: int,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+) -> list[tuple[CHMM, learning.TrainingResult, float]]:
+    """:func:`_run_restart` for every restart of ``which`` in ``processes`` worker processes (spawned: safe beside
+    the app's threads). The callback sees the records restart by restart, as if they ran one after the other: the
+    lowest unfinished restart's live, the later ones' when it ends; a cancel reaches every worker within a batch."""
+    context = multiprocessing.get_context("spawn")
+    queue, cancelled = context.Queue(), context.Event()
+    waiting: dict[int, list[learning.IterationRecord]] = {r: [] for r in which}
+    finished: set[int] = set()
+    order = list(which)
+    shown = 0
+    with ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_restart_worker_start, initargs=(queue, cancelled)
+    ) as pool:
+        futures = [pool.submit(_restart_in_worker, corpus, options, config, backend, r) for r in which]
+        while shown < len(order):
+            if cancel is not None and cancel.cancelled:
+                cancelled.set()
+            if any(f.done() and f.exception() is not None for f in futures):
+                break  # a worker failed (its exception is raised below)
+            try:
+                item = queue.get(timeout=0.2)
+            except Exception:  # queue.Empty
+                continue
+            if isinstance(item, tuple) and item[:1] == ("done",):
+                finished.add(item[1])
+            else:
+                waiting[item.restart].append(item)
+            while shown < len(order):
+                restart = order[shown]
+                for record in waiting[restart]:
+                    if callback is not None:
+                        callback(record)
+                waiting[restart] = []
+                if restart not in finished:
+                    break
+                shown += 1
+        if cancel is not None and cancel.cancelled:
+            cancelled.set()
+        return [f.result() for f in futures]
+
+
+def restart_line(restart: int, value: float, result: learning.TrainingResult, options: TrainOptions) -> dict[str, Any]:
+    """A restart's line in the summary and metadata: its held-out BPS, iterations, stop reason, start (uniform or
+    aligned) and, for online EM, its lambda (:func:`restart_plan`)."""
+    aligned, larger_steps = restart_plan(restart, options.start)
+    line = {
+        "restart": restart,
+        "bps": value,
+        "iterations": len(result.history),
+        "stopped": result.stopped,
+        "start": "aligned" if aligned else "uniform",
+    }
+    if options.algorithm == "online":
+        line["memory"] = RESTART_MEMORY if larger_steps else options.memory
+    return line
+
+
+def best_of_restarts(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    cluster: Any = None,
+    log: Callable[[str], None] | None = None,
+    which: range | None = None,
+) -> tuple[CHMM, learning.TrainingResult, list[dict[str, Any]]]:
+    """Stage 3 with restarts: :func:`select_on_validation` from random starts (:func:`initial_model_for`), restarts
+    ``which`` (default all of ``options.resolved_restarts()``), in :func:`restart_processes` processes at once;
+    keeps the run whose model has the lowest validation BPS (the lowest training BPS without validation text).
+    Progress records carry their restart and come restart by restart. A cancelled or failed restart ends the stage
+    with that run. Returns the kept run's start, its result and a line per restart."""
+    which = range(options.resolved_restarts()) if which is None else which
+    processes = restart_processes(len(which), backend, cluster)
+    if processes > 1:
+        runs = iter(_restarts_in_processes(corpus, options, config, backend, which, processes, callback, cancel))
+    else:  # one after the other, each started only when the one before ended well
+        runs = (_run_restart(corpus, options, config, backend, r, callback, cancel, cluster) for r in which)
+    best: tuple[float, CHMM, learning.TrainingResult] | None = None
+    record: list[dict[str, Any]] = []
+    for restart, (start, result, value) in zip(which, runs, strict=False):
+        if result.stopped in STOPPED_BAD:
+            return start, result, record
+        record.append(restart_line(restart, value, result, options))
+        if log:
+            log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
+        if best is None or value < best[0]:
+            best = (value, start, result)
+    assert best is not None
+    return best[1], best[2], record

@@ -1,0 +1,157 @@
+"""The stages of the training protocol that train one model: the corpus split, the start, the selection run on
+validation (online EM then batch EM, the paper's recipe) and the refit on training + validation text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from engine import allocation, engines, learning, text
+from engine import model as model_io
+from engine.model import CHMM, pairs_in_sequence, random_model
+from engine.training.options import ALIGNED_SHARE, DTYPES, SHARP_CONCENTRATION, STOPPED_BAD, TrainOptions, restart_plan
+
+
+def sequences_bps(model: Any, sequences: np.ndarray | list[np.ndarray], backend: str) -> float:
+    """BPS of one sequence or of several independent ones, on the implementation that runs ``model`` there."""
+    engine = engines.engine_for(model, backend)
+    return engines.score_sequences(engine, engine.load(model), sequences).bps
+
+
+def prepare_training_corpus(
+    corpus_text: str | Sequence[Any], options: TrainOptions, name: str, init_model: Any | None
+) -> text.Corpus:
+    """Stage 1: the corpus normalised and split as ``options`` say; continued training (``init_model``) reads the
+    text with the model's own codec and alphabet."""
+    codec = init_model.codec if init_model is not None else None
+    return text.prepare_corpus(
+        corpus_text,
+        normalisation=codec.normalisation if codec is not None else options.normalisation,
+        test_fraction=options.test_fraction,
+        validation=options.validation,
+        max_train=options.max_train,
+        name=name,
+        fixed_alphabet=(init_model.symbols, codec.vocabulary_list) if init_model is not None else None,
+    )
+
+
+def corpus_pairs(corpus: text.Corpus) -> np.ndarray:
+    """The distinct symbol pairs of the training part (train + validation), within documents."""
+    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in corpus.train_full_parts]
+    if not codes:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.concatenate(codes), axis=0)
+
+
+def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
+    """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
+    symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); aligned or
+    uniform as :func:`restart_plan` says for ``options.start``."""
+    n_clones = allocation.allocate_clones(
+        corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
+    )
+    rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
+    aligned = restart_plan(restart, options.start)[0]
+    return random_model(
+        corpus.symbols,
+        n_clones,
+        corpus_pairs(corpus),
+        rng,
+        DTYPES[options.dtype],
+        concentration=SHARP_CONCENTRATION if aligned else None,
+        aligned_share=ALIGNED_SHARE if aligned else 0.0,
+    )
+
+
+def select_on_validation(
+    start: Any,
+    corpus: text.Corpus,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    cluster: Any = None,
+) -> learning.TrainingResult:
+    """Stage 3: train on the training part, keeping the model best on the validation part (early stopping). Online
+    EM is followed, with validation text, by batch EM from its best model (the paper's recipe of section 4.2: It_1
+    iterations of online EM, then It_2 of batch EM, both chosen on validation); the result's history holds both and
+    ``online_model`` the online stage's model."""
+    validation = corpus.validation_parts or None
+    result = learning.fit(
+        start, corpus.train_parts, validation, config, callback, cancel, backend=backend, cluster=cluster
+    )
+    if config.algorithm != "online" or validation is None or result.stopped in STOPPED_BAD:
+        return result
+    online_epochs = len(result.history)
+    shifted = None if callback is None else (lambda r: callback(r._replace(iteration=r.iteration + online_epochs)))
+    batch_config = replace(config, algorithm="em")
+    batch = learning.fit(
+        result.model, corpus.train_parts, validation, batch_config, shifted, cancel, backend=backend, cluster=cluster
+    )
+    batch.history = result.history + [r._replace(iteration=r.iteration + online_epochs) for r in batch.history]
+    batch.online_model = result.model
+    batch.online_iterations = online_epochs
+    batch.best_iteration = online_epochs + batch.best_iteration if batch.best_iteration else result.best_iteration
+    return batch
+
+
+def refit(
+    start: Any,
+    selection: learning.TrainingResult,
+    corpus: text.Corpus,
+    config: learning.TrainingConfig,
+    backend: str,
+    callback: learning.ProgressCallback | None,
+    cancel: learning.CancelToken | None,
+    log: Callable[[str], None] | None,
+    grown: bool = False,
+    cluster: Any = None,
+) -> tuple[Any, int, bool]:
+    """Stage 4, the paper's protocol: the validation split chose the number of iterations; train from the same start
+    on training + validation text for that many. A grown start is already the dense refit, grown: with no sparse
+    iteration chosen it is the model. Returns (model, refit iterations, whether the model is a refit). A cancelled
+    or failed refit marks ``selection`` so. After online EM the refit continues from the online stage's model
+    with the batch EM iterations chosen (see :func:`select_on_validation`)."""
+    iterations = selection.best_iteration
+    if selection.online_model is not None:  # online EM, then batch EM (see select_on_validation)
+        # online EM's path from the same start on other text is another random walk: the refit continues from the
+        # online stage's model with the batch EM iterations that validation chose
+        start = selection.online_model
+        iterations = max(0, iterations - selection.online_iterations)
+        config = replace(config, algorithm="em")
+    if iterations == 0:
+        return (start, 0, True) if grown else (selection.model, 0, False)
+    if log:
+        log(f"refitting on training + validation text for {iterations} iteration(s)")
+    refit_config = replace(config, max_iterations=iterations, tolerance=0.0)
+    tagged = None if callback is None else (lambda r: callback(r._replace(refit=True)))
+    again = learning.fit(
+        start, corpus.train_full_parts, None, refit_config, tagged, cancel, backend=backend, cluster=cluster
+    )
+    if again.stopped in STOPPED_BAD:
+        selection.stopped, selection.error = again.stopped, again.error
+    return again.model, iterations, True
+
+
+def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:
+    """Continue from ``model`` on new data: keep its blocks and values, add random blocks for symbol pairs the
+    new data has and the model lacks (weighted 1e-3 against the existing row mass), renormalise rows."""
+    layout = model.layout
+    known = {(int(i), int(j)) for i, j in layout.block_pairs}
+    extra = [p for p in map(tuple, pairs.tolist()) if p not in known]
+    if not extra:
+        return model.with_arrays(T=model.T.astype(dtype), pi=model.pi.astype(dtype), counts=None)
+    new_layout = model_io.BlockLayout.build(layout.n_clones, np.concatenate([layout.block_pairs, np.array(extra)]))
+    raw = np.zeros(new_layout.size)
+    for k, (i, j) in enumerate(new_layout.block_pairs):
+        lo, hi = new_layout.block_offset[k], new_layout.block_offset[k + 1]
+        old = layout.block_index[i, j]
+        if old >= 0:
+            raw[lo:hi] = model.T[layout.block_offset[old] : layout.block_offset[old + 1]]
+        else:
+            raw[lo:hi] = 1e-3 * rng.random(hi - lo) / new_layout.n_clones[j]
+    T = model_io.normalise_rows(new_layout, raw, 0.0, dtype)
+    return model.with_arrays(layout=new_layout, T=T, pi=model.pi.astype(dtype), counts=None)
