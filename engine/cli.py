@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.metadata
 import json
 import math
@@ -663,6 +664,38 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(run=_cmd_export)
     _add_plugin_commands(commands)
     return parser
+
+
+REFERENCE_WIDTH = 100
+"""Columns of the help texts in the generated reference (docs/cli.md), fixed so that it does not depend on the
+terminal it is made in."""
+
+
+def reference_markdown() -> str:
+    """The command line's reference, docs/cli.md: the program's and each command's help as ``chmm COMMAND --help``
+    prints it, at :data:`REFERENCE_WIDTH` columns (``python docs/make_cli.py`` writes it; a test fails when the file
+    differs from what the parser says)."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+    def help_of(command: argparse.ArgumentParser) -> str:
+        command.formatter_class = functools.partial(argparse.HelpFormatter, width=REFERENCE_WIDTH)
+        return command.format_help().rstrip()
+
+    out = [
+        "# The `chmm` command line",
+        "",
+        "Every command and option, as `chmm COMMAND --help` prints them; generated from the argument parser by",
+        "`python docs/make_cli.py` (`tests/test_cli.py` fails when this file is stale). What the options do together:",
+        "[guide.md](guide.md).",
+        "",
+        "```",
+        help_of(parser),
+        "```",
+    ]
+    for name, command in commands.choices.items():
+        out += ["", f"## chmm {name}", "", "```", help_of(command), "```"]
+    return "\n".join(out) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

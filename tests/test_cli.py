@@ -313,3 +313,12 @@ def test_ctrl_c_outside_training_is_one_line(trained_model: Path, tmp_path: Path
     monkeypatch.setattr(cli.use, "model_communities", interrupted)
     code, _, err = run_cli(["communities", trained_model, "-o", tmp_path / "c"], capsys)
     assert code == 130 and err.strip() == "chmm: interrupted"
+
+
+def test_the_command_line_reference_is_the_parser_s() -> None:
+    """docs/cli.md is what the argument parser says (regenerate it with ``python docs/make_cli.py``)."""
+    from pathlib import Path
+
+    written = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert written == cli.reference_markdown(), "docs/cli.md is stale: run python docs/make_cli.py"
+    assert "## chmm train" in written and "--chunk" in written and "## chmm app" in written
