@@ -2,7 +2,7 @@
 as a background job, and show their test BPS, training time and parameter count side by side.
 
 The job (:func:`run_compare_job`) reads the corpus (the session's or the bundled sample), trains each learner in
-turn through :func:`engine.peers.registry.train_learner_text` (the same normalisation, splits and refit for every
+turn through :func:`engine.learners.train_learner_text` (the same normalisation, splits and refit for every
 learner) and rewrites ``compare.json`` in the session folder after each one, so the page can show the rows that are
 done while the rest train. One learner failing does not stop the others: its row says why. While the job runs it
 touches ``compare-heartbeat`` every second; the Cancel button writes ``compare-cancel``, which stops the CHMM within
@@ -28,9 +28,8 @@ from app import config, services, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot
 from app.services import UserError
 from app.services import corpus as corpus_service
-from engine import learning, model_files, text, training
+from engine import learners, learning, model_files, text, training
 from engine.errors import error_message
-from engine.peers import registry
 
 COMPARE = "compare.json"
 HEARTBEAT = "compare-heartbeat"
@@ -82,7 +81,7 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
 SECONDS_PER_SYMBOL = {"chmm": 10 / 106_910, "densehmm": 49 / 106_910, "hmm": 50 / 106_910, "pdfa": 4 / 106_910,
                       "ngram": 0.4 / 106_910}  # fmt: skip
 """Training seconds per training symbol at the default settings, measured on carroll-alice.txt (106,910 training
-symbols, 2 cores; engine/peers/registry.py), for the time estimates."""
+symbols, 2 cores; engine/peers/learners.py), for the time estimates."""
 
 
 def _shown_settings(kind: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -151,16 +150,16 @@ def compare_running(folder: Path, now: float | None = None) -> bool:
 
 # ------------------------------------------------------------------------------------------ input
 def check_learners(learners: Any) -> list[str]:
-    """The picked learners in the order of :data:`engine.peers.registry.LEARNERS`; UserError when none is picked
+    """The picked learners in the order of :data:`engine.learners.LEARNERS`; UserError when none is picked
     or one is unknown."""
     if not learners:
         raise UserError("Pick at least one learner to compare.")
     if isinstance(learners, str):
         learners = [learners]
-    unknown = [str(kind) for kind in learners if kind not in registry.LEARNERS]
+    unknown = [str(kind) for kind in learners if kind not in learners.LEARNERS]
     if unknown:
-        raise UserError(f"Unknown learner {unknown[0]!r}; choose among {', '.join(registry.LEARNERS)}.")
-    return [kind for kind in registry.LEARNERS if kind in learners]
+        raise UserError(f"Unknown learner {unknown[0]!r}; choose among {', '.join(learners.LEARNERS)}.")
+    return [kind for kind in learners.LEARNERS if kind in learners]
 
 
 def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
@@ -337,7 +336,7 @@ def _train_one(
     try:
         if kind == "chmm":
             _check_chmm_memory(prepared, options | {"max_train": MAX_TRAIN_SYMBOLS})
-        model, summary = registry.train_learner_text(
+        model, summary = learners.train_learner_text(
             corpus_text,
             kind,
             options,
@@ -355,7 +354,7 @@ def _train_one(
         row.update(status=FAILED, message="ran out of memory")
         return
     except Exception as exc:  # one learner failing must not stop the comparison; the row says why
-        stopped = isinstance(exc, registry.TrainingStopped) and cancel.exists()
+        stopped = isinstance(exc, learners.TrainingStopped) and cancel.exists()
         reason = error_message(exc)
         row.update(status=SKIPPED if stopped else FAILED, message="cancelled" if stopped else reason)
         return

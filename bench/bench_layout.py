@@ -1,8 +1,8 @@
-"""Benchmark: laying out module maps and clone graphs on the server (engine/layout.py) against networkx's spring
+"""Benchmark: laying out module maps and clone graphs on the server (engine/drawing.py) against networkx's spring
 layout, and the Communities page's module map end to end on modules from real Infomap runs.
 
 Part 1 (layout): random geometric graphs of n nodes (about the link density of a module map), our numba
-Fruchterman-Reingold (:func:`engine.layout.force_layout`, 120 steps) against ``networkx.spring_layout`` (50 steps,
+Fruchterman-Reingold (:func:`engine.drawing.force_layout`, 120 steps) against ``networkx.spring_layout`` (50 steps,
 its default), interleaved, the best of ``--repeats``; the ratio is ours / networkx.
 
 Part 2 (module map): the sample model's Infomap result at several Markov times (smaller times give more modules),
@@ -29,7 +29,7 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import layout  # noqa: E402
+from engine import drawing  # noqa: E402
 
 
 def best_time(run, repeats: int) -> float:
@@ -44,11 +44,11 @@ def best_time(run, repeats: int) -> float:
 def layout_rows(sizes: list[int], repeats: int) -> None:
     print("| nodes | links | ours s | networkx spring s | ours / networkx |")
     print("| ---: | ---: | ---: | ---: | ---: |")
-    layout.force_layout(10, np.array([0]), np.array([1]))  # compile (cached on disk after the first run)
+    drawing.force_layout(10, np.array([0]), np.array([1]))  # compile (cached on disk after the first run)
     for n in sizes:
         graph = nx.random_geometric_graph(n, 2.5 / np.sqrt(n), seed=1)
         edges = np.array(graph.edges(), dtype=np.int64).reshape(-1, 2)
-        ours = best_time(lambda e=edges, n=n: layout.force_layout(n, e[:, 0], e[:, 1]), repeats)
+        ours = best_time(lambda e=edges, n=n: drawing.force_layout(n, e[:, 0], e[:, 1]), repeats)
         theirs = best_time(lambda g=graph: nx.spring_layout(g, seed=0), repeats)
         print(f"| {n:,} | {len(edges):,} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.3f} |", flush=True)
 

@@ -1,6 +1,6 @@
 """Benchmark: the CHMM against its peer learners (issue 9) on text and on the paper's two synthetic tasks.
 
-Text: every learner is trained by :func:`engine.peers.registry.train_learner_text`, i.e. exactly as `chmm train`
+Text: every learner is trained by :func:`engine.learners.train_learner_text`, i.e. exactly as `chmm train`
 trains (paper normalisation, first 90% for training with its last tenth held out for validation, last 10% test,
 then a refit on training + validation with what validation chose), on carroll-alice.txt, shakespeare-macbeth.txt and
 blake-poems.txt from $CHMM_CORPORA (default ../shared/corpora). The paper's Table 4 (CHMM and n-gram test BPS) sits
@@ -34,9 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import learning, synthetic, text  # noqa: E402
+from engine import (  # noqa: E402
+    learners,  # noqa: E402
+    learning,
+    synthetic,
+    text,
+)
 from engine.model import pairs_in_sequence, random_model  # noqa: E402
-from engine.peers import registry  # noqa: E402
 from engine.peers.base import bits_per_symbol  # noqa: E402
 
 CORPORA_DIR = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
@@ -92,7 +96,7 @@ def run_text(quick: bool, corpora: list[str]) -> dict[str, dict[str, dict[str, A
         corpus_text = text.read_text(CORPORA_DIR / f"{name}.txt")
         for label, kind, options in text_learners(quick):
             started = time.perf_counter()
-            _, summary = registry.train_learner_text(corpus_text, kind, options, name=name)
+            _, summary = learners.train_learner_text(corpus_text, kind, options, name=name)
             summary = {k: v for k, v in summary.items() if not isinstance(v, dict)}
             results.setdefault(label, {})[name] = summary | {"kind": kind}
             log(
@@ -132,7 +136,7 @@ def _synthetic_chmm(task: dict[str, Any], train: np.ndarray, rng: np.random.Gene
     )
     config = learning.TrainingConfig(algorithm="online", max_iterations=400, batch_size=400, memory=0.9, tolerance=0.0)
     result = learning.fit(model, train, None, config)
-    return result.model, float(len(result.history)), registry.chmm_parameters(result.model)
+    return result.model, float(len(result.history)), learners.chmm_parameters(result.model)
 
 
 def run_synthetic(seed: int = 0) -> dict[str, dict[str, dict[str, Any]]]:
@@ -151,7 +155,7 @@ def run_synthetic(seed: int = 0) -> dict[str, dict[str, dict[str, Any]]]:
         results.setdefault("chmm", {})[task_name] = figures | {"seconds": time.perf_counter() - started}
         for kind, options in SYNTHETIC_PEERS.items():
             started = time.perf_counter()
-            learner = registry.make_learner(kind, **options).fit(train, task["n_symbols"], validation)
+            learner = learners.make_learner(kind, **options).fit(train, task["n_symbols"], validation)
             results.setdefault(kind, {})[task_name] = {
                 "test_bps": bits_per_symbol(learner, test),
                 "parameters": int(learner.n_parameters),

@@ -24,8 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import learning, training  # noqa: E402
-from engine.peers import registry  # noqa: E402
+from engine import (  # noqa: E402
+    learners,  # noqa: E402
+    learning,
+    training,
+)
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
 PAPER = {  # file stem -> the paper's Table 4: CHMM, n-gram, SEQM, LSTM test BPS
@@ -101,7 +104,7 @@ def main() -> None:
         summary = outcome.summary
         ours_ngram = "-"
         if not args.skip_ngram:
-            _, figures = registry.train_peer_text(raw, "ngram", {"max_order": 12}, max_train=MAX_TRAIN, name=stem)
+            _, figures = learners.train_peer_text(raw, "ngram", {"max_order": 12}, max_train=MAX_TRAIN, name=stem)
             ours_ngram = f"{figures['test_bps']:.3f}"
         chosen = outcome.model.metadata["settings"]
         if log:

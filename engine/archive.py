@@ -28,6 +28,10 @@ from typing import Any
 
 import numpy as np
 
+PEER_FORMAT = "chmm-explorer-peer"
+"""The ``format`` of a peer learner's model file header (:mod:`engine.peers.base` writes and reads such files; a
+CHMM reader refuses them by it)."""
+
 MAX_HEADER_BYTES = 64 << 20
 """The largest JSON header read (alphabet, vocabulary, metadata and training history of a model)."""
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine import distributed, documents, engines, learning, model_files, text, training, use
+from engine import distributed, documents, engines, learners, learning, model_files, text, training, use
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import BackendError
 from engine.chunks import DEFAULT_BURN_IN, LOCKSTEP_BURN_IN
@@ -27,7 +27,6 @@ from engine.errors import error_message
 from engine.export import FORMATS as EXPORT_FORMATS
 from engine.learning import ALGORITHMS
 from engine.model import ModelFormatError
-from engine.peers import registry
 from engine.text import NORMALISATIONS
 
 
@@ -153,14 +152,14 @@ def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    model = registry.load_any(args.model)  # a CHMM or a peer learner, told apart by the file's header
-    result = registry.score_any(model, text.read_text(args.corpus), backend=args.backend)
+    model = learners.load_any(args.model)  # a CHMM or a peer learner, told apart by the file's header
+    result = learners.score_any(model, text.read_text(args.corpus), backend=args.backend)
     figures = {
         "bps": result.bps,
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
     }
-    if registry.is_peer(model):
+    if learners.is_peer(model):
         figures["learner"] = model.kind
     if args.json:
         print(_json_line(figures))
@@ -246,25 +245,25 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.states is not None:
         if args.states == training.AUTO:
             raise ValueError(f"--states {training.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
-        if kind not in registry.STATES_OPTION:
+        if kind not in learners.STATES_OPTION:
             raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
-        options.setdefault(registry.STATES_OPTION[kind], args.states)
+        options.setdefault(learners.STATES_OPTION[kind], args.states)
     if args.iterations is not None:
-        if kind not in registry.ITERATIONS_OPTION:
+        if kind not in learners.ITERATIONS_OPTION:
             raise ValueError(f"--iterations does not apply to the {kind} learner; use --learner-option")
-        options.setdefault(registry.ITERATIONS_OPTION[kind], args.iterations)
-    if kind in registry.SEED_OPTION:
-        options.setdefault(registry.SEED_OPTION[kind], args.seed)
+        options.setdefault(learners.ITERATIONS_OPTION[kind], args.iterations)
+    if kind in learners.SEED_OPTION:
+        options.setdefault(learners.SEED_OPTION[kind], args.seed)
     return options
 
 
 def _cmd_train_peer(args: argparse.Namespace) -> int:
     """``chmm train --learner KIND`` for a peer learner: the CHMM's corpus protocol, an atomic save, the figures."""
     options = _peer_options(args)
-    registry.make_learner(args.learner, **options)  # bad options fail before the corpus is read
+    learners.make_learner(args.learner, **options)  # bad options fail before the corpus is read
     corpus_text, name = _read_corpus(args.corpus)
     try:
-        learner, summary = registry.train_peer_text(
+        learner, summary = learners.train_peer_text(
             corpus_text,
             args.learner,
             options,
@@ -278,7 +277,7 @@ def _cmd_train_peer(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("chmm: training cancelled; no model written", file=sys.stderr)
         return 130
-    registry.save_learner(learner, args.output)
+    learners.save_learner(learner, args.output)
     _report_training(args, summary, f"{summary['learner']} learner, {summary['parameters']:,} parameters")
     return 0
 
@@ -423,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     train.add_argument(
         "--learner",
-        choices=list(registry.LEARNERS),
+        choices=list(learners.LEARNERS),
         default="chmm",
         help="what to train (default chmm); the peers use the same normalisation, splits and refit, and only "
         "--normalisation, --validation, --max-train, --no-refit, --states, --iterations, --seed and --learner-option",

@@ -33,7 +33,7 @@ from xml.etree.ElementTree import SubElement
 import networkx as nx
 import numpy as np
 
-from engine import layout
+from engine import drawing
 from engine.communities import Communities, _link_flow
 from engine.files import atomic_write
 from engine.graph import CloneGraph
@@ -217,8 +217,8 @@ def _header_lines(description: dict[str, Any]) -> list[str]:
 
 
 def _positions(graph: CloneGraph, scope: Scope, seed: int = 0) -> dict[int, tuple[float, float]]:
-    """Layout of the exported clones (:func:`engine.layout.grouped_layout` by top module of the export, or
-    :func:`engine.layout.force_layout` without communities), scaled to :data:`POSITION_SCALE`."""
+    """Layout of the exported clones (:func:`engine.drawing.grouped_layout` by top module of the export, or
+    :func:`engine.drawing.force_layout` without communities), scaled to :data:`POSITION_SCALE`."""
     vertex = scope.vertex
     sources, targets = graph.edges()
     edges = _edge_subset(graph, scope.nodes)
@@ -227,9 +227,9 @@ def _positions(graph: CloneGraph, scope: Scope, seed: int = 0) -> dict[int, tupl
     weights = graph.edge_flow[edges]
     if scope.paths:
         groups = np.array([scope.paths.get(int(n), (0,))[0] for n in scope.nodes], dtype=np.int64)
-        xy = layout.grouped_layout(groups, a, b, weights, seed)
+        xy = drawing.grouped_layout(groups, a, b, weights, seed)
     else:
-        xy = layout.force_layout(len(scope.nodes), a, b, weights, seed)
+        xy = drawing.force_layout(len(scope.nodes), a, b, weights, seed)
     xy = xy * POSITION_SCALE
     return {int(n): (float(x), float(y)) for n, (x, y) in zip(scope.nodes.tolist(), xy.tolist(), strict=True)}
 
@@ -270,7 +270,7 @@ def to_networkx(
         if positions:
             x, y = where[node]
             data |= {"x": round(x, 3), "y": round(y, 3), "size": _node_size(data["flow"], top)}
-            data["colour"] = layout.module_colour(data["module"]) if "module" in data else "#7f7f7f"
+            data["colour"] = drawing.module_colour(data["module"]) if "module" in data else "#7f7f7f"
         G.add_node(name(node), **data)
     sources, targets = graph.edges()
     for e in _edge_subset(graph, scope.nodes).tolist():
@@ -329,7 +329,7 @@ def gexf_text(G: nx.DiGraph) -> str:
             data["viz"] = {
                 "position": {"x": data["x"], "y": data["y"], "z": 0.0},
                 "size": data["size"],
-                "color": layout.colour_rgb(data["colour"]) | {"a": 1.0},
+                "color": drawing.colour_rgb(data["colour"]) | {"a": 1.0},
             }
     writer = nx.readwrite.gexf.GEXFWriter(version="1.2draft")
     writer.add_graph(H)

@@ -8,9 +8,8 @@ from typing import Any
 
 from engine import engines
 from engine import model as model_io
-from engine.archive import MAX_MODEL_BYTES, read_header
+from engine.archive import MAX_MODEL_BYTES, PEER_FORMAT, read_header
 from engine.model import CHMM
-from engine.peers.base import PEER_FORMAT
 
 
 def load_model(path: str | Path, max_bytes: int = MAX_MODEL_BYTES) -> CHMM:

@@ -16,12 +16,11 @@ from engine import export as export_mod
 from engine import graph as graph_mod
 from engine.model import CHMM
 
-SPARSE_TOOL_LIMIT = engines.SPARSE_TOOL_LIMIT
-
 
 def dense_for_tools(model: Any, what: str) -> CHMM:
-    """``model`` as dense blocks for a tool that needs them: a sparse model up to :data:`SPARSE_TOOL_LIMIT` states is
-    converted; a larger one raises a clear ValueError (its dense blocks would not fit this machine)."""
+    """``model`` as dense blocks for a tool that needs them: a sparse model up to
+    :data:`engine.engines.SPARSE_TOOL_LIMIT` states is converted; a larger one raises a clear ValueError (its dense
+    blocks would not fit this machine)."""
     engine = engines.engine_for(model)
     return engine.as_dense(engine.load(model), what)
 
@@ -307,11 +306,11 @@ def scramble_for_model(model: CHMM, raw_text: str, seed: int = 0) -> str:
     """``raw_text`` normalised as :func:`decode_text` normalises it, with the interior letters of every word
     permuted by a generator seeded with ``seed`` (see :func:`engine.scramble.scramble_text`). Raises ValueError
     for text that is empty after normalisation or has characters outside the model's alphabet."""
-    normalised = normalise_for_decoding(model, raw_text)
+    normalised = decoding_text(model, raw_text)
     return scramble.scramble_text(normalised, np.random.default_rng(seed))
 
 
-def normalise_for_decoding(model: CHMM, raw_text: str) -> str:
+def decoding_text(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised as :func:`decode_text` and :func:`scramble_for_model` normalise it (the text a
     decoding is compared with). ValueError for text that is empty after normalisation or has characters outside
     the model's alphabet."""

@@ -1300,9 +1300,9 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(data_dir: Path) 
     assert fits.status_code != 413
 
 
-def test_browser_limits_agree_with_the_readme() -> None:
-    readme = (config.REPOSITORY / "README.md").read_text(encoding="utf-8")
-    assert f"the browser refuses files over {config.BROWSER_SLACK:g} times a limit" in readme
+def test_browser_limits_agree_with_the_guide() -> None:
+    guide = (config.REPOSITORY / "docs" / "guide.md").read_text(encoding="utf-8")
+    assert f"the browser refuses files over {config.BROWSER_SLACK:g} times a limit" in guide
     from app.pages import model as model_page
     from app.pages import train as train_page
 

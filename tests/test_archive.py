@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import model_files, sparse
+from engine import learners, model_files, sparse
 from engine.archive import ArchiveError, ModelArchive
 from engine.model import ModelFormatError, load, random_model
-from engine.peers import registry
 from engine.peers.base import PeerFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +87,7 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ("dtype", "array T holds complex128 values, not floating point"),
     ],
 )
+@pytest.mark.slow
 def test_bombs_are_refused_with_a_reason(bombs: dict[str, Path], name: str, message: str) -> None:
     with pytest.raises(ModelFormatError, match=message) as caught:
         model_files.load_model(bombs[name])
@@ -103,6 +103,7 @@ def peak_rss_mb(code: str) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
     """Refusing all four files takes no more memory than loading the plain model (a gigabyte would show)."""
     plain = peak_rss_mb(f"from engine import model_files\nmodel_files.load_model({str(SAMPLE)!r})")
@@ -198,12 +199,12 @@ def test_sparse_files_are_checked_against_their_layout(tmp_path: Path) -> None:
 
 
 def test_peer_files_refuse_members_their_header_does_not_list(tmp_path: Path) -> None:
-    learner = registry.learner_class("ngram")(order=3)
+    learner = learners.learner_class("ngram")(order=3)
     learner.fit(np.array([0, 1, 2, 0, 1, 2, 1, 0] * 20), n_symbols=3)
     good = tmp_path / "ngram.npz"
     learner.save(good, metadata={})
-    assert registry.load_any(good).kind == "ngram"
+    assert learners.load_any(good).kind == "ngram"
     bomb = tmp_path / "bomb.npz"
     copy_with(good, bomb, add={"bomb": (npy_header((1 << 26,)), 1 << 28)})
     with pytest.raises(PeerFormatError, match="member 'bomb' that its header does not list"):
-        registry.load_any(bomb)
+        learners.load_any(bomb)

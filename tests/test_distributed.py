@@ -190,6 +190,7 @@ def test_a_cluster_that_goes_away_fails_the_run_and_keeps_the_last_model() -> No
     assert 2 <= len(result.history) < 200 and np.all(np.isfinite(result.model.T))
 
 
+@pytest.mark.slow
 def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m.npz"
     args = ["train", str(DATA / "blake-poems.txt"), "-o", str(out), "--states", "60", "--iterations", "3", "--quiet"]

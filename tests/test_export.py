@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engine import cli, export, layout, model_files, text, training, use
+from engine import cli, drawing, export, model_files, text, training, use
 from engine import communities as cm
 from engine.model import CHMM, load
 
@@ -323,7 +323,7 @@ def test_gexf_and_cytoscape_carry_layout_and_colours(result: cm.Communities, tmp
     for _, data in read.nodes(data=True):
         viz = data["viz"]
         positions[data["state"]] = (viz["position"]["x"], viz["position"]["y"])
-        colour = layout.colour_rgb(layout.module_colour(data["module"]))
+        colour = drawing.colour_rgb(drawing.module_colour(data["module"]))
         assert {k: viz["color"][k] for k in "rgb"} == colour
         assert 4 <= viz["size"] <= 40
     spread = np.array(list(positions.values()))
@@ -343,7 +343,7 @@ def test_gexf_and_cytoscape_carry_layout_and_colours(result: cm.Communities, tmp
     assert data["data"]["corpus"] == "carroll-alice.txt" and data["data"]["infomap_trials"] == result.options.trials
     for node in data["elements"]["nodes"]:
         assert node["position"] == {"x": node["data"]["x"], "y": node["data"]["y"]}
-        assert node["data"]["colour"] == layout.module_colour(node["data"]["module"])
+        assert node["data"]["colour"] == drawing.module_colour(node["data"]["module"])
         assert positions[node["data"]["state"]] == pytest.approx((node["data"]["x"], node["data"]["y"]), abs=1e-3)
     assert all(edge["data"]["width"] > 0 for edge in data["elements"]["edges"])
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, text
-from engine.peers import registry
+from engine import cli, learners, text
 from engine.peers.base import PeerFormatError, read_header
 
 DATA = Path(__file__).parent / "data"
@@ -93,8 +92,8 @@ def test_text_summary_line_and_no_refit(tmp_path: Path, blake_corpus: text.Corpu
     code, out, err = run_cli(["train", BLAKE, "-o", model_path, "--learner", "ngram", "--no-refit"], capsys)
     assert code == 0 and out.startswith(f"saved {model_path}: ngram learner") and "test" in out
     assert "training" in err  # progress log on stderr without --quiet
-    learner = registry.load_any(model_path)
-    assert registry.is_peer(learner) and registry.learner_kind(learner) == "ngram"
+    learner = learners.load_any(model_path)
+    assert learners.is_peer(learner) and learners.learner_kind(learner) == "ngram"
     assert learner.metadata["settings"]["refit"] is False
     assert learner.metadata["sizes"]["train"] == len(blake_corpus.train)
 
@@ -104,7 +103,7 @@ def test_learner_options_reach_the_learner(tmp_path: Path, capsys) -> None:
     args = ["train", BLAKE, "-o", model_path, "--learner", "ngram", "--learner-option", "order=3", "--json", "--quiet"]
     code, out, _ = run_cli(args, capsys)
     assert code == 0 and last_json(out)["order"] == 3
-    assert registry.load_any(model_path).order_ == 3
+    assert learners.load_any(model_path).order_ == 3
 
 
 def test_raw_normalisation_and_unknown_characters(tmp_path: Path, capsys) -> None:
@@ -113,7 +112,7 @@ def test_raw_normalisation_and_unknown_characters(tmp_path: Path, capsys) -> Non
     model_path = tmp_path / "raw.npz"
     args = ["train", corpus, "-o", model_path, "--learner", "pdfa", "--normalise", "raw", "--quiet"]
     assert run_cli(args, capsys)[0] == 0
-    assert registry.load_any(model_path).metadata["normalisation"] == "raw"
+    assert learners.load_any(model_path).metadata["normalisation"] == "raw"
     other = tmp_path / "other.txt"
     other.write_text("abz?", encoding="utf-8")
     expect_error(["score", model_path, other], capsys, "outside the model's alphabet")
@@ -167,7 +166,7 @@ def test_corrupt_peer_files_give_one_line(tmp_path: Path, capsys) -> None:
     truncated.write_bytes(good.read_bytes()[:200])
     expect_error(["score", truncated, BLAKE], capsys, "not a readable")
     with pytest.raises(PeerFormatError):
-        registry.load_any(foreign)
+        learners.load_any(foreign)
 
 
 def test_failed_peer_training_keeps_an_existing_file(tmp_path: Path, capsys) -> None:
@@ -188,24 +187,24 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
         "pdfa": {},
         "ngram": {"max_order": 4},
     }
-    for kind in registry.LEARNERS:
-        model, summary = registry.train_learner_text(corpus_text, kind, tiny[kind], max_train=8000)
-        assert summary["learner"] == kind and registry.learner_kind(model) == kind
+    for kind in learners.LEARNERS:
+        model, summary = learners.train_learner_text(corpus_text, kind, tiny[kind], max_train=8000)
+        assert summary["learner"] == kind and learners.learner_kind(model) == kind
         for key in ("train_bps", "validation_bps", "test_bps", "seconds", "parameters"):
             assert summary[key] is not None and summary[key] >= 0, (kind, key)
     with pytest.raises(ValueError, match="unknown learner"):
-        registry.train_learner_text(corpus_text, "rnn")
+        learners.train_learner_text(corpus_text, "rnn")
     with pytest.raises(ValueError, match="engine.training.train_text"):
-        registry.make_learner("chmm")
-    learner = registry.make_learner("hmm")
-    assert learner.n_states == registry.DEFAULT_OPTIONS["hmm"]["n_states"]
+        learners.make_learner("chmm")
+    learner = learners.make_learner("hmm")
+    assert learner.n_states == learners.DEFAULT_OPTIONS["hmm"]["n_states"]
 
 
 def test_score_any_reads_chmm_files_too(tmp_path: Path, capsys) -> None:
     path = tmp_path / "chmm.npz"
     assert run_cli(["train", BLAKE, "-o", path, "--states", "60", "--iterations", "2", "--quiet"], capsys)[0] == 0
-    model = registry.load_any(path)
-    assert not registry.is_peer(model) and registry.learner_kind(model) == "chmm"
+    model = learners.load_any(path)
+    assert not learners.is_peer(model) and learners.learner_kind(model) == "chmm"
     code, out, _ = run_cli(["score", path, BLAKE, "--json"], capsys)
     assert code == 0 and "learner" not in last_json(out)
 

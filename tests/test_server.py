@@ -87,6 +87,7 @@ def wait(check: Any, seconds: float, what: str) -> None:
     raise AssertionError(what)
 
 
+@pytest.mark.slow
 def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

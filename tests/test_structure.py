@@ -130,6 +130,50 @@ def test_the_engine_imports_no_front_end(path: Path) -> None:
     assert not front, f"{path.relative_to(ROOT)} imports {sorted(front)}"
 
 
+ENGINE_INTERNALS = {
+    "engine.inference", "engine.sparse", "engine.gpu", "engine.chunks", "engine.archive", "engine.codec",
+    "engine.synthetic", "engine.backend", "engine.cli", "engine.peers",
+}  # fmt: skip
+"""Engine modules the app never imports: the implementations and their numerics, file internals, the command line and
+the peer learners themselves (the app reaches them through :mod:`engine.learners`, :mod:`engine.use`,
+:mod:`engine.training` and :mod:`engine.model_files`), and the training package's submodules (its ``__init__`` is its
+interface)."""
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "app").rglob("*.py")), ids=lambda p: p.name)
+def test_the_app_imports_only_the_engine_s_public_modules(path: Path) -> None:
+    internal = internal_engine_imports(path.read_text(encoding="utf-8"))
+    assert not internal, f"{path.relative_to(ROOT)} imports {sorted(internal)}"
+
+
+TRAINING_SUBMODULES = tuple(
+    f"engine.training.{p.stem}" for p in (ROOT / "engine" / "training").glob("*.py") if p.stem != "__init__"
+)
+
+
+def internal_engine_imports(source: str) -> set[str]:
+    """The modules of :data:`ENGINE_INTERNALS` (or the training package's submodules, or kernels) that ``source``
+    imports, ``from engine import inference`` included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {
+        m for m in names
+        if any(m == i or m.startswith(i + ".") for i in ENGINE_INTERNALS)
+        or m.startswith(TRAINING_SUBMODULES + ("engine.kernels",))
+    }  # fmt: skip
+
+
+def test_the_public_module_check_finds_a_planted_import() -> None:
+    assert internal_engine_imports("from engine import text, use") == set()
+    assert internal_engine_imports("from engine import text, inference") == {"engine.inference"}
+    assert internal_engine_imports("from engine.training.search import search_settings") != set()
+    assert internal_engine_imports("import engine.kernels.cpu") == {"engine.kernels.cpu"}
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "app").rglob("*.py")), ids=lambda p: p.name)
 def test_the_app_has_no_numeric_kernels(path: Path) -> None:
     kernels = {m for m in imported_modules(path) if m.split(".")[0] in {"numba", "cupy"} or "kernels" in m}

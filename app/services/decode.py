@@ -39,7 +39,7 @@ def scramble_with_original(
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        original = use.normalise_for_decoding(model, sentence)
+        original = use.decoding_text(model, sentence)
         scrambled = use.scramble_for_model(model, sentence, seed=s)
     except ValueError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None

@@ -17,8 +17,8 @@ from app.services import UserError, describe_error, format_bytes, parse_threshol
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import communities as communities_mod
+from engine import drawing, use
 from engine import export as export_mod
-from engine import layout, use
 from engine.files import atomic_write_bytes
 
 EXPORT_FORMATS = export_mod.FORMATS
@@ -236,11 +236,11 @@ def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]
 
 def module_colour(module_id: str) -> str:
     """The colour of a module (by its index among its siblings), the same in the table, the map and the exports."""
-    return layout.module_colour(int(str(module_id).split(":")[-1]))
+    return drawing.module_colour(int(str(module_id).split(":")[-1]))
 
 
 def _colour(char: str) -> str:
-    return layout.PALETTE[sum(ord(c) for c in char) % len(layout.PALETTE)]
+    return drawing.PALETTE[sum(ord(c) for c in char) % len(drawing.PALETTE)]
 
 
 KAMADA_KAWAI_NODES = 150
@@ -252,7 +252,7 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
     transition still places its clone next to its neighbour). Up to :data:`KAMADA_KAWAI_NODES` clones:
     Kamada-Kawai on hop distances, with clones in different connected pieces one hop further apart than the
     farthest connected pair (at the library's default of 10^6 they barely repel, and the pieces interleave);
-    larger subgraphs: :func:`engine.layout.force_layout` (``seed``; networkx's spring layout took 13.7 s for 2,000
+    larger subgraphs: :func:`engine.drawing.force_layout` (``seed``; networkx's spring layout took 13.7 s for 2,000
     nodes, bench/bench_layout.py)."""
     if len(graph) == 0:
         return {}
@@ -262,7 +262,7 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
         names = list(undirected)
         index = {name: i for i, name in enumerate(names)}
         pairs = np.array([(index[a], index[b]) for a, b in undirected.edges()], dtype=np.int64).reshape(-1, 2)
-        xy = layout.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
+        xy = drawing.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
         positions = dict(zip(names, xy, strict=True))
     else:
         hops = dict(nx.shortest_path_length(undirected))
@@ -359,9 +359,9 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
 
 def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
-    modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.layout.module_colour`),
+    modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.drawing.module_colour`),
     linked by the flow between them (the saved :func:`engine.communities.module_links`), laid out on the server
-    (:func:`engine.layout.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most flow
+    (:func:`engine.drawing.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most flow
     first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
     flat. Returns the elements, the notes and the level's figures."""
     saved = read_communities(folder)
@@ -373,7 +373,7 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     index = {m["id"]: i for i, m in enumerate(shown)}
     links = [(a, b, f) for a, b, f in saved.get("links", {}).get(parent, []) if a in index and b in index]
     links = links[: 4 * len(shown)]
-    positions = layout.force_layout(
+    positions = drawing.force_layout(
         len(shown),
         np.array([index[a] for a, _, _ in links], dtype=np.int64),
         np.array([index[b] for _, b, _ in links], dtype=np.int64),

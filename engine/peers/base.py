@@ -10,7 +10,7 @@ import numpy as np
 
 from engine import archive
 
-PEER_FORMAT = "chmm-explorer-peer"
+PEER_FORMAT = archive.PEER_FORMAT
 PEER_FORMAT_VERSION = 1
 
 

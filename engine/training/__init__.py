@@ -58,7 +58,7 @@ from engine.training.stages import (  # noqa: F401
     extend_model,
     initial_model_for,
     prepare_training_corpus,
-    refit,
+    refit_stage,
     select_on_validation,
     sequences_bps,
 )
@@ -99,7 +99,7 @@ __all__ = [
     "predict_candidate_seconds",
     "prepare_training_corpus",
     "pseudocount_start",
-    "refit",
+    "refit_stage",
     "restart_line",
     "restart_plan",
     "restart_processes",

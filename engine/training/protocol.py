@@ -36,7 +36,7 @@ from engine.training.stages import (
     extend_model,
     initial_model_for,
     prepare_training_corpus,
-    refit,
+    refit_stage,
     select_on_validation,
 )
 from engine.use import placeholder_share
@@ -93,7 +93,7 @@ def train_text(
     trained, refit_iterations, refitted = selected, 0, False
     if options.refit and has_validation and result.stopped not in STOPPED_BAD:
         # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
-        trained, refit_iterations, refitted = refit(
+        trained, refit_iterations, refitted = refit_stage(
             selection.refit_start if selection.refit_start is not None else selection.start,
             result,
             corpus,

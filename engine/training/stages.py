@@ -98,7 +98,7 @@ def select_on_validation(
     return batch
 
 
-def refit(
+def refit_stage(
     start: Any,
     selection: learning.TrainingResult,
     corpus: text.Corpus,
