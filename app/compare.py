@@ -81,7 +81,7 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
 SECONDS_PER_SYMBOL = {"chmm": 10 / 106_910, "densehmm": 49 / 106_910, "hmm": 50 / 106_910, "pdfa": 4 / 106_910,
                       "ngram": 0.4 / 106_910}  # fmt: skip
 """Training seconds per training symbol at the default settings, measured on carroll-alice.txt (106,910 training
-symbols, 2 cores; engine/peers/learners.py), for the time estimates."""
+symbols, 2 cores; engine/learners.py), for the time estimates."""
 
 
 def _shown_settings(kind: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -149,17 +149,17 @@ def compare_running(folder: Path, now: float | None = None) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ input
-def check_learners(learners: Any) -> list[str]:
+def check_learners(picked: Any) -> list[str]:
     """The picked learners in the order of :data:`engine.learners.LEARNERS`; UserError when none is picked
     or one is unknown."""
-    if not learners:
+    if not picked:
         raise UserError("Pick at least one learner to compare.")
-    if isinstance(learners, str):
-        learners = [learners]
-    unknown = [str(kind) for kind in learners if kind not in learners.LEARNERS]
+    if isinstance(picked, str):
+        picked = [picked]
+    unknown = [str(kind) for kind in picked if kind not in learners.LEARNERS]
     if unknown:
         raise UserError(f"Unknown learner {unknown[0]!r}; choose among {', '.join(learners.LEARNERS)}.")
-    return [kind for kind in learners.LEARNERS if kind in learners]
+    return [kind for kind in learners.LEARNERS if kind in picked]
 
 
 def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
@@ -225,7 +225,7 @@ def learner_label(kind: str, settings: dict[str, Any]) -> str:
 
 def run_compare_job(
     folder: Path,
-    learners: Any,
+    picked: Any,
     corpus: Any,
     report: ProgressReport | None = None,
     options: dict[str, dict[str, Any]] | None = None,
@@ -250,7 +250,7 @@ def run_compare_job(
     if compare_running(folder):
         return saved | {"status": REFUSED, "message": "A comparison is already running in this session; wait for it."}
     try:
-        kinds = check_learners(learners)
+        kinds = check_learners(picked)
         corpus_text, name = compare_corpus(folder, corpus)
         prepared = _check_corpus(corpus_text, name)
     except (ValueError, OSError) as exc:
