@@ -123,8 +123,51 @@ def pairs_in_sequence(x: np.ndarray, n_symbols: int) -> np.ndarray:
     return np.stack([codes // n_symbols, codes % n_symbols], axis=1)
 
 
+class CloneModel:
+    """What every form of CHMM shares (the dense :class:`CHMM`, the sparse :class:`engine.sparse.SparseCHMM`): an
+    alphabet of ``symbols``, a block ``layout`` of clones, and reading and writing text in that alphabet."""
+
+    symbols: list[str]
+    layout: BlockLayout
+
+    @property
+    def n_symbols(self) -> int:
+        return self.layout.n_symbols
+
+    @property
+    def n_states(self) -> int:
+        return self.layout.n_states
+
+    @property
+    def n_clones(self) -> np.ndarray:
+        return self.layout.n_clones
+
+    def symbol_index(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.symbols)}
+
+    def encode(self, text: str) -> np.ndarray:
+        """Map already-normalised text to symbol indices; unknown characters raise a clear ValueError."""
+        index = self.symbol_index()
+        unknown = sorted({c for c in text if c not in index})
+        if unknown:
+            shown = ", ".join(repr(c) for c in unknown[:10])
+            raise ValueError(
+                f"the text has {len(unknown)} character(s) outside the model's alphabet: {shown}"
+                + (" ..." if len(unknown) > 10 else "")
+            )
+        return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+
+    def decode_symbols(self, x: np.ndarray) -> str:
+        return "".join(self.symbols[int(s)] for s in x)
+
+    def with_arrays(self, **changes: Any) -> Any:
+        """The same model (alphabet, codec, back-off, metadata) with the given fields replaced (T, pi, counts,
+        layout...); arrays are shared, not copied."""
+        return replace(self, **changes)
+
+
 @dataclass
-class CHMM:
+class CHMM(CloneModel):
     """A cloned HMM over an alphabet of symbols.
 
     Attributes:
@@ -167,18 +210,6 @@ class CHMM:
             raise ValueError("counts must have the same layout as T")
 
     # ------------------------------------------------------------------ accessors
-    @property
-    def n_symbols(self) -> int:
-        return self.layout.n_symbols
-
-    @property
-    def n_states(self) -> int:
-        return self.layout.n_states
-
-    @property
-    def n_clones(self) -> np.ndarray:
-        return self.layout.n_clones
-
     def block(self, i: int, j: int) -> np.ndarray | None:
         """The block T(i, j) as a (view) array of shape ``n_clones[i] x n_clones[j]``, or None if not stored."""
         k = int(self.layout.block_index[i, j])
@@ -190,24 +221,6 @@ class CHMM:
     def dense_T(self) -> np.ndarray:
         """The full H x H transition matrix (for tests and tiny models only)."""
         return blocks_to_dense(self.layout, self.T)
-
-    def symbol_index(self) -> dict[str, int]:
-        return {s: i for i, s in enumerate(self.symbols)}
-
-    def encode(self, text: str) -> np.ndarray:
-        """Map already-normalised text to symbol indices; unknown characters raise a clear ValueError."""
-        index = self.symbol_index()
-        unknown = sorted({c for c in text if c not in index})
-        if unknown:
-            shown = ", ".join(repr(c) for c in unknown[:10])
-            raise ValueError(
-                f"the text has {len(unknown)} character(s) outside the model's alphabet: {shown}"
-                + (" ..." if len(unknown) > 10 else "")
-            )
-        return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
-
-    def decode_symbols(self, x: np.ndarray) -> str:
-        return "".join(self.symbols[int(s)] for s in x)
 
     def n_nonzero(self) -> int:
         return int(np.count_nonzero(self.T))
@@ -221,11 +234,6 @@ class CHMM:
             counts=None if self.counts is None else self.counts.copy(),
             metadata=json.loads(json.dumps(self.metadata)),
         )
-
-    def with_arrays(self, **changes: Any) -> CHMM:
-        """The same model (alphabet, codec, back-off, metadata) with the given fields replaced (T, pi, counts,
-        layout...); arrays are shared, not copied."""
-        return replace(self, **changes)
 
     def support(self) -> np.ndarray | None:
         """The entries EM may make non-zero, as a boolean mask in the flat layout, or None for "every stored

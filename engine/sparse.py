@@ -30,6 +30,7 @@ from engine.model import (
     CHMM,
     READABLE_VERSIONS,
     BlockLayout,
+    CloneModel,
     ModelFormatError,
     check_content,
     check_row_sums,
@@ -44,7 +45,7 @@ SPARSE_FORMAT_VERSION = 2
 
 
 @dataclass
-class SparseCHMM:
+class SparseCHMM(CloneModel):
     """A CHMM whose stored blocks are CSR matrices (see :mod:`engine.kernels.sparse_cpu` for the arrays).
 
     Attributes:
@@ -84,24 +85,8 @@ class SparseCHMM:
         if self.pi.shape != (self.layout.n_states,):
             raise ValueError("pi must have one entry per clone")
 
-    @property
-    def n_symbols(self) -> int:
-        return self.layout.n_symbols
-
-    @property
-    def n_states(self) -> int:
-        return self.layout.n_states
-
-    @property
-    def n_clones(self) -> np.ndarray:
-        return self.layout.n_clones
-
     def n_nonzero(self) -> int:
         return int(np.count_nonzero(self.data))
-
-    symbol_index = CHMM.symbol_index
-    encode = CHMM.encode
-    decode_symbols = CHMM.decode_symbols
 
     @property
     def T(self) -> np.ndarray:
@@ -111,10 +96,6 @@ class SparseCHMM:
     def with_data(self, data: np.ndarray, counts: np.ndarray | None, pi: np.ndarray | None = None) -> SparseCHMM:
         """The same model with new values of the stored entries (and counts, and pi if given)."""
         return replace(self, data=data, counts=counts, pi=self.pi if pi is None else pi)
-
-    def with_arrays(self, **changes: Any) -> SparseCHMM:
-        """The same model with the given fields replaced; arrays are shared, not copied."""
-        return replace(self, **changes)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save to ``path`` (see :func:`save`)."""
