@@ -271,7 +271,7 @@ def surface_search(
     clock = [0.0]
     seconds = seconds or dict.fromkeys(level, 1.0)
 
-    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
+    def fake_select(corpus_text, corpus, options, init_model, run, name, restarts=None):
         clock[0] += seconds[options.states]
         result = SimpleNamespace(model=(options.states, options.pseudocount), history=[], stopped="converged")
         return training.Selection(options, None, result, None)
@@ -285,7 +285,7 @@ def surface_search(
     monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
     options = training.TrainOptions(states="auto", pseudocount="auto", restarts=1, search_minutes=minutes)
     corpus = SimpleNamespace(validation_parts=[])
-    selection, record = training.search_settings("", corpus, options, "cpu", None, None, "surface", None, fake_select)
+    selection, record = training.search_settings("", corpus, options, training.RunContext(), "surface", fake_select)
     tried = [(line["states"], line["pseudocount"]) for line in record]
     assert len(set(tried)) == len(tried)  # each candidate once
     return selection, tried
@@ -376,14 +376,14 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     log says which were left out; without it, all of them."""
     clock = [0.0]
 
-    def fake_select(corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, restarts=None):
+    def fake_select(corpus_text, corpus, options, init_model, run, name, restarts=None):
         clock[0] += 10.0  # every candidate takes 10 s
         result = SimpleNamespace(model=options.states, history=[], stopped="converged")
         return training.Selection(options, None, result, None)
 
     ran: list[range] = []
 
-    def fake_restarts(corpus, options, config, backend, callback, cancel, cluster, log, which):
+    def fake_restarts(corpus, options, config, run, which):
         ran.append(which)
         result = SimpleNamespace(model=options.states, history=[], stopped="converged")
         return None, result, [training.restart_line(r, 9.0, result, options) for r in which]
@@ -400,7 +400,7 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     def search(minutes: float | None) -> None:
         ran.clear()
         budget = dataclasses.replace(options, search_minutes=minutes)
-        training.search_settings("", corpus, budget, "cpu", None, None, "budget", lines.append, fake_select)
+        training.search_settings("", corpus, budget, training.RunContext(log=lines.append), "budget", fake_select)
 
     search(75.0 / 60)
     # 1e-4, 1e-3 and 1e-5 take 30 s (all equal: the walk stops at once each way); the 45 s left hold three restarts
@@ -503,7 +503,7 @@ def test_online_restarts_vary_start_and_step() -> None:
     corpus = training.prepare_training_corpus(text, chosen, "toy", None)
     config = dataclasses.replace(chosen.training_config(), memory=training.RESTART_MEMORY)
     start = training.initial_model_for(corpus, chosen, 2)
-    by_hand = training.select_on_validation(start, corpus, config, "cpu", None, None)
+    by_hand = training.select_on_validation(start, corpus, config, training.RunContext())
     expected = training.sequences_bps(by_hand.model, corpus.validation_parts, "cpu")
     assert lines[2]["bps"] == pytest.approx(expected, abs=1e-9)
     # --start uniform begins with the paper's uniform start and alternates the other way

@@ -27,6 +27,7 @@ from engine.training.options import (  # noqa: F401
     STOPPED_BAD,
     SYMBOLS_PER_STATE,
     TRANSITION_ENTRY_BYTES,
+    RunContext,
     Selection,
     TrainOptions,
     TrainOutcome,
@@ -64,6 +65,7 @@ from engine.training.stages import (  # noqa: F401
 )
 
 __all__ = [
+    "RunContext",
     "ALIGNED_SHARE",
     "AUTO",
     "DENSE_STATE_LIMIT",

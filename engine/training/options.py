@@ -4,6 +4,7 @@ result types, and the memory a run needs before it starts."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -212,6 +213,25 @@ class TrainOptions:
             chunk=self.chunk,
             burn_in=self.burn_in,
         )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who a training run reports to and who may stop it, passed as one value through the protocol's stages: the
+    resolved ``backend`` (no "auto"), the progress ``callback`` (a record per iteration), the ``cancel`` token, the
+    ``log`` (a line per stage) and the Dask ``cluster`` (a ``distributed.Client``) that runs batch EM's E-steps, or
+    None."""
+
+    backend: str = "cpu"
+    callback: learning.ProgressCallback | None = None
+    cancel: learning.CancelToken | None = None
+    log: Callable[[str], None] | None = None
+    cluster: Any = None
+
+    def say(self, line: str) -> None:
+        """Log ``line`` where the run has a log."""
+        if self.log is not None:
+            self.log(line)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from engine.training.options import (
     GROW_FACTOR,
     PRUNED_KEYS,
     STOPPED_BAD,
+    RunContext,
     Selection,
     TrainOptions,
     TrainOutcome,
@@ -71,19 +72,16 @@ def train_text(
     """
     options.validate()
     backend = engines.resolve_backend(options.backend)
+    run = RunContext(backend, callback, cancel, log, cluster)
     started = time.perf_counter()
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     corpus = prepare_training_corpus(corpus_text, options, name, init_model)
     search: list[dict[str, Any]] = []
     try:
         if options.searches:
-            selection, search = search_settings(
-                corpus_text, corpus, options, backend, callback, cancel, name, log, select_stage
-            )
+            selection, search = search_settings(corpus_text, corpus, options, run, name, select_stage)
         else:
-            selection = select_stage(
-                corpus_text, corpus, options, init_model, backend, callback, cancel, name, log, cluster
-            )
+            selection = select_stage(corpus_text, corpus, options, init_model, run, name)
     except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
         return stopped.outcome
     options, result, restarts, schedule = selection.options, selection.result, selection.restarts, selection.schedule
@@ -98,12 +96,8 @@ def train_text(
             result,
             corpus,
             selection.config,
-            backend,
-            callback,
-            cancel,
-            log,
+            run,
             grown=selection.refit_start is not None,
-            cluster=cluster,
         )
     trained_on = corpus.train_full_parts if refitted else corpus.train_parts
     test = corpus.test_parts
@@ -166,46 +160,39 @@ def select_stage(
     corpus: text.Corpus,
     options: TrainOptions,
     init_model: CHMM | None,
-    backend: str,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
+    run: RunContext,
     name: str,
-    log: Callable[[str], None] | None,
-    cluster: Any = None,
     restarts: int | None = None,
 ) -> Selection:
     """Stages 2 and 3 for concrete ``options``: the start (new, continued or grown) and the selection run on
     validation, from ``restarts`` (default ``options.resolved_restarts()``) random starts for a new model. Raises
     :class:`_StageStopped` when a grown model's dense stage was cancelled or failed."""
     grow_from = options.grow_from
-    grows = engines.supports(backend, "grows")
+    grows = engines.supports(run.backend, "grows")
     if grow_from is None and grows and options.states > DENSE_STATE_LIMIT and init_model is None:
         grow_from = options.states // GROW_FACTOR
     config = options.training_config()
     schedule: dict[str, Any] = {}
     refit_start = None
     if init_model is None and grow_from:
-        start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, callback, cancel, name, log)
+        start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, run, name)
         config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
         start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others
     else:
         rng = np.random.default_rng(options.seed)
         start = extend_model(init_model, corpus_pairs(corpus), rng, DTYPES[options.dtype])
-    if log:
-        log(
-            f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
-            f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
-            f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
-        )
+    run.say(
+        f"{name}: {len(corpus.train):,} training, {len(corpus.validation):,} validation, {len(corpus.test):,} "
+        f"test symbols; {start.n_states:,} states over {start.n_symbols} symbols, "
+        f"{start.layout.n_blocks} blocks ({start.layout.size:,} transition entries)"
+    )
     record: list[dict[str, Any]] = []
     n_restarts = options.resolved_restarts() if restarts is None else restarts
     if init_model is None and not grow_from and n_restarts > 1:
-        start, result, record = best_of_restarts(
-            corpus, options, config, backend, callback, cancel, cluster, log, range(n_restarts)
-        )
+        start, result, record = best_of_restarts(corpus, options, config, run, range(n_restarts))
     else:
-        result = select_on_validation(start, corpus, config, backend, callback, cancel, cluster)
+        result = select_on_validation(start, corpus, config, run)
     return Selection(options, start, result, config, refit_start, record, schedule)
 
 
@@ -221,10 +208,8 @@ def grown_starts(
     corpus_text: str | Sequence[Any],
     options: TrainOptions,
     grow_from: int,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
+    run: RunContext,
     name: str,
-    log: Callable[[str], None] | None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Stage 2 of a grown model (paper-scale models on the CPU): train a dense model of ``grow_from`` states with the
     same settings and protocol (early stopping on validation, then the refit unless turned off), prune it at
@@ -232,9 +217,10 @@ def grown_starts(
     has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
     Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
     validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
-    if log:
-        log(f"growing: first a dense model of {grow_from:,} states")
-    base = train_text(corpus_text, replace(options, states=grow_from, grow_from=0), callback, cancel, name, log)
+    run.say(f"growing: first a dense model of {grow_from:,} states")
+    base = train_text(
+        corpus_text, replace(options, states=grow_from, grow_from=0), run.callback, run.cancel, name, run.log
+    )
     if base.result.stopped in STOPPED_BAD:
         raise _StageStopped(base)
 
@@ -259,10 +245,9 @@ def grown_starts(
         "noise": options.grow_noise,
         "nonzeros_after_split": selection.n_nonzero(),
     }
-    if log:
-        log(
-            f"grown to {selection.n_states:,} states: {selection.n_nonzero():,} stored transitions (dense stage: "
-            f"test BPS {base.summary['test_bps']:.4f}, pruned to {kept:.2%} at {options.grow_threshold:g}); "
-            "sparse batch EM follows"
-        )
+    run.say(
+        f"grown to {selection.n_states:,} states: {selection.n_nonzero():,} stored transitions (dense stage: "
+        f"test BPS {base.summary['test_bps']:.4f}, pruned to {kept:.2%} at {options.grow_threshold:g}); "
+        "sparse batch EM follows"
+    )
     return selection, refit_start, schedule

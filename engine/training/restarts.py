@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from engine import engines, inference, learning, text
 from engine.model import CHMM
 from engine.training import stages
-from engine.training.options import RESTART_MEMORY, STOPPED_BAD, TrainOptions, restart_plan
+from engine.training.options import RESTART_MEMORY, STOPPED_BAD, RunContext, TrainOptions, restart_plan
 from engine.training.stages import initial_model_for, select_on_validation
 
 RESTART_PROCESSES_ENV = "CHMM_RESTART_PROCESSES"
@@ -43,25 +42,20 @@ def restart_processes(n_restarts: int, backend: str, cluster: Any = None) -> int
 
 
 def _run_restart(
-    corpus: text.Corpus,
-    options: TrainOptions,
-    config: learning.TrainingConfig,
-    backend: str,
-    restart: int,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
-    cluster: Any = None,
+    corpus: text.Corpus, options: TrainOptions, config: learning.TrainingConfig, restart: int, run: RunContext
 ) -> tuple[CHMM, learning.TrainingResult, float]:
     """One restart's selection run (start and, for online EM, lambda by :func:`restart_plan`): its start, its result
     and its held-out BPS (infinite if cancelled or failed)."""
     start = initial_model_for(corpus, options, restart)
     if config.algorithm == "online" and restart_plan(restart)[1]:
         config = replace(config, memory=RESTART_MEMORY)
+    callback = run.callback
     tagged = None if callback is None else (lambda r: callback(r._replace(restart=restart)))
-    result = select_on_validation(start, corpus, config, backend, tagged, cancel, cluster)
+    result = select_on_validation(start, corpus, config, replace(run, callback=tagged))
     if result.stopped in STOPPED_BAD:
         return start, result, math.inf
-    return start, result, stages.sequences_bps(result.model, corpus.validation_parts or corpus.train_parts, backend)
+    held_out = corpus.validation_parts or corpus.train_parts
+    return start, result, stages.sequences_bps(result.model, held_out, run.backend)
 
 
 _RESTART_WORKER: dict[str, Any] = {}
@@ -98,7 +92,7 @@ def _restart_in_worker(
     queue = _RESTART_WORKER["queue"]
     try:
         cancel = learning.CancelToken(_restart_worker_stopped)
-        return _run_restart(corpus, options, config, backend, restart, queue.put, cancel)
+        return _run_restart(corpus, options, config, restart, RunContext(backend, queue.put, cancel))
     finally:
         queue.put(("done", restart))  # after its records: the parent shows restarts in order
 
@@ -107,15 +101,16 @@ def _restarts_in_processes(
     corpus: text.Corpus,
     options: TrainOptions,
     config: learning.TrainingConfig,
-    backend: str,
     which: range,
     processes: int,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
+    run: RunContext,
 ) -> list[tuple[CHMM, learning.TrainingResult, float]]:
     """:func:`_run_restart` for every restart of ``which`` in ``processes`` worker processes (spawned: safe beside
     the app's threads). The callback sees the records restart by restart, as if they ran one after the other: the
-    lowest unfinished restart's live, the later ones' when it ends; a cancel reaches every worker within a batch."""
+    lowest unfinished restart's live, the later ones' when it ends; a cancel reaches every worker within a batch.
+    The workers report to the parent's queue, not to ``run``'s callback (which need not be picklable); ``run``'s
+    cluster is not used in them."""
+    callback, cancel, backend = run.callback, run.cancel, run.backend
     context = multiprocessing.get_context("spawn")
     queue, cancelled = context.Queue(), context.Event()
     waiting: dict[int, list[learning.IterationRecord]] = {r: [] for r in which}
@@ -173,11 +168,7 @@ def best_of_restarts(
     corpus: text.Corpus,
     options: TrainOptions,
     config: learning.TrainingConfig,
-    backend: str,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
-    cluster: Any = None,
-    log: Callable[[str], None] | None = None,
+    run: RunContext,
     which: range | None = None,
 ) -> tuple[CHMM, learning.TrainingResult, list[dict[str, Any]]]:
     """Stage 3 with restarts: :func:`select_on_validation` from random starts (:func:`initial_model_for`), restarts
@@ -186,19 +177,18 @@ def best_of_restarts(
     Progress records carry their restart and come restart by restart. A cancelled or failed restart ends the stage
     with that run. Returns the kept run's start, its result and a line per restart."""
     which = range(options.resolved_restarts()) if which is None else which
-    processes = restart_processes(len(which), backend, cluster)
+    processes = restart_processes(len(which), run.backend, run.cluster)
     if processes > 1:
-        runs = iter(_restarts_in_processes(corpus, options, config, backend, which, processes, callback, cancel))
+        runs = iter(_restarts_in_processes(corpus, options, config, which, processes, run))
     else:  # one after the other, each started only when the one before ended well
-        runs = (_run_restart(corpus, options, config, backend, r, callback, cancel, cluster) for r in which)
+        runs = (_run_restart(corpus, options, config, r, run) for r in which)
     best: tuple[float, CHMM, learning.TrainingResult] | None = None
     record: list[dict[str, Any]] = []
     for restart, (start, result, value) in zip(which, runs, strict=False):
         if result.stopped in STOPPED_BAD:
             return start, result, record
         record.append(restart_line(restart, value, result, options))
-        if log:
-            log(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
+        run.say(f"restart {restart + 1}: {'validation' if corpus.validation_parts else 'training'} BPS {value:.4f}")
         if best is None or value < best[0]:
             best = (value, start, result)
     assert best is not None

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import learning, text
+from engine import text
 from engine.training import stages
 from engine.training.options import (
     AUTO,
@@ -19,6 +19,7 @@ from engine.training.options import (
     PSEUDOCOUNT_GRID,
     PSEUDOCOUNT_STATES_EXPONENT,
     STOPPED_BAD,
+    RunContext,
     Selection,
     TrainOptions,
     estimate_training_memory,
@@ -102,11 +103,8 @@ def search_settings(
     corpus_text: str | Sequence[Any],
     corpus: text.Corpus,
     options: TrainOptions,
-    backend: str,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
+    run: RunContext,
     name: str,
-    log: Callable[[str], None] | None,
     run_candidate: Callable[..., Selection],
 ) -> tuple[Selection, list[dict[str, Any]]]:
     """Choose the number of states and/or the pseudocount (whichever is :data:`AUTO`) on the validation text, as the
@@ -124,7 +122,10 @@ def search_settings(
     (:func:`restarts_within`: capacity comes before restarts, which change text little), and :func:`train_text`
     refits it (outside the budget). Returns the kept selection and a line per candidate (states, pseudocount,
     validation BPS, iterations, seconds). ``run_candidate`` runs one candidate (it has the signature of
-    :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes)."""
+    :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes). Candidates run in this process,
+    without ``run``'s cluster."""
+    backend, callback, log = run.backend, run.callback, run.log
+    alone = replace(run, cluster=None)
     states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
     grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
     position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
@@ -163,7 +164,9 @@ def search_settings(
         started = time.perf_counter()
         if log:
             log(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
-        selection = run_candidate(corpus_text, corpus, concrete, None, backend, tagged, cancel, name, log, restarts=1)
+        selection = run_candidate(
+            corpus_text, corpus, concrete, None, replace(alone, callback=tagged), name, restarts=1
+        )
         if selection.result.stopped in STOPPED_BAD:
             raise _SearchStopped(selection)
         value = stages.sequences_bps(selection.result.model, held_out, backend)
@@ -242,7 +245,7 @@ def search_settings(
         chosen = len(record)
         tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
         start, result, lines = best_of_restarts(
-            corpus, selection.options, selection.config, backend, tagged, cancel, None, log, range(1, restarts)
+            corpus, selection.options, selection.config, replace(alone, callback=tagged), range(1, restarts)
         )
         lines = [restart_line(0, value, selection.result, selection.options), *lines]
         if result.stopped in STOPPED_BAD:

@@ -3,7 +3,7 @@ validation (online EM then batch EM, the paper's recipe) and the refit on traini
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +12,15 @@ import numpy as np
 from engine import allocation, engines, learning, text
 from engine import model as model_io
 from engine.model import CHMM, pairs_in_sequence, random_model
-from engine.training.options import ALIGNED_SHARE, DTYPES, SHARP_CONCENTRATION, STOPPED_BAD, TrainOptions, restart_plan
+from engine.training.options import (
+    ALIGNED_SHARE,
+    DTYPES,
+    SHARP_CONCENTRATION,
+    STOPPED_BAD,
+    RunContext,
+    TrainOptions,
+    restart_plan,
+)
 
 
 def sequences_bps(model: Any, sequences: np.ndarray | list[np.ndarray], backend: str) -> float:
@@ -67,21 +75,16 @@ def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int =
 
 
 def select_on_validation(
-    start: Any,
-    corpus: text.Corpus,
-    config: learning.TrainingConfig,
-    backend: str,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
-    cluster: Any = None,
+    start: Any, corpus: text.Corpus, config: learning.TrainingConfig, run: RunContext
 ) -> learning.TrainingResult:
     """Stage 3: train on the training part, keeping the model best on the validation part (early stopping). Online
     EM is followed, with validation text, by batch EM from its best model (the paper's recipe of section 4.2: It_1
     iterations of online EM, then It_2 of batch EM, both chosen on validation); the result's history holds both and
     ``online_model`` the online stage's model."""
     validation = corpus.validation_parts or None
+    callback = run.callback
     result = learning.fit(
-        start, corpus.train_parts, validation, config, callback, cancel, backend=backend, cluster=cluster
+        start, corpus.train_parts, validation, config, callback, run.cancel, backend=run.backend, cluster=run.cluster
     )
     if config.algorithm != "online" or validation is None or result.stopped in STOPPED_BAD:
         return result
@@ -89,8 +92,9 @@ def select_on_validation(
     shifted = None if callback is None else (lambda r: callback(r._replace(iteration=r.iteration + online_epochs)))
     batch_config = replace(config, algorithm="em")
     batch = learning.fit(
-        result.model, corpus.train_parts, validation, batch_config, shifted, cancel, backend=backend, cluster=cluster
-    )
+        result.model, corpus.train_parts, validation, batch_config, shifted, run.cancel, backend=run.backend,
+        cluster=run.cluster,
+    )  # fmt: skip
     batch.history = result.history + [r._replace(iteration=r.iteration + online_epochs) for r in batch.history]
     batch.online_model = result.model
     batch.online_iterations = online_epochs
@@ -103,12 +107,8 @@ def refit_stage(
     selection: learning.TrainingResult,
     corpus: text.Corpus,
     config: learning.TrainingConfig,
-    backend: str,
-    callback: learning.ProgressCallback | None,
-    cancel: learning.CancelToken | None,
-    log: Callable[[str], None] | None,
+    run: RunContext,
     grown: bool = False,
-    cluster: Any = None,
 ) -> tuple[Any, int, bool]:
     """Stage 4, the paper's protocol: the validation split chose the number of iterations; train from the same start
     on training + validation text for that many. A grown start is already the dense refit, grown: with no sparse
@@ -124,13 +124,14 @@ def refit_stage(
         config = replace(config, algorithm="em")
     if iterations == 0:
         return (start, 0, True) if grown else (selection.model, 0, False)
-    if log:
-        log(f"refitting on training + validation text for {iterations} iteration(s)")
+    run.say(f"refitting on training + validation text for {iterations} iteration(s)")
     refit_config = replace(config, max_iterations=iterations, tolerance=0.0)
+    callback = run.callback
     tagged = None if callback is None else (lambda r: callback(r._replace(refit=True)))
     again = learning.fit(
-        start, corpus.train_full_parts, None, refit_config, tagged, cancel, backend=backend, cluster=cluster
-    )
+        start, corpus.train_full_parts, None, refit_config, tagged, run.cancel, backend=run.backend,
+        cluster=run.cluster,
+    )  # fmt: skip
     if again.stopped in STOPPED_BAD:
         selection.stopped, selection.error = again.stopped, again.error
     return again.model, iterations, True
