@@ -84,7 +84,7 @@ def train_text(
             selection = select_stage(corpus_text, corpus, options, init_model, run, name)
     except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
         return stopped.outcome
-    options, result, restarts, schedule = selection.options, selection.result, selection.restarts, selection.schedule
+    options, result = selection.options, selection.result
     selected = result.model
     has_validation = bool(corpus.validation_parts)
     validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
@@ -99,6 +99,25 @@ def train_text(
             run,
             grown=selection.refit_start is not None,
         )
+    run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
+    return _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
+
+
+def _outcome(
+    trained: Any,
+    selection: Selection,
+    corpus: text.Corpus,
+    run_figures: tuple[float | None, int, bool, float],
+    search: list[dict[str, Any]],
+    init_model: CHMM | None,
+    backend: str,
+    name: str,
+) -> TrainOutcome:
+    """The trained model with its metadata (what people are shown and what scoring reads) and the run's summary (the
+    CLI's ``--json`` object): BPS on each part, iterations, stop reason, restarts, search and schedule."""
+    validation_bps, refit_iterations, refitted, seconds = run_figures
+    options, result, restarts, schedule = selection.options, selection.result, selection.restarts, selection.schedule
+    selected = result.model
     trained_on = corpus.train_full_parts if refitted else corpus.train_parts
     test = corpus.test_parts
     figures = {
@@ -106,7 +125,6 @@ def train_text(
         "validation_bps": validation_bps,
         "test_bps": stages.sequences_bps(trained, test, backend) if test else None,
     }
-    seconds = time.perf_counter() - started
     trained.metadata = {
         "engine_version": ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -124,81 +124,106 @@ def search_settings(
     validation BPS, iterations, seconds). ``run_candidate`` runs one candidate (it has the signature of
     :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes). Candidates run in this process,
     without ``run``'s cluster."""
-    backend, callback, log = run.backend, run.callback, run.log
-    alone = replace(run, cluster=None)
-    states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
-    grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
-    position = grid.index(FIRST_PSEUDOCOUNT) if options.pseudocount == AUTO else 0
-    record: list[dict[str, Any]] = []
-    best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
-    held_out = corpus.validation_parts
-    search_started = time.perf_counter()
+    search = _Search(corpus_text, corpus, options, run, name, run_candidate)
+    try:
+        search.candidates()
+    except _SearchStopped as stopped:
+        return stopped.selection, search.record
+    assert search.best is not None
+    return search.with_other_restarts(), search.record
 
-    def predicted_seconds(states: int) -> float:
+
+class _Search:
+    """The state of one automatic search (see :func:`search_settings`): the candidates run so far (``record``), the
+    best one (validation BPS, its selection, its seconds) and the budget."""
+
+    def __init__(
+        self,
+        corpus_text: str | Sequence[Any],
+        corpus: text.Corpus,
+        options: TrainOptions,
+        run: RunContext,
+        name: str,
+        run_candidate: Callable[..., Selection],
+    ) -> None:
+        self.corpus_text, self.corpus, self.options, self.name = corpus_text, corpus, options, name
+        self.run, self.alone, self.run_candidate = run, replace(run, cluster=None), run_candidate
+        self.states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
+        self.grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
+        self.record: list[dict[str, Any]] = []
+        self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
+        self.started = time.perf_counter()
+
+    def predicted_seconds(self, states: int) -> float:
         def cost(n: int) -> float:
-            return float(estimate_training_memory(corpus, replace(options, states=n, pseudocount=FIRST_PSEUDOCOUNT)))
+            changed = replace(self.options, states=n, pseudocount=FIRST_PSEUDOCOUNT)
+            return float(estimate_training_memory(self.corpus, changed))
 
-        return predict_candidate_seconds(record, cost, states)
+        return predict_candidate_seconds(self.record, cost, states)
 
-    def affordable(states: int) -> bool:
+    def affordable(self, states: int) -> bool:
         """Whether a candidate with ``states`` is predicted to end within ``options.search_minutes`` (the first
         candidate always is)."""
-        if options.search_minutes is None or not record:
+        if self.options.search_minutes is None or not self.record:
             return True
-        spent = time.perf_counter() - search_started
-        return spent + predicted_seconds(states) <= 60.0 * options.search_minutes
+        spent = time.perf_counter() - self.started
+        return spent + self.predicted_seconds(states) <= 60.0 * self.options.search_minutes
 
-    def evaluate(states: int, pseudocount: float) -> float:
-        nonlocal best
-        candidate = len(record)
-        if not affordable(states):
-            if log:
-                log(
-                    f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
-                    f"{predicted_seconds(states) / 60:.1f} min more would pass the search's "
-                    f"{options.search_minutes:g} min"
-                )
+    def evaluate(self, states: int, pseudocount: float) -> float:
+        """Run the candidate (``states``, ``pseudocount``) and return its validation BPS; :class:`_OverBudget` if it
+        would pass the budget, :class:`_SearchStopped` if it was cancelled or failed."""
+        run, candidate = self.run, len(self.record)
+        if not self.affordable(states):
+            run.say(
+                f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
+                f"{self.predicted_seconds(states) / 60:.1f} min more would pass the search's "
+                f"{self.options.search_minutes:g} min"
+            )
             raise _OverBudget
+        callback = run.callback
         tagged = None if callback is None else (lambda r, c=candidate: callback(r._replace(candidate=c)))
-        concrete = replace(options, states=states, pseudocount=pseudocount)
+        concrete = replace(self.options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
-        if log:
-            log(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
-        selection = run_candidate(
-            corpus_text, corpus, concrete, None, replace(alone, callback=tagged), name, restarts=1
+        run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
+        selection = self.run_candidate(
+            self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged), self.name, restarts=1
         )
         if selection.result.stopped in STOPPED_BAD:
             raise _SearchStopped(selection)
-        value = stages.sequences_bps(selection.result.model, held_out, backend)
-        record.append(
+        value = stages.sequences_bps(selection.result.model, self.corpus.validation_parts, run.backend)
+        seconds = time.perf_counter() - started
+        self.record.append(
             {
                 "states": states,
                 "pseudocount": pseudocount,
                 "validation_bps": value,
                 "iterations": len(selection.result.history),
-                "seconds": time.perf_counter() - started,
+                "seconds": seconds,
             }
         )
-        if log:
-            log(f"candidate {candidate + 1}: validation BPS {value:.4f} ({record[-1]['seconds'] / 60:.1f} min)")
-        if best is None or value < best[0]:
-            best = (value, selection, record[-1]["seconds"])
+        run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min)")
+        if self.best is None or value < self.best[0]:
+            self.best = (value, selection, seconds)
         return value
 
-    def walk(states: int, values: dict[int, float], first: int) -> int:
+    def walk(self, states: int, values: dict[int, float], first: int) -> int:
         """The pseudocount walk at ``states`` from the one value in ``values``: towards ``first`` while validation
         improves, the other way only if that did not help; returns the best index."""
         (position,) = values
 
         def at(index: int) -> float:
-            return evaluate(states, grid[index])
+            return self.evaluate(states, self.grid[index])
 
-        if not _walk(values, position, first, len(grid), at):
-            _walk(values, position, -first, len(grid), at)
+        if not _walk(values, position, first, len(self.grid), at):
+            _walk(values, position, -first, len(self.grid), at)
         return min(values, key=values.get)
 
-    deferred: tuple[int, dict[int, float]] | None = None  # a number of states whose walk waits (capacity first)
-    try:
+    def candidates(self) -> None:
+        """Run the candidates, capacity first (see :func:`search_settings`), until more states stop helping or the
+        budget ends."""
+        states_list, grid = self.states_list, self.grid
+        position = grid.index(FIRST_PSEUDOCOUNT) if self.options.pseudocount == AUTO else 0
+        deferred: tuple[int, dict[int, float]] | None = None  # a number of states whose walk waits (capacity first)
         try:
             previous = math.inf
             for number, states in enumerate(states_list):
@@ -207,53 +232,56 @@ def search_settings(
                 # hamlet, milton, calgary-book1: 1e-3 best at 1,000 states, 1e-4 at 3,000)
                 if number > 0:
                     position = pseudocount_start(grid, position, states, states_list[number - 1])
-                values = {position: evaluate(states, grid[position])}
+                values = {position: self.evaluate(states, grid[position])}
                 if values[position] < previous:
                     deferred = None
                 larger = states_list[number + 1] if number + 1 < len(states_list) else None
                 # capacity first: a number of states whose start beats the smaller ones goes on to the next one
                 # and walks only if it stays the best (below); the first walks at once, to place the others' starts
-                if number > 0 and values[position] < previous and larger is not None and affordable(larger):
+                if number > 0 and values[position] < previous and larger is not None and self.affordable(larger):
                     deferred = (states, values)
                 else:
-                    position = walk(states, values, 1 if number == 0 else -1)
+                    position = self.walk(states, values, 1 if number == 0 else -1)
                     if values[position] >= previous:  # more states stopped helping
                         break
                 previous = values[position]
         except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
             pass
-        if deferred is not None and best is not None and best[1].options.states == deferred[0]:
-            walk(*deferred, -1)  # the best number of states had its start only: its walk, within the budget
-    except _SearchStopped as stopped:
-        return stopped.selection, record
-    except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
-        pass
-    assert best is not None
-    value, selection, seconds = best
-    restarts = selection.options.resolved_restarts() if not selection.schedule else 1
-    if options.search_minutes is not None and restarts > 1:
-        spent = time.perf_counter() - search_started
-        fits = restarts_within(restarts - 1, seconds, 60.0 * options.search_minutes - spent, backend)
-        if fits < restarts - 1 and log:
-            which = f"restart {restarts}" if fits + 2 == restarts else f"restarts {fits + 2}-{restarts}"
-            log(
-                f"{which} of the chosen setting left out: each takes about {seconds / 60:.1f} min, and they would "
-                f"pass the search's {options.search_minutes:g} min"
-            )
-        restarts = fits + 1
-    if restarts > 1:  # the other restarts of the chosen setting (a grown model has none)
-        chosen = len(record)
-        tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
-        start, result, lines = best_of_restarts(
-            corpus, selection.options, selection.config, replace(alone, callback=tagged), range(1, restarts)
-        )
-        lines = [restart_line(0, value, selection.result, selection.options), *lines]
-        if result.stopped in STOPPED_BAD:
-            return replace(selection, start=start, result=result, restarts=lines), record
-        if min(line["bps"] for line in lines[1:]) < value:
-            selection = replace(selection, start=start, result=result)
-        selection = replace(selection, restarts=lines)
-    if log:
-        chosen = selection.options
-        log(f"chose {chosen.states:,} states and pseudocount {chosen.pseudocount:g} on validation")
-    return selection, record
+        if deferred is not None and self.best is not None and self.best[1].options.states == deferred[0]:
+            try:
+                self.walk(*deferred, -1)  # the best number of states had its start only: its walk, within the budget
+            except _OverBudget:
+                pass
+
+    def with_other_restarts(self) -> Selection:
+        """The best candidate with its other restarts, as many as still fit the budget (capacity first)."""
+        assert self.best is not None
+        options, run = self.options, self.run
+        value, selection, seconds = self.best
+        restarts = selection.options.resolved_restarts() if not selection.schedule else 1
+        if options.search_minutes is not None and restarts > 1:
+            spent = time.perf_counter() - self.started
+            fits = restarts_within(restarts - 1, seconds, 60.0 * options.search_minutes - spent, run.backend)
+            if fits < restarts - 1:
+                which = f"restart {restarts}" if fits + 2 == restarts else f"restarts {fits + 2}-{restarts}"
+                run.say(
+                    f"{which} of the chosen setting left out: each takes about {seconds / 60:.1f} min, and they would "
+                    f"pass the search's {options.search_minutes:g} min"
+                )
+            restarts = fits + 1
+        if restarts > 1:  # the other restarts of the chosen setting (a grown model has none)
+            chosen, callback = len(self.record), run.callback
+            tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
+            start, result, lines = best_of_restarts(
+                self.corpus, selection.options, selection.config, replace(self.alone, callback=tagged),
+                range(1, restarts),
+            )  # fmt: skip
+            lines = [restart_line(0, value, selection.result, selection.options), *lines]
+            if result.stopped in STOPPED_BAD:
+                return replace(selection, start=start, result=result, restarts=lines)
+            if min(line["bps"] for line in lines[1:]) < value:
+                selection = replace(selection, start=start, result=result)
+            selection = replace(selection, restarts=lines)
+        picked = selection.options
+        run.say(f"chose {picked.states:,} states and pseudocount {picked.pseudocount:g} on validation")
+        return selection
