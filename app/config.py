@@ -156,3 +156,12 @@ def redis_url() -> str | None:
 def dask_scheduler() -> str | None:
     """The Dask scheduler training jobs run batch EM's E-step on (``DASK_SCHEDULER_ADDRESS``), or None: in-process."""
     return os.environ.get("DASK_SCHEDULER_ADDRESS", "").strip() or None
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in the largest unit that keeps the figure >= 1 (decimal units, as the size limits are stated)."""
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")  # pragma: no cover

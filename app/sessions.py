@@ -177,11 +177,9 @@ def check_space(folder: Path, adding: int = 0, what: str = "This") -> None:
     limit = config.max_session_bytes()
     used = folder_bytes(folder)
     if used + adding > limit:
-        from app.services import format_bytes
-
         raise SessionError(
-            f"{what} would take this session's files to {format_bytes(used + adding)}, more than the "
-            f"{format_bytes(limit)} a session may keep; delete exports or start a new session."
+            f"{what} would take this session's files to {config.format_bytes(used + adding)}, more than the "
+            f"{config.format_bytes(limit)} a session may keep; delete exports or start a new session."
         )
 
 

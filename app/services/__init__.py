@@ -20,6 +20,7 @@ import errno
 import re
 from typing import Any
 
+from app.config import format_bytes as format_bytes  # the services' callers format sizes with it
 from engine import errors, graph
 
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
@@ -89,15 +90,6 @@ def stop_reason(code: Any) -> str:
 def plural(count: int, noun: str) -> str:
     """``count`` and the noun, plural unless the count is 1: "1 symbol", "2,000 symbols"."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def format_bytes(n: float) -> str:
-    """Bytes in the largest unit that keeps the figure >= 1 (decimal units, as the size limits are stated)."""
-    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1000 or unit == "PB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ------------------------------------------------------------------------------------------ generate and score
