@@ -95,7 +95,7 @@ def _timed(cp, fn, repeats: int) -> float:
 def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = ("float32", "float16")) -> list[dict]:
     import cupy as cp
 
-    from engine import gpu
+    from engine import chunks, devices, gpu, gpu_engine
 
     bandwidth = _copy_bandwidth(cp)
     milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
@@ -111,7 +111,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
             moved = _block_bytes(model.layout, x)
             row[f"forward_{name}_bytes"] = moved
             for precision in precisions:
-                engine = gpu.DeviceBlocks(model.layout, gpu.cuda_device(), precision)
+                engine = gpu.DeviceBlocks(model.layout, devices.cuda_device(), precision)
                 device_model = engine.upload(model)
                 seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
                 bytes_read = moved if precision == "float32" else moved // 2
@@ -122,12 +122,12 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
             if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.chunks) beside it
                 from engine.chunks import as_pieces, chunk, counted_log_likelihood
 
-                blocks = gpu.DeviceBlocks(model.layout, gpu.cuda_device())
+                blocks = gpu.DeviceBlocks(model.layout, devices.cuda_device())
                 device_model = blocks.upload(model)
                 exact = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
                 for chunks, burn_in in LOCKSTEP_FORWARD:
                     size = -(-(len(x) - 1) // chunks)
-                    schedule = gpu.LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
+                    schedule = chunks.LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
                     pieces = as_pieces(schedule.pieces)
                     seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                     together = counted_log_likelihood(pieces, blocks.lockstep_forward(device_model, schedule))
@@ -146,7 +146,8 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 for precision in precisions:
                     pool.free_all_blocks()
                     config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
-                    engine = gpu.GpuDenseEngine(gpu.cuda_device(), gpu.GpuOptions(pass_precision=precision))
+                    options = gpu_engine.GpuOptions(pass_precision=precision)
+                    engine = gpu_engine.GpuDenseEngine(devices.cuda_device(), options)
                     current = engine.load(model)
                     plan = engine.plan(current, x_moby, "em", len(x_moby))
                     cp.cuda.Device().synchronize()
@@ -162,7 +163,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                     del engine, current, plan
                 for chunks, burn_in in LOCKSTEP_EM:  # the same two iterations with lockstep E-steps
                     pool.free_all_blocks()
-                    engine = gpu.GpuDenseEngine(gpu.cuda_device())
+                    engine = gpu_engine.GpuDenseEngine(devices.cuda_device())
                     current = engine.load(model)
                     t0 = time.perf_counter()
                     length = -(-(len(x_moby) - 1) // chunks)
@@ -344,9 +345,9 @@ def table4_corpus(
         "backend": backend,
     }
     if backend == "gpu":
-        from engine import gpu
+        from engine import devices, gpu_engine
 
-        half = gpu.GpuDenseEngine(gpu.cuda_device(), gpu.GpuOptions(pass_precision="float16"))
+        half = gpu_engine.GpuDenseEngine(devices.cuda_device(), gpu_engine.GpuOptions(pass_precision="float16"))
         corpus = text.prepare_corpus(
             raw,
             normalisation=final.codec.normalisation,

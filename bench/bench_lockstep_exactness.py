@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import allocation, gpu, inference, text  # noqa: E402
+from engine import allocation, devices, gpu_engine, inference, text  # noqa: E402
 from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
@@ -42,7 +42,7 @@ def train(
 ) -> tuple[CHMM, float]:
     """``iterations`` batch-EM iterations (pseudocount 1e-6, pi re-estimated) on gpu-sim, in lockstep chunks of
     ``chunk`` steps where given; the model and seconds."""
-    engine = gpu.GpuDenseEngine(gpu.SimulatedDevice(), name="gpu-sim")
+    engine = gpu_engine.GpuDenseEngine(devices.SimulatedDevice(), name="gpu-sim")
     state = engine.load(model)
     started = time.perf_counter()
     plan = engine.plan(state, x, "em", len(x), chunk=chunk, burn_in=burn_in)

@@ -28,8 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine import backend as devices
-from engine import gpu, graph, inference, sparse
+from engine import backend, devices, gpu_engine, graph, inference, sparse
 from engine import model as model_io
 from engine.backend import BackendError
 from engine.model import CHMM, normalise_rows
@@ -633,14 +632,14 @@ register(
 register(Implementation("sparse", "cpu", lambda _: SparseEngine(), _is_sparse, grows=True, restart_processes=True))
 register(
     Implementation(
-        "gpu", "gpu", lambda options: gpu.GpuDenseEngine(gpu.cuda_device(), options, "gpu"), _is_dense,
-        gpu.GpuOptions, available=lambda: devices.gpu_status(), offerable=lambda: devices.gpu_probably_available(),
-        auto_rank=1, host=False, lockstep=True,
+        "gpu", "gpu", lambda options: gpu_engine.GpuDenseEngine(devices.cuda_device(), options, "gpu"), _is_dense,
+        gpu_engine.GpuOptions, available=lambda: backend.gpu_status(),
+        offerable=lambda: backend.gpu_probably_available(), auto_rank=1, host=False, lockstep=True,
     )
 )  # fmt: skip
 register(
     Implementation(
-        "gpu-sim", "gpu-sim", lambda options: gpu.GpuDenseEngine(gpu.SimulatedDevice(), options, "gpu-sim"),
-        _is_dense, gpu.GpuOptions, in_app=False, lockstep=True,
+        "gpu-sim", "gpu-sim", lambda options: gpu_engine.GpuDenseEngine(devices.SimulatedDevice(), options, "gpu-sim"),
+        _is_dense, gpu_engine.GpuOptions, in_app=False, lockstep=True,
     )
 )  # fmt: skip

@@ -359,7 +359,7 @@ def fit(
     """Train ``model`` on the symbol sequence ``train`` (or several independent sequences: documents) with the
     configured algorithm, on the implementation :func:`engine.engines.engine_for` picks for the model and
     ``backend`` (dense on the CPU or the GPU, sparse on the CPU), with ``options`` when they are that
-    implementation's options dataclass (e.g. :class:`engine.gpu.GpuOptions`); the returned model is a host model.
+    implementation's options dataclass (e.g. :class:`engine.gpu_engine.GpuOptions`); the returned model is a host model.
 
     After every iteration ``callback`` receives an :class:`IterationRecord`. With validation text the model with the
     lowest validation BPS is kept (early stopping after ``patience`` iterations without improvement; for online EM

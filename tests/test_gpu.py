@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine import backend, engines, gpu, inference, learning
+from engine import backend, devices, engines, gpu, gpu_engine, inference, learning
 from engine.kernels import cpu
 from engine.model import CHMM, normalise_rows, pairs_in_sequence, random_model
 
@@ -28,8 +28,8 @@ def name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def device_of(name: str) -> gpu.Device:
-    return gpu.SimulatedDevice() if name == "gpu-sim" else gpu.cuda_device()
+def device_of(name: str) -> devices.Device:
+    return devices.SimulatedDevice() if name == "gpu-sim" else devices.cuda_device()
 
 
 def blocks_for(name: str, model: CHMM, pass_precision: str = "float32") -> gpu.DeviceBlocks:
@@ -201,7 +201,7 @@ def test_sampling_follows_the_cpu_kernel(name):
 def test_memory_estimate_refuses_a_run_that_does_not_fit(name, monkeypatch):
     model, x, _ = _model_and_sequence(70, 5, 100, 2000)
     monkeypatch.setattr(gpu.DeviceBlocks, "free_bytes", lambda self: 1000)
-    with pytest.raises(gpu.DeviceMemoryError, match="GiB of GPU memory"):
+    with pytest.raises(devices.DeviceMemoryError, match="GiB of GPU memory"):
         learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend=name)
 
 
@@ -244,7 +244,7 @@ def test_fit_in_segments_matches_fit_without(name):
     model, x, _ = _model_and_sequence(95, 6, 200, 5000)
     config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
     whole = learning.fit(model, x, config=config, backend=name)
-    segmented = learning.fit(model, x, config=config, backend=name, options=gpu.GpuOptions(segment=600))
+    segmented = learning.fit(model, x, config=config, backend=name, options=gpu_engine.GpuOptions(segment=600))
     assert np.max(np.abs(whole.model.T - segmented.model.T)) <= 1e-5
 
 

@@ -13,7 +13,10 @@ import pytest
 from engine import cli, engines
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPLEMENTATIONS = {"engine/engines.py", "engine/sparse.py", "engine/gpu.py", "engine/model.py"}
+IMPLEMENTATIONS = {
+    "engine/engines.py", "engine/sparse.py", "engine/gpu.py", "engine/gpu_engine.py", "engine/gpu_lockstep.py",
+    "engine/devices.py", "engine/model.py",
+}  # fmt: skip
 """The modules that define the implementations and the registry: the only ones that may tell forms apart."""
 MODEL_CLASSES = {"CHMM", "SparseCHMM", "DeviceModel"}
 KIND_ATTRIBUTES = {"form", "indptr"}
@@ -131,7 +134,8 @@ def test_the_engine_imports_no_front_end(path: Path) -> None:
 
 
 ENGINE_INTERNALS = {
-    "engine.inference", "engine.sparse", "engine.gpu", "engine.chunks", "engine.archive", "engine.codec",
+    "engine.inference", "engine.sparse", "engine.gpu", "engine.gpu_engine", "engine.gpu_lockstep", "engine.devices",
+    "engine.chunks", "engine.archive", "engine.codec",
     "engine.synthetic", "engine.backend", "engine.cli", "engine.peers",
 }  # fmt: skip
 """Engine modules the app never imports: the implementations and their numerics, file internals, the command line and

@@ -9,7 +9,7 @@ cannot fail to synchronise). Sums are taken in order, where the CUDA kernels tak
 results agree to float32 rounding, not bit for bit; Viterbi and sampling choose by the same rules (the lowest slot
 on ties, the last positive entry when rounding leaves the target above the total), so they pick the same path.
 
-``TWINS`` maps each kernel name to its twin; :class:`engine.gpu.SimulatedDevice` launches from it.
+``TWINS`` maps each kernel name to its twin; :class:`engine.devices.SimulatedDevice` launches from it.
 """
 
 from __future__ import annotations
