@@ -95,7 +95,7 @@ def _timed(cp, fn, repeats: int) -> float:
 def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = ("float32", "float16")) -> list[dict]:
     import cupy as cp
 
-    from engine import chunks, devices, gpu, gpu_engine
+    from engine import devices, gpu, gpu_engine
 
     bandwidth = _copy_bandwidth(cp)
     milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
@@ -120,14 +120,14 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 del engine, device_model
                 pool.free_all_blocks()
             if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.chunks) beside it
-                from engine.chunks import as_pieces, chunk, counted_log_likelihood
+                from engine.chunks import LockstepSchedule, as_pieces, chunk, counted_log_likelihood
 
                 blocks = gpu.DeviceBlocks(model.layout, devices.cuda_device())
                 device_model = blocks.upload(model)
                 exact = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
                 for chunks, burn_in in LOCKSTEP_FORWARD:
                     size = -(-(len(x) - 1) // chunks)
-                    schedule = chunks.LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
+                    schedule = LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
                     pieces = as_pieces(schedule.pieces)
                     seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                     together = counted_log_likelihood(pieces, blocks.lockstep_forward(device_model, schedule))
