@@ -435,64 +435,26 @@ def prepare_corpus(
             return _prepare_documents(
                 documents, normalisation, test_fraction, validation, max_train, name, fixed_alphabet
             )
-    _check_normalisation(normalisation)
-    _check_fraction(test_fraction, "test_fraction")
-    _check_fraction(validation, "validation")
-    if max_train is not None and (isinstance(max_train, bool) or not _is_integer(max_train) or max_train < 2):
-        raise CorpusError(f"max_train must be an integer of at least 2, got {max_train!r}.")
+    _check_arguments(normalisation, test_fraction, validation, max_train)
     paper = normalisation == "paper"
-
-    norm = normalise_paper_base(text) if paper else unicodedata.normalize("NFC", text)
+    norm = _normalise(text, paper)
     if not norm.strip():
-        what = "no letters a-z left" if paper else "only whitespace"
-        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({what}).")
+        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({_empty_because(paper)}).")
     distinct = set(norm)
     if len(distinct) < 2:
         raise CorpusError(
             f"{name} contains only the symbol {next(iter(distinct))!r} after {normalisation} "
             "normalisation; a CHMM needs at least two distinct symbols."
         )
-
     if test_fraction > 0:
         train_part, test_part = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=paper)
     else:
         train_part, test_part = norm, ""
     if max_train is not None:
         train_part = _cap(train_part, max_train, at_space=paper)
-
-    vocabulary: list[str] | None
-    if fixed_alphabet is not None:
-        symbols, vocabulary = list(fixed_alphabet[0]), fixed_alphabet[1]
-        if paper:
-            vocab_set = frozenset(vocabulary or [])
-            train_part = _replace_rare(train_part, vocab_set)
-            test_part = _replace_rare(test_part, vocab_set)
-        else:
-            unknown = sorted(set(train_part) - set(symbols))
-            if unknown:
-                raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
-            # as for a new model: characters only the test part has are removed from it
-            test_part = "".join(c for c in test_part if c in set(symbols))
-    elif paper:
-        counts = Counter(train_part.split(" ")) if train_part else Counter()
-        vocabulary = sorted(w for w, c in counts.items() if c >= 2)
-        vocab_set = frozenset(vocabulary)
-        train_part = _replace_rare(train_part, vocab_set)
-        test_part = _replace_rare(test_part, vocab_set)
-        symbols = list(PAPER_SYMBOLS)
-    else:
-        vocabulary = None
-        symbols = sorted(set(train_part))
-        unseen = set(test_part) - set(symbols)
-        if unseen:
-            test_part = "".join(c for c in test_part if c not in unseen)
-
-    if len(set(train_part)) < 2:
-        raise CorpusError(
-            f"The training part of {name} has fewer than two distinct symbols; "
-            "a CHMM needs at least two distinct symbols."
-        )
-
+    symbols, vocabulary = _alphabet([train_part], paper, fixed_alphabet, name)
+    [(train_part, test_part)] = _in_alphabet([(train_part, test_part)], paper, symbols, vocabulary)
+    _check_two_symbols([train_part], name)
     if validation > 0:
         train_text, validation_text = _cut(
             train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True
@@ -511,7 +473,79 @@ def prepare_corpus(
         )
     if test_fraction > 0 and len(test_part) < 2:
         raise CorpusError(f"{name} ({len(norm)} symbols) is too short for a test share of {test_fraction:g}.")
+    return _encoded_corpus(normalisation, symbols, vocabulary, [(train_text, validation_text, test_part)], [name])
 
+
+def _check_arguments(normalisation: str, test_fraction: float, validation: float, max_train: int | None) -> None:
+    """One clear error for a bad normalisation, share or training cap."""
+    _check_normalisation(normalisation)
+    _check_fraction(test_fraction, "test_fraction")
+    _check_fraction(validation, "validation")
+    if max_train is not None and (isinstance(max_train, bool) or not _is_integer(max_train) or max_train < 2):
+        raise CorpusError(f"max_train must be an integer of at least 2, got {max_train!r}.")
+
+
+def _normalise(raw: str, paper: bool) -> str:
+    """The paper's character normalisation (before the rare-word replacement), or NFC for "raw"."""
+    return normalise_paper_base(raw) if paper else unicodedata.normalize("NFC", raw)
+
+
+def _empty_because(paper: bool) -> str:
+    return "no letters a-z left" if paper else "only whitespace"
+
+
+def _alphabet(
+    train_parts: list[str], paper: bool, fixed_alphabet: tuple[list[str], list[str] | None] | None, name: str
+) -> tuple[list[str], list[str] | None]:
+    """The symbols and the vocabulary: an existing model's (``fixed_alphabet``; "raw" training text with a character
+    outside its symbols is refused), or for "paper" the letters and space with the words seen at least twice in the
+    training parts together, for "raw" the training parts' distinct characters."""
+    if fixed_alphabet is not None:
+        symbols, vocabulary = list(fixed_alphabet[0]), fixed_alphabet[1]
+        if not paper:
+            unknown = sorted(set("".join(train_parts)) - set(symbols))
+            if unknown:
+                raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
+        return symbols, vocabulary
+    if paper:
+        counts: Counter[str] = Counter()
+        for part in train_parts:
+            if part:
+                counts.update(part.split(" "))
+        return list(PAPER_SYMBOLS), sorted(w for w, c in counts.items() if c >= 2)
+    return sorted(set("".join(train_parts))), None
+
+
+def _in_alphabet(
+    splits: list[tuple[str, str]], paper: bool, symbols: list[str], vocabulary: list[str] | None
+) -> list[tuple[str, str]]:
+    """(training part, test part) pairs read in the alphabet: "paper" words outside the vocabulary become "rare" in
+    both; "raw" test characters outside the symbols are removed (the training part holds only symbols already)."""
+    if paper:
+        vocab_set = frozenset(vocabulary or [])
+        return [(_replace_rare(t, vocab_set), _replace_rare(x, vocab_set)) for t, x in splits]
+    known = set(symbols)
+    return [(t, "".join(c for c in x if c in known)) for t, x in splits]
+
+
+def _check_two_symbols(train_parts: list[str], name: str) -> None:
+    if len(set("".join(train_parts))) < 2:
+        raise CorpusError(
+            f"The training part of {name} has fewer than two distinct symbols; "
+            "a CHMM needs at least two distinct symbols."
+        )
+
+
+def _encoded_corpus(
+    normalisation: str,
+    symbols: list[str],
+    vocabulary: list[str] | None,
+    split_texts: list[tuple[str, str, str]],
+    names: list[str],
+    several: bool = False,
+) -> Corpus:
+    """The corpus of (training, validation, test) texts per document, encoded with ``symbols``; ``several`` keeps
+    the documents apart (a corpus given as several documents)."""
     corpus = Corpus(
         normalisation=normalisation,
         symbols=symbols,
@@ -519,14 +553,15 @@ def prepare_corpus(
         train=np.zeros(0, dtype=np.int64),
         validation=np.zeros(0, dtype=np.int64),
         test=np.zeros(0, dtype=np.int64),
-        train_text=train_text,
-        validation_text=validation_text,
-        test_text=test_part,
-        documents=[name],
+        train_text="".join(t for t, _, _ in split_texts),
+        validation_text="".join(v for _, v, _ in split_texts),
+        test_text="".join(x for _, _, x in split_texts),
+        documents=names,
+        split_texts=split_texts if several else None,
     )
-    corpus.train = corpus.encode(train_text)
-    corpus.validation = corpus.encode(validation_text)
-    corpus.test = corpus.encode(test_part)
+    corpus.train = corpus.encode(corpus.train_text)
+    corpus.validation = corpus.encode(corpus.validation_text)
+    corpus.test = corpus.encode(corpus.test_text)
     return corpus
 
 
@@ -540,18 +575,14 @@ def _prepare_documents(
     fixed_alphabet: tuple[list[str], list[str] | None] | None,
 ) -> Corpus:
     """:func:`prepare_corpus` for two or more documents (the rule is in its docstring)."""
-    _check_normalisation(normalisation)
-    _check_fraction(test_fraction, "test_fraction")
-    _check_fraction(validation, "validation")
+    _check_arguments(normalisation, test_fraction, validation, max_train)
     if not documents:
         raise CorpusError(f"{name} has no documents.")
-    if max_train is not None and (isinstance(max_train, bool) or not _is_integer(max_train) or max_train < 2):
-        raise CorpusError(f"max_train must be an integer of at least 2, got {max_train!r}.")
     paper = normalisation == "paper"
     names, splits = [], []
     room = max_train
     for document in documents:
-        norm = normalise_paper_base(document.text) if paper else unicodedata.normalize("NFC", document.text)
+        norm = _normalise(document.text, paper)
         if not norm.strip():
             continue
         train_part, test_part = norm, ""
@@ -563,40 +594,12 @@ def _prepare_documents(
             train_part = _cap(train_part, room, at_space=paper) if room >= 2 else ""
             room -= len(train_part)
         names.append(str(document.name))
-        splits.append([train_part, test_part])
+        splits.append((train_part, test_part))
     if not splits:
-        what = "no letters a-z left" if paper else "only whitespace"
-        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({what}).")
-
-    train_parts = [s[0] for s in splits]
-    if fixed_alphabet is not None:
-        symbols, vocabulary = list(fixed_alphabet[0]), fixed_alphabet[1]
-        if not paper:
-            unknown = sorted(set("".join(train_parts)) - set(symbols))
-            if unknown:
-                raise CorpusError(f"{name} has characters outside the model's alphabet: {_describe_chars(unknown)}.")
-    elif paper:
-        counts: Counter[str] = Counter()
-        for part in train_parts:
-            if part:
-                counts.update(part.split(" "))
-        vocabulary = sorted(w for w, c in counts.items() if c >= 2)
-        symbols = list(PAPER_SYMBOLS)
-    else:
-        vocabulary = None
-        symbols = sorted(set("".join(train_parts)))
-    if paper:
-        vocab_set = frozenset(vocabulary or [])
-        splits = [[_replace_rare(t, vocab_set), _replace_rare(x, vocab_set)] for t, x in splits]
-    else:
-        known = set(symbols)
-        splits = [[t, "".join(c for c in x if c in known)] for t, x in splits]
-    if len(set("".join(s[0] for s in splits))) < 2:
-        raise CorpusError(
-            f"The training part of {name} has fewer than two distinct symbols; "
-            "a CHMM needs at least two distinct symbols."
-        )
-
+        raise CorpusError(f"{name} is empty after {normalisation} normalisation ({_empty_because(paper)}).")
+    symbols, vocabulary = _alphabet([t for t, _ in splits], paper, fixed_alphabet, name)
+    splits = _in_alphabet(splits, paper, symbols, vocabulary)
+    _check_two_symbols([t for t, _ in splits], name)
     split_texts = []
     for train_part, test_part in splits:
         train_text, validation_text = train_part, ""
@@ -612,20 +615,4 @@ def _prepare_documents(
         raise CorpusError(f"The documents of {name} are too short for a validation share of {validation:g}.")
     if test_fraction > 0 and not any(x for _, _, x in split_texts):
         raise CorpusError(f"The documents of {name} are too short for a test share of {test_fraction:g}.")
-    corpus = Corpus(
-        normalisation=normalisation,
-        symbols=symbols,
-        vocabulary=vocabulary,
-        train=np.zeros(0, dtype=np.int64),
-        validation=np.zeros(0, dtype=np.int64),
-        test=np.zeros(0, dtype=np.int64),
-        train_text="".join(t for t, _, _ in split_texts),
-        validation_text="".join(v for _, v, _ in split_texts),
-        test_text="".join(x for _, _, x in split_texts),
-        documents=names,
-        split_texts=split_texts,
-    )
-    corpus.train = corpus.encode(corpus.train_text)
-    corpus.validation = corpus.encode(corpus.validation_text)
-    corpus.test = corpus.encode(corpus.test_text)
-    return corpus
+    return _encoded_corpus(normalisation, symbols, vocabulary, split_texts, names, several=True)
