@@ -356,23 +356,8 @@ class DeviceBlocks(LockstepPasses):
         lo = int(layout.clone_start[x[-1]])
         last_alpha[lo : lo + m_last] = self.host(alpha[al : al + m_last])
 
-        weights = xp.empty(max(n - 1, 1), dtype=xp.float64)
-        self._launch_items(
-            self._weights,
-            n - 1,
-            (x_dev, np.int32(n), self.n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights),
-        )
-        self._launch_items(
-            self._scale,
-            n - 1,
-            (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
-        )
-        counts = xp.zeros(layout.size, dtype=xp.float32) if counts_out is None else counts_out
-        if counts_out is not None and not accumulate:
-            counts.fill(0)
-        self._accumulate_counts(pl, alpha, beta, counts, accumulate)
-        if not accumulate:
-            counts *= device_model.T
+        messages = (x_dev, predictive, alpha, alpha_offsets, beta, beta_offsets)
+        counts = self._counts(messages, pl, device_model.T, counts_out, accumulate)
         log_likelihood = -math.inf if zero_events else float(np.sum(np.log(predictive_host)))
         result = inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
         return _DeviceEStep(result, first_beta)
@@ -442,6 +427,36 @@ class DeviceBlocks(LockstepPasses):
         counts *= device_model.T
         result = inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, touched)
         return _DeviceEStep(result, terminal)
+
+    def _counts(
+        self, messages: tuple, pl: inference.PairLayout, T: Any, counts_out: Any | None, accumulate: bool
+    ) -> Any:
+        """Expected counts from normalised messages ``(x, predictive, alpha, alpha offsets, beta, beta offsets)``
+        over the positions of ``x``: each alpha(n) scaled by its step's weight 1 / (P(x_{n+1} | x_<=n)
+        <alpha(n+1), beta(n+1)>) (kernels ``pair_weights``, ``scale_messages``), then per block A^T B over the steps
+        of ``pl``, times T; with ``accumulate`` the products are added to ``counts_out`` and T is left to the
+        caller. Steps outside ``pl`` (the seams between chunks laid end to end) get weights nobody reads."""
+        xp = self.xp
+        x_dev, predictive, alpha, alpha_offsets, beta, beta_offsets = messages
+        n = len(x_dev)
+        weights = xp.empty(max(n - 1, 1), dtype=xp.float64)
+        self._launch_items(
+            self._weights,
+            n - 1,
+            (x_dev, np.int32(n), self.n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights),
+        )
+        self._launch_items(
+            self._scale,
+            n - 1,
+            (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
+        )
+        counts = xp.zeros(self.layout.size, dtype=xp.float32) if counts_out is None else counts_out
+        if counts_out is not None and not accumulate:
+            counts.fill(0)
+        self._accumulate_counts(pl, alpha, beta, counts, accumulate)
+        if not accumulate:
+            counts *= T
+        return counts
 
     def _accumulate_counts(self, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any, add: bool) -> None:
         """counts(i, j) = A_ij^T B_ij (or += with ``add``) per occurring pair, one cuBLAS product each."""

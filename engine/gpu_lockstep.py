@@ -65,8 +65,9 @@ class LockstepPasses:
     host: Any
     n_clones: Any
     _lockstep: Any
-    _weights: Any
-    _scale: Any
+    _counts: Any
+    _normalise_messages: Any
+    _check_aborts: Any
 
     def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`_initial_message` for many chunks at once: ``start`` restricted to the clones of each of
@@ -248,22 +249,8 @@ class LockstepPasses:
         m, lo = int(layout.n_clones[symbol]), int(layout.clone_start[symbol])
         last_alpha[lo : lo + m] = self.host(alpha[int(pl.alpha_offsets[q]) : int(pl.alpha_offsets[q]) + m])
 
-        weights = xp.empty(max(n - 1, 1), dtype=xp.float64)  # the seams between pieces get weights nobody reads
-        self._launch_items(
-            self._weights,
-            n - 1,
-            (x_dev, np.int32(n), self.n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights),
-        )
-        self._launch_items(
-            self._scale,
-            n - 1,
-            (alpha, alpha_offsets, x_dev, self.n_clones, weights, np.int32(0), np.int32(n - 1), np.int32(1)),
-        )
-        counts = xp.zeros(layout.size, dtype=xp.float32) if counts_out is None else counts_out
-        if counts_out is not None:
-            counts.fill(0)
-        self._accumulate_counts(pl, alpha, beta, counts, False)
-        counts *= device_model.T
+        messages = (x_dev, predictive, alpha, alpha_offsets, beta, beta_offsets)
+        counts = self._counts(messages, pl, device_model.T, counts_out, False)
         with np.errstate(divide="ignore"):
             log_likelihood = -math.inf if zero_events else float(np.sum(np.log(counted)))
         return inference.EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
