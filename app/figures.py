@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.background import RUNNING
+from app.forms import SHORT_NAMES
+from app.services.comparisons import DONE, PENDING, TRAINING
 
 TRAIN_COLOUR = "#1f77b4"
 VALIDATION_COLOUR = "#ff7f0e"
@@ -229,3 +235,130 @@ def prune_figure(sweep: dict[str, Any] | None, selected: float | None = None) ->
         legend={"orientation": "h", "y": -0.3},
     )
     return figure
+
+
+# ------------------------------------------------------------------------------------------ comparisons
+LEARNER_COLOURS = {"chmm": "#1f77b4", "densehmm": "#9467bd", "hmm": "#d62728", "pdfa": "#2ca02c", "ngram": "#ff7f0e"}
+
+
+def compare_progress(saved: dict[str, Any] | None) -> tuple[int, str]:
+    """Percentage of learners finished (trained, failed or skipped) and the job's message."""
+    if not saved:
+        return 0, "No comparison yet."
+    rows = saved.get("results") or []
+    if saved.get("status") != RUNNING:
+        return 100, str(saved.get("message") or "")
+    done = sum(_fraction(row) for row in rows)
+    return int(100 * done / max(len(rows), 1)), str(saved.get("message") or "")
+
+
+def _fraction(row: dict[str, Any], now: float | None = None) -> float:
+    """How far one learner is: 1 when it ended, its iterations for the CHMM, else its time against its estimate
+    (at most 0.95 until it ends), 0 before it starts."""
+    status = row.get("status")
+    if status not in (PENDING, TRAINING):
+        return 1.0
+    if status == PENDING or not row.get("started"):
+        return 0.0
+    iterations = (row.get("settings") or {}).get("iterations")
+    if row.get("iteration") and iterations:
+        return min(0.95, row["iteration"] / (2 * iterations))  # online EM then batch EM: up to twice the iterations
+    elapsed = (now or time.time()) - float(row["started"])
+    return min(0.95, elapsed / max(float(row.get("estimate") or 1.0), 1.0))
+
+
+def row_progress(row: dict[str, Any], now: float | None = None) -> str:
+    """A learner's progress in words for the table: waiting, training (iteration, elapsed and estimate), or how
+    it ended."""
+    status = row.get("status", "")
+    if status == PENDING:
+        estimate = row.get("estimate")
+        return f"waiting (about {rough_duration(estimate)})" if estimate else "waiting"
+    if status == TRAINING:
+        elapsed = (now or time.time()) - float(row.get("started") or now or time.time())
+        text = f"training, {rough_duration(elapsed)} of about {rough_duration(float(row.get('estimate') or 0))}"
+        if row.get("iteration"):
+            text = f"training: iteration {row['iteration']}, {rough_duration(elapsed)}"
+        return text
+    return f"{status}: {row['message']}" if row.get("message") else status
+
+
+def rough_duration(seconds: float) -> str:
+    """A duration for people: 0.4 s, 30 s, 2 min, 1.5 h."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _rounded(value: Any, digits: int) -> Any:
+    return None if value is None else round(float(value), digits)
+
+
+def compare_rows(saved: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Table rows: learner, test / validation / train BPS, seconds, parameters, status (a failure's reason)."""
+    rows = []
+    for row in (saved or {}).get("results") or []:
+        rows.append(
+            {
+                "learner": row.get("label") or row.get("learner"),
+                "test_bps": _rounded(row.get("test_bps"), 4),
+                "validation_bps": _rounded(row.get("validation_bps"), 4),
+                "train_bps": _rounded(row.get("train_bps"), 4),
+                "seconds": _rounded(row.get("seconds"), 1),
+                "parameters": row.get("parameters"),
+                "status": row_progress(row),
+            }
+        )
+    return rows
+
+
+def compare_figure(saved: dict[str, Any] | None) -> go.Figure:
+    """Three bar charts side by side: test BPS (the axis zoomed to the results, so that differences show),
+    training seconds and parameters (log scales) per finished learner, named by :data:`SHORT_NAMES`."""
+    rows = [row for row in (saved or {}).get("results") or [] if row.get("status") == DONE]
+    figure = make_subplots(
+        rows=1, cols=3, subplot_titles=("Test BPS (lower is better)", "Training seconds", "Parameters")
+    )
+    for column, key in enumerate(("test_bps", "seconds", "parameters"), start=1):
+        figure.add_trace(
+            go.Bar(
+                x=[SHORT_NAMES.get(row["learner"], row["learner"]) for row in rows],
+                y=[row.get(key) for row in rows],
+                marker_color=[LEARNER_COLOURS.get(row["learner"], "#7f7f7f") for row in rows],
+                hovertext=[row.get("label") for row in rows],
+                text=[_bar_text(key, row.get(key)) for row in rows],
+                textposition="outside",
+                cliponaxis=False,
+                showlegend=False,
+            ),
+            row=1,
+            col=column,
+        )
+    figure.update_yaxes(type="log", row=1, col=2)
+    figure.update_yaxes(type="log", row=1, col=3)
+    values = [float(row["test_bps"]) for row in rows if row.get("test_bps") is not None]
+    if values:
+        low, high = min(values), max(values)
+        pad = max(0.15 * (high - low), 0.05)
+        figure.update_yaxes(range=[max(0.0, low - pad), high + pad], row=1, col=1)
+    corpus = (saved or {}).get("corpus")
+    figure.update_layout(
+        title=f"Learners on {corpus}" if corpus and rows else "No results yet",
+        margin={"l": 50, "r": 20, "t": 70, "b": 40},
+        height=380,
+    )
+    return figure
+
+
+def _bar_text(key: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if key == "test_bps":
+        return f"{float(value):.3f}"
+    if key == "seconds":
+        return rough_duration(float(value))
+    return f"{int(value):,}"

@@ -19,8 +19,9 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import config, ids, jobs, services, sessions, ui
+from app import config, ids, services, sessions, ui
 from app.services import models as model_service
+from app.services import training_jobs
 
 PAGES = Path(__file__).resolve().parent / "pages"
 BACKGROUND_CACHE = ".background-cache"
@@ -135,7 +136,7 @@ def show_running_jobs(_ticks: int | None, session_id: str | None, *_changes: Any
     """On every page, every few seconds and when a job of this tab starts or ends: the session's running training
     or comparison, linking to its page."""
     try:
-        running = jobs.running_summary(sessions.session_folder(session_id))
+        running = training_jobs.running_summary(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return None
     return [dcc.Link(text, href=href, className="job-link") for text, href in running] or None

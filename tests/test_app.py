@@ -1,8 +1,9 @@
 """The web app's logic, called directly (no browser): uploads, sessions, the training job, models, sampling, and
 a smoke test that the Dash app, its layout and its pages build.
 
-The callbacks only unpack inputs and call ``app.services`` / ``app.jobs`` / ``app.sessions``, so these tests cover
-what a browser would trigger. Every test works in its own ``CHMM_DATA_DIR``.
+The callbacks only unpack inputs and call ``app.services`` (the training jobs and comparisons among them),
+``app.forms`` and ``app.sessions``, so these tests cover what a browser would trigger. Every test works in its own
+``CHMM_DATA_DIR``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import numpy as np
 import pytest
 from support import SHORT_TEXT, TINY_FORM, data_uri
 
-from app import background, config, figures, jobs, services, sessions
-from app.services import UserError
+from app import background, config, figures, forms, services, sessions
+from app.services import UserError, training_jobs
 from app.services import corpus as corpus_service
 from app.services import decode as decode_service
 from app.services import generate as generate_service
@@ -191,8 +192,8 @@ def test_sessions_share_the_start_model_until_they_change_it(data_dir: Path, wit
         assert sessions.current_model_path(folder).samefile(shared)
         assert (folder / sessions.COMMUNITIES).samefile(shared.with_name(shared.stem + ".communities.json"))
         assert graph_service.read_communities(folder) is not None  # the shared run matches the session's model
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
-    assert outcome.status == jobs.FINISHED
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    assert outcome.status == background.FINISHED
     assert not sessions.current_model_path(with_corpus).samefile(shared)
     assert sessions.previous_model_path(with_corpus).samefile(shared)
     assert config.SAMPLE_MODEL.read_bytes() == shared.read_bytes()
@@ -242,18 +243,20 @@ def test_cleanup_removes_only_expired_session_folders(data_dir: Path) -> None:
 def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus: Path) -> None:
     before = current_bytes(with_corpus)
     reports: list[dict] = []
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY), report=reports.append)
-    assert outcome.status == jobs.FINISHED, outcome.message
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY), report=reports.append)
+    assert outcome.status == background.FINISHED, outcome.message
     assert outcome.key and "now the current model" in outcome.message
     model = model_files.load_model(sessions.current_model_path(with_corpus))
     assert model.n_states == 60 and model.metadata["corpus"] == "alice-short.txt"
     assert sessions.previous_model_path(with_corpus).read_bytes() == before
-    progress = jobs.read_progress(with_corpus)
-    assert progress is not None and progress["status"] == jobs.FINISHED and progress["key"] == outcome.key
+    progress = training_jobs.read_progress(with_corpus)
+    assert progress is not None and progress["status"] == background.FINISHED and progress["key"] == outcome.key
     assert [h["iteration"] for h in progress["history"]] == [1, 2]
     assert all(h["validation_bps"] is not None for h in progress["history"])
-    assert jobs.read_job(with_corpus)["status"] == jobs.FINISHED and not jobs.job_running(with_corpus)
-    assert reports and reports[-1]["status"] == jobs.FINISHED
+    assert training_jobs.read_job(with_corpus)["status"] == background.FINISHED and not training_jobs.job_running(
+        with_corpus
+    )
+    assert reports and reports[-1]["status"] == background.FINISHED
     value, label, figure = figures.progress_view(progress)
     assert value == 100.0 and label.startswith("Finished") and len(figure.data) >= 2
     # undo goes back to the sample model, and again forward
@@ -271,15 +274,15 @@ def test_a_job_whose_heartbeat_stopped_is_reported_failed(with_corpus: Path) -> 
     (with_corpus / sessions.JOB).write_text(json.dumps(record))
     (with_corpus / sessions.PROGRESS).write_text(json.dumps({"key": "k1", "status": "running", "history": []}))
     (with_corpus / sessions.HEARTBEAT).touch()
-    assert jobs.reap_dead_job(with_corpus) is None and jobs.job_running(with_corpus)
+    assert training_jobs.reap_dead_job(with_corpus) is None and training_jobs.job_running(with_corpus)
     later = time.time() + background.STALE_AFTER_S + 0.5
-    message = jobs.reap_dead_job(with_corpus, now=later)
+    message = training_jobs.reap_dead_job(with_corpus, now=later)
     assert message is not None and "died" in message and "previous model is still current" in message
-    assert jobs.read_job(with_corpus)["status"] == jobs.FAILED
-    assert jobs.read_progress(with_corpus)["status"] == jobs.FAILED
+    assert training_jobs.read_job(with_corpus)["status"] == background.FAILED
+    assert training_jobs.read_progress(with_corpus)["status"] == background.FAILED
     assert (with_corpus / sessions.CANCEL).exists() and current_bytes(with_corpus) == before
-    assert jobs.reap_dead_job(with_corpus, now=later) is None  # reported once
-    value, label, _ = figures.progress_view(jobs.read_progress(with_corpus))
+    assert training_jobs.reap_dead_job(with_corpus, now=later) is None  # reported once
+    value, label, _ = figures.progress_view(training_jobs.read_progress(with_corpus))
     assert label.startswith("Failed: The training job stopped without finishing")
 
 
@@ -287,7 +290,7 @@ def _long_job(folder: str) -> None:
     """A forked job process, as Dash's diskcache manager starts one from a gunicorn worker."""
     with background.job_process():
         form = TINY | {"states": 200, "iterations": 100_000, "validation": 0}
-        jobs.run_training_job(Path(folder), jobs.options_from_form(form))
+        training_jobs.run_training_job(Path(folder), forms.options_from_form(form))
 
 
 def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Path) -> None:
@@ -308,9 +311,9 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
         signal.signal(signal.SIGTERM, previous)
     try:
         deadline = time.time() + 60
-        while (jobs.read_progress(with_corpus) or {}).get("phase") != "training" or not jobs.read_progress(
-            with_corpus
-        ).get("history"):
+        while (training_jobs.read_progress(with_corpus) or {}).get(
+            "phase"
+        ) != "training" or not training_jobs.read_progress(with_corpus).get("history"):
             assert time.time() < deadline and child.is_alive(), "the job did not start training"
             time.sleep(0.2)
         listener.close()  # the server dies; the job lives on
@@ -323,19 +326,19 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
     finally:
         if child.is_alive():
             child.kill()
-    record = jobs.read_job(with_corpus)
-    assert record["status"] == jobs.CANCELLED and "server stopped the training job" in record["message"]
+    record = training_jobs.read_job(with_corpus)
+    assert record["status"] == background.CANCELLED and "server stopped the training job" in record["message"]
     assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
 
 
 def _start_long_job(folder: Path) -> multiprocessing.process.BaseProcess:
-    before = (jobs.read_job(folder) or {}).get("key")
+    before = (training_jobs.read_job(folder) or {}).get("key")
     child = multiprocessing.get_context("fork").Process(target=_long_job, args=(str(folder),))
     child.start()
     deadline = time.time() + 60
 
     def training() -> bool:
-        key, progress = (jobs.read_job(folder) or {}).get("key"), jobs.read_progress(folder) or {}
+        key, progress = (training_jobs.read_job(folder) or {}).get("key"), training_jobs.read_progress(folder) or {}
         return key != before and progress.get("key") == key and bool(progress.get("history"))
 
     while not training():
@@ -350,28 +353,28 @@ def test_a_cancel_is_said_as_the_users_whichever_comes_first(with_corpus: Path) 
     showed that message after Cancel)."""
     # the flag first, SIGTERM right after
     child = _start_long_job(with_corpus)
-    jobs.training_files(with_corpus).request_cancel()
+    training_jobs.training_files(with_corpus).request_cancel()
     child.terminate()
     child.join(timeout=15)
     assert child.exitcode == 0
-    record = jobs.read_job(with_corpus)
-    assert record["status"] == jobs.CANCELLED and record["message"].startswith("Training cancelled"), record
+    record = training_jobs.read_job(with_corpus)
+    assert record["status"] == background.CANCELLED and record["message"].startswith("Training cancelled"), record
     # SIGTERM first: the job ends as stopped by the server; the cancel request that follows says it was the user
     child = _start_long_job(with_corpus)
     child.terminate()
     child.join(timeout=15)
-    assert jobs.read_job(with_corpus)["message"] == jobs.SERVER_STOPPED
-    assert jobs.request_cancel(with_corpus) == jobs.USER_CANCELLED
-    assert jobs.read_job(with_corpus)["message"] == jobs.USER_CANCELLED
-    assert jobs.read_progress(with_corpus)["message"] == jobs.USER_CANCELLED
+    assert training_jobs.read_job(with_corpus)["message"] == training_jobs.SERVER_STOPPED
+    assert training_jobs.request_cancel(with_corpus) == training_jobs.USER_CANCELLED
+    assert training_jobs.read_job(with_corpus)["message"] == training_jobs.USER_CANCELLED
+    assert training_jobs.read_progress(with_corpus)["message"] == training_jobs.USER_CANCELLED
     # a server stop of long ago is not rewritten by a later click
     child = _start_long_job(with_corpus)
     child.terminate()
     child.join(timeout=15)
-    files = jobs.training_files(with_corpus)
+    files = training_jobs.training_files(with_corpus)
     files.write(files.read() | {"finished": time.time() - 120})
-    jobs.request_cancel(with_corpus)
-    assert jobs.read_job(with_corpus)["message"] == jobs.SERVER_STOPPED
+    training_jobs.request_cancel(with_corpus)
+    assert training_jobs.read_job(with_corpus)["message"] == training_jobs.SERVER_STOPPED
 
 
 def test_jobs_beyond_the_server_limit_wait_in_a_queue(
@@ -384,40 +387,40 @@ def test_jobs_beyond_the_server_limit_wait_in_a_queue(
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
     other = background.JobSlot(data_dir, 1)
     assert other.acquire(lambda place: None, stop=lambda: True)  # another session's job holds the only slot
-    outcomes: list[jobs.JobOutcome] = []
+    outcomes: list[training_jobs.JobOutcome] = []
     worker = threading.Thread(
-        target=lambda: outcomes.append(jobs.run_training_job(with_corpus, jobs.options_from_form(TINY)))
+        target=lambda: outcomes.append(training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY)))
     )
     worker.start()
     try:
         deadline = time.time() + 30
-        while (jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
+        while (training_jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
             assert time.time() < deadline, "the job did not queue"
             time.sleep(0.1)
-        assert "number 1 in the queue (1 jobs run at once" in jobs.read_progress(with_corpus)["message"]
-        assert jobs.job_running(with_corpus) and not outcomes
+        assert "number 1 in the queue (1 jobs run at once" in training_jobs.read_progress(with_corpus)["message"]
+        assert training_jobs.job_running(with_corpus) and not outcomes
         time.sleep(1.5)
         assert not outcomes  # still waiting
     finally:
         other.release()
     worker.join(timeout=60)
-    assert outcomes and outcomes[0].status == jobs.FINISHED, outcomes
+    assert outcomes and outcomes[0].status == background.FINISHED, outcomes
     # cancelled in the queue
     assert other.acquire(lambda place: None, stop=lambda: True)
     try:
         worker = threading.Thread(
-            target=lambda: outcomes.append(jobs.run_training_job(with_corpus, jobs.options_from_form(TINY)))
+            target=lambda: outcomes.append(training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY)))
         )
         worker.start()
         deadline = time.time() + 30
-        while (jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
+        while (training_jobs.read_progress(with_corpus) or {}).get("phase") != "queued":
             assert time.time() < deadline, "the job did not queue"
             time.sleep(0.1)
-        jobs.request_cancel(with_corpus)
+        training_jobs.request_cancel(with_corpus)
         worker.join(timeout=30)
     finally:
         other.release()
-    assert outcomes[-1].status == jobs.CANCELLED and "while it waited" in outcomes[-1].message
+    assert outcomes[-1].status == background.CANCELLED and "while it waited" in outcomes[-1].message
 
 
 def _hold_slot(root: str) -> None:
@@ -447,8 +450,8 @@ def test_a_job_stops_at_the_time_limit(with_corpus: Path, monkeypatch: pytest.Mo
     before = current_bytes(with_corpus)
     monkeypatch.setenv("CHMM_MAX_JOB_MINUTES", str(0.5 / 60))  # half a second
     form = TINY | {"iterations": 100_000, "validation": 0}
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(form))
-    assert outcome.status == jobs.FAILED and "time limit of" in outcome.message
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(form))
+    assert outcome.status == background.FAILED and "time limit of" in outcome.message
     assert "CHMM_MAX_JOB_MINUTES" in outcome.message
     assert current_bytes(with_corpus) == before
 
@@ -472,37 +475,37 @@ def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left()
 
 def test_cancelled_job_keeps_the_previous_model(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = current_bytes(with_corpus)
-    record = jobs._Progress.record
+    record = training_jobs._Progress.record
 
-    def record_then_cancel(self: jobs._Progress, entry: object) -> None:
+    def record_then_cancel(self: training_jobs._Progress, entry: object) -> None:
         record(self, entry)
-        jobs.request_cancel(with_corpus)  # what the Cancel button does, after the first iteration
+        training_jobs.request_cancel(with_corpus)  # what the Cancel button does, after the first iteration
 
-    monkeypatch.setattr(jobs._Progress, "record", record_then_cancel)
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"iterations": 50}))
-    assert outcome.status == jobs.CANCELLED and "previous model is still current" in outcome.message
+    monkeypatch.setattr(training_jobs._Progress, "record", record_then_cancel)
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"iterations": 50}))
+    assert outcome.status == background.CANCELLED and "previous model is still current" in outcome.message
     assert current_bytes(with_corpus) == before
-    progress = jobs.read_progress(with_corpus)
-    assert progress["status"] == jobs.CANCELLED and len(progress["history"]) < 50
+    progress = training_jobs.read_progress(with_corpus)
+    assert progress["status"] == background.CANCELLED and len(progress["history"]) < 50
     assert figures.progress_view(progress)[1].startswith("Cancelled")
 
 
 def test_impossible_parameters_are_refused(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = current_bytes(with_corpus)
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"states": 10}))
-    assert outcome.status == jobs.REFUSED and "fewer than the 27 symbols" in outcome.message
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"states": 10}))
+    assert outcome.status == background.REFUSED and "fewer than the 27 symbols" in outcome.message
     monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "1")
-    options = jobs.options_from_form(TINY | {"states": 2000})
+    options = forms.options_from_form(TINY | {"states": 2000})
     with pytest.raises(ValueError, match=r"would need about [\d.]+ MB of memory .* limit of 1.0 MB"):
-        jobs.check_training(with_corpus, options)
-    outcome = jobs.run_training_job(with_corpus, options)
-    assert outcome.status == jobs.REFUSED and "CHMM_MAX_TRAIN_MB" in outcome.message
+        training_jobs.check_training(with_corpus, options)
+    outcome = training_jobs.run_training_job(with_corpus, options)
+    assert outcome.status == background.REFUSED and "CHMM_MAX_TRAIN_MB" in outcome.message
     assert current_bytes(with_corpus) == before
 
 
 def test_training_needs_a_corpus(folder: Path) -> None:
-    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
-    assert outcome.status == jobs.REFUSED and "No corpus" in outcome.message
+    outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
+    assert outcome.status == background.REFUSED and "No corpus" in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -522,42 +525,42 @@ def test_training_needs_a_corpus(folder: Path) -> None:
 )
 def test_form_values_are_checked(change: dict, expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
-        jobs.options_from_form(TINY | change)
+        forms.options_from_form(TINY | change)
 
 
 def test_form_choices_on_validation() -> None:
-    options = jobs.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
+    options = forms.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
     assert options.states == training.AUTO and options.pseudocount == training.AUTO and options.searches
     assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
-    assert options.search_minutes == pytest.approx(jobs.SEARCH_SHARE * config.max_job_seconds() / 60)
-    assert jobs.options_from_form(TINY).search_minutes is None  # no search, no budget
-    assert jobs.options_from_form(TINY).start == training.TrainOptions().start  # the engine's default start
-    assert jobs.options_from_form(TINY | {"start": "uniform"}).start == "uniform"
-    assert jobs.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
-    assert jobs.options_from_form(TINY | {"pseudocount": ""}).pseudocount == training.TrainOptions().pseudocount
+    assert options.search_minutes == pytest.approx(forms.SEARCH_SHARE * config.max_job_seconds() / 60)
+    assert forms.options_from_form(TINY).search_minutes is None  # no search, no budget
+    assert forms.options_from_form(TINY).start == training.TrainOptions().start  # the engine's default start
+    assert forms.options_from_form(TINY | {"start": "uniform"}).start == "uniform"
+    assert forms.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
+    assert forms.options_from_form(TINY | {"pseudocount": ""}).pseudocount == training.TrainOptions().pseudocount
 
 
 def test_progress_follows_candidates_restarts_and_the_refit(tmp_path: Path) -> None:
-    progress = jobs._Progress(tmp_path, "k", training.TrainOptions(states=training.AUTO, algorithm="online"))
+    progress = training_jobs._Progress(tmp_path, "k", training.TrainOptions(states=training.AUTO, algorithm="online"))
     record = learning.IterationRecord
     for candidate, restart, iteration in ((0, 0, 1), (0, 0, 2), (1, 0, 1), (1, 0, 2), (1, 0, 3), (2, 1, 1)):
         progress.record(record(iteration, 2.0, 2.1, 0.1, restart=restart, candidate=candidate))
-        state = jobs.read_progress(tmp_path)
+        state = training_jobs.read_progress(tmp_path)
         assert [state["candidate"], state["restart"]] == [candidate, restart]
         assert state["history"][-1]["iteration"] == iteration and len(state["history"]) == iteration
     assert figures.progress_view(state)[1].startswith("Candidate setting 3, restart 2 of 4, iteration 1")
     progress.record(record(1, 2.0, math.nan, 0.1, refit=True))
-    state = jobs.read_progress(tmp_path)
+    state = training_jobs.read_progress(tmp_path)
     assert state["phase"] == "refit" and len(state["refit"]) == 1 and len(state["history"]) == 1
 
 
 def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:
     (with_corpus / sessions.JOB).write_text('{"key": "other", "status": "running"}')
     (with_corpus / sessions.HEARTBEAT).touch()
-    assert jobs.job_running(with_corpus)
-    outcome = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
-    assert outcome.status == jobs.REFUSED and "already running" in outcome.message
-    assert not jobs.job_running(with_corpus, now=time.time() + 60)  # a silent job goes stale
+    assert training_jobs.job_running(with_corpus)
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    assert outcome.status == background.REFUSED and "already running" in outcome.message
+    assert not training_jobs.job_running(with_corpus, now=time.time() + 60)  # a silent job goes stale
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -680,25 +683,32 @@ def same_up_to_rounding(a: object, b: object) -> bool:
 
 
 def test_runs_of_the_session_are_recorded(with_corpus: Path) -> None:
-    assert jobs.read_runs(with_corpus) == []
-    first = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY))
-    second = jobs.run_training_job(with_corpus, jobs.options_from_form(TINY | {"seed": 3}))
-    assert first.status == second.status == jobs.FINISHED
-    runs = jobs.read_runs(with_corpus)
+    assert training_jobs.read_runs(with_corpus) == []
+    first = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    second = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"seed": 3}))
+    assert first.status == second.status == background.FINISHED
+    runs = training_jobs.read_runs(with_corpus)
     assert [r["number"] for r in runs] == [1, 2] and [r["options"]["seed"] for r in runs] == [0, 3]
-    progress = jobs.read_progress(with_corpus)
+    progress = training_jobs.read_progress(with_corpus)
     assert runs[1]["history"] == [{k: r[k] for k in ("iteration", "train_bps", "validation_bps")} for r in
                                   progress["history"]]  # fmt: skip
     summary = model_service.model_summary(with_corpus)
     assert runs[1]["test_bps"] == pytest.approx(summary["test_bps"]) and runs[1]["states"] == summary["states"]
-    label = jobs.run_label(runs[1])
+    label = training_jobs.run_label(runs[1])
     assert label.startswith(f"#2 {summary['states']:,} states, ") and "seed 3" in label
     assert label.endswith(f"test {summary['test_bps']:.3f}")
-    jobs.record_run(with_corpus, {"key": runs[1]["key"], "status": jobs.CANCELLED}, {"history": []})
-    assert len(jobs.read_runs(with_corpus)) == 2  # a run is recorded once (a cancel request may have recorded it)
-    for i in range(jobs.MAX_RUNS):  # bounded: the oldest go
-        jobs.record_run(with_corpus, {"key": f"k{i}", "status": jobs.CANCELLED}, {"history": [], "states": 2})
-    assert len(jobs.read_runs(with_corpus)) == jobs.MAX_RUNS and jobs.read_runs(with_corpus)[-1]["number"] == 22
+    training_jobs.record_run(with_corpus, {"key": runs[1]["key"], "status": background.CANCELLED}, {"history": []})
+    assert (
+        len(training_jobs.read_runs(with_corpus)) == 2
+    )  # a run is recorded once (a cancel request may have recorded it)
+    for i in range(training_jobs.MAX_RUNS):  # bounded: the oldest go
+        training_jobs.record_run(
+            with_corpus, {"key": f"k{i}", "status": background.CANCELLED}, {"history": [], "states": 2}
+        )
+    assert (
+        len(training_jobs.read_runs(with_corpus)) == training_jobs.MAX_RUNS
+        and training_jobs.read_runs(with_corpus)[-1]["number"] == 22
+    )
 
 
 def test_undo_without_a_previous_model(folder: Path) -> None:
@@ -864,12 +874,12 @@ def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path)
 def test_summary_message_says_what_the_search_chose() -> None:
     """An automatic search's choice and the restarts that ran (the budget may leave some out) are in the message."""
     summary = {"train_bps": 2.0, "iterations": 5, "stopped": "converged", "seconds": 3.0, "states": 1000}
-    assert "Chosen" not in jobs._summary_message(summary)
+    assert "Chosen" not in training_jobs._summary_message(summary)
     search = [{"states": 300, "pseudocount": 1e-4}, {"states": 1000, "pseudocount": 1e-3}]
     restarts = [{"restart": 0, "bps": 2.1}, {"restart": 1, "bps": 2.0}]
-    message = jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3, "restarts": restarts})
+    message = training_jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3, "restarts": restarts})
     assert "Chosen on validation from 2 candidate setting(s): 1,000 states, pseudocount 0.001, best of 2" in message
-    assert "best of 1 restart(s)" in jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3})
+    assert "best of 1 restart(s)" in training_jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3})
 
 
 # ------------------------------------------------------------------------------------------ prune
@@ -1193,8 +1203,8 @@ def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
         else:
             raise AssertionError(f"{name} wrote on a full disk")
         assert not leftovers(folder) and not leftovers(data_dir), name
-    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
-    assert outcome.status == jobs.REFUSED and outcome.message == full
+    outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
+    assert outcome.status == background.REFUSED and outcome.message == full
     assert not (folder / sessions.JOB).exists() and not leftovers(folder)
     assert current_bytes(folder) == before and corpus_service.corpus_info(folder) == corpus_before
     assert not any((folder / graph_service.EXPORTS).glob("*")) if (folder / graph_service.EXPORTS).exists() else True
@@ -1206,7 +1216,7 @@ def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
     disk_full(False)
     for name in ("corpus upload", "export", "pruning"):
         actions[name]()
-    assert jobs.run_training_job(folder, jobs.options_from_form(TINY)).status == jobs.FINISHED
+    assert training_jobs.run_training_job(folder, forms.options_from_form(TINY)).status == background.FINISHED
 
 
 def test_messages_name_files_as_the_user_knows_them(folder: Path) -> None:
@@ -1342,9 +1352,9 @@ def test_gpu_backend_is_checked_without_importing_cupy(monkeypatch) -> None:
 
     monkeypatch.setattr(backend, "gpu_probably_available", lambda: (False, "no NVIDIA device is visible"))
     with pytest.raises(ValueError, match="GPU backend is not available here: no NVIDIA device"):
-        jobs.options_from_form(TINY | {"backend": "gpu"})
+        forms.options_from_form(TINY | {"backend": "gpu"})
     monkeypatch.setattr(backend, "gpu_probably_available", lambda: (True, "present"))
-    assert jobs.options_from_form(TINY | {"backend": "gpu"}).backend == "gpu"
+    assert forms.options_from_form(TINY | {"backend": "gpu"}).backend == "gpu"
     monkeypatch.undo()
     engines.backend_status("gpu", cheap=True)
     assert "cupy" not in sys.modules
@@ -1379,8 +1389,8 @@ def test_several_files_and_a_zip_become_a_corpus_of_documents(folder: Path) -> N
         "book.zip: book/one.txt",
         "book.zip: book/two.txt",
     ]
-    outcome = jobs.run_training_job(folder, jobs.options_from_form(TINY))
-    assert outcome.status == jobs.FINISHED, outcome.message
+    outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
+    assert outcome.status == background.FINISHED, outcome.message
     model = model_files.load_model(sessions.current_model_path(folder))
     assert model.metadata["documents"] == 2 and model.metadata["corpus"] == "book.zip (2 documents)"
     # one file again: a single text, as before
@@ -1427,11 +1437,13 @@ def test_infomap_runs_as_a_background_job_of_the_session(folder: Path) -> None:
     files.heartbeat.touch()
     with pytest.raises(UserError, match="Infomap is already running"):
         graph_service.run_communities(folder, trials=1)
-    assert ("Finding communities (Infomap)", "/communities") in jobs.running_summary(folder)  # the navigation bar
+    assert ("Finding communities (Infomap)", "/communities") in training_jobs.running_summary(
+        folder
+    )  # the navigation bar
     assert not files.running(now=time.time() + 60)  # a job killed without a word goes stale
     os.utime(files.heartbeat, (time.time() - 60, time.time() - 60))
     graph_service.run_communities(folder, trials=1)
-    assert jobs.running_summary(folder) == []
+    assert training_jobs.running_summary(folder) == []
     with pytest.raises(UserError):
         graph_service.run_communities(folder, trials="many")
     assert files.read()["status"] == "finished"  # bad settings are refused before a job starts

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support import data_uri
 
-from app import compare
-from app.services import UserError
+from app import background, figures, forms
+from app.services import UserError, comparisons
 from app.services import corpus as corpus_service
 
 TINY = {
@@ -31,48 +31,48 @@ def _isolated(data_dir: Path) -> Path:
 
 
 def test_learners_are_checked_and_ordered() -> None:
-    assert compare.check_learners(["ngram", "chmm"]) == ["chmm", "ngram"]
-    assert compare.check_learners("pdfa") == ["pdfa"]
+    assert forms.check_learners(["ngram", "chmm"]) == ["chmm", "ngram"]
+    assert forms.check_learners("pdfa") == ["pdfa"]
     for bad in (None, [], ""):
         with pytest.raises(UserError, match="Pick at least one learner"):
-            compare.check_learners(bad)
+            forms.check_learners(bad)
     with pytest.raises(UserError, match="Unknown learner 'lstm'"):
-        compare.check_learners(["chmm", "lstm"])
+        forms.check_learners(["chmm", "lstm"])
 
 
 def test_corpus_choice(folder: Path) -> None:
-    corpus_text, name = compare.compare_corpus(folder, "sample")
+    corpus_text, name = comparisons.compare_corpus(folder, "sample")
     assert name == "carroll-alice.txt" and len(corpus_text) > 100_000
     with pytest.raises(UserError, match="no corpus yet"):
-        compare.compare_corpus(folder, "session")
+        comparisons.compare_corpus(folder, "session")
     with pytest.raises(UserError, match="Choose the corpus"):
-        compare.compare_corpus(folder, "elsewhere")
+        comparisons.compare_corpus(folder, "elsewhere")
     corpus_service.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
-    assert compare.compare_corpus(folder, "session") == ("abc def " * 100, "small.txt")
+    assert comparisons.compare_corpus(folder, "session") == ("abc def " * 100, "small.txt")
 
 
 def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path) -> None:
     reports: list[dict] = []
-    saved = compare.run_compare_job(with_corpus, list(TINY), "session", report=reports.append, options=TINY)
-    assert saved["status"] == compare.FINISHED and saved["corpus"] == "alice-short.txt"
+    saved = comparisons.run_compare_job(with_corpus, list(TINY), "session", report=reports.append, options=TINY)
+    assert saved["status"] == background.FINISHED and saved["corpus"] == "alice-short.txt"
     assert [row["learner"] for row in saved["results"]] == ["chmm", "densehmm", "hmm", "pdfa", "ngram"]
     for row in saved["results"]:
-        assert row["status"] == compare.DONE, row
+        assert row["status"] == comparisons.DONE, row
         assert 0 < row["test_bps"] < 6 and row["seconds"] >= 0 and row["parameters"] > 0
-    assert compare.read_compare(with_corpus)["results"] == json.loads(json.dumps(saved["results"]))
+    assert comparisons.read_compare(with_corpus)["results"] == json.loads(json.dumps(saved["results"]))
     # the page was told about every learner starting and finishing
-    assert reports[0]["status"] == compare.RUNNING and reports[-1]["status"] == compare.FINISHED
-    assert any(r["results"][0]["status"] == compare.TRAINING for r in reports)
-    assert compare.progress(reports[0])[0] == 0 and compare.progress(saved) == (100, saved["message"])
-    values = [compare.progress(r)[0] for r in reports[:-1]]
+    assert reports[0]["status"] == background.RUNNING and reports[-1]["status"] == background.FINISHED
+    assert any(r["results"][0]["status"] == comparisons.TRAINING for r in reports)
+    assert figures.compare_progress(reports[0])[0] == 0 and figures.compare_progress(saved) == (100, saved["message"])
+    values = [figures.compare_progress(r)[0] for r in reports[:-1]]
     assert len({v for v in values if 0 < v < 100}) > 2  # the CHMM's iterations move the bar
-    rows = compare.compare_rows(saved)
+    rows = figures.compare_rows(saved)
     assert rows[0]["learner"] == "CHMM (online EM), 60 clones, 2 iterations"
     assert rows[1]["learner"] == "DenseHMM (Sicking et al.), 4 states, 2 l (embedding size)"
     assert rows[3]["learner"] == "PAC PDFA (Gavaldà et al.)" and rows[4]["learner"] == "Kneser-Ney n-gram, order <= 3"
     assert all(r["status"] == "done" and isinstance(r["test_bps"], float) for r in rows)
-    figure = compare.compare_figure(saved)
-    assert len(figure.data) == 3 and list(figure.data[0].x) == [compare.SHORT_NAMES[k] for k in TINY]
+    figure = figures.compare_figure(saved)
+    assert len(figure.data) == 3 and list(figure.data[0].x) == [forms.SHORT_NAMES[k] for k in TINY]
     assert figure.layout.yaxis3.type == "log" and figure.layout.yaxis2.type == "log"
     values = [row["test_bps"] for row in saved["results"]]
     low, high = figure.layout.yaxis.range  # zoomed to the results, not from 0
@@ -80,11 +80,11 @@ def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path
     # every row knows its settings and its estimate; the CHMM reported its iterations and was kept
     chmm = saved["results"][0]
     assert chmm["settings"]["states"] == 60 and chmm["estimate"] > 0 and chmm["iteration"] >= 1 and chmm["model"]
-    assert not compare.compare_running(with_corpus)
+    assert not comparisons.compare_running(with_corpus)
 
 
 def test_settings_estimates_and_the_default_corpus(folder: Path) -> None:
-    assert compare.learner_settings({"chmm": {"states": "300", "iterations": ""}, "ngram": {"max_order": 5}}) == {
+    assert forms.learner_settings({"chmm": {"states": "300", "iterations": ""}, "ngram": {"max_order": 5}}) == {
         "chmm": {"states": 300},
         "densehmm": {},
         "hmm": {},
@@ -92,35 +92,33 @@ def test_settings_estimates_and_the_default_corpus(folder: Path) -> None:
         "ngram": {"max_order": 5},
     }
     with pytest.raises(UserError, match="CHMM's clones must be a whole number from 2 to 10,000"):
-        compare.learner_settings({"chmm": {"states": 1e6}})
+        forms.learner_settings({"chmm": {"states": 1e6}})
     with pytest.raises(UserError, match="n-gram's order at most"):
-        compare.learner_settings({"ngram": {"max_order": 2.5}})
-    base = compare.estimate_seconds("hmm", {"n_states": 100}, 106_910)
-    assert base == pytest.approx(50) and compare.estimate_seconds("hmm", {"n_states": 200}, 106_910) == pytest.approx(
-        200
-    )
-    assert compare.estimate_seconds("ngram", {}, 2 * 106_910) == pytest.approx(0.8)
-    assert compare.default_corpus(folder) == "sample"
-    assert 120_000 < compare.training_symbols(folder, "sample") < 135_000
+        forms.learner_settings({"ngram": {"max_order": 2.5}})
+    base = forms.estimate_seconds("hmm", {"n_states": 100}, 106_910)
+    assert base == pytest.approx(50) and forms.estimate_seconds("hmm", {"n_states": 200}, 106_910) == pytest.approx(200)
+    assert forms.estimate_seconds("ngram", {}, 2 * 106_910) == pytest.approx(0.8)
+    assert comparisons.default_corpus(folder) == "sample"
+    assert 120_000 < comparisons.training_symbols(folder, "sample") < 135_000
     corpus_service.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
-    assert compare.default_corpus(folder) == "session" and compare.training_symbols(folder, "session") == 720
+    assert comparisons.default_corpus(folder) == "session" and comparisons.training_symbols(folder, "session") == 720
 
 
 def test_progress_moves_while_a_learner_trains() -> None:
     now = time.time()
     rows = [
-        {"status": compare.DONE, "message": ""},
-        {"status": compare.TRAINING, "started": now - 30, "estimate": 60.0},
-        {"status": compare.PENDING, "estimate": 5.0},
+        {"status": comparisons.DONE, "message": ""},
+        {"status": comparisons.TRAINING, "started": now - 30, "estimate": 60.0},
+        {"status": comparisons.PENDING, "estimate": 5.0},
     ]
-    saved = {"status": compare.RUNNING, "results": rows, "message": "m"}
-    assert compare.progress(saved) == (50, "m")  # (1 + 0.5 + 0) / 3
-    assert compare.row_progress(rows[1], now) == "training, 30 s of about 60 s"
-    assert compare.row_progress(rows[2]) == "waiting (about 5.0 s)"
+    saved = {"status": background.RUNNING, "results": rows, "message": "m"}
+    assert figures.compare_progress(saved) == (50, "m")  # (1 + 0.5 + 0) / 3
+    assert figures.row_progress(rows[1], now) == "training, 30 s of about 60 s"
+    assert figures.row_progress(rows[2]) == "waiting (about 5.0 s)"
     rows[1].update(started=now - 600)
-    assert compare.progress(saved)[0] == int(100 * 1.95 / 3)  # at most 95% until it ends
-    chmm = {"status": compare.TRAINING, "started": now, "iteration": 15, "settings": {"iterations": 30}}
-    assert compare._fraction(chmm, now) == 0.25 and compare.row_progress(chmm, now).startswith("training: iteration 15")
+    assert figures.compare_progress(saved)[0] == int(100 * 1.95 / 3)  # at most 95% until it ends
+    chmm = {"status": comparisons.TRAINING, "started": now, "iteration": 15, "settings": {"iterations": 30}}
+    assert figures._fraction(chmm, now) == 0.25 and figures.row_progress(chmm, now).startswith("training: iteration 15")
 
 
 def test_the_compared_chmm_can_be_made_current(with_corpus: Path) -> None:
@@ -128,64 +126,64 @@ def test_the_compared_chmm_can_be_made_current(with_corpus: Path) -> None:
     from app.services import models as model_service
 
     with pytest.raises(UserError, match="kept no CHMM"):
-        compare.make_compared_current(with_corpus)
-    saved = compare.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
-    assert saved["status"] == compare.FINISHED
+        comparisons.make_compared_current(with_corpus)
+    saved = comparisons.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
+    assert saved["status"] == background.FINISHED
     before = sessions.model_stamp(with_corpus)
-    message = compare.make_compared_current(with_corpus)
+    message = comparisons.make_compared_current(with_corpus)
     assert "alice-short.txt is now the current model" in message and sessions.model_stamp(with_corpus) != before
     current = model_service.load_current(with_corpus)
     assert current.n_states == 60 and current.metadata["test_bps"] == pytest.approx(saved["results"][0]["test_bps"])
     assert sessions.previous_model_path(with_corpus).is_file()
-    compare.make_compared_current(with_corpus)  # again: the kept file is still there (a copy was installed)
+    comparisons.make_compared_current(with_corpus)  # again: the kept file is still there (a copy was installed)
 
 
 def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
-    saved = compare.run_compare_job(folder, [], "sample")
-    assert saved["status"] == compare.REFUSED and "Pick at least one learner" in saved["message"]
-    saved = compare.run_compare_job(folder, ["ngram"], "session")
-    assert saved["status"] == compare.REFUSED and "no corpus yet" in saved["message"]
+    saved = comparisons.run_compare_job(folder, [], "sample")
+    assert saved["status"] == background.REFUSED and "Pick at least one learner" in saved["message"]
+    saved = comparisons.run_compare_job(folder, ["ngram"], "session")
+    assert saved["status"] == background.REFUSED and "no corpus yet" in saved["message"]
     corpus_service.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
-    saved = compare.run_compare_job(folder, ["ngram"], "session")
-    assert saved["status"] == compare.REFUSED and "contains only the symbol 'a'" in saved["message"]
-    assert compare.read_compare(folder) is None  # a refusal writes nothing
-    assert compare.compare_rows(compare.read_compare(folder)) == []
-    assert compare.compare_figure(None).layout.title.text == "No results yet"
+    saved = comparisons.run_compare_job(folder, ["ngram"], "session")
+    assert saved["status"] == background.REFUSED and "contains only the symbol 'a'" in saved["message"]
+    assert comparisons.read_compare(folder) is None  # a refusal writes nothing
+    assert figures.compare_rows(comparisons.read_compare(folder)) == []
+    assert figures.compare_figure(None).layout.title.text == "No results yet"
 
 
 def test_a_refused_comparison_keeps_the_last_one(with_corpus: Path) -> None:
-    finished = compare.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)
-    assert finished["status"] == compare.FINISHED
-    refused = compare.run_compare_job(with_corpus, [], "session")
-    assert refused["status"] == compare.REFUSED
-    kept = compare.latest_compare(with_corpus)
-    assert kept["status"] == compare.FINISHED and kept["key"] == finished["key"]
-    assert len(compare.compare_rows(kept)) == 1 and kept["results"][0]["learner"] == "ngram"
+    finished = comparisons.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)
+    assert finished["status"] == background.FINISHED
+    refused = comparisons.run_compare_job(with_corpus, [], "session")
+    assert refused["status"] == background.REFUSED
+    kept = comparisons.latest_compare(with_corpus)
+    assert kept["status"] == background.FINISHED and kept["key"] == finished["key"]
+    assert len(figures.compare_rows(kept)) == 1 and kept["results"][0]["learner"] == "ngram"
 
 
 def test_one_failing_learner_does_not_stop_the_others(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     options = TINY | {"hmm": {"n_states": 0}}
-    saved = compare.run_compare_job(with_corpus, ["hmm", "ngram"], "session", options=options)
-    assert saved["status"] == compare.FINISHED
+    saved = comparisons.run_compare_job(with_corpus, ["hmm", "ngram"], "session", options=options)
+    assert saved["status"] == background.FINISHED
     hmm, ngram = saved["results"]
-    assert hmm["status"] == compare.FAILED and "n_states" in hmm["message"] and hmm.get("test_bps") is None
-    assert ngram["status"] == compare.DONE
-    assert "failed: " in compare.compare_rows(saved)[0]["status"]
-    assert len(compare.compare_figure(saved).data[0].x) == 1
+    assert hmm["status"] == background.FAILED and "n_states" in hmm["message"] and hmm.get("test_bps") is None
+    assert ngram["status"] == comparisons.DONE
+    assert "failed: " in figures.compare_rows(saved)[0]["status"]
+    assert len(figures.compare_figure(saved).data[0].x) == 1
     monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "0.001")
-    saved = compare.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
-    assert saved["status"] == compare.FAILED and "CHMM_MAX_TRAIN_MB" in saved["results"][0]["message"]
+    saved = comparisons.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
+    assert saved["status"] == background.FAILED and "CHMM_MAX_TRAIN_MB" in saved["results"][0]["message"]
 
 
 def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
     def report(saved: dict) -> None:
-        if saved["results"] and saved["results"][0]["status"] == compare.DONE:
-            compare.request_cancel(with_corpus)
+        if saved["results"] and saved["results"][0]["status"] == comparisons.DONE:
+            comparisons.request_cancel(with_corpus)
 
-    saved = compare.run_compare_job(with_corpus, ["pdfa", "ngram"], "session", report=report, options=TINY)
-    assert saved["status"] == compare.CANCELLED
-    assert [row["status"] for row in saved["results"]] == [compare.DONE, compare.SKIPPED]
-    assert compare.request_cancel(with_corpus) == "No comparison is running."
+    saved = comparisons.run_compare_job(with_corpus, ["pdfa", "ngram"], "session", report=report, options=TINY)
+    assert saved["status"] == background.CANCELLED
+    assert [row["status"] for row in saved["results"]] == [comparisons.DONE, comparisons.SKIPPED]
+    assert comparisons.request_cancel(with_corpus) == "No comparison is running."
 
 
 def test_a_comparison_waits_for_a_slot(with_corpus: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,32 +199,34 @@ def test_a_comparison_waits_for_a_slot(with_corpus: Path, data_dir: Path, monkey
     def report(saved: dict) -> None:
         seen.append(saved.get("message", ""))
         if "number 1 in the queue" in saved.get("message", ""):
-            compare.request_cancel(with_corpus)
+            comparisons.request_cancel(with_corpus)
 
     try:
-        saved = compare.run_compare_job(with_corpus, ["ngram"], "session", report=report, options=TINY)
+        saved = comparisons.run_compare_job(with_corpus, ["ngram"], "session", report=report, options=TINY)
     finally:
         other.release()
     assert any("Waiting for a free place: number 1 in the queue" in message for message in seen)
-    assert saved["status"] == compare.CANCELLED and [row["status"] for row in saved["results"]] == [compare.SKIPPED]
-    assert compare.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)["status"] == compare.FINISHED
+    assert saved["status"] == background.CANCELLED and [row["status"] for row in saved["results"]] == [
+        comparisons.SKIPPED
+    ]
+    assert comparisons.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)["status"] == background.FINISHED
 
 
 def test_a_second_job_is_refused_and_a_dead_one_is_reported(with_corpus: Path) -> None:
-    running = {"key": "k", "status": compare.RUNNING, "corpus": "x", "results": [compare._row("ngram")]}
-    (with_corpus / compare.COMPARE).write_text(json.dumps(running), encoding="utf-8")
-    (with_corpus / compare.HEARTBEAT).touch()
-    assert compare.compare_running(with_corpus)
-    saved = compare.run_compare_job(with_corpus, ["ngram"], "session")
-    assert saved["status"] == compare.REFUSED and "already running" in saved["message"]
-    assert compare.read_compare(with_corpus)["key"] == "k"  # the running job's file is untouched
+    running = {"key": "k", "status": background.RUNNING, "corpus": "x", "results": [comparisons._row("ngram")]}
+    (with_corpus / comparisons.COMPARE).write_text(json.dumps(running), encoding="utf-8")
+    (with_corpus / comparisons.HEARTBEAT).touch()
+    assert comparisons.compare_running(with_corpus)
+    saved = comparisons.run_compare_job(with_corpus, ["ngram"], "session")
+    assert saved["status"] == background.REFUSED and "already running" in saved["message"]
+    assert comparisons.read_compare(with_corpus)["key"] == "k"  # the running job's file is untouched
     old = time.time() - 60
-    os.utime(with_corpus / compare.HEARTBEAT, (old, old))
-    assert not compare.compare_running(with_corpus)
-    latest = compare.latest_compare(with_corpus)
-    assert latest["status"] == compare.FAILED and latest["results"][0]["status"] == compare.SKIPPED
-    assert "cancelled" in compare.request_cancel(with_corpus)
-    assert compare.read_compare(with_corpus)["status"] == compare.CANCELLED
+    os.utime(with_corpus / comparisons.HEARTBEAT, (old, old))
+    assert not comparisons.compare_running(with_corpus)
+    latest = comparisons.latest_compare(with_corpus)
+    assert latest["status"] == background.FAILED and latest["results"][0]["status"] == comparisons.SKIPPED
+    assert "cancelled" in comparisons.request_cancel(with_corpus)
+    assert comparisons.read_compare(with_corpus)["status"] == background.CANCELLED
 
 
 def test_compare_page_registers_and_serves(data_dir: Path) -> None:

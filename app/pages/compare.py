@@ -9,7 +9,8 @@ from typing import Any
 import dash
 from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
 
-from app import background, compare, ids, services, sessions, ui
+from app import background, figures, forms, ids, services, sessions, ui
+from app.services import comparisons
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
 
@@ -27,8 +28,8 @@ COLUMNS = [
 def settings_fields() -> html.Div:
     """One row per learner with its settings (empty: the default shown as the placeholder)."""
     rows = []
-    for kind, settings in compare.SETTINGS.items():
-        fields: list[Any] = [html.Span(compare.SHORT_NAMES[kind], className="field-label setting-learner")]
+    for kind, settings in forms.SETTINGS.items():
+        fields: list[Any] = [html.Span(forms.SHORT_NAMES[kind], className="field-label setting-learner")]
         for setting in settings:
             fields.append(
                 html.Label(
@@ -55,7 +56,7 @@ def settings_fields() -> html.Div:
 
 
 def layout(**_query: Any) -> html.Div:
-    learners = [{"label": f" {compare.LEARNER_LABELS[kind]}", "value": kind} for kind in compare.LEARNER_LABELS]
+    learners = [{"label": f" {forms.LEARNER_LABELS[kind]}", "value": kind} for kind in forms.LEARNER_LABELS]
     setup = ui.card(
         "Learners and corpus",
         ui.field(
@@ -63,7 +64,7 @@ def layout(**_query: Any) -> html.Div:
             dcc.Checklist(
                 id=ids.COMPARE_LEARNERS,
                 options=learners,
-                value=list(compare.LEARNER_LABELS),
+                value=list(forms.LEARNER_LABELS),
                 persistence=True,
                 persistence_type="session",
             ),
@@ -75,10 +76,10 @@ def layout(**_query: Any) -> html.Div:
             "Corpus",
             dcc.RadioItems(
                 id=ids.COMPARE_CORPUS,
-                options=[{"label": f" {label}", "value": value} for value, label in compare.CORPORA.items()],
+                options=[{"label": f" {label}", "value": value} for value, label in comparisons.CORPORA.items()],
                 value=None,
             ),
-            f"The training part is capped at {compare.MAX_TRAIN_SYMBOLS:,} symbols.",
+            f"The training part is capped at {comparisons.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
         html.Div(
@@ -104,7 +105,7 @@ def layout(**_query: Any) -> html.Div:
             style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px 8px"},
             style_header={"fontWeight": 600},
         ),
-        dcc.Graph(id=ids.COMPARE_CHART, figure=compare.compare_figure(None), config={"displaylogo": False}),
+        dcc.Graph(id=ids.COMPARE_CHART, figure=figures.compare_figure(None), config={"displaylogo": False}),
         html.Div(
             html.Button(
                 "Make the compared CHMM the current model",
@@ -120,8 +121,8 @@ def layout(**_query: Any) -> html.Div:
 
 def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]], Any]:
     """Progress value, label, table rows and chart of a saved comparison."""
-    value, label = compare.progress(saved)
-    return str(value), label, compare.compare_rows(saved), compare.compare_figure(saved)
+    value, label = figures.compare_progress(saved)
+    return str(value), label, figures.compare_rows(saved), figures.compare_figure(saved)
 
 
 @callback(
@@ -153,11 +154,13 @@ def run(
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
-        options = compare.learner_settings(typed_settings(values, setting_ids))
+        options = forms.learner_settings(typed_settings(values, setting_ids))
     except ui.EXPECTED_ERRORS as exc:
-        return {"status": compare.REFUSED, "message": services.describe_error(exc)}
+        return {"status": background.REFUSED, "message": services.describe_error(exc)}
     with background.job_process():
-        saved = compare.run_compare_job(folder, learners, corpus, report=lambda s: set_progress((s,)), options=options)
+        saved = comparisons.run_compare_job(
+            folder, learners, corpus, report=lambda s: set_progress((s,)), options=options
+        )
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 
@@ -179,7 +182,7 @@ def choose_corpus(session_id: str | None, chosen: str | None) -> Any:
     if chosen:
         return no_update
     try:
-        return compare.default_corpus(sessions.session_folder(session_id))
+        return comparisons.default_corpus(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return "sample"
 
@@ -200,15 +203,15 @@ def show_estimate(
         return None
     try:
         folder = sessions.session_folder(session_id)
-        options = compare.learner_settings(typed_settings(values, setting_ids))
-        kinds = compare.check_learners(learners)
-        symbols = compare.training_symbols(folder, corpus)
+        options = forms.learner_settings(typed_settings(values, setting_ids))
+        kinds = forms.check_learners(learners)
+        symbols = comparisons.training_symbols(folder, corpus)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     if not symbols:
         return None
-    seconds = {k: compare.estimate_seconds(k, compare.APP_OPTIONS[k] | options[k], symbols) for k in kinds}
-    parts = [f"{compare.SHORT_NAMES[k]} about {compare.duration(seconds[k])}" for k in kinds]
+    seconds = {k: forms.estimate_seconds(k, forms.APP_OPTIONS[k] | options[k], symbols) for k in kinds}
+    parts = [f"{forms.SHORT_NAMES[k]} about {figures.rough_duration(seconds[k])}" for k in kinds]
     return f"Estimated on {symbols:,} training symbols: " + ", ".join(parts) + " (rates measured on a 2-core machine)."
 
 
@@ -249,14 +252,14 @@ def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
 def show(result: dict[str, str] | None, session_id: str | None) -> tuple[Any, ...]:
     """On opening the page and after a job: the session's latest comparison, and the job's message."""
     try:
-        saved = compare.latest_compare(sessions.session_folder(session_id))
+        saved = comparisons.latest_compare(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
-        return "0", "", [], compare.compare_figure(None), ui.error_message(exc)
+        return "0", "", [], figures.compare_figure(None), ui.error_message(exc)
     message: Any = None
     if result:
-        kind = {compare.FINISHED: "ok", compare.CANCELLED: "info"}.get(result.get("status", ""), "error")
+        kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(result.get("status", ""), "error")
         message = ui.message(result.get("message", ""), kind)
-        if result.get("status") == compare.REFUSED:  # the job did not run: keep the last comparison shown
+        if result.get("status") == background.REFUSED:  # the job did not run: keep the last comparison shown
             return no_update, no_update, no_update, no_update, message
     return (*_view(saved), message)
 
@@ -271,7 +274,7 @@ def cancel(_clicks: int | None, session_id: str | None) -> Any:
     """Write the cancel flag (the job stops before the next learner even where it cannot be killed)."""
     ui.require_click(_clicks)
     try:
-        return ui.message(compare.request_cancel(sessions.session_folder(session_id)))
+        return ui.message(comparisons.request_cancel(sessions.session_folder(session_id)))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
 
@@ -289,13 +292,13 @@ def follow(_ticks: Any, session_id: str | None) -> tuple[Any, ...]:
     the bar moves while a learner trains."""
     try:
         folder = sessions.session_folder(session_id)
-        if not compare.compare_running(folder):
+        if not comparisons.compare_running(folder):
             return (no_update,) * 3
-        saved = compare.latest_compare(folder)
+        saved = comparisons.latest_compare(folder)
     except ui.EXPECTED_ERRORS:
         return (no_update,) * 3
-    value, label = compare.progress(saved)
-    return str(value), label, compare.compare_rows(saved)
+    value, label = figures.compare_progress(saved)
+    return str(value), label, figures.compare_rows(saved)
 
 
 @callback(
@@ -306,7 +309,7 @@ def follow(_ticks: Any, session_id: str | None) -> tuple[Any, ...]:
 def allow_make_current(_rows: Any, session_id: str | None) -> bool:
     """The button works when the last comparison kept a CHMM."""
     try:
-        saved = compare.latest_compare(sessions.session_folder(session_id)) or {}
+        saved = comparisons.latest_compare(sessions.session_folder(session_id)) or {}
     except ui.EXPECTED_ERRORS:
         return True
     return not any(row.get("model") for row in saved.get("results") or [])
@@ -322,7 +325,7 @@ def allow_make_current(_rows: Any, session_id: str | None) -> bool:
 def make_current(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        message = compare.make_compared_current(sessions.session_folder(session_id))
+        message = comparisons.make_compared_current(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     return ui.message(message, "ok"), time.time()

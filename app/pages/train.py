@@ -9,8 +9,9 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import background, config, figures, ids, jobs, services, sessions, ui
+from app import background, config, figures, forms, ids, services, sessions, ui
 from app.services import corpus as corpus_service
+from app.services import training_jobs
 from engine.allocation import ALLOCATION_METHODS
 from engine.engines import backend_choices, backend_status
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
@@ -25,9 +26,14 @@ a first training in the browser takes seconds. Batch size and restarts left empt
 ALGORITHM_LABELS = {"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}
 BACKEND_STATUS = {name: backend_status(name, cheap=True) for name in backend_choices(in_app=True)}
 """The Train page's backends (the engine's registry) and whether each can run here, judged without importing CuPy."""
-BACKEND_NOTE = "; ".join(
-    f"{name.upper()} unavailable: {reason}." for name, (available, reason) in BACKEND_STATUS.items() if not available
-) or "Training runs on the chosen backend inside the background job."
+BACKEND_NOTE = (
+    "; ".join(
+        f"{name.upper()} unavailable: {reason}."
+        for name, (available, reason) in BACKEND_STATUS.items()
+        if not available
+    )
+    or "Training runs on the chosen backend inside the background job."
+)
 FORM = [
     ("states", ids.TRAIN_STATES),
     ("allocation", ids.TRAIN_ALLOCATION),
@@ -199,7 +205,7 @@ def layout(**_query: Any) -> html.Div:
                     ),
                     BACKEND_NOTE,
                 ),
-                html.Div(id=ids.TRAIN_CLUSTER_NOTE, children=jobs.cluster_note(), className="hint"),
+                html.Div(id=ids.TRAIN_CLUSTER_NOTE, children=training_jobs.cluster_note(), className="hint"),
             ],
             className="form-grid",
         ),
@@ -231,9 +237,7 @@ def layout(**_query: Any) -> html.Div:
             className="hint",
         ),
     )
-    return html.Div(
-        [html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress, runs]
-    )
+    return html.Div([html.H2("Train a model"), html.Div([corpus, options], className="two-columns"), progress, runs])
 
 
 @callback(
@@ -245,10 +249,10 @@ def layout(**_query: Any) -> html.Div:
 def show_runs(session_id: str | None, _result: Any, _status: Any) -> Any:
     """The session's trainings overlaid, after every training that ends."""
     try:
-        runs = jobs.read_runs(sessions.session_folder(session_id))
+        runs = training_jobs.read_runs(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return figures.empty_figure()
-    return figures.runs_figure(runs, [jobs.run_label(run) for run in runs])
+    return figures.runs_figure(runs, [training_jobs.run_label(run) for run in runs])
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -348,8 +352,8 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
         folder = sessions.session_folder(session_id)
         if corpus_service.corpus_info(folder) is None:
             return None
-        options = jobs.options_from_form(form_values(values))
-        return ui.message(jobs.check_training(folder, options).message)
+        options = forms.options_from_form(form_values(values))
+        return ui.message(training_jobs.check_training(folder, options).message)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
 
@@ -373,15 +377,15 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
-        options = jobs.options_from_form(form_values(values))
+        options = forms.options_from_form(form_values(values))
     except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
+        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
 
     def report(progress: dict[str, Any]) -> None:
         set_progress((progress,))
 
     with background.job_process():
-        return jobs.run_training_job(folder, options, report=report).as_dict()
+        return training_jobs.run_training_job(folder, options, report=report).as_dict()
 
 
 @callback(
@@ -392,7 +396,7 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
 def say_starting(_clicks: int | None) -> Any:
     """At once on Start: "starting", or, with Celery, that no worker is running (the job would only wait)."""
     ui.require_click(_clicks)
-    note = jobs.worker_note()
+    note = training_jobs.worker_note()
     return ui.message(note, "error") if note else ui.message("Starting the training job.")
 
 
@@ -431,7 +435,7 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any]:
     if not result:
         return no_update, no_update
     kind = {"finished": "ok", "cancelled": "info"}.get(result.get("status", ""), "error")
-    changed = time.time() if result.get("status") == jobs.FINISHED else no_update
+    changed = time.time() if result.get("status") == background.FINISHED else no_update
     return ui.message(result.get("message", ""), kind), changed
 
 
@@ -448,7 +452,7 @@ def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
     the progress bar: the cancelled run's "iteration 2 of at most 30, 1 min left" must not stay on the page."""
     ui.require_click(_clicks)
     try:
-        message = jobs.request_cancel(sessions.session_folder(session_id))
+        message = training_jobs.request_cancel(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update, no_update
     if message.startswith("The job had already finished"):
@@ -466,7 +470,7 @@ def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
 def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
     """On opening the page: the latest job's progress (it may still be running, or have finished meanwhile)."""
     try:
-        progress = jobs.read_progress(sessions.session_folder(session_id))
+        progress = training_jobs.read_progress(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return "0", services.describe_error(exc), figures.empty_figure()
     value, label, figure = figures.progress_view(progress)
@@ -495,16 +499,16 @@ def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None
     quiet = (no_update,) * 7
     try:
         folder = sessions.session_folder(session_id)
-        died = jobs.reap_dead_job(folder)
+        died = training_jobs.reap_dead_job(folder)
     except ui.EXPECTED_ERRORS:
         return quiet
     if died is not None:
-        value, label, figure = figures.progress_view(jobs.read_progress(folder))
+        value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
         return str(value), label, figure, False, True, False, ui.message(died, "error")
     if clicks:
         return quiet
-    running = jobs.job_running(folder)
+    running = training_jobs.job_running(folder)
     if not running and not watching:
         return quiet
-    value, label, figure = figures.progress_view(jobs.read_progress(folder))
+    value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
     return str(value), label, figure, running, not running, running, no_update

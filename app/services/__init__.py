@@ -9,7 +9,11 @@ call these directly. Everything that computes goes through :mod:`engine.training
 - :mod:`app.services.generate`: sampling and scoring text;
 - :mod:`app.services.decode`: scrambling and decoding sentences;
 - :mod:`app.services.pruning`: the pruning sweep and applying a pruning;
-- :mod:`app.services.graphs`: Infomap communities, module tables and subgraphs, exports.
+- :mod:`app.services.graphs`: Infomap communities, module tables and subgraphs, exports;
+- :mod:`app.services.training_jobs`: the training job (run in the background), its progress, runs and cancel;
+- :mod:`app.services.comparisons`: the comparison job of the Compare page and its saved results.
+
+The pages check their forms with :mod:`app.forms` and draw with :mod:`app.figures`.
 
 This module holds what they share: the error type, messages, number formats and input parsing.
 """

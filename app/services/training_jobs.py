@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import compare, config, services, sessions
+from app import config, services, sessions
 from app.background import (
     CANCELLED,
     DIED,
@@ -44,13 +44,11 @@ from app.background import (
     JobTerminated,
     read_json,
 )
+from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
-from engine import distributed, engines, learning, model_files, text, training
+from engine import distributed, learning, model_files, text, training
 from engine.files import atomic_write_json
-from engine.learning import ALGORITHMS
-
-DEFAULTS = training.TrainOptions()
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
@@ -102,82 +100,6 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     return message
 
 
-# ------------------------------------------------------------------------------------------ options
-def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
-    value = form.get(name)
-    if value is None or value == "":
-        raise ValueError(f"Enter the {label}, a number from {low:,g} to {high:,g}.")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"The {label} must be a number, got {value!r}.") from None
-    if kind is int and not number.is_integer():
-        raise ValueError(f"The {label} must be a whole number, got {value!r}.")
-    if not (low <= number <= high) or not math.isfinite(number):
-        raise ValueError(f"The {label} must lie between {low:g} and {high:g}, got {value!r}.")
-    return int(number) if kind is int else number
-
-
-def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
-    """:func:`_number`, or None (the engine's automatic choice) for an empty field."""
-    if form.get(name) is None or form.get(name) == "":
-        return None
-    return _number(form, name, label, kind, low, high)
-
-
-def options_from_form(form: dict[str, Any]) -> training.TrainOptions:
-    """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
-    iterations, batch_size, restarts, start, pseudocount, auto (a list of "states" and "pseudocount", chosen on
-    validation), validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's
-    default), with a clear ValueError on a value that cannot work."""
-    backend = form.get("backend") or DEFAULTS.backend
-    choices = engines.backend_choices(in_app=True)
-    if backend not in choices:
-        raise ValueError(f"Unknown backend {backend!r}; choose one of {', '.join(c.upper() for c in choices)}.")
-    available, reason = engines.backend_status(backend, cheap=True)
-    if not available:
-        raise ValueError(
-            f"The {backend.upper()} backend is not available here: {reason}. Choose the {DEFAULTS.backend.upper()} "
-            "backend."
-        )
-    algorithm = form.get("algorithm") or DEFAULTS.algorithm
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
-    start = form.get("start") or DEFAULTS.start
-    if start not in training.STARTS:
-        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(training.STARTS)}.")
-    auto = form.get("auto") or []
-    if not isinstance(auto, list) or not set(auto) <= {"states", "pseudocount"}:
-        raise ValueError("Choose on validation the states, the pseudocount, both or neither.")
-    pseudocount: float | str | None = training.AUTO
-    if "pseudocount" not in auto:
-        pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
-    options = training.TrainOptions(
-        states=training.AUTO if "states" in auto else _number(form, "states", "number of states", int, 2, 10**8),
-        pseudocount=DEFAULTS.pseudocount if pseudocount is None else pseudocount,
-        max_memory=config.max_train_bytes(),
-        allocation=form.get("allocation") or DEFAULTS.allocation,
-        normalisation=form.get("normalisation") or DEFAULTS.normalisation,
-        algorithm=algorithm,
-        iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
-        batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),
-        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, training.MAX_RESTARTS),
-        start=start,
-        validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
-        seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
-        backend=backend,
-        search_minutes=SEARCH_SHARE * config.max_job_seconds() / 60 if auto else None,
-    )
-    options.validate()
-    return options
-
-
-SEARCH_SHARE = 0.7
-"""Share of the job's time limit (CHMM_MAX_JOB_MINUTES) the automatic search of states or pseudocount may use, its
-chosen setting's restarts included, so that the refit still fits: the search leaves out candidates and restarts
-predicted to pass it."""
-
-
 @dataclass
 class TrainingCheck:
     """A training run that may start: the corpus text and name, and the estimated memory against the limit."""
@@ -220,7 +142,6 @@ def check_training(folder: Path, options: training.TrainOptions) -> TrainingChec
     return TrainingCheck(corpus_text, info.name, estimate, limit)
 
 
-# ------------------------------------------------------------------------------------------ the job
 class _Progress:
     """Collects the iteration records of the selection run and, with refit, of the refit run (its iterations
     restart at 1), and rewrites ``progress.json`` after each one. With restarts the history is the current
@@ -302,6 +223,8 @@ def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, statu
 
 RUNS = "runs.json"
 """The session's trainings (settings and BPS per iteration), newest last, for the Train page's overlaid chart."""
+
+
 MAX_RUNS = 20
 
 
@@ -522,6 +445,8 @@ def _train_and_install(
 
 
 SERVER_STOPPED = "The server stopped the training job; the previous model is still current."
+
+
 USER_CANCELLED = "Training cancelled; the previous model is still current."
 
 
@@ -561,10 +486,10 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
             found.append((f"Training: iteration {len(history)} of {progress.get('max_iterations', '?')}", "/train"))
         else:
             found.append(("Training: starting", "/train"))
-    if compare.compare_running(folder):
-        saved = compare.read_compare(folder) or {}
+    if comparisons.compare_running(folder):
+        saved = comparisons.read_compare(folder) or {}
         rows = saved.get("results") or []
-        done = sum(row.get("status") not in (compare.PENDING, compare.TRAINING) for row in rows)
+        done = sum(row.get("status") not in (comparisons.PENDING, comparisons.TRAINING) for row in rows)
         found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
     if graph_service.communities_files(folder).running():
         found.append(("Finding communities (Infomap)", "/communities"))

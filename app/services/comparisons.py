@@ -17,115 +17,39 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
-
 from app import config, services, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot
+from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
 from app.services import UserError
 from app.services import corpus as corpus_service
 from engine import learners, learning, model_files, text, training
 from engine.errors import error_message
 
 COMPARE = "compare.json"
+
+
 HEARTBEAT = "compare-heartbeat"
+
+
 CANCEL = "compare-cancel"
+
+
 DONE, PENDING, TRAINING, SKIPPED = "done", "pending", "training", "skipped"
 
+
 CORPORA = {"sample": "the sample corpus (Alice in Wonderland)", "session": "this session's corpus (Train page)"}
+
+
 MAX_TRAIN_SYMBOLS = 400_000
 """The training part is capped at this many symbols so that a comparison takes minutes, not hours."""
-LEARNER_LABELS = {
-    "chmm": "CHMM (online EM)",
-    "densehmm": "DenseHMM (Sicking et al.)",
-    "hmm": "HMM (Baum-Welch)",
-    "pdfa": "PAC PDFA (Gavaldà et al.)",
-    "ngram": "Kneser-Ney n-gram",
-}
-SHORT_NAMES = {"chmm": "CHMM", "densehmm": "DenseHMM", "hmm": "HMM", "pdfa": "PAC PDFA", "ngram": "n-gram"}
-"""Display names of the learners in charts."""
-APP_OPTIONS: dict[str, dict[str, Any]] = {
-    "chmm": {"states": 1000, "algorithm": "online", "batch_size": 2000, "iterations": 30, "pseudocount": 1e-3},
-    "densehmm": {},
-    "hmm": {},
-    "pdfa": {},
-    "ngram": {},
-}
-"""The settings each learner trains with here (the peers: the registry's defaults for text)."""
 
-
-@dataclass(frozen=True)
-class Setting:
-    """A learner setting the page offers: its option name, label, default and range (whole numbers)."""
-
-    option: str
-    label: str
-    default: int
-    low: int
-    high: int
-
-
-SETTINGS: dict[str, tuple[Setting, ...]] = {
-    "chmm": (Setting("states", "clones", 1000, 2, 10_000), Setting("iterations", "iterations", 30, 1, 500)),
-    "densehmm": (Setting("n_states", "states", 100, 2, 1000), Setting("dim", "l (embedding size)", 16, 1, 256)),
-    "hmm": (Setting("n_states", "states", 100, 2, 1000),),
-    "pdfa": (),
-    "ngram": (Setting("max_order", "order at most", 8, 1, 20),),
-}
-"""The settings each learner takes on the page (defaults as :data:`APP_OPTIONS` and the registry's)."""
-
-SECONDS_PER_SYMBOL = {"chmm": 10 / 106_910, "densehmm": 49 / 106_910, "hmm": 50 / 106_910, "pdfa": 4 / 106_910,
-                      "ngram": 0.4 / 106_910}  # fmt: skip
-"""Training seconds per training symbol at the default settings, measured on carroll-alice.txt (106,910 training
-symbols, 2 cores; engine/learners.py), for the time estimates."""
-
-
-def _shown_settings(kind: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The page's settings of a learner (defaults filled in) as it trains."""
-    return {s.option: options.get(s.option, s.default) for s in SETTINGS[kind]}
-
-
-def estimate_seconds(kind: str, settings: dict[str, Any], symbols: int) -> float:
-    """A rough training time: the measured rate (:data:`SECONDS_PER_SYMBOL`) times the training symbols, scaled by
-    the settings' cost (states squared for the HMMs and the CHMM's dense blocks, iterations, the n-gram order)."""
-    seconds = SECONDS_PER_SYMBOL[kind] * symbols
-    defaults = {s.option: s.default for s in SETTINGS[kind]}
-    scale = 1.0
-    for option in ("states", "n_states"):
-        if option in defaults and option in settings:
-            scale *= (float(settings[option]) / defaults[option]) ** 2
-    for option in ("iterations", "dim", "max_order"):
-        if option in defaults and option in settings:
-            scale *= float(settings[option]) / defaults[option]
-    return seconds * scale
-
-
-def learner_settings(values: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """The page's settings as learner options: each typed value checked as a whole number in its range (UserError
-    with a sentence otherwise); an empty field takes the default."""
-    chosen: dict[str, dict[str, Any]] = {}
-    for kind, settings in SETTINGS.items():
-        given = (values or {}).get(kind, {})
-        chosen[kind] = {}
-        for setting in settings:
-            value = given.get(setting.option)
-            if value in (None, ""):
-                continue
-            what = f"the {SHORT_NAMES[kind]}'s {setting.label}"
-            chosen[kind][setting.option] = services.whole_number(value, what, setting.low, setting.high)
-    return chosen
-
-
-COLOURS = {"chmm": "#1f77b4", "densehmm": "#9467bd", "hmm": "#d62728", "pdfa": "#2ca02c", "ngram": "#ff7f0e"}
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
 
-# ------------------------------------------------------------------------------------------ files
 def _write(folder: Path, saved: dict[str, Any]) -> None:
     saved["updated"] = time.time()
     compare_files(folder).write(saved)
@@ -146,20 +70,6 @@ def compare_running(folder: Path, now: float | None = None) -> bool:
     """Whether a comparison of this session is running (see :meth:`app.background.JobFiles.running`)."""
     saved = read_compare(folder)
     return saved is not None and compare_files(folder).running(now, saved)
-
-
-# ------------------------------------------------------------------------------------------ input
-def check_learners(picked: Any) -> list[str]:
-    """The picked learners in the order of :data:`engine.learners.LEARNERS`; UserError when none is picked
-    or one is unknown."""
-    if not picked:
-        raise UserError("Pick at least one learner to compare.")
-    if isinstance(picked, str):
-        picked = [picked]
-    unknown = [str(kind) for kind in picked if kind not in learners.LEARNERS]
-    if unknown:
-        raise UserError(f"Unknown learner {unknown[0]!r}; choose among {', '.join(learners.LEARNERS)}.")
-    return [kind for kind in learners.LEARNERS if kind in picked]
 
 
 def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
@@ -210,7 +120,6 @@ def _check_chmm_memory(corpus: text.Corpus, options: dict[str, Any]) -> None:
         )
 
 
-# ------------------------------------------------------------------------------------------ the job
 def _row(kind: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"learner": kind, "label": learner_label(kind, settings or {}), "status": PENDING, "message": ""}
 
@@ -393,60 +302,6 @@ def latest_compare(folder: Path) -> dict[str, Any] | None:
     return saved
 
 
-# ------------------------------------------------------------------------------------------ what the page shows
-def progress(saved: dict[str, Any] | None) -> tuple[int, str]:
-    """Percentage of learners finished (trained, failed or skipped) and the job's message."""
-    if not saved:
-        return 0, "No comparison yet."
-    rows = saved.get("results") or []
-    if saved.get("status") != RUNNING:
-        return 100, str(saved.get("message") or "")
-    done = sum(_fraction(row) for row in rows)
-    return int(100 * done / max(len(rows), 1)), str(saved.get("message") or "")
-
-
-def _fraction(row: dict[str, Any], now: float | None = None) -> float:
-    """How far one learner is: 1 when it ended, its iterations for the CHMM, else its time against its estimate
-    (at most 0.95 until it ends), 0 before it starts."""
-    status = row.get("status")
-    if status not in (PENDING, TRAINING):
-        return 1.0
-    if status == PENDING or not row.get("started"):
-        return 0.0
-    iterations = (row.get("settings") or {}).get("iterations")
-    if row.get("iteration") and iterations:
-        return min(0.95, row["iteration"] / (2 * iterations))  # online EM then batch EM: up to twice the iterations
-    elapsed = (now or time.time()) - float(row["started"])
-    return min(0.95, elapsed / max(float(row.get("estimate") or 1.0), 1.0))
-
-
-def row_progress(row: dict[str, Any], now: float | None = None) -> str:
-    """A learner's progress in words for the table: waiting, training (iteration, elapsed and estimate), or how
-    it ended."""
-    status = row.get("status", "")
-    if status == PENDING:
-        estimate = row.get("estimate")
-        return f"waiting (about {duration(estimate)})" if estimate else "waiting"
-    if status == TRAINING:
-        elapsed = (now or time.time()) - float(row.get("started") or now or time.time())
-        text = f"training, {duration(elapsed)} of about {duration(float(row.get('estimate') or 0))}"
-        if row.get("iteration"):
-            text = f"training: iteration {row['iteration']}, {duration(elapsed)}"
-        return text
-    return f"{status}: {row['message']}" if row.get("message") else status
-
-
-def duration(seconds: float) -> str:
-    """A duration for people: 0.4 s, 30 s, 2 min, 1.5 h."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 90:
-        return f"{round(seconds)} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def make_compared_current(folder: Path) -> str:
     """Make the CHMM of the session's last comparison the current model (the old one becomes the previous)."""
     source = folder / sessions.JOBS / COMPARED_CHMM
@@ -460,73 +315,3 @@ def make_compared_current(folder: Path) -> str:
         f"The CHMM compared on {saved.get('corpus', 'the corpus')} is now the current model (Undo on the Model page "
         "goes back)."
     )
-
-
-def _rounded(value: Any, digits: int) -> Any:
-    return None if value is None else round(float(value), digits)
-
-
-def compare_rows(saved: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Table rows: learner, test / validation / train BPS, seconds, parameters, status (a failure's reason)."""
-    rows = []
-    for row in (saved or {}).get("results") or []:
-        rows.append(
-            {
-                "learner": row.get("label") or row.get("learner"),
-                "test_bps": _rounded(row.get("test_bps"), 4),
-                "validation_bps": _rounded(row.get("validation_bps"), 4),
-                "train_bps": _rounded(row.get("train_bps"), 4),
-                "seconds": _rounded(row.get("seconds"), 1),
-                "parameters": row.get("parameters"),
-                "status": row_progress(row),
-            }
-        )
-    return rows
-
-
-def compare_figure(saved: dict[str, Any] | None) -> go.Figure:
-    """Three bar charts side by side: test BPS (the axis zoomed to the results, so that differences show),
-    training seconds and parameters (log scales) per finished learner, named by :data:`SHORT_NAMES`."""
-    rows = [row for row in (saved or {}).get("results") or [] if row.get("status") == DONE]
-    figure = make_subplots(
-        rows=1, cols=3, subplot_titles=("Test BPS (lower is better)", "Training seconds", "Parameters")
-    )
-    for column, key in enumerate(("test_bps", "seconds", "parameters"), start=1):
-        figure.add_trace(
-            go.Bar(
-                x=[SHORT_NAMES.get(row["learner"], row["learner"]) for row in rows],
-                y=[row.get(key) for row in rows],
-                marker_color=[COLOURS.get(row["learner"], "#7f7f7f") for row in rows],
-                hovertext=[row.get("label") for row in rows],
-                text=[_bar_text(key, row.get(key)) for row in rows],
-                textposition="outside",
-                cliponaxis=False,
-                showlegend=False,
-            ),
-            row=1,
-            col=column,
-        )
-    figure.update_yaxes(type="log", row=1, col=2)
-    figure.update_yaxes(type="log", row=1, col=3)
-    values = [float(row["test_bps"]) for row in rows if row.get("test_bps") is not None]
-    if values:
-        low, high = min(values), max(values)
-        pad = max(0.15 * (high - low), 0.05)
-        figure.update_yaxes(range=[max(0.0, low - pad), high + pad], row=1, col=1)
-    corpus = (saved or {}).get("corpus")
-    figure.update_layout(
-        title=f"Learners on {corpus}" if corpus and rows else "No results yet",
-        margin={"l": 50, "r": 20, "t": 70, "b": 40},
-        height=380,
-    )
-    return figure
-
-
-def _bar_text(key: str, value: Any) -> str:
-    if value is None:
-        return ""
-    if key == "test_bps":
-        return f"{float(value):.3f}"
-    if key == "seconds":
-        return duration(float(value))
-    return f"{int(value):,}"
