@@ -99,6 +99,54 @@ def prune(
         raise ValueError("prune needs a threshold, a top mass or a set of clones to keep")
     layout = model.layout
     T = np.asarray(model.T)
+    keep, record = _kept_entries(model, threshold, top_mass, keep_clones)
+    nonzeros_before = int(np.count_nonzero(T))
+    raw = np.where(keep, T.astype(np.float64), 0.0)
+    kept_mass = row_sums(layout, raw)
+    removed = 1.0 - kept_mass  # per clone: the transition mass the rules take away
+    occupancy = row_sums(layout, model.counts) if model.counts is not None else np.ones(layout.n_states)
+    # rows that lose everything belong to clones no path uses any more; they predict nothing
+    weights = np.where(kept_mass > 0, occupancy, 0.0)
+    removed_mass = float(np.sum(weights * np.clip(removed, 0.0, 1.0)) / weights.sum()) if weights.sum() > 0 else 0.0
+    T_new = normalise_rows(layout, raw, 0.0, model.T.dtype)
+    block_kept = np.add.reduceat(keep, layout.block_offset[:-1]) > 0 if layout.n_blocks else np.zeros(0, bool)
+    sizes = np.diff(layout.block_offset)
+    entry_kept = np.repeat(block_kept, sizes)
+    new_layout = BlockLayout.build(layout.n_clones, layout.block_pairs[block_kept])
+    counts = None
+    if model.counts is not None:
+        counts = np.where(keep, model.counts, 0.0)[entry_kept]
+    T_new = np.ascontiguousarray(T_new[entry_kept])
+    pi, nonzeros_after = _connected_pi(new_layout, T_new, model.pi)
+    record.update(
+        nonzeros_before=nonzeros_before,
+        nonzeros_after=nonzeros_after,
+        kept_fraction=nonzeros_after / nonzeros_before if nonzeros_before else 1.0,
+        blocks_before=layout.n_blocks,
+        blocks_after=new_layout.n_blocks,
+        removed_mass=removed_mass,
+    )
+    # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
+    # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
+    # impossible, and this is what they are worth (see inference.score).
+    return model.with_arrays(
+        symbols=list(model.symbols),
+        layout=new_layout,
+        T=T_new,
+        pi=pi.astype(model.pi.dtype),
+        counts=counts,
+        metadata=pruned_metadata(model.metadata, record),
+        backoff_weight=pruned_backoff_weight(model.backoff_weight, removed_mass),
+        fixed_zeros=True,
+    )
+
+
+def _kept_entries(
+    model: CHMM, threshold: float | None, top_mass: float | None, keep_clones: np.ndarray | None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The entries of T the rules of :func:`prune` keep (a mask in the flat layout) and the record of the rules."""
+    layout = model.layout
+    T = np.asarray(model.T)
     keep = T > 0
     record: dict[str, Any] = {}
     if threshold is not None:
@@ -123,53 +171,19 @@ def prune(
         rows, cols = entry_rows_cols(layout, nz)
         keep[nz[~(clones[rows] & clones[cols])]] = False
         record["kept_clones"] = int(clones.sum())
-    nonzeros_before = int(np.count_nonzero(T))
-    raw = np.where(keep, T.astype(np.float64), 0.0)
-    kept_mass = row_sums(layout, raw)
-    removed = 1.0 - kept_mass  # per clone: the transition mass the rules take away
-    occupancy = row_sums(layout, model.counts) if model.counts is not None else np.ones(layout.n_states)
-    # rows that lose everything belong to clones no path uses any more; they predict nothing
-    weights = np.where(kept_mass > 0, occupancy, 0.0)
-    removed_mass = float(np.sum(weights * np.clip(removed, 0.0, 1.0)) / weights.sum()) if weights.sum() > 0 else 0.0
-    T_new = normalise_rows(layout, raw, 0.0, model.T.dtype)
-    block_kept = np.add.reduceat(keep, layout.block_offset[:-1]) > 0 if layout.n_blocks else np.zeros(0, bool)
-    sizes = np.diff(layout.block_offset)
-    entry_kept = np.repeat(block_kept, sizes)
-    new_layout = BlockLayout.build(layout.n_clones, layout.block_pairs[block_kept])
-    counts = None
-    if model.counts is not None:
-        counts = np.where(keep, model.counts, 0.0)[entry_kept]
-    T_new = np.ascontiguousarray(T_new[entry_kept])
-    # clones without any transition left cannot be part of a path: no initial probability for them
-    nz = np.flatnonzero(T_new)
-    rows, cols = entry_rows_cols(new_layout, nz)
+    return keep, record
+
+
+def _connected_pi(layout: BlockLayout, T: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, int]:
+    """pi without the clones that no transition of T enters or leaves (they cannot be part of a path),
+    renormalised (float64), and the number of non-zero transitions."""
+    nz = np.flatnonzero(T)
+    rows, cols = entry_rows_cols(layout, nz)
     connected = np.zeros(layout.n_states, dtype=bool)
     connected[rows] = True
     connected[cols] = True
-    pi = np.where(connected, np.asarray(model.pi, dtype=np.float64), 0.0)
-    pi = pi / pi.sum() if pi.sum() > 0 else np.asarray(model.pi, dtype=np.float64)
-    nonzeros_after = int(nz.size)
-    record.update(
-        nonzeros_before=nonzeros_before,
-        nonzeros_after=nonzeros_after,
-        kept_fraction=nonzeros_after / nonzeros_before if nonzeros_before else 1.0,
-        blocks_before=layout.n_blocks,
-        blocks_after=new_layout.n_blocks,
-        removed_mass=removed_mass,
-    )
-    # The scorer backs off to the symbol bigram with the mass the pruning took away (occupancy-weighted mean over
-    # rows), instead of the unpruned model's 1e-6: transitions that only the pseudocount supported become
-    # impossible, and this is what they are worth (see inference.score).
-    return model.with_arrays(
-        symbols=list(model.symbols),
-        layout=new_layout,
-        T=T_new,
-        pi=pi.astype(model.pi.dtype),
-        counts=counts,
-        metadata=pruned_metadata(model.metadata, record),
-        backoff_weight=pruned_backoff_weight(model.backoff_weight, removed_mass),
-        fixed_zeros=True,
-    )
+    kept = np.where(connected, np.asarray(pi, dtype=np.float64), 0.0)
+    return (kept / kept.sum() if kept.sum() > 0 else np.asarray(pi, dtype=np.float64)), int(nz.size)
 
 
 def pruned_metadata(metadata: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
