@@ -213,22 +213,7 @@ def train_peer_text(
         "test_bps": _bps_or_none(learner, corpus.test),
     }
     seconds = time.perf_counter() - started
-    summary: dict[str, Any] = {
-        "learner": kind,
-        **figures,
-        "seconds": seconds,
-        "parameters": int(learner.n_parameters),
-        "refit": refitted,
-        "symbols": int(len(train_symbols)),
-        "alphabet": corpus.n_symbols,
-    }
-    history = getattr(learner, "history", None)
-    if history:  # record k holds the parameters after k updates (record 0: the start), as a CHMM counts them
-        summary["iterations"] = int(history[-1]["iteration"])
-    if kind == "ngram":
-        summary["order"] = int(learner.order_)
-    else:  # hidden states of the HMMs, learned states of the PDFA
-        summary["states"] = int(learner.n_states)
+    summary = _peer_summary(learner, kind, figures, seconds, refitted, len(train_symbols), corpus.n_symbols)
     learner.metadata = {
         "engine_version": training.ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -252,6 +237,30 @@ def train_peer_text(
         "parameters": int(learner.n_parameters),
     }
     return learner, summary
+
+
+def _peer_summary(
+    learner: Any, kind: str, figures: dict[str, Any], seconds: float, refitted: bool, symbols: int, alphabet: int
+) -> dict[str, Any]:
+    """A trained peer's summary (the CLI's ``--json`` object): its figures, seconds, parameters, whether it was
+    refitted, training symbols, alphabet, and its iterations and states (or the n-gram's order)."""
+    summary: dict[str, Any] = {
+        "learner": kind,
+        **figures,
+        "seconds": seconds,
+        "parameters": int(learner.n_parameters),
+        "refit": refitted,
+        "symbols": int(symbols),
+        "alphabet": alphabet,
+    }
+    history = getattr(learner, "history", None)
+    if history:  # record k holds the parameters after k updates (record 0: the start), as a CHMM counts them
+        summary["iterations"] = int(history[-1]["iteration"])
+    if kind == "ngram":
+        summary["order"] = int(learner.order_)
+    else:  # hidden states of the HMMs, learned states of the PDFA
+        summary["states"] = int(learner.n_states)
+    return summary
 
 
 def _plain(value: Any) -> Any:
