@@ -349,49 +349,10 @@ def e_step(
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     T = model.T
-    dtype = T.dtype
     pl = pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
-    if pl.buffers is not None and pl.buffers[0].dtype == dtype:
-        alpha, beta, predictive = pl.buffers
-    else:
-        alpha = np.empty(pl.alpha_size, dtype=dtype)
-        beta = np.empty(pl.beta_size, dtype=dtype)
-        predictive = np.empty(len(x), dtype=np.float64)
-    start = (model.pi if initial is None else np.asarray(initial)).astype(dtype, copy=False)
-    forward_args = (
-        T,
-        start,
-        x,
-        layout.n_clones,
-        layout.clone_start,
-        layout.block_index,
-        layout.block_offset,
-        alpha,
-        pl.alpha_offsets,
-        predictive,
-    )
-    job_forward = _executor().submit(cpu.forward_pass, *forward_args) if concurrent_passes() else None
-    forward_events = None if job_forward is not None else cpu.forward_pass(*forward_args)
-    if T_transposed is None:
-        T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
-    zero_events = int(job_forward.result() if job_forward is not None else forward_events)
-
+    alpha, beta, predictive, zero_events = _messages(model, x, initial, pl, T_transposed)
     # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
-    m_first = layout.n_clones[x[0]]
-    g = (
-        alpha[pl.alpha_offsets[0] : pl.alpha_offsets[0] + m_first].astype(np.float64)
-        * beta[pl.beta_offsets[0] : pl.beta_offsets[0] + m_first]
-    )
-    gamma_first = np.zeros(layout.n_states)
-    if g.sum() > 0:
-        gamma_first[layout.clone_start[x[0]] : layout.clone_start[x[0]] + m_first] = g / g.sum()
-    last = len(x) - 1
-    last_alpha = np.zeros(layout.n_states, dtype=dtype)
-    m_last = layout.n_clones[x[last]]
-    last_alpha[layout.clone_start[x[last]] : layout.clone_start[x[last]] + m_last] = alpha[
-        pl.alpha_offsets[last] : pl.alpha_offsets[last] + m_last
-    ]
+    gamma_first, last_alpha = _sequence_ends(layout, x, alpha, beta, pl)
 
     weights = np.empty(len(x) - 1, dtype=np.float64)
     use_gemm = count_method == "gemm"
@@ -426,6 +387,64 @@ def e_step(
     else:
         log_likelihood = -np.inf if zero_events else float(np.sum(np.log(predictive)))
     return EStepResult(counts, gamma_first, log_likelihood, zero_events, last_alpha, pl.pair_count > 0)
+
+
+def _messages(
+    model: CHMM, x: np.ndarray, initial: np.ndarray | None, pl: PairLayout, T_transposed: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The forward and backward passes of :func:`e_step` (concurrently on two threads unless one core is asked
+    for): alpha and beta in ``pl``'s slots, the predictive probabilities and the zero-probability events."""
+    layout = model.layout
+    T = model.T
+    dtype = T.dtype
+    if pl.buffers is not None and pl.buffers[0].dtype == dtype:
+        alpha, beta, predictive = pl.buffers
+    else:
+        alpha = np.empty(pl.alpha_size, dtype=dtype)
+        beta = np.empty(pl.beta_size, dtype=dtype)
+        predictive = np.empty(len(x), dtype=np.float64)
+    start = (model.pi if initial is None else np.asarray(initial)).astype(dtype, copy=False)
+    forward_args = (
+        T,
+        start,
+        x,
+        layout.n_clones,
+        layout.clone_start,
+        layout.block_index,
+        layout.block_offset,
+        alpha,
+        pl.alpha_offsets,
+        predictive,
+    )
+    job_forward = _executor().submit(cpu.forward_pass, *forward_args) if concurrent_passes() else None
+    forward_events = None if job_forward is not None else cpu.forward_pass(*forward_args)
+    if T_transposed is None:
+        T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
+    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
+    zero_events = int(job_forward.result() if job_forward is not None else forward_events)
+    return alpha, beta, predictive, zero_events
+
+
+def _sequence_ends(
+    layout: BlockLayout, x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, pl: PairLayout
+) -> tuple[np.ndarray, np.ndarray]:
+    """gamma at the first position (float64, over all clones: pi's estimate) and the normalised alpha at the last
+    (the message online EM carries to the next batch)."""
+    m_first = layout.n_clones[x[0]]
+    g = (
+        alpha[pl.alpha_offsets[0] : pl.alpha_offsets[0] + m_first].astype(np.float64)
+        * beta[pl.beta_offsets[0] : pl.beta_offsets[0] + m_first]
+    )
+    gamma_first = np.zeros(layout.n_states)
+    if g.sum() > 0:
+        gamma_first[layout.clone_start[x[0]] : layout.clone_start[x[0]] + m_first] = g / g.sum()
+    last = len(x) - 1
+    last_alpha = np.zeros(layout.n_states, dtype=alpha.dtype)
+    m_last = layout.n_clones[x[last]]
+    last_alpha[layout.clone_start[x[last]] : layout.clone_start[x[last]] + m_last] = alpha[
+        pl.alpha_offsets[last] : pl.alpha_offsets[last] + m_last
+    ]
+    return gamma_first, last_alpha
 
 
 def _accumulate_counts_gemm(

@@ -386,18 +386,14 @@ def fit(
     iterate = _Iterations(engine, initial, sequences, config, cluster)
 
     def validation_bps(state: Any) -> float:
-        return engines.score_sequences(engine, state, held_out).bps
+        return engines.score_sequences(engine, state, held_out).bps if held_out else float("nan")
 
     result = TrainingResult(model=model)
-    current = initial
-    best_validation = validation_bps(current) if held_out else np.inf
-    best = current
-    since_best = 0
     online = config.algorithm == "online"
     # online EM crawls along plateaus before it leaves them: it waits longer, and only a clear gain counts
     wait = online_wait(config, n_train, model.n_nonzero()) if online else config.patience
-    clear_gain = PLATEAU_GAIN if online else 1e-12
-    reference = best_validation
+    kept = _Kept(initial, validation_bps(initial) if held_out else np.inf, PLATEAU_GAIN if online else 1e-12)
+    current = initial
     previous_ll = -np.inf
     quiet_epochs = 0
     for iteration in range(1, config.max_iterations + 1):
@@ -412,7 +408,7 @@ def fit(
                 break
             if not engine.finite(new):
                 raise FloatingPointError("the transition matrix became non-finite")
-            held_out_bps = validation_bps(new) if held_out else float("nan")
+            held_out_bps = validation_bps(new)
         except (FloatingPointError, MemoryError, ValueError, distributed.ClusterError) as exc:
             result.stopped = "failed"
             result.error = f"{type(exc).__name__}: {exc}"
@@ -420,39 +416,57 @@ def fit(
         record = IterationRecord(iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started)
         result.history.append(record)
         current = new
-        if held_out:
-            if held_out_bps < best_validation - 1e-12:
-                best_validation = held_out_bps
-                best = new
-                result.best_iteration = iteration
-            if held_out_bps < reference - clear_gain:
-                reference = held_out_bps
-                since_best = 0
-            else:
-                since_best += 1
-        else:
-            best = new
-            result.best_iteration = iteration
+        kept.observe(new, held_out_bps if held_out else None, iteration)
+        result.best_iteration = kept.iteration
         if callback is not None:
             callback(record)
-        if held_out and (since_best >= wait or (online and overfitting(result.history, best_validation))):
+        if held_out and (kept.since_best >= wait or (online and overfitting(result.history, kept.bps))):
             result.stopped = "early_stopping"
             break
-        if np.isfinite(previous_ll) and np.isfinite(ll):
-            gain = (ll - previous_ll) / abs(previous_ll) if previous_ll != 0 else 0.0
-            # online EM's epoch likelihood is a sum over batches under a changing T: it may wobble and crawl
-            # along plateaus, so it converges when the size of the change stays small for three epochs in a row,
-            # and not before it has processed the plateau window
-            if online:
-                quiet_epochs = quiet_epochs + 1 if abs(gain) < config.tolerance else 0
-                converged = quiet_epochs >= 3 and iteration >= wait
-            else:
-                converged = gain < config.tolerance
-            if converged:
-                result.stopped = "converged"
-                break
+        converged, quiet_epochs = _converged(previous_ll, ll, config.tolerance, online, quiet_epochs, iteration, wait)
+        if converged:
+            result.stopped = "converged"
+            break
         previous_ll = ll
     else:
         result.stopped = "max_iterations"
-    result.model = model if best is initial else engine.host(best)
+    result.model = model if kept.state is initial else engine.host(kept.state)
     return result
+
+
+class _Kept:
+    """The model :func:`fit` keeps: with validation text, the one of the lowest validation BPS (``bps``, at
+    ``iteration``), and the iterations since validation last improved by more than ``clear_gain``
+    (``since_best``); without it, the last one."""
+
+    def __init__(self, state: Any, bps: float, clear_gain: float) -> None:
+        self.state, self.bps, self.iteration = state, bps, 0
+        self.reference, self.since_best, self.clear_gain = bps, 0, clear_gain
+
+    def observe(self, state: Any, bps: float | None, iteration: int) -> None:
+        """The model after ``iteration`` and its validation BPS (None without validation text)."""
+        if bps is None:
+            self.state, self.iteration = state, iteration
+            return
+        if bps < self.bps - 1e-12:
+            self.state, self.bps, self.iteration = state, bps, iteration
+        if bps < self.reference - self.clear_gain:
+            self.reference, self.since_best = bps, 0
+        else:
+            self.since_best += 1
+
+
+def _converged(
+    previous_ll: float, ll: float, tolerance: float, online: bool, quiet_epochs: int, iteration: int, wait: int
+) -> tuple[bool, int]:
+    """Whether training converged after this iteration (relative gain in training log-likelihood below
+    ``tolerance``), and the online epochs in a row with a small change so far. Online EM's epoch likelihood is a sum
+    over batches under a changing T: it may wobble and crawl along plateaus, so it converges when the size of the
+    change stays small for three epochs in a row, and not before it has processed the plateau window (``wait``)."""
+    if not (np.isfinite(previous_ll) and np.isfinite(ll)):
+        return False, quiet_epochs
+    gain = (ll - previous_ll) / abs(previous_ll) if previous_ll != 0 else 0.0
+    if online:
+        quiet_epochs = quiet_epochs + 1 if abs(gain) < tolerance else 0
+        return quiet_epochs >= 3 and iteration >= wait, quiet_epochs
+    return gain < tolerance, quiet_epochs
