@@ -401,17 +401,9 @@ def fit(
             result.stopped = "cancelled"
             break
         started = time.perf_counter()
-        try:
-            new, ll, was_cancelled = iterate(current, cancel)
-            if was_cancelled:
-                result.stopped = "cancelled"
-                break
-            if not engine.finite(new):
-                raise FloatingPointError("the transition matrix became non-finite")
-            held_out_bps = validation_bps(new)
-        except (FloatingPointError, MemoryError, ValueError, distributed.ClusterError) as exc:
-            result.stopped = "failed"
-            result.error = f"{type(exc).__name__}: {exc}"
+        new, ll, held_out_bps, stopped, error = _step(iterate, engine, current, cancel, validation_bps)
+        if stopped is not None:
+            result.stopped, result.error = stopped, error
             break
         record = IterationRecord(iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started)
         result.history.append(record)
@@ -432,6 +424,26 @@ def fit(
         result.stopped = "max_iterations"
     result.model = model if kept.state is initial else engine.host(kept.state)
     return result
+
+
+def _step(
+    iterate: Callable[[Any, CancelToken | None], tuple[Any, float, bool]],
+    engine: engines.Engine,
+    current: Any,
+    cancel: CancelToken | None,
+    validation_bps: Callable[[Any], float],
+) -> tuple[Any, float, float, str | None, str | None]:
+    """One iteration of :func:`fit`: the new state, the training log-likelihood of the old one, the new one's
+    validation BPS, and why training stops here ("cancelled", or "failed" with the error in words) or None."""
+    try:
+        new, ll, was_cancelled = iterate(current, cancel)
+        if was_cancelled:
+            return current, 0.0, float("nan"), "cancelled", None
+        if not engine.finite(new):
+            raise FloatingPointError("the transition matrix became non-finite")
+        return new, ll, validation_bps(new), None, None
+    except (FloatingPointError, MemoryError, ValueError, distributed.ClusterError) as exc:
+        return current, 0.0, float("nan"), "failed", f"{type(exc).__name__}: {exc}"
 
 
 class _Kept:
