@@ -19,7 +19,7 @@ import numpy as np
 from engine.backend import BackendError, gpu_status
 from engine.kernels import gpu as kernels
 from engine.kernels.gpu_twins import TWINS
-from engine.model import CHMM
+from engine.model import CHMM, BlockLayout
 
 _DEFAULT_SHARED = 48 * 1024
 """Dynamic shared memory a kernel may use without asking (bytes)."""
@@ -155,3 +155,12 @@ class DeviceModel:
     def with_values(self, T: Any, TT: Any, counts: Any | None, pi: np.ndarray | None = None) -> DeviceModel:
         """This model with new transition values (and counts, and pi when given)."""
         return DeviceModel(T, TT, self.pi if pi is None else pi, counts, self.support, self.blocks, self.template)
+
+
+def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones: float, models: int = 3) -> int:
+    """Device memory a training run needs: ``models`` copies of (T, TT) (current, next and best model), the counts
+    and the running statistic (float32 each), plus the stored alpha and beta messages of the longest sequence
+    processed at once (float32, ``mean_clones`` entries per position) and per-position float64 scalars."""
+    size = layout.size
+    longest = max(x_lengths) if x_lengths else 0
+    return int(4 * size * (2 * models + 2) + longest * (8 * mean_clones + 64))

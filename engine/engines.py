@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine import backend, devices, gpu_engine, graph, inference, sparse
+from engine import backend, devices, gpu_engine, graph, inference, sampling, sparse
 from engine import model as model_io
 from engine.backend import BackendError
 from engine.model import CHMM, normalise_rows
@@ -115,7 +115,7 @@ class Engine(Protocol):
         """Viterbi EM's counts (one per transition of the MAP clone path of ``x``) and log P(x)."""
 
     def sample(self, state: Any, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
-        """``length`` sampled symbols, continuing ``prefix`` if given (see :func:`engine.inference.sample`)."""
+        """``length`` sampled symbols, continuing ``prefix`` if given (see :func:`engine.sampling.sample`)."""
 
     def prune(self, state: Any, threshold: float) -> Any:
         """The state pruned at ``threshold`` (see :func:`engine.graph.prune`)."""
@@ -329,7 +329,7 @@ class DenseEngine:
     def sample(
         self, state: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
     ) -> np.ndarray:
-        return inference.sample(state, length, rng, prefix)
+        return sampling.sample(state, length, rng, prefix)
 
     def prune(self, state: CHMM, threshold: float) -> CHMM:
         return graph.prune(state, threshold=threshold)

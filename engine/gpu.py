@@ -33,15 +33,6 @@ HALF_SCALE = 2.0**14
 overflows); the factor cancels in every normalised message and is divided out of the forward normalisers."""
 
 
-def estimate_device_bytes(layout: BlockLayout, x_lengths: list[int], mean_clones: float, models: int = 3) -> int:
-    """Device memory a training run needs: ``models`` copies of (T, TT) (current, next and best model), the counts
-    and the running statistic (float32 each), plus the stored alpha and beta messages of the longest sequence
-    processed at once (float32, ``mean_clones`` entries per position) and per-position float64 scalars."""
-    size = layout.size
-    longest = max(x_lengths) if x_lengths else 0
-    return int(4 * size * (2 * models + 2) + longest * (8 * mean_clones + 64))
-
-
 @dataclass
 class _DeviceEStep:
     """An E-step on the device: the protocol's result and beta at the first position, normalised (carried back by

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from engine import chunks, graph, inference
+from engine import chunks, graph, inference, sampling
 from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule
-from engine.devices import Device, DeviceMemoryError, DeviceModel
-from engine.gpu import PASS_PRECISIONS, DeviceBlocks, estimate_device_bytes
+from engine.devices import Device, DeviceMemoryError, DeviceModel, estimate_device_bytes
+from engine.gpu import PASS_PRECISIONS, DeviceBlocks
 from engine.gpu_lockstep import DeviceLockstep
 from engine.model import CHMM, BlockLayout
 
@@ -188,14 +188,14 @@ class GpuDenseEngine:
     def sample(
         self, state: DeviceModel, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
     ) -> np.ndarray:
-        """Sampling as :func:`engine.inference.sample` (the same draws from ``rng``), the path followed on the
+        """Sampling as :func:`engine.sampling.sample` (the same draws from ``rng``), the path followed on the
         device by the ``sample_chain`` kernel."""
         blocks = state.blocks
         outgoing = blocks.host(blocks.clone_totals(state.T))
         # a prefix is filtered on the host (one forward pass that keeps its messages); without one only pi is read
         primed = prefix is not None and len(prefix) > 0
         start = self.host(state) if primed else state.template.with_arrays(pi=state.pi)
-        first, out, primed = inference.sampling_start(start, length, rng, prefix, inference.forward, outgoing)
+        first, out, primed = sampling.sampling_start(start, length, rng, prefix, inference.forward, outgoing)
         symbols = blocks.sample_path(state, first, rng.random(len(out)))
         return symbols[1:] if primed else symbols
 

@@ -8,9 +8,8 @@ clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -77,7 +76,7 @@ class ViterbiResult(NamedTuple):
     log_probability: float
 
 
-def _check_sequence(model: CHMM | BlockLayout, x: np.ndarray) -> np.ndarray:
+def check_sequence(model: CHMM | BlockLayout, x: np.ndarray) -> np.ndarray:
     """``x`` as a contiguous int64 array; ValueError unless it is a non-empty 1-D sequence of the model's symbols."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if x.ndim != 1 or x.size == 0:
@@ -102,7 +101,7 @@ def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray
 
     ``initial`` replaces pi (used by online EM to carry the message across batches).
     """
-    x = _check_sequence(model, x)
+    x = check_sequence(model, x)
     layout = model.layout
     start = model.pi if initial is None else np.asarray(initial, dtype=model.T.dtype)
     predictive = np.empty(len(x), dtype=np.float64)
@@ -170,7 +169,7 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
     one pruned away). Such steps are counted in ``zero_probability_events``; after one, the forward message
     restarts uniform over the clones of the symbol.
     """
-    x = _check_sequence(model, x)
+    x = check_sequence(model, x)
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     if not 0.0 <= backoff_weight < 1.0:
@@ -208,7 +207,7 @@ def predictive_with_backoff(
 
 def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> np.ndarray:
     """-log2 P(x_n | x_<n) for every position, in bits, as :func:`score` counts it (their mean is the BPS)."""
-    x = _check_sequence(model, x)
+    x = check_sequence(model, x)
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     predictive = forward(model, x).predictive
@@ -218,7 +217,7 @@ def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -
 # ------------------------------------------------------------------------------------------------ backward
 def backward(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Backward messages beta(n) = T(x_n, x_{n+1}) beta(n+1), each normalised to sum 1; (flat, offsets)."""
-    x = _check_sequence(model, x)
+    x = check_sequence(model, x)
     offsets = sequential_offsets(model.layout, x)
     beta = np.empty(int(offsets[-1]), dtype=model.T.dtype)
     layout = model.layout
@@ -344,7 +343,7 @@ def e_step(
     """
     if count_method not in COUNT_METHODS:
         raise ValueError(f"count_method must be one of {COUNT_METHODS}")
-    x = _check_sequence(model, x)
+    x = check_sequence(model, x)
     if len(x) < 2:
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
@@ -502,7 +501,7 @@ def viterbi_evidence(layout: BlockLayout, evidence: np.ndarray | Evidence) -> tu
     candidates' clone slots (candidate c of the evidence owns slots state_offsets[c]..state_offsets[c+1]-1, one per
     clone of its symbol). Shared by the dense, sparse and GPU engines; ValueError on empty or foreign evidence."""
     if not isinstance(evidence, Evidence):
-        evidence = Evidence.hard(_check_sequence(layout, evidence))
+        evidence = Evidence.hard(check_sequence(layout, evidence))
     if len(evidence.ptr) < 2:
         raise ValueError("the evidence must cover at least one position")
     if evidence.symbol.size and (evidence.symbol.min() < 0 or evidence.symbol.max() >= layout.n_symbols):
@@ -560,63 +559,3 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
         path,
     )
     return viterbi_result(layout, path, log_probability)
-
-
-# ------------------------------------------------------------------------------------------------ sampling
-def sampling_start(
-    model: Any,
-    length: int,
-    rng: np.random.Generator,
-    prefix: np.ndarray | None,
-    forward_pass: Callable[..., ForwardResult],
-    outgoing: np.ndarray,
-) -> tuple[int, np.ndarray, bool]:
-    """Where sampling starts: the first clone, drawn from pi, or, given a prefix, the prefix's last clone drawn from
-    its filtered posterior (computed by ``forward_pass``), in both cases conditioned on the sequence going on:
-    clones without outgoing transitions (``outgoing``: each clone's row sum of T) are left out. (pi is uniform over
-    all clones, so without this a sample could start at a clone of a symbol never seen in training and stop at
-    once.) Returns the clone, the output buffer and whether its first entry is that prefix clone (to be dropped).
-    Shared by the dense and sparse engines; ValueError when no clone can go on."""
-    if length < 1:
-        raise ValueError("length must be at least 1")
-    layout = model.layout
-    live = np.asarray(outgoing) > 0
-    if prefix is None or len(prefix) == 0:
-        p = model.pi.astype(np.float64) * live
-        if p.sum() <= 0:
-            raise ValueError("the model has no clone with outgoing transitions to start from")
-        return int(rng.choice(layout.n_states, p=p / p.sum())), np.empty(length, dtype=np.int64), False
-    prefix = _check_sequence(model, prefix)
-    fwd = forward_pass(model, prefix, store=True)
-    s = prefix[-1]
-    m = layout.n_clones[s]
-    lo = layout.clone_start[s]
-    a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64) * live[lo : lo + m]
-    if a.sum() <= 0:
-        raise ValueError(f"the model has no transition out of the prefix's last symbol {model.symbols[s]!r}")
-    return int(lo + rng.choice(m, p=a / a.sum())), np.empty(length + 1, dtype=np.int64), True
-
-
-def sample(model: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
-    """Sample ``length`` symbols from the model: the first clone from pi, or, given a prefix, from the filtered
-    posterior of the prefix's last clone (forward pass) followed by one transition (see :func:`sampling_start`);
-    then by following T. The prefix itself is not part of the output. Sampling stops early at a clone with no
-    outgoing mass (one that T itself leads to, e.g. a clone of the training text's last symbol)."""
-    layout = model.layout
-    outgoing = cpu.block_row_sums(model.T, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start)
-    first, out, primed = sampling_start(model, length, rng, prefix, forward, outgoing)
-    row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
-    uniforms = rng.random(len(out))
-    written = cpu.sample_path(
-        model.T,
-        layout.n_clones,
-        layout.clone_start,
-        layout.clone_symbol(),
-        row_block_start,
-        layout.block_pairs,
-        layout.block_offset,
-        first,
-        uniforms,
-        out,
-    )
-    return out[1:written] if primed else out[:written]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import inference
+from engine import inference, sampling
 from engine.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive, read_header
 from engine.codec import TextCodec
 from engine.kernels import sparse_cpu as kernels
@@ -384,9 +384,9 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
 
 
 def sample(model: SparseCHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
-    """:func:`engine.inference.sample` on the sparse blocks."""
+    """:func:`engine.sampling.sample` on the sparse blocks."""
     layout = model.layout
-    first, out, primed = inference.sampling_start(model, length, rng, prefix, forward, model.row_sums())
+    first, out, primed = sampling.sampling_start(model, length, rng, prefix, forward, model.row_sums())
     row_block_start = np.searchsorted(layout.block_pairs[:, 0], np.arange(layout.n_symbols + 1))
     written = kernels.sample_path(
         model.indptr,

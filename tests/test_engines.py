@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from engine import engines, inference, learning, sparse
+from engine import engines, inference, learning, sampling, sparse
 from engine.model import CHMM, random_model
 
 IMPLEMENTATIONS = ["dense", "sparse", "gpu-sim", pytest.param("gpu", marks=pytest.mark.gpu)]
@@ -46,7 +46,7 @@ def sequences(model: CHMM, seed: int, lengths: tuple[int, ...] = (5, 4, 6)) -> l
     out = []
     for length in lengths:
         while True:
-            x = inference.sample(model, length, rng)
+            x = sampling.sample(model, length, rng)
             if len(x) == length:
                 out.append(x)
                 break
@@ -283,11 +283,11 @@ def test_viterbi_with_soft_evidence_is_the_same_on_every_implementation(implemen
 def test_sampling_is_the_same_on_every_implementation(implementation: str, seed: int) -> None:
     model = tiny_model(seed)
     run = Harness(implementation, model)
-    reference = inference.sample(model, 200, np.random.default_rng(seed))
+    reference = sampling.sample(model, 200, np.random.default_rng(seed))
     got = run.engine.sample(run.state, 200, np.random.default_rng(seed))
     np.testing.assert_array_equal(got, reference)
     prefix = sequences(model, seed)[0]
-    reference = inference.sample(model, 50, np.random.default_rng(seed + 10), prefix)
+    reference = sampling.sample(model, 50, np.random.default_rng(seed + 10), prefix)
     np.testing.assert_array_equal(run.engine.sample(run.state, 50, np.random.default_rng(seed + 10), prefix), reference)
 
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from engine import inference, learning, synthetic
+from engine import inference, learning, sampling, synthetic
 from engine.inference import Evidence
 from engine.model import CHMM, BlockLayout, blocks_to_dense, dense_to_blocks, pairs_in_sequence, random_model
 
@@ -345,23 +345,23 @@ def cycle_model(text: str) -> CHMM:
 
 def test_sample_reproducible() -> None:
     model = tiny_model(2)
-    a = inference.sample(model, 500, np.random.default_rng(9))
-    b = inference.sample(model, 500, np.random.default_rng(9))
-    c = inference.sample(model, 500, np.random.default_rng(10))
+    a = sampling.sample(model, 500, np.random.default_rng(9))
+    b = sampling.sample(model, 500, np.random.default_rng(9))
+    c = sampling.sample(model, 500, np.random.default_rng(10))
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert a.shape == (500,) and a.min() >= 0 and a.max() < model.n_symbols
     p = np.array([0, 1, 1])
     np.testing.assert_array_equal(
-        inference.sample(model, 50, np.random.default_rng(4), prefix=p),
-        inference.sample(model, 50, np.random.default_rng(4), prefix=p),
+        sampling.sample(model, 50, np.random.default_rng(4), prefix=p),
+        sampling.sample(model, 50, np.random.default_rng(4), prefix=p),
     )
 
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_sample_follows_deterministic_model(k: int) -> None:
     model = synthetic.toy_fsm_true_model(k)
-    x = inference.sample(model, 30 * k * 100, np.random.default_rng(k))
+    x = sampling.sample(model, 30 * k * 100, np.random.default_rng(k))
     assert len(x) == 30 * k * 100
     # the true model is unifilar: a finite likelihood means every clone transition taken had T > 0
     assert inference.score(model, x).zero_probability_events == 0
@@ -377,7 +377,7 @@ def test_sample_follows_deterministic_model(k: int) -> None:
 def test_sample_respects_missing_blocks() -> None:
     for seed in SEEDS:
         model = tiny_model(seed, drop_pairs=True)
-        x = inference.sample(model, 2000, np.random.default_rng(seed))
+        x = sampling.sample(model, 2000, np.random.default_rng(seed))
         assert np.all(model.layout.block_index[x[:-1], x[1:]] >= 0)
 
 
@@ -386,18 +386,18 @@ def test_sample_prefix_continues_memorised_cycle() -> None:
     model = cycle_model(text)
     encode = model.encode
     for prefix, seed in [("wor", 0), ("el", 1), ("o w", 2), (", h", 3), ("lo", 4)]:
-        out = inference.sample(model, 30, np.random.default_rng(seed), prefix=encode(prefix))
+        out = sampling.sample(model, 30, np.random.default_rng(seed), prefix=encode(prefix))
         start = (text * 3).index(prefix) + len(prefix)
         assert model.decode_symbols(out) == ((text * 5)[start : start + 30])
     # an ambiguous prefix: "l" is followed by "l", "o" or "d", each a third of the time (pi is uniform)
     firsts = [
-        model.symbols[inference.sample(model, 1, np.random.default_rng(s), prefix=encode("l"))[0]] for s in range(600)
+        model.symbols[sampling.sample(model, 1, np.random.default_rng(s), prefix=encode("l"))[0]] for s in range(600)
     ]
     counts = {c: firsts.count(c) for c in set(firsts)}
     assert set(counts) == {"l", "o", "d"}
     assert all(150 <= v <= 250 for v in counts.values())
     # without a prefix, sampling starts anywhere in the cycle and then follows it
-    out = model.decode_symbols(inference.sample(model, 40, np.random.default_rng(5)))
+    out = model.decode_symbols(sampling.sample(model, 40, np.random.default_rng(5)))
     assert out in text * 5
 
 
@@ -418,7 +418,7 @@ def test_sample_bigram_statistics(seed: int) -> None:
     expected = np.zeros((3, 3))
     np.add.at(expected, (sym[:, None].repeat(len(sym), 1), sym[None, :].repeat(len(sym), 0)), joint)
     n = 300_000
-    x = inference.sample(model, n, np.random.default_rng(seed + 100))
+    x = sampling.sample(model, n, np.random.default_rng(seed + 100))
     observed = np.zeros((3, 3))
     np.add.at(observed, (x[:-1], x[1:]), 1.0)
     # chi-square statistic; the pairs are dependent, so allow a wide margin over the 8 degrees of freedom
@@ -563,12 +563,12 @@ def test_sampling_starts_only_where_the_sequence_can_go_on() -> None:
     model.pi[:] = 1.0 / model.n_states  # 3 of 7 clones cannot go on
     starts = set()
     for seed in range(60):
-        out = inference.sample(model, 6, np.random.default_rng(seed))
+        out = sampling.sample(model, 6, np.random.default_rng(seed))
         starts.add(int(out[0]))
         assert len(out) == 6 or out[-1] == 2  # only a transition into 'c' ends a sample early
     assert starts == {0, 1}
     with pytest.raises(ValueError, match="no transition out of the prefix's last symbol 'c'"):
-        inference.sample(model, 5, np.random.default_rng(0), prefix=np.array([0, 2]))
+        sampling.sample(model, 5, np.random.default_rng(0), prefix=np.array([0, 2]))
     dead = CHMM(model.symbols, model.layout, np.zeros_like(model.T), model.pi, None)
     with pytest.raises(ValueError, match="no clone with outgoing transitions"):
-        inference.sample(dead, 5, np.random.default_rng(0))
+        sampling.sample(dead, 5, np.random.default_rng(0))

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine import inference, learning, synthetic
+from engine import inference, learning, sampling, synthetic
 from engine.engines import DenseOptions
 from engine.learning import CancelToken, IterationRecord, TrainingConfig
 from engine.model import CHMM, blocks_to_dense, normalise_rows, random_model, row_sums
@@ -37,7 +37,7 @@ def random_teacher_data(seed: int, length: int) -> tuple[CHMM, np.ndarray]:
     rng = np.random.default_rng(seed)
     n_clones = np.array([2, 3, 2])
     teacher = random_model(list("abc"), n_clones, all_pairs(3), rng, np.float64)
-    x = inference.sample(teacher, length, rng)
+    x = sampling.sample(teacher, length, rng)
     student = random_model(list("abc"), n_clones, all_pairs(3), rng, np.float64)
     return student, x
 
@@ -402,7 +402,7 @@ def test_online_em_hands_over_at_its_noise_floor() -> None:
     fill: it stops at the first epoch without a validation gain of PLATEAU_GAIN, keeping the best epoch."""
     rng = np.random.default_rng(0)
     teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
-    train, validation = inference.sample(teacher, 3000, rng), inference.sample(teacher, 3000, rng)
+    train, validation = sampling.sample(teacher, 3000, rng), sampling.sample(teacher, 3000, rng)
     student = random_model(list("abc"), np.full(3, 130), all_pairs(3), rng, np.float64)
     config = TrainingConfig(algorithm="online", max_iterations=50, pseudocount=1e-3, tolerance=0.0, batch_size=400)
     assert learning.online_wait(config, len(train), student.layout.size) == 1
@@ -441,7 +441,7 @@ def test_online_em_stops_when_it_overfits(seed: int) -> None:
     the epoch best on validation."""
     rng = np.random.default_rng(seed)
     teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
-    train, validation = inference.sample(teacher, 400, rng), inference.sample(teacher, 4000, rng)
+    train, validation = sampling.sample(teacher, 400, rng), sampling.sample(teacher, 4000, rng)
     student = random_model(list("abc"), np.full(3, 12), all_pairs(3), rng, np.float64)
     config = TrainingConfig(algorithm="online", max_iterations=300, pseudocount=1e-3, tolerance=0.0, batch_size=100)
     result = learning.fit(student, train, validation, config)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import inference, learning, synthetic
+from engine import inference, learning, sampling, synthetic
 from engine.model import (
     CHMM,
     FORMAT_NAME,
@@ -133,8 +133,8 @@ def test_round_trip_of_trained_model(tmp_path: Path) -> None:
     assert_same_model(trained, loaded)
     assert inference.score(loaded, test) == inference.score(trained, test)
     np.testing.assert_array_equal(
-        inference.sample(loaded, 100, np.random.default_rng(1)),
-        inference.sample(trained, 100, np.random.default_rng(1)),
+        sampling.sample(loaded, 100, np.random.default_rng(1)),
+        sampling.sample(trained, 100, np.random.default_rng(1)),
     )
 
 

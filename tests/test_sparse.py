@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import graph, inference, learning, sparse
+from engine import graph, inference, learning, sampling, sparse
 from engine.model import CHMM, ModelFormatError, normalise_rows, pairs_in_sequence, random_model
 
 
@@ -75,11 +75,11 @@ def test_viterbi_and_sampling_match_the_dense_kernels():
     np.testing.assert_array_equal(a.clones, b.clones)
     assert a.log_probability == pytest.approx(b.log_probability, rel=1e-12)
     np.testing.assert_array_equal(
-        sparse.sample(compact, 500, np.random.default_rng(7)), inference.sample(pruned, 500, np.random.default_rng(7))
+        sparse.sample(compact, 500, np.random.default_rng(7)), sampling.sample(pruned, 500, np.random.default_rng(7))
     )
     np.testing.assert_array_equal(
         sparse.sample(compact, 50, np.random.default_rng(8), prefix=x[:20]),
-        inference.sample(pruned, 50, np.random.default_rng(8), prefix=x[:20]),
+        sampling.sample(pruned, 50, np.random.default_rng(8), prefix=x[:20]),
     )
 
 
