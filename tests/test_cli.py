@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, training
+from engine import cli, commands, training
 from engine.model import load
 
 DATA = Path(__file__).parent / "data"
@@ -310,7 +310,7 @@ def test_ctrl_c_outside_training_is_one_line(trained_model: Path, tmp_path: Path
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.use, "model_communities", interrupted)
+    monkeypatch.setattr(commands.use, "model_communities", interrupted)
     code, _, err = run_cli(["communities", trained_model, "-o", tmp_path / "c"], capsys)
     assert code == 130 and err.strip() == "chmm: interrupted"
 

@@ -136,7 +136,7 @@ def test_the_engine_imports_no_front_end(path: Path) -> None:
 ENGINE_INTERNALS = {
     "engine.inference", "engine.sparse", "engine.gpu", "engine.gpu_engine", "engine.gpu_lockstep", "engine.devices",
     "engine.chunks", "engine.archive", "engine.codec",
-    "engine.synthetic", "engine.backend", "engine.cli", "engine.peers",
+    "engine.synthetic", "engine.backend", "engine.cli", "engine.commands", "engine.peers",
 }  # fmt: skip
 """Engine modules the app never imports: the implementations and their numerics, file internals, the command line and
 the peer learners themselves (the app reaches them through :mod:`engine.learners`, :mod:`engine.use`,
