@@ -14,7 +14,8 @@ from engine import cli, engines
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPLEMENTATIONS = {
-    "engine/engines.py", "engine/sparse.py", "engine/gpu.py", "engine/gpu_engine.py", "engine/gpu_lockstep.py",
+    "engine/engines.py", "engine/cpu_engines.py", "engine/sparse.py", "engine/gpu.py", "engine/gpu_engine.py",
+    "engine/gpu_lockstep.py",
     "engine/devices.py", "engine/model.py",
 }  # fmt: skip
 """The modules that define the implementations and the registry: the only ones that may tell forms apart."""
@@ -135,6 +136,7 @@ def test_the_engine_imports_no_front_end(path: Path) -> None:
 
 ENGINE_INTERNALS = {
     "engine.inference", "engine.sparse", "engine.gpu", "engine.gpu_engine", "engine.gpu_lockstep", "engine.devices",
+    "engine.cpu_engines",
     "engine.chunks", "engine.archive", "engine.codec",
     "engine.synthetic", "engine.backend", "engine.cli", "engine.commands", "engine.peers",
 }  # fmt: skip
