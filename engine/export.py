@@ -11,7 +11,7 @@ and ``.ftree`` of one export join on node id. Node attributes: ``label`` ("t:3":
 ``char``, ``clone`` (rank among the clones of its symbol), ``state`` (the clone's global index in the model's T),
 ``flow`` (stationary), and with communities ``module`` (module number within the export, as in its ``.clu``),
 ``path`` (the export's tree path, one-based, as in its ``.tree``), ``module_id`` (the module's id in the whole
-result, "3:2") and ``module_name``; GEXF and Cytoscape JSON also carry positions (:mod:`engine.layout`, module by
+result, "3:2") and ``module_name``; GEXF and Cytoscape JSON also carry positions (:mod:`engine.drawing`, module by
 module), sizes (by flow) and module colours (``colour``, ``size`` data fields in Cytoscape JSON). Edge attributes
 ``weight`` (T), ``count`` (expected counts, when the model kept them) and ``flow`` (node flow x T). All values are
 plain Python str / int / float. A module's export keeps its module's structure: its submodules, or one module 1

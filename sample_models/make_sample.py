@@ -21,10 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from engine import text, workflows  # noqa: E402
+from engine import model_files, text, training  # noqa: E402
 
 CORPUS = HERE / "carroll-alice.txt"
-OPTIONS = workflows.TrainOptions(states=600, algorithm="online", batch_size=2000, pseudocount=1e-3, iterations=30)
+OPTIONS = training.TrainOptions(states=600, algorithm="online", batch_size=2000, pseudocount=1e-3, iterations=30)
 
 
 def main() -> int:
@@ -35,17 +35,17 @@ def main() -> int:
     args = parser.parse_args()
     if args.communities_only:
         return write_communities(Path(args.output))
-    outcome = workflows.train_text(
+    outcome = training.train_text(
         text.read_text(CORPUS),
         OPTIONS,
         name=CORPUS.name,
         log=lambda line: print(line, file=sys.stderr),
         callback=lambda r: print(f"iteration {r.iteration}: train {r.train_bps:.4f} bps", file=sys.stderr),
     )
-    if outcome.result.stopped in workflows.STOPPED_BAD:
+    if outcome.result.stopped in training.STOPPED_BAD:
         print(f"training {outcome.result.stopped}: {outcome.result.error}", file=sys.stderr)
         return 1
-    workflows.save_model(outcome.model, args.output)
+    model_files.save_model(outcome.model, args.output)
     summary = outcome.summary
     print(
         f"saved {args.output}: {summary['states']} states, {summary['iterations']} iterations, "

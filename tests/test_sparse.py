@@ -130,7 +130,7 @@ def test_save_and_load_round_trip(tmp_path):
             sparse.load(tmp_path / "damaged.npz")
 
 
-def test_sparse_models_go_through_the_workflows(tmp_path):
+def test_sparse_models_go_through_the_training_and_use_services(tmp_path):
     from engine import communities, model_files, use
 
     model, x, rng = _trained_like(6, n_symbols=6, states=120)
