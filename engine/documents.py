@@ -90,6 +90,8 @@ def _read_zip(source: Path | BinaryIO, name: str, budget: _Budget) -> list[Docum
                         chunks.append(chunk)
             except CorpusError:
                 raise
+            # zipfile raises NotImplementedError for a compression method it cannot read, RuntimeError for an
+            # encrypted member, EOFError for a truncated one: each is a member this corpus cannot use
             except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError) as exc:
                 raise CorpusError(f"{label} cannot be read from the archive ({exc}).") from None
             budget.take(size, label)
