@@ -34,7 +34,14 @@ from numba import njit
 
 from engine import engines, text
 from engine.inference import Evidence
-from engine.kernels.cpu import backtrack_slots, rescale_position
+from engine.kernels.cpu import (
+    backtrack_slots,
+    clear_slots,
+    max_through_block,
+    rescale_position,
+    viterbi_start,
+    weigh_slots,
+)
 from engine.model import CHMM
 
 __all__ = [
@@ -211,58 +218,26 @@ def _lattice_viterbi(
     slot path into path_slot and returns log max P(path, evidence) (-inf when every path has probability 0)."""
     n_steps = node_ptr.shape[0] - 1
     delta = np.zeros(slot_offset[-1], dtype=np.float64)
-    best = 0.0
-    for c in range(node_ptr[0], node_ptr[1]):
-        s = node_symbol[c]
-        base = slot_offset[c]
-        for u in range(n_clones[s]):
-            val = pi[clone_start[s] + u] * node_weight[c]
-            delta[base + u] = val
-            backpointer[base + u] = -1
-            if val > best:
-                best = val
+    best = viterbi_start(pi, n_clones, clone_start, node_ptr, node_symbol, node_weight, slot_offset, delta, backpointer)
     if best <= 0.0:
         return -np.inf
     log_scale = np.log(best)
-    for c in range(node_ptr[0], node_ptr[1]):
-        base = slot_offset[c]
-        for u in range(n_clones[node_symbol[c]]):
-            delta[base + u] /= best
     for n in range(1, n_steps):
         best = 0.0
         for c in range(node_ptr[n], node_ptr[n + 1]):
             j = node_symbol[c]
             m_j = n_clones[j]
-            w = node_weight[c]
             out = slot_offset[c]
-            for v in range(m_j):
-                delta[out + v] = 0.0
-                backpointer[out + v] = -1
-            if w <= 0.0:
+            clear_slots(delta, backpointer, out, m_j)
+            if node_weight[c] <= 0.0:
                 continue
             for q in range(pred_ptr[c], pred_ptr[c + 1]):
                 p = pred_node[q]
                 i = node_symbol[p]
                 k = block_index[i, j]
-                if k < 0:
-                    continue
-                m_i = n_clones[i]
-                start = block_offset[k]
-                src = slot_offset[p]
-                for u in range(m_i):
-                    du = delta[src + u]
-                    if du <= 0.0:
-                        continue
-                    row = start + u * m_j
-                    for v in range(m_j):
-                        val = du * T[row + v]
-                        if val > delta[out + v]:
-                            delta[out + v] = val
-                            backpointer[out + v] = src + u
-            for v in range(m_j):
-                delta[out + v] *= w
-                if delta[out + v] > best:
-                    best = delta[out + v]
+                if k >= 0:
+                    max_through_block(T, block_offset[k], delta, slot_offset[p], n_clones[i], out, m_j, backpointer)
+            best = weigh_slots(delta, out, m_j, node_weight[c], best)
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)

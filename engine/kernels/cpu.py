@@ -323,6 +323,63 @@ def slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_st
 
 
 @njit(**_FLAGS)
+def viterbi_start(
+    pi, n_clones, clone_start, evidence_ptr, evidence_symbol, evidence_weight, state_offsets, delta, backpointer
+):
+    """Position 0 of the max-product pass: delta(0)_v = pi_v e(0, sym(v)) on each candidate's slots, rescaled to
+    max 1. Returns the scale (0.0 when every start has probability zero). Shared by the dense, sparse and
+    scrambled-text Viterbi kernels."""
+    best = 0.0
+    for c in range(evidence_ptr[0], evidence_ptr[1]):
+        s = evidence_symbol[c]
+        w = evidence_weight[c]
+        base = state_offsets[c]
+        for u in range(n_clones[s]):
+            val = pi[clone_start[s] + u] * w
+            delta[base + u] = val
+            backpointer[base + u] = -1
+            if val > best:
+                best = val
+    if best > 0.0:
+        rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, 0, best)
+    return best
+
+
+@njit(**_FLAGS)
+def clear_slots(delta, backpointer, out, width):
+    """Empty ``width`` max-product slots from ``out`` (no predecessor yet)."""
+    for v in range(width):
+        delta[out + v] = 0.0
+        backpointer[out + v] = -1
+
+
+@njit(**_FLAGS)
+def max_through_block(T, start, delta, src, m_i, out, m_j, backpointer):
+    """delta_out(v) = max(delta_out(v), max_u delta_src(u) T_uv) through one dense block (rows of ``m_j`` entries
+    from ``T[start]``), the argmax u kept as a slot index in ``backpointer``."""
+    for u in range(m_i):
+        du = delta[src + u]
+        if du <= 0.0:
+            continue
+        row = start + u * m_j
+        for v in range(m_j):
+            val = du * T[row + v]
+            if val > delta[out + v]:
+                delta[out + v] = val
+                backpointer[out + v] = src + u
+
+
+@njit(**_FLAGS)
+def weigh_slots(delta, out, width, weight, best):
+    """Multiply ``width`` slots from ``out`` by the evidence ``weight``; returns max(best, the largest of them)."""
+    for v in range(width):
+        delta[out + v] *= weight
+        if delta[out + v] > best:
+            best = delta[out + v]
+    return best
+
+
+@njit(**_FLAGS)
 def viterbi_pass(
     T,
     pi,
@@ -348,63 +405,28 @@ def viterbi_pass(
     (-inf when every path has probability zero).
     """
     n_steps = evidence_ptr.shape[0] - 1
-    width = state_offsets[-1]
-    delta = np.zeros(width, dtype=np.float64)
-    log_scale = 0.0
-    # position 0
-    best = 0.0
-    for c in range(evidence_ptr[0], evidence_ptr[1]):
-        s = evidence_symbol[c]
-        w = evidence_weight[c]
-        base = state_offsets[c]
-        for u in range(n_clones[s]):
-            val = pi[clone_start[s] + u] * w
-            delta[base + u] = val
-            backpointer[base + u] = -1
-            if val > best:
-                best = val
+    delta = np.zeros(state_offsets[-1], dtype=np.float64)
+    best = viterbi_start(
+        pi, n_clones, clone_start, evidence_ptr, evidence_symbol, evidence_weight, state_offsets, delta, backpointer
+    )
     if best <= 0.0:
         return -np.inf
-    log_scale += np.log(best)
-    for c in range(evidence_ptr[0], evidence_ptr[1]):
-        s = evidence_symbol[c]
-        base = state_offsets[c]
-        for u in range(n_clones[s]):
-            delta[base + u] /= best
+    log_scale = np.log(best)
     for n in range(1, n_steps):
         best = 0.0
         for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
             j = evidence_symbol[c]
             m_j = n_clones[j]
-            w = evidence_weight[c]
             out = state_offsets[c]
-            for v in range(m_j):
-                delta[out + v] = 0.0
-                backpointer[out + v] = -1
-            if w <= 0.0:
+            clear_slots(delta, backpointer, out, m_j)
+            if evidence_weight[c] <= 0.0:
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
                 k = block_index[i, j]
-                if k < 0:
-                    continue
-                m_i = n_clones[i]
-                start = block_offset[k]
-                src = state_offsets[p]
-                for u in range(m_i):
-                    du = delta[src + u]
-                    if du <= 0.0:
-                        continue
-                    row = start + u * m_j
-                    for v in range(m_j):
-                        val = du * T[row + v]
-                        if val > delta[out + v]:
-                            delta[out + v] = val
-                            backpointer[out + v] = src + u
-            for v in range(m_j):
-                delta[out + v] *= w
-                if delta[out + v] > best:
-                    best = delta[out + v]
+                if k >= 0:
+                    max_through_block(T, block_offset[k], delta, state_offsets[p], n_clones[i], out, m_j, backpointer)
+            best = weigh_slots(delta, out, m_j, evidence_weight[c], best)
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)

@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.kernels.cpu import backtrack_slots, rescale_position, slots_to_clones
+from engine.kernels.cpu import (
+    backtrack_slots,
+    clear_slots,
+    rescale_position,
+    slots_to_clones,
+    viterbi_start,
+    weigh_slots,
+)
 
 _FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
 _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -190,38 +197,21 @@ def viterbi_pass(
     """Max-product decoding with per-position soft evidence (``engine.kernels.cpu.viterbi_pass`` on the CSR blocks;
     the same operations in the same order, so the same path as the dense kernel on the same non-zeros)."""
     n_steps = evidence_ptr.shape[0] - 1
-    width = state_offsets[-1]
-    delta = np.zeros(width, dtype=np.float64)
-    log_scale = 0.0
-    best = 0.0
-    for c in range(evidence_ptr[0], evidence_ptr[1]):
-        s = evidence_symbol[c]
-        w = evidence_weight[c]
-        base = state_offsets[c]
-        for u in range(n_clones[s]):
-            val = pi[clone_start[s] + u] * w
-            delta[base + u] = val
-            backpointer[base + u] = -1
-            if val > best:
-                best = val
+    delta = np.zeros(state_offsets[-1], dtype=np.float64)
+    best = viterbi_start(
+        pi, n_clones, clone_start, evidence_ptr, evidence_symbol, evidence_weight, state_offsets, delta, backpointer
+    )
     if best <= 0.0:
         return -np.inf
-    log_scale += np.log(best)
-    for c in range(evidence_ptr[0], evidence_ptr[1]):
-        base = state_offsets[c]
-        for u in range(n_clones[evidence_symbol[c]]):
-            delta[base + u] /= best
+    log_scale = np.log(best)
     for n in range(1, n_steps):
         best = 0.0
         for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
             j = evidence_symbol[c]
             m_j = n_clones[j]
-            w = evidence_weight[c]
             out = state_offsets[c]
-            for v in range(m_j):
-                delta[out + v] = 0.0
-                backpointer[out + v] = -1
-            if w <= 0.0:
+            clear_slots(delta, backpointer, out, m_j)
+            if evidence_weight[c] <= 0.0:
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
@@ -240,10 +230,7 @@ def viterbi_pass(
                         if val > delta[out + v]:
                             delta[out + v] = val
                             backpointer[out + v] = src + u
-            for v in range(m_j):
-                delta[out + v] *= w
-                if delta[out + v] > best:
-                    best = delta[out + v]
+            best = weigh_slots(delta, out, m_j, evidence_weight[c], best)
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)
