@@ -181,39 +181,8 @@ def run_compare_job(
     )
     files.heartbeat.touch()
     publish()
-    slot = JobSlot(config.data_dir(), config.max_jobs())  # shared with training jobs: CHMM_MAX_JOBS in all
-
-    def waiting(place: int) -> None:
-        saved["message"] = (
-            f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
-            "server)."
-        )
-        publish()
-
     with files.alive():
-        if slot.acquire(waiting, stop=cancel_flag.exists):
-            try:
-                for row in saved["results"]:
-                    if cancel_flag.exists():
-                        row.update(status=SKIPPED, message="cancelled")
-                        continue
-                    row.update(status=TRAINING, started=time.time())
-                    saved["message"] = f"Training {row['label']} on {name}."
-                    publish()
-
-                    def iteration(record: Any, row: dict[str, Any] = row) -> None:
-                        row["iteration"] = int(record.iteration)
-                        publish()
-
-                    _train_one(
-                        row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag, iteration, folder
-                    )
-                    publish()
-            finally:
-                slot.release()
-        else:
-            for row in saved["results"]:
-                row.update(status=SKIPPED, message="cancelled")
+        _train_rows(saved, publish, cancel_flag, (corpus_text, name, prepared), settings, folder)
     done = sum(row["status"] == DONE for row in saved["results"])
     if cancel_flag.exists():
         saved.update(status=CANCELLED, message=f"Comparison cancelled; {done} learner(s) finished.")
@@ -223,6 +192,50 @@ def run_compare_job(
         saved.update(status=FINISHED, message=f"Compared {done} of {len(saved['results'])} learner(s) on {name}.")
     publish()
     return saved
+
+
+def _train_rows(
+    saved: dict[str, Any],
+    publish: Callable[[], None],
+    cancel_flag: Path,
+    data: tuple[Any, str, Any],
+    settings: dict[str, dict[str, Any]],
+    folder: Path,
+) -> None:
+    """Wait for a job slot (shared with training jobs: ``CHMM_MAX_JOBS`` in all), then train the rows of ``saved``
+    one after another on ``data`` (the corpus text, its name and its prepared split), publishing every change; rows
+    left when ``cancel_flag`` appears are marked skipped."""
+    corpus_text, name, prepared = data
+    slot = JobSlot(config.data_dir(), config.max_jobs())
+
+    def waiting(place: int) -> None:
+        saved["message"] = (
+            f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
+            "server)."
+        )
+        publish()
+
+    if not slot.acquire(waiting, stop=cancel_flag.exists):
+        for row in saved["results"]:
+            row.update(status=SKIPPED, message="cancelled")
+        return
+    try:
+        for row in saved["results"]:
+            if cancel_flag.exists():
+                row.update(status=SKIPPED, message="cancelled")
+                continue
+            row.update(status=TRAINING, started=time.time())
+            saved["message"] = f"Training {row['label']} on {name}."
+            publish()
+
+            def iteration(record: Any, row: dict[str, Any] = row) -> None:
+                row["iteration"] = int(record.iteration)
+                publish()
+
+            _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag, iteration, folder)
+            publish()
+    finally:
+        slot.release()
 
 
 COMPARED_CHMM = "compare-chmm.npz"
