@@ -77,7 +77,8 @@ def text_table() -> None:
 
 def toy_table(seeds: int = 5) -> None:
     from engine import inference, learning, synthetic
-    from engine.model import pairs_in_sequence, random_model
+    from engine.blocks import pairs_in_sequence
+    from engine.model import random_model
 
     print("| k | train size | clones | learner | held-out BPS per seed | best | optimal | epochs/iterations | s/run |")
     print("|--:|-----------:|-------:|---------|-----------------------|-----:|--------:|------------------:|------:|")

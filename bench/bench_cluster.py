@@ -52,7 +52,8 @@ def documents() -> list:
 
 def start_model(corpus, states: int):
     from engine import allocation
-    from engine.model import pairs_in_sequence, random_model
+    from engine.blocks import pairs_in_sequence
+    from engine.model import random_model
 
     parts = corpus.train_parts
     n_clones = allocation.allocate_clones(parts, corpus.n_symbols, states, "ngram")

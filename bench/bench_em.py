@@ -56,7 +56,8 @@ TRAIN_SYMBOLS = 118_788  # the reference's training text: the first 90% of the n
 def run_one(states: int, method: str, iterations: int, count_method: str) -> dict:
     """Train one configuration in this process and return its figures."""
     from engine import allocation, inference, learning, text
-    from engine.model import pairs_in_sequence, random_model
+    from engine.blocks import pairs_in_sequence
+    from engine.model import random_model
 
     try:  # the implementation's own options (since the engine registry); older checkouts took them in the config
         from engine.engines import DenseOptions

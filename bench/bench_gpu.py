@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe_machine  # noqa: E402
 
 from engine import allocation, inference, learning, text  # noqa: E402
-from engine.model import CHMM, BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+from engine.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+from engine.model import CHMM  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 FORWARD_SYMBOLS = 42_297

@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
 from engine import allocation, inference, text  # noqa: E402
+from engine.blocks import pairs_in_sequence  # noqa: E402
 from engine.chunks import LockstepSchedule, Piece, chunk, counted_log_likelihood  # noqa: E402
-from engine.model import CHMM, pairs_in_sequence, random_model  # noqa: E402
+from engine.model import CHMM, random_model  # noqa: E402
 
 CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
 TRAIN_SYMBOLS = 118_788

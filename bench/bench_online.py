@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
 from engine import allocation, engines, learning, text  # noqa: E402
-from engine.model import pairs_in_sequence, random_model  # noqa: E402
+from engine.blocks import pairs_in_sequence  # noqa: E402
+from engine.model import random_model  # noqa: E402
 
 CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
 TRAIN_SYMBOLS = 118_788

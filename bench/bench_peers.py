@@ -40,7 +40,8 @@ from engine import (  # noqa: E402
     synthetic,
     text,
 )
-from engine.model import pairs_in_sequence, random_model  # noqa: E402
+from engine.blocks import pairs_in_sequence  # noqa: E402
+from engine.model import random_model  # noqa: E402
 from engine.peers.base import bits_per_symbol  # noqa: E402
 
 CORPORA_DIR = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.blocks import BlockLayout
 from engine.inference import PairLayout, pair_sorted_offsets
-from engine.model import BlockLayout
 
 DEFAULT_BURN_IN = 1000
 """Symbols of burn-in before and after a chunk of a long document (see :func:`chunk`): the BPS after 20 EM iterations

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from engine import graph, inference, sampling, sparse
-from engine.model import CHMM, normalise_rows
+from engine.blocks import normalise_rows
+from engine.model import CHMM
 
 SPARSE_TOOL_LIMIT = 10_000
 """Tools written for dense blocks (decoding, pruning by top mass or Viterbi clones) convert a sparse model up to

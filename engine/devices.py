@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from engine.backend import BackendError, gpu_status
+from engine.blocks import BlockLayout
 from engine.kernels import gpu as kernels
 from engine.kernels.gpu_twins import TWINS
-from engine.model import CHMM, BlockLayout
+from engine.model import CHMM
 
 _DEFAULT_SHARED = 48 * 1024
 """Dynamic shared memory a kernel may use without asking (bytes)."""

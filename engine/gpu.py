@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from engine import inference
+from engine.blocks import BlockLayout
 from engine.devices import Device, DeviceModel
 from engine.gpu_lockstep import LockstepPasses
 from engine.kernels import gpu as kernels
-from engine.model import CHMM, BlockLayout
+from engine.model import CHMM
 
 _WARPS_PER_LAUNCH_BLOCK = 8  # one-warp-per-item kernels: 256 threads per block
 PASS_PRECISIONS = ("float32", "float16")
@@ -490,7 +491,7 @@ class DeviceBlocks(LockstepPasses):
 
     def normalise(self, values: Any, pseudocount: float, support: Any | None) -> tuple[Any, Any]:
         """T = row-normalise(values + pseudocount) over the stored blocks (the pseudocount only on ``support``
-        where given), returned row-major and block-transposed (see :func:`engine.model.normalise_rows`)."""
+        where given), returned row-major and block-transposed (see :func:`engine.blocks.normalise_rows`)."""
         xp = self.xp
         totals = self.clone_totals(values, pseudocount, support)
         T = xp.empty(self.layout.size, dtype=xp.float32)

@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 
 from engine import chunks, graph, inference, sampling
+from engine.blocks import BlockLayout
 from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule
 from engine.devices import Device, DeviceMemoryError, DeviceModel, estimate_device_bytes
 from engine.gpu import PASS_PRECISIONS, DeviceBlocks
 from engine.gpu_lockstep import DeviceLockstep
-from engine.model import CHMM, BlockLayout
+from engine.model import CHMM
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from engine import inference
+from engine.blocks import BlockLayout, entry_rows_cols, normalise_rows, row_sums
 from engine.inference import BACKOFF_WEIGHT
-from engine.model import CHMM, BlockLayout, entry_rows_cols, normalise_rows, row_sums
+from engine.model import CHMM
 
 TELEPORTATION = 1e-6
 """Teleportation probability of :func:`stationary_distribution` (see there)."""

@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine.blocks import BlockLayout
 from engine.kernels import cpu
 from engine.model import BACKOFF_WEIGHT as BACKOFF_WEIGHT  # the back-off weight of :func:`score`
-from engine.model import CHMM, BlockLayout
+from engine.model import CHMM
 
 LOG2 = np.log(2.0)
 

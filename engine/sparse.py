@@ -23,13 +23,13 @@ import numpy as np
 
 from engine import inference, sampling
 from engine.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive, read_header
+from engine.blocks import BlockLayout
 from engine.codec import TextCodec
 from engine.kernels import sparse_cpu as kernels
 from engine.model import (
     BACKOFF_WEIGHT,
     CHMM,
     READABLE_VERSIONS,
-    BlockLayout,
     CloneModel,
     ModelFormatError,
     check_content,

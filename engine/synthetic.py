@@ -50,7 +50,8 @@ import math
 
 import numpy as np
 
-from engine.model import CHMM, BlockLayout, dense_to_blocks
+from engine.blocks import BlockLayout, dense_to_blocks
+from engine.model import CHMM
 
 __all__ = [
     "BRACKET_SYMBOLS",

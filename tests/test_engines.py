@@ -32,7 +32,7 @@ def tiny_model(seed: int) -> CHMM:
     T = model.T.copy()
     T[rng.random(T.size) < 0.15] = 0.0
     model = model.with_arrays(T=T)
-    from engine.model import normalise_rows
+    from engine.blocks import normalise_rows
 
     model = model.with_arrays(T=normalise_rows(model.layout, T, 0.0, np.float64))
     pi = rng.random(model.n_states) + 0.05

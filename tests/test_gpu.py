@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from engine import backend, devices, engines, gpu, gpu_engine, inference, learning
+from engine.blocks import normalise_rows, pairs_in_sequence
 from engine.kernels import cpu
-from engine.model import CHMM, normalise_rows, pairs_in_sequence, random_model
+from engine.model import CHMM, random_model
 
 available, reason = backend.gpu_status()
 needs_a_gpu = [pytest.mark.gpu, pytest.mark.skipif(not available, reason=reason)]

@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from engine import graph, inference, learning, synthetic
-from engine.model import CHMM, BlockLayout, dense_to_blocks, load, normalise_rows, save
+from engine.blocks import BlockLayout, dense_to_blocks, normalise_rows
+from engine.model import CHMM, load, save
 
 K = 2
 
@@ -157,7 +158,7 @@ def test_normalise_rows_with_a_support_adds_the_pseudocount_there_only() -> None
 
 
 def layout_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
-    from engine.model import blocks_to_dense
+    from engine.blocks import blocks_to_dense
 
     return blocks_to_dense(layout, flat)
 
@@ -209,7 +210,7 @@ def test_clone_graph_attributes(true_model: CHMM, sequence: np.ndarray) -> None:
     assert isinstance(g.weight, sp.csr_array) and g.weight.shape == (pruned.n_states, pruned.n_states)
     assert g.n_edges == pruned.n_nonzero()
     np.testing.assert_allclose(g.weight.toarray(), pruned.dense_T())
-    from engine.model import blocks_to_dense
+    from engine.blocks import blocks_to_dense
 
     np.testing.assert_allclose(
         g.matrix("count").toarray(), blocks_to_dense(pruned.layout, pruned.counts) * (g.weight.toarray() > 0)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from engine import inference, learning, sampling, synthetic
+from engine.blocks import blocks_to_dense, normalise_rows, row_sums
 from engine.engines import DenseOptions
 from engine.learning import CancelToken, IterationRecord, TrainingConfig
-from engine.model import CHMM, blocks_to_dense, normalise_rows, random_model, row_sums
+from engine.model import CHMM, random_model
 
 
 # ----------------------------------------------------------------------------------------------- helpers

@@ -11,20 +11,8 @@ import numpy as np
 import pytest
 
 from engine import inference, learning, sampling, synthetic
-from engine.model import (
-    CHMM,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    BlockLayout,
-    ModelFormatError,
-    blocks_to_dense,
-    dense_to_blocks,
-    load,
-    normalise_rows,
-    pairs_in_sequence,
-    random_model,
-    save,
-)
+from engine.blocks import BlockLayout, blocks_to_dense, dense_to_blocks, normalise_rows, pairs_in_sequence
+from engine.model import CHMM, FORMAT_NAME, FORMAT_VERSION, ModelFormatError, load, random_model, save
 
 
 def sample_model(dtype: type = np.float32, with_counts: bool = True) -> CHMM:

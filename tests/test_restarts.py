@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine import cli, learning, model_files, synthetic, training, use
-from engine.model import aligned_entries
+from engine.blocks import aligned_entries
 from engine.training import search as training_search
 from engine.training import stages as training_stages
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from engine import graph, inference, learning, sampling, sparse
-from engine.model import CHMM, ModelFormatError, normalise_rows, pairs_in_sequence, random_model
+from engine.blocks import normalise_rows, pairs_in_sequence
+from engine.model import CHMM, ModelFormatError, random_model
 
 
 def _trained_like(seed: int, n_symbols: int = 8, states: int = 160, length: int = 6000):

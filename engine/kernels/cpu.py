@@ -513,7 +513,7 @@ def online_m_step(
     A <- decay * A + gain * counts (counts only in ``touched`` blocks, which are zeroed for the next batch), then
     T = row-normalise(A + pseudocount) written both row-major (``T``) and block-transposed (``T_transposed``, for
     the backward pass). ``row_length[i]`` is the number of stored entries in a row of symbol i. A row with no mass
-    stays zero, as in :func:`engine.model.normalise_rows`.
+    stays zero, as in :func:`engine.blocks.normalise_rows`.
     """
     totals = np.zeros(clone_start[-1], dtype=np.float64)
     for k in range(block_pairs.shape[0]):

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, engines, learning, text
-from engine import model as model_io
-from engine.model import CHMM, pairs_in_sequence, random_model
+from engine import allocation, blocks, engines, learning, text
+from engine.blocks import pairs_in_sequence
+from engine.model import CHMM, random_model
 from engine.training.options import (
     ALIGNED_SHARE,
     DTYPES,
@@ -145,7 +145,7 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     extra = [p for p in map(tuple, pairs.tolist()) if p not in known]
     if not extra:
         return model.with_arrays(T=model.T.astype(dtype), pi=model.pi.astype(dtype), counts=None)
-    new_layout = model_io.BlockLayout.build(layout.n_clones, np.concatenate([layout.block_pairs, np.array(extra)]))
+    new_layout = blocks.BlockLayout.build(layout.n_clones, np.concatenate([layout.block_pairs, np.array(extra)]))
     raw = np.zeros(new_layout.size)
     for k, (i, j) in enumerate(new_layout.block_pairs):
         lo, hi = new_layout.block_offset[k], new_layout.block_offset[k + 1]
@@ -154,5 +154,5 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
             raw[lo:hi] = model.T[layout.block_offset[old] : layout.block_offset[old + 1]]
         else:
             raw[lo:hi] = 1e-3 * rng.random(hi - lo) / new_layout.n_clones[j]
-    T = model_io.normalise_rows(new_layout, raw, 0.0, dtype)
+    T = blocks.normalise_rows(new_layout, raw, 0.0, dtype)
     return model.with_arrays(layout=new_layout, T=T, pi=model.pi.astype(dtype), counts=None)
