@@ -88,7 +88,7 @@ def speed_table(corpus, states: int, iterations: int, repeats: int) -> None:
 
 def cost_table(corpus) -> dict:
     """Bytes and seconds of scatter and reduce at three sizes, on a local cluster of two workers."""
-    from engine import distributed, engines, graph, learning, sparse
+    from engine import distributed, engines, graph, growing, learning
     from engine.allocation import largest_remainder
 
     rows = {}
@@ -108,7 +108,7 @@ def cost_table(corpus) -> dict:
         base = learning.fit(models["dense 3,000"], sample, None, config).model
         pruned = graph.prune(base, threshold=1e-3)
         targets = pruned.n_clones + largest_remainder(pruned.n_clones, 30_000 - pruned.n_states)
-        models["sparse 30,000 (grown)"] = sparse.split_clones(pruned, targets, np.random.default_rng(0), 0.05)
+        models["sparse 30,000 (grown)"] = growing.split_clones(pruned, targets, np.random.default_rng(0), 0.05)
         for name, model in models.items():
             engine = engines.engine_for(model)
             counts_bytes = engine.zero_counts(model).nbytes

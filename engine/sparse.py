@@ -5,11 +5,8 @@ EM keeps zeros at zero. A :class:`SparseCHMM` stores each block T(i, j) in CSR f
 passes, the expected counts, Viterbi and sampling visit only the stored entries; memory grows with the non-zeros, not
 with the number of states squared.
 
-Reaching sparsity at 30,000 states without ever paying for dense EM there is done by *growing capacity*
-(:func:`split_clones`): a dense model of a tenth of the states is trained, pruned, and every clone is split into
-copies that share its incoming mass; the split model predicts exactly like the small one (the copies are lumpable),
-a little noise breaks their symmetry, and sparse EM then lets the copies specialise. ``bench/bench_scale.py`` compares
-this schedule with plain dense EM where dense EM is affordable.
+Reaching sparsity at 30,000 states without ever paying for dense EM there is done by growing capacity
+(:mod:`engine.growing`).
 """
 
 from __future__ import annotations
@@ -153,6 +150,11 @@ class SparseCHMM(CloneModel):
             self.backoff_weight,
             fixed_zeros=True,
         )
+
+
+def as_sparse(model: CHMM | SparseCHMM) -> SparseCHMM:
+    """``model`` as a :class:`SparseCHMM`: itself if it is one, else its non-zero entries (:func:`from_dense`)."""
+    return model if model.form == "sparse" else from_dense(model)
 
 
 def from_dense(model: CHMM) -> SparseCHMM:
@@ -444,88 +446,6 @@ def prune(model: SparseCHMM, threshold: float) -> SparseCHMM:
         backoff_weight=pruned_backoff_weight(model.backoff_weight, removed),
     )
     return pruned.with_data(normalise(pruned, pruned.data.astype(np.float64), 0.0), pruned.counts)
-
-
-# ------------------------------------------------------------------------------------------------ growing
-def split_clones(
-    model: CHMM | SparseCHMM, n_clones: np.ndarray, rng: np.random.Generator, noise: float = 0.1
-) -> SparseCHMM:
-    """Grow ``model`` to ``n_clones`` clones per symbol (each at least the old count) by splitting clones.
-
-    New clone c of symbol j copies old clone c mod m_j (its parent). Every stored entry T(u, v) becomes the entries
-    T(u', v') = T(u, v) / (number of copies of v) for all copies u' of u and v' of v, so each row still sums to 1 and
-    the copies are lumpable: with ``noise`` = 0 the grown model gives every sequence exactly the old probability.
-    ``noise`` > 0 multiplies each entry by 1 + noise * U(-1, 1) (rows renormalised) so that EM can separate the
-    copies. pi is split the same way. The result is sparse: non-zeros grow by about (new/old clones)^2."""
-    sparse = model if model.form == "sparse" else from_dense(model)
-    old = sparse.layout
-    n_clones = np.asarray(n_clones, dtype=np.int64)
-    if n_clones.shape != old.n_clones.shape or np.any(n_clones < old.n_clones):
-        raise ValueError("split_clones needs at least the old number of clones for every symbol")
-    new = BlockLayout.build(n_clones, old.block_pairs)
-    children = [
-        np.bincount(np.arange(n_clones[s]) % old.n_clones[s], minlength=old.n_clones[s]) for s in range(old.n_symbols)
-    ]
-    indptr_parts = [np.zeros(1, dtype=np.int64)]
-    index_parts, data_parts = [], []
-    total = 0
-    for k, (i, j) in enumerate(old.block_pairs):
-        m_i, m_j = int(old.n_clones[i]), int(old.n_clones[j])
-        new_i = int(n_clones[i])
-        row_start = sparse.indptr[sparse.row_base[k] : sparse.row_base[k] + m_i + 1]
-        # the old block's entries, each expanded over the copies of its column clone
-        counts_per_row = np.diff(row_start)
-        old_rows = np.repeat(np.arange(m_i), counts_per_row)
-        old_cols = sparse.indices[row_start[0] : row_start[-1]].astype(np.int64)
-        values = sparse.data[row_start[0] : row_start[-1]].astype(np.float64) / children[j][old_cols]
-        copies = children[j][old_cols]
-        col_rep = np.repeat(old_cols, copies)
-        copy_index = np.arange(int(copies.sum())) - np.repeat(np.cumsum(copies) - copies, copies)
-        new_cols = col_rep + copy_index * m_j
-        row_of = np.repeat(old_rows, copies)
-        vals = np.repeat(values, copies)
-        # order within each old row by new column
-        order = np.lexsort((new_cols, row_of))
-        new_cols, row_of, vals = new_cols[order], row_of[order], vals[order]
-        per_old_row = np.bincount(row_of, minlength=m_i)
-        starts = np.concatenate([[0], np.cumsum(per_old_row)])
-        # every new row u' is a copy of old row u' mod m_i
-        parents = np.arange(new_i) % m_i
-        lengths = per_old_row[parents]
-        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        gather = np.repeat(starts[parents], lengths) + within
-        indptr_parts.append(total + np.cumsum(lengths))
-        total += int(lengths.sum())
-        index_parts.append(new_cols[gather].astype(np.int32))
-        data_parts.append(vals[gather])
-    indptr = np.concatenate(indptr_parts).astype(np.int64)
-    indices = np.concatenate(index_parts)
-    data = np.concatenate(data_parts)
-    if noise > 0:
-        data = data * (1.0 + noise * rng.uniform(-1.0, 1.0, size=data.size))
-    rows_per_block = n_clones[new.block_pairs[:, 0]]
-    row_base = np.concatenate([[0], np.cumsum(rows_per_block)]).astype(np.int64)
-    grown = SparseCHMM(
-        list(sparse.symbols),
-        new,
-        row_base,
-        indptr,
-        indices,
-        data.astype(sparse.data.dtype),
-        np.zeros(new.n_states, dtype=sparse.pi.dtype),
-        None,
-        dict(sparse.metadata),
-        sparse.codec,
-        sparse.backoff_weight,
-    )
-    grown = grown.with_data(normalise(grown, data, 0.0), None)
-    pi = np.empty(new.n_states)
-    for s in range(new.n_symbols):
-        parents = np.arange(n_clones[s]) % old.n_clones[s]
-        pi[new.clone_start[s] : new.clone_start[s + 1]] = sparse.pi[old.clone_start[s] + parents] / children[s][parents]
-    grown.pi = (pi / pi.sum()).astype(sparse.pi.dtype)
-    grown.metadata = dict(sparse.metadata) | {"grown_from": int(old.n_states)}
-    return grown
 
 
 # ------------------------------------------------------------------------------------------------ files

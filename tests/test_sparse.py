@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import graph, inference, learning, sampling, sparse
+from engine import graph, growing, inference, learning, sampling, sparse
 from engine.blocks import normalise_rows, pairs_in_sequence
 from engine.model import CHMM, ModelFormatError, random_model
 
@@ -88,7 +88,7 @@ def test_splitting_clones_keeps_the_distribution_exactly_without_noise():
     model, x, rng = _trained_like(4, states=80)
     pruned = graph.prune(model, threshold=1e-2)
     target = pruned.n_clones * 3 + np.arange(len(pruned.n_clones)) % 2  # not all multiples of the old counts
-    grown = sparse.split_clones(pruned, target, rng, noise=0.0)
+    grown = growing.split_clones(pruned, target, rng, noise=0.0)
     np.testing.assert_array_equal(grown.n_clones, target)
     assert grown.n_states == int(target.sum()) and grown.metadata["grown_from"] == pruned.n_states
     assert grown.pi.sum() == pytest.approx(1.0)
@@ -96,11 +96,11 @@ def test_splitting_clones_keeps_the_distribution_exactly_without_noise():
     assert np.allclose(row_sums[row_sums > 0], 1.0, atol=1e-5)
     ll_old, ll_new = inference.log_likelihood(pruned, x), sparse.log_likelihood(grown, x)
     assert ll_new == pytest.approx(ll_old, rel=1e-6)
-    noisy = sparse.split_clones(pruned, target, rng, noise=0.2)
+    noisy = growing.split_clones(pruned, target, rng, noise=0.2)
     assert noisy.n_nonzero() == grown.n_nonzero()
     assert sparse.log_likelihood(noisy, x) != pytest.approx(ll_old, rel=1e-9)
     with pytest.raises(ValueError, match="at least the old number"):
-        sparse.split_clones(pruned, pruned.n_clones - 1, rng)
+        growing.split_clones(pruned, pruned.n_clones - 1, rng)
 
 
 def test_save_and_load_round_trip(tmp_path):

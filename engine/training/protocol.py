@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, engines, learning, text
+from engine import allocation, engines, growing, learning, text
 from engine import graph as graph_mod
-from engine import sparse as sparse_mod
 from engine.codec import TextCodec
 from engine.model import CHMM
 from engine.model_files import load_model
@@ -232,7 +231,7 @@ def grown_starts(
     """Stage 2 of a grown model (paper-scale models on the CPU): train a dense model of ``grow_from`` states with the
     same settings and protocol (early stopping on validation, then the refit unless turned off), prune it at
     ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones each symbol
-    has (:func:`engine.sparse.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
+    has (:func:`engine.growing.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
     Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
     validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
     run.say(f"growing: first a dense model of {grow_from:,} states")
@@ -245,7 +244,7 @@ def grown_starts(
     def grow(model: CHMM) -> Any:
         pruned = graph_mod.prune(model, threshold=options.grow_threshold)
         targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, options.states - pruned.n_states)
-        grown = sparse_mod.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
+        grown = growing.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
         grown.metadata = {}
         return grown, pruned.metadata["pruned"]["kept_fraction"]
 
