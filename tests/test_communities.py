@@ -11,6 +11,7 @@ import pytest
 
 from engine import communities as cm
 from engine import export, graph, model_files, synthetic, text, training, use
+from engine import words as words_mod
 from engine.model import CHMM
 
 DATA = Path(__file__).parent / "data"
@@ -66,11 +67,11 @@ def test_toy_fsm_generalized_words_are_its_blocks(toy: cm.Communities) -> None:
 def test_words_are_marked_novel_against_a_reference(toy: cm.Communities) -> None:
     module = next(m for m in toy.top_modules if "0" in m.chars)  # its blocks are 0a67b1 (no spaces: fragments)
     reference = ["046781", "046791", "056781"]
-    words = cm.generalized_words(toy.graph, module.nodes, k=50, max_length=6, reference=reference)
+    words = words_mod.generalized_words(toy.graph, module.nodes, k=50, max_length=6, reference=reference)
     marks = {w.text: w.seen for w in words}
     assert marks["046781"] is True and marks["056791"] is False
-    assert all(w.kind == cm.FRAGMENT for w in words)
-    assert cm.generalized_words(toy.graph, module.nodes, k=3)[0].seen is None  # no reference: unknown
+    assert all(w.kind == words_mod.FRAGMENT for w in words)
+    assert words_mod.generalized_words(toy.graph, module.nodes, k=3)[0].seen is None  # no reference: unknown
 
 
 def one_edit_apart(a: str, b: str) -> bool:
@@ -96,18 +97,18 @@ def test_alice_modules_generate_whole_words_and_plausible_novel_ones() -> None:
     assert {"the", "and", "said", "she", "of"} <= top_words
     words = [w for m in result.modules.values() for w in m.words]
     for word in words:
-        assert word.text and " " not in word.text and word.probability >= cm.MIN_WORD_PROBABILITY
-        if word.kind == cm.WORD:
+        assert word.text and " " not in word.text and word.probability >= words_mod.MIN_WORD_PROBABILITY
+        if word.kind == words_mod.WORD:
             assert word.seen == (word.text in vocabulary), word
-    assert [w.kind for m in top for w in m.words if w.text == "rare"] == [cm.PLACEHOLDER]
-    novel = {w.text for w in words if w.kind == cm.WORD and w.seen is False}
+    assert [w.kind for m in top for w in m.words if w.text == "rare"] == [words_mod.PLACEHOLDER]
+    novel = {w.text for w in words if w.kind == words_mod.WORD and w.seen is False}
     plausible = {w for w in novel if len(w) >= 3 and any(one_edit_apart(w, v) for v in vocabulary)}
     assert len(plausible) >= 3, novel
     assert any(w not in raw.lower() for w in plausible)  # novel: some are not even a substring of the text
-    fragments = [m for m in result.modules.values() if m.words and m.words[0].kind == cm.FRAGMENT]
+    fragments = [m for m in result.modules.values() if m.words and m.words[0].kind == words_mod.FRAGMENT]
     assert 0 < len(fragments) < len(result.modules) / 2
     for module in fragments:  # labelled as fragments, in the name too
-        assert all(w.kind == cm.FRAGMENT for w in module.words) and module.name.startswith("-")
+        assert all(w.kind == words_mod.FRAGMENT for w in module.words) and module.name.startswith("-")
 
 
 def test_module_lookup_and_deterministic_seed(toy: cm.Communities) -> None:
