@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from engine.peers.base import PeerFormatError, bits_per_symbol, save_arrays
-from engine.peers.pdfa import PdfaLearner, _GraphLearner, largeness_threshold, word_trajectories
+from engine.peers.pdfa import PdfaLearner, largeness_threshold
+from engine.peers.pdfa_graph import GraphLearner, word_trajectories
 from engine.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
@@ -180,7 +181,7 @@ def test_cheese_maze_structure_is_recovered() -> None:
 def test_prefix_distance() -> None:
     # trajectories: ab# ab# ac# b#  (a=0, b=1, c=2, #=3)
     seq = np.array([0, 1, 3, 0, 1, 3, 0, 2, 3, 1, 3], dtype=np.int64)
-    graph = _GraphLearner(seq, 4, 3, mu=0.1, n_max=4, threshold=1)
+    graph = GraphLearner(seq, 4, 3, mu=0.1, n_max=4, threshold=1)
     ab_ab, ab_ac = np.array([0, 3]), np.array([0, 6])
     assert graph.prefix_linf(ab_ab, ab_ab, 0.0) == 0.0
     assert graph.prefix_linf(ab_ab, ab_ac, 0.0) == pytest.approx(0.5)  # prefix "ab": 1 vs 1/2
@@ -190,7 +191,7 @@ def test_prefix_distance() -> None:
 
 def test_vectorised_leftover_mapping_finds_the_closest_state(blake) -> None:
     seq, starts = word_trajectories(blake.train, 0)
-    graph = _GraphLearner(seq, blake.n_symbols, 0, mu=0.05, n_max=3000, threshold=5)
+    graph = GraphLearner(seq, blake.n_symbols, 0, mu=0.05, n_max=3000, threshold=5)
     graph.learn(starts)
     mapping = graph.map_leftovers()
     assert len(mapping) == len(graph.candidates) > 50
