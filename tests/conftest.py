@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support import SHORT_TEXT, data_uri
+from support import ALICE, SHORT_TEXT, data_uri
 
 MUST_RUN_IN_CI = ("test_browser.py", "test_celery.py")
 """Modules whose skip is a failure when ``CI`` is set (``.ci/run``): the browser and the Celery end-to-end tests."""
@@ -61,3 +61,24 @@ def with_corpus(folder: Path) -> Path:
 
     corpus_service.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
     return folder
+
+
+@pytest.fixture(scope="session")
+def alice_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trained model of Alice (300 states, 10 iterations of batch EM on the first 40,000 training characters,
+    under a second), saved once and shared by every test that needs a trained text model; read it, never change it
+    (``alice_model`` loads a fresh copy for each module)."""
+    from engine import model_files, text, training
+
+    options = training.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
+    path = tmp_path_factory.mktemp("shared-model") / "alice.npz"
+    model_files.save_model(training.train_text(text.read_text(ALICE), options, name="carroll-alice.txt").model, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def alice_model(alice_model_file: Path):  # type: ignore[no-untyped-def]
+    """The shared model of Alice (:func:`alice_model_file`), loaded for this module."""
+    from engine import model_files
+
+    return model_files.load_model(alice_model_file)

@@ -27,10 +27,8 @@ def toy() -> cm.Communities:
 
 
 @pytest.fixture(scope="module")
-def alice_small() -> tuple[CHMM, str]:
-    raw = text.read_text(ALICE)
-    options = training.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
-    return training.train_text(raw, options).model, raw
+def alice_small(alice_model: CHMM) -> tuple[CHMM, str]:
+    return alice_model, text.read_text(ALICE)
 
 
 def test_toy_fsm_splits_into_its_two_branches(toy: cm.Communities) -> None:

@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engine import cli, drawing, export, model_files, text, training, use
+from engine import cli, drawing, export, text, use
 from engine import communities as cm
 from engine.model import CHMM, load
 
@@ -21,12 +21,8 @@ THRESHOLD = 5e-3
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    raw = text.read_text(ALICE)
-    options = training.TrainOptions(states=200, iterations=8, refit=False, max_train=30_000)
-    path = tmp_path_factory.mktemp("models") / "alice.npz"
-    model_files.save_model(training.train_text(raw, options, name="carroll-alice.txt").model, path)
-    return path
+def model_path(alice_model_file: Path) -> Path:
+    return alice_model_file
 
 
 @pytest.fixture(scope="module")
