@@ -6,7 +6,7 @@ work; the time estimates the pages show beside them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app import config, services
@@ -41,9 +41,10 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
 
 def options_from_form(form: dict[str, Any]) -> training.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
-    iterations, batch_size, restarts, start, pseudocount, auto (a list of "states" and "pseudocount", chosen on
-    validation), validation, seed, backend; an empty batch size, restarts or pseudocount field is the engine's
-    default), with a clear ValueError on a value that cannot work."""
+    iterations, batch_size, restarts, start, pseudocount, budget, validation, seed, backend), with a clear
+    ValueError on a value that cannot work. An empty field is the engine's default (:data:`DEFAULTS`, the same
+    object the command line reads): the states and the pseudocount are then chosen on validation within the budget
+    (minutes, at most :data:`SEARCH_SHARE` of this server's job limit), the batch size and restarts automatic."""
     backend = form.get("backend") or DEFAULTS.backend
     choices = engines.backend_choices(in_app=True)
     if backend not in choices:
@@ -60,14 +61,10 @@ def options_from_form(form: dict[str, Any]) -> training.TrainOptions:
     start = form.get("start") or DEFAULTS.start
     if start not in training.STARTS:
         raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(training.STARTS)}.")
-    auto = form.get("auto") or []
-    if not isinstance(auto, list) or not set(auto) <= {"states", "pseudocount"}:
-        raise ValueError("Choose on validation the states, the pseudocount, both or neither.")
-    pseudocount: float | str | None = training.AUTO
-    if "pseudocount" not in auto:
-        pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
+    states = _optional_number(form, "states", "number of states", int, 2, 10**8)
+    pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
     options = training.TrainOptions(
-        states=training.AUTO if "states" in auto else _number(form, "states", "number of states", int, 2, 10**8),
+        states=DEFAULTS.states if states is None else states,
         pseudocount=DEFAULTS.pseudocount if pseudocount is None else pseudocount,
         max_memory=config.max_train_bytes(),
         allocation=form.get("allocation") or DEFAULTS.allocation,
@@ -80,8 +77,11 @@ def options_from_form(form: dict[str, Any]) -> training.TrainOptions:
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),
         backend=backend,
-        search_minutes=SEARCH_SHARE * config.max_job_seconds() / 60 if auto else None,
     )
+    if options.searches:
+        most = SEARCH_SHARE * config.max_job_seconds() / 60
+        budget = _optional_number(form, "budget", "budget in minutes", float, 0.1, most)
+        options = replace(options, budget=min(DEFAULTS.budget or most, most) if budget is None else budget)
     options.validate()
     return options
 

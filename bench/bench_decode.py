@@ -64,6 +64,7 @@ def train_or_load(args: argparse.Namespace, corpus_text: str) -> tuple[CHMM, flo
         print(f"using the cached model {path.relative_to(ROOT)}", file=sys.stderr)
         return model_files.load_model(path), None
     options = training.TrainOptions(
+        pseudocount=1e-6,
         states=args.states,
         normalisation="paper",
         algorithm=args.algorithm,

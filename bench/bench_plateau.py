@@ -37,6 +37,8 @@ def curves(seed: int, restart: int, epochs: int) -> tuple[list[float], list[floa
     symbols = synthetic.toy_fsm_sequence(K, TRAINING, rng)
     text = "".join("0123456789abcdefghijklmnopqrstuvwxyz"[s] for s in symbols)
     options = training.TrainOptions(
+        algorithm="em",
+        pseudocount=1e-6,
         states=2 * synthetic.toy_fsm_n_symbols(K),
         allocation="uniform",
         normalisation="raw",

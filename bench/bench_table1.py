@@ -75,7 +75,13 @@ def run(kind: str, k: int, seed: int, settings: dict, states: int) -> tuple[floa
     truth = synthetic.toy_fsm_true_model(k) if kind == "toy" else synthetic.bracket_true_model(k)
     reference = inference.score(truth, fresh_symbols).bps  # the true process's BPS on this very test text
     options = training.TrainOptions(
-        states=states, allocation="uniform", normalisation="raw", algorithm="online", seed=seed, dtype="float64"
+        pseudocount=1e-6,
+        states=states,
+        allocation="uniform",
+        normalisation="raw",
+        algorithm="online",
+        seed=seed,
+        dtype="float64",
     )
     for name, value in settings.items():
         setattr(options, name, value)

@@ -10,7 +10,7 @@ training symbols, pseudocounts 1e-6 to 1e-2) and the refit on training + validat
 printed as each finishes; the search's candidates and every iteration with `--verbose`.
 
     python bench/bench_table4.py [--only carroll-alice blake-poems] [--states auto] [--pseudocount auto]
-        [--max-states 3000] [--search-minutes 50]
+        [--max-states 3000] [--budget 50]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--pseudocount", type=number_or_auto, default=training.AUTO)
     parser.add_argument("--algorithm", default="online")
     parser.add_argument("--restarts", type=int, default=None)
-    parser.add_argument("--search-minutes", type=float, default=None, help="the automatic search's budget")
+    parser.add_argument("--budget", type=float, default=None, help="the automatic search's budget (minutes)")
     parser.add_argument("--skip-ngram", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
@@ -93,7 +93,7 @@ def main() -> None:
             algorithm=args.algorithm,
             restarts=args.restarts,
             max_train=MAX_TRAIN,
-            search_minutes=args.search_minutes,
+            budget=args.budget,
         )
         started = time.perf_counter()
         log = (lambda line: print(f"  {line}", flush=True)) if args.verbose else None

@@ -145,6 +145,19 @@ def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
     return np.array(parts, dtype=np.int64)
 
 
+def check_states(states: int, n_symbols: int) -> int:
+    """``states`` as an int, or a one-sentence ValueError unless every one of ``n_symbols`` symbols gets a clone."""
+    states = _as_int(states, "states")
+    if n_symbols < 1:
+        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
+    if states < n_symbols:
+        raise ValueError(
+            f"Cannot allocate {states} states to {n_symbols} symbols with "
+            f"at least one clone per symbol: need ≥ {n_symbols} states."
+        )
+    return states
+
+
 def allocate_clones(
     train: np.ndarray | Sequence[np.ndarray],
     n_symbols: int,
@@ -160,13 +173,6 @@ def allocate_clones(
     (e.g. ``train`` shorter than ``ngram_order``) the split is as equal as possible.
     """
     n_symbols = _as_int(n_symbols, "n_symbols")
-    states = _as_int(states, "states")
-    if n_symbols < 1:
-        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
-    if states < n_symbols:
-        raise ValueError(
-            f"Cannot allocate {states} states to {n_symbols} symbols with "
-            f"at least one clone per symbol: need ≥ {n_symbols} states."
-        )
+    states = check_states(states, n_symbols)
     weights = symbol_weights(train, n_symbols, method=method, ngram_order=ngram_order)
     return 1 + largest_remainder(weights, states - n_symbols)

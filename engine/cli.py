@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--states",
         type=number_or_auto(int),
         default=None,
-        help=f"total number of clones (default 3000; '{training.AUTO}': chosen on validation from "
+        help=f"total number of clones (default '{training.AUTO}': chosen on validation from "
         f"{', '.join(map(str, training.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
     )
     train.add_argument(
@@ -109,7 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"default {TRAIN_DEFAULTS.normalisation}",
     )
-    train.add_argument("--algorithm", choices=ALGORITHMS, default=None, help=f"default {TRAIN_DEFAULTS.algorithm}")
+    train.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.algorithm} (online EM, then batch EM from its best epoch)",
+    )
     train.add_argument(
         "--iterations",
         type=int,
@@ -147,15 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--pseudocount",
         type=number_or_auto(float),
         default=None,
-        help=f"default {TRAIN_DEFAULTS.pseudocount:g}; '{training.AUTO}': chosen on validation from "
-        f"{', '.join(f'{v:g}' for v in training.PSEUDOCOUNT_GRID)}",
+        help=f"added to every stored count in the M-step (default '{training.AUTO}': chosen on validation from "
+        f"{', '.join(f'{v:g}' for v in training.PSEUDOCOUNT_GRID)})",
     )
     train.add_argument(
-        "--search-minutes",
+        "--budget",
         type=float,
         default=None,
-        help=f"with '{training.AUTO}': leave out candidates whose predicted time would pass this wall-clock budget "
-        "of the search (default none); the chosen setting's restarts and refit come after it",
+        metavar="MINUTES",
+        help=f"wall-clock minutes the choice of states and pseudocount on validation may take (default "
+        f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out; the refit comes after",
     )
     train.add_argument(
         "--tolerance",

@@ -53,25 +53,13 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
     if args.init and (args.states is not None or args.normalisation is not None):
         raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
-    given = {
-        name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
-    }
-    options = training.TrainOptions(
-        states=CHMM_DEFAULT_STATES if args.states is None else args.states,
-        iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
-        validation=args.validation,
-        seed=args.seed,
-        backend=args.backend,
-        init=args.init,
-        max_train=args.max_train,
-        refit=not args.no_refit,
-        grow_from=args.grow_from,
-        grow_iterations=args.grow_iterations,
-        chunk=args.chunk,
-        **({"burn_in": args.burn_in} if args.burn_in is not None else {}),
-        **given,
-    )
+    options = train_options(args)
     options.validate()
+    if args.budget is not None and not options.searches:
+        raise ValueError(
+            "--budget bounds the choice of states and pseudocount on validation, and there is none: both are given, "
+            "or --init continues a model with its own"
+        )
     if args.burn_in is not None and args.chunk is None:
         raise ValueError("--burn-in belongs to --chunk: give the chunk length too")
     if args.chunk is not None and not (args.cluster or args.workers) and not engines.supports(args.backend, "lockstep"):
@@ -108,8 +96,10 @@ def run_train(args: argparse.Namespace) -> int:
     if outcome.result.stopped == "failed":
         print(f"chmm: error: training failed ({outcome.result.error}); no model written", file=sys.stderr)
         return 1
-    model_files.save_model(outcome.model, args.output)
     summary = outcome.summary
+    ngram = learners.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
+    summary["ngram"] = outcome.model.metadata["ngram"] = ngram
+    model_files.save_model(outcome.model, args.output)
     what = f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})"
     if summary.get("search"):
         what += (
@@ -117,7 +107,48 @@ def run_train(args: argparse.Namespace) -> int:
             "candidate settings"
         )
     _report_training(args, summary, what)
+    if not args.json:
+        if summary.get("chosen"):
+            print(f"chose {summary['states']:,} states and pseudocount {summary['pseudocount']:g}: "
+                  f"{summary['chosen']['reason']}")  # fmt: skip
+        print(_beside_ngram(summary, ngram))
     return 0
+
+
+def _beside_ngram(summary: dict[str, Any], ngram: dict[str, Any]) -> str:
+    """One sentence: the CHMM's validation (and test) BPS beside our Kneser-Ney n-gram's on the same split."""
+    parts = []
+    for key, label in (("validation_bps", "validation"), ("test_bps", "test")):
+        if summary.get(key) is not None and ngram.get(key) is not None:
+            gap = summary[key] - ngram[key]
+            side = "CHMM lower by" if gap < 0 else "CHMM higher by"
+            parts.append(f"{label} {ngram[key]:.4f} ({side} {abs(gap):.4f})")
+    if not parts:
+        return "our Kneser-Ney n-gram on the same split: no held-out text to compare on"
+    return "our Kneser-Ney n-gram on the same split: BPS " + ", ".join(parts)
+
+
+def train_options(args: argparse.Namespace) -> training.TrainOptions:
+    """The CHMM training options of ``chmm train``'s arguments: each option given, else the engine's default
+    (``training.TrainOptions``: the same object the app's form and the Python API read)."""
+    given = {
+        name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
+    }
+    return training.TrainOptions(
+        states=CHMM_DEFAULT_STATES if args.states is None else args.states,
+        iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
+        validation=args.validation,
+        seed=args.seed,
+        backend=args.backend,
+        init=args.init,
+        max_train=args.max_train,
+        refit=not args.no_refit,
+        grow_from=args.grow_from,
+        grow_iterations=args.grow_iterations,
+        chunk=args.chunk,
+        **({"burn_in": args.burn_in} if args.burn_in is not None else {}),
+        **given,
+    )
 
 
 def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None:
@@ -157,7 +188,7 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 CHMM_ONLY_OPTIONS = (
-    "search_minutes",
+    "budget",
     "allocation",
     "ngram_order",
     "algorithm",

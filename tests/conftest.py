@@ -70,7 +70,9 @@ def alice_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (``alice_model`` loads a fresh copy for each module)."""
     from engine import model_files, text, training
 
-    options = training.TrainOptions(states=300, iterations=10, refit=False, max_train=40_000)
+    options = training.TrainOptions(
+        algorithm="em", pseudocount=1e-6, states=300, iterations=10, refit=False, max_train=40_000
+    )
     path = tmp_path_factory.mktemp("shared-model") / "alice.npz"
     model_files.save_model(training.train_text(text.read_text(ALICE), options, name="carroll-alice.txt").model, path)
     return path

@@ -24,6 +24,7 @@ TINY_FORM = {
     "normalisation": "paper",
     "algorithm": "em",
     "iterations": 2,
+    "pseudocount": 1e-6,
     "batch_size": 2000,
     "validation": 0.1,
     "seed": 0,
@@ -200,6 +201,7 @@ def prepare_training(browser: Any, states: int, iterations: int, validation: flo
     browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Using carroll-alice.txt")
     browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
     set_number(browser, ids.TRAIN_STATES, states)
+    set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, iterations)
     if validation is not None:
         set_number(browser, ids.TRAIN_VALIDATION, validation)

@@ -513,14 +513,14 @@ def test_training_needs_a_corpus(folder: Path) -> None:
     [
         ({"backend": "tpu"}, "Unknown backend"),
         ({"states": 12.5}, "whole number"),
-        ({"states": None}, "Enter the number of states"),
         ({"validation": 0.9}, "between 0 and 0.5"),
         ({"algorithm": "magic"}, "Unknown algorithm"),
         ({"start": "diagonal"}, "Unknown start"),
         ({"iterations": "x"}, "must be a number"),
         ({"pseudocount": 2}, "between 0 and 1"),
-        ({"auto": ["iterations"]}, "Choose on validation the states"),
-        ({"auto": ["states"], "validation": 0.0}, "validation share above 0"),
+        ({"states": None, "validation": 0.0}, "validation share above 0"),
+        ({"states": None, "budget": 0.0}, "budget in minutes must lie between"),
+        ({"states": None, "budget": 10_000}, "budget in minutes must lie between"),
     ],
 )
 def test_form_values_are_checked(change: dict, expected: str) -> None:
@@ -529,15 +529,16 @@ def test_form_values_are_checked(change: dict, expected: str) -> None:
 
 
 def test_form_choices_on_validation() -> None:
-    options = forms.options_from_form(TINY | {"auto": ["states", "pseudocount"], "states": None, "pseudocount": "x"})
+    options = forms.options_from_form(TINY | {"states": None, "pseudocount": ""})
     assert options.states == training.AUTO and options.pseudocount == training.AUTO and options.searches
     assert options.max_memory == config.max_train_bytes()  # the automatic states stay within the memory limit
-    assert options.search_minutes == pytest.approx(forms.SEARCH_SHARE * config.max_job_seconds() / 60)
-    assert forms.options_from_form(TINY).search_minutes is None  # no search, no budget
+    assert options.budget == training.TrainOptions().budget  # the engine's default budget, within the job limit
+    assert forms.options_from_form(TINY | {"states": None, "budget": 2.5}).budget == 2.5
     assert forms.options_from_form(TINY).start == training.TrainOptions().start  # the engine's default start
     assert forms.options_from_form(TINY | {"start": "uniform"}).start == "uniform"
     assert forms.options_from_form(TINY | {"pseudocount": 1e-3}).pseudocount == 1e-3
     assert forms.options_from_form(TINY | {"pseudocount": ""}).pseudocount == training.TrainOptions().pseudocount
+    assert not forms.options_from_form(TINY).searches  # states and pseudocount given: nothing to choose
 
 
 def test_progress_follows_candidates_restarts_and_the_refit(tmp_path: Path) -> None:
@@ -586,7 +587,9 @@ def test_a_model_larger_than_the_memory_bound_is_refused_unread(folder: Path, mo
 
 
 def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
-    outcome = training.train_text(SHORT_TEXT, training.TrainOptions(states=40, iterations=1, refit=False))
+    outcome = training.train_text(
+        SHORT_TEXT, training.TrainOptions(algorithm="em", pseudocount=1e-6, states=40, iterations=1, refit=False)
+    )
     saved = tmp_path / "small.npz"
     model_files.save_model(outcome.model, saved)
     message = model_service.load_model_upload(
@@ -751,7 +754,9 @@ def test_scoring_reports_the_placeholder(folder: Path) -> None:
 
 def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> None:
     raw = SHORT_TEXT
-    model = training.train_text(raw, training.TrainOptions(states=60, iterations=2, refit=False)).model
+    model = training.train_text(
+        raw, training.TrainOptions(algorithm="em", pseudocount=1e-6, states=60, iterations=2, refit=False)
+    ).model
     corpus = text.prepare_corpus(raw, normalisation="paper")
     words = corpus.train_full_text.split()
     assert model.metadata["rare_share"] == pytest.approx(words.count("rare") / len(words))
@@ -860,7 +865,9 @@ def test_decode_refuses_text_the_model_cannot_read(folder: Path, tmp_path: Path)
     with pytest.raises(UserError, match="too long"):
         decode_service.decode(folder, "a" * (decode_service.MAX_DECODE_CHARS + 1))
     # a "raw" model keeps characters as they are, so unknown ones are named
-    options = training.TrainOptions(states=120, normalisation="raw", iterations=1, refit=False)
+    options = training.TrainOptions(
+        algorithm="em", pseudocount=1e-6, states=120, normalisation="raw", iterations=1, refit=False
+    )
     saved = tmp_path / "raw.npz"
     model_files.save_model(training.train_text(SHORT_TEXT, options).model, saved)
     model_service.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "raw.npz")
@@ -909,7 +916,13 @@ def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters
     cases = ((0.1, "held-out validation split of alice-contact.txt"), (0.0, "without a validation split"))
     for validation, expected in cases:
         options = training.TrainOptions(
-            states=120, normalisation="raw", iterations=1, validation=validation, refit=False
+            algorithm="em",
+            pseudocount=1e-6,
+            states=120,
+            normalisation="raw",
+            iterations=1,
+            validation=validation,
+            refit=False,
         )
         model = training.train_text(corpus_text, options, name="alice-contact.txt").model
         text_scored, source = prune_service.prune_validation_text(folder, model)

@@ -192,6 +192,7 @@ def test_train_then_cancel_a_second_training(
     browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Uploaded alice-short.txt")
     browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
     set_number(browser, ids.TRAIN_STATES, 60)
+    set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 3)
     wait_idle(browser)
     browser.find_element(f"#{ids.TRAIN_START}").click()
@@ -212,6 +213,7 @@ def test_train_then_cancel_a_second_training(
 
     # a second, longer run, cancelled while it trains: the first model stays current
     set_number(browser, ids.TRAIN_STATES, 400)
+    set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 2000)
     set_number(browser, ids.TRAIN_VALIDATION, 0)  # no validation text: no early stopping, it runs until cancelled
     wait_idle(browser)
@@ -313,6 +315,7 @@ def test_a_training_job_is_followed_across_pages(browser: DashComposite) -> None
     # a short job that finishes while the Model page is open: the badge follows without a reload
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 600 states")
     set_number(browser, ids.TRAIN_STATES, 60)
+    set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 3)
     wait_idle(browser)
     start.click()

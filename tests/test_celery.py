@@ -383,6 +383,7 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
 
     # the worker takes the next job (its pool process may have been terminated by the cancel)
     set_number(browser, ids.TRAIN_STATES, 60)
+    set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 2)
     wait_idle(browser)
     start.click()

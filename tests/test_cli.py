@@ -32,14 +32,49 @@ def last_json(out: str) -> dict:
 @pytest.fixture(scope="module")
 def trained_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("models") / "blake.npz"
-    assert cli.main(["train", str(BLAKE), "-o", str(path), "--states", "120", "--iterations", "4", "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(BLAKE),
+                "-o",
+                str(path),
+                "--states",
+                "120",
+                "--pseudocount",
+                "1e-6",
+                "--algorithm",
+                "em",
+                "--iterations",
+                "4",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return path
 
 
 def test_train_json_figures_and_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_path = tmp_path / "m.npz"
     code, out, _ = run_cli(
-        ["train", BLAKE, "-o", out_path, "--states", "100", "--iterations", "3", "--json", "--quiet"], capsys
+        [
+            "train",
+            BLAKE,
+            "-o",
+            out_path,
+            "--states",
+            "100",
+            "--pseudocount",
+            "1e-6",
+            "--algorithm",
+            "em",
+            "--iterations",
+            "3",
+            "--json",
+            "--quiet",
+        ],
+        capsys,
     )
     assert code == 0
     figures = last_json(out)
@@ -58,7 +93,22 @@ def test_train_json_figures_and_model(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_train_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--start picks restart 0's kind of start (restarts alternate from it) and is kept in the model's settings;
     the default is the engine's; a peer learner refuses it; an unknown kind is refused with one sentence."""
-    base = ["train", BLAKE, "--states", "60", "--iterations", "2", "--restarts", "2", "--json", "--quiet"]
+    base = [
+        "train",
+        BLAKE,
+        "--states",
+        "60",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--iterations",
+        "2",
+        "--restarts",
+        "2",
+        "--json",
+        "--quiet",
+    ]
     for given, expected in ((["--start", "uniform"], ["uniform", "aligned"]), ([], ["aligned", "uniform"])):
         out_path = tmp_path / f"m{len(given)}.npz"
         code, out, _ = run_cli([*base, "-o", out_path, *given], capsys)
@@ -79,7 +129,24 @@ def test_train_is_reproducible_with_a_seed(tmp_path: Path, capsys: pytest.Captur
     for path in paths:
         assert (
             run_cli(
-                ["train", BLAKE, "-o", path, "--states", "60", "--iterations", "2", "--seed", "7", "--quiet"], capsys
+                [
+                    "train",
+                    BLAKE,
+                    "-o",
+                    path,
+                    "--states",
+                    "60",
+                    "--pseudocount",
+                    "1e-6",
+                    "--algorithm",
+                    "em",
+                    "--iterations",
+                    "2",
+                    "--seed",
+                    "7",
+                    "--quiet",
+                ],
+                capsys,
             )[0]
             == 0
         )
@@ -89,7 +156,22 @@ def test_train_is_reproducible_with_a_seed(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.mark.parametrize("algorithm", ["online", "viterbi"])
 def test_train_other_algorithms(algorithm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["train", BLAKE, "-o", tmp_path / "m.npz", "--states", "80", "--iterations", "2", "--json", "--quiet"]
+    args = [
+        "train",
+        BLAKE,
+        "-o",
+        tmp_path / "m.npz",
+        "--states",
+        "80",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--iterations",
+        "2",
+        "--json",
+        "--quiet",
+    ]
     code, out, _ = run_cli(args + ["--algorithm", algorithm, "--batch-size", "5000"], capsys)
     assert code == 0
     assert np.isfinite(last_json(out)["train_bps"])
@@ -110,7 +192,23 @@ def test_score_counts_zero_probability_events(tmp_path: Path, capsys) -> None:
     corpus = tmp_path / "abc.txt"
     corpus.write_text("abc cab bca " * 50, encoding="utf-8")
     model_path = tmp_path / "raw.npz"
-    args = ["train", corpus, "-o", model_path, "--states", "8", "--normalise", "raw", "--iterations", "3", "--quiet"]
+    args = [
+        "train",
+        corpus,
+        "-o",
+        model_path,
+        "--states",
+        "8",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--normalise",
+        "raw",
+        "--iterations",
+        "3",
+        "--quiet",
+    ]
     assert run_cli(args, capsys)[0] == 0
     text = tmp_path / "odd.txt"
     text.write_text("abc aaa", encoding="utf-8")
@@ -210,7 +308,23 @@ def test_raw_model_rejects_unknown_characters(tmp_path: Path, capsys) -> None:
     model_path = tmp_path / "raw.npz"
     assert (
         run_cli(
-            ["train", corpus, "-o", model_path, "--states", "8", "--normalise", "raw", "--iterations", "2", "--quiet"],
+            [
+                "train",
+                corpus,
+                "-o",
+                model_path,
+                "--states",
+                "8",
+                "--pseudocount",
+                "1e-6",
+                "--algorithm",
+                "em",
+                "--normalise",
+                "raw",
+                "--iterations",
+                "2",
+                "--quiet",
+            ],
             capsys,
         )[0]
         == 0

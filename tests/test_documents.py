@@ -119,7 +119,14 @@ def test_training_on_documents_never_links_them(tmp_path: Path) -> None:
     model of the documents has no block for it, while the model of their concatenation would."""
     documents = [Document("one", "abab abba " * 30 + "z"), Document("two", "y" + " baab abab" * 30)]
     options = training.TrainOptions(
-        states=12, allocation="uniform", normalisation="raw", iterations=3, validation=0.0, test_fraction=0.0
+        algorithm="em",
+        pseudocount=1e-6,
+        states=12,
+        allocation="uniform",
+        normalisation="raw",
+        iterations=3,
+        validation=0.0,
+        test_fraction=0.0,
     )
     model = training.train_text(documents, options, name="two").model
     z, y = model.symbols.index("z"), model.symbols.index("y")
@@ -137,7 +144,23 @@ def test_chmm_train_takes_a_folder_a_zip_and_several_files(
     results = []
     for given in ([folder], [archive], files):
         out = tmp_path / f"m{len(results)}.npz"
-        code = cli.main(["train", *map(str, given), "-o", str(out), "--states", "60", "--iterations", "2", "--quiet"])
+        code = cli.main(
+            [
+                "train",
+                *map(str, given),
+                "-o",
+                str(out),
+                "--states",
+                "60",
+                "--pseudocount",
+                "1e-6",
+                "--algorithm",
+                "em",
+                "--iterations",
+                "2",
+                "--quiet",
+            ]
+        )
         assert code == 0, capsys.readouterr().err
         results.append(load(out))
     assert all(m.metadata["documents"] == 3 for m in results)

@@ -272,7 +272,20 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
     from engine import cli
     from engine.model_files import load_model
 
-    base = ["train", "tests/data/blake-poems.txt", "--states", "300", "--iterations", "4", "--quiet", "--json"]
+    base = [
+        "train",
+        "tests/data/blake-poems.txt",
+        "--states",
+        "300",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--iterations",
+        "4",
+        "--quiet",
+        "--json",
+    ]
     bits = {}
     for extra in ([], ["--chunk", "500"]):
         path = tmp_path / f"m{len(extra)}.npz"

@@ -512,7 +512,7 @@ def test_aligned_restarts_free_the_toy_fsm_at_five_holes() -> None:
         corpus = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(5, 250_000, rng))
         fresh = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(5, 20_000, rng))
         options = training.TrainOptions(
-            states=66, allocation="uniform", normalisation="raw", algorithm="online", seed=seed
+            pseudocount=1e-6, states=66, allocation="uniform", normalisation="raw", algorithm="online", seed=seed
         )
         outcome = training.train_text(corpus, options)
         bps = use.score_text(outcome.model, fresh).bps
@@ -533,7 +533,13 @@ def test_online_em_reaches_the_toy_fsm_optimum_from_the_command_line_path() -> N
         corpus = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(3, 37_500, rng))
         fresh = "".join(alphabet[s] for s in synthetic.toy_fsm_sequence(3, 20_000, rng))
         options = training.TrainOptions(
-            states=28, allocation="uniform", normalisation="raw", algorithm="online", memory=0.5, seed=seed
+            pseudocount=1e-6,
+            states=28,
+            allocation="uniform",
+            normalisation="raw",
+            algorithm="online",
+            memory=0.5,
+            seed=seed,
         )
         outcome = training.train_text(corpus, options)
         assert use.score_text(outcome.model, fresh).bps < 0.45, f"seed {seed}: {outcome.summary}"

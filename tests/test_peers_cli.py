@@ -202,7 +202,27 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
 
 def test_score_any_reads_chmm_files_too(tmp_path: Path, capsys) -> None:
     path = tmp_path / "chmm.npz"
-    assert run_cli(["train", BLAKE, "-o", path, "--states", "60", "--iterations", "2", "--quiet"], capsys)[0] == 0
+    assert (
+        run_cli(
+            [
+                "train",
+                BLAKE,
+                "-o",
+                path,
+                "--states",
+                "60",
+                "--pseudocount",
+                "1e-6",
+                "--algorithm",
+                "em",
+                "--iterations",
+                "2",
+                "--quiet",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     model = learners.load_any(path)
     assert not learners.is_peer(model) and learners.learner_kind(model) == "chmm"
     code, out, _ = run_cli(["score", path, BLAKE, "--json"], capsys)

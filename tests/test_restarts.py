@@ -25,7 +25,9 @@ def toy_text(k: int, length: int, seed: int) -> str:
 
 
 def options(**changes: object) -> training.TrainOptions:
-    base = training.TrainOptions(states=20, allocation="uniform", normalisation="raw", iterations=15)
+    base = training.TrainOptions(
+        algorithm="em", pseudocount=1e-6, states=20, allocation="uniform", normalisation="raw", iterations=15
+    )
     for name, value in changes.items():
         setattr(base, name, value)
     return base
@@ -81,7 +83,21 @@ def test_cli_restarts_option(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     corpus = tmp_path / "toy.txt"
     corpus.write_text(toy_text(2, 3000, 4))
     out = tmp_path / "m.npz"
-    args = ["train", str(corpus), "-o", str(out), "--states", "20", "--allocation", "uniform", "--normalisation"]
+    args = [
+        "train",
+        str(corpus),
+        "-o",
+        str(out),
+        "--states",
+        "20",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--allocation",
+        "uniform",
+        "--normalisation",
+    ]
     assert cli.main([*args, "raw", "--iterations", "3", "--restarts", "2", "--quiet", "--json"]) == 0
     assert '"restarts"' in capsys.readouterr().out
     assert cli.main([*args, "raw", "--restarts", "0", "--quiet"]) != 0
@@ -209,7 +225,9 @@ def alice(characters: int) -> str:
 
 def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
     corpus = alice(12_000)
-    base = training.TrainOptions(states=200, iterations=8, allocation="uniform", refit=True)
+    base = training.TrainOptions(
+        algorithm="em", pseudocount=1e-6, states=200, iterations=8, allocation="uniform", refit=True
+    )
     records: list[learning.IterationRecord] = []
     outcome = training.train_text(corpus, options_with(base, pseudocount="auto"), callback=records.append)
     search = outcome.summary["search"]
@@ -239,7 +257,7 @@ def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
 
 def test_auto_states_grid_and_choice() -> None:
     corpus = alice(24_000)
-    base = training.TrainOptions(states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
+    base = training.TrainOptions(algorithm="em", states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
     prepared = training.prepare_training_corpus(corpus, base, "alice", None)
     grid = training.states_candidates(prepared, base)
     assert grid == [n for n in training.STATES_GRID if n <= len(prepared.train_full) // training.SYMBOLS_PER_STATE]
@@ -283,7 +301,7 @@ def surface_search(
     monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options: sorted(level))
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
-    options = training.TrainOptions(states="auto", pseudocount="auto", restarts=1, search_minutes=minutes)
+    options = training.TrainOptions(algorithm="em", states="auto", pseudocount="auto", restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[])
     selection, record = training.search_settings("", corpus, options, training.RunContext(), "surface", fake_select)
     tried = [(line["states"], line["pseudocount"]) for line in record]
@@ -338,7 +356,7 @@ def test_auto_search_walks_where_capacity_stops_helping(monkeypatch: pytest.Monk
 
 
 def test_auto_search_walks_at_once_when_more_states_do_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With --search-minutes, a number of states whose next one would pass the budget walks at once, and the larger
+    """With --budget, a number of states whose next one would pass the budget walks at once, and the larger
     one is left out."""
     best_index = {300: 4, 1000: 3, 3000: 1, 5000: 2}
     level = {300: 2.0, 1000: 1.9, 3000: 1.8, 5000: 1.7}
@@ -372,7 +390,7 @@ def test_restarts_within_count_rounds_of_processes(monkeypatch: pytest.MonkeyPat
 
 
 def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With --search-minutes the chosen setting gets only the restarts that still fit (capacity first), and the
+    """With --budget the chosen setting gets only the restarts that still fit (capacity first), and the
     log says which were left out; without it, all of them."""
     clock = [0.0]
 
@@ -394,12 +412,12 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: 10.0)
     monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
     corpus = SimpleNamespace(validation_parts=[])
-    options = training.TrainOptions(states=300, pseudocount="auto", restarts=4)
+    options = training.TrainOptions(algorithm="em", states=300, pseudocount="auto", restarts=4)
     lines: list[str] = []
 
     def search(minutes: float | None) -> None:
         ran.clear()
-        budget = dataclasses.replace(options, search_minutes=minutes)
+        budget = dataclasses.replace(options, budget=minutes)
         training.search_settings("", corpus, budget, training.RunContext(log=lines.append), "budget", fake_select)
 
     search(75.0 / 60)
@@ -432,18 +450,20 @@ def test_candidate_seconds_follow_the_growth_measured_so_far() -> None:
     assert training.predict_candidate_seconds(steep, cost, 3000) == pytest.approx(1100.0 * 10**high)
 
 
-def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
+def test_the_budget_leaves_out_what_would_pass_it() -> None:
     """A budget smaller than any candidate keeps the first candidate alone (always run) and says what it left out;
     a generous one changes nothing."""
     corpus = alice(24_000)
-    base = training.TrainOptions(states="auto", iterations=3, allocation="uniform", pseudocount=1e-3, refit=False)
+    base = training.TrainOptions(
+        algorithm="em", states="auto", iterations=3, allocation="uniform", pseudocount=1e-3, refit=False
+    )
     lines: list[str] = []
-    tight = training.train_text(corpus, options_with(base, search_minutes=1e-4), log=lines.append)
+    tight = training.train_text(corpus, options_with(base, budget=1e-4), log=lines.append)
     assert [(line["states"], line["pseudocount"]) for line in tight.summary["search"]] == [(300, 1e-3)]
     assert tight.summary["states"] == 300
     assert any("candidate 2: 1,000 states, pseudocount 0.001 left out: about" in line for line in lines), lines
     free = training.train_text(corpus, base)
-    roomy = training.train_text(corpus, options_with(base, search_minutes=600))
+    roomy = training.train_text(corpus, options_with(base, budget=600))
     assert [line["states"] for line in roomy.summary["search"]] == [line["states"] for line in free.summary["search"]]
     assert roomy.summary["validation_bps"] == pytest.approx(free.summary["validation_bps"], abs=1e-9)
 
@@ -451,33 +471,46 @@ def test_search_minutes_leave_out_what_would_pass_the_budget() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"search_minutes": 5.0}, "bounds the search of 'auto'"),
-        ({"states": "auto", "search_minutes": 0.0}, "must be a positive number"),
+        ({"states": "auto", "budget": 0.0}, "must be a positive number"),
+        ({"states": "auto", "budget": True}, "must be a positive number"),
         ({"states": "auto", "validation": 0.0}, "validation share above 0"),
-        ({"pseudocount": "auto", "init": "m.npz"}, "applies to new models"),
         ({"states": "many"}, "or 'auto'"),
         ({"pseudocount": -1.0}, "pseudocount must be a number"),
     ],
 )
 def test_auto_settings_refuse_what_cannot_work(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        options_with(training.TrainOptions(), **change).validate()
+        options_with(training.TrainOptions(algorithm="em", pseudocount=1e-6, states=3000), **change).validate()
 
 
 def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "alice.txt"
     corpus.write_text(alice(8000))
     out = tmp_path / "m.npz"
-    args = ["train", str(corpus), "-o", str(out), "--states", "120", "--iterations", "3", "--quiet"]
+    args = [
+        "train",
+        str(corpus),
+        "-o",
+        str(out),
+        "--states",
+        "120",
+        "--pseudocount",
+        "1e-6",
+        "--algorithm",
+        "em",
+        "--iterations",
+        "3",
+        "--quiet",
+    ]
     assert cli.main([*args, "--pseudocount", "auto"]) == 0
     assert "chosen on validation among" in capsys.readouterr().out
     assert model_files.load_model(out).metadata["search"]
     with pytest.raises(SystemExit):  # argparse's usage error
         cli.main([*args, "--pseudocount", "lots"])
     assert "expected a number or 'auto'" in capsys.readouterr().err
-    assert cli.main([*args, "--search-minutes", "5"]) != 0  # a budget without 'auto' is refused with a sentence
-    assert "bounds the search of 'auto'" in capsys.readouterr().err
-    assert cli.main([*args, "--pseudocount", "auto", "--search-minutes", "0.0001"]) == 0
+    assert cli.main([*args, "--pseudocount", "1e-3", "--budget", "5"]) != 0  # a budget with nothing to choose
+    assert "--budget bounds the choice of states and pseudocount" in capsys.readouterr().err
+    assert cli.main([*args, "--pseudocount", "auto", "--budget", "0.0001"]) == 0
     assert len(model_files.load_model(out).metadata["search"]) == 1
     peer = ["train", str(corpus), "-o", str(tmp_path / "p.npz"), "--learner", "ngram", "--states", "auto"]
     assert cli.main(peer) != 0

@@ -25,6 +25,8 @@ MEMORISED = (
 def train_memorised(normalisation: str) -> CHMM:
     """A CHMM that has memorised MEMORISED (repeated 20 times; every word is seen often, so nothing is rare)."""
     options = training.TrainOptions(
+        algorithm="em",
+        pseudocount=1e-6,
         states=320,
         allocation="frequency",
         normalisation=normalisation,

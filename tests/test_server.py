@@ -41,8 +41,8 @@ FORM = {
     ids.TRAIN_ITERATIONS: 100_000,  # no validation text: it runs until it is stopped
     ids.TRAIN_BATCH_SIZE: None,
     ids.TRAIN_RESTARTS: 1,
-    ids.TRAIN_PSEUDOCOUNT: None,
-    ids.TRAIN_AUTO: [],
+    ids.TRAIN_PSEUDOCOUNT: 1e-6,
+    ids.TRAIN_BUDGET: None,
     ids.TRAIN_VALIDATION: 0,
     ids.TRAIN_SEED: 0,
     ids.TRAIN_BACKEND: "cpu",

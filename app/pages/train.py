@@ -16,13 +16,23 @@ from engine.allocation import ALLOCATION_METHODS
 from engine.engines import backend_choices, backend_status
 from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 from engine.text import NORMALISATIONS
-from engine.training import ALIGNED_SHARE, ONLINE_RESTARTS, PSEUDOCOUNT_GRID, STARTS, STATES_GRID, TrainOptions
+from engine.training import (
+    ALIGNED_SHARE,
+    AUTO,
+    ONLINE_RESTARTS,
+    PSEUDOCOUNT_GRID,
+    STARTS,
+    STATES_GRID,
+    SYMBOLS_PER_STATE,
+    TrainOptions,
+)
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
 DEFAULTS = TrainOptions()
-"""The engine's training defaults; the page starts smaller and faster (600 states, online EM, 30 iterations) so that
-a first training in the browser takes seconds. Batch size and restarts left empty are the engine's automatic ones."""
+"""The engine's training defaults, the same as the command line's and the Python API's (the recipe that wins: online
+EM then batch EM, the states and pseudocount chosen on validation within the budget). An empty states, pseudocount,
+batch size or restarts field is the engine's automatic choice."""
 ALGORITHM_LABELS = {"em": "EM", "online": "online EM", "viterbi": "Viterbi EM"}
 BACKEND_STATUS = {name: backend_status(name, cheap=True) for name in backend_choices(in_app=True)}
 """The Train page's backends (the engine's registry) and whether each can run here, judged without importing CuPy."""
@@ -44,7 +54,7 @@ FORM = [
     ("restarts", ids.TRAIN_RESTARTS),
     ("start", ids.TRAIN_START_KIND),
     ("pseudocount", ids.TRAIN_PSEUDOCOUNT),
-    ("auto", ids.TRAIN_AUTO),
+    ("budget", ids.TRAIN_BUDGET),
     ("validation", ids.TRAIN_VALIDATION),
     ("seed", ids.TRAIN_SEED),
     ("backend", ids.TRAIN_BACKEND),
@@ -75,6 +85,14 @@ def _number(component: str, value: float | None, placeholder: str | None = None)
         placeholder=placeholder,
         **REMEMBERED,
     )
+
+
+AUTO_PLACEHOLDER = "chosen on validation"
+
+
+def _shown(value: Any) -> Any:
+    """A default as a number field shows it: empty (the placeholder) for one chosen on validation."""
+    return None if value == AUTO else value
 
 
 def layout(**_query: Any) -> html.Div:
@@ -111,7 +129,12 @@ def layout(**_query: Any) -> html.Div:
         "Options",
         html.Div(
             [
-                ui.field("States (clones)", _number(ids.TRAIN_STATES, 600)),
+                ui.field(
+                    "States (clones)",
+                    _number(ids.TRAIN_STATES, _shown(DEFAULTS.states), AUTO_PLACEHOLDER),
+                    f"empty: chosen on validation from {', '.join(f'{n:,}' for n in STATES_GRID)} (up to one per "
+                    f"{SYMBOLS_PER_STATE} training symbols and the memory limit)",
+                ),
                 ui.field(
                     "Allocation",
                     dcc.Dropdown(
@@ -140,11 +163,16 @@ def layout(**_query: Any) -> html.Div:
                         id=ids.TRAIN_ALGORITHM,
                         **REMEMBERED,
                         options=[{"label": ALGORITHM_LABELS[name], "value": name} for name in ALGORITHMS],
-                        value="online",
+                        value=DEFAULTS.algorithm,
                         inline=True,
                     ),
                 ),
-                ui.field("Iterations (at most)", _number(ids.TRAIN_ITERATIONS, 30)),
+                ui.field(
+                    "Iterations (at most)",
+                    _number(ids.TRAIN_ITERATIONS, DEFAULTS.iterations),
+                    "online EM's epochs, then batch EM's iterations; early stopping on validation ends most runs "
+                    "sooner",
+                ),
                 ui.field(
                     "Batch size (online EM)",
                     _number(ids.TRAIN_BATCH_SIZE, None, "automatic"),
@@ -169,25 +197,15 @@ def layout(**_query: Any) -> html.Div:
                 ),
                 ui.field(
                     "Pseudocount",
-                    _number(ids.TRAIN_PSEUDOCOUNT, DEFAULTS.pseudocount),
-                    "added to every stored transition count in the M-step (smoothing)",
+                    _number(ids.TRAIN_PSEUDOCOUNT, _shown(DEFAULTS.pseudocount), AUTO_PLACEHOLDER),
+                    "added to every stored transition count in the M-step (smoothing); empty: chosen on validation "
+                    f"from {', '.join(f'{v:g}' for v in PSEUDOCOUNT_GRID)}",
                 ),
                 ui.field(
-                    "Choose on validation",
-                    dcc.Checklist(
-                        id=ids.TRAIN_AUTO,
-                        **REMEMBERED,
-                        options=[
-                            {"label": "states", "value": "states"},
-                            {"label": "pseudocount", "value": "pseudocount"},
-                        ],
-                        value=[],
-                        inline=True,
-                    ),
-                    f"train candidates and keep the best on the validation text, then refit: states from "
-                    f"{', '.join(f'{n:,}' for n in STATES_GRID)} (up to one per 10 training symbols and the memory "
-                    f"limit), pseudocounts from {', '.join(f'{v:g}' for v in PSEUDOCOUNT_GRID)}; the fields above "
-                    "are then ignored",
+                    "Budget (minutes)",
+                    _number(ids.TRAIN_BUDGET, DEFAULTS.budget),
+                    "the time the choice of states and pseudocount may take (candidates and restarts predicted to "
+                    "pass it are left out); the refit comes after it",
                 ),
                 ui.field("Validation share", _number(ids.TRAIN_VALIDATION, DEFAULTS.validation), "0 to 0.5"),
                 ui.field("Seed", _number(ids.TRAIN_SEED, DEFAULTS.seed)),

@@ -108,13 +108,15 @@ class TrainingCheck:
     name: str
     estimate_bytes: int
     limit_bytes: int
+    expected: str | None = None  # the time it is expected to take, in words (engine.training.expected_sentence)
 
     @property
     def message(self) -> str:
-        return (
+        memory = (
             f"Estimated training memory: {services.format_bytes(self.estimate_bytes)} "
             f"(limit {services.format_bytes(self.limit_bytes)})."
         )
+        return memory if self.expected is None else f"{memory} {self.expected}"
 
 
 def check_training(folder: Path, options: training.TrainOptions) -> TrainingCheck:
@@ -139,7 +141,7 @@ def check_training(folder: Path, options: training.TrainOptions) -> TrainingChec
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
             "choose fewer states."
         )
-    return TrainingCheck(corpus_text, info.name, estimate, limit)
+    return TrainingCheck(corpus_text, info.name, estimate, limit, training.expected_sentence(options))
 
 
 class _Progress:

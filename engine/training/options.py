@@ -63,6 +63,36 @@ of the clones, and the pseudocount is added to each (measured: one decade lower 
 SYMBOLS_PER_STATE = 10
 
 
+BUDGET_MINUTES = 10.0
+"""The default wall-clock budget of the automatic search (minutes on the machine at hand): the candidates and the
+chosen setting's restarts fit in it; the refit on training + validation text comes after it."""
+
+
+REFIT_SHARE = 0.3
+"""The refit's expected time as a share of the search's budget (it runs the chosen candidate's batch EM iterations
+again, on training + validation text): the basis of :func:`expected_minutes`, checked against the time taken by
+``bench/bench_defaults.py``."""
+
+
+def expected_minutes(options: TrainOptions) -> float | None:
+    """The wall-clock minutes a run with ``options`` is expected to take, stated before it starts: with an automatic
+    search, its budget plus the refit (:data:`REFIT_SHARE` of it, none without refit); None without a search or a
+    budget (there is no basis before the first iteration)."""
+    if not options.searches or options.budget is None:
+        return None
+    return float(options.budget) * (1.0 + (REFIT_SHARE if options.refit else 0.0))
+
+
+def expected_sentence(options: TrainOptions) -> str | None:
+    """:func:`expected_minutes` in words for people (the CLI and the Train page say the same), or None."""
+    minutes = expected_minutes(options)
+    if minutes is None:
+        return None
+    about = "Under a minute" if minutes < 1 else f"About {minutes:.0f} minute{'' if round(minutes) == 1 else 's'}"
+    refit = ", then the refit" if options.refit else ""
+    return f"{about}: the states and pseudocount chosen on validation within {options.budget:g} min{refit}."
+
+
 SHARP_CONCENTRATION = 0.1
 """Aligned restarts draw T from a Dirichlet of this concentration (clones close to a few successors) before the
 aligned share is added (:data:`ALIGNED_SHARE`)."""
@@ -97,20 +127,23 @@ def restart_plan(restart: int, start: str = STARTS[0]) -> tuple[bool, bool]:
 
 @dataclass
 class TrainOptions:
-    """Everything that defines a training run (recorded in the model's metadata)."""
+    """Everything that defines a training run (recorded in the model's metadata). The defaults are the recipe that
+    wins on text, the same for the command line, the app and the Python API: online EM then batch EM from the best
+    online epoch (the paper's Table 4 recipe), with the number of states and the pseudocount chosen on validation
+    within :data:`BUDGET_MINUTES` (``budget``), then the refit on training + validation text."""
 
-    states: int | str = 3000  # or AUTO
+    states: int | str = AUTO  # or a number
     allocation: str = "ngram"
     ngram_order: int = DEFAULT_NGRAM_ORDER
     normalisation: str = "paper"
-    algorithm: str = "em"
+    algorithm: str = "online"
     iterations: int = 100
     batch_size: int | None = None
     memory: float = 0.9
     validation: float = 0.1
     test_fraction: float = 0.1
     max_train: int | None = None
-    pseudocount: float | str = 1e-6  # or AUTO
+    pseudocount: float | str = AUTO  # or a number
     tolerance: float = 1e-6
     patience: int = 5
     seed: int = 0
@@ -127,12 +160,23 @@ class TrainOptions:
     chunk: int | None = None
     burn_in: int | None = None
     max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
-    search_minutes: float | None = None  # wall-clock budget of the automatic search (AUTO): see search_settings
+    budget: float | None = BUDGET_MINUTES  # minutes the automatic search (AUTO) may take; None: no limit
 
     @property
     def searches(self) -> bool:
-        """Whether the number of states or the pseudocount is chosen on validation (:func:`search_settings`)."""
-        return self.states == AUTO or self.pseudocount == AUTO
+        """Whether the number of states or the pseudocount is chosen on validation (:func:`search_settings`): for a
+        new model (one continued with ``init`` keeps its own, see :meth:`continuing`)."""
+        return (self.states == AUTO or self.pseudocount == AUTO) and self.init is None
+
+    def continuing(self, model: CHMM) -> TrainOptions:
+        """These options for continuing ``model``: its number of states, and where the pseudocount is :data:`AUTO`
+        the one ``model`` was trained with (:data:`FIRST_PSEUDOCOUNT` when its file does not say)."""
+        pseudocount = self.pseudocount
+        if pseudocount == AUTO:
+            recorded = (model.metadata.get("settings") or {}).get("pseudocount")
+            ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded >= 0
+            pseudocount = float(recorded) if ok and math.isfinite(recorded) else FIRST_PSEUDOCOUNT
+        return replace(self, states=model.n_states, pseudocount=pseudocount)
 
     def validate(self) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
@@ -146,16 +190,15 @@ class TrainOptions:
             isinstance(self.pseudocount, (bool, str)) or not (self.pseudocount >= 0 and math.isfinite(self.pseudocount))
         ):
             raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
-        if self.searches and self.init is not None:
-            raise ValueError(f"--init continues one model with its own settings: {AUTO!r} applies to new models")
-        if self.search_minutes is not None and not (
-            isinstance(self.search_minutes, (int, float)) and 0 < self.search_minutes < math.inf
+        if self.budget is not None and (
+            isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget < math.inf
         ):
-            raise ValueError(f"the search's minutes must be a positive number, got {self.search_minutes!r}")
-        if self.search_minutes is not None and not self.searches:
-            raise ValueError(f"--search-minutes bounds the search of {AUTO!r} states or pseudocount: give one of them")
+            raise ValueError(f"the budget must be a positive number of minutes, got {self.budget!r}")
         if self.searches and not self.validation:
-            raise ValueError(f"{AUTO!r} chooses on the validation text: give a validation share above 0")
+            raise ValueError(
+                f"the states and pseudocount ({AUTO!r}) are chosen on the validation text: give a validation share "
+                "above 0, or give both"
+            )
         if self.states == AUTO and self.grow_from:
             raise ValueError(f"--grow-from needs a number of states, not {AUTO!r}")
         if self.allocation not in allocation.ALLOCATION_METHODS:
@@ -259,6 +302,7 @@ class Selection:
     refit_start: Any = None
     restarts: list[dict[str, Any]] = field(default_factory=list)
     schedule: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""  # why the automatic search chose these options (empty without a search)
 
 
 def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:

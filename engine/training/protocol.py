@@ -28,6 +28,8 @@ from engine.training.options import (
     Selection,
     TrainOptions,
     TrainOutcome,
+    expected_minutes,
+    expected_sentence,
 )
 from engine.training.restarts import best_of_restarts
 from engine.training.search import search_settings
@@ -69,12 +71,17 @@ def train_text(
     Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run. With
     ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.distributed`) batch EM's E-steps run on its workers.
     """
+    init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
+    if init_model is not None:  # a continued model keeps its states (and, unless given, its pseudocount)
+        options = options.continuing(init_model)
     options.validate()
+    expected = expected_minutes(options)
     backend = engines.resolve_backend(options.backend)
     run = RunContext(backend, callback, cancel, log, cluster)
     started = time.perf_counter()
-    init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     corpus = prepare_training_corpus(corpus_text, options, name, init_model)
+    if expected is not None:
+        run.say(expected_sentence(options))  # stated once the corpus is known to work, before any training
     search: list[dict[str, Any]] = []
     try:
         if options.searches:
@@ -99,7 +106,9 @@ def train_text(
             grown=selection.refit_start is not None,
         )
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
-    return _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
+    outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
+    outcome.summary["expected_minutes"] = expected  # stated before the start, beside the seconds it took
+    return outcome
 
 
 def _outcome(
@@ -144,6 +153,7 @@ def _outcome(
         **({"schedule": schedule} if schedule else {}),
         **({"restarts": restarts} if restarts else {}),
         **({"search": search} if search else {}),
+        **({"chosen": _chosen(selection)} if search else {}),
     }
     trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
     summary = {
@@ -164,12 +174,22 @@ def _outcome(
     if search:
         summary["search"] = search
         summary["pseudocount"] = options.pseudocount
+        summary["chosen"] = _chosen(selection)
     if schedule:
         summary["schedule"] = schedule
         summary["nonzeros"] = trained.n_nonzero()
     if result.error:
         summary["error"] = result.error
     return TrainOutcome(trained, summary, result, corpus, selected)
+
+
+def _chosen(selection: Selection) -> dict[str, Any]:
+    """What the automatic search chose and why (stored in the model and printed by the CLI)."""
+    return {
+        "states": selection.options.states,
+        "pseudocount": selection.options.pseudocount,
+        "reason": selection.reason,
+    }
 
 
 def select_stage(

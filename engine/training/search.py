@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import text
+from engine import learning, text
 from engine.training import stages
 from engine.training.options import (
     AUTO,
@@ -37,7 +37,7 @@ class _SearchStopped(Exception):
 
 
 class _OverBudget(Exception):
-    """The next candidate of the automatic search would pass ``search_minutes``."""
+    """The next candidate of the automatic search would pass the budget."""
 
 
 def pseudocount_start(grid: Sequence[float], previous: int, states: int, previous_states: int) -> int:
@@ -88,6 +88,40 @@ def predict_candidate_seconds(record: Sequence[dict[str, Any]], cost: Callable[[
     return float(last["seconds"]) * ratio**exponent
 
 
+HOPELESS_AFTER = 3
+"""Iterations (epochs) a candidate of the search runs before its learning curve is judged (:func:`hopeless`)."""
+
+HOPELESS_DECAY = 0.8
+"""The slowest shrinking of a candidate's validation gains that :func:`hopeless` allows for: from its latest gain g,
+all later gains together are bounded by g * DECAY / (1 - DECAY) (4 g)."""
+
+
+def hopeless(curve: Sequence[float], best_so_far: float) -> bool:
+    """Whether a candidate whose validation BPS went ``curve`` (one value per iteration so far) cannot reach
+    ``best_so_far`` (the best candidate's): after :data:`HOPELESS_AFTER` iterations, its best value less a geometric
+    bound on what is still to come (the larger of its last two gains times DECAY / (1 - DECAY),
+    :data:`HOPELESS_DECAY`) stays above ``best_so_far``. A curve that still falls fast is never judged so."""
+    values = [float(v) for v in curve if math.isfinite(v)]
+    if len(values) < HOPELESS_AFTER or not math.isfinite(best_so_far):
+        return False
+    gain = max(max(values[-2] - values[-1], 0.0), max(values[-3] - values[-2], 0.0))
+    return min(values) - gain * HOPELESS_DECAY / (1.0 - HOPELESS_DECAY) > best_so_far
+
+
+class _Judge:
+    """Watches one candidate's validation curve (its progress records) and asks it to stop once it is
+    :func:`hopeless` against the best candidate so far; ``cancel`` also follows the run's own cancel token."""
+
+    def __init__(self, best_so_far: float, cancel: Any) -> None:
+        self.best_so_far, self.outer, self.curve, self.stopped = best_so_far, cancel, [], False
+        self.cancel = learning.CancelToken(poll=lambda: self.stopped or bool(self.outer and self.outer.cancelled))
+
+    def observe(self, record: learning.IterationRecord) -> None:
+        self.curve.append(record.validation_bps)
+        if not self.stopped and hopeless(self.curve, self.best_so_far):
+            self.stopped = True
+
+
 def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
     """How many of ``wanted`` further restarts fit ``budget`` seconds when one run of the setting took ``seconds``
     with every core: n restarts run in p = :func:`restart_processes` processes of one core each, so they take
@@ -116,7 +150,7 @@ def search_settings(
     the next number of states fits the budget, the search goes on to it, and the walk (downwards first) is made
     only for the number of states that ends best; otherwise it walks at once. (Capacity first: on Calgary, War and
     Peace and Moby Dick the step from 3,000 to 5,000 states gained 0.026 to 0.034 BPS of validation, while the
-    walk at 3,000 states never beat its start.) With ``options.search_minutes`` a candidate whose predicted time
+    walk at 3,000 states never beat its start.) With ``options.budget`` (minutes) a candidate whose predicted time
     (:func:`predict_candidate_seconds`) would pass the budget is left out and the search ends there. The best
     candidate then gets its other restarts (:func:`best_of_restarts`), as many as still fit the budget
     (:func:`restarts_within`: capacity comes before restarts, which change text little), and :func:`train_text`
@@ -152,6 +186,7 @@ class _Search:
         self.grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
         self.record: list[dict[str, Any]] = []
         self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
+        self.ended = "every candidate was tried"  # why the search ended where it did
         self.started = time.perf_counter()
 
     def predicted_seconds(self, states: int) -> float:
@@ -162,12 +197,12 @@ class _Search:
         return predict_candidate_seconds(self.record, cost, states)
 
     def affordable(self, states: int) -> bool:
-        """Whether a candidate with ``states`` is predicted to end within ``options.search_minutes`` (the first
+        """Whether a candidate with ``states`` is predicted to end within ``options.budget`` minutes (the first
         candidate always is)."""
-        if self.options.search_minutes is None or not self.record:
+        if self.options.budget is None or not self.record:
             return True
         spent = time.perf_counter() - self.started
-        return spent + self.predicted_seconds(states) <= 60.0 * self.options.search_minutes
+        return spent + self.predicted_seconds(states) <= 60.0 * self.options.budget
 
     def evaluate(self, states: int, pseudocount: float) -> float:
         """Run the candidate (``states``, ``pseudocount``) and return its validation BPS; :class:`_OverBudget` if it
@@ -177,18 +212,26 @@ class _Search:
             run.say(
                 f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
                 f"{self.predicted_seconds(states) / 60:.1f} min more would pass the search's "
-                f"{self.options.search_minutes:g} min"
+                f"{self.options.budget:g} min"
             )
             raise _OverBudget
         callback = run.callback
-        tagged = None if callback is None else (lambda r, c=candidate: callback(r._replace(candidate=c)))
+        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel)
+
+        def tagged(record: learning.IterationRecord, c: int = candidate) -> None:
+            judge.observe(record)
+            if callback is not None:
+                callback(record._replace(candidate=c))
+
         concrete = replace(self.options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
         run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
         selection = self.run_candidate(
-            self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged), self.name, restarts=1
-        )
-        if selection.result.stopped in STOPPED_BAD:
+            self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged, cancel=judge.cancel),
+            self.name, restarts=1,
+        )  # fmt: skip
+        stopped_early = judge.stopped and not (run.cancel is not None and run.cancel.cancelled)
+        if selection.result.stopped in STOPPED_BAD and not stopped_early:
             raise _SearchStopped(selection)
         value = stages.sequences_bps(selection.result.model, self.corpus.validation_parts, run.backend)
         seconds = time.perf_counter() - started
@@ -199,9 +242,13 @@ class _Search:
                 "validation_bps": value,
                 "iterations": len(selection.result.history),
                 "seconds": seconds,
+                **({"stopped": "hopeless"} if stopped_early else {}),
             }
         )
-        run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min)")
+        note = "; stopped early: it could not reach the best so far" if stopped_early else ""
+        run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min{note})")
+        if stopped_early:
+            return value
         if self.best is None or value < self.best[0]:
             self.best = (value, selection, seconds)
         return value
@@ -243,10 +290,11 @@ class _Search:
                 else:
                     position = self.walk(states, values, 1 if number == 0 else -1)
                     if values[position] >= previous:  # more states stopped helping
+                        self.ended = f"{states:,} states did no better than {states_list[number - 1]:,}"
                         break
                 previous = values[position]
         except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
-            pass
+            self.ended = f"the next candidate would have passed the budget of {self.options.budget:g} min"
         if deferred is not None and self.best is not None and self.best[1].options.states == deferred[0]:
             try:
                 self.walk(*deferred, -1)  # the best number of states had its start only: its walk, within the budget
@@ -259,14 +307,14 @@ class _Search:
         options, run = self.options, self.run
         value, selection, seconds = self.best
         restarts = selection.options.resolved_restarts() if not selection.schedule else 1
-        if options.search_minutes is not None and restarts > 1:
+        if options.budget is not None and restarts > 1:
             spent = time.perf_counter() - self.started
-            fits = restarts_within(restarts - 1, seconds, 60.0 * options.search_minutes - spent, run.backend)
+            fits = restarts_within(restarts - 1, seconds, 60.0 * options.budget - spent, run.backend)
             if fits < restarts - 1:
                 which = f"restart {restarts}" if fits + 2 == restarts else f"restarts {fits + 2}-{restarts}"
                 run.say(
                     f"{which} of the chosen setting left out: each takes about {seconds / 60:.1f} min, and they would "
-                    f"pass the search's {options.search_minutes:g} min"
+                    f"pass the search's {options.budget:g} min"
                 )
             restarts = fits + 1
         if restarts > 1:  # the other restarts of the chosen setting (a grown model has none)
@@ -281,7 +329,19 @@ class _Search:
                 return replace(selection, start=start, result=result, restarts=lines)
             if min(line["bps"] for line in lines[1:]) < value:
                 selection = replace(selection, start=start, result=result)
+                value = min(line["bps"] for line in lines[1:])
             selection = replace(selection, restarts=lines)
         picked = selection.options
-        run.say(f"chose {picked.states:,} states and pseudocount {picked.pseudocount:g} on validation")
-        return selection
+        reason = self.reason(value)
+        run.say(f"chose {picked.states:,} states and pseudocount {picked.pseudocount:g}: {reason}")
+        return replace(selection, reason=reason)
+
+    def reason(self, value: float) -> str:
+        """Why the kept candidate was chosen, in one sentence for people: its validation BPS among the candidates,
+        those stopped early, and why the search ended."""
+        early = sum(line.get("stopped") == "hopeless" for line in self.record)
+        stopped = f", {early} of them stopped early as they could not reach it" if early else ""
+        return (
+            f"the lowest validation BPS ({value:.4f}) of {len(self.record)} candidate settings{stopped}; "
+            f"the search ended as {self.ended}"
+        )

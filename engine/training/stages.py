@@ -14,6 +14,7 @@ from engine.blocks import pairs_in_sequence
 from engine.model import CHMM, random_model
 from engine.training.options import (
     ALIGNED_SHARE,
+    AUTO,
     DTYPES,
     SHARP_CONCENTRATION,
     STOPPED_BAD,
@@ -35,7 +36,7 @@ def prepare_training_corpus(
     """Stage 1: the corpus normalised and split as ``options`` say; continued training (``init_model``) reads the
     text with the model's own codec and alphabet."""
     codec = init_model.codec if init_model is not None else None
-    return text.prepare_corpus(
+    corpus = text.prepare_corpus(
         corpus_text,
         normalisation=codec.normalisation if codec is not None else options.normalisation,
         test_fraction=options.test_fraction,
@@ -44,6 +45,9 @@ def prepare_training_corpus(
         name=name,
         fixed_alphabet=(init_model.symbols, codec.vocabulary_list) if init_model is not None else None,
     )
+    if init_model is None and options.states != AUTO:
+        allocation.check_states(options.states, corpus.n_symbols)  # before any candidate or restart starts
+    return corpus
 
 
 def corpus_pairs(corpus: text.Corpus) -> np.ndarray:
