@@ -159,7 +159,7 @@ def test_the_time_is_stated_before_the_start_and_kept_beside_what_it_took(
 
     defaults = training.TrainOptions()
     assert training.expected_minutes(defaults) == pytest.approx(training.BUDGET_MINUTES * (1 + training.REFIT_SHARE))
-    assert training.expected_sentence(defaults).startswith("About 13 minutes: the states and pseudocount chosen")
+    assert training.expected_sentence(defaults).startswith("At most about 13 minutes: the states and pseudocount")
     assert training.expected_minutes(replace(defaults, refit=False)) == training.BUDGET_MINUTES
     assert training.expected_sentence(replace(defaults, budget=0.5, refit=False)).startswith("Under a minute")
     assert training.expected_minutes(replace(defaults, states=300, pseudocount=1e-3)) is None  # nothing to choose

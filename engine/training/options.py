@@ -88,9 +88,13 @@ def expected_sentence(options: TrainOptions) -> str | None:
     minutes = expected_minutes(options)
     if minutes is None:
         return None
-    about = "Under a minute" if minutes < 1 else f"About {minutes:.0f} minute{'' if round(minutes) == 1 else 's'}"
+    plural = "" if round(minutes) == 1 else "s"
+    about = "Under a minute" if minutes < 1 else f"At most about {minutes:.0f} minute{plural}"
     refit = ", then the refit" if options.refit else ""
-    return f"{about}: the states and pseudocount chosen on validation within {options.budget:g} min{refit}."
+    return (
+        f"{about}: the states and pseudocount chosen on validation within {options.budget:g} min{refit} (less when "
+        "more states stop helping sooner)."
+    )
 
 
 SHARP_CONCENTRATION = 0.1
