@@ -248,6 +248,8 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     assert outcome.key and "now the current model" in outcome.message
     model = model_files.load_model(sessions.current_model_path(with_corpus))
     assert model.n_states == 60 and model.metadata["corpus"] == "alice-short.txt"
+    assert "Our Kneser-Ney n-gram on the same split: test" in outcome.message  # where the CHMM stands
+    assert model.metadata["ngram"]["test_bps"] > 0
     assert sessions.previous_model_path(with_corpus).read_bytes() == before
     progress = training_jobs.read_progress(with_corpus)
     assert progress is not None and progress["status"] == background.FINISHED and progress["key"] == outcome.key
@@ -887,6 +889,9 @@ def test_summary_message_says_what_the_search_chose() -> None:
     message = training_jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3, "restarts": restarts})
     assert "Chosen on validation from 2 candidate setting(s): 1,000 states, pseudocount 0.001, best of 2" in message
     assert "best of 1 restart(s)" in training_jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3})
+    chosen = {"chosen": {"reason": "the lowest validation BPS (2.0000) of 2 candidate settings"}}
+    message = training_jobs._summary_message(summary | {"search": search, "pseudocount": 1e-3} | chosen)
+    assert "best of 1 restart(s) (the lowest validation BPS (2.0000) of 2 candidate settings)." in message
 
 
 # ------------------------------------------------------------------------------------------ prune

@@ -47,7 +47,7 @@ from app.background import (
 from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
-from engine import distributed, learning, model_files, text, training
+from engine import distributed, learners, learning, model_files, text, training
 from engine.files import atomic_write_json
 
 ProgressReport = Callable[[dict[str, Any]], None]
@@ -289,13 +289,19 @@ def _summary_message(summary: dict[str, Any]) -> str:
     chosen = ""
     if summary.get("search"):
         ran = len(summary.get("restarts") or []) or 1
+        reason = (summary.get("chosen") or {}).get("reason")
         chosen = (
             f" Chosen on validation from {len(summary['search'])} candidate setting(s): {summary['states']:,} states, "
-            f"pseudocount {summary['pseudocount']:g}, best of {ran} restart(s)."
+            f"pseudocount {summary['pseudocount']:g}, best of {ran} restart(s)"
+            + (f" ({reason})." if reason else ".")
         )
+    ngram = summary.get("ngram") or {}
+    beside = ""
+    if ngram.get("test_bps") is not None and summary.get("test_bps") is not None:
+        beside = f" Our Kneser-Ney n-gram on the same split: test {ngram['test_bps']:.4f}."
     return (
         f"Trained {summary['states']:,} states in {done} ({services.stop_reason(summary['stopped'])}, "
-        f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}.{chosen} It is now the current model."
+        f"{summary['seconds']:.1f} s); BPS {', '.join(figures)}.{chosen}{beside} It is now the current model."
     )
 
 
@@ -434,6 +440,8 @@ def _train_and_install(
     if outcome.result.stopped == "failed":
         reason = outcome.result.error or "unknown error"
         return FAILED, f"Training failed ({reason}); the previous model is still current."
+    ngram = learners.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
+    outcome.summary["ngram"] = outcome.model.metadata["ngram"] = ngram
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     trained = jobs_dir / f"{key}.npz"
