@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.metadata
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -352,6 +354,7 @@ def reference_markdown() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chmm`` console script."""
     args = build_parser().parse_args(argv)
+    previous = _stop_on_sigterm()
     try:
         return int(args.run(args))
     except (text.CorpusError, ModelFormatError, BackendError, ValueError, OSError) as exc:
@@ -363,6 +366,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # training handles Ctrl-C itself; elsewhere (Infomap, a long decode) it ends here
         print("chmm: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM ends a command as Ctrl-C does (a file being written is removed, not left half-written under a
+    temporary name); returns the handler it replaced (None off the main thread, where signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
 
 
 if __name__ == "__main__":

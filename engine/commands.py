@@ -8,10 +8,12 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine import distributed, documents, engines, learners, learning, model_files, text, training, use
@@ -38,6 +40,21 @@ def _progress_printer(stream: Any) -> learning.ProgressCallback:
     return report
 
 
+def check_output(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Refuse, before any work, an output file that cannot be written as asked (ValueError, one sentence): a
+    folder, a file in a folder that does not exist (it is not created), or one of the ``inputs`` (a corpus or a
+    model the command reads, which it would overwrite)."""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{target} is a folder; give a file name, such as {target / 'model.npz'}")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"the folder {folder} does not exist; create it first, or write the file elsewhere")
+    for given in inputs:
+        if Path(given).exists() and target.exists() and target.resolve() == Path(given).resolve():
+            raise ValueError(f"{target} is also an input of this command; write the output to another file")
+
+
 def _read_corpus(paths: list[str]) -> tuple[str | list[documents.Document], str]:
     """The corpus of ``chmm train``: one file's text (exactly as before), or the documents of several files, folders
     and zip archives (see :mod:`engine.documents`); and the name the model records."""
@@ -53,6 +70,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
     if args.init and (args.states is not None or args.normalisation is not None):
         raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
+    check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
     options = train_options(args)
     options.validate()
     if args.budget is not None and not options.searches:
@@ -74,6 +92,7 @@ def run_train(args: argparse.Namespace) -> int:
     corpus_text, name = _read_corpus(args.corpus)
     cancel = learning.CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: cancel.cancel())  # training stops as on Ctrl-C
     try:
         with contextlib.ExitStack() as stack:
             cluster = None
@@ -90,6 +109,7 @@ def run_train(args: argparse.Namespace) -> int:
             )
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
     if outcome.result.stopped == "cancelled":
         print("chmm: training cancelled; no model written", file=sys.stderr)
         return 130
@@ -273,6 +293,7 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_train_peer(args: argparse.Namespace) -> int:
     """``chmm train --learner KIND`` for a peer learner: the CHMM's corpus protocol, an atomic save, the figures."""
+    check_output(args.output, args.corpus)
     options = _peer_options(args)
     learners.make_learner(args.learner, **options)  # bad options fail before the corpus is read
     corpus_text, name = _read_corpus(args.corpus)
@@ -346,6 +367,7 @@ def run_prune(args: argparse.Namespace) -> int:
     if threshold is None and args.top_mass is None and args.viterbi is None:
         threshold = use.DEFAULT_PRUNE_THRESHOLD
     _check_threshold_arg(threshold)
+    check_output(args.output, [args.model])
     model = model_files.load_model(args.model)
     outcome = use.prune_model(
         model,
@@ -373,6 +395,7 @@ def run_communities(args: argparse.Namespace) -> int:
     _check_threshold_arg(args.threshold)
     options = _community_options(args)
     options.validate()
+    check_output(args.output, [args.model, *([args.corpus] if args.corpus else [])])
     model = model_files.load_model(args.model)
     corpus = text.read_text(args.corpus) if args.corpus else None
     result = use.model_communities(model, args.threshold, options, corpus)

@@ -110,11 +110,16 @@ def read_text(path: str | os.PathLike[str], max_bytes: int = MAX_CORPUS_BYTES) -
         raise CorpusError(f"Corpus file {name} was not found ({p}).")
     if p.is_dir():
         raise CorpusError(f"{name} is a directory, not a text file.")
+    if not p.is_file():  # a device (/dev/zero) or a pipe would be read without end
+        raise CorpusError(f"{name} is not a regular file (a device or a pipe); save the text to a file first.")
     try:
         size = p.stat().st_size
         if size > max_bytes:
             raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
-        data = p.read_bytes()
+        with p.open("rb") as handle:
+            data = handle.read(max_bytes + 1)  # bounded even if the file grows while it is read
+        if len(data) > max_bytes:
+            raise CorpusError(f"{name} is too large: over {max_bytes:,} bytes, the limit.")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise CorpusError(f"{name} cannot be read ({reason}).") from None

@@ -436,3 +436,57 @@ def test_the_command_line_reference_is_the_parser_s() -> None:
     written = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
     assert written == cli.reference_markdown(), "docs/cli.md is stale: run python docs/make_cli.py"
     assert "## chmm train" in written and "--chunk" in written and "## chmm app" in written
+
+
+# ------------------------------------------------------------------------------------------ hostile input (issue 36)
+def test_a_device_is_refused_before_it_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expect_error(["train", "/dev/zero", "-o", tmp_path / "m.npz"], capsys, "is not a regular file")
+
+
+def test_an_output_that_cannot_be_written_as_asked_is_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "poems.txt"
+    corpus.write_bytes(BLAKE.read_bytes())
+    fixed = ["--states", "60", "--pseudocount", "1e-3", "--iterations", "1"]
+    expect_error(["train", corpus, "-o", tmp_path, *fixed], capsys, "is a folder; give a file name")
+    expect_error(["train", corpus, "-o", tmp_path / "nowhere" / "m.npz", *fixed], capsys, "does not exist")
+    assert not (tmp_path / "nowhere").exists()  # not created behind the user's back
+    expect_error(["train", corpus, "-o", corpus, *fixed], capsys, "is also an input of this command")
+    assert corpus.read_bytes() == BLAKE.read_bytes()  # the corpus is not overwritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["poems.txt"]
+
+
+def test_states_past_the_machine_memory_are_refused_in_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expect_error(
+        ["train", BLAKE, "-o", tmp_path / "m.npz", "--states", "10000000", "--pseudocount", "1e-3"],
+        capsys,
+        "states grow from a dense model of 1,000,000, which would need about",
+    )
+
+
+def test_sigterm_while_saving_leaves_no_partial_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    import engine.model as model_module
+
+    real = model_module.np.savez_compressed
+
+    def killed_midway(handle, **arrays):  # type: ignore[no-untyped-def]
+        handle.write(b"PK")  # a first byte is out when the signal comes
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(handle, **arrays)
+
+    monkeypatch.setattr(model_module.np, "savez_compressed", killed_midway)
+    out = tmp_path / "m.npz"
+    before = signal.getsignal(signal.SIGTERM)
+    args = ["train", BLAKE, "-o", out, "--states", "60", "--pseudocount", "1e-3", "--algorithm", "em"]
+    code, _, err = run_cli([*args, "--iterations", "1", "--quiet"], capsys)
+    assert code == 130 and "chmm: interrupted" in err
+    assert list(tmp_path.iterdir()) == []  # neither the model nor a temporary file
+    assert signal.getsignal(signal.SIGTERM) is before  # the command gives the handler back

@@ -4,6 +4,7 @@ result types, and the memory a run needs before it starts."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -367,3 +368,30 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
         message_values *= batch_size / len(train)
     itemsize = np.dtype(DTYPES[options.dtype]).itemsize
     return int(entries * TRANSITION_ENTRY_BYTES + MESSAGE_COPIES * itemsize * message_values)
+
+
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory (bytes), or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not POSIX
+        return None
+
+
+def check_memory(corpus: text.Corpus, options: TrainOptions, grown_to: int | None = None) -> None:
+    """Refuse, before any work, a new dense model of ``options.states`` whose training memory estimate
+    (:func:`estimate_training_memory`) passes ``options.max_memory``, or this machine's memory when none is set:
+    one sentence with the figures (``grown_to``: the states grown from this dense stage, to name it so)."""
+    limit = options.max_memory if options.max_memory is not None else machine_memory_bytes()
+    if limit is None or options.states == AUTO:
+        return
+    need = estimate_training_memory(corpus, options)
+    if need > limit:
+        where = "the limit" if options.max_memory is not None else "this machine's memory"
+        what = f"{options.states:,} states" if grown_to is None else (
+            f"{grown_to:,} states grow from a dense model of {options.states:,}, which"
+        )  # fmt: skip
+        raise ValueError(
+            f"{what} would need about {need / 2**30:,.1f} GiB to train on this corpus, more than {where} "
+            f"({limit / 2**30:,.1f} GiB); choose fewer states"
+        )
