@@ -172,32 +172,3 @@ def test_the_time_is_stated_before_the_start_and_kept_beside_what_it_took(
     assert summary["expected_minutes"] == pytest.approx(0.2 * (1 + training.REFIT_SHARE))
     assert summary["chosen"]["states"] == 60 and "lowest validation BPS" in summary["chosen"]["reason"]
     assert model_files.load_model(out).metadata["chosen"] == summary["chosen"]
-
-
-def test_a_grown_candidate_starts_no_worse_than_its_parent() -> None:
-    """The search grows each larger candidate from the best smaller one (clones split, batch EM): its first
-    validation after one iteration is no worse than the parent's, and the kept candidate records its parent."""
-    from engine import learning
-
-    raw = BLAKE.read_text(encoding="utf-8")
-    options = training.TrainOptions(pseudocount=1e-3, iterations=4, restarts=1, refit=False, budget=None)
-    records: list[learning.IterationRecord] = []
-    outcome = training.train_text(raw, options, callback=records.append)
-    search = outcome.summary["search"]
-    assert [line["states"] for line in search][:2] == [300, 1000] and search[1]["grown_from"] == 300
-    first = [r for r in records if r.candidate == 1][0]  # the grown candidate's first iteration
-    assert first.validation_bps <= search[0]["validation_bps"] + 1e-6
-    assert search[1]["validation_bps"] <= search[0]["validation_bps"]
-
-
-def test_a_grown_start_predicts_as_its_parent() -> None:
-    from engine import inference
-    from engine.training.search import grown_start
-
-    raw = BLAKE.read_text(encoding="utf-8")
-    options = training.TrainOptions(states=100, pseudocount=1e-3, algorithm="em", iterations=3, refit=False)
-    outcome = training.train_text(raw, options)
-    parent, x = outcome.model, outcome.corpus.validation
-    grown = grown_start(parent, 250, seed=0, noise=0.0)
-    assert grown.n_states == 250 and grown.form == "dense" and not grown.fixed_zeros
-    assert inference.log_likelihood(grown, x) == pytest.approx(inference.log_likelihood(parent, x), rel=1e-5)

@@ -299,7 +299,6 @@ def surface_search(
 
     monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: surface(*model))
     monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options: sorted(level))
-    monkeypatch.setattr(training_search, "grown_start", lambda parent, states, seed, noise: None)  # fake models
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
     options = training.TrainOptions(algorithm="em", states="auto", pseudocount="auto", restarts=1, budget=minutes)

@@ -11,12 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, growing, learning, text
-from engine.model import CHMM
+from engine import learning, text
 from engine.training import stages
 from engine.training.options import (
     AUTO,
-    DENSE_STATE_LIMIT,
     FIRST_PSEUDOCOUNT,
     PSEUDOCOUNT_GRID,
     PSEUDOCOUNT_STATES_EXPONENT,
@@ -88,15 +86,6 @@ def predict_candidate_seconds(record: Sequence[dict[str, Any]], cost: Callable[[
             exponent = math.log(grown) / math.log(cost_grown)
         exponent = min(max(exponent, PREDICTION_EXPONENTS[0]), PREDICTION_EXPONENTS[1])
     return float(last["seconds"]) * ratio**exponent
-
-
-def grown_start(parent: Any, states: int, seed: int, noise: float) -> CHMM:
-    """A dense start of ``states`` clones grown from ``parent`` (:func:`engine.growing.split_clones`: every clone
-    split into copies in proportion to the clones each symbol has, which predict exactly as the parent did, plus
-    ``noise`` so that EM can tell the copies apart)."""
-    targets = parent.n_clones + allocation.largest_remainder(parent.n_clones, states - parent.n_states)
-    grown = growing.split_clones(parent, targets, np.random.default_rng(seed), noise).to_dense()
-    return replace(grown, fixed_zeros=False, counts=None, metadata={})
 
 
 HOPELESS_AFTER = 3
@@ -198,17 +187,7 @@ class _Search:
         self.record: list[dict[str, Any]] = []
         self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
         self.ended = "every candidate was tried"  # why the search ended where it did
-        self.by_states: dict[int, tuple[float, Any]] = {}  # the best validation BPS and model at each number of states
         self.started = time.perf_counter()
-
-    def parent(self, states: int) -> Any:
-        """The model a candidate with ``states`` grows from: the best on validation among the candidates with fewer
-        states (None for the smallest number of states, for continued training, and above
-        :data:`~engine.training.options.DENSE_STATE_LIMIT`, where the protocol grows sparse models its own way)."""
-        if states > DENSE_STATE_LIMIT or self.options.init is not None:
-            return None
-        smaller = [entry for n, entry in self.by_states.items() if n < states]
-        return min(smaller, key=lambda entry: entry[0])[1] if smaller else None
 
     def predicted_seconds(self, states: int) -> float:
         def cost(n: int) -> float:
@@ -246,20 +225,11 @@ class _Search:
 
         concrete = replace(self.options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
-        parent = self.parent(states)
-        grown = None if parent is None else grown_start(parent, states, self.options.seed, self.options.grow_noise)
-        if grown is not None:  # batch EM from the parent's clones split: never worse than the parent on validation
-            concrete = replace(concrete, algorithm="em")
-        run.say(
-            f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}"
-            + (f", grown from the best model of {parent.n_states:,} states" if grown is not None else "")
-        )
+        run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
         selection = self.run_candidate(
-            self.corpus_text, self.corpus, concrete, grown, replace(self.alone, callback=tagged, cancel=judge.cancel),
+            self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged, cancel=judge.cancel),
             self.name, restarts=1,
         )  # fmt: skip
-        if grown is not None:  # its start is the parent's: no random restarts (as a grown model of the protocol)
-            selection = replace(selection, schedule={"grown_from": parent.n_states})
         stopped_early = judge.stopped and not (run.cancel is not None and run.cancel.cancelled)
         if selection.result.stopped in STOPPED_BAD and not stopped_early:
             raise _SearchStopped(selection)
@@ -272,12 +242,9 @@ class _Search:
                 "validation_bps": value,
                 "iterations": len(selection.result.history),
                 "seconds": seconds,
-                **({"grown_from": parent.n_states} if grown is not None else {}),
                 **({"stopped": "hopeless"} if stopped_early else {}),
             }
         )
-        if states not in self.by_states or value < self.by_states[states][0]:
-            self.by_states[states] = (value, selection.result.model)
         note = "; stopped early: it could not reach the best so far" if stopped_early else ""
         run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min{note})")
         if stopped_early:
