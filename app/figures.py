@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import time
 from typing import Any
 
@@ -27,9 +28,16 @@ def empty_figure(title: str = "", note: str = "") -> go.Figure:
     return figure
 
 
+def plain(value: Any) -> str:
+    """Text from a model or a corpus as Plotly should show it: its own tags (``<a href>``, ``<b>``, ``<br>``) escaped,
+    so a symbol or a name reads as written and is never a live link or markup."""
+    return html.escape(str(value), quote=False)
+
+
 def clones_figure(summary: dict[str, Any]) -> go.Figure:
     """Bar chart of the number of clones allocated to each symbol."""
-    figure = go.Figure(go.Bar(x=summary["symbols"], y=summary["clones"], marker_color=TRAIN_COLOUR))
+    symbols = [plain(symbol) for symbol in summary["symbols"]]
+    figure = go.Figure(go.Bar(x=symbols, y=summary["clones"], marker_color=TRAIN_COLOUR))
     figure.update_layout(
         title="Clones per symbol",
         xaxis={"title": "symbol", "type": "category"},
@@ -108,7 +116,7 @@ def runs_figure(runs: list[dict[str, Any]], labels: list[str]) -> go.Figure:
             go.Scatter(
                 x=iterations,
                 y=values,
-                name=label + ("" if which == "validation" else " (train BPS)"),
+                name=plain(label) + ("" if which == "validation" else " (train BPS)"),
                 mode="lines+markers",
                 line={"color": RUN_COLOURS[index % len(RUN_COLOURS)], "dash": "solid" if run.get("status") ==
                       "finished" else "dot"},
@@ -329,7 +337,7 @@ def compare_figure(saved: dict[str, Any] | None) -> go.Figure:
                 x=[SHORT_NAMES.get(row["learner"], row["learner"]) for row in rows],
                 y=[row.get(key) for row in rows],
                 marker_color=[LEARNER_COLOURS.get(row["learner"], "#7f7f7f") for row in rows],
-                hovertext=[row.get("label") for row in rows],
+                hovertext=[plain(row.get("label")) for row in rows],
                 text=[_bar_text(key, row.get(key)) for row in rows],
                 textposition="outside",
                 cliponaxis=False,

@@ -1465,3 +1465,22 @@ def test_infomap_runs_as_a_background_job_of_the_session(folder: Path) -> None:
     with pytest.raises(UserError):
         graph_service.run_communities(folder, trials="many")
     assert files.read()["status"] == "finished"  # bad settings are refused before a job starts
+
+
+def test_html_in_a_symbol_is_shown_as_text_in_the_charts(tmp_path: Path) -> None:
+    """Issue 36: a model whose symbol is ``<a href=...>`` showed a live link in the clones chart (Plotly renders
+    tags in labels); every label from a model or a corpus is escaped."""
+    from engine.blocks import pairs_in_sequence
+    from engine.model import random_model
+
+    symbols = ["<a href='https://example.org'>x</a>", "<b>", "c"]
+    x = np.array([0, 1, 2, 0, 2, 1, 0])
+    model = random_model(symbols, np.array([2, 1, 1]), pairs_in_sequence(x, 3), np.random.default_rng(0))
+    path = tmp_path / "hostile.npz"
+    model_files.save_model(model, path)
+    figure = figures.clones_figure(model_service._summarise(path))
+    labels = list(figure.data[0].x)
+    assert all("<" not in label for label in labels), labels
+    assert labels[0] == "&lt;a href='https://example.org'&gt;x&lt;/a&gt;" and labels[1] == "&lt;b&gt;"
+    runs = figures.runs_figure([{"number": 1, "history": [{"iteration": 1, "train_bps": 2.0}]}], ["<i>run</i>"])
+    assert all("<i>" not in trace.name for trace in runs.data)
