@@ -63,6 +63,12 @@ def _read_zip(source: Path | BinaryIO, name: str, budget: _Budget) -> list[Docum
         raise CorpusError(f"{name} is not a readable zip archive ({exc}).") from None
     documents = []
     with archive:
+        for info in archive.infolist():
+            parts = info.filename.replace("\\", "/").split("/")
+            if info.filename.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+                raise CorpusError(
+                    f"{name} holds a member whose path leaves the archive ({info.filename}); such archives are refused."
+                )
         members = sorted(
             (info for info in archive.infolist() if not info.is_dir() and not _hidden(info.filename.split("/"))),
             key=lambda info: info.filename,

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import time
 import uuid
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -1484,3 +1485,22 @@ def test_html_in_a_symbol_is_shown_as_text_in_the_charts(tmp_path: Path) -> None
     assert labels[0] == "&lt;a href='https://example.org'&gt;x&lt;/a&gt;" and labels[1] == "&lt;b&gt;"
     runs = figures.runs_figure([{"number": 1, "history": [{"iteration": 1, "train_bps": 2.0}]}], ["<i>run</i>"])
     assert all("<i>" not in trace.name for trace in runs.data)
+
+
+def test_hostile_uploads_get_a_sentence_not_a_server_error(folder: Path) -> None:
+    """Issue 36, item 8: ``contents`` sent as a dict (HTTP 500 before), a zip member named ``../../x`` (dropped
+    without a word before) and a one-character corpus (accepted at upload, refused only at Start before)."""
+    with pytest.raises(UserError, match="arrived damaged"):
+        corpus_service.store_corpus(folder, {"not": "a data URI"}, "x.txt")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="arrived damaged"):
+        corpus_service.store_corpus(folder, [["nested"]], ["x.txt"])  # type: ignore[list-item]
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("good.txt", SHORT_TEXT)
+        z.writestr("../../x.txt", SHORT_TEXT)
+    with pytest.raises(CorpusError, match=r"path leaves the archive \(\.\./\.\./x\.txt\)"):
+        corpus_service.store_corpus(folder, data_uri(archive.getvalue(), "application/zip"), "climb.zip")
+    with pytest.raises(UserError, match="cannot be trained on; upload a longer text"):
+        corpus_service.store_corpus(folder, data_uri(b"a"), "one.txt")
+    assert corpus_service.corpus_info(folder) is None  # nothing was kept
+    corpus_service.store_corpus(folder, data_uri(SHORT_TEXT[:3000].encode()), "short.txt")  # short but trainable

@@ -27,9 +27,11 @@ def _over(size: int, limit: int) -> str:
 def decode_upload(contents: str | None, filename: str | None, max_bytes: int) -> bytes:
     """The bytes of a ``dcc.Upload`` ``contents`` data URI (``data:<type>;base64,<payload>``); UserError when
     nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding)."""
-    name = filename or "the file"
+    name = filename if isinstance(filename, str) and filename else "the file"
     if not contents:
         raise UserError("No file arrived; choose or drop a file.")
+    if not isinstance(contents, str):
+        raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
     header, sep, payload = contents.partition(",")
     if not sep or not header.startswith("data:") or ";base64" not in header:
         raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
@@ -82,10 +84,33 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
             read += _zip_documents(data, name, limit)
         else:
             read.append(documents.Document(name, text.decode_bytes(data, name=name, max_bytes=limit)))
+    _check_trainable(read)
     sessions.check_space(folder, size, "This corpus")
     if len(read) == 1:
         return _keep_corpus(folder, read[0].text, read[0].name, size)
     return _keep_documents(folder, read, ", ".join(n or "upload.txt" for n in names), size)
+
+
+SHORT_CORPUS_CHARACTERS = 10_000
+"""A corpus with fewer characters is checked at upload for a split it can be trained on (a longer one always has
+one): it is refused then, not at Start."""
+
+
+def _check_trainable(read: list[documents.Document]) -> None:
+    """UserError (one sentence) for a short upload that no normalisation can split into training, validation and
+    test text with the Train page's defaults."""
+    if sum(len(d.text) for d in read) >= SHORT_CORPUS_CHARACTERS:
+        return
+    given: Any = read[0].text if len(read) == 1 else read
+    name = read[0].name if len(read) == 1 else "the upload"
+    problems = []
+    for normalisation in text.NORMALISATIONS:
+        try:
+            text.prepare_corpus(given, normalisation=normalisation, name=name)
+            return
+        except text.CorpusError as exc:
+            problems.append(str(exc))
+    raise UserError(f"{problems[0]} It cannot be trained on; upload a longer text.")
 
 
 def _zip_documents(data: bytes, name: str, limit: int) -> list[documents.Document]:
