@@ -32,8 +32,13 @@ PEER_FORMAT = "chmm-explorer-peer"
 """The ``format`` of a peer learner's model file header (:mod:`engine.peers.base` writes and reads such files; a
 CHMM reader refuses them by it)."""
 
-MAX_HEADER_BYTES = 64 << 20
-"""The largest JSON header read (alphabet, vocabulary, metadata and training history of a model)."""
+MAX_HEADER_BYTES = 16 << 20
+"""The largest JSON header read (alphabet, vocabulary, metadata and training history of a model; a model of War and
+Peace with its search and restarts has under 1 MB)."""
+
+HEADER_OBJECT_FACTOR = 16
+"""The memory a parsed JSON header takes, as a multiple of its bytes (Python strings, numbers, lists and dicts: 10
+to 15 times for a header of short strings), counted against a reader's ``max_bytes`` before the header is parsed."""
 
 MAX_NPY_HEADER_BYTES = 10_000
 """The largest ``.npy`` header parsed (numpy's own default limit)."""
@@ -114,10 +119,18 @@ class ModelArchive:
             raise ArchiveError(f"it holds a member {unknown[0][:80]!r} that no file of this kind has")
         return members
 
+    def charge(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` that a loader is about to allocate beyond the arrays (``what``, for the sentence) against
+        ``max_bytes``, before it allocates them: :class:`ArchiveError` when they would pass it."""
+        if self.used + nbytes > self.max_bytes:
+            raise ArchiveError(f"{what} would take {_size(nbytes)}, more than a model may take in memory here")
+        self.used += nbytes
+
     def _read_header(self) -> dict[str, Any]:
         raw = self._read(HEADER_MEMBER, limit=MAX_HEADER_BYTES, count=False)
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ArchiveError("its header is not a byte string")
+        self.charge(raw.nbytes * HEADER_OBJECT_FACTOR, "its JSON header, parsed,")
         try:
             header = json.loads(raw.tobytes().decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:

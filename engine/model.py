@@ -409,6 +409,10 @@ def read_layout(path: Any, archive: ModelArchive, n_symbols: int, max_states: in
     if pairs.shape[1:] != (2,) or pairs.shape[0] > n_symbols * n_symbols:
         raise ModelFormatError(f"{path}: damaged CHMM model (block_pairs has shape {pairs.shape})")
     try:
+        archive.charge(n_symbols * n_symbols * 8, f"its block index ({n_symbols:,} symbols squared)")
+    except ArchiveError as exc:
+        raise ModelFormatError(f"{path}: cannot be loaded: {exc}") from None
+    try:
         return BlockLayout.build(n_clones, pairs)
     except ValueError as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from None

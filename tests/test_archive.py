@@ -122,10 +122,15 @@ def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
 
 
 def test_the_bytes_allowed_bound_every_array(tmp_path: Path) -> None:
+    from engine.archive import HEADER_OBJECT_FACTOR
+
     model = load(SAMPLE)
     needed = model.T.nbytes + model.pi.nbytes + model.layout.n_clones.nbytes + model.layout.block_pairs.nbytes
     if model.counts is not None:
         needed += model.counts.nbytes
+    with zipfile.ZipFile(SAMPLE) as archive:  # the parsed header and the block index count too
+        needed += (archive.getinfo("header_json.npy").file_size - 128) * HEADER_OBJECT_FACTOR
+    needed += model.layout.block_index.nbytes
     assert model_files.load_model(SAMPLE, max_bytes=needed).n_states == model.n_states
     with pytest.raises(ModelFormatError, match="more than the .* a model may take in memory here"):
         model_files.load_model(SAMPLE, max_bytes=needed - 1)
@@ -208,3 +213,41 @@ def test_peer_files_refuse_members_their_header_does_not_list(tmp_path: Path) ->
     copy_with(good, bomb, add={"bomb": (npy_header((1 << 26,)), 1 << 28)})
     with pytest.raises(PeerFormatError, match="member 'bomb' that its header does not list"):
         learners.load_any(bomb)
+
+
+def test_a_header_past_its_limit_or_the_budget_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Issue 36: a 3.3 MB file whose JSON header expanded to 60 MB was accepted (the limit was 64 MB) and every later
+    action paid gigabytes for it; the header is now at most 16 MB, and its parsed size counts against the budget."""
+    from engine.archive import HEADER_OBJECT_FACTOR, MAX_HEADER_BYTES
+
+    big = tmp_path / "big-header.npz"
+    copy_with(SAMPLE, big, {"header_json": (npy_header((MAX_HEADER_BYTES + 1,), "|u1"), MAX_HEADER_BYTES + 1)})
+    assert big.stat().st_size < SAMPLE.stat().st_size + (1 << 20)  # a small file
+    with pytest.raises(ModelFormatError, match="header_json takes 16.0 MiB, more than the 16.0 MiB allowed"):
+        model_files.load_model(big)
+    with zipfile.ZipFile(SAMPLE) as archive:
+        header_bytes = archive.getinfo("header_json.npy").file_size
+    with pytest.raises(ModelFormatError, match="its JSON header, parsed, would take"):
+        load(SAMPLE, max_bytes=header_bytes * HEADER_OBJECT_FACTOR // 2)
+
+
+def test_the_block_index_of_a_huge_alphabet_counts_against_the_budget(tmp_path: Path) -> None:
+    """Issue 36: a model of 20,000 symbols with one clone each (87 KB) cost 3 GB in its n_symbols^2 block index,
+    outside the memory budget; it is charged before it is built."""
+    from engine.model import FORMAT_NAME, FORMAT_VERSION, typed_header, write_npz_atomic
+
+    n = 20_000
+    small = random_model(["a", "b"], np.array([1, 1]), np.array([[0, 1]]), np.random.default_rng(0))
+    header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION} | typed_header(small)
+    header["symbols"] = [chr(0x4E00 + i) for i in range(n)]
+    arrays = {
+        "n_clones": np.ones(n, dtype=np.int64),
+        "block_pairs": np.array([[0, 1]], dtype=np.int64),
+        "T": np.array([1.0], dtype=np.float32),
+        "pi": np.full(n, 1.0 / n, dtype=np.float32),
+    }
+    path = tmp_path / "alphabet.npz"
+    write_npz_atomic(path, arrays, header)
+    assert path.stat().st_size < 200_000
+    with pytest.raises(ModelFormatError, match=r"block index \(20,000 symbols squared\) would take 3,051.8 MiB"):
+        model_files.load_model(path, max_bytes=1 << 30)
