@@ -143,6 +143,7 @@ def session_folder(session_id: object, root: Path | None = None) -> Path:
         limit = config.max_sessions()
         if len(session_folders(root)) >= limit:
             cleanup_sessions(root)
+            make_room(root, limit)
             if len(session_folders(root)) >= limit:
                 raise SessionError(f"the server already holds its limit of {limit:,} sessions; try again later")
         folder.mkdir(parents=True, exist_ok=True)
@@ -294,6 +295,32 @@ def cleanup_sessions(root: Path | None = None, ttl_s: float | None = None, now: 
                 removed.append(entry.name)
         except OSError:
             continue
+    return removed
+
+
+UNTOUCHED = frozenset({CURRENT, COMMUNITIES, LAST_USED})
+"""The files of a session in which the visitor did nothing yet (the shared start model and its communities)."""
+
+
+def untouched(folder: Path) -> bool:
+    """Whether the session never did anything: no corpus, no job, no model of its own (nothing would be lost)."""
+    try:
+        return {entry.name for entry in folder.iterdir()} <= UNTOUCHED and not (folder / PREVIOUS).exists()
+    except OSError:
+        return False
+
+
+def make_room(root: Path, limit: int) -> list[str]:
+    """At the session limit, delete untouched sessions (:func:`untouched`), least recently seen first, until a new
+    one fits: a flood of sessions that never did anything (a script fetching the page) cannot lock out visitors, and
+    a visitor whose untouched session went gets a fresh one on the next request, losing nothing. Returns the ids."""
+    candidates = sorted((f for f in session_folders(root) if untouched(f)), key=last_used)
+    removed: list[str] = []
+    for folder in candidates:
+        if len(session_folders(root)) < limit:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
     return removed
 
 

@@ -171,9 +171,26 @@ def test_session_ids_are_issued_by_the_server(data_dir: Path, monkeypatch: pytes
     assert len(sessions.session_folders(data_dir)) == 2
 
 
+def test_a_flood_of_untouched_sessions_locks_out_nobody(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: 520 page loads made 492 sessions and every later visitor read "the server already holds its limit"
+    for a day. Sessions in which nothing was done make room, least recently seen first; working ones stay."""
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    working = sessions.session_folder(sessions.new_session_id())
+    (working / sessions.CORPUS).write_text("a corpus")
+    flood_ids = [sessions.new_session_id() for _ in range(30)]  # a script fetching the page
+    flood = [sessions.session_folder(sid) for sid in flood_ids]
+    assert working.exists() and [f.exists() for f in flood[-3:]] == [False, True, True]  # the newest two remain
+    assert sessions.session_folder(sessions.new_session_id()).exists()  # a new visitor is served
+    assert working.exists() and (working / sessions.CORPUS).exists()
+    assert sessions.session_folder(flood_ids[0]).exists()  # an evicted id comes back to a fresh session
+    assert len(sessions.session_folders(data_dir)) == 3
+
+
 def test_live_sessions_are_capped(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
     kept = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
+    for folder in kept:  # sessions that did something (an untouched one would make room)
+        (folder / sessions.CORPUS).write_text("a corpus")
     with pytest.raises(sessions.SessionError, match="limit of 3 sessions"):
         sessions.session_folder(sessions.new_session_id())
     assert len(sessions.session_folders(data_dir)) == 3
