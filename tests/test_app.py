@@ -1521,3 +1521,26 @@ def test_hostile_uploads_get_a_sentence_not_a_server_error(folder: Path) -> None
         corpus_service.store_corpus(folder, data_uri(b"a"), "one.txt")
     assert corpus_service.corpus_info(folder) is None  # nothing was kept
     corpus_service.store_corpus(folder, data_uri(SHORT_TEXT[:3000].encode()), "short.txt")  # short but trainable
+
+
+def test_the_inspector_says_where_a_clones_flow_comes_from(folder: Path) -> None:
+    """Issue 35, defect 7: "Most probable previous clones" listed T(previous -> clone), which says where the previous
+    clone goes; a clone's incoming flow shares, computed here from the dense flow matrix, are what it lists now."""
+    saved = graph_service.read_communities(folder)
+    detail = graph_service.module_detail(folder, graph_service.module_rows(saved)[0]["id"])
+    model = model_service.load_current(folder)
+    graph = use.model_graph(model, saved["threshold"])
+    dense_flow = graph.weight.multiply(graph.flow[:, None]).toarray()  # flow(u -> v) = flow(u) T(u, v)
+    checked = 0
+    for element in detail["elements"]:
+        data = element["data"]
+        if "source" in data or not data["in"]:
+            continue
+        v = int(data["state"])
+        column = dense_flow[:, v] / dense_flow[:, v].sum()
+        for label, share, _ in data["in"]:
+            u = next(i for i in np.flatnonzero(column) if graph.label(int(i)) == label)
+            assert share == pytest.approx(column[u], abs=1e-6)
+        assert [row[1] for row in data["in"]] == sorted((row[1] for row in data["in"]), reverse=True)
+        checked += 1
+    assert checked > 3

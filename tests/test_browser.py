@@ -412,6 +412,9 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_INSPECT}", f"Clone {hovered['label']}")
     inspector = browser.find_element(f"#{ids.COMMUNITIES_INSPECT}").text
     assert f"{hovered['flow']:.4g}" in inspector and f"state {hovered['state']}" in inspector
+    rank = hovered["label"].rsplit(":", 1)[1]  # issue 35: clone h:21 read "Clone 22 of its character's clones"
+    assert f"number {rank} of its character's clones, from 0 as in its label" in inspector
+    assert "Where its flow comes from" in inspector
     # the view's buttons: zoom in changes the zoom, fit brings the whole subgraph back into the canvas
     before = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.zoom();")
     view_button(browser, "graph", "in").click()

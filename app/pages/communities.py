@@ -580,13 +580,16 @@ def inspect(hovered: dict[str, Any] | None, tapped: dict[str, Any] | None, edge:
             ui.facts(
                 [
                     ("Character", node["char"]),
-                    ("Clone", f"{node['clone'] + 1} of its character's clones (state {node['state']})"),
+                    ("Clone", f"number {node['clone']} of its character's clones, from 0 as in its label (state "
+                     f"{node['state']})"),
                     ("Flow", f"{node['flow']:.4g}"),
                     ("Module", node.get("module") or "-"),
                 ]
             ),
             html.Div([html.Strong("Most probable next clones"), listing(node.get("out", []))]),
-            html.Div([html.Strong("Most probable previous clones"), listing(node.get("in", []))]),
+            html.Div(
+                [html.Strong("Where its flow comes from (share of its incoming flow)"), listing(node.get("in", []))]
+            ),
         ]
     )
 

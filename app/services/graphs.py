@@ -10,6 +10,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sp
 
 from app import config, sessions
 from app.background import FAILED, FINISHED, RUNNING, JobFiles
@@ -294,6 +295,18 @@ def _neighbours(graph: Any, clones: np.ndarray, probabilities: np.ndarray, deepe
     ]
 
 
+def _incoming_shares(graph: Any) -> Any:
+    """The clone graph by columns, each entry the share of the target clone's incoming flow that comes from the
+    source clone: flow(u -> v) / sum over u' of flow(u' -> v), with flow(u -> v) = node flow of u times T(u, v)
+    (the "previous clones" of the inspector; T(u -> v) alone says where u goes, not where v's flow comes from)."""
+    flows = sp.csr_matrix((graph.edge_flow, graph.weight.indices, graph.weight.indptr), shape=graph.weight.shape)
+    incoming = flows.tocsc()
+    totals = np.asarray(incoming.sum(axis=0)).ravel()
+    counts = np.diff(incoming.indptr)
+    incoming.data = incoming.data / np.repeat(np.where(totals > 0, totals, 1.0), counts)
+    return incoming
+
+
 def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
     """A module of the last community run: its generalized words (with seen/novel when a reference text was
     available) and its subgraph as dash-cytoscape elements (each clone with its deepest module and its
@@ -319,7 +332,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     total = module["size"] + G.number_of_edges()
     positions = graph_positions(kept, seed)
     elements = export_mod.cytoscape_elements(kept)
-    incoming = graph.weight.tocsc()
+    incoming = _incoming_shares(graph)
     deepest = _deepest_modules(saved)
     for element in elements:
         data = element["data"]
