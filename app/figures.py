@@ -169,6 +169,55 @@ def _timing(records: list[dict[str, Any]], remaining: int) -> str:
     return text
 
 
+def _best_iteration(history: list[dict[str, Any]]) -> int:
+    """The kept run's best iteration on validation (what the refit repeats), or its length without validation."""
+    values = [(r["validation_bps"], i) for i, r in enumerate(history) if r.get("validation_bps") is not None]
+    return (min(values)[1] + 1) if values else max(len(history), 1)
+
+
+def _selection_progress(progress: dict[str, Any], history: list[dict[str, Any]], planned: int) -> tuple[float, str]:
+    """The bar (0-100) and the label of the selection stage: over all restarts (the finished ones and this one's
+    iterations), or, for an automatic search, the time spent of its budget; the bar never goes back."""
+    done = min(len(history), planned) / planned
+    iterations = int(progress.get("iterations") or planned)
+    what = f" ({iterations} online EM epochs, then {iterations} batch EM iterations)" if progress.get(
+        "online_then_batch"
+    ) else ""  # fmt: skip
+    label = f"Iteration {len(history)} of at most {planned}{what}"
+    restarts = max(int(progress.get("restarts") or 1), 1)
+    if progress.get("searching"):
+        budget = float(progress.get("budget_seconds") or 0.0)
+        spent = float(progress.get("updated") or 0.0) - float(progress.get("started") or 0.0)
+        value = min(95.0, 100.0 * spent / budget) if budget > 0 else 100.0 * done
+        within = f" (the choice within {budget / 60:g} min)" if budget > 0 else ""
+        label = f"Candidate setting {int(progress.get('candidate') or 0) + 1}{within}, " + label[0].lower() + label[1:]
+        return value, label
+    finished = min(int(progress.get("finished_runs") or 0), restarts - 1)
+    if restarts > 1:
+        label = f"Restart {finished + 1} of {restarts}, " + label[0].lower() + label[1:]
+    return 100.0 * (finished + done) / restarts, label
+
+
+def running_status(progress: dict[str, Any] | None) -> str | None:
+    """The status line of a running job, kept current by its progress (it said "Starting the training job." for a
+    whole six-minute run): how long it has run and which stage it is in; None once it is not running."""
+    if not progress or progress.get("status") != RUNNING:
+        return None
+    spent = duration(max(float(progress.get("updated") or 0.0) - float(progress.get("started") or 0.0), 0.0))
+    if progress.get("phase") == "refit":
+        stage = "the refit on training + validation text with the setting chosen"
+    elif progress.get("searching"):
+        candidate = int(progress.get("candidate") or 0) + 1
+        stage = f"choosing the states and pseudocount on validation (candidate {candidate})"
+    elif int(progress.get("restarts") or 1) > 1:
+        stage = f"restart {int(progress.get('finished_runs') or 0) + 1} of {int(progress['restarts'])}"
+    elif progress.get("phase") == "training":
+        stage = "training"
+    else:
+        stage = str(progress.get("message") or "preparing the corpus").rstrip(".").lower()
+    return f"Training for {spent}: {stage}."
+
+
 def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figure]:
     """Progress bar value (0-100), its label and the live BPS chart for a job's progress file."""
     if not progress:
@@ -177,23 +226,21 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
     planned = max(int(progress.get("max_iterations") or 1), 1)
     status = progress.get("status", "running")
     if progress.get("phase") == "refit":
-        best = len(history) or 1
+        best = _best_iteration(history)
         value = 100.0 * min(len(refit), best) / best
-        label = f"Refit on training + validation text: iteration {len(refit)} (at most {best})"
+        label = f"Refit on training + validation text: iteration {len(refit)} (at most {best}, as the kept run chose)"
         label += _timing(refit, best - len(refit))
     else:
-        value = 100.0 * min(len(history), planned) / planned
-        label = f"Iteration {len(history)} of at most {planned}"
-        if int(progress.get("restarts") or 1) > 1:
-            label = f"Restart {int(progress.get('restart') or 0) + 1} of {int(progress['restarts'])}, " + label.lower()
-        if progress.get("searching"):
-            label = f"Candidate setting {int(progress.get('candidate') or 0) + 1}, " + label[0].lower() + label[1:]
+        value, label = _selection_progress(progress, history, planned)
         if history:
             last = history[-1]
             label += f": train {last['train_bps']:.4f} bps"
             if last.get("validation_bps") is not None:
                 label += f", validation {last['validation_bps']:.4f} bps"
-            label += _timing(history, planned - len(history))
+            if not progress.get("searching"):
+                restarts = max(int(progress.get("restarts") or 1), 1)
+                later = restarts - int(progress.get("finished_runs") or 0) - 1  # restarts still to come after this
+                label += _timing(history, planned - len(history) + max(later, 0) * planned)
         elif progress.get("message"):
             label = progress["message"]
     if status != "running":

@@ -482,11 +482,14 @@ def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left()
         "status": "running",
         "phase": "training",
         "max_iterations": 10,
-        "history": [entry | {"iteration": n, "seconds": s} for n, s in ((1, 9.0), (2, 3.0), (3, 3.0), (4, 3.0))],
+        "history": [
+            entry | {"iteration": n, "seconds": s, "validation_bps": 2.6 - 0.01 * n}
+            for n, s in ((1, 9.0), (2, 3.0), (3, 3.0), (4, 3.0))
+        ],
         "refit": [],
     }
     value, label, _ = figures.progress_view(progress)
-    assert value == 40.0 and label.startswith("Iteration 4 of at most 10: train 2.5000 bps, validation 2.6000 bps")
+    assert value == 40.0 and label.startswith("Iteration 4 of at most 10: train 2.5000 bps, validation 2.5600 bps")
     assert label.endswith("3.0 s per iteration, at most 18 s left")  # the last three iterations' mean, 6 to go
     refit = progress | {"phase": "refit", "refit": [entry | {"iteration": 1, "seconds": 200.0}]}
     assert figures.progress_view(refit)[1].endswith("3 min 20 s per iteration, at most 10 min 0 s left")
@@ -569,10 +572,31 @@ def test_progress_follows_candidates_restarts_and_the_refit(tmp_path: Path) -> N
         state = training_jobs.read_progress(tmp_path)
         assert [state["candidate"], state["restart"]] == [candidate, restart]
         assert state["history"][-1]["iteration"] == iteration and len(state["history"]) == iteration
-    assert figures.progress_view(state)[1].startswith("Candidate setting 3, restart 2 of 4, iteration 1")
+    assert figures.progress_view(state)[1].startswith("Candidate setting 3 (the choice within 10 min), iteration 1")
     progress.record(record(1, 2.0, math.nan, 0.1, refit=True))
     state = training_jobs.read_progress(tmp_path)
-    assert state["phase"] == "refit" and len(state["refit"]) == 1 and len(state["history"]) == 1
+    assert state["phase"] == "refit" and len(state["refit"]) == 1 and state["kept"]
+
+
+def test_progress_shows_the_kept_restart_and_never_goes_back(tmp_path: Path) -> None:
+    """Issue 35, defects 1 and 3: the chart showed the last restart's history (the kept model had another), the
+    label said "of at most 60" with 30 iterations set, and the bar fell from 68% to 22% between restarts."""
+    options = training.TrainOptions(states=100, pseudocount=1e-3, algorithm="online", iterations=30, restarts=3)
+    progress = training_jobs._Progress(tmp_path, "k", options)
+    record = learning.IterationRecord
+    curves = {0: [2.0, 1.8, 1.7], 1: [2.1, 1.9, 1.9], 2: [2.2, 2.0, 1.95]}  # restart 0 is the best on validation
+    values = []
+    for restart, curve in curves.items():
+        for iteration, validation in enumerate(curve, 1):
+            progress.record(record(iteration, 2.0, validation, 0.1, restart=restart))
+            value, label, _ = figures.progress_view(training_jobs.read_progress(tmp_path))
+            values.append(value)
+    assert values == sorted(values)  # the bar only moves forward across restarts
+    assert label.startswith("Restart 3 of 3, iteration 3 of at most 60 (30 online EM epochs, then 30 batch EM")
+    progress.record(record(1, 1.9, math.nan, 0.1, refit=True))  # the refit: the selection kept restart 0
+    state = training_jobs.read_progress(tmp_path)
+    assert [h["validation_bps"] for h in state["history"]] == curves[0]
+    assert "(at most 3, as the kept run chose)" in figures.progress_view(state)[1]
 
 
 def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:
@@ -1544,3 +1568,13 @@ def test_the_inspector_says_where_a_clones_flow_comes_from(folder: Path) -> None
         assert [row[1] for row in data["in"]] == sorted((row[1] for row in data["in"]), reverse=True)
         checked += 1
     assert checked > 3
+
+
+def test_the_status_line_follows_a_running_job() -> None:
+    """Issue 35, defect 2: the status line said "Starting the training job." for a whole six-minute run."""
+    running = {"status": "running", "phase": "training", "started": 100.0, "updated": 230.0, "restarts": 4}
+    assert figures.running_status(running | {"finished_runs": 1}) == "Training for 2 min 10 s: restart 2 of 4."
+    searching = running | {"searching": True, "candidate": 2}
+    assert "choosing the states and pseudocount on validation (candidate 3)" in figures.running_status(searching)
+    assert "the refit" in figures.running_status(running | {"phase": "refit"})
+    assert figures.running_status(running | {"status": "finished"}) is None

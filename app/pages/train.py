@@ -432,15 +432,17 @@ def show_running(running: bool | None) -> tuple[bool, bool]:
     Output(ids.TRAIN_PROGRESS, "value"),
     Output(ids.TRAIN_PROGRESS_LABEL, "children"),
     Output(ids.TRAIN_CHART, "figure"),
+    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
     Input(ids.TRAINING_PROGRESS, "data"),
     prevent_initial_call=True,
 )
-def show_progress(progress: dict[str, Any] | None) -> tuple[Any, Any, Any]:
-    """The running job's progress, as its background callback reports it."""
+def show_progress(progress: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
+    """The running job's progress, as its background callback reports it, and the status line kept current."""
     if not progress:
-        return no_update, no_update, no_update
+        return no_update, no_update, no_update, no_update
     value, label, figure = figures.progress_view(progress)
-    return str(value), label, figure
+    status = figures.running_status(progress)
+    return str(value), label, figure, ui.message(status) if status else no_update
 
 
 @callback(

@@ -153,6 +153,7 @@ class _Progress:
     def __init__(self, folder: Path, key: str, options: training.TrainOptions) -> None:
         self.path = folder / sessions.PROGRESS
         self.lock = threading.Lock()
+        self.runs: list[list[dict[str, Any]]] = []  # the finished selection runs' histories (restarts, candidates)
         self.state: dict[str, Any] = {
             "key": key,
             "status": RUNNING,
@@ -164,7 +165,12 @@ class _Progress:
             "restarts": options.resolved_restarts(),
             "candidate": 0,
             "searching": options.searches,
+            "budget_seconds": 60.0 * options.budget if options.searches and options.budget else None,
+            "online_then_batch": options.algorithm == "online" and bool(options.validation),
+            "iterations": options.iterations,
+            "finished_runs": 0,
             "history": [],
+            "kept": None,
             "refit": [],
             "message": "Preparing the corpus.",
             "started": time.time(),
@@ -187,26 +193,52 @@ class _Progress:
         self.write()
 
     def record(self, record: learning.IterationRecord) -> None:
-        entry = {
-            "iteration": int(record.iteration),
-            "train_bps": float(record.train_bps),
-            "validation_bps": None if math.isnan(record.validation_bps) else float(record.validation_bps),
-            "seconds": float(record.seconds),
-        }
+        entry = _entry(record)
         with self.lock:
             state = self.state
             if record.refit:
+                if state["phase"] != "refit":  # the selection is over: the run it kept is what the chart shows
+                    state["history"] = _kept(self.runs + [state["history"]])
+                    state["kept"] = True
                 state["phase"] = "refit"
                 state["refit"].append(entry)
             else:
                 run = [int(record.candidate), int(record.restart)]
                 if state["phase"] == "refit" or run != [state["candidate"], state["restart"]]:
                     # another restart or candidate, or a grown model's sparse stage after its dense refit
+                    if state["history"] and state["phase"] != "refit":
+                        self.runs.append(state["history"])
+                        state["finished_runs"] += 1
                     state["candidate"], state["restart"] = run
-                    state["history"], state["refit"] = [], []
+                    state["history"], state["refit"], state["kept"] = [], [], None
                 state["phase"] = "training"
                 state["history"].append(entry)
         self.write()
+
+    def keep(self, history: list[learning.IterationRecord]) -> None:
+        """Show the run the training kept (the selection's history, online epochs and batch iterations) once it
+        has ended, so the chart and the session's runs are the kept model's, not the last restart's."""
+        self.update(history=[_entry(r) for r in history if not r.refit], kept=True)
+
+
+def _entry(record: learning.IterationRecord) -> dict[str, Any]:
+    """An iteration record as progress.json keeps it."""
+    return {
+        "iteration": int(record.iteration),
+        "train_bps": float(record.train_bps),
+        "validation_bps": None if math.isnan(record.validation_bps) else float(record.validation_bps),
+        "seconds": float(record.seconds),
+    }
+
+
+def _kept(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The history of the run selection keeps: the lowest validation BPS (the last run without validation)."""
+    def best(history: list[dict[str, Any]]) -> float:
+        values = [r["validation_bps"] for r in history if r.get("validation_bps") is not None]
+        return min(values) if values else math.inf
+
+    runs = [run for run in runs if run]
+    return min(runs, key=best) if runs and any(best(r) < math.inf for r in runs) else (runs[-1] if runs else [])
 
 
 def _finish(folder: Path, job: dict[str, Any], progress: _Progress | None, status: str, message: str) -> JobOutcome:
@@ -450,6 +482,7 @@ def _train_and_install(
         trained.unlink(missing_ok=True)
         return CANCELLED, "Training cancelled; the previous model is still current."
     sessions.install_model(folder, trained)
+    progress.keep(outcome.result.history)
     progress.update(test_bps=outcome.summary.get("test_bps"), states=outcome.summary.get("states"))
     return FINISHED, _summary_message(outcome.summary)
 
