@@ -31,6 +31,7 @@ __all__ = [
     "CorpusError",
     "apply_normalisation",
     "decode_bytes",
+    "normalise_characters",
     "normalise_paper_base",
     "numbers_to_words",
     "prepare_corpus",
@@ -434,6 +435,13 @@ def _check_arguments(normalisation: str, test_fraction: float, validation: float
 def _normalise(raw: str, paper: bool) -> str:
     """The paper's character normalisation (before the rare-word replacement), or NFC for "raw"."""
     return normalise_paper_base(raw) if paper else unicodedata.normalize("NFC", raw)
+
+
+def normalise_characters(raw: str, normalisation: str) -> str:
+    """``raw`` normalised character by character as ``normalisation`` does, every word kept (no rare-word
+    replacement): the whole text's words, as a reference of what a text holds."""
+    _check_normalisation(normalisation)
+    return _normalise(raw, normalisation == "paper")
 
 
 def _empty_because(paper: bool) -> str:

@@ -212,8 +212,9 @@ def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
 
 
 def reference_text(model: CHMM, raw_text: str) -> str:
-    """``raw_text`` normalised like the model's corpus: the reference that marks generalized words seen/novel."""
-    return model.codec.normalise(raw_text)
+    """``raw_text`` normalised like the model's corpus, every word kept (no "rare" replacement): the reference that
+    marks generalized words seen or novel, so that "novel" means absent from the whole raw text."""
+    return text.normalise_characters(raw_text, model.codec.normalisation)
 
 
 def model_communities(

@@ -3,16 +3,19 @@ section 4.2.1: "a community subgraph of a character-level CHMM can be thought of
 module generates "battle" and the novel "rattle").
 
 A walk starts at a word start in the module -- a letter clone entered from a space clone, with probability
-proportional to that edge flow --, follows T through the module's clones and ends when it reaches a space clone
+proportional to that edge flow, where such starts carry at least :data:`WORD_START_SHARE` of the flow entering the
+module --, follows T through the module's clones and ends when it reaches a space clone
 (anywhere: the space ends the word and is not part of it); a walk that leaves the module before a space generates
 no word of this module. A word's probability is the sum over the walks that spell it (so the probabilities sum to
 at most 1). A module that completes no word this way (it holds no word start, or its words all leave it before their
 end: the middle or the end of words) generates fragments instead, labelled so: walks from where flow enters it to
 where it leaves it or reaches a space clone. A beam search over (clone, string) states -- walks that reach the same
 clone with the same string merge exactly -- keeps the ``beam`` most probable states per step, up to ``max_length``
-characters, and the ``k`` most probable strings of probability at least :data:`MIN_WORD_PROBABILITY` are returned.
-Against a reference (the training text, normalised as the model's corpus was) a word is seen when it is a word of
-the text (its vocabulary) and novel otherwise; a fragment is seen when it occurs anywhere in the text. The
+characters, a loop walked once (no symbol three times running), and the ``k`` most probable strings of two symbols
+or more and of probability at least :data:`MIN_WORD_PROBABILITY` are returned.
+Against a reference (the whole raw training text, normalised as the model's corpus was but with every word kept,
+:func:`engine.use.reference_text`) a word is seen when it is a word of the text and novel otherwise; a fragment is
+seen when it occurs anywhere in the text. The
 placeholder ``rare`` (the paper's normalisation) is marked as such.
 """
 
@@ -31,6 +34,10 @@ MIN_WORD_PROBABILITY = 1e-3
 """Generalized words less probable than this are left out: after pruning, a clone in the middle of a word may
 keep a transition of about the threshold into a space clone, which spells a stray prefix ("whic") with a
 probability of 1e-4 or less."""
+WORD_START_SHARE = 0.05
+"""A module generates whole words only where word starts (a space clone leading into one of its letter clones)
+carry at least this share of the flow entering it; below it (a suffix module: "ful", "ived" had under 1.5%) its
+walks start where flow enters it, and give fragments."""
 WORD, FRAGMENT, PLACEHOLDER = "word", "fragment", "placeholder"
 """The kinds of generalized word: a whole word (between word boundaries), a fragment (from a module that holds
 no word start) or the rare-word placeholder."""
@@ -91,13 +98,14 @@ def generalized_words(
     sources, targets = graph.edges()
     word_start = is_space[sources] & ~is_space[targets] & inside[targets]
     starts = np.bincount(targets[word_start], weights=flows[word_start], minlength=graph.n_states)[nodes]
+    entering, _ = graph.incident_edges(nodes, inside)
+    entering_flow = float(flows[entering].sum())
     found: list[tuple[str, float]] = []
     kind = WORD
-    if starts.sum() > 0:
+    if starts.sum() > 0 and (entering_flow <= 0 or starts.sum() >= WORD_START_SHARE * entering_flow):
         found = _walks(graph, nodes, inside, starts / starts.sum(), k, beam, max_length, whole_words=True)
     if not found:
         kind = FRAGMENT
-        entering, _ = graph.incident_edges(nodes, inside)
         start = np.bincount(targets[entering], weights=flows[entering], minlength=graph.n_states)[nodes]
         if start.sum() <= 0:  # nothing enters (the module is all the graph, or a closed class): start by node flow
             start = graph.flow[nodes].astype(np.float64)
@@ -163,11 +171,12 @@ def _walks(
                         finished[text] += p * t
                     else:
                         following[(succ, "")] += p * t
-                elif len(text) < max_length:
+                elif len(text) < max_length and not text.endswith(chars[succ] * 2):
+                    # a loop is walked once: no symbol three times running ("ellllllliot", "gooooood")
                     following[(succ, text + chars[succ])] += p * t
         if len(following) > beam:
             states = dict(sorted(following.items(), key=lambda item: -item[1])[:beam])
         else:
             states = dict(following)
-    kept = [(text, p) for text, p in finished.items() if p >= MIN_WORD_PROBABILITY]
+    kept = [(text, p) for text, p in finished.items() if p >= MIN_WORD_PROBABILITY and len(text) > 1]  # no letters
     return sorted(kept, key=lambda item: (-item[1], item[0]))[:k]

@@ -202,3 +202,52 @@ def test_alice_3000_states_finds_common_and_novel_words() -> None:
     assert "the" in names or any(n.startswith("the/") for n in names)
     novel = [w.text for m in result.modules.values() for w in m.words if w.seen is False]
     assert novel
+
+
+def _word_graph(T: dict[tuple[str, str], float]) -> graph.CloneGraph:
+    """The clone graph of a CHMM of one clone per symbol with the transitions ``T`` (rows normalised here)."""
+    from engine.blocks import BlockLayout, dense_to_blocks
+    from engine.codec import TextCodec
+
+    symbols = sorted({s for pair in T for s in pair})
+    index = {s: i for i, s in enumerate(symbols)}
+    dense = np.zeros((len(symbols), len(symbols)))
+    for (a, b), p in T.items():
+        dense[index[a], index[b]] = p
+    dense /= dense.sum(axis=1, keepdims=True)
+    layout = BlockLayout.build(np.ones(len(symbols), dtype=np.int64), np.argwhere(dense > 0))
+    pi = np.full(len(symbols), 1.0 / len(symbols))
+    model = CHMM(symbols, layout, dense_to_blocks(layout, dense), pi, None, {}, TextCodec("raw", None))
+    return graph.clone_graph(model)
+
+
+def test_generalized_words_walk_a_loop_once_and_are_longer_than_a_letter() -> None:
+    """Issue 35, defect 9: loop artefacts ("ellllllliot") and single letters were listed as words."""
+    g = _word_graph({(" ", "e"): 0.5, (" ", "a"): 0.5, ("a", " "): 1, ("e", "l"): 1, ("l", "l"): 0.5,
+                     ("l", "o"): 0.5, ("o", " "): 1})  # fmt: skip
+    letters = np.array([i for i in range(g.n_states) if not g.is_space()[i]])
+    found = {w.text: w for w in words_mod.generalized_words(g, letters, k=20)}
+    assert set(found) == {"elo", "ello"}  # not "a", not "elllo", "ellllo" ...
+    assert all(w.kind == words_mod.WORD for w in found.values())
+
+
+def test_a_module_entered_mostly_mid_word_gives_fragments() -> None:
+    """Issue 35, defect 9: suffix modules gave "whole words" ("ful", "ived") from word starts that carried under
+    1.5% of the flow entering them; below WORD_START_SHARE a module's walks give fragments."""
+    g = _word_graph({(" ", "e"): 0.99, (" ", "l"): 0.01, ("e", "l"): 1, ("l", "o"): 1, ("o", " "): 1})
+    suffix = np.array([i for i in range(g.n_states) if g.char(i) in "lo"])
+    found = words_mod.generalized_words(g, suffix, k=5)
+    assert found and all(w.kind == words_mod.FRAGMENT for w in found)
+    g = _word_graph({(" ", "e"): 0.5, (" ", "l"): 0.5, ("e", "l"): 1, ("l", "o"): 1, ("o", " "): 1})
+    assert words_mod.generalized_words(g, suffix, k=5)[0].kind == words_mod.WORD  # a real share: whole words
+
+
+def test_novel_means_absent_from_the_whole_raw_text(alice_model: CHMM) -> None:
+    """Issue 35, defect 9: the reference was the training text after the "rare" replacement, so a word of the text
+    that the vocabulary replaced ("ear") was marked novel."""
+    raw = text.read_text(ALICE)
+    reference = use.reference_text(alice_model, raw)
+    vocabulary = set(alice_model.codec.vocabulary)
+    replaced = [w for w in text.normalise_paper_base(raw).split() if w not in vocabulary]
+    assert replaced and set(replaced) <= set(reference.split())
+    assert words_mod.Reference.of(reference).vocabulary >= set(replaced)
