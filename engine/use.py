@@ -25,10 +25,16 @@ def dense_for_tools(model: Any, what: str) -> CHMM:
     return engine.as_dense(engine.load(model), what)
 
 
-def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
+def encode_for_model(model: CHMM, raw_text: str, placeholder: bool = True) -> np.ndarray:
     """Normalise raw text the way the model's training corpus was (the model's codec) and map it to symbol indices;
-    characters outside the alphabet raise a clear ValueError."""
-    normalised = model.codec.normalise(raw_text)
+    characters outside the alphabet raise a clear ValueError. With ``placeholder`` False every word is kept and
+    read letter by letter, also the words outside the model's vocabulary that its corpus wrote as ``rare``: the
+    honest reading of a text that is not the model's own (``rare`` is easy to predict, so a text full of unknown
+    words, a foreign one, scored too well with it)."""
+    if placeholder:
+        normalised = model.codec.normalise(raw_text)
+    else:
+        normalised = text.normalise_characters(raw_text, model.codec.normalisation)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     return model.encode(normalised)
@@ -38,8 +44,10 @@ def encode_for_model(model: CHMM, raw_text: str) -> np.ndarray:
 class RareWords:
     """How many of a text's words the model's normalisation replaces by the placeholder ``rare`` (words outside
     its vocabulary: the paper's normalisation keeps the words seen at least twice in the training part), of how
-    many words, with a few of them; ``training_share`` is the share of ``rare`` among the training text's words
-    (None when unknown)."""
+    many words, with a few of them; ``training_share`` is the share of ``rare`` that the model's own text predicts:
+    among the words of its held-out text (validation and test, what a text like the corpus shows; the training
+    text's own share, lower since the vocabulary comes from it, for a model that does not record it), None when
+    unknown."""
 
     replaced: int
     words: int
@@ -69,7 +77,7 @@ def rare_words(model: CHMM, raw_text: str, examples: int = 8) -> RareWords:
     codec = model.codec
     base = text.apply_normalisation(raw_text, codec.normalisation, None)
     words = [w for w in base.split(" ") if w]
-    share = model.metadata.get("rare_share")
+    share = model.metadata.get("heldout_rare_share", model.metadata.get("rare_share"))
     training = float(share) if isinstance(share, (int, float)) else None
     if codec.vocabulary is None:
         return RareWords(0, len(words), [], training)
@@ -84,18 +92,19 @@ def placeholder_share(normalised_text: str) -> float:
     return sum(1 for w in words if w == text.RARE_WORD) / len(words) if words else 0.0
 
 
-def score_text(model: CHMM, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
+def score_text(model: CHMM, raw_text: str, backend: str = "cpu", placeholder: bool = True) -> inference.ScoreResult:
     """Bits per symbol of raw text under the model (with the documented back-off, see inference.score), on the CPU
-    or the GPU engine ("auto": the GPU when usable)."""
-    x = encode_for_model(model, raw_text)
+    or the GPU engine ("auto": the GPU when usable); ``placeholder``: as :func:`encode_for_model` (True is the
+    paper's test protocol, the model's own held-out text read as its corpus was)."""
+    x = encode_for_model(model, raw_text, placeholder)
     engine = engines.engine_for(model, backend)
     return engine.score(engine.load(model), x)
 
 
-def surprisal_text(model: CHMM, raw_text: str) -> tuple[str, np.ndarray]:
+def surprisal_text(model: CHMM, raw_text: str, placeholder: bool = True) -> tuple[str, np.ndarray]:
     """``raw_text`` normalised like the model's corpus (one character per symbol) and every symbol's surprisal
     -log2 P(x_n | x_<n) in bits, as the BPS counts it (their mean is :func:`score_text`'s BPS)."""
-    x = encode_for_model(model, raw_text)
+    x = encode_for_model(model, raw_text, placeholder)
     engine = engines.engine_for(model)
     bits = engine.surprisal(engine.load(model), x)
     return "".join(model.symbols[int(i)] for i in x), bits

@@ -796,6 +796,29 @@ def test_scoring_reports_the_placeholder(folder: Path) -> None:
     assert other["far"] and other["words"] == n_words and other["share"] == pytest.approx(len(expected) / n_words)
 
 
+FRENCH = (
+    "Il \u00e9tait une fois une petite fille qui vivait avec sa m\u00e8re au bord de la for\u00eat. Chaque matin elle "
+    "allait chercher de l'eau \u00e0 la fontaine, et chaque soir elle racontait \u00e0 sa grand-m\u00e8re ce qu'elle "
+    "avait vu dans les champs, les oiseaux, les fleurs et les nuages qui passaient au-dessus des collines."
+)
+ENGLISH = (
+    "Once upon a time a little girl lived with her mother at the edge of the wood. Every morning she went to fetch "
+    "water from the well, and every evening she told her grandmother what she had seen in the fields, the birds, "
+    "the flowers and the clouds that passed over the hills."
+)
+
+
+def test_a_foreign_text_scores_worse_than_english(folder: Path) -> None:
+    """Issue 35, defect 10: French scored 1.129 and random letters 0.997 against 1.617 for English, because unknown
+    words became the placeholder "rare", which is easy to predict. Pasted text is now read letter by letter."""
+    english, french = (generate_service.score(folder, t)["bps"] for t in (ENGLISH, FRENCH))
+    letters = generate_service.score(folder, "qzx vbk wpt jmq xzv kbq " * 10)["bps"]
+    assert english < french and english < letters
+    assert not generate_service.score(folder, FRENCH)["rare"]["placeholder"]
+    flattered = generate_service.score(folder, FRENCH, placeholder=True)["bps"]  # the old reading
+    assert flattered < french
+
+
 def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> None:
     raw = SHORT_TEXT
     model = training.train_text(
@@ -804,7 +827,10 @@ def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> Non
     corpus = text.prepare_corpus(raw, normalisation="paper")
     words = corpus.train_full_text.split()
     assert model.metadata["rare_share"] == pytest.approx(words.count("rare") / len(words))
-    assert use.rare_words(model, raw).training_share == model.metadata["rare_share"]
+    held_out = (corpus.validation_text + " " + corpus.test_text).split()  # what a text like the corpus shows
+    assert model.metadata["heldout_rare_share"] == pytest.approx(held_out.count("rare") / len(held_out))
+    assert model.metadata["heldout_rare_share"] > model.metadata["rare_share"]  # the vocabulary comes from training
+    assert use.rare_words(model, raw).training_share == model.metadata["heldout_rare_share"]
 
 
 def test_default_prefix_of_the_sample_model(folder: Path) -> None:
@@ -991,7 +1017,9 @@ def test_prune_scores_the_text_the_models_training_held_out(folder: Path) -> Non
         text_mod.read_text(config.SAMPLE_CORPUS), fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
     )
     assert held_out == corpus.test_text and len(corpus.validation) == model.metadata["sizes"]["validation"]
-    assert generate_service.score(folder, held_out)["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)
+    scored = generate_service.score(folder, held_out, placeholder=True)  # the paper's test protocol
+    assert scored["bps"] == pytest.approx(model.metadata["test_bps"], abs=1e-6)
+    assert not scored["rare"]["far"]  # issue 35: the warning fired on the model's own held-out tail
 
 
 def test_prune_takes_a_typed_threshold(folder: Path) -> None:

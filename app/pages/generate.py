@@ -47,7 +47,23 @@ def layout(**_query: Any) -> html.Div:
     score_card = ui.card(
         "Score",
         dcc.Textarea(id=ids.SCORE_TEXT, placeholder="Paste text to score under the current model", className="text"),
-        html.Div(html.Button("Score", id=ids.SCORE_BUTTON, className="button primary"), className="buttons"),
+        html.Div(
+            [
+                html.Button("Score", id=ids.SCORE_BUTTON, className="button primary"),
+                dcc.Checklist(
+                    id=ids.SCORE_PLACEHOLDER_MODE,
+                    options=[{"label": " words outside the vocabulary as \u201crare\u201d", "value": "on"}],
+                    value=[],
+                    inline=True,
+                ),
+                html.Span(
+                    "Off (the default for a text that is not the model's own): every word is read letter by letter, "
+                    "so an unknown or foreign word costs what its letters cost. On: the paper's test protocol.",
+                    className="hint",
+                ),
+            ],
+            className="buttons",
+        ),
         dcc.Loading(html.Div(id=ids.SCORE_OUTPUT)),
     )
     return html.Div([html.H2("Generate and score"), sample_card, score_card])
@@ -116,13 +132,14 @@ def sample(
     Output(ids.SCORE_OUTPUT, "children"),
     Input(ids.SCORE_BUTTON, "n_clicks"),
     State(ids.SCORE_TEXT, "value"),
+    State(ids.SCORE_PLACEHOLDER_MODE, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def score(_clicks: int | None, raw_text: str | None, session_id: str | None) -> Any:
+def score(_clicks: int | None, raw_text: str | None, placeholder: Any, session_id: str | None) -> Any:
     ui.require_click(_clicks)
     try:
-        result = generate_service.score(sessions.session_folder(session_id), raw_text)
+        result = generate_service.score(sessions.session_folder(session_id), raw_text, placeholder=bool(placeholder))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     note = ""
@@ -145,15 +162,14 @@ def placeholder_report(rare: dict[str, Any]) -> Any:
         return None
     words = services.plural(rare["words"], "word")
     examples = f" (e.g. {', '.join(rare['examples'][:5])})" if rare["examples"] else ""
-    line = (
-        f"{rare['replaced']:,} of the {words} ({rare['share']:.0%}) are outside the model's vocabulary and were "
-        f"scored as the placeholder \u201crare\u201d{examples}"
-    )
+    how = "scored as the placeholder \u201crare\u201d" if rare.get("placeholder") else "scored letter by letter"
+    line = f"{rare['replaced']:,} of the {words} ({rare['share']:.0%}) are outside the model's vocabulary and were "
+    line += how + examples
     if rare["training_share"] is not None:
-        line += f"; in the training text {rare['training_share']:.0%} of the words are."
+        line += f"; in the model's own held-out text {rare['training_share']:.0%} of the words are."
     else:
         line += "."
-    if rare["far"]:
+    if rare["far"] and rare.get("placeholder"):
         warning = (
             " The share is far from the training text's, so this BPS does not compare with the model's own: "
             "\u201crare\u201d is easy to predict, and a text full of unknown words scores too well."

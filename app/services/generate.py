@@ -43,9 +43,11 @@ def as_model_reads(folder: Path, raw_text: str) -> str:
         raise UserError(f"The text cannot be read by the model: {describe_error(exc)}") from None
 
 
-def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
+def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict[str, Any]:
     """Bits per symbol of pasted text under the current model, and ``surprisal``: (character, bits) for each of
-    the first :data:`MAX_SURPRISAL_CHARS` characters after normalisation."""
+    the first :data:`MAX_SURPRISAL_CHARS` characters after normalisation. A pasted text is not the model's own, so
+    by default every word is read letter by letter (``placeholder`` True: words outside the vocabulary as the
+    placeholder ``rare``, as the model's own test text is scored)."""
     if not raw_text or not raw_text.strip():
         raise UserError("Paste some text to score.")
     if len(raw_text) > MAX_SCORE_CHARS:
@@ -54,9 +56,9 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
         )
     model = load_current(folder)
     try:
-        result = use.score_text(model, raw_text)
+        result = use.score_text(model, raw_text, placeholder=placeholder)
         shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
-        normalised, bits = use.surprisal_text(model, shown)
+        normalised, bits = use.surprisal_text(model, shown, placeholder=placeholder)
     except ValueError as exc:
         raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
@@ -64,8 +66,9 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
     training = rare.training_share
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
         corpus_text = reference_corpus(folder, model)
-        if corpus_text is not None:
-            training = use.placeholder_share(model.codec.normalise(corpus_text))
+        if corpus_text is not None:  # measured on the held-out part of its corpus, as training records it now
+            corpus = text.prepare_corpus(corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
+            training = use.placeholder_share(corpus.validation_text + " " + corpus.test_text)
             rare = use.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
         "bps": result.bps,
@@ -80,6 +83,7 @@ def score(folder: Path, raw_text: str | None) -> dict[str, Any]:
             "training_share": training,
             "far": rare.far_from_training,
             "vocabulary": model.codec.vocabulary is not None,
+            "placeholder": placeholder,
         },
     }
 

@@ -148,6 +148,11 @@ def _outcome(
         "history": [r._asdict() for r in result.history],
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
         **({"rare_share": placeholder_share(corpus.train_full_text)} if corpus.vocabulary is not None else {}),
+        **(
+            {"heldout_rare_share": placeholder_share(corpus.validation_text + " " + corpus.test_text)}
+            if corpus.vocabulary is not None and (corpus.validation_text or corpus.test_text)
+            else {}
+        ),
         **figures,
         # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
