@@ -522,12 +522,16 @@ def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> No
     shaded = browser.find_elements(f"#{ids.SCORE_SURPRISAL} span")
     assert "".join(span.text or " " for span in shaded) == "alice was beginning to get very tired"
     assert all(re.fullmatch(r"'.': \d+\.\d\d bits", span.get_attribute("title")) for span in shaded)
-    # a text of another author: many words outside the vocabulary, and a warning that its BPS flatters it
+    # a text of another author: many words outside the vocabulary, read letter by letter (issue 35); with the
+    # placeholder switched on, a warning that its BPS flatters it
     box = browser.find_element(f"#{ids.SCORE_TEXT}")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(CHESTERTON)
     browser.find_element(f"#{ids.SCORE_BUTTON}").click()
-    browser.wait_for_contains_text(f"#{ids.SCORE_PLACEHOLDER}", "far from the training text's")
+    browser.wait_for_contains_text(f"#{ids.SCORE_PLACEHOLDER}", "scored letter by letter")
+    browser.find_element(f"#{ids.SCORE_PLACEHOLDER_MODE} input").click()
+    browser.find_element(f"#{ids.SCORE_BUTTON}").click()
+    browser.wait_for_contains_text(f"#{ids.SCORE_PLACEHOLDER}", "far from the model's own held-out text's")
     wait_idle(browser)
     screenshot(browser, "generate")
 

@@ -171,7 +171,8 @@ def placeholder_report(rare: dict[str, Any]) -> Any:
         line += "."
     if rare["far"] and rare.get("placeholder"):
         warning = (
-            " The share is far from the training text's, so this BPS does not compare with the model's own: "
+            " The share is far from the model's own held-out text's, so this BPS does not compare with the model's "
+            "own: "
             "\u201crare\u201d is easy to predict, and a text full of unknown words scores too well."
         )
         return html.Div(ui.message(line + warning, "error"), id=ids.SCORE_PLACEHOLDER)
