@@ -249,3 +249,14 @@ def test_compare_page_registers_and_serves(data_dir: Path) -> None:
     assert client.get("/compare").status_code == 200
     dependencies = client.get("/_dash-dependencies").get_data(as_text=True)
     assert ids.COMPARE_RESULT in dependencies and ids.COMPARE_TABLE in dependencies
+
+
+def test_the_chmm_estimate_counts_its_restarts_and_batch_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35, defect 11: the CHMM's estimate was 10 times too low (5.1 s estimated, 49.5 s taken): it priced one
+    online EM run, and the page runs four restarts, each online EM then batch EM."""
+    from engine import training
+
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
+    one_run = forms.SECONDS_PER_SYMBOL["chmm"] * 106_910
+    assert forms.estimate_seconds("chmm", {}, 106_910) == pytest.approx(one_run * 2 * 2)  # 2 rounds of 2, online+batch
+    assert forms.estimate_seconds("chmm", {"iterations": 60}, 106_910) == pytest.approx(one_run * 2 * 2 * 2)
