@@ -264,10 +264,11 @@ def layout(**_query: Any) -> html.Div:
                     dcc.Input(
                         id=ids.COMMUNITIES_FILTER,
                         type="text",
-                        debounce=True,
+                        debounce=0.4,  # filters as one types (it needed Enter, and said nothing of it)
                         placeholder="a word (e.g. the) or a character",
                     ),
-                    "Keeps modules whose generalized words contain the text, or (one character) whose clones emit it.",
+                    "Filters as you type: keeps modules whose generalized words contain the text, or (one "
+                    "character) whose clones emit it.",
                 ),
                 dash_table.DataTable(
                     id=ids.COMMUNITIES_TABLE,
