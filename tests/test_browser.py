@@ -431,6 +431,18 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
         lambda: "fit left the subgraph outside the canvas: "
         + str(cy_script(browser, ids.COMMUNITIES_GRAPH, "return [cy.elements().renderedBoundingBox(), cy.zoom()];")),
     )
+    # SVG and full-graph PNG downloads (issue 35, defect 4: SVG did nothing, cy.svg was not a function)
+    downloads = Path(browser.download_path)
+    assert cy_script(browser, ids.COMMUNITIES_GRAPH, "return typeof cy.svg;") == "function"
+    for kind in ("svg", "png"):
+        view_button(browser, "graph", kind).click()
+        wait_until(
+            lambda kind=kind: [p for p in downloads.glob(f"module-subgraph-*.{kind}") if p.stat().st_size > 0],
+            15,
+            lambda kind=kind: f"no {kind} download in {sorted(p.name for p in downloads.iterdir())}",
+        )
+    svg = next(downloads.glob("module-subgraph-*.svg")).read_text(encoding="utf-8")
+    assert "<svg" in svg
     screenshot(browser, "communities", max_height=1500)  # the run, the search box and the module map
     screenshot(browser, "module", max_height=1000, start=f"#{ids.COMMUNITIES_GRAPH_NOTE}")
     # the module's export link opens the Export page with the module filled in

@@ -20,6 +20,8 @@ from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html
 from app import background, ids, sessions, ui
 from app.services import graphs as graph_service
 
+cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)
+
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
 
 COLUMNS = [
@@ -620,9 +622,10 @@ def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | N
     elif action == "fit":
         # a layout value the view has not had (the clicks so far: the initial layout has none), so it runs again
         out[1] = {"name": "preset", "fit": True, "padding": 20, "fit_request": sum(c or 0 for c in clicks)}
-    else:
-        name = "module-map" if view == "map" else "module-subgraph"
-        out[2] = {"type": action, "action": "download", "filename": name}
+    else:  # the whole view (not the visible part) at twice the screen's resolution, under a name of its own
+        name = f"{'module-map' if view == 'map' else 'module-subgraph'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        options = {"full": True, "scale": 2, "bg": "#ffffff"} if action == "png" else {"full": True, "bg": "#ffffff"}
+        out[2] = {"type": action, "action": "download", "filename": name, "options": options}
     return tuple(out + [no_update] * 3) if view == "map" else tuple([no_update] * 3 + out)
 
 
