@@ -476,6 +476,15 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().length;"), 10, "no subgraph")
     assert wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, red), 10, "no clone of the path marked")
     screenshot(browser, "word-search", max_height=1300, start=f"#{ids.COMMUNITIES_SEARCH}")
+    # another Infomap run: the path's module links follow it (issue 35, defect 5: "46 captain" opened "Module 46:
+    # under" after a new run)
+    before = [b.text for b in browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")]
+    run_infomap(browser, markov_time="0.5")
+    wait_until(
+        lambda: [b.text for b in browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")] != before,
+        15,
+        "the word search's module links did not follow the new Infomap run",
+    )
     # a word outside the vocabulary is read as the placeholder, and the page says so
     set_number(browser, ids.COMMUNITIES_SEARCH, "caf\u00e9!")
     result = f"#{ids.COMMUNITIES_SEARCH_RESULT}"

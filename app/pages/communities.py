@@ -634,11 +634,13 @@ def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | N
     Output(ids.COMMUNITIES_PATH, "data"),
     Input(ids.COMMUNITIES_SEARCH_BUTTON, "n_clicks"),
     Input(ids.COMMUNITIES_SEARCH, "value"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def find_word(_clicks: Any, phrase: str | None, session_id: str | None) -> tuple[Any, Any]:
-    """Viterbi on the word or phrase: its clone path, the modules it passes through (links that open them)."""
+def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str | None) -> tuple[Any, Any]:
+    """Viterbi on the word or phrase: its clone path, the modules it passes through (links that open them). Done
+    again after every Infomap run, so its module links (and a "run Infomap first") never go stale."""
     if not phrase or not phrase.strip():
         return None, None
     try:
