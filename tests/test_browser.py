@@ -479,12 +479,16 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     # another Infomap run: the path's module links follow it (issue 35, defect 5: "46 captain" opened "Module 46:
     # under" after a new run)
     before = [b.text for b in browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")]
-    run_infomap(browser, markov_time="0.5")
+    set_number(browser, ids.COMMUNITIES_MARKOV_TIME, "0.5")  # on the same page: the search stays in its box
+    browser.find_element(f"#{ids.COMMUNITIES_RUN}").click()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MESSAGE}", "levels of modules", timeout=JOB_TIMEOUT)
+    assert browser.find_element(f"#{ids.COMMUNITIES_SEARCH}").get_attribute("value") == "alice"
     wait_until(
         lambda: [b.text for b in browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")] != before,
         15,
         "the word search's module links did not follow the new Infomap run",
     )
+    assert browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")  # a result, not a blank
     # a word outside the vocabulary is read as the placeholder, and the page says so
     set_number(browser, ids.COMMUNITIES_SEARCH, "caf\u00e9!")
     result = f"#{ids.COMMUNITIES_SEARCH_RESULT}"
