@@ -1606,3 +1606,17 @@ def test_the_status_line_follows_a_running_job() -> None:
     assert "choosing the states and pseudocount on validation (candidate 3)" in figures.running_status(searching)
     assert "the refit" in figures.running_status(running | {"phase": "refit"})
     assert figures.running_status(running | {"status": "finished"}) is None
+
+
+def test_the_module_pane_does_not_ask_for_a_run_that_exists(data_dir: Path) -> None:
+    """Issue 35, defect 13: on the sample model (its communities come with it) the module pane said "Run Infomap"."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import communities as communities_page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    assert graph_service.read_communities(folder) is not None
+    pane = str(communities_page.show_module(None, sid)[0])
+    assert "Run Infomap" not in pane and "Click a module on the map" in pane
+    prune_service.apply_prune(folder, -2)  # a new current model: no result for it yet
+    assert "Run Infomap" in str(communities_page.show_module(None, sid)[0])

@@ -499,13 +499,14 @@ def select_module(selected: list[str] | None, tapped: dict[str, Any] | None, _ve
 )
 def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any, Any, Any, Any]:
     if not selected:
-        return (
-            ui.message("Run Infomap, then click a module on the map or select one in the table."),
-            [],
-            None,
-            True,
-            None,
-        )
+        try:  # the sample model comes with its communities: there is nothing to run first
+            ran = graph_service.read_communities(sessions.session_folder(session_id)) is not None
+        except ui.EXPECTED_ERRORS:
+            ran = False
+        hint = "Click a module on the map or select one in the table." if ran else (
+            "Run Infomap, then click a module on the map or select one in the table."
+        )  # fmt: skip
+        return ui.message(hint), [], None, True, None
     try:
         detail = graph_service.module_detail(sessions.session_folder(session_id), selected)
     except ui.EXPECTED_ERRORS as exc:
