@@ -66,10 +66,13 @@ def serves(url: str) -> bool:
         return False
 
 
-def start_gunicorn(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_gunicorn(port: int, env: dict[str, str], log: Path, recommended: bool = False) -> subprocess.Popen:
+    """gunicorn with two workers on ``port``: plain synchronous workers, or (``recommended``) the settings of the
+    guide's public deployment (``app/gunicorn_conf.py``)."""
     handle = open(log, "ab")  # noqa: SIM115 (inherited by the process; closed when the test process ends)
+    settings = ["-c", "python:app.gunicorn_conf"] if recommended else ["-w", "2", "--timeout", "120"]
     return subprocess.Popen(
-        [GUNICORN, "-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "app.main:server"],
+        [GUNICORN, *settings, "-b", f"127.0.0.1:{port}", "app.main:server"],
         cwd=REPOSITORY,
         env=env,
         stdout=handle,
@@ -135,6 +138,46 @@ def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Pa
                 os.kill(job_pid, signal.SIGTERM)  # a job ends cleanly on SIGTERM
             except ProcessLookupError:
                 pass
+        try:
+            os.killpg(server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_slow_clients_delay_nobody_under_the_recommended_settings(tmp_path: Path) -> None:
+    """Issue 36: two connections trickling 10 bytes a second held another visitor's page for 121.7 s (synchronous
+    workers). Under the guide's settings four such clients hold four threads, and a page still loads at once."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, CHMM_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    env.pop("REDIS_URL", None)
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(port, env, log, recommended=True)
+    slow: list[socket.socket] = []
+    try:
+        wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
+        for _ in range(4):  # each sends the start of a request and then a byte now and then, never the end
+            client = socket.create_connection(("127.0.0.1", port), timeout=5)
+            client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            slow.append(client)
+        time.sleep(1.0)
+        for client in slow:
+            client.sendall(b"X")
+        started = time.monotonic()
+        with urllib.request.urlopen(url + "/", timeout=30) as response:  # noqa: S310
+            assert response.status == 200
+        assert time.monotonic() - started < 5.0, "a visitor waited behind the slow clients"
+    finally:
+        for client in slow:
+            client.close()
         try:
             os.killpg(server.pid, signal.SIGKILL)
         except ProcessLookupError:
