@@ -228,10 +228,23 @@ class JobSlot:
         assert self._ticket is not None
         return sorted(live).index(self._ticket.name) + 1 if self._ticket.name in live else 1
 
+    def waiters(self, now: float | None = None) -> int:
+        """Live tickets in the queue: jobs that were there first."""
+        now = time.time() if now is None else now
+        count = 0
+        for ticket in (self.root / QUEUE).glob("*"):
+            try:
+                count += now - ticket.stat().st_mtime <= TICKET_STALE_S
+            except OSError:
+                continue
+        return count
+
     def acquire(self, waiting: Callable[[int], None], stop: Callable[[], bool]) -> bool:
         """Take a free slot, waiting in the queue while there is none; ``waiting(place)`` is called every second
-        meanwhile. False when ``stop()`` turns true first (the job was cancelled while it waited)."""
-        if self._try_acquire():
+        meanwhile. False when ``stop()`` turns true first (the job was cancelled while it waited). First come,
+        first served: a newcomer takes a free slot at once only when nobody waits in the queue (it took the slot
+        a waiter was about to take: under Celery one visitor finished 1 training in 134 s while others did 9)."""
+        if not self.waiters() and self._try_acquire():
             return True
         queue = self.root / QUEUE
         queue.mkdir(parents=True, exist_ok=True)

@@ -1620,3 +1620,18 @@ def test_the_module_pane_does_not_ask_for_a_run_that_exists(data_dir: Path) -> N
     assert "Run Infomap" not in pane and "Click a module on the map" in pane
     prune_service.apply_prune(folder, -2)  # a new current model: no result for it yet
     assert "Run Infomap" in str(communities_page.show_module(None, sid)[0])
+
+
+def test_a_newcomer_does_not_jump_the_queue(tmp_path: Path) -> None:
+    """Issue 36: a job arriving when a slot freed took it before the job that had waited in the queue."""
+    waiter = tmp_path / background.QUEUE
+    waiter.mkdir()
+    (waiter / f"{time.time_ns() - 10**9:020d}-1-1").touch()  # a job that waits already (a live ticket)
+    slot = background.JobSlot(tmp_path, 1)  # and the one slot is free
+    places: list[int] = []
+    assert not slot.acquire(places.append, stop=lambda: bool(places))  # it queues behind the waiter
+    assert places == [2] and slot._handle is None
+    for ticket in waiter.iterdir():  # the waiter took its slot and left the queue
+        ticket.unlink()
+    assert slot.acquire(places.append, stop=lambda: True)
+    slot.release()

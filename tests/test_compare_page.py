@@ -143,9 +143,8 @@ def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
     assert saved["status"] == background.REFUSED and "Pick at least one learner" in saved["message"]
     saved = comparisons.run_compare_job(folder, ["ngram"], "session")
     assert saved["status"] == background.REFUSED and "no corpus yet" in saved["message"]
-    corpus_service.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
-    saved = comparisons.run_compare_job(folder, ["ngram"], "session")
-    assert saved["status"] == background.REFUSED and "contains only the symbol 'a'" in saved["message"]
+    with pytest.raises(UserError, match="contains only the symbol 'a'"):  # refused at upload now (issue 36)
+        corpus_service.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
     assert comparisons.read_compare(folder) is None  # a refusal writes nothing
     assert figures.compare_rows(comparisons.read_compare(folder)) == []
     assert figures.compare_figure(None).layout.title.text == "No results yet"
@@ -260,3 +259,14 @@ def test_the_chmm_estimate_counts_its_restarts_and_batch_stage(monkeypatch: pyte
     one_run = forms.SECONDS_PER_SYMBOL["chmm"] * 106_910
     assert forms.estimate_seconds("chmm", {}, 106_910) == pytest.approx(one_run * 2 * 2)  # 2 rounds of 2, online+batch
     assert forms.estimate_seconds("chmm", {"iterations": 60}, 106_910) == pytest.approx(one_run * 2 * 2 * 2)
+
+
+def test_a_learner_expected_to_pass_the_job_limit_is_refused(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: a DenseHMM the page itself estimated at 26.5 hours was accepted and held the only job slot."""
+    monkeypatch.setenv("CHMM_MAX_JOB_MINUTES", "60")
+    big = {"densehmm": {"n_states": 1000, "dim": 256}}
+    assert forms.estimate_seconds("densehmm", big["densehmm"], 106_910) > 3600
+    saved = comparisons.run_compare_job(folder, ["densehmm"], "sample", options=big)
+    assert saved["status"] == background.REFUSED
+    assert "would take about" in saved["message"] and "limit of 60 minutes per job" in saved["message"]
+    assert comparisons.read_compare(folder) is None  # nothing started, nothing written

@@ -169,6 +169,15 @@ def run_compare_job(
     cancel_flag.unlink(missing_ok=True)
     settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
     symbols = len(prepared.train_full)
+    limit = config.max_job_seconds()
+    for kind in kinds:  # a learner the page itself expects to run for hours would hold a job slot for them
+        expected = estimate_seconds(kind, settings[kind], symbols)
+        if expected > limit:
+            return refuse(
+                f"The {LEARNER_LABELS[kind]} would take about {_hours(expected)} here by the page's estimate, past "
+                f"this server's limit of {limit / 60:g} minutes per job (CHMM_MAX_JOB_MINUTES); choose smaller "
+                "settings or a shorter corpus."
+            )
     saved.update(
         corpus=name,
         symbols={"train": symbols, "test": len(prepared.test)},
@@ -192,6 +201,10 @@ def run_compare_job(
         saved.update(status=FINISHED, message=f"Compared {done} of {len(saved['results'])} learner(s) on {name}.")
     publish()
     return saved
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{seconds / 60:.0f} minutes"
 
 
 def _train_rows(
