@@ -113,6 +113,20 @@ class JobFiles:
             thread.join(timeout=5)
 
 
+def reap_finished_children() -> None:
+    """Collect the job processes of this web worker that have ended (finished, or terminated by a cancel), as their
+    starters would on their next job: without it each cancelled job stayed a zombie process until the next job of
+    the worker started (24 were seen). Only children that have ended are joined; running ones are left alone."""
+    import multiprocessing
+
+    multiprocessing.active_children()  # joins (reaps) the children that have ended
+    try:
+        import multiprocess  # the fork of multiprocessing that Dash's Diskcache manager starts jobs with
+    except ImportError:
+        return
+    multiprocess.active_children()
+
+
 class JobTerminated(BaseException):
     """SIGTERM reached a background job's process (a BaseException, so that no ``except Exception`` swallows it)."""
 

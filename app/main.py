@@ -19,7 +19,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import config, ids, services, sessions, ui
+from app import background, config, ids, services, sessions, ui
 from app.services import models as model_service
 from app.services import training_jobs
 
@@ -115,6 +115,7 @@ def create_app() -> tuple[Dash, Any]:
 def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
     """Every few seconds: when the session's current model file was replaced (a training job that finished while
     its page was closed, another tab), bump the model version so that the badge and the open page follow."""
+    background.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
     try:
         now = sessions.model_stamp(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:

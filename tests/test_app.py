@@ -1635,3 +1635,23 @@ def test_a_newcomer_does_not_jump_the_queue(tmp_path: Path) -> None:
         ticket.unlink()
     assert slot.acquire(places.append, stop=lambda: True)
     slot.release()
+
+
+def _sleep_a_minute() -> None:  # a job process's stand-in (module level: the child imports it)
+    time.sleep(60)
+
+
+def test_a_cancelled_job_process_is_not_left_a_zombie() -> None:
+    """Issue 36: cancelled jobs stayed zombie processes (24 were seen) until the next job of the web worker."""
+    import multiprocess
+    import psutil
+
+    child = multiprocess.Process(target=_sleep_a_minute)
+    child.start()
+    child.terminate()  # what a cancel does to a Diskcache job
+    deadline = time.time() + 10
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE  # ended, not collected
+    background.reap_finished_children()
+    assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
