@@ -40,6 +40,7 @@ DEFAULT_MAX_SESSION_MB = 2000.0
 DEFAULT_MAX_UPLOAD_MB = 20.0
 DEFAULT_MAX_MODEL_MB = 100.0
 DEFAULT_MAX_MODEL_MEMORY_MB = 2000.0
+DEFAULT_MIN_FREE_MB = 200.0
 MEGABYTE = 1_000_000
 BROWSER_SLACK = 1.25
 """The browser refuses a file over this multiple of its limit outright (without a word: ``dcc.Upload`` gives no
@@ -91,6 +92,12 @@ def max_jobs() -> int:
     leaves one core to the web workers (on 2 cores, page loads p95 1.0 s with one job at a time, 2.1 s with two:
     bench/RESULTS.md)."""
     return int(_float_env("CHMM_MAX_JOBS", max(1, (os.cpu_count() or 2) - 1)))
+
+
+def min_free_bytes() -> int:
+    """The free disk space a job needs to start (``CHMM_MIN_FREE_MB``): below it, the job's records, its model and
+    the background store could not be written, and the page would never hear how the job ended."""
+    return int(_float_env("CHMM_MIN_FREE_MB", DEFAULT_MIN_FREE_MB) * 2**20)
 
 
 def max_job_seconds() -> float:

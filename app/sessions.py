@@ -185,6 +185,23 @@ def check_space(folder: Path, adding: int = 0, what: str = "This") -> None:
 
 
 
+def check_disk(what: str = "The job", root: Path | None = None) -> None:
+    """Refuse (SessionError, one sentence) to start work when the data folder's disk has less free space than
+    ``CHMM_MIN_FREE_MB``: said at once, with its true cause (on a full disk the Train page said "Starting the
+    training job." for ever, and a job that could not record its end was later blamed on memory)."""
+    root = root or config.data_dir()
+    try:
+        free = shutil.disk_usage(root if root.exists() else root.parent).free
+    except OSError:
+        return
+    need = config.min_free_bytes()
+    if free < need:
+        raise SessionError(
+            f"{what} cannot start: the server's disk is full ({config.format_bytes(free)} free, at least "
+            f"{config.format_bytes(need)} needed); nothing was changed, try again later."
+        )
+
+
 def model_stamp(folder: Path) -> list[int]:
     """Identifies the session's current model file (size and modification time), so a saved community run can be
     matched to the model it was computed for."""

@@ -1655,3 +1655,24 @@ def test_a_cancelled_job_process_is_not_left_a_zombie() -> None:
     assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE  # ended, not collected
     background.reap_finished_children()
     assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_a_full_disk_is_said_at_once_with_its_cause(
+    with_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 6: on a full disk Start showed "Starting the training job." for ever and Infomap never
+    answered; both say at once that the disk is full, and nothing changes."""
+    import collections
+
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import train as train_page
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(sessions.shutil, "disk_usage", lambda path: usage(10**10, 10**10 - 2**20, 2**20))
+    before = current_bytes(with_corpus)
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    assert outcome.status == background.REFUSED and "the server's disk is full (1.0 MB free" in outcome.message
+    assert current_bytes(with_corpus) == before
+    assert "disk is full" in str(train_page.say_starting(1))
+    with pytest.raises(sessions.SessionError, match="The Infomap run cannot start: the server's disk is full"):
+        graph_service.run_communities(with_corpus, trials=1)

@@ -414,6 +414,10 @@ def train(set_progress: Any, _clicks: int | None, session_id: str | None, *value
 def say_starting(_clicks: int | None) -> Any:
     """At once on Start: "starting", or, with Celery, that no worker is running (the job would only wait)."""
     ui.require_click(_clicks)
+    try:
+        sessions.check_disk("The training job")
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
     note = training_jobs.worker_note()
     return ui.message(note, "error") if note else ui.message("Starting the training job.")
 

@@ -136,6 +136,7 @@ def run_communities(
     (run figures, settings, every module of the tree with its parent, children, words and clones) as
     ``communities.json`` in the session folder. Returns what was saved. The run is a background job of the session
     (:func:`communities_files`: its record and heartbeat); a second one while it runs is refused."""
+    sessions.check_disk("The Infomap run")  # on a full disk it never answered
     options = communities_mod.CommunityOptions(
         two_level=bool(two_level),
         trials=_option_number(trials, "the number of trials", 1, MAX_TRIALS, 10),

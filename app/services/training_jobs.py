@@ -344,6 +344,10 @@ def run_training_job(
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
     ``current.npz`` changes only when the status is ``finished``."""
     key = key or uuid.uuid4().hex[:12]
+    try:
+        sessions.check_disk("The training job")
+    except sessions.SessionError as exc:
+        return JobOutcome(key, REFUSED, str(exc))
     if job_running(folder):
         running = read_job(folder) or {}
         if running.get("key") != key:
