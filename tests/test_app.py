@@ -1676,3 +1676,35 @@ def test_a_full_disk_is_said_at_once_with_its_cause(
     assert "disk is full" in str(train_page.say_starting(1))
     with pytest.raises(sessions.SessionError, match="The Infomap run cannot start: the server's disk is full"):
         graph_service.run_communities(with_corpus, trials=1)
+
+
+def test_work_that_grows_with_the_model_is_bounded_in_a_web_request(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 2: on a 24,000-state model, scoring 10^6 characters ran past gunicorn's 120 s and decoding
+    5,000 characters took 47 s in the web worker. Characters times transitions are bounded before work starts."""
+    from app import services as app_services
+
+    nonzeros = model_service.load_current(folder).n_nonzero()
+    assert generate_service.score(folder, SHORT_TEXT)["bps"] > 0  # the sample model: well within the bounds
+    monkeypatch.setattr(generate_service, "SCORE_WORK", 1000 * nonzeros)  # as a model 30x larger would be
+    with pytest.raises(UserError, match=r"Scoring 30,000 characters under this model .* at most 1,000 .*chmm score"):
+        generate_service.score(folder, SHORT_TEXT)
+    monkeypatch.setattr(decode_service, "DECODE_WORK", 10 * nonzeros)
+    with pytest.raises(UserError, match=r"Decoding .* at most 10 characters here; use `chmm decode`"):
+        decode_service.decode(folder, "alice was beginning to get very tired")
+    assert app_services.SCORE_WORK >= 1_000_000 * nonzeros  # the page's own limit of characters fits the sample
+
+
+def test_a_prune_that_would_pass_the_memory_bound_is_refused(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36, item 2: the prune sweep of a 24,000-state model drove a web worker to 21.4 GB and the OOM killer."""
+    nonzeros = model_service.load_current(folder).n_nonzero()
+    assert prune_service.prune_sweep(folder)["points"]  # the sample model: well within
+    copies = config.max_model_memory_bytes() // (nonzeros * 4) + 1  # as if the model were that much larger
+    monkeypatch.setattr(prune_service, "SWEEP_COPIES", copies)
+    before = current_bytes(folder)
+    with pytest.raises(UserError, match=r"Pruning this model in a web request would need about .* use `chmm prune`"):
+        prune_service.prune_sweep(folder)
+    with pytest.raises(UserError, match="would need about"):
+        prune_service.apply_prune(folder, -3)
+    assert current_bytes(folder) == before

@@ -109,6 +109,29 @@ def whole_number(value: Any, what: str, low: int, high: int) -> int:
     return int(number)
 
 
+# ------------------------------------------------------------------------------------------ work in a web request
+SCORE_WORK = 4e12
+"""Characters times non-zero transitions that scoring may take in a web request (measured about 800 G a second on
+the sample model, 2 cores: the sample model scores 1,000,000 characters in under a second; a 24,000-state model
+scored 10^6 characters past gunicorn's 120 s before this bound)."""
+
+DECODE_WORK = 2e10
+"""The same for decoding scrambled text (constrained decoding: about 4 G a second on the sample model; on a
+24,000-state model 5,000 characters took 47 s in the web worker before this bound)."""
+
+
+def check_work(characters: int, nonzeros: int, budget: float, what: str, command: str) -> None:
+    """Refuse (UserError, one sentence) work that grows with the model and the input past ``budget`` (characters
+    times non-zero transitions), before it starts, so no request holds a web worker for minutes; ``command`` is
+    where to do it instead."""
+    if characters * max(nonzeros, 1) > budget:
+        most = int(budget // max(nonzeros, 1))
+        raise UserError(
+            f"{what} {characters:,} characters under this model ({nonzeros:,} transitions) is too much for a web "
+            f"request: at most {most:,} characters here; use `{command}` on the command line for more."
+        )
+
+
 # ------------------------------------------------------------------------------------------ export
 def parse_threshold(value: Any) -> float:
     """A pruning threshold typed by the user: a number strictly between 0 and 1 (e.g. ``1e-3``); the check is the

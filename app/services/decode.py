@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.services import UserError, describe_error, whole_number
+from app.services import DECODE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.models import load_current
 from engine import scramble, use
 
@@ -59,6 +59,7 @@ def decode(
     character accuracy against the sentence before scrambling (else None)."""
     sentence = _decode_input(raw_text)
     model = load_current(folder)
+    check_work(len(sentence), model.n_nonzero(), DECODE_WORK, "Decoding", "chmm decode")
     started = time.perf_counter()
     try:
         result = use.decode_text(model, sentence, constrained=bool(constrained))

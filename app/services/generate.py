@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.services import UserError, describe_error, whole_number
+from app.services import SCORE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import text, use
@@ -55,6 +55,7 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
             f"The text is too long to score here: {len(raw_text):,} characters, at most {MAX_SCORE_CHARS:,}."
         )
     model = load_current(folder)
+    check_work(len(raw_text), model.n_nonzero(), SCORE_WORK, "Scoring", "chmm score")
     try:
         result = use.score_text(model, raw_text, placeholder=placeholder)
         shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this

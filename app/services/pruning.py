@@ -77,9 +77,28 @@ within a second or two in a web request: 33,809 characters on the sample model (
 sweep 0.14 s for 6,761 characters on 2 cores), at least 1,000 however large the model."""
 
 
+SWEEP_COPIES = 6
+"""Copies of the model's transitions (4 bytes each) a threshold of the sweep holds at once (the pruned model in
+float32 and its float64 row normalisation): a 24,000-state model (1.9 GB of T) drove a web
+worker to 21.4 GB and the OOM killer before this bound."""
+
+
+def check_sweep_memory(model: Any) -> None:
+    """Refuse (UserError) a sweep or a prune whose copies of T would pass the app's model memory bound."""
+    need = model.n_nonzero() * 4 * SWEEP_COPIES  # float32 transitions
+    limit = config.max_model_memory_bytes()
+    if need > limit:
+        raise UserError(
+            f"Pruning this model in a web request would need about {config.format_bytes(need)} of memory, more than "
+            f"the {config.format_bytes(limit)} this server allows (CHMM_MAX_MODEL_MEMORY_MB); use `chmm prune` on "
+            "the command line."
+        )
+
+
 def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
     """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
     model = load_current(folder)
+    check_sweep_memory(model)
     validation, source = prune_validation_text(folder, model)
     most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
     if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
@@ -102,6 +121,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     result current (the old model is kept for undo)."""
     threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
     model = load_current(folder)
+    check_sweep_memory(model)
     validation, source = prune_validation_text(folder, model)
     most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
     if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
