@@ -1708,3 +1708,18 @@ def test_a_prune_that_would_pass_the_memory_bound_is_refused(folder: Path, monke
     with pytest.raises(UserError, match="would need about"):
         prune_service.apply_prune(folder, -3)
     assert current_bytes(folder) == before
+
+
+def test_a_job_that_died_on_a_full_disk_says_so(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36, item 6: a disk that filled mid-training froze progress, then 30 s later blamed "out of memory"."""
+    import collections
+
+    record = {"key": "k1", "status": "running", "started": time.time()}
+    (with_corpus / sessions.JOB).write_text(json.dumps(record))
+    (with_corpus / sessions.PROGRESS).write_text(json.dumps({"key": "k1", "status": "running", "history": []}))
+    (with_corpus / sessions.HEARTBEAT).touch()
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(sessions.shutil, "disk_usage", lambda path: usage(10**10, 10**10, 0))
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 0.5)
+    assert message is not None and "the server's disk filled up while it ran" in message
+    assert "out of memory" not in message

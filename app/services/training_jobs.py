@@ -93,10 +93,20 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     if record is None:
         return None
     message = f"The training job {DIED}. The previous model is still current."
+    try:
+        sessions.check_disk("A job")
+    except sessions.SessionError:  # its records could not be written: the true cause, not "out of memory"
+        message = (
+            "The training job stopped: the server's disk filled up while it ran, so it could not record its "
+            "progress or its model. The previous model is still current."
+        )
     progress = read_progress(folder)
     if progress is not None and progress.get("key") == record.get("key"):
         progress.update(status=FAILED, message=message)
-        atomic_write_json(folder / sessions.PROGRESS, progress)
+        try:
+            atomic_write_json(folder / sessions.PROGRESS, progress)
+        except OSError:  # a full disk: the page gets the message all the same
+            pass
     return message
 
 
