@@ -201,6 +201,11 @@ QUEUE = ".queue"
 TICKET_STALE_S = 10.0
 
 
+class QueueFull(Exception):
+    """No free place and as many jobs waiting as the server allows (:func:`app.config.max_waiting_jobs`); the message
+    is a sentence for the page."""
+
+
 class JobSlot:
     """A place among the server's :func:`app.config.max_jobs` jobs that may run at once, shared by every web
     worker, job process and Celery worker that sees the data folder: slot ``i`` is held by an exclusive
@@ -208,8 +213,8 @@ class JobSlot:
     killed job never keeps its slot. Jobs that find no free slot wait in a first-come queue of ticket files
     (``.queue/``, each touched every second by its waiting job; a ticket left by a dead job goes stale)."""
 
-    def __init__(self, root: Path, limit: int) -> None:
-        self.root, self.limit = root, max(int(limit), 1)
+    def __init__(self, root: Path, limit: int, max_waiting: int | None = None) -> None:
+        self.root, self.limit, self.max_waiting = root, max(int(limit), 1), max_waiting
         self._handle: Any = None
         self._ticket: Path | None = None
 
@@ -258,8 +263,14 @@ class JobSlot:
         meanwhile. False when ``stop()`` turns true first (the job was cancelled while it waited). First come,
         first served: a newcomer takes a free slot at once only when nobody waits in the queue (it took the slot
         a waiter was about to take: under Celery one visitor finished 1 training in 134 s while others did 9)."""
-        if not self.waiters() and self._try_acquire():
+        waiting_now = self.waiters()
+        if not waiting_now and self._try_acquire():
             return True
+        if self.max_waiting is not None and waiting_now >= self.max_waiting:
+            raise QueueFull(
+                f"The server is busy: {self.limit} job(s) run and {waiting_now} wait for a place; nothing was started, "
+                "try again in a few minutes."
+            )
         queue = self.root / QUEUE
         queue.mkdir(parents=True, exist_ok=True)
         self._ticket = queue / f"{time.time_ns():020d}-{os.getpid()}-{threading.get_ident()}"

@@ -87,6 +87,13 @@ def max_session_bytes() -> int:
     return int(_float_env("CHMM_MAX_SESSION_MB", DEFAULT_MAX_SESSION_MB) * MEGABYTE)
 
 
+def max_waiting_jobs() -> int:
+    """Jobs that may wait in the queue at once (``CHMM_MAX_WAITING_JOBS``): each waits in a process of its own (a
+    fork of a web worker, about 170 MB), so a crowd pressing Start is told the server is busy instead (20 sessions
+    left 19 processes and 3.26 GB waiting)."""
+    return int(_float_env("CHMM_MAX_WAITING_JOBS", 4))
+
+
 def max_jobs() -> int:
     """Training and comparison jobs that run at once on the whole server; the rest wait in a queue. The default
     leaves one core to the web workers (on 2 cores, page loads p95 1.0 s with one job at a time, 2.1 s with two:

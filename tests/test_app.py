@@ -1723,3 +1723,25 @@ def test_a_job_that_died_on_a_full_disk_says_so(with_corpus: Path, monkeypatch: 
     message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 0.5)
     assert message is not None and "the server's disk filled up while it ran" in message
     assert "out of memory" not in message
+
+
+def test_a_crowd_pressing_start_is_told_the_server_is_busy(
+    with_corpus: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36, item 5: 20 sessions pressing Start left 19 forked processes waiting (3.26 GB). Past
+    CHMM_MAX_WAITING_JOBS waiting jobs, a job is refused at once with a sentence and nothing changes."""
+    monkeypatch.setenv("CHMM_MAX_JOBS", "1")
+    monkeypatch.setenv("CHMM_MAX_WAITING_JOBS", "2")
+    held = background.JobSlot(data_dir, 1)
+    assert held.acquire(lambda place: None, stop=lambda: False)  # a running job holds the only place
+    queue = data_dir / background.QUEUE
+    queue.mkdir(exist_ok=True)
+    for n in range(2):  # two jobs wait already
+        (queue / f"{time.time_ns():020d}-{n}-0").touch()
+    before = current_bytes(with_corpus)
+    try:
+        outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    finally:
+        held.release()
+    assert outcome.status == background.REFUSED and outcome.message.startswith("The server is busy: 1 job(s) run")
+    assert current_bytes(with_corpus) == before

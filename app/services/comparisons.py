@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot
+from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot, QueueFull
 from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
 from app.services import UserError
 from app.services import corpus as corpus_service
@@ -191,7 +191,14 @@ def run_compare_job(
     files.heartbeat.touch()
     publish()
     with files.alive():
-        _train_rows(saved, publish, cancel_flag, (corpus_text, name, prepared), settings, folder)
+        try:
+            _train_rows(saved, publish, cancel_flag, (corpus_text, name, prepared), settings, folder)
+        except QueueFull as exc:  # too many jobs wait already: said at once, nothing trained
+            for row in saved["results"]:
+                row.update(status=SKIPPED, message="the server was busy")
+            saved.update(status=REFUSED, message=str(exc))
+            publish()
+            return saved
     done = sum(row["status"] == DONE for row in saved["results"])
     if cancel_flag.exists():
         saved.update(status=CANCELLED, message=f"Comparison cancelled; {done} learner(s) finished.")
@@ -219,7 +226,7 @@ def _train_rows(
     one after another on ``data`` (the corpus text, its name and its prepared split), publishing every change; rows
     left when ``cancel_flag`` appears are marked skipped."""
     corpus_text, name, prepared = data
-    slot = JobSlot(config.data_dir(), config.max_jobs())
+    slot = JobSlot(config.data_dir(), config.max_jobs(), config.max_waiting_jobs())
 
     def waiting(place: int) -> None:
         saved["message"] = (

@@ -42,6 +42,7 @@ from app.background import (
     JobFiles,
     JobSlot,
     JobTerminated,
+    QueueFull,
     read_json,
 )
 from app.services import comparisons
@@ -389,7 +390,7 @@ def run_training_job(
         if report is not None and latest is not None:
             report(latest)
 
-    slot = JobSlot(config.data_dir(), config.max_jobs())
+    slot = JobSlot(config.data_dir(), config.max_jobs(), config.max_waiting_jobs())
 
     def waiting(place: int) -> None:
         progress.update(
@@ -408,6 +409,8 @@ def run_training_job(
                     status, message = _train_and_install(folder, options, check, progress, key)
                 finally:
                     slot.release()
+        except QueueFull as exc:
+            status, message = REFUSED, str(exc)
         except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel below
             status, message = CANCELLED, SERVER_STOPPED
         except MemoryError:
