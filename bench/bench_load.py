@@ -1,16 +1,19 @@
-"""Benchmark: the app under load. N concurrent sessions (default 20) against gunicorn with 2 workers, browsing the
-pages while some of them (default 10) train small models, under Dash's Diskcache manager and under Celery + Redis.
-Prints p50 / p95 / max seconds per page load and the errors, one table per manager.
+"""Benchmark: the app under load. N concurrent sessions (default 20) against gunicorn with the recommended settings
+(``app/gunicorn_conf.py``: 2 workers of 16 threads), browsing the pages while some of them (default 10) train small
+models, beside a flood of new-session requests (default 1,000) and slow clients that trickle a request a byte at a
+time (default 4), under Dash's Diskcache manager and under Celery + Redis. Prints p50 / p95 / max seconds per page
+load, the errors, and whether every new visitor of the flood was served, one table per manager.
 
 Each session is a thread speaking the Dash renderer's HTTP protocol (no browser, so the client's CPU does not
 compete with the server's): it reads its server-issued session id from ``/_dash-layout``, and a *page load* is the
-page's HTML plus the callbacks the renderer fires when the page opens (the navigation bar's model badge, the
-page's own summary or preview), timed from the first request to the last answer. A training session picks the
+page's HTML, the layout request, the page-content callback (Dash's page routing) and the callbacks the renderer
+fires when the page opens (the navigation bar's model badge, the page's own summary or preview), timed from the
+first request to the last answer. A training session picks the
 sample corpus and runs the Train page's background callback (60 states, online EM, 10 epochs) over and over,
 polling it every second as the renderer does. Everything shares one temporary ``CHMM_DATA_DIR``.
 
     python bench/bench_load.py [--sessions 20] [--trainers 10] [--seconds 120] [--managers diskcache celery]
-                               [--repository CHECKOUT]   # serve another checkout of the app (before/after)
+                               [--flood 1000] [--slow 4] [--repository CHECKOUT]   # another checkout: before/after
 
 Celery needs ``redis-server`` and the ``celery`` and ``gunicorn`` commands (``pip install -e '.[server]'``).
 """
@@ -60,8 +63,8 @@ TRAIN_FORM = {
     ids.TRAIN_ITERATIONS: 10,
     ids.TRAIN_BATCH_SIZE: None,
     ids.TRAIN_RESTARTS: 1,
-    ids.TRAIN_PSEUDOCOUNT: None,
-    ids.TRAIN_AUTO: [],
+    ids.TRAIN_PSEUDOCOUNT: 1e-3,
+    ids.TRAIN_BUDGET: None,
     ids.TRAIN_VALIDATION: 0.1,
     ids.TRAIN_SEED: 0,
     ids.TRAIN_BACKEND: "cpu",
@@ -99,8 +102,12 @@ def servers(manager: str, data_dir: Path, logs: Path, repository: Path = REPOSIT
         commands["redis"] = [shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--save", ""]
         commands["celery"] = [str(BIN / "celery"), "-A", "app.main:celery_app", "worker", "--concurrency=2",
                               "--loglevel=WARNING", "--without-mingle", "--without-gossip"]  # fmt: skip
-    commands["gunicorn"] = [str(BIN / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{http_port}", "--timeout", "120",
-                            "app.main:server"]  # fmt: skip
+    settings = (
+        ["-c", "python:app.gunicorn_conf"]
+        if (repository / "app" / "gunicorn_conf.py").is_file()
+        else ["-w", "2", "--timeout", "120"]
+    )  # an older checkout: its own recipe
+    commands["gunicorn"] = [str(BIN / "gunicorn"), *settings, "-b", f"127.0.0.1:{http_port}", "app.main:server"]
     processes = []
     try:
         for name, command in commands.items():
@@ -153,6 +160,9 @@ class Client:
 
     def open_page(self, page: str) -> None:
         self.request(page)
+        self.request("/_dash-layout")  # what the renderer asks for first
+        location = "_pages_location.pathname"
+        self.fire("_pages_content", location, {location: page})  # the page's content (Dash's page routing)
         for component in PAGES[page]:
             self.fire(component, f"{ids.SESSION}.data")
 
@@ -182,6 +192,7 @@ class Figures:
     loads: dict[str, list[float]] = field(default_factory=lambda: {page: [] for page in PAGES})
     errors: list[str] = field(default_factory=list)
     trainings: dict[str, int] = field(default_factory=dict)
+    newcomers: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -215,25 +226,66 @@ def train(client: Client, figures: Figures, stop: float) -> None:
             figures.trainings[status] = figures.trainings.get(status, 0) + 1
 
 
+def flood(url: str, count: int, figures: Figures) -> None:
+    """A script fetching ``/_dash-layout`` ``count`` times as fast as it can (each answer mints a session id)."""
+    for _ in range(count):
+        try:
+            with urllib.request.urlopen(url + "/_dash-layout", timeout=TIMEOUT_S) as response:  # noqa: S310
+                response.read()
+        except Exception as exc:
+            with figures.lock:
+                figures.errors.append(f"flood: {type(exc).__name__}: {exc}"[:200])
+
+
+def slow_client(url: str, stop: float) -> None:
+    """A client that sends the start of a request and then a byte every few seconds, never the end."""
+    address = urllib.parse.urlparse(url)
+    with socket.create_connection((address.hostname, address.port), timeout=TIMEOUT_S) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: load\r\n")
+        while time.monotonic() < stop:
+            time.sleep(3.0)
+            with contextlib.suppress(OSError):
+                connection.sendall(b"X")
+
+
+def newcomer(url: str, dependencies: list[dict[str, Any]], figures: Figures) -> None:
+    """A new visitor after the flood: served a session and its first page, or an error counted."""
+    try:
+        Client(url, dependencies).open_page("/")
+        with figures.lock:
+            figures.newcomers += 1
+    except Exception as exc:
+        with figures.lock:
+            figures.errors.append(f"newcomer: {type(exc).__name__}: {exc}"[:200])
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
-def run(manager: str, sessions: int, trainers: int, seconds: float, logs: Path, repository: Path) -> Figures:
+def run(manager: str, load: argparse.Namespace, logs: Path, repository: Path) -> Figures:
     figures = Figures()
     with (
         tempfile.TemporaryDirectory(prefix="chmm-load-") as folder,
         servers(manager, Path(folder), logs, repository) as url,
     ):
         dependencies = json.loads(urllib.request.urlopen(url + "/_dash-dependencies", timeout=30).read())
-        clients = [Client(url, dependencies) for _ in range(sessions)]
-        stop = time.monotonic() + seconds
+        clients = [Client(url, dependencies) for _ in range(load.sessions)]
+        stop = time.monotonic() + load.seconds
         threads = [threading.Thread(target=browse, args=(client, figures, stop, i)) for i, client in enumerate(clients)]
-        threads += [threading.Thread(target=train, args=(client, figures, stop)) for client in clients[:trainers]]
+        threads += [threading.Thread(target=train, args=(client, figures, stop)) for client in clients[: load.trainers]]
+        threads += [threading.Thread(target=slow_client, args=(url, stop), daemon=True) for _ in range(load.slow)]
+        threads.append(threading.Thread(target=flood, args=(url, load.flood, figures)))
         for thread in threads:
             thread.start()
         for thread in threads:
+            if not thread.daemon:
+                thread.join()
+        newcomers = [threading.Thread(target=newcomer, args=(url, dependencies, figures)) for _ in range(5)]
+        for thread in newcomers:
+            thread.start()
+        for thread in newcomers:
             thread.join()
     return figures
 
@@ -243,17 +295,20 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20, help="browsing sessions")
     parser.add_argument("--trainers", type=int, default=10, help="of the sessions, this many also train")
     parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--flood", type=int, default=1000, help="new-session requests fired beside the sessions")
+    parser.add_argument("--slow", type=int, default=4, help="slow clients held open beside the sessions")
     parser.add_argument("--managers", nargs="+", default=["diskcache", "celery"], choices=["diskcache", "celery"])
     parser.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "chmm-load-logs")
     parser.add_argument("--repository", type=Path, default=REPOSITORY, help="the checkout whose app is served")
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
     print(describe_machine())
-    print(f"{args.sessions} browsing sessions, {args.trainers} training sessions, {args.seconds:.0f} s each run; "
-          f"gunicorn with 2 workers; serving {args.repository}")  # fmt: skip
+    print(f"{args.sessions} browsing sessions, {args.trainers} training sessions, a flood of {args.flood} new "
+          f"sessions, {args.slow} slow clients, {args.seconds:.0f} s each run; serving {args.repository}")  # fmt: skip
     for manager in args.managers:
-        figures = run(manager, args.sessions, args.trainers, args.seconds, args.logs, args.repository.resolve())
-        print(f"\n{manager}: trainings {dict(sorted(figures.trainings.items()))}, errors {len(figures.errors)}")
+        figures = run(manager, args, args.logs, args.repository.resolve())
+        print(f"\n{manager}: trainings {dict(sorted(figures.trainings.items()))}, errors {len(figures.errors)}, "
+              f"new visitors after the flood served {figures.newcomers} of 5")  # fmt: skip
         print("| page | loads | p50 s | p95 s | max s |")
         print("| --- | ---: | ---: | ---: | ---: |")
         everything: list[float] = []
