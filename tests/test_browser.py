@@ -209,7 +209,7 @@ def test_train_then_cancel_a_second_training(
     assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "100"
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states")
     wait_idle(browser)
-    screenshot(browser, "train")
+    screenshot(browser, "train", max_height=1500)  # the form, the progress and the chart
 
     # a second, longer run, cancelled while it trains: the first model stays current
     set_number(browser, ids.TRAIN_STATES, 400)
