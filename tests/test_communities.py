@@ -251,3 +251,20 @@ def test_novel_means_absent_from_the_whole_raw_text(alice_model: CHMM) -> None:
     replaced = [w for w in text.normalise_paper_base(raw).split() if w not in vocabulary]
     assert replaced and set(replaced) <= set(reference.split())
     assert words_mod.Reference.of(reference).vocabulary >= set(replaced)
+
+
+@pytest.mark.parametrize(("two_level", "markov_time"), [(True, 1.0), (False, 1.0), (False, 0.5)])
+def test_the_codelength_by_module_adds_up_to_infomaps(alice_model: CHMM, two_level: bool, markov_time: float) -> None:
+    """Issue 35 (hierarchy): the map equation split over the module tree, index codebook and each module's own,
+    sums to the code length Infomap reports, for two-level and multilevel results and another Markov time."""
+    options = cm.CommunityOptions(trials=2, two_level=two_level, markov_time=markov_time)
+    result = use.model_communities(alice_model, 1e-3, options)
+    terms = cm.codelength_terms(result)
+    assert terms is not None
+    assert terms["total"] == pytest.approx(result.codelength, abs=1e-5)
+    assert sum(terms["levels"].values()) == pytest.approx(terms["total"], abs=1e-9)
+    assert set(terms["modules"]) == set(result.modules) and all(v >= 0 for v in terms["modules"].values())
+    if markov_time == 0.5:
+        assert result.n_levels > 2 and len(terms["levels"]) > 2  # a level of submodules has its own codebooks
+    directed = use.model_communities(alice_model, 1e-3, cm.CommunityOptions(trials=1, flow="directed"))
+    assert cm.codelength_terms(directed) is None
