@@ -417,3 +417,47 @@ def _bar_text(key: str, value: Any) -> str:
     if key == "seconds":
         return rough_duration(float(value))
     return f"{int(value):,}"
+
+
+def hierarchy_figure(tree: dict[str, list[Any]] | None) -> go.Figure:
+    """The module tree as nested rectangles sized by flow (click a module to zoom into its submodules), each
+    labelled with its id and name; hover: its flow and its own codebook's bits (the map equation's term)."""
+    if not tree or not tree["ids"]:
+        return empty_figure("Module hierarchy", "run Infomap to see the module tree")
+    bits = ["" if b is None else f"{b:.3f} bits" for b in tree["bits"]]
+    figure = go.Figure(
+        go.Treemap(
+            ids=tree["ids"],
+            labels=[plain(label) for label in tree["labels"]],
+            parents=tree["parents"],
+            values=tree["flows"],
+            branchvalues="total",
+            customdata=bits,
+            hovertemplate="%{label}<br>flow %{value:.4f}<br>its codebook %{customdata}<extra></extra>",
+            maxdepth=3,
+        )
+    )
+    figure.update_layout(title="Module hierarchy (area: flow; click to zoom)", margin=MARGIN, height=460)
+    return figure
+
+
+def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
+    """Two Infomap runs of the same model side by side: each band is the flow of the clones that one run puts in
+    the left module and the other in the right one."""
+    if not alluvial or not alluvial["flows"]:
+        return empty_figure("Two runs compared", "run Infomap twice on this model (e.g. Markov time 1, then 0.5)")
+    before, after = alluvial["before"], alluvial["after"]
+    figure = go.Figure(
+        go.Sankey(
+            node={"label": [plain(label) for label in alluvial["labels"]], "pad": 6, "thickness": 12},
+            link={"source": alluvial["sources"], "target": alluvial["targets"], "value": alluvial["flows"]},
+            valueformat=".4f",
+        )
+    )
+    figure.update_layout(
+        title=f"The run before (Markov time {before['markov_time']:g}, {before['modules']} modules) and the last "
+        f"(Markov time {after['markov_time']:g}, {after['modules']} modules)",
+        margin=MARGIN,
+        height=520,
+    )
+    return figure

@@ -124,6 +124,9 @@ COMMUNITIES_SEARCH_RESULT = "communities-search-result"
 COMMUNITIES_PATH = "communities-path"  # dcc.Store: the last word search's clone path and modules
 COMMUNITIES_INSPECT = "communities-inspect"
 COMMUNITIES_PATH_MODULE = "communities-path-module"  # pattern-matching type of the path's module buttons
+COMMUNITIES_HIERARCHY = "communities-hierarchy"
+COMMUNITIES_LEVELS = "communities-levels"
+COMMUNITIES_ALLUVIAL = "communities-alluvial"
 COMMUNITIES_VIEW_BUTTON = "communities-view-button"  # pattern-matching type: {"view": map|graph, "action": ...}
 
 # Compare page

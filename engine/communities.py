@@ -411,6 +411,13 @@ def _plogp_sum(values: Iterable[float]) -> float:
     return float(np.sum(x * np.log2(x)))
 
 
+def node_flows(communities: Communities) -> np.ndarray:
+    """Each clone's flow as Infomap saw it (the out-flow of the link flows it was given, normalised), by clone."""
+    graph = communities.graph
+    sources, _ = graph.edges()
+    return np.bincount(sources, weights=_link_flow(graph, communities.options.flow), minlength=graph.n_states)
+
+
 def codelength_terms(communities: Communities) -> dict[str, Any] | None:
     """The map equation's code length split over the module tree (the hierarchical map equation of Rosvall and
     Bergstrom, with the Markov time t scaling the flow into and out of modules):
@@ -426,9 +433,8 @@ def codelength_terms(communities: Communities) -> dict[str, Any] | None:
     options = communities.options
     if options.flow == "directed":
         return None
-    graph, t = communities.graph, float(options.markov_time)
-    sources, _ = graph.edges()
-    node_flow = np.bincount(sources, weights=_link_flow(graph, options.flow), minlength=graph.n_states)
+    t = float(options.markov_time)
+    node_flow = node_flows(communities)
     own: dict[str, float] = {}
     for module in communities.modules.values():
         if module.children:

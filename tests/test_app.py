@@ -1745,3 +1745,39 @@ def test_a_crowd_pressing_start_is_told_the_server_is_busy(
         held.release()
     assert outcome.status == background.REFUSED and outcome.message.startswith("The server is busy: 1 job(s) run")
     assert current_bytes(with_corpus) == before
+
+
+def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
+    """Issue 35 (hierarchy): the module tree sized by flow with each module's codebook bits, the code length by level
+    (summing to Infomap's), and an alluvial diagram of two runs whose bands are the flow of the clones they share."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import communities as communities_page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    first = graph_service.run_communities(folder, trials=2, seed=0, markov_time=1)
+    assert graph_service.read_previous_communities(folder) is not None  # the bundled run of the sample model
+    second = graph_service.run_communities(folder, trials=2, seed=0, markov_time=0.5)
+    assert graph_service.read_previous_communities(folder)["options"] == first["options"]
+    assert sum(second["codelength"]["levels"].values()) == pytest.approx(second["summary"]["codelength"], abs=1e-5)
+    tree = graph_service.module_tree(second)
+    by_id = dict(zip(tree["ids"], tree["flows"], strict=True))
+    for module in second["modules"]:
+        if module["children"]:
+            assert sum(by_id[c] for c in module["children"]) == pytest.approx(by_id[module["id"]], rel=1e-6)
+    assert set(tree["parents"]) <= set(tree["ids"]) | {""}
+    flows = graph_service.alluvial(first, second)
+    node_flow = {int(k): v for k, v in second["node_flow"].items()}
+    tops = [sorted((m for m in run["modules"] if not m["parent"]), key=lambda m: -m["flow"]) for run in (first, second)]
+    brute = {}
+    for i, a in enumerate(tops[0]):
+        for j, b in enumerate(tops[1]):
+            shared = set(a["nodes"]) & set(b["nodes"])
+            if shared:
+                brute[(i, len(tops[0]) + j)] = sum(node_flow[n] for n in shared)
+    found = dict(zip(zip(flows["sources"], flows["targets"], strict=True), flows["flows"], strict=True))
+    assert found.keys() == brute.keys() and all(found[k] == pytest.approx(brute[k]) for k in brute)
+    assert sum(flows["flows"]) == pytest.approx(1.0, abs=1e-6)
+    hierarchy, levels, alluvial = communities_page.show_hierarchy(1, 0, sid)
+    assert hierarchy.data[0].type == "treemap" and alluvial.data[0].type == "sankey"
+    assert "Index codebook (top modules)" in str(levels) and "Modules of level 2" in str(levels)

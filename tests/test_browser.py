@@ -498,9 +498,17 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Cannot find '!!!'")
 
 
-def test_multilevel_map_opens_submodules(browser: DashComposite) -> None:
+def test_multilevel_map_opens_submodules(browser: DashComposite, screenshot: Callable) -> None:
     run_infomap(browser, markov_time="0.5")
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MESSAGE}", "levels of modules")
+    # the hierarchy (issue 35): the module tree sized by flow, the code length by level, and this run beside the
+    # session's run before it (the sample model's bundled one)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_LEVELS}", "Modules of level 2")
+    wait_until(
+        lambda: browser.find_elements(f"#{ids.COMMUNITIES_HIERARCHY} g.treemaplayer path"), 15, "no treemap drawn"
+    )
+    wait_until(lambda: browser.find_elements(f"#{ids.COMMUNITIES_ALLUVIAL} g.sankey"), 15, "no alluvial drawn")
+    screenshot(browser, "hierarchy", max_height=600, start=f"#{ids.COMMUNITIES_HIERARCHY}")
     parent = wait_until(
         lambda: cy_script(
             browser,

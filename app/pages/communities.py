@@ -17,7 +17,7 @@ import dash
 import dash_cytoscape as cyto
 from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 
-from app import background, ids, sessions, ui
+from app import background, figures, ids, sessions, ui
 from app.services import graphs as graph_service
 
 cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)
@@ -322,8 +322,57 @@ def layout(**_query: Any) -> html.Div:
                     className="module-panel",
                 ),
             ),
+            ui.card(
+                "Hierarchy",
+                dcc.Graph(id=ids.COMMUNITIES_HIERARCHY, figure=figures.empty_figure(), config={"displaylogo": False}),
+                html.Div(id=ids.COMMUNITIES_LEVELS),
+                html.Div(
+                    "The module tree as nested rectangles, area by flow; click one to zoom into its submodules. The "
+                    "code length (the map equation) splits into the index codebook of the top modules and each "
+                    "module's own codebook: bits per step of a random walk on the text.",
+                    className="hint",
+                ),
+            ),
+            ui.card(
+                "Two runs compared",
+                dcc.Graph(id=ids.COMMUNITIES_ALLUVIAL, figure=figures.empty_figure(), config={"displaylogo": False}),
+                html.Div(
+                    "The run before the last on this model and the last, top modules side by side: each band is the "
+                    "flow of the clones one run puts in the left module and the other in the right one (run Infomap "
+                    "again with another Markov time or threshold to compare).",
+                    className="hint",
+                ),
+            ),
         ]
     )
+
+
+@callback(
+    Output(ids.COMMUNITIES_HIERARCHY, "figure"),
+    Output(ids.COMMUNITIES_LEVELS, "children"),
+    Output(ids.COMMUNITIES_ALLUVIAL, "figure"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+    State(ids.SESSION, "data"),
+)
+def show_hierarchy(_version: Any, _model: Any, session_id: str | None) -> tuple[Any, Any, Any]:
+    """The module tree sized by flow, the code length by level, and the last two runs side by side."""
+    try:
+        folder = sessions.session_folder(session_id)
+        saved = graph_service.read_communities(folder)
+        previous = graph_service.read_previous_communities(folder)
+    except ui.EXPECTED_ERRORS as exc:
+        return figures.empty_figure(), ui.error_message(exc), figures.empty_figure()
+    if saved is None:
+        return figures.hierarchy_figure(None), None, figures.alluvial_figure(None)
+    levels = (saved.get("codelength") or {}).get("levels") or {}
+    rows = [
+        ("Index codebook (top modules)" if level == "0" else f"Modules of level {level}", f"{bits:.4f} bits")
+        for level, bits in sorted(levels.items(), key=lambda item: int(item[0]))
+    ]
+    rows.append(("Code length in all", f"{saved['summary']['codelength']:.4f} bits"))
+    alluvial = graph_service.alluvial(previous, saved) if previous is not None else None
+    return figures.hierarchy_figure(graph_service.module_tree(saved)), ui.facts(rows), figures.alluvial_figure(alluvial)
 
 
 @callback(
@@ -584,8 +633,11 @@ def inspect(hovered: dict[str, Any] | None, tapped: dict[str, Any] | None, edge:
             ui.facts(
                 [
                     ("Character", node["char"]),
-                    ("Clone", f"number {node['clone']} of its character's clones, from 0 as in its label (state "
-                     f"{node['state']})"),
+                    (
+                        "Clone",
+                        f"number {node['clone']} of its character's clones, from 0 as in its label (state "
+                        f"{node['state']})",
+                    ),
                     ("Flow", f"{node['flow']:.4g}"),
                     ("Module", node.get("module") or "-"),
                 ]

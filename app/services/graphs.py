@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -168,6 +169,8 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
     model = load_current(folder)
     corpus_text = reference_corpus(folder, model)
     result = use.model_communities(model, threshold, options, corpus_text)
+    terms = communities_mod.codelength_terms(result)
+    flows = communities_mod.node_flows(result)
     saved = {
         "model": sessions.model_stamp(folder),
         "threshold": threshold,
@@ -179,9 +182,68 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
             parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
             for parent, links in communities_mod.module_links(result).items()
         },
+        "codelength": None if terms is None else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
+        "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
     }
+    if read_communities(folder) is not None:  # the run before, kept to compare with (same model)
+        os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
     atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
     return saved
+
+
+def read_previous_communities(folder: Path) -> dict[str, Any] | None:
+    """The community run before the last one on the same model, or None."""
+    try:
+        saved = json.loads((folder / PREVIOUS_COMMUNITIES).read_text(encoding="utf-8"))
+        return saved if saved.get("model") == sessions.model_stamp(folder) else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def module_tree(saved: dict[str, Any]) -> dict[str, list[Any]]:
+    """The module tree as a treemap draws it (Infomap Network Navigator's nested view): ids, labels, parents
+    (the root ""), flows (each module's flow contains its submodules') and each module's own codebook bits."""
+    terms = (saved.get("codelength") or {}).get("modules") or {}
+    modules = saved["modules"]
+    return {
+        "ids": [m["id"] for m in modules],
+        "labels": [f"{m['id']} {m['name']}" for m in modules],
+        "parents": [m["parent"] for m in modules],
+        "flows": [m["flow"] for m in modules],
+        "bits": [terms.get(m["id"]) for m in modules],
+    }
+
+
+def alluvial(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """How the flow of the top modules of one run goes to those of another on the same model (an alluvial,
+    Sankey, diagram): for every pair (module of ``before``, module of ``after``) the flow of the clones in both,
+    pairs without flow left out; sources and targets index ``labels`` (``before``'s modules, then ``after``'s)."""
+    flows = {int(node): float(flow) for node, flow in (after.get("node_flow") or {}).items()}
+
+    def top_of(saved: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        tops = sorted((m for m in saved["modules"] if not m["parent"]), key=lambda m: -m["flow"])
+        return tops, {node: i for i, m in enumerate(tops) for node in m["nodes"]}
+
+    first, in_first = top_of(before)
+    second, in_second = top_of(after)
+    pairs: dict[tuple[int, int], float] = {}
+    for node, flow in flows.items():
+        if node in in_first and node in in_second:
+            key = (in_first[node], in_second[node])
+            pairs[key] = pairs.get(key, 0.0) + flow
+    links = sorted(((a, b, f) for (a, b), f in pairs.items() if f > 0), key=lambda link: -link[2])
+    labels = [f"{m['id']} {m['name']}" for m in first] + [f"{m['id']} {m['name']}" for m in second]
+    return {
+        "labels": labels,
+        "sources": [a for a, _, _ in links],
+        "targets": [len(first) + b for _, b, _ in links],
+        "flows": [f for _, _, f in links],
+        "before": {"modules": len(first), "markov_time": before["options"].get("markov_time")},
+        "after": {"modules": len(second), "markov_time": after["options"].get("markov_time")},
+    }
+
+
+PREVIOUS_COMMUNITIES = "communities-previous.json"
 
 
 def read_communities(folder: Path) -> dict[str, Any] | None:
