@@ -1781,3 +1781,30 @@ def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
     hierarchy, levels, alluvial = communities_page.show_hierarchy(1, 0, sid)
     assert hierarchy.data[0].type == "treemap" and alluvial.data[0].type == "sankey"
     assert "Index codebook (top modules)" in str(levels) and "Modules of level 2" in str(levels)
+
+
+def test_clone_and_transition_tables(folder: Path) -> None:
+    """Issue 35 (tables): per clone its flows, the flow it sends out of its module, degree and betweenness; per
+    transition T and flow, and which cross the module's boundary. The boundary adds up to the module's exit and
+    enter flows, and betweenness is networkx's on the module's subgraph."""
+    import networkx as nx
+
+    saved = graph_service.read_communities(folder)
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    tables = graph_service.graph_tables(folder, module["id"])
+    clones, transitions = tables["clones"], tables["transitions"]
+    assert {c["state"] for c in clones} == set(module["nodes"])
+    assert sum(c["exit_flow"] for c in clones) == pytest.approx(module["exit_flow"], rel=1e-4)
+    into = sum(t["flow"] for t in transitions if t["boundary"] == "in")
+    assert into == pytest.approx(module["enter_flow"], rel=1e-4)
+    assert sum(c["flow"] for c in clones) == pytest.approx(module["flow"], rel=1e-4)
+    inner = nx.DiGraph()
+    inner.add_nodes_from(c["clone"] for c in clones)
+    inner.add_edges_from((t["from"], t["to"]) for t in transitions if not t["boundary"])
+    expected = nx.betweenness_centrality(inner)
+    assert all(c["betweenness"] == pytest.approx(expected[c["clone"]], abs=1e-6) for c in clones)
+    whole = graph_service.graph_tables(folder)
+    assert whole["module"] == "" and len(whole["clones"]) >= len(clones)
+    assert all(t["boundary"] == "" for t in whole["transitions"])
+    with pytest.raises(UserError, match="does not exist"):
+        graph_service.graph_tables(folder, "999")

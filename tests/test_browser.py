@@ -445,6 +445,18 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     assert "<svg" in svg
     screenshot(browser, "communities", max_height=1500)  # the run, the search box and the module map
     screenshot(browser, "module", max_height=1000, start=f"#{ids.COMMUNITIES_GRAPH_NOTE}")
+    # the tables (issue 35): the open module's clones and transitions; a clone selected in the table is marked in
+    # the subgraph, and a clone clicked in the subgraph is selected in the table
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TABLES_NOTE}", "clones and")
+    browser.find_elements(f"#{ids.COMMUNITIES_CLONE_TABLE} tbody tr input[type=radio]")[0].click()
+    red = "return cy.nodes().filter(n => n.style('border-color') === 'rgb(214,39,40)').length;"
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, red) == 1, 10, "the selected clone is not marked")
+    cy_script(browser, ids.COMMUNITIES_GRAPH, "cy.nodes()[1].emit('tap'); return 1;")
+    radios = f"#{ids.COMMUNITIES_CLONE_TABLE} input[type=radio]"
+    wait_until(
+        lambda: any(r.is_selected() for r in browser.find_elements(radios)), 10, "the clicked clone is not selected"
+    )
+    screenshot(browser, "tables", max_height=900, start=f"#{ids.COMMUNITIES_TABLES_NOTE}")
     # the module's export link opens the Export page with the module filled in
     browser.find_element(f"#{ids.COMMUNITIES_EXPORT_LINK}").click()
     browser.wait_for_element(f"#{ids.EXPORT_MODULE}")

@@ -102,6 +102,26 @@ STYLESHEET = [
 ]
 
 
+CLONE_COLUMNS = [
+    ("clone", "clone"),
+    ("character", "character"),
+    ("module", "module"),
+    ("flow", "flow"),
+    ("in_flow", "in flow"),
+    ("out_flow", "out flow"),
+    ("exit_flow", "flow out of the module"),
+    ("degree", "degree"),
+    ("betweenness", "betweenness"),
+]
+EDGE_COLUMNS = [
+    ("from", "from"),
+    ("to", "to"),
+    ("probability", "T"),
+    ("flow", "flow"),
+    ("boundary", "crosses the module's boundary"),
+]
+
+
 WORD_MARKS = {
     ("word", True): ("seen", "word-seen"),
     ("word", False): ("novel", "word-novel"),
@@ -323,6 +343,33 @@ def layout(**_query: Any) -> html.Div:
                 ),
             ),
             ui.card(
+                "Tables",
+                html.Div(id=ids.COMMUNITIES_TABLES_NOTE, className="hint"),
+                html.H4("Clones"),
+                dash_table.DataTable(
+                    id=ids.COMMUNITIES_CLONE_TABLE,
+                    columns=[{"name": name, "id": key} for key, name in CLONE_COLUMNS],
+                    data=[],
+                    sort_action="native",
+                    filter_action="native",
+                    row_selectable="single",
+                    page_size=12,
+                    style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
+                    style_header={"fontWeight": 600},
+                ),
+                html.H4("Transitions"),
+                dash_table.DataTable(
+                    id=ids.COMMUNITIES_EDGE_TABLE,
+                    columns=[{"name": name, "id": key} for key, name in EDGE_COLUMNS],
+                    data=[],
+                    sort_action="native",
+                    filter_action="native",
+                    page_size=12,
+                    style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
+                    style_header={"fontWeight": 600},
+                ),
+            ),
+            ui.card(
                 "Hierarchy",
                 dcc.Graph(id=ids.COMMUNITIES_HIERARCHY, figure=figures.empty_figure(), config={"displaylogo": False}),
                 html.Div(id=ids.COMMUNITIES_LEVELS),
@@ -345,6 +392,57 @@ def layout(**_query: Any) -> html.Div:
             ),
         ]
     )
+
+
+@callback(
+    Output(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    Output(ids.COMMUNITIES_EDGE_TABLE, "data"),
+    Output(ids.COMMUNITIES_TABLES_NOTE, "children"),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Input(ids.COMMUNITIES_SELECTED, "data"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    State(ids.SESSION, "data"),
+)
+def show_tables(selected: str | None, _version: Any, session_id: str | None) -> tuple[Any, Any, Any, Any]:
+    """The clone and transition tables of the module open below the map, or of the whole graph."""
+    try:
+        tables = graph_service.graph_tables(sessions.session_folder(session_id), selected)
+    except ui.EXPECTED_ERRORS as exc:
+        return [], [], ui.error_message(exc), []
+    where = f"module {tables['module']}" if tables["module"] else "the whole graph (open a module to see its own)"
+    note = (
+        f"{len(tables['clones']):,} clones and {len(tables['transitions']):,} transitions of {where}; sort by a "
+        "column's header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph."
+    )
+    return tables["clones"], tables["transitions"], note, []
+
+
+@callback(
+    Output(ids.COMMUNITIES_GRAPH, "stylesheet", allow_duplicate=True),
+    Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    prevent_initial_call=True,
+)
+def mark_selected_clone(rows: list[int] | None, data: list[dict[str, Any]] | None) -> Any:
+    """A clone selected in the table is marked in the module's subgraph."""
+    if not rows or not data or rows[0] >= len(data):
+        return STYLESHEET
+    state = data[rows[0]]["state"]
+    return STYLESHEET + [{"selector": f'node[id = "{state}"]', "style": HIGHLIGHT}]
+
+
+@callback(
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows", allow_duplicate=True),
+    Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    prevent_initial_call=True,
+)
+def select_tapped_clone(tapped: dict[str, Any] | None, data: list[dict[str, Any]] | None) -> Any:
+    """A clone clicked in the subgraph is selected in the clone table."""
+    if not tapped or not data:
+        return no_update
+    state = int(tapped.get("state", -1))
+    return [i for i, row in enumerate(data) if row["state"] == state][:1]
 
 
 @callback(

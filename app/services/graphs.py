@@ -339,6 +339,81 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
 NEIGHBOURS = 5
 """Transitions in and out listed for a clone when it is inspected."""
 
+MAX_TABLE_ROWS = 20_000
+"""Rows the clone and transition tables hold (a module's, or the whole graph's up to this many, most flow first)."""
+
+EXACT_BETWEENNESS_NODES = 500
+"""Up to this many clones betweenness centrality is exact; above, estimated from this many sampled sources."""
+
+
+def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
+    """The clone and transition tables of the last community run (as Gephi's data laboratory), for the module
+    ``module_id`` (its clones and the transitions among them) or, without one, the whole graph: per clone its
+    label, character, deepest module, flow, in/out flow, the flow it sends out of the module (``exit_flow``: its
+    part of the module's boundary), degree and betweenness centrality (on the module's subgraph, unweighted); per
+    transition its clones, T and flow, and whether it crosses the module's boundary. At most
+    :data:`MAX_TABLE_ROWS` rows each, the most flow first."""
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+    graph = use.model_graph(load_current(folder), saved["threshold"])
+    deepest = _deepest_modules(saved)
+    if module_id in (None, ""):
+        members = np.flatnonzero(graph.active())
+        key = ""
+    else:
+        key = str(module_id).strip()
+        module = next((m for m in saved["modules"] if m["id"] == key), None)
+        if module is None:
+            raise UserError(f"Module {key!r} does not exist in the last community run.")
+        members = np.asarray(module["nodes"], dtype=np.int64)
+    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
+    inside = np.zeros(graph.n_states, dtype=bool)
+    inside[members] = True
+    sources, targets = graph.edges()
+    flows = graph.edge_flow
+    out_flow = np.bincount(sources, weights=flows, minlength=graph.n_states)
+    in_flow = np.bincount(targets, weights=flows, minlength=graph.n_states)
+    crossing = inside[sources] & ~inside[targets]
+    exit_flow = np.bincount(sources[crossing], weights=flows[crossing], minlength=graph.n_states)
+    within = inside[sources] & inside[targets]
+    subgraph = nx.DiGraph()
+    subgraph.add_nodes_from(int(n) for n in members)
+    subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
+    sample = None if len(members) <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
+    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if len(members) > 2 else {}
+    degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
+    clones = [
+        {
+            "clone": graph.label(int(n)),
+            "state": int(n),
+            "character": visible(graph.char(int(n))),
+            "module": deepest.get(int(n), ""),
+            "flow": round(float(graph.flow[n]), 8),
+            "in_flow": round(float(in_flow[n]), 8),
+            "out_flow": round(float(out_flow[n]), 8),
+            "exit_flow": round(float(exit_flow[n]), 8),
+            "degree": int(degree[n]),
+            "betweenness": round(float(betweenness.get(int(n), 0.0)), 6),
+        }
+        for n in members
+    ]
+    touching = np.flatnonzero(inside[sources] | inside[targets])
+    touching = touching[np.argsort(-flows[touching], kind="stable")][:MAX_TABLE_ROWS]
+    transitions = [
+        {
+            "from": graph.label(int(sources[e])),
+            "to": graph.label(int(targets[e])),
+            "probability": round(float(graph.weight.data[e]), 6),
+            "flow": round(float(flows[e]), 8),
+            "boundary": "out" if inside[sources[e]] and not inside[targets[e]] else (
+                "in" if inside[targets[e]] and not inside[sources[e]] else ""
+            ),
+        }
+        for e in touching
+    ]  # fmt: skip
+    return {"module": key, "clones": clones, "transitions": transitions}
+
 
 def _deepest_modules(saved: dict[str, Any]) -> dict[int, str]:
     """Clone -> the id of the deepest module of the saved result that holds it."""
