@@ -1808,3 +1808,25 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     assert all(t["boundary"] == "" for t in whole["transitions"])
     with pytest.raises(UserError, match="does not exist"):
         graph_service.graph_tables(folder, "999")
+
+
+def test_the_module_map_is_readable_at_its_fit_zoom(folder: Path) -> None:
+    """Issue 35, defect 12: 158 modules were a hairball at fit zoom, big circles hid labels, colours repeated with no
+    legend. The 20 largest are labelled, 12 px on screen at the page's fit zoom, placed so none overlaps another
+    label or a circle (computed from the layout the page gets), with a legend of their colours."""
+    drawn = graph_service.module_map(folder)
+    nodes = [e for e in drawn["elements"] if "source" not in e["data"]]
+    labelled = [e for e in nodes if e["data"]["label"]]
+    assert len(labelled) == min(graph_service.MAP_LABELS, len(nodes)) and drawn["label_clashes"] == 0
+    xy = np.array([[e["position"]["x"], e["position"]["y"]] for e in nodes])
+    sizes = np.array([e["data"]["size"] for e in nodes])
+    on_screen = nodes[0]["data"]["font"] * graph_service.fit_zoom(xy, sizes)
+    assert on_screen == pytest.approx(graph_service.MAP_FONT_PX, rel=1e-3)
+    boxes = []
+    for e, (x, y), s in zip(labelled, xy, sizes, strict=False):
+        place = e["classes"].removeprefix("label-")
+        boxes.append(graph_service.label_box(x, y, s, e["data"]["label"], e["data"]["font"], place))
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+    assert [item["id"] for item in drawn["legend"]] == [e["data"]["id"] for e in labelled]

@@ -48,9 +48,9 @@ MAP_STYLESHEET = [
             "width": "data(size)",
             "height": "data(size)",
             "background-color": "data(colour)",
-            "font-size": 11,
+            "font-size": "data(font)",
             "text-valign": "bottom",
-            "text-margin-y": 3,
+            "text-halign": "center",
             "color": "#1f2d3d",
             "text-outline-color": "#fff",
             "text-outline-width": 2,
@@ -69,6 +69,9 @@ MAP_STYLESHEET = [
         },
     },
     {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},
+    {"selector": ".label-above", "style": {"text-valign": "top", "text-halign": "center"}},
+    {"selector": ".label-right", "style": {"text-valign": "center", "text-halign": "right"}},
+    {"selector": ".label-left", "style": {"text-valign": "center", "text-halign": "left"}},
 ]
 HIGHLIGHT = {"border-width": 5, "border-color": "#d62728", "z-index": 10}
 HIGHLIGHT_EDGE = {"line-color": "#d62728", "target-arrow-color": "#d62728", "opacity": 1, "z-index": 10}
@@ -418,20 +421,6 @@ def show_tables(selected: str | None, _version: Any, session_id: str | None) -> 
 
 
 @callback(
-    Output(ids.COMMUNITIES_GRAPH, "stylesheet", allow_duplicate=True),
-    Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
-    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
-    prevent_initial_call=True,
-)
-def mark_selected_clone(rows: list[int] | None, data: list[dict[str, Any]] | None) -> Any:
-    """A clone selected in the table is marked in the module's subgraph."""
-    if not rows or not data or rows[0] >= len(data):
-        return STYLESHEET
-    state = data[rows[0]]["state"]
-    return STYLESHEET + [{"selector": f'node[id = "{state}"]', "style": HIGHLIGHT}]
-
-
-@callback(
     Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows", allow_duplicate=True),
     Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
     State(ids.COMMUNITIES_CLONE_TABLE, "data"),
@@ -607,10 +596,25 @@ def show_map(_version: Any, _model: Any, level: str | None, session_id: str | No
     except ui.EXPECTED_ERRORS as exc:
         return [], ui.error_message(exc)
     notes = [
-        f"{drawn['modules']:,} modules and the {drawn['links']:,} links with the most flow between them.",
+        f"{drawn['modules']:,} modules and the {drawn['links']:,} links with the most flow between them; the "
+        f"{len(drawn['legend'])} with the most flow are labelled (click any module to see its name).",
         *drawn["notes"],
     ]
-    return drawn["elements"], [html.Div(note) for note in notes]
+    legend = html.Div(
+        [
+            html.Span(
+                [
+                    html.Span(className="swatch", style={"backgroundColor": item["colour"]}),
+                    f"{item['id']} {item['name']}",
+                ],
+                className="legend-item",
+                title=f"flow {item['flow']:.4f}",
+            )
+            for item in drawn["legend"]
+        ],
+        className="legend",
+    )
+    return drawn["elements"], [legend, *[html.Div(note) for note in notes]]
 
 
 @callback(
@@ -839,12 +843,19 @@ def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str |
     Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
     Input(ids.COMMUNITIES_PATH, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
 )
-def highlight_path(found: dict[str, Any] | None, level: str | None) -> tuple[Any, Any]:
-    """Mark the searched word's path: the modules of the map's level it passes through, and its clones and
-    transitions in the subgraph."""
+def highlight_path(
+    found: dict[str, Any] | None, level: str | None, rows: list[int] | None, table: list[dict[str, Any]] | None
+) -> tuple[Any, Any]:
+    """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
+    in the subgraph) and the clone selected in the clone table."""
+    selected = []
+    if rows and table and rows[0] < len(table):
+        selected = [{"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT}]
     if not found:
-        return MAP_STYLESHEET, STYLESHEET
+        return MAP_STYLESHEET, STYLESHEET + selected
     level = level or ""
     depth = len(level.split(":")) if level else 0
     on_map = []
@@ -861,5 +872,6 @@ def highlight_path(found: dict[str, Any] | None, level: str | None) -> tuple[Any
             {"selector": f'edge[id = "{a}-{b}"]', "style": HIGHLIGHT_EDGE}
             for a, b in zip(clones, clones[1:], strict=False)
         ]
+        + selected
     )
     return map_sheet, graph_sheet

@@ -428,8 +428,7 @@ def _neighbours(graph: Any, clones: np.ndarray, probabilities: np.ndarray, deepe
     """The :data:`NEIGHBOURS` most probable of these transitions as [label, probability, module id] rows."""
     order = np.argsort(-probabilities, kind="stable")[:NEIGHBOURS]
     return [
-        [graph.label(int(clones[i])), round(float(probabilities[i]), 6), deepest.get(int(clones[i]), "")]
-        for i in order
+        [graph.label(int(clones[i])), round(float(probabilities[i]), 6), deepest.get(int(clones[i]), "")] for i in order
     ]
 
 
@@ -508,6 +507,115 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     }
 
 
+MAP_LABELS = 20
+"""Modules of the map labelled (the most flow first); the others are named in the inspector when clicked."""
+
+MAP_CANVAS = (1000.0, 560.0, 20.0)
+"""The module map's canvas as the page draws it (width and height in pixels, at a 1280-pixel window, and the fit's
+padding): the fit zoom and the labels' placement are computed for it."""
+
+MAP_FONT_PX = 12.0
+"""The labels' size on screen at the fit zoom (they scale with the zoom, so they are sized in the map's units)."""
+
+PLACES = ("below", "above", "right", "left")
+"""Where a label may go around its circle, tried in this order."""
+
+
+def fit_zoom(xy: np.ndarray, sizes: np.ndarray, canvas: tuple[float, float, float] = MAP_CANVAS) -> float:
+    """The zoom at which Cytoscape's fit shows every circle (positions ``xy``, diameters ``sizes``) on ``canvas``."""
+    width, height, padding = canvas
+    if len(xy) == 0:
+        return 1.0
+    low = (xy - sizes[:, None] / 2).min(axis=0)
+    high = (xy + sizes[:, None] / 2).max(axis=0)
+    extent = np.maximum(high - low, 1e-9)
+    return float(min((width - 2 * padding) / extent[0], (height - 2 * padding) / extent[1]))
+
+
+def label_box(x: float, y: float, size: float, text: str, font: float, place: str) -> tuple[float, ...]:
+    """The rectangle (x0, y0, x1, y1, in the map's units) a label of ``text`` in ``font`` takes beside a circle of
+    diameter ``size`` at (x, y), ``place`` one of :data:`PLACES` (about 0.6 font widths a character)."""
+    w, h, gap = 0.6 * font * len(text), 1.25 * font, 0.25 * font
+    r = size / 2
+    if place == "below":
+        return (x - w / 2, y + r + gap, x + w / 2, y + r + gap + h)
+    if place == "above":
+        return (x - w / 2, y - r - gap - h, x + w / 2, y - r - gap)
+    if place == "right":
+        return (x + r + gap, y - h / 2, x + r + gap + w, y + h / 2)
+    return (x - r - gap - w, y - h / 2, x - r - gap, y + h / 2)
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def spread_for_labels(
+    xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float, rounds: int = 300
+) -> np.ndarray:
+    """``xy`` with the labelled circles (the first ``len(texts)``) pushed apart until the rectangles of their labels
+    below them and their circles overlap no more (or ``rounds`` passes end): each overlapping pair moves apart along
+    the line between them, half the overlap each; unlabelled circles stay where the layout put them."""
+    xy = np.array(xy, dtype=np.float64)
+    n = len(texts)
+    for _ in range(rounds):
+        boxes = [
+            (min(b[0], x - s / 2), y - s / 2, max(b[2], x + s / 2), b[3])  # the circle and the label below it
+            for (x, y), s, b in (
+                (xy[i], sizes[i], label_box(float(xy[i, 0]), float(xy[i, 1]), float(sizes[i]), texts[i], font, "below"))
+                for i in range(n)
+            )
+        ]
+        moved = False
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = boxes[i], boxes[j]
+                dx = min(a[2], b[2]) - max(a[0], b[0])
+                dy = min(a[3], b[3]) - max(a[1], b[1])
+                if dx <= 0 or dy <= 0:
+                    continue
+                moved = True
+                if dx < dy:  # the cheaper way apart
+                    step = (dx / 2 + 0.5) * (1 if xy[i, 0] >= xy[j, 0] else -1)
+                    xy[i, 0] += step
+                    xy[j, 0] -= step
+                else:
+                    step = (dy / 2 + 0.5) * (1 if xy[i, 1] >= xy[j, 1] else -1)
+                    xy[i, 1] += step
+                    xy[j, 1] -= step
+        if not moved:
+            break
+    return xy
+
+
+def place_labels(xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float) -> tuple[list[str], int]:
+    """A place (:data:`PLACES`) for each label, greedily in the given order (the most flow first): the first place
+    whose rectangle overlaps no label placed so far and no circle; returns the places and the labels that still
+    overlap another (none is the goal: a map readable at its fit zoom)."""
+    circles = [
+        (x - s / 2, y - s / 2, x + s / 2, y + s / 2) for (x, y), s in zip(xy.tolist(), sizes.tolist(), strict=True)
+    ]
+    placed: list[tuple[float, ...]] = []
+    places, clashes = [], 0
+    for i, text in enumerate(texts):
+        x, y = xy[i]
+        best = None
+        for place in PLACES:
+            box = label_box(float(x), float(y), float(sizes[i]), text, font, place)
+            hits = any(_overlap(box, other) for other in placed) or any(
+                _overlap(box, circle) for j, circle in enumerate(circles) if j != i
+            )
+            if not hits:
+                best = (place, box)
+                break
+        if best is None:
+            clashes += 1
+            best = (PLACES[0], label_box(float(x), float(y), float(sizes[i]), text, font, PLACES[0]))
+        places.append(best[0])
+        placed.append(best[1])
+    return places, clashes
+
+
 def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
     modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.drawing.module_colour`),
@@ -533,21 +641,33 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     top_flow = max((m["flow"] for m in shown), default=1.0) or 1.0
     scale = 60.0 * np.sqrt(max(len(shown), 4))  # pixels: room for every module's circle and label
     top_link = max((f for *_, f in links), default=1.0) or 1.0
+    xy = np.asarray(positions, dtype=np.float64).reshape(-1, 2) * scale
+    sizes = np.array([12 + 40 * float(np.sqrt(m["flow"] / top_flow)) for m in shown])
+    texts = [f"{m['id']} {m['name']}" for m in shown[:MAP_LABELS]]
+    for _ in range(3):  # spreading widens the map, which lowers the fit zoom: size the labels again
+        font = MAP_FONT_PX / fit_zoom(xy, sizes)  # 12 pixels on screen at the fit zoom
+        xy = spread_for_labels(xy, sizes, texts, font)
+    font = MAP_FONT_PX / fit_zoom(xy, sizes)
+    places, clashes = place_labels(xy[: len(texts)], sizes[: len(texts)], texts, font)
     elements: list[dict[str, Any]] = []
-    for module, (x, y) in zip(shown, positions.tolist(), strict=True):
+    for rank, (module, (x, y)) in enumerate(zip(shown, xy.tolist(), strict=True)):
         elements.append(
             {
                 "data": {
                     "id": module["id"],
-                    "label": f"{module['id']} {module['name']}",
+                    # only the largest modules are labelled, below their circles: 158 labels were a hairball at fit
+                    "label": f"{module['id']} {module['name']}" if rank < MAP_LABELS else "",
+                    "full_label": f"{module['id']} {module['name']}",
                     "name": module["name"],
                     "flow": float(module["flow"]),
                     "clones": int(module["size"]),
                     "submodules": len(module.get("children", [])),
-                    "size": round(12 + 40 * float(np.sqrt(module["flow"] / top_flow)), 2),
+                    "size": round(float(sizes[rank]), 2),
+                    "font": round(font, 2),
                     "colour": module_colour(module["id"]),
                 },
-                "position": {"x": round(x * scale, 2), "y": round(y * scale, 2)},
+                "position": {"x": round(x, 2), "y": round(y, 2)},
+                "classes": f"label-{places[rank]}" if rank < len(places) else "",
             }
         )
     for a, b, flow in links:
@@ -577,7 +697,18 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
                 "Infomap's multilevel search found no submodules: the result is flat (one level of modules). A "
                 "smaller Markov time (e.g. 0.5) looks for finer, nested modules."
             )
-    return {"elements": elements, "notes": notes, "modules": len(children), "links": len(links)}
+    legend = [
+        {"id": m["id"], "name": m["name"], "colour": module_colour(m["id"]), "flow": float(m["flow"])}
+        for m in shown[:MAP_LABELS]
+    ]
+    return {
+        "elements": elements,
+        "notes": notes,
+        "modules": len(children),
+        "links": len(links),
+        "legend": legend,
+        "label_clashes": clashes,
+    }
 
 
 MAX_SEARCH_CHARS = 200
