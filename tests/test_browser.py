@@ -457,6 +457,30 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
         lambda: any(r.is_selected() for r in browser.find_elements(radios)), 10, "the clicked clone is not selected"
     )
     screenshot(browser, "tables", max_height=900, start=f"#{ids.COMMUNITIES_TABLES_NOTE}")
+    # control (issue 35): a circular layout, transitions filtered by T, clones sized by flow, a clone found by label
+    before = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().map(n => n.position('x'));")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular")
+    wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().map(n => n.position('x'));") != before,
+        10,
+        "the layout did not change",
+    )
+    shown = "return cy.edges().filter(e => e.style('display') !== 'none').length;"
+    every = cy_script(browser, ids.COMMUNITIES_GRAPH, shown)
+    set_number(browser, ids.COMMUNITIES_EDGE_MIN, "0.3")
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, shown) < every, 10, "no transition was hidden")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_SIZE}", "by flow")
+    widths = "return new Set(cy.nodes().map(n => n.style('width'))).size;"
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, widths) > 1, 10, "the clones are not sized by flow")
+    label = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].data('label');")
+    box = browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}")
+    box.send_keys(label)
+    wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].style('border-color');")
+        == "rgb(214,39,40)",
+        10,
+        "the clone found by its label is not marked",
+    )
     # the module's export link opens the Export page with the module filled in
     browser.find_element(f"#{ids.COMMUNITIES_EXPORT_LINK}").click()
     browser.wait_for_element(f"#{ids.EXPORT_MODULE}")

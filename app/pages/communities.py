@@ -105,6 +105,15 @@ STYLESHEET = [
 ]
 
 
+GRAPH_LAYOUTS = {
+    "preset": "force-directed (the server's)",
+    "breadthfirst": "hierarchical, from the clone with the most flow",
+    "concentric": "concentric, by degree",
+    "circle": "circular",
+}
+"""The subgraph's layouts (Cytoscape's, but the first: positions computed on the server)."""
+
+
 CLONE_COLUMNS = [
     ("clone", "clone"),
     ("character", "character"),
@@ -314,6 +323,52 @@ def layout(**_query: Any) -> html.Div:
                 html.Div(id=ids.COMMUNITIES_GRAPH_NOTE, className="hint"),
                 html.Div(
                     [
+                        ui.field(
+                            "Layout",
+                            dcc.Dropdown(
+                                id=ids.COMMUNITIES_GRAPH_LAYOUT,
+                                options=[{"label": label, "value": key} for key, label in GRAPH_LAYOUTS.items()],
+                                value="preset",
+                                clearable=False,
+                            ),
+                        ),
+                        ui.field(
+                            "Transitions shown",
+                            dcc.Input(
+                                id=ids.COMMUNITIES_EDGE_MIN,
+                                type="number",
+                                min=0,
+                                max=1,
+                                step="any",
+                                value=0,
+                                debounce=0.4,
+                                className="num small",
+                            ),
+                            "those with T at least this",
+                        ),
+                        ui.field(
+                            "Clone size",
+                            dcc.Dropdown(
+                                id=ids.COMMUNITIES_NODE_SIZE,
+                                options=[{"label": "the same", "value": "same"}, {"label": "by flow", "value": "flow"}],
+                                value="same",
+                                clearable=False,
+                            ),
+                        ),
+                        ui.field(
+                            "Find a clone",
+                            dcc.Input(
+                                id=ids.COMMUNITIES_CLONE_SEARCH,
+                                type="text",
+                                placeholder="its label, e.g. h:3",
+                                debounce=0.4,
+                            ),
+                        ),
+                    ],
+                    className="form-grid controls",
+                ),
+                html.Div(
+                    [
                         html.Div(
                             network_view(
                                 "graph",
@@ -418,6 +473,24 @@ def show_tables(selected: str | None, _version: Any, session_id: str | None) -> 
         "column's header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph."
     )
     return tables["clones"], tables["transitions"], note, []
+
+
+@callback(
+    Output(ids.COMMUNITIES_GRAPH, "layout", allow_duplicate=True),
+    Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
+    State(ids.COMMUNITIES_GRAPH, "elements"),
+    prevent_initial_call=True,
+)
+def lay_out_graph(name: str | None, elements: list[dict[str, Any]] | None) -> Any:
+    """The subgraph in the chosen layout (a hierarchy rooted at the clone with the most flow)."""
+    if name not in GRAPH_LAYOUTS or name == "preset":
+        return {"name": "preset", "fit": True, "padding": 20}
+    layout: dict[str, Any] = {"name": name, "fit": True, "padding": 20, "animate": False}
+    if name == "breadthfirst":
+        nodes = [e["data"] for e in elements or [] if "source" not in e["data"]]
+        if nodes:
+            layout |= {"directed": True, "roots": f'[id = "{max(nodes, key=lambda d: d.get("flow", 0))["id"]}"]'}
+    return layout
 
 
 @callback(
@@ -838,22 +911,57 @@ def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str |
     return html.Div([path, modules, *[html.Div(n, className="hint") for n in notes]]), found
 
 
+def graph_controls(
+    edge_min: Any, node_size: str | None, clone: str | None, elements: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden, clones sized by
+    flow (area by flow, from the subgraph's own range), the clone whose label is ``clone`` marked."""
+    rules: list[dict[str, Any]] = []
+    try:
+        low = float(edge_min or 0)
+    except (TypeError, ValueError):
+        low = 0.0
+    if low > 0:
+        rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
+    if node_size == "flow":
+        flows = [e["data"].get("flow", 0.0) for e in elements or [] if "source" not in e["data"]]
+        top = max(flows, default=0.0) or 1.0
+        rules.append({"selector": "node", "style": {"width": f"mapData(flow, 0, {top!r}, 10, 56)",
+                                                   "height": f"mapData(flow, 0, {top!r}, 10, 56)"}})  # fmt: skip
+    label = (clone or "").strip()
+    if label:
+        rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
+    return rules
+
+
 @callback(
     Output(ids.COMMUNITIES_MAP, "stylesheet"),
     Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
     Input(ids.COMMUNITIES_PATH, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
     Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Input(ids.COMMUNITIES_EDGE_MIN, "value"),
+    Input(ids.COMMUNITIES_NODE_SIZE, "value"),
+    Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
     State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    State(ids.COMMUNITIES_GRAPH, "elements"),
 )
 def highlight_path(
-    found: dict[str, Any] | None, level: str | None, rows: list[int] | None, table: list[dict[str, Any]] | None
+    found: dict[str, Any] | None,
+    level: str | None,
+    rows: list[int] | None,
+    edge_min: Any,
+    node_size: str | None,
+    clone: str | None,
+    table: list[dict[str, Any]] | None,
+    elements: list[dict[str, Any]] | None,
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
-    in the subgraph) and the clone selected in the clone table."""
-    selected = []
+    in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
+    chosen T; size the clones by flow when asked."""
+    selected = graph_controls(edge_min, node_size, clone, elements)
     if rows and table and rows[0] < len(table):
-        selected = [{"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT}]
+        selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
     if not found:
         return MAP_STYLESHEET, STYLESHEET + selected
     level = level or ""
