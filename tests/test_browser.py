@@ -472,6 +472,9 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_SIZE}", "by flow")
     widths = "return new Set(cy.nodes().map(n => n.style('width'))).size;"
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, widths) > 1, 10, "the clones are not sized by flow")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_COLOUR}", "by flow")
+    colours = "return new Set(cy.nodes().map(n => n.style('background-color'))).size;"
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, colours) > 2, 10, "not coloured by flow")
     label = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].data('label');")
     box = browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}")
     box.send_keys(label)

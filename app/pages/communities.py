@@ -356,6 +356,19 @@ def layout(**_query: Any) -> html.Div:
                             ),
                         ),
                         ui.field(
+                            "Clone colour",
+                            dcc.Dropdown(
+                                id=ids.COMMUNITIES_NODE_COLOUR,
+                                options=[
+                                    {"label": "by character", "value": "character"},
+                                    {"label": "by (sub)module", "value": "module"},
+                                    {"label": "by flow", "value": "flow"},
+                                ],
+                                value="character",
+                                clearable=False,
+                            ),
+                        ),
+                        ui.field(
                             "Find a clone",
                             dcc.Input(
                                 id=ids.COMMUNITIES_CLONE_SEARCH,
@@ -912,11 +925,24 @@ def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str |
 
 
 def graph_controls(
-    edge_min: Any, node_size: str | None, clone: str | None, elements: list[dict[str, Any]] | None
+    edge_min: Any,
+    node_size: str | None,
+    clone: str | None,
+    elements: list[dict[str, Any]] | None,
+    node_colour: str | None = "character",
 ) -> list[dict[str, Any]]:
     """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden, clones sized by
-    flow (area by flow, from the subgraph's own range), the clone whose label is ``clone`` marked."""
+    flow (from the subgraph's own range), coloured by character, by their deepest module or by flow, the clone
+    whose label is ``clone`` marked."""
     rules: list[dict[str, Any]] = []
+    if node_colour == "module":
+        rules.append({"selector": "node", "style": {"background-color": "data(module_colour)"}})
+    elif node_colour == "flow":
+        flows = [e["data"].get("flow", 0.0) for e in elements or [] if "source" not in e["data"]]
+        top = max(flows, default=0.0) or 1.0
+        rules.append(
+            {"selector": "node", "style": {"background-color": f"mapData(flow, 0, {top!r}, #c6dbef, #08306b)"}}
+        )
     try:
         low = float(edge_min or 0)
     except (TypeError, ValueError):
@@ -942,6 +968,7 @@ def graph_controls(
     Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
     Input(ids.COMMUNITIES_EDGE_MIN, "value"),
     Input(ids.COMMUNITIES_NODE_SIZE, "value"),
+    Input(ids.COMMUNITIES_NODE_COLOUR, "value"),
     Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
     State(ids.COMMUNITIES_CLONE_TABLE, "data"),
     State(ids.COMMUNITIES_GRAPH, "elements"),
@@ -952,6 +979,7 @@ def highlight_path(
     rows: list[int] | None,
     edge_min: Any,
     node_size: str | None,
+    node_colour: str | None,
     clone: str | None,
     table: list[dict[str, Any]] | None,
     elements: list[dict[str, Any]] | None,
@@ -959,7 +987,7 @@ def highlight_path(
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
     chosen T; size the clones by flow when asked."""
-    selected = graph_controls(edge_min, node_size, clone, elements)
+    selected = graph_controls(edge_min, node_size, clone, elements, node_colour)
     if rows and table and rows[0] < len(table):
         selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
     if not found:

@@ -483,6 +483,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
             data["colour"] = _colour(data["char"])
             node = int(data["state"])
             data["module"] = deepest.get(node, "")
+            data["module_colour"] = module_colour(data["module"]) if data["module"] else "#cccccc"
             row = slice(graph.weight.indptr[node], graph.weight.indptr[node + 1])
             column = slice(incoming.indptr[node], incoming.indptr[node + 1])
             data["out"] = _neighbours(graph, graph.weight.indices[row], graph.weight.data[row], deepest)
