@@ -168,6 +168,7 @@ class IterationRecord(NamedTuple):
     restart: int = 0
     candidate: int = 0
     refit: bool = False
+    online: bool = False  # an epoch of online EM (the batch EM that follows it has False)
 
 
 @dataclass
@@ -405,7 +406,9 @@ def fit(
         if stopped is not None:
             result.stopped, result.error = stopped, error
             break
-        record = IterationRecord(iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started)
+        record = IterationRecord(
+            iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started, online=online
+        )
         result.history.append(record)
         current = new
         kept.observe(new, held_out_bps if held_out else None, iteration)

@@ -18,6 +18,11 @@ ALICE = Path(__file__).parent / "data" / "carroll-alice.txt"
 SHORT_TEXT = ALICE.read_text(encoding="utf-8")[:30_000]
 
 
+FIXED = ["--pseudocount", "1e-6", "--algorithm", "em"]
+"""``chmm train`` options of a run with nothing to choose on validation (batch EM, the old pseudocount), for tests
+that train a small model quickly rather than the recipe's search."""
+
+
 TINY_FORM = {
     "states": 60,
     "allocation": "ngram",

@@ -172,3 +172,23 @@ def test_the_time_is_stated_before_the_start_and_kept_beside_what_it_took(
     assert summary["expected_minutes"] == pytest.approx(0.2 * (1 + training.REFIT_SHARE))
     assert summary["chosen"]["states"] == 60 and "lowest validation BPS" in summary["chosen"]["reason"]
     assert model_files.load_model(out).metadata["chosen"] == summary["chosen"]
+
+
+def test_online_epochs_are_not_judged() -> None:
+    """Online EM starts slowly and crawls along plateaus before it drops: on a novel, the 3,000-state candidates
+    were stopped after 3 epochs at 2.1 validation BPS (the best so far 2.02) and the search kept 1,000 states. Only
+    the batch EM that follows online EM is judged."""
+    from engine import learning
+    from engine.training.search import _Judge
+
+    judge = _Judge(2.02, None)
+    for i, value in enumerate([2.30, 2.25, 2.22, 2.20, 2.19], 1):  # online epochs, far above the best, crawling
+        judge.observe(learning.IterationRecord(i, value, value, 0.1, online=True))
+    assert not judge.stopped and not judge.cancel.cancelled
+    for i, value in enumerate([1.99, 1.97, 1.96], 6):  # batch EM from the best epoch: below the best, still going
+        judge.observe(learning.IterationRecord(i, value, value, 0.1))
+    assert not judge.stopped
+    crawling = _Judge(1.50, None)
+    for i, value in enumerate([2.10, 2.09, 2.085], 1):  # batch EM far above the best, crawling: hopeless
+        crawling.observe(learning.IterationRecord(i, value, value, 0.1))
+    assert crawling.stopped and crawling.cancel.cancelled

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import FIXED
 
 from engine import cli, distributed, engines, learning, sparse
 from engine.model import CHMM, load, random_model
@@ -200,10 +201,7 @@ def test_chmm_train_with_local_workers(tmp_path: Path, capsys: pytest.CaptureFix
         str(out),
         "--states",
         "60",
-        "--pseudocount",
-        "1e-6",
-        "--algorithm",
-        "em",
+        *FIXED,
         "--iterations",
         "3",
         "--quiet",

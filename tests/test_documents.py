@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import FIXED
 
 from engine import cli, engines, learning, training
 from engine.documents import Document, corpus_name, read_documents
@@ -152,10 +153,7 @@ def test_chmm_train_takes_a_folder_a_zip_and_several_files(
                 str(out),
                 "--states",
                 "60",
-                "--pseudocount",
-                "1e-6",
-                "--algorithm",
-                "em",
+                *FIXED,
                 "--iterations",
                 "2",
                 "--quiet",

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from support import FIXED
 
 from engine import backend, devices, engines, gpu, gpu_engine, inference, learning
 from engine.blocks import normalise_rows, pairs_in_sequence
@@ -277,10 +278,7 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
         "tests/data/blake-poems.txt",
         "--states",
         "300",
-        "--pseudocount",
-        "1e-6",
-        "--algorithm",
-        "em",
+        *FIXED,
         "--iterations",
         "4",
         "--quiet",

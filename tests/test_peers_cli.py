@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import FIXED
 
 from engine import cli, learners, text
 from engine.peers.base import PeerFormatError, read_header
@@ -211,10 +212,7 @@ def test_score_any_reads_chmm_files_too(tmp_path: Path, capsys) -> None:
                 path,
                 "--states",
                 "60",
-                "--pseudocount",
-                "1e-6",
-                "--algorithm",
-                "em",
+                *FIXED,
                 "--iterations",
                 "2",
                 "--quiet",

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from support import FIXED
 
 from engine import cli, learning, model_files, synthetic, training, use
 from engine.blocks import aligned_entries
@@ -90,10 +91,7 @@ def test_cli_restarts_option(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         str(out),
         "--states",
         "20",
-        "--pseudocount",
-        "1e-6",
-        "--algorithm",
-        "em",
+        *FIXED,
         "--allocation",
         "uniform",
         "--normalisation",
@@ -494,10 +492,7 @@ def test_cli_auto_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         str(out),
         "--states",
         "120",
-        "--pseudocount",
-        "1e-6",
-        "--algorithm",
-        "em",
+        *FIXED,
         "--iterations",
         "3",
         "--quiet",

@@ -134,6 +134,21 @@ EDGE_COLUMNS = [
 ]
 
 
+def data_table(component: str, columns: list[tuple[str, str]], **more: Any) -> dash_table.DataTable:
+    """A sortable, filterable table of the Tables card, ``columns`` as (key, header) pairs."""
+    return dash_table.DataTable(
+        id=component,
+        columns=[{"name": name, "id": key} for key, name in columns],
+        data=[],
+        sort_action="native",
+        filter_action="native",
+        page_size=12,
+        style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
+        style_header={"fontWeight": 600},
+        **more,
+    )
+
+
 WORD_MARKS = {
     ("word", True): ("seen", "word-seen"),
     ("word", False): ("novel", "word-novel"),
@@ -417,28 +432,9 @@ def layout(**_query: Any) -> html.Div:
                 "Tables",
                 html.Div(id=ids.COMMUNITIES_TABLES_NOTE, className="hint"),
                 html.H4("Clones"),
-                dash_table.DataTable(
-                    id=ids.COMMUNITIES_CLONE_TABLE,
-                    columns=[{"name": name, "id": key} for key, name in CLONE_COLUMNS],
-                    data=[],
-                    sort_action="native",
-                    filter_action="native",
-                    row_selectable="single",
-                    page_size=12,
-                    style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
-                    style_header={"fontWeight": 600},
-                ),
+                data_table(ids.COMMUNITIES_CLONE_TABLE, CLONE_COLUMNS, row_selectable="single"),
                 html.H4("Transitions"),
-                dash_table.DataTable(
-                    id=ids.COMMUNITIES_EDGE_TABLE,
-                    columns=[{"name": name, "id": key} for key, name in EDGE_COLUMNS],
-                    data=[],
-                    sort_action="native",
-                    filter_action="native",
-                    page_size=12,
-                    style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
-                    style_header={"fontWeight": 600},
-                ),
+                data_table(ids.COMMUNITIES_EDGE_TABLE, EDGE_COLUMNS),
             ),
             ui.card(
                 "Hierarchy",

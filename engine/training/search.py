@@ -109,14 +109,18 @@ def hopeless(curve: Sequence[float], best_so_far: float) -> bool:
 
 
 class _Judge:
-    """Watches one candidate's validation curve (its progress records) and asks it to stop once it is
-    :func:`hopeless` against the best candidate so far; ``cancel`` also follows the run's own cancel token."""
+    """Watches one candidate's validation curve (its progress records: batch EM's iterations, after online EM's
+    epochs, which start slowly: the 3,000-state candidates of a novel were stopped after 3 epochs while they would
+    have won) and asks it to stop once it is :func:`hopeless` against the best candidate so far; ``cancel`` also
+    follows the run's own cancel token."""
 
     def __init__(self, best_so_far: float, cancel: Any) -> None:
         self.best_so_far, self.outer, self.curve, self.stopped = best_so_far, cancel, [], False
         self.cancel = learning.CancelToken(poll=lambda: self.stopped or bool(self.outer and self.outer.cancelled))
 
     def observe(self, record: learning.IterationRecord) -> None:
+        if record.online:  # online EM starts slowly and crawls along plateaus: only batch EM's curve is judged
+            return
         self.curve.append(record.validation_bps)
         if not self.stopped and hopeless(self.curve, self.best_so_far):
             self.stopped = True
