@@ -103,10 +103,10 @@ def test_read_text_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     p = tmp_path / "locked.txt"
     p.write_text("hello")
 
-    def deny(self: Path) -> bytes:
+    def deny(self: Path, *args: object, **kwargs: object) -> object:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_bytes", deny)
+    monkeypatch.setattr(Path, "open", deny)  # read_text opens the file and reads at most the limit from it
     with pytest.raises(CorpusError, match=r"locked\.txt cannot be read \(Permission denied\)"):
         read_text(p)
 
