@@ -1401,6 +1401,7 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(data_dir: Path) 
 def test_browser_limits_agree_with_the_guide() -> None:
     guide = (config.REPOSITORY / "docs" / "guide.md").read_text(encoding="utf-8")
     assert f"the browser refuses files over {config.BROWSER_SLACK:g} times a limit" in guide
+    import app.main  # noqa: F401  (registers the pages, so this test also runs alone)
     from app.pages import model as model_page
     from app.pages import train as train_page
 
