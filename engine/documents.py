@@ -35,6 +35,11 @@ class Document:
     text: str
 
 
+UNREADABLE_MEMBER = (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError)
+"""What ``zipfile`` raises for a member a corpus cannot use: a damaged archive or member, an unsupported compression
+method (NotImplementedError), an encrypted member (RuntimeError), a truncated one (EOFError)."""
+
+
 def _hidden(parts: Sequence[str]) -> bool:
     return any(part.startswith(".") or part == "__MACOSX" for part in parts)
 
@@ -96,9 +101,7 @@ def _read_zip(source: Path | BinaryIO, name: str, budget: _Budget) -> list[Docum
                         chunks.append(chunk)
             except CorpusError:
                 raise
-            # zipfile raises NotImplementedError for a compression method it cannot read, RuntimeError for an
-            # encrypted member, EOFError for a truncated one: each is a member this corpus cannot use
-            except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError) as exc:
+            except UNREADABLE_MEMBER as exc:
                 raise CorpusError(f"{label} cannot be read from the archive ({exc}).") from None
             budget.take(size, label)
             documents.append(Document(info.filename, decode_bytes(b"".join(chunks), name=label, max_bytes=limit)))
