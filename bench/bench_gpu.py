@@ -8,6 +8,7 @@ device memory peak; the CPU engine's forward pass on the same machine (and its E
 scaled x10: EM work is linear in the sequence length) gives the ratios.
 
     python bench/bench_gpu.py --states 3000 10000 30000 [--cpu] [--json OUT.json]
+    python bench/bench_gpu.py --crossover 3000 10000 --symbols 200000 750000 --chunks 512 1024 2048 4096
     python bench/bench_gpu.py --table4 30000 [--corpora-names carroll-alice milton-paradise]
 
 ``--table4`` trains like the paper (online EM, then batch EM, early stopping on validation) on the GPU and prints
@@ -239,6 +240,48 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
     return rows
 
 
+def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: list[int], burn_in: int) -> list[dict]:
+    """Where lockstep E-steps pay: seconds per batch-EM iteration (2 iterations, pseudocount 1e-6) over the first
+    ``n`` training symbols of melville-moby_dick for each number of states and of symbols, sequential and in
+    lockstep chunks of ``ceil((n - 1) / C)`` steps for each chunk count C (burn-in ``burn_in``), with the training BPS
+    difference from the sequential iterations."""
+    import cupy as cp
+
+    from engine import devices, gpu_engine
+
+    moby = _corpus("melville-moby_dick")
+    pool = cp.get_default_memory_pool()
+    rows = []
+    for states in states_list:
+        model = _random_model(moby, moby.train_full[:EM_SYMBOLS], states)
+        for n in symbol_counts:
+            x = moby.train_full[:n]
+            row: dict = {"states": states, "symbols": len(x), "burn_in": burn_in}
+            for chunks in [0, *chunk_counts]:
+                pool.free_all_blocks()
+                engine = gpu_engine.GpuDenseEngine(devices.cuda_device())
+                current = engine.load(model)
+                length = -(-(len(x) - 1) // chunks) if chunks else None
+                plan = engine.plan(current, x, "em", len(x), chunk=length, burn_in=burn_in if chunks else None)
+                seconds, ll = _em_iterations(cp, engine, current, x, plan)
+                row[f"s_{chunks}"] = seconds
+                row[f"bps_{chunks}"] = float(-ll / len(x) / np.log(2))
+                row[f"peak_gib_{chunks}"] = pool.total_bytes() / 2**30
+                del engine, current, plan
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"\nbatch-EM iteration, moby, burn-in {burn_in} (s; sequential / lockstep; lockstep BPS minus sequential):")
+    print("| states | symbols | sequential | " + " | ".join(f"{c:,} chunks" for c in chunk_counts) + " |")
+    print("|---" * (3 + len(chunk_counts)) + "|")
+    for r in rows:
+        cells = [
+            f"{r[f's_{c}']:.3f} ({r['s_0'] / r[f's_{c}']:.2f}x; {r[f'bps_{c}'] - r['bps_0']:+.0e})"
+            for c in chunk_counts
+        ]
+        print(f"| {r['states']:,} | {r['symbols']:,} | {r['s_0']:.3f} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def _stage(path: Path | None, label: str, run):
     """One stage of the Table-4 protocol: its model and figures from ``path`` (+ ``.json``) when an earlier call
     left them there, else ``run()`` (a TrainOutcome) saved there. Returns (model, summary)."""
@@ -412,10 +455,19 @@ def main() -> None:
         "--checkpoints", type=Path, help="--table4: save each stage's model here and resume from the last one saved"
     )
     parser.add_argument("--budget-seconds", type=float, help="--table4: start no stage after this many seconds")
+    parser.add_argument(
+        "--crossover", type=int, nargs="*", default=[], help="only time batch EM sequential and in lockstep chunks "
+        "at these numbers of states (with --symbols, --chunks, --burn-in)"
+    )  # fmt: skip
+    parser.add_argument("--symbols", type=int, nargs="*", default=[EM_SYMBOLS], help="--crossover: training symbols")
+    parser.add_argument("--chunks", type=int, nargs="*", default=[1024, 2048, 4096], help="--crossover: chunk counts")
+    parser.add_argument("--burn-in", type=int, default=50, help="--crossover: burn-in of each chunk")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict = {}
-    if args.states:
+    if args.crossover:
+        results["crossover"] = crossover(args.crossover, args.symbols, args.chunks, args.burn_in)
+    elif args.states:
         results["speed"] = speed(args.states, args.cpu, ("float32",) if args.float32_only else ("float32", "float16"))
     if args.table4:
         results["table4"] = table4(
