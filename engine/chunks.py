@@ -20,10 +20,33 @@ DEFAULT_BURN_IN = 1000
 """Symbols of burn-in before and after a chunk of a long document (see :func:`chunk`): the BPS after 20 EM iterations
 differs from the exact one by less than 1e-4 bits per symbol with it (bench/RESULTS.md)."""
 
-LOCKSTEP_BURN_IN = 100
-"""Symbols of burn-in of the chunks of a lockstep E-step (see :class:`LockstepPlan`): at 30,000 states on Milton,
-the lockstep forward pass with it differs from the sequential one by about 1e-10 bits per symbol (bench/RESULTS.md).
-"""
+LOCKSTEP_BURN_IN = 50
+"""Symbols of burn-in of the chunks of a lockstep E-step (see :class:`LockstepPlan`): after 20 EM iterations in
+chunks of 200 steps with it, the BPS differs from the exact one by at most 1.2e-7 bits per symbol on every corpus of
+the benchmarks, and an H200 runs an EM iteration at 30,000 states 1.5 times faster than with 100 (bench/RESULTS.md)."""
+
+EXACT = 0
+"""The chunk length that asks for exact passes (no chunks) where the engine would otherwise choose lockstep chunks."""
+
+LOCKSTEP_STEPS = 200
+"""Fewest counted steps of an automatic lockstep chunk (see :func:`lockstep_length`)."""
+
+LOCKSTEP_CHUNKS = 2048
+"""Most chunks of an automatic lockstep E-step: on an H200, batch EM over 750,000 symbols ran fastest at 2,048 chunks
+of 366 steps (3,000 to 30,000 states), and over 100,000 symbols at 512 chunks of 195 steps (bench/RESULTS.md)."""
+
+LOCKSTEP_MIN_SYMBOLS = 100_000
+"""Shortest sequence whose batch EM an engine with lockstep passes runs in automatic lockstep chunks: on an H200 they
+paid 4-11 times over 100,000 symbols at 3,000 to 10,000 states, and nothing over 30,000 (bench/RESULTS.md)."""
+
+
+def lockstep_length(n_symbols: int) -> int | None:
+    """The chunk length of the automatic lockstep E-step over a sequence of ``n_symbols``: as many chunks as fill the
+    device (up to :data:`LOCKSTEP_CHUNKS`) of at least :data:`LOCKSTEP_STEPS` counted steps each; None (exact
+    passes) for a sequence shorter than :data:`LOCKSTEP_MIN_SYMBOLS`."""
+    if n_symbols < LOCKSTEP_MIN_SYMBOLS:
+        return None
+    return max(LOCKSTEP_STEPS, -(-(n_symbols - 1) // LOCKSTEP_CHUNKS))
 
 
 @dataclass(frozen=True)

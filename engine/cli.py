@@ -19,7 +19,7 @@ from typing import Any
 from engine import engines, learners, learning, text, training
 from engine.allocation import ALLOCATION_METHODS
 from engine.backend import BackendError
-from engine.chunks import DEFAULT_BURN_IN, LOCKSTEP_BURN_IN
+from engine.chunks import DEFAULT_BURN_IN, EXACT, LOCKSTEP_BURN_IN, LOCKSTEP_MIN_SYMBOLS, LOCKSTEP_STEPS
 from engine.commands import (
     COMMUNITY_DEFAULTS,
     DEFAULT_PRUNE_THRESHOLD,
@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="batch EM cuts documents longer than this many symbols into chunks, each with a burn-in: on a cluster "
         "(--workers/--cluster), one chunk per task; on the GPU (--backend gpu), passes over all chunks in lockstep "
-        "(dense models)",
+        f"(dense models; by default the GPU chooses chunks of at least {LOCKSTEP_STEPS} steps for documents of "
+        f"{LOCKSTEP_MIN_SYMBOLS:,} symbols or more); {EXACT}: exact passes, no chunks",
     )
     train.add_argument(
         "--burn-in",

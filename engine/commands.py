@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine import distributed, documents, engines, learners, learning, model_files, text, training, use
+from engine import chunks, distributed, documents, engines, learners, learning, model_files, text, training, use
 from engine.communities import CommunityOptions
 
 
@@ -78,9 +78,10 @@ def run_train(args: argparse.Namespace) -> int:
             "--budget bounds the choice of states and pseudocount on validation, and there is none: both are given, "
             "or --init continues a model with its own"
         )
-    if args.burn_in is not None and args.chunk is None:
-        raise ValueError("--burn-in belongs to --chunk: give the chunk length too")
-    if args.chunk is not None and not (args.cluster or args.workers) and not engines.supports(args.backend, "lockstep"):
+    lockstep = engines.supports(args.backend, "lockstep")
+    if args.burn_in is not None and (args.chunk == chunks.EXACT or (args.chunk is None and not lockstep)):
+        raise ValueError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
+    if args.chunk and not (args.cluster or args.workers) and not lockstep:
         raise ValueError(
             "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on the "
             "GPU (--backend gpu)"
@@ -433,5 +434,3 @@ def run_export(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {args.output}: {figures['nodes']} nodes, {figures['edges']} edges ({args.format})")
     return 0
-
-

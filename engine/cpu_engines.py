@@ -31,8 +31,9 @@ class DenseOptions:
 
 
 def refuse_lockstep(name: str, chunk: int | None) -> None:
-    """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence)."""
-    if chunk is not None:
+    """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence); no
+    chunk (None) or :data:`engine.chunks.EXACT` are its exact passes."""
+    if chunk:
         raise ValueError(
             f"the {name} implementation has no lockstep passes: chunks of a document (--chunk) run on a cluster "
             "(--workers or --cluster) or, without one, on the GPU (--backend gpu)"

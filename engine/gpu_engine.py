@@ -113,25 +113,32 @@ class GpuDenseEngine:
     ) -> GpuPlan:
         """Check that a run on ``x`` fits in device memory (messages of the whole sequence for batch EM, of one
         batch of ``batch_size`` symbols for online EM) and choose the segment of a segmented E-step when the whole
-        sequence does not fit. With ``chunk``, batch EM's E-steps are lockstep passes over chunks of ``chunk``
-        steps with ``burn_in`` symbols before and after each (:func:`engine.chunks.chunk`; default
-        :data:`engine.chunks.LOCKSTEP_BURN_IN`; see :meth:`DeviceBlocks.lockstep_e_step`)."""
+        sequence does not fit. Batch EM's E-steps are lockstep passes over chunks of ``chunk`` steps with
+        ``burn_in`` symbols before and after each (:func:`engine.chunks.chunk`; default
+        :data:`engine.chunks.LOCKSTEP_BURN_IN`; see :meth:`DeviceBlocks.lockstep_e_step`); ``chunk`` None is the
+        length :func:`engine.chunks.lockstep_length` chooses (exact passes on a short sequence, or where the
+        chunks' messages do not fit), :data:`engine.chunks.EXACT` asks for exact passes."""
         blocks = state.blocks
         layout = blocks.layout
         x = np.asarray(x, dtype=np.int64)
+        chosen = chunk is None
+        if chosen:
+            chunk = chunks.lockstep_length(len(x))
         lockstep = None
-        if algorithm == "em" and chunk is not None:
+        if algorithm == "em" and chunk:
             burn_in = LOCKSTEP_BURN_IN if burn_in is None else burn_in
             lockstep = LockstepPlan.build(layout, chunks.chunk([x], chunk, burn_in))
-            x = lockstep.x  # the messages of every chunk position, burn-in included
-        mean_clones = float(layout.n_clones[x].mean())
+        positions = x if lockstep is None else lockstep.x  # the messages of every chunk position, burn-in included
+        mean_clones = float(layout.n_clones[positions].mean())
         per_position = 8 * mean_clones + 64
         model_bytes = estimate_device_bytes(layout, [], mean_clones)
         free = blocks.free_bytes()
-        longest = len(x) if algorithm == "em" else min(len(x), batch_size + 1)
+        if lockstep is not None and chosen and model_bytes + per_position * len(positions) > free:
+            return self.plan(state, x, algorithm, batch_size, chunks.EXACT)  # exact segments fit where chunks do not
+        longest = len(positions) if algorithm == "em" else min(len(positions), batch_size + 1)
         room = int(0.8 * (free - model_bytes) / per_position)
         segment = self.options.segment
-        if segment is None and algorithm == "em" and len(x) > room and lockstep is None:
+        if segment is None and algorithm == "em" and len(positions) > room and lockstep is None:
             segment = room
         need = model_bytes + int(per_position * min(longest, segment or longest))
         if need > free or (segment is not None and segment < 2):

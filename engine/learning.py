@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine import distributed, engines, inference
+from engine import chunks, distributed, engines, inference
 from engine.model import CHMM
 
 ALGORITHMS = ("em", "online", "viterbi")
@@ -119,7 +119,9 @@ class TrainingConfig:
         single training sequence carries almost no information on it and text scored later may start anywhere.
     chunk, burn_in: batch EM cuts documents longer than ``chunk`` symbols into chunks with ``burn_in`` symbols
         before and after (see :func:`engine.chunks.chunk`), processed on a cluster's workers or, without a cluster,
-        in lockstep on the GPU engines; None: documents are the unit (exact). A burn-in of None is
+        in lockstep on the GPU engines. None: on a cluster and on the CPU documents are the unit (exact); the GPU
+        engines run long sequences in the lockstep chunks :func:`engine.chunks.lockstep_length` chooses;
+        :data:`engine.chunks.EXACT` (0): exact passes everywhere. A burn-in of None is
         :data:`engine.chunks.DEFAULT_BURN_IN` on a cluster and :data:`engine.chunks.LOCKSTEP_BURN_IN` in lockstep.
     """
 
@@ -149,8 +151,8 @@ class TrainingConfig:
             raise ValueError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
             raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
-        if self.chunk is not None and self.chunk < 2:
-            raise ValueError("a chunk must hold at least 2 symbols")
+        if self.chunk is not None and self.chunk != chunks.EXACT and self.chunk < 2:
+            raise ValueError(f"a chunk must hold at least 2 symbols ({chunks.EXACT}: exact passes, no chunks)")
         if self.burn_in is not None and self.burn_in < 0:
             raise ValueError("the burn-in must be at least 0 symbols")
 
@@ -315,7 +317,7 @@ class _Iterations:
                 raise ValueError("training on a cluster runs batch or online EM (--algorithm em or online)")
             documents = sequences if config.algorithm == "em" else []  # online EM sends each batch as it comes
             burn_in = distributed.DEFAULT_BURN_IN if config.burn_in is None else config.burn_in
-            self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk, burn_in=burn_in)
+            self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk or None, burn_in=burn_in)
             self.plans: list[Any] = []
         else:
             self.plans = [

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import backend, devices, engines, gpu, gpu_engine, inference, learning
+from engine import backend, chunks, devices, engines, gpu, gpu_engine, inference, learning
 from engine.blocks import normalise_rows, pairs_in_sequence
 from engine.kernels import cpu
 from engine.model import CHMM, random_model
@@ -293,6 +293,11 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
     assert bits[2] == pytest.approx(bits[0], abs=1e-6)
     assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--chunk", "500"]) == 1
     assert "lockstep passes on the GPU" in capsys.readouterr().err
+    assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--burn-in", "20"]) == 1  # no chunks on the CPU
+    assert "--burn-in belongs to chunks" in capsys.readouterr().err
+    assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--chunk", "0"]) == 0  # exact passes, as without
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["train_bps"] == pytest.approx(bits[0], 1e-5)
+    assert cli.main([*base, "-o", str(tmp_path / "b.npz"), "--backend", name, "--burn-in", "20"]) == 0
 
 
 def test_cli_score_on_the_gpu_matches_the_cpu(name, tmp_path, capsys):
@@ -442,7 +447,7 @@ def test_batch_em_in_lockstep_chunks_keeps_the_bps(name):
     for lockstep in (None, 12):
         adapter = engines.engine_for(model, name)
         state = adapter.load(model)
-        chunk = None if lockstep is None else -(-(len(x) - 1) // lockstep)
+        chunk = chunks.EXACT if lockstep is None else -(-(len(x) - 1) // lockstep)
         plan = adapter.plan(state, x, "em", len(x), chunk=chunk, burn_in=50)
         assert (plan.lockstep is not None) == (lockstep is not None)
         assert lockstep is None or plan.lockstep.plan.n_chunks == lockstep
@@ -451,6 +456,52 @@ def test_batch_em_in_lockstep_chunks_keeps_the_bps(name):
             state = adapter.m_step(state, e.counts, 1e-6, e.gamma_first)
         bits[lockstep] = -adapter.e_step(state, x).log_likelihood / len(x) / np.log(2)
     assert bits[12] == pytest.approx(bits[None], abs=1e-6)
+
+
+def test_the_engine_chooses_lockstep_chunks_that_fill_the_device_with_at_least_the_fewest_steps():
+    """:func:`chunks.lockstep_length`: exact passes below the shortest sequence, chunks of the fewest steps until
+    there are as many as fill the device, then longer chunks."""
+    assert chunks.lockstep_length(chunks.LOCKSTEP_MIN_SYMBOLS - 1) is None
+    assert chunks.lockstep_length(chunks.LOCKSTEP_MIN_SYMBOLS) == chunks.LOCKSTEP_STEPS
+    most = chunks.LOCKSTEP_CHUNKS * chunks.LOCKSTEP_STEPS
+    assert chunks.lockstep_length(most + 1) == chunks.LOCKSTEP_STEPS
+    assert chunks.lockstep_length(10 * most + 1) == 10 * chunks.LOCKSTEP_STEPS
+    for n in (most + 2, 3 * most + 7, 10_000_000):
+        length = chunks.lockstep_length(n)
+        assert -(-(n - 1) // length) <= chunks.LOCKSTEP_CHUNKS < -(-(n - 1) // (length - 1))
+
+
+def test_batch_em_on_the_gpu_runs_long_sequences_in_lockstep_chunks_by_default(name, monkeypatch):
+    """Without ``chunk`` the GPU engine's batch EM runs a sequence of at least
+    :data:`chunks.LOCKSTEP_MIN_SYMBOLS` in the lockstep chunks :func:`chunks.lockstep_length` chooses (burn-in
+    :data:`chunks.LOCKSTEP_BURN_IN`), within 1e-6 BPS of exact passes after 5 iterations; ``chunk``
+    :data:`chunks.EXACT` asks for exact passes; where the chunks' messages do not fit in device memory it falls back
+    to exact passes (in segments) rather than refusing."""
+    model, x, _ = _model_and_sequence(161, 7, 150, chunks.LOCKSTEP_MIN_SYMBOLS + 1000)
+    adapter = engines.engine_for(model, name)
+    state = adapter.load(model)
+    plan = adapter.plan(state, x, "em", len(x))
+    steps = chunks.lockstep_length(len(x))
+    assert plan.lockstep is not None and plan.lockstep.plan.n_chunks == -(-(len(x) - 1) // steps)
+    assert plan.lockstep.plan.pieces[1].lo == chunks.LOCKSTEP_BURN_IN  # the second chunk's burn-in before it
+    assert adapter.plan(state, x, "em", len(x), chunk=chunks.EXACT).lockstep is None
+    assert adapter.plan(state, x[: chunks.LOCKSTEP_MIN_SYMBOLS - 1], "em", len(x)).lockstep is None
+    config = learning.TrainingConfig(max_iterations=5, pseudocount=1e-3, tolerance=0.0)
+    exact = learning.fit(model, x, config=replace(config, chunk=chunks.EXACT), backend=name)
+    together = learning.fit(model, x, config=config, backend=name)
+    bits = [
+        -np.sum(np.log(inference.forward(m, x).predictive)) / len(x) / np.log(2) for m in (exact.model, together.model)
+    ]
+    assert bits[1] == pytest.approx(bits[0], abs=1e-6) and bits[1] != bits[0]
+
+    whole = adapter.plan(state, x, "em", len(x), chunk=chunks.EXACT).pair_layout
+    assert whole is not None
+    mean = float(model.layout.n_clones[x].mean())  # room for 1.2 times the sequence's messages: its chunks need 1.5
+    model_bytes = devices.estimate_device_bytes(model.layout, [], mean)
+    room = int(model_bytes + 1.2 * len(x) * (8 * mean + 64))
+    monkeypatch.setattr(type(state.blocks), "free_bytes", lambda self: room)
+    fallback = adapter.plan(state, x, "em", len(x))
+    assert fallback.lockstep is None and fallback.segment is not None and fallback.segment < len(x)
 
 
 def test_the_lockstep_schedule_visits_every_step_of_every_chunk_once():
