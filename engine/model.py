@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,12 @@ def read_typed_header(path: Any, header: dict[str, Any], version: int) -> tuple[
     return typed, metadata
 
 
+COMPRESS_LEVEL = 1
+"""zlib level of the members of a model file: a 10,000-state model (T float32, counts float64, 1.07 GB of arrays) is
+written 2.7-2.9 times faster than at numpy's default level 6 (20 s against 57 s) into a file 4.5% larger
+(bench/bench_save.py)."""
+
+
 def write_npz_atomic(
     path: str | os.PathLike[str], arrays: dict[str, np.ndarray], header: dict[str, Any], compressed: bool = True
 ) -> None:
@@ -292,8 +299,11 @@ def write_npz_atomic(
     payload["header_json"] = np.frombuffer(json.dumps(_json_safe(header), allow_nan=False).encode("utf-8"), np.uint8)
 
     def write(tmp: str) -> None:
-        with open(tmp, "wb") as handle:  # a handle: numpy would append ".npz" to a name without it
-            (np.savez_compressed if compressed else np.savez)(handle, **payload)
+        method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+        with zipfile.ZipFile(tmp, "w", method, allowZip64=True, compresslevel=COMPRESS_LEVEL) as archive:
+            for name, array in payload.items():  # what np.savez writes, at a faster compression level
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
     atomic_write(path, write)
 

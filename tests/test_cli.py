@@ -455,14 +455,14 @@ def test_sigterm_while_saving_leaves_no_partial_file(
 
     import engine.model as model_module
 
-    real = model_module.np.savez_compressed
+    real = model_module.np.lib.format.write_array
 
-    def killed_midway(handle, **arrays):  # type: ignore[no-untyped-def]
-        handle.write(b"PK")  # a first byte is out when the signal comes
+    def killed_midway(member, array, **options):  # type: ignore[no-untyped-def]
+        member.write(b"\x93NUMPY")  # the first member is under way when the signal comes
         os.kill(os.getpid(), signal.SIGTERM)
-        return real(handle, **arrays)
+        return real(member, array, **options)
 
-    monkeypatch.setattr(model_module.np, "savez_compressed", killed_midway)
+    monkeypatch.setattr(model_module.np.lib.format, "write_array", killed_midway)
     out = tmp_path / "m.npz"
     before = signal.getsignal(signal.SIGTERM)
     args = ["train", BLAKE, "-o", out, "--states", "60", "--pseudocount", "1e-3", "--algorithm", "em"]
