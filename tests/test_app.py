@@ -1658,9 +1658,7 @@ def test_a_cancelled_job_process_is_not_left_a_zombie() -> None:
     assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
 
 
-def test_a_full_disk_is_said_at_once_with_its_cause(
-    with_corpus: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_full_disk_is_said_at_once_with_its_cause(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 36, item 6: on a full disk Start showed "Starting the training job." for ever and Infomap never
     answered; both say at once that the disk is full, and nothing changes."""
     import collections
@@ -1809,6 +1807,38 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     assert all(t["boundary"] == "" for t in whole["transitions"])
     with pytest.raises(UserError, match="does not exist"):
         graph_service.graph_tables(folder, "999")
+
+
+def test_clone_size_and_colour_show_any_numeric_column_of_the_clone_table(folder: Path) -> None:
+    """Issue 35 (control): the subgraph's clones sized and coloured by any numeric column of the clone table, scaled
+    to the subgraph's own range: the clone with the most (degree, betweenness, ...) is the largest and darkest, the
+    one with the least the smallest and lightest; flow still works from the nodes alone."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import communities as communities_page
+
+    saved = graph_service.read_communities(folder)
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    clones = graph_service.graph_tables(folder, module["id"])["clones"]
+    elements = [{"data": {"id": str(c["state"]), "label": c["clone"], "flow": c["flow"]}} for c in clones]
+    assert {o["value"] for o in communities_page.MAPPED_OPTIONS} == set(communities_page.MAPPED_COLUMNS)
+    for key in communities_page.MAPPED_COLUMNS:
+        rules = communities_page.graph_controls(0, key, None, elements, key, clones)
+        width = {r["selector"]: r["style"]["width"] for r in rules if "width" in r["style"]}
+        colour = {r["selector"]: r["style"]["background-color"] for r in rules if "background-color" in r["style"]}
+        assert len(width) == len(colour) == len(clones)
+        most = max(clones, key=lambda c: c[key])
+        least = min(clones, key=lambda c: c[key])
+        if most[key] > least[key]:
+            assert width[f'node[id = "{most["state"]}"]'] == communities_page.NODE_SIZES[1]
+            assert width[f'node[id = "{least["state"]}"]'] == communities_page.NODE_SIZES[0]
+            assert colour[f'node[id = "{most["state"]}"]'] == "#08306b"
+            assert colour[f'node[id = "{least["state"]}"]'] == "#c6dbef"
+        ordered = sorted(clones, key=lambda c: c[key])
+        sizes = [width[f'node[id = "{c["state"]}"]'] for c in ordered]
+        assert sizes == sorted(sizes)
+    from_nodes = communities_page.graph_controls(0, "flow", None, elements, "character")
+    assert len({r["style"]["width"] for r in from_nodes}) > 1  # no table rows: flow from the nodes
+    assert communities_page.graph_controls(0, "same", None, elements, "character") == []
 
 
 def test_the_module_map_is_readable_at_its_fit_zoom(folder: Path) -> None:

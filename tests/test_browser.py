@@ -475,6 +475,10 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_COLOUR}", "by flow")
     colours = "return new Set(cy.nodes().map(n => n.style('background-color'))).size;"
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, colours) > 2, 10, "not coloured by flow")
+    sizes = "return cy.nodes().map(n => n.numericStyle('width'));"
+    by_flow = cy_script(browser, ids.COMMUNITIES_GRAPH, sizes)
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_SIZE}", "by degree")  # any numeric column of the table
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, sizes) != by_flow, 10, "not sized by degree")
     label = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].data('label');")
     box = browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}")
     box.send_keys(label)

@@ -125,6 +125,13 @@ CLONE_COLUMNS = [
     ("degree", "degree"),
     ("betweenness", "betweenness"),
 ]
+MAPPED_COLUMNS = ("flow", "in_flow", "out_flow", "exit_flow", "degree", "betweenness")
+"""The clone table's numeric columns that the subgraph's clone size and colour can show."""
+MAPPED_OPTIONS = [{"label": f"by {header}", "value": key} for key, header in CLONE_COLUMNS if key in MAPPED_COLUMNS]
+NODE_SIZES = (10.0, 56.0)
+"""Smallest and largest clone diameter (px) when the size shows a column."""
+NODE_COLOURS = ((0xC6, 0xDB, 0xEF), (0x08, 0x30, 0x6B))
+"""Colours of the lowest and the highest value when the colour shows a column (light to dark blue)."""
 EDGE_COLUMNS = [
     ("from", "from"),
     ("to", "to"),
@@ -365,7 +372,7 @@ def layout(**_query: Any) -> html.Div:
                             "Clone size",
                             dcc.Dropdown(
                                 id=ids.COMMUNITIES_NODE_SIZE,
-                                options=[{"label": "the same", "value": "same"}, {"label": "by flow", "value": "flow"}],
+                                options=[{"label": "the same", "value": "same"}, *MAPPED_OPTIONS],
                                 value="same",
                                 clearable=False,
                             ),
@@ -377,7 +384,7 @@ def layout(**_query: Any) -> html.Div:
                                 options=[
                                     {"label": "by character", "value": "character"},
                                     {"label": "by (sub)module", "value": "module"},
-                                    {"label": "by flow", "value": "flow"},
+                                    *MAPPED_OPTIONS,
                                 ],
                                 value="character",
                                 clearable=False,
@@ -920,36 +927,60 @@ def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str |
     return html.Div([path, modules, *[html.Div(n, className="hint") for n in notes]]), found
 
 
+def column_shares(
+    key: str, table: list[dict[str, Any]] | None, elements: list[dict[str, Any]] | None
+) -> dict[str, float]:
+    """Each subgraph clone's value of the clone table's column ``key`` as a share of the subgraph's range (0 for the
+    lowest, 1 for the highest; 0.5 for all when they are equal), keyed by node id; flow is read from the nodes
+    themselves when the table has no rows."""
+    nodes = {str(e["data"]["id"]): e["data"] for e in elements or [] if "source" not in e["data"]}
+    if table:
+        values = {str(row["state"]): float(row[key]) for row in table if str(row.get("state")) in nodes and key in row}
+    elif key == "flow":
+        values = {node: float(data.get("flow", 0.0)) for node, data in nodes.items()}
+    else:
+        values = {}
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    return {node: (v - low) / (high - low) if high > low else 0.5 for node, v in values.items()}
+
+
+def _blend(share: float) -> str:
+    low, high = NODE_COLOURS
+    return "#" + "".join(f"{round(a + (b - a) * share):02x}" for a, b in zip(low, high, strict=True))
+
+
 def graph_controls(
     edge_min: Any,
     node_size: str | None,
     clone: str | None,
     elements: list[dict[str, Any]] | None,
     node_colour: str | None = "character",
+    table: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden, clones sized by
-    flow (from the subgraph's own range), coloured by character, by their deepest module or by flow, the clone
-    whose label is ``clone`` marked."""
+    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden; clones sized
+    and coloured by any numeric column of the clone table (:data:`MAPPED_COLUMNS`, scaled to the subgraph's own
+    range: :func:`column_shares`) or coloured by their deepest module; the clone whose label is ``clone`` marked."""
     rules: list[dict[str, Any]] = []
     if node_colour == "module":
         rules.append({"selector": "node", "style": {"background-color": "data(module_colour)"}})
-    elif node_colour == "flow":
-        flows = [e["data"].get("flow", 0.0) for e in elements or [] if "source" not in e["data"]]
-        top = max(flows, default=0.0) or 1.0
-        rules.append(
-            {"selector": "node", "style": {"background-color": f"mapData(flow, 0, {top!r}, #c6dbef, #08306b)"}}
-        )
+    elif node_colour in MAPPED_COLUMNS:
+        shares = column_shares(node_colour, table, elements)
+        rules += [
+            {"selector": f'node[id = "{n}"]', "style": {"background-color": _blend(v)}} for n, v in shares.items()
+        ]
     try:
         low = float(edge_min or 0)
     except (TypeError, ValueError):
         low = 0.0
     if low > 0:
         rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
-    if node_size == "flow":
-        flows = [e["data"].get("flow", 0.0) for e in elements or [] if "source" not in e["data"]]
-        top = max(flows, default=0.0) or 1.0
-        rules.append({"selector": "node", "style": {"width": f"mapData(flow, 0, {top!r}, 10, 56)",
-                                                   "height": f"mapData(flow, 0, {top!r}, 10, 56)"}})  # fmt: skip
+    if node_size in MAPPED_COLUMNS:
+        small, large = NODE_SIZES
+        for node, share in column_shares(node_size, table, elements).items():
+            size = round(small + (large - small) * share, 1)
+            rules.append({"selector": f'node[id = "{node}"]', "style": {"width": size, "height": size}})
     label = (clone or "").strip()
     if label:
         rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
@@ -982,8 +1013,8 @@ def highlight_path(
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
-    chosen T; size the clones by flow when asked."""
-    selected = graph_controls(edge_min, node_size, clone, elements, node_colour)
+    chosen T; size and colour the clones by the column asked for."""
+    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table)
     if rows and table and rows[0] < len(table):
         selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
     if not found:
