@@ -442,10 +442,14 @@ def hierarchy_figure(tree: dict[str, list[Any]] | None) -> go.Figure:
 
 
 def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
-    """Two Infomap runs of the same model side by side: each band is the flow of the clones that one run puts in
-    the left module and the other in the right one."""
+    """Two Infomap runs side by side, of the same model or of two models with the same clones (a model and its
+    pruned copy): each band is the flow of the clones that one run puts in the left module and the other in the
+    right one."""
     if not alluvial or not alluvial["flows"]:
-        return empty_figure("Two runs compared", "run Infomap twice on this model (e.g. Markov time 1, then 0.5)")
+        return empty_figure(
+            "Two runs compared",
+            "run Infomap twice on this model (e.g. Markov time 1, then 0.5), or on it and on its pruned copy",
+        )
     before, after = alluvial["before"], alluvial["after"]
     figure = go.Figure(
         go.Sankey(
@@ -454,9 +458,14 @@ def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
             valueformat=".4f",
         )
     )
+
+    def settings(run: dict[str, Any]) -> str:
+        threshold = f", threshold {run['threshold']:g}" if run.get("threshold") else ""
+        return f"Markov time {run['markov_time']:g}{threshold}, {run['modules']} modules"
+
+    which = "The previous model's run" if before.get("other_model") else "The run before"
     figure.update_layout(
-        title=f"The run before (Markov time {before['markov_time']:g}, {before['modules']} modules) and the last "
-        f"(Markov time {after['markov_time']:g}, {after['modules']} modules)",
+        title=f"{which} ({settings(before)}) and the last ({settings(after)})",
         margin=MARGIN,
         height=520,
     )

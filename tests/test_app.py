@@ -1782,6 +1782,37 @@ def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
     assert "Index codebook (top modules)" in str(levels) and "Modules of level 2" in str(levels)
 
 
+def test_runs_of_a_model_and_of_its_pruned_copy_are_compared_clone_by_clone(data_dir: Path, tmp_path: Path) -> None:
+    """Issue 35 (hierarchy, two models): an Infomap run of the model and one of its pruned copy (the same clones)
+    are drawn as an alluvial diagram marked as two models; a model with other clones is not compared with either."""
+    from engine import model as model_module
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    first = graph_service.run_communities(folder, trials=1, seed=0, markov_time=1)
+    prune_service.apply_prune(folder, -2)
+    assert graph_service.read_communities(folder) is None  # the run was of the model before the prune
+    second = graph_service.run_communities(folder, trials=1, seed=0, markov_time=1)
+    assert second["clones"] == first["clones"] and second["model"] != first["model"]
+    previous = graph_service.read_previous_communities(folder)
+    assert previous is not None and previous["other_model"] and previous["model"] == first["model"]
+    flows = graph_service.alluvial(previous, second)
+    assert flows["before"]["other_model"] and 0.99 <= sum(flows["flows"]) <= 1.0 + 1e-6
+    assert "previous model" in figures.alluvial_figure(flows).layout.title.text
+
+    current = graph_service.load_current(folder)
+    rng = np.random.default_rng(0)
+    other = model_module.random_model(
+        list(current.symbols), current.layout.n_clones + 1, current.layout.block_pairs, rng
+    )
+    path = tmp_path / "other.npz"
+    other.save(path)
+    model_service.load_model_upload(folder, data_uri(path.read_bytes(), "application/octet-stream"), "other.npz")
+    third = graph_service.run_communities(folder, trials=1, seed=0, markov_time=1)
+    assert third["clones"] != second["clones"]
+    assert graph_service.read_previous_communities(folder) is None
+
+
 def test_clone_and_transition_tables(folder: Path) -> None:
     """Issue 35 (tables): per clone its flows, the flow it sends out of its module, degree and betweenness; per
     transition T and flow, and which cross the module's boundary. The boundary adds up to the module's exit and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -173,6 +174,7 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
     flows = communities_mod.node_flows(result)
     saved = {
         "model": sessions.model_stamp(folder),
+        "clones": clone_signature(model),
         "threshold": threshold,
         "options": asdict(options),
         "reference": corpus_text is not None,
@@ -185,19 +187,45 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
         "codelength": None if terms is None else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
         "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
     }
-    if read_communities(folder) is not None:  # the run before, kept to compare with (same model)
+    if _comparable(_read_json(folder / COMMUNITIES), saved):  # the run before, kept to compare with
         os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
     atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
     return saved
 
 
-def read_previous_communities(folder: Path) -> dict[str, Any] | None:
-    """The community run before the last one on the same model, or None."""
+def clone_signature(model: Any) -> str:
+    """What two models must share for their community runs to be compared clone by clone: their symbols and the
+    clones of each (a pruned or retrained model of the same allocation has the same; a new training of other
+    states does not)."""
+    clones = np.asarray(model.layout.n_clones, dtype=np.int64)
+    return hashlib.sha256(json.dumps(list(model.symbols)).encode("utf-8") + clones.tobytes()).hexdigest()[:24]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        saved = json.loads((folder / PREVIOUS_COMMUNITIES).read_text(encoding="utf-8"))
-        return saved if saved.get("model") == sessions.model_stamp(folder) else None
+        saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return None
+    return saved if isinstance(saved, dict) else None
+
+
+def _comparable(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
+    """Whether two community runs can be compared clone by clone: of the same model, or of two models with the
+    same clones (:func:`clone_signature`; e.g. a model and its pruned copy)."""
+    if before is None or after is None:
+        return False
+    if before.get("model") == after.get("model"):
+        return True
+    return before.get("clones") is not None and before.get("clones") == after.get("clones")
+
+
+def read_previous_communities(folder: Path) -> dict[str, Any] | None:
+    """The community run before the last one, of the same model or of a model with the same clones (then marked
+    ``other_model``), or None."""
+    previous, last = _read_json(folder / PREVIOUS_COMMUNITIES), read_communities(folder)
+    if previous is None or last is None or not _comparable(previous, last):
+        return None
+    return previous | {"other_model": previous.get("model") != last.get("model")}
 
 
 def module_tree(saved: dict[str, Any]) -> dict[str, list[Any]]:
@@ -215,9 +243,10 @@ def module_tree(saved: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def alluvial(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """How the flow of the top modules of one run goes to those of another on the same model (an alluvial,
-    Sankey, diagram): for every pair (module of ``before``, module of ``after``) the flow of the clones in both,
-    pairs without flow left out; sources and targets index ``labels`` (``before``'s modules, then ``after``'s)."""
+    """How the flow of the top modules of one run goes to those of another on the same clones (an alluvial,
+    Sankey, diagram; the clones' flow is the last run's): for every pair (module of ``before``, module of
+    ``after``) the flow of the clones in both, pairs without flow left out; sources and targets index ``labels``
+    (``before``'s modules, then ``after``'s)."""
     flows = {int(node): float(flow) for node, flow in (after.get("node_flow") or {}).items()}
 
     def top_of(saved: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int]]:
@@ -238,8 +267,17 @@ def alluvial(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         "sources": [a for a, _, _ in links],
         "targets": [len(first) + b for _, b, _ in links],
         "flows": [f for _, _, f in links],
-        "before": {"modules": len(first), "markov_time": before["options"].get("markov_time")},
-        "after": {"modules": len(second), "markov_time": after["options"].get("markov_time")},
+        "before": {
+            "modules": len(first),
+            "markov_time": before["options"].get("markov_time"),
+            "threshold": before.get("threshold"),
+            "other_model": bool(before.get("other_model")),
+        },
+        "after": {
+            "modules": len(second),
+            "markov_time": after["options"].get("markov_time"),
+            "threshold": after.get("threshold"),
+        },
     }
 
 
