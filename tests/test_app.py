@@ -1825,6 +1825,7 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     clones, transitions = tables["clones"], tables["transitions"]
     assert {c["state"] for c in clones} == set(module["nodes"])
     assert sum(c["exit_flow"] for c in clones) == pytest.approx(module["exit_flow"], rel=1e-4)
+    assert sum(c["enter_flow"] for c in clones) == pytest.approx(module["enter_flow"], rel=1e-4)
     into = sum(t["flow"] for t in transitions if t["boundary"] == "in")
     assert into == pytest.approx(module["enter_flow"], rel=1e-4)
     assert sum(c["flow"] for c in clones) == pytest.approx(module["flow"], rel=1e-4)
@@ -1867,6 +1868,15 @@ def test_clone_size_and_colour_show_any_numeric_column_of_the_clone_table(folder
         ordered = sorted(clones, key=lambda c: c[key])
         sizes = [width[f'node[id = "{c["state"]}"]'] for c in ordered]
         assert sizes == sorted(sizes)
+    sides = communities_page.graph_controls(0, "same", None, elements, "boundary", clones)  # the module's boundary
+    colour = {r["selector"]: r["style"]["background-color"] for r in sides}
+    named = {v: k for k, v in communities_page.BOUNDARY_COLOURS.items()}
+    share = communities_page.BOUNDARY_SHARE
+    for c in clones:
+        side = named[colour[f'node[id = "{c["state"]}"]']]
+        assert (side in ("enters", "both")) == (c["enter_flow"] >= share * c["flow"] > 0)
+        assert (side in ("leaves", "both")) == (c["exit_flow"] >= share * c["flow"] > 0)
+    assert len({named[v] for v in colour.values()}) >= 2
     from_nodes = communities_page.graph_controls(0, "flow", None, elements, "character")
     assert len({r["style"]["width"] for r in from_nodes}) > 1  # no table rows: flow from the nodes
     assert communities_page.graph_controls(0, "same", None, elements, "character") == []

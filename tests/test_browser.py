@@ -479,6 +479,8 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     by_flow = cy_script(browser, ids.COMMUNITIES_GRAPH, sizes)
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_SIZE}", "by degree")  # any numeric column of the table
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, sizes) != by_flow, 10, "not sized by degree")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_NODE_COLOUR}", "by the boundary (flow in, out)")
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, colours) >= 2, 10, "no boundary drawn")
     label = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].data('label');")
     box = browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}")
     box.send_keys(label)

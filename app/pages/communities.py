@@ -122,16 +122,32 @@ CLONE_COLUMNS = [
     ("in_flow", "in flow"),
     ("out_flow", "out flow"),
     ("exit_flow", "flow out of the module"),
+    ("enter_flow", "flow into the module"),
     ("degree", "degree"),
     ("betweenness", "betweenness"),
 ]
-MAPPED_COLUMNS = ("flow", "in_flow", "out_flow", "exit_flow", "degree", "betweenness")
+MAPPED_COLUMNS = ("flow", "in_flow", "out_flow", "exit_flow", "enter_flow", "degree", "betweenness")
 """The clone table's numeric columns that the subgraph's clone size and colour can show."""
 MAPPED_OPTIONS = [{"label": f"by {header}", "value": key} for key, header in CLONE_COLUMNS if key in MAPPED_COLUMNS]
 NODE_SIZES = (10.0, 56.0)
 """Smallest and largest clone diameter (px) when the size shows a column."""
 NODE_COLOURS = ((0xC6, 0xDB, 0xEF), (0x08, 0x30, 0x6B))
 """Colours of the lowest and the highest value when the colour shows a column (light to dark blue)."""
+BOUNDARY_COLOURS = {"enters": "#e6550d", "leaves": "#756bb1", "both": "#e7298a", "inside": "#bdbdbd"}
+"""Clone colours "by the boundary": flow enters the module at the clone, leaves it there, both, or neither (at least
+:data:`BOUNDARY_SHARE` of the clone's flow)."""
+BOUNDARY_SHARE = 0.1
+"""The share of a clone's flow that must enter (leave) the module there for the clone to be drawn on the boundary: on
+the sample model every clone of a module passes some flow across it."""
+
+
+def boundary_side(row: dict[str, Any]) -> str:
+    """Where a clone of the clone table stands on its module's boundary: "enters", "leaves", "both" or "inside"."""
+    share = BOUNDARY_SHARE * float(row.get("flow", 0.0))
+    enters, leaves = float(row.get("enter_flow", 0.0)) >= share > 0, float(row.get("exit_flow", 0.0)) >= share > 0
+    return {(True, False): "enters", (False, True): "leaves", (True, True): "both"}.get((enters, leaves), "inside")
+
+
 EDGE_COLUMNS = [
     ("from", "from"),
     ("to", "to"),
@@ -384,6 +400,7 @@ def layout(**_query: Any) -> html.Div:
                                 options=[
                                     {"label": "by character", "value": "character"},
                                     {"label": "by (sub)module", "value": "module"},
+                                    {"label": "by the boundary (flow in, out)", "value": "boundary"},
                                     *MAPPED_OPTIONS,
                                 ],
                                 value="character",
@@ -961,10 +978,15 @@ def graph_controls(
 ) -> list[dict[str, Any]]:
     """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden; clones sized
     and coloured by any numeric column of the clone table (:data:`MAPPED_COLUMNS`, scaled to the subgraph's own
-    range: :func:`column_shares`) or coloured by their deepest module; the clone whose label is ``clone`` marked."""
+    range: :func:`column_shares`), coloured by their deepest module or by the module's boundary (flow enters or
+    leaves the module there: :data:`BOUNDARY_COLOURS`); the clone whose label is ``clone`` marked."""
     rules: list[dict[str, Any]] = []
     if node_colour == "module":
         rules.append({"selector": "node", "style": {"background-color": "data(module_colour)"}})
+    elif node_colour == "boundary":
+        for row in table or []:
+            colour = BOUNDARY_COLOURS[boundary_side(row)]
+            rules.append({"selector": f'node[id = "{row["state"]}"]', "style": {"background-color": colour}})
     elif node_colour in MAPPED_COLUMNS:
         shares = column_shares(node_colour, table, elements)
         rules += [

@@ -414,6 +414,8 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
     in_flow = np.bincount(targets, weights=flows, minlength=graph.n_states)
     crossing = inside[sources] & ~inside[targets]
     exit_flow = np.bincount(sources[crossing], weights=flows[crossing], minlength=graph.n_states)
+    entering = ~inside[sources] & inside[targets]
+    enter_flow = np.bincount(targets[entering], weights=flows[entering], minlength=graph.n_states)
     within = inside[sources] & inside[targets]
     subgraph = nx.DiGraph()
     subgraph.add_nodes_from(int(n) for n in members)
@@ -431,6 +433,7 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
             "in_flow": round(float(in_flow[n]), 8),
             "out_flow": round(float(out_flow[n]), 8),
             "exit_flow": round(float(exit_flow[n]), 8),
+            "enter_flow": round(float(enter_flow[n]), 8),
             "degree": int(degree[n]),
             "betweenness": round(float(betweenness.get(int(n), 0.0)), 6),
         }
