@@ -127,6 +127,43 @@ def reap_finished_children() -> None:
     multiprocess.active_children()
 
 
+JOB_STOP_S = 20.0
+"""Seconds a web worker on its way out waits for its job processes to stop (:func:`stop_children`): within
+gunicorn's graceful timeout (30 s, ``app/gunicorn_conf.py``)."""
+
+
+def _live_children() -> list[Any]:
+    import multiprocessing
+
+    children = list(multiprocessing.active_children())
+    try:
+        import multiprocess  # the fork of multiprocessing that Dash's Diskcache manager starts jobs with
+    except ImportError:
+        return children
+    return children + list(multiprocess.active_children())
+
+
+def stop_children(timeout: float = JOB_STOP_S) -> int:
+    """Stop the job processes this web worker started, as a worker does on its way out (gunicorn's ``worker_exit``
+    hook in ``app/gunicorn_conf.py``): each gets SIGTERM, records that the server stopped it and exits with the last
+    good model current (:func:`job_process`); those still running after ``timeout`` seconds are killed (their
+    records then read as died, :meth:`JobFiles.reap`). Before, a server stopped with SIGTERM left its jobs running as
+    orphans. Returns how many were stopped."""
+    children = _live_children()
+    for child in children:
+        with contextlib.suppress(OSError, ValueError):
+            child.terminate()
+    deadline = time.monotonic() + timeout
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+    for child in children:
+        if child.is_alive():
+            with contextlib.suppress(OSError, ValueError):
+                child.kill()
+                child.join(1.0)
+    return len(children)
+
+
 class JobTerminated(BaseException):
     """SIGTERM reached a background job's process (a BaseException, so that no ``except Exception`` swallows it)."""
 

@@ -26,3 +26,15 @@ keepalive = 5
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+graceful_timeout = 30
+"""Seconds the master gives a worker to finish on SIGTERM, its jobs' stop included (:func:`worker_exit`)."""
+
+
+def worker_exit(_server: object, _worker: object) -> None:
+    """On a worker's way out (the server stopping, or the worker replaced), stop the training, Infomap and compare
+    jobs it started, so that each records that the server stopped it and keeps the last good model (a stopped server
+    used to leave them running as orphans)."""
+    from app.background import stop_children
+
+    stop_children()

@@ -145,6 +145,57 @@ def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Pa
         server.wait(10)
 
 
+@pytest.mark.slow
+def test_a_server_stopped_with_sigterm_stops_its_jobs_and_says_so(tmp_path: Path) -> None:
+    """Issue 36, item 5: SIGTERM to gunicorn's master left the training jobs running (orphans). Under the guide's
+    settings each worker stops the jobs it started on its way out: the job records that the server stopped it, its
+    process is gone with the server, and the session's model is the one before the training."""
+    from app.services.training_jobs import SERVER_STOPPED
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    data_dir = tmp_path / "data"
+    env = dict(os.environ, CHMM_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+    env.pop("REDIS_URL", None)
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(port, env, log, recommended=True)
+    job_pid = None
+    try:
+        wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
+        with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
+            session = store_data(json.loads(response.read()), ids.SESSION)
+        with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
+            dependencies = json.loads(response.read())
+        values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
+        post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
+        values |= {f"{component}.value": value for component, value in FORM.items()}
+        values[f"{ids.TRAIN_START}.n_clicks"] = 1
+        folder = data_dir / session.split(".")[0]
+        before = (folder / "current.npz").read_bytes()
+        post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
+        progress = folder / "progress.json"
+        wait(
+            lambda: progress.is_file() and json.loads(progress.read_text()).get("history"),
+            120,
+            "the training job never reported an iteration",
+        )
+        job_pid = json.loads((folder / "job.json").read_text())["pid"]
+        server.send_signal(signal.SIGTERM)
+        server.wait(45)
+        assert not psutil.pid_exists(job_pid) or psutil.Process(job_pid).status() == psutil.STATUS_ZOMBIE
+        record = json.loads((folder / "job.json").read_text())
+        assert record["status"] == "cancelled" and record["message"] == SERVER_STOPPED, record
+        assert (folder / "current.npz").read_bytes() == before
+    finally:
+        if job_pid is not None and psutil.pid_exists(job_pid):
+            os.kill(job_pid, signal.SIGKILL)
+        try:
+            os.killpg(server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server.wait(10)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
