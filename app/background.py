@@ -211,12 +211,21 @@ def lower_priority(niceness: int = JOB_NICENESS) -> None:
             os.setpriority(os.PRIO_PROCESS, 0, niceness)
 
 
+class JobTimeout(BaseException):
+    """A background job ran past its wall-clock limit (:func:`job_process`'s ``time_limit``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"it ran past its limit of {seconds:g} s")
+        self.seconds = seconds
+
+
 @contextmanager
-def job_process() -> Iterator[None]:
+def job_process(time_limit: float | None = None) -> Iterator[None]:
     """Run a background job's body as a well-behaved process: the web server's listening sockets closed, its CPU
     priority below the web workers' (:func:`lower_priority`), and SIGTERM (which gunicorn's handlers, inherited
-    by a forked job, would ignore) raising :class:`JobTerminated` so that the job records how it ended and exits.
-    The previous SIGTERM handler is restored afterwards (a Celery pool process runs further tasks)."""
+    by a forked job, would ignore) raising :class:`JobTerminated` so that the job records how it ended and exits;
+    with ``time_limit``, :class:`JobTimeout` raised in the body after that many seconds (a timer signal). The
+    previous handlers are restored afterwards (a Celery pool process runs further tasks)."""
     close_inherited_listeners()
     lower_priority()
     if threading.current_thread() is not threading.main_thread():
@@ -226,10 +235,19 @@ def job_process() -> Iterator[None]:
     def terminate(_signum: int, _frame: object) -> None:
         raise JobTerminated("the server stopped the job (SIGTERM)")
 
+    def expire(_signum: int, _frame: object) -> None:
+        raise JobTimeout(float(time_limit or 0.0))
+
     previous = signal.signal(signal.SIGTERM, terminate)
+    previous_alarm = signal.signal(signal.SIGALRM, expire) if time_limit else None
+    if time_limit:
+        signal.setitimer(signal.ITIMER_REAL, time_limit)
     try:
         yield
     finally:
+        if time_limit:
+            signal.setitimer(signal.ITIMER_REAL, 0.0)
+            signal.signal(signal.SIGALRM, previous_alarm)
         signal.signal(signal.SIGTERM, previous)
 
 

@@ -36,6 +36,7 @@ DEFAULT_TTL_HOURS = 24.0
 DEFAULT_MAX_SESSIONS = 500
 DEFAULT_MAX_EXPORT_EDGES = 50_000
 DEFAULT_MAX_JOB_MINUTES = 120.0
+DEFAULT_MAX_REQUEST_SECONDS = 120.0
 DEFAULT_MAX_SESSION_MB = 2000.0
 DEFAULT_MAX_UPLOAD_MB = 20.0
 DEFAULT_MAX_MODEL_MB = 100.0
@@ -110,6 +111,12 @@ def min_free_bytes() -> int:
 def max_job_seconds() -> float:
     """The wall-clock limit of one training job: it stops there, and its model is not installed."""
     return _float_env("CHMM_MAX_JOB_MINUTES", DEFAULT_MAX_JOB_MINUTES) * 60.0
+
+
+def max_request_seconds() -> float:
+    """The wall-clock limit of a scoring, decoding or prune-sweep job (``CHMM_MAX_REQUEST_SECONDS``): each runs as a
+    background job of its own, never in a web worker, and stops there."""
+    return _float_env("CHMM_MAX_REQUEST_SECONDS", DEFAULT_MAX_REQUEST_SECONDS)
 
 
 def max_export_edges() -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dash import dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import services, sessions
+from app import background, config, services, sessions
 from app.services import UserError
 from app.services import models as model_service
 from engine.model import ModelFormatError
@@ -15,6 +17,23 @@ from engine.text import CorpusError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
 EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)
+
+
+@contextmanager
+def request_job() -> Iterator[None]:
+    """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
+    worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
+    a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds`, which then says
+    so as a :class:`UserError`."""
+    limit = config.max_request_seconds()
+    try:
+        with background.job_process(time_limit=limit):
+            yield
+    except background.JobTimeout:
+        raise UserError(
+            f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); try a "
+            "shorter text or a smaller model."
+        ) from None
 
 
 def message(text: str, kind: str = "info") -> html.Div:

@@ -306,6 +306,43 @@ def test_a_job_whose_heartbeat_stopped_is_reported_failed(with_corpus: Path) -> 
     assert label.startswith("Failed: The training job stopped without finishing")
 
 
+def _score_past_the_limit(folder: str, answer: multiprocessing.Queue) -> None:
+    """A scoring job (forked, as Dash's diskcache manager starts one) of a text too long for the request limit."""
+    from app import ui
+    from app.services import generate as generate_service
+
+    os.environ["CHMM_MAX_REQUEST_SECONDS"] = "0.3"
+    started = time.monotonic()
+    try:
+        with ui.request_job():
+            while True:  # as long as scoring would take, well past the limit
+                generate_service.score(Path(folder), "alice was beginning to get very tired " * 200)
+    except UserError as exc:
+        answer.put((str(exc), time.monotonic() - started, signal_handler_restored()))
+
+
+def signal_handler_restored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None) and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_request_job_stops_at_its_time_limit_and_says_so(folder: Path) -> None:
+    """Issue 36, item 2: scoring 10^6 characters ran into gunicorn's 120 s timeout in the web worker. Scoring,
+    decoding and the prune sweep now run as background jobs (``ui.request_job``), each stopped after
+    CHMM_MAX_REQUEST_SECONDS with a message that says so; the timer is cleared after the job."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_score_past_the_limit, args=(str(folder), answer))
+    child.start()
+    message, seconds, restored = answer.get(timeout=60)
+    child.join(timeout=10)
+    assert "stopped after 0.3 s" in message and "CHMM_MAX_REQUEST_SECONDS" in message
+    assert 0.3 <= seconds < 5.0 and restored
+
+
 def _long_job(folder: str) -> None:
     """A forked job process, as Dash's diskcache manager starts one from a gunicorn worker."""
     with background.job_process():

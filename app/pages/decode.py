@@ -123,6 +123,8 @@ def scramble(
     State(ids.DECODE_CONSTRAINED, "value"),
     State(ids.DECODE_SCRAMBLED_FROM, "data"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.DECODE_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
 def decode(
@@ -134,7 +136,9 @@ def decode(
 ) -> Any:
     ui.require_click(_clicks)
     try:
-        result = decode_service.decode(sessions.session_folder(session_id), raw_text, bool(constrained), scrambled_from)
+        with ui.request_job():
+            folder = sessions.session_folder(session_id)
+            result = decode_service.decode(folder, raw_text, bool(constrained), scrambled_from)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     return decoded_view(result), None

@@ -134,12 +134,16 @@ def sample(
     State(ids.SCORE_TEXT, "value"),
     State(ids.SCORE_PLACEHOLDER_MODE, "value"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.SCORE_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
 def score(_clicks: int | None, raw_text: str | None, placeholder: Any, session_id: str | None) -> Any:
     ui.require_click(_clicks)
     try:
-        result = generate_service.score(sessions.session_folder(session_id), raw_text, placeholder=bool(placeholder))
+        with ui.request_job():
+            folder = sessions.session_folder(session_id)
+            result = generate_service.score(folder, raw_text, placeholder=bool(placeholder))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     note = ""

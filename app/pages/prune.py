@@ -92,12 +92,15 @@ def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
     Output(ids.PRUNE_SWEEP_MESSAGE, "children"),
     Input(ids.PRUNE_SWEEP_BUTTON, "n_clicks"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.PRUNE_SWEEP_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
 def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        result = prune_service.prune_sweep(sessions.session_folder(session_id))
+        with ui.request_job():
+            result = prune_service.prune_sweep(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     note = (
