@@ -26,7 +26,7 @@ import psutil
 import pytest
 from support import callback_request, store_data
 
-from app import ids
+from app import config, ids
 
 GUNICORN = shutil.which("gunicorn") or str(Path(sys.executable).parent / "gunicorn")
 if not os.access(GUNICORN, os.X_OK):
@@ -81,6 +81,28 @@ def start_gunicorn(port: int, env: dict[str, str], log: Path, recommended: bool 
     )
 
 
+def start_training(url: str, data_dir: Path) -> tuple[Path, int]:
+    """As a visitor of the server at ``url``: a new session, the sample corpus, Start with :data:`FORM`; once the
+    job reports its first iteration, the session's folder and the job's process id."""
+    with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
+        session = store_data(json.loads(response.read()), ids.SESSION)
+    with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
+        dependencies = json.loads(response.read())
+    values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
+    post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
+    values |= {f"{component}.value": value for component, value in FORM.items()}
+    values[f"{ids.TRAIN_START}.n_clicks"] = 1
+    post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
+    folder = data_dir / session.split(".")[0]
+    progress = folder / "progress.json"
+    wait(
+        lambda: progress.is_file() and json.loads(progress.read_text()).get("history"),
+        120,
+        "the training job never reported an iteration",
+    )
+    return folder, json.loads((folder / "job.json").read_text())["pid"]
+
+
 def wait(check: Any, seconds: float, what: str) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -104,23 +126,7 @@ def test_a_restart_after_the_server_was_killed_mid_job_serves_again(tmp_path: Pa
     job_pid = None
     try:
         wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
-        with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
-            session = store_data(json.loads(response.read()), ids.SESSION)
-        with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
-            dependencies = json.loads(response.read())
-        values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
-        post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
-        values |= {f"{component}.value": value for component, value in FORM.items()}
-        values[f"{ids.TRAIN_START}.n_clicks"] = 1
-        post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
-        folder = data_dir / session.split(".")[0]
-        progress = folder / "progress.json"
-        wait(
-            lambda: progress.is_file() and json.loads(progress.read_text()).get("history"),
-            120,
-            "the training job never reported an iteration",
-        )
-        job_pid = json.loads((folder / "job.json").read_text())["pid"]
+        folder, job_pid = start_training(url, data_dir)
         master = psutil.Process(server.pid)
         workers = master.children()  # the job is a worker's child: it is not killed
         assert job_pid not in {worker.pid for worker in workers}
@@ -162,24 +168,8 @@ def test_a_server_stopped_with_sigterm_stops_its_jobs_and_says_so(tmp_path: Path
     job_pid = None
     try:
         wait(lambda: serves(url), 60, f"gunicorn did not start: {log.read_text(errors='replace')[-2000:]}")
-        with urllib.request.urlopen(url + "/_dash-layout", timeout=30) as response:  # noqa: S310
-            session = store_data(json.loads(response.read()), ids.SESSION)
-        with urllib.request.urlopen(url + "/_dash-dependencies", timeout=30) as response:  # noqa: S310
-            dependencies = json.loads(response.read())
-        values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
-        post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
-        values |= {f"{component}.value": value for component, value in FORM.items()}
-        values[f"{ids.TRAIN_START}.n_clicks"] = 1
-        folder = data_dir / session.split(".")[0]
-        before = (folder / "current.npz").read_bytes()
-        post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
-        progress = folder / "progress.json"
-        wait(
-            lambda: progress.is_file() and json.loads(progress.read_text()).get("history"),
-            120,
-            "the training job never reported an iteration",
-        )
-        job_pid = json.loads((folder / "job.json").read_text())["pid"]
+        before = config.SAMPLE_MODEL.read_bytes()  # a new session starts on the sample model
+        folder, job_pid = start_training(url, data_dir)
         server.send_signal(signal.SIGTERM)
         server.wait(45)
         assert not psutil.pid_exists(job_pid) or psutil.Process(job_pid).status() == psutil.STATUS_ZOMBIE
