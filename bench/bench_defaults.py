@@ -5,7 +5,8 @@ beside our Kneser-Ney n-gram (on the same split, as ``chmm train`` reports it) a
     python bench/bench_defaults.py [--only carroll-alice shakespeare-macbeth] [--budget MINUTES]
 
 Each corpus runs ``python -m engine.cli train`` in a subprocess, one after another (run it alone on the machine: the
-search's budget is wall-clock time). Prints one table row per corpus as it finishes.
+search's budget is wall-clock time). Prints one table row per corpus as it finishes, and keeps each corpus's JSON
+summary (the search's candidates, the reason for the choice) in ``bench/out/defaults-CORPUS.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ PAPER_CHMM = {
     "war-and-peace": 1.59,
 }
 """The paper's Table 4 (30,000-state CHMM); the other corpora are not in the paper."""
+OUT = ROOT / "bench" / "out"
+"""Where each corpus's JSON summary goes (its search's candidates and the reason for the choice)."""
 
 
 def run(corpus: Path, budget: float | None) -> dict:
@@ -66,8 +69,10 @@ def main() -> None:
         "| corpus | states | pseudocount | test BPS | our KN n-gram | CHMM - n-gram | paper CHMM | minutes | expected |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    OUT.mkdir(parents=True, exist_ok=True)
     for corpus in corpora:
         row = run(corpus, args.budget)
+        (OUT / f"defaults-{corpus.stem}.json").write_text(json.dumps(row, indent=1))  # the search, candidate by one
         if "error" in row:
             print(f"| {corpus.stem} | error: {row['error']} | | | | | | | |", flush=True)
             continue
