@@ -72,7 +72,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for corpus in corpora:
         row = run(corpus, args.budget)
-        (OUT / f"defaults-{corpus.stem}.json").write_text(json.dumps(row, indent=1))  # the search, candidate by one
+        (OUT / f"defaults-{corpus.stem}.json").write_text(json.dumps(row, indent=1))  # the search and its reason
         if "error" in row:
             print(f"| {corpus.stem} | error: {row['error']} | | | | | | | |", flush=True)
             continue
