@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine import graph, inference, sampling, sparse
-from engine.blocks import normalise_rows
+from engine.blocks import BlockLayout, normalise_rows
 from engine.model import CHMM
 
 SPARSE_TOOL_LIMIT = 10_000
@@ -28,6 +28,17 @@ class DenseOptions:
     def __post_init__(self) -> None:
         if self.count_method not in inference.COUNT_METHODS:
             raise ValueError(f"count_method must be one of {', '.join(inference.COUNT_METHODS)}")
+
+
+def row_split(layout: BlockLayout) -> int:
+    """The first block of the second half of the stored entries, moved to the first block of a source symbol (a row
+    of T lies in the blocks of one source symbol: its two halves can be normalised by two threads at once)."""
+    sizes = np.diff(layout.block_offset)
+    if len(sizes) < 2:
+        return 0
+    half = int(np.searchsorted(np.cumsum(sizes), sizes.sum() / 2.0))
+    starts = np.flatnonzero(np.r_[True, layout.block_pairs[1:, 0] != layout.block_pairs[:-1, 0]])
+    return int(starts[np.argmin(np.abs(starts - half))])
 
 
 def refuse_lockstep(name: str, chunk: int | None) -> None:
@@ -140,21 +151,17 @@ class DenseEngine:
         T_transposed = cached[1]
         row_length = np.zeros(layout.n_symbols, dtype=np.int64)
         np.add.at(row_length, layout.block_pairs[:, 0], layout.n_clones[layout.block_pairs[:, 1]])
-        cpu.online_m_step(
-            statistic,
-            e.counts,
-            e.touched,
-            0.0 if first else memory,
-            1.0 - memory,
-            pseudocount,
-            T,
-            T_transposed,
-            layout.block_pairs,
-            layout.block_offset,
-            layout.n_clones,
-            layout.clone_start,
-            row_length,
-        )
+        args = (
+            statistic, e.counts, e.touched, 0.0 if first else memory, 1.0 - memory, pseudocount, T, T_transposed,
+            layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start, row_length,
+        )  # fmt: skip
+        middle = row_split(layout)
+        if inference.concurrent_passes() and 0 < middle < layout.n_blocks:  # two threads on halves of the rows
+            other = inference.two_threads().submit(cpu.online_m_step, *args, middle, layout.n_blocks)
+            cpu.online_m_step(*args, 0, middle)
+            other.result()
+        else:
+            cpu.online_m_step(*args, 0, layout.n_blocks)
         if support is not None:
             T[:] = normalise_rows(layout, statistic, pseudocount, T.dtype, support)
             T_transposed[:] = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)

@@ -301,6 +301,12 @@ def concurrent_passes() -> bool:
     return os.environ.get(ONE_THREAD_ENV, "").strip() != "1"
 
 
+def two_threads() -> ThreadPoolExecutor:
+    """The process's pool of two threads (:func:`_executor`) for kernels that release the GIL: the E-step's
+    passes, and the halves of the online M-step's rows."""
+    return _executor()
+
+
 def _executor() -> ThreadPoolExecutor:
     """Two threads: the forward and the backward pass of an E-step are independent (the kernels release the GIL).
     One pool per process: a pool inherited through fork (e.g. a Dash background job) has no live threads and would

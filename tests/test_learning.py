@@ -158,6 +158,26 @@ def test_online_epoch_matches_manual_batches() -> None:
     np.testing.assert_allclose(result.model.T, current.T, rtol=1e-12, atol=1e-15)
 
 
+def test_the_online_m_step_on_two_threads_is_the_one_thread_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dense engine's online M-step normalises two halves of T's rows on two threads (``row_split`` cuts at the
+    first block of a source symbol, near half the entries): the model after two epochs is the one-thread model to
+    the bit."""
+    from engine.cpu_engines import row_split
+
+    model, x, _ = toy_setup(3, 4000, 8)
+    layout = model.layout
+    middle = row_split(layout)
+    assert 0 < middle < layout.n_blocks and layout.block_pairs[middle, 0] != layout.block_pairs[middle - 1, 0]
+    sizes = np.diff(layout.block_offset)
+    largest_row = max(sizes[layout.block_pairs[:, 0] == i].sum() for i in range(layout.n_symbols))
+    assert abs(sizes[:middle].sum() - sizes.sum() / 2) <= largest_row
+    config = TrainingConfig(algorithm="online", batch_size=300, memory=0.8, pseudocount=1e-3, max_iterations=2)
+    two = learning.fit(model, x, config=config).model
+    monkeypatch.setenv(inference.ONE_THREAD_ENV, "1")
+    one = learning.fit(model, x, config=config).model
+    assert np.array_equal(two.T, one.T) and np.array_equal(two.counts, one.counts)
+
+
 # ------------------------------------------------------------------------------------- early stopping
 @pytest.mark.parametrize("seed", [1, 2])
 def test_early_stopping_keeps_best_validation_model(seed: int) -> None:

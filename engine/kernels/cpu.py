@@ -507,8 +507,12 @@ def online_m_step(
     n_clones,
     clone_start,
     row_length,
+    first_block,
+    end_block,
 ):
-    """Online EM update of the running statistic and the transition matrix, in two sweeps over the blocks:
+    """Online EM update of the running statistic and the transition matrix, in two sweeps over the blocks
+    ``first_block`` to ``end_block - 1`` (whole rows: the blocks of a set of source symbols, so that two threads can
+    update two such ranges at once):
 
     A <- decay * A + gain * counts (counts only in ``touched`` blocks, which are zeroed for the next batch), then
     T = row-normalise(A + pseudocount) written both row-major (``T``) and block-transposed (``T_transposed``, for
@@ -516,7 +520,7 @@ def online_m_step(
     stays zero, as in :func:`engine.blocks.normalise_rows`.
     """
     totals = np.zeros(clone_start[-1], dtype=np.float64)
-    for k in range(block_pairs.shape[0]):
+    for k in range(first_block, end_block):
         i = block_pairs[k, 0]
         rows = n_clones[i]
         cols = n_clones[block_pairs[k, 1]]
@@ -537,7 +541,7 @@ def online_m_step(
                     A[row + v] = a
                     s += a
             totals[first + u] += s
-    for k in range(block_pairs.shape[0]):
+    for k in range(first_block, end_block):
         i = block_pairs[k, 0]
         rows = n_clones[i]
         cols = n_clones[block_pairs[k, 1]]
