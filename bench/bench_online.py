@@ -9,6 +9,10 @@ alternating order (fused, generic, fused, generic...), and prints the median sec
 the training BPS of each (they agree: the update is the same arithmetic).
 
     python bench/bench_online.py [--states 1000 3000] [--epochs 3] [--repeats 3]
+    python bench/bench_online.py --against ../before [--states 1000 3000]   # this checkout against another
+
+With ``--against`` it times online EM (the engine's own update, whatever it is in each checkout) in this checkout
+and another one, each run in a fresh process, alternating, and prints seconds per epoch and their ratio.
 """
 
 from __future__ import annotations
@@ -45,14 +49,59 @@ def one_run(model, train: np.ndarray, epochs: int, fused: bool) -> tuple[float, 
     return float(np.median([r.seconds for r in result.history])), result.history[-1].train_bps
 
 
+CHILD = """
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from engine import allocation, learning, text
+from engine.blocks import pairs_in_sequence
+from engine.model import random_model
+corpus = text.prepare_corpus(text.read_text(sys.argv[2]), "paper", validation=0.0)
+train = corpus.train[: int(sys.argv[5])]
+n_clones = allocation.allocate_clones(train, corpus.n_symbols, int(sys.argv[3]), "uniform")
+model = random_model(corpus.symbols, n_clones, pairs_in_sequence(train, corpus.n_symbols), np.random.default_rng(0))
+config = learning.TrainingConfig(algorithm="online", max_iterations=1, tolerance=0.0, pseudocount=1e-4)
+learning.fit(model, train[:5000], None, config)
+config = learning.TrainingConfig(algorithm="online", max_iterations=int(sys.argv[4]), tolerance=0.0, pseudocount=1e-4)
+result = learning.fit(model, train, None, config)
+print(json.dumps([float(np.median([r.seconds for r in result.history])), result.history[-1].train_bps]))
+"""
+
+
+def against(other: Path, states_list: list[int], epochs: int, repeats: int) -> None:
+    """Online EM in this checkout and in ``other``, alternating, each run in a fresh process."""
+    import json
+    import subprocess
+
+    print(f"machine: {describe_machine()}")
+    print(f"corpus: {CORPUS.name}, {TRAIN_SYMBOLS:,} symbols, online EM, {epochs} epochs, {repeats} runs each")
+    print(f"| states | s/epoch this checkout | s/epoch {other.name} | ratio {other.name} / this | train BPS (both) |")
+    print("|---:|---:|---:|---:|---:|")
+    for states in states_list:
+        runs: dict[Path, list[list[float]]] = {ROOT: [], other: []}
+        for _ in range(repeats):
+            for checkout in runs:
+                command = [sys.executable, "-c", CHILD, str(checkout), str(CORPUS), str(states), str(epochs)]
+                done = subprocess.run([*command, str(TRAIN_SYMBOLS)], capture_output=True, text=True, check=True)
+                runs[checkout].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        ours, theirs = (float(np.median([r[0] for r in runs[c]])) for c in (ROOT, other))
+        bps = {round(r[1], 9) for c in runs for r in runs[c]}
+        print(
+            f"| {states} | {ours:.3f} | {theirs:.3f} | {theirs / ours:.2f} | {', '.join(map(str, bps))} |", flush=True
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--states", type=int, nargs="+", default=[1000, 3000])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--against", type=Path, default=None, help="another checkout to compare with, alternating")
     args = parser.parse_args()
     if not CORPUS.is_file():
         sys.exit(f"corpus not found: {CORPUS} (set CHMM_CORPORA to the folder holding carroll-alice.txt)")
+    if args.against is not None:
+        against(args.against.resolve(), args.states, args.epochs, args.repeats)
+        return
     corpus = text.prepare_corpus(text.read_text(CORPUS), "paper", validation=0.0)
     train = corpus.train[:TRAIN_SYMBOLS]
     print(f"machine: {describe_machine()}")
