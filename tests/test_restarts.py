@@ -260,6 +260,8 @@ def test_auto_states_grid_and_choice() -> None:
     grid = training.states_candidates(prepared, base)
     assert grid == [n for n in training.STATES_GRID if n <= len(prepared.train_full) // training.SYMBOLS_PER_STATE]
     assert grid == [300, 1000]
+    big = dataclasses.replace(prepared, train=np.resize(prepared.train, 400_000))  # a long text skips the smallest
+    assert training.states_candidates(big, base)[0] == 1000 and 300 not in training.states_candidates(big, base)
     small = training.estimate_training_memory(prepared, options_with(base, states=300))
     assert training.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
     assert training.estimate_training_memory(prepared, base) == training.estimate_training_memory(

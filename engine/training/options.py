@@ -63,6 +63,11 @@ of the clones, and the pseudocount is added to each (measured: one decade lower 
 
 SYMBOLS_PER_STATE = 10
 
+MOST_SYMBOLS_PER_STATE = 1_000
+"""The automatic search leaves out numbers of states with more than this many training symbols each: on the twelve
+corpora of the benchmarks it never kept fewer states than one per 313 training symbols (Tiny Shakespeare, 3,000
+states), and on Milton its three 300-state candidates took 1.3 of its 10 minutes (bench/RESULTS.md, issue 34)."""
+
 
 BUDGET_MINUTES = 10.0
 """The default wall-clock budget of the automatic search (minutes on the machine at hand): the candidates and the
@@ -312,10 +317,11 @@ class Selection:
 
 def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
     """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
-    to one state per :data:`SYMBOLS_PER_STATE` training symbols (at least the smallest such), and within
-    ``options.max_memory`` when set (:func:`estimate_training_memory`)."""
-    low, high = 2 * corpus.n_symbols, max(1, len(corpus.train_full)) // SYMBOLS_PER_STATE
-    grid = [n for n in STATES_GRID if low <= n <= high] or [max(low, min(STATES_GRID[0], high))]
+    and one state per :data:`MOST_SYMBOLS_PER_STATE` training symbols to one state per :data:`SYMBOLS_PER_STATE`
+    (at least the smallest such), and within ``options.max_memory`` when set (:func:`estimate_training_memory`)."""
+    n_train = max(1, len(corpus.train_full))
+    low, high = max(2 * corpus.n_symbols, n_train // MOST_SYMBOLS_PER_STATE), n_train // SYMBOLS_PER_STATE
+    grid = [n for n in STATES_GRID if low <= n <= high] or [max(2 * corpus.n_symbols, min(STATES_GRID[0], high))]
     if options.max_memory is not None:
         fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
         grid = fits or grid[:1]
