@@ -1235,6 +1235,21 @@ def test_module_subgraph_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch
     assert len(detail["elements"]) <= 10 and "Showing" in detail["note"]
 
 
+def test_subgraph_clones_come_grouped_by_module_for_the_circular_layout(folder: Path) -> None:
+    """Issue 35 (control: circular by module): the circular layout places the clones in the elements' order, so the
+    subgraph lists them grouped by their deepest (sub)module, most flow first within each, before the transitions."""
+    saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # submodules at 0.5
+    parent = max((m for m in saved["modules"] if m.get("children")), key=lambda m: len(m["children"]))
+    detail = graph_service.module_detail(folder, parent["id"])
+    nodes = [e["data"] for e in detail["elements"] if "source" not in e["data"]]
+    assert detail["elements"][: len(nodes)] == [e for e in detail["elements"] if "source" not in e["data"]]
+    modules = [n["module"] for n in nodes]
+    assert len(set(modules)) > 1 and modules == sorted(modules)
+    for module in set(modules):
+        flows = [n["flow"] for n in nodes if n["module"] == module]
+        assert flows == sorted(flows, reverse=True)
+
+
 def test_subgraph_layout_keeps_weak_links_and_separate_pieces_readable() -> None:
     import networkx as nx
 

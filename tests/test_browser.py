@@ -459,7 +459,7 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     screenshot(browser, "tables", max_height=900, start=f"#{ids.COMMUNITIES_TABLES_NOTE}")
     # control (issue 35): a circular layout, transitions filtered by T, clones sized by flow, a clone found by label
     before = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().map(n => n.position('x'));")
-    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular, by (sub)module")
     wait_until(
         lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().map(n => n.position('x'));") != before,
         10,

@@ -109,7 +109,7 @@ GRAPH_LAYOUTS = {
     "preset": "force-directed (the server's)",
     "breadthfirst": "hierarchical, from the clone with the most flow",
     "concentric": "concentric, by degree",
-    "circle": "circular",
+    "circle": "circular, by (sub)module",
 }
 """The subgraph's layouts (Cytoscape's, but the first: positions computed on the server)."""
 

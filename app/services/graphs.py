@@ -529,6 +529,11 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
             column = slice(incoming.indptr[node], incoming.indptr[node + 1])
             data["out"] = _neighbours(graph, graph.weight.indices[row], graph.weight.data[row], deepest)
             data["in"] = _neighbours(graph, incoming.indices[column], incoming.data[column], deepest)
+    nodes_first = sorted(  # the circular layout places clones in this order: grouped by (sub)module, most flow first
+        (e for e in elements if "source" not in e["data"]),
+        key=lambda e: (e["data"]["module"], -float(e["data"].get("flow", 0.0))),
+    )
+    elements = nodes_first + [e for e in elements if "source" in e["data"]]
     note = None
     if len(elements) < total:
         note = (
