@@ -262,6 +262,8 @@ def test_auto_states_grid_and_choice() -> None:
     assert grid == [300, 1000]
     big = dataclasses.replace(prepared, train=np.resize(prepared.train, 400_000))  # a long text skips the smallest
     assert training.states_candidates(big, base)[0] == 1000 and 300 not in training.states_candidates(big, base)
+    huge = dataclasses.replace(prepared, train=np.resize(prepared.train, 4_000_000))  # the first stays affordable
+    assert training.states_candidates(huge, base)[0] == training.LARGEST_FIRST_STATES
     small = training.estimate_training_memory(prepared, options_with(base, states=300))
     assert training.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
     assert training.estimate_training_memory(prepared, base) == training.estimate_training_memory(

@@ -64,9 +64,15 @@ of the clones, and the pseudocount is added to each (measured: one decade lower 
 SYMBOLS_PER_STATE = 10
 
 MOST_SYMBOLS_PER_STATE = 1_000
-"""The automatic search leaves out numbers of states with more than this many training symbols each: on the twelve
-corpora of the benchmarks it never kept fewer states than one per 313 training symbols (Tiny Shakespeare, 3,000
-states), and on Milton its three 300-state candidates took 1.3 of its 10 minutes (bench/RESULTS.md, issue 34)."""
+"""The automatic search leaves out numbers of states with more than this many training symbols each, up to
+:data:`LARGEST_FIRST_STATES`: on eleven corpora of the benchmarks it never kept fewer states than one per 313
+training symbols (Tiny Shakespeare, 3,000 states), and on Milton its three 300-state candidates took 1.3 of its 10
+minutes (bench/RESULTS.md, issue 34)."""
+
+LARGEST_FIRST_STATES = 1_000
+"""The most states the search's first candidate has, however long the text: the budget cannot stop a first
+candidate, and a first candidate of 3,000 states on War and Peace (2.76 million symbols) ran for more than half an
+hour on 2 cores (bench/RESULTS.md, issue 34)."""
 
 
 BUDGET_MINUTES = 10.0
@@ -317,10 +323,12 @@ class Selection:
 
 def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
     """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
-    and one state per :data:`MOST_SYMBOLS_PER_STATE` training symbols to one state per :data:`SYMBOLS_PER_STATE`
-    (at least the smallest such), and within ``options.max_memory`` when set (:func:`estimate_training_memory`)."""
+    and one state per :data:`MOST_SYMBOLS_PER_STATE` training symbols (at most :data:`LARGEST_FIRST_STATES`) to one
+    state per :data:`SYMBOLS_PER_STATE` (at least the smallest such), and within ``options.max_memory`` when set
+    (:func:`estimate_training_memory`)."""
     n_train = max(1, len(corpus.train_full))
-    low, high = max(2 * corpus.n_symbols, n_train // MOST_SYMBOLS_PER_STATE), n_train // SYMBOLS_PER_STATE
+    low = max(2 * corpus.n_symbols, min(n_train // MOST_SYMBOLS_PER_STATE, LARGEST_FIRST_STATES))
+    high = n_train // SYMBOLS_PER_STATE
     grid = [n for n in STATES_GRID if low <= n <= high] or [max(2 * corpus.n_symbols, min(STATES_GRID[0], high))]
     if options.max_memory is not None:
         fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
