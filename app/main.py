@@ -97,6 +97,9 @@ def create_app() -> tuple[Dash, Any]:
     )
     dash_app.layout = serve_layout
     dash_app.server.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes()  # HTTP 413 before the body is read
+    # every request collects the worker's ended job processes, so none stays a zombie until a page polls (the load
+    # bench's clients, which never poll, left 7 behind)
+    dash_app.server.before_request(background.reap_finished_children)
     page_layouts = [
         page["layout"]() if callable(page["layout"]) else page["layout"] for page in dash.page_registry.values()
     ]

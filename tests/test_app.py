@@ -1710,6 +1710,25 @@ def test_a_cancelled_job_process_is_not_left_a_zombie() -> None:
     assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
 
 
+def test_any_request_collects_ended_job_processes(data_dir: Path) -> None:
+    """Issue 36: ended job processes stayed zombies until a page's interval callback ran (a client that never polls,
+    like the load bench's, left them); every request of the web worker now collects them."""
+    import multiprocess
+    import psutil
+
+    from app import main
+
+    child = multiprocess.Process(target=_sleep_a_minute)
+    child.start()
+    child.terminate()
+    deadline = time.time() + 10
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+    assert main.server.test_client().get("/_dash-layout").status_code == 200
+    assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
+
+
 def test_a_full_disk_is_said_at_once_with_its_cause(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 36, item 6: on a full disk Start showed "Starting the training job." for ever and Infomap never
     answered; both say at once that the disk is full, and nothing changes."""
