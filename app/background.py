@@ -117,14 +117,7 @@ def reap_finished_children() -> None:
     """Collect the job processes of this web worker that have ended (finished, or terminated by a cancel), as their
     starters would on their next job: without it each cancelled job stayed a zombie process until the next job of
     the worker started (24 were seen). Only children that have ended are joined; running ones are left alone."""
-    import multiprocessing
-
-    multiprocessing.active_children()  # joins (reaps) the children that have ended
-    try:
-        import multiprocess  # the fork of multiprocessing that Dash's Diskcache manager starts jobs with
-    except ImportError:
-        return
-    multiprocess.active_children()
+    _live_children()  # active_children() joins (reaps) the children that have ended
 
 
 JOB_STOP_S = 20.0
@@ -133,6 +126,7 @@ gunicorn's graceful timeout (30 s, ``app/gunicorn_conf.py``)."""
 
 
 def _live_children() -> list[Any]:
+    """This process's running children, from both process modules (asking each reaps its ended children)."""
     import multiprocessing
 
     children = list(multiprocessing.active_children())
