@@ -34,6 +34,7 @@ from machine import describe_machine  # noqa: E402
 
 from engine import allocation, inference, learning, text  # noqa: E402
 from engine.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+from engine.chunks import EXACT  # noqa: E402
 from engine.model import CHMM  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
@@ -163,7 +164,8 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                     options = gpu_engine.GpuOptions(pass_precision=precision)
                     engine = gpu_engine.GpuDenseEngine(devices.cuda_device(), options)
                     current = engine.load(model)
-                    plan = engine.plan(current, x_moby, "em", len(x_moby))
+                    # the exact (sequential) E-step: GPU batch EM runs lockstep chunks by default
+                    plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=EXACT)
                     row[f"em_iteration_{precision}_s"], ll = _em_iterations(cp, engine, current, x_moby, plan)
                     row[f"em_train_bps_{precision}"] = float(-ll / len(x_moby) / np.log(2))
                     row[f"device_peak_{precision}_gib"] = pool.total_bytes() / 2**30
