@@ -61,7 +61,7 @@ def _random_model(corpus: text.Corpus, x: np.ndarray, states: int, seed: int = 0
 
 
 def _block_bytes(layout: BlockLayout, x: np.ndarray) -> int:
-    k = layout.block_index[x[:-1], x[1:]]
+    k = layout.find_blocks(x[:-1], x[1:])
     sizes = np.diff(layout.block_offset)
     return int(4 * sizes[k[k >= 0]].sum())
 

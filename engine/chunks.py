@@ -151,7 +151,7 @@ class LockstepSchedule:
         source, target = symbols[:, :-1], symbols[:, 1:]
         chunk_of, step_of = np.nonzero(target >= 0)
         pair = (target, source) if backward else (source, target)
-        block_of = layout.block_index[pair[0][chunk_of, step_of], pair[1][chunk_of, step_of]]
+        block_of = layout.find_blocks(pair[0][chunk_of, step_of], pair[1][chunk_of, step_of])
         target_symbol = target[chunk_of, step_of]
         # a group per (step, block); chunks at a pair without a block (a zero-probability step) group by the
         # symbol they step to, whose clones the restarted message covers

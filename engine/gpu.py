@@ -64,7 +64,7 @@ class DeviceBlocks(LockstepPasses):
         self.width = int(layout.n_clones.max())
         self.n_clones = xp.asarray(layout.n_clones, dtype=xp.int32)
         self.clone_start = xp.asarray(layout.clone_start, dtype=xp.int32)
-        self.block_index = xp.asarray(layout.block_index.astype(np.int32).ravel())
+        self.block_lookup = xp.asarray(layout.block_lookup.astype(np.int32))
         self.block_offset = xp.asarray(layout.block_offset, dtype=xp.int64)
         self.block_pairs = xp.asarray(layout.block_pairs.astype(np.int32).ravel())
         self.clone_symbol = xp.asarray(layout.clone_symbol(), dtype=xp.int32)
@@ -174,7 +174,7 @@ class DeviceBlocks(LockstepPasses):
         """Per step of a pass (in pass order): the offset of its block (-1: no block) and its output size."""
         layout = self.layout
         rows = layout.n_clones[x]
-        pair_block = layout.block_index[x[:-1], x[1:]]
+        pair_block = layout.find_blocks(x[:-1], x[1:])
         if backward:
             rows = rows[::-1]
             pair_block = pair_block[::-1]
@@ -537,7 +537,7 @@ class DeviceBlocks(LockstepPasses):
                 (
                     device_model.TT,
                     self.block_offset,
-                    self.block_index,
+                    self.block_lookup,
                     np.int32(layout.n_symbols),
                     self.n_clones,
                     xp.asarray(evidence.ptr, dtype=xp.int64),

@@ -118,7 +118,7 @@ def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray
         x,
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         layout.block_offset,
         alpha,
         offsets,
@@ -223,7 +223,7 @@ def backward(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     beta = np.empty(int(offsets[-1]), dtype=model.T.dtype)
     layout = model.layout
     T_transposed = cpu.transpose_blocks(model.T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, offsets)
+    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_lookup, layout.block_offset, beta, offsets)
     return beta, offsets
 
 
@@ -266,7 +266,7 @@ def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray, counted: np.ndarray 
     of chunks, the seams between chunks laid end to end) still get a slot for each message, after the sorted ones,
     but no pair group. Every position has one alpha slot and one beta slot either way."""
     n = len(x)
-    pair = layout.block_index[x[:-1], x[1:]]
+    pair = layout.find_blocks(x[:-1], x[1:])
     steps = np.arange(n - 1) if counted is None else np.flatnonzero(counted)
     order = steps[np.argsort(pair[steps], kind="stable")]
 
@@ -376,7 +376,7 @@ def e_step(
             T,
             x,
             layout.n_clones,
-            layout.block_index,
+            layout.block_lookup,
             layout.block_offset,
             alpha,
             pl.alpha_offsets,
@@ -416,7 +416,7 @@ def _messages(
         x,
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         layout.block_offset,
         alpha,
         pl.alpha_offsets,
@@ -426,7 +426,7 @@ def _messages(
     forward_events = None if job_forward is not None else cpu.forward_pass(*forward_args)
     if T_transposed is None:
         T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_index, layout.block_offset, beta, pl.beta_offsets)
+    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_lookup, layout.block_offset, beta, pl.beta_offsets)
     zero_events = int(job_forward.result() if job_forward is not None else forward_events)
     return alpha, beta, predictive, zero_events
 
@@ -533,7 +533,7 @@ def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndar
     if np.any(path < 0):
         return counts
     src, dst = x[:-1], x[1:]
-    k = layout.block_index[src, dst]
+    k = layout.find_blocks(src, dst)
     ok = k >= 0
     flat = (
         layout.block_offset[k[ok]]
@@ -556,7 +556,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
         model.pi,
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         layout.block_offset,
         evidence.ptr,
         evidence.symbol,

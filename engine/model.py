@@ -2,6 +2,7 @@
 share (:class:`CloneModel`), random starts, and the dense model's file: ``.npz`` arrays plus a typed JSON header,
 saved atomically without pickle and read as untrusted input (:mod:`engine.archive`).
 """
+
 from __future__ import annotations
 
 import json
@@ -132,7 +133,7 @@ class CHMM(CloneModel):
     # ------------------------------------------------------------------ accessors
     def block(self, i: int, j: int) -> np.ndarray | None:
         """The block T(i, j) as a (view) array of shape ``n_clones[i] x n_clones[j]``, or None if not stored."""
-        k = int(self.layout.block_index[i, j])
+        k = self.layout.find_block(i, j)
         if k < 0:
             return None
         start, stop = self.layout.block_offset[k], self.layout.block_offset[k + 1]
@@ -419,7 +420,9 @@ def read_layout(path: Any, archive: ModelArchive, n_symbols: int, max_states: in
     if pairs.shape[1:] != (2,) or pairs.shape[0] > n_symbols * n_symbols:
         raise ModelFormatError(f"{path}: damaged CHMM model (block_pairs has shape {pairs.shape})")
     try:
-        archive.charge(n_symbols * n_symbols * 8, f"its block index ({n_symbols:,} symbols squared)")
+        # clone_start and the pair -> block lookup (sized by the stored pairs: once n_symbols^2) and block_offset
+        tables = 2 * (n_symbols + 1) + 2 * len(pairs) + 1
+        archive.charge(tables * 8, f"its block tables ({n_symbols:,} symbols, {len(pairs):,} blocks)")
     except ArchiveError as exc:
         raise ModelFormatError(f"{path}: cannot be loaded: {exc}") from None
     try:

@@ -37,6 +37,7 @@ from engine.inference import Evidence
 from engine.kernels.cpu import (
     backtrack_slots,
     clear_slots,
+    find_block,
     max_through_block,
     rescale_position,
     viterbi_start,
@@ -200,7 +201,7 @@ def _lattice_viterbi(
     pi,
     n_clones,
     clone_start,
-    block_index,
+    block_lookup,
     block_offset,
     node_ptr,
     node_symbol,
@@ -234,7 +235,7 @@ def _lattice_viterbi(
             for q in range(pred_ptr[c], pred_ptr[c + 1]):
                 p = pred_node[q]
                 i = node_symbol[p]
-                k = block_index[i, j]
+                k = find_block(block_lookup, n_clones.shape[0], i, j)
                 if k >= 0:
                     max_through_block(T, block_offset[k], delta, slot_offset[p], n_clones[i], out, m_j, backpointer)
             best = weigh_slots(delta, out, m_j, node_weight[c], best)
@@ -340,7 +341,7 @@ def _constrained_viterbi(model: CHMM, scrambled: str, max_subsets: int) -> tuple
         model.pi,
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         layout.block_offset,
         node_ptr,
         node_symbol,

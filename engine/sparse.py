@@ -220,7 +220,7 @@ def forward(
         x,
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         alpha,
         offsets,
         predictive,
@@ -275,7 +275,7 @@ class SequencePlan:
     @staticmethod
     def build(layout: BlockLayout, x: np.ndarray, dtype: Any) -> SequencePlan:
         offsets = inference.sequential_offsets(layout, x)
-        pair = layout.block_index[x[:-1], x[1:]]
+        pair = layout.find_blocks(x[:-1], x[1:])
         touched = np.bincount(pair[pair >= 0], minlength=layout.n_blocks) > 0
         return SequencePlan(offsets, touched, np.empty(int(offsets[-1]), dtype))
 
@@ -305,7 +305,7 @@ def e_step(
             x,
             layout.n_clones,
             layout.clone_start,
-            layout.block_index,
+            layout.block_lookup,
             alpha,
             offsets,
             predictive,
@@ -321,7 +321,7 @@ def e_step(
         model.row_base,
         x,
         layout.n_clones,
-        layout.block_index,
+        layout.block_lookup,
         alpha,
         offsets,
         predictive,
@@ -374,7 +374,7 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
         model.pi.astype(np.float64),
         layout.n_clones,
         layout.clone_start,
-        layout.block_index,
+        layout.block_lookup,
         evidence.ptr,
         evidence.symbol,
         evidence.weight.astype(np.float64),

@@ -380,7 +380,7 @@ def test_training_from_a_pruned_model_keeps_it_pruned(tmp_path: Path, trained_mo
     assert after.layout.n_blocks >= pruned.layout.n_blocks
     for k, (i, j) in enumerate(pruned.layout.block_pairs):
         lo, hi = pruned.layout.block_offset[k], pruned.layout.block_offset[k + 1]
-        k_after = after.layout.block_index[i, j]
+        k_after = after.layout.find_block(i, j)
         block = after.T[after.layout.block_offset[k_after] : after.layout.block_offset[k_after + 1]]
         assert np.all(block[zeros[lo:hi]] == 0)
 

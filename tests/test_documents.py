@@ -131,9 +131,9 @@ def test_training_on_documents_never_links_them(tmp_path: Path) -> None:
     )
     model = training.train_text(documents, options, name="two").model
     z, y = model.symbols.index("z"), model.symbols.index("y")
-    assert model.layout.block_index[z, y] < 0
+    assert model.layout.find_blocks(z, y) < 0
     joined = training.train_text(documents[0].text + documents[1].text, options).model
-    assert joined.layout.block_index[z, y] >= 0
+    assert joined.layout.find_blocks(z, y) >= 0
     assert model.metadata["documents"] == 2
 
 

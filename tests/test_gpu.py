@@ -521,7 +521,7 @@ def test_the_lockstep_schedule_visits_every_step_of_every_chunk_once():
             for c in members:
                 piece = schedule.pieces[c]
                 i, j = piece.x[step], piece.x[step + 1]
-                assert layout.block_index[i, j] == block
+                assert layout.find_block(i, j) == block
                 assert schedule.group_in[g] == layout.n_clones[i] or block < 0
                 assert schedule.group_out[g] == layout.n_clones[j]
                 seen.add((int(c), step))

@@ -372,14 +372,14 @@ def test_sample_follows_deterministic_model(k: int) -> None:
     for n in range(1, k):
         np.testing.assert_array_equal(blocks[:, 3 * (n - 1) + 2], 4 * n + 2)
     # every symbol pair sampled has a stored block
-    assert np.all(model.layout.block_index[x[:-1], x[1:]] >= 0)
+    assert np.all(model.layout.find_blocks(x[:-1], x[1:]) >= 0)
 
 
 def test_sample_respects_missing_blocks() -> None:
     for seed in SEEDS:
         model = tiny_model(seed, drop_pairs=True)
         x = sampling.sample(model, 2000, np.random.default_rng(seed))
-        assert np.all(model.layout.block_index[x[:-1], x[1:]] >= 0)
+        assert np.all(model.layout.find_blocks(x[:-1], x[1:]) >= 0)
 
 
 def test_sample_prefix_continues_memorised_cycle() -> None:

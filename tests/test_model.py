@@ -33,7 +33,7 @@ def sample_model(dtype: type = np.float32, with_counts: bool = True) -> CHMM:
 def assert_same_model(a: CHMM, b: CHMM) -> None:
     assert a.symbols == b.symbols
     assert json.dumps(a.metadata) == json.dumps(b.metadata)  # (NaN != NaN, so compare the JSON text)
-    for name in ("n_clones", "clone_start", "block_pairs", "block_offset", "block_index"):
+    for name in ("n_clones", "clone_start", "block_pairs", "block_offset", "block_lookup"):
         np.testing.assert_array_equal(getattr(a.layout, name), getattr(b.layout, name))
     assert a.T.dtype == b.T.dtype and a.pi.dtype == b.pi.dtype
     assert a.T.tobytes() == b.T.tobytes()
@@ -51,13 +51,35 @@ def test_layout_tables() -> None:
     np.testing.assert_array_equal(layout.clone_start, [0, 2, 3, 6])
     np.testing.assert_array_equal(layout.block_pairs, [[0, 0], [0, 1], [2, 0], [2, 2]])  # sorted
     np.testing.assert_array_equal(layout.block_offset, [0, 4, 6, 12, 21])
-    assert layout.block_index[2, 0] == 2 and layout.block_index[1, 0] == -1
+    assert layout.find_block(2, 0) == 2 and layout.find_block(1, 0) == -1
     assert (layout.n_symbols, layout.n_states, layout.n_blocks, layout.size) == (3, 6, 4, 21)
     np.testing.assert_array_equal(layout.clone_symbol(), [0, 0, 1, 2, 2, 2])
     with pytest.raises(ValueError, match="twice"):
         BlockLayout.build(np.array([1, 1]), np.array([[0, 1], [0, 1]]))
     with pytest.raises(ValueError, match="outside"):
         BlockLayout.build(np.array([1, 1]), np.array([[0, 2]]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pair_lookup_agrees_with_a_dense_index(seed: int) -> None:
+    """The pair -> block lookup (sized by the stored pairs) against the dense n_symbols^2 table it replaced, for
+    every pair of random layouts (rows with no block, full rows, one symbol): vectorised, scalar and in a kernel."""
+    from engine.kernels.cpu import find_block
+
+    rng = np.random.default_rng(seed)
+    n = [1, 7, 23, 40][seed]
+    mask = rng.random((n, n)) < [1.0, 0.3, 0.1, 0.6][seed]
+    if n > 2:
+        mask[1] = False  # a row without blocks
+        mask[2] = True  # a full row
+    pairs = np.argwhere(mask)
+    layout = BlockLayout.build(rng.integers(1, 4, n), pairs[rng.permutation(len(pairs))])
+    dense = np.full((n, n), -1)
+    dense[layout.block_pairs[:, 0], layout.block_pairs[:, 1]] = np.arange(layout.n_blocks)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    np.testing.assert_array_equal(layout.find_blocks(i, j), dense)
+    for a, b in zip(i.ravel(), j.ravel(), strict=True):
+        assert layout.find_block(a, b) == find_block(layout.block_lookup, n, a, b) == dense[a, b]
     with pytest.raises(ValueError, match="positive"):
         BlockLayout.build(np.array([1, 0]), np.array([[0, 1]]))
 

@@ -17,6 +17,26 @@ _FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
 _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
 
+@njit(nogil=True, cache=True, inline="always")
+def find_block(block_lookup, n_symbols, i, j):
+    """The block number of symbol pair (i, j), or -1 when it has no block: a binary search among row i's blocks
+    in the layout's ``block_lookup`` table (row starts, then the column symbol of every block; see
+    :class:`engine.blocks.BlockLayout`)."""
+    lo = block_lookup[i]
+    hi = block_lookup[i + 1]
+    base = n_symbols + 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        column = block_lookup[base + mid]
+        if column < j:
+            lo = mid + 1
+        elif column > j:
+            hi = mid
+        else:
+            return mid
+    return -1
+
+
 @njit(**_FLAGS)
 def block_row_sums(flat, block_pairs, block_offset, n_clones, clone_start):
     """Sum of each clone's row over all stored blocks, in float64, shape (H,)."""
@@ -68,7 +88,7 @@ def _axpy_rows(blocks, start, width, weights, active, n_active, out):
 
 
 @njit(**_FAST)
-def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, store, offsets, predictive):
+def forward_pass(T, pi, x, n_clones, clone_start, block_lookup, block_offset, store, offsets, predictive):
     """Scaled forward pass (paper, section 3: alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}), normalised).
 
     Writes ``predictive[n] = P(x_n | x_1..x_{n-1})`` (float64; ``P(x_1)`` for n = 0): the normaliser of step n,
@@ -109,7 +129,7 @@ def forward_pass(T, pi, x, n_clones, clone_start, block_index, block_offset, sto
     for n in range(1, n_steps):
         j = x[n]
         m_j = n_clones[j]
-        k = block_index[i, j]
+        k = find_block(block_lookup, n_clones.shape[0], i, j)
         total = 0.0
         if k >= 0:
             out = nxt[:m_j]
@@ -159,7 +179,7 @@ def transpose_blocks(T, block_pairs, block_offset, n_clones):
 
 
 @njit(**_FAST)
-def backward_pass(T_transposed, x, n_clones, block_index, block_offset, store, offsets):
+def backward_pass(T_transposed, x, n_clones, block_lookup, block_offset, store, offsets):
     """Backward pass beta(n) = T(x_n, x_{n+1}) beta(n+1) (paper, section 3), each message normalised to sum 1.
 
     Takes the transposed blocks (:func:`transpose_blocks`) so that the product is a sum of contiguous columns
@@ -184,7 +204,7 @@ def backward_pass(T_transposed, x, n_clones, block_index, block_offset, store, o
     for n in range(n_steps - 2, -1, -1):
         i = x[n]
         m_i = n_clones[i]
-        k = block_index[i, j]
+        k = find_block(block_lookup, n_clones.shape[0], i, j)
         base = offsets[n]
         total = 0.0
         if k >= 0:
@@ -247,7 +267,7 @@ def accumulate_counts_loop(
     T,
     x,
     n_clones,
-    block_index,
+    block_lookup,
     block_offset,
     alpha_store,
     alpha_offsets,
@@ -268,7 +288,7 @@ def accumulate_counts_loop(
         j = x[n + 1]
         m_i = n_clones[i]
         m_j = n_clones[j]
-        k = block_index[i, j]
+        k = find_block(block_lookup, n_clones.shape[0], i, j)
         start = block_offset[k]
         a = alpha_offsets[n]
         b = beta_offsets[n + 1]
@@ -385,7 +405,7 @@ def viterbi_pass(
     pi,
     n_clones,
     clone_start,
-    block_index,
+    block_lookup,
     block_offset,
     evidence_ptr,
     evidence_symbol,
@@ -423,7 +443,7 @@ def viterbi_pass(
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
-                k = block_index[i, j]
+                k = find_block(block_lookup, n_clones.shape[0], i, j)
                 if k >= 0:
                     max_through_block(T, block_offset[k], delta, state_offsets[p], n_clones[i], out, m_j, backpointer)
             best = weigh_slots(delta, out, m_j, evidence_weight[c], best)

@@ -328,6 +328,22 @@ extern "C" __global__ void row_write(const float* __restrict__ values, double ps
     }
 }
 
+// The block number of symbol pair (i, j), or -1 when it has no block: a binary search among row i's blocks in the
+// layout's block_lookup table (row starts, then each block's column symbol; engine.kernels.cpu.find_block).
+__device__ __forceinline__ int find_block(const int* __restrict__ block_lookup, int n_symbols, int i, int j)
+{
+    int lo = block_lookup[i], hi = block_lookup[i + 1];
+    const int* column = block_lookup + n_symbols + 1;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        const int c = column[mid];
+        if (c < j) lo = mid + 1;
+        else if (c > j) hi = mid;
+        else return mid;
+    }
+    return -1;
+}
+
 // Max-product (Viterbi) pass with per-position soft evidence (see engine.kernels.cpu.viterbi_pass, whose
 // arithmetic this repeats operation for operation, so that both give the same path). Candidate c of position n
 // (c in ev_ptr[n]..ev_ptr[n+1]) is symbol ev_symbol[c] with weight ev_weight[c]; its clones occupy the slots
@@ -337,7 +353,7 @@ extern "C" __global__ void row_write(const float* __restrict__ values, double ps
 // delta_prev / scale_prev * T (read from the transposed blocks: contiguous), lowest slot first on ties.
 extern "C" __global__ void __launch_bounds__(512, 2)
 viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_offset,
-              const int* __restrict__ block_index, int n_symbols, const int* __restrict__ n_clones,
+              const int* __restrict__ block_lookup, int n_symbols, const int* __restrict__ n_clones,
               const long long* __restrict__ ev_ptr, const int* __restrict__ ev_symbol,
               const double* __restrict__ ev_weight, const long long* __restrict__ slot_offset, int n_pos,
               double* delta, long long* backpointer, double* scale, double* partial,
@@ -369,7 +385,7 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
             if (w > 0.0) {
                 for (long long p = p0; p < p1; ++p) {
                     const int i = ev_symbol[p];
-                    const int k = block_index[i * n_symbols + j];
+                    const int k = find_block(block_lookup, n_symbols, i, j);
                     if (k < 0) continue;
                     const int m_i = n_clones[i];
                     const float* row = TT + block_offset[k] + (long long)v * m_i;

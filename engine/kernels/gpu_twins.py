@@ -178,7 +178,7 @@ def row_write(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
 
 
 @njit(**_FLAGS)
-def _viterbi_chain(TT, block_offset, block_index, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
+def _viterbi_chain(TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
                    n_pos, delta, backpointer, scale):  # fmt: skip
     prev_scale = 1.0
     for n in range(1, n_pos):
@@ -195,7 +195,7 @@ def _viterbi_chain(TT, block_offset, block_index, n_symbols, n_clones, ev_ptr, e
                 if w > 0.0:
                     for p in range(p0, p1):
                         i = ev_symbol[p]
-                        k = block_index[i * n_symbols + j]
+                        k = cpu.find_block(block_lookup, n_symbols, i, j)
                         if k < 0:
                             continue
                         m_i = n_clones[i]
@@ -220,10 +220,10 @@ def _viterbi_chain(TT, block_offset, block_index, n_symbols, n_clones, ev_ptr, e
 
 def viterbi_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
     """Twin of ``viterbi_chain``: the max-product pass with soft evidence, lowest slot first on ties."""
-    (TT, block_offset, block_index, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset, n_pos, delta,
+    (TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset, n_pos, delta,
      backpointer, scale, _, _, _) = args  # fmt: skip
     _viterbi_chain(
-        TT, block_offset, block_index, int(n_symbols), n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
+        TT, block_offset, block_lookup, int(n_symbols), n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
         int(n_pos), delta, backpointer, scale,
     )  # fmt: skip
 

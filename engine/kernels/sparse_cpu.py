@@ -15,6 +15,7 @@ from numba import njit
 from engine.kernels.cpu import (
     backtrack_slots,
     clear_slots,
+    find_block,
     rescale_position,
     slots_to_clones,
     viterbi_start,
@@ -27,7 +28,7 @@ _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
 @njit(**_FAST)
 def forward_pass(
-    indptr, indices, data, row_base, pi, x, n_clones, clone_start, block_index, store, offsets, predictive
+    indptr, indices, data, row_base, pi, x, n_clones, clone_start, block_lookup, store, offsets, predictive
 ):
     """Scaled forward pass alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) over the CSR blocks (semantics of
     ``engine.kernels.cpu.forward_pass``: normalisers in ``predictive``, uniform restart after a zero-probability
@@ -60,7 +61,7 @@ def forward_pass(
     for n in range(1, n_steps):
         j = x[n]
         m_j = n_clones[j]
-        k = block_index[i, j]
+        k = find_block(block_lookup, n_clones.shape[0], i, j)
         total = 0.0
         for v in range(m_j):
             nxt[v] = 0.0
@@ -94,7 +95,7 @@ def forward_pass(
 
 @njit(**_FAST)
 def backward_counts(
-    indptr, indices, data, row_base, x, n_clones, block_index, alpha, offsets, predictive, counts, beta_first
+    indptr, indices, data, row_base, x, n_clones, block_lookup, alpha, offsets, predictive, counts, beta_first
 ):
     """The backward pass fused with the expected counts, after a forward pass that stored alpha and predictive.
 
@@ -116,7 +117,7 @@ def backward_counts(
     for n in range(n_steps - 2, -1, -1):
         i = x[n]
         m_i = n_clones[i]
-        k = block_index[i, j]
+        k = find_block(block_lookup, n_clones.shape[0], i, j)
         # the normaliser of xi(n)
         a1 = offsets[n + 1]
         dot = 0.0
@@ -186,7 +187,7 @@ def viterbi_pass(
     pi,
     n_clones,
     clone_start,
-    block_index,
+    block_lookup,
     evidence_ptr,
     evidence_symbol,
     evidence_weight,
@@ -215,7 +216,7 @@ def viterbi_pass(
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
-                k = block_index[i, j]
+                k = find_block(block_lookup, n_clones.shape[0], i, j)
                 if k < 0:
                     continue
                 src = state_offsets[p]

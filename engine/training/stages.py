@@ -153,7 +153,7 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     raw = np.zeros(new_layout.size)
     for k, (i, j) in enumerate(new_layout.block_pairs):
         lo, hi = new_layout.block_offset[k], new_layout.block_offset[k + 1]
-        old = layout.block_index[i, j]
+        old = layout.find_block(i, j)
         if old >= 0:
             raw[lo:hi] = model.T[layout.block_offset[old] : layout.block_offset[old + 1]]
         else:
