@@ -116,6 +116,7 @@ def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray
         model.T,
         start.astype(model.T.dtype, copy=False),
         x,
+        x,
         layout.n_clones,
         layout.clone_start,
         layout.block_lookup,
@@ -223,7 +224,7 @@ def backward(model: CHMM, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     beta = np.empty(int(offsets[-1]), dtype=model.T.dtype)
     layout = model.layout
     T_transposed = cpu.transpose_blocks(model.T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_lookup, layout.block_offset, beta, offsets)
+    cpu.backward_pass(T_transposed, x, x, layout.n_clones, layout.block_lookup, layout.block_offset, beta, offsets)
     return beta, offsets
 
 
@@ -258,15 +259,18 @@ class PairLayout(NamedTuple):
         return self._replace(buffers=buffers)
 
 
-def pair_sorted_offsets(layout: BlockLayout, x: np.ndarray, counted: np.ndarray | None = None) -> PairLayout:
+def pair_sorted_offsets(
+    layout: BlockLayout, x: np.ndarray, counted: np.ndarray | None = None, row_key: np.ndarray | None = None
+) -> PairLayout:
     """Lay messages out so that, for every block (i, j), the alpha(n) and the beta(n+1) of the steps with
     (x_n, x_{n+1}) = (i, j) are contiguous rows: the count accumulation is then one matrix product per block.
 
     ``counted`` (a boolean per step n -> n+1) keeps only some steps in the pair-sorted part: the others (the burn-in
     of chunks, the seams between chunks laid end to end) still get a slot for each message, after the sorted ones,
-    but no pair group. Every position has one alpha slot and one beta slot either way."""
+    but no pair group. Every position has one alpha slot and one beta slot either way. ``row_key`` names each
+    step's block row (see :func:`engine.kernels.cpu.forward_pass`; ``x`` when None)."""
     n = len(x)
-    pair = layout.find_blocks(x[:-1], x[1:])
+    pair = layout.find_blocks((x if row_key is None else row_key)[:-1], x[1:])
     steps = np.arange(n - 1) if counted is None else np.flatnonzero(counted)
     order = steps[np.argsort(pair[steps], kind="stable")]
 
@@ -331,6 +335,7 @@ def e_step(
     T_transposed: np.ndarray | None = None,
     counts_out: np.ndarray | None = None,
     counted: tuple[int, int] | None = None,
+    row_key: np.ndarray | None = None,
 ) -> EStepResult:
     """Expected transition counts sum_n xi(n) (paper, section 3, M-step numerator) for one sequence.
 
@@ -347,6 +352,9 @@ def e_step(
     ``counted = (lo, hi)``: only the steps n -> n+1 with lo <= n < hi are counted, and the log-likelihood is that of
     positions lo+1 .. hi (and 0 when lo is 0): ``x`` is then a chunk of a longer sequence with a burn-in before and
     after the counted steps, whose messages settle there (see :mod:`engine.distributed`).
+
+    ``row_key`` names the block row of each step n -> n+1 (:func:`engine.kernels.cpu.forward_pass`): ``x`` for text
+    (None), ``a_n * E + x_n`` for a walk with actions over a layout of A * E row symbols (:mod:`engine.actions`).
     """
     if count_method not in COUNT_METHODS:
         raise ValueError(f"count_method must be one of {COUNT_METHODS}")
@@ -355,8 +363,9 @@ def e_step(
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     T = model.T
-    pl = pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
-    alpha, beta, predictive, zero_events = _messages(model, x, initial, pl, T_transposed)
+    row_key = x if row_key is None else np.ascontiguousarray(row_key, dtype=np.int64)
+    pl = pair_sorted_offsets(layout, x, row_key=row_key) if pair_layout is None else pair_layout
+    alpha, beta, predictive, zero_events = _messages(model, x, initial, pl, T_transposed, row_key)
     # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
     gamma_first, last_alpha = _sequence_ends(layout, x, alpha, beta, pl)
 
@@ -375,6 +384,7 @@ def e_step(
         cpu.accumulate_counts_loop(
             T,
             x,
+            row_key,
             layout.n_clones,
             layout.block_lookup,
             layout.block_offset,
@@ -396,7 +406,12 @@ def e_step(
 
 
 def _messages(
-    model: CHMM, x: np.ndarray, initial: np.ndarray | None, pl: PairLayout, T_transposed: np.ndarray | None
+    model: CHMM,
+    x: np.ndarray,
+    initial: np.ndarray | None,
+    pl: PairLayout,
+    T_transposed: np.ndarray | None,
+    row_key: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The forward and backward passes of :func:`e_step` (concurrently on two threads unless one core is asked
     for): alpha and beta in ``pl``'s slots, the predictive probabilities and the zero-probability events."""
@@ -414,6 +429,7 @@ def _messages(
         T,
         start,
         x,
+        row_key,
         layout.n_clones,
         layout.clone_start,
         layout.block_lookup,
@@ -426,7 +442,9 @@ def _messages(
     forward_events = None if job_forward is not None else cpu.forward_pass(*forward_args)
     if T_transposed is None:
         T_transposed = cpu.transpose_blocks(T, layout.block_pairs, layout.block_offset, layout.n_clones)
-    cpu.backward_pass(T_transposed, x, layout.n_clones, layout.block_lookup, layout.block_offset, beta, pl.beta_offsets)
+    cpu.backward_pass(
+        T_transposed, x, row_key, layout.n_clones, layout.block_lookup, layout.block_offset, beta, pl.beta_offsets
+    )
     zero_events = int(job_forward.result() if job_forward is not None else forward_events)
     return alpha, beta, predictive, zero_events
 
@@ -544,11 +562,17 @@ def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndar
     return counts
 
 
-def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
+def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray | None = None) -> ViterbiResult:
     """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
-    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`."""
+    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`; ``row_shift[n]`` (zeros
+    when None) is added to position n's symbols to name the block row of step n -> n+1 (``a_n * E`` for a walk
+    with actions, :mod:`engine.actions`)."""
     layout = model.layout
     evidence, state_offsets = viterbi_evidence(layout, evidence)
+    n_positions = len(evidence.ptr) - 1
+    row_shift = (
+        np.zeros(n_positions, dtype=np.int64) if row_shift is None else np.ascontiguousarray(row_shift, dtype=np.int64)
+    )
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(
@@ -558,6 +582,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence) -> ViterbiResult:
         layout.clone_start,
         layout.block_lookup,
         layout.block_offset,
+        row_shift,
         evidence.ptr,
         evidence.symbol,
         evidence.weight.astype(np.float64),

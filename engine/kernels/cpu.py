@@ -88,7 +88,7 @@ def _axpy_rows(blocks, start, width, weights, active, n_active, out):
 
 
 @njit(**_FAST)
-def forward_pass(T, pi, x, n_clones, clone_start, block_lookup, block_offset, store, offsets, predictive):
+def forward_pass(T, pi, x, row_key, n_clones, clone_start, block_lookup, block_offset, store, offsets, predictive):
     """Scaled forward pass (paper, section 3: alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}), normalised).
 
     Writes ``predictive[n] = P(x_n | x_1..x_{n-1})`` (float64; ``P(x_1)`` for n = 0): the normaliser of step n,
@@ -96,6 +96,9 @@ def forward_pass(T, pi, x, n_clones, clone_start, block_lookup, block_offset, st
     or all mass lost after pruning) ``predictive[n]`` is 0 and the message restarts uniform over the clones of
     ``x[n]``. If ``offsets`` is non-empty the normalised messages alpha(n) are stored at ``store[offsets[n]:]``.
     Returns the number of zero-probability events.
+
+    ``row_key[n]`` names the row of the block used by step n -> n+1: ``x`` itself for text; ``a_n * E + x_n`` for a
+    walk whose transitions depend on the action a_n (:mod:`engine.actions`, a layout of A * E row symbols).
     """
     n_steps = x.shape[0]
     width = 0
@@ -129,7 +132,7 @@ def forward_pass(T, pi, x, n_clones, clone_start, block_lookup, block_offset, st
     for n in range(1, n_steps):
         j = x[n]
         m_j = n_clones[j]
-        k = find_block(block_lookup, n_clones.shape[0], i, j)
+        k = find_block(block_lookup, n_clones.shape[0], row_key[n - 1], j)
         total = 0.0
         if k >= 0:
             out = nxt[:m_j]
@@ -179,14 +182,14 @@ def transpose_blocks(T, block_pairs, block_offset, n_clones):
 
 
 @njit(**_FAST)
-def backward_pass(T_transposed, x, n_clones, block_lookup, block_offset, store, offsets):
+def backward_pass(T_transposed, x, row_key, n_clones, block_lookup, block_offset, store, offsets):
     """Backward pass beta(n) = T(x_n, x_{n+1}) beta(n+1) (paper, section 3), each message normalised to sum 1.
 
     Takes the transposed blocks (:func:`transpose_blocks`) so that the product is a sum of contiguous columns
     scaled by the entries of beta(n+1), which vectorises like the forward pass. beta(N) is uniform. A step
     without a block, or with all mass lost, restarts uniform. The messages are written to ``store[offsets[n]:]``.
     Their normalisation differs from the forward one; the E-step divides each xi(n) by its exact total instead
-    (see :func:`pair_weights`).
+    (see :func:`pair_weights`). ``row_key`` as in :func:`forward_pass`.
     """
     n_steps = x.shape[0]
     width = 0
@@ -204,7 +207,7 @@ def backward_pass(T_transposed, x, n_clones, block_lookup, block_offset, store, 
     for n in range(n_steps - 2, -1, -1):
         i = x[n]
         m_i = n_clones[i]
-        k = find_block(block_lookup, n_clones.shape[0], i, j)
+        k = find_block(block_lookup, n_clones.shape[0], row_key[n], j)
         base = offsets[n]
         total = 0.0
         if k >= 0:
@@ -266,6 +269,7 @@ def pair_weights(x, n_clones, predictive, alpha_store, alpha_offsets, beta_store
 def accumulate_counts_loop(
     T,
     x,
+    row_key,
     n_clones,
     block_lookup,
     block_offset,
@@ -288,7 +292,7 @@ def accumulate_counts_loop(
         j = x[n + 1]
         m_i = n_clones[i]
         m_j = n_clones[j]
-        k = find_block(block_lookup, n_clones.shape[0], i, j)
+        k = find_block(block_lookup, n_clones.shape[0], row_key[n], j)
         start = block_offset[k]
         a = alpha_offsets[n]
         b = beta_offsets[n + 1]
@@ -407,6 +411,7 @@ def viterbi_pass(
     clone_start,
     block_lookup,
     block_offset,
+    row_shift,
     evidence_ptr,
     evidence_symbol,
     evidence_weight,
@@ -421,6 +426,8 @@ def viterbi_pass(
     symbol after another from ``state_offsets[c]`` (c: the candidate's index in the evidence arrays).
     delta(n+1)_v = e(n+1, sym(v)) max_u delta(n)_u T_uv, rescaled to max 1 each step (float64).
     ``backpointer`` (one entry per candidate clone) receives the argmax u as a global candidate-clone index.
+    ``row_shift[n]`` is added to the symbol of position n to name the block row of step n -> n+1 (zeros for text;
+    ``a_n * E`` for a walk with actions, see :func:`forward_pass`'s ``row_key``).
     Writes the MAP clone path (global clone indices) into ``path`` and returns log max_z P(z, evidence)
     (-inf when every path has probability zero).
     """
@@ -443,7 +450,7 @@ def viterbi_pass(
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
-                k = find_block(block_lookup, n_clones.shape[0], i, j)
+                k = find_block(block_lookup, n_clones.shape[0], row_shift[n - 1] + i, j)
                 if k >= 0:
                     max_through_block(T, block_offset[k], delta, state_offsets[p], n_clones[i], out, m_j, backpointer)
             best = weigh_slots(delta, out, m_j, evidence_weight[c], best)

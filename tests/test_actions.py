@@ -1,0 +1,143 @@
+"""CHMMs with actions (engine.actions): the passes against brute force over every clone path on tiny models, the
+one-action model against the text engine to the bit, EM's monotone likelihood, the room walk generator, and the
+recovery of a room's map from a walk."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from engine import actions, inference
+from engine.blocks import pairs_in_sequence
+from engine.model import random_model
+
+
+def tiny_case(seed: int) -> tuple[actions.ActionCHMM, np.ndarray, np.ndarray]:
+    """A random model of 2-3 symbols with 1-3 clones, 2-3 actions, and a walk of 6 steps using them."""
+    rng = np.random.default_rng(seed)
+    n_symbols, n_actions = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    n_clones = rng.integers(1, 4, n_symbols)
+    x = rng.integers(n_symbols, size=6)
+    a = rng.integers(n_actions, size=6)
+    a[:-1] = np.resize(np.arange(n_actions), 5)[rng.permutation(5)]  # every action used
+    model = actions.random_action_model(n_clones, x, a, seed=seed, actions=[str(v) for v in range(n_actions)])
+    model = model.with_T(model.T.astype(np.float64))
+    return actions.ActionCHMM(model.symbols, model.actions, model.layout, model.T, model.pi.astype(np.float64)), x, a
+
+
+def paths_with_probability(model: actions.ActionCHMM, x: np.ndarray, a: np.ndarray) -> list[tuple[tuple, float]]:
+    """Every clone path of the walk with its joint probability pi(z_1) prod_n T[a_n](z_n, z_{n+1})."""
+    starts = model.layout.clone_start
+    dense = [model.transition(k).astype(np.float64) for k in range(model.n_actions)]
+    out = []
+    for path in itertools.product(*[range(starts[s], starts[s + 1]) for s in x]):
+        p = float(model.pi[path[0]])
+        for n in range(len(x) - 1):
+            p *= dense[a[n]][path[n], path[n + 1]]
+        out.append((path, p))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_likelihood_counts_and_map_path_match_brute_force(seed: int) -> None:
+    """log P(x | a), the expected counts per action block and the MAP path against every clone path."""
+    model, x, a = tiny_case(seed)
+    paths = paths_with_probability(model, x, a)
+    total = sum(p for _, p in paths)
+    assert actions.log_likelihood(model, x, a) == pytest.approx(np.log(total), rel=1e-10)
+    expected = np.zeros((model.n_actions, model.n_states, model.n_states))
+    for path, p in paths:
+        for n in range(len(x) - 1):
+            expected[a[n], path[n], path[n + 1]] += p / total
+    e = actions.e_step(model, x, a)
+    got = actions.from_dense(np.zeros_like(expected), model.n_clones, triples=None)
+    dense_counts = np.zeros_like(expected)
+    layout, E = model.layout, model.n_symbols
+    starts = layout.clone_start
+    for k, (row, j) in enumerate(layout.block_pairs):
+        action, i = divmod(int(row), E)
+        block = e.counts[layout.block_offset[k] : layout.block_offset[k + 1]]
+        dense_counts[action, starts[i] : starts[i + 1], starts[j] : starts[j + 1]] = block.reshape(
+            int(layout.n_clones[i]), int(layout.n_clones[j])
+        )
+    assert got.layout.n_blocks == model.n_actions * E * E
+    np.testing.assert_allclose(dense_counts, expected, atol=1e-12)
+    best_path, best_p = max(paths, key=lambda item: item[1])
+    path, log_probability = actions.viterbi(model, x, a)
+    assert tuple(path) == best_path
+    assert log_probability == pytest.approx(np.log(best_p), rel=1e-10)
+
+
+def test_a_walk_with_one_action_is_the_text_to_the_bit() -> None:
+    """A text is the walk whose every action is the same: the likelihood, the E-step counts and an EM run give
+    the text engine's numbers bit for bit."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(5, size=400)
+    n_clones = np.array([3, 1, 4, 2, 5])
+    text_model = random_model([str(v) for v in range(5)], n_clones, pairs_in_sequence(x, 5), rng)
+    a = np.zeros_like(x)
+    model = actions.ActionCHMM(text_model.symbols, ["go"], text_model.layout, text_model.T, text_model.pi)
+    assert actions.log_likelihood(model, x, a) == inference.log_likelihood(text_model, x)
+    e_text, e_walk = inference.e_step(text_model, x), actions.e_step(model, x, a)
+    assert e_walk.counts.tobytes() == e_text.counts.tobytes()
+    assert e_walk.log_likelihood == e_text.log_likelihood
+    clones, _ = actions.viterbi(model, x, a)
+    np.testing.assert_array_equal(clones, inference.viterbi(text_model, x).clones)
+
+
+def test_batch_em_never_lowers_the_likelihood() -> None:
+    room = np.array([[0, 1, 0], [1, 2, 1], [0, 1, 0]])
+    walk = actions.generate_walk(room, 2000, seed=1)
+    model = actions.random_action_model(np.full(3, 4), walk.observations, walk.actions, seed=0)
+    model = model.with_T(model.T.astype(np.float64))
+    model = actions.ActionCHMM(model.symbols, model.actions, model.layout, model.T, model.pi.astype(np.float64))
+    _, history = actions.learn_em(model, walk.observations, walk.actions, iterations=15, stop_when_worse=False)
+    assert len(history) == 15 and np.all(np.diff(history) <= 1e-12), history
+    assert history[-1] < history[0] - 0.05
+
+
+def test_the_walk_generator_follows_the_room() -> None:
+    """Every step moves to a side-by-side open cell or stays (a move out of the room or into a wall), the
+    observation is the cell's, and every move is taken."""
+    room = np.array([[0, 1, -1], [2, -1, 3], [4, 5, 6]])
+    walk = actions.generate_walk(room, 3000, seed=2)
+    r, c = walk.positions[:, 0], walk.positions[:, 1]
+    np.testing.assert_array_equal(walk.observations, room[r, c])
+    assert np.all(room[r, c] >= 0)
+    move = walk.positions[1:] - walk.positions[:-1]
+    intended = actions.STEPS[walk.actions[:-1]]
+    stayed = np.all(move == 0, axis=1)
+    assert np.all(stayed | np.all(move == intended, axis=1))
+    target = walk.positions[:-1] + intended
+    inside = (target[:, 0] >= 0) & (target[:, 0] < 3) & (target[:, 1] >= 0) & (target[:, 1] < 3)
+    blocked = ~inside
+    blocked[inside] = room[target[inside, 0], target[inside, 1]] < 0
+    np.testing.assert_array_equal(stayed, blocked)
+    assert set(np.unique(walk.actions[:-1])) == {0, 1, 2, 3}
+    assert actions.generate_walk(room, 50, seed=2).observations.tolist() == walk.observations[:50].tolist()
+
+
+@pytest.mark.parametrize(
+    ("room", "message"),
+    [
+        ([[0, 1], [2]], "rectangular"),
+        ([[-1, -1]], "at least one cell"),
+        ([[0.5, 1]], "whole numbers"),
+        ([[0, -2]], "-1 for a wall"),
+        ([1, 2, 3], "2-D"),
+    ],
+)
+def test_a_bad_room_is_refused_in_one_sentence(room: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        actions.generate_walk(room, 10)
+
+
+def test_a_bad_walk_is_refused_in_one_sentence() -> None:
+    with pytest.raises(ValueError, match="one action per observation"):
+        actions.check_walk([0, 1, 0], [0, 1])
+    with pytest.raises(ValueError, match="observations outside 0..1"):
+        actions.check_walk([0, 2, 0], [0, 1, 0], n_symbols=2)
+    with pytest.raises(ValueError, match="actions outside 0..1"):
+        actions.check_walk([0, 1, 0], [0, 2, 0], n_symbols=2, n_actions=2)
