@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine import inference
-from engine.blocks import BlockLayout, normalise_rows
+from engine.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive
+from engine.blocks import BlockLayout, normalise_rows, row_sums
 from engine.kernels import cpu
-from engine.model import CHMM
+from engine.model import CHMM, ModelFormatError, check_row_sums, write_npz_atomic
 
 MOVES = ("left", "right", "up", "down")
 """The actions of a walk in a grid room, in the order of the paper's public code (0 left, 1 right, 2 up, 3 down)."""
@@ -217,6 +219,75 @@ class ActionCHMM:
 
     def with_T(self, T: np.ndarray) -> ActionCHMM:
         return ActionCHMM(self.symbols, self.actions, self.layout, T, self.pi, dict(self.metadata))
+
+    def block_triples(self) -> np.ndarray:
+        """The (action, symbol, symbol) triple of every stored block, in block order, shape (K, 3)."""
+        E = self.n_symbols
+        rows = self.layout.block_pairs[:, 0]
+        return np.stack([rows // E, rows % E, self.layout.block_pairs[:, 1]], axis=1)
+
+    def save(self, path: Any) -> None:
+        """Write the model as ``.npz`` arrays plus a JSON header, without pickle, atomically (:func:`load`)."""
+        header = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "symbols": list(self.symbols),
+            "actions": list(self.actions),
+            "metadata": dict(self.metadata),
+        }
+        arrays = {"n_clones": self.n_clones, "block_triples": self.block_triples(), "T": self.T, "pi": self.pi}
+        write_npz_atomic(path, arrays, header)
+
+
+FORMAT_NAME = "chmm-explorer-action-model"
+"""The format marker of a model file with actions (a text model file has another: each loader refuses the other's)."""
+FORMAT_VERSION = 1
+ACTION_ARRAYS = ("n_clones", "block_triples", "T", "pi")
+
+
+def _names_in(path: Any, header: dict[str, Any], key: str) -> list[str]:
+    names = header.get(key)
+    if not isinstance(names, list) or not names or not all(isinstance(v, str) and v for v in names):
+        raise ModelFormatError(f"{path}: damaged model with actions (its {key} must be a list of non-empty strings)")
+    return names
+
+
+def load(path: Any, max_bytes: int = MAX_MODEL_BYTES) -> ActionCHMM:
+    """Load a model saved by :meth:`ActionCHMM.save`, read as untrusted input: every array's size checked against
+    the layout and the byte budget before it is inflated, and every stored row of every T[a] summing to 1 (or 0);
+    a missing, damaged or foreign file raises :class:`ModelFormatError` in one sentence."""
+    if not Path(path).is_file():
+        raise ModelFormatError(f"{path}: no such model file")
+    try:
+        with ModelArchive(path, known=ACTION_ARRAYS, max_bytes=max_bytes) as archive:
+            header = archive.header
+            if header.get("format") != FORMAT_NAME:
+                raise ModelFormatError(f"{path}: not a CHMM Explorer model with actions (wrong format marker)")
+            version = header.get("format_version")
+            if version != FORMAT_VERSION:
+                raise ModelFormatError(f"{path}: model format version {version!r} is not supported")
+            symbols, names = _names_in(path, header, "symbols"), _names_in(path, header, "actions")
+            n_clones = archive.array("n_clones", shape=(len(symbols),), kind="iu").astype(np.int64)
+            triples = archive.array("block_triples", ndim=2, kind="iu").astype(np.int64)
+            if triples.shape[1:] != (3,) or np.any(n_clones < 1):
+                raise ModelFormatError(f"{path}: damaged model with actions (its block table or clone counts)")
+            rows = len(symbols) * len(names)
+            archive.charge(8 * (3 * rows + 2 * len(triples) + 2), "its block tables")
+            try:
+                layout = action_layout(n_clones, len(names), triples)
+            except ValueError as exc:
+                raise ModelFormatError(f"{path}: damaged model with actions ({exc})") from None
+            T = archive.array("T", shape=(layout.size,), kind="f")
+            pi = archive.array("pi", shape=(int(n_clones.sum()),), kind="f")
+    except ArchiveError as exc:
+        raise ModelFormatError(f"{path}: not a readable CHMM Explorer model with actions ({exc})") from None
+    metadata = header.get("metadata")
+    try:
+        model = ActionCHMM(symbols, names, layout, T, pi, dict(metadata) if isinstance(metadata, dict) else {})
+    except ValueError as exc:
+        raise ModelFormatError(f"{path}: damaged model with actions ({exc})") from None
+    check_row_sums(path, row_sums(layout, T))
+    return model
 
 
 def _names(count: int, names: list[str] | None, kind: str) -> list[str]:

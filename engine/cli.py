@@ -37,6 +37,7 @@ from engine.communities import FLOW_SOURCES
 from engine.errors import error_message
 from engine.export import FORMATS as EXPORT_FORMATS
 from engine.learning import ALGORITHMS
+from engine.map_commands import add_map_commands
 from engine.model import ModelFormatError
 from engine.text import NORMALISATIONS
 
@@ -316,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_community_arguments(export)
     export.add_argument("--json", action="store_true")
     export.set_defaults(run=run_export)
+    add_map_commands(commands)
     _add_plugin_commands(commands)
     return parser
 

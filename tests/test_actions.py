@@ -141,3 +141,90 @@ def test_a_bad_walk_is_refused_in_one_sentence() -> None:
         actions.check_walk([0, 2, 0], [0, 1, 0], n_symbols=2)
     with pytest.raises(ValueError, match="actions outside 0..1"):
         actions.check_walk([0, 1, 0], [0, 2, 0], n_symbols=2, n_actions=2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_room_is_recovered_from_a_walk_and_a_wrong_room_is_not(seed: int) -> None:
+    """EM then Viterbi refinement on a walk in a 3 x 4 room whose every observation is seen in three places, with
+    three clones per observation: the learned map is the room's grid graph (and not that of a room of another
+    shape), and a held-out walk is predicted almost perfectly (the place and the action determine the next
+    observation: the walk's entropy rate is 0)."""
+    room = np.array([[0, 1, 2, 0], [2, 3, 1, 3], [1, 0, 3, 2]])
+    walk = actions.generate_walk(room, 5000, seed=seed)
+    model = actions.random_action_model(np.full(4, 3), walk.observations, walk.actions, seed=seed)
+    model, _ = actions.learn_em(model, walk.observations, walk.actions, iterations=300, pseudocount=2e-3)
+    model, _ = actions.learn_viterbi(model, walk.observations, walk.actions, iterations=50)
+    assert actions.recovers_room(model, walk.observations, walk.actions, room)
+    assert not actions.recovers_room(model, walk.observations, walk.actions, np.zeros((2, 6), dtype=int))
+    held_out = actions.generate_walk(room, 3000, seed=100 + seed)
+    assert actions.bits_per_step(model, held_out.observations, held_out.actions) < 0.01
+
+
+def test_a_model_with_actions_round_trips_through_its_file_and_a_text_loader_refuses_it(tmp_path) -> None:
+    from engine.model import ModelFormatError, load
+
+    room = np.array([[0, 1], [1, 2]])
+    walk = actions.generate_walk(room, 500, seed=0)
+    model = actions.random_action_model(np.array([2, 3, 1]), walk.observations, walk.actions, seed=0)
+    path = tmp_path / "map.npz"
+    model.save(path)
+    again = actions.load(path)
+    assert again.symbols == model.symbols and again.actions == model.actions
+    assert again.T.tobytes() == model.T.tobytes() and again.pi.tobytes() == model.pi.tobytes()
+    np.testing.assert_array_equal(again.block_triples(), model.block_triples())
+    x, a = walk.observations, walk.actions
+    assert actions.log_likelihood(again, x, a) == actions.log_likelihood(model, x, a)
+    with pytest.raises(ModelFormatError, match="not a readable CHMM Explorer model"):
+        load(path)  # the text model's loader refuses it
+    with pytest.raises(ModelFormatError, match="no such model file"):
+        actions.load(tmp_path / "missing.npz")
+    broken = model.with_T(model.T * 2)
+    broken.save(tmp_path / "broken.npz")
+    with pytest.raises(ModelFormatError, match="a row of T sums to"):
+        actions.load(tmp_path / "broken.npz")
+
+
+def test_the_walk_and_map_commands_learn_a_room(tmp_path, capsys) -> None:
+    """``chmm walk`` then ``chmm map --room``: the map of the walk recovers the room, the model file loads."""
+    import json
+
+    from engine.cli import main
+
+    room = tmp_path / "room.csv"
+    room.write_text("0,1,2,0\n2,3,1,3\n1,0,3,2\n")
+    walk = tmp_path / "walk.csv"
+    assert main(["walk", str(room), "--length", "5000", "--seed", "1", "-o", str(walk)]) == 0
+    assert walk.read_text().splitlines()[0] == "action,observation,row,column"
+    capsys.readouterr()
+    model_path = tmp_path / "map.npz"
+    arguments = ["map", str(walk), "-o", str(model_path), "--clones", "3", "--seed", "1", "--room", str(room)]
+    assert main([*arguments, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["recovers_room"] is True and summary["clones_used"] == 12
+    model = actions.load(model_path)
+    assert model.actions == list(actions.MOVES) and model.symbols == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize(
+    ("room_text", "walk_text", "message"),
+    [
+        ("0,1\n2\n", None, "different lengths"),
+        ("0,x\n", None, "not a whole number"),
+        ("", None, "empty"),
+        (None, "step,seen\nup,1\n", 'columns "action" and "observation"'),
+        (None, "action,observation\nup,1\n", "at least 2 steps"),
+        (None, '{"actions": [1, 2]}', "one action per observation"),
+    ],
+)
+def test_bad_rooms_and_walks_are_refused_in_one_line(tmp_path, capsys, room_text, walk_text, message) -> None:
+    from engine.cli import main
+
+    if room_text is not None:
+        (tmp_path / "room.csv").write_text(room_text)
+        code = main(["walk", str(tmp_path / "room.csv"), "-o", str(tmp_path / "walk.csv")])
+    else:
+        (tmp_path / "walk.csv").write_text(walk_text)
+        code = main(["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz")])
+    error = capsys.readouterr().err
+    assert code == 1 and message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "map.npz").exists()

@@ -1,0 +1,191 @@
+"""Files of cognitive maps: rooms, walks, and the recipe that learns a map from a walk (:mod:`engine.actions`).
+
+A room is a CSV (or whitespace-separated) table of whole numbers, one row per line: each cell's observation, -1 for
+a wall cell. A walk is a CSV file with a header naming at least the columns ``action`` and ``observation`` (any
+names), one row per step: the observation seen there and the action taken there (the last row's action is not
+used); a generated walk adds the columns ``row`` and ``column`` (the true place). JSON walks are an object with the
+lists ``actions`` and ``observations``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine import actions, text
+from engine.files import atomic_write
+
+MAX_WALK_BYTES = 200_000_000
+"""The largest walk or room file read (as for a text corpus)."""
+
+
+@dataclass(frozen=True)
+class MapOptions:
+    """The recipe of the paper's public notebook for a map: batch EM with a small pseudocount, stopped when the
+    likelihood stops improving, then Viterbi EM without pseudocount (which keeps only the clones the walk's MAP
+    path uses)."""
+
+    clones: int = 70
+    iterations: int = 1000
+    pseudocount: float = 2e-3
+    viterbi_iterations: int = 100
+    seed: int = 0
+
+
+MAP_DEFAULTS = MapOptions()
+
+
+@dataclass(frozen=True)
+class WalkFile:
+    """A walk read from a file: indices into ``symbols`` and ``actions`` (names as in the file), and the true
+    places when the file has them."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    symbols: list[str]
+    action_names: list[str]
+    positions: np.ndarray | None = None
+
+
+def parse_room(content: str, name: str = "room") -> np.ndarray:
+    """A room from the text of its file (see the module docstring); ValueError in one sentence on bad input."""
+    rows = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        cells = [cell for cell in line.replace(",", " ").split() if cell]
+        if not cells:
+            continue
+        try:
+            rows.append([int(cell) for cell in cells])
+        except ValueError:
+            raise ValueError(f"{name}: line {number} holds a cell that is not a whole number") from None
+    if not rows:
+        raise ValueError(f"{name}: the room file is empty")
+    if len({len(row) for row in rows}) != 1:
+        raise ValueError(f"{name}: the room's rows have different lengths (a room must be rectangular)")
+    return actions.check_room(np.array(rows, dtype=np.int64))
+
+
+def read_room(path: str | os.PathLike[str]) -> np.ndarray:
+    return parse_room(text.read_text(path, max_bytes=MAX_WALK_BYTES), name=os.fspath(path))
+
+
+def _ordered(values: list[str], preferred: tuple[str, ...] = ()) -> list[str]:
+    """Distinct names in a stable order: ``preferred``'s order when they all belong to it, numeric order when all
+    are whole numbers, else sorted."""
+    distinct = set(values)
+    if distinct <= set(preferred):
+        return [v for v in preferred if v in distinct]
+    try:
+        return sorted(distinct, key=int)
+    except ValueError:
+        return sorted(distinct)
+
+
+def parse_walk(content: str, name: str = "walk") -> WalkFile:
+    """A walk from the text of its file (CSV with a header, or JSON; see the module docstring)."""
+    stripped = content.lstrip()
+    if stripped.startswith("{"):
+        try:
+            value = json.loads(content)
+        except ValueError:
+            raise ValueError(f"{name}: not valid JSON") from None
+        if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
+            raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
+        steps = list(zip(value.get("actions") or [], value.get("observations") or [], strict=False))
+        if len(value.get("actions") or []) != len(value.get("observations") or []):
+            raise ValueError(f"{name}: a walk needs one action per observation")
+        places = None
+    else:
+        reader = csv.DictReader(io.StringIO(content))
+        fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+        if "action" not in fields or "observation" not in fields:
+            raise ValueError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
+        reader.fieldnames = fields
+        steps, places = [], []
+        for row in reader:
+            if row.get("action") is None or row.get("observation") is None:
+                raise ValueError(f"{name}: line {reader.line_num} has fewer cells than the header")
+            steps.append((row["action"], row["observation"]))
+            places.append((row.get("row"), row.get("column")))
+    steps = [(str(a).strip(), str(o).strip()) for a, o in steps]
+    if len(steps) < 2:
+        raise ValueError(f"{name}: a walk needs at least 2 steps")
+    if any(not o for _, o in steps) or any(not a for a, _ in steps[:-1]):
+        raise ValueError(f"{name}: a step has an empty action or observation")
+    symbols = _ordered([o for _, o in steps])
+    action_names = _ordered([a for a, _ in steps[:-1]], actions.MOVES)
+    symbol_index = {s: i for i, s in enumerate(symbols)}
+    action_index = {a: i for i, a in enumerate(action_names)}
+    x = np.array([symbol_index[o] for _, o in steps], dtype=np.int64)
+    a = np.array([action_index.get(act, 0) for act, _ in steps], dtype=np.int64)
+    positions = None
+    if places and all(r not in (None, "") and c not in (None, "") for r, c in places):
+        try:
+            positions = np.array([(int(r), int(c)) for r, c in places], dtype=np.int64)
+        except ValueError:
+            raise ValueError(f"{name}: the row and column columns must hold whole numbers") from None
+    return WalkFile(x, a, symbols, action_names, positions)
+
+
+def read_walk(path: str | os.PathLike[str]) -> WalkFile:
+    return parse_walk(text.read_text(path, max_bytes=MAX_WALK_BYTES), name=os.fspath(path))
+
+
+def format_walk(walk: actions.Walk) -> str:
+    """A generated walk as CSV: action (a name of :data:`engine.actions.MOVES`), observation, row, column."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["action", "observation", "row", "column"])
+    for n in range(len(walk)):
+        place = walk.positions[n] if walk.positions is not None else ("", "")
+        writer.writerow([actions.MOVES[walk.actions[n]], int(walk.observations[n]), place[0], place[1]])
+    return out.getvalue()
+
+
+def write_walk(walk: actions.Walk, path: str | os.PathLike[str]) -> None:
+    content = format_walk(walk)
+
+    def write(temporary: str) -> None:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(content)
+
+    atomic_write(path, write)
+
+
+def learn_map(
+    walk: WalkFile, options: MapOptions = MAP_DEFAULTS, progress: Callable[[str, int, float], None] | None = None
+) -> tuple[actions.ActionCHMM, dict[str, Any]]:
+    """Learn a map from a walk with the :class:`MapOptions` recipe; returns the model and a summary (iterations,
+    bits per step after each stage, clones the walk's MAP path uses)."""
+    if not (isinstance(options.clones, int) and options.clones >= 1):
+        raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
+    x, a = walk.observations, walk.actions
+    n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
+    model = actions.random_action_model(n_clones, x, a, options.seed, walk.symbols, walk.action_names)
+
+    def stage(name: str) -> Callable[[int, float], None] | None:
+        return None if progress is None else (lambda i, bits: progress(name, i, bits))
+
+    model, em = actions.learn_em(model, x, a, options.iterations, options.pseudocount, progress=stage("em"))
+    model, hard = actions.learn_viterbi(
+        model, x, a, options.viterbi_iterations, pseudocount=0.0, progress=stage("viterbi")
+    )
+    path, _ = actions.viterbi(model, x, a)
+    summary = {
+        "em_iterations": len(em),
+        "viterbi_iterations": len(hard),
+        "bits_per_step": actions.bits_per_step(model, x, a),
+        "clones_used": int(len(np.unique(path[path >= 0]))),
+        "clones": int(n_clones.sum()),
+        "steps": int(len(x)),
+    }
+    model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
+    return model, summary
