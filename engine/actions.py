@@ -504,3 +504,68 @@ def recovers_room(model: ActionCHMM, x: np.ndarray, a: np.ndarray, room: Any) ->
     learned = clone_graph(model, x, a).to_undirected()
     learned.remove_edges_from(list(nx.selfloop_edges(learned)))
     return bool(nx.is_isomorphic(learned, room_graph(room)))
+
+
+def place_field(model: ActionCHMM, x: np.ndarray, a: np.ndarray, positions: np.ndarray, clone: int) -> np.ndarray:
+    """Where in the room a clone is active: for every cell, the mean over the walk's visits of the filtered
+    probability P(z_n = clone | x_1..x_n, a_1..a_{n-1}) (the forward message), shape (rows, columns) of the room
+    the ``positions`` (true (row, column) of each step) come from; NaN for cells never visited."""
+    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.shape != (len(x), 2) or positions.min() < 0:
+        raise ValueError("a place field needs the walk's true place (row, column) at every step")
+    if not 0 <= clone < model.n_states:
+        raise ValueError(f"clone {clone} is outside 0..{model.n_states - 1}")
+    view = model.engine_view()
+    layout = view.layout
+    offsets = inference.sequential_offsets(layout, x)
+    alpha = np.empty(int(offsets[-1]), dtype=view.T.dtype)
+    cpu.forward_pass(
+        view.T, view.pi, x, row_keys(x, a, model.n_symbols), layout.n_clones, layout.clone_start,
+        layout.block_lookup, layout.block_offset, alpha, offsets, np.empty(len(x)),
+    )  # fmt: skip
+    symbol = int(model.clone_symbol()[clone])
+    local = clone - int(layout.clone_start[symbol])
+    activation = np.zeros(len(x))
+    seen = x == symbol
+    activation[seen] = alpha[offsets[:-1][seen] + local]
+    shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
+    total = np.zeros(shape)
+    visits = np.zeros(shape)
+    np.add.at(total, (positions[:, 0], positions[:, 1]), activation)
+    np.add.at(visits, (positions[:, 0], positions[:, 1]), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(visits > 0, total / visits, np.nan)
+
+
+def plan(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> tuple[list[int], list[str]]:
+    """The most probable route from clone ``start`` to clone ``goal`` in the learned map and the actions that take
+    it: the path maximising prod_n max_a T[a](z_n, z_{n+1}) over transitions above ``threshold`` (a shortest path
+    on -log T, networkx's Dijkstra); ValueError in one sentence when the goal cannot be reached."""
+    import networkx as nx
+
+    for name, clone in (("start", start), ("goal", goal)):
+        if not 0 <= clone < model.n_states:
+            raise ValueError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
+    E, layout = model.n_symbols, model.layout
+    best: dict[tuple[int, int], tuple[float, int]] = {}
+    for k, (row, j) in enumerate(layout.block_pairs):
+        action, i = divmod(int(row), E)
+        m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+        block = model.T[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(m_i, m_j)
+        for u, v in np.argwhere(block > threshold):
+            edge = (int(layout.clone_start[i] + u), int(layout.clone_start[j] + v))
+            p = float(block[u, v])
+            if edge not in best or p > best[edge][0]:
+                best[edge] = (p, action)
+    graph = nx.DiGraph()
+    for (u, v), (p, action) in best.items():
+        graph.add_edge(u, v, weight=-np.log(p), action=action)
+    if start == goal:
+        return [start], []
+    try:
+        route = nx.dijkstra_path(graph, start, goal)
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        raise ValueError(f"clone {goal} cannot be reached from clone {start} in the learned map") from None
+    moves = [model.actions[graph[u][v]["action"]] for u, v in zip(route[:-1], route[1:], strict=True)]
+    return [int(c) for c in route], moves

@@ -228,3 +228,55 @@ def test_bad_rooms_and_walks_are_refused_in_one_line(tmp_path, capsys, room_text
     error = capsys.readouterr().err
     assert code == 1 and message in error and error.count("\n") == 1, error
     assert not (tmp_path / "map.npz").exists()
+
+
+ROOM = np.array([[0, 1, 2, 0], [2, 3, 1, 3], [1, 0, 3, 2]])
+
+
+@pytest.fixture(scope="module")
+def learned_room() -> tuple[actions.ActionCHMM, actions.Walk, dict[int, tuple[int, int]]]:
+    """A map learned from a walk in :data:`ROOM`, and the cell of each clone the walk's MAP path uses (by majority)."""
+    walk = actions.generate_walk(ROOM, 5000, seed=0)
+    model = actions.random_action_model(
+        np.full(4, 3), walk.observations, walk.actions, seed=0, actions=list(actions.MOVES)
+    )
+    model, _ = actions.learn_em(model, walk.observations, walk.actions, iterations=300, pseudocount=2e-3)
+    model, _ = actions.learn_viterbi(model, walk.observations, walk.actions, iterations=50)
+    path, _ = actions.viterbi(model, walk.observations, walk.actions)
+    cells = {}
+    for clone in np.unique(path):
+        places, counts = np.unique(walk.positions[path == clone], axis=0, return_counts=True)
+        cells[int(clone)] = tuple(int(v) for v in places[np.argmax(counts)])
+    return model, walk, cells
+
+
+def test_each_place_field_lights_up_one_cell(learned_room) -> None:
+    """In a recovered map every clone is a place: its filtered activation is near 1 in its cell and near 0 in the
+    others (after the first steps, the walker knows where it is)."""
+    model, walk, cells = learned_room
+    assert len(cells) == ROOM.size and len(set(cells.values())) == ROOM.size
+    for clone, cell in cells.items():
+        field = actions.place_field(model, walk.observations, walk.actions, walk.positions, clone)
+        assert field.shape == ROOM.shape
+        assert field[cell] > 0.9
+        others = np.delete(field.ravel(), np.ravel_multi_index(cell, ROOM.shape))
+        assert np.all(others < 0.1)
+
+
+@pytest.mark.parametrize(("start", "goal"), [((0, 0), (2, 3)), ((2, 0), (0, 3)), ((1, 1), (1, 2)), ((0, 2), (0, 2))])
+def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(learned_room, start, goal) -> None:
+    """The actions of the route planned between the clones of two cells, taken in the room, lead from the first
+    cell to the second in as many steps as the grid's shortest path."""
+    model, _, cells = learned_room
+    clone_of = {cell: clone for clone, cell in cells.items()}
+    route, moves = actions.plan(model, clone_of[start], clone_of[goal])
+    assert route[0] == clone_of[start] and route[-1] == clone_of[goal] and len(moves) == len(route) - 1
+    r, c = start
+    for move in moves:
+        dr, dc = actions.STEPS[actions.MOVES.index(move)]
+        r, c = r + dr, c + dc
+        assert 0 <= r < ROOM.shape[0] and 0 <= c < ROOM.shape[1]
+    assert (r, c) == goal
+    assert len(moves) == abs(goal[0] - start[0]) + abs(goal[1] - start[1])
+    with pytest.raises(ValueError, match="outside"):
+        actions.plan(model, -1, clone_of[goal])
