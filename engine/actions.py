@@ -410,23 +410,32 @@ def learn_em(
     pseudocount: float = 0.0,
     stop_when_worse: bool = True,
     progress: Progress | None = None,
+    backend: str = "cpu",
 ) -> tuple[ActionCHMM, list[float]]:
     """Batch EM on T with the emissions fixed (paper, section 3, per action): E-step counts, then
     T[a] = row-normalise(counts[a] + pseudocount) over the stored blocks. Returns the model and the bits per step
     of the walk under the model each iteration started from; with ``stop_when_worse``, stops at the first
-    iteration that does not improve on the one before (the paper's code's early stop)."""
+    iteration that does not improve on the one before (the paper's code's early stop). Runs on any dense
+    implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim), the walk's row keys passed to its
+    E-steps; the model moves to the implementation once and back once."""
+    from engine import engines
+
     x, a = check_walk(x, a, model.n_symbols, model.n_actions)
+    keys = row_keys(x, a, model.n_symbols)
+    engine = engines.engine_for(model.engine_view(), backend)
+    state = engine.load(model.engine_view())
+    plan = engine.plan(state, x, "em", len(x), row_key=keys)
     history: list[float] = []
     for iteration in range(iterations):
-        e = e_step(model, x, a)
+        e = engine.e_step(state, x, plan=plan, row_key=keys)
         bits = -e.log_likelihood / len(x) / np.log(2.0)
         history.append(bits)
         if progress is not None:
             progress(iteration, bits)
         if stop_when_worse and len(history) > 1 and not bits < history[-2]:
             break
-        model = model.with_T(normalise_rows(model.layout, e.counts, pseudocount, model.T.dtype))
-    return model, history
+        state = engine.m_step(state, e.counts, pseudocount)
+    return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
 
 
 def learn_viterbi(

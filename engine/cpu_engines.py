@@ -41,6 +41,12 @@ def row_split(layout: BlockLayout) -> int:
     return int(starts[np.argmin(np.abs(starts - half))])
 
 
+def refuse_actions(name: str, row_key: np.ndarray | None) -> None:
+    """An implementation without walks with actions refuses one (one sentence)."""
+    if row_key is not None:
+        raise ValueError(f"the {name} implementation has no models with actions; use the dense cpu or gpu backend")
+
+
 def refuse_lockstep(name: str, chunk: int | None) -> None:
     """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence); no
     chunk (None) or :data:`engine.chunks.EXACT` are its exact passes."""
@@ -87,11 +93,12 @@ class DenseEngine:
         batch_size: int,
         chunk: int | None = None,
         burn_in: int | None = None,
+        row_key: np.ndarray | None = None,
     ) -> inference.PairLayout | None:
         if algorithm != "em":
             return None
         refuse_lockstep(self.name, chunk)
-        return inference.pair_sorted_offsets(state.layout, x).with_buffers(state.T.dtype, len(x))
+        return inference.pair_sorted_offsets(state.layout, x, row_key=row_key).with_buffers(state.T.dtype, len(x))
 
     def zero_counts(self, state: CHMM) -> np.ndarray:
         return np.zeros(state.layout.size)
@@ -107,6 +114,7 @@ class DenseEngine:
         plan: inference.PairLayout | None = None,
         counts_out: np.ndarray | None = None,
         counted: tuple[int, int] | None = None,
+        row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
         cached = self._transposed
         transposed = cached[1] if cached is not None and cached[0] is state.T else None
@@ -119,6 +127,7 @@ class DenseEngine:
             T_transposed=transposed,
             counts_out=counts_out,
             counted=counted,
+            row_key=row_key,
         )
 
     def m_step(self, state: CHMM, counts: np.ndarray, pseudocount: float, pi: np.ndarray | None = None) -> CHMM:
@@ -231,7 +240,9 @@ class SparseEngine:
         batch_size: int,
         chunk: int | None = None,
         burn_in: int | None = None,
+        row_key: np.ndarray | None = None,
     ) -> sparse.SequencePlan | None:
+        refuse_actions(self.name, row_key)
         if algorithm != "em":
             return None
         refuse_lockstep(self.name, chunk)
@@ -251,7 +262,9 @@ class SparseEngine:
         plan: sparse.SequencePlan | None = None,
         counts_out: np.ndarray | None = None,
         counted: tuple[int, int] | None = None,
+        row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
+        refuse_actions(self.name, row_key)
         if counted is not None:
             raise ValueError("chunks with a burn-in run on dense models; a sparse model's unit of work is a document")
         return sparse.e_step(state, x, plan, initial)

@@ -79,10 +79,12 @@ class Engine(Protocol):
         batch_size: int,
         chunk: int | None = None,
         burn_in: int | None = None,
+        row_key: np.ndarray | None = None,
     ) -> Any:
         """What repeated E-steps on ``x`` reuse (offsets, buffers), or None; may refuse a run that cannot fit
         (online EM processes ``batch_size`` symbols at a time). With ``chunk``, batch EM's E-steps are lockstep
-        passes over chunks of ``x`` with a burn-in (:mod:`engine.chunks`); implementations without them refuse."""
+        passes over chunks of ``x`` with a burn-in (:mod:`engine.chunks`); implementations without them refuse.
+        ``row_key``: the block row of each step of a walk with actions (as for :meth:`e_step`)."""
 
     def zero_counts(self, state: Any) -> Any:
         """A zeroed array of counts in the state's layout."""
@@ -99,11 +101,14 @@ class Engine(Protocol):
         plan: Any = None,
         counts_out: Any = None,
         counted: tuple[int, int] | None = None,
+        row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
         """Expected transition counts sum_n xi(n) of one sequence in the state's layout (only the blocks of pairs
         that occur in ``x`` are written into ``counts_out`` when given), gamma(1), the log-likelihood and the last
         alpha (online EM carries it into the next batch). ``counted``: only those steps, for a chunk with a burn-in
-        (see :func:`engine.inference.e_step`; the dense CPU engine only)."""
+        (see :func:`engine.inference.e_step`; the dense CPU engine only). ``row_key``: the block row of each step
+        n -> n+1 of a walk with actions (``a_n * E + x_n`` over the layout of :func:`engine.actions.action_layout`;
+        None for text); the dense engines run it, the sparse one refuses."""
 
     def m_step(self, state: Any, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> Any:
         """T = row-normalise(counts + pseudocount) over the entries EM may update (see ``fixed_zeros``)."""

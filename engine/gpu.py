@@ -170,11 +170,15 @@ class DeviceBlocks(LockstepPasses):
             )
         return device_model.half[1], device_model.half[0], HALF_SCALE
 
-    def _pass_steps(self, x: np.ndarray, backward: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Per step of a pass (in pass order): the offset of its block (-1: no block) and its output size."""
+    def _pass_steps(
+        self, x: np.ndarray, backward: bool, row_key: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per step of a pass (in pass order): the offset of its block (-1: no block) and its output size; the
+        block of step n -> n+1 is that of (row_key[n], x[n+1]) (``x`` for text; see ``forward_pass`` of
+        :mod:`engine.kernels.cpu`)."""
         layout = self.layout
         rows = layout.n_clones[x]
-        pair_block = layout.find_blocks(x[:-1], x[1:])
+        pair_block = layout.find_blocks((x if row_key is None else row_key)[:-1], x[1:])
         if backward:
             rows = rows[::-1]
             pair_block = pair_block[::-1]
@@ -192,13 +196,14 @@ class DeviceBlocks(LockstepPasses):
         offsets: Any,
         grid: int,
         stream: Any,
+        row_key: np.ndarray | None = None,
     ) -> tuple[Any, Any, Any]:
         """One persistent forward or backward pass over the host sequence ``x``; returns the per-position
         normalisers (device float64), the kernel's abort flag and its work buffer (the raw message of the last
         position of the pass sits at offset ((n - 1) % 2) * width)."""
         xp = self.xp
         n = len(x)
-        step_offset, step_rows = self._pass_steps(x, backward)
+        step_offset, step_rows = self._pass_steps(x, backward, row_key)
         with stream:
             work = xp.empty(2 * self.width, dtype=xp.float32)
             norm = xp.ones(n, dtype=xp.float64)
@@ -290,6 +295,7 @@ class DeviceBlocks(LockstepPasses):
         counts_out: Any | None = None,
         terminal: np.ndarray | None = None,
         accumulate: bool = False,
+        row_key: np.ndarray | None = None,
     ) -> _DeviceEStep:
         """Expected transition counts sum_n xi(n) (see :func:`engine.inference.e_step`) on the device.
 
@@ -302,7 +308,7 @@ class DeviceBlocks(LockstepPasses):
         layout = self.layout
         x = np.ascontiguousarray(x, dtype=np.int64)
         n = len(x)
-        pl = inference.pair_sorted_offsets(layout, x) if pair_layout is None else pair_layout
+        pl = inference.pair_sorted_offsets(layout, x, row_key=row_key) if pair_layout is None else pair_layout
         x_dev = xp.asarray(x, dtype=xp.int32)
         alpha_offsets = xp.asarray(pl.alpha_offsets)
         beta_offsets = xp.asarray(pl.beta_offsets)
@@ -319,10 +325,10 @@ class DeviceBlocks(LockstepPasses):
         self.device.synchronize()  # the streams below do not wait for the current one
         forward_stream, backward_stream = self.device.stream(), self.device.stream()
         predictive, abort_forward, _ = self._run_chain(
-            forward_blocks, x, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream
+            forward_blocks, x, False, first_message, alpha, alpha_offsets, self.sm_count, forward_stream, row_key
         )
         beta_norm, abort_backward, _ = self._run_chain(
-            backward_blocks, x, True, last_message, beta, beta_offsets, self.sm_count, backward_stream
+            backward_blocks, x, True, last_message, beta, beta_offsets, self.sm_count, backward_stream, row_key
         )
         forward_stream.synchronize()
         backward_stream.synchronize()

@@ -110,6 +110,7 @@ class GpuDenseEngine:
         batch_size: int,
         chunk: int | None = None,
         burn_in: int | None = None,
+        row_key: np.ndarray | None = None,
     ) -> GpuPlan:
         """Check that a run on ``x`` fits in device memory (messages of the whole sequence for batch EM, of one
         batch of ``batch_size`` symbols for online EM) and choose the segment of a segmented E-step when the whole
@@ -117,10 +118,15 @@ class GpuDenseEngine:
         ``burn_in`` symbols before and after each (:func:`engine.chunks.chunk`; default
         :data:`engine.chunks.LOCKSTEP_BURN_IN`; see :meth:`DeviceBlocks.lockstep_e_step`); ``chunk`` None is the
         length :func:`engine.chunks.lockstep_length` chooses (exact passes on a short sequence, or where the
-        chunks' messages do not fit), :data:`engine.chunks.EXACT` asks for exact passes."""
+        chunks' messages do not fit), :data:`engine.chunks.EXACT` asks for exact passes. A walk with actions
+        (``row_key``) runs exact whole-sequence passes."""
         blocks = state.blocks
         layout = blocks.layout
         x = np.asarray(x, dtype=np.int64)
+        if row_key is not None:
+            if chunk:
+                raise ValueError("a walk with actions runs exact passes on the GPU (no chunks)")
+            chunk = chunks.EXACT
         chosen = chunk is None
         if chosen:
             chunk = chunks.lockstep_length(len(x))
@@ -150,7 +156,13 @@ class GpuDenseEngine:
         if lockstep is not None:
             return GpuPlan(None, None, blocks.upload_lockstep(lockstep))
         whole = algorithm == "em" and (segment is None or segment >= len(x) - 1)
-        return GpuPlan(inference.pair_sorted_offsets(layout, x) if whole else None, None if whole else segment)
+        if row_key is not None and not whole:
+            raise DeviceMemoryError(
+                f"a walk with actions runs whole-sequence passes, whose messages ({need / 2**30:.1f} GiB) do not fit "
+                f"in the {free / 2**30:.1f} GiB free on {blocks.device_name}; use fewer clones or a shorter walk"
+            )
+        pair_layout = inference.pair_sorted_offsets(layout, x, row_key=row_key) if whole else None
+        return GpuPlan(pair_layout, None if whole else segment)
 
     def zero_counts(self, state: DeviceModel) -> Any:
         return self.xp.zeros(state.blocks.layout.size, dtype=self.xp.float32)
@@ -166,9 +178,16 @@ class GpuDenseEngine:
         plan: GpuPlan | None = None,
         counts_out: Any = None,
         counted: tuple[int, int] | None = None,
+        row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
         if counted is not None:
             raise ValueError("chunks with a burn-in run on the CPU engines")
+        if row_key is not None:
+            if plan is not None and (plan.lockstep is not None or plan.segment is not None):
+                raise ValueError("a walk with actions runs exact whole-sequence passes on the GPU")
+            pair_layout = None if plan is None else plan.pair_layout
+            step = state.blocks.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out, row_key=row_key)
+            return step.result
         if plan is not None and plan.lockstep is not None:
             return state.blocks.lockstep_e_step(state, plan.lockstep, counts_out=counts_out)
         if plan is not None and plan.segment is not None and plan.segment < len(x) - 1:

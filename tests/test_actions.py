@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from engine import actions, inference
+from engine import backend as backend_status
 from engine.blocks import pairs_in_sequence
 from engine.model import random_model
 
@@ -280,3 +281,35 @@ def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(lea
     assert len(moves) == abs(goal[0] - start[0]) + abs(goal[1] - start[1])
     with pytest.raises(ValueError, match="outside"):
         actions.plan(model, -1, clone_of[goal])
+
+
+GPU_AVAILABLE, GPU_REASON = backend_status.gpu_status()
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["gpu-sim", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not GPU_AVAILABLE, reason=GPU_REASON)])],
+)
+def test_batch_em_with_actions_runs_on_the_gpu_engine_as_on_the_cpu(backend: str) -> None:
+    """The GPU engine (on the device, or on the NumPy twins of its kernels in every CI run) trains a model with
+    actions through the same protocol: the same bits per step at every iteration and the same T, to float32."""
+    walk = actions.generate_walk(ROOM, 3000, seed=4)
+    x, a = walk.observations, walk.actions
+    model = actions.random_action_model(np.full(4, 5), x, a, seed=4)
+    on_cpu, cpu_history = actions.learn_em(model, x, a, 6, 2e-3, stop_when_worse=False)
+    on_device, device_history = actions.learn_em(model, x, a, 6, 2e-3, stop_when_worse=False, backend=backend)
+    np.testing.assert_allclose(device_history, cpu_history, rtol=1e-5)
+    assert cpu_history[-1] < cpu_history[0] - 0.1
+    np.testing.assert_allclose(on_device.T, on_cpu.T, atol=2e-5)
+
+
+def test_the_sparse_implementation_refuses_a_walk_with_actions_in_one_sentence() -> None:
+    from engine import engines, sparse
+
+    walk = actions.generate_walk(ROOM, 200, seed=0)
+    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, seed=0)
+    view = sparse.from_dense(model.engine_view())
+    engine = engines.engine_for(view, "cpu")
+    keys = actions.row_keys(walk.observations, walk.actions, 4)
+    with pytest.raises(ValueError, match="has no models with actions; use the dense cpu or gpu backend"):
+        engine.e_step(engine.load(view), walk.observations, row_key=keys)
