@@ -578,3 +578,64 @@ def plan(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> t
         raise ValueError(f"clone {goal} cannot be reached from clone {start} in the learned map") from None
     moves = [model.actions[graph[u][v]["action"]] for u, v in zip(route[:-1], route[1:], strict=True)]
     return [int(c) for c in route], moves
+
+
+def used_clones(model: ActionCHMM) -> np.ndarray:
+    """The clones with outgoing mass under some action (after Viterbi EM: the clones of the learned map)."""
+    sums = row_sums(model.layout, model.T).reshape(model.n_actions, model.n_states)
+    return np.flatnonzero(sums.max(axis=0) > 0)
+
+
+def learn_emissions(
+    model: ActionCHMM, x: np.ndarray, a: np.ndarray, n_observations: int, iterations: int = 50, seed: int = 0
+) -> tuple[np.ndarray, list[float]]:
+    """Transfer a map to a room with the same layout and new observations: EM on the emission matrix
+    E(u, o) = P(x_n = o | z_n = u) of the map's clones (:func:`used_clones`) with their transitions T[a] fixed
+    (the paper's code's ``learn_em_E``). Scaled forward-backward over the clones: alpha(n+1) = (alpha(n) T[a_n]) o
+    E(., x_{n+1}), normalised; E = row-normalise(sum_n gamma(n) [x_n = o]). Returns E over every clone, shape
+    (H, n_observations) (zero rows for clones outside the map), and the bits per step each iteration started from.
+    A (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
+    x, a = check_walk(x, a, n_observations, model.n_actions)
+    clones = used_clones(model)
+    if len(clones) == 0:
+        raise ValueError("the map has no transitions to transfer (train it first)")
+    m = len(clones)
+    transitions = np.stack(
+        [model.transition(k)[np.ix_(clones, clones)].astype(np.float64) for k in range(model.n_actions)]
+    )
+    for k in range(model.n_actions):
+        stuck = np.flatnonzero(transitions[k].sum(axis=1) <= 0)
+        transitions[k][stuck, stuck] = 1.0
+        transitions[k] /= transitions[k].sum(axis=1, keepdims=True)
+    emissions = np.random.default_rng(seed).random((m, n_observations)) + 1.0
+    emissions /= emissions.sum(axis=1, keepdims=True)
+    n = len(x)
+    history: list[float] = []
+    alpha = np.empty((n, m))
+    beta = np.empty((n, m))
+    for _ in range(iterations):
+        log_likelihood = 0.0
+        message = emissions[:, x[0]] / m
+        for step in range(n):
+            if step:
+                message = (alpha[step - 1] @ transitions[a[step - 1]]) * emissions[:, x[step]]
+            total = message.sum()
+            if total <= 0:
+                raise ValueError("the walk is impossible under the map (no clone can emit its observations)")
+            log_likelihood += np.log(total)
+            alpha[step] = message / total
+        beta[-1] = 1.0
+        for step in range(n - 2, -1, -1):
+            message = transitions[a[step]] @ (beta[step + 1] * emissions[:, x[step + 1]])
+            beta[step] = message / message.sum()
+        history.append(-log_likelihood / n / np.log(2.0))
+        gamma = alpha * beta
+        gamma /= gamma.sum(axis=1, keepdims=True)
+        counts = np.zeros((m, n_observations))
+        np.add.at(counts.T, x, gamma)
+        emissions = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1e-300)
+        if len(history) > 1 and history[-2] - history[-1] < 1e-9:
+            break
+    full = np.zeros((model.n_states, n_observations))
+    full[clones] = emissions
+    return full, history

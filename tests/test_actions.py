@@ -313,3 +313,17 @@ def test_the_sparse_implementation_refuses_a_walk_with_actions_in_one_sentence()
     keys = actions.row_keys(walk.observations, walk.actions, 4)
     with pytest.raises(ValueError, match="has no models with actions; use the dense cpu or gpu backend"):
         engine.e_step(engine.load(view), walk.observations, row_key=keys)
+
+
+def test_a_map_transfers_to_a_room_with_the_same_layout_and_new_observations(learned_room) -> None:
+    """With the map's transitions fixed, EM on the emissions learns which new observation each place shows: every
+    clone's most likely observation is the one of its cell in the new room, and the new walk is then predicted
+    almost perfectly."""
+    model, _, cells = learned_room
+    new_room = np.array([[4, 0, 1, 2], [3, 4, 2, 0], [1, 3, 0, 4]])
+    walk = actions.generate_walk(new_room, 3000, seed=5)
+    emissions, history = actions.learn_emissions(model, walk.observations, walk.actions, 5, iterations=60)
+    assert emissions.shape == (model.n_states, 5)
+    for clone, cell in cells.items():
+        assert np.argmax(emissions[clone]) == new_room[cell] and emissions[clone].max() > 0.9
+    assert history[-1] < 0.05 < history[0]
