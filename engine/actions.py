@@ -639,3 +639,63 @@ def learn_emissions(
     full = np.zeros((model.n_states, n_observations))
     full[clones] = emissions
     return full, history
+
+
+def merge_equivalent_clones(model: ActionCHMM, threshold: float = 0.5) -> tuple[ActionCHMM, np.ndarray]:
+    """Merge the clones of the map that have the same future: the coarsest partition of the used clones
+    (:func:`used_clones`) by observation in which, for every action, the clones of a class step to one class
+    (Moore's minimisation of the map read as a deterministic automaton: a clone's move under action a is its most
+    probable successor when that holds more than ``threshold`` of its row, else undefined, and an undefined move
+    only matches another). Two clones that stand for one place have the same future, so a map that split a place
+    between clones becomes one clone per place. T of a merged clone under each action is the mean of its members'
+    rows, summed over the merged columns. Returns the merged model (at least one clone per symbol) and the class
+    of every clone of ``model`` (-1 for clones outside the map)."""
+    clones = used_clones(model)
+    symbol = model.clone_symbol()
+    transitions = [model.transition(k).astype(np.float64) for k in range(model.n_actions)]
+    moves = np.full((model.n_actions, model.n_states), -1, dtype=np.int64)
+    for k, dense in enumerate(transitions):
+        sure = dense.max(axis=1) > threshold
+        moves[k, sure] = dense.argmax(axis=1)[sure]
+    classes = np.full(model.n_states, -1, dtype=np.int64)
+    classes[clones] = symbol[clones]
+    count = len(np.unique(classes[clones]))
+    while True:
+        signature = [
+            (int(classes[u]), *(int(classes[moves[k, u]]) if moves[k, u] >= 0 else -1 for k in range(model.n_actions)))
+            for u in clones
+        ]
+        order = {s: i for i, s in enumerate(sorted(set(signature)))}
+        refined = np.full(model.n_states, -1, dtype=np.int64)
+        refined[clones] = [order[s] for s in signature]
+        classes = refined
+        if len(order) == count:
+            break
+        count = len(order)
+    class_symbol = np.zeros(count, dtype=np.int64)
+    class_symbol[classes[clones]] = symbol[clones]
+    n_clones = np.bincount(class_symbol, minlength=model.n_symbols)
+    n_clones[n_clones == 0] = 1  # a symbol the map never uses keeps one clone without transitions
+    start = np.concatenate([[0], np.cumsum(n_clones)])
+    position = np.empty(count, dtype=np.int64)  # merged clone of each class, laid out symbol by symbol
+    placed = start[:-1].copy()
+    for c in range(count):
+        position[c] = placed[class_symbol[c]]
+        placed[class_symbol[c]] += 1
+    H = int(start[-1])
+    merged_of = np.full(model.n_states, -1, dtype=np.int64)
+    merged_of[clones] = position[classes[clones]]
+    size = np.bincount(merged_of[clones], minlength=H).astype(np.float64)
+    dense = np.zeros((model.n_actions, H, H))
+    for k, T_k in enumerate(transitions):
+        rows = np.zeros((H, model.n_states))
+        np.add.at(rows, merged_of[clones], T_k[clones])
+        columns = np.zeros((H, H))
+        np.add.at(columns.T, merged_of[clones], rows[:, clones].T)
+        dense[k] = columns / np.maximum(size, 1.0)[:, None]
+    block_mass = np.add.reduceat(np.add.reduceat(dense, start[:-1], axis=1), start[:-1], axis=2)
+    triples = np.argwhere(block_mass > 0)
+    merged = from_dense(dense, n_clones, triples=triples, symbols=model.symbols, actions=model.actions)
+    merged = merged.with_T(normalise_rows(merged.layout, merged.T.astype(np.float64), 0.0, model.T.dtype))
+    merged = ActionCHMM(merged.symbols, merged.actions, merged.layout, merged.T, merged.pi.astype(model.T.dtype))
+    return merged, merged_of

@@ -30,6 +30,9 @@ def add_map_commands(commands: Any) -> None:
     learn.add_argument("--pseudocount", type=float, default=defaults.pseudocount, help="batch EM's pseudocount")
     learn.add_argument("--viterbi-iterations", type=int, default=defaults.viterbi_iterations)
     learn.add_argument("--seed", type=int, default=defaults.seed)
+    learn.add_argument(
+        "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
+    )
     learn.add_argument("--room", default=None, help="the room the walk was in: say whether the map recovers it")
     learn.add_argument("--json", action="store_true")
     learn.set_defaults(run=run_map)
@@ -57,7 +60,9 @@ def run_map(args: argparse.Namespace) -> int:
         raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
     room = walks.read_room(args.room) if args.room else None
     walk = walks.read_walk(args.walk)
-    options = walks.MapOptions(args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed)
+    options = walks.MapOptions(
+        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge
+    )
 
     def progress(stage: str, iteration: int, bits: float) -> None:
         if not args.json and (iteration % 25 == 0):

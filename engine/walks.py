@@ -31,13 +31,15 @@ MAX_WALK_BYTES = 200_000_000
 class MapOptions:
     """The recipe of the paper's public notebook for a map: batch EM with a small pseudocount, stopped when the
     likelihood stops improving, then Viterbi EM without pseudocount (which keeps only the clones the walk's MAP
-    path uses)."""
+    path uses); then, unless ``merge`` is off, the clones with the same future merged
+    (:func:`engine.actions.merge_equivalent_clones`: a place split between clones becomes one clone)."""
 
     clones: int = 70
     iterations: int = 1000
     pseudocount: float = 2e-3
     viterbi_iterations: int = 100
     seed: int = 0
+    merge: bool = True
 
 
 MAP_DEFAULTS = MapOptions()
@@ -178,12 +180,16 @@ def learn_map(
     model, hard = actions.learn_viterbi(
         model, x, a, options.viterbi_iterations, pseudocount=0.0, progress=stage("viterbi")
     )
+    split = len(actions.used_clones(model))
+    if options.merge:
+        model, _ = actions.merge_equivalent_clones(model)
     path, _ = actions.viterbi(model, x, a)
     summary = {
         "em_iterations": len(em),
         "viterbi_iterations": len(hard),
         "bits_per_step": actions.bits_per_step(model, x, a),
         "clones_used": int(len(np.unique(path[path >= 0]))),
+        "clones_before_merging": split,
         "clones": int(n_clones.sum()),
         "steps": int(len(x)),
     }

@@ -327,3 +327,21 @@ def test_a_map_transfers_to_a_room_with_the_same_layout_and_new_observations(lea
     for clone, cell in cells.items():
         assert np.argmax(emissions[clone]) == new_room[cell] and emissions[clone].max() > 0.9
     assert history[-1] < 0.05 < history[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_merging_clones_with_the_same_future_recovers_a_map_that_split_places(seed: int) -> None:
+    """With more clones than places (4 per observation for 3 places each), EM and Viterbi EM split some places
+    between two clones (13-14 clones for 12 cells: not the room's graph); merging the clones with the same future
+    gives one clone per place, the room's graph, and the walk is no less likely."""
+    walk = actions.generate_walk(ROOM, 5000, seed=seed)
+    x, a = walk.observations, walk.actions
+    model = actions.random_action_model(np.full(4, 4), x, a, seed=seed)
+    model, _ = actions.learn_em(model, x, a, iterations=300, pseudocount=2e-3)
+    model, _ = actions.learn_viterbi(model, x, a, iterations=50)
+    assert len(actions.used_clones(model)) > ROOM.size
+    assert not actions.recovers_room(model, x, a, ROOM)
+    merged, merged_of = actions.merge_equivalent_clones(model)
+    assert merged.n_states == ROOM.size and set(merged_of[actions.used_clones(model)]) == set(range(ROOM.size))
+    assert actions.recovers_room(merged, x, a, ROOM)
+    assert actions.log_likelihood(merged, x, a) >= actions.log_likelihood(model, x, a) - 1e-6 * len(x)

@@ -1,0 +1,182 @@
+"""Benchmark: cognitive maps (CHMMs with actions, engine.actions) beside the paper authors' public code, and the
+recovery of rooms from walks (issue 37).
+
+    python bench/bench_rooms.py --reference /path/to/naturecomm_cscg      # side by side, then recovery
+    python bench/bench_rooms.py --seeds 5 --skip-reference                 # recovery only
+
+Side by side: the public notebook's rectangular 6 x 8 room with 4 observations, a 50,000-step walk (our generator),
+70 clones per observation, pseudocount 2e-3. Both start from the reference's own random T (its ``CHMM(...,
+seed=42)``), ours holding every (action, symbol, symbol) block as the reference's dense T does, and run the same
+number of batch-EM iterations without the early stop; the table gives the bits per step of each iteration from
+both (they should agree to float rounding) and the seconds per iteration, the two programs timed in turn. The
+reference is read from a checkout of ``vicariousinc/naturecomm_cscg`` (``chmm_actions.py``); it is imported, never
+copied; its progress bar (tqdm) is replaced by a plain loop when tqdm is not installed.
+
+Recovery: for each seed, a 50,000-step walk in the room, batch EM (up to 1,000 iterations, pseudocount 2e-3, stopped
+when the likelihood stops improving) then Viterbi EM (pseudocount 0), as in the notebook; the map is recovered when
+the clone graph of the walk's MAP path, self-loops aside, is isomorphic to the room's grid graph (networkx). The
+table gives it before and after merging the clones with the same future (engine.actions.merge_equivalent_clones,
+the last step of ``chmm map``), and the bits per step of a held-out 10,000-step walk under the merged map (the
+walk's entropy rate is 0: the place and the action determine the next observation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import describe_machine  # noqa: E402
+
+from engine import actions  # noqa: E402
+
+RECTANGULAR = np.array(
+    [
+        [1, 2, 3, 0, 3, 1, 1, 1],
+        [1, 1, 3, 2, 3, 2, 3, 1],
+        [1, 1, 2, 0, 1, 2, 1, 0],
+        [0, 2, 1, 1, 3, 0, 0, 2],
+        [3, 3, 1, 0, 1, 0, 3, 0],
+        [2, 1, 2, 3, 3, 3, 2, 0],
+    ]
+)
+"""The public notebook's rectangular room: 6 x 8 cells, 4 observations."""
+
+
+def empty_room(height: int = 6, width: int = 8) -> np.ndarray:
+    """The notebook's empty room: one observation inside, one per wall, one per corner (9 in all)."""
+    room = np.zeros((height, width), dtype=np.int64)
+    room[0], room[-1], room[:, 0], room[:, -1] = 5, 6, 7, 8
+    room[0, 0], room[0, -1], room[-1, 0], room[-1, -1] = 1, 2, 3, 4
+    return room
+
+
+ROOMS = {"rectangular": RECTANGULAR, "empty": empty_room()}
+CLONES = 70
+PSEUDOCOUNT = 2e-3
+WALK = 50_000
+
+
+def load_reference(folder: Path) -> types.ModuleType:
+    """``chmm_actions`` from a checkout of the paper's public code (tqdm stubbed when missing)."""
+    try:
+        importlib.import_module("tqdm")
+    except ImportError:
+
+        class _Loop:
+            def __init__(self, n: int, **_: object) -> None:
+                self.n = n
+
+            def __iter__(self):  # noqa: ANN204
+                return iter(range(self.n))
+
+            def set_postfix(self, **_: object) -> None:
+                pass
+
+        stub = types.ModuleType("tqdm")
+        stub.trange = _Loop  # type: ignore[attr-defined]
+        sys.modules["tqdm"] = stub
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("chmm_actions")
+
+
+def side_by_side(reference: types.ModuleType, iterations: int, rounds: int) -> dict:
+    walk = actions.generate_walk(RECTANGULAR, WALK, seed=0)
+    x, a = walk.observations, walk.actions
+    n_clones = np.full(int(RECTANGULAR.max()) + 1, CLONES, dtype=np.int64)
+    short = slice(0, 1000)
+    warm = reference.CHMM(n_clones=n_clones, x=x[short], a=a[short], pseudocount=PSEUDOCOUNT, seed=42)
+    warm.learn_em_T(x[short], a[short], n_iter=2, term_early=False)  # compile the reference's numba functions
+    actions.learn_em(actions.from_dense(warm.T, n_clones), x[short], a[short], 2, PSEUDOCOUNT, False)
+    times: dict[str, list[float]] = {"reference": [], "ours": [], "ours, walk blocks": []}
+    trajectories: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        ref = reference.CHMM(n_clones=n_clones, x=x, a=a, pseudocount=PSEUDOCOUNT, seed=42)
+        start_T, start_pi = ref.T.copy(), ref.Pi_x.copy()
+        t0 = time.perf_counter()
+        trajectories["reference"] = [float(v) for v in ref.learn_em_T(x, a, n_iter=iterations, term_early=False)]
+        times["reference"].append((time.perf_counter() - t0) / iterations)
+        ours = actions.from_dense(start_T, n_clones, pi=start_pi)
+        t0 = time.perf_counter()
+        _, trajectories["ours"] = actions.learn_em(ours, x, a, iterations, PSEUDOCOUNT, stop_when_worse=False)
+        times["ours"].append((time.perf_counter() - t0) / iterations)
+        walk_blocks = actions.from_dense(start_T, n_clones, pi=start_pi, triples=actions.triples_in_walk(x, a, 4))
+        t0 = time.perf_counter()
+        actions.learn_em(walk_blocks, x, a, iterations, PSEUDOCOUNT, stop_when_worse=False)
+        times["ours, walk blocks"].append((time.perf_counter() - t0) / iterations)
+    difference = np.abs(np.array(trajectories["ours"]) - np.array(trajectories["reference"]))
+    print(f"\nside by side: rectangular room, {WALK:,}-step walk, {CLONES} clones per observation, {iterations} EM")
+    print(f"iterations from the reference's start (seed 42), {rounds} interleaved rounds\n")
+    print("| iteration | bits per step, reference | bits per step, ours | difference |")
+    print("|---:|---:|---:|---:|")
+    for n in range(iterations):
+        ref_bits, our_bits = trajectories["reference"][n], trajectories["ours"][n]
+        print(f"| {n + 1} | {ref_bits:.7f} | {our_bits:.7f} | {our_bits - ref_bits:+.1e} |")
+    best = {name: min(values) for name, values in times.items()}
+    print("\n| program | s per EM iteration (best of rounds) | speed-up over the reference |")
+    print("|---|---:|---:|")
+    for name, seconds in best.items():
+        print(f"| {name} | {seconds:.3f} | {best['reference'] / seconds:.1f}x |")
+    return {"times": times, "trajectories": trajectories, "max_difference": float(difference.max())}
+
+
+def recovery(seeds: int) -> list[dict]:
+    rows = []
+    print("\n| room | seed | EM iterations | Viterbi iterations | clones used | recovered | clones after merging | "
+          "recovered after merging | held-out bits per step | seconds |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|")
+    for name, room in ROOMS.items():
+        n_clones = np.full(int(room.max()) + 1, CLONES, dtype=np.int64)
+        for seed in range(seeds):
+            t0 = time.perf_counter()
+            walk = actions.generate_walk(room, WALK, seed=seed)
+            x, a = walk.observations, walk.actions
+            model = actions.random_action_model(n_clones, x, a, seed=seed)
+            model, em = actions.learn_em(model, x, a, 1000, PSEUDOCOUNT)
+            model, hard = actions.learn_viterbi(model, x, a, 100)
+            used = len(actions.used_clones(model))
+            recovered = actions.recovers_room(model, x, a, room)
+            merged, _ = actions.merge_equivalent_clones(model)
+            merged_recovered = actions.recovers_room(merged, x, a, room)
+            test = actions.generate_walk(room, 10_000, seed=1000 + seed)
+            bits = actions.bits_per_step(merged, test.observations, test.actions)
+            seconds = time.perf_counter() - t0
+            rows.append(dict(room=name, seed=seed, em=len(em), viterbi=len(hard), used=used, recovered=recovered,
+                             merged=merged.n_states, merged_recovered=merged_recovered, test_bits=bits,
+                             seconds=seconds))  # fmt: skip
+            print(f"| {name} ({int((room >= 0).sum())} cells) | {seed} | {len(em)} | {len(hard)} | {used} | "
+                  f"{'yes' if recovered else 'no'} | {merged.n_states} | {'yes' if merged_recovered else 'no'} | "
+                  f"{bits:.5f} | {seconds:.0f} |", flush=True)  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", type=Path, default=None, help="a checkout of vicariousinc/naturecomm_cscg")
+    parser.add_argument("--iterations", type=int, default=10, help="EM iterations side by side")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds side by side")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per room for the recovery table (0: none)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    print("machine:", describe_machine())
+    out: dict = {}
+    if args.reference is not None:
+        out["side_by_side"] = side_by_side(load_reference(args.reference), args.iterations, args.rounds)
+    if args.seeds:
+        out["recovery"] = recovery(args.seeds)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
