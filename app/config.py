@@ -16,6 +16,9 @@ variable                    meaning                                             
 ``CHMM_SECRET_KEY``         the key session ids are signed with                          random, kept in the data folder
 ``CHMM_MAX_JOBS``           training and comparison jobs running at once on the server   cores - 1 (at least 1)
 ``CHMM_MAX_JOB_MINUTES``    wall-clock limit of one training job                         120
+``CHMM_MAX_JOB_MB``         resident memory of one background job (its processes)       3/4 of the machine's RAM
+``CHMM_MAX_WAITING_JOBS``   jobs waiting for a place at once (tickets, not processes)    4
+``CHMM_MAX_REQUEST_SECONDS`` wall-clock limit of a score, decoding or prune sweep        120
 ``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           50000
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
 ==========================  ===========================================================  ====================
@@ -89,9 +92,9 @@ def max_session_bytes() -> int:
 
 
 def max_waiting_jobs() -> int:
-    """Jobs that may wait in the queue at once (``CHMM_MAX_WAITING_JOBS``): each waits in a process of its own (a
-    fork of a web worker, about 170 MB), so a crowd pressing Start is told the server is busy instead (20 sessions
-    left 19 processes and 3.26 GB waiting)."""
+    """Jobs that may wait in the queue at once (``CHMM_MAX_WAITING_JOBS``); past it, Start says the server is busy and
+    queues nothing. A waiting job is a small ticket file that its page keeps alive, not a process (each used to wait
+    in a fork of a web worker: 20 sessions left 19 processes and 3.26 GB waiting); the bound keeps the wait short."""
     return int(_float_env("CHMM_MAX_WAITING_JOBS", 4))
 
 
@@ -156,17 +159,34 @@ def max_request_bytes() -> int:
     return -(-largest * 4 // 3) + MEGABYTE
 
 
+def max_job_bytes() -> int:
+    """The resident memory one background job may take, its process and its children together
+    (``CHMM_MAX_JOB_MB``): training, comparison, Infomap, scoring, decoding and the prune sweep each stop there with
+    a sentence that says so (:class:`app.background.MemoryWatch`) instead of driving the machine into the OOM killer.
+    Default: three quarters of the physical memory, above the half that :func:`max_train_bytes` lets a training's
+    estimate take (the job's process adds the forked server's own footprint to it)."""
+    raw = os.environ.get("CHMM_MAX_JOB_MB", "").strip()
+    if raw:
+        return int(_float_env("CHMM_MAX_JOB_MB", 1.0) * MEGABYTE)
+    return _physical_memory() * 3 // 4
+
+
+def _physical_memory() -> int:
+    """The machine's physical memory in bytes (8 GB assumed where psutil cannot tell)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # psutil missing or unusable: assume a small machine
+        return 8_000 * MEGABYTE
+
+
 def max_train_bytes() -> int:
     """Training runs whose estimated memory exceeds this are refused (default: half the physical memory)."""
     raw = os.environ.get("CHMM_MAX_TRAIN_MB", "").strip()
     if raw:
         return int(_float_env("CHMM_MAX_TRAIN_MB", 1.0) * MEGABYTE)
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total // 2)
-    except Exception:  # psutil missing or unusable: assume a small machine
-        return 4_000 * MEGABYTE
+    return _physical_memory() // 2
 
 
 def redis_url() -> str | None:

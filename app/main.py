@@ -7,7 +7,9 @@
 Training runs as a Dash background callback: with the default :class:`dash.DiskcacheManager` (a cache folder
 under ``CHMM_DATA_DIR``, no server needed) each job is a separate process; with ``REDIS_URL`` set, a
 :class:`dash.CeleryManager` over Redis queues the jobs for Celery workers (``celery -A app.main:celery_app worker``).
-The web process never imports CuPy (a GPU job imports it).
+The web process never imports CuPy (a GPU job imports it). A job that must wait for a place (``CHMM_MAX_JOBS``) waits
+as a ticket, not as a process: the shell's queue polling (:func:`tend_queue`) starts its background callback when its
+turn comes (:class:`app.background.JobSlot`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app import background, config, ids, services, sessions, ui
+from app.services import comparisons, training_jobs
 from app.services import models as model_service
-from app.services import training_jobs
 
 PAGES = Path(__file__).resolve().parent / "pages"
 BACKGROUND_CACHE = ".background-cache"
 MODEL_WATCH_MS = 2000
 """How often a tab checks whether its session's current model was replaced (one file stat)."""
+QUEUE_WATCH_MS = 1000
+"""How often a tab whose job waits for a place asks whether its turn has come (only while one waits)."""
 
 
 def background_manager() -> tuple[Any, Any]:
@@ -75,6 +79,14 @@ def serve_layout() -> html.Div:
             dcc.Store(id=ids.TRAINING_PROGRESS, storage_type="memory"),
             dcc.Store(id=ids.COMPARING_FLAG, storage_type="memory", data=False),
             dcc.Store(id=ids.COMPARING_PROGRESS, storage_type="memory"),
+            dcc.Store(id=ids.TRAIN_RESULT, storage_type="memory"),
+            dcc.Store(id=ids.COMPARE_RESULT, storage_type="memory"),
+            # a job waiting for a place is a ticket that this tab keeps alive and starts when its turn comes
+            dcc.Store(id=ids.TRAIN_QUEUED, storage_type="memory"),
+            dcc.Store(id=ids.TRAIN_GO, storage_type="memory"),
+            dcc.Store(id=ids.COMPARE_QUEUED, storage_type="memory"),
+            dcc.Store(id=ids.COMPARE_GO, storage_type="memory"),
+            dcc.Interval(id=ids.QUEUE_WATCH, interval=QUEUE_WATCH_MS, disabled=True),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             navigation(),
             html.Main(dash.page_container, className="page"),
@@ -126,6 +138,40 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     if now == stamp:
         return no_update, no_update
     return now, (time.time() if stamp is not None else no_update)
+
+
+@dash.callback(
+    Output(ids.TRAIN_QUEUED, "data"),
+    Output(ids.TRAIN_GO, "data"),
+    Output(ids.COMPARE_QUEUED, "data"),
+    Output(ids.COMPARE_GO, "data"),
+    Input(ids.QUEUE_WATCH, "n_intervals"),
+    Input(ids.SESSION, "data"),
+    State(ids.TRAIN_QUEUED, "data"),
+    State(ids.COMPARE_QUEUED, "data"),
+)
+def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any] | None) -> tuple[Any, ...]:
+    """Every second while a job of this tab waits for a place, and once when the tab opens (which finds a job the
+    session left waiting before a reload): keep its ticket alive, show its place, and start it when its turn has
+    come, by setting the store its background callback listens to (:class:`app.background.JobSlot`: waiting jobs
+    hold no process)."""
+    try:
+        folder = sessions.session_folder(session_id)
+    except ui.EXPECTED_ERRORS:
+        return (no_update,) * 4
+    outputs: list[Any] = []
+    for view_of, before in zip((training_jobs.queue_view, comparisons.queue_view), shown, strict=True):
+        view, go = view_of(folder, before)
+        if view and before and before.get("note") and view.get("state") in ("waiting", "starting"):
+            view = view | {"note": before["note"]}  # e.g. that no Celery worker runs
+        outputs += [no_update if view == before else view, go or no_update]
+    return tuple(outputs)
+
+
+@dash.callback(Output(ids.QUEUE_WATCH, "disabled"), Input(ids.TRAIN_QUEUED, "data"), Input(ids.COMPARE_QUEUED, "data"))
+def watch_queue(*views: dict[str, Any] | None) -> bool:
+    """The queue's polling runs only while a job of this tab waits for a place or starts."""
+    return not any((view or {}).get("state") in ("waiting", "starting") for view in views)
 
 
 @dash.callback(

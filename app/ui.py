@@ -23,8 +23,8 @@ EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatErr
 def request_job() -> Iterator[None]:
     """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
     worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
-    a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds`, which then says
-    so as a :class:`UserError`."""
+    a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds` or past the
+    memory limit per job (:func:`config.max_job_bytes`), either of which it then says as a :class:`UserError`."""
     limit = config.max_request_seconds()
     try:
         with background.job_process(time_limit=limit):
@@ -34,6 +34,8 @@ def request_job() -> Iterator[None]:
             f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); try a "
             "shorter text or a smaller model."
         ) from None
+    except background.JobMemoryError as exc:
+        raise UserError(f"This stopped: {exc}; try a shorter text or a smaller model.") from None
 
 
 def message(text: str, kind: str = "info") -> html.Div:

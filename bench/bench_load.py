@@ -171,7 +171,10 @@ class Client:
         sample = f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks"
         self.fire(ids.CORPUS_MESSAGE, sample, {sample: 1})
         start = f"{ids.TRAIN_START}.n_clicks"
-        body = self.body(ids.TRAIN_RESULT, start, {start: 1})  # the form's values are the session's (self.values)
+        if self.queues():
+            body = self.body(ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data", {f"{ids.TRAIN_GO}.data": self.wait_turn()})
+        else:  # a checkout before the queue of tickets: Start starts the background callback itself
+            body = self.body(ids.TRAIN_RESULT, start, {start: 1})  # the form's values are the session's (self.values)
         handles = json.loads(self.request("/_dash-update-component", body))
         query = urllib.parse.urlencode({"cacheKey": handles["cacheKey"], "job": handles["job"]})
         end = time.monotonic() + 600
@@ -184,6 +187,34 @@ class Client:
                     raise RuntimeError(f"{result.get('status')}: {result.get('message')}")
                 return str(result.get("status"))
         return "timed out"
+
+    def queues(self) -> bool:
+        """Whether the server puts a started job into its queue of tickets (Start writes the queue's store)."""
+        start = f"{ids.TRAIN_START}.n_clicks"
+        return any(
+            ids.TRAIN_QUEUED in dependency["output"]
+            and start in {f"{i['id']}.{i['property']}" for i in dependency["inputs"]}
+            for dependency in self.dependencies
+        )
+
+    def wait_turn(self) -> Any:
+        """Press Start, then ask every second, as the app shell's queue polling does, until the job's turn has come;
+        what the background callback then starts with. A refusal (the server is busy) raises."""
+        start, ticks = f"{ids.TRAIN_START}.n_clicks", f"{ids.QUEUE_WATCH}.n_intervals"
+        answer = self.fire(ids.TRAIN_QUEUED, start, {start: 1}) or {}
+        view, tick, end = None, 0, time.monotonic() + 600
+        while time.monotonic() < end:
+            response = answer.get("response") or {}
+            view = response.get(ids.TRAIN_QUEUED, {}).get("data", view)
+            go = response.get(ids.TRAIN_GO, {}).get("data")
+            if go:
+                return go
+            if not view or view.get("state") not in ("waiting", "starting"):
+                raise RuntimeError(f"{(view or {}).get('state')}: {(view or {}).get('message')}")
+            time.sleep(1.0)
+            tick += 1
+            answer = self.fire(ids.TRAIN_QUEUED, ticks, {ticks: tick, f"{ids.TRAIN_QUEUED}.data": view}) or {}
+        raise RuntimeError("waited 600 s for a place")
 
 
 # ------------------------------------------------------------------------------------------ the load

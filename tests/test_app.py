@@ -1734,6 +1734,8 @@ def test_a_full_disk_is_said_at_once_with_its_cause(with_corpus: Path, monkeypat
     answered; both say at once that the disk is full, and nothing changes."""
     import collections
 
+    import dash
+
     import app.main  # noqa: F401  (registers the pages)
     from app.pages import train as train_page
 
@@ -1743,7 +1745,10 @@ def test_a_full_disk_is_said_at_once_with_its_cause(with_corpus: Path, monkeypat
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
     assert outcome.status == background.REFUSED and "the server's disk is full (1.0 MB free" in outcome.message
     assert current_bytes(with_corpus) == before
-    assert "disk is full" in str(train_page.say_starting(1))
+    sid = sessions.new_session_id()
+    view, go = train_page.start(1, sid, *[TINY.get(name) for name, _ in train_page.FORM])
+    assert view["state"] == "refused" and "disk is full" in view["message"] and go is dash.no_update
+    assert not list((config.data_dir() / background.QUEUE).glob("*"))  # nothing queued
     with pytest.raises(sessions.SessionError, match="The Infomap run cannot start: the server's disk is full"):
         graph_service.run_communities(with_corpus, trials=1)
 

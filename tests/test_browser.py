@@ -242,8 +242,7 @@ def test_train_then_cancel_a_second_training(
     wait_until(lambda: not browser.find_element(f"#{ids.JOB_BADGE}").text, 10, "the running-job indicator stayed")
     # both trainings overlaid on the session's chart, named by their settings
     names = lambda: browser.driver.execute_script(  # noqa: E731
-        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
-        "return g ? g.data.map(t => t.name) : [];",
+        "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');return g ? g.data.map(t => t.name) : [];",
         f"#{ids.TRAIN_RUNS_CHART}",
     )
     wait_until(lambda: len(names()) == 2, 10, lambda: f"the runs chart shows {names()}")
@@ -346,6 +345,40 @@ def test_a_killed_job_is_reported_as_failed(browser: DashComposite, data_dir: Pa
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
 
 
+def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
+    browser: DashComposite, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a job waiting for a place held a forked process. With the only place taken, Start queues a ticket:
+    the page shows its place and offers Cancel, and no job process exists; the job starts when the place frees, on
+    whatever page the tab shows then (the queue's polling and the job's callback live in the app shell)."""
+    import psutil
+
+    from app import background
+
+    monkeypatch.setenv("CHMM_MAX_JOBS", "1")
+    held = background.JobSlot(data_dir, 1)
+    assert held.acquire(lambda place: None, stop=lambda: False)  # another session's job runs
+    try:
+        prepare_training(browser, states=60, iterations=3)
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+        start.click()
+        browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "number 1 in the queue", timeout=15)
+        wait_until(lambda: not cancel.get_attribute("disabled"), 10, "Cancel was not enabled while the job waits")
+        assert start.get_attribute("disabled")
+        time.sleep(2)  # two turns of the queue's polling
+        new = [c for c in psutil.Process().children(recursive=True) if c.pid not in before and c.is_running()]
+        assert not [c for c in new if c.status() != psutil.STATUS_ZOMBIE], "the waiting job holds a process"
+        open_page(browser, "/generate")
+        browser.wait_for_contains_text(f"#{ids.JOB_BADGE}", "Training: waiting for a place", timeout=10)
+    finally:
+        held.release()
+    browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states", timeout=JOB_TIMEOUT)
+    open_page(browser, "/train")
+    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished: Trained 60 states")
+    assert not list((data_dir / background.QUEUE).glob("*"))
+
+
 CY = (
     "const c = document.querySelector(arguments[0]);"
     "const reg = c && (c._cyreg || (c.firstElementChild || {})._cyreg);"
@@ -428,8 +461,10 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
             "return b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1 && b.y2 <= cy.height() + 1;",
         ),
         10,
-        lambda: "fit left the subgraph outside the canvas: "
-        + str(cy_script(browser, ids.COMMUNITIES_GRAPH, "return [cy.elements().renderedBoundingBox(), cy.zoom()];")),
+        lambda: (
+            "fit left the subgraph outside the canvas: "
+            + str(cy_script(browser, ids.COMMUNITIES_GRAPH, "return [cy.elements().renderedBoundingBox(), cy.zoom()];"))
+        ),
     )
     # SVG and full-graph PNG downloads (issue 35, defect 4: SVG did nothing, cy.svg was not a function)
     downloads = Path(browser.download_path)
@@ -485,8 +520,9 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     box = browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}")
     box.send_keys(label)
     wait_until(
-        lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].style('border-color');")
-        == "rgb(214,39,40)",
+        lambda: (
+            cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes()[2].style('border-color');") == "rgb(214,39,40)"
+        ),
         10,
         "the clone found by its label is not marked",
     )

@@ -92,7 +92,11 @@ def start_training(url: str, data_dir: Path) -> tuple[Path, int]:
     post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
     values |= {f"{component}.value": value for component, value in FORM.items()}
     values[f"{ids.TRAIN_START}.n_clicks"] = 1
-    post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_START}.n_clicks", values))
+    # Start puts the job into the queue; with a place free it answers at once with the job to start, which the
+    # renderer then starts as the Train page's background callback
+    answer = post(url, callback_request(dependencies, ids.TRAIN_QUEUED, f"{ids.TRAIN_START}.n_clicks", values))
+    values[f"{ids.TRAIN_GO}.data"] = answer["response"][ids.TRAIN_GO]["data"]
+    post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data", values))
     folder = data_dir / session.split(".")[0]
     progress = folder / "progress.json"
     wait(

@@ -597,12 +597,13 @@ def run(
     """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
     ui.require_click(_clicks)
     try:
-        with background.job_process():
-            saved = graph_service.run_communities(
-                sessions.session_folder(session_id), trials, bool(two_level), seed, threshold, markov_time
-            )
+        folder = sessions.session_folder(session_id)
+        with background.job_process(record=graph_service.communities_files(folder)):
+            saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
+    except background.JobMemoryError as exc:
+        return ui.message(f"Infomap stopped: {exc}; try a higher pruning threshold.", "error"), no_update
     s = saved["summary"]
     levels = (
         ""

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from app import background, figures, forms, ids, services, sessions, ui
 from app.services import comparisons
@@ -91,7 +92,6 @@ def layout(**_query: Any) -> html.Div:
         ),
         html.Progress(id=ids.COMPARE_PROGRESS, value="0", max="100", className="progress"),
         html.Div(id=ids.COMPARE_PROGRESS_LABEL, className="hint"),
-        dcc.Store(id=ids.COMPARE_RESULT, storage_type="memory"),
         dcc.Interval(id=ids.COMPARE_WATCH, interval=1000),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
@@ -126,13 +126,44 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
 
 
 @callback(
-    Output(ids.COMPARE_RESULT, "data"),
+    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
+    Output(ids.COMPARE_GO, "data", allow_duplicate=True),
     Input(ids.COMPARE_START, "n_clicks"),
     State(ids.SESSION, "data"),
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
+    prevent_initial_call=True,
+)
+def start(
+    _clicks: int | None,
+    session_id: str | None,
+    learners: Any,
+    corpus: Any,
+    values: list[Any],
+    setting_ids: list[dict[str, str]],
+) -> tuple[Any, Any]:
+    """Compare: in the web worker, check the comparison and put it into the server's queue (a ticket, not a
+    process; see :class:`app.background.JobSlot`); it starts at once when a place is free and nobody waits, else
+    when the app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
+    ui.require_click(_clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        options = forms.learner_settings(typed_settings(values, setting_ids))
+        comparisons.queue_comparison(folder, learners, corpus, options)
+        view, go = comparisons.queue_view(folder, None)
+    except background.QueueFull as exc:
+        return {"state": "refused", "message": str(exc)}, no_update
+    except ui.EXPECTED_ERRORS as exc:
+        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+    return view, go or no_update
+
+
+@callback(
+    Output(ids.COMPARE_RESULT, "data"),
+    Input(ids.COMPARE_GO, "data"),
+    State(ids.SESSION, "data"),
     background=True,
     running=[(Output(ids.COMPARING_FLAG, "data"), True, False)],
     cancel=[Input(ids.COMPARE_CANCEL, "n_clicks")],
@@ -140,28 +171,37 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     interval=1000,
     prevent_initial_call=True,
 )
-def run(
-    set_progress: Any,
-    _clicks: int | None,
-    session_id: str | None,
-    learners: Any,
-    corpus: Any,
-    values: list[Any],
-    setting_ids: list[dict[str, str]],
-) -> dict[str, str]:
-    """The background job: trains the picked learners with the page's settings; the figures go to the session
-    folder, the page gets a status and a message."""
-    ui.require_click(_clicks)
+def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
+    """The background job of a queued comparison whose turn has come: trains the picked learners with the settings
+    its ticket holds; the figures go to the session folder, the page gets a status and a message."""
+    if not go:
+        raise PreventUpdate
     try:
         folder = sessions.session_folder(session_id)
-        options = forms.learner_settings(typed_settings(values, setting_ids))
     except ui.EXPECTED_ERRORS as exc:
         return {"status": background.REFUSED, "message": services.describe_error(exc)}
-    with background.job_process():
-        saved = comparisons.run_compare_job(
-            folder, learners, corpus, report=lambda s: set_progress((s,)), options=options
-        )
+    try:
+        with background.job_process(record=comparisons.compare_files(folder)):
+            saved = comparisons.run_queued_comparison(folder, go.get("ticket"), report=lambda s: set_progress((s,)))
+    except background.JobMemoryError as exc:  # past the memory limit outside a learner's training
+        return {"status": background.FAILED, "message": f"The comparison stopped: {exc}."}
     return {"status": saved["status"], "message": saved.get("message", "")}
+
+
+@callback(
+    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Input(ids.COMPARE_QUEUED, "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The session's comparison in the queue: its place while it waits, "starting" when its turn came, or why it was
+    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
+    if not view or (ctx.triggered_id is None and view.get("state") not in ("waiting", "starting")):
+        return no_update, no_update
+    if view.get("state") in ("refused", "dropped"):
+        return ui.message(view.get("message", ""), "error"), no_update
+    return ui.message(view.get("message", "")), view.get("message", "")
 
 
 def typed_settings(values: list[Any], setting_ids: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -219,11 +259,13 @@ def show_estimate(
     Output(ids.COMPARE_START, "disabled"),
     Output(ids.COMPARE_CANCEL, "disabled"),
     Input(ids.COMPARING_FLAG, "data"),
+    Input(ids.COMPARE_QUEUED, "data"),
 )
-def show_running(running: bool | None) -> tuple[bool, bool]:
-    """Start while no comparison of this tab runs, Cancel while one does (the flag lives in the app shell, so it
-    is right when the page is opened again mid-job)."""
-    return bool(running), not running
+def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
+    """Start while no comparison of this tab runs or waits, Cancel while one does (the flag and the queue's view
+    live in the app shell, so they are right when the page is opened again mid-job)."""
+    busy = bool(running) or (queued or {}).get("state") in ("waiting", "starting")
+    return busy, not busy
 
 
 @callback(
@@ -245,38 +287,64 @@ def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
     Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
     Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
     Output(ids.COMPARE_MESSAGE, "children"),
-    Input(ids.COMPARE_RESULT, "data"),
     Input(ids.SESSION, "data"),
+    State(ids.COMPARE_QUEUED, "data"),
     prevent_initial_call="initial_duplicate",
 )
-def show(result: dict[str, str] | None, session_id: str | None) -> tuple[Any, ...]:
-    """On opening the page and after a job: the session's latest comparison, and the job's message."""
+def show(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, ...]:
+    """On opening the page: the session's latest comparison, or the place of the one waiting in the queue (a
+    callback apart from :func:`show_result`, whose input a running job writes: the renderer holds back the callbacks
+    that read a running job's result until it ends)."""
     try:
         saved = comparisons.latest_compare(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return "0", "", [], figures.compare_figure(None), ui.error_message(exc)
-    message: Any = None
-    if result:
-        kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(result.get("status", ""), "error")
-        message = ui.message(result.get("message", ""), kind)
-        if result.get("status") == background.REFUSED:  # the job did not run: keep the last comparison shown
-            return no_update, no_update, no_update, no_update, message
+    value, label, rows, chart = _view(saved)
+    if (queued or {}).get("state") in ("waiting", "starting"):
+        return "0", queued.get("message", ""), rows, chart, ui.message(queued.get("message", ""))
+    return value, label, rows, chart, None
+
+
+@callback(
+    Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
+    Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
+    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
+    Input(ids.COMPARE_RESULT, "data"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[Any, ...]:
+    """After a job: the session's latest comparison, and the job's message."""
+    if not result:
+        return (no_update,) * 5
+    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(result.get("status", ""), "error")
+    message = ui.message(result.get("message", ""), kind)
+    if result.get("status") == background.REFUSED:  # the job did not run: keep the last comparison shown
+        return no_update, no_update, no_update, no_update, message
+    try:
+        saved = comparisons.latest_compare(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return "0", "", [], figures.compare_figure(None), ui.error_message(exc)
     return (*_view(saved), message)
 
 
 @callback(
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
     Input(ids.COMPARE_CANCEL, "n_clicks"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def cancel(_clicks: int | None, session_id: str | None) -> Any:
-    """Write the cancel flag (the job stops before the next learner even where it cannot be killed)."""
+def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    """Take a waiting comparison out of the queue, or write the cancel flag of a running one (the job stops before
+    the next learner even where it cannot be killed)."""
     ui.require_click(_clicks)
     try:
-        return ui.message(comparisons.request_cancel(sessions.session_folder(session_id)))
+        return ui.message(comparisons.request_cancel(sessions.session_folder(session_id))), None
     except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc)
+        return ui.error_message(exc), no_update
 
 
 @callback(
@@ -303,11 +371,11 @@ def follow(_ticks: Any, session_id: str | None) -> tuple[Any, ...]:
 
 @callback(
     Output(ids.COMPARE_MAKE_CURRENT, "disabled"),
-    Input(ids.COMPARE_TABLE, "data"),
-    State(ids.SESSION, "data"),
+    Input(ids.SESSION, "data"),
+    Input(ids.COMPARING_FLAG, "data"),
 )
-def allow_make_current(_rows: Any, session_id: str | None) -> bool:
-    """The button works when the last comparison kept a CHMM."""
+def allow_make_current(session_id: str | None, _running: Any) -> bool:
+    """The button works when the last comparison kept a CHMM (asked on opening the page and when a job ends)."""
     try:
         saved = comparisons.latest_compare(sessions.session_folder(session_id)) or {}
     except ui.EXPECTED_ERRORS:

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from app import background, config, figures, forms, ids, services, sessions, ui
 from app.services import corpus as corpus_service
@@ -241,7 +242,6 @@ def layout(**_query: Any) -> html.Div:
         html.Progress(id=ids.TRAIN_PROGRESS, value="0", max="100", className="progress"),
         html.Div(id=ids.TRAIN_PROGRESS_LABEL, className="hint"),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
-        dcc.Store(id=ids.TRAIN_RESULT, storage_type="memory"),
         html.Div(id=ids.TRAIN_STATUS),
         dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
         dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
@@ -261,11 +261,12 @@ def layout(**_query: Any) -> html.Div:
 @callback(
     Output(ids.TRAIN_RUNS_CHART, "figure"),
     Input(ids.SESSION, "data"),
-    Input(ids.TRAIN_RESULT, "data"),
-    Input(ids.TRAIN_STATUS, "children"),
+    Input(ids.TRAINING_FLAG, "data"),
 )
-def show_runs(session_id: str | None, _result: Any, _status: Any) -> Any:
-    """The session's trainings overlaid, after every training that ends."""
+def show_runs(session_id: str | None, _running: Any) -> Any:
+    """The session's trainings overlaid, on opening the page and after every training that ends (not on the job's
+    result or the status line it writes: the renderer holds back the callbacks that read a running job's result
+    until it ends, and the job's callback runs on every page)."""
     try:
         runs = training_jobs.read_runs(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
@@ -378,10 +379,37 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------ the training job
 @callback(
-    Output(ids.TRAIN_RESULT, "data"),
+    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
+    Output(ids.TRAIN_GO, "data", allow_duplicate=True),
     Input(ids.TRAIN_START, "n_clicks"),
     State(ids.SESSION, "data"),
     *FORM_STATES,
+    prevent_initial_call=True,
+)
+def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
+    """Start: in the web worker, check the run and put it into the server's queue (a ticket, not a process; see
+    :class:`app.background.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
+    app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
+    ui.require_click(_clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        options = forms.options_from_form(form_values(values))
+        training_jobs.queue_training(folder, options)
+        view, go = training_jobs.queue_view(folder, None)
+    except background.QueueFull as exc:
+        return {"state": "refused", "message": str(exc)}, no_update
+    except ui.EXPECTED_ERRORS as exc:
+        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+    note = training_jobs.worker_note()  # with Celery: no worker is running (the job would only wait)
+    if note and view:
+        view = view | {"note": note}
+    return view, go or no_update
+
+
+@callback(
+    Output(ids.TRAIN_RESULT, "data"),
+    Input(ids.TRAIN_GO, "data"),
+    State(ids.SESSION, "data"),
     background=True,
     running=[(Output(ids.TRAINING_FLAG, "data"), True, False)],
     cancel=[Input(ids.TRAIN_CANCEL, "n_clicks")],
@@ -389,47 +417,59 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
     interval=1000,
     prevent_initial_call=True,
 )
-def train(set_progress: Any, _clicks: int | None, session_id: str | None, *values: Any) -> dict[str, str]:
-    """The background job: runs in a separate process (diskcache) or on a Celery worker and returns a small key
-    and message; the model itself goes to the session folder."""
-    ui.require_click(_clicks)
+def train(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
+    """The background job of a queued training whose turn has come: runs in a separate process (diskcache) or on a
+    Celery worker, takes the place its ticket held and returns a small key and message; the model itself goes to the
+    session folder. Its inputs are in the app shell, so that it starts whichever page is open."""
+    if not go:
+        raise PreventUpdate
     try:
         folder = sessions.session_folder(session_id)
-        options = forms.options_from_form(form_values(values))
     except ui.EXPECTED_ERRORS as exc:
         return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
 
     def report(progress: dict[str, Any]) -> None:
         set_progress((progress,))
 
-    with background.job_process():
-        return training_jobs.run_training_job(folder, options, report=report).as_dict()
+    try:
+        with background.job_process(record=training_jobs.training_files(folder)):
+            return training_jobs.run_queued_training(folder, go.get("ticket"), report=report).as_dict()
+    except background.JobMemoryError as exc:  # past the memory limit before or after the training itself
+        message = f"Training stopped: {exc}. The previous model is still current."
+        return {"key": "", "status": background.FAILED, "message": message}
+
+
+QUEUE_ACTIVE = ("waiting", "starting")
+"""The states of a job in the queue (:data:`app.background.QueueView`) during which Start waits and Cancel works."""
 
 
 @callback(
     Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Input(ids.TRAIN_START, "n_clicks"),
-    prevent_initial_call=True,
+    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Input(ids.TRAIN_QUEUED, "data"),
+    prevent_initial_call="initial_duplicate",
 )
-def say_starting(_clicks: int | None) -> Any:
-    """At once on Start: "starting", or, with Celery, that no worker is running (the job would only wait)."""
-    ui.require_click(_clicks)
-    try:
-        sessions.check_disk("The training job")
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc)
-    note = training_jobs.worker_note()
-    return ui.message(note, "error") if note else ui.message("Starting the training job.")
+def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The session's training in the queue: its place while it waits, "starting" when its turn came, or why it was
+    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
+    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
+        return no_update, no_update
+    if view.get("state") in ("refused", "dropped"):
+        return ui.message(view.get("message", ""), "error"), no_update
+    status = ui.message(view["note"], "error") if view.get("note") else ui.message(view.get("message", ""))
+    return status, view.get("message", "")
 
 
 @callback(
     Output(ids.TRAIN_START, "disabled"),
     Output(ids.TRAIN_CANCEL, "disabled"),
     Input(ids.TRAINING_FLAG, "data"),
+    Input(ids.TRAIN_QUEUED, "data"),
 )
-def show_running(running: bool | None) -> tuple[bool, bool]:
-    """Start while no job of this tab runs, Cancel while one does."""
-    return bool(running), not running
+def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
+    """Start while no job of this tab runs or waits, Cancel while one does."""
+    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
+    return busy, not busy
 
 
 @callback(
@@ -451,37 +491,40 @@ def show_progress(progress: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
 
 @callback(
     Output(ids.TRAIN_STATUS, "children"),
-    Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.TRAIN_RESULT, "data"),
     prevent_initial_call=True,
 )
-def show_result(result: dict[str, str] | None) -> tuple[Any, Any]:
+def show_result(result: dict[str, str] | None) -> Any:
+    """The job's message when it ends. The new model reaches the badge and the pages through the app shell's model
+    watch (``main.watch_model``, within two seconds): a model version written here would hold back every callback
+    that reads it, on every page, while a job runs."""
     if not result:
-        return no_update, no_update
+        return no_update
     kind = {"finished": "ok", "cancelled": "info"}.get(result.get("status", ""), "error")
-    changed = time.time() if result.get("status") == background.FINISHED else no_update
-    return ui.message(result.get("message", ""), kind), changed
+    return ui.message(result.get("message", ""), kind)
 
 
 @callback(
     Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
     Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
     Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
     Input(ids.TRAIN_CANCEL, "n_clicks"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
-    """Write the cancel flag (the engine stops within an iteration even where the job cannot be killed) and reset
-    the progress bar: the cancelled run's "iteration 2 of at most 30, 1 min left" must not stay on the page."""
+def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
+    """Take a waiting training out of the queue, or write the cancel flag of a running one (the engine stops within
+    an iteration even where the job cannot be killed), and reset the progress bar: the cancelled run's "iteration 2
+    of at most 30, 1 min left" must not stay on the page."""
     ui.require_click(_clicks)
     try:
         message = training_jobs.request_cancel(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update, no_update
+        return ui.error_message(exc), no_update, no_update, no_update
     if message.startswith("The job had already finished"):
-        return ui.message(message), no_update, no_update
-    return ui.message(message), "0", f"Cancelled: {message}"
+        return ui.message(message), no_update, no_update, None
+    return ui.message(message), "0", f"Cancelled: {message}", None
 
 
 @callback(
@@ -489,15 +532,19 @@ def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
     Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
     Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
     Input(ids.SESSION, "data"),
+    State(ids.TRAIN_QUEUED, "data"),
     prevent_initial_call="initial_duplicate",
 )
-def show_last_job(session_id: str | None) -> tuple[Any, Any, Any]:
-    """On opening the page: the latest job's progress (it may still be running, or have finished meanwhile)."""
+def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """On opening the page: the latest job's progress (it may still be running, or have finished meanwhile), or the
+    place of the session's training in the queue."""
     try:
         progress = training_jobs.read_progress(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
         return "0", services.describe_error(exc), figures.empty_figure()
     value, label, figure = figures.progress_view(progress)
+    if (queued or {}).get("state") in QUEUE_ACTIVE:
+        return "0", queued.get("message", ""), figure
     return str(value), label, figure
 
 

@@ -20,8 +20,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import config, services, sessions
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, JobSlot, QueueFull
+from app import background, config, services, sessions
+from app.background import (
+    CANCELLED,
+    FAILED,
+    FINISHED,
+    REFUSED,
+    RUNNING,
+    JobFiles,
+    JobMemoryError,
+    QueueFull,
+    Ticket,
+    server_queue,
+    started_ticket,
+)
 from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
 from app.services import UserError
 from app.services import corpus as corpus_service
@@ -132,6 +144,73 @@ def learner_label(kind: str, settings: dict[str, Any]) -> str:
     return f"{LEARNER_LABELS[kind]}, {', '.join(shown)}" if shown else LEARNER_LABELS[kind]
 
 
+COMPARISON_KIND = "comparison"
+"""The comparison job's kind in the server's queue (:class:`app.background.Ticket`)."""
+WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
+
+
+def check_comparison(
+    folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[str], tuple[str, str, text.Corpus], dict[str, dict[str, Any]]]:
+    """The learners, the corpus (its text, name and prepared split) and each learner's settings of a comparison that
+    can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or corpus, a corpus that
+    cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose slot it would hold)."""
+    kinds = check_learners(picked)
+    corpus_text, name = compare_corpus(folder, corpus)
+    prepared = _check_corpus(corpus_text, name)
+    settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
+    symbols = len(prepared.train_full)
+    limit = config.max_job_seconds()
+    for kind in kinds:
+        expected = estimate_seconds(kind, settings[kind], symbols)
+        if expected > limit:
+            raise UserError(
+                f"The {LEARNER_LABELS[kind]} would take about {_hours(expected)} here by the page's estimate, past "
+                f"this server's limit of {limit / 60:g} minutes per job (CHMM_MAX_JOB_MINUTES); choose smaller "
+                "settings or a shorter corpus."
+            )
+    return kinds, (corpus_text, name, prepared), settings
+
+
+def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None) -> Ticket:
+    """Put a comparison into the server's queue when the user presses Compare (the web worker: no process waits,
+    see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
+    comparison already running or waiting in the session, :func:`check_comparison`, a full queue:
+    :class:`app.background.QueueFull`). The job checks again when it starts."""
+    if compare_running(folder) or comparison_ticket(folder) is not None:
+        raise UserError("A comparison is already running or waiting in this session; wait for it.")
+    check_comparison(folder, picked, corpus, options)
+    payload = {"key": uuid.uuid4().hex[:12], "learners": picked, "corpus": corpus, "options": options}
+    return server_queue().enter(COMPARISON_KIND, folder.name, payload)
+
+
+def comparison_ticket(folder: Path) -> Ticket | None:
+    """The session's comparison in the queue (waiting, or started and not yet running), if any."""
+    return server_queue().find(COMPARISON_KIND, folder.name)
+
+
+def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
+    """What the session's pages show of its comparison in the queue, and the job to start when its turn has come
+    (:func:`app.background.queue_view`)."""
+    return background.queue_view(COMPARISON_KIND, folder.name, compare_files(folder), "comparison", shown)
+
+
+def run_queued_comparison(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, Any]:
+    """The job of a queued comparison whose turn has come (started by the page with its started ticket's name): its
+    learners, corpus and settings are the ticket's, and it takes the place the ticket held at once; the ticket is
+    gone when it ends."""
+    ticket = started_ticket(ticket_name, COMPARISON_KIND, folder.name)
+    data = ticket.read() if ticket is not None else None
+    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
+        return {"status": CANCELLED, "message": WAITED_CANCELLED}
+    try:
+        return run_compare_job(
+            folder, data["learners"], data["corpus"], report, data.get("options"), key=str(data["key"]), ticket=ticket
+        )
+    finally:
+        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+
 def run_compare_job(
     folder: Path,
     picked: Any,
@@ -139,11 +218,13 @@ def run_compare_job(
     report: ProgressReport | None = None,
     options: dict[str, dict[str, Any]] | None = None,
     key: str | None = None,
+    ticket: Ticket | None = None,
 ) -> dict[str, Any]:
     """Train each picked learner on the chosen corpus (``options`` override :data:`APP_OPTIONS` per learner) and
     keep the figures in ``compare.json``; returns what was saved. Bad input or a second job in the same session
     gives status ``refused`` with a message (nothing raises, and the last comparison's file is left as it was);
-    ``report`` gets the saved dict after every change."""
+    ``report`` gets the saved dict after every change. With the started ``ticket`` of a queued comparison it takes
+    its place at once; without one it waits in this process."""
     key = key or uuid.uuid4().hex[:12]
     saved: dict[str, Any] = {"key": key, "status": RUNNING, "corpus": None, "results": [], "started": time.time()}
 
@@ -159,25 +240,13 @@ def run_compare_job(
     if compare_running(folder):
         return saved | {"status": REFUSED, "message": "A comparison is already running in this session; wait for it."}
     try:
-        kinds = check_learners(picked)
-        corpus_text, name = compare_corpus(folder, corpus)
-        prepared = _check_corpus(corpus_text, name)
+        kinds, (corpus_text, name, prepared), settings = check_comparison(folder, picked, corpus, options)
     except (ValueError, OSError) as exc:
         return refuse(services.describe_error(exc))
     files = compare_files(folder)
     cancel_flag = files.cancel
     cancel_flag.unlink(missing_ok=True)
-    settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
     symbols = len(prepared.train_full)
-    limit = config.max_job_seconds()
-    for kind in kinds:  # a learner the page itself expects to run for hours would hold a job slot for them
-        expected = estimate_seconds(kind, settings[kind], symbols)
-        if expected > limit:
-            return refuse(
-                f"The {LEARNER_LABELS[kind]} would take about {_hours(expected)} here by the page's estimate, past "
-                f"this server's limit of {limit / 60:g} minutes per job (CHMM_MAX_JOB_MINUTES); choose smaller "
-                "settings or a shorter corpus."
-            )
     saved.update(
         corpus=name,
         symbols={"train": symbols, "test": len(prepared.test)},
@@ -192,7 +261,7 @@ def run_compare_job(
     publish()
     with files.alive():
         try:
-            _train_rows(saved, publish, cancel_flag, (corpus_text, name, prepared), settings, folder)
+            _train_rows(saved, publish, cancel_flag, (corpus_text, name, prepared), settings, folder, ticket)
         except QueueFull as exc:  # too many jobs wait already: said at once, nothing trained
             for row in saved["results"]:
                 row.update(status=SKIPPED, message="the server was busy")
@@ -221,12 +290,14 @@ def _train_rows(
     data: tuple[Any, str, Any],
     settings: dict[str, dict[str, Any]],
     folder: Path,
+    ticket: Ticket | None = None,
 ) -> None:
-    """Wait for a job slot (shared with training jobs: ``CHMM_MAX_JOBS`` in all), then train the rows of ``saved``
-    one after another on ``data`` (the corpus text, its name and its prepared split), publishing every change; rows
-    left when ``cancel_flag`` appears are marked skipped."""
+    """Take a job slot (shared with training jobs: ``CHMM_MAX_JOBS`` in all; at once with the started ``ticket`` of
+    a queued comparison, else waiting for one), then train the rows of ``saved`` one after another on ``data`` (the
+    corpus text, its name and its prepared split), publishing every change; rows left when ``cancel_flag`` appears
+    are marked skipped."""
     corpus_text, name, prepared = data
-    slot = JobSlot(config.data_dir(), config.max_jobs(), config.max_waiting_jobs())
+    slot = server_queue()
 
     def waiting(place: int) -> None:
         saved["message"] = (
@@ -235,7 +306,7 @@ def _train_rows(
         )
         publish()
 
-    if not slot.acquire(waiting, stop=cancel_flag.exists):
+    if not slot.acquire(waiting, stop=cancel_flag.exists, ticket=ticket):
         for row in saved["results"]:
             row.update(status=SKIPPED, message="cancelled")
         return
@@ -292,8 +363,8 @@ def _train_one(
             jobs_dir.mkdir(exist_ok=True)
             model_files.save_model(model, jobs_dir / COMPARED_CHMM)
             row["model"] = True
-    except MemoryError:
-        row.update(status=FAILED, message="ran out of memory")
+    except MemoryError as exc:  # JobMemoryError: past the server's memory limit per job, which it says
+        row.update(status=FAILED, message=str(exc) if isinstance(exc, JobMemoryError) else "ran out of memory")
         return
     except Exception as exc:  # one learner failing must not stop the comparison; the row says why
         stopped = isinstance(exc, learners.TrainingStopped) and cancel.exists()
@@ -312,6 +383,11 @@ def request_cancel(folder: Path) -> str:
     the page's Cancel button may also have killed the job's process) and say what the page should show."""
     compare_files(folder).request_cancel()
     saved = read_compare(folder)
+    ticket = comparison_ticket(folder)
+    if ticket is not None:
+        key = (ticket.read() or {}).get("key")
+        if server_queue().withdraw(ticket) and (not saved or saved.get("key") != key):
+            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if not saved or saved.get("status") != RUNNING:
         return "No comparison is running."
     message = "Comparison cancelled; the learners that finished are in the table."
@@ -331,7 +407,11 @@ def latest_compare(folder: Path) -> dict[str, Any] | None:
         for row in saved["results"]:
             if row.get("status") in (PENDING, TRAINING):
                 row.update(status=SKIPPED, message="the job stopped")
-        saved.update(status=FAILED, message="The comparison stopped unexpectedly; start it again.")
+        cause = saved.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
+        message = "The comparison stopped unexpectedly; start it again."
+        if cause:
+            message = f"The comparison stopped: {cause}."
+        saved.update(status=FAILED, message=message)
     return saved
 
 

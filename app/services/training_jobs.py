@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import config, services, sessions
+from app import background, config, services, sessions
 from app.background import (
     CANCELLED,
     DIED,
@@ -40,10 +40,14 @@ from app.background import (
     REFUSED,
     RUNNING,
     JobFiles,
-    JobSlot,
+    JobMemoryError,
     JobTerminated,
     QueueFull,
+    Ticket,
+    memory_exceeded,
     read_json,
+    server_queue,
+    started_ticket,
 )
 from app.services import comparisons
 from app.services import corpus as corpus_service
@@ -93,7 +97,10 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     record = training_files(folder).reap(now)
     if record is None:
         return None
+    cause = record.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
     message = f"The training job {DIED}. The previous model is still current."
+    if cause:
+        message = f"The training job stopped: {cause}; choose fewer states. The previous model is still current."
     try:
         sessions.check_disk("A job")
     except sessions.SessionError:  # its records could not be written: the true cause, not "out of memory"
@@ -244,6 +251,7 @@ def _entry(record: learning.IterationRecord) -> dict[str, Any]:
 
 def _kept(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The history of the run selection keeps: the lowest validation BPS (the last run without validation)."""
+
     def best(history: list[dict[str, Any]]) -> float:
         values = [r["validation_bps"] for r in history if r.get("validation_bps") is not None]
         return min(values) if values else math.inf
@@ -335,8 +343,7 @@ def _summary_message(summary: dict[str, Any]) -> str:
         reason = (summary.get("chosen") or {}).get("reason")
         chosen = (
             f" Chosen on validation from {len(summary['search'])} candidate setting(s): {summary['states']:,} states, "
-            f"pseudocount {summary['pseudocount']:g}, best of {ran} restart(s)"
-            + (f" ({reason})." if reason else ".")
+            f"pseudocount {summary['pseudocount']:g}, best of {ran} restart(s)" + (f" ({reason})." if reason else ".")
         )
     ngram = summary.get("ngram") or {}
     beside = ""
@@ -348,12 +355,61 @@ def _summary_message(summary: dict[str, Any]) -> str:
     )
 
 
+TRAINING_KIND = "training"
+"""The training job's kind in the server's queue (:class:`app.background.Ticket`)."""
+WAITED_CANCELLED = "Training cancelled while it waited; the previous model is still current."
+
+
+def queue_training(folder: Path, options: training.TrainOptions) -> Ticket:
+    """Put a training of ``options`` into the server's queue when the user presses Start (the web worker: no process
+    waits, see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence:
+    a full disk (:class:`sessions.SessionError`), a training already running or waiting in the session
+    (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
+    (:class:`app.background.QueueFull`). The job checks again when it starts."""
+    sessions.check_disk("The training job")
+    if job_running(folder) or training_ticket(folder) is not None:
+        raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
+    check_training(folder, options)
+    payload = {"key": uuid.uuid4().hex[:12], "options": asdict(options)}
+    return server_queue().enter(TRAINING_KIND, folder.name, payload)
+
+
+def training_ticket(folder: Path) -> Ticket | None:
+    """The session's training in the queue (waiting, or started and not yet running), if any."""
+    return server_queue().find(TRAINING_KIND, folder.name)
+
+
+def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
+    """What the session's pages show of its training in the queue, and the job to start when its turn has come
+    (:func:`app.background.queue_view`)."""
+    return background.queue_view(TRAINING_KIND, folder.name, training_files(folder), "training", shown)
+
+
+def run_queued_training(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> JobOutcome:
+    """The job of a queued training whose turn has come (started by the page with its started ticket's name): its
+    options are the ticket's, and it takes the place the ticket held at once; the ticket is gone when it ends."""
+    ticket = started_ticket(ticket_name, TRAINING_KIND, folder.name)
+    data = ticket.read() if ticket is not None else None
+    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
+        return JobOutcome("", CANCELLED, WAITED_CANCELLED)
+    try:
+        options = training.TrainOptions(**data["options"])
+        return run_training_job(folder, options, report, key=str(data["key"]), ticket=ticket)
+    finally:
+        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+
 def run_training_job(
-    folder: Path, options: training.TrainOptions, report: ProgressReport | None = None, key: str | None = None
+    folder: Path,
+    options: training.TrainOptions,
+    report: ProgressReport | None = None,
+    key: str | None = None,
+    ticket: Ticket | None = None,
 ) -> JobOutcome:
     """Train on the session's corpus and make the result the current model (see the module docstring). Never
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
-    ``current.npz`` changes only when the status is ``finished``."""
+    ``current.npz`` changes only when the status is ``finished``. With the started ``ticket`` of a queued training
+    it takes its place at once (:meth:`app.background.JobSlot.acquire`); without one it waits in this process."""
     key = key or uuid.uuid4().hex[:12]
     try:
         sessions.check_disk("The training job")
@@ -390,7 +446,7 @@ def run_training_job(
         if report is not None and latest is not None:
             report(latest)
 
-    slot = JobSlot(config.data_dir(), config.max_jobs(), config.max_waiting_jobs())
+    slot = server_queue()
 
     def waiting(place: int) -> None:
         progress.update(
@@ -401,8 +457,8 @@ def run_training_job(
 
     with files.alive(hand_progress):
         try:
-            if not slot.acquire(waiting, stop=files.cancel.exists):
-                status, message = CANCELLED, "Training cancelled while it waited; the previous model is still current."
+            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
+                status, message = CANCELLED, WAITED_CANCELLED
             else:
                 progress.update(phase="training", message=check.message)
                 try:
@@ -413,6 +469,8 @@ def run_training_job(
             status, message = REFUSED, str(exc)
         except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel below
             status, message = CANCELLED, SERVER_STOPPED
+        except JobMemoryError as exc:  # past the server's memory limit per job (CHMM_MAX_JOB_MB)
+            status, message = FAILED, f"Training stopped: {exc}; choose fewer states. The previous model is kept."
         except MemoryError:
             status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
         except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
@@ -488,6 +546,9 @@ def _train_and_install(
         return CANCELLED, f"Training cancelled after {done} iteration(s); the previous model is still current."
     if outcome.result.stopped == "failed":
         reason = outcome.result.error or "unknown error"
+        exceeded = memory_exceeded()  # the engine took the memory watch's JobMemoryError for a failed run
+        if exceeded:
+            return FAILED, f"Training stopped: {exceeded}; choose fewer states. The previous model is still current."
         return FAILED, f"Training failed ({reason}); the previous model is still current."
     ngram = learners.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
     outcome.summary["ngram"] = outcome.model.metadata["ngram"] = ngram
@@ -516,7 +577,12 @@ def request_cancel(folder: Path) -> str:
     as stopped by the server is then recorded as the user's cancel."""
     files = training_files(folder)
     files.request_cancel()
+    ticket = training_ticket(folder)
     job = files.read()
+    if ticket is not None:
+        key = (ticket.read() or {}).get("key")
+        if server_queue().withdraw(ticket) and (not job or job.get("key") != key):
+            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if job and job.get("status") == FINISHED:
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = USER_CANCELLED
@@ -537,7 +603,9 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
     """The session's running jobs as (short text, page) pairs for the navigation bar: a training job's iteration,
     a comparison's learners done, an Infomap run."""
     found: list[tuple[str, str]] = []
-    if job_running(folder):
+    if training_ticket(folder) is not None:
+        found.append(("Training: waiting for a place", "/train"))
+    elif job_running(folder):
         progress = read_progress(folder) or {}
         history = progress.get("history") or []
         if progress.get("phase") == "refit":
@@ -546,7 +614,9 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
             found.append((f"Training: iteration {len(history)} of {progress.get('max_iterations', '?')}", "/train"))
         else:
             found.append(("Training: starting", "/train"))
-    if comparisons.compare_running(folder):
+    if comparisons.comparison_ticket(folder) is not None:
+        found.append(("Comparing: waiting for a place", "/compare"))
+    elif comparisons.compare_running(folder):
         saved = comparisons.read_compare(folder) or {}
         rows = saved.get("results") or []
         done = sum(row.get("status") not in (comparisons.PENDING, comparisons.TRAINING) for row in rows)

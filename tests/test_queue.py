@@ -1,0 +1,359 @@
+"""Issue 36, the last two items of the public deployment's hardening: jobs that wait for a place are tickets, not
+processes (first come, first served, cancel and the place on the page kept), and every background job has a memory
+limit that ends it with a sentence instead of driving the machine into the OOM killer."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from support import SHORT_TEXT, TINY_FORM, callback_request, data_uri, store_data
+
+from app import background, config, forms, ids, sessions
+from app.services import UserError, comparisons, training_jobs
+from app.services import corpus as corpus_service
+
+JOB_TIMEOUT = 120.0
+
+
+# ---------------------------------------------------------------------------------------- the queue, as pages see it
+@pytest.fixture
+def one_place(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[background.JobSlot]:
+    """One job at a time on the server, taken by a job of another session (released by the test)."""
+    monkeypatch.setenv("CHMM_MAX_JOBS", "1")
+    monkeypatch.setenv("CHMM_MAX_WAITING_JOBS", "3")
+    held = background.JobSlot(data_dir, 1)
+    assert held.acquire(lambda place: None, stop=lambda: False)
+    yield held
+    held.release()
+
+
+def new_session(corpus: bool = True) -> Path:
+    folder = sessions.session_folder(sessions.new_session_id())
+    if corpus:
+        corpus_service.store_corpus(folder, data_uri(SHORT_TEXT.encode("utf-8")), "alice-short.txt")
+    return folder
+
+
+def test_waiting_is_first_come_first_served_and_a_cancelled_or_abandoned_waiter_blocks_nobody(
+    one_place: background.JobSlot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three sessions press Start while the only place is taken: each gets a ticket and its place, in the order they
+    came; the fourth is told the server is busy, and nothing of it is queued. A waiter that is cancelled leaves the
+    queue at once; one whose page stopped asking holds nobody back (and keeps its place for when it asks again)."""
+    monkeypatch.setattr(background, "TICKET_AWAKE_S", 1.0)
+    options = forms.options_from_form(TINY_FORM)
+    first, second, third, fourth = (new_session() for _ in range(4))
+    for folder in (first, second, third):
+        training_jobs.queue_training(folder, options)
+    with pytest.raises(background.QueueFull, match=r"^The server is busy: 1 job\(s\) run and 3 wait for a place"):
+        training_jobs.queue_training(fourth, options)
+    assert training_jobs.training_ticket(fourth) is None
+    with pytest.raises(UserError, match="already running or waiting in this session"):
+        training_jobs.queue_training(first, options)  # a second Start of the same session
+
+    views = {folder: training_jobs.queue_view(folder, None) for folder in (first, second, third)}
+    assert [views[f][0]["place"] for f in (first, second, third)] == [1, 2, 3]
+    assert all(go is None for _, go in views.values())
+    assert "number 2 in the queue (1 jobs run at once on this server)" in views[second][0]["message"]
+
+    # cancelled while it waits: out of the queue at once, its session's page says so
+    assert training_jobs.request_cancel(second) == training_jobs.WAITED_CANCELLED
+    assert training_jobs.training_ticket(second) is None
+    assert training_jobs.queue_view(second, views[second][0]) == (None, None)  # not "dropped": it was cancelled
+    assert training_jobs.queue_view(third, views[third][0])[0]["place"] == 2
+
+    # the place frees; the first session's page has stopped asking: the third goes ahead of it
+    time.sleep(1.5)
+    one_place.release()
+    view, go = training_jobs.queue_view(third, views[third][0])
+    assert view["state"] == "starting" and go == {"ticket": view["ticket"]} and view["ticket"].endswith(".go")
+    # the first asks again: its turn comes once the started job has taken its place and left it
+    assert training_jobs.queue_view(first, views[first][0])[0]["place"] == 2
+    ticket = background.started_ticket(go["ticket"], training_jobs.TRAINING_KIND, third.name)
+    slot = background.server_queue()
+    assert slot.acquire(lambda place: None, stop=lambda: False, ticket=ticket)  # the job takes its place at once
+    assert not ticket.path.exists()
+    assert training_jobs.queue_view(third, view) == (None, None)  # the job runs: the page follows it from here
+    assert training_jobs.queue_view(first, views[first][0])[0]["place"] == 1
+    slot.release()
+    view, go = training_jobs.queue_view(first, views[first][0])
+    assert view["state"] == "starting" and go is not None
+
+
+def test_a_ticket_whose_page_stopped_asking_is_dropped_and_the_page_says_so(
+    one_place: background.JobSlot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = new_session()
+    training_jobs.queue_training(folder, forms.options_from_form(TINY_FORM))
+    shown, _ = training_jobs.queue_view(folder, None)
+    monkeypatch.setattr(background, "TICKET_KEEP_S", 0.5)
+    time.sleep(1.0)
+    assert background.server_queue().waiters() == 0  # anyone who looks at the queue drops it
+    view, go = training_jobs.queue_view(folder, shown)
+    assert view["state"] == "dropped" and "no page of this session asked for its turn" in view["message"]
+    assert go is None
+
+
+def test_a_reloaded_page_finds_its_waiting_job_and_a_forged_ticket_is_refused(one_place: background.JobSlot) -> None:
+    folder, other = new_session(), new_session()
+    ticket = training_jobs.queue_training(folder, forms.options_from_form(TINY_FORM))
+    view, _ = training_jobs.queue_view(folder, None)  # a page that knows nothing (reloaded) finds it
+    assert view["state"] == "waiting" and view["ticket"] == ticket.name
+    assert training_jobs.running_summary(folder) == [("Training: waiting for a place", "/train")]
+    assert background.started_ticket(ticket.name, training_jobs.TRAINING_KIND, folder.name) is None  # not started
+    started = ticket.name.replace(".wait", ".go")
+    assert background.started_ticket(started, training_jobs.TRAINING_KIND, other.name) is None  # another session's
+    assert background.started_ticket("../../secret.go", training_jobs.TRAINING_KIND, folder.name) is None
+    outcome = training_jobs.run_queued_training(other, started)
+    assert outcome.status == background.CANCELLED and training_jobs.training_ticket(folder) is not None
+
+
+def test_a_comparison_waits_as_a_ticket_too(one_place: background.JobSlot) -> None:
+    folder = new_session()
+    comparisons.queue_comparison(folder, ["ngram"], "session", None)
+    view, go = comparisons.queue_view(folder, None)
+    assert view["state"] == "waiting" and view["place"] == 1 and go is None
+    assert comparisons.request_cancel(folder) == comparisons.WAITED_CANCELLED
+    assert comparisons.comparison_ticket(folder) is None
+    with pytest.raises(UserError, match="Choose the corpus"):
+        comparisons.queue_comparison(folder, ["ngram"], "nowhere", None)  # refused at once, not after the wait
+    one_place.release()
+    comparisons.queue_comparison(folder, ["ngram"], "session", None)
+    view, go = comparisons.queue_view(folder, None)
+    assert view["state"] == "starting" and go is not None
+    saved = comparisons.run_queued_comparison(folder, go["ticket"])
+    assert saved["status"] == background.FINISHED and comparisons.comparison_ticket(folder) is None
+
+
+# ------------------------------------------------------------------------------------------ through the web server
+class Page:
+    """A browser tab of the app as the Dash renderer drives it (its session, the values it holds), on the Flask test
+    client of ``app.main.server``; background callbacks run as Dash's Diskcache manager starts them: forked processes
+    of this test's process."""
+
+    def __init__(self, client: Any, dependencies: list[dict[str, Any]]) -> None:
+        self.client, self.dependencies = client, dependencies
+        session = store_data(json.loads(client.get("/_dash-layout").get_data()), ids.SESSION)
+        self.values: dict[str, Any] = {f"{ids.SESSION}.data": session}
+        self.values |= {f"{component}.value": TINY_FORM.get(name) for name, component in _form()}
+        self.folder = config.data_dir() / session.split(".")[0]
+
+    def post(self, writes: str, changed: str) -> dict[str, Any]:
+        body = callback_request(self.dependencies, writes, changed, self.values)
+        answer = self.client.post("/_dash-update-component", json=body)
+        assert answer.status_code in (200, 204), answer.get_data(as_text=True)[:500]
+        return answer.get_json(silent=True) or {}
+
+    def outputs(self, answer: dict[str, Any]) -> None:
+        """Hold what a callback wrote to the shell's queue stores, as the renderer does."""
+        for component in (ids.TRAIN_QUEUED, ids.TRAIN_GO):
+            if component in (answer.get("response") or {}):
+                self.values[f"{component}.data"] = answer["response"][component]["data"]
+
+    def start(self) -> None:
+        self.values[f"{ids.TRAIN_START}.n_clicks"] = 1
+        self.outputs(self.post(ids.TRAIN_QUEUED, f"{ids.TRAIN_START}.n_clicks"))
+        self.go()
+
+    def tend(self) -> None:
+        """One tick of the shell's queue polling; starts the job when its turn has come."""
+        self.values[f"{ids.QUEUE_WATCH}.n_intervals"] = (self.values.get(f"{ids.QUEUE_WATCH}.n_intervals") or 0) + 1
+        go_before = self.values.get(f"{ids.TRAIN_GO}.data")
+        self.outputs(self.post(ids.TRAIN_QUEUED, f"{ids.QUEUE_WATCH}.n_intervals"))
+        if self.values.get(f"{ids.TRAIN_GO}.data") != go_before:
+            self.go()
+
+    def go(self) -> None:
+        if self.queued().get("state") == "starting" and self.values.get(f"{ids.TRAIN_GO}.data"):
+            self.post(ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data")  # the background callback: a forked job process
+
+    def queued(self) -> dict[str, Any]:
+        return self.values.get(f"{ids.TRAIN_QUEUED}.data") or {}
+
+
+def _form() -> list[tuple[str, str]]:
+    from app.pages import train as train_page
+
+    return train_page.FORM
+
+
+def job_processes(before: set[int]) -> list[psutil.Process]:
+    """This process's children started since ``before`` that still run."""
+    return [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def finished(folder: Path) -> bool:
+    return (training_jobs.read_job(folder) or {}).get("status") == background.FINISHED
+
+
+def test_jobs_waiting_for_a_place_hold_no_process_and_start_first_come_first_served(
+    one_place: background.JobSlot,
+) -> None:
+    """Issue 36: each job waiting for a place waited in a forked process of its own (20 sessions pressing Start left
+    19 processes and 3.26 GB). Three tabs press Start while the only place is taken: no process is started, each
+    page shows its place; when the place frees, the jobs run one after another in the order of the presses."""
+    from app import main
+
+    client = main.server.test_client()
+    dependencies = json.loads(client.get("/_dash-dependencies").get_data())
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    pages = [Page(client, dependencies) for _ in range(3)]
+    for page in pages:
+        page.values[f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks"] = 1
+        page.post(ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks")
+        page.start()
+    for _ in range(2):
+        for page in pages:
+            page.tend()
+    assert [page.queued().get("place") for page in pages] == [1, 2, 3]
+    assert "number 1 in the queue" in pages[0].queued()["message"]
+    assert job_processes(before) == [], "a waiting job holds a process"
+    assert len(list((config.data_dir() / background.QUEUE).glob("*.wait"))) == 3
+
+    one_place.release()
+    order = []
+    deadline = time.monotonic() + 3 * JOB_TIMEOUT
+    while len(order) < 3:
+        assert time.monotonic() < deadline, f"the jobs did not all run: {[p.queued() for p in pages]}"
+        for page in pages:
+            page.tend()
+        running = job_processes(before)
+        assert len(running) <= 1, "more than one job ran at once, or a waiting job holds a process"
+        for number, page in enumerate(pages):
+            if number not in order and finished(page.folder):
+                order.append(number)
+        time.sleep(0.5)
+    assert order == [0, 1, 2]
+    started = [training_jobs.read_job(page.folder)["started"] for page in pages]
+    assert started == sorted(started)
+    assert all(sessions.current_model_path(page.folder).is_file() for page in pages)
+    assert not list((config.data_dir() / background.QUEUE).glob("*"))
+
+
+# ------------------------------------------------------------------------------------------ the memory limit
+SAFETY_CHUNKS = 80
+"""The memory tests' jobs allocate 16 MB at a time, 1.28 GB at most: without a limit they end there, failing, rather
+than drive the test machine into the OOM killer."""
+
+
+def _rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1e6
+
+
+def _request_past_the_memory_limit(answer: multiprocessing.Queue) -> None:
+    """A request job (forked, as Dash's Diskcache manager starts one) that keeps allocating, like a prune sweep of a
+    24,000-state model."""
+    from app import ui
+
+    os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
+    kept = []
+    try:
+        with ui.request_job():
+            while len(kept) < SAFETY_CHUNKS:
+                kept.append(np.ones(2_000_000))  # 16 MB, touched
+                time.sleep(0.01)
+        answer.put(("not stopped", len(kept) * 16))
+    except UserError as exc:
+        size = len(kept) * 16
+        kept.clear()
+        answer.put((str(exc), size))
+
+
+def in_child(target: Any, *args: Any) -> Any:
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=target, args=(*args, answer))
+    child.start()
+    try:
+        return answer.get(timeout=60), child
+    finally:
+        child.join(timeout=30)
+
+
+def test_a_request_job_past_the_memory_limit_stops_with_a_sentence() -> None:
+    """Issue 36: a heavy request (the prune sweep of a 24,000-state model) drove the machine into the OOM killer.
+    Every job process has a memory limit (CHMM_MAX_JOB_MB); past it, the job ends with a sentence that says so."""
+    (message, allocated), child = in_child(_request_past_the_memory_limit)
+    assert message.startswith("This stopped: it needed more than ")
+    assert "MB, the server's limit per job (CHMM_MAX_JOB_MB); try a shorter text or a smaller model." in message
+    assert 100 <= allocated <= 400, allocated  # stopped near the limit, not at the machine's end
+    assert child.exitcode == 0
+
+
+def _training_past_the_memory_limit(folder: str, answer: multiprocessing.Queue) -> None:
+    from engine import training
+
+    def hungry(*_args: Any, **_kwargs: Any) -> None:
+        kept = []
+        while len(kept) < SAFETY_CHUNKS:
+            kept.append(np.ones(2_000_000))
+            time.sleep(0.01)
+        raise RuntimeError("not stopped")
+
+    training.train_text = hungry  # the engine's training, as if it needed far more memory than estimated
+    os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
+    with background.job_process(record=training_jobs.training_files(Path(folder))):
+        outcome = training_jobs.run_training_job(Path(folder), forms.options_from_form(TINY_FORM))
+    answer.put(outcome.as_dict())
+
+
+def test_a_training_past_the_memory_limit_fails_with_its_cause(with_corpus: Path) -> None:
+    before = sessions.current_model_path(with_corpus).read_bytes()
+    outcome, child = in_child(_training_past_the_memory_limit, str(with_corpus))
+    assert outcome["status"] == background.FAILED, outcome
+    assert outcome["message"].startswith("Training stopped: it needed more than ")
+    assert "the server's limit per job (CHMM_MAX_JOB_MB); choose fewer states" in outcome["message"]
+    assert training_jobs.read_job(with_corpus)["message"] == outcome["message"]
+    assert sessions.current_model_path(with_corpus).read_bytes() == before
+
+
+def _job_that_ignores_the_limit(folder: str, answer: multiprocessing.Queue) -> None:
+    """A job whose code swallows every MemoryError and allocates on (a stand-in for a kernel that cannot be
+    interrupted): its watch must kill it, after recording why."""
+    background.MEMORY_GRACE_S = 1.0
+    files = training_jobs.training_files(Path(folder))
+    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
+    os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
+    answer.put("started")
+    kept = []
+    with background.job_process(record=files), files.alive():
+        while len(kept) < 4 * SAFETY_CHUNKS:
+            with contextlib.suppress(MemoryError):
+                while len(kept) < 4 * SAFETY_CHUNKS:
+                    kept.append(np.ones(500_000))
+                    time.sleep(0.01)
+
+
+def test_a_job_that_stays_past_the_memory_limit_is_killed_and_its_page_says_why(with_corpus: Path) -> None:
+    started, child = in_child(_job_that_ignores_the_limit, str(with_corpus))
+    assert started == "started"
+    child.join(timeout=60)
+    assert child.exitcode == -9, child.exitcode  # SIGKILL from its own watch
+    record = training_jobs.read_job(with_corpus)
+    assert "it needed more than" in record["cause"]
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 1)
+    assert message is not None and message.startswith("The training job stopped: it needed more than ")
+    assert "the server's limit per job (CHMM_MAX_JOB_MB)" in message and "died" not in message
+
+
+def test_the_job_memory_limit_defaults_to_three_quarters_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHMM_MAX_JOB_MB", raising=False)
+    assert config.max_job_bytes() == psutil.virtual_memory().total * 3 // 4
+    assert config.max_job_bytes() > config.max_train_bytes()  # a training the estimate accepts fits in its job
+    monkeypatch.setenv("CHMM_MAX_JOB_MB", "900")
+    assert config.max_job_bytes() == 900_000_000
+    assert "it needed more than 900 MB, the server's limit per job" in str(background.JobMemoryError(900_000_000))
