@@ -2,7 +2,8 @@
 recovery of rooms from walks (issue 37).
 
     python bench/bench_rooms.py --reference /path/to/naturecomm_cscg      # side by side, then recovery
-    python bench/bench_rooms.py --seeds 5 --skip-reference                 # recovery only
+    python bench/bench_rooms.py --seeds 5                                  # recovery only
+    python bench/bench_rooms.py --seeds 0 --backends cpu gpu               # batch EM on each backend
 
 Side by side: the public notebook's rectangular 6 x 8 room with 4 observations, a 50,000-step walk (our generator),
 70 clones per observation, pseudocount 2e-3. Both start from the reference's own random T (its ``CHMM(...,
@@ -130,6 +131,27 @@ def side_by_side(reference: types.ModuleType, iterations: int, rounds: int) -> d
     return {"times": times, "trajectories": trajectories, "max_difference": float(difference.max())}
 
 
+def backends(names: list[str], iterations: int) -> list[dict]:
+    """Batch EM on the rectangular room's walk on each backend from one start: seconds per iteration (after a
+    warm-up) and the largest difference of bits per step from the first backend's trajectory."""
+    walk = actions.generate_walk(RECTANGULAR, WALK, seed=0)
+    x, a = walk.observations, walk.actions
+    start = actions.random_action_model(np.full(4, CLONES, dtype=np.int64), x, a, seed=0)
+    rows, first = [], None
+    print(f"\n| backend | s per EM iteration ({iterations} iterations) | largest bits-per-step difference |")
+    print("|---|---:|---:|")
+    for name in names:
+        actions.learn_em(start, x[:2000], a[:2000], 2, PSEUDOCOUNT, False, backend=name)  # compile, warm up
+        t0 = time.perf_counter()
+        _, history = actions.learn_em(start, x, a, iterations, PSEUDOCOUNT, False, backend=name)
+        seconds = (time.perf_counter() - t0) / iterations
+        first = history if first is None else first
+        difference = float(np.max(np.abs(np.array(history) - np.array(first))))
+        rows.append(dict(backend=name, seconds=seconds, difference=difference))
+        print(f"| {name} | {seconds:.4f} | {difference:.1e} |", flush=True)
+    return rows
+
+
 def recovery(seeds: int) -> list[dict]:
     rows = []
     print("\n| room | seed | EM iterations | Viterbi iterations | clones used | recovered | clones after merging | "
@@ -166,12 +188,15 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10, help="EM iterations side by side")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds side by side")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per room for the recovery table (0: none)")
+    parser.add_argument("--backends", nargs="+", default=None, help="time batch EM on these backends (cpu gpu ...)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     print("machine:", describe_machine())
     out: dict = {}
     if args.reference is not None:
         out["side_by_side"] = side_by_side(load_reference(args.reference), args.iterations, args.rounds)
+    if args.backends:
+        out["backends"] = backends(args.backends, args.iterations)
     if args.seeds:
         out["recovery"] = recovery(args.seeds)
     if args.json:
