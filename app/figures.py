@@ -470,3 +470,72 @@ def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
         height=520,
     )
     return figure
+
+
+# ------------------------------------------------------------------------------------------ Maps page
+def room_figure(room: list[list[int]], colours: list[str], wall_colour: str) -> go.Figure:
+    """A room as a grid of coloured cells: observation ``o`` in ``colours[o]`` (the map's node colours), walls
+    (-1) in ``wall_colour``, each cell labelled with its observation; row 0 at the top, square cells."""
+    top = max((max(row) for row in room), default=0)
+    values = list(range(-1, top + 1))
+    bands = len(values)
+    scale: list[list[Any]] = []
+    for index, value in enumerate(values):
+        colour = wall_colour if value < 0 else colours[value % len(colours)]
+        scale += [[index / bands, colour], [(index + 1) / bands, colour]]
+    text = [["wall" if v < 0 else str(v) for v in row] for row in room]
+    figure = go.Figure(
+        go.Heatmap(
+            z=room,
+            text=text,
+            texttemplate="%{text}",
+            colorscale=scale,
+            zmin=-1.5,
+            zmax=top + 0.5,
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            hovertemplate="row %{y}, column %{x}: %{text}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        margin={"l": 30, "r": 10, "t": 30, "b": 20},
+        height=60 + 42 * len(room),
+        title={"text": f"{len(room)} x {len(room[0]) if room else 0} room", "font": {"size": 13}},
+        xaxis={"side": "top", "dtick": 1, "constrain": "domain"},
+        yaxis={"autorange": "reversed", "dtick": 1, "scaleanchor": "x"},
+        plot_bgcolor="white",
+    )
+    return figure
+
+
+def place_field_figure(field: dict[str, Any] | None, note: str = "") -> go.Figure:
+    """A clone's place field (:func:`app.services.maps.place_field`): its mean activation in every cell of the room,
+    blank where the walk never went."""
+    if not field:
+        return empty_figure(note=note or "Click a clone on the map to see its place field.")
+    rows = field["field"]
+    figure = go.Figure(
+        go.Heatmap(
+            z=rows,
+            colorscale="Viridis",
+            zmin=0,
+            zmax=1,
+            xgap=1,
+            ygap=1,
+            colorbar={"title": {"text": "P(clone)"}, "thickness": 12},
+            hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={
+            "text": f"Place field of clone {field['clone']} (observation {plain(field['symbol'])})",
+            "font": {"size": 13},
+        },
+        margin={"l": 30, "r": 10, "t": 40, "b": 20},
+        height=80 + 42 * len(rows),
+        xaxis={"side": "top", "dtick": 1, "constrain": "domain"},
+        yaxis={"autorange": "reversed", "dtick": 1, "scaleanchor": "x"},
+        plot_bgcolor="#eeeeee",
+    )
+    return figure

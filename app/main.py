@@ -22,7 +22,7 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app import background, config, ids, services, sessions, ui
-from app.services import comparisons, training_jobs
+from app.services import comparisons, maps, training_jobs
 from app.services import models as model_service
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -86,6 +86,12 @@ def serve_layout() -> html.Div:
             dcc.Store(id=ids.TRAIN_GO, storage_type="memory"),
             dcc.Store(id=ids.COMPARE_QUEUED, storage_type="memory"),
             dcc.Store(id=ids.COMPARE_GO, storage_type="memory"),
+            # the Maps page's job, the same way
+            dcc.Store(id=ids.MAPPING_FLAG, storage_type="memory", data=False),
+            dcc.Store(id=ids.MAPPING_PROGRESS, storage_type="memory"),
+            dcc.Store(id=ids.MAP_RESULT, storage_type="memory"),
+            dcc.Store(id=ids.MAP_QUEUED, storage_type="memory"),
+            dcc.Store(id=ids.MAP_GO, storage_type="memory"),
             dcc.Interval(id=ids.QUEUE_WATCH, interval=QUEUE_WATCH_MS, disabled=True),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             navigation(),
@@ -145,10 +151,13 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     Output(ids.TRAIN_GO, "data"),
     Output(ids.COMPARE_QUEUED, "data"),
     Output(ids.COMPARE_GO, "data"),
+    Output(ids.MAP_QUEUED, "data"),
+    Output(ids.MAP_GO, "data"),
     Input(ids.QUEUE_WATCH, "n_intervals"),
     Input(ids.SESSION, "data"),
     State(ids.TRAIN_QUEUED, "data"),
     State(ids.COMPARE_QUEUED, "data"),
+    State(ids.MAP_QUEUED, "data"),
 )
 def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any] | None) -> tuple[Any, ...]:
     """Every second while a job of this tab waits for a place, and once when the tab opens (which finds a job the
@@ -158,9 +167,10 @@ def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS:
-        return (no_update,) * 4
+        return (no_update,) * 6
     outputs: list[Any] = []
-    for view_of, before in zip((training_jobs.queue_view, comparisons.queue_view), shown, strict=True):
+    views_of = (training_jobs.queue_view, comparisons.queue_view, maps.queue_view)
+    for view_of, before in zip(views_of, shown, strict=True):
         view, go = view_of(folder, before)
         if view and before and before.get("note") and view.get("state") in ("waiting", "starting"):
             view = view | {"note": before["note"]}  # e.g. that no Celery worker runs
@@ -168,7 +178,12 @@ def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any
     return tuple(outputs)
 
 
-@dash.callback(Output(ids.QUEUE_WATCH, "disabled"), Input(ids.TRAIN_QUEUED, "data"), Input(ids.COMPARE_QUEUED, "data"))
+@dash.callback(
+    Output(ids.QUEUE_WATCH, "disabled"),
+    Input(ids.TRAIN_QUEUED, "data"),
+    Input(ids.COMPARE_QUEUED, "data"),
+    Input(ids.MAP_QUEUED, "data"),
+)
 def watch_queue(*views: dict[str, Any] | None) -> bool:
     """The queue's polling runs only while a job of this tab waits for a place or starts."""
     return not any((view or {}).get("state") in ("waiting", "starting") for view in views)

@@ -754,3 +754,54 @@ def test_compare_two_learners_and_make_the_chmm_current(
     browser.wait_for_contains_text(f"#{ids.COMPARE_MESSAGE}", "is now the current model")
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 80 states")
     screenshot(browser, "compare")
+
+
+def test_maps_learn_a_room_click_a_clone_and_plan_a_route(
+    browser: DashComposite, data_dir: Path, screenshot: Callable
+) -> None:
+    """Issue 37: type a small room, learn its map in the background, see the clones laid out like the room, click a
+    clone (its place field), click a second one (the route between them, as actions, marked on the map)."""
+    open_page(browser, "/maps")
+    browser.wait_for_contains_text(f"#{ids.MAP_ROOM_MESSAGE}", "48 open cells, 4 observations")  # the notebook's room
+    wait_until(lambda: browser.find_elements(f"#{ids.MAP_ROOM_PREVIEW} .heatmaplayer"), 10, "no room preview")
+    room = browser.find_element(f"#{ids.MAP_ROOM}")
+    room.send_keys(Keys.CONTROL, "a")
+    room.send_keys("0,1,2,0\n2,3,1,x")
+    browser.wait_for_contains_text(f"#{ids.MAP_ROOM_MESSAGE}", "line 2 holds a cell that is not a whole number")
+    room.send_keys(Keys.BACKSPACE, "3\n1,0,3,2")
+    browser.wait_for_contains_text(f"#{ids.MAP_ROOM_MESSAGE}", "12 open cells, 4 observations")
+    set_number(browser, ids.MAP_CLONES, 3)
+    set_number(browser, ids.MAP_LENGTH, 5000)
+    wait_idle(browser)
+    browser.find_element(f"#{ids.MAP_START}").click()
+    browser.wait_for_contains_text(f"#{ids.MAP_STATUS}", "It recovers the room", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{ids.MAP_SUMMARY}", "12 clones used for 12 cells")
+    assert browser.find_element(f"#{ids.MAP_PROGRESS}").get_attribute("value") == "100"
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, "return cy.nodes().length;") == 12, 10, "no map drawn")
+    assert cy_script(browser, ids.MAP_GRAPH, "return cy.edges().length;") == 17  # the 3 x 4 grid's edges
+    # the map looks like the room: the clones' x and y take 4 and 3 values (columns and rows)
+    xs = cy_script(browser, ids.MAP_GRAPH, "return cy.nodes().map(n => Math.round(n.position('x')));")
+    ys = cy_script(browser, ids.MAP_GRAPH, "return cy.nodes().map(n => Math.round(n.position('y')));")
+    assert len(set(xs)) == 4 and len(set(ys)) == 3
+    assert (session_folder(browser, data_dir) / "map.json").is_file()
+    # a click on a clone: its place field; a click on a second: the route between them
+    first = cy_script(browser, ids.MAP_GRAPH, "const n = cy.nodes()[0]; n.emit('tap'); return n.data('clone');")
+    browser.wait_for_contains_text(f"#{ids.MAP_FIELD_NOTE}", f"Clone {first}:")
+    wait_until(lambda: browser.find_elements(f"#{ids.MAP_FIELD} .heatmaplayer"), 10, "no place field")
+    browser.wait_for_contains_text(f"#{ids.MAP_ROUTE_TEXT}", "Now pick the goal")
+    last = cy_script(browser, ids.MAP_GRAPH, "const n = cy.nodes()[11]; n.emit('tap'); return n.data('clone');")
+    browser.wait_for_contains_text(f"#{ids.MAP_ROUTE_TEXT}", f"from clone {first} to clone {last}:")
+    route = browser.find_element(f"#{ids.MAP_ROUTE_TEXT}").text
+    assert re.search(r": (left|right|up|down)(, (left|right|up|down))*\.$", route), route
+    marked = "return cy.edges().filter(e => e.style('line-color') === 'rgb(230,0,126)').length;"
+    steps = route.split(": ")[-1].count(",") + 1
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, marked) == steps, 10, "the route is not marked on the map")
+    # colour by Infomap's modules
+    colour = "return cy.nodes().map(n => n.style('background-color')).join(';');"
+    before = cy_script(browser, ids.MAP_GRAPH, colour)
+    browser.find_element(f"#{ids.MAP_COLOUR} input[value=module]").click()
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, colour) != before, 10, "the colours did not change")
+    browser.find_element(f"#{ids.MAP_COLOUR} input[value=observation]").click()
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, colour) == before, 10, "the colours did not come back")
+    wait_idle(browser)
+    screenshot(browser, "maps", max_height=900, start=f"#{ids.MAP_SUMMARY}")  # the learned map and a route

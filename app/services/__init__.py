@@ -11,7 +11,8 @@ call these directly. Everything that computes goes through :mod:`engine.training
 - :mod:`app.services.pruning`: the pruning sweep and applying a pruning;
 - :mod:`app.services.graphs`: Infomap communities, module tables and subgraphs, exports;
 - :mod:`app.services.training_jobs`: the training job (run in the background), its progress, runs and cancel;
-- :mod:`app.services.comparisons`: the comparison job of the Compare page and its saved results.
+- :mod:`app.services.comparisons`: the comparison job of the Compare page and its saved results;
+- :mod:`app.services.maps`: the Maps page: rooms, walks, the map job (a CHMM with actions), place fields, routes.
 
 The pages check their forms with :mod:`app.forms` and draw with :mod:`app.figures`.
 

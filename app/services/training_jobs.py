@@ -52,6 +52,7 @@ from app.background import (
 from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
+from app.services import maps as map_service
 from engine import distributed, learners, learning, model_files, text, training
 from engine.files import atomic_write_json
 
@@ -601,7 +602,7 @@ def request_cancel(folder: Path) -> str:
 
 def running_summary(folder: Path) -> list[tuple[str, str]]:
     """The session's running jobs as (short text, page) pairs for the navigation bar: a training job's iteration,
-    a comparison's learners done, an Infomap run."""
+    a comparison's learners done, an Infomap run, a map job."""
     found: list[tuple[str, str]] = []
     if training_ticket(folder) is not None:
         found.append(("Training: waiting for a place", "/train"))
@@ -623,4 +624,8 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
         found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
     if graph_service.communities_files(folder).running():
         found.append(("Finding communities (Infomap)", "/communities"))
+    if map_service.map_ticket(folder) is not None:
+        found.append(("Map: waiting for a place", "/maps"))
+    elif map_service.map_running(folder):
+        found.append(("Learning a map", "/maps"))
     return found

@@ -1,0 +1,548 @@
+"""Maps page (issue 37, cognitive maps): type a room (or upload a walk), learn a CHMM with actions from a walk in it
+as a background job, and explore the learned map: its clones laid out like the room, a clone's place field, a route
+planned between two clones, Infomap's modules; download the map's model and graph."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dash
+import dash_cytoscape as cyto
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from app import background, figures, ids, services, sessions, ui
+from app.services import maps
+from engine import walks
+
+dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
+
+QUEUE_ACTIVE = ("waiting", "starting")
+ROUTE_COLOUR = "#e6007e"
+"""The planned route's colour: apart from every observation's colour (the palette's red is an observation's)."""
+BASE_STYLE = [
+    {
+        "selector": "node",
+        "style": {
+            "label": "data(label)",
+            "width": 26,
+            "height": 26,
+            "font-size": 10,
+            "text-valign": "center",
+            "text-halign": "center",
+            "color": "#111",
+            "border-width": 1,
+            "border-color": "#555",
+        },
+    },
+    {"selector": "edge", "style": {"width": 2, "line-color": "#9a9a9a", "curve-style": "straight", "opacity": 0.8}},
+]
+
+
+def layout(**_query: Any) -> html.Div:
+    room = ui.card(
+        "Room and walk",
+        ui.field(
+            "Learn from",
+            dcc.RadioItems(
+                id=ids.MAP_SOURCE,
+                options=[{"label": f" {label}", "value": value} for value, label in maps.SOURCES.items()],
+                value="room",
+                inline=True,
+            ),
+        ),
+        ui.field(
+            "Room",
+            dcc.Textarea(id=ids.MAP_ROOM, value=maps.NOTEBOOK_ROOM, className="room-editor", rows=8),
+            "One row per line, cells separated by commas: each cell's observation (0, 1, 2, ...), -1 for a wall. "
+            "Prefilled with the 6 x 8 room of the paper's public notebook.",
+        ),
+        html.Div(id=ids.MAP_ROOM_MESSAGE),
+        dcc.Graph(id=ids.MAP_ROOM_PREVIEW, figure=figures.empty_figure(), config={"displaylogo": False}),
+        html.Div(
+            [
+                ui.field(
+                    "Walk length (steps)",
+                    dcc.Input(
+                        id=ids.MAP_LENGTH, type="number", step="any", value=maps.APP_WALK_LENGTH, className="num"
+                    ),
+                    f"a random walk in the room (moves left, right, up, down); 2 to {maps.MAX_WALK_LENGTH:,}",
+                ),
+                ui.field(
+                    "Clones per observation",
+                    dcc.Input(id=ids.MAP_CLONES, type="number", step="any", value=maps.APP_CLONES, className="num"),
+                    f"the engine's default is {walks.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
+                    "from 10,000 steps in a few seconds on 2 cores (70 take about four times as long)",
+                ),
+                ui.field("Seed", dcc.Input(id=ids.MAP_SEED, type="number", step="any", value=0, className="num")),
+            ],
+            className="form-grid",
+        ),
+        ui.field(
+            "Or upload a walk",
+            dcc.Upload(
+                html.Div(
+                    [
+                        "Drop a walk file here (CSV with the columns action and observation, or JSON), or ",
+                        html.A("choose a file"),
+                    ]
+                ),
+                id=ids.MAP_UPLOAD,
+                className="upload",
+            ),
+            "A walk written by `chmm walk` also has the columns row and column (the true places): then the map is "
+            "laid out like the room and clones have place fields.",
+        ),
+        html.Div(id=ids.MAP_UPLOAD_MESSAGE),
+    )
+    learn = ui.card(
+        "Learn the map",
+        html.Div(
+            "Batch EM, then Viterbi EM (which keeps only the clones the walk uses), then clones with the same future "
+            "merged: the recipe of `chmm map`. It runs in the background; Cancel keeps the previous map.",
+            className="hint",
+        ),
+        html.Div(
+            [
+                html.Button("Learn the map", id=ids.MAP_START, className="button primary"),
+                html.Button("Cancel", id=ids.MAP_CANCEL, className="button", disabled=True),
+            ],
+            className="buttons",
+        ),
+        html.Progress(id=ids.MAP_PROGRESS, value="0", max="100", className="progress"),
+        html.Div(id=ids.MAP_PROGRESS_LABEL, className="hint"),
+        html.Div(id=ids.MAP_STATUS),
+    )
+    learned = ui.card(
+        "The learned map",
+        html.Div(id=ids.MAP_SUMMARY),
+        html.Div(
+            [
+                ui.field(
+                    "Colour clones",
+                    dcc.RadioItems(
+                        id=ids.MAP_COLOUR,
+                        options=[
+                            {"label": " by observation", "value": "observation"},
+                            {"label": " by module (Infomap)", "value": "module"},
+                        ],
+                        value="observation",
+                        inline=True,
+                    ),
+                ),
+                ui.field(
+                    "A click on a clone sets",
+                    dcc.RadioItems(
+                        id=ids.MAP_CLICK_SETS,
+                        options=[{"label": " the start", "value": "start"}, {"label": " the goal", "value": "goal"}],
+                        value="start",
+                        inline=True,
+                    ),
+                    "and shows its place field; after a start the next click sets the goal",
+                ),
+                ui.field("Start", dcc.Dropdown(id=ids.MAP_ROUTE_START, options=[], placeholder="click a clone")),
+                ui.field("Goal", dcc.Dropdown(id=ids.MAP_ROUTE_GOAL, options=[], placeholder="click a second clone")),
+            ],
+            className="form-grid",
+        ),
+        html.Div(id=ids.MAP_ROUTE_TEXT),
+        html.Div(
+            [
+                html.Div(
+                    cyto.Cytoscape(
+                        id=ids.MAP_GRAPH,
+                        elements=[],
+                        layout={"name": "preset", "fit": True, "padding": 30},
+                        stylesheet=BASE_STYLE,
+                        style={"width": "100%", "height": "520px"},
+                        minZoom=0.1,
+                        maxZoom=6,
+                    )
+                ),
+                html.Div(
+                    [
+                        dcc.Graph(
+                            id=ids.MAP_FIELD, figure=figures.place_field_figure(None), config={"displaylogo": False}
+                        ),
+                        html.Div(id=ids.MAP_FIELD_NOTE, className="hint"),
+                    ]
+                ),
+            ],
+            className="two-columns",
+        ),
+        html.Div(
+            [
+                html.Button("Download the map model (.npz)", id=ids.MAP_DOWNLOAD_MODEL, className="button"),
+                html.Button("Download the map graph (GraphML)", id=ids.MAP_DOWNLOAD_GRAPHML, className="button"),
+            ],
+            className="buttons",
+        ),
+        html.Div(id=ids.MAP_EXPORT_MESSAGE),
+        dcc.Download(id=ids.MAP_DOWNLOAD),
+        dcc.Store(id=ids.MAP_VERSION, storage_type="memory", data=0),
+        dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
+        dcc.Store(id=ids.MAP_SELECTED, storage_type="memory"),
+    )
+    return html.Div(
+        [
+            html.H2("Cognitive maps"),
+            html.P(
+                "A CHMM whose transitions depend on actions learns a map of a room from a walk in it (George et al., "
+                "2021): each clone of an observation becomes one place. Type a room, learn, then click the clones.",
+                className="intro",
+            ),
+            html.Div([room, learn], className="two-columns"),
+            learned,
+        ]
+    )
+
+
+# ------------------------------------------------------------------------------------------ input
+@callback(
+    Output(ids.MAP_ROOM_PREVIEW, "figure"),
+    Output(ids.MAP_ROOM_MESSAGE, "children"),
+    Input(ids.MAP_ROOM, "value"),
+)
+def show_room(content: str | None) -> tuple[Any, Any]:
+    """The room as a coloured grid, or why it cannot be read (one sentence)."""
+    try:
+        room = maps.parse_room(content)
+    except ui.EXPECTED_ERRORS as exc:
+        return figures.empty_figure(note="No room to show."), ui.error_message(exc)
+    preview = figures.room_figure(room.tolist(), list(maps.PALETTE), maps.WALL_COLOUR)
+    cells = int((room >= 0).sum())
+    return preview, ui.message(f"{cells} open cells, {len(set(room[room >= 0].tolist()))} observations.")
+
+
+@callback(
+    Output(ids.MAP_UPLOAD_MESSAGE, "children"),
+    Output(ids.MAP_SOURCE, "value"),
+    Input(ids.MAP_UPLOAD, "contents"),
+    State(ids.MAP_UPLOAD, "filename"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def upload_walk(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+    ui.require_click(contents)
+    try:
+        info = maps.store_walk_upload(sessions.session_folder(session_id), contents, filename)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    return ui.message(maps.describe_upload(info), "ok"), "walk"
+
+
+# ------------------------------------------------------------------------------------------ the job
+@callback(
+    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
+    Output(ids.MAP_GO, "data", allow_duplicate=True),
+    Input(ids.MAP_START, "n_clicks"),
+    State(ids.SESSION, "data"),
+    State(ids.MAP_SOURCE, "value"),
+    State(ids.MAP_ROOM, "value"),
+    State(ids.MAP_LENGTH, "value"),
+    State(ids.MAP_CLONES, "value"),
+    State(ids.MAP_SEED, "value"),
+    prevent_initial_call=True,
+)
+def start(
+    _clicks: int | None, session_id: str | None, source: Any, room: Any, length: Any, clones: Any, seed: Any
+) -> tuple[Any, Any]:
+    """Learn: check the form and put the job into the server's queue (as the Train page does); it starts at once
+    when a place is free, else when the app shell's polling finds its turn has come."""
+    ui.require_click(_clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        request = maps.check_request(folder, source, room, length, clones, seed)
+        maps.queue_map(folder, request)
+        view, go = maps.queue_view(folder, None)
+    except background.QueueFull as exc:
+        return {"state": "refused", "message": str(exc)}, no_update
+    except ui.EXPECTED_ERRORS as exc:
+        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+    return view, go or no_update
+
+
+@callback(
+    Output(ids.MAP_RESULT, "data"),
+    Input(ids.MAP_GO, "data"),
+    State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.MAPPING_FLAG, "data"), True, False)],
+    cancel=[Input(ids.MAP_CANCEL, "n_clicks")],
+    progress=[Output(ids.MAPPING_PROGRESS, "data")],
+    interval=1000,
+    prevent_initial_call=True,
+)
+def learn(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
+    """The background job of a queued map whose turn has come: the map goes to the session folder, the page gets a
+    key, a status and a message."""
+    if not go:
+        raise PreventUpdate
+    try:
+        folder = sessions.session_folder(session_id)
+    except ui.EXPECTED_ERRORS as exc:
+        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
+    try:
+        with background.job_process(record=maps.map_files(folder)):
+            return maps.run_queued_map(folder, go.get("ticket"), report=lambda record: set_progress((record,)))
+    except background.JobMemoryError as exc:
+        return {"key": "", "status": background.FAILED, "message": f"The map job stopped: {exc}."}
+
+
+@callback(
+    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Input(ids.MAP_QUEUED, "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The map job in the queue: its place, "starting", or why it was refused or dropped."""
+    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
+        return no_update, no_update
+    if view.get("state") in ("refused", "dropped"):
+        return ui.message(view.get("message", ""), "error"), no_update
+    return ui.message(view.get("message", "")), view.get("message", "")
+
+
+@callback(
+    Output(ids.MAP_START, "disabled"),
+    Output(ids.MAP_CANCEL, "disabled"),
+    Input(ids.MAPPING_FLAG, "data"),
+    Input(ids.MAP_QUEUED, "data"),
+)
+def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
+    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
+    return busy, not busy
+
+
+@callback(
+    Output(ids.MAP_PROGRESS, "value"),
+    Output(ids.MAP_PROGRESS_LABEL, "children"),
+    Input(ids.MAPPING_PROGRESS, "data"),
+    prevent_initial_call=True,
+)
+def show_progress(record: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The running job's stage, iteration and bits per step, as its background callback reports them."""
+    if not record:
+        return no_update, no_update
+    value, label = maps.progress_of(record)
+    return str(value), label
+
+
+@callback(
+    Output(ids.MAP_STATUS, "children"),
+    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.MAP_VERSION, "data"),
+    Input(ids.MAP_RESULT, "data"),
+    prevent_initial_call=True,
+)
+def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
+    """The job's message when it ends; a finished job's map is drawn (the map version changes)."""
+    if not result:
+        return (no_update,) * 4
+    status = result.get("status", "")
+    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
+    finished = status == background.FINISHED
+    return (
+        ui.message(result.get("message", ""), kind),
+        "100" if finished else "0",
+        "Finished." if finished else result.get("message", ""),
+        time.time() if finished else no_update,
+    )
+
+
+@callback(
+    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
+    Input(ids.MAP_CANCEL, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
+    """Take a waiting job out of the queue, or raise the running job's cancel flag; the previous map stays."""
+    ui.require_click(_clicks)
+    try:
+        message = maps.request_cancel(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update, no_update, no_update
+    return ui.message(message), "0", message, None
+
+
+@callback(
+    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Input(ids.SESSION, "data"),
+    State(ids.MAP_QUEUED, "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, Any]:
+    """On opening the page: the latest map job (a job whose process died is said as failed), or its queue place."""
+    try:
+        folder = sessions.session_folder(session_id)
+        died = maps.reap_dead_job(folder)
+        record = maps.read_job(folder)
+    except ui.EXPECTED_ERRORS as exc:
+        return "0", services.describe_error(exc)
+    if (queued or {}).get("state") in QUEUE_ACTIVE:
+        return "0", queued.get("message", "")
+    if died:
+        return "0", died
+    value, label = maps.progress_of(record)
+    return str(value), label
+
+
+# ------------------------------------------------------------------------------------------ the map
+@callback(
+    Output(ids.MAP_GRAPH, "elements"),
+    Output(ids.MAP_SUMMARY, "children"),
+    Output(ids.MAP_ROUTE_START, "options"),
+    Output(ids.MAP_ROUTE_GOAL, "options"),
+    Output(ids.MAP_ROUTE_START, "value"),
+    Output(ids.MAP_ROUTE_GOAL, "value"),
+    Output(ids.MAP_SELECTED, "data"),
+    Input(ids.SESSION, "data"),
+    Input(ids.MAP_VERSION, "data"),
+)
+def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
+    """The session's map: its clones and edges, what it learned in a sentence, and its clones to plan between."""
+    try:
+        view = maps.load_view(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS as exc:
+        return [], ui.error_message(exc), [], [], None, None, None
+    if view is None:
+        return (
+            [],
+            ui.message("No map yet: type a room (or upload a walk) and press Learn the map."),
+            [],
+            [],
+            None,
+            None,
+            None,
+        )
+    kind = "ok" if view.get("recovers_room") else "info"
+    placed = (
+        "Each clone sits at the mean place (row, column) of the steps the walk's most probable clone path spends on it."
+        if view["layout"] == "room"
+        else "The walk has no true places: the clones are laid out by a force layout."
+    )
+    summary = html.Div(
+        [
+            ui.message(maps.summary_sentence(view), kind),
+            html.Div(
+                f"{placed} Steps into a wall (staying on a clone) are not drawn. Infomap finds {view['modules']} "
+                "module(s).",
+                className="hint",
+            ),
+        ]
+    )
+    options = maps.clone_options(view)
+    return maps.map_elements(view), summary, options, options, None, None, None
+
+
+@callback(
+    Output(ids.MAP_SELECTED, "data", allow_duplicate=True),
+    Output(ids.MAP_ROUTE_START, "value", allow_duplicate=True),
+    Output(ids.MAP_ROUTE_GOAL, "value", allow_duplicate=True),
+    Output(ids.MAP_CLICK_SETS, "value"),
+    Input(ids.MAP_GRAPH, "tapNodeData"),
+    State(ids.MAP_CLICK_SETS, "value"),
+    prevent_initial_call=True,
+)
+def click_clone(node: dict[str, Any] | None, sets: str | None) -> tuple[Any, Any, Any, Any]:
+    """A clicked clone: its place field is shown, and it becomes the start (then the next click sets the goal) or
+    the goal."""
+    if not node or node.get("clone") is None:
+        raise PreventUpdate
+    clone = int(node["clone"])
+    if sets == "goal":
+        return clone, no_update, clone, "start"
+    return clone, clone, no_update, "goal"
+
+
+@callback(
+    Output(ids.MAP_FIELD, "figure"),
+    Output(ids.MAP_FIELD_NOTE, "children"),
+    Input(ids.MAP_SELECTED, "data"),
+    State(ids.SESSION, "data"),
+)
+def show_field(clone: Any, session_id: str | None) -> tuple[Any, Any]:
+    """The selected clone's place field: where in the room it is active (mean filtered probability per cell)."""
+    if clone is None:
+        return figures.place_field_figure(None), None
+    try:
+        field = maps.place_field(sessions.session_folder(session_id), clone)
+    except ui.EXPECTED_ERRORS as exc:
+        return figures.place_field_figure(None, services.describe_error(exc)), ui.error_message(exc)
+    note = (
+        f"Clone {field['clone']}: the mean probability of being on it given the walk so far, in each cell the walk "
+        "visited (blank: never visited)."
+    )
+    return figures.place_field_figure(field), note
+
+
+@callback(
+    Output(ids.MAP_ROUTE, "data"),
+    Output(ids.MAP_ROUTE_TEXT, "children"),
+    Input(ids.MAP_ROUTE_START, "value"),
+    Input(ids.MAP_ROUTE_GOAL, "value"),
+    State(ids.SESSION, "data"),
+)
+def plan(start: Any, goal: Any, session_id: str | None) -> tuple[Any, Any]:
+    """The route from the start clone to the goal, as actions, once both are picked."""
+    if start is None or goal is None:
+        hint = "Pick a start and a goal clone (click two clones on the map) to plan a route." if start is None else None
+        return None, ui.message(hint or "Now pick the goal: click a second clone.")
+    try:
+        route = maps.plan_route(sessions.session_folder(session_id), start, goal)
+    except ui.EXPECTED_ERRORS as exc:
+        return None, ui.error_message(exc)
+    return route["route"], html.Div(
+        [html.Strong("Route: "), html.Span(route["text"], className="route-actions")], className="message message-ok"
+    )
+
+
+@callback(
+    Output(ids.MAP_GRAPH, "stylesheet"),
+    Input(ids.MAP_COLOUR, "value"),
+    Input(ids.MAP_ROUTE, "data"),
+    Input(ids.MAP_SELECTED, "data"),
+)
+def style_map(colour: str | None, route: list[int] | None, selected: Any) -> list[dict[str, Any]]:
+    """Clones coloured by observation or by Infomap module; the planned route and the selected clone marked."""
+    field = "module_colour" if colour == "module" else "obs_colour"
+    rules = [*BASE_STYLE, {"selector": "node", "style": {"background-color": f"data({field})"}}]
+    nodes, edges = maps.route_elements(route)
+    for node in nodes:
+        rules.append({"selector": f"#{node}", "style": {"border-width": 4, "border-color": ROUTE_COLOUR}})
+    for edge in edges:
+        rules.append({"selector": f"#{edge}", "style": {"line-color": ROUTE_COLOUR, "width": 6, "opacity": 1}})
+    if selected is not None:
+        rules.append({"selector": f"#c{int(selected)}", "style": {"width": 34, "height": 34, "font-weight": "bold"}})
+    return rules
+
+
+# ------------------------------------------------------------------------------------------ exports
+@callback(
+    Output(ids.MAP_DOWNLOAD, "data"),
+    Output(ids.MAP_EXPORT_MESSAGE, "children"),
+    Input(ids.MAP_DOWNLOAD_MODEL, "n_clicks"),
+    Input(ids.MAP_DOWNLOAD_GRAPHML, "n_clicks"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def download(model_clicks: int | None, graph_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
+    """The map's model file (.npz, loadable with engine.actions.load) or its clone graph as GraphML."""
+    ui.require_click(model_clicks if ctx.triggered_id == ids.MAP_DOWNLOAD_MODEL else graph_clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        if ctx.triggered_id == ids.MAP_DOWNLOAD_MODEL:
+            path, name = maps.model_file(folder)
+            return dcc.send_file(str(path), filename=name), ui.message(f"Downloading {name}.", "ok")
+        content, name = maps.graphml(folder)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return dcc.send_string(content, name), ui.message(f"Downloading {name}.", "ok")

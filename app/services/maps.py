@@ -1,0 +1,702 @@
+"""Services of the Maps page (issue 37, cognitive maps): a room typed as a table of observations, a walk in it (or an
+uploaded walk), a CHMM with actions learned from the walk as a background job, and what the page shows of the
+learned map: its clone graph laid out like the room, a clone's place field, a planned route and Infomap's modules.
+
+Everything numeric is the engine's (:mod:`engine.walks`, :mod:`engine.actions`); this module checks input, runs the
+job and turns the engine's results into what the page draws. A session's map lives in its folder::
+
+    map-job.json      the latest map job: key, status, message, stage, iteration and bits per step (its progress)
+    map-heartbeat     touched every second while the job runs
+    map-cancel        the cancel flag: the job stops within an EM iteration when it appears
+    map-upload.csv    the uploaded walk (map-upload.json: its name and size)
+    maps/KEY/         a learned map: model.npz, walk.csv, room.csv (when the room is known), view.json (its clone
+                      graph, node places, modules and summary, computed once by the job)
+    map.json          which map is the session's current one ({"key": KEY}); replaced atomically when a job
+                      finishes, so a cancelled or failed job leaves the previous map as it was
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app import background, config, sessions
+from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
+from app.services import UserError, describe_error, whole_number
+from app.services.corpus import decode_upload
+from engine import actions, walks
+from engine.files import atomic_write_bytes, atomic_write_json
+
+NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
+1,1,3,2,3,2,3,1
+1,1,2,0,1,2,1,0
+0,2,1,1,3,0,0,2
+3,3,1,0,1,0,3,0
+2,1,2,3,3,3,2,0"""
+"""The 6 x 8 rectangular room of the paper's public notebook (George et al. 2021): four observations, no walls."""
+APP_WALK_LENGTH = 10_000
+"""The page's walk length: the notebook's room is learned from it in a few seconds."""
+APP_CLONES = 20
+"""The page's clones per observation: the engine's default is :data:`engine.walks.MAP_DEFAULTS` (70); 20 learn the
+notebook's room from a 10,000-step walk in about 3 s on 2 cores (70: about four times as long), and recover it."""
+MAX_WALK_LENGTH = 200_000
+MAX_CLONES = 200
+MAX_TOTAL_CLONES = 5_000
+"""Clones per observation times observations at most (the job's memory and time grow with it)."""
+MAX_ROOM_CELLS = 2_500
+MAX_WALK_UPLOAD_BYTES = 20_000_000
+MAX_ROOM_CHARACTERS = 50_000
+
+JOB, HEARTBEAT, CANCEL = "map-job.json", "map-heartbeat", "map-cancel"
+UPLOAD, UPLOAD_INFO = "map-upload.csv", "map-upload.json"
+MAPS, CURRENT = "maps", "map.json"
+MODEL, WALK, ROOM, VIEW = "model.npz", "walk.csv", "room.csv", "view.json"
+MAP_KIND = "map"
+"""The map job's kind in the server's queue (:class:`app.background.Ticket`)."""
+WAITED_CANCELLED = "The map job was cancelled while it waited; the previous map is kept."
+SOURCES = {"room": "a random walk in the room above", "walk": "the uploaded walk"}
+
+ProgressReport = Callable[[dict[str, Any]], None]
+
+WALL_COLOUR = "#2b2b2b"
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
+    "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#7f7f7f", "#393b79",
+)  # fmt: skip
+"""Observation colours (an observation ``o`` of a room is ``PALETTE[o % len]``; walls :data:`WALL_COLOUR`)."""
+MODULE_PALETTE = ("#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494", "#b3b3b3")
+
+
+def observation_colour(symbol: str, symbols: list[str]) -> str:
+    """The colour of an observation: by its value when it is a whole number (as the room preview colours it), else
+    by its place among the walk's observations."""
+    try:
+        index = int(symbol)
+    except ValueError:
+        index = symbols.index(symbol) if symbol in symbols else 0
+    return WALL_COLOUR if index < 0 else PALETTE[index % len(PALETTE)]
+
+
+# ------------------------------------------------------------------------------------------ input
+def _sentence(exc: Exception) -> str:
+    """An engine's ValueError as a sentence: capitalised (unless it begins with a file name) and ending in a full
+    stop."""
+    message = str(exc).strip().rstrip(".")
+    if not message:
+        return "The input could not be read."
+    if message[:1].islower() and message.split(" ", 1)[0].isalpha():
+        message = message[:1].upper() + message[1:]
+    return message + "."
+
+
+def parse_room(content: Any) -> np.ndarray:
+    """The room typed in the page (rows of whole numbers, -1 for a wall); UserError in one sentence otherwise."""
+    if not isinstance(content, str) or not content.strip():
+        raise UserError("Type the room: one row of whole numbers per line (an observation per cell, -1 for a wall).")
+    if len(content) > MAX_ROOM_CHARACTERS:
+        raise UserError(f"The room is too long: {len(content):,} characters, at most {MAX_ROOM_CHARACTERS:,}.")
+    try:
+        room = walks.parse_room(content, "The room")
+    except ValueError as exc:
+        raise UserError(_sentence(exc)) from None
+    if room.size > MAX_ROOM_CELLS:
+        raise UserError(f"The room has {room.size:,} cells; the page takes at most {MAX_ROOM_CELLS:,}.")
+    return room
+
+
+def room_text(room: np.ndarray) -> str:
+    return "\n".join(",".join(str(int(v)) for v in row) for row in room)
+
+
+@dataclass(frozen=True)
+class MapRequest:
+    """What a map job learns from: a walk of ``length`` steps in ``room`` (source "room") or the session's uploaded
+    walk (source "walk"), with ``clones`` per observation and ``seed`` (the walk's and the model's)."""
+
+    source: str
+    clones: int
+    seed: int = 0
+    room: str | None = None
+    length: int | None = None
+
+    def options(self) -> walks.MapOptions:
+        return walks.MapOptions(clones=self.clones, seed=self.seed)
+
+
+def check_request(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any = 0) -> MapRequest:
+    """The page's form as a :class:`MapRequest`; UserError in one sentence for anything the job cannot take."""
+    if source not in SOURCES:
+        raise UserError("Choose what to learn from: a walk in the room, or an uploaded walk.")
+    clones_n = whole_number(clones, "the clones per observation", 1, MAX_CLONES)
+    seed_n = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**31 - 1)
+    if source == "room":
+        grid = parse_room(room)
+        steps = whole_number(length, "the walk length", 2, MAX_WALK_LENGTH)
+        observations = len(np.unique(grid[grid >= 0]))
+        request = MapRequest("room", clones_n, seed_n, room_text(grid), steps)
+    else:
+        info = upload_info(folder)
+        if info is None:
+            raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
+        observations = int(info["observations"])
+        request = MapRequest("walk", clones_n, seed_n)
+    if clones_n * observations > MAX_TOTAL_CLONES:
+        raise UserError(
+            f"{clones_n} clones for each of {observations} observations make {clones_n * observations:,} clones; the "
+            f"page takes at most {MAX_TOTAL_CLONES:,}: choose fewer clones per observation."
+        )
+    return request
+
+
+def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, Any]:
+    """Keep an uploaded walk (CSV with the columns action and observation, or JSON) in the session folder after
+    reading it as the engine does; returns its name, steps, observations, actions and whether it has true places.
+    UserError in one sentence on a bad file (the previous upload is kept)."""
+    name = filename if isinstance(filename, str) and filename else "the walk"
+    data = decode_upload(contents, name, MAX_WALK_UPLOAD_BYTES)
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{name} is not UTF-8 text (a walk is a CSV or JSON file).") from None
+    try:
+        walk = walks.parse_walk(content, name)
+    except ValueError as exc:
+        raise UserError(_sentence(exc)) from None
+    if len(walk.observations) > MAX_WALK_LENGTH:
+        raise UserError(f"{name} has {len(walk.observations):,} steps; the page takes at most {MAX_WALK_LENGTH:,}.")
+    sessions.check_space(folder, len(data), "The walk")
+    info = {
+        "name": name,
+        "steps": int(len(walk.observations)),
+        "observations": len(walk.symbols),
+        "actions": list(walk.action_names),
+        "places": walk.positions is not None,
+    }
+    atomic_write_bytes(folder / UPLOAD, data)
+    atomic_write_json(folder / UPLOAD_INFO, info)
+    return info
+
+
+def upload_info(folder: Path) -> dict[str, Any] | None:
+    """The session's uploaded walk (name, steps, observations, actions, places), or None."""
+    info = background.read_json(folder / UPLOAD_INFO)
+    return info if info and (folder / UPLOAD).is_file() else None
+
+
+def describe_upload(info: dict[str, Any]) -> str:
+    places = "with true places (row, column)" if info.get("places") else "without true places (no place fields)"
+    return (
+        f"Uploaded {info['name']}: {info['steps']:,} steps, {info['observations']} observations, actions "
+        f"{', '.join(info['actions'])}, {places}."
+    )
+
+
+# ------------------------------------------------------------------------------------------ the job
+def map_files(folder: Path) -> JobFiles:
+    """The map job's record (which also holds its progress), heartbeat and cancel flag in a session folder."""
+    return JobFiles(folder / JOB, folder / HEARTBEAT, folder / CANCEL)
+
+
+def read_job(folder: Path) -> dict[str, Any] | None:
+    return map_files(folder).read()
+
+
+def map_running(folder: Path) -> bool:
+    return map_files(folder).running()
+
+
+def map_ticket(folder: Path) -> Ticket | None:
+    """The session's map job in the queue (waiting, or started and not yet running), if any."""
+    return background.server_queue().find(MAP_KIND, folder.name)
+
+
+def queue_map(folder: Path, request: MapRequest) -> Ticket:
+    """Put a map job into the server's queue when the user presses Learn (a ticket, not a process: see
+    :class:`app.background.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
+    sessions.check_disk("The map job")
+    if map_running(folder) or map_ticket(folder) is not None:
+        raise UserError("A map job is already running or waiting in this session; wait or cancel it.")
+    payload = {"key": uuid.uuid4().hex[:12], "request": asdict(request)}
+    return background.server_queue().enter(MAP_KIND, folder.name, payload)
+
+
+def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
+    """What the session's pages show of its map job in the queue, and the job to start when its turn has come."""
+    return background.queue_view(MAP_KIND, folder.name, map_files(folder), "map", shown)
+
+
+def run_queued_map(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, str]:
+    """The job of a queued map whose turn has come: its request is the ticket's; the ticket is gone when it ends."""
+    ticket = background.started_ticket(ticket_name, MAP_KIND, folder.name)
+    data = ticket.read() if ticket is not None else None
+    if ticket is None or data is None:
+        return {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED}
+    try:
+        request = MapRequest(**data["request"])
+        return run_map_job(folder, request, report, key=str(data["key"]), ticket=ticket)
+    finally:
+        background.server_queue().withdraw(ticket)
+
+
+class _Stopped(Exception):
+    """Raised from the engine's progress callback to stop learning (a cancel, or the time limit)."""
+
+
+def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
+    """A job record's progress bar value (0-100) and its label: the stage, the iteration and the bits per step."""
+    if not record:
+        return 0, ""
+    status = record.get("status")
+    if status != RUNNING:
+        return (100 if status == FINISHED else 0), record.get("message", "")
+    stage, iteration, bits = record.get("stage"), record.get("iteration"), record.get("bits")
+    if stage not in ("em", "viterbi") or iteration is None:
+        return 0, record.get("message", "Starting.")
+    options = walks.MAP_DEFAULTS
+    if stage == "em":
+        value = 90 * (iteration + 1) / options.iterations
+        label = (
+            f"EM iteration {iteration + 1:,} (at most {options.iterations:,}; it stops when the fit stops improving)"
+        )
+    else:
+        value = 90 + 10 * (iteration + 1) / options.viterbi_iterations
+        label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
+    return int(min(value, 99)), f"{label}: {bits:.4f} bits per step."
+
+
+def run_map_job(
+    folder: Path,
+    request: MapRequest,
+    report: ProgressReport | None = None,
+    key: str | None = None,
+    ticket: Ticket | None = None,
+) -> dict[str, str]:
+    """Learn a map (:func:`engine.walks.learn_map`) from the request's walk and make it the session's map; returns
+    the key, status and message (never raises for a problem with the input or the run). The session's current map
+    changes only when the status is ``finished``. With the started ``ticket`` of a queued job it takes its place at
+    once; without one it waits in this process."""
+    key = key or uuid.uuid4().hex[:12]
+    files = map_files(folder)
+    if map_running(folder) and (read_job(folder) or {}).get("key") != key:
+        return {"key": key, "status": REFUSED, "message": "A map job is already running in this session."}
+    files.cancel.unlink(missing_ok=True)
+    record: dict[str, Any] = {
+        "key": key,
+        "status": RUNNING,
+        "message": "Preparing the walk.",
+        "request": asdict(request),
+        "started": time.time(),
+    }
+    last = {"at": 0.0}
+
+    def publish(force: bool = False) -> None:
+        now = time.time()
+        if force or now - last["at"] >= 0.25:
+            last["at"] = now
+            record["updated"] = now
+            files.write(record)
+            if report is not None:
+                report(dict(record))
+
+    def finish(status: str, message: str) -> dict[str, str]:
+        record.update(status=status, message=message, finished=time.time())
+        with contextlib.suppress(OSError):
+            publish(force=True)
+        return {"key": key, "status": status, "message": message}
+
+    try:
+        files.heartbeat.touch()
+        publish(force=True)
+        walk, room, walk_text = _prepare_walk(folder, request)
+    except (ValueError, OSError) as exc:
+        return finish(REFUSED, describe_error(exc))
+    deadline = time.time() + config.max_job_seconds()
+
+    def progress(stage: str, iteration: int, bits: float) -> None:
+        if files.cancel.exists() or time.time() > deadline:
+            raise _Stopped
+        record.update(stage=stage, iteration=int(iteration), bits=float(bits))
+        publish()
+
+    slot = background.server_queue()
+
+    def waiting(place: int) -> None:
+        record["message"] = background.waiting_message(place)
+        publish()
+
+    with files.alive():
+        try:
+            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
+                return finish(CANCELLED, WAITED_CANCELLED)
+            try:
+                record["message"] = "Learning the map."
+                model, summary = walks.learn_map(walk, request.options(), progress)
+                _install(folder, key, model, summary, walk, walk_text, room)
+            finally:
+                slot.release()
+        except QueueFull as exc:
+            return finish(REFUSED, str(exc))
+        except _Stopped:
+            if files.cancel.exists():
+                return finish(CANCELLED, "Map job cancelled; the previous map is kept.")
+            return finish(
+                FAILED,
+                f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
+                "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
+            )
+        except background.JobTerminated:
+            return finish(CANCELLED, "The server stopped the map job; the previous map is kept.")
+        except MemoryError as exc:
+            return finish(
+                FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
+            )
+        except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
+            return finish(FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept.")
+    return finish(FINISHED, summary_sentence(load_view(folder)))
+
+
+def _prepare_walk(folder: Path, request: MapRequest) -> tuple[walks.WalkFile, np.ndarray | None, str]:
+    """The walk the job learns from, the room when known, and the walk's CSV or JSON text (kept with the map)."""
+    if request.source == "room":
+        room = parse_room(request.room)
+        walk_text = walks.format_walk(actions.generate_walk(room, int(request.length or 0), seed=request.seed))
+        return walks.parse_walk(walk_text, "the walk"), room, walk_text
+    if upload_info(folder) is None:
+        raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
+    walk_text = (folder / UPLOAD).read_text(encoding="utf-8")
+    return walks.parse_walk(walk_text, (upload_info(folder) or {}).get("name", "the walk")), None, walk_text
+
+
+def _install(
+    folder: Path,
+    key: str,
+    model: actions.ActionCHMM,
+    summary: dict[str, Any],
+    walk: walks.WalkFile,
+    walk_text: str,
+    room: np.ndarray | None,
+) -> None:
+    """Write the learned map into ``maps/KEY/`` with its view, then point ``map.json`` at it (the switch is one
+    atomic write) and remove the maps it replaced."""
+    target = folder / MAPS / key
+    target.mkdir(parents=True, exist_ok=True)
+    model.save(target / MODEL)
+    atomic_write_bytes(target / WALK, walk_text.encode("utf-8"))
+    if room is not None:
+        atomic_write_bytes(target / ROOM, room_text(room).encode("utf-8"))
+    view = build_view(model, walk, room, summary)
+    atomic_write_json(target / VIEW, view)
+    if map_files(folder).cancel.exists():
+        shutil.rmtree(target, ignore_errors=True)
+        raise _Stopped
+    atomic_write_json(folder / CURRENT, {"key": key, "installed": time.time()})
+    for old in (folder / MAPS).iterdir():
+        if old.name != key:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _modules(graph: Any) -> dict[int, int]:
+    """Infomap's two-level modules of the map (its links undirected, weighted by the walk's steps, self-loops left
+    out), as a module index from 0 by clone."""
+    from infomap import Network, Options
+
+    network = Network()
+    for node in graph.nodes:
+        network.add_node(int(node))
+    links = [(int(u), int(v), float(data.get("count", 1))) for u, v, data in graph.edges(data=True) if u != v]
+    if not links:
+        return {int(n): 0 for n in graph.nodes}
+    network.add_links(links)
+    result = network.run(options=Options(two_level=True, silent=True, num_trials=5, seed=1, flow_model="undirected"))
+    found = {int(node): int(module) - 1 for node, module in result.modules().items()}
+    return {int(n): max(found.get(int(n), 0), 0) for n in graph.nodes}
+
+
+def build_view(
+    model: actions.ActionCHMM, walk: walks.WalkFile, room: np.ndarray | None, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """What the page draws of a map, computed once: the clones of the walk's MAP path with their observation, place
+    (the mean (row, column) of the steps on them when the walk has true places, else a force layout) and Infomap
+    module; the edges between them (steps each way, action names); whether the map recovers the room."""
+    import networkx as nx
+
+    x, a = walk.observations, walk.actions
+    graph = actions.clone_graph(model, x, a)
+    path, _ = actions.viterbi(model, x, a)
+    nodes = sorted(int(n) for n in graph.nodes)
+    places: dict[int, tuple[float, float]] = {}
+    if walk.positions is not None and nodes:
+        for clone in nodes:
+            on = walk.positions[path == clone]
+            places[clone] = (float(on[:, 0].mean()), float(on[:, 1].mean()))
+        layout = "room"
+    else:
+        spread = nx.spring_layout(graph.to_undirected(), seed=0) if nodes else {}
+        places = {int(n): (float(p[1]) * 4, float(p[0]) * 4) for n, p in spread.items()}
+        layout = "force"
+    modules = _modules(graph)
+    edges = []
+    for u, v, data in graph.edges(data=True):
+        edges.append({"source": int(u), "target": int(v), "count": int(data["count"]), "actions": data["actions"]})
+    view: dict[str, Any] = {
+        "nodes": [
+            {"clone": c, "symbol": graph.nodes[c]["symbol"], "row": places[c][0], "column": places[c][1]}
+            | {"module": modules.get(c, 0)}
+            for c in nodes
+        ],
+        "edges": edges,
+        "symbols": list(walk.symbols),
+        "actions": list(walk.action_names),
+        "layout": layout,
+        "places": walk.positions is not None,
+        "modules": len(set(modules.values())),
+        "summary": {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in summary.items()},
+        "room": None if room is None else room.tolist(),
+    }
+    if room is not None:
+        view["recovers_room"] = actions.recovers_room(model, x, a, room)
+        view["cells"] = int(np.sum(room >= 0))
+    return view
+
+
+def summary_sentence(view: dict[str, Any] | None) -> str:
+    """The learned map in one or two sentences: its fit, its clones and, when the room is known, whether it
+    recovers the room."""
+    if not view:
+        return "No map yet."
+    s = view["summary"]
+    text = (
+        f"Learned a map from a {s['steps']:,}-step walk: {s['bits_per_step']:.4f} bits per step after "
+        f"{s['em_iterations']} EM and {s['viterbi_iterations']} Viterbi EM iterations; the walk uses "
+        f"{s['clones_used']} of {s['clones']} clones."
+    )
+    if view.get("recovers_room") is not None:
+        cells = view["cells"]
+        if view["recovers_room"]:
+            text += f" It recovers the room: {s['clones_used']} clones used for {cells} cells, the room's grid exactly."
+        else:
+            text += f" It does not recover the room: {s['clones_used']} clones used for {cells} cells."
+    return text
+
+
+# ------------------------------------------------------------------------------------------ the session's map
+def current_map(folder: Path) -> Path | None:
+    """The folder of the session's current map, or None before any."""
+    pointer = background.read_json(folder / CURRENT)
+    key = (pointer or {}).get("key")
+    if not isinstance(key, str) or not key.isalnum():
+        return None
+    path = folder / MAPS / key
+    return path if (path / VIEW).is_file() else None
+
+
+def load_view(folder: Path) -> dict[str, Any] | None:
+    path = current_map(folder)
+    return None if path is None else background.read_json(path / VIEW)
+
+
+def _need_map(folder: Path) -> Path:
+    path = current_map(folder)
+    if path is None:
+        raise UserError("This session has no map yet: learn one first.")
+    return path
+
+
+def _load(folder: Path) -> tuple[actions.ActionCHMM, walks.WalkFile]:
+    path = _need_map(folder)
+    model = actions.load(path / MODEL)
+    walk = walks.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
+    return model, walk
+
+
+def _clone(value: Any, view: dict[str, Any], what: str) -> int:
+    clones = {node["clone"] for node in view["nodes"]}
+    try:
+        clone = int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"Pick the {what} clone on the map or in the list.") from None
+    if clone not in clones:
+        raise UserError(f"Clone {clone} is not on the learned map; pick one of its clones.")
+    return clone
+
+
+def place_field(folder: Path, clone: Any) -> dict[str, Any]:
+    """Where a clone of the map is active in the room (:func:`engine.actions.place_field`): the field (rows of
+    values, None for cells never visited), the clone and its observation. UserError when the walk has no true
+    places or the clone is not on the map."""
+    view = load_view(folder)
+    if view is None:
+        raise UserError("This session has no map yet: learn one first.")
+    number = _clone(clone, view, "")
+    if not view.get("places"):
+        raise UserError("This walk has no true places (row and column columns), so its clones have no place fields.")
+    model, walk = _load(folder)
+    field = actions.place_field(model, walk.observations, walk.actions, walk.positions, number)
+    symbol = next(node["symbol"] for node in view["nodes"] if node["clone"] == number)
+    rows = [[None if np.isnan(v) else float(v) for v in row] for row in field]
+    return {"clone": number, "symbol": symbol, "field": rows}
+
+
+def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
+    """The most probable route on the map from one clone to another (:func:`engine.actions.plan`): its clones, its
+    actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is missing or
+    the goal cannot be reached."""
+    view = load_view(folder)
+    if view is None:
+        raise UserError("This session has no map yet: learn one first.")
+    begin, end = _clone(start, view, "start"), _clone(goal, view, "goal")
+    model, _ = _load(folder)
+    try:
+        route, moves = actions.plan(model, begin, end)
+    except ValueError as exc:
+        raise UserError(_sentence(exc)) from None
+    if not moves:
+        text = f"Clone {begin} is already the goal: no action needed."
+    else:
+        text = (
+            f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}."
+        )
+    return {"route": route, "actions": moves, "text": text}
+
+
+def clone_options(view: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The map's clones as dropdown options ("clone 12 (observation 3)")."""
+    if not view:
+        return []
+    return [{"label": f"clone {n['clone']} (observation {n['symbol']})", "value": n["clone"]} for n in view["nodes"]]
+
+
+CELL = 90.0
+"""Pixels between two cells of the room on the map (node places are in cells)."""
+
+
+def map_elements(view: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The map as Cytoscape elements: a node per clone (placed by its mean place in the room, clones on the same
+    place spread around it) with its observation and module colours; an edge per pair of clones the walk steps
+    between (either way; steps into a wall, which stay on the clone, are left out)."""
+    if not view:
+        return []
+    symbols = view["symbols"]
+    taken: dict[tuple[int, int], int] = {}
+    elements: list[dict[str, Any]] = []
+    for node in view["nodes"]:
+        spot = (round(node["row"] * 4), round(node["column"] * 4))
+        rank = taken.get(spot, 0)
+        taken[spot] = rank + 1
+        angle = rank * 2.4
+        shift = 0.0 if rank == 0 else 18.0 + 4.0 * rank
+        elements.append(
+            {
+                "data": {
+                    "id": f"c{node['clone']}",
+                    "clone": node["clone"],
+                    "label": str(node["clone"]),
+                    "symbol": node["symbol"],
+                    "module": node["module"],
+                    "obs_colour": observation_colour(node["symbol"], symbols),
+                    "module_colour": MODULE_PALETTE[node["module"] % len(MODULE_PALETTE)],
+                },
+                "position": {
+                    "x": node["column"] * CELL + shift * float(np.cos(angle)),
+                    "y": node["row"] * CELL + shift * float(np.sin(angle)),
+                },
+            }
+        )
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    for edge in view["edges"]:
+        u, v = edge["source"], edge["target"]
+        if u == v:
+            continue
+        key = (min(u, v), max(u, v))
+        entry = pairs.setdefault(key, {"count": 0, "actions": []})
+        entry["count"] += edge["count"]
+        entry["actions"] += [f"{u}→{v} {name}" for name in edge["actions"]]
+    for (u, v), entry in sorted(pairs.items()):
+        elements.append(
+            {
+                "data": {
+                    "id": edge_id(u, v),
+                    "source": f"c{u}",
+                    "target": f"c{v}",
+                    "count": entry["count"],
+                    "actions": "; ".join(entry["actions"]),
+                }
+            }
+        )
+    return elements
+
+
+def edge_id(u: int, v: int) -> str:
+    """The Cytoscape id of the map's edge between clones ``u`` and ``v`` (either way)."""
+    return f"e{min(u, v)}_{max(u, v)}"
+
+
+def route_elements(route: list[int] | None) -> tuple[list[str], list[str]]:
+    """The node and edge ids of a route, for highlighting it on the map."""
+    if not route:
+        return [], []
+    nodes = [f"c{c}" for c in route]
+    edges = [edge_id(u, v) for u, v in zip(route[:-1], route[1:], strict=True) if u != v]
+    return nodes, edges
+
+
+# ------------------------------------------------------------------------------------------ exports and cancel
+def model_file(folder: Path) -> tuple[Path, str]:
+    """The current map's model file and the name to download it as."""
+    path = _need_map(folder)
+    return path / MODEL, f"map-{path.name}.npz"
+
+
+def graphml(folder: Path) -> tuple[str, str]:
+    """The current map's clone graph as GraphML (list attributes written as comma-separated text) and its file
+    name: nodes with their observation, place and module, edges with the walk's steps and actions."""
+    import networkx as nx
+
+    path = _need_map(folder)
+    view = background.read_json(path / VIEW) or {}
+    graph = nx.DiGraph()
+    for node in view.get("nodes", []):
+        graph.add_node(
+            node["clone"], symbol=node["symbol"], row=node["row"], column=node["column"], module=node["module"]
+        )
+    for edge in view.get("edges", []):
+        graph.add_edge(edge["source"], edge["target"], count=edge["count"], actions=", ".join(edge["actions"]))
+    out = io.BytesIO()
+    nx.write_graphml(graph, out)
+    return out.getvalue().decode("utf-8"), f"map-{path.name}.graphml"
+
+
+def request_cancel(folder: Path) -> str:
+    """Stop the session's map job (its cancel flag; a waiting one leaves the queue) and say what the page shows."""
+    files = map_files(folder)
+    files.request_cancel()
+    ticket = map_ticket(folder)
+    record = files.read()
+    if ticket is not None:
+        key = (ticket.read() or {}).get("key")
+        if background.server_queue().withdraw(ticket) and (not record or record.get("key") != key):
+            return WAITED_CANCELLED
+    message = "Map job cancelled; the previous map is kept."
+    if record and record.get("status") == RUNNING:
+        record.update(status=CANCELLED, message=message, finished=time.time())
+        files.write(record)
+    elif record and record.get("status") == FINISHED:
+        return "The map job had already finished; its map is shown."
+    return message
+
+
+def reap_dead_job(folder: Path) -> str | None:
+    """If the session's map job died without a word (its heartbeat stopped), mark it failed and say so."""
+    record = map_files(folder).reap()
+    if record is None:
+        return None
+    return f"The map job {background.DIED}. The previous map is kept."
