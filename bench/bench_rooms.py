@@ -152,19 +152,20 @@ def backends(names: list[str], iterations: int) -> list[dict]:
     return rows
 
 
-def recovery(seeds: int) -> list[dict]:
+def recovery(seeds: int, rooms: list[str], em_iterations: int) -> list[dict]:
     rows = []
     print("\n| room | seed | EM iterations | Viterbi iterations | clones used | recovered | clones after merging | "
           "recovered after merging | held-out bits per step | seconds |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---|---:|---|---:|---:|")
-    for name, room in ROOMS.items():
+    for name in rooms:
+        room = ROOMS[name]
         n_clones = np.full(int(room.max()) + 1, CLONES, dtype=np.int64)
         for seed in range(seeds):
             t0 = time.perf_counter()
             walk = actions.generate_walk(room, WALK, seed=seed)
             x, a = walk.observations, walk.actions
             model = actions.random_action_model(n_clones, x, a, seed=seed)
-            model, em = actions.learn_em(model, x, a, 1000, PSEUDOCOUNT)
+            model, em = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
             model, hard = actions.learn_viterbi(model, x, a, 100)
             used = len(actions.used_clones(model))
             recovered = actions.recovers_room(model, x, a, room)
@@ -188,6 +189,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10, help="EM iterations side by side")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds side by side")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per room for the recovery table (0: none)")
+    parser.add_argument("--rooms", nargs="+", choices=sorted(ROOMS), default=list(ROOMS), help="rooms to recover")
+    parser.add_argument("--em-iterations", type=int, default=1000, help="most EM iterations in the recovery")
     parser.add_argument("--backends", nargs="+", default=None, help="time batch EM on these backends (cpu gpu ...)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -198,7 +201,7 @@ def main() -> None:
     if args.backends:
         out["backends"] = backends(args.backends, args.iterations)
     if args.seeds:
-        out["recovery"] = recovery(args.seeds)
+        out["recovery"] = recovery(args.seeds, args.rooms, args.em_iterations)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
