@@ -32,10 +32,12 @@ class MapOptions:
     """The recipe of the paper's public notebook for a map: batch EM with a small pseudocount, stopped when the
     likelihood stops improving, then Viterbi EM without pseudocount (which keeps only the clones the walk's MAP
     path uses); then, unless ``merge`` is off, the clones with the same future merged
-    (:func:`engine.actions.merge_equivalent_clones`: a place split between clones becomes one clone)."""
+    (:func:`engine.actions.merge_equivalent_clones`: a place split between clones becomes one clone). The notebook
+    caps EM at 1,000 iterations; on its empty room every run reached that cap and 2 of 5 were not recovered, while
+    with 4,000 the runs stopped by themselves after 1,050-2,025 iterations (bench/RESULTS.md), hence 4,000."""
 
     clones: int = 70
-    iterations: int = 1000
+    iterations: int = 4000
     pseudocount: float = 2e-3
     viterbi_iterations: int = 100
     seed: int = 0
