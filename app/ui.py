@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,6 +36,19 @@ def request_job() -> Iterator[None]:
         ) from None
     except background.JobMemoryError as exc:
         raise UserError(f"This stopped: {exc}; try a shorter text or a smaller model.") from None
+
+
+def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The (queue view, go) pair of a Start button that queues a job (training, comparison, map): ``enter`` checks
+    the job, puts its ticket into the server's queue and returns the queue's view and, when its turn has come at
+    once, the job's go; a refusal (the server busy, or a bad setting) becomes the view ``refused`` with its sentence."""
+    try:
+        view, go = enter()
+    except background.QueueFull as exc:
+        return {"state": "refused", "message": str(exc)}, no_update
+    except EXPECTED_ERRORS as exc:
+        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+    return view, go or no_update
 
 
 def message(text: str, kind: str = "info") -> html.Div:

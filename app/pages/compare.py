@@ -148,16 +148,14 @@ def start(
     process; see :class:`app.background.JobSlot`); it starts at once when a place is free and nobody waits, else
     when the app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
     ui.require_click(_clicks)
-    try:
+
+    def enter() -> tuple[Any, Any]:
         folder = sessions.session_folder(session_id)
         options = forms.learner_settings(typed_settings(values, setting_ids))
         comparisons.queue_comparison(folder, learners, corpus, options)
-        view, go = comparisons.queue_view(folder, None)
-    except background.QueueFull as exc:
-        return {"state": "refused", "message": str(exc)}, no_update
-    except ui.EXPECTED_ERRORS as exc:
-        return {"state": "refused", "message": services.describe_error(exc)}, no_update
-    return view, go or no_update
+        return comparisons.queue_view(folder, None)
+
+    return ui.queue_start(enter)
 
 
 @callback(

@@ -251,16 +251,13 @@ def start(
     """Learn: check the form and put the job into the server's queue (as the Train page does); it starts at once
     when a place is free, else when the app shell's polling finds its turn has come."""
     ui.require_click(_clicks)
-    try:
+
+    def enter() -> tuple[Any, Any]:
         folder = sessions.session_folder(session_id)
-        request = maps.check_request(folder, source, room, length, clones, seed)
-        maps.queue_map(folder, request)
-        view, go = maps.queue_view(folder, None)
-    except background.QueueFull as exc:
-        return {"state": "refused", "message": str(exc)}, no_update
-    except ui.EXPECTED_ERRORS as exc:
-        return {"state": "refused", "message": services.describe_error(exc)}, no_update
-    return view, go or no_update
+        maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
+        return maps.queue_view(folder, None)
+
+    return ui.queue_start(enter)
 
 
 @callback(

@@ -391,19 +391,17 @@ def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[An
     :class:`app.background.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
     app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
     ui.require_click(_clicks)
-    try:
+
+    def enter() -> tuple[Any, Any]:
         folder = sessions.session_folder(session_id)
-        options = forms.options_from_form(form_values(values))
-        training_jobs.queue_training(folder, options)
-        view, go = training_jobs.queue_view(folder, None)
-    except background.QueueFull as exc:
-        return {"state": "refused", "message": str(exc)}, no_update
-    except ui.EXPECTED_ERRORS as exc:
-        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+        training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
+        return training_jobs.queue_view(folder, None)
+
+    view, go = ui.queue_start(enter)
     note = training_jobs.worker_note()  # with Celery: no worker is running (the job would only wait)
-    if note and view:
+    if note and view and view.get("state") != "refused":
         view = view | {"note": note}
-    return view, go or no_update
+    return view, go
 
 
 @callback(
