@@ -22,6 +22,8 @@ import re
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config
+from app.sentinel import note_cause, tree_rss
 from engine.files import atomic_write_json
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
@@ -95,9 +98,7 @@ class JobFiles:
     def note_cause(self, cause: str) -> None:
         """Write into a running job's record why it is about to be killed (``cause``, a clause such as "it needed
         more than 900 MB, ..."), for :meth:`reap` to say instead of "died" once its heartbeat has stopped."""
-        record = self.read()
-        if record and record.get("status") == RUNNING:
-            self.write(record | {"cause": cause})
+        note_cause(self.record, cause)
 
     def cancel_requested(self) -> bool:
         return self.cancel.exists()
@@ -125,6 +126,22 @@ class JobFiles:
         finally:
             stop.set()
             thread.join(timeout=5)
+
+
+NOTICE_SHOWN_S = 120.0
+"""How long the shell shows a session's notice (:func:`read_notice`)."""
+
+
+def read_notice(folder: Path, now: float | None = None) -> dict[str, Any] | None:
+    """The session's notice (``time`` and ``message``: why a request job of it was killed, written by its sentinel,
+    :mod:`app.sentinel`) while it is at most :data:`NOTICE_SHOWN_S` seconds old; else None."""
+    from app import sessions
+
+    notice = read_json(folder / sessions.NOTICE)
+    if not notice or not isinstance(notice.get("message"), str) or not isinstance(notice.get("time"), (int, float)):
+        return None
+    now = time.time() if now is None else now
+    return notice if 0 <= now - float(notice["time"]) <= NOTICE_SHOWN_S else None
 
 
 def reap_finished_children() -> None:
@@ -223,8 +240,13 @@ class JobTimeout(BaseException):
     """A background job ran past its wall-clock limit (:func:`job_process`'s ``time_limit``)."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"it ran past its limit of {seconds:g} s")
+        super().__init__(time_clause(seconds))
         self.seconds = seconds
+
+
+def time_clause(seconds: float) -> str:
+    """Why a job was stopped at its time limit, as a clause."""
+    return f"it ran past its limit of {seconds:g} s"
 
 
 def memory_clause(limit_bytes: int) -> str:
@@ -264,30 +286,29 @@ def _raise_in_thread(thread_id: int, error: type[BaseException] | None) -> None:
     )
 
 
-def tree_rss(process: Any) -> int:
-    """Resident bytes of a psutil process and of all its descendants (a job's restart workers, for instance)."""
-    import psutil
-
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            total += member.memory_info().rss
-    return total
-
-
 class MemoryWatch:
-    """The memory limit of one background job: a thread reads the resident memory of the job's process and its
-    descendants every :data:`MEMORY_CHECK_S` seconds. Past ``limit_bytes`` it raises :class:`JobMemoryError` in the
-    job's thread, so that the job ends with its true cause, through the same handlers as any ``MemoryError``. The
-    limit is the processes' real footprint, not an address-space limit (``RLIMIT_AS``, ``RLIMIT_DATA``): those count
-    the reserved, untouched stacks and buffers of numba's and BLAS's threads (24 and 37 MB here, for one thread of
-    each), and near such a limit numba's OpenMP pool, unable to start its threads, spun for ever (measured). A job
-    still above the limit :data:`MEMORY_GRACE_S` seconds later, or above :data:`MEMORY_HARD_FACTOR`
-    times it at any time, is killed with its descendants, after ``record`` (its :class:`JobFiles`) was told why, so
-    that its page says so instead of "died". C code that holds the GIL (Infomap's) is seen only when it returns."""
+    """The memory limit of one background job, in two parts. A thread reads the resident memory of the job's process
+    and its descendants every :data:`MEMORY_CHECK_S` seconds and, past ``limit_bytes``, raises
+    :class:`JobMemoryError` in the job's thread, so that the job ends with its true cause, through the same handlers
+    as any ``MemoryError``. The limit is the processes' real footprint, not an address-space limit (``RLIMIT_AS``,
+    ``RLIMIT_DATA``): those count the reserved, untouched stacks and buffers of numba's and BLAS's threads (24 and
+    37 MB here, for one thread of each), and near such a limit numba's OpenMP pool, unable to start its threads, spun
+    for ever (measured). A thread runs only when the GIL is free, so the killing is done by a separate process, the
+    job's sentinel (:mod:`app.sentinel`): a job still above the limit :data:`MEMORY_GRACE_S` seconds later, or above
+    :data:`MEMORY_HARD_FACTOR` times it at any time, or (with ``deadline``) :data:`MEMORY_GRACE_S` seconds past its
+    time limit, is killed with its descendants, after its ``record`` (a :class:`JobFiles`) or ``notice`` (a file
+    and a sentence with ``{cause}``, for a request job) was told why, so that its page says so instead of "died" or
+    nothing. While the job runs, the sentinel also touches the record's heartbeat, which a job inside C code that
+    holds the GIL (Infomap's) could not do."""
 
-    def __init__(self, limit_bytes: int, record: JobFiles | None = None) -> None:
-        self.limit_bytes, self.record = int(limit_bytes), record
+    def __init__(
+        self,
+        limit_bytes: int,
+        record: JobFiles | None = None,
+        deadline: float | None = None,
+        notice: tuple[Path, str] | None = None,
+    ) -> None:
+        self.limit_bytes, self.record, self.deadline, self.notice = int(limit_bytes), record, deadline, notice
         self.thread_id = threading.get_ident()
         self.exceeded = False
         self.peak = 0
@@ -295,58 +316,71 @@ class MemoryWatch:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._raised = False
+        self._over = False  # raised for the current excess (until the memory is back under the limit)
         self._thread: threading.Thread | None = None
+        self._sentinel: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MemoryWatch:
-        """Start watching (nothing is watched where psutil is missing)."""
+        """Start the watch thread and the sentinel process (nothing is watched where psutil is missing)."""
         try:
             import psutil
         except ImportError:  # pragma: no cover (a dependency of Dash's diskcache manager)
             return self
+        self._sentinel = self._start_sentinel()
         self._thread = threading.Thread(target=self._watch, args=(psutil.Process(),), daemon=True)
         self._thread.start()
         return self
 
+    def _start_sentinel(self) -> subprocess.Popen[bytes]:
+        """``python -m app.sentinel`` watching this process, its standard input the pipe whose closing ends it."""
+        arguments = [
+            sys.executable, "-m", "app.sentinel", str(os.getpid()), str(self.limit_bytes),
+            "--grace", repr(MEMORY_GRACE_S), "--hard-factor", repr(MEMORY_HARD_FACTOR),
+            "--check", repr(MEMORY_CHECK_S), "--memory-cause", memory_clause(self.limit_bytes),
+        ]  # fmt: skip
+        if self.deadline is not None:
+            arguments += ["--deadline", repr(float(self.deadline)), "--time-cause", time_clause(self.deadline)]
+        if self.record is not None:
+            arguments += ["--record", str(self.record.record), "--heartbeat", str(self.record.heartbeat)]
+        if self.notice is not None:
+            arguments += ["--notice", str(self.notice[0]), "--notice-text", self.notice[1]]
+        root = str(Path(__file__).resolve().parents[1])
+        environment = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        return subprocess.Popen(arguments, stdin=subprocess.PIPE, env=environment, close_fds=True)
+
     def stop(self) -> None:
-        """Stop watching; an exception requested but not yet raised in the job's thread is withdrawn."""
+        """Stop watching; an exception requested but not yet raised in the job's thread is withdrawn, and the
+        sentinel ends (its pipe closed)."""
         with self._lock:
             self._stop.set()
             if self._raised:
                 _raise_in_thread(self.thread_id, None)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        if self._sentinel is not None:
+            with contextlib.suppress(OSError):
+                self._sentinel.stdin.close()  # type: ignore[union-attr]
+            try:
+                self._sentinel.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._sentinel.kill()
+                self._sentinel.wait()
 
     def _watch(self, process: Any) -> None:
-        raised_at: float | None = None
+        skip = frozenset({self._sentinel.pid}) if self._sentinel is not None else frozenset()
         while not self._stop.wait(MEMORY_CHECK_S):
-            rss = tree_rss(process)
+            rss = tree_rss(process, skip)
             self.peak = max(self.peak, rss)
             if rss <= self.limit_bytes:
-                raised_at = None  # back under it (the exception did its work): a later excess raises again
+                self._over = False  # back under it (the exception did its work): a later excess raises again
                 continue
-            now = time.monotonic()
-            if raised_at is None:
-                with self._lock:
-                    if self._stop.is_set():
-                        return
-                    self.exceeded = self._raised = True
-                    _raise_in_thread(self.thread_id, self._error)
-                raised_at = now
-            if rss > MEMORY_HARD_FACTOR * self.limit_bytes or now - raised_at > MEMORY_GRACE_S:
-                self._kill(process)
-                return
-
-    def _kill(self, process: Any) -> None:
-        """Record the cause, then kill the job's descendants and its process (SIGKILL: it cannot be interrupted)."""
-        import psutil
-
-        if self.record is not None:
-            with contextlib.suppress(OSError):
-                self.record.note_cause(memory_clause(self.limit_bytes))
-        for child in process.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-        os.kill(process.pid, signal.SIGKILL)
+            if self._over:
+                continue
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                self.exceeded = self._raised = self._over = True
+                _raise_in_thread(self.thread_id, self._error)
 
 
 _WATCHES: list[MemoryWatch] = []
@@ -365,18 +399,23 @@ def memory_exceeded() -> str | None:
 
 @contextmanager
 def job_process(
-    time_limit: float | None = None, record: JobFiles | None = None, memory_limit: int | None = None
+    time_limit: float | None = None,
+    record: JobFiles | None = None,
+    memory_limit: int | None = None,
+    notice: tuple[Path, str] | None = None,
 ) -> Iterator[None]:
     """Run a background job's body as a well-behaved process: the web server's listening sockets closed, its CPU
     priority below the web workers' (:func:`lower_priority`), its memory limited to ``memory_limit`` bytes (default
-    :func:`app.config.max_job_bytes`) by a :class:`MemoryWatch` (which tells ``record`` why if it must kill the
-    job), and SIGTERM (which gunicorn's handlers, inherited by a forked job, would ignore) raising
-    :class:`JobTerminated` so that the job records how it ended and exits; with ``time_limit``, :class:`JobTimeout`
-    raised in the body after that many seconds (a timer signal). The previous handlers are restored afterwards (a
-    Celery pool process runs further tasks)."""
+    :func:`app.config.max_job_bytes`) by a :class:`MemoryWatch` (whose sentinel tells ``record``, or writes
+    ``notice``'s sentence into its file, if it must kill the job), and SIGTERM (which gunicorn's handlers, inherited
+    by a forked job, would ignore) raising :class:`JobTerminated` so that the job records how it ended and exits;
+    with ``time_limit``, :class:`JobTimeout` raised in the body after that many seconds (a timer signal; the
+    sentinel kills a body that has not stopped :data:`MEMORY_GRACE_S` seconds later, C code that holds the GIL for
+    instance). The previous handlers are restored afterwards (a Celery pool process runs further tasks)."""
     close_inherited_listeners()
     lower_priority()
-    watch = MemoryWatch(config.max_job_bytes() if memory_limit is None else memory_limit, record).start()
+    limit = config.max_job_bytes() if memory_limit is None else memory_limit
+    watch = MemoryWatch(limit, record, deadline=time_limit, notice=notice).start()
     _WATCHES.append(watch)
     try:
         if threading.current_thread() is not threading.main_thread():

@@ -94,7 +94,9 @@ def serve_layout() -> html.Div:
             dcc.Store(id=ids.MAP_GO, storage_type="memory"),
             dcc.Interval(id=ids.QUEUE_WATCH, interval=QUEUE_WATCH_MS, disabled=True),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
+            dcc.Store(id=ids.NOTICE_SHOWN, storage_type="memory"),
             navigation(),
+            html.Div(id=ids.NOTICE, className="notice"),
             html.Main(dash.page_container, className="page"),
         ]
     )
@@ -144,6 +146,28 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     if now == stamp:
         return no_update, no_update
     return now, (time.time() if stamp is not None else no_update)
+
+
+@dash.callback(
+    Output(ids.NOTICE, "children"),
+    Output(ids.NOTICE_SHOWN, "data"),
+    Input(ids.MODEL_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    State(ids.NOTICE_SHOWN, "data"),
+    prevent_initial_call=True,
+)
+def show_notice(_ticks: int | None, session_id: str | None, shown: float | None) -> tuple[Any, Any]:
+    """Every few seconds: the session's notice (a request job that its sentinel had to kill, and why) above the
+    page, for :data:`background.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
+    being gone."""
+    try:
+        notice = background.read_notice(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        return no_update, no_update
+    stamp = notice["time"] if notice else None
+    if stamp == shown:
+        return no_update, no_update
+    return (ui.message(notice["message"], "error") if notice else None), stamp
 
 
 @dash.callback(

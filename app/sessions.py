@@ -57,6 +57,7 @@ CANCEL = "cancel"
 JOBS = "jobs"
 LAST_USED = "last_used"
 COMMUNITIES = "communities.json"
+NOTICE = "notice.json"  # why a request job of the session was killed (app.background.read_notice)
 CLEANUP_EVERY_S = 3600.0
 
 _last_cleanup = {"at": 0.0}  # process-wide throttle of the periodic cleanup (no per-user state)
@@ -182,7 +183,6 @@ def check_space(folder: Path, adding: int = 0, what: str = "This") -> None:
             f"{what} would take this session's files to {config.format_bytes(used + adding)}, more than the "
             f"{config.format_bytes(limit)} a session may keep; delete exports or start a new session."
         )
-
 
 
 def check_disk(what: str = "The job", root: Path | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from dash import dcc, html, no_update
@@ -20,22 +21,26 @@ EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatErr
 
 
 @contextmanager
-def request_job() -> Iterator[None]:
+def request_job(folder: Path, what: str) -> Iterator[None]:
     """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
     worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
     a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds` or past the
-    memory limit per job (:func:`config.max_job_bytes`), either of which it then says as a :class:`UserError`."""
+    memory limit per job (:func:`config.max_job_bytes`), either of which it then says as a :class:`UserError`. A body
+    that cannot be stopped so (C code that holds the GIL) is killed by its sentinel, which leaves the sentence in
+    the session's notice (``folder``, :func:`background.read_notice`) for the shell to show, ``what`` (e.g.
+    "Scoring") naming the job in it."""
     limit = config.max_request_seconds()
+    advice = "try a shorter text or a smaller model."
+    notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
     try:
-        with background.job_process(time_limit=limit):
+        with background.job_process(time_limit=limit, notice=notice):
             yield
     except background.JobTimeout:
         raise UserError(
-            f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); try a "
-            "shorter text or a smaller model."
+            f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); {advice}"
         ) from None
     except background.JobMemoryError as exc:
-        raise UserError(f"This stopped: {exc}; try a shorter text or a smaller model.") from None
+        raise UserError(f"This stopped: {exc}; {advice}") from None
 
 
 def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:

@@ -314,7 +314,7 @@ def _score_past_the_limit(folder: str, answer: multiprocessing.Queue) -> None:
     os.environ["CHMM_MAX_REQUEST_SECONDS"] = "0.3"
     started = time.monotonic()
     try:
-        with ui.request_job():
+        with ui.request_job(Path(folder), "Scoring"):
             while True:  # as long as scoring would take, well past the limit
                 generate_service.score(Path(folder), "alice was beginning to get very tired " * 200)
     except UserError as exc:

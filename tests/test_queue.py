@@ -4,15 +4,20 @@ limit that ends it with a sentence instead of driving the machine into the OOM k
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dash
 import numpy as np
 import psutil
 import pytest
@@ -188,12 +193,19 @@ def _form() -> list[tuple[str, str]]:
 
 
 def job_processes(before: set[int]) -> list[psutil.Process]:
-    """This process's children started since ``before`` that still run."""
+    """This process's descendants started since ``before`` that still run, the jobs' sentinels aside."""
     return [
         child
         for child in psutil.Process().children(recursive=True)
-        if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE
+        if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE and not is_sentinel(child)
     ]
+
+
+def is_sentinel(process: psutil.Process) -> bool:
+    """Whether ``process`` is a job's sentinel (app.sentinel), which watches its job from outside."""
+    with contextlib.suppress(psutil.Error):
+        return "app.sentinel" in process.cmdline()
+    return False
 
 
 def finished(folder: Path) -> bool:
@@ -254,7 +266,7 @@ def _rss_mb() -> float:
     return psutil.Process().memory_info().rss / 1e6
 
 
-def _request_past_the_memory_limit(answer: multiprocessing.Queue) -> None:
+def _request_past_the_memory_limit(folder: str, answer: multiprocessing.Queue) -> None:
     """A request job (forked, as Dash's Diskcache manager starts one) that keeps allocating, like a prune sweep of a
     24,000-state model."""
     from app import ui
@@ -262,7 +274,7 @@ def _request_past_the_memory_limit(answer: multiprocessing.Queue) -> None:
     os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
     kept = []
     try:
-        with ui.request_job():
+        with ui.request_job(Path(folder), "The prune sweep"):
             while len(kept) < SAFETY_CHUNKS:
                 kept.append(np.ones(2_000_000))  # 16 MB, touched
                 time.sleep(0.01)
@@ -284,10 +296,10 @@ def in_child(target: Any, *args: Any) -> Any:
         child.join(timeout=30)
 
 
-def test_a_request_job_past_the_memory_limit_stops_with_a_sentence() -> None:
+def test_a_request_job_past_the_memory_limit_stops_with_a_sentence(tmp_path: Path) -> None:
     """Issue 36: a heavy request (the prune sweep of a 24,000-state model) drove the machine into the OOM killer.
     Every job process has a memory limit (CHMM_MAX_JOB_MB); past it, the job ends with a sentence that says so."""
-    (message, allocated), child = in_child(_request_past_the_memory_limit)
+    (message, allocated), child = in_child(_request_past_the_memory_limit, str(tmp_path))
     assert message.startswith("This stopped: it needed more than ")
     assert "MB, the server's limit per job (CHMM_MAX_JOB_MB); try a shorter text or a smaller model." in message
     assert 100 <= allocated <= 400, allocated  # stopped near the limit, not at the machine's end
@@ -348,6 +360,119 @@ def test_a_job_that_stays_past_the_memory_limit_is_killed_and_its_page_says_why(
     message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 1)
     assert message is not None and message.startswith("The training job stopped: it needed more than ")
     assert "the server's limit per job (CHMM_MAX_JOB_MB)" in message and "died" not in message
+
+
+def hold_the_gil(seconds: float) -> None:
+    """Run for about ``seconds`` inside one C call that never releases the GIL (as Infomap's C++ does for a whole
+    run): no other thread of the process runs meanwhile (about 1 s per 10^9 items here)."""
+    collections.deque(itertools.repeat(None, int(seconds * 1e9)), maxlen=0)
+
+
+def grow_past_the_hard_limit(after: float = 1.0) -> None:
+    """Start a child process (as a job's restart worker is) that, ``after`` seconds, takes the memory that puts this
+    process and its descendants, whose limit is this process's resident memory + 100 MB, past
+    MEMORY_HARD_FACTOR (1.25) times the limit: by then the job is inside C code that holds the GIL, as a
+    run of Infomap that keeps allocating is."""
+    size = int((0.3 * _rss_mb() + 150) * 1e6)
+    script = f"import time; time.sleep({after}); kept = b'x' * {size}; time.sleep(120)"
+    subprocess.Popen([sys.executable, "-c", script])
+
+
+def _job_inside_c_code_past_the_limit(folder: str, answer: multiprocessing.Queue) -> None:
+    """A job that passes its memory limit by far, then enters C code that holds the GIL for about 40 s: its watch
+    thread cannot run, so only the sentinel process can stop it."""
+    files = training_jobs.training_files(Path(folder))
+    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
+    os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 100)
+    with background.job_process(record=files), files.alive():
+        answer.put(time.time())
+        time.sleep(0.5)  # the queue's feeder thread sends it (it needs the GIL)
+        grow_past_the_hard_limit()
+        hold_the_gil(40.0)
+        answer.put("not stopped")
+
+
+def test_a_job_inside_c_code_that_holds_the_gil_is_still_stopped_at_its_memory_limit(with_corpus: Path) -> None:
+    """Issue 36's gap: the watch was a thread of the job, and C code that holds the GIL (Infomap's) kept it from
+    running, so such a job could fill the machine. The sentinel, a separate process, kills it within seconds and
+    records why first, so that the page says so."""
+    started, child = in_child(_job_inside_c_code_past_the_limit, str(with_corpus))
+    child.join(timeout=60)
+    seconds = time.time() - started
+    assert child.exitcode == -9, child.exitcode  # SIGKILL from the sentinel, not the end of the 40 s loop
+    assert seconds < 15.0, seconds
+    record = training_jobs.read_job(with_corpus)
+    assert "it needed more than" in record["cause"] and "CHMM_MAX_JOB_MB" in record["cause"]
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 1)
+    assert message is not None and message.startswith("The training job stopped: it needed more than ")
+    assert not [p for p in psutil.Process().children(recursive=True) if is_sentinel(p)]
+
+
+def _long_c_call_with_a_heartbeat(folder: str, seconds: float, answer: multiprocessing.Queue) -> None:
+    files = training_jobs.training_files(Path(folder))
+    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
+    with background.job_process(record=files), files.alive():
+        answer.put("inside")
+        time.sleep(0.5)  # the queue's feeder thread sends it (it needs the GIL)
+        hold_the_gil(seconds)
+    files.write({"key": "k", "status": background.FINISHED, "started": time.time()})
+
+
+def test_a_job_inside_c_code_that_holds_the_gil_is_not_taken_for_dead(with_corpus: Path) -> None:
+    """Infomap holds the GIL for its whole run (20 s on a 60,000-node graph), so the job's heartbeat thread stopped
+    beating and after 6 s its page called the job dead. The sentinel beats for it while its process lives."""
+    seconds = background.STALE_AFTER_S + 4.0
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_long_c_call_with_a_heartbeat, args=(str(with_corpus), seconds, answer))
+    child.start()
+    assert answer.get(timeout=30) == "inside"
+    files = training_jobs.training_files(with_corpus)
+    ages = []
+    while child.is_alive() and training_jobs.read_job(with_corpus)["status"] == background.RUNNING:
+        ages.append(time.time() - files.heartbeat.stat().st_mtime)
+        assert files.running(), ages
+        time.sleep(0.25)
+    child.join(timeout=30)
+    assert child.exitcode == 0 and len(ages) > 4 * background.STALE_AFTER_S
+    assert max(ages) < 2.5, max(ages)
+
+
+def _request_inside_c_code(folder: str, memory: bool, answer: multiprocessing.Queue) -> None:
+    """A scoring request that enters C code holding the GIL, past its memory limit or its time limit: only its
+    sentinel can stop it, and the request's callback, its process gone, cannot say why."""
+    from app import ui
+
+    background.MEMORY_GRACE_S = 1.0
+    os.environ["CHMM_MAX_REQUEST_SECONDS"] = "1"
+    os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 100)
+    answer.put(time.time())
+    time.sleep(0.5)  # the queue's feeder thread sends it (it needs the GIL)
+    with ui.request_job(Path(folder), "Scoring"):
+        if memory:
+            grow_past_the_hard_limit()
+        hold_the_gil(40.0)
+    answer.put("not stopped")
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["memory", "time"])
+def test_a_request_killed_inside_c_code_is_told_to_every_tab_of_its_session(memory: bool, data_dir: Path) -> None:
+    """Issue 36's second gap: a request job that had to be killed ended with nothing on its page. Its sentinel
+    leaves the sentence in the session's notice, which the shell of every tab shows within seconds."""
+    from app import main
+
+    session = sessions.new_session_id()
+    folder = sessions.session_folder(session)
+    started, child = in_child(_request_inside_c_code, str(folder), memory)
+    child.join(timeout=60)
+    assert child.exitcode == -9 and time.time() - started < 15.0
+    shown, stamp = main.show_notice(1, session, None)
+    text = json.dumps(shown.to_plotly_json(), default=str)
+    assert "Scoring stopped: it " in text and "try a shorter text or a smaller model." in text
+    assert ("it needed more than" in text) if memory else ("it ran past its limit of 1 s" in text)
+    assert main.show_notice(2, session, stamp) == (dash.no_update, dash.no_update)  # shown once per tab
+    assert background.read_notice(folder, now=stamp + background.NOTICE_SHOWN_S + 1) is None
+    assert main.show_notice(3, sessions.new_session_id(), None) == (dash.no_update, dash.no_update)  # its session's
 
 
 def test_the_job_memory_limit_defaults_to_three_quarters_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:

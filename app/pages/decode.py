@@ -136,8 +136,8 @@ def decode(
 ) -> Any:
     ui.require_click(_clicks)
     try:
-        with ui.request_job():
-            folder = sessions.session_folder(session_id)
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "Decoding"):
             result = decode_service.decode(folder, raw_text, bool(constrained), scrambled_from)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)

@@ -141,8 +141,8 @@ def sample(
 def score(_clicks: int | None, raw_text: str | None, placeholder: Any, session_id: str | None) -> Any:
     ui.require_click(_clicks)
     try:
-        with ui.request_job():
-            folder = sessions.session_folder(session_id)
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "Scoring"):
             result = generate_service.score(folder, raw_text, placeholder=bool(placeholder))
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)

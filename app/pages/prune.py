@@ -99,8 +99,9 @@ def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
 def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:
-        with ui.request_job():
-            result = prune_service.prune_sweep(sessions.session_folder(session_id))
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "The prune sweep"):
+            result = prune_service.prune_sweep(folder)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     note = (
