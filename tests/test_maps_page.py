@@ -5,9 +5,11 @@ Every test works in its own ``CHMM_DATA_DIR``."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
+import dash
 import networkx as nx
 import pytest
 from support import data_uri
@@ -251,3 +253,41 @@ def test_maps_page_registers_and_serves(data_dir: Path) -> None:
     assert client.get("/maps").status_code == 200
     dependencies = client.get("/_dash-dependencies").get_data(as_text=True)
     assert ids.MAP_RESULT in dependencies and ids.MAP_GO in dependencies
+
+
+def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
+    """A map job that this page did not start (another tab of the session): every second the page shows its
+    progress with Learn disabled and Cancel enabled, and when it ends gives them back, says how it ended and draws
+    the map (the map version changes); a job of this tab is left to its own callback, and one whose process died
+    is said as failed."""
+    from app import main  # noqa: F401 (the Dash app, which registers the pages)
+    from app.pages import maps as page
+
+    session = sessions.new_session_id()
+    folder = sessions.session_folder(session)
+    assert page.follow_job(1, session, False, False, None) == (dash.no_update,) * 7  # nothing runs
+    seen: list[tuple] = []
+
+    def look(record: dict) -> None:
+        if not seen:
+            seen.append(page.follow_job(2, session, False, False, None))
+            seen.append(maps.progress_of(maps.read_job(folder)))
+            seen.append(page.follow_job(3, session, False, True, None))  # this tab's own job
+
+    outcome = maps.run_map_job(folder, small_request(folder), report=look)
+    assert outcome["status"] == background.FINISHED
+    value, label, start_disabled, cancel_disabled, watching, status, version = seen[0]
+    assert (start_disabled, cancel_disabled, watching) == (True, False, True)
+    assert (value, label) == (str(seen[1][0]), seen[1][1]) and label, label
+    assert seen[2] == (dash.no_update,) * 7
+    value, label, start_disabled, cancel_disabled, watching, status, version = page.follow_job(
+        4, session, True, False, None
+    )
+    assert (value, start_disabled, cancel_disabled, watching) == ("100", False, True, False)
+    assert "message-ok" in json.dumps(status.to_plotly_json(), default=str) and isinstance(version, float)
+    files = maps.map_files(folder)
+    files.write({"key": "k", "status": background.RUNNING, "started": 0.0})
+    files.heartbeat.touch()
+    os.utime(files.heartbeat, (1.0, 1.0))  # its heartbeat stopped long ago
+    value, label, *_, status, version = page.follow_job(5, session, False, False, None)
+    assert label.startswith("The map job stopped without finishing") and "previous map is kept" in label

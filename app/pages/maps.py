@@ -181,6 +181,8 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),
         dcc.Store(id=ids.MAP_VERSION, storage_type="memory", data=0),
+        dcc.Interval(id=ids.MAP_WATCH, interval=1000),
+        dcc.Store(id=ids.MAP_WATCH_STATE, storage_type="memory", data=False),
         dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
         dcc.Store(id=ids.MAP_SELECTED, storage_type="memory"),
     )
@@ -390,6 +392,52 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
         return "0", died
     value, label = maps.progress_of(record)
     return str(value), label
+
+
+@callback(
+    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
+    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(ids.MAP_START, "disabled", allow_duplicate=True),
+    Output(ids.MAP_CANCEL, "disabled", allow_duplicate=True),
+    Output(ids.MAP_WATCH_STATE, "data"),
+    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
+    Output(ids.MAP_VERSION, "data", allow_duplicate=True),
+    Input(ids.MAP_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    State(ids.MAP_WATCH_STATE, "data"),
+    State(ids.MAPPING_FLAG, "data"),
+    State(ids.MAP_QUEUED, "data"),
+    prevent_initial_call=True,
+)
+def follow_job(
+    _ticks: int | None, session_id: str | None, watching: bool | None, mine: bool | None, queued: dict[str, Any] | None
+) -> tuple[Any, ...]:
+    """Every second: a map job whose process died (its heartbeat stopped) is said as failed, whichever tab started
+    it. A job this page did not start (started in another tab of the session, or before this page was opened
+    again): follow its record, keep Learn disabled and Cancel enabled while it runs, and when it ends give them
+    back, say how it ended and draw its map. A job started from this page is followed by its own background
+    callback."""
+    quiet = (no_update,) * 7
+    try:
+        folder = sessions.session_folder(session_id)
+        died = maps.reap_dead_job(folder)
+    except ui.EXPECTED_ERRORS:
+        return quiet
+    if died is not None:
+        return "0", died, False, True, False, ui.message(died, "error"), no_update
+    if mine or (queued or {}).get("state") in QUEUE_ACTIVE:
+        return quiet
+    running = maps.map_running(folder)
+    if not running and not watching:
+        return quiet
+    record = maps.read_job(folder)
+    value, label = maps.progress_of(record)
+    if running:
+        return str(value), label, True, False, True, no_update, no_update
+    status = (record or {}).get("status")
+    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
+    ended = ui.message((record or {}).get("message", ""), kind)
+    return str(value), label, False, True, False, ended, (time.time() if status == background.FINISHED else no_update)
 
 
 # ------------------------------------------------------------------------------------------ the map
