@@ -16,7 +16,7 @@ copied; its progress bar (tqdm) is replaced by a plain loop when tqdm is not ins
 Recovery: for each seed, a 50,000-step walk in the room, batch EM (up to 1,000 iterations, pseudocount 2e-3, stopped
 when the likelihood stops improving) then Viterbi EM (pseudocount 0), as in the notebook; the map is recovered when
 the clone graph of the walk's MAP path, self-loops aside, is isomorphic to the room's grid graph (networkx). The
-table gives it before and after merging the clones with the same future (engine.actions.merge_equivalent_clones,
+table gives it before and after merging the clones with the same future (engine.maps.merge_equivalent_clones,
 the last step of ``chmm map``), and the bits per step of a held-out 10,000-step walk under the merged map (the
 walk's entropy rate is 0: the place and the action determine the next observation).
 """
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import actions  # noqa: E402
+from engine import actions, maps  # noqa: E402
 
 RECTANGULAR = np.array(
     [
@@ -167,10 +167,10 @@ def recovery(seeds: int, rooms: list[str], em_iterations: int) -> list[dict]:
             model = actions.random_action_model(n_clones, x, a, seed=seed)
             model, em = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
             model, hard = actions.learn_viterbi(model, x, a, 100)
-            used = len(actions.used_clones(model))
-            recovered = actions.recovers_room(model, x, a, room)
-            merged, _ = actions.merge_equivalent_clones(model)
-            merged_recovered = actions.recovers_room(merged, x, a, room)
+            used = len(maps.used_clones(model))
+            recovered = maps.recovers_room(model, x, a, room)
+            merged, _ = maps.merge_equivalent_clones(model)
+            merged_recovered = maps.recovers_room(merged, x, a, room)
             test = actions.generate_walk(room, 10_000, seed=1000 + seed)
             bits = actions.bits_per_step(merged, test.observations, test.actions)
             seconds = time.perf_counter() - t0

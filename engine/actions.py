@@ -17,7 +17,7 @@ its symbols and its layout the text layout, so every text figure is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,39 @@ def check_walk(x: Any, a: Any, n_symbols: int | None = None, n_actions: int | No
     if a.min() < 0 or (n_actions is not None and a[:-1].max(initial=0) >= n_actions):
         raise ValueError(f"the walk has actions outside 0..{(n_actions or 1) - 1}")
     return x, a
+
+
+Walks = np.ndarray | Sequence[Any]
+"""One walk's observations (or actions), a 1-D sequence, or several walks' (documents: a list of 1-D sequences,
+walk d being ``x[d]`` with ``a[d]``)."""
+
+
+def _several(value: Any) -> bool:
+    return isinstance(value, list | tuple) and len(value) > 0 and all(np.ndim(part) == 1 for part in value)
+
+
+def check_walks(
+    x: Walks, a: Walks, n_symbols: int | None = None, n_actions: int | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One walk or several independent walks (documents: each starts afresh from pi, no transition runs from one
+    into the next) as a list of (observations, actions) pairs checked by :func:`check_walk`; ValueError in one
+    sentence otherwise (naming the walk at fault)."""
+    several = _several(x)
+    if several != _several(a):
+        raise ValueError(
+            "give one walk (a sequence of observations and one of actions) or several (a list of each), not a mix"
+        )
+    if not several:
+        return [check_walk(x, a, n_symbols, n_actions)]
+    if len(x) != len(a):
+        raise ValueError(f"{len(x)} walks of observations need as many walks of actions, got {len(a)}")
+    walks = []
+    for d, (x_d, a_d) in enumerate(zip(x, a, strict=True)):
+        try:
+            walks.append(check_walk(x_d, a_d, n_symbols, n_actions))
+        except ValueError as exc:
+            raise ValueError(f"walk {d + 1}: {exc}") from None
+    return walks
 
 
 # ------------------------------------------------------------------------------------------------ the layout
@@ -300,19 +333,20 @@ def _names(count: int, names: list[str] | None, kind: str) -> list[str]:
 
 def random_action_model(
     n_clones: np.ndarray,
-    x: np.ndarray,
-    a: np.ndarray,
+    x: Walks,
+    a: Walks,
     seed: int = 0,
     symbols: list[str] | None = None,
     actions: list[str] | None = None,
     dtype: Any = np.float32,
 ) -> ActionCHMM:
-    """A model with a block for every (action, symbol, symbol) triple of the walk, each row of T[a] uniform(0, 1)
-    entries normalised over its blocks, and pi uniform."""
+    """A model with a block for every (action, symbol, symbol) triple of the walk (or walks), each row of T[a]
+    uniform(0, 1) entries normalised over its blocks, and pi uniform."""
     n_clones = np.asarray(n_clones, dtype=np.int64)
-    x, a = check_walk(x, a, len(n_clones))
-    n_actions = int(a[:-1].max()) + 1 if actions is None else len(actions)
-    layout = action_layout(n_clones, n_actions, triples_in_walk(x, a, len(n_clones)))
+    walks = check_walks(x, a, len(n_clones))
+    n_actions = max(int(a_d[:-1].max()) for _, a_d in walks) + 1 if actions is None else len(actions)
+    triples = np.unique(np.concatenate([triples_in_walk(x_d, a_d, len(n_clones)) for x_d, a_d in walks]), axis=0)
+    layout = action_layout(n_clones, n_actions, triples)
     T = normalise_rows(layout, np.random.default_rng(seed).random(layout.size), 0.0, dtype)
     H = int(n_clones.sum())
     return ActionCHMM(
@@ -342,19 +376,14 @@ def from_dense(
     start = layout.clone_start
     for k, (row, j) in enumerate(layout.block_pairs):
         action, i = divmod(int(row), E)
-        T[layout.block_offset[k] : layout.block_offset[k + 1]] = transitions[
-            action, start[i] : start[i + 1], start[j] : start[j + 1]
-        ].ravel()
+        block = transitions[action, start[i] : start[i + 1], start[j] : start[j + 1]]
+        T[layout.block_offset[k] : layout.block_offset[k + 1]] = block.ravel()
     pi = np.full(H, 1.0 / H, dtype=transitions.dtype) if pi is None else np.asarray(pi, dtype=transitions.dtype)
     return ActionCHMM(_names(E, symbols, "symbol"), _names(A, actions, "action"), layout, T, pi)
 
 
 # ------------------------------------------------------------------------------------------------ inference
-def log_likelihood(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> float:
-    """log P(x_1..x_N | a_1..a_{N-1}) in nats, by the scaled forward pass with each step's block from its action
-    (alpha(n+1)^T = alpha(n)^T T[a_n](x_n, x_{n+1}), normalised); -inf when the walk is impossible."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    view = model.engine_view()
+def _log_likelihood_one(model: ActionCHMM, view: CHMM, x: np.ndarray, a: np.ndarray) -> float:
     layout = view.layout
     predictive = np.empty(len(x), dtype=np.float64)
     events = cpu.forward_pass(
@@ -365,24 +394,72 @@ def log_likelihood(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> float:
     return -np.inf if events else float(np.sum(np.log(predictive)))
 
 
-def bits_per_step(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> float:
-    """-log2 P(walk) / N: the mean surprisal of an observation given the walk so far and its actions."""
-    return -log_likelihood(model, x, a) / len(x) / np.log(2.0)
+def log_likelihood(model: ActionCHMM, x: Walks, a: Walks) -> float:
+    """log P(x_1..x_N | a_1..a_{N-1}) in nats, by the scaled forward pass with each step's block from its action
+    (alpha(n+1)^T = alpha(n)^T T[a_n](x_n, x_{n+1}), normalised); -inf when the walk is impossible. For several
+    walks (:func:`check_walks`) the sum over them, log prod_d P(x^d | a^d), each starting from pi."""
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    view = model.engine_view()
+    return float(sum(_log_likelihood_one(model, view, x_d, a_d) for x_d, a_d in walks))
 
 
-def e_step(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> inference.EStepResult:
+def bits_per_step(model: ActionCHMM, x: Walks, a: Walks) -> float:
+    """-log2 P(walk) / N: the mean surprisal of an observation given the walk so far and its actions; for several
+    walks -sum_d log2 P(x^d | a^d) / sum_d N_d."""
+    steps = sum(len(x_d) for x_d, _ in check_walks(x, a, model.n_symbols, model.n_actions))
+    return -log_likelihood(model, x, a) / steps / np.log(2.0)
+
+
+def _sum_e_steps(results: list[inference.EStepResult]) -> inference.EStepResult:
+    """The E-step of independent walks: counts, log-likelihoods and zero-probability events add up, gamma(1) is
+    their mean (as :func:`engine.engines.e_step_sequences` for text); one walk's result is returned as it is."""
+    if len(results) == 1:
+        return results[0]
+    counts = results[0].counts.copy()
+    touched = results[0].touched.copy()
+    for e in results[1:]:
+        counts += e.counts
+        touched |= e.touched
+    return inference.EStepResult(
+        counts,
+        sum(e.gamma_first.astype(np.float64) for e in results) / len(results),
+        float(sum(e.log_likelihood for e in results)),
+        int(sum(e.zero_events for e in results)),
+        results[-1].last_alpha,
+        touched,
+    )
+
+
+def e_step(model: ActionCHMM, x: Walks, a: Walks) -> inference.EStepResult:
     """Expected transition counts sum_n xi(n) in the model's block layout (each step's counts land in the block of
-    its action), with the walk's log-likelihood: the text E-step over the row keys."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    return inference.e_step(model.engine_view(), x, row_key=row_keys(x, a, model.n_symbols))
+    its action), with the walk's log-likelihood: the text E-step over the row keys. For several walks the counts
+    and log-likelihoods are summed over them (each walk's xi from its own forward-backward pass)."""
+    view = model.engine_view()
+    return _sum_e_steps(
+        [
+            inference.e_step(view, x_d, row_key=row_keys(x_d, a_d, model.n_symbols))
+            for x_d, a_d in check_walks(x, a, model.n_symbols, model.n_actions)
+        ]
+    )
 
 
-def viterbi(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, float]:
+def viterbi(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> tuple[Any, float]:
     """The MAP clone path of the walk (global clone indices, all -1 when the walk is impossible) and
-    log max_z P(z, x | a) in nats, by max-product over each step's block of its action."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    result = inference.viterbi(model.engine_view(), x, row_shift=a * model.n_symbols)
-    return result.clones, result.log_probability
+    log max_z P(z, x | a) in nats, by max-product over each step's block of its action (the row shift a_n * E), on
+    any implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim). For several walks: the list of
+    their paths and the sum of their log-probabilities (each walk's path is its own MAP path)."""
+    from engine import engines
+
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    view = model.engine_view()
+    engine = engines.engine_for(view, backend)
+    state = engine.load(view)
+    paths, total = [], 0.0
+    for x_d, a_d in walks:
+        result = engine.viterbi(state, x_d, row_shift=a_d * model.n_symbols)
+        paths.append(result.clones)
+        total += result.log_probability
+    return (paths[0] if not _several(x) else paths), float(total)
 
 
 def path_counts(model: ActionCHMM, x: np.ndarray, a: np.ndarray, path: np.ndarray) -> np.ndarray:
@@ -402,10 +479,15 @@ def path_counts(model: ActionCHMM, x: np.ndarray, a: np.ndarray, path: np.ndarra
 Progress = Callable[[int, float], None]
 
 
+def _bits(log_likelihood: float, steps: int) -> float:
+    """-log2 P / N, written as :func:`engine.learning.fit` writes a training BPS (so the two agree to the bit)."""
+    return float(-log_likelihood / (steps * np.log(2.0)))
+
+
 def learn_em(
     model: ActionCHMM,
-    x: np.ndarray,
-    a: np.ndarray,
+    x: Walks,
+    a: Walks,
     iterations: int = 100,
     pseudocount: float = 0.0,
     stop_when_worse: bool = True,
@@ -417,18 +499,22 @@ def learn_em(
     of the walk under the model each iteration started from; with ``stop_when_worse``, stops at the first
     iteration that does not improve on the one before (the paper's code's early stop). Runs on any dense
     implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim), the walk's row keys passed to its
-    E-steps; the model moves to the implementation once and back once."""
+    E-steps; the model moves to the implementation once and back once. Several walks (:func:`check_walks`) share
+    T: their counts are summed, and the bits per step are -sum_d log2 P(x^d | a^d) / sum_d N_d."""
     from engine import engines
 
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    keys = row_keys(x, a, model.n_symbols)
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
+    steps = sum(len(x_d) for x_d, _ in walks)
     engine = engines.engine_for(model.engine_view(), backend)
     state = engine.load(model.engine_view())
-    plan = engine.plan(state, x, "em", len(x), row_key=keys)
+    plans = [engine.plan(state, x_d, "em", len(x_d), row_key=k) for (x_d, _), k in zip(walks, keys, strict=True)]
     history: list[float] = []
     for iteration in range(iterations):
-        e = engine.e_step(state, x, plan=plan, row_key=keys)
-        bits = -e.log_likelihood / len(x) / np.log(2.0)
+        e = _sum_e_steps(
+            [engine.e_step(state, x_d, plan=p, row_key=k) for (x_d, _), p, k in zip(walks, plans, keys, strict=True)]
+        )
+        bits = -e.log_likelihood / steps / np.log(2.0)
         history.append(bits)
         if progress is not None:
             progress(iteration, bits)
@@ -438,264 +524,77 @@ def learn_em(
     return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
 
 
+def learn_online(
+    model: ActionCHMM,
+    x: Walks,
+    a: Walks,
+    epochs: int = 10,
+    batch_size: int = 400,
+    memory: float = 0.9,
+    pseudocount: float = 0.0,
+    progress: Progress | None = None,
+    backend: str = "cpu",
+) -> tuple[ActionCHMM, list[float]]:
+    """Online EM (paper, section 3; the text engine's :func:`engine.learning.online_epoch` with the walk's row
+    keys): each epoch passes over the walks in batches of ``batch_size`` steps, and after batch b
+    A^(b) = lambda A^(b-1) + (1 - lambda) sum_{n in b} xi(n) (each step's xi in the block of its action),
+    T^(b)[a] = row-normalise(A^(b)[a] + pseudocount * |b| / N), lambda = ``memory``. The E-step of a batch starts
+    from the last forward message of the batch before (each walk from pi). Returns the model and the bits per step
+    of each epoch, -sum_b log2 P(batch b | T^(b-1)) / N, as :func:`engine.learning.fit` records it: a walk with one
+    action gives the text engine's trajectory to the bit. ``backend`` as for :func:`learn_em`."""
+    from engine import engines, learning
+
+    if not isinstance(epochs, int | np.integer) or epochs < 1:
+        raise ValueError(f"online EM needs at least 1 epoch, got {epochs!r}")
+    config = learning.TrainingConfig(algorithm="online", pseudocount=pseudocount, batch_size=batch_size, memory=memory)
+    config.validate()
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    sequences = [x_d for x_d, _ in walks]
+    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
+    steps = sum(len(x_d) for x_d in sequences)
+    engine = engines.engine_for(model.engine_view(), backend)
+    state = engine.load(model.engine_view())
+    online = learning.OnlineState()
+    history: list[float] = []
+    for epoch in range(int(epochs)):
+        state, ll, _ = learning.online_epoch(engine, state, sequences, config, online, None, row_keys=keys)
+        if not engine.finite(state):
+            raise FloatingPointError("online EM made the transition matrix non-finite")
+        history.append(_bits(ll, steps))
+        if progress is not None:
+            progress(epoch, history[-1])
+    return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
+
+
 def learn_viterbi(
     model: ActionCHMM,
-    x: np.ndarray,
-    a: np.ndarray,
+    x: Walks,
+    a: Walks,
     iterations: int = 100,
     pseudocount: float = 0.0,
     progress: Progress | None = None,
+    backend: str = "cpu",
 ) -> tuple[ActionCHMM, list[float]]:
-    """Viterbi (hard) EM: the counts of the MAP clone path, then T[a] = row-normalise(counts[a] + pseudocount);
+    """Viterbi (hard) EM: the counts of the MAP clone path (decoded on ``backend``), then
+    T[a] = row-normalise(counts[a] + pseudocount);
     stops when the path's probability no longer improves. Returns the model and -log2 max_z P(z, x | a) / N per
-    iteration (the paper's refinement step, which prunes the clones the path does not use)."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
+    iteration (the paper's refinement step, which prunes the clones the path does not use). Several walks: each
+    walk's MAP path, their counts summed, -sum_d log2 max P(z^d, x^d | a^d) / sum_d N_d."""
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    steps = sum(len(x_d) for x_d, _ in walks)
     history: list[float] = []
     for iteration in range(iterations):
-        path, log_probability = viterbi(model, x, a)
-        bits = -log_probability / len(x) / np.log(2.0)
+        counts = np.zeros(model.layout.size, dtype=np.float64)
+        log_probability = 0.0
+        for x_d, a_d in walks:
+            path, log_p = viterbi(model, x_d, a_d, backend)
+            counts += path_counts(model, x_d, a_d, path)
+            log_probability += log_p
+        bits = -log_probability / steps / np.log(2.0)
         history.append(bits)
         if progress is not None:
             progress(iteration, bits)
         if len(history) > 1 and not bits < history[-2]:
             break
-        model = model.with_T(normalise_rows(model.layout, path_counts(model, x, a, path), pseudocount, model.T.dtype))
+        model = model.with_T(normalise_rows(model.layout, counts, pseudocount, model.T.dtype))
     return model, history
-
-
-# ------------------------------------------------------------------------------------------------ the map
-def clone_graph(model: ActionCHMM, x: np.ndarray, a: np.ndarray) -> Any:
-    """The learned map: a directed graph over the clones the walk's MAP path uses, an edge u -> v where the path
-    steps from u to v, with ``count`` (path transitions) and ``actions`` (the action names taken along it)."""
-    import networkx as nx
-
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    path, _ = viterbi(model, x, a)
-    graph = nx.DiGraph()
-    if np.any(path < 0):
-        return graph
-    symbol = model.clone_symbol()
-    for clone in np.unique(path):
-        graph.add_node(int(clone), symbol=model.symbols[symbol[clone]])
-    codes, counts = np.unique((path[:-1] * model.n_states + path[1:]) * model.n_actions + a[:-1], return_counts=True)
-    for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
-        edge, action = divmod(code, model.n_actions)
-        u, v = divmod(edge, model.n_states)
-        if graph.has_edge(u, v):
-            graph[u][v]["count"] += count
-            graph[u][v]["actions"].append(model.actions[action])
-        else:
-            graph.add_edge(u, v, count=count, actions=[model.actions[action]])
-    return graph
-
-
-def room_graph(room: Any) -> Any:
-    """The grid graph of a room: its open cells, an edge between cells side by side (the map a walk should
-    recover)."""
-    import networkx as nx
-
-    grid = check_room(room)
-    graph = nx.Graph()
-    cells = [tuple(int(v) for v in cell) for cell in np.argwhere(grid >= 0)]
-    graph.add_nodes_from(cells)
-    for r, c in cells:
-        for dr, dc in ((0, 1), (1, 0)):
-            if (r + dr, c + dc) in graph:
-                graph.add_edge((r, c), (r + dr, c + dc))
-    return graph
-
-
-def recovers_room(model: ActionCHMM, x: np.ndarray, a: np.ndarray, room: Any) -> bool:
-    """Whether the learned map (:func:`clone_graph`, as an undirected graph without self-loops: steps into a wall)
-    is isomorphic to the room's grid graph."""
-    import networkx as nx
-
-    learned = clone_graph(model, x, a).to_undirected()
-    learned.remove_edges_from(list(nx.selfloop_edges(learned)))
-    return bool(nx.is_isomorphic(learned, room_graph(room)))
-
-
-def place_field(model: ActionCHMM, x: np.ndarray, a: np.ndarray, positions: np.ndarray, clone: int) -> np.ndarray:
-    """Where in the room a clone is active: for every cell, the mean over the walk's visits of the filtered
-    probability P(z_n = clone | x_1..x_n, a_1..a_{n-1}) (the forward message), shape (rows, columns) of the room
-    the ``positions`` (true (row, column) of each step) come from; NaN for cells never visited."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
-    positions = np.asarray(positions, dtype=np.int64)
-    if positions.shape != (len(x), 2) or positions.min() < 0:
-        raise ValueError("a place field needs the walk's true place (row, column) at every step")
-    if not 0 <= clone < model.n_states:
-        raise ValueError(f"clone {clone} is outside 0..{model.n_states - 1}")
-    view = model.engine_view()
-    layout = view.layout
-    offsets = inference.sequential_offsets(layout, x)
-    alpha = np.empty(int(offsets[-1]), dtype=view.T.dtype)
-    cpu.forward_pass(
-        view.T, view.pi, x, row_keys(x, a, model.n_symbols), layout.n_clones, layout.clone_start,
-        layout.block_lookup, layout.block_offset, alpha, offsets, np.empty(len(x)),
-    )  # fmt: skip
-    symbol = int(model.clone_symbol()[clone])
-    local = clone - int(layout.clone_start[symbol])
-    activation = np.zeros(len(x))
-    seen = x == symbol
-    activation[seen] = alpha[offsets[:-1][seen] + local]
-    shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
-    total = np.zeros(shape)
-    visits = np.zeros(shape)
-    np.add.at(total, (positions[:, 0], positions[:, 1]), activation)
-    np.add.at(visits, (positions[:, 0], positions[:, 1]), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(visits > 0, total / visits, np.nan)
-
-
-def plan(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> tuple[list[int], list[str]]:
-    """The most probable route from clone ``start`` to clone ``goal`` in the learned map and the actions that take
-    it: the path maximising prod_n max_a T[a](z_n, z_{n+1}) over transitions above ``threshold`` (a shortest path
-    on -log T, networkx's Dijkstra); ValueError in one sentence when the goal cannot be reached."""
-    import networkx as nx
-
-    for name, clone in (("start", start), ("goal", goal)):
-        if not 0 <= clone < model.n_states:
-            raise ValueError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
-    E, layout = model.n_symbols, model.layout
-    best: dict[tuple[int, int], tuple[float, int]] = {}
-    for k, (row, j) in enumerate(layout.block_pairs):
-        action, i = divmod(int(row), E)
-        m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
-        block = model.T[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(m_i, m_j)
-        for u, v in np.argwhere(block > threshold):
-            edge = (int(layout.clone_start[i] + u), int(layout.clone_start[j] + v))
-            p = float(block[u, v])
-            if edge not in best or p > best[edge][0]:
-                best[edge] = (p, action)
-    graph = nx.DiGraph()
-    for (u, v), (p, action) in best.items():
-        graph.add_edge(u, v, weight=-np.log(p), action=action)
-    if start == goal:
-        return [start], []
-    try:
-        route = nx.dijkstra_path(graph, start, goal)
-    except (nx.NetworkXNoPath, nx.NodeNotFound):
-        raise ValueError(f"clone {goal} cannot be reached from clone {start} in the learned map") from None
-    moves = [model.actions[graph[u][v]["action"]] for u, v in zip(route[:-1], route[1:], strict=True)]
-    return [int(c) for c in route], moves
-
-
-def used_clones(model: ActionCHMM) -> np.ndarray:
-    """The clones with outgoing mass under some action (after Viterbi EM: the clones of the learned map)."""
-    sums = row_sums(model.layout, model.T).reshape(model.n_actions, model.n_states)
-    return np.flatnonzero(sums.max(axis=0) > 0)
-
-
-def learn_emissions(
-    model: ActionCHMM, x: np.ndarray, a: np.ndarray, n_observations: int, iterations: int = 50, seed: int = 0
-) -> tuple[np.ndarray, list[float]]:
-    """Transfer a map to a room with the same layout and new observations: EM on the emission matrix
-    E(u, o) = P(x_n = o | z_n = u) of the map's clones (:func:`used_clones`) with their transitions T[a] fixed
-    (the paper's code's ``learn_em_E``). Scaled forward-backward over the clones: alpha(n+1) = (alpha(n) T[a_n]) o
-    E(., x_{n+1}), normalised; E = row-normalise(sum_n gamma(n) [x_n = o]). Returns E over every clone, shape
-    (H, n_observations) (zero rows for clones outside the map), and the bits per step each iteration started from.
-    A (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
-    x, a = check_walk(x, a, n_observations, model.n_actions)
-    clones = used_clones(model)
-    if len(clones) == 0:
-        raise ValueError("the map has no transitions to transfer (train it first)")
-    m = len(clones)
-    transitions = np.stack(
-        [model.transition(k)[np.ix_(clones, clones)].astype(np.float64) for k in range(model.n_actions)]
-    )
-    for k in range(model.n_actions):
-        stuck = np.flatnonzero(transitions[k].sum(axis=1) <= 0)
-        transitions[k][stuck, stuck] = 1.0
-        transitions[k] /= transitions[k].sum(axis=1, keepdims=True)
-    emissions = np.random.default_rng(seed).random((m, n_observations)) + 1.0
-    emissions /= emissions.sum(axis=1, keepdims=True)
-    n = len(x)
-    history: list[float] = []
-    alpha = np.empty((n, m))
-    beta = np.empty((n, m))
-    for _ in range(iterations):
-        log_likelihood = 0.0
-        message = emissions[:, x[0]] / m
-        for step in range(n):
-            if step:
-                message = (alpha[step - 1] @ transitions[a[step - 1]]) * emissions[:, x[step]]
-            total = message.sum()
-            if total <= 0:
-                raise ValueError("the walk is impossible under the map (no clone can emit its observations)")
-            log_likelihood += np.log(total)
-            alpha[step] = message / total
-        beta[-1] = 1.0
-        for step in range(n - 2, -1, -1):
-            message = transitions[a[step]] @ (beta[step + 1] * emissions[:, x[step + 1]])
-            beta[step] = message / message.sum()
-        history.append(-log_likelihood / n / np.log(2.0))
-        gamma = alpha * beta
-        gamma /= gamma.sum(axis=1, keepdims=True)
-        counts = np.zeros((m, n_observations))
-        np.add.at(counts.T, x, gamma)
-        emissions = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1e-300)
-        if len(history) > 1 and history[-2] - history[-1] < 1e-9:
-            break
-    full = np.zeros((model.n_states, n_observations))
-    full[clones] = emissions
-    return full, history
-
-
-def merge_equivalent_clones(model: ActionCHMM, threshold: float = 0.5) -> tuple[ActionCHMM, np.ndarray]:
-    """Merge the clones of the map that have the same future: the coarsest partition of the used clones
-    (:func:`used_clones`) by observation in which, for every action, the clones of a class step to one class
-    (Moore's minimisation of the map read as a deterministic automaton: a clone's move under action a is its most
-    probable successor when that holds more than ``threshold`` of its row, else undefined, and an undefined move
-    only matches another). Two clones that stand for one place have the same future, so a map that split a place
-    between clones becomes one clone per place. T of a merged clone under each action is the mean of its members'
-    rows, summed over the merged columns. Returns the merged model (at least one clone per symbol) and the class
-    of every clone of ``model`` (-1 for clones outside the map)."""
-    clones = used_clones(model)
-    symbol = model.clone_symbol()
-    transitions = [model.transition(k).astype(np.float64) for k in range(model.n_actions)]
-    moves = np.full((model.n_actions, model.n_states), -1, dtype=np.int64)
-    for k, dense in enumerate(transitions):
-        sure = dense.max(axis=1) > threshold
-        moves[k, sure] = dense.argmax(axis=1)[sure]
-    classes = np.full(model.n_states, -1, dtype=np.int64)
-    classes[clones] = symbol[clones]
-    count = len(np.unique(classes[clones]))
-    while True:
-        signature = [
-            (int(classes[u]), *(int(classes[moves[k, u]]) if moves[k, u] >= 0 else -1 for k in range(model.n_actions)))
-            for u in clones
-        ]
-        order = {s: i for i, s in enumerate(sorted(set(signature)))}
-        refined = np.full(model.n_states, -1, dtype=np.int64)
-        refined[clones] = [order[s] for s in signature]
-        classes = refined
-        if len(order) == count:
-            break
-        count = len(order)
-    class_symbol = np.zeros(count, dtype=np.int64)
-    class_symbol[classes[clones]] = symbol[clones]
-    n_clones = np.bincount(class_symbol, minlength=model.n_symbols)
-    n_clones[n_clones == 0] = 1  # a symbol the map never uses keeps one clone without transitions
-    start = np.concatenate([[0], np.cumsum(n_clones)])
-    position = np.empty(count, dtype=np.int64)  # merged clone of each class, laid out symbol by symbol
-    placed = start[:-1].copy()
-    for c in range(count):
-        position[c] = placed[class_symbol[c]]
-        placed[class_symbol[c]] += 1
-    H = int(start[-1])
-    merged_of = np.full(model.n_states, -1, dtype=np.int64)
-    merged_of[clones] = position[classes[clones]]
-    size = np.bincount(merged_of[clones], minlength=H).astype(np.float64)
-    dense = np.zeros((model.n_actions, H, H))
-    for k, T_k in enumerate(transitions):
-        rows = np.zeros((H, model.n_states))
-        np.add.at(rows, merged_of[clones], T_k[clones])
-        columns = np.zeros((H, H))
-        np.add.at(columns.T, merged_of[clones], rows[:, clones].T)
-        dense[k] = columns / np.maximum(size, 1.0)[:, None]
-    block_mass = np.add.reduceat(np.add.reduceat(dense, start[:-1], axis=1), start[:-1], axis=2)
-    triples = np.argwhere(block_mass > 0)
-    merged = from_dense(dense, n_clones, triples=triples, symbols=model.symbols, actions=model.actions)
-    merged = merged.with_T(normalise_rows(merged.layout, merged.T.astype(np.float64), 0.0, model.T.dtype))
-    merged = ActionCHMM(merged.symbols, merged.actions, merged.layout, merged.T, merged.pi.astype(model.T.dtype))
-    return merged, merged_of

@@ -41,12 +41,6 @@ def row_split(layout: BlockLayout) -> int:
     return int(starts[np.argmin(np.abs(starts - half))])
 
 
-def refuse_actions(name: str, row_key: np.ndarray | None) -> None:
-    """An implementation without walks with actions refuses one (one sentence)."""
-    if row_key is not None:
-        raise ValueError(f"the {name} implementation has no models with actions; use the dense cpu or gpu backend")
-
-
 def refuse_lockstep(name: str, chunk: int | None) -> None:
     """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence); no
     chunk (None) or :data:`engine.chunks.EXACT` are its exact passes."""
@@ -179,8 +173,10 @@ class DenseEngine:
     def with_counts(self, state: CHMM, counts: np.ndarray) -> CHMM:
         return state.with_arrays(counts=counts)
 
-    def viterbi(self, state: CHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        return inference.viterbi(state, evidence)
+    def viterbi(
+        self, state: CHMM, evidence: np.ndarray | inference.Evidence, row_shift: np.ndarray | None = None
+    ) -> inference.ViterbiResult:
+        return inference.viterbi(state, evidence, row_shift=row_shift)
 
     def hard_counts(self, state: CHMM, x: np.ndarray) -> tuple[np.ndarray, float]:
         log_likelihood = inference.log_likelihood(state, x)
@@ -208,7 +204,8 @@ class DenseEngine:
 # ---------------------------------------------------------------------------------------------- sparse, CPU
 class SparseEngine:
     """CSR blocks on the CPU (:mod:`engine.sparse`): every operation costs O(stored entries) per step; the state
-    is the :class:`engine.sparse.SparseCHMM`. EM never creates entries, so zeros stay zero."""
+    is the :class:`engine.sparse.SparseCHMM`. EM never creates entries, so zeros stay zero. Walks with actions run
+    through ``row_key`` (:meth:`plan`, :meth:`e_step`) and ``row_shift`` (:meth:`viterbi`) as on the dense engine."""
 
     name = "sparse"
 
@@ -242,11 +239,10 @@ class SparseEngine:
         burn_in: int | None = None,
         row_key: np.ndarray | None = None,
     ) -> sparse.SequencePlan | None:
-        refuse_actions(self.name, row_key)
         if algorithm != "em":
             return None
         refuse_lockstep(self.name, chunk)
-        return sparse.SequencePlan.build(state.layout, x, state.data.dtype)
+        return sparse.SequencePlan.build(state.layout, x, state.data.dtype, row_key)
 
     def zero_counts(self, state: sparse.SparseCHMM) -> np.ndarray:
         return np.zeros(state.data.size)
@@ -264,10 +260,9 @@ class SparseEngine:
         counted: tuple[int, int] | None = None,
         row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
-        refuse_actions(self.name, row_key)
         if counted is not None:
             raise ValueError("chunks with a burn-in run on dense models; a sparse model's unit of work is a document")
-        return sparse.e_step(state, x, plan, initial)
+        return sparse.e_step(state, x, plan, initial, row_key)
 
     def m_step(
         self, state: sparse.SparseCHMM, counts: np.ndarray, pseudocount: float, pi: np.ndarray | None = None
@@ -278,8 +273,13 @@ class SparseEngine:
     def with_counts(self, state: sparse.SparseCHMM, counts: np.ndarray) -> sparse.SparseCHMM:
         return state.with_arrays(counts=counts)
 
-    def viterbi(self, state: sparse.SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        return sparse.viterbi(state, evidence)
+    def viterbi(
+        self,
+        state: sparse.SparseCHMM,
+        evidence: np.ndarray | inference.Evidence,
+        row_shift: np.ndarray | None = None,
+    ) -> inference.ViterbiResult:
+        return sparse.viterbi(state, evidence, row_shift)
 
     def hard_counts(self, state: sparse.SparseCHMM, x: np.ndarray) -> tuple[np.ndarray, float]:
         log_likelihood = sparse.log_likelihood(state, x)

@@ -108,7 +108,7 @@ class Engine(Protocol):
         alpha (online EM carries it into the next batch). ``counted``: only those steps, for a chunk with a burn-in
         (see :func:`engine.inference.e_step`; the dense CPU engine only). ``row_key``: the block row of each step
         n -> n+1 of a walk with actions (``a_n * E + x_n`` over the layout of :func:`engine.actions.action_layout`;
-        None for text); the dense engines run it, the sparse one refuses."""
+        None for text); every implementation runs it."""
 
     def m_step(self, state: Any, counts: Any, pseudocount: float, pi: np.ndarray | None = None) -> Any:
         """T = row-normalise(counts + pseudocount) over the entries EM may update (see ``fixed_zeros``)."""
@@ -116,8 +116,13 @@ class Engine(Protocol):
     def with_counts(self, state: Any, counts: Any) -> Any:
         """``state`` with ``counts`` as its expected counts (used by the back-off bigram and by pruning)."""
 
-    def viterbi(self, state: Any, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        """MAP clone path with hard or per-position soft evidence (see :func:`engine.inference.viterbi`)."""
+    def viterbi(
+        self, state: Any, evidence: np.ndarray | inference.Evidence, row_shift: np.ndarray | None = None
+    ) -> inference.ViterbiResult:
+        """MAP clone path with hard or per-position soft evidence (see :func:`engine.inference.viterbi`).
+        ``row_shift[n]`` is added to the symbols of position n to name the block row of step n -> n+1 of a walk
+        with actions (``a_n * E`` over the layout of :func:`engine.actions.action_layout`; None for text), as
+        ``row_key`` names it for :meth:`e_step` (a bad one is refused in one sentence, :mod:`engine.row_keys`)."""
 
     def hard_counts(self, state: Any, x: np.ndarray) -> tuple[Any, float]:
         """Viterbi EM's counts (one per transition of the MAP clone path of ``x``) and log P(x)."""

@@ -1,6 +1,7 @@
 """The CHMM engine on a GPU: forward/backward, BPS, E-step counts, M-step, Viterbi with soft evidence and sampling on
 the block-sparse layout, with the model and the messages kept on the device (:class:`DeviceBlocks`; the lockstep
-passes in :mod:`engine.gpu_lockstep`, the protocol in :mod:`engine.gpu_engine`).
+passes in :mod:`engine.gpu_lockstep`, Viterbi and sampling in :mod:`engine.gpu_decoding`, the protocol in
+:mod:`engine.gpu_engine`).
 
 The code here is array logic over a :class:`engine.devices.Device`: an array module ``xp`` and a table of kernels by
 name, CuPy and the CUDA kernels of :mod:`engine.kernels.gpu` on a CUDA GPU, NumPy and their twins anywhere (the
@@ -23,6 +24,7 @@ import numpy as np
 from engine import inference
 from engine.blocks import BlockLayout
 from engine.devices import Device, DeviceModel
+from engine.gpu_decoding import DecodingPasses
 from engine.gpu_lockstep import LockstepPasses
 from engine.kernels import gpu as kernels
 from engine.model import CHMM
@@ -43,7 +45,7 @@ class _DeviceEStep:
     first_beta: np.ndarray
 
 
-class DeviceBlocks(LockstepPasses):
+class DeviceBlocks(LockstepPasses, DecodingPasses):
     """One :class:`BlockLayout`'s index tables on a device, and the passes over models with that layout.
 
     The tables are uploaded once; models with the layout are uploaded with :meth:`upload` and come back with
@@ -504,101 +506,3 @@ class DeviceBlocks(LockstepPasses):
         TT = xp.empty_like(T)
         self._launch_rows(self._row_write, values, pseudocount, support, totals, T, TT)
         return T, TT
-
-    # ------------------------------------------------------------------------------------------- Viterbi
-    def viterbi(self, device_model: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        """MAP clone path with per-position soft evidence (see :func:`engine.inference.viterbi`); the same
-        arithmetic as the CPU kernel, so the same path."""
-        xp = self.xp
-        layout = self.layout
-        evidence, slot_offset = inference.viterbi_evidence(layout, evidence)
-        n_pos = len(evidence.ptr) - 1
-        symbols = np.asarray(evidence.symbol, dtype=np.int64)
-        weights = np.asarray(evidence.weight, dtype=np.float64)
-        sizes = np.diff(slot_offset)
-        # position 0 on the host, exactly as the CPU kernel
-        first = np.zeros(int(slot_offset[evidence.ptr[1]]), dtype=np.float64)
-        for c in range(evidence.ptr[0], evidence.ptr[1]):
-            s = symbols[c]
-            lo = int(layout.clone_start[s])
-            first[slot_offset[c] : slot_offset[c + 1]] = (
-                device_model.pi[lo : lo + sizes[c]].astype(np.float64) * weights[c]
-            )
-        best0 = float(first.max()) if first.size else 0.0
-        if best0 <= 0.0:
-            return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
-        first /= best0
-        delta = xp.zeros(int(slot_offset[-1]), dtype=xp.float64)
-        delta[: first.size] = xp.asarray(first)
-        backpointer = xp.full(int(slot_offset[-1]), -1, dtype=xp.int64)
-        scale = xp.ones(n_pos, dtype=xp.float64)
-        grid = 2 * self.sm_count
-        partial = xp.zeros(2 * grid, dtype=xp.float64)
-        barrier = xp.zeros(1, dtype=xp.uint32)
-        abort = xp.zeros(1, dtype=xp.int32)
-        if n_pos > 1:
-            self._viterbi(
-                (grid,),
-                (kernels.THREADS,),
-                (
-                    device_model.TT,
-                    self.block_offset,
-                    self.block_lookup,
-                    np.int32(layout.n_symbols),
-                    self.n_clones,
-                    xp.asarray(evidence.ptr, dtype=xp.int64),
-                    xp.asarray(symbols, dtype=xp.int32),
-                    xp.asarray(weights),
-                    xp.asarray(slot_offset),
-                    np.int32(n_pos),
-                    delta,
-                    backpointer,
-                    scale,
-                    partial,
-                    barrier,
-                    abort,
-                ),
-            )
-        self._check_aborts(abort)
-        scales = self.host(scale)
-        if np.any(scales[1:] <= 0):
-            return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
-        log_probability = math.log(best0) + float(np.sum(np.log(scales[1:])))
-        lo, hi = int(slot_offset[evidence.ptr[n_pos - 1]]), int(slot_offset[evidence.ptr[n_pos]])
-        last = lo + int(np.argmax(self.host(delta[lo:hi])))
-        pointers = self.host(backpointer)
-        path_slots = np.empty(n_pos, dtype=np.int64)
-        slot = last
-        for n in range(n_pos - 1, -1, -1):
-            path_slots[n] = slot
-            slot = pointers[slot]
-        candidate = np.searchsorted(slot_offset, path_slots, side="right") - 1
-        clones = layout.clone_start[symbols[candidate]] + path_slots - slot_offset[candidate]
-        return inference.ViterbiResult(clones, layout.clone_symbol()[clones], log_probability)
-
-    # ------------------------------------------------------------------------------------------- sampling
-    def sample_path(self, device_model: DeviceModel, first_clone: int, uniforms: np.ndarray) -> np.ndarray:
-        """Follow T from ``first_clone`` with one uniform draw per step (see ``cpu.sample_path``); the symbols."""
-        xp = self.xp
-        length = len(uniforms)
-        out = xp.zeros(length, dtype=xp.int32)
-        written = xp.zeros(1, dtype=xp.int32)
-        self._sample(
-            (1,),
-            (32,),
-            (
-                device_model.T,
-                self.n_clones,
-                self.clone_start,
-                self.clone_symbol,
-                self.row_block_start,
-                self.block_pairs,
-                self.block_offset,
-                np.int32(first_clone),
-                xp.asarray(uniforms, dtype=xp.float64),
-                np.int32(length),
-                out,
-                written,
-            ),
-        )
-        return self.host(out[: int(self.host(written)[0])]).astype(np.int64)

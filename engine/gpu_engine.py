@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import chunks, graph, inference, sampling
+from engine import chunks, graph, inference, row_keys, sampling
 from engine.blocks import BlockLayout
 from engine.chunks import LOCKSTEP_BURN_IN, LockstepPlan, LockstepSchedule
 from engine.devices import Device, DeviceMemoryError, DeviceModel, estimate_device_bytes
@@ -186,6 +186,7 @@ class GpuDenseEngine:
             if plan is not None and (plan.lockstep is not None or plan.segment is not None):
                 raise ValueError("a walk with actions runs exact whole-sequence passes on the GPU")
             pair_layout = None if plan is None else plan.pair_layout
+            row_key = row_keys.check_row_key(state.blocks.layout, np.asarray(x, dtype=np.int64), row_key)
             step = state.blocks.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out, row_key=row_key)
             return step.result
         if plan is not None and plan.lockstep is not None:
@@ -203,8 +204,10 @@ class GpuDenseEngine:
     def with_counts(self, state: DeviceModel, counts: Any) -> DeviceModel:
         return state.with_values(state.T, state.TT, counts)
 
-    def viterbi(self, state: DeviceModel, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-        return state.blocks.viterbi(state, evidence)
+    def viterbi(
+        self, state: DeviceModel, evidence: np.ndarray | inference.Evidence, row_shift: np.ndarray | None = None
+    ) -> inference.ViterbiResult:
+        return state.blocks.viterbi(state, evidence, row_shift=row_shift)
 
     def hard_counts(self, state: DeviceModel, x: np.ndarray) -> tuple[Any, float]:
         log_likelihood = state.blocks.log_likelihood(state, x)

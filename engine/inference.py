@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from engine import row_keys
 from engine.blocks import BlockLayout
 from engine.kernels import cpu
 from engine.model import BACKOFF_WEIGHT as BACKOFF_WEIGHT  # the back-off weight of :func:`score`
@@ -363,7 +364,7 @@ def e_step(
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     T = model.T
-    row_key = x if row_key is None else np.ascontiguousarray(row_key, dtype=np.int64)
+    row_key = row_keys.check_row_key(layout, x, row_key)
     pl = pair_sorted_offsets(layout, x, row_key=row_key) if pair_layout is None else pair_layout
     alpha, beta, predictive, zero_events = _messages(model, x, initial, pl, T_transposed, row_key)
     # gamma(1) for pi, and the last alpha to carry over (online EM), before alpha is rescaled below.
@@ -569,10 +570,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray 
     with actions, :mod:`engine.actions`)."""
     layout = model.layout
     evidence, state_offsets = viterbi_evidence(layout, evidence)
-    n_positions = len(evidence.ptr) - 1
-    row_shift = (
-        np.zeros(n_positions, dtype=np.int64) if row_shift is None else np.ascontiguousarray(row_shift, dtype=np.int64)
-    )
+    row_shift = row_keys.check_row_shift(layout, evidence.ptr, evidence.symbol, row_shift)
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(

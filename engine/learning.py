@@ -252,6 +252,7 @@ def online_epoch(
     state: OnlineState,
     cancel: CancelToken | None,
     cluster: distributed.ClusterEStep | None = None,
+    row_keys: Sequence[np.ndarray] | None = None,
 ) -> tuple[Any, float, bool]:
     """One pass of online EM over the sequences, each in batches of ``config.batch_size`` symbols (as :func:`fit`
     resolves it; ONLINE_BATCH_SIZE when None) (paper, section 3):
@@ -261,8 +262,11 @@ def online_epoch(
     The E-step of batch b uses T^(b-1) and starts from the last forward message of batch b-1 (the transition
     between two batches belongs to the later one); each sequence starts from pi. Returns the state, the summed
     log-likelihood of the batches (each under the T current when it was processed) and whether the pass was
-    cancelled midway (then the state entering the epoch is returned).
+    cancelled midway (then the state entering the epoch is returned). ``row_keys``: for walks with actions, each
+    sequence's block row of every step (:func:`engine.actions.row_keys`), sliced with its batches (not on a cluster).
     """
+    if row_keys is not None and (cluster is not None or len(row_keys) != len(sequences)):
+        raise ValueError("online EM with actions needs one row key sequence per walk and runs without a cluster")
     total = sum(len(x) for x in sequences)
     working = engine.copy(current)
     first_batch = state.statistic is None
@@ -270,8 +274,9 @@ def online_epoch(
         state.statistic = engine.zero_counts(current)
     counts = engine.zero_counts(current)
     log_likelihood = 0.0
-    for x in sequences:
+    for k, x in enumerate(sequences):
         n = len(x)
+        keys = None if row_keys is None else row_keys[k]
         carry: np.ndarray | None = None
         start = 0
         while start < n - 1:
@@ -280,13 +285,15 @@ def online_epoch(
             stop = min(n, start + (config.batch_size or ONLINE_BATCH_SIZE))
             if n - stop < 2:  # fold a tiny tail into this batch
                 stop = n
-            batch = x[start:stop] if carry is None else x[start - 1 : stop]
+            first = start if carry is None else start - 1  # a batch after the first overlaps it by one
+            batch = x[first:stop]
             if cluster is not None:  # the batch's E-step split over the workers; batches still in order
                 e = cluster.batch(engine, working, batch, carry, cancel)
                 if e is None:
                     return current, log_likelihood, True
             else:
-                e = engine.e_step(working, batch, initial=carry, counts_out=counts)
+                key = None if keys is None else keys[first:stop]
+                e = engine.e_step(working, batch, initial=carry, counts_out=counts, row_key=key)
             log_likelihood += e.log_likelihood
             pseudocount = config.pseudocount * (stop - start) / total
             working = online_update(engine, working, state.statistic, e, config.memory, pseudocount, first_batch)

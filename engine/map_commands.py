@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from engine import actions, walks
+from engine import actions, maps, walks
 from engine.commands import check_output
 
 
@@ -70,7 +70,7 @@ def run_map(args: argparse.Namespace) -> int:
 
     model, summary = walks.learn_map(walk, options, progress)
     if room is not None:
-        summary["recovers_room"] = actions.recovers_room(model, walk.observations, walk.actions, room)
+        summary["recovers_room"] = maps.recovers_room(model, *walk.walks(), room)
     model.save(args.output)
     if args.json:
         print(json.dumps(summary))

@@ -1,5 +1,6 @@
 """Sampling text from a model (dense blocks on the CPU; the sparse and GPU engines share :func:`sampling_start`): the
-first clone from pi or from the filtered posterior of a prefix's last clone, then following T."""
+first clone from pi or from the filtered posterior of a prefix's last clone, then following T. Walks of a model with
+actions (:mod:`engine.actions`) are sampled given their actions (:func:`sample_walks`)."""
 
 from __future__ import annotations
 

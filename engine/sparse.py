@@ -36,6 +36,7 @@ from engine.model import (
     typed_header,
     write_npz_atomic,
 )
+from engine.row_keys import check_row_key, check_row_shift
 
 SPARSE_FORMAT = "chmm-explorer-sparse-model"
 SPARSE_FORMAT_VERSION = 2
@@ -199,11 +200,17 @@ def from_dense(model: CHMM) -> SparseCHMM:
 
 # ------------------------------------------------------------------------------------------------ inference
 def forward(
-    model: SparseCHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None
+    model: SparseCHMM,
+    x: np.ndarray,
+    store: bool = False,
+    initial: np.ndarray | None = None,
+    row_key: np.ndarray | None = None,
 ) -> inference.ForwardResult:
-    """:func:`engine.inference.forward` on the sparse blocks."""
+    """:func:`engine.inference.forward` on the sparse blocks; ``row_key``: each step's block row, for a walk with
+    actions (:func:`engine.row_keys.check_row_key`)."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     layout = model.layout
+    row_key = check_row_key(layout, x, row_key)
     start = model.pi if initial is None else np.asarray(initial)
     predictive = np.empty(len(x))
     if store:
@@ -218,6 +225,7 @@ def forward(
         model.row_base,
         start.astype(np.float64),
         x,
+        row_key,
         layout.n_clones,
         layout.clone_start,
         layout.block_lookup,
@@ -228,9 +236,9 @@ def forward(
     return inference.ForwardResult(predictive, int(zero_events), alpha, offsets)
 
 
-def log_likelihood(model: SparseCHMM, x: np.ndarray) -> float:
-    """log P(x) in nats; -inf if x is impossible under the model."""
-    result = forward(model, x)
+def log_likelihood(model: SparseCHMM, x: np.ndarray, row_key: np.ndarray | None = None) -> float:
+    """log P(x) in nats (given the actions for a walk whose ``row_key`` is given); -inf if x is impossible."""
+    result = forward(model, x, row_key=row_key)
     return -np.inf if result.zero_events else float(np.sum(np.log(result.predictive)))
 
 
@@ -273,25 +281,32 @@ class SequencePlan:
     alpha: np.ndarray
 
     @staticmethod
-    def build(layout: BlockLayout, x: np.ndarray, dtype: Any) -> SequencePlan:
+    def build(layout: BlockLayout, x: np.ndarray, dtype: Any, row_key: np.ndarray | None = None) -> SequencePlan:
+        """The plan of ``x`` (with each step's block row from ``row_key`` for a walk with actions)."""
+        x = np.ascontiguousarray(x, dtype=np.int64)
         offsets = inference.sequential_offsets(layout, x)
-        pair = layout.find_blocks(x[:-1], x[1:])
+        pair = layout.find_blocks(check_row_key(layout, x, row_key)[:-1], x[1:])
         touched = np.bincount(pair[pair >= 0], minlength=layout.n_blocks) > 0
         return SequencePlan(offsets, touched, np.empty(int(offsets[-1]), dtype))
 
 
 def e_step(
-    model: SparseCHMM, x: np.ndarray, plan: SequencePlan | None = None, initial: np.ndarray | None = None
+    model: SparseCHMM,
+    x: np.ndarray,
+    plan: SequencePlan | None = None,
+    initial: np.ndarray | None = None,
+    row_key: np.ndarray | None = None,
 ) -> inference.EStepResult:
     """Expected transition counts sum_n xi(n) per stored entry (float64), the E-step of the paper's EM in
     O(non-zeros) per step: a forward pass that stores alpha, then the backward pass fused with the counts
     (:func:`engine.kernels.sparse_cpu.backward_counts`: each product T_uv beta(n+1)_v serves both). Same semantics
-    as :func:`engine.inference.e_step`; no beta messages are stored."""
+    as :func:`engine.inference.e_step`, ``row_key`` included (a walk with actions); no beta messages are stored."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if len(x) < 2:
         raise ValueError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
-    plan = SequencePlan.build(layout, x, model.data.dtype) if plan is None else plan
+    row_key = check_row_key(layout, x, row_key)
+    plan = SequencePlan.build(layout, x, model.data.dtype, row_key) if plan is None else plan
     alpha, offsets = plan.alpha, plan.offsets
     predictive = np.empty(len(x))
     start = (model.pi if initial is None else np.asarray(initial)).astype(np.float64)
@@ -303,6 +318,7 @@ def e_step(
             model.row_base,
             start,
             x,
+            row_key,
             layout.n_clones,
             layout.clone_start,
             layout.block_lookup,
@@ -320,6 +336,7 @@ def e_step(
         model.data,
         model.row_base,
         x,
+        row_key,
         layout.n_clones,
         layout.block_lookup,
         alpha,
@@ -360,10 +377,15 @@ def normalise(model: SparseCHMM, values: np.ndarray, pseudocount: float) -> np.n
     return out
 
 
-def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inference.ViterbiResult:
-    """:func:`engine.inference.viterbi` on the sparse blocks (the same path as the dense kernel)."""
+def viterbi(
+    model: SparseCHMM, evidence: np.ndarray | inference.Evidence, row_shift: np.ndarray | None = None
+) -> inference.ViterbiResult:
+    """:func:`engine.inference.viterbi` on the sparse blocks (the same path as the dense kernel), ``row_shift``
+    included: added to position n's symbols it names the block row of step n -> n+1 (``a_n * E`` for a walk with
+    actions; zeros when None)."""
     layout = model.layout
     evidence, state_offsets = inference.viterbi_evidence(layout, evidence)
+    row_shift = check_row_shift(layout, evidence.ptr, evidence.symbol, row_shift)
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = kernels.viterbi_pass(
@@ -375,6 +397,7 @@ def viterbi(model: SparseCHMM, evidence: np.ndarray | inference.Evidence) -> inf
         layout.n_clones,
         layout.clone_start,
         layout.block_lookup,
+        row_shift,
         evidence.ptr,
         evidence.symbol,
         evidence.weight.astype(np.float64),

@@ -5,6 +5,11 @@ a wall cell. A walk is a CSV file with a header naming at least the columns ``ac
 names), one row per step: the observation seen there and the action taken there (the last row's action is not
 used); a generated walk adds the columns ``row`` and ``column`` (the true place). JSON walks are an object with the
 lists ``actions`` and ``observations``.
+
+A file may hold several walks (documents, as a text corpus does: each starts afresh, no step runs from one into the
+next): the CSV column ``document`` (or the JSON list ``documents``, one entry per step) names each step's walk; a
+walk's steps are consecutive rows, each walk has at least 2 steps, and the last action of each is not used. A file
+without it is one walk.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import actions, text
+from engine import actions, maps, text
 from engine.files import atomic_write
 
 MAX_WALK_BYTES = 200_000_000
@@ -32,7 +37,7 @@ class MapOptions:
     """The recipe of the paper's public notebook for a map: batch EM with a small pseudocount, stopped when the
     likelihood stops improving, then Viterbi EM without pseudocount (which keeps only the clones the walk's MAP
     path uses); then, unless ``merge`` is off, the clones with the same future merged
-    (:func:`engine.actions.merge_equivalent_clones`: a place split between clones becomes one clone). The notebook
+    (:func:`engine.maps.merge_equivalent_clones`: a place split between clones becomes one clone). The notebook
     caps EM at 1,000 iterations; on its empty room every run reached that cap and 2 of 5 were not recovered, while
     with 4,000 the runs stopped by themselves after 1,050-2,025 iterations (bench/RESULTS.md), hence 4,000."""
 
@@ -50,13 +55,25 @@ MAP_DEFAULTS = MapOptions()
 @dataclass(frozen=True)
 class WalkFile:
     """A walk read from a file: indices into ``symbols`` and ``actions`` (names as in the file), and the true
-    places when the file has them."""
+    places when the file has them; with several documents, the steps of all of them one after the other, document
+    d from step ``starts[d]`` on and named ``documents[d]`` (``documents`` is empty for a file without them)."""
 
     observations: np.ndarray
     actions: np.ndarray
     symbols: list[str]
     action_names: list[str]
     positions: np.ndarray | None = None
+    documents: tuple[str, ...] = ()
+    starts: tuple[int, ...] = (0,)
+
+    def walks(self) -> tuple[actions.Walks, actions.Walks]:
+        """(observations, actions) as the functions of :mod:`engine.actions` take them: the two arrays for a file
+        of one walk, a list of each document's for a file of documents."""
+        if not self.documents:
+            return self.observations, self.actions
+        bounds = [*self.starts, len(self.observations)]
+        pieces = list(zip(bounds[:-1], bounds[1:], strict=True))
+        return [self.observations[lo:hi] for lo, hi in pieces], [self.actions[lo:hi] for lo, hi in pieces]
 
 
 def parse_room(content: str, name: str = "room") -> np.ndarray:
@@ -93,39 +110,82 @@ def _ordered(values: list[str], preferred: tuple[str, ...] = ()) -> list[str]:
         return sorted(distinct)
 
 
+def _document_runs(labels: list[str], name: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The documents of a walk file from each step's label: their names and first steps, each a run of consecutive
+    steps of at least 2; ValueError in one sentence otherwise."""
+    names: list[str] = []
+    starts: list[int] = []
+    seen: set[str] = set()
+    for step, label in enumerate(labels):
+        if not label:
+            raise ValueError(f"{name}: step {step + 1} has an empty document name")
+        if names and label == names[-1]:
+            continue
+        if label in seen:
+            raise ValueError(f"{name}: the steps of document {label!r} are not consecutive rows")
+        names.append(label)
+        starts.append(step)
+        seen.add(label)
+    for d, lo in enumerate(starts):
+        hi = starts[d + 1] if d + 1 < len(starts) else len(labels)
+        if hi - lo < 2:
+            raise ValueError(f"{name}: document {names[d]!r} has fewer than 2 steps")
+    return tuple(names), tuple(starts)
+
+
+def _json_steps(content: str, name: str) -> tuple[list[tuple[Any, Any]], list[str] | None]:
+    """The (action, observation) steps of a JSON walk and each step's document label (None without them)."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        raise ValueError(f"{name}: not valid JSON") from None
+    if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
+        raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
+    moves, seen = value.get("actions") or [], value.get("observations") or []
+    if len(moves) != len(seen):
+        raise ValueError(f"{name}: a walk needs one action per observation")
+    labels = value.get("documents")
+    if labels is None:
+        return list(zip(moves, seen, strict=True)), None
+    if (
+        not isinstance(labels, list)
+        or len(labels) != len(seen)
+        or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in labels)
+    ):
+        raise ValueError(f'{name}: "documents" must be a list of one name (a string or a whole number) per step')
+    return list(zip(moves, seen, strict=True)), [str(v).strip() for v in labels]
+
+
 def parse_walk(content: str, name: str = "walk") -> WalkFile:
-    """A walk from the text of its file (CSV with a header, or JSON; see the module docstring)."""
-    stripped = content.lstrip()
-    if stripped.startswith("{"):
-        try:
-            value = json.loads(content)
-        except ValueError:
-            raise ValueError(f"{name}: not valid JSON") from None
-        if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
-            raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
-        steps = list(zip(value.get("actions") or [], value.get("observations") or [], strict=False))
-        if len(value.get("actions") or []) != len(value.get("observations") or []):
-            raise ValueError(f"{name}: a walk needs one action per observation")
-        places = None
+    """A walk from the text of its file (CSV with a header, or JSON; see the module docstring), of one walk or of
+    several documents; ValueError in one sentence on bad input."""
+    labels: list[str] | None = None
+    places: list[tuple[Any, Any]] = []
+    if content.lstrip().startswith("{"):
+        steps, labels = _json_steps(content, name)
     else:
         reader = csv.DictReader(io.StringIO(content))
         fields = [f.strip().lower() for f in (reader.fieldnames or [])]
         if "action" not in fields or "observation" not in fields:
             raise ValueError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
         reader.fieldnames = fields
-        steps, places = [], []
+        steps, labels = [], [] if "document" in fields else None
         for row in reader:
-            if row.get("action") is None or row.get("observation") is None:
+            if row.get("action") is None or row.get("observation") is None or None in row.values():
                 raise ValueError(f"{name}: line {reader.line_num} has fewer cells than the header")
             steps.append((row["action"], row["observation"]))
             places.append((row.get("row"), row.get("column")))
+            if labels is not None:
+                labels.append(row["document"].strip())
     steps = [(str(a).strip(), str(o).strip()) for a, o in steps]
     if len(steps) < 2:
         raise ValueError(f"{name}: a walk needs at least 2 steps")
-    if any(not o for _, o in steps) or any(not a for a, _ in steps[:-1]):
+    documents, starts = _document_runs(labels, name) if labels is not None else ((), (0,))
+    last = {lo - 1 for lo in starts[1:]} | {len(steps) - 1}  # the last step of each walk: its action is unused
+    if any(not o for _, o in steps) or any(not a for n, (a, _) in enumerate(steps) if n not in last):
         raise ValueError(f"{name}: a step has an empty action or observation")
     symbols = _ordered([o for _, o in steps])
-    action_names = _ordered([a for a, _ in steps[:-1]], actions.MOVES)
+    action_names = _ordered([a for n, (a, _) in enumerate(steps) if n not in last], actions.MOVES)
     symbol_index = {s: i for i, s in enumerate(symbols)}
     action_index = {a: i for i, a in enumerate(action_names)}
     x = np.array([symbol_index[o] for _, o in steps], dtype=np.int64)
@@ -136,7 +196,7 @@ def parse_walk(content: str, name: str = "walk") -> WalkFile:
             positions = np.array([(int(r), int(c)) for r, c in places], dtype=np.int64)
         except ValueError:
             raise ValueError(f"{name}: the row and column columns must hold whole numbers") from None
-    return WalkFile(x, a, symbols, action_names, positions)
+    return WalkFile(x, a, symbols, action_names, positions, documents, starts)
 
 
 def read_walk(path: str | os.PathLike[str]) -> WalkFile:
@@ -154,6 +214,24 @@ def format_walk(walk: actions.Walk) -> str:
     return out.getvalue()
 
 
+def format_walk_file(walk: WalkFile) -> str:
+    """A walk read from a file as CSV again (:func:`parse_walk` gives it back): document (for a file of
+    documents), action (empty at each walk's last step) and observation (the file's names), row and column (when
+    the places are known)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    places = ["row", "column"] if walk.positions is not None else []
+    writer.writerow((["document"] if walk.documents else []) + ["action", "observation"] + places)
+    n_steps = len(walk.observations)
+    document = np.searchsorted(np.asarray(walk.starts), np.arange(n_steps), side="right") - 1
+    last = {lo - 1 for lo in walk.starts[1:]} | {n_steps - 1}  # each walk's last action is not used: left empty
+    for n in range(n_steps):
+        row = [walk.documents[document[n]]] if walk.documents else []
+        row += ["" if n in last else walk.action_names[walk.actions[n]], walk.symbols[walk.observations[n]]]
+        writer.writerow(row + ([int(v) for v in walk.positions[n]] if walk.positions is not None else []))
+    return out.getvalue()
+
+
 def write_walk(walk: actions.Walk, path: str | os.PathLike[str]) -> None:
     content = format_walk(walk)
 
@@ -167,11 +245,12 @@ def write_walk(walk: actions.Walk, path: str | os.PathLike[str]) -> None:
 def learn_map(
     walk: WalkFile, options: MapOptions = MAP_DEFAULTS, progress: Callable[[str, int, float], None] | None = None
 ) -> tuple[actions.ActionCHMM, dict[str, Any]]:
-    """Learn a map from a walk with the :class:`MapOptions` recipe; returns the model and a summary (iterations,
-    bits per step after each stage, clones the walk's MAP path uses)."""
+    """Learn a map from a walk (or a file's several walks, which share the map) with the :class:`MapOptions`
+    recipe; returns the model and a summary (iterations, bits per step after each stage, clones the MAP paths
+    use)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
         raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
-    x, a = walk.observations, walk.actions
+    x, a = walk.walks()
     n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
     model = actions.random_action_model(n_clones, x, a, options.seed, walk.symbols, walk.action_names)
 
@@ -182,10 +261,11 @@ def learn_map(
     model, hard = actions.learn_viterbi(
         model, x, a, options.viterbi_iterations, pseudocount=0.0, progress=stage("viterbi")
     )
-    split = len(actions.used_clones(model))
+    split = len(maps.used_clones(model))
     if options.merge:
-        model, _ = actions.merge_equivalent_clones(model)
+        model, _ = maps.merge_equivalent_clones(model)
     path, _ = actions.viterbi(model, x, a)
+    path = np.concatenate(path) if isinstance(path, list) else path
     summary = {
         "em_iterations": len(em),
         "viterbi_iterations": len(hard),
@@ -193,7 +273,8 @@ def learn_map(
         "clones_used": int(len(np.unique(path[path >= 0]))),
         "clones_before_merging": split,
         "clones": int(n_clones.sum()),
-        "steps": int(len(x)),
+        "steps": int(len(walk.observations)),
+        "walks": max(len(walk.documents), 1),
     }
     model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
     return model, summary

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from engine import actions, inference
+from engine import actions, inference, maps
 from engine import backend as backend_status
 from engine.blocks import pairs_in_sequence
 from engine.model import random_model
@@ -155,8 +155,8 @@ def test_a_room_is_recovered_from_a_walk_and_a_wrong_room_is_not(seed: int) -> N
     model = actions.random_action_model(np.full(4, 3), walk.observations, walk.actions, seed=seed)
     model, _ = actions.learn_em(model, walk.observations, walk.actions, iterations=300, pseudocount=2e-3)
     model, _ = actions.learn_viterbi(model, walk.observations, walk.actions, iterations=50)
-    assert actions.recovers_room(model, walk.observations, walk.actions, room)
-    assert not actions.recovers_room(model, walk.observations, walk.actions, np.zeros((2, 6), dtype=int))
+    assert maps.recovers_room(model, walk.observations, walk.actions, room)
+    assert not maps.recovers_room(model, walk.observations, walk.actions, np.zeros((2, 6), dtype=int))
     held_out = actions.generate_walk(room, 3000, seed=100 + seed)
     assert actions.bits_per_step(model, held_out.observations, held_out.actions) < 0.01
 
@@ -257,7 +257,7 @@ def test_each_place_field_lights_up_one_cell(learned_room) -> None:
     model, walk, cells = learned_room
     assert len(cells) == ROOM.size and len(set(cells.values())) == ROOM.size
     for clone, cell in cells.items():
-        field = actions.place_field(model, walk.observations, walk.actions, walk.positions, clone)
+        field = maps.place_field(model, walk.observations, walk.actions, walk.positions, clone)
         assert field.shape == ROOM.shape
         assert field[cell] > 0.9
         others = np.delete(field.ravel(), np.ravel_multi_index(cell, ROOM.shape))
@@ -270,7 +270,7 @@ def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(lea
     cell to the second in as many steps as the grid's shortest path."""
     model, _, cells = learned_room
     clone_of = {cell: clone for clone, cell in cells.items()}
-    route, moves = actions.plan(model, clone_of[start], clone_of[goal])
+    route, moves = maps.plan(model, clone_of[start], clone_of[goal])
     assert route[0] == clone_of[start] and route[-1] == clone_of[goal] and len(moves) == len(route) - 1
     r, c = start
     for move in moves:
@@ -280,7 +280,7 @@ def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(lea
     assert (r, c) == goal
     assert len(moves) == abs(goal[0] - start[0]) + abs(goal[1] - start[1])
     with pytest.raises(ValueError, match="outside"):
-        actions.plan(model, -1, clone_of[goal])
+        maps.plan(model, -1, clone_of[goal])
 
 
 GPU_AVAILABLE, GPU_REASON = backend_status.gpu_status()
@@ -303,18 +303,6 @@ def test_batch_em_with_actions_runs_on_the_gpu_engine_as_on_the_cpu(backend: str
     np.testing.assert_allclose(on_device.T, on_cpu.T, atol=2e-5)
 
 
-def test_the_sparse_implementation_refuses_a_walk_with_actions_in_one_sentence() -> None:
-    from engine import engines, sparse
-
-    walk = actions.generate_walk(ROOM, 200, seed=0)
-    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, seed=0)
-    view = sparse.from_dense(model.engine_view())
-    engine = engines.engine_for(view, "cpu")
-    keys = actions.row_keys(walk.observations, walk.actions, 4)
-    with pytest.raises(ValueError, match="has no models with actions; use the dense cpu or gpu backend"):
-        engine.e_step(engine.load(view), walk.observations, row_key=keys)
-
-
 def test_a_map_transfers_to_a_room_with_the_same_layout_and_new_observations(learned_room) -> None:
     """With the map's transitions fixed, EM on the emissions learns which new observation each place shows: every
     clone's most likely observation is the one of its cell in the new room, and the new walk is then predicted
@@ -322,7 +310,7 @@ def test_a_map_transfers_to_a_room_with_the_same_layout_and_new_observations(lea
     model, _, cells = learned_room
     new_room = np.array([[4, 0, 1, 2], [3, 4, 2, 0], [1, 3, 0, 4]])
     walk = actions.generate_walk(new_room, 3000, seed=5)
-    emissions, history = actions.learn_emissions(model, walk.observations, walk.actions, 5, iterations=60)
+    emissions, history = maps.learn_emissions(model, walk.observations, walk.actions, 5, iterations=60)
     assert emissions.shape == (model.n_states, 5)
     for clone, cell in cells.items():
         assert np.argmax(emissions[clone]) == new_room[cell] and emissions[clone].max() > 0.9
@@ -339,9 +327,361 @@ def test_merging_clones_with_the_same_future_recovers_a_map_that_split_places(se
     model = actions.random_action_model(np.full(4, 4), x, a, seed=seed)
     model, _ = actions.learn_em(model, x, a, iterations=300, pseudocount=2e-3)
     model, _ = actions.learn_viterbi(model, x, a, iterations=50)
-    assert len(actions.used_clones(model)) > ROOM.size
-    assert not actions.recovers_room(model, x, a, ROOM)
-    merged, merged_of = actions.merge_equivalent_clones(model)
-    assert merged.n_states == ROOM.size and set(merged_of[actions.used_clones(model)]) == set(range(ROOM.size))
-    assert actions.recovers_room(merged, x, a, ROOM)
+    assert len(maps.used_clones(model)) > ROOM.size
+    assert not maps.recovers_room(model, x, a, ROOM)
+    merged, merged_of = maps.merge_equivalent_clones(model)
+    assert merged.n_states == ROOM.size and set(merged_of[maps.used_clones(model)]) == set(range(ROOM.size))
+    assert maps.recovers_room(merged, x, a, ROOM)
     assert actions.log_likelihood(merged, x, a) >= actions.log_likelihood(model, x, a) - 1e-6 * len(x)
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def sampling_case(full: bool) -> tuple[actions.ActionCHMM, np.ndarray]:
+    """A model of 2 symbols (2 and 1 clones) and 2 actions, and 4 actions to sample a walk with. ``full``: every
+    (action, symbol, symbol) block, every row of T[a] sums to 1. Otherwise action 1 has no block out of symbol 1:
+    those rows are zero, the walks that take action 1 at a 1 die, and sampling must condition on the walk lasting."""
+    from engine.blocks import normalise_rows
+
+    n_clones = np.array([2, 1])
+    triples = (
+        actions.all_triples(2, 2)
+        if full
+        else np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1], [1, 0, 0], [1, 0, 1]])
+    )
+    layout = actions.action_layout(n_clones, 2, triples)
+    T = normalise_rows(layout, np.random.default_rng(5).random(layout.size) + 0.2, 0.0, np.float64)
+    return actions.ActionCHMM(["0", "1"], ["p", "q"], layout, T, np.full(3, 1.0 / 3.0)), np.array([1, 0, 1, 0])
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_sampled_walks_have_the_exact_frequencies_of_the_model(full: bool) -> None:
+    """The frequency of each of the 16 observation sequences among 20,000 walks sampled given the actions against
+    its exact probability P(x | a) = sum over clone paths (divided by the total over all x, which is 1 when every
+    row sums to 1 and less when walks can die): each count is binomial(n, p), so the frequency lies within
+    5 standard deviations sqrt(p (1 - p) / n) of p (a false alarm has probability < 16 * 6e-7), and a sequence
+    of probability 0 is never drawn. The sampled walks are then scored: their log-likelihood is the exact one."""
+
+    model, a = sampling_case(full)
+    sequences = list(itertools.product(range(2), repeat=len(a)))
+    exact = np.array([sum(p for _, p in paths_with_probability(model, np.array(x), a)) for x in sequences])
+    total = exact.sum()
+    assert total == pytest.approx(1.0, abs=1e-12) if full else total < 0.9
+    p = exact / total
+    n = 20_000
+    drawn = maps.sample_walks(model, a, n, rng=np.random.default_rng(11))
+    assert drawn.shape == (n, len(a))
+    codes = drawn @ (2 ** np.arange(len(a))[::-1])
+    frequency = np.bincount(codes, minlength=len(sequences)) / n
+    np.testing.assert_array_less(np.abs(frequency - p), 5 * np.sqrt(p * (1 - p) / n) + 1e-15)
+    assert np.all(frequency[p == 0] == 0)
+    for code in np.unique(codes)[:8]:
+        x = np.array(sequences[code])
+        assert actions.log_likelihood(model, x, a) == pytest.approx(np.log(exact[code]), rel=1e-10)
+        assert np.isfinite(actions.bits_per_step(model, x, a))
+    again = maps.sample_walk(model, a, rng=np.random.default_rng(11))
+    np.testing.assert_array_equal(again, drawn[0])
+
+
+def walk_is_legal(room: np.ndarray, x: np.ndarray, a: np.ndarray) -> bool:
+    """Whether some path of cells of the room gives the observations ``x`` under the moves ``a`` (a move out of
+    the room or into a wall stays): the set of cells the walker can be in, followed step by step, never empties."""
+    cells = {tuple(c) for c in np.argwhere(room == x[0])}
+    for step in range(1, len(x)):
+        moved = set()
+        for r, c in cells:
+            nr, nc = r + actions.STEPS[a[step - 1], 0], c + actions.STEPS[a[step - 1], 1]
+            inside = 0 <= nr < room.shape[0] and 0 <= nc < room.shape[1] and room[nr, nc] >= 0
+            moved.add((int(nr), int(nc)) if inside else (r, c))
+        cells = {cell for cell in moved if room[cell] == x[step]}
+        if not cells:
+            return False
+    return True
+
+
+def test_a_walk_sampled_from_a_learned_map_is_a_walk_of_the_room(learned_room) -> None:
+    """Observations sampled from the map learned on :data:`ROOM`, given the moves of another walk, are ones the
+    room's cells give along those moves (a random sequence of observations is not), and the map predicts them."""
+
+    model, _, _ = learned_room
+    moves = actions.generate_walk(ROOM, 400, seed=7).actions
+    for seed in range(3):
+        x = maps.sample_walk(model, moves, rng=seed)
+        assert walk_is_legal(ROOM, x, moves)
+        assert actions.bits_per_step(model, x, moves) < 0.05
+    assert not walk_is_legal(ROOM, np.random.default_rng(0).integers(4, size=400), moves)
+
+
+def test_sampling_refuses_bad_actions_and_walks_the_model_cannot_make() -> None:
+    from engine.blocks import normalise_rows
+
+    model, a = sampling_case(full=True)
+    with pytest.raises(ValueError, match="actions outside 0..1"):
+        maps.sample_walk(model, [0, 2, 0], rng=0)
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        maps.sample_walk(model, [0], rng=0)
+    with pytest.raises(ValueError, match="positive whole number"):
+        maps.sample_walks(model, a, 0)
+    layout = actions.action_layout(np.array([2, 1]), 2, np.array([[0, 0, 0], [1, 0, 1]]))  # 0 -q-> 1, then stuck
+    stuck = actions.ActionCHMM(
+        ["0", "1"], ["p", "q"], layout, normalise_rows(layout, np.ones(layout.size), 0.0, np.float64), np.full(3, 1 / 3)
+    )
+    assert maps.sample_walk(stuck, [1, 0], rng=0).tolist() == [0, 1]
+    with pytest.raises(ValueError, match="cannot make this walk"):
+        maps.sample_walk(stuck, [1, 1, 0], rng=0)
+
+
+# ------------------------------------------------------------------------------------------------ online EM
+def one_action_case(documents: int) -> tuple[object, actions.ActionCHMM, list[np.ndarray]]:
+    """A random text model, the same arrays as a model with one action, and ``documents`` random texts."""
+    rng = np.random.default_rng(8)
+    texts = [rng.integers(5, size=int(n)) for n in rng.integers(300, 700, documents)]
+    n_clones = np.array([3, 1, 4, 2, 5])
+    pairs = np.unique(np.concatenate([pairs_in_sequence(x, 5) for x in texts]), axis=0)
+    text_model = random_model([str(v) for v in range(5)], n_clones, pairs, rng)
+    return (
+        text_model,
+        actions.ActionCHMM(text_model.symbols, ["go"], text_model.layout, text_model.T, text_model.pi),
+        texts,
+    )
+
+
+@pytest.mark.parametrize(
+    ("documents", "batch_size", "memory", "pseudocount"), [(1, 97, 0.7, 1e-3), (3, 10, 0.5, 0.0), (2, 400, 0.9, 2e-3)]
+)
+def test_online_em_on_a_walk_with_one_action_is_the_text_engines_to_the_bit(
+    documents, batch_size, memory, pseudocount
+) -> None:
+    """Online EM on walks whose every action is the same gives the text engine's online EM (engine.learning.fit)
+    on the texts bit for bit: the bits per step of every epoch and the final T (same batches, same start)."""
+    from engine import learning
+
+    text_model, model, texts = one_action_case(documents)
+    config = learning.TrainingConfig(
+        algorithm="online",
+        max_iterations=4,
+        tolerance=0.0,
+        batch_size=batch_size,
+        memory=memory,
+        pseudocount=pseudocount,
+    )
+    reference = learning.fit(text_model, texts if documents > 1 else texts[0], config=config)
+    assert reference.stopped == "max_iterations" and len(reference.history) == 4
+    x = texts if documents > 1 else texts[0]
+    a = [np.zeros_like(t) for t in texts] if documents > 1 else np.zeros_like(texts[0])
+    learned, history = actions.learn_online(
+        model, x, a, epochs=4, batch_size=batch_size, memory=memory, pseudocount=pseudocount
+    )
+    assert history == [record.train_bps for record in reference.history]
+    assert learned.T.tobytes() == reference.model.T.tobytes()
+    assert learned.T.tobytes() != model.T.tobytes()
+
+
+def test_online_em_learns_the_room_and_never_makes_nan() -> None:
+    """Online EM on a walk in :data:`ROOM` (batches of 250 steps): the bits per step of its epochs fall (never
+    rising by more than 0.01) to nearly 0, the walk's entropy rate, and Viterbi EM after it recovers the room.
+    Without a pseudocount and with tiny batches a transition not seen yet gets probability 0 (as for text), so
+    the walk may become impossible (infinite bits), but T stays finite: no NaN anywhere."""
+    walk = actions.generate_walk(ROOM, 5000, seed=2)
+    x, a = walk.observations, walk.actions
+    model = actions.random_action_model(np.full(4, 3), x, a, seed=2)
+    learned, history = actions.learn_online(model, x, a, epochs=12, batch_size=250, memory=0.9, pseudocount=2e-3)
+    assert np.all(np.diff(history) < 0.01), history
+    assert history[0] > 1.0 and history[-1] < 0.01
+    assert actions.bits_per_step(learned, x, a) < 0.01
+    refined, _ = actions.learn_viterbi(learned, x, a, iterations=50)
+    assert maps.recovers_room(refined, x, a, ROOM)
+    for batch_size, memory in ((10, 0.5), (3, 0.0), (2, 0.99)):
+        bare, bare_history = actions.learn_online(model, x, a, epochs=2, batch_size=batch_size, memory=memory)
+        assert not np.isnan(bare.T).any() and not np.isnan(bare_history).any()
+        assert np.all(np.isfinite(bare.T))
+
+
+def test_online_em_refuses_bad_settings_in_one_sentence() -> None:
+    walk = actions.generate_walk(ROOM, 100, seed=0)
+    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, seed=0)
+    for settings, message in (
+        ({"epochs": 0}, "at least 1 epoch"),
+        ({"memory": 1.0}, "memory"),
+        ({"batch_size": 1}, "batch size"),
+        ({"pseudocount": -1.0}, "pseudocount"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            actions.learn_online(model, walk.observations, walk.actions, **settings)
+
+
+# ------------------------------------------------------------------------------------------------ several walks
+def two_walks(seed: int) -> tuple[actions.ActionCHMM, list[np.ndarray], list[np.ndarray]]:
+    """A tiny model (:func:`tiny_case`), its walk of 6 steps, and a second walk the model can make: the 5 last
+    steps of a walk sampled from it given the first walk's actions."""
+
+    model, x, a = tiny_case(seed)
+    x2 = maps.sample_walk(model, a, rng=seed)
+    return model, [x, x2[1:]], [a, a[1:]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_walks_score_count_and_decode_as_each_one_alone(seed: int) -> None:
+    """Documents are independent walks from pi: the log-likelihood of two is log of the product of each one's
+    brute-force probability, their E-step counts are the sum of each one's (and of the brute-force expected counts),
+    the MAP paths are each one's, and the concatenated walk (one transition across the seam) is another thing."""
+    model, xs, as_ = two_walks(seed)
+    totals = [sum(p for _, p in paths_with_probability(model, x, a)) for x, a in zip(xs, as_, strict=True)]
+    both = actions.log_likelihood(model, xs, as_)
+    assert both == pytest.approx(np.log(totals[0]) + np.log(totals[1]), rel=1e-10)
+    assert both == actions.log_likelihood(model, xs[0], as_[0]) + actions.log_likelihood(model, xs[1], as_[1])
+    assert actions.bits_per_step(model, xs, as_) == pytest.approx(-both / 11 / np.log(2.0))
+    assert both != pytest.approx(actions.log_likelihood(model, np.concatenate(xs), np.concatenate(as_)), rel=1e-6)
+    e = actions.e_step(model, xs, as_)
+    one, two = actions.e_step(model, xs[0], as_[0]), actions.e_step(model, xs[1], as_[1])
+    assert e.counts.tobytes() == (one.counts + two.counts).tobytes()
+    assert e.log_likelihood == pytest.approx(both, rel=1e-12)
+    assert np.sum(e.counts) == pytest.approx(4 + 5, rel=1e-10)  # one unit of expected count per transition
+    paths, log_probability = actions.viterbi(model, xs, as_)
+    singles = [actions.viterbi(model, x, a) for x, a in zip(xs, as_, strict=True)]
+    assert len(paths) == 2 and all(np.array_equal(p, s[0]) for p, s in zip(paths, singles, strict=True))
+    assert log_probability == pytest.approx(singles[0][1] + singles[1][1], rel=1e-12)
+
+
+def test_batch_and_viterbi_em_on_two_walks_sum_their_counts() -> None:
+    """One batch EM iteration on two walks is T = row-normalise(counts_1 + counts_2 + pseudocount); one Viterbi
+    EM iteration uses the sum of each walk's MAP path counts; both report the bits per step of the two together."""
+    from engine.blocks import normalise_rows
+
+    walks = [actions.generate_walk(ROOM, n, seed=s) for n, s in ((700, 1), (500, 2))]
+    xs, as_ = [w.observations for w in walks], [w.actions for w in walks]
+    model = actions.random_action_model(np.full(4, 3), xs, as_, seed=1, dtype=np.float64)
+    learned, history = actions.learn_em(model, xs, as_, iterations=1, pseudocount=1e-3)
+    counts = actions.e_step(model, xs[0], as_[0]).counts + actions.e_step(model, xs[1], as_[1]).counts
+    np.testing.assert_allclose(
+        learned.T, normalise_rows(model.layout, counts, 1e-3, np.float64), rtol=1e-12, atol=1e-15
+    )
+    assert history[0] == pytest.approx(actions.bits_per_step(model, xs, as_), rel=1e-12)
+    hard, hard_history = actions.learn_viterbi(model, xs, as_, iterations=1)
+    paths, log_probability = actions.viterbi(model, xs, as_)
+    path_counts = sum(actions.path_counts(model, x, a, p) for x, a, p in zip(xs, as_, paths, strict=True))
+    np.testing.assert_array_equal(hard.T, normalise_rows(model.layout, path_counts, 0.0, np.float64))
+    assert hard_history[0] == pytest.approx(-log_probability / 1200 / np.log(2.0), rel=1e-12)
+    _, long_history = actions.learn_em(model, xs, as_, iterations=10, pseudocount=1e-3, stop_when_worse=False)
+    assert np.all(np.diff(long_history) <= 1e-12)
+
+
+def test_several_walks_are_refused_in_one_sentence_when_they_do_not_match() -> None:
+    model, xs, as_ = two_walks(0)
+    with pytest.raises(ValueError, match="not a mix"):
+        actions.log_likelihood(model, xs, as_[0])
+    with pytest.raises(ValueError, match="2 walks of observations need as many walks of actions, got 1"):
+        actions.e_step(model, xs, as_[:1])
+    with pytest.raises(ValueError, match="walk 2: a walk needs one action per observation"):
+        actions.learn_em(model, xs, [as_[0], as_[1][:-1]])
+
+
+WALK_WITH_DOCUMENTS = (
+    "document,action,observation,row,column\n"
+    "first,right,0,0,0\nfirst,down,1,0,1\nfirst,,3,1,1\n"
+    "second,left,2,0,2\nsecond,,1,0,1\n"
+)
+
+
+def test_a_walk_file_with_documents_round_trips_and_an_old_file_is_one_walk() -> None:
+    from engine import walks
+
+    walk = walks.parse_walk(WALK_WITH_DOCUMENTS)
+    assert walk.documents == ("first", "second") and walk.starts == (0, 3)
+    assert walk.symbols == ["0", "1", "2", "3"] and walk.action_names == ["left", "right", "down"]
+    xs, as_ = walk.walks()
+    assert [x.tolist() for x in xs] == [[0, 1, 3], [2, 1]]
+    assert [a[:-1].tolist() for a in as_] == [[1, 2], [0]]
+    assert walks.format_walk_file(walk) == WALK_WITH_DOCUMENTS
+    again = walks.parse_walk(walks.format_walk_file(walk))
+    assert again.documents == walk.documents and again.starts == walk.starts
+    np.testing.assert_array_equal(again.observations, walk.observations)
+    np.testing.assert_array_equal(again.positions, walk.positions)
+    as_json = walks.parse_walk(
+        '{"actions": ["right", "down", "", "left", ""], "observations": [0, 1, 3, 2, 1],'
+        ' "documents": ["first", "first", "first", 7, 7]}'
+    )
+    assert as_json.documents == ("first", "7") and as_json.starts == (0, 3)
+    np.testing.assert_array_equal(as_json.observations, walk.observations)
+    np.testing.assert_array_equal(as_json.actions, walk.actions)
+    old = walks.parse_walk("action,observation\nup,0\nleft,1\n,0\n")
+    assert old.documents == () and old.starts == (0,)
+    x, a = old.walks()
+    assert isinstance(x, np.ndarray) and x.tolist() == [0, 1, 0] and a[:-1].tolist() == [1, 0]
+    assert walks.format_walk_file(old) == "action,observation\nup,0\nleft,1\n,0\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            "document,action,observation\nA,up,0\nA,left,1\nB,up,1\nB,up,0\nA,up,0\nA,up,1\n",
+            "steps of document 'A' are not consecutive",
+        ),
+        ("document,action,observation\nA,up,0\n,left,1\n,up,0\n", "step 2 has an empty document name"),
+        ("document,action,observation\nA,up,0\nA,left,1\nB,up,1\n", "document 'B' has fewer than 2 steps"),
+        ("document,action,observation\nA,up,0\nA\n", "line 3 has fewer cells than the header"),
+        ('{"actions": ["up", "up"], "observations": [0, 1], "documents": [true, true]}', '"documents" must be a list'),
+        ('{"actions": ["up", "up"], "observations": [0, 1], "documents": ["a"]}', '"documents" must be a list'),
+        ('{"actions": ["up", "up"], "observations": [0, 1], "documents": "a"}', '"documents" must be a list'),
+        ('{"actions": ["up", "up"], "observations": [0, 1], "documents": [null, "a"]}', '"documents" must be a list'),
+    ],
+)
+def test_bad_documents_in_a_walk_file_are_refused_in_one_line(tmp_path, capsys, content: str, message: str) -> None:
+    from engine import walks
+    from engine.cli import main
+
+    with pytest.raises(ValueError, match=message):
+        walks.parse_walk(content)
+    (tmp_path / "walk.csv").write_text(content)
+    code = main(["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz")])
+    error = capsys.readouterr().err
+    assert code == 1 and message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "map.npz").exists()
+
+
+def test_the_map_command_learns_a_room_from_a_file_of_two_walks(tmp_path, capsys) -> None:
+    """Two walks in :data:`ROOM` in one file (a document column): ``chmm map --room`` learns one map from both,
+    which recovers the room."""
+    import json
+
+    from engine import walks
+    from engine.cli import main
+
+    (tmp_path / "room.csv").write_text("\n".join(",".join(str(v) for v in row) for row in ROOM) + "\n")
+    parts = [walks.format_walk(actions.generate_walk(ROOM, 2500, seed=s)).splitlines() for s in (3, 4)]
+    lines = ["document," + parts[0][0]] + [f"{d}," + line for d, part in enumerate(parts) for line in part[1:]]
+    (tmp_path / "walk.csv").write_text("\n".join(lines) + "\n")
+    arguments = ["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz"), "--clones", "3", "--room"]
+    assert main([*arguments, str(tmp_path / "room.csv"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["walks"] == 2 and summary["steps"] == 5000
+    assert summary["recovers_room"] is True and summary["clones_used"] == 12
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["gpu-sim", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not GPU_AVAILABLE, reason=GPU_REASON)])],
+)
+def test_online_and_batch_em_on_two_walks_run_on_the_gpu_engine_as_on_the_cpu(backend: str) -> None:
+    """Online EM (batches carrying the forward message, the walks' row keys sliced with them) and batch EM over two
+    walks on the GPU engine: the CPU's bits per step at every epoch and its T, to float32."""
+    walks = [actions.generate_walk(ROOM, n, seed=s) for n, s in ((1500, 4), (900, 5))]
+    xs, as_ = [w.observations for w in walks], [w.actions for w in walks]
+    model = actions.random_action_model(np.full(4, 5), xs, as_, seed=4)
+    on_cpu, cpu_history = actions.learn_online(model, xs, as_, 3, 200, 0.8, 2e-3)
+    on_device, device_history = actions.learn_online(model, xs, as_, 3, 200, 0.8, 2e-3, backend=backend)
+    np.testing.assert_allclose(device_history, cpu_history, rtol=1e-5)
+    assert cpu_history[-1] < cpu_history[0] - 0.5
+    np.testing.assert_allclose(on_device.T, on_cpu.T, atol=2e-5)
+    on_cpu, cpu_history = actions.learn_em(model, xs, as_, 4, 2e-3, stop_when_worse=False)
+    on_device, device_history = actions.learn_em(model, xs, as_, 4, 2e-3, stop_when_worse=False, backend=backend)
+    np.testing.assert_allclose(device_history, cpu_history, rtol=1e-5)
+    np.testing.assert_allclose(on_device.T, on_cpu.T, atol=2e-5)
+    paths, log_probability = actions.viterbi(on_cpu, xs, as_)
+    device_paths, device_log_probability = actions.viterbi(on_cpu, xs, as_, backend=backend)
+    assert all(np.array_equal(p, q) for p, q in zip(paths, device_paths, strict=True))  # the same MAP paths
+    assert device_log_probability == pytest.approx(log_probability, rel=1e-9)
+    refined, cpu_history = actions.learn_viterbi(on_cpu, xs, as_, 3)
+    on_device, device_history = actions.learn_viterbi(on_cpu, xs, as_, 3, backend=backend)
+    np.testing.assert_allclose(device_history, cpu_history, rtol=1e-9)
+    np.testing.assert_array_equal(on_device.T, refined.T)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import backend, chunks, devices, engines, gpu, gpu_engine, inference, learning
+from engine import actions, backend, chunks, devices, engines, gpu, gpu_engine, inference, learning
 from engine.blocks import normalise_rows, pairs_in_sequence
 from engine.kernels import cpu
 from engine.model import CHMM, random_model
@@ -591,3 +591,138 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     np.testing.assert_array_equal(cuda[4], twin[4])
     assert abs(cuda[5] - twin[5]) <= 1e-6 * abs(twin[5])
     np.testing.assert_allclose(cuda[6], twin[6], rtol=1e-5, atol=1e-30)
+
+
+# ----------------------------------------------------------------------------------------------- walks with actions
+ROOM = np.array([[0, 1, 2, 0], [2, 3, 1, 3], [1, 0, 3, 2]])
+"""A 3 x 4 room whose every observation is seen in three places (as in tests/test_actions.py)."""
+
+
+def _action_case(seed: int, length: int = 1200) -> tuple[actions.ActionCHMM, np.ndarray, np.ndarray]:
+    """A random model with actions (unequal clone counts) on the triples of a walk in :data:`ROOM`, and the walk."""
+    walk = actions.generate_walk(ROOM, length, seed=seed)
+    n_clones = np.array([2, 3, 4, 5])[np.random.default_rng(seed).permutation(4)]
+    model = actions.random_action_model(n_clones, walk.observations, walk.actions, seed=seed)
+    return model, walk.observations, walk.actions
+
+
+def _gpu_viterbi(name: str, model: actions.ActionCHMM, evidence, row_shift) -> inference.ViterbiResult:
+    """Viterbi of a model with actions through the engine protocol on ``name``."""
+    view = model.engine_view()
+    adapter = engines.engine_for(view, name)
+    return adapter.viterbi(adapter.load(view), evidence, row_shift=row_shift)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_action_viterbi_matches_the_cpu(name, seed):
+    """The GPU Viterbi of a walk with actions (row shifts a_n * E) is the CPU's: the same clone path and log
+    probability; without the shifts (every step read from action 0's blocks) it is another answer."""
+    model, x, a = _action_case(seed)
+    on_gpu = _gpu_viterbi(name, model, x, a * model.n_symbols)
+    clones, log_probability = actions.viterbi(model, x, a)
+    assert np.all(clones >= 0) and np.isfinite(log_probability)
+    np.testing.assert_array_equal(on_gpu.clones, clones)
+    np.testing.assert_array_equal(on_gpu.symbols, x)
+    assert abs(on_gpu.log_probability - log_probability) <= 1e-9 * abs(log_probability)
+    ignoring_actions = _gpu_viterbi(name, model, x, None)
+    assert ignoring_actions.log_probability != on_gpu.log_probability
+
+
+def test_action_viterbi_of_an_impossible_walk_is_impossible_on_the_gpu_too(name):
+    """A walk that takes, at one step in the middle, an action whose block the model does not store has no path:
+    all -1 and -inf, as on the CPU; the unused last action may be anything (here an action the model lacks)."""
+    model, x, a = _action_case(3, length=400)
+    E, layout = model.n_symbols, model.layout
+    impossible = None
+    for n in range(len(x) // 2, len(x) - 1):
+        for b in range(model.n_actions):
+            if layout.find_blocks(np.array([b * E + x[n]]), x[n + 1 : n + 2])[0] < 0:
+                impossible = a.copy()
+                impossible[n] = b
+                break
+        if impossible is not None:
+            break
+    assert impossible is not None
+    impossible[-1] = model.n_actions + 5
+    clones, log_probability = actions.viterbi(model, x, impossible)
+    assert np.all(clones == -1) and log_probability == -np.inf
+    on_gpu = _gpu_viterbi(name, model, x, impossible * E)
+    np.testing.assert_array_equal(on_gpu.clones, np.full(len(x), -1))
+    np.testing.assert_array_equal(on_gpu.symbols, np.full(len(x), -1))
+    assert on_gpu.log_probability == -np.inf
+    possible = a.copy()
+    possible[-1] = model.n_actions + 5  # the last action names no step: never read, never refused
+    np.testing.assert_array_equal(_gpu_viterbi(name, model, x, possible * E).clones, actions.viterbi(model, x, a)[0])
+
+
+def test_action_viterbi_with_soft_evidence_matches_the_cpu(name):
+    """Soft evidence over the observations with the walk's row shifts: every candidate symbol of a position reads
+    the block of its action, on the GPU as on the CPU."""
+    model, x, a = _action_case(4, length=600)
+    rng = np.random.default_rng(4)
+    options = []
+    for s in x:
+        option = {int(s): 1.0}
+        for other in rng.choice(model.n_symbols, size=2, replace=False):
+            option.setdefault(int(other), float(rng.uniform(0.05, 0.5)))
+        options.append(option)
+    evidence = inference.Evidence.from_lists(options)
+    row_shift = a * model.n_symbols
+    on_cpu = inference.viterbi(model.engine_view(), evidence, row_shift=row_shift)
+    on_gpu = _gpu_viterbi(name, model, evidence, row_shift)
+    assert np.isfinite(on_cpu.log_probability)
+    np.testing.assert_array_equal(on_gpu.clones, on_cpu.clones)
+    assert abs(on_gpu.log_probability - on_cpu.log_probability) <= 1e-9 * abs(on_cpu.log_probability)
+
+
+def test_zero_row_shifts_are_the_text_viterbi_to_the_bit(name):
+    """A text with row shifts of zeros is the text: the same path and the same log probability, bit for bit."""
+    model, x, _ = _model_and_sequence(70, 6, 120, 1500, drop_pairs=0)
+    adapter = engines.engine_for(model, name)
+    state = adapter.load(model)
+    text = adapter.viterbi(state, x)
+    shifted = adapter.viterbi(state, x, row_shift=np.zeros(len(x), dtype=np.int64))
+    np.testing.assert_array_equal(shifted.clones, text.clones)
+    assert shifted.log_probability == text.log_probability
+    np.testing.assert_array_equal(text.clones, inference.viterbi(model, x).clones)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("short", "one row shift per position"),
+        ("outside", "row symbols 0.."),
+        ("negative", "row symbols 0.."),
+        ("clones", "clone count differs"),
+    ],
+)
+def test_row_shifts_outside_the_layout_are_refused(name, change, message):
+    """Row shifts that would make the kernel read outside the layout's tables (a missing entry, a row symbol
+    beyond the actions, a negative one, a row with another clone count) raise ValueError in one sentence."""
+    model, x, a = _action_case(5, length=200)
+    E, n = model.n_symbols, len(x) // 2
+    shift = a * E
+    if change == "short":
+        shift = shift[:-1]
+    elif change == "outside":
+        shift[n] = model.n_actions * E
+    elif change == "negative":
+        shift[n] = -E
+    else:  # the next symbol's row of the same action: the clone counts of the model differ per symbol
+        shift[n] += 1 if x[n] + 1 < E else -1
+        assert model.n_clones[x[n]] != model.n_clones[x[n] + (1 if x[n] + 1 < E else -1)]
+    with pytest.raises(ValueError, match=message):
+        _gpu_viterbi(name, model, x, shift)
+
+
+def test_the_dense_cpu_engine_takes_row_shifts():
+    """The protocol's row_shift on the dense CPU engine (the GPU's reference): the walk's path, not the text's."""
+    model, x, a = _action_case(6, length=300)
+    view = model.engine_view()
+    dense = engines.engine_for(view, "cpu")
+    state = dense.load(view)
+    result = dense.viterbi(state, x, row_shift=a * model.n_symbols)
+    clones, log_probability = actions.viterbi(model, x, a)
+    np.testing.assert_array_equal(result.clones, clones)
+    assert result.log_probability == log_probability
+    assert dense.viterbi(state, x).log_probability != log_probability

@@ -33,7 +33,7 @@ from app import background, config, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import decode_upload
-from engine import actions, walks
+from engine import actions, maps, walks
 from engine.files import atomic_write_bytes, atomic_write_json
 
 NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
@@ -430,7 +430,7 @@ def build_view(
     import networkx as nx
 
     x, a = walk.observations, walk.actions
-    graph = actions.clone_graph(model, x, a)
+    graph = maps.clone_graph(model, x, a)
     path, _ = actions.viterbi(model, x, a)
     nodes = sorted(int(n) for n in graph.nodes)
     places: dict[int, tuple[float, float]] = {}
@@ -463,7 +463,7 @@ def build_view(
         "room": None if room is None else room.tolist(),
     }
     if room is not None:
-        view["recovers_room"] = actions.recovers_room(model, x, a, room)
+        view["recovers_room"] = maps.recovers_room(model, x, a, room)
         view["cells"] = int(np.sum(room >= 0))
     return view
 
@@ -530,7 +530,7 @@ def _clone(value: Any, view: dict[str, Any], what: str) -> int:
 
 
 def place_field(folder: Path, clone: Any) -> dict[str, Any]:
-    """Where a clone of the map is active in the room (:func:`engine.actions.place_field`): the field (rows of
+    """Where a clone of the map is active in the room (:func:`engine.maps.place_field`): the field (rows of
     values, None for cells never visited), the clone and its observation. UserError when the walk has no true
     places or the clone is not on the map."""
     view = load_view(folder)
@@ -540,14 +540,14 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
     if not view.get("places"):
         raise UserError("This walk has no true places (row and column columns), so its clones have no place fields.")
     model, walk = _load(folder)
-    field = actions.place_field(model, walk.observations, walk.actions, walk.positions, number)
+    field = maps.place_field(model, walk.observations, walk.actions, walk.positions, number)
     symbol = next(node["symbol"] for node in view["nodes"] if node["clone"] == number)
     rows = [[None if np.isnan(v) else float(v) for v in row] for row in field]
     return {"clone": number, "symbol": symbol, "field": rows}
 
 
 def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
-    """The most probable route on the map from one clone to another (:func:`engine.actions.plan`): its clones, its
+    """The most probable route on the map from one clone to another (:func:`engine.maps.plan`): its clones, its
     actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is missing or
     the goal cannot be reached."""
     view = load_view(folder)
@@ -556,7 +556,7 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
     begin, end = _clone(start, view, "start"), _clone(goal, view, "goal")
     model, _ = _load(folder)
     try:
-        route, moves = actions.plan(model, begin, end)
+        route, moves = maps.plan(model, begin, end)
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if not moves:

@@ -351,13 +351,16 @@ __device__ __forceinline__ int find_block(const int* __restrict__ block_lookup, 
 // before division by that position's scale). delta at position 0 is set by the caller, already normalised
 // (scale[0] = 1). Per output slot one warp takes the max over the previous position's slots of
 // delta_prev / scale_prev * T (read from the transposed blocks: contiguous), lowest slot first on ties.
+// row_shift (null: zeros, a text) is added to the symbols of position n to name the block row of step n -> n+1
+// (a_n * E for a walk with actions, engine.actions; the CPU kernel's row_shift): candidate symbol i of position
+// n - 1 reads block (row_shift[n - 1] + i, j). The host checks that every such row is a symbol of the layout.
 extern "C" __global__ void __launch_bounds__(512, 2)
 viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_offset,
               const int* __restrict__ block_lookup, int n_symbols, const int* __restrict__ n_clones,
-              const long long* __restrict__ ev_ptr, const int* __restrict__ ev_symbol,
-              const double* __restrict__ ev_weight, const long long* __restrict__ slot_offset, int n_pos,
-              double* delta, long long* backpointer, double* scale, double* partial,
-              unsigned int* barrier, int* abort_flag)
+              const long long* __restrict__ row_shift, const long long* __restrict__ ev_ptr,
+              const int* __restrict__ ev_symbol, const double* __restrict__ ev_weight,
+              const long long* __restrict__ slot_offset, int n_pos, double* delta, long long* backpointer,
+              double* scale, double* partial, unsigned int* barrier, int* abort_flag)
 {
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -370,6 +373,7 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
     for (int n = 1; n < n_pos; ++n) {
         const long long c0 = ev_ptr[n], c1 = ev_ptr[n + 1];
         const long long p0 = ev_ptr[n - 1], p1 = ev_ptr[n];
+        const int shift = row_shift == nullptr ? 0 : (int)row_shift[n - 1];
         const long long first_slot = slot_offset[c0];
         const long long n_slots = slot_offset[c1 - 1] + n_clones[ev_symbol[c1 - 1]] - first_slot;
         double local_best = 0.0;
@@ -385,7 +389,7 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
             if (w > 0.0) {
                 for (long long p = p0; p < p1; ++p) {
                     const int i = ev_symbol[p];
-                    const int k = find_block(block_lookup, n_symbols, i, j);
+                    const int k = find_block(block_lookup, n_symbols, shift + i, j);
                     if (k < 0) continue;
                     const int m_i = n_clones[i];
                     const float* row = TT + block_offset[k] + (long long)v * m_i;

@@ -178,12 +178,13 @@ def row_write(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
 
 
 @njit(**_FLAGS)
-def _viterbi_chain(TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
-                   n_pos, delta, backpointer, scale):  # fmt: skip
+def _viterbi_chain(TT, block_offset, block_lookup, n_symbols, n_clones, row_shift, ev_ptr, ev_symbol, ev_weight,
+                   slot_offset, n_pos, delta, backpointer, scale):  # fmt: skip
     prev_scale = 1.0
     for n in range(1, n_pos):
         c0, c1 = ev_ptr[n], ev_ptr[n + 1]
         p0, p1 = ev_ptr[n - 1], ev_ptr[n]
+        shift = 0 if row_shift is None else row_shift[n - 1]
         grid_best = 0.0
         for c in range(c0, c1):
             j = ev_symbol[c]
@@ -195,7 +196,7 @@ def _viterbi_chain(TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, 
                 if w > 0.0:
                     for p in range(p0, p1):
                         i = ev_symbol[p]
-                        k = cpu.find_block(block_lookup, n_symbols, i, j)
+                        k = cpu.find_block(block_lookup, n_symbols, shift + i, j)
                         if k < 0:
                             continue
                         m_i = n_clones[i]
@@ -219,12 +220,13 @@ def _viterbi_chain(TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, 
 
 
 def viterbi_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
-    """Twin of ``viterbi_chain``: the max-product pass with soft evidence, lowest slot first on ties."""
-    (TT, block_offset, block_lookup, n_symbols, n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset, n_pos, delta,
-     backpointer, scale, _, _, _) = args  # fmt: skip
+    """Twin of ``viterbi_chain``: the max-product pass with soft evidence, lowest slot first on ties; step
+    n -> n+1 reads the blocks of rows ``row_shift[n] + i`` (None: zeros, a text)."""
+    (TT, block_offset, block_lookup, n_symbols, n_clones, row_shift, ev_ptr, ev_symbol, ev_weight, slot_offset, n_pos,
+     delta, backpointer, scale, _, _, _) = args  # fmt: skip
     _viterbi_chain(
-        TT, block_offset, block_lookup, int(n_symbols), n_clones, ev_ptr, ev_symbol, ev_weight, slot_offset,
-        int(n_pos), delta, backpointer, scale,
+        TT, block_offset, block_lookup, int(n_symbols), n_clones, row_shift, ev_ptr, ev_symbol, ev_weight,
+        slot_offset, int(n_pos), delta, backpointer, scale,
     )  # fmt: skip
 
 

@@ -5,6 +5,10 @@ Layout (see :class:`engine.sparse.SparseCHMM`): block ``k`` of symbol pair (i, j
 local column ``indices[e]`` (a clone of j, sorted within the row) and value ``data[e]``. Entries at zero are simply
 not stored, so EM, which keeps zeros at zero, never touches them. Message buffers are the dense engine's (message n
 at ``offsets[n]`` with ``n_clones[x[n]]`` entries), so the dense engine's helpers (pair weights) apply unchanged.
+
+The passes read the block of step n -> n+1 from the row key ``row_key[n]`` (``x`` itself for text; ``a_n * E + x_n``
+for a walk with actions over the layout of :func:`engine.actions.action_layout`, whose row symbol ``a * E + i`` has
+the clones of symbol i), as :func:`engine.kernels.cpu.forward_pass` does; Viterbi takes ``row_shift = row_key - x``.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
 @njit(**_FAST)
 def forward_pass(
-    indptr, indices, data, row_base, pi, x, n_clones, clone_start, block_lookup, store, offsets, predictive
+    indptr, indices, data, row_base, pi, x, row_key, n_clones, clone_start, block_lookup, store, offsets, predictive
 ):
-    """Scaled forward pass alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) over the CSR blocks (semantics of
+    """Scaled forward pass alpha(n+1)^T = alpha(n)^T T(row_key_n, x_{n+1}) over the CSR blocks (semantics of
     ``engine.kernels.cpu.forward_pass``: normalisers in ``predictive``, uniform restart after a zero-probability
-    step, messages stored when ``offsets`` is non-empty). Returns the number of zero-probability events."""
+    step, messages stored when ``offsets`` is non-empty; ``row_key`` is ``x`` for text). Returns the number of
+    zero-probability events."""
     n_steps = x.shape[0]
     width = 0
     for s in range(n_clones.shape[0]):
@@ -61,7 +66,7 @@ def forward_pass(
     for n in range(1, n_steps):
         j = x[n]
         m_j = n_clones[j]
-        k = find_block(block_lookup, n_clones.shape[0], i, j)
+        k = find_block(block_lookup, n_clones.shape[0], row_key[n - 1], j)
         total = 0.0
         for v in range(m_j):
             nxt[v] = 0.0
@@ -95,15 +100,15 @@ def forward_pass(
 
 @njit(**_FAST)
 def backward_counts(
-    indptr, indices, data, row_base, x, n_clones, block_lookup, alpha, offsets, predictive, counts, beta_first
+    indptr, indices, data, row_base, x, row_key, n_clones, block_lookup, alpha, offsets, predictive, counts, beta_first
 ):
     """The backward pass fused with the expected counts, after a forward pass that stored alpha and predictive.
 
     Going back from n = N-2, with beta(n+1) at hand: w_n = 1 / (predictive[n+1] <alpha(n+1), beta(n+1)>) (0 at a
     zero-probability step, see ``engine.kernels.cpu.pair_weights``), and for every stored entry e = (u, v) of the
-    block of (x_n, x_{n+1}) the product p = T_uv beta(n+1)_v serves twice: beta(n)_u = sum_v p (then normalised) and
-    counts[e] += w_n alpha(n)_u p. One sweep over the entries instead of two, and no stored beta. ``beta_first``
-    receives beta(0) (normalised)."""
+    block of (row_key_n, x_{n+1}) (``row_key`` is ``x`` for text) the product p = T_uv beta(n+1)_v serves twice:
+    beta(n)_u = sum_v p (then normalised) and counts[e] += w_n alpha(n)_u p. One sweep over the entries instead of
+    two, and no stored beta. ``beta_first`` receives beta(0) (normalised)."""
     n_steps = x.shape[0]
     width = 0
     for s in range(n_clones.shape[0]):
@@ -117,7 +122,7 @@ def backward_counts(
     for n in range(n_steps - 2, -1, -1):
         i = x[n]
         m_i = n_clones[i]
-        k = find_block(block_lookup, n_clones.shape[0], i, j)
+        k = find_block(block_lookup, n_clones.shape[0], row_key[n], j)
         # the normaliser of xi(n)
         a1 = offsets[n + 1]
         dot = 0.0
@@ -188,6 +193,7 @@ def viterbi_pass(
     n_clones,
     clone_start,
     block_lookup,
+    row_shift,
     evidence_ptr,
     evidence_symbol,
     evidence_weight,
@@ -196,7 +202,9 @@ def viterbi_pass(
     path,
 ):
     """Max-product decoding with per-position soft evidence (``engine.kernels.cpu.viterbi_pass`` on the CSR blocks;
-    the same operations in the same order, so the same path as the dense kernel on the same non-zeros)."""
+    the same operations in the same order, so the same path as the dense kernel on the same non-zeros).
+    ``row_shift[n]`` is added to the symbols of position n to name the block row of step n -> n+1 (zeros for text,
+    ``a_n * E`` for a walk with actions)."""
     n_steps = evidence_ptr.shape[0] - 1
     delta = np.zeros(state_offsets[-1], dtype=np.float64)
     best = viterbi_start(
@@ -216,7 +224,7 @@ def viterbi_pass(
                 continue
             for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
                 i = evidence_symbol[p]
-                k = find_block(block_lookup, n_clones.shape[0], i, j)
+                k = find_block(block_lookup, n_clones.shape[0], row_shift[n - 1] + i, j)
                 if k < 0:
                     continue
                 src = state_offsets[p]
