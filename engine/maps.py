@@ -70,16 +70,31 @@ def recovers_room(model: ActionCHMM, x: Walks, a: Walks, room: Any) -> bool:
     return bool(nx.is_isomorphic(learned, room_graph(room)))
 
 
-def place_field(model: ActionCHMM, x: np.ndarray, a: np.ndarray, positions: np.ndarray, clone: int) -> np.ndarray:
+def place_field(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, clone: int) -> np.ndarray:
     """Where in the room a clone is active: for every cell, the mean over the walk's visits of the filtered
     probability P(z_n = clone | x_1..x_n, a_1..a_{n-1}) (the forward message), shape (rows, columns) of the room
-    the ``positions`` (true (row, column) of each step) come from; NaN for cells never visited."""
-    x, a = check_walk(x, a, model.n_symbols, model.n_actions)
+    the ``positions`` (true (row, column) of each step) come from; NaN for cells never visited. Several walks
+    (:func:`engine.actions.check_walks`): each filtered from its own start, ``positions`` those of their steps in
+    turn."""
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
     positions = np.asarray(positions, dtype=np.int64)
-    if positions.shape != (len(x), 2) or positions.min() < 0:
+    steps = sum(len(x_d) for x_d, _ in walks)
+    if positions.shape != (steps, 2) or positions.min() < 0:
         raise ValueError("a place field needs the walk's true place (row, column) at every step")
     if not 0 <= clone < model.n_states:
         raise ValueError(f"clone {clone} is outside 0..{model.n_states - 1}")
+    activation = np.concatenate([_filtered(model, x_d, a_d, clone) for x_d, a_d in walks])
+    shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
+    total = np.zeros(shape)
+    visits = np.zeros(shape)
+    np.add.at(total, (positions[:, 0], positions[:, 1]), activation)
+    np.add.at(visits, (positions[:, 0], positions[:, 1]), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(visits > 0, total / visits, np.nan)
+
+
+def _filtered(model: ActionCHMM, x: np.ndarray, a: np.ndarray, clone: int) -> np.ndarray:
+    """P(z_n = clone | x_1..x_n, a_1..a_{n-1}) at every step of one walk (0 where x_n is not the clone's symbol)."""
     view = model.engine_view()
     layout = view.layout
     offsets = inference.sequential_offsets(layout, x)
@@ -93,13 +108,7 @@ def place_field(model: ActionCHMM, x: np.ndarray, a: np.ndarray, positions: np.n
     activation = np.zeros(len(x))
     seen = x == symbol
     activation[seen] = alpha[offsets[:-1][seen] + local]
-    shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
-    total = np.zeros(shape)
-    visits = np.zeros(shape)
-    np.add.at(total, (positions[:, 0], positions[:, 1]), activation)
-    np.add.at(visits, (positions[:, 0], positions[:, 1]), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(visits > 0, total / visits, np.nan)
+    return activation
 
 
 def plan(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> tuple[list[int], list[str]]:

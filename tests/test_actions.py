@@ -264,6 +264,39 @@ def test_each_place_field_lights_up_one_cell(learned_room) -> None:
         assert np.all(others < 0.1)
 
 
+def test_the_place_field_of_two_walks_pools_each_walk_filtered_from_its_own_start(learned_room) -> None:
+    """Several walks: each is filtered from its own start and their visits pooled per cell, i.e. the field of two
+    walks is the visit-weighted mean of each walk's own field; the two walks joined into one differ (the second
+    would be filtered on from the first's end)."""
+    model, _, cells = learned_room
+    first, second = actions.generate_walk(ROOM, 60, seed=21), actions.generate_walk(ROOM, 40, seed=22)
+
+    def visits(walk: actions.Walk) -> np.ndarray:
+        counts = np.zeros(ROOM.shape)
+        np.add.at(counts, (walk.positions[:, 0], walk.positions[:, 1]), 1.0)
+        return counts
+
+    positions = np.concatenate([first.positions, second.positions])
+    xs, as_ = [first.observations, second.observations], [first.actions, second.actions]
+    for clone in list(cells)[:4]:
+        pooled = maps.place_field(model, xs, as_, positions, clone)
+        alone = [maps.place_field(model, w.observations, w.actions, w.positions, clone) for w in (first, second)]
+        weights = [visits(first), visits(second)]
+        shape_of = [np.zeros(ROOM.shape) for _ in alone]
+        for field, out in zip(alone, shape_of, strict=True):
+            out[: field.shape[0], : field.shape[1]] = np.nan_to_num(field)
+        seen = (weights[0] + weights[1]) > 0
+        expected = (shape_of[0] * weights[0] + shape_of[1] * weights[1])[seen] / (weights[0] + weights[1])[seen]
+        np.testing.assert_allclose(pooled[seen[: pooled.shape[0], : pooled.shape[1]]], expected, rtol=1e-12)
+    joined = [maps.place_field(model, np.concatenate(xs), np.concatenate(as_), positions, c) for c in cells]
+    assert any(
+        not np.allclose(np.nan_to_num(j), np.nan_to_num(maps.place_field(model, xs, as_, positions, c)))
+        for j, c in zip(joined, cells, strict=True)
+    )
+    with pytest.raises(ValueError, match="true place"):
+        maps.place_field(model, xs, as_, first.positions, 0)
+
+
 @pytest.mark.parametrize(("start", "goal"), [((0, 0), (2, 3)), ((2, 0), (0, 3)), ((1, 1), (1, 2)), ((0, 2), (0, 2))])
 def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(learned_room, start, goal) -> None:
     """The actions of the route planned between the clones of two cells, taken in the room, lead from the first

@@ -166,6 +166,7 @@ def test_an_uploaded_walk_learns_a_map_and_bad_walks_are_refused(folder: Path) -
     assert info == {
         "name": "walk.csv",
         "steps": 3000,
+        "walks": 1,
         "observations": 4,
         "actions": list(actions.MOVES),
         "places": True,
@@ -193,6 +194,27 @@ def test_an_uploaded_walk_learns_a_map_and_bad_walks_are_refused(folder: Path) -
     assert view["layout"] == "force" and not view["places"]
     with pytest.raises(UserError, match="no true places"):
         maps.place_field(folder, view["nodes"][0]["clone"])
+
+
+def test_an_uploaded_file_of_two_walks_learns_one_map_and_each_walk_starts_afresh(folder: Path) -> None:
+    """A walk file of several documents (a ``document`` column): one map learned from all of them, each walk
+    decoded and filtered from its own start (its place fields are those of the walks pooled)."""
+    room = walks.parse_room(SMALL_ROOM)
+    lines = ["document,action,observation,row,column"]
+    for name, seed in (("morning", 1), ("evening", 2)):
+        walk = actions.generate_walk(room, 2000, seed=seed)
+        for n in range(len(walk)):
+            row, column = walk.positions[n]
+            lines.append(f"{name},{actions.MOVES[walk.actions[n]]},{walk.observations[n]},{row},{column}")
+    info = maps.store_walk_upload(folder, data_uri("\n".join(lines).encode()), "walks.csv")
+    assert info["steps"] == 4000 and info["walks"] == 2
+    assert "4,000 steps in 2 walks, 4 observations" in maps.describe_upload(info)
+    outcome = maps.run_map_job(folder, small_request(folder, source="walk"))
+    assert outcome["status"] == background.FINISHED, outcome
+    view = maps.load_view(folder)
+    assert view["layout"] == "room" and len(view["nodes"]) >= 12
+    field = maps.place_field(folder, view["nodes"][0]["clone"])
+    assert len(field["field"]) == 3 and max(v for row in field["field"] for v in row if v is not None) > 0.5
 
 
 def test_a_cancelled_job_keeps_the_previous_map(folder: Path) -> None:

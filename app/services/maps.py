@@ -177,6 +177,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
     info = {
         "name": name,
         "steps": int(len(walk.observations)),
+        "walks": max(1, len(walk.documents)),
         "observations": len(walk.symbols),
         "actions": list(walk.action_names),
         "places": walk.positions is not None,
@@ -194,8 +195,9 @@ def upload_info(folder: Path) -> dict[str, Any] | None:
 
 def describe_upload(info: dict[str, Any]) -> str:
     places = "with true places (row, column)" if info.get("places") else "without true places (no place fields)"
+    walks_in = f" in {info['walks']} walks" if info.get("walks", 1) > 1 else ""
     return (
-        f"Uploaded {info['name']}: {info['steps']:,} steps, {info['observations']} observations, actions "
+        f"Uploaded {info['name']}: {info['steps']:,} steps{walks_in}, {info['observations']} observations, actions "
         f"{', '.join(info['actions'])}, {places}."
     )
 
@@ -429,9 +431,10 @@ def build_view(
     module; the edges between them (steps each way, action names); whether the map recovers the room."""
     import networkx as nx
 
-    x, a = walk.observations, walk.actions
+    x, a = walk.walks()  # a file of several documents: each walk decoded from its own start
     graph = maps.clone_graph(model, x, a)
-    path, _ = actions.viterbi(model, x, a)
+    paths, _ = actions.viterbi(model, x, a)
+    path = np.concatenate(paths) if isinstance(paths, list) else paths
     nodes = sorted(int(n) for n in graph.nodes)
     places: dict[int, tuple[float, float]] = {}
     if walk.positions is not None and nodes:
@@ -540,7 +543,7 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
     if not view.get("places"):
         raise UserError("This walk has no true places (row and column columns), so its clones have no place fields.")
     model, walk = _load(folder)
-    field = maps.place_field(model, walk.observations, walk.actions, walk.positions, number)
+    field = maps.place_field(model, *walk.walks(), walk.positions, number)
     symbol = next(node["symbol"] for node in view["nodes"] if node["clone"] == number)
     rows = [[None if np.isnan(v) else float(v) for v in row] for row in field]
     return {"clone": number, "symbol": symbol, "field": rows}
