@@ -4,6 +4,8 @@ recovery of rooms from walks (issue 37).
     python bench/bench_rooms.py --reference /path/to/naturecomm_cscg      # side by side, then recovery
     python bench/bench_rooms.py --seeds 5                                  # recovery only
     python bench/bench_rooms.py --seeds 0 --backends cpu gpu               # batch EM on each backend
+    python bench/bench_rooms.py --seeds 0 --sparse                         # a learned map: sparse vs dense engine
+    python bench/bench_rooms.py --seeds 5 --algorithm online               # recovery with online EM first
 
 Side by side: the public notebook's rectangular 6 x 8 room with 4 observations, a 50,000-step walk (our generator),
 70 clones per observation, pseudocount 2e-3. Both start from the reference's own random T (its ``CHMM(...,
@@ -18,7 +20,14 @@ when the likelihood stops improving) then Viterbi EM (pseudocount 0), as in the 
 the clone graph of the walk's MAP path, self-loops aside, is isomorphic to the room's grid graph (networkx). The
 table gives it before and after merging the clones with the same future (engine.maps.merge_equivalent_clones,
 the last step of ``chmm map``), and the bits per step of a held-out 10,000-step walk under the merged map (the
-walk's entropy rate is 0: the place and the action determine the next observation).
+walk's entropy rate is 0: the place and the action determine the next observation). With ``--algorithm online`` the
+first stage is online EM (``actions.learn_online``, ``--epochs`` passes in batches of ``--batch-size`` steps) instead
+of batch EM.
+
+Sparse: a map learned on the rectangular room (batch EM, Viterbi EM) keeps about one successor per clone and action;
+the table gives the seconds of a likelihood and of an E-step over a fresh 50,000-step walk on the dense CPU engine
+and on the sparse engine (the map's non-zeros, ``engine.sparse.from_dense``), timed in turn, best of three, with the
+two likelihoods.
 """
 
 from __future__ import annotations
@@ -152,7 +161,48 @@ def backends(names: list[str], iterations: int) -> list[dict]:
     return rows
 
 
-def recovery(seeds: int, rooms: list[str], em_iterations: int) -> list[dict]:
+def learned_on_sparse(em_iterations: int) -> dict:
+    """A learned map's likelihood and E-step on the dense and the sparse engine (see the module docstring)."""
+    from engine import engines, sparse
+
+    walk = actions.generate_walk(RECTANGULAR, WALK, seed=0)
+    x, a = walk.observations, walk.actions
+    model = actions.random_action_model(np.full(4, CLONES, dtype=np.int64), x, a, seed=0)
+    model, _ = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
+    model, _ = actions.learn_viterbi(model, x, a, 100)
+    test = actions.generate_walk(RECTANGULAR, WALK, seed=1)
+    keys = actions.row_keys(test.observations, test.actions, model.n_symbols)
+    dense_view = model.engine_view()
+    views = {"dense": dense_view, "sparse": sparse.from_dense(dense_view)}
+    best: dict[str, dict[str, float]] = {name: {"likelihood": np.inf, "e_step": np.inf} for name in views}
+    likelihood: dict[str, float] = {}
+    for _ in range(3):
+        for name, view in views.items():
+            engine = engines.engine_for(view, "cpu")
+            state = engine.load(view)
+            plan = engine.plan(state, test.observations, "em", len(test.observations), row_key=keys)
+            engine.e_step(state, test.observations, plan=plan, row_key=keys)  # compile, warm up
+            t0 = time.perf_counter()
+            likelihood[name] = engine.e_step(state, test.observations, plan=plan, row_key=keys).log_likelihood
+            best[name]["e_step"] = min(best[name]["e_step"], time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            if name == "dense":
+                actions.log_likelihood(model, test.observations, test.actions)
+            else:
+                sparse.log_likelihood(view, test.observations, row_key=keys)
+            best[name]["likelihood"] = min(best[name]["likelihood"], time.perf_counter() - t0)
+    stored = {name: int(np.asarray(view.T if name == "dense" else view.data).size) for name, view in views.items()}
+    print(f"\n| engine | stored entries | s per likelihood | s per E-step | log-likelihood ({len(test)} steps) |")
+    print("|---|---:|---:|---:|---:|")
+    for name in views:
+        print(f"| {name} | {stored[name]:,} | {best[name]['likelihood']:.4f} | {best[name]['e_step']:.4f} | "
+              f"{likelihood[name]:.6f} |")  # fmt: skip
+    return {"stored": stored, "seconds": best, "log_likelihood": likelihood}
+
+
+def recovery(
+    seeds: int, rooms: list[str], em_iterations: int, algorithm: str = "batch", epochs: int = 20, batch_size: int = 400
+) -> list[dict]:
     rows = []
     print("\n| room | seed | EM iterations | Viterbi iterations | clones used | recovered | clones after merging | "
           "recovered after merging | held-out bits per step | seconds |")  # fmt: skip
@@ -165,7 +215,10 @@ def recovery(seeds: int, rooms: list[str], em_iterations: int) -> list[dict]:
             walk = actions.generate_walk(room, WALK, seed=seed)
             x, a = walk.observations, walk.actions
             model = actions.random_action_model(n_clones, x, a, seed=seed)
-            model, em = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
+            if algorithm == "online":
+                model, em = actions.learn_online(model, x, a, epochs, batch_size, 0.9, PSEUDOCOUNT)
+            else:
+                model, em = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
             model, hard = actions.learn_viterbi(model, x, a, 100)
             used = len(maps.used_clones(model))
             recovered = maps.recovers_room(model, x, a, room)
@@ -192,6 +245,10 @@ def main() -> None:
     parser.add_argument("--rooms", nargs="+", choices=sorted(ROOMS), default=list(ROOMS), help="rooms to recover")
     parser.add_argument("--em-iterations", type=int, default=1000, help="most EM iterations in the recovery")
     parser.add_argument("--backends", nargs="+", default=None, help="time batch EM on these backends (cpu gpu ...)")
+    parser.add_argument("--sparse", action="store_true", help="a learned map on the dense and the sparse engine")
+    parser.add_argument("--algorithm", choices=("batch", "online"), default="batch", help="the recovery's first stage")
+    parser.add_argument("--epochs", type=int, default=20, help="online EM epochs (--algorithm online)")
+    parser.add_argument("--batch-size", type=int, default=400, help="online EM batch, steps (--algorithm online)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     print("machine:", describe_machine())
@@ -200,8 +257,12 @@ def main() -> None:
         out["side_by_side"] = side_by_side(load_reference(args.reference), args.iterations, args.rounds)
     if args.backends:
         out["backends"] = backends(args.backends, args.iterations)
+    if args.sparse:
+        out["sparse"] = learned_on_sparse(args.em_iterations)
     if args.seeds:
-        out["recovery"] = recovery(args.seeds, args.rooms, args.em_iterations)
+        out["recovery"] = recovery(
+            args.seeds, args.rooms, args.em_iterations, args.algorithm, args.epochs, args.batch_size
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
