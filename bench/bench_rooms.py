@@ -22,7 +22,7 @@ table gives it before and after merging the clones with the same future (engine.
 the last step of ``chmm map``), and the bits per step of a held-out 10,000-step walk under the merged map (the
 walk's entropy rate is 0: the place and the action determine the next observation). With ``--algorithm online`` the
 first stage is online EM (``actions.learn_online``, ``--epochs`` passes in batches of ``--batch-size`` steps) instead
-of batch EM.
+of batch EM; with ``--algorithm online-batch``, online EM then batch EM (the text recipe).
 
 Sparse: a map learned on the rectangular room (batch EM, Viterbi EM) keeps about one successor per clone and action;
 the table gives the seconds of a likelihood and of an E-step over a fresh 50,000-step walk on the dense CPU engine
@@ -215,9 +215,12 @@ def recovery(
             walk = actions.generate_walk(room, WALK, seed=seed)
             x, a = walk.observations, walk.actions
             model = actions.random_action_model(n_clones, x, a, seed=seed)
-            if algorithm == "online":
+            if algorithm in ("online", "online-batch"):
                 model, em = actions.learn_online(model, x, a, epochs, batch_size, 0.9, PSEUDOCOUNT)
-            else:
+            if algorithm == "online-batch":
+                model, batch = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
+                em = em + batch
+            elif algorithm == "batch":
                 model, em = actions.learn_em(model, x, a, em_iterations, PSEUDOCOUNT)
             model, hard = actions.learn_viterbi(model, x, a, 100)
             used = len(maps.used_clones(model))
@@ -246,7 +249,9 @@ def main() -> None:
     parser.add_argument("--em-iterations", type=int, default=1000, help="most EM iterations in the recovery")
     parser.add_argument("--backends", nargs="+", default=None, help="time batch EM on these backends (cpu gpu ...)")
     parser.add_argument("--sparse", action="store_true", help="a learned map on the dense and the sparse engine")
-    parser.add_argument("--algorithm", choices=("batch", "online"), default="batch", help="the recovery's first stage")
+    parser.add_argument(
+        "--algorithm", choices=("batch", "online", "online-batch"), default="batch", help="the recovery's first stage"
+    )
     parser.add_argument("--epochs", type=int, default=20, help="online EM epochs (--algorithm online)")
     parser.add_argument("--batch-size", type=int, default=400, help="online EM batch, steps (--algorithm online)")
     parser.add_argument("--json", type=Path, default=None)
