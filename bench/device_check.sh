@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device check for whoever holds a GPU, in about five minutes, every log in one folder:
-#   1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin too) and the GPU column of the
-#      engines matrix (pytest -m gpu);
+#   1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin too, Viterbi with actions'
+#      row shifts among them), the GPU column of the engines matrix and the GPU cases of the cognitive maps
+#      (tests/test_actions.py: batch and online EM, Viterbi with actions) (pytest -m gpu);
 #   2. bench/bench_gpu.py --states 30000 (needs milton-paradise.txt and melville-moby_dick.txt in $CHMM_CORPORA,
 #      default ../shared/corpora; skipped with a note when they are missing);
 #   3. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
@@ -33,7 +34,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: run with a time limit, log to DI
     "$PYTHON" -c "import cupy; print('cupy', cupy.__version__)" 2>&1
 } > "$DIR/machine.log"
 
-step tests 150 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_engines.py
+step tests 180 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_engines.py tests/test_actions.py
 if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.txt" ]; then
     step bench_gpu 150 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --states 30000 --json "$DIR/bench_gpu.json"
 else
