@@ -59,7 +59,7 @@ def note_cause(record: Path, cause: str) -> None:
         value = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if isinstance(value, dict) and value.get("status") == "running":
+    if isinstance(value, dict) and value.get("status") == "running":  # app.background.RUNNING (not imported: light)
         atomic_write_json(record, value | {"cause": cause})
 
 

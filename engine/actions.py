@@ -514,7 +514,7 @@ def learn_em(
         e = _sum_e_steps(
             [engine.e_step(state, x_d, plan=p, row_key=k) for (x_d, _), p, k in zip(walks, plans, keys, strict=True)]
         )
-        bits = -e.log_likelihood / steps / np.log(2.0)
+        bits = _bits(e.log_likelihood, steps)
         history.append(bits)
         if progress is not None:
             progress(iteration, bits)
@@ -590,7 +590,7 @@ def learn_viterbi(
             path, log_p = viterbi(model, x_d, a_d, backend)
             counts += path_counts(model, x_d, a_d, path)
             log_probability += log_p
-        bits = -log_probability / steps / np.log(2.0)
+        bits = _bits(log_probability, steps)
         history.append(bits)
         if progress is not None:
             progress(iteration, bits)
