@@ -581,15 +581,14 @@ def learn_viterbi(
     iteration (the paper's refinement step, which prunes the clones the path does not use). Several walks: each
     walk's MAP path, their counts summed, -sum_d log2 max P(z^d, x^d | a^d) / sum_d N_d."""
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    steps = sum(len(x_d) for x_d, _ in walks)
+    xs, as_ = [x_d for x_d, _ in walks], [a_d for _, a_d in walks]
+    steps = sum(len(x_d) for x_d in xs)
     history: list[float] = []
     for iteration in range(iterations):
+        paths, log_probability = viterbi(model, xs, as_, backend)  # the model loaded once for all the walks
         counts = np.zeros(model.layout.size, dtype=np.float64)
-        log_probability = 0.0
-        for x_d, a_d in walks:
-            path, log_p = viterbi(model, x_d, a_d, backend)
+        for x_d, a_d, path in zip(xs, as_, paths, strict=True):
             counts += path_counts(model, x_d, a_d, path)
-            log_probability += log_p
         bits = _bits(log_probability, steps)
         history.append(bits)
         if progress is not None:
