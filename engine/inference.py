@@ -476,7 +476,12 @@ def _accumulate_counts_gemm(
     model: CHMM, pl: PairLayout, alpha: np.ndarray, beta: np.ndarray, counts: np.ndarray
 ) -> None:
     layout = model.layout
-    for k in np.flatnonzero(pl.pair_count):
+    touched = np.flatnonzero(pl.pair_count)
+    if len(touched) == 0:
+        return
+    sizes = layout.block_offset[touched + 1] - layout.block_offset[touched]
+    scratch = np.empty(int(sizes.max()), dtype=np.result_type(alpha.dtype, beta.dtype))  # no fresh pages per block
+    for k in touched:
         i, j = layout.block_pairs[k]
         m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
         rows = int(pl.pair_count[k])
@@ -486,8 +491,9 @@ def _accumulate_counts_gemm(
         A = alpha[a0 : a0 + rows * m_i].reshape(rows, m_i)
         B = beta[b0 : b0 + rows * m_j].reshape(rows, m_j)
         lo, hi = layout.block_offset[k], layout.block_offset[k + 1]
-        product = A.T @ B
-        counts[lo:hi] = (model.T[lo:hi].reshape(m_i, m_j) * product).ravel()
+        product = np.matmul(A.T, B, out=scratch[: hi - lo].reshape(m_i, m_j))
+        np.multiply(model.T[lo:hi].reshape(m_i, m_j), product, out=product)
+        counts[lo:hi] = product.ravel()
 
 
 # ------------------------------------------------------------------------------------------------ Viterbi

@@ -225,12 +225,9 @@ def online_update(
     """Online EM's update after one batch (paper, section 3), on any implementation: the running statistic
     A = lambda A + (1 - lambda) sum_n xi(n) in place (A = (1 - lambda) sum_n xi(n) for the ``first`` batch), then
     T = row-normalise(A + pseudocount) over the entries EM may update (the M-step). ``e.counts`` is consumed: it is
-    zeroed for the next batch (an E-step into a reused buffer writes only the blocks its batch touches). An
-    implementation may offer the same update fused (``fused_online_update``: the dense CPU engine updates T in
-    place, so it may change ``state``: pass a copy)."""
-    fused = getattr(engine, "fused_online_update", None)
-    if fused is not None:
-        return fused(state, statistic, e, memory, pseudocount, first)
+    zeroed for the next batch (an E-step into a reused buffer writes only the blocks its batch touches).
+    :func:`online_epoch` runs an implementation's own exact update instead where it offers one
+    (``online_session``: the dense CPU engine's :class:`engine.cpu_engines.LazyOnlineUpdate`)."""
     statistic *= 0.0 if first else memory
     statistic += (1.0 - memory) * engine.as_counts(state, e.counts)
     e.counts.fill(0.0)
@@ -272,35 +269,78 @@ def online_epoch(
     first_batch = state.statistic is None
     if first_batch:
         state.statistic = engine.zero_counts(current)
-    counts = engine.zero_counts(current)
+    batches = online_batches([len(x) for x in sequences], config.batch_size or ONLINE_BATCH_SIZE)
+    session_for = getattr(engine, "online_session", None)
+    session = (
+        None if session_for is None or cluster is not None else session_for(working, state.statistic, config.memory)
+    )
+    counts = engine.zero_counts(current) if session is None else session.counts
+    layout = getattr(working, "layout", None)
     log_likelihood = 0.0
-    for k, x in enumerate(sequences):
-        n = len(x)
-        keys = None if row_keys is None else row_keys[k]
-        carry: np.ndarray | None = None
-        start = 0
-        while start < n - 1:
-            if cancel is not None and cancel.cancelled:
+    carry: np.ndarray | None = None
+    for b, (k, first, start, stop) in enumerate(batches):
+        if cancel is not None and cancel.cancelled:
+            if session is not None:
+                session.finish()
+            return current, log_likelihood, True
+        x = sequences[k]
+        if first == start:  # each sequence starts from pi
+            carry = None
+        batch = x[first:stop]
+        if cluster is not None:  # the batch's E-step split over the workers; batches still in order
+            e = cluster.batch(engine, working, batch, carry, cancel)
+            if e is None:
                 return current, log_likelihood, True
-            stop = min(n, start + (config.batch_size or ONLINE_BATCH_SIZE))
+        else:
+            key = None if row_keys is None else row_keys[k][first:stop]
+            e = engine.e_step(working, batch, initial=carry, counts_out=counts, row_key=key)
+        log_likelihood += e.log_likelihood
+        pseudocount = config.pseudocount * (stop - start) / total
+        if session is not None:
+            following = batches[b + 1] if b + 1 < len(batches) else None
+            needed = None if following is None else _batch_blocks(layout, sequences, row_keys, following)
+            session.update(e, pseudocount, first_batch, needed)
+        else:
+            working = online_update(engine, working, state.statistic, e, config.memory, pseudocount, first_batch)
+        first_batch = False
+        carry = e.last_alpha
+    if session is not None:
+        session.finish()
+    return engine.with_counts(working, state.statistic.copy()), log_likelihood, False
+
+
+def online_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, int, int, int]]:
+    """Online EM's batches over sequences of ``lengths``, in order: (sequence, first, start, stop) with the batch's
+    steps ``start`` to ``stop - 1`` and its symbols ``first`` to ``stop - 1`` (a batch after a sequence's first
+    overlaps the one before by one symbol: the transition between two batches belongs to the later one; a tail of
+    fewer than two symbols is folded into the batch before)."""
+    batches = []
+    for k, n in enumerate(lengths):
+        start, previous = 0, False
+        while start < n - 1:
+            stop = min(n, start + batch_size)
             if n - stop < 2:  # fold a tiny tail into this batch
                 stop = n
-            first = start if carry is None else start - 1  # a batch after the first overlaps it by one
-            batch = x[first:stop]
-            if cluster is not None:  # the batch's E-step split over the workers; batches still in order
-                e = cluster.batch(engine, working, batch, carry, cancel)
-                if e is None:
-                    return current, log_likelihood, True
-            else:
-                key = None if keys is None else keys[first:stop]
-                e = engine.e_step(working, batch, initial=carry, counts_out=counts, row_key=key)
-            log_likelihood += e.log_likelihood
-            pseudocount = config.pseudocount * (stop - start) / total
-            working = online_update(engine, working, state.statistic, e, config.memory, pseudocount, first_batch)
-            first_batch = False
-            carry = e.last_alpha
-            start = stop
-    return engine.with_counts(working, state.statistic.copy()), log_likelihood, False
+            batches.append((k, start - 1 if previous else start, start, stop))
+            previous, start = True, stop
+    return batches
+
+
+def _batch_blocks(
+    layout: Any,
+    sequences: Sequence[np.ndarray],
+    row_keys: Sequence[np.ndarray] | None,
+    batch: tuple[int, int, int, int],
+) -> np.ndarray:
+    """Per stored block, whether the E-step of ``batch`` (:func:`online_batches`) reads it: the blocks of its symbol
+    pairs (rows by the walk's row keys when given)."""
+    k, first, _, stop = batch
+    x = sequences[k]
+    rows = x if row_keys is None else row_keys[k]
+    found = layout.find_blocks(rows[first : stop - 1], x[first + 1 : stop])
+    needed = np.zeros(layout.n_blocks, dtype=np.bool_)
+    needed[found[found >= 0]] = True
+    return needed
 
 
 class _Iterations:

@@ -456,7 +456,7 @@ def test_online_em_written_once_is_the_fused_kernel(implementation: str, monkeyp
     config = learning.TrainingConfig(algorithm="online", max_iterations=3, tolerance=0.0, batch_size=50)
     fused = learning.fit(model, docs, None, config)
     host = sparse.from_dense(model) if implementation == "sparse" else model
-    monkeypatch.setattr(engines.DenseEngine, "fused_online_update", None)
+    monkeypatch.setattr(engines.DenseEngine, "online_session", None)
     written_once = learning.fit(host, docs, None, config, backend="cpu" if implementation != "gpu-sim" else "gpu-sim")
     rtol = 1e-4 if implementation in FLOAT32 else 1e-9
     np.testing.assert_allclose(

@@ -178,6 +178,60 @@ def test_the_online_m_step_on_two_threads_is_the_one_thread_update(monkeypatch: 
     assert np.array_equal(two.T, one.T) and np.array_equal(two.counts, one.counts)
 
 
+def test_the_lazy_online_update_is_the_eager_recursion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dense engine's lazy online update (A kept as s * S, T written only on the blocks the next batch reads)
+    gives the eager recursion's T and A (the update written once) over two epochs of two documents whose batches
+    touch different blocks in turn (a block the next batch reads but the lazy update left stale would change the
+    next E-step), also when its scale is folded in every other batch, and when an epoch is cancelled midway its
+    statistic is the eager one after the same batches."""
+    from engine import cpu_engines, engines
+
+    rng = np.random.default_rng(5)
+    model = random_model(list("abcd"), np.array([2, 3, 2, 3]), all_pairs(4), rng, np.float64)
+    halves = [rng.integers(0, 2, size=50) if k % 2 else rng.integers(2, 4, size=50) for k in range(10)]
+    docs = [np.concatenate(halves[:6]), np.concatenate(halves[6:])]
+    config = TrainingConfig(
+        algorithm="online", max_iterations=2, tolerance=0.0, batch_size=50, memory=0.7, pseudocount=1e-2
+    )
+
+    def cancelled_after(batches: int) -> np.ndarray:
+        polls = iter(range(10**6))
+        token = CancelToken(poll=lambda: next(polls) >= batches)
+        engine = engines.DenseEngine()
+        state = learning.OnlineState()
+        learning.online_epoch(engine, model, docs, replace(config, batch_size=50), state, None)
+        learning.online_epoch(engine, model, docs, replace(config, batch_size=50), state, token)
+        return state.statistic
+
+    lazy, lazy_cancelled = learning.fit(model, docs, None, config), cancelled_after(3)
+    monkeypatch.setattr(cpu_engines, "RESCALE_BELOW", 0.6)  # lambda 0.7: the scale folded in every other batch
+    folded = learning.fit(model, docs, None, config)
+    monkeypatch.setattr(engines.DenseEngine, "online_session", None)
+    eager, eager_cancelled = learning.fit(model, docs, None, config), cancelled_after(3)
+    assert not np.allclose(eager.model.T, model.T)
+    for run in (lazy, folded):
+        assert [r.train_bps for r in run.history] == pytest.approx([r.train_bps for r in eager.history], rel=1e-12)
+        np.testing.assert_allclose(run.model.T, eager.model.T, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(run.model.counts, eager.model.counts, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(lazy_cancelled, eager_cancelled, rtol=1e-12, atol=1e-15)
+    assert not np.allclose(lazy_cancelled, lazy.model.counts)
+
+
+def test_a_batch_reads_the_blocks_its_e_step_counts() -> None:
+    """The lazy update writes T only on :func:`engine.learning._batch_blocks` of the next batch: exactly the blocks
+    whose counts that batch's E-step writes, batch by batch over two documents, the batches of
+    :func:`engine.learning.online_batches` (one symbol of overlap after a document's first, a tiny tail folded)."""
+    model, x, _ = toy_setup(3, 1201, 4)
+    docs = [x[:700], x[700:]]
+    batches = learning.online_batches([len(d) for d in docs], 100)
+    assert [b for b in batches if b[0] == 0][:2] == [(0, 0, 0, 100), (0, 99, 100, 200)]
+    assert batches[-1] == (1, 399, 400, 501)  # 500 symbols would leave a tail of one
+    for batch in batches:
+        k, first, _, stop = batch
+        e = inference.e_step(model, docs[k][first:stop])
+        assert np.array_equal(learning._batch_blocks(model.layout, docs, None, batch), e.touched)
+
+
 # ------------------------------------------------------------------------------------- early stopping
 @pytest.mark.parametrize("seed", [1, 2])
 def test_early_stopping_keeps_best_validation_model(seed: int) -> None:

@@ -520,55 +520,54 @@ def sample_path(
 
 
 @njit(**_FLAGS)
-def online_m_step(
+def online_accumulate(
+    A, counts, touched, gain, row_total, block_pairs, block_offset, n_clones, clone_start, first_block, end_block
+):
+    """Online EM's statistic kept as A / s (one scale s for all of it, see
+    :class:`engine.cpu_engines.LazyOnlineUpdate`): A <- A + gain * counts over the ``touched`` blocks among
+    ``first_block`` to ``end_block - 1`` (whole rows), their counts zeroed for the next batch, and each clone's row
+    total kept as the same sum (``row_total``). Untouched blocks are not read."""
+    for k in range(first_block, end_block):
+        if not touched[k]:
+            continue
+        rows = n_clones[block_pairs[k, 0]]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[block_pairs[k, 0]]
+        for u in range(rows):
+            s = 0.0
+            row = base + u * cols
+            for v in range(cols):
+                c = counts[row + v]
+                counts[row + v] = 0.0
+                A[row + v] += gain * c
+                s += c
+            row_total[first + u] += gain * s
+
+
+@njit(**_FLAGS)
+def online_transitions(
     A,
-    counts,
-    touched,
-    decay,
-    gain,
     pseudocount,
+    row_total,
+    row_length,
+    needed,
     T,
     T_transposed,
     block_pairs,
     block_offset,
     n_clones,
     clone_start,
-    row_length,
     first_block,
     end_block,
 ):
-    """Online EM update of the running statistic and the transition matrix, in two sweeps over the blocks
-    ``first_block`` to ``end_block - 1`` (whole rows: the blocks of a set of source symbols, so that two threads can
-    update two such ranges at once):
-
-    A <- decay * A + gain * counts (counts only in ``touched`` blocks, which are zeroed for the next batch), then
-    T = row-normalise(A + pseudocount) written both row-major (``T``) and block-transposed (``T_transposed``, for
-    the backward pass). ``row_length[i]`` is the number of stored entries in a row of symbol i. A row with no mass
-    stays zero, as in :func:`engine.blocks.normalise_rows`.
-    """
-    totals = np.zeros(clone_start[-1], dtype=np.float64)
+    """T = row-normalise(A + pseudocount) on the ``needed`` blocks among ``first_block`` to ``end_block - 1``, written
+    both row-major (``T``) and block-transposed (``T_transposed``, for the backward pass), from the rows' totals of A
+    (``row_total``; ``row_length[i]`` stored entries in a row of symbol i). A row with no mass stays zero, as in
+    :func:`engine.blocks.normalise_rows`."""
     for k in range(first_block, end_block):
-        i = block_pairs[k, 0]
-        rows = n_clones[i]
-        cols = n_clones[block_pairs[k, 1]]
-        base = block_offset[k]
-        first = clone_start[i]
-        for u in range(rows):
-            s = 0.0
-            row = base + u * cols
-            if touched[k]:
-                for v in range(cols):
-                    a = decay * A[row + v] + gain * counts[row + v]
-                    counts[row + v] = 0.0
-                    A[row + v] = a
-                    s += a
-            else:
-                for v in range(cols):
-                    a = decay * A[row + v]
-                    A[row + v] = a
-                    s += a
-            totals[first + u] += s
-    for k in range(first_block, end_block):
+        if not needed[k]:
+            continue
         i = block_pairs[k, 0]
         rows = n_clones[i]
         cols = n_clones[block_pairs[k, 1]]
@@ -576,13 +575,29 @@ def online_m_step(
         first = clone_start[i]
         smoothing = pseudocount * row_length[i]
         for u in range(rows):
-            total = totals[first + u] + smoothing
+            total = row_total[first + u] + smoothing
             inverse = 1.0 / total if total > 0.0 else 0.0
             row = base + u * cols
             for v in range(cols):
                 t = (A[row + v] + pseudocount) * inverse
                 T[row + v] = t
                 T_transposed[base + v * rows + u] = t
+
+
+@njit(**_FLAGS)
+def row_totals(A, row_total, block_pairs, block_offset, n_clones, clone_start):
+    """Each clone's row total of the stored blocks of A (float64), added into ``row_total``."""
+    for k in range(block_pairs.shape[0]):
+        rows = n_clones[block_pairs[k, 0]]
+        cols = n_clones[block_pairs[k, 1]]
+        base = block_offset[k]
+        first = clone_start[block_pairs[k, 0]]
+        for u in range(rows):
+            s = 0.0
+            row = base + u * cols
+            for v in range(cols):
+                s += A[row + v]
+            row_total[first + u] += s
 
 
 @njit(**_FLAGS)
