@@ -107,7 +107,7 @@ def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
     model, docs = model_and_documents(seed=3, sizes=tuple([6_000] * 12))
     config = learning.TrainingConfig(max_iterations=4, tolerance=0.0)
     here = learning.fit(model, docs, None, config)
-    victim = sorted(client.run(os.getpid).items())[0][1]  # the process id of one worker
+    victim_address, victim = sorted(client.run(os.getpid).items())[0]  # one worker and its process id
     killed = threading.Event()
 
     def kill_during_the_next_iteration(record: learning.IterationRecord) -> None:
@@ -124,7 +124,21 @@ def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
     assert killed.is_set() and there.stopped == "max_iterations", there.error
     np.testing.assert_allclose([r.train_bps for r in there.history], [r.train_bps for r in here.history], rtol=1e-9)
     np.testing.assert_allclose(there.model.T, here.model.T, rtol=1e-9, atol=1e-12)
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker for the tests after this one
+    wait_for_replacement(client, victim_address)
+
+
+def wait_for_replacement(client, gone: str, seconds: float = 60.0) -> None:
+    """Wait until the scheduler has dropped the killed worker at ``gone`` and lists two workers that answer (the
+    nanny restarts it at a new address): a scatter to every worker the scheduler lists, the dead one among them,
+    would time out in the tests after this one (``wait_for_workers(2)`` returned at once while it was still
+    listed, and 7 later tests failed with "did not take the data in 3 tries")."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        workers = client.scheduler_info()["workers"]
+        if gone not in workers and len(workers) >= 2 and len(client.run(os.getpid)) >= 2:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the killed worker was not replaced within {seconds:g} s: the scheduler lists {sorted(workers)}")
 
 
 class _HangingOnce:
