@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine import graph, inference, sampling, sparse
-from engine.blocks import BlockLayout, normalise_rows
+from engine.blocks import BlockLayout, normalise_rows, row_sums
 from engine.kernels import cpu
 from engine.model import CHMM
 
@@ -68,10 +68,7 @@ class LazyOnlineUpdate:
         self.state, self.statistic, self.memory, self.T_transposed = state, statistic, memory, T_transposed
         self.counts = counts  # the zeroed buffer each batch's E-step writes into (``counts_out``)
         self.scale = 1.0
-        self.row_total = np.zeros(layout.n_states, dtype=np.float64)
-        cpu.row_totals(
-            statistic, self.row_total, layout.block_pairs, layout.block_offset, layout.n_clones, layout.clone_start
-        )
+        self.row_total = row_sums(layout, statistic)  # float64, a fresh array
         self.row_length = np.zeros(layout.n_symbols, dtype=np.int64)
         np.add.at(self.row_length, layout.block_pairs[:, 0], layout.n_clones[layout.block_pairs[:, 1]])
         self.middle = row_split(layout)

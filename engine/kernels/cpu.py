@@ -585,22 +585,6 @@ def online_transitions(
 
 
 @njit(**_FLAGS)
-def row_totals(A, row_total, block_pairs, block_offset, n_clones, clone_start):
-    """Each clone's row total of the stored blocks of A (float64), added into ``row_total``."""
-    for k in range(block_pairs.shape[0]):
-        rows = n_clones[block_pairs[k, 0]]
-        cols = n_clones[block_pairs[k, 1]]
-        base = block_offset[k]
-        first = clone_start[block_pairs[k, 0]]
-        for u in range(rows):
-            s = 0.0
-            row = base + u * cols
-            for v in range(cols):
-                s += A[row + v]
-            row_total[first + u] += s
-
-
-@njit(**_FLAGS)
 def normalise_blocks(counts, pseudocount, out, block_pairs, block_offset, n_clones, clone_start):
     """out = row-normalise(counts + pseudocount) over the stored blocks, written straight into ``out`` (any float
     dtype) with float64 row sums, without a temporary copy of the blocks. A row with no mass stays zero."""
