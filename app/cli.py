@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Any
 
-from engine import model_files
+from engine.backends import model_files
 
 DEFAULT_PORT = 8050
 DEFAULT_HOST = "127.0.0.1"

@@ -11,8 +11,10 @@ from typing import Any
 
 from app import config, services
 from app.services import UserError
-from engine import engines, learners, training
-from engine.learning import ALGORITHMS
+from engine import training
+from engine.backends import engines
+from engine.peers import learners
+from engine.training.learning import ALGORITHMS
 
 DEFAULTS = training.TrainOptions()
 
@@ -139,8 +141,8 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
 SECONDS_PER_SYMBOL = {"chmm": 10 / 106_910, "densehmm": 49 / 106_910, "hmm": 50 / 106_910, "pdfa": 4 / 106_910,
                       "ngram": 0.4 / 106_910}  # fmt: skip
 """Training seconds per training symbol at the default settings, measured on carroll-alice.txt (106,910 training
-symbols, 2 cores; engine/learners.py), for the time estimates. The CHMM's is one run of online EM; the run the page
-starts is more (:func:`chmm_runs`)."""
+symbols, 2 cores; engine/peers/learners.py), for the time estimates. The CHMM's is one run of online EM; the run the
+page starts is more (:func:`chmm_runs`)."""
 
 
 def chmm_runs(settings: dict[str, Any]) -> float:
@@ -193,7 +195,7 @@ def learner_settings(values: dict[str, dict[str, Any]] | None) -> dict[str, dict
 
 
 def check_learners(picked: Any) -> list[str]:
-    """The picked learners in the order of :data:`engine.learners.LEARNERS`; UserError when none is picked
+    """The picked learners in the order of :data:`engine.peers.learners.LEARNERS`; UserError when none is picked
     or one is unknown."""
     if not picked:
         raise UserError("Pick at least one learner to compare.")

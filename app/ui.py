@@ -13,8 +13,8 @@ from dash.exceptions import PreventUpdate
 from app import background, config, services, sessions
 from app.services import UserError
 from app.services import models as model_service
-from engine.model import ModelFormatError
-from engine.text import CorpusError
+from engine.corpora.text import CorpusError
+from engine.model.dense import ModelFormatError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
 EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)

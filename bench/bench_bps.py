@@ -76,9 +76,11 @@ def text_table() -> None:
 
 
 def toy_table(seeds: int = 5) -> None:
-    from engine import inference, learning, synthetic
-    from engine.blocks import pairs_in_sequence
-    from engine.model import random_model
+    from engine.backends.cpu import inference
+    from engine.model import synthetic
+    from engine.model.blocks import pairs_in_sequence
+    from engine.model.dense import random_model
+    from engine.training import learning
 
     print("| k | train size | clones | learner | held-out BPS per seed | best | optimal | epochs/iterations | s/run |")
     print("|--:|-----------:|-------:|---------|-----------------------|-----:|--------:|------------------:|------:|")

@@ -1,5 +1,5 @@
-"""Benchmark: batch EM over a Dask cluster (engine.distributed) against the in-process engine, and what a larger
-cluster would pay.
+"""Benchmark: batch EM over a Dask cluster (engine.training.distributed) against the in-process engine, and what a
+larger cluster would pay.
 
     python bench/bench_cluster.py                 # all corpora of ../shared/corpora as documents, 1,000 states
     python bench/bench_cluster.py --states 3000 --iterations 3
@@ -42,7 +42,7 @@ CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"
 
 
 def documents() -> list:
-    from engine import documents as documents_mod
+    from engine.corpora import documents as documents_mod
 
     files = sorted(p for p in CORPORA.glob("*.txt"))
     if not files:
@@ -51,9 +51,9 @@ def documents() -> list:
 
 
 def start_model(corpus, states: int):
-    from engine import allocation
-    from engine.blocks import pairs_in_sequence
-    from engine.model import random_model
+    from engine.corpora import allocation
+    from engine.model.blocks import pairs_in_sequence
+    from engine.model.dense import random_model
 
     parts = corpus.train_parts
     n_clones = allocation.allocate_clones(parts, corpus.n_symbols, states, "ngram")
@@ -62,7 +62,7 @@ def start_model(corpus, states: int):
 
 
 def seconds_per_iteration(model, parts, client, iterations: int) -> float:
-    from engine import learning
+    from engine.training import learning
 
     config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0)
     result = learning.fit(model, parts, None, config, cluster=client)
@@ -70,7 +70,7 @@ def seconds_per_iteration(model, parts, client, iterations: int) -> float:
 
 
 def speed_table(corpus, states: int, iterations: int, repeats: int) -> None:
-    from engine import distributed
+    from engine.training import distributed
 
     model = start_model(corpus, states)
     parts = corpus.train_parts
@@ -88,8 +88,10 @@ def speed_table(corpus, states: int, iterations: int, repeats: int) -> None:
 
 def cost_table(corpus) -> dict:
     """Bytes and seconds of scatter and reduce at three sizes, on a local cluster of two workers."""
-    from engine import distributed, engines, graph, growing, learning
-    from engine.allocation import largest_remainder
+    from engine.backends import engines
+    from engine.corpora.allocation import largest_remainder
+    from engine.model import pruning
+    from engine.training import distributed, growing, learning
 
     rows = {}
     parts = corpus.train_parts
@@ -106,7 +108,7 @@ def cost_table(corpus) -> dict:
             models[f"dense {states:,}"] = start_model(corpus, states)
         config = learning.TrainingConfig(max_iterations=8, tolerance=0.0)
         base = learning.fit(models["dense 3,000"], sample, None, config).model
-        pruned = graph.prune(base, threshold=1e-3)
+        pruned = pruning.prune(base, threshold=1e-3)
         targets = pruned.n_clones + largest_remainder(pruned.n_clones, 30_000 - pruned.n_states)
         models["sparse 30,000 (grown)"] = growing.split_clones(pruned, targets, np.random.default_rng(0), 0.05)
         for name, model in models.items():
@@ -175,7 +177,9 @@ def projection(rows: dict) -> None:
 def burn_in_study(iterations: int) -> None:
     """BPS after ``iterations`` EM iterations on carroll-alice.txt (one document), exact (in-process) against chunked
     with a burn-in on a local cluster of two workers, at 1,000 and 3,000 states."""
-    from engine import distributed, inference, learning, text
+    from engine.backends.cpu import inference
+    from engine.corpora import text
+    from engine.training import distributed, learning
 
     corpus = text.prepare_corpus(text.read_text(CORPORA / "carroll-alice.txt"), "paper", validation=0.0)
     train = corpus.train
@@ -212,7 +216,7 @@ def main() -> None:
     parser.add_argument("--no-speed", action="store_true")
     parser.add_argument("--burn-in", action="store_true", help="only the burn-in study (20 EM iterations)")
     args = parser.parse_args()
-    from engine import text
+    from engine.corpora import text
 
     print(f"machine: {describe_machine()}")
     if args.burn_in:

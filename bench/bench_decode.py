@@ -15,7 +15,7 @@ so a rerun skips training. Then:
   4 / 5 / 6 / 7 / 8 letters).
 
 Both decoders are measured: "unconstrained" (the paper's Viterbi with uniform evidence over the interior letters)
-and "constrained" (each decoded interior a permutation of the scrambled one; see engine/scramble.py).
+and "constrained" (each decoded interior a permutation of the scrambled one; see engine/backends/scramble.py).
 
     python bench/bench_decode.py                        # 3,000 states, batch EM (cached model if present)
     python bench/bench_decode.py --states 6000 --algorithm online --batch-size 2000
@@ -41,8 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import inference, model_files, scramble, text, training  # noqa: E402
-from engine.model import CHMM  # noqa: E402
+from engine import training  # noqa: E402
+from engine.backends import (
+    model_files,  # noqa: E402
+    scramble,  # noqa: E402
+)
+from engine.backends.cpu import inference  # noqa: E402
+from engine.corpora import text  # noqa: E402
+from engine.model.dense import CHMM  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 TRAIN_CORPUS = "melville-moby_dick.txt"

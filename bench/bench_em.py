@@ -55,12 +55,14 @@ TRAIN_SYMBOLS = 118_788  # the reference's training text: the first 90% of the n
 
 def run_one(states: int, method: str, iterations: int, count_method: str) -> dict:
     """Train one configuration in this process and return its figures."""
-    from engine import allocation, inference, learning, text
-    from engine.blocks import pairs_in_sequence
-    from engine.model import random_model
+    from engine.backends.cpu import inference
+    from engine.corpora import allocation, text
+    from engine.model.blocks import pairs_in_sequence
+    from engine.model.dense import random_model
+    from engine.training import learning
 
     try:  # the implementation's own options (since the engine registry); older checkouts took them in the config
-        from engine.engines import DenseOptions
+        from engine.backends.cpu.implementation import DenseOptions
 
         config_options: dict = {}
         fit_options: dict = {"options": DenseOptions(count_method=count_method)}

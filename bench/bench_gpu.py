@@ -32,10 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import allocation, inference, learning, text  # noqa: E402
-from engine.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
-from engine.chunks import EXACT  # noqa: E402
-from engine.model import CHMM  # noqa: E402
+from engine.backends.chunks import EXACT  # noqa: E402
+from engine.backends.cpu import inference  # noqa: E402
+from engine.corpora import (
+    allocation,  # noqa: E402
+    text,  # noqa: E402
+)
+from engine.model.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+from engine.model.dense import CHMM  # noqa: E402
+from engine.training import learning  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 FORWARD_SYMBOLS = 42_297
@@ -110,7 +115,7 @@ def _em_iterations(cp, engine, state, x: np.ndarray, plan, iterations: int = 2) 
 def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = ("float32", "float16")) -> list[dict]:
     import cupy as cp
 
-    from engine import devices, gpu, gpu_engine
+    from engine.backends.gpu import device_blocks, devices, implementation
 
     bandwidth = _copy_bandwidth(cp)
     milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
@@ -126,7 +131,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
             moved = _block_bytes(model.layout, x)
             row[f"forward_{name}_bytes"] = moved
             for precision in precisions:
-                engine = gpu.DeviceBlocks(model.layout, devices.cuda_device(), precision)
+                engine = device_blocks.DeviceBlocks(model.layout, devices.cuda_device(), precision)
                 device_model = engine.upload(model)
                 seconds = _timed(cp, lambda dm=device_model, e=engine, x=x: e.forward(dm, x), 5)
                 bytes_read = moved if precision == "float32" else moved // 2
@@ -134,10 +139,10 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 row[f"forward_{name}_{precision}_bandwidth_fraction"] = bytes_read / seconds / bandwidth
                 del engine, device_model
                 pool.free_all_blocks()
-            if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.chunks) beside it
-                from engine.chunks import LockstepSchedule, as_pieces, chunk, counted_log_likelihood
+            if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.backends.chunks) beside it
+                from engine.backends.chunks import LockstepSchedule, as_pieces, chunk, counted_log_likelihood
 
-                blocks = gpu.DeviceBlocks(model.layout, devices.cuda_device())
+                blocks = device_blocks.DeviceBlocks(model.layout, devices.cuda_device())
                 device_model = blocks.upload(model)
                 exact = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
                 for chunks, burn_in in LOCKSTEP_FORWARD:
@@ -161,8 +166,8 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 for precision in precisions:
                     pool.free_all_blocks()
                     config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
-                    options = gpu_engine.GpuOptions(pass_precision=precision)
-                    engine = gpu_engine.GpuDenseEngine(devices.cuda_device(), options)
+                    options = implementation.GpuOptions(pass_precision=precision)
+                    engine = implementation.GpuDenseEngine(devices.cuda_device(), options)
                     current = engine.load(model)
                     # the exact (sequential) E-step: GPU batch EM runs lockstep chunks by default
                     plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=EXACT)
@@ -173,7 +178,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                     del engine, current, plan
                 for chunks, burn_in in LOCKSTEP_EM:  # the same two iterations with lockstep E-steps
                     pool.free_all_blocks()
-                    engine = gpu_engine.GpuDenseEngine(devices.cuda_device())
+                    engine = implementation.GpuDenseEngine(devices.cuda_device())
                     current = engine.load(model)
                     t0 = time.perf_counter()
                     length = -(-(len(x_moby) - 1) // chunks)
@@ -249,7 +254,7 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
     difference from the sequential iterations."""
     import cupy as cp
 
-    from engine import devices, gpu_engine
+    from engine.backends.gpu import devices, implementation
 
     moby = _corpus("melville-moby_dick")
     pool = cp.get_default_memory_pool()
@@ -261,7 +266,7 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
             row: dict = {"states": states, "symbols": len(x), "burn_in": burn_in}
             for chunks in [0, *chunk_counts]:
                 pool.free_all_blocks()
-                engine = gpu_engine.GpuDenseEngine(devices.cuda_device())
+                engine = implementation.GpuDenseEngine(devices.cuda_device())
                 current = engine.load(model)
                 length = -(-(len(x) - 1) // chunks) if chunks else None
                 plan = engine.plan(current, x, "em", len(x), chunk=length, burn_in=burn_in if chunks else None)
@@ -287,7 +292,7 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
 def _stage(path: Path | None, label: str, run):
     """One stage of the Table-4 protocol: its model and figures from ``path`` (+ ``.json``) when an earlier call
     left them there, else ``run()`` (a TrainOutcome) saved there. Returns (model, summary)."""
-    from engine.model_files import load_model, save_model
+    from engine.backends.model_files import load_model, save_model
 
     figures = path.with_suffix(".json") if path is not None else None
     if path is not None and path.is_file() and figures.is_file():
@@ -391,9 +396,9 @@ def table4_corpus(
         "backend": backend,
     }
     if backend == "gpu":
-        from engine import devices, gpu_engine
+        from engine.backends.gpu import devices, implementation
 
-        half = gpu_engine.GpuDenseEngine(devices.cuda_device(), gpu_engine.GpuOptions(pass_precision="float16"))
+        half = implementation.GpuDenseEngine(devices.cuda_device(), implementation.GpuOptions(pass_precision="float16"))
         corpus = text.prepare_corpus(
             raw,
             normalisation=final.codec.normalisation,

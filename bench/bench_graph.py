@@ -30,15 +30,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import communities as cm  # noqa: E402
-from engine import graph, inference, model_files, text, training, use  # noqa: E402
+from engine import (
+    api,  # noqa: E402
+    training,  # noqa: E402
+)
+from engine.backends import model_files  # noqa: E402
+from engine.backends.cpu import inference  # noqa: E402
+from engine.corpora import text  # noqa: E402
+from engine.model import pruning
+from engine.network import communities as cm  # noqa: E402
+from engine.network import graph  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "carroll-alice.txt"
 OUT = ROOT / "bench" / "out"
 SWEEP = (1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
-def trained_model(states: int, algorithm: str, iterations: int) -> tuple[use.CHMM, np.ndarray, float]:
+def trained_model(states: int, algorithm: str, iterations: int) -> tuple[api.CHMM, np.ndarray, float]:
     """The cached model of this size (trained now if missing), its validation symbols and training seconds."""
     stem = OUT / f"graph-alice-{states}-{algorithm}-i{iterations}"
     model_path, validation_path = stem.with_suffix(".npz"), Path(f"{stem}-validation.npy")
@@ -65,7 +73,7 @@ def trained_model(states: int, algorithm: str, iterations: int) -> tuple[use.CHM
 
 def model_row(path: Path, threshold: float, trials: int) -> None:
     """Prune an existing model, score the test part of the corpus before and after, run Infomap; print one row."""
-    from engine import engines
+    from engine.backends import engines
 
     model = model_files.load_model(path)
     engine = engines.engine_for(model)  # dense or sparse: the engine interface decides
@@ -115,7 +123,7 @@ def main() -> None:
         model, validation, train_seconds = trained_model(states, args.algorithm, args.iterations)
         before = inference.score(model, validation)
         started = time.perf_counter()
-        pruned = graph.prune(model, threshold=args.threshold)
+        pruned = pruning.prune(model, threshold=args.threshold)
         prune_seconds = time.perf_counter() - started
         after = inference.score(pruned, validation)
         # split the cost: the steps pruning left possible, scored by both models, and the zero-probability ones

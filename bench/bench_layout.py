@@ -1,9 +1,9 @@
-"""Benchmark: laying out module maps and clone graphs on the server (engine/drawing.py) against networkx's spring
-layout, and the Communities page's module map end to end on modules from real Infomap runs.
+"""Benchmark: laying out module maps and clone graphs on the server (engine/network/drawing.py) against networkx's
+spring layout, and the Communities page's module map end to end on modules from real Infomap runs.
 
 Part 1 (layout): random geometric graphs of n nodes (about the link density of a module map), our numba
-Fruchterman-Reingold (:func:`engine.drawing.force_layout`, 120 steps) against ``networkx.spring_layout`` (50 steps,
-its default), interleaved, the best of ``--repeats``; the ratio is ours / networkx.
+Fruchterman-Reingold (:func:`engine.network.drawing.force_layout`, 120 steps) against ``networkx.spring_layout`` (50
+steps, its default), interleaved, the best of ``--repeats``; the ratio is ours / networkx.
 
 Part 2 (module map): the sample model's Infomap result at several Markov times (smaller times give more modules),
 ``app.services.graphs.module_map`` (read the saved result, lay out, build the elements) timed per call; then a saved
@@ -29,7 +29,7 @@ import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import drawing  # noqa: E402
+from engine.network import drawing  # noqa: E402
 
 
 def best_time(run, repeats: int) -> float:

@@ -6,8 +6,8 @@ The sequence is cut into C chunks (the cluster's chunking: each chunk with ``bur
 before and after whose steps are not counted). The chunks advance together: at step t they are grouped by the
 symbol pair (x_t, x_{t+1}) they stand at, and each group's messages (a g x m_i matrix) are multiplied by the pair's
 block (m_i x m_j) in one NumPy/BLAS product, then normalised. The log-likelihood of the counted steps is compared with
-the exact sequential pass (``engine.inference.forward``), and both are timed (the sequential pass after its numba
-compilation; each figure the best of ``--repeats``).
+the exact sequential pass (``engine.backends.cpu.inference.forward``), and both are timed (the sequential pass after its
+numba compilation; each figure the best of ``--repeats``).
 
     python bench/bench_lockstep.py [--states 1000 3000 10000] [--chunks 256 1024 4096] [--burn-in 50]
 
@@ -30,10 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import allocation, inference, text  # noqa: E402
-from engine.blocks import pairs_in_sequence  # noqa: E402
-from engine.chunks import LockstepSchedule, Piece, chunk, counted_log_likelihood  # noqa: E402
-from engine.model import CHMM, random_model  # noqa: E402
+from engine.backends.chunks import LockstepSchedule, Piece, chunk, counted_log_likelihood  # noqa: E402
+from engine.backends.cpu import inference  # noqa: E402
+from engine.corpora import (
+    allocation,  # noqa: E402
+    text,  # noqa: E402
+)
+from engine.model.blocks import pairs_in_sequence  # noqa: E402
+from engine.model.dense import CHMM, random_model  # noqa: E402
 
 CORPUS = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora")) / "carroll-alice.txt"
 TRAIN_SYMBOLS = 118_788

@@ -26,9 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import allocation, devices, gpu_engine, inference, text  # noqa: E402
-from engine.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
-from engine.model import CHMM  # noqa: E402
+from engine.backends.cpu import inference  # noqa: E402
+from engine.backends.gpu import (
+    devices,  # noqa: E402
+    implementation,  # noqa: E402
+)
+from engine.corpora import (
+    allocation,  # noqa: E402
+    text,  # noqa: E402
+)
+from engine.model.blocks import BlockLayout, normalise_rows, pairs_in_sequence  # noqa: E402
+from engine.model.dense import CHMM  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 
@@ -43,7 +51,7 @@ def train(
 ) -> tuple[CHMM, float]:
     """``iterations`` batch-EM iterations (pseudocount 1e-6, pi re-estimated) on gpu-sim, in lockstep chunks of
     ``chunk`` steps where given; the model and seconds."""
-    engine = gpu_engine.GpuDenseEngine(devices.SimulatedDevice(), name="gpu-sim")
+    engine = implementation.GpuDenseEngine(devices.SimulatedDevice(), name="gpu-sim")
     state = engine.load(model)
     started = time.perf_counter()
     plan = engine.plan(state, x, "em", len(x), chunk=chunk, burn_in=burn_in)

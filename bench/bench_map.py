@@ -36,7 +36,9 @@ def main() -> None:
         os.environ["CHMM_DATA_DIR"] = folder
         from app import sessions
         from app.services import graphs
-        from engine import model_files, text, training
+        from engine import training
+        from engine.backends import model_files
+        from engine.corpora import text
 
         session = sessions.session_folder(sessions.new_session_id())
         if args.corpus is not None:

@@ -1,7 +1,7 @@
-"""Benchmark: online EM's update after each batch, written once over the protocol (engine.learning.online_update)
-against the dense CPU engine's own exact update (DenseEngine.online_session: the lazy update of
-engine.cpu_engines.LazyOnlineUpdate), which online EM runs where an engine offers one. Whether that override is
-worth keeping is this table's question.
+"""Benchmark: online EM's update after each batch, written once over the protocol
+(engine.training.learning.online_update) against the dense CPU engine's own exact update (DenseEngine.online_session:
+the lazy update of engine.backends.cpu.implementation.LazyOnlineUpdate), which online EM runs where an engine offers
+one. Whether that override is worth keeping is this table's question.
 
 Each row trains the same random start on carroll-alice.txt (paper normalisation, the reference's 118,788 training
 symbols) for a few online-EM epochs with the automatic batch size, once with the engine's own update and once with
@@ -31,9 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import allocation, engines, learning, text  # noqa: E402
-from engine.blocks import pairs_in_sequence  # noqa: E402
-from engine.model import random_model  # noqa: E402
+from engine.backends.cpu.implementation import DenseEngine
+from engine.corpora import (
+    allocation,  # noqa: E402
+    text,  # noqa: E402
+)
+from engine.model.blocks import pairs_in_sequence  # noqa: E402
+from engine.model.dense import random_model  # noqa: E402
+from engine.training import learning  # noqa: E402
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 CORPUS = CORPORA / "carroll-alice.txt"
@@ -42,14 +47,14 @@ TRAIN_SYMBOLS = 118_788
 
 def one_run(model, train: np.ndarray, epochs: int, own: bool) -> tuple[float, float]:
     """Median seconds per epoch and the last epoch's training BPS of online EM, with or without the engine's update."""
-    saved = engines.DenseEngine.online_session
+    saved = DenseEngine.online_session
     if not own:
-        engines.DenseEngine.online_session = None  # type: ignore[assignment,method-assign]
+        DenseEngine.online_session = None  # type: ignore[assignment,method-assign]
     try:
         config = learning.TrainingConfig(algorithm="online", max_iterations=epochs, tolerance=0.0, pseudocount=1e-4)
         result = learning.fit(model, train, None, config)
     finally:
-        engines.DenseEngine.online_session = saved  # type: ignore[method-assign]
+        DenseEngine.online_session = saved  # type: ignore[method-assign]
     return float(np.median([r.seconds for r in result.history])), result.history[-1].train_bps
 
 
@@ -57,8 +62,8 @@ CHILD = """
 import json, sys, numpy as np
 sys.path.insert(0, sys.argv[1])
 from engine import allocation, learning, text
-from engine.blocks import pairs_in_sequence
-from engine.model import random_model
+from engine.model.blocks import pairs_in_sequence
+from engine.model.dense import random_model
 corpus = text.prepare_corpus(text.read_text(sys.argv[2]), "paper", validation=0.0)
 train = corpus.train[: int(sys.argv[5])]
 n_clones = allocation.allocate_clones(train, corpus.n_symbols, int(sys.argv[3]), sys.argv[6])

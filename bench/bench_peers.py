@@ -1,6 +1,6 @@
 """Benchmark: the CHMM against its peer learners (issue 9) on text and on the paper's two synthetic tasks.
 
-Text: every learner is trained by :func:`engine.learners.train_learner_text`, i.e. exactly as `chmm train`
+Text: every learner is trained by :func:`engine.peers.learners.train_learner_text`, i.e. exactly as `chmm train`
 trains (paper normalisation, first 90% for training with its last tenth held out for validation, last 10% test,
 then a refit on training + validation with what validation chose), on carroll-alice.txt, shakespeare-macbeth.txt and
 blake-poems.txt from $CHMM_CORPORA (default ../shared/corpora). The paper's Table 4 (CHMM and n-gram test BPS) sits
@@ -8,7 +8,7 @@ beside ours.
 
 Synthetic: the toy FSM with k = 3 holes (the paper's training size, 33,750 symbols) and the bracket language of
 depth k = 2 (30,000 symbols); every learner gets a fresh 5,000-symbol validation sample and is scored on a fresh
-20,000-symbol test sample, against the exact entropy rate (engine/synthetic.py). The CHMM there is the paper's
+20,000-symbol test sample, against the exact entropy rate (engine/model/synthetic.py). The CHMM there is the paper's
 setting: its clone counts (toy: 1 per signal, 2 per noise symbol; brackets: twice the true model's clones), online
 EM with batches of 400 and lambda 0.9 for 400 epochs (no early stopping, as in bench_bps.py's toy table).
 
@@ -34,15 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import (  # noqa: E402
-    learners,  # noqa: E402
-    learning,
-    synthetic,
-    text,
-)
-from engine.blocks import pairs_in_sequence  # noqa: E402
-from engine.model import random_model  # noqa: E402
+from engine.corpora import text
+from engine.model import synthetic
+from engine.model.blocks import pairs_in_sequence  # noqa: E402
+from engine.model.dense import random_model  # noqa: E402
+from engine.peers import learners
 from engine.peers.base import bits_per_symbol  # noqa: E402
+from engine.training import learning
 
 CORPORA_DIR = Path(os.environ.get("CHMM_CORPORA", ROOT.parent / "shared" / "corpora"))
 CORPORA = ("carroll-alice", "shakespeare-macbeth", "blake-poems")
@@ -142,7 +140,7 @@ def _synthetic_chmm(task: dict[str, Any], train: np.ndarray, rng: np.random.Gene
 
 def run_synthetic(seed: int = 0) -> dict[str, dict[str, dict[str, Any]]]:
     """Test BPS, seconds and parameters per learner kind and task (one seed), and each task's optimum."""
-    from engine import inference
+    from engine.backends.cpu import inference
 
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for task_name, task in synthetic_tasks().items():

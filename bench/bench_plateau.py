@@ -23,7 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import learning, synthetic, training  # noqa: E402
+from engine import training  # noqa: E402
+from engine.model import synthetic  # noqa: E402
+from engine.training import learning  # noqa: E402
 
 K = 3
 TRAINING = 33_750

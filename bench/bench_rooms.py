@@ -1,5 +1,5 @@
-"""Benchmark: cognitive maps (CHMMs with actions, engine.actions) beside the paper authors' public code, and the
-recovery of rooms from walks (issue 37).
+"""Benchmark: cognitive maps (CHMMs with actions, engine.cognitive.actions) beside the paper authors' public code, and
+the recovery of rooms from walks (issue 37).
 
     python bench/bench_rooms.py --reference /path/to/naturecomm_cscg      # side by side, then recovery
     python bench/bench_rooms.py --seeds 5                                  # recovery only
@@ -18,7 +18,7 @@ copied; its progress bar (tqdm) is replaced by a plain loop when tqdm is not ins
 Recovery: for each seed, a 50,000-step walk in the room, batch EM (up to 1,000 iterations, pseudocount 2e-3, stopped
 when the likelihood stops improving) then Viterbi EM (pseudocount 0), as in the notebook; the map is recovered when
 the clone graph of the walk's MAP path, self-loops aside, is isomorphic to the room's grid graph (networkx). The
-table gives it before and after merging the clones with the same future (engine.maps.merge_equivalent_clones,
+table gives it before and after merging the clones with the same future (engine.cognitive.maps.merge_equivalent_clones,
 the last step of ``chmm map``), and the bits per step of a held-out 10,000-step walk under the merged map (the
 walk's entropy rate is 0: the place and the action determine the next observation). With ``--algorithm online`` the
 first stage is online EM (``actions.learn_online``, ``--epochs`` passes in batches of ``--batch-size`` steps) instead
@@ -26,8 +26,8 @@ of batch EM; with ``--algorithm online-batch``, online EM then batch EM (the tex
 
 Sparse: a map learned on the rectangular room (batch EM, Viterbi EM) keeps about one successor per clone and action;
 the table gives the seconds of a likelihood and of an E-step over a fresh 50,000-step walk on the dense CPU engine
-and on the sparse engine (the map's non-zeros, ``engine.sparse.from_dense``), timed in turn, best of three, with the
-two likelihoods.
+and on the sparse engine (the map's non-zeros, ``engine.backends.cpu.sparse.from_dense``), timed in turn, best of three,
+with the two likelihoods.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import actions, maps  # noqa: E402
+from engine.cognitive import (
+    actions,  # noqa: E402
+    maps,  # noqa: E402
+)
 
 RECTANGULAR = np.array(
     [
@@ -163,7 +166,8 @@ def backends(names: list[str], iterations: int) -> list[dict]:
 
 def learned_on_sparse(em_iterations: int) -> dict:
     """A learned map's likelihood and E-step on the dense and the sparse engine (see the module docstring)."""
-    from engine import engines, sparse
+    from engine.backends import engines
+    from engine.backends.cpu import sparse
 
     walk = actions.generate_walk(RECTANGULAR, WALK, seed=0)
     x, a = walk.observations, walk.actions

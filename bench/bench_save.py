@@ -1,4 +1,4 @@
-"""How long saving a model file takes: the project's writer (``engine.model.write_npz_atomic``, zlib level
+"""How long saving a model file takes: the project's writer (``engine.model.dense.write_npz_atomic``, zlib level
 ``COMPRESS_LEVEL``) against numpy's ``savez_compressed`` (zlib's default level 6, the writer before), interleaved on
 the same arrays, with the file sizes.
 
@@ -24,8 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import describe_machine  # noqa: E402
 
-from engine import allocation, model, text  # noqa: E402
-from engine.blocks import pairs_in_sequence  # noqa: E402
+from engine.corpora import (
+    allocation,  # noqa: E402
+    text,  # noqa: E402
+)
+from engine.model import dense as model  # noqa: E402
+from engine.model.blocks import pairs_in_sequence  # noqa: E402
 
 
 def _arrays(path: Path | None, states: int) -> dict[str, np.ndarray]:

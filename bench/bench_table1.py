@@ -26,7 +26,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import inference, synthetic, training, use  # noqa: E402
+from engine import (
+    api,  # noqa: E402
+    training,  # noqa: E402
+)
+from engine.backends.cpu import inference  # noqa: E402
+from engine.model import synthetic  # noqa: E402
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 PAPER = {  # data set, k -> (training size, states, the paper's online EM BPS (sd), optimal)
@@ -88,7 +93,7 @@ def run(kind: str, k: int, seed: int, settings: dict, states: int) -> tuple[floa
     started = time.perf_counter()
     outcome = training.train_text(corpus, options)
     seconds = time.perf_counter() - started
-    return use.score_text(outcome.model, fresh).bps, reference, outcome.summary["iterations"], seconds
+    return api.score_text(outcome.model, fresh).bps, reference, outcome.summary["iterations"], seconds
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ validation, beside the paper's CHMM, n-gram, SEQM and LSTM columns and our Knese
 Every CHMM run is `training.train_text` (what `chmm train` calls) with the paper's normalisation and split (first
 90% train with its last tenth held out for validation, last 10% test, training capped at 750,000 symbols),
 `--algorithm online` (online EM, then batch EM from the best epoch, both stopped on validation; the paper's Table 4
-recipe), `--states auto --pseudocount auto` unless given (the grid of engine/use.py: states up to one per 10
+recipe), `--states auto --pseudocount auto` unless given (the grid of engine/api.py: states up to one per 10
 training symbols, pseudocounts 1e-6 to 1e-2) and the refit on training + validation text. The n-gram is
 `chmm train --learner ngram` (interpolated Kneser-Ney, order up to 12) by the same protocol. One line per corpus,
 printed as each finishes; the search's candidates and every iteration with `--verbose`.
@@ -24,11 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine import (  # noqa: E402
-    learners,  # noqa: E402
-    learning,
-    training,
-)
+from engine import training
+from engine.peers import learners
+from engine.training import learning
 
 CORPORA = Path(os.environ.get("CHMM_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
 PAPER = {  # file stem -> the paper's Table 4: CHMM, n-gram, SEQM, LSTM test BPS

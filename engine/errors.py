@@ -1,7 +1,13 @@
 """One line for a person from an exception: what the command line prints after ``chmm: error:``, what a web page
-shows, and what a job records."""
+shows, and what a job records; and the engine's errors that every layer raises and the front ends catch by name.
+(Errors of one wing stay in it: :class:`engine.corpora.text.CorpusError`, :class:`engine.model.dense.ModelFormatError`;
+the door :mod:`engine.api` names them all.)"""
 
 from __future__ import annotations
+
+
+class BackendError(RuntimeError):
+    """The requested backend cannot be used on this machine."""
 
 
 def error_message(exc: BaseException) -> str:

@@ -21,7 +21,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from engine import model_files, text, training  # noqa: E402
+from engine import training  # noqa: E402
+from engine.backends import model_files  # noqa: E402
+from engine.corpora import text  # noqa: E402
 
 CORPUS = HERE / "carroll-alice.txt"
 OPTIONS = training.TrainOptions(states=600, algorithm="online", batch_size=2000, pseudocount=1e-3, iterations=30)

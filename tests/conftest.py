@@ -68,7 +68,9 @@ def alice_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A trained model of Alice (300 states, 10 iterations of batch EM on the first 40,000 training characters,
     under a second), saved once and shared by every test that needs a trained text model; read it, never change it
     (``alice_model`` loads a fresh copy for each module)."""
-    from engine import model_files, text, training
+    from engine import training
+    from engine.backends import model_files
+    from engine.corpora import text
 
     options = training.TrainOptions(
         algorithm="em", pseudocount=1e-6, states=300, iterations=10, refit=False, max_train=40_000
@@ -81,6 +83,6 @@ def alice_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def alice_model(alice_model_file: Path):  # type: ignore[no-untyped-def]
     """The shared model of Alice (:func:`alice_model_file`), loaded for this module."""
-    from engine import model_files
+    from engine.backends import model_files
 
     return model_files.load_model(alice_model_file)

@@ -30,7 +30,7 @@ def module_name(root: Path, path: Path) -> str:
 
 def imports_of(root: Path, path: Path, known: Iterable[str]) -> set[str]:
     """The modules of ``known`` that the source at ``path`` imports anywhere (function level included; ``from
-    engine import text`` counts as importing ``engine.text``; relative imports resolved)."""
+    engine import text`` counts as importing ``engine.corpora.text``; relative imports resolved)."""
     known = set(known)
     name = module_name(root, path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]

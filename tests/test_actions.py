@@ -1,5 +1,5 @@
-"""CHMMs with actions (engine.actions): the passes against brute force over every clone path on tiny models, the
-one-action model against the text engine to the bit, EM's monotone likelihood, the room walk generator, and the
+"""CHMMs with actions (engine.cognitive.actions): the passes against brute force over every clone path on tiny models,
+the one-action model against the text engine to the bit, EM's monotone likelihood, the room walk generator, and the
 recovery of a room's map from a walk."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import itertools
 import numpy as np
 import pytest
 
-from engine import actions, inference, maps
-from engine import backend as backend_status
-from engine.blocks import pairs_in_sequence
-from engine.model import random_model
+from engine.backends.cpu import inference
+from engine.backends.gpu import backend as backend_status
+from engine.cognitive import actions, maps
+from engine.model.blocks import pairs_in_sequence
+from engine.model.dense import random_model
 
 
 def tiny_case(seed: int) -> tuple[actions.ActionCHMM, np.ndarray, np.ndarray]:
@@ -162,7 +163,7 @@ def test_a_room_is_recovered_from_a_walk_and_a_wrong_room_is_not(seed: int) -> N
 
 
 def test_a_model_with_actions_round_trips_through_its_file_and_a_text_loader_refuses_it(tmp_path) -> None:
-    from engine.model import ModelFormatError, load
+    from engine.model.dense import ModelFormatError, load
 
     room = np.array([[0, 1], [1, 2]])
     walk = actions.generate_walk(room, 500, seed=0)
@@ -373,7 +374,7 @@ def sampling_case(full: bool) -> tuple[actions.ActionCHMM, np.ndarray]:
     """A model of 2 symbols (2 and 1 clones) and 2 actions, and 4 actions to sample a walk with. ``full``: every
     (action, symbol, symbol) block, every row of T[a] sums to 1. Otherwise action 1 has no block out of symbol 1:
     those rows are zero, the walks that take action 1 at a 1 die, and sampling must condition on the walk lasting."""
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     n_clones = np.array([2, 1])
     triples = (
@@ -445,7 +446,7 @@ def test_a_walk_sampled_from_a_learned_map_is_a_walk_of_the_room(learned_room) -
 
 
 def test_sampling_refuses_bad_actions_and_walks_the_model_cannot_make() -> None:
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     model, a = sampling_case(full=True)
     with pytest.raises(ValueError, match="actions outside 0..1"):
@@ -484,9 +485,10 @@ def one_action_case(documents: int) -> tuple[object, actions.ActionCHMM, list[np
 def test_online_em_on_a_walk_with_one_action_is_the_text_engines_to_the_bit(
     documents, batch_size, memory, pseudocount
 ) -> None:
-    """Online EM on walks whose every action is the same gives the text engine's online EM (engine.learning.fit)
-    on the texts bit for bit: the bits per step of every epoch and the final T (same batches, same start)."""
-    from engine import learning
+    """Online EM on walks whose every action is the same gives the text engine's online EM
+    (engine.training.learning.fit) on the texts bit for bit: the bits per step of every epoch and the final T (same
+    batches, same start)."""
+    from engine.training import learning
 
     text_model, model, texts = one_action_case(documents)
     config = learning.TrainingConfig(
@@ -578,7 +580,7 @@ def test_two_walks_score_count_and_decode_as_each_one_alone(seed: int) -> None:
 def test_batch_and_viterbi_em_on_two_walks_sum_their_counts() -> None:
     """One batch EM iteration on two walks is T = row-normalise(counts_1 + counts_2 + pseudocount); one Viterbi
     EM iteration uses the sum of each walk's MAP path counts; both report the bits per step of the two together."""
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     walks = [actions.generate_walk(ROOM, n, seed=s) for n, s in ((700, 1), (500, 2))]
     xs, as_ = [w.observations for w in walks], [w.actions for w in walks]
@@ -616,7 +618,7 @@ WALK_WITH_DOCUMENTS = (
 
 
 def test_a_walk_file_with_documents_round_trips_and_an_old_file_is_one_walk() -> None:
-    from engine import walks
+    from engine.cognitive import walks
 
     walk = walks.parse_walk(WALK_WITH_DOCUMENTS)
     assert walk.documents == ("first", "second") and walk.starts == (0, 3)
@@ -660,8 +662,8 @@ def test_a_walk_file_with_documents_round_trips_and_an_old_file_is_one_walk() ->
     ],
 )
 def test_bad_documents_in_a_walk_file_are_refused_in_one_line(tmp_path, capsys, content: str, message: str) -> None:
-    from engine import walks
     from engine.cli import main
+    from engine.cognitive import walks
 
     with pytest.raises(ValueError, match=message):
         walks.parse_walk(content)
@@ -677,8 +679,8 @@ def test_the_map_command_learns_a_room_from_a_file_of_two_walks(tmp_path, capsys
     which recovers the room."""
     import json
 
-    from engine import walks
     from engine.cli import main
+    from engine.cognitive import walks
 
     (tmp_path / "room.csv").write_text("\n".join(",".join(str(v) for v in row) for row in ROOM) + "\n")
     parts = [walks.format_walk(actions.generate_walk(ROOM, 2500, seed=s)).splitlines() for s in (3, 4)]

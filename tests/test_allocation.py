@@ -1,4 +1,4 @@
-"""Tests for engine.allocation: splitting a state budget into clones per symbol."""
+"""Tests for engine.corpora.allocation: splitting a state budget into clones per symbol."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.allocation import ALLOCATION_METHODS, allocate_clones, largest_remainder, symbol_weights
-from engine.text import prepare_corpus, read_text
+from engine.corpora.allocation import ALLOCATION_METHODS, allocate_clones, largest_remainder, symbol_weights
+from engine.corpora.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
 

@@ -32,9 +32,12 @@ from app.services import generate as generate_service
 from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
-from engine import learning, model_files, text, training, use
-from engine.model import ModelFormatError
-from engine.text import CorpusError
+from engine import api, training
+from engine.backends import model_files
+from engine.corpora import text
+from engine.corpora.text import CorpusError
+from engine.model.dense import ModelFormatError
+from engine.training import learning
 
 TINY = TINY_FORM
 
@@ -686,14 +689,14 @@ def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPa
     """An export at threshold 1e-300 (every stored entry) took 42 s on the sample model and hit gunicorn's time-out
     on a larger one: the Export page refuses a graph over CHMM_MAX_EXPORT_EDGES before building it."""
     model = model_files.load_model(sessions.current_model_path(folder))
-    everything = use.graph_edges(model, 1e-300)
+    everything = api.graph_edges(model, 1e-300)
     assert everything == int(np.count_nonzero(model.T)) > config.max_export_edges()
     with monkeypatch.context() as patched:  # refused before Infomap or the writer run
-        patched.setattr(use, "model_communities", lambda *_: pytest.fail("the graph was built"))
+        patched.setattr(api, "model_communities", lambda *_: pytest.fail("the graph was built"))
         with pytest.raises(UserError, match=f"has {everything:,} edges, more than the 50,000"):
             graph_service.export_graph(folder, "graphml", 1e-300)
     assert not (folder / graph_service.EXPORTS).exists() or not any((folder / graph_service.EXPORTS).iterdir())
-    kept = use.graph_edges(model, 1e-2)
+    kept = api.graph_edges(model, 1e-2)
     monkeypatch.setenv("CHMM_MAX_EXPORT_EDGES", str(kept))
     path, _, note = graph_service.export_graph(folder, "graphml", 1e-2)  # exactly at the bound
     assert f"{kept:,} edges" in note and path.is_file()
@@ -867,7 +870,7 @@ def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> Non
     held_out = (corpus.validation_text + " " + corpus.test_text).split()  # what a text like the corpus shows
     assert model.metadata["heldout_rare_share"] == pytest.approx(held_out.count("rare") / len(held_out))
     assert model.metadata["heldout_rare_share"] > model.metadata["rare_share"]  # the vocabulary comes from training
-    assert use.rare_words(model, raw).training_share == model.metadata["heldout_rare_share"]
+    assert api.rare_words(model, raw).training_share == model.metadata["heldout_rare_share"]
 
 
 def test_default_prefix_of_the_sample_model(folder: Path) -> None:
@@ -1042,7 +1045,7 @@ def test_prune_finds_the_split_of_a_raw_model_whose_test_part_has_new_characters
 
 
 def test_prune_scores_the_text_the_models_training_held_out(folder: Path) -> None:
-    from engine import text as text_mod
+    from engine.corpora import text as text_mod
 
     held_out, source = prune_service.prune_validation_text(folder)  # the sample model, trained on the sample corpus
     # it was refitted on training + validation text, so only its test part is held out (found by a UX review: the
@@ -1174,7 +1177,7 @@ def test_word_search_and_module_map_services(folder: Path) -> None:
     assert found["text"] == " alice " and [s["char"] for s in found["steps"]][1:6] == list("alice")
     assert found["modules"] and found["modules"][0]["id"] == found["steps"][0]["top"] and not found["replaced"]
     model = model_service.load_current(folder)
-    path = use.clone_path(model, "alice")
+    path = api.clone_path(model, "alice")
     assert found["clones"] == path.clones.tolist() and found["bps"] > 0
     assert graph_service.find_word(folder, "zorblax")["replaced"] == ["zorblax"]
     for bad, expected in (("", "Type a word"), ("x" * 300, "at most 200"), ("!!!", "Cannot find '!!!'")):
@@ -1489,7 +1492,8 @@ def test_web_process_does_not_import_cupy() -> None:
 def test_gpu_backend_is_checked_without_importing_cupy(monkeypatch) -> None:
     import sys
 
-    from engine import backend, engines
+    from engine.backends import engines
+    from engine.backends.gpu import backend
 
     monkeypatch.setattr(backend, "gpu_probably_available", lambda: (False, "no NVIDIA device is visible"))
     with pytest.raises(ValueError, match="GPU backend is not available here: no NVIDIA device"):
@@ -1593,8 +1597,8 @@ def test_infomap_runs_as_a_background_job_of_the_session(folder: Path) -> None:
 def test_html_in_a_symbol_is_shown_as_text_in_the_charts(tmp_path: Path) -> None:
     """Issue 36: a model whose symbol is ``<a href=...>`` showed a live link in the clones chart (Plotly renders
     tags in labels); every label from a model or a corpus is escaped."""
-    from engine.blocks import pairs_in_sequence
-    from engine.model import random_model
+    from engine.model.blocks import pairs_in_sequence
+    from engine.model.dense import random_model
 
     symbols = ["<a href='https://example.org'>x</a>", "<b>", "c"]
     x = np.array([0, 1, 2, 0, 2, 1, 0])
@@ -1634,7 +1638,7 @@ def test_the_inspector_says_where_a_clones_flow_comes_from(folder: Path) -> None
     saved = graph_service.read_communities(folder)
     detail = graph_service.module_detail(folder, graph_service.module_rows(saved)[0]["id"])
     model = model_service.load_current(folder)
-    graph = use.model_graph(model, saved["threshold"])
+    graph = api.model_graph(model, saved["threshold"])
     dense_flow = graph.weight.multiply(graph.flow[:, None]).toarray()  # flow(u -> v) = flow(u) T(u, v)
     checked = 0
     for element in detail["elements"]:
@@ -1861,7 +1865,7 @@ def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
 def test_runs_of_a_model_and_of_its_pruned_copy_are_compared_clone_by_clone(data_dir: Path, tmp_path: Path) -> None:
     """Issue 35 (hierarchy, two models): an Infomap run of the model and one of its pruned copy (the same clones)
     are drawn as an alluvial diagram marked as two models; a model with other clones is not compared with either."""
-    from engine import model as model_module
+    from engine.model import dense as model_module
 
     sid = sessions.new_session_id()
     folder = sessions.session_folder(sid)

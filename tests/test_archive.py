@@ -1,6 +1,6 @@
-"""Model files as untrusted input (engine/archive.py): members no loader uses, sizes that lie and zip bombs are refused
-before they are inflated, for dense and sparse CHMMs and peer learners, in bounded memory (peak RSS measured in a
-subprocess against loading the plain model)."""
+"""Model files as untrusted input (engine/model/archive.py): members no loader uses, sizes that lie and zip bombs are
+refused before they are inflated, for dense and sparse CHMMs and peer learners, in bounded memory (peak RSS measured in
+a subprocess against loading the plain model)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import inference, learners, model_files, sparse
-from engine.archive import ArchiveError, ModelArchive
-from engine.model import ModelFormatError, load, random_model
+from engine.backends import model_files
+from engine.backends.cpu import inference, sparse
+from engine.model.archive import ArchiveError, ModelArchive
+from engine.model.dense import ModelFormatError, load, random_model
+from engine.peers import learners
 from engine.peers.base import PeerFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +111,7 @@ def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
     plain = peak_rss_mb(f"from engine import model_files\nmodel_files.load_model({str(SAMPLE)!r})")
     refused = peak_rss_mb(
         "from engine import model_files\n"
-        "from engine.model import ModelFormatError\n"
+        "from engine.model.dense import ModelFormatError\n"
         f"for path in {[str(path) for path in bombs.values()]!r}:\n"
         "    try:\n"
         "        model_files.load_model(path)\n"
@@ -122,7 +124,7 @@ def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
 
 
 def test_the_bytes_allowed_bound_every_array(tmp_path: Path) -> None:
-    from engine.archive import HEADER_OBJECT_FACTOR
+    from engine.model.archive import HEADER_OBJECT_FACTOR
 
     model = load(SAMPLE)
     needed = model.T.nbytes + model.pi.nbytes + model.layout.n_clones.nbytes + model.layout.block_pairs.nbytes
@@ -219,7 +221,7 @@ def test_peer_files_refuse_members_their_header_does_not_list(tmp_path: Path) ->
 def test_a_header_past_its_limit_or_the_budget_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
     """Issue 36: a 3.3 MB file whose JSON header expanded to 60 MB was accepted (the limit was 64 MB) and every later
     action paid gigabytes for it; the header is now at most 16 MB, and its parsed size counts against the budget."""
-    from engine.archive import HEADER_OBJECT_FACTOR, MAX_HEADER_BYTES
+    from engine.model.archive import HEADER_OBJECT_FACTOR, MAX_HEADER_BYTES
 
     big = tmp_path / "big-header.npz"
     copy_with(SAMPLE, big, {"header_json": (npy_header((MAX_HEADER_BYTES + 1,), "|u1"), MAX_HEADER_BYTES + 1)})
@@ -236,7 +238,7 @@ def test_the_block_tables_of_a_huge_alphabet_are_sized_by_its_pairs(tmp_path: Pa
     """Issue 36: a model of 20,000 symbols with one clone each (87 KB) cost 3 GB in its n_symbols^2 block index
     (300,000 symbols: an uncaught MemoryError); the pair -> block lookup is now sized by the stored pairs, so such a
     model loads within a small budget and scores, every pair without a block counted as a zero-probability step."""
-    from engine.model import FORMAT_NAME, FORMAT_VERSION, typed_header, write_npz_atomic
+    from engine.model.dense import FORMAT_NAME, FORMAT_VERSION, typed_header, write_npz_atomic
 
     n = 300_000
     small = random_model(["a", "b"], np.array([1, 1]), np.array([[0, 1]]), np.random.default_rng(0))

@@ -55,7 +55,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
-from engine import model_files  # noqa: E402
+from engine.backends import model_files  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,

@@ -82,7 +82,7 @@ pytest.importorskip("redis", reason="the Celery end-to-end test needs celery[red
 from dash.testing.browser import Browser  # noqa: E402
 
 from app import ids, sessions  # noqa: E402
-from engine import model_files  # noqa: E402
+from engine.backends import model_files  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import cli, commands, training
-from engine.model import load
+from engine import api, cli, training
+from engine.model.dense import load
 
 DATA = Path(__file__).parent / "data"
 BLAKE = DATA / "blake-poems.txt"
@@ -271,7 +271,7 @@ def test_impossible_parameters(extra: list[str], message: str, tmp_path: Path, c
 
 
 def test_gpu_backend_without_gpu(tmp_path: Path, capsys) -> None:
-    from engine.backend import gpu_status
+    from engine.backends.gpu.backend import gpu_status
 
     if gpu_status()[0]:
         pytest.skip("a GPU is present")
@@ -404,7 +404,7 @@ def test_ctrl_c_outside_training_is_one_line(trained_model: Path, tmp_path: Path
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands.use, "model_communities", interrupted)
+    monkeypatch.setattr(api, "model_communities", interrupted)
     code, _, err = run_cli(["communities", trained_model, "-o", tmp_path / "c"], capsys)
     assert code == 130 and err.strip() == "chmm: interrupted"
 
@@ -453,7 +453,7 @@ def test_sigterm_while_saving_leaves_no_partial_file(
     import os
     import signal
 
-    import engine.model as model_module
+    import engine.model.dense as model_module
 
     real = model_module.np.lib.format.write_array
 

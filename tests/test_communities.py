@@ -9,10 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import communities as cm
-from engine import export, graph, model_files, synthetic, text, training, use
-from engine import words as words_mod
-from engine.model import CHMM
+from engine import api, training
+from engine.backends import model_files
+from engine.corpora import text
+from engine.model import synthetic
+from engine.model.dense import CHMM
+from engine.network import communities as cm
+from engine.network import export, graph
+from engine.network import words as words_mod
 
 DATA = Path(__file__).parent / "data"
 ALICE = DATA / "carroll-alice.txt"
@@ -88,7 +92,7 @@ def test_alice_modules_generate_whole_words_and_plausible_novel_ones() -> None:
     of the text, as "rattle" is from "battle"."""
     model = model_files.load_model(Path(__file__).parents[1] / "sample_models" / "alice-600.npz")
     raw = text.read_text(ALICE)
-    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    result = api.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
     vocabulary = set(model.codec.normalise(raw).split())
     top = sorted(result.top_modules, key=lambda m: -m.flow)[:15]
     top_words = {w.text for m in top for w in m.words[:2]}
@@ -137,7 +141,7 @@ def test_options_are_validated() -> None:
 def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) -> None:
     model, raw = alice_small
     options = cm.CommunityOptions(trials=2, flow=flow, two_level=flow == "directed")
-    result = use.model_communities(model, 1e-3, options, raw)
+    result = api.model_communities(model, 1e-3, options, raw)
     assert len(result.top_modules) >= 2
     assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
     for module in result.modules.values():
@@ -155,8 +159,8 @@ def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) 
 
 def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     model, raw = alice_small
-    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
-    paths = use.write_communities(result, tmp_path / "out")
+    result = api.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
+    paths = api.write_communities(result, tmp_path / "out")
     names = sorted(Path(p).name for p in paths)
     assert names == ["clones.clu", "clones.ftree", "clones.tree", "modules.csv", "modules.json"]
     with open(tmp_path / "out" / "modules.csv", encoding="utf-8") as handle:
@@ -183,7 +187,7 @@ def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     assert "model:" in tree[1] and "Infomap" in tree[2]  # the export's header: what ran
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     # writing again into the existing folder replaces the files
-    use.write_communities(result, tmp_path / "out")
+    api.write_communities(result, tmp_path / "out")
     assert len(list((tmp_path / "out").iterdir())) == 5
 
 
@@ -194,7 +198,7 @@ def test_alice_3000_states_finds_common_and_novel_words() -> None:
         states=3000, algorithm="online", batch_size=2000, pseudocount=1e-5, iterations=10, refit=False, restarts=1
     )
     model = training.train_text(raw, options).model
-    result = use.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
+    result = api.model_communities(model, 1e-3, cm.CommunityOptions(trials=3), raw)
     assert sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
     top_words = {w.text for m in result.top_modules for w in m.words[:3]}
     assert {"the", "and"} <= top_words
@@ -206,8 +210,8 @@ def test_alice_3000_states_finds_common_and_novel_words() -> None:
 
 def _word_graph(T: dict[tuple[str, str], float]) -> graph.CloneGraph:
     """The clone graph of a CHMM of one clone per symbol with the transitions ``T`` (rows normalised here)."""
-    from engine.blocks import BlockLayout, dense_to_blocks
-    from engine.codec import TextCodec
+    from engine.model.blocks import BlockLayout, dense_to_blocks
+    from engine.model.codec import TextCodec
 
     symbols = sorted({s for pair in T for s in pair})
     index = {s: i for i, s in enumerate(symbols)}
@@ -246,7 +250,7 @@ def test_novel_means_absent_from_the_whole_raw_text(alice_model: CHMM) -> None:
     """Issue 35, defect 9: the reference was the training text after the "rare" replacement, so a word of the text
     that the vocabulary replaced ("ear") was marked novel."""
     raw = text.read_text(ALICE)
-    reference = use.reference_text(alice_model, raw)
+    reference = api.reference_text(alice_model, raw)
     vocabulary = set(alice_model.codec.vocabulary)
     replaced = [w for w in text.normalise_paper_base(raw).split() if w not in vocabulary]
     assert replaced and set(replaced) <= set(reference.split())
@@ -258,7 +262,7 @@ def test_the_codelength_by_module_adds_up_to_infomaps(alice_model: CHMM, two_lev
     """Issue 35 (hierarchy): the map equation split over the module tree, index codebook and each module's own,
     sums to the code length Infomap reports, for two-level and multilevel results and another Markov time."""
     options = cm.CommunityOptions(trials=2, two_level=two_level, markov_time=markov_time)
-    result = use.model_communities(alice_model, 1e-3, options)
+    result = api.model_communities(alice_model, 1e-3, options)
     terms = cm.codelength_terms(result)
     assert terms is not None
     assert terms["total"] == pytest.approx(result.codelength, abs=1e-5)
@@ -266,5 +270,5 @@ def test_the_codelength_by_module_adds_up_to_infomaps(alice_model: CHMM, two_lev
     assert set(terms["modules"]) == set(result.modules) and all(v >= 0 for v in terms["modules"].values())
     if markov_time == 0.5:
         assert result.n_levels > 2 and len(terms["levels"]) > 2  # a level of submodules has its own codebooks
-    directed = use.model_communities(alice_model, 1e-3, cm.CommunityOptions(trials=1, flow="directed"))
+    directed = api.model_communities(alice_model, 1e-3, cm.CommunityOptions(trials=1, flow="directed"))
     assert cm.codelength_terms(directed) is None

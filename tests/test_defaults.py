@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine import cli, commands, model_files, training
+from engine import cli, training
+from engine.backends import model_files
+from engine.cli import train
 
 DATA = Path(__file__).parent / "data"
 BLAKE = DATA / "blake-poems.txt"
@@ -27,7 +29,7 @@ def test_the_defaults_are_the_recipe() -> None:
 
 def test_a_plain_chmm_train_reads_the_engine_defaults(tmp_path: Path) -> None:
     args = cli.build_parser().parse_args(["train", str(BLAKE), "-o", str(tmp_path / "m.npz")])
-    assert commands.train_options(args) == training.TrainOptions()
+    assert train.train_options(args) == training.TrainOptions()
 
 
 def _field_values(layout: Any) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def test_a_budget_with_nothing_to_choose_is_refused(
 def test_chmm_train_reports_our_ngram_on_the_same_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from engine import learners
+    from engine.peers import learners
 
     out = tmp_path / "m.npz"
     args = ["train", str(BLAKE), "-o", str(out), "--states", "80", "--pseudocount", "1e-3", "--iterations", "2"]
@@ -120,9 +122,8 @@ def test_the_search_stops_a_hopeless_candidate_early(monkeypatch: pytest.MonkeyP
     stopped after its first judged iterations; a third, falling fast, runs to its end."""
     from types import SimpleNamespace
 
-    from engine import learning
+    from engine.training import learning, stages
     from engine.training import search as search_mod
-    from engine.training import stages
 
     curves = {
         1e-4: [2.0, 1.8, 1.72, 1.70],
@@ -178,7 +179,7 @@ def test_online_epochs_are_not_judged() -> None:
     """Online EM starts slowly and crawls along plateaus before it drops: on a novel, the 3,000-state candidates
     were stopped after 3 epochs at 2.1 validation BPS (the best so far 2.02) and the search kept 1,000 states. Only
     the batch EM that follows online EM is judged."""
-    from engine import learning
+    from engine.training import learning
     from engine.training.search import _Judge
 
     judge = _Judge(2.02, None)

@@ -1,6 +1,6 @@
-"""Batch EM over a Dask cluster (engine.distributed): a LocalCluster of two worker processes gives the counts and the
-training of one process, survives a worker killed mid-iteration, stops on cancel, and reports a cluster that goes
-away with the last good model kept."""
+"""Batch EM over a Dask cluster (engine.training.distributed): a LocalCluster of two worker processes gives the counts
+and the training of one process, survives a worker killed mid-iteration, stops on cancel, and reports a cluster that
+goes away with the last good model kept."""
 
 from __future__ import annotations
 
@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import cli, distributed, engines, learning, sparse
-from engine.model import CHMM, load, random_model
+from engine import cli
+from engine.backends import engines
+from engine.backends.cpu import sparse
+from engine.backends.cpu.implementation import DenseEngine
+from engine.model.dense import CHMM, load, random_model
+from engine.training import distributed, learning
 
 pytest.importorskip("dask.distributed")
 
@@ -32,7 +36,7 @@ def model_and_documents(seed: int = 1, sizes: tuple[int, ...] = (500, 300, 800, 
     rng = np.random.default_rng(seed)
     pairs = np.array([(i, j) for i in range(3) for j in range(3) if (i, j) != (2, 0)])
     model = random_model(list("abc"), np.array([3, 4, 3]), pairs, rng, dtype=np.float64)
-    docs = [engines.DenseEngine().sample(model, n, rng) for n in sizes]
+    docs = [DenseEngine().sample(model, n, rng) for n in sizes]
     return model, [d for d in docs if len(d) >= 2]
 
 
@@ -245,7 +249,7 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
 
     from app import background, forms, sessions
     from app.services import training_jobs
-    from engine import model_files
+    from engine.backends import model_files
 
     form = TINY_FORM
     assert "background job's process" in training_jobs.cluster_note()
@@ -279,7 +283,7 @@ def test_a_chunked_document_with_a_burn_in_gives_its_counts(client, burn_in: int
     """The counts of a long document cut into chunks: with a burn-in the messages settle and the counts are those of
     the whole document (this model forgets its start within a few steps); without one, the chunks' starts show."""
     model, _ = model_and_documents(seed=6)
-    x = engines.DenseEngine().sample(model, 6_000, np.random.default_rng(6))
+    x = DenseEngine().sample(model, 6_000, np.random.default_rng(6))
     engine = engines.engine_for(model)
     whole = engine.e_step(model, x)
     step = distributed.ClusterEStep(client, [x], chunk=1_000, burn_in=burn_in)

@@ -1,5 +1,5 @@
-"""Corpora of several documents: reading files, folders and zips (engine.documents), the per-document split
-(engine.text.prepare_corpus), training on independent sequences, and one clear message for every bad input."""
+"""Corpora of several documents: reading files, folders and zips (engine.corpora.documents), the per-document split
+(engine.corpora.text.prepare_corpus), training on independent sequences, and one clear message for every bad input."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import cli, engines, learning, training
-from engine.documents import Document, corpus_name, read_documents
-from engine.model import load, random_model
-from engine.text import CorpusError, prepare_corpus, read_text
+from engine import cli, training
+from engine.backends import engines
+from engine.backends.cpu.implementation import DenseEngine
+from engine.corpora.documents import Document, corpus_name, read_documents
+from engine.corpora.text import CorpusError, prepare_corpus, read_text
+from engine.model.dense import load, random_model
+from engine.training import learning
 
 DATA = Path(__file__).parent / "data"
 ALICE = DATA / "carroll-alice.txt"
@@ -253,6 +256,6 @@ def test_fit_on_documents_matches_per_document_counts() -> None:
     docs = [rng.integers(0, 2, size=50), rng.integers(0, 2, size=30)]
     config = learning.TrainingConfig(max_iterations=1, tolerance=0.0, pseudocount=0.0)
     fitted = learning.fit(model, docs, None, config).model
-    counts = sum(engines.DenseEngine().e_step(model, x).counts for x in docs)
-    expected = engines.DenseEngine().m_step(model, counts, 0.0)
+    counts = sum(DenseEngine().e_step(model, x).counts for x in docs)
+    expected = DenseEngine().m_step(model, counts, 0.0)
     np.testing.assert_allclose(fitted.T, expected.T, rtol=1e-12)

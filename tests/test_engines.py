@@ -1,6 +1,6 @@
-"""One test matrix over every implementation of the engine protocol (engine.engines.Engine): dense CPU, sparse CPU,
-the GPU engine on NumPy twins of its kernels (gpu-sim, every CI run) and (with CuPy and a CUDA device) on the GPU run
-the same operations on the same tiny models, checked against brute-force enumeration of clone paths and against
+"""One test matrix over every implementation of the engine protocol (engine.backends.engines.Engine): dense CPU, sparse
+CPU, the GPU engine on NumPy twins of its kernels (gpu-sim, every CI run) and (with CuPy and a CUDA device) on the GPU
+run the same operations on the same tiny models, checked against brute-force enumeration of clone paths and against
 each other (the pattern hmmlearn uses for its two numerics)."""
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ import itertools
 import numpy as np
 import pytest
 
-from engine import engines, inference, learning, sampling, sparse
-from engine.model import CHMM, random_model
+from engine.backends import engines
+from engine.backends.cpu import inference, sampling, sparse
+from engine.backends.cpu.implementation import DenseEngine
+from engine.model.dense import CHMM, random_model
+from engine.training import learning
 
 IMPLEMENTATIONS = ["dense", "sparse", "gpu-sim", pytest.param("gpu", marks=pytest.mark.gpu)]
 FLOAT32 = {"gpu", "gpu-sim"}
@@ -32,7 +35,7 @@ def tiny_model(seed: int) -> CHMM:
     T = model.T.copy()
     T[rng.random(T.size) < 0.15] = 0.0
     model = model.with_arrays(T=T)
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     model = model.with_arrays(T=normalise_rows(model.layout, T, 0.0, np.float64))
     pi = rng.random(model.n_states) + 0.05
@@ -299,7 +302,7 @@ def test_pruning_is_the_same_on_every_implementation(implementation: str, thresh
     # the pruning of the model the implementation holds (float32 values on a GPU: pruning the float64 model instead
     # gives a back-off weight 1.4e-6 away, the float32 rounding of T, not a difference of the implementations)
     held = run.engine.as_dense(run.state, "pruning")
-    reference = engines.DenseEngine().prune(held, threshold)
+    reference = DenseEngine().prune(held, threshold)
     pruned = run.engine.prune(run.state, threshold)
     np.testing.assert_allclose(run.dense_T(pruned), reference.dense_T(), rtol=run.rtol, atol=1e-12)
     host = run.engine.host(pruned)
@@ -364,7 +367,7 @@ class ToyEngine:
     protocol operation is the dense CPU engine's, counted) and one registration."""
 
     def __init__(self, options: engines.NoOptions) -> None:
-        self.inner = engines.DenseEngine()
+        self.inner = DenseEngine()
         self.name = "toy"
         self.calls: dict[str, int] = {}
 
@@ -396,7 +399,8 @@ def toy_backend():
 
 
 def test_a_new_backend_is_one_class_and_one_registration(toy_backend) -> None:
-    from engine import cli, model_files, use
+    from engine import api, cli
+    from engine.backends import model_files
 
     toy, made = toy_backend
     assert "toy" in engines.backend_choices() and "toy" not in engines.backend_choices(in_app=True)
@@ -417,12 +421,12 @@ def test_a_new_backend_is_one_class_and_one_registration(toy_backend) -> None:
         assert [r.train_bps for r in on_toy.history] == [r.train_bps for r in on_cpu.history]
         np.testing.assert_array_equal(on_toy.model.T, on_cpu.model.T)
     assert made and made[-1].calls.get("e_step", 0) + made[-1].calls.get("hard_counts", 0) > 0
-    sample = use.score_text(model_files.load_model("sample_models/alice-600.npz"), "alice was", backend="toy")
+    sample = api.score_text(model_files.load_model("sample_models/alice-600.npz"), "alice was", backend="toy")
     assert made[-1].calls.get("score", 0) >= 1 and sample.symbols == len("alice was")
 
 
 def test_an_unknown_or_unavailable_backend_is_refused_with_the_reason() -> None:
-    from engine.backend import BackendError
+    from engine.errors import BackendError
 
     with pytest.raises(BackendError, match="unknown backend 'tpu'"):
         engines.engine_for(tiny_model(0), "tpu")
@@ -443,8 +447,8 @@ def test_a_sparse_model_runs_on_the_cpu_whatever_the_backend() -> None:
 
 @pytest.mark.parametrize("implementation", ["dense", "sparse", "gpu-sim"])
 def test_online_em_written_once_is_the_fused_kernel(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Online EM through the update written once (engine.learning.online_update) follows the dense engine's fused
-    kernel epoch by epoch, on every implementation, over batches that touch different blocks (the E-step reuses
+    """Online EM through the update written once (engine.training.learning.online_update) follows the dense engine's
+    fused kernel epoch by epoch, on every implementation, over batches that touch different blocks (the E-step reuses
     one counts buffer and writes only the blocks of its batch: a stale block of an earlier batch would be counted
     again)."""
     rng = np.random.default_rng(21)
@@ -456,7 +460,7 @@ def test_online_em_written_once_is_the_fused_kernel(implementation: str, monkeyp
     config = learning.TrainingConfig(algorithm="online", max_iterations=3, tolerance=0.0, batch_size=50)
     fused = learning.fit(model, docs, None, config)
     host = sparse.from_dense(model) if implementation == "sparse" else model
-    monkeypatch.setattr(engines.DenseEngine, "online_session", None)
+    monkeypatch.setattr(DenseEngine, "online_session", None)
     written_once = learning.fit(host, docs, None, config, backend="cpu" if implementation != "gpu-sim" else "gpu-sim")
     rtol = 1e-4 if implementation in FLOAT32 else 1e-9
     np.testing.assert_allclose(

@@ -11,9 +11,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from engine import cli, drawing, export, text, use
-from engine import communities as cm
-from engine.model import CHMM, load
+from engine import api, cli
+from engine.corpora import text
+from engine.model.dense import CHMM, load
+from engine.network import communities as cm
+from engine.network import drawing, export
 
 DATA = Path(__file__).parent / "data"
 ALICE = DATA / "carroll-alice.txt"
@@ -32,13 +34,13 @@ def model(model_path: Path) -> CHMM:
 
 @pytest.fixture(scope="module")
 def result(model: CHMM) -> cm.Communities:
-    return use.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2), text.read_text(ALICE))
+    return api.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2), text.read_text(ALICE))
 
 
 @pytest.fixture(scope="module")
 def multilevel(model: CHMM) -> cm.Communities:
     """A result with submodules (Markov time 0.5: at 1 Infomap's tree is flat on this model)."""
-    found = use.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2, markov_time=0.5), None)
+    found = api.model_communities(model, THRESHOLD, cm.CommunityOptions(trials=2, markov_time=0.5), None)
     assert found.n_levels > 2 and any(m.children for m in found.top_modules)
     return found
 
@@ -234,7 +236,7 @@ def test_infomap_reading_the_net_agrees_with_the_clu(result: cm.Communities, tmp
 
 def test_headers_say_what_ran(model: CHMM, tmp_path: Path) -> None:
     options = cm.CommunityOptions(trials=3, seed=4, markov_time=1.5)
-    result = use.model_communities(model, THRESHOLD, options, text.read_text(ALICE))
+    result = api.model_communities(model, THRESHOLD, options, text.read_text(ALICE))
     files = export_all(result, tmp_path)
     module = result.top_modules[0].id
     export.export_graph(result.graph, tmp_path / "m.clu", "clu", result, module=module)
@@ -461,7 +463,7 @@ def test_missing_module(model_path: Path, tmp_path: Path, capsys: pytest.Capture
 
 
 def test_module_links_are_the_ftree_link_flows(either: cm.Communities, tmp_path: Path) -> None:
-    """The module map's links (engine.communities.module_links, vectorised) against the .ftree's *Links sections
+    """The module map's links (engine.network.communities.module_links, vectorised) against the .ftree's *Links sections
     (a loop over the edges): every parent's links between its children, flow for flow."""
     result = either
     export.export_graph(result.graph, tmp_path / "g.ftree", "ftree", result)

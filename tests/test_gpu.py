@@ -15,10 +15,14 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import actions, backend, chunks, devices, engines, gpu, gpu_engine, inference, learning
-from engine.blocks import normalise_rows, pairs_in_sequence
-from engine.kernels import cpu
-from engine.model import CHMM, random_model
+from engine.backends import chunks, engines
+from engine.backends.cpu import inference
+from engine.backends.cpu import kernels as cpu
+from engine.backends.gpu import backend, device_blocks, devices, implementation
+from engine.cognitive import actions
+from engine.model.blocks import normalise_rows, pairs_in_sequence
+from engine.model.dense import CHMM, random_model
+from engine.training import learning
 
 available, reason = backend.gpu_status()
 needs_a_gpu = [pytest.mark.gpu, pytest.mark.skipif(not available, reason=reason)]
@@ -34,8 +38,8 @@ def device_of(name: str) -> devices.Device:
     return devices.SimulatedDevice() if name == "gpu-sim" else devices.cuda_device()
 
 
-def blocks_for(name: str, model: CHMM, pass_precision: str = "float32") -> gpu.DeviceBlocks:
-    return gpu.DeviceBlocks(model.layout, device_of(name), pass_precision)
+def blocks_for(name: str, model: CHMM, pass_precision: str = "float32") -> device_blocks.DeviceBlocks:
+    return device_blocks.DeviceBlocks(model.layout, device_of(name), pass_precision)
 
 
 def host(name: str, values) -> np.ndarray:
@@ -202,7 +206,7 @@ def test_sampling_follows_the_cpu_kernel(name):
 
 def test_memory_estimate_refuses_a_run_that_does_not_fit(name, monkeypatch):
     model, x, _ = _model_and_sequence(70, 5, 100, 2000)
-    monkeypatch.setattr(gpu.DeviceBlocks, "free_bytes", lambda self: 1000)
+    monkeypatch.setattr(device_blocks.DeviceBlocks, "free_bytes", lambda self: 1000)
     with pytest.raises(devices.DeviceMemoryError, match="GiB of GPU memory"):
         learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend=name)
 
@@ -246,7 +250,7 @@ def test_fit_in_segments_matches_fit_without(name):
     model, x, _ = _model_and_sequence(95, 6, 200, 5000)
     config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
     whole = learning.fit(model, x, config=config, backend=name)
-    segmented = learning.fit(model, x, config=config, backend=name, options=gpu_engine.GpuOptions(segment=600))
+    segmented = learning.fit(model, x, config=config, backend=name, options=implementation.GpuOptions(segment=600))
     assert np.max(np.abs(whole.model.T - segmented.model.T)) <= 1e-5
 
 
@@ -271,7 +275,7 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
     import json
 
     from engine import cli
-    from engine.model_files import load_model
+    from engine.backends.model_files import load_model
 
     base = [
         "train",
@@ -341,8 +345,8 @@ def test_every_cuda_kernel_has_a_twin():
     adapter launches nothing else."""
     import re
 
-    from engine.kernels import gpu as cuda_kernels
-    from engine.kernels.gpu_twins import TWINS
+    from engine.backends.gpu import kernels as cuda_kernels
+    from engine.backends.gpu.twins import TWINS
 
     kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
     defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
@@ -350,7 +354,7 @@ def test_every_cuda_kernel_has_a_twin():
     for constant in ("LOCKSTEP_TILE_MAX", "LOCKSTEP_ROWS"):  # the host cuts work as the kernel expects
         defined_as = re.search(rf"#define {constant} (\d+)", cuda_kernels.SOURCE).group(1)
         assert defined_as == str(getattr(cuda_kernels, constant))
-    source = open(gpu.__file__, encoding="utf-8").read()
+    source = open(device_blocks.__file__, encoding="utf-8").read()
     launched = set(re.findall(r'device\.kernel\("(\w+)"\)', source)) | set(re.findall(r'"(chain_sum_f\d+)"', source))
     assert launched == defined
 
@@ -378,7 +382,7 @@ def test_lockstep_forward_is_each_sequence_forward(name, drop_pairs):
 def test_lockstep_chunks_with_a_burn_in_stay_within_the_bound(name):
     """One long document cut into chunks with a burn-in of 50 (the cluster's chunking), advanced in lockstep: the
     log-likelihood of the counted steps is the exact one within 1e-6 bits per symbol (measured: about 1e-9)."""
-    from engine.chunks import as_pieces, chunk, counted_log_likelihood
+    from engine.backends.chunks import as_pieces, chunk, counted_log_likelihood
 
     model, x, _ = _model_and_sequence(120, 8, 300, 6000)
     adapter = engines.engine_for(model, name)
@@ -399,7 +403,7 @@ def test_lockstep_e_step_of_whole_documents_is_the_sum_of_their_own(name, drop_p
     """Whole documents as the chunks of a lockstep E-step (no burn-in): the counts are the sum of each document's
     own E-step (the float64 CPU reference) to float32 rounding, and so are the log-likelihood, the zero-probability
     events and (their mean) gamma at the start."""
-    from engine.chunks import LockstepPlan
+    from engine.backends.chunks import LockstepPlan
 
     model, x, _ = _model_and_sequence(140 + drop_pairs, 6, 150, 3000, drop_pairs=drop_pairs)
     documents = [x[:1200], x[1200:1202], x[1202:1900], x[1900:]]
@@ -424,7 +428,7 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
     """One long document cut into 15 chunks with a burn-in of 50: the lockstep E-step's counts are the exact ones
     to within 1e-4 of their total (the message error at the seams; measured: about 1e-6), and its log-likelihood
     within 1e-6 bits per symbol."""
-    from engine.chunks import LockstepPlan, chunk
+    from engine.backends.chunks import LockstepPlan, chunk
 
     model, x, _ = _model_and_sequence(150, 8, 300, 6000)
     blocks = blocks_for(name, model)
@@ -505,7 +509,7 @@ def test_batch_em_on_the_gpu_runs_long_sequences_in_lockstep_chunks_by_default(n
 
 
 def test_the_lockstep_schedule_visits_every_step_of_every_chunk_once():
-    from engine.chunks import LockstepSchedule, chunk
+    from engine.backends.chunks import LockstepSchedule, chunk
 
     model, x, _ = _model_and_sequence(130, 5, 40, 500, drop_pairs=2)
     layout = model.layout
@@ -538,7 +542,7 @@ def test_the_cuda_source_compiles(tmp_path):
     import shutil
     import subprocess
 
-    from engine.kernels import gpu as cuda_kernels
+    from engine.backends.gpu import kernels as cuda_kernels
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -560,7 +564,7 @@ def test_the_cuda_source_compiles(tmp_path):
 def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass on the GPU,
     repeated on the simulated device from the same inputs: each output agrees with its twin's."""
-    from engine.chunks import LockstepSchedule
+    from engine.backends.chunks import LockstepSchedule
 
     model, x, rng = _model_and_sequence(seed + 100, n_symbols, states, min(length, 4000))
     outputs = {}

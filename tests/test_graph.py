@@ -1,4 +1,4 @@
-"""Pruning, support-aware EM on pruned models, the stationary flow and the clone graph (engine/graph.py)."""
+"""Pruning, support-aware EM on pruned models, the stationary flow and the clone graph (engine/network/graph.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engine import graph, inference, learning, synthetic
-from engine.blocks import BlockLayout, dense_to_blocks, normalise_rows
-from engine.model import CHMM, load, save
+from engine.backends.cpu import inference
+from engine.model import pruning, synthetic
+from engine.model.blocks import BlockLayout, dense_to_blocks, normalise_rows, row_sums
+from engine.model.dense import CHMM, load, save
+from engine.network import graph
+from engine.training import learning
 
 K = 2
 
@@ -55,7 +58,7 @@ def nonzero_transitions(model: CHMM) -> set[tuple[int, int]]:
 
 # ============================================================================================ pruning
 def test_pruning_the_true_model_keeps_bps_and_its_transitions(true_model: CHMM, sequence: np.ndarray) -> None:
-    pruned = graph.prune(true_model, threshold=1e-3)
+    pruned = pruning.prune(true_model, threshold=1e-3)
     before, after = inference.score(true_model, sequence).bps, inference.score(pruned, sequence).bps
     assert abs(after - before) < 1e-3
     assert nonzero_transitions(pruned) == nonzero_transitions(true_model) == used_transitions(true_model, sequence)
@@ -65,7 +68,7 @@ def test_pruning_the_true_model_keeps_bps_and_its_transitions(true_model: CHMM, 
 def test_pruning_a_noisy_model_removes_every_unused_transition(true_model: CHMM, sequence: np.ndarray) -> None:
     noisy = noisy_full_model(true_model)
     assert noisy.n_nonzero() == noisy.layout.size  # every stored entry non-zero, as after EM with a pseudocount
-    pruned = graph.prune(noisy, threshold=1e-3)
+    pruned = pruning.prune(noisy, threshold=1e-3)
     # exactly the transitions the process uses survive; the blocks that became all-zero are gone
     assert nonzero_transitions(pruned) == used_transitions(true_model, sequence)
     assert pruned.layout.n_blocks == true_model.layout.n_blocks < noisy.layout.n_blocks
@@ -85,13 +88,13 @@ def graph_row_sums(model: CHMM) -> np.ndarray:
 
 def test_top_mass_pruning_keeps_the_heavy_entries_of_each_row(true_model: CHMM, sequence: np.ndarray) -> None:
     noisy = noisy_full_model(true_model)
-    pruned = graph.prune(noisy, top_mass=0.99)
+    pruned = pruning.prune(noisy, top_mass=0.99)
     assert nonzero_transitions(pruned) == used_transitions(true_model, sequence)
     # every row keeps at least one entry, and the kept entries hold >= 99% of the original row
     dense, kept = noisy.dense_T(), pruned.dense_T() > 0
     assert np.all(kept.any(axis=1))
     assert np.all((dense * kept).sum(axis=1) >= 0.99 - 1e-12)
-    everything = graph.prune(noisy, top_mass=1.0)
+    everything = pruning.prune(noisy, top_mass=1.0)
     assert everything.n_nonzero() == noisy.n_nonzero()
 
 
@@ -112,15 +115,15 @@ def test_viterbi_pruning_drops_the_clones_the_text_never_uses(true_model: CHMM, 
 def test_prune_rejects_bad_arguments(true_model: CHMM) -> None:
     for bad in (0.0, 1.0, -1e-3, 2.0, float("nan"), "x"):
         with pytest.raises(ValueError, match="threshold"):
-            graph.prune(true_model, threshold=bad)
+            pruning.prune(true_model, threshold=bad)
     with pytest.raises(ValueError):
-        graph.prune(true_model)
+        pruning.prune(true_model)
     with pytest.raises(ValueError, match="top mass"):
-        graph.prune(true_model, top_mass=0.0)
+        pruning.prune(true_model, top_mass=0.0)
 
 
 def test_a_pruned_model_saves_and_loads(true_model: CHMM, tmp_path) -> None:
-    pruned = graph.prune(noisy_full_model(true_model), threshold=1e-3)
+    pruned = pruning.prune(noisy_full_model(true_model), threshold=1e-3)
     save(pruned, tmp_path / "p.npz")
     loaded = load(tmp_path / "p.npz")
     np.testing.assert_array_equal(loaded.layout.block_pairs, pruned.layout.block_pairs)
@@ -129,8 +132,8 @@ def test_a_pruned_model_saves_and_loads(true_model: CHMM, tmp_path) -> None:
 
 
 def test_pruning_twice_keeps_a_history(true_model: CHMM) -> None:
-    once = graph.prune(noisy_full_model(true_model), threshold=1e-6)
-    twice = graph.prune(once, threshold=1e-3)
+    once = pruning.prune(noisy_full_model(true_model), threshold=1e-6)
+    twice = pruning.prune(once, threshold=1e-3)
     assert twice.metadata["pruned_history"] == [once.metadata["pruned"]]
 
 
@@ -158,7 +161,7 @@ def test_normalise_rows_with_a_support_adds_the_pseudocount_there_only() -> None
 
 
 def layout_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
-    from engine.blocks import blocks_to_dense
+    from engine.model.blocks import blocks_to_dense
 
     return blocks_to_dense(layout, flat)
 
@@ -166,7 +169,7 @@ def layout_dense(layout: BlockLayout, flat: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("algorithm", ["em", "online", "viterbi"])
 def test_em_on_a_pruned_model_keeps_zeros_at_zero(true_model: CHMM, sequence: np.ndarray, algorithm: str) -> None:
     noisy = noisy_full_model(true_model, noise=1e-2)
-    pruned = graph.prune(noisy, threshold=1e-3)
+    pruned = pruning.prune(noisy, threshold=1e-3)
     zeros = pruned.T == 0
     assert zeros.any() and pruned.fixed_zeros and pruned.support() is not None
     config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, pseudocount=0.1, batch_size=500)
@@ -205,12 +208,12 @@ def test_stationary_flow_is_robust_for_reducible_chains() -> None:
 def test_clone_graph_attributes(true_model: CHMM, sequence: np.ndarray) -> None:
     noisy = noisy_full_model(true_model)
     trained = learning.fit(noisy, sequence, config=learning.TrainingConfig(max_iterations=1)).model
-    pruned = graph.prune(trained, threshold=1e-3)
+    pruned = pruning.prune(trained, threshold=1e-3)
     g = graph.clone_graph(pruned)
     assert isinstance(g.weight, sp.csr_array) and g.weight.shape == (pruned.n_states, pruned.n_states)
     assert g.n_edges == pruned.n_nonzero()
     np.testing.assert_allclose(g.weight.toarray(), pruned.dense_T())
-    from engine.blocks import blocks_to_dense
+    from engine.model.blocks import blocks_to_dense
 
     np.testing.assert_allclose(
         g.matrix("count").toarray(), blocks_to_dense(pruned.layout, pruned.counts) * (g.weight.toarray() > 0)
@@ -239,9 +242,9 @@ def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence
     """The scorer of a pruned model mixes in the symbol bigram with the transition mass the pruning removed, so a
     transition that only small entries supported costs about -log2(removed mass * bigram) instead of ~20 bits."""
     noisy = noisy_full_model(true_model, noise=1e-2)
-    pruned = graph.prune(noisy, threshold=0.05)
+    pruned = pruning.prune(noisy, threshold=0.05)
     weight = pruned.backoff_weight
-    removed = 1.0 - graph.row_sums(noisy.layout, np.where(noisy.T >= 0.05, noisy.T, 0.0).astype(np.float64))
+    removed = 1.0 - row_sums(noisy.layout, np.where(noisy.T >= 0.05, noisy.T, 0.0).astype(np.float64))
     kept = removed < 1.0
     assert weight == pytest.approx(float(np.mean(removed[kept])), rel=1e-6)  # no counts: plain mean over rows
     assert weight > 1e-3
@@ -255,12 +258,12 @@ def test_pruned_model_backs_off_with_the_removed_mass(true_model: CHMM, sequence
     assert "backoff_weight" not in noisy.metadata
     # pruning again at the same threshold removes nothing: the weight and the score stay (found by a UX review: the
     # weight fell to 1e-6 and the BPS of such text doubled)
-    again = graph.prune(pruned, threshold=0.05)
+    again = pruning.prune(pruned, threshold=0.05)
     assert again.n_nonzero() == pruned.n_nonzero()
     assert again.backoff_weight == pytest.approx(weight, rel=1e-9)
     assert inference.score(again, odd).bps == pytest.approx(with_backoff.bps, rel=1e-9)
     # a second pruning that does remove mass adds to it: 1 - (1 - w)(1 - removed)
-    harder = graph.prune(pruned, threshold=0.3)
-    removed_now = 1.0 - graph.row_sums(pruned.layout, np.where(pruned.T >= 0.3, pruned.T, 0.0).astype(np.float64))
+    harder = pruning.prune(pruned, threshold=0.3)
+    removed_now = 1.0 - row_sums(pruned.layout, np.where(pruned.T >= 0.3, pruned.T, 0.0).astype(np.float64))
     expected = 1.0 - (1.0 - weight) * (1.0 - float(np.mean(removed_now[removed_now < 1.0])))
     assert harder.backoff_weight == pytest.approx(min(expected, 0.5), rel=1e-6)

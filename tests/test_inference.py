@@ -1,4 +1,4 @@
-"""Tests of engine/inference.py against independent oracles: brute-force enumeration of clone paths on tiny
+"""Tests of engine/backends/cpu/inference.py against independent oracles: brute-force enumeration of clone paths on tiny
 models, a dense forward pass, hmmlearn's CategoricalHMM, and sampling statistics."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ import warnings
 import numpy as np
 import pytest
 
-from engine import inference, learning, sampling, synthetic
-from engine.blocks import BlockLayout, blocks_to_dense, dense_to_blocks, pairs_in_sequence
-from engine.inference import Evidence
-from engine.model import CHMM, random_model
+from engine.backends.cpu import inference, sampling
+from engine.backends.cpu.inference import Evidence
+from engine.model import synthetic
+from engine.model.blocks import BlockLayout, blocks_to_dense, dense_to_blocks, pairs_in_sequence
+from engine.model.dense import CHMM, random_model
+from engine.training import learning
 
 SEEDS = list(range(10))
 
@@ -239,7 +241,7 @@ def peaked_full_model(seed: int, dtype: type) -> CHMM:
     """Four symbols with 3 clones each, all blocks stored, rows made peaked (entries down to ~1e-10)."""
     rng = np.random.default_rng(seed)
     model = random_model(list("abcd"), np.array([3, 3, 3, 3]), all_pairs(4), rng, np.float64)
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     T = normalise_rows(model.layout, model.T**8, 0.0, dtype)
     return CHMM(model.symbols, model.layout, T, model.pi.astype(dtype))
@@ -492,7 +494,7 @@ def test_score_zero_probability_events_match_oracle() -> None:
     layout = BlockLayout.build(model.n_clones, model.layout.block_pairs[keep])
     dense = model.dense_T()
     counts = dense_to_blocks(layout, blocks_to_dense(model.layout, model.counts))
-    from engine.blocks import normalise_rows
+    from engine.model.blocks import normalise_rows
 
     T = normalise_rows(layout, dense_to_blocks(layout, dense), 0.0, np.float64)
     pruned = CHMM(model.symbols, layout, T, model.pi, counts)

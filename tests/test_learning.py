@@ -1,4 +1,4 @@
-"""Tests of engine/learning.py: EM monotonicity, count methods, online and Viterbi EM, early stopping,
+"""Tests of engine/training/learning.py: EM monotonicity, count methods, online and Viterbi EM, early stopping,
 cancellation, progress reports, configuration checks, and the toy FSM results of the paper (Table 1)."""
 
 from __future__ import annotations
@@ -8,11 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine import inference, learning, sampling, synthetic
-from engine.blocks import blocks_to_dense, normalise_rows, row_sums
-from engine.engines import DenseOptions
-from engine.learning import CancelToken, IterationRecord, TrainingConfig
-from engine.model import CHMM, random_model
+from engine.backends.cpu import inference, sampling
+from engine.backends.cpu.implementation import DenseEngine, DenseOptions
+from engine.model import synthetic
+from engine.model.blocks import blocks_to_dense, normalise_rows, row_sums
+from engine.model.dense import CHMM, random_model
+from engine.training import learning
+from engine.training.learning import CancelToken, IterationRecord, TrainingConfig
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -162,7 +164,7 @@ def test_the_online_m_step_on_two_threads_is_the_one_thread_update(monkeypatch: 
     """The dense engine's online M-step normalises two halves of T's rows on two threads (``row_split`` cuts at the
     first block of a source symbol, near half the entries): the model after two epochs is the one-thread model to
     the bit."""
-    from engine.cpu_engines import row_split
+    from engine.backends.cpu.implementation import row_split
 
     model, x, _ = toy_setup(3, 4000, 8)
     layout = model.layout
@@ -184,7 +186,7 @@ def test_the_lazy_online_update_is_the_eager_recursion(monkeypatch: pytest.Monke
     touch different blocks in turn (a block the next batch reads but the lazy update left stale would change the
     next E-step), also when its scale is folded in every other batch, and when an epoch is cancelled midway its
     statistic is the eager one after the same batches."""
-    from engine import cpu_engines, engines
+    from engine.backends.cpu import implementation
 
     rng = np.random.default_rng(5)
     model = random_model(list("abcd"), np.array([2, 3, 2, 3]), all_pairs(4), rng, np.float64)
@@ -197,16 +199,16 @@ def test_the_lazy_online_update_is_the_eager_recursion(monkeypatch: pytest.Monke
     def cancelled_after(batches: int) -> np.ndarray:
         polls = iter(range(10**6))
         token = CancelToken(poll=lambda: next(polls) >= batches)
-        engine = engines.DenseEngine()
+        engine = DenseEngine()
         state = learning.OnlineState()
         learning.online_epoch(engine, model, docs, replace(config, batch_size=50), state, None)
         learning.online_epoch(engine, model, docs, replace(config, batch_size=50), state, token)
         return state.statistic
 
     lazy, lazy_cancelled = learning.fit(model, docs, None, config), cancelled_after(3)
-    monkeypatch.setattr(cpu_engines, "RESCALE_BELOW", 0.6)  # lambda 0.7: the scale folded in every other batch
+    monkeypatch.setattr(implementation, "RESCALE_BELOW", 0.6)  # lambda 0.7: the scale folded in every other batch
     folded = learning.fit(model, docs, None, config)
-    monkeypatch.setattr(engines.DenseEngine, "online_session", None)
+    monkeypatch.setattr(DenseEngine, "online_session", None)
     eager, eager_cancelled = learning.fit(model, docs, None, config), cancelled_after(3)
     assert not np.allclose(eager.model.T, model.T)
     for run in (lazy, folded):
@@ -218,9 +220,10 @@ def test_the_lazy_online_update_is_the_eager_recursion(monkeypatch: pytest.Monke
 
 
 def test_a_batch_reads_the_blocks_its_e_step_counts() -> None:
-    """The lazy update writes T only on :func:`engine.learning._batch_blocks` of the next batch: exactly the blocks
-    whose counts that batch's E-step writes, batch by batch over two documents, the batches of
-    :func:`engine.learning.online_batches` (one symbol of overlap after a document's first, a tiny tail folded)."""
+    """The lazy update writes T only on :func:`engine.training.learning._batch_blocks` of the next batch: exactly the
+    blocks whose counts that batch's E-step writes, batch by batch over two documents, the batches of
+    :func:`engine.training.learning.online_batches` (one symbol of overlap after a document's first, a tiny tail
+    folded)."""
     model, x, _ = toy_setup(3, 1201, 4)
     docs = [x[:700], x[700:]]
     batches = learning.online_batches([len(d) for d in docs], 100)
@@ -578,7 +581,7 @@ def test_aligned_restarts_free_the_toy_fsm_at_five_holes() -> None:
     """k = 5 with 3 clones per symbol (66 states, uniform allocation, raw normalisation) and every other option of
     `chmm train --algorithm online` at its default: the texts of seeds 1 and 4, where all 16 restarts of uniform and
     plain sharp starts stayed on the 0.467 plateau (bench/RESULTS.md), reach the entropy rate (0.400)."""
-    from engine import training, use
+    from engine import api, training
 
     alphabet = "0123456789abcdefghijkl"
     for seed in (1, 4):
@@ -589,7 +592,7 @@ def test_aligned_restarts_free_the_toy_fsm_at_five_holes() -> None:
             pseudocount=1e-6, states=66, allocation="uniform", normalisation="raw", algorithm="online", seed=seed
         )
         outcome = training.train_text(corpus, options)
-        bps = use.score_text(outcome.model, fresh).bps
+        bps = api.score_text(outcome.model, fresh).bps
         assert bps < synthetic.toy_fsm_optimal_bps(5) + 0.005, outcome.summary
 
 
@@ -599,7 +602,7 @@ def test_online_em_reaches_the_toy_fsm_optimum_from_the_command_line_path() -> N
     default (28 states, uniform allocation, raw normalisation: the data set's settings) reaches the toy FSM's entropy
     rate (k = 3, 0.444 BPS) for 5 seeds of 5. (With the paper's lambda 0.9, the default, 9 of 10 seeds reach it:
     bench/bench_table1.py.)"""
-    from engine import training, use
+    from engine import api, training
 
     alphabet = "0123456789abcd"
     for seed in range(5):
@@ -616,4 +619,4 @@ def test_online_em_reaches_the_toy_fsm_optimum_from_the_command_line_path() -> N
             seed=seed,
         )
         outcome = training.train_text(corpus, options)
-        assert use.score_text(outcome.model, fresh).bps < 0.45, f"seed {seed}: {outcome.summary}"
+        assert api.score_text(outcome.model, fresh).bps < 0.45, f"seed {seed}: {outcome.summary}"

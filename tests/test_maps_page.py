@@ -16,7 +16,7 @@ from support import data_uri
 
 from app import background, figures, sessions
 from app.services import UserError, maps
-from engine import actions, walks
+from engine.cognitive import actions, walks
 
 SMALL_ROOM = "0,1,2,0\n2,3,1,3\n1,0,3,2"
 """A 3 x 4 room that 3 clones per observation learn from a 5,000-step walk in a fraction of a second."""

@@ -1,4 +1,4 @@
-"""Tests of engine/model.py: the block layout, dense <-> block conversion, the M-step normalisation, and the
+"""Tests of engine/model/dense.py: the block layout, dense <-> block conversion, the M-step normalisation, and the
 save/load file format (bit-exact round trip, clear errors on damaged or foreign files)."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import inference, learning, sampling, synthetic
-from engine.blocks import BlockLayout, blocks_to_dense, dense_to_blocks, normalise_rows, pairs_in_sequence
-from engine.model import CHMM, FORMAT_NAME, FORMAT_VERSION, ModelFormatError, load, random_model, save
+from engine.backends.cpu import inference, sampling
+from engine.model import synthetic
+from engine.model.blocks import BlockLayout, blocks_to_dense, dense_to_blocks, normalise_rows, pairs_in_sequence
+from engine.model.dense import CHMM, FORMAT_NAME, FORMAT_VERSION, ModelFormatError, load, random_model, save
+from engine.training import learning
 
 
 def sample_model(dtype: type = np.float32, with_counts: bool = True) -> CHMM:
@@ -64,7 +66,7 @@ def test_layout_tables() -> None:
 def test_the_pair_lookup_agrees_with_a_dense_index(seed: int) -> None:
     """The pair -> block lookup (sized by the stored pairs) against the dense n_symbols^2 table it replaced, for
     every pair of random layouts (rows with no block, full rows, one symbol): vectorised, scalar and in a kernel."""
-    from engine.kernels.cpu import find_block
+    from engine.backends.cpu.kernels import find_block
 
     rng = np.random.default_rng(seed)
     n = [1, 7, 23, 40][seed]
@@ -397,7 +399,7 @@ def test_load_keeps_history_without_train_figures(tmp_path: Path) -> None:
 def test_a_version_1_file_loads_with_its_behaviour_in_typed_fields(tmp_path: Path) -> None:
     """The bundled sample model is a version-1 file (its codec in the metadata): loading converts it, the metadata
     keeps only what is shown to people, and saving writes version 2 that loads back to the same model and scores."""
-    from engine.model import BACKOFF_WEIGHT
+    from engine.model.dense import BACKOFF_WEIGHT
 
     sample = Path(__file__).resolve().parents[1] / "sample_models" / "alice-600.npz"
     with np.load(sample, allow_pickle=False) as archive:

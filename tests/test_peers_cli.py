@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import cli, learners, text
+from engine import cli
+from engine.corpora import text
+from engine.peers import learners
 from engine.peers.base import PeerFormatError, read_header
 
 DATA = Path(__file__).parent / "data"

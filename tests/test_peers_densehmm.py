@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.corpora.text import prepare_corpus, read_text
 from engine.peers.base import PeerFormatError, bits_per_symbol
 from engine.peers.densehmm import (
     DenseHmm,
@@ -22,7 +23,6 @@ from engine.peers.densehmm import (
     model_cooccurrence,
 )
 from engine.peers.hmm import DiscreteHmm, expected_counts, sample_sequence, stationary_distribution
-from engine.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
 

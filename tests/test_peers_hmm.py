@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.corpora.text import prepare_corpus, read_text
 from engine.peers.base import PeerFormatError, bits_per_symbol
 from engine.peers.hmm import (
     DiscreteHmm,
@@ -19,7 +20,6 @@ from engine.peers.hmm import (
     sample_sequence,
     stationary_distribution,
 )
-from engine.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
 

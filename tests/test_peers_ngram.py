@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.corpora.text import prepare_corpus, read_text
 from engine.peers.base import PeerFormatError, bits_per_symbol, save_arrays
 from engine.peers.ngram import KneserNeyNgram, modified_kn_discounts
-from engine.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
 

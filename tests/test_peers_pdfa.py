@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.corpora.text import prepare_corpus, read_text
 from engine.peers.base import PeerFormatError, bits_per_symbol, save_arrays
 from engine.peers.pdfa import PdfaLearner, largeness_threshold
 from engine.peers.pdfa_graph import GraphLearner, word_trajectories
-from engine.text import prepare_corpus, read_text
 
 DATA = Path(__file__).parent / "data"
 

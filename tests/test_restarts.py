@@ -1,4 +1,4 @@
-"""Tests of the training recipe around the learner (engine/use.py): restarts kept on validation (one after
+"""Tests of the training recipe around the learner (engine/api.py): restarts kept on validation (one after
 the other or in processes, with the same result), online EM followed by batch EM with the refit continuing from the
 online stage, the number of states and the pseudocount chosen on validation, and the command line's options."""
 
@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 from support import FIXED
 
-from engine import cli, learning, model_files, synthetic, training, use
-from engine.blocks import aligned_entries
+from engine import api, cli, training
+from engine.backends import model_files
+from engine.model import synthetic
+from engine.model.blocks import aligned_entries
+from engine.training import learning
 from engine.training import search as training_search
 from engine.training import stages as training_stages
 
@@ -548,7 +551,7 @@ def test_online_restarts_vary_start_and_step() -> None:
     aligned_start = training.initial_model_for(corpus, chosen, 0)
     positions, rows = aligned_entries(aligned_start.layout)
 
-    def on_aligned(start_model: use.CHMM) -> np.ndarray:
+    def on_aligned(start_model: api.CHMM) -> np.ndarray:
         """Each row's mass on its aligned entries."""
         share = np.zeros(start_model.layout.n_states)
         np.add.at(share, rows, np.asarray(start_model.T, dtype=np.float64)[positions])

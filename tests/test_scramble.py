@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import cli, inference, model_files, scramble, training, use
-from engine.model import CHMM, random_model
-from engine.text import PAPER_SYMBOLS, normalise_paper_base
+from engine import api, cli, training
+from engine.backends import model_files, scramble
+from engine.backends.cpu import inference
+from engine.corpora.text import PAPER_SYMBOLS, normalise_paper_base
+from engine.model.dense import CHMM, random_model
 
 MEMORISED = (
     "The quick brown fox jumps over the lazy dog, while seven wizards quietly hexed the jumbled letters; "
@@ -195,7 +197,7 @@ def test_memorised_text_round_trip_raw(raw_model: CHMM, constrained: bool, seed:
 @pytest.mark.parametrize("constrained", [False, True])
 def test_memorised_text_round_trip_paper(paper_model: CHMM, constrained: bool) -> None:
     scrambled = scramble.scramble_text(MEMORISED, np.random.default_rng(7))
-    result = use.decode_text(paper_model, scrambled, constrained=constrained)
+    result = api.decode_text(paper_model, scrambled, constrained=constrained)
     assert result.decoded == normalise_paper_base(MEMORISED)
     assert result.scrambled == scramble.normalise_for_decoding(paper_model, scrambled)
 

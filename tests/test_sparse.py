@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import graph, growing, inference, learning, sampling, sparse
-from engine.blocks import normalise_rows, pairs_in_sequence
-from engine.model import CHMM, ModelFormatError, random_model
+from engine.backends.cpu import inference, sampling, sparse
+from engine.model import pruning
+from engine.model.blocks import normalise_rows, pairs_in_sequence
+from engine.model.dense import CHMM, ModelFormatError, random_model
+from engine.training import growing, learning
 
 
 def _trained_like(seed: int, n_symbols: int = 8, states: int = 160, length: int = 6000):
@@ -29,7 +31,7 @@ def test_sparse_and_dense_agree_on_pruned_models(threshold):
     """In float64 (messages and T), so that the comparison sees the algorithms, not float32 summation orders."""
     model, x, _ = _trained_like(1)
     model = CHMM(model.symbols, model.layout, model.T.astype(np.float64), model.pi.astype(np.float64), None, {})
-    pruned = graph.prune(model, threshold=threshold)
+    pruned = pruning.prune(model, threshold=threshold)
     compact = sparse.from_dense(pruned)
     assert compact.n_nonzero() == pruned.n_nonzero() < model.n_nonzero()
     dense_forward = inference.forward(pruned, x)
@@ -50,7 +52,7 @@ def test_sparse_and_dense_agree_on_pruned_models(threshold):
 
 def test_zeros_stay_zero_and_sparse_em_follows_dense_em():
     model, x, _ = _trained_like(2)
-    pruned = graph.prune(model, threshold=1e-2)
+    pruned = pruning.prune(model, threshold=1e-2)
     zeros = pruned.T == 0
     config = learning.TrainingConfig(max_iterations=3, pseudocount=1e-3, tolerance=0.0)
     dense_run = learning.fit(pruned, x[:5000], x[5000:], config)
@@ -67,7 +69,7 @@ def test_zeros_stay_zero_and_sparse_em_follows_dense_em():
 
 def test_viterbi_and_sampling_match_the_dense_kernels():
     model, x, rng = _trained_like(3)
-    pruned = graph.prune(model, threshold=1e-2)
+    pruned = pruning.prune(model, threshold=1e-2)
     compact = sparse.from_dense(pruned)
     np.testing.assert_array_equal(sparse.viterbi(compact, x[:800]).clones, inference.viterbi(pruned, x[:800]).clones)
     options = [{int(s): 1.0, int((s + 1) % 8): 0.3} for s in x[:300]]
@@ -86,7 +88,7 @@ def test_viterbi_and_sampling_match_the_dense_kernels():
 
 def test_splitting_clones_keeps_the_distribution_exactly_without_noise():
     model, x, rng = _trained_like(4, states=80)
-    pruned = graph.prune(model, threshold=1e-2)
+    pruned = pruning.prune(model, threshold=1e-2)
     target = pruned.n_clones * 3 + np.arange(len(pruned.n_clones)) % 2  # not all multiples of the old counts
     grown = growing.split_clones(pruned, target, rng, noise=0.0)
     np.testing.assert_array_equal(grown.n_clones, target)
@@ -105,7 +107,7 @@ def test_splitting_clones_keeps_the_distribution_exactly_without_noise():
 
 def test_save_and_load_round_trip(tmp_path):
     model, x, _ = _trained_like(5)
-    compact = sparse.from_dense(graph.prune(model, threshold=1e-2))
+    compact = sparse.from_dense(pruning.prune(model, threshold=1e-2))
     compact = compact.with_data(compact.data, sparse.e_step(compact, x).counts)
     path = tmp_path / "sparse.npz"
     sparse.save(compact, path)
@@ -132,36 +134,38 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_sparse_models_go_through_the_training_and_use_services(tmp_path):
-    from engine import communities, model_files, use
+    from engine import api
+    from engine.backends import model_files
+    from engine.network import communities
 
     model, x, rng = _trained_like(6, n_symbols=6, states=120)
     model.metadata = {"normalisation": "raw"}
-    compact = sparse.from_dense(graph.prune(model, threshold=1e-3))
+    compact = sparse.from_dense(pruning.prune(model, threshold=1e-3))
     path = tmp_path / "m.npz"
     model_files.save_model(compact, path)
     loaded = model_files.load_model(path)
     assert isinstance(loaded, sparse.SparseCHMM)
     text = loaded.decode_symbols(x[:2000])
-    assert use.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
-    shown, bits = use.surprisal_text(loaded, text)
+    assert api.score_text(loaded, text).bps == pytest.approx(inference.score(compact.to_dense(), x[:2000]).bps)
+    shown, bits = api.surprisal_text(loaded, text)
     assert shown == text
     np.testing.assert_allclose(bits, inference.surprisal(compact.to_dense(), x[:2000]), rtol=1e-5, atol=1e-9)
-    assert len(use.sample_text(loaded, 50, seed=1)) == 50
+    assert len(api.sample_text(loaded, 50, seed=1)) == 50
     pruned = sparse.prune(loaded, 5e-2)
-    dense_pruned = graph.prune(loaded.to_dense(), threshold=5e-2)
+    dense_pruned = pruning.prune(loaded.to_dense(), threshold=5e-2)
     np.testing.assert_allclose(pruned.to_dense().T, dense_pruned.T, atol=1e-6)
     assert pruned.backoff_weight == pytest.approx(dense_pruned.backoff_weight, rel=1e-6)
-    graph_sparse = use.model_graph(loaded, 5e-2)
-    graph_dense = use.model_graph(loaded.to_dense(), 5e-2)
+    graph_sparse = api.model_graph(loaded, 5e-2)
+    graph_dense = api.model_graph(loaded.to_dense(), 5e-2)
     assert (graph_sparse.weight != graph_dense.weight).nnz == 0
     np.testing.assert_allclose(graph_sparse.flow, graph_dense.flow, atol=1e-9)
-    result = use.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
+    result = api.model_communities(loaded, 5e-2, communities.CommunityOptions(trials=1))
     assert result.top_modules and sum(m.flow for m in result.top_modules) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_block_sums_with_empty_rows_and_blocks():
     model, x, _ = _trained_like(7, states=60)
-    compact = sparse.from_dense(graph.prune(model, threshold=0.2))  # many empty rows
+    compact = sparse.from_dense(pruning.prune(model, threshold=0.2))  # many empty rows
     counts = sparse.e_step(compact, x).counts
     sums = sparse.block_sums(compact.with_data(compact.data, counts))
     dense = compact.with_data(compact.data, counts).to_dense()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import actions, engines, inference, sparse
-from engine.blocks import normalise_rows
-from engine.kernels import cpu
-from engine.model import CHMM
+from engine.backends import engines
+from engine.backends.cpu import inference, sparse
+from engine.backends.cpu import kernels as cpu
+from engine.cognitive import actions
+from engine.model.blocks import normalise_rows
+from engine.model.dense import CHMM
 
 ROOM = np.array([[0, 1, 2, 3], [4, 5, 1, 0], [2, 3, -1, 5], [1, 4, 0, 2]])
 """A room with aliased observations (each symbol is seen in two or three cells) and a wall."""

@@ -1,27 +1,44 @@
-"""The architecture's rules, checked on the source: the engine imports nothing from the front ends, the app has no
-numeric kernels, no module outside the engine implementations compares a backend name or tests what kind of model
-it holds (the registry of :mod:`engine.engines` decides), and the engine's modules import each other without a
-circle (imports inside functions included)."""
+"""The architecture's rules, checked on the source (the figures are :mod:`structure`'s; ``python tests/structure.py``
+prints them): the engine is a house of wings (each subpackage of ``engine/`` one room) whose rooms and modules import
+each other without a circle (imports inside functions included), on at most :data:`MAX_FLOORS` floors; the front ends
+(the app and the engine's own command line) import only the door :mod:`engine.api`, :mod:`engine.errors` and
+:mod:`engine.files` (an allow-list); only the engine implementations import the numeric kernels; the engine imports
+nothing from the front ends; no module outside the implementations compares a backend name or tests what kind of
+model it holds (the registry of :mod:`engine.backends.engines` decides); and no module or function is above its size
+limit."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
-from engine import cli, engines
+from engine import cli
+from engine.backends import engines
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import structure  # noqa: E402 (tests/structure.py, beside this file)
+
+ROOT = structure.ROOT
 IMPLEMENTATIONS = {
-    "engine/engines.py", "engine/cpu_engines.py", "engine/sparse.py", "engine/gpu.py", "engine/gpu_engine.py",
-    "engine/gpu_lockstep.py",
-    "engine/devices.py", "engine/model.py",
+    "engine/backends/engines.py", "engine/backends/cpu/implementation.py", "engine/backends/cpu/sparse.py",
+    "engine/backends/gpu/device_blocks.py", "engine/backends/gpu/implementation.py", "engine/backends/gpu/lockstep.py",
+    "engine/backends/gpu/devices.py", "engine/model/dense.py",
 }  # fmt: skip
 """The modules that define the implementations and the registry: the only ones that may tell forms apart."""
 MODEL_CLASSES = {"CHMM", "SparseCHMM", "DeviceModel"}
 KIND_ATTRIBUTES = {"form", "indptr"}
 """Attributes whose value tells the kind of a model (its ``form``; only sparse models have ``indptr``)."""
+DOOR = {"engine.api", "engine.errors", "engine.files"}
+"""What a front end may import of the engine."""
+FRONT_END_FILES = sorted((ROOT / "engine" / "cli").rglob("*.py"))
+"""The front ends the allow-list covers: the command line (the app follows once it goes through the door)."""
+MAX_FLOORS = 10
+"""Floors of the engine's rooms at most (the flat engine had 17)."""
+IMPLEMENTATION_PACKAGE = "engine.backends"
+"""The only package whose modules may import the numeric kernels."""
 
 
 def backend_names() -> set[str]:
@@ -79,52 +96,29 @@ def kind_tests(source: str, names: set[str]) -> list[str]:
     return found
 
 
-def engine_imports(root: Path) -> dict[str, set[str]]:
-    """The engine's modules (dotted names) and the engine modules each imports anywhere in its source (function
-    level included; ``from engine import gpu`` counts as importing ``engine.gpu``)."""
-    modules = {}
-    for path in sorted((root / "engine").rglob("*.py")):
-        parts = path.relative_to(root).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        modules[name] = path
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                targets.add(base)
-                targets |= {f"{base}.{alias.name}" for alias in node.names}
-        graph[name] = {t for t in targets if t in modules and t != name and modules[t].name != "__init__.py"}
-    return graph
+
+def door_violations(root: Path, files: list[Path]) -> dict[str, set[str]]:
+    """For each front-end file, the engine modules it imports outside :data:`DOOR`."""
+    modules = structure.engine_modules(root)
+    found = {}
+    for path in files:
+        outside = structure.imports_of(root, path, modules) - DOOR - {"engine"}
+        outside = {m for m in outside if not m.startswith("engine.cli")}  # the command line's own modules
+        if outside:
+            found[str(path.relative_to(root))] = outside
+    return found
 
 
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles of ``graph`` (each as the modules around it), found by depth-first search."""
-    found: list[list[str]] = []
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(module: str) -> None:
-        state[module] = 1
-        path.append(module)
-        for target in sorted(graph.get(module, ())):
-            if state.get(target) == 1:
-                found.append(path[path.index(target) :] + [target])
-            elif target not in state:
-                visit(target)
-        path.pop()
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module)
+def kernel_violations(root: Path) -> dict[str, set[str]]:
+    """Modules outside :data:`IMPLEMENTATION_PACKAGE` that import a kernel module of the engine (``kernels`` or
+    ``twins`` in its name), or CuPy."""
+    found = {}
+    for module, names in structure.kernel_importers(root).items():
+        if module.startswith(IMPLEMENTATION_PACKAGE + "."):
+            continue
+        kernels = {n for n in names if n.startswith("engine.") or n.split(".")[0] == "cupy"}
+        if kernels:
+            found[module] = kernels
     return found
 
 
@@ -134,50 +128,34 @@ def test_the_engine_imports_no_front_end(path: Path) -> None:
     assert not front, f"{path.relative_to(ROOT)} imports {sorted(front)}"
 
 
-ENGINE_INTERNALS = {
-    "engine.inference", "engine.sparse", "engine.gpu", "engine.gpu_engine", "engine.gpu_lockstep", "engine.devices",
-    "engine.cpu_engines",
-    "engine.chunks", "engine.archive", "engine.codec",
-    "engine.synthetic", "engine.backend", "engine.cli", "engine.commands", "engine.peers",
-}  # fmt: skip
-"""Engine modules the app never imports: the implementations and their numerics, file internals, the command line and
-the peer learners themselves (the app reaches them through :mod:`engine.learners`, :mod:`engine.use`,
-:mod:`engine.training` and :mod:`engine.model_files`), and the training package's submodules (its ``__init__`` is its
-interface)."""
+def test_the_front_ends_import_only_the_door() -> None:
+    assert door_violations(ROOT, FRONT_END_FILES) == {}
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "app").rglob("*.py")), ids=lambda p: p.name)
-def test_the_app_imports_only_the_engine_s_public_modules(path: Path) -> None:
-    internal = internal_engine_imports(path.read_text(encoding="utf-8"))
-    assert not internal, f"{path.relative_to(ROOT)} imports {sorted(internal)}"
+def test_the_door_check_finds_a_planted_import(tmp_path: Path) -> None:
+    (tmp_path / "engine" / "cli").mkdir(parents=True)
+    for name in ("engine/__init__.py", "engine/api.py", "engine/errors.py", "engine/cli/__init__.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "engine" / "model").mkdir()
+    (tmp_path / "engine" / "model" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "model" / "dense.py").write_text("")
+    front = tmp_path / "engine" / "cli" / "commands.py"
+    front.write_text("from engine import api, errors\nfrom engine.cli import commands\n")
+    assert door_violations(tmp_path, [front]) == {}
+    front.write_text("from engine import api\ndef f():\n    from engine.model.dense import CHMM\n")
+    assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.model.dense"}}
 
 
-TRAINING_SUBMODULES = tuple(
-    f"engine.training.{p.stem}" for p in (ROOT / "engine" / "training").glob("*.py") if p.stem != "__init__"
-)
+KERNELS_OUTSIDE = {"engine.cognitive.actions", "engine.cognitive.maps"}
+"""Modules outside the implementations that still import the CPU kernels: the maps' passes, until they run on the
+protocol (issue 46, item 3)."""
 
 
-def internal_engine_imports(source: str) -> set[str]:
-    """The modules of :data:`ENGINE_INTERNALS` (or the training package's submodules, or kernels) that ``source``
-    imports, ``from engine import inference`` included."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return {
-        m for m in names
-        if any(m == i or m.startswith(i + ".") for i in ENGINE_INTERNALS)
-        or m.startswith(TRAINING_SUBMODULES + ("engine.kernels",))
-    }  # fmt: skip
-
-
-def test_the_public_module_check_finds_a_planted_import() -> None:
-    assert internal_engine_imports("from engine import text, use") == set()
-    assert internal_engine_imports("from engine import text, inference") == {"engine.inference"}
-    assert internal_engine_imports("from engine.training.search import search_settings") != set()
-    assert internal_engine_imports("import engine.kernels.cpu") == {"engine.kernels.cpu"}
+def test_only_the_implementations_import_kernels() -> None:
+    assert set(kernel_violations(ROOT)) == KERNELS_OUTSIDE
+    assert {"engine.backends.cpu.inference", "engine.backends.gpu.device_blocks"} <= set(
+        structure.kernel_importers(ROOT)
+    )
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "app").rglob("*.py")), ids=lambda p: p.name)
@@ -210,24 +188,46 @@ def test_no_module_outside_the_implementations_tests_a_backend_or_a_kind_of_mode
     ],
 )
 def test_the_kind_check_finds_a_planted_test(planted: str) -> None:
-    source = (ROOT / "engine" / "use.py").read_text(encoding="utf-8")
+    source = (ROOT / "engine" / "api.py").read_text(encoding="utf-8")
     assert kind_tests(source, backend_names()) == []
     assert kind_tests(source + "\n\n" + planted + "\n", backend_names()) != []
 
 
-def test_the_engine_has_no_import_circle() -> None:
-    assert circles(engine_imports(ROOT)) == []
+
+def test_the_engine_has_no_import_circle_between_modules_or_rooms() -> None:
+    modules = structure.module_graph(ROOT)
+    assert structure.circles(modules) == []
+    rooms = structure.room_graph(modules)
+    assert structure.circles(rooms) == []
+    assert structure.arrows_up(rooms) == []
+
+
+def test_the_engine_s_rooms_stand_on_at_most_ten_floors() -> None:
+    rooms = structure.room_graph(structure.module_graph(ROOT))
+    assert {"engine.api", "engine.model", "engine.backends", "engine.training", "engine.cli"} <= set(rooms)
+    assert max(structure.floors(rooms).values()) <= MAX_FLOORS
 
 
 def test_the_circle_check_finds_a_planted_circle(tmp_path: Path) -> None:
-    """A function-level import that closes a circle (as engines <-> gpu once did) is found."""
-    (tmp_path / "engine").mkdir()
+    """A function-level import that closes a circle (as engines <-> gpu once did) is found, between modules and
+    between the rooms that hold them; the circle's arrows are the arrows up."""
+    (tmp_path / "engine" / "backends").mkdir(parents=True)
     (tmp_path / "engine" / "__init__.py").write_text("")
-    (tmp_path / "engine" / "engines.py").write_text("from engine import gpu\n")
-    (tmp_path / "engine" / "gpu.py").write_text("def f():\n    from engine.engines import DenseEngine\n")
-    (tmp_path / "engine" / "model.py").write_text("import numpy\n")
-    assert circles(engine_imports(tmp_path)) == [["engine.engines", "engine.gpu", "engine.engines"]]
-    assert circles(engine_imports(ROOT)) == []
+    (tmp_path / "engine" / "backends" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "backends" / "engines.py").write_text("from engine import model\n")
+    (tmp_path / "engine" / "model.py").write_text("def f():\n    from engine.backends.engines import Engine\n")
+    modules = structure.module_graph(tmp_path)
+    assert structure.circles(modules) == [["engine.backends.engines", "engine.model", "engine.backends.engines"]]
+    rooms = structure.room_graph(modules)
+    assert structure.circles(rooms) == [["engine.backends", "engine.model", "engine.backends"]]
+    assert len(structure.arrows_up(rooms)) == 1
+    assert structure.circles(structure.module_graph(ROOT)) == []
+
+
+def test_no_engine_module_or_function_is_above_its_limit() -> None:
+    assert {p: n for p, n in structure.long_modules(ROOT).items() if p.startswith("engine/")} == {}
+    long_functions = {f for f in structure.long_functions(ROOT) if f.startswith("engine/")}
+    assert long_functions <= {"engine/training/learning.py:fit"}  # 83 lines; the maps' loop joins it (item 3)
 
 
 def test_the_choices_come_from_the_registry() -> None:

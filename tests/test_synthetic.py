@@ -1,12 +1,12 @@
-"""Tests of engine/synthetic.py: the toy FSM and bracket data sets, their entropy rates and true models."""
+"""Tests of engine/model/synthetic.py: the toy FSM and bracket data sets, their entropy rates and true models."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.model import CHMM
-from engine.synthetic import (
+from engine.model.dense import CHMM
+from engine.model.synthetic import (
     BRACKET_SYMBOLS,
     TOY_FSM_PAPER_EXTRA_CLONES,
     TOY_FSM_SIGNAL_PAIRS,

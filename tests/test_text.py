@@ -1,4 +1,4 @@
-"""Tests for engine.text: reading, normalising and splitting corpora."""
+"""Tests for engine.corpora.text: reading, normalising and splitting corpora."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.text import (
+from engine.corpora.text import (
     PAPER_SYMBOLS,
     Corpus,
     CorpusError,

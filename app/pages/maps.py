@@ -14,7 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from app import background, figures, ids, services, sessions, ui
 from app.services import maps
-from engine import walks
+from engine.cognitive import walks
 
 dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
 
@@ -580,7 +580,7 @@ def style_map(colour: str | None, route: list[int] | None, selected: Any) -> lis
     prevent_initial_call=True,
 )
 def download(model_clicks: int | None, graph_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    """The map's model file (.npz, loadable with engine.actions.load) or its clone graph as GraphML."""
+    """The map's model file (.npz, loadable with engine.cognitive.actions.load) or its clone graph as GraphML."""
     ui.require_click(model_clicks if ctx.triggered_id == ids.MAP_DOWNLOAD_MODEL else graph_clicks)
     try:
         folder = sessions.session_folder(session_id)

@@ -13,10 +13,9 @@ from dash.exceptions import PreventUpdate
 from app import background, config, figures, forms, ids, services, sessions, ui
 from app.services import corpus as corpus_service
 from app.services import training_jobs
-from engine.allocation import ALLOCATION_METHODS
-from engine.engines import backend_choices, backend_status
-from engine.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
-from engine.text import NORMALISATIONS
+from engine.backends.engines import backend_choices, backend_status
+from engine.corpora.allocation import ALLOCATION_METHODS
+from engine.corpora.text import NORMALISATIONS
 from engine.training import (
     ALIGNED_SHARE,
     AUTO,
@@ -27,6 +26,7 @@ from engine.training import (
     SYMBOLS_PER_STATE,
     TrainOptions,
 )
+from engine.training.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 

@@ -1,8 +1,8 @@
 """The services behind the pages' callbacks, one module per concern: each function takes a session folder and the
 callback's inputs and returns what the page shows, raising :class:`UserError` (or an engine error) with a
 one-sentence message on bad input. The callbacks only unpack inputs, call these and format the result, so the tests
-call these directly. Everything that computes goes through :mod:`engine.training`, :mod:`engine.use`,
-:mod:`engine.model_files` and :mod:`engine.text`.
+call these directly. Everything that computes goes through :mod:`engine.training`, :mod:`engine.api`,
+:mod:`engine.backends.model_files` and :mod:`engine.corpora.text`.
 
 - :mod:`app.services.corpus`: uploads of corpora, the session's corpus and its preview;
 - :mod:`app.services.models`: the session's current model: summary, upload, download, undo;
@@ -26,7 +26,8 @@ import re
 from typing import Any
 
 from app.config import format_bytes as format_bytes  # the services' callers format sizes with it
-from engine import errors, graph
+from engine import errors
+from engine.api import check_threshold
 
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
 
@@ -84,7 +85,7 @@ STOP_REASONS = {
     "cancelled": "cancelled",
     "failed": "failed",
 }
-"""Why training stopped, in words, by the engine's code (engine.learning's ``stopped``)."""
+"""Why training stopped, in words, by the engine's code (engine.training.learning's ``stopped``)."""
 
 
 def stop_reason(code: Any) -> str:
@@ -136,11 +137,11 @@ def check_work(characters: int, nonzeros: int, budget: float, what: str, command
 # ------------------------------------------------------------------------------------------ export
 def parse_threshold(value: Any) -> float:
     """A pruning threshold typed by the user: a number strictly between 0 and 1 (e.g. ``1e-3``); the check is the
-    engine's (:func:`engine.graph.check_threshold`), its message shown in the page."""
+    engine's (:func:`engine.model.pruning.check_threshold`), its message shown in the page."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise UserError("Enter a pruning threshold between 0 and 1, e.g. 1e-3.")
     try:
-        return graph.check_threshold(value)
+        return check_threshold(value)
     except ValueError as exc:
         message = str(exc)
         raise UserError(message[0].upper() + message[1:] + ".") from None

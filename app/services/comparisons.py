@@ -2,7 +2,7 @@
 as a background job, and show their test BPS, training time and parameter count side by side.
 
 The job (:func:`run_compare_job`) reads the corpus (the session's or the bundled sample), trains each learner in
-turn through :func:`engine.learners.train_learner_text` (the same normalisation, splits and refit for every
+turn through :func:`engine.peers.learners.train_learner_text` (the same normalisation, splits and refit for every
 learner) and rewrites ``compare.json`` in the session folder after each one, so the page can show the rows that are
 done while the rest train. One learner failing does not stop the others: its row says why. While the job runs it
 touches ``compare-heartbeat`` every second; the Cancel button writes ``compare-cancel``, which stops the CHMM within
@@ -37,8 +37,12 @@ from app.background import (
 from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
 from app.services import UserError
 from app.services import corpus as corpus_service
-from engine import learners, learning, model_files, text, training
+from engine import training
+from engine.backends import model_files
+from engine.corpora import text
 from engine.errors import error_message
+from engine.peers import learners
+from engine.training import learning
 
 COMPARE = "compare.json"
 

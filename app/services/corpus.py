@@ -11,7 +11,7 @@ from typing import Any
 
 from app import config, sessions
 from app.services import UserError, format_bytes, visible
-from engine import documents, text
+from engine.corpora import documents, text
 from engine.files import atomic_write_bytes, atomic_write_json
 
 PREVIEW_CHARS = 600
@@ -60,7 +60,7 @@ class CorpusInfo:
 
 def store_corpus(folder: Path, contents: str | list[str] | None, filename: str | list[str] | None) -> CorpusInfo:
     """Validate an upload of one or several files (each a UTF-8 text file or a ``.zip`` of them) and keep it as the
-    session's corpus: one text, or several documents (independent sequences, see :mod:`engine.documents`). Every
+    session's corpus: one text, or several documents (independent sequences, see :mod:`engine.corpora.documents`). Every
     file, every zip member and all of them together are checked (empty, binary, invalid UTF-8, too large, a zip
     that expands past the limit: one clear message naming the file); a rejected upload keeps the previous corpus."""
     contents_list = contents if isinstance(contents, list) else [contents]
@@ -114,8 +114,8 @@ def _check_trainable(read: list[documents.Document]) -> None:
 
 
 def _zip_documents(data: bytes, name: str, limit: int) -> list[documents.Document]:
-    """The documents of an uploaded zip (read in memory by :func:`engine.documents.read_zip_bytes`, with the size
-    checks of every corpus: members and all of them together within ``limit``)."""
+    """The documents of an uploaded zip (read in memory by :func:`engine.corpora.documents.read_zip_bytes`, with the
+    size checks of every corpus: members and all of them together within ``limit``)."""
     return [documents.Document(f"{name}: {d.name}", d.text) for d in documents.read_zip_bytes(data, name, limit)]
 
 
@@ -186,7 +186,7 @@ def joined_corpus_text(folder: Path) -> str | None:
 
 def corpus_preview(folder: Path, normalisation: str = "paper", validation: float = 0.1) -> dict[str, Any]:
     """Size, alphabet, split sizes and the start of the normalised training text of the session's corpus, as
-    ``engine.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
+    ``engine.corpora.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
     given, info = read_corpus(folder)
     corpus = text.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name)
     return {

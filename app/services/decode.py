@@ -8,7 +8,8 @@ from typing import Any
 
 from app.services import DECODE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.models import load_current
-from engine import scramble, use
+from engine import api
+from engine.backends import scramble
 
 MAX_DECODE_CHARS = 5_000
 
@@ -39,8 +40,8 @@ def scramble_with_original(
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        original = use.decoding_text(model, sentence)
-        scrambled = use.scramble_for_model(model, sentence, seed=s)
+        original = api.decoding_text(model, sentence)
+        scrambled = api.scramble_for_model(model, sentence, seed=s)
     except ValueError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
     earlier = previous.get("original") if isinstance(previous, dict) else None
@@ -62,7 +63,7 @@ def decode(
     check_work(len(sentence), model.n_nonzero(), DECODE_WORK, "Decoding", "chmm decode")
     started = time.perf_counter()
     try:
-        result = use.decode_text(model, sentence, constrained=bool(constrained))
+        result = api.decode_text(model, sentence, constrained=bool(constrained))
     except ValueError as exc:
         raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
     seconds = time.perf_counter() - started

@@ -10,8 +10,9 @@ from typing import Any
 from app.services import SCORE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
-from engine import text, use
-from engine.model import CHMM
+from engine import api
+from engine.corpora import text
+from engine.model.dense import CHMM
 
 MAX_SAMPLE_LENGTH = 20_000
 
@@ -29,7 +30,7 @@ def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) 
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     model = load_current(folder)
     try:
-        return use.sample_text(model, n, seed=s, prefix=prefix or None)
+        return api.sample_text(model, n, seed=s, prefix=prefix or None)
     except ValueError as exc:  # CorpusError is a ValueError: a prefix empty after normalisation or off-alphabet
         raise UserError(f"The prefix cannot be used: {describe_error(exc)}") from None
 
@@ -38,7 +39,7 @@ def as_model_reads(folder: Path, raw_text: str) -> str:
     """``raw_text`` normalised like the current model's corpus (what sampling continues and scoring scores)."""
     model = load_current(folder)
     try:
-        return model.decode_symbols(use.encode_for_model(model, raw_text))
+        return model.decode_symbols(api.encode_for_model(model, raw_text))
     except ValueError as exc:
         raise UserError(f"The text cannot be read by the model: {describe_error(exc)}") from None
 
@@ -57,20 +58,20 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
     model = load_current(folder)
     check_work(len(raw_text), model.n_nonzero(), SCORE_WORK, "Scoring", "chmm score")
     try:
-        result = use.score_text(model, raw_text, placeholder=placeholder)
+        result = api.score_text(model, raw_text, placeholder=placeholder)
         shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
-        normalised, bits = use.surprisal_text(model, shown, placeholder=placeholder)
+        normalised, bits = api.surprisal_text(model, shown, placeholder=placeholder)
     except ValueError as exc:
         raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
-    rare = use.rare_words(model, raw_text)
+    rare = api.rare_words(model, raw_text)
     training = rare.training_share
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
         corpus_text = reference_corpus(folder, model)
         if corpus_text is not None:  # measured on the held-out part of its corpus, as training records it now
             corpus = text.prepare_corpus(corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
-            training = use.placeholder_share(corpus.validation_text + " " + corpus.test_text)
-            rare = use.RareWords(rare.replaced, rare.words, rare.examples, training)
+            training = api.placeholder_share(corpus.validation_text + " " + corpus.test_text)
+            rare = api.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
         "bps": result.bps,
         "symbols": result.symbols,

@@ -19,10 +19,11 @@ from app.background import FAILED, FINISHED, RUNNING, JobFiles
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
-from engine import communities as communities_mod
-from engine import drawing, use
-from engine import export as export_mod
+from engine import api
 from engine.files import atomic_write_bytes
+from engine.network import communities as communities_mod
+from engine.network import drawing
+from engine.network import export as export_mod
 
 EXPORT_FORMATS = export_mod.FORMATS
 
@@ -80,7 +81,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
     model = load_current(folder)
-    edges, limit = use.graph_edges(model, cut), config.max_export_edges()
+    edges, limit = api.graph_edges(model, cut), config.max_export_edges()
     if edges > limit:
         raise UserError(
             f"At threshold {cut:.2g} the clone graph has {edges:,} edges, more than the {limit:,} the Export page "
@@ -90,7 +91,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
     out.mkdir(exist_ok=True)
     written = out / f"export{export_mod.EXTENSIONS[fmt]}"
     try:
-        figures = use.export_model_graph(
+        figures = api.export_model_graph(
             model,
             written,
             fmt,
@@ -145,7 +146,7 @@ def run_communities(
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
         markov_time=parse_markov_time(markov_time),
     )
-    threshold = use.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
+    threshold = api.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
     files = communities_files(folder)
     if files.running():
         raise UserError("Infomap is already running in this session; wait for it to finish.")
@@ -169,7 +170,7 @@ def communities_files(folder: Path) -> JobFiles:
 def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = load_current(folder)
     corpus_text = reference_corpus(folder, model)
-    result = use.model_communities(model, threshold, options, corpus_text)
+    result = api.model_communities(model, threshold, options, corpus_text)
     terms = communities_mod.codelength_terms(result)
     flows = communities_mod.node_flows(result)
     saved = {
@@ -354,8 +355,8 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
     transition still places its clone next to its neighbour). Up to :data:`KAMADA_KAWAI_NODES` clones:
     Kamada-Kawai on hop distances, with clones in different connected pieces one hop further apart than the
     farthest connected pair (at the library's default of 10^6 they barely repel, and the pieces interleave);
-    larger subgraphs: :func:`engine.drawing.force_layout` (``seed``; networkx's spring layout took 13.7 s for 2,000
-    nodes, bench/bench_layout.py)."""
+    larger subgraphs: :func:`engine.network.drawing.force_layout` (``seed``; networkx's spring layout took 13.7 s for
+    2,000 nodes, bench/bench_layout.py)."""
     if len(graph) == 0:
         return {}
     undirected = nx.Graph(graph)
@@ -394,7 +395,7 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
-    graph = use.model_graph(load_current(folder), saved["threshold"])
+    graph = api.model_graph(load_current(folder), saved["threshold"])
     deepest = _deepest_modules(saved)
     if module_id in (None, ""):
         members = np.flatnonzero(graph.active())
@@ -499,7 +500,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     if module is None:
         top = sum(1 for m in saved["modules"] if not m.get("parent"))
         raise UserError(f"Module {key!r} does not exist: the result has top modules 1..{top} (submodules 1:1, ...).")
-    graph = use.model_graph(load_current(folder), saved["threshold"])
+    graph = api.model_graph(load_current(folder), saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
     G = export_mod.to_networkx(graph, nodes=nodes, ids="state")
@@ -665,10 +666,11 @@ def place_labels(xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: floa
 
 def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
-    modules) as dash-cytoscape nodes sized by flow and coloured as in the table (:func:`engine.drawing.module_colour`),
-    linked by the flow between them (the saved :func:`engine.communities.module_links`), laid out on the server
-    (:func:`engine.drawing.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most flow
-    first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
+    modules) as dash-cytoscape nodes sized by flow and coloured as in the table
+    (:func:`engine.network.drawing.module_colour`), linked by the flow between them (the saved
+    :func:`engine.network.communities.module_links`), laid out on the server
+    (:func:`engine.network.drawing.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most
+    flow first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
     flat. Returns the elements, the notes and the level's figures."""
     saved = read_communities(folder)
     if saved is None:
@@ -763,7 +765,7 @@ MAX_SEARCH_CHARS = 200
 
 def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
     """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
-    (:func:`engine.use.clone_path`: normalised as the corpus was, with spaces around it), each position's
+    (:func:`engine.api.clone_path`: normalised as the corpus was, with spaces around it), each position's
     clone and the deepest module of the last community run that holds it, and the top modules the path passes
     through in order. Returns the steps, the modules, the clones, the words the normalisation read as ``rare`` and
     the path's bits per symbol."""
@@ -777,7 +779,7 @@ def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
         raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
     model = load_current(folder)
     try:
-        found = use.clone_path(model, text_in)
+        found = api.clone_path(model, text_in)
     except ValueError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
     deepest = _deepest_modules(saved)

@@ -2,8 +2,8 @@
 uploaded walk), a CHMM with actions learned from the walk as a background job, and what the page shows of the
 learned map: its clone graph laid out like the room, a clone's place field, a planned route and Infomap's modules.
 
-Everything numeric is the engine's (:mod:`engine.walks`, :mod:`engine.actions`); this module checks input, runs the
-job and turns the engine's results into what the page draws. A session's map lives in its folder::
+Everything numeric is the engine's (:mod:`engine.cognitive.walks`, :mod:`engine.cognitive.actions`); this module checks
+input, runs the job and turns the engine's results into what the page draws. A session's map lives in its folder::
 
     map-job.json      the latest map job: key, status, message, stage, iteration and bits per step (its progress)
     map-heartbeat     touched every second while the job runs
@@ -33,7 +33,7 @@ from app import background, config, sessions
 from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import decode_upload
-from engine import actions, maps, walks
+from engine.cognitive import actions, maps, walks
 from engine.files import atomic_write_bytes, atomic_write_json
 
 NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
@@ -46,8 +46,8 @@ NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
 APP_WALK_LENGTH = 10_000
 """The page's walk length: the notebook's room is learned from it in a few seconds."""
 APP_CLONES = 20
-"""The page's clones per observation: the engine's default is :data:`engine.walks.MAP_DEFAULTS` (70); 20 learn the
-notebook's room from a 10,000-step walk in about 3 s on 2 cores (70: about four times as long), and recover it."""
+"""The page's clones per observation: the engine's default is :data:`engine.cognitive.walks.MAP_DEFAULTS` (70); 20 learn
+the notebook's room from a 10,000-step walk in about 3 s on 2 cores (70: about four times as long), and recover it."""
 MAX_WALK_LENGTH = 200_000
 MAX_CLONES = 200
 MAX_TOTAL_CLONES = 5_000
@@ -282,9 +282,9 @@ def run_map_job(
     key: str | None = None,
     ticket: Ticket | None = None,
 ) -> dict[str, str]:
-    """Learn a map (:func:`engine.walks.learn_map`) from the request's walk and make it the session's map; returns
-    the key, status and message (never raises for a problem with the input or the run). The session's current map
-    changes only when the status is ``finished``. With the started ``ticket`` of a queued job it takes its place at
+    """Learn a map (:func:`engine.cognitive.walks.learn_map`) from the request's walk and make it the session's map;
+    returns the key, status and message (never raises for a problem with the input or the run). The session's current
+    map changes only when the status is ``finished``. With the started ``ticket`` of a queued job it takes its place at
     once; without one it waits in this process."""
     key = key or uuid.uuid4().hex[:12]
     files = map_files(folder)
@@ -533,7 +533,7 @@ def _clone(value: Any, view: dict[str, Any], what: str) -> int:
 
 
 def place_field(folder: Path, clone: Any) -> dict[str, Any]:
-    """Where a clone of the map is active in the room (:func:`engine.maps.place_field`): the field (rows of
+    """Where a clone of the map is active in the room (:func:`engine.cognitive.maps.place_field`): the field (rows of
     values, None for cells never visited), the clone and its observation. UserError when the walk has no true
     places or the clone is not on the map."""
     view = load_view(folder)
@@ -550,8 +550,8 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
 
 
 def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
-    """The most probable route on the map from one clone to another (:func:`engine.maps.plan`): its clones, its
-    actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is missing or
+    """The most probable route on the map from one clone to another (:func:`engine.cognitive.maps.plan`): its clones,
+    its actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is missing or
     the goal cannot be reached."""
     view = load_view(folder)
     if view is None:

@@ -11,9 +11,10 @@ from app import config, sessions
 from app.background import read_json
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
-from engine import model_files, use
+from engine import api
+from engine.backends import model_files
 from engine.files import atomic_write_bytes, atomic_write_json
-from engine.model import CHMM, ModelFormatError
+from engine.model.dense import CHMM, ModelFormatError
 
 
 # ------------------------------------------------------------------------------------------ the current model
@@ -66,7 +67,7 @@ def _summarise(path: Path) -> dict[str, Any]:
         "clones": [int(c) for c in model.n_clones],
         "stored_entries": int(model.layout.size),
         "nonzeros": model.n_nonzero(),
-        "above_floor": use.graph_edges(model, NOISE_FLOOR),
+        "above_floor": api.graph_edges(model, NOISE_FLOOR),
         "file_bytes": path.stat().st_size,
         "corpus": meta.get("corpus"),
         "normalisation": meta.get("normalisation"),

@@ -10,8 +10,10 @@ from app import config, sessions
 from app.services import UserError, describe_error, parse_threshold
 from app.services.corpus import corpus_info, read_corpus
 from app.services.models import load_current
-from engine import model_files, text, use
-from engine.model import CHMM
+from engine import api
+from engine.backends import model_files
+from engine.corpora import text
+from engine.model.dense import CHMM
 
 PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
@@ -56,7 +58,7 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
     else:
         raise UserError("There is no text to score: upload a corpus on the Train page first.")
     model = load_current(folder) if model is None else model
-    held_out = use.held_out_split_text(model, given if info is not None else corpus_text)
+    held_out = api.held_out_split_text(model, given if info is not None else corpus_text)
     if held_out:
         split, part = held_out
         note = "" if part == "validation" else "; its validation part was trained on in the refit"
@@ -104,8 +106,8 @@ def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str
     if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
         validation, source = validation[:most], f"the first {most:,} characters of {source}"
     try:
-        points = use.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
-        unpruned = use.score_text(model, validation)
+        points = api.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
+        unpruned = api.score_text(model, validation)
     except ValueError as exc:
         raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
     return {
@@ -127,7 +129,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
         validation, source = validation[:most], f"the first {most:,} characters of {source}"
     try:
-        outcome = use.prune_model(model, threshold=threshold, validation_text=validation)
+        outcome = api.prune_model(model, threshold=threshold, validation_text=validation)
     except ValueError as exc:
         raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
     outcome.model.metadata["pruned"]["scored_on"] = source

@@ -13,8 +13,8 @@ over the limit), trains with :func:`engine.training.train_text` and writes, in t
   kept as ``previous.npz``). A cancelled, failed or refused job never touches ``current.npz``.
 
 Cancellation: the page's Cancel button stops the background callback and writes the ``cancel`` flag file; the
-job's :class:`engine.learning.CancelToken` polls that file, so the engine stops within an iteration (one batch for
-online EM) even where the job cannot be killed (a Celery worker on another machine).
+job's :class:`engine.training.learning.CancelToken` polls that file, so the engine stops within an iteration (one batch
+for online EM) even where the job cannot be killed (a Celery worker on another machine).
 """
 
 from __future__ import annotations
@@ -53,8 +53,12 @@ from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
 from app.services import maps as map_service
-from engine import distributed, learners, learning, model_files, text, training
+from engine import training
+from engine.backends import model_files
+from engine.corpora import text
 from engine.files import atomic_write_json
+from engine.peers import learners
+from engine.training import distributed, learning
 
 ProgressReport = Callable[[dict[str, Any]], None]
 

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine import archive
+from engine.model import archive
 
 PEER_FORMAT = archive.PEER_FORMAT
 PEER_FORMAT_VERSION = 1
@@ -72,7 +72,7 @@ def bits_per_symbol(learner: PeerLearner, x: np.ndarray) -> float:
 def save_arrays(path: str | os.PathLike[str], kind: str, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> None:
     """Write ``arrays`` and a JSON ``header`` (plain types only) as one ``.npz`` (no pickle), atomically: a temporary
     file in the same folder is renamed over ``path``, so a failure leaves an existing file intact."""
-    from engine.model import write_npz_atomic
+    from engine.model.dense import write_npz_atomic
 
     full = {"format": PEER_FORMAT, "format_version": PEER_FORMAT_VERSION, "kind": kind, **header}
     write_npz_atomic(path, arrays, full, compressed=True)
@@ -92,7 +92,7 @@ def load_arrays(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a file written by :func:`save_arrays` for learner ``kind``; anything else raises PeerFormatError.
 
-    Read as untrusted input (:class:`engine.archive.ModelArchive`): only the members the header's manifest lists,
+    Read as untrusted input (:class:`engine.model.archive.ModelArchive`): only the members the header's manifest lists,
     each checked against its declared size and all of them against ``max_bytes`` before it is inflated (each
     learner checks its arrays' shapes against one another after)."""
     path = Path(path)

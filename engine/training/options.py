@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, learning, text
-from engine.allocation import DEFAULT_NGRAM_ORDER
-from engine.blocks import pairs_in_sequence
-from engine.model import CHMM, MAX_STATES
+from engine.corpora import allocation, text
+from engine.corpora.allocation import DEFAULT_NGRAM_ORDER
+from engine.model.blocks import pairs_in_sequence
+from engine.model.dense import CHMM, MAX_STATES
+from engine.training import learning
 
 ENGINE_VERSION = "0.1.0"
 
@@ -116,8 +117,8 @@ aligned share is added (:data:`ALIGNED_SHARE`)."""
 
 ALIGNED_SHARE = 0.9
 """An aligned start is a sharp draw (:data:`SHARP_CONCENTRATION`) with this share of every row on its aligned
-entries, clone c of one symbol to clone c of the next (:func:`engine.blocks.align_rows`). From such starts online EM
-left the toy FSM's plateaus in 20 of 20 restarts at k = 3, 4 and 5, where uniform starts stay on them for whole seeds
+entries, clone c of one symbol to clone c of the next (:func:`engine.model.blocks.align_rows`). From such starts online
+EM left the toy FSM's plateaus in 20 of 20 restarts at k = 3, 4 and 5, where uniform starts stay on them for whole seeds
 (k = 5: 0.467 in 16 of 16 restarts of uniform and plain sharp starts), and on alice it reaches a lower validation
 BPS (1.701 against 1.711 at 3,000 states); bench/RESULTS.md, issue 15."""
 

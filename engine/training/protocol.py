@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, engines, growing, learning, text
-from engine import graph as graph_mod
-from engine.codec import TextCodec
-from engine.model import CHMM
-from engine.model_files import load_model
-from engine.training import stages
+from engine.backends import engines
+from engine.backends.model_files import load_model
+from engine.corpora import allocation, text
+from engine.corpora.text import placeholder_share
+from engine.model import pruning
+from engine.model.codec import TextCodec
+from engine.model.dense import CHMM
+from engine.training import growing, learning, stages
 from engine.training.options import (
     DENSE_STATE_LIMIT,
     DTYPES,
@@ -42,7 +44,6 @@ from engine.training.stages import (
     refit_stage,
     select_on_validation,
 )
-from engine.use import placeholder_share
 
 
 def train_text(
@@ -70,7 +71,8 @@ def train_text(
        start on training + validation text for the number of iterations validation chose.
 
     Returns the model and its figures; ``validation_bps`` is always the held-out figure of the selection run. With
-    ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.distributed`) batch EM's E-steps run on its workers.
+    ``cluster`` (a ``dask.distributed.Client``, see :mod:`engine.training.distributed`) batch EM's E-steps run on its
+    workers.
     """
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     if init_model is not None:  # a continued model keeps its states (and, unless given, its pseudocount)
@@ -259,8 +261,8 @@ def grown_starts(
     """Stage 2 of a grown model (paper-scale models on the CPU): train a dense model of ``grow_from`` states with the
     same settings and protocol (early stopping on validation, then the refit unless turned off), prune it at
     ``options.grow_threshold``, and split its clones up to ``options.states`` in proportion to the clones each symbol
-    has (:func:`engine.growing.split_clones`: exact, plus ``options.grow_noise`` to break the copies' symmetry).
-    Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
+    has (:func:`engine.training.growing.split_clones`: exact, plus ``options.grow_noise`` to break the copies'
+    symmetry). Returns the grown selection model (from the dense selection run, for sparse EM with early stopping on
     validation), the grown refit model (from the dense refit, or None without refit) and a record of the stage."""
     run.say(f"growing: first a dense model of {grow_from:,} states")
     base = train_text(
@@ -270,7 +272,7 @@ def grown_starts(
         raise _StageStopped(base)
 
     def grow(model: CHMM) -> Any:
-        pruned = graph_mod.prune(model, threshold=options.grow_threshold)
+        pruned = pruning.prune(model, threshold=options.grow_threshold)
         targets = pruned.n_clones + allocation.largest_remainder(pruned.n_clones, options.states - pruned.n_states)
         grown = growing.split_clones(pruned, targets, np.random.default_rng(options.seed), options.grow_noise)
         grown.metadata = {}

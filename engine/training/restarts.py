@@ -12,9 +12,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from engine import engines, inference, learning, text
-from engine.model import CHMM
-from engine.training import stages
+from engine.backends import engines
+from engine.backends.cpu import inference
+from engine.corpora import text
+from engine.model.dense import CHMM
+from engine.training import learning, stages
 from engine.training.options import RESTART_MEMORY, STOPPED_BAD, RunContext, TrainOptions, restart_plan
 from engine.training.stages import initial_model_for, select_on_validation
 

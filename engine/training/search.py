@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import learning, text
-from engine.training import stages
+from engine.corpora import text
+from engine.training import learning, stages
 from engine.training.options import (
     AUTO,
     FIRST_PSEUDOCOUNT,

@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from engine import allocation, blocks, engines, learning, text
-from engine.blocks import pairs_in_sequence
-from engine.model import CHMM, random_model
+from engine.backends import engines
+from engine.corpora import allocation, text
+from engine.model import blocks
+from engine.model.blocks import pairs_in_sequence
+from engine.model.dense import CHMM, random_model
+from engine.training import learning
 from engine.training.options import (
     ALIGNED_SHARE,
     AUTO,

@@ -1,0 +1,331 @@
+"""The engine's one door: everything the front ends (the ``chmm`` command line of :mod:`engine.cli` and the Dash app)
+call, by one name each. Training (:func:`train_text`; the peers' :func:`train_learner_text`), model files, reading
+text with a model (score, surprisal, sample, decode), pruning, the clone graph, communities and exports, cognitive
+maps, and the choices and defaults every form and flag offers. The functions that only combine the wings for a front
+end (prune a model given text, its communities, its exports, a word's clone path) are written here; the rest is
+named here from the wing that owns it (:data:`__all__` lists them). ``tests/test_structure.py`` keeps the front ends
+to this module, :mod:`engine.errors` and :mod:`engine.files`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.backends import engines
+from engine.backends.chunks import DEFAULT_BURN_IN, EXACT, LOCKSTEP_BURN_IN, LOCKSTEP_MIN_SYMBOLS, LOCKSTEP_STEPS
+from engine.backends.engines import backend_choices, backend_status, on_host, supports
+from engine.backends.model_files import load_model, save_model
+from engine.backends.reading import (
+    RareWords,
+    decode_text,
+    decoding_text,
+    dense_for_tools,
+    encode_for_model,
+    rare_words,
+    sample_text,
+    score_text,
+    scramble_for_model,
+    surprisal_text,
+)
+from engine.backends.scramble import change_spans, restoration
+from engine.cognitive.actions import ActionCHMM, generate_walk
+from engine.cognitive.actions import load as load_map
+from engine.cognitive.actions import viterbi as decode_walk
+from engine.cognitive.maps import clone_graph as map_clone_graph
+from engine.cognitive.maps import place_field, recovers_room
+from engine.cognitive.maps import plan as plan_route
+from engine.cognitive.walks import (
+    MAP_DEFAULTS,
+    MapOptions,
+    WalkFile,
+    format_walk,
+    learn_map,
+    parse_room,
+    parse_walk,
+    read_room,
+    read_walk,
+    write_walk,
+)
+from engine.corpora import text
+from engine.corpora.allocation import ALLOCATION_METHODS
+from engine.corpora.documents import Document, corpus_name, read_documents, read_zip_bytes
+from engine.corpora.text import (
+    NORMALISATIONS,
+    RARE_WORD,
+    Corpus,
+    CorpusError,
+    decode_bytes,
+    placeholder_share,
+    prepare_corpus,
+    read_text,
+)
+from engine.errors import BackendError
+from engine.model import pruning
+from engine.model.dense import CHMM, ModelFormatError
+from engine.model.pruning import check_threshold
+from engine.network import communities as communities_mod
+from engine.network import export as export_mod
+from engine.network import graph as graph_mod
+from engine.network.communities import (
+    FLOW_SOURCES,
+    CommunityOptions,
+    ModuleNotFoundInResult,
+    codelength_terms,
+    module_links,
+    node_flows,
+)
+from engine.network.drawing import PALETTE, force_layout, module_colour
+from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
+from engine.network.export import FORMATS as EXPORT_FORMATS
+from engine.peers.learners import (
+    ITERATIONS_OPTION,
+    LEARNERS,
+    SEED_OPTION,
+    STATES_OPTION,
+    TrainingStopped,
+    is_peer,
+    load_any,
+    make_learner,
+    ngram_beside,
+    save_learner,
+    score_any,
+    train_learner_text,
+    train_peer_text,
+)
+from engine.training import (
+    ALIGNED_SHARE,
+    AUTO,
+    DTYPES,
+    MAX_RESTARTS,
+    ONLINE_RESTARTS,
+    PSEUDOCOUNT_GRID,
+    RESTART_MEMORY,
+    STARTS,
+    STATES_GRID,
+    SYMBOLS_PER_STATE,
+    TrainOptions,
+    estimate_training_memory,
+    expected_sentence,
+    restart_processes,
+    train_text,
+)
+from engine.training.distributed import open_cluster
+from engine.training.learning import (
+    ALGORITHMS,
+    BATCH_PER_BLOCK,
+    ONLINE_BATCH_SIZE,
+    CancelToken,
+    IterationRecord,
+    ProgressCallback,
+)
+
+__all__ = [  # fmt: skip
+    "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
+    "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "CHMM", "clone_path",
+    "ClonePath", "codelength_terms", "CommunityOptions", "Corpus", "corpus_name", "CorpusError", "cytoscape_elements",
+    "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN", "DEFAULT_PRUNE_THRESHOLD",
+    "dense_for_tools", "Document", "DTYPES", "encode_for_model", "estimate_training_memory", "EXACT",
+    "expected_sentence", "EXPORT_FORMATS", "export_model_graph", "EXTENSIONS", "FLOW_SOURCES", "force_layout",
+    "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer", "IterationRecord",
+    "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model", "LOCKSTEP_BURN_IN",
+    "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS", "MapOptions",
+    "MAX_RESTARTS", "model_communities", "model_graph", "ModelFormatError", "module_colour", "module_links",
+    "ModuleNotFoundInResult", "ngram_beside", "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE",
+    "ONLINE_RESTARTS", "open_cluster", "PALETTE", "parse_room", "parse_walk", "place_field", "placeholder_share",
+    "plan_route", "prepare_corpus", "ProgressCallback", "prune_model", "prune_sweep_text", "PruneOutcome",
+    "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room", "read_text",
+    "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "RESTART_MEMORY", "restart_processes",
+    "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text", "scramble_for_model",
+    "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text", "SYMBOLS_PER_STATE",
+    "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped", "TrainOptions",
+    "WalkFile", "write_communities", "write_walk",
+]
+"""What the front ends may use: the names below, and nothing else of the engine."""
+
+DEFAULT_PRUNE_THRESHOLD = 1e-3
+
+
+@dataclass
+class PruneOutcome:
+    """The pruned model and its figures (the CLI's ``--json`` object): threshold, kept_fraction, non-zeros
+    before/after, and the BPS of the validation text before/after (None without one)."""
+
+    model: CHMM
+    summary: dict[str, Any]
+
+
+def prune_model(
+    model: CHMM,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    top_mass: float | None = None,
+    viterbi_text: str | None = None,
+    validation_text: str | None = None,
+) -> PruneOutcome:
+    """Prune ``model`` (see :func:`engine.model.pruning.prune`): entries below ``threshold``, beyond the ``top_mass``
+    share of each row, or outside the clones the Viterbi path of ``viterbi_text`` uses (raw text, normalised
+    like the model's corpus). With ``validation_text`` the summary has its BPS before and after."""
+    if threshold is not None:
+        threshold = pruning.check_threshold(threshold)
+    validation = encode_for_model(model, validation_text) if validation_text else None
+    engine = engines.engine_for(model)
+    if top_mass is None and viterbi_text is None and threshold:
+        pruned: Any = engine.host(engine.prune(engine.load(model), threshold))
+    else:
+        model = dense_for_tools(model, "pruning by top mass or Viterbi clones")
+        keep = graph_mod.viterbi_clones(model, encode_for_model(model, viterbi_text)) if viterbi_text else None
+        pruned = pruning.prune(model, threshold=threshold, top_mass=top_mass, keep_clones=keep)
+    record = pruned.metadata["pruned"]
+    summary: dict[str, Any] = {
+        "threshold": threshold,
+        "kept_fraction": record["kept_fraction"],
+        "nonzeros_before": record["nonzeros_before"],
+        "nonzeros_after": record["nonzeros_after"],
+        "bps_before": None,
+        "bps_after": None,
+    }
+    if top_mass is not None:
+        summary["top_mass"] = top_mass
+    if viterbi_text is not None:
+        summary["viterbi_clones"] = int(pruned.metadata["pruned"].get("kept_clones", 0))
+    if validation is not None:
+        before = engine.score(engine.load(model), validation)
+        pruned_engine = engines.engine_for(pruned)
+        after = pruned_engine.score(pruned_engine.load(pruned), validation)
+        summary.update(
+            bps_before=before.bps, bps_after=after.bps, zero_probability_events=after.zero_probability_events
+        )
+        pruned.metadata["pruned"].update(bps_before=before.bps, bps_after=after.bps)
+    return PruneOutcome(pruned, summary)
+
+
+def prune_sweep_text(model: CHMM, thresholds: list[float], validation_text: str) -> list[graph_mod.SweepPoint]:
+    """Kept share of the non-zeros and validation BPS for each threshold (the paper's Fig 3(d))."""
+    return graph_mod.prune_sweep(
+        model, [pruning.check_threshold(t) for t in thresholds], encode_for_model(model, validation_text)
+    )
+
+
+def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
+    """The part of ``raw_text`` that the model's training run held out, exactly as that run split it (its recorded
+    normalisation, test share, validation share and training cap, its alphabet and vocabulary), as normalised text,
+    with its name: the validation part ("validation"), or the test part ("test") when the run refitted on training
+    + validation text, which then is no longer held out. None when ``raw_text`` is not the model's training corpus
+    (its split sizes differ from those the model recorded) or the model has no validation split."""
+    settings = model.metadata.get("settings") or {}
+    sizes = model.metadata.get("sizes") or {}
+    if not settings or not sizes.get("validation"):
+        return None
+    try:
+        corpus = text.prepare_corpus(
+            raw_text,
+            normalisation=model.codec.normalisation,
+            test_fraction=settings.get("test_fraction", 0.1),
+            validation=settings.get("validation", 0.1),
+            max_train=settings.get("max_train"),
+            fixed_alphabet=(model.symbols, model.codec.vocabulary_list),
+        )
+    except (text.CorpusError, ValueError):
+        return None
+    if (len(corpus.train), len(corpus.validation)) != (sizes.get("train"), sizes.get("validation")):
+        return None
+    refitted = bool(settings.get("refit")) and (
+        (model.metadata.get("refit_iterations") or 0) > 0 or bool(model.metadata.get("schedule"))
+    )
+    if refitted:
+        return (corpus.test_text, "test") if corpus.test_text else None
+    return corpus.validation_text, "validation"
+
+
+def reference_text(model: CHMM, raw_text: str) -> str:
+    """``raw_text`` normalised like the model's corpus, every word kept (no "rare" replacement): the reference that
+    marks generalized words seen or novel, so that "novel" means absent from the whole raw text."""
+    return text.normalise_characters(raw_text, model.codec.normalisation)
+
+
+def model_communities(
+    model: CHMM,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    options: communities_mod.CommunityOptions | None = None,
+    corpus_text: str | None = None,
+) -> communities_mod.Communities:
+    """Prune at ``threshold`` (None: use the model as it is), build the clone graph and run Infomap on it; the
+    generalized words are marked seen/novel against ``corpus_text`` (raw training text) when given."""
+    options = options or communities_mod.CommunityOptions()
+    options.validate()
+    reference = reference_text(model, corpus_text) if corpus_text else None
+    return communities_mod.find_communities(model_graph(model, threshold), options, reference)
+
+
+def model_graph(model: CHMM, threshold: float | None = DEFAULT_PRUNE_THRESHOLD) -> graph_mod.CloneGraph:
+    """The clone graph :func:`model_communities` partitions (pruned at ``threshold``; None: the model as it is),
+    without running Infomap."""
+    if threshold is not None:
+        threshold = pruning.check_threshold(threshold)
+        engine = engines.engine_for(model)
+        model = engine.host(engine.prune(engine.load(model), threshold))
+    return graph_mod.clone_graph(model)
+
+
+def write_communities(result: communities_mod.Communities, directory: str | Path) -> list[str]:
+    """Write the result folder (modules.csv, modules.json, clones.tree/.ftree/.clu numbered as the whole graph's
+    Pajek export, :func:`engine.network.export.partition_texts`) with nothing partial left on failure; returns the paths
+    written."""
+    return communities_mod.write_result(result, str(directory), export_mod.partition_texts(result))
+
+
+def graph_edges(model: CHMM, threshold: float) -> int:
+    """How many edges the clone graph pruned at ``threshold`` has: the stored transitions with T >= threshold (as
+    :func:`engine.model.pruning.prune` keeps them), counted without building the graph."""
+    return int(np.count_nonzero(np.asarray(model.T) >= threshold))
+
+
+def export_model_graph(
+    model: CHMM,
+    path: str | Path,
+    fmt: str,
+    module: str | None = None,
+    threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
+    options: communities_mod.CommunityOptions | None = None,
+    corpus_text: str | None = None,
+) -> dict[str, Any]:
+    """Export the clone graph of ``model`` (pruned at ``threshold``), or one module's subgraph, in ``fmt`` (see
+    :data:`engine.network.export.FORMATS`). Infomap runs first (same settings give the same module ids as
+    :func:`model_communities`), so nodes carry ``module`` and ``path``. Returns the export's figures, with an
+    informative ``file_name`` (:func:`engine.network.export.export_file_name`)."""
+    if fmt not in export_mod.FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
+    result = model_communities(model, threshold, options, corpus_text)
+    summary = export_mod.export_graph(result.graph, path, fmt, result, module)
+    name = export_mod.export_file_name(result.graph, fmt, module)
+    return summary | {"modules": len(result.top_modules), "file_name": name}
+
+
+@dataclass(frozen=True)
+class ClonePath:
+    """The Viterbi clone path of a word or phrase (:func:`clone_path`): the text as the model read it (normalised,
+    spaces around it), each position's clone, and the words the model's normalisation replaced by ``rare``."""
+
+    text: str
+    clones: np.ndarray
+    log_probability: float
+    replaced: list[str]
+
+
+def clone_path(model: CHMM, raw_text: str) -> ClonePath:
+    """The MAP clone path (Viterbi) of ``raw_text`` normalised as the model's corpus was, read as it occurs inside
+    a text: with a space before and after when the alphabet has one. ValueError for text that is empty after
+    normalisation, characters outside the alphabet, or text the model gives probability zero."""
+    normalised = model.codec.normalise(raw_text).strip(" ")
+    if not normalised:
+        raise text.CorpusError("the text is empty after the model's normalisation")
+    base = text.apply_normalisation(raw_text, model.codec.normalisation, None).strip(" ").split(" ")
+    replaced = [w for w, n in zip(base, normalised.split(" "), strict=False) if n == text.RARE_WORD != w]
+    spaced = f" {normalised} " if " " in model.symbols else normalised
+    engine = engines.engine_for(model)
+    result = engine.viterbi(engine.load(model), model.encode(spaced))
+    if not np.isfinite(result.log_probability):
+        raise ValueError("the model gives this text probability zero, so it has no clone path")
+    return ClonePath(spaced, np.asarray(result.clones, dtype=np.int64), float(result.log_probability), replaced)

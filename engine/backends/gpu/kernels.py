@@ -1,0 +1,59 @@
+"""CUDA kernels for the block-sparse CHMM on the GPU (compiled at run time by CuPy through NVRTC).
+
+The layout is the CPU one (:mod:`engine.backends.cpu.kernels`): block ``k`` of symbol pair (i, j) is stored row-major at
+``flat[block_offset[k]:]`` with shape ``n_clones[i] x n_clones[j]``; a second buffer holds every block transposed.
+
+The forward and backward recursions are one *persistent* kernel launch each (``chain_sum``): every step of the
+sequence is a matrix-vector product with one block, spread over all warps of the GPU, and the steps are separated by
+a grid-wide barrier instead of a kernel launch. A step costs one read of its block (the memory floor) plus one
+barrier (about a microsecond), with no per-step Python or launch overhead. The grid is sized so that all its blocks
+are resident at once (a requirement of the barrier); a barrier that waits for more than a few seconds sets an error
+flag and every block leaves, so a violated assumption raises instead of hanging.
+
+This module reads the CUDA source (``kernels.cu``) and compiles it; the array logic lives in
+:mod:`engine.backends.gpu.device_blocks`, and the twins that run that logic without a GPU in
+:mod:`engine.backends.gpu.twins`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from types import ModuleType
+
+THREADS = 512
+"""Threads per block of the persistent kernels (16 warps); two such blocks fit on every multiprocessor."""
+
+SOURCE = (Path(__file__).with_name("kernels.cu")).read_text(encoding="utf-8")
+"""The CUDA source of the kernels (``kernels.cu`` beside this module)."""
+
+
+LOCKSTEP_TILE_MAX = 8
+"""Most chunks of a group one thread block of ``lockstep_chain_f32`` stages at once (its ``#define``)."""
+LOCKSTEP_ROWS = 64
+"""Output rows of one work item of ``lockstep_chain_f32`` (its ``#define``)."""
+
+KERNELS = (
+    "chain_sum_f32",
+    "chain_sum_f16",
+    "scale_messages",
+    "pair_weights",
+    "row_totals",
+    "row_write",
+    "viterbi_chain",
+    "sample_chain",
+    "lockstep_chain_f32",
+)
+"""The kernels of :data:`SOURCE`; each has a NumPy/numba twin of the same signature in
+:mod:`engine.backends.gpu.twins`."""
+
+
+@functools.lru_cache(maxsize=1)
+def module(cupy: ModuleType):
+    """The compiled CUDA module (one per process)."""
+    return cupy.RawModule(code=SOURCE, options=("--std=c++17",))
+
+
+def kernel(cupy: ModuleType, name: str):
+    """A kernel of :data:`SOURCE` by name."""
+    return module(cupy).get_function(name)

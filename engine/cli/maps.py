@@ -1,0 +1,73 @@
+"""``chmm map``: learn a cognitive map (a CHMM whose transitions depend on actions) from a walk. See
+:mod:`engine.cognitive.walks` for the file formats and the recipe."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine import api
+from engine.cli.common import check_output
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """``chmm map``: its arguments."""
+    defaults = api.MAP_DEFAULTS
+    learn = commands.add_parser("map", help="learn a cognitive map (a CHMM whose transitions depend on actions)")
+    learn.add_argument("walk", help="CSV walk with the columns action and observation (or JSON)")
+    learn.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    learn.add_argument("--clones", type=int, default=defaults.clones, help="clones per observation")
+    learn.add_argument("--iterations", type=int, default=defaults.iterations, help="most batch-EM iterations")
+    learn.add_argument("--pseudocount", type=float, default=defaults.pseudocount, help="batch EM's pseudocount")
+    learn.add_argument("--viterbi-iterations", type=int, default=defaults.viterbi_iterations)
+    learn.add_argument("--seed", type=int, default=defaults.seed)
+    learn.add_argument(
+        "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
+    )
+    learn.add_argument("--room", default=None, help="the room the walk was in: say whether the map recovers it")
+    learn.add_argument("--json", action="store_true")
+    learn.set_defaults(run=run)
+    return learn
+
+
+def run(args: argparse.Namespace) -> int:
+    """Learn the map, save it, and say whether it recovers the room when one is given."""
+    check_output(args.output, [args.walk] + ([args.room] if args.room else []))
+    for name, value, lowest in (
+        ("--clones", args.clones, 1),
+        ("--iterations", args.iterations, 0),
+        ("--viterbi-iterations", args.viterbi_iterations, 0),
+    ):
+        if value < lowest:
+            raise ValueError(f"{name} must be at least {lowest}, got {value}")
+    if not args.pseudocount >= 0:
+        raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
+    room = api.read_room(args.room) if args.room else None
+    walk = api.read_walk(args.walk)
+    options = api.MapOptions(
+        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge
+    )
+
+    def progress(stage: str, iteration: int, bits: float) -> None:
+        if not args.json and (iteration % 25 == 0):
+            print(f"{stage:8s} iteration {iteration + 1:4d}  {bits:.4f} bits per step", file=sys.stderr, flush=True)
+
+    model, summary = api.learn_map(walk, options, progress)
+    if room is not None:
+        summary["recovers_room"] = api.recovers_room(model, *walk.walks(), room)
+    model.save(args.output)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(
+            f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
+            f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "
+            f"{summary['clones']} clones; saved to {args.output}"
+        )
+        if room is not None:
+            cells = int((room >= 0).sum())
+            verdict = "recovers" if summary["recovers_room"] else "does not recover"
+            print(f"the map {verdict} the room's grid of {cells} cells (self-loops aside)")
+    return 0

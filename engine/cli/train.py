@@ -1,0 +1,401 @@
+"""``chmm train``: train a CHMM (or a peer learner) on a corpus and save it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+from typing import Any
+
+from engine import api
+from engine.cli.common import TRAIN_DEFAULTS, check_output, json_line, number_or_auto, progress_printer, read_corpus
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """``chmm train``: its arguments, each default the engine's (:data:`TRAIN_DEFAULTS`)."""
+    train = commands.add_parser("train", help="train a CHMM (or a peer learner) on a text corpus")
+    train.add_argument(
+        "corpus",
+        nargs="+",
+        help="plain-text corpus (UTF-8): a file, or several files, folders of .txt files and .zip archives of them "
+        "(each file one document: an independent sequence)",
+    )
+    train.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    train.add_argument(
+        "--learner",
+        choices=list(api.LEARNERS),
+        default="chmm",
+        help="what to train (default chmm); the peers use the same normalisation, splits and refit, and only "
+        "--normalisation, --validation, --max-train, --no-refit, --states, --iterations, --seed and --learner-option",
+    )
+    train.add_argument(
+        "--learner-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of a peer learner (repeatable), e.g. dim=16 for densehmm, order=6 for ngram, mu=0.05 for pdfa",
+    )
+    train.add_argument(
+        "--states",
+        type=number_or_auto(int),
+        default=None,
+        help=f"total number of clones (default '{api.AUTO}': chosen on validation from "
+        f"{', '.join(map(str, api.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
+    )
+    train.add_argument(
+        "--allocation", choices=api.ALLOCATION_METHODS, default=None, help=f"default {TRAIN_DEFAULTS.allocation}"
+    )
+    train.add_argument(
+        "--ngram-order",
+        type=int,
+        default=None,
+        help=f"n of the n-gram allocation rule (default {TRAIN_DEFAULTS.ngram_order})",
+    )
+    train.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="keep the model trained without the validation text (default: retrain on training + validation "
+        "for the iterations that validation chose, as the paper does)",
+    )
+    train.add_argument(
+        "--normalisation",
+        "--normalise",
+        dest="normalisation",
+        choices=api.NORMALISATIONS,
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.normalisation}",
+    )
+    train.add_argument(
+        "--algorithm",
+        choices=api.ALGORITHMS,
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.algorithm} (online EM, then batch EM from its best epoch)",
+    )
+    train.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help=f"at most this many (default {TRAIN_DEFAULTS.iterations}; hmm/densehmm 50)",
+    )
+    train.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"online EM batch length (default: {api.ONLINE_BATCH_SIZE} symbols, or {api.BATCH_PER_BLOCK} "
+        "per stored symbol-pair block when that is more)",
+    )
+    train.add_argument(
+        "--restarts",
+        type=int,
+        default=None,
+        help=f"train from this many random starts and keep the best on validation (default "
+        f"{api.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
+        f"and online EM's 3rd and 4th of every four use lambda {api.RESTART_MEMORY}",
+    )
+    train.add_argument(
+        "--start",
+        choices=api.STARTS,
+        default=None,
+        help=f"T's random start (default {TRAIN_DEFAULTS.start}): aligned puts "
+        f"{round(api.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
+        "so a context can ride a chain of clones; uniform is the paper's random T",
+    )
+    train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
+    train.add_argument(
+        "--validation", type=float, default=TRAIN_DEFAULTS.validation, help="share of the training part held out"
+    )
+    train.add_argument(
+        "--pseudocount",
+        type=number_or_auto(float),
+        default=None,
+        help=f"added to every stored count in the M-step (default '{api.AUTO}': chosen on validation from "
+        f"{', '.join(f'{v:g}' for v in api.PSEUDOCOUNT_GRID)})",
+    )
+    train.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help=f"wall-clock minutes the choice of states and pseudocount on validation may take (default "
+        f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out; the refit comes after",
+    )
+    train.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help=f"relative likelihood gain to stop at ({TRAIN_DEFAULTS.tolerance:g})",
+    )
+    train.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help=f"iterations without a better validation BPS ({TRAIN_DEFAULTS.patience})",
+    )
+    train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
+    train.add_argument("--seed", type=int, default=TRAIN_DEFAULTS.seed)
+    train.add_argument("--backend", choices=api.backend_choices(), default=TRAIN_DEFAULTS.backend)
+    train.add_argument("--dtype", choices=list(api.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
+    train.add_argument("--init", default=None, help="continue training from this model")
+    train.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="batch EM's E-step on a local Dask cluster of this many processes (pip install 'chmm-explorer[cluster]')",
+    )
+    train.add_argument(
+        "--cluster", default=None, metavar="ADDRESS", help="batch EM's E-step on the Dask scheduler at ADDRESS"
+    )
+    train.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="batch EM cuts documents longer than this many symbols into chunks, each with a burn-in: on a cluster "
+        "(--workers/--cluster), one chunk per task; on the GPU (--backend gpu), passes over all chunks in lockstep "
+        f"(dense models; by default the GPU chooses chunks of at least {api.LOCKSTEP_STEPS} steps for documents of "
+        f"{api.LOCKSTEP_MIN_SYMBOLS:,} symbols or more); {api.EXACT}: exact passes, no chunks",
+    )
+    train.add_argument(
+        "--burn-in",
+        type=int,
+        default=None,
+        help=f"symbols before and after a chunk whose steps are not counted (default {api.DEFAULT_BURN_IN:,} on a "
+        f"cluster, {api.LOCKSTEP_BURN_IN} in lockstep on the GPU)",
+    )
+    train.add_argument(
+        "--grow-from",
+        type=int,
+        default=None,
+        help="train a dense model of this many states, prune it and split its clones up to --states, then sparse "
+        "EM (default on the CPU above 10,000 states: states/10; 0 turns it off)",
+    )
+    train.add_argument(
+        "--grow-threshold",
+        type=float,
+        default=None,
+        help=f"pruning threshold before the split ({TRAIN_DEFAULTS.grow_threshold:g})",
+    )
+    train.add_argument("--grow-iterations", type=int, default=None, help="sparse EM iterations after the split")
+    train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    train.add_argument("--json", action="store_true")
+    train.set_defaults(run=run)
+    return train
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train a CHMM (or a peer learner) and save it; 130 when cancelled, 1 when training failed."""
+    if args.learner != "chmm":
+        return _train_peer(args)
+    if args.learner_option:
+        raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
+    if args.init and (args.states is not None or args.normalisation is not None):
+        raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
+    check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
+    options = train_options(args)
+    options.validate()
+    if args.budget is not None and not options.searches:
+        raise ValueError(
+            "--budget bounds the choice of states and pseudocount on validation, and there is none: both are given, "
+            "or --init continues a model with its own"
+        )
+    lockstep = api.supports(args.backend, "lockstep")
+    if args.burn_in is not None and (args.chunk == api.EXACT or (args.chunk is None and not lockstep)):
+        raise ValueError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
+    if args.chunk and not (args.cluster or args.workers) and not lockstep:
+        raise ValueError(
+            "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on the "
+            "GPU (--backend gpu)"
+        )
+    if (args.cluster or args.workers) and options.algorithm == "viterbi":
+        raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
+    if args.workers is not None and not 1 <= args.workers <= 1024:
+        raise ValueError(f"--workers must be a number of processes from 1 to 1,024, got {args.workers}")
+    corpus_text, name = read_corpus(args.corpus)
+    cancel = api.CancelToken()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+    previous_term = signal.signal(signal.SIGTERM, lambda *_: cancel.cancel())  # training stops as on Ctrl-C
+    try:
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if args.cluster or args.workers:
+                cluster = stack.enter_context(api.open_cluster(args.cluster, args.workers))
+            outcome = api.train_text(
+                corpus_text,
+                options,
+                callback=None if args.quiet else progress_printer(sys.stderr),
+                cancel=cancel,
+                name=name,
+                log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+                cluster=cluster,
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+    if outcome.result.stopped == "cancelled":
+        print("chmm: training cancelled; no model written", file=sys.stderr)
+        return 130
+    if outcome.result.stopped == "failed":
+        print(f"chmm: error: training failed ({outcome.result.error}); no model written", file=sys.stderr)
+        return 1
+    summary = outcome.summary
+    ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
+    summary["ngram"] = outcome.model.metadata["ngram"] = ngram
+    api.save_model(outcome.model, args.output)
+    what = f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})"
+    if summary.get("search"):
+        what += (
+            f", pseudocount {summary['pseudocount']:g}, chosen on validation among {len(summary['search'])} "
+            "candidate settings"
+        )
+    _report_training(args, summary, what)
+    if not args.json:
+        if summary.get("chosen"):
+            print(f"chose {summary['states']:,} states and pseudocount {summary['pseudocount']:g}: "
+                  f"{summary['chosen']['reason']}")  # fmt: skip
+        print(_beside_ngram(summary, ngram))
+    return 0
+
+
+def _beside_ngram(summary: dict[str, Any], ngram: dict[str, Any]) -> str:
+    """One sentence: the CHMM's validation (and test) BPS beside our Kneser-Ney n-gram's on the same split."""
+    parts = []
+    for key, label in (("validation_bps", "validation"), ("test_bps", "test")):
+        if summary.get(key) is not None and ngram.get(key) is not None:
+            gap = summary[key] - ngram[key]
+            side = "CHMM lower by" if gap < 0 else "CHMM higher by"
+            parts.append(f"{label} {ngram[key]:.4f} ({side} {abs(gap):.4f})")
+    if not parts:
+        return "our Kneser-Ney n-gram on the same split: no held-out text to compare on"
+    return "our Kneser-Ney n-gram on the same split: BPS " + ", ".join(parts)
+
+
+def train_options(args: argparse.Namespace) -> api.TrainOptions:
+    """The CHMM training options of ``chmm train``'s arguments: each option given, else the engine's default
+    (``api.TrainOptions``: the same object the app's form and the Python API read)."""
+    given = {
+        name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
+    }
+    return api.TrainOptions(
+        states=CHMM_DEFAULT_STATES if args.states is None else args.states,
+        iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
+        validation=args.validation,
+        seed=args.seed,
+        backend=args.backend,
+        init=args.init,
+        max_train=args.max_train,
+        refit=not args.no_refit,
+        grow_from=args.grow_from,
+        grow_iterations=args.grow_iterations,
+        chunk=args.chunk,
+        **({"burn_in": args.burn_in} if args.burn_in is not None else {}),
+        **given,
+    )
+
+
+def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None:
+    """The training summary as one JSON line (--json), or a sentence: the file, ``what`` was trained, the time
+    and the BPS figures the run has."""
+    if args.json:
+        print(json_line(summary))
+        return
+    validation, test_bps = summary["validation_bps"], summary["test_bps"]
+    print(
+        f"saved {args.output}: {what}, {summary['seconds']:.1f} s; BPS train {summary['train_bps']:.4f}"
+        + (f", validation {validation:.4f}" if validation is not None else "")
+        + (f", test {test_bps:.4f}" if test_bps is not None else "")
+    )
+
+
+CHMM_ONLY_OPTIONS = (
+    "budget",
+    "allocation",
+    "ngram_order",
+    "algorithm",
+    "batch_size",
+    "memory",
+    "pseudocount",
+    "tolerance",
+    "patience",
+    "dtype",
+    "grow_threshold",
+    "restarts",
+    "start",
+)
+"""``chmm train`` options of the CHMM learner only (None when not given: TrainOptions' defaults apply)."""
+
+
+CHMM_DEFAULT_STATES = TRAIN_DEFAULTS.states
+
+
+CHMM_DEFAULT_ITERATIONS = TRAIN_DEFAULTS.iterations
+
+
+def _parse_learner_option(item: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--learner-option`` as (key, value): the value read as JSON (numbers, true, false, null)
+    when it parses, else kept as a string."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--learner-option expects KEY=VALUE, got {item!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The peer learner's options from ``--learner-option`` and, where the learner has them, --states (hidden
+    states; the PDFA's bound on states), --iterations and --seed; CHMM-only settings that were asked for refuse."""
+    kind = args.learner
+    if args.init:
+        raise ValueError("--init works only with --learner chmm")
+    if args.grow_from is not None:
+        raise ValueError("--grow-from works only with --learner chmm")
+    if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
+        raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
+    if not api.on_host(args.backend):
+        raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
+    chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
+    if chmm_only:
+        flags = ", ".join("--" + name.replace("_", "-") for name in chmm_only)
+        raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
+    options = dict(_parse_learner_option(item) for item in args.learner_option or [])
+    if args.states is not None:
+        if args.states == api.AUTO:
+            raise ValueError(f"--states {api.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
+        if kind not in api.STATES_OPTION:
+            raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
+        options.setdefault(api.STATES_OPTION[kind], args.states)
+    if args.iterations is not None:
+        if kind not in api.ITERATIONS_OPTION:
+            raise ValueError(f"--iterations does not apply to the {kind} learner; use --learner-option")
+        options.setdefault(api.ITERATIONS_OPTION[kind], args.iterations)
+    if kind in api.SEED_OPTION:
+        options.setdefault(api.SEED_OPTION[kind], args.seed)
+    return options
+
+
+def _train_peer(args: argparse.Namespace) -> int:
+    """``chmm train --learner KIND`` for a peer learner: the CHMM's corpus protocol, an atomic save, the figures."""
+    check_output(args.output, args.corpus)
+    options = _peer_options(args)
+    api.make_learner(args.learner, **options)  # bad options fail before the corpus is read
+    corpus_text, name = read_corpus(args.corpus)
+    try:
+        learner, summary = api.train_peer_text(
+            corpus_text,
+            args.learner,
+            options,
+            normalisation=args.normalisation or "paper",
+            validation=args.validation,
+            max_train=args.max_train,
+            refit=not args.no_refit,
+            name=name,
+            log=None if args.quiet else (lambda line: print(line, file=sys.stderr)),
+        )
+    except KeyboardInterrupt:
+        print("chmm: training cancelled; no model written", file=sys.stderr)
+        return 130
+    api.save_learner(learner, args.output)
+    _report_training(args, summary, f"{summary['learner']} learner, {summary['parameters']:,} parameters")
+    return 0
