@@ -43,7 +43,7 @@ IMPLEMENTATION_PACKAGE = "engine.backends"
 
 def backend_names() -> set[str]:
     """Every backend and implementation name the registry knows, "auto", and the host models' forms."""
-    names = {engines.AUTO, "dense", "sparse"}
+    names = {engines.AUTO_BACKEND, "dense", "sparse"}
     for implementation in engines.implementations():
         names |= {implementation.name, implementation.backend}
     return names
@@ -234,7 +234,7 @@ def test_the_choices_come_from_the_registry() -> None:
     train = cli.build_parser()._subparsers._group_actions[0].choices["train"]  # noqa: SLF001
     backend = next(a for a in train._actions if a.dest == "backend")  # noqa: SLF001
     assert tuple(backend.choices) == engines.backend_choices()
-    assert {"cpu", "gpu", "gpu-sim", engines.AUTO} <= set(backend.choices)
+    assert {"cpu", "gpu", "gpu-sim", engines.AUTO_BACKEND} <= set(backend.choices)
     assert "gpu-sim" not in engines.backend_choices(in_app=True)
 
 

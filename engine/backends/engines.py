@@ -243,7 +243,7 @@ class Implementation:
         return self.factory(options if isinstance(options, self.options) else self.options())
 
 
-AUTO = "auto"
+AUTO_BACKEND = "auto"
 """The backend choice that picks the best available backend (see :func:`resolve_backend`)."""
 
 _REGISTRY: dict[str, Implementation] = {}
@@ -267,14 +267,14 @@ def implementations(backend: str | None = None) -> list[Implementation]:
     cannot run here still has its implementations (their capabilities do not depend on the machine)."""
     if backend is None:
         return list(_REGISTRY.values())
-    chosen = resolve_backend(backend) if backend == AUTO else backend
+    chosen = resolve_backend(backend) if backend == AUTO_BACKEND else backend
     return [i for i in _REGISTRY.values() if i.backend == chosen]
 
 
 def backend_choices(in_app: bool = False) -> tuple[str, ...]:
     """The ``--backend`` choices (every registered backend, then "auto"), or with ``in_app`` the Train page's."""
     names = dict.fromkeys(i.backend for i in _REGISTRY.values() if i.in_app or not in_app)
-    return (*names, AUTO) if not in_app else tuple(names)
+    return (*names, AUTO_BACKEND) if not in_app else tuple(names)
 
 
 def backend_status(backend: str, cheap: bool = False) -> tuple[bool, str]:
@@ -290,7 +290,7 @@ def backend_status(backend: str, cheap: bool = False) -> tuple[bool, str]:
 def resolve_backend(name: str) -> str:
     """The backend that will run for the choice ``name``: "auto" is the available backend of highest
     ``auto_rank``; any other available backend is itself; BackendError (with the reason) otherwise."""
-    if name == AUTO:
+    if name == AUTO_BACKEND:
         ranked = sorted((i for i in _REGISTRY.values() if i.auto_rank is not None), key=lambda i: -(i.auto_rank or 0))
         for implementation in ranked:
             if implementation.available()[0]:
@@ -307,7 +307,7 @@ def resolve_backend(name: str) -> str:
 def on_host(backend: str) -> bool:
     """Whether work that runs only on the CPU (the peer learners, CPU-only tools) may run under the choice
     ``backend``: "auto", or a backend whose implementations all run on the host."""
-    return backend == AUTO or all(i.host for i in _REGISTRY.values() if i.backend == backend)
+    return backend == AUTO_BACKEND or all(i.host for i in _REGISTRY.values() if i.backend == backend)
 
 
 def supports(backend: str, capability: str) -> bool:
@@ -319,7 +319,7 @@ def implementation_for(model: Model, backend: str = "cpu") -> Implementation:
     """The implementation that runs ``model`` on ``backend``: the first of the backend's implementations that
     accepts the model, else the first host implementation that does (sparse models run on the CPU whatever the
     backend)."""
-    chosen = resolve_backend(backend) if backend == AUTO else backend
+    chosen = resolve_backend(backend) if backend == AUTO_BACKEND else backend
     candidates = [i for i in _REGISTRY.values() if i.backend == chosen and i.accepts(model)]
     if candidates or not any(i.backend == chosen for i in _REGISTRY.values()):
         resolve_backend(chosen)  # the reason, when the backend cannot run here or is unknown
