@@ -190,11 +190,17 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
         "pdfa": {},
         "ngram": {"max_order": 4},
     }
+    assert tuple(learners.TEXT_LEARNERS) == learners.LEARNERS
+    held_out = corpus_text[-3000:]
     for kind in learners.LEARNERS:
         model, summary = learners.train_learner_text(corpus_text, kind, tiny[kind], max_train=8000)
         assert summary["learner"] == kind and learners.learner_kind(model) == kind
         for key in ("train_bps", "validation_bps", "test_bps", "seconds", "parameters"):
             assert summary[key] is not None and summary[key] >= 0, (kind, key)
+        # one learner owns each model, and scoring through the interface is that learner's own scorer
+        assert [name for name, learner in learners.TEXT_LEARNERS.items() if learner.owns(model)] == [kind]
+        own = learners.TEXT_LEARNERS[kind].score(model, held_out, "cpu")
+        assert learners.score_any(model, held_out) == own and np.isfinite(own.bps) and own.symbols > 0
     with pytest.raises(ValueError, match="unknown learner"):
         learners.train_learner_text(corpus_text, "rnn")
     with pytest.raises(ValueError, match="engine.training.train_text"):

@@ -26,6 +26,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "LEARNERS",
     "PEER_LEARNERS",
+    "TEXT_LEARNERS",
+    "TextLearner",
     "TrainingStopped",
     "chmm_parameters",
     "encode_for_learner",
@@ -54,6 +57,7 @@ __all__ = [
     "score_any",
     "score_peer_text",
     "train_learner_text",
+    "text_learner_of",
     "train_peer_text",
 ]
 
@@ -81,6 +85,19 @@ SEED_OPTION = {"densehmm": "seed", "hmm": "seed"}
 
 class TrainingStopped(RuntimeError):
     """A CHMM training run that was cancelled or failed (its message says which, and why)."""
+
+
+@dataclass(frozen=True)
+class TextLearner:
+    """One learner as every front end uses it (hmmlearn's one estimator interface, on text): ``train`` (corpus text,
+    options, the text protocol's settings as keywords; returns the model and its summary), ``score`` (a loaded model,
+    raw text, backend; a :class:`~engine.backends.cpu.inference.ScoreResult`) and ``owns`` (whether a loaded model
+    is this learner's). The CHMM is one of them (:data:`TEXT_LEARNERS`), so nothing here asks which learner it has."""
+
+    name: str
+    train: Callable[..., tuple[Any, dict[str, Any]]]
+    score: Callable[[Any, str, str], inference.ScoreResult]
+    owns: Callable[[Any], bool]
 
 
 # ------------------------------------------------------------------------------------------ building learners
@@ -305,6 +322,65 @@ def chmm_parameters(model: Any) -> int:
     return int(model.n_nonzero())
 
 
+def _train_chmm_text(
+    corpus_text: str,
+    options: dict[str, Any] | None = None,
+    *,
+    normalisation: str = "paper",
+    validation: float = 0.1,
+    max_train: int | None = None,
+    refit: bool = True,
+    name: str = "corpus",
+    callback: learning.ProgressCallback | None = None,
+    cancel: learning.CancelToken | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The CHMM as a text learner: ``options`` are :class:`engine.training.TrainOptions` fields over the protocol's
+    settings, trained by :func:`engine.training.train_text` (``callback`` and ``cancel`` reach its loop); a cancelled
+    or failed run raises :class:`TrainingStopped`."""
+    fields = {"normalisation": normalisation, "validation": validation, "max_train": max_train, "refit": refit}
+    train_options = training.TrainOptions(**(fields | dict(options or {})))
+    outcome = training.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
+    if outcome.result.stopped in training.STOPPED_BAD:
+        reason = f" ({outcome.result.error})" if outcome.result.error else ""
+        raise TrainingStopped(f"CHMM training {outcome.result.stopped}{reason}")
+    summary = {"learner": "chmm", **outcome.summary, "parameters": chmm_parameters(outcome.model)}
+    return outcome.model, summary
+
+
+def _peer_text_learner(kind: str) -> TextLearner:
+    """Peer learner ``kind`` as a text learner: :func:`train_peer_text` (``callback`` and ``cancel`` are the CHMM
+    loop's and do not apply), scored on the CPU only."""
+
+    def train(corpus_text: str, options: dict[str, Any] | None = None, **settings: Any) -> tuple[Any, dict[str, Any]]:
+        settings.pop("callback", None)
+        settings.pop("cancel", None)
+        return train_peer_text(corpus_text, kind, options, **settings)
+
+    def score(model: Any, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
+        if not engines.on_host(backend):
+            raise ValueError(f"the {kind} learner scores on the CPU only; leave out --backend {backend}")
+        return score_peer_text(model, raw_text)
+
+    return TextLearner(kind, train, score, lambda model: getattr(model, "kind", None) == kind)
+
+
+def _is_chmm(model: Any) -> bool:
+    return not any(getattr(model, "kind", None) == kind for kind in PEER_LEARNERS)
+
+
+TEXT_LEARNERS: dict[str, TextLearner] = {
+    "chmm": TextLearner("chmm", _train_chmm_text, reading.score_text, _is_chmm),
+    **{kind: _peer_text_learner(kind) for kind in PEER_LEARNERS},
+}
+"""Every learner of :data:`LEARNERS` behind the one interface, by name."""
+
+
+def text_learner_of(model: Any) -> TextLearner:
+    """The learner a loaded model belongs to."""
+    return next(learner for learner in TEXT_LEARNERS.values() if learner.owns(model))
+
+
 def train_learner_text(
     corpus_text: str,
     kind: str,
@@ -320,30 +396,20 @@ def train_learner_text(
     log: Callable[[str], None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Train any learner of :data:`LEARNERS` on ``corpus_text`` by the same protocol and return the model and figures
-    with the same keys (learner, train_bps, validation_bps, test_bps, seconds, parameters, ...). For "chmm",
-    ``options`` are :class:`engine.training.TrainOptions` fields (``callback`` and ``cancel`` reach its training
-    loop; a cancelled or failed run raises :class:`TrainingStopped`); for a peer, its constructor options."""
-    kind = _check_kind(kind)
-    if kind != "chmm":
-        return train_peer_text(
-            corpus_text,
-            kind,
-            options,
-            normalisation=normalisation,
-            validation=validation,
-            max_train=max_train,
-            refit=refit,
-            name=name,
-            log=log,
-        )
-    fields = {"normalisation": normalisation, "validation": validation, "max_train": max_train, "refit": refit}
-    train_options = training.TrainOptions(**(fields | dict(options or {})))
-    outcome = training.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
-    if outcome.result.stopped in training.STOPPED_BAD:
-        reason = f" ({outcome.result.error})" if outcome.result.error else ""
-        raise TrainingStopped(f"CHMM training {outcome.result.stopped}{reason}")
-    summary = {"learner": "chmm", **outcome.summary, "parameters": chmm_parameters(outcome.model)}
-    return outcome.model, summary
+    with the same keys (learner, train_bps, validation_bps, test_bps, seconds, parameters, ...): ``options`` are the
+    learner's (:class:`engine.training.TrainOptions` fields for "chmm", a peer's constructor options otherwise)."""
+    return TEXT_LEARNERS[_check_kind(kind)].train(
+        corpus_text,
+        options,
+        normalisation=normalisation,
+        validation=validation,
+        max_train=max_train,
+        refit=refit,
+        name=name,
+        callback=callback,
+        cancel=cancel,
+        log=log,
+    )
 
 
 # ------------------------------------------------------------------------------------------ files
@@ -370,14 +436,14 @@ def load_any(path: str | Path) -> Any:
     return learner
 
 
-def is_peer(model: Any) -> bool:
-    """Whether ``model`` is a peer learner (not a CHMM)."""
-    return getattr(model, "kind", None) in PEER_LEARNERS
-
-
 def learner_kind(model: Any) -> str:
-    """The learner name of a loaded model: its ``kind`` for a peer, "chmm" otherwise."""
-    return str(model.kind) if is_peer(model) else "chmm"
+    """The learner name of a loaded model (the learner of :data:`TEXT_LEARNERS` that owns it)."""
+    return text_learner_of(model).name
+
+
+def is_peer(model: Any) -> bool:
+    """Whether ``model`` is a peer learner's (a CHMM's is not)."""
+    return learner_kind(model) in PEER_LEARNERS
 
 
 # ------------------------------------------------------------------------------------------ scoring
@@ -410,10 +476,6 @@ def score_peer_text(learner: PeerLearner, raw_text: str) -> inference.ScoreResul
 
 
 def score_any(model: Any, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
-    """Bits per symbol of raw text under any loaded model: a peer on the CPU (a GPU request is refused), a CHMM by
-    :func:`engine.backends.reading.score_text` on ``backend``."""
-    if is_peer(model):
-        if not engines.on_host(backend):
-            raise ValueError(f"the {model.kind} learner scores on the CPU only; leave out --backend {backend}")
-        return score_peer_text(model, raw_text)
-    return reading.score_text(model, raw_text, backend=backend)
+    """Bits per symbol of raw text under any loaded model, by its learner (:data:`TEXT_LEARNERS`): a peer on the CPU
+    (a GPU request is refused), a CHMM by :func:`engine.backends.reading.score_text` on ``backend``."""
+    return text_learner_of(model).score(model, raw_text, backend)
