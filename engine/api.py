@@ -112,7 +112,7 @@ from engine.training import (
     restart_processes,
     train_text,
 )
-from engine.training.distributed import open_cluster
+from engine.training.distributed import check_workers, open_cluster
 from engine.training.learning import (
     ALGORITHMS,
     BATCH_PER_BLOCK,
@@ -124,24 +124,24 @@ from engine.training.learning import (
 
 __all__ = [  # fmt: skip
     "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
-    "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "CHMM", "clone_path",
-    "ClonePath", "codelength_terms", "CommunityOptions", "Corpus", "corpus_name", "CorpusError", "cytoscape_elements",
-    "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN", "DEFAULT_PRUNE_THRESHOLD",
-    "dense_for_tools", "Document", "DTYPES", "encode_for_model", "estimate_training_memory", "EXACT",
-    "expected_sentence", "EXPORT_FORMATS", "export_model_graph", "EXTENSIONS", "FLOW_SOURCES", "force_layout",
-    "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer", "IterationRecord",
-    "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model", "LOCKSTEP_BURN_IN",
-    "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS", "MapOptions",
-    "MAX_RESTARTS", "model_communities", "model_graph", "ModelFormatError", "module_colour", "module_links",
-    "ModuleNotFoundInResult", "ngram_beside", "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE",
-    "ONLINE_RESTARTS", "open_cluster", "PALETTE", "parse_room", "parse_walk", "place_field", "placeholder_share",
-    "plan_route", "prepare_corpus", "ProgressCallback", "prune_model", "prune_sweep_text", "PruneOutcome",
-    "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room", "read_text",
-    "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "RESTART_MEMORY", "restart_processes",
-    "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text", "scramble_for_model",
-    "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text", "SYMBOLS_PER_STATE",
-    "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped", "TrainOptions",
-    "WalkFile", "write_communities", "write_walk",
+    "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "check_workers", "CHMM",
+    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "Corpus", "corpus_name", "CorpusError",
+    "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
+    "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
+    "estimate_training_memory", "EXACT", "expected_sentence", "EXPORT_FORMATS", "export_model_graph", "EXTENSIONS",
+    "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
+    "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
+    "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
+    "MapOptions", "MAX_RESTARTS", "model_communities", "model_graph", "ModelFormatError", "module_colour",
+    "module_links", "ModuleNotFoundInResult", "ngram_beside", "node_flows", "NORMALISATIONS", "on_host",
+    "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PALETTE", "parse_room", "parse_walk", "place_field",
+    "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback", "prune_model", "prune_sweep_text",
+    "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",
+    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "RESTART_MEMORY",
+    "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
+    "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
+    "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
+    "TrainOptions", "WalkFile", "write_communities", "write_walk",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 

@@ -193,3 +193,26 @@ def test_online_epochs_are_not_judged() -> None:
     for i, value in enumerate([2.10, 2.09, 2.085], 1):  # batch EM far above the best, crawling: hopeless
         crawling.observe(learning.IterationRecord(i, value, value, 0.1))
     assert crawling.stopped and crawling.cancel.cancelled
+
+
+@pytest.mark.parametrize(
+    ("fields", "cluster", "message"),
+    [
+        ({"burn_in": 10}, False, "--burn-in belongs to chunks"),
+        ({"chunk": 5_000, "burn_in": 10, "backend": "cpu"}, False, "--chunk cuts documents into chunks"),
+        ({"algorithm": "viterbi"}, True, "not Viterbi EM"),
+        ({"states": 100, "pseudocount": 1e-3, "budget": 3.0}, False, "--budget bounds the choice"),
+    ],
+)
+def test_the_training_options_own_every_rule(fields: dict, cluster: bool, message: str) -> None:
+    """The rules the command line once kept for itself are TrainOptions' (the CLI, the app and the cluster call
+    it), and each allows what it should: chunks on a cluster or in lockstep (gpu-sim), Viterbi EM off a cluster."""
+    with pytest.raises(ValueError, match=message):
+        training.TrainOptions(**fields).validate(cluster=cluster)
+    allowed = {
+        "--burn-in belongs": ({**fields, "chunk": 5_000}, True),
+        "--chunk cuts": ({**fields, "backend": "gpu-sim"}, False),
+        "not Viterbi EM": (fields, False),
+        "--budget bounds": ({**fields, "pseudocount": training.AUTO}, False),
+    }[next(k for k in ("--burn-in belongs", "--chunk cuts", "not Viterbi EM", "--budget bounds") if k in message)]
+    training.TrainOptions(**allowed[0]).validate(cluster=allowed[1])

@@ -192,24 +192,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
     check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
     options = train_options(args)
-    options.validate()
-    if args.budget is not None and not options.searches:
-        raise ValueError(
-            "--budget bounds the choice of states and pseudocount on validation, and there is none: both are given, "
-            "or --init continues a model with its own"
-        )
-    lockstep = api.supports(args.backend, "lockstep")
-    if args.burn_in is not None and (args.chunk == api.EXACT or (args.chunk is None and not lockstep)):
-        raise ValueError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
-    if args.chunk and not (args.cluster or args.workers) and not lockstep:
-        raise ValueError(
-            "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on the "
-            "GPU (--backend gpu)"
-        )
-    if (args.cluster or args.workers) and options.algorithm == "viterbi":
-        raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
-    if args.workers is not None and not 1 <= args.workers <= 1024:
-        raise ValueError(f"--workers must be a number of processes from 1 to 1,024, got {args.workers}")
+    options.validate(cluster=bool(args.cluster or args.workers))
+    if args.workers is not None:
+        api.check_workers(args.workers)
     corpus_text, name = read_corpus(args.corpus)
     cancel = api.CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())

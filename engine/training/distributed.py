@@ -166,6 +166,18 @@ def balance(sequences: Sequence[Any], shards: int) -> list[list[Any]]:
     return [g for g in groups if g]
 
 
+MAX_LOCAL_WORKERS = 1024
+"""The most worker processes of a local cluster."""
+
+
+def check_workers(workers: int) -> int:
+    """``workers`` when it is a number of local worker processes from 1 to :data:`MAX_LOCAL_WORKERS`, else
+    ValueError in one sentence."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_LOCAL_WORKERS:
+        raise ValueError(f"--workers must be a number of processes from 1 to {MAX_LOCAL_WORKERS:,}, got {workers}")
+    return workers
+
+
 def connect(address: str | None = None, workers: int | None = None) -> Any:
     """A ``dask.distributed.Client``: of the scheduler at ``address``, or of a new local cluster of ``workers``
     processes (one thread each). :class:`ClusterError` when Dask is not installed or the scheduler cannot be
@@ -179,10 +191,8 @@ def connect(address: str | None = None, workers: int | None = None) -> Any:
             return distributed.Client(address, timeout="10s")
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
-    if not workers or workers < 1:
-        raise ValueError("a local cluster needs at least one worker")
     cluster = distributed.LocalCluster(
-        n_workers=workers,
+        n_workers=check_workers(workers),
         threads_per_worker=1,
         processes=True,
         dashboard_address=":0",

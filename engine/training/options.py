@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends import chunks, engines
 from engine.corpora import allocation, text
 from engine.corpora.allocation import DEFAULT_NGRAM_ORDER
 from engine.model.blocks import pairs_in_sequence
@@ -195,8 +196,10 @@ class TrainOptions:
             pseudocount = float(recorded) if ok and math.isfinite(recorded) else FIRST_PSEUDOCOUNT
         return replace(self, states=model.n_states, pseudocount=pseudocount)
 
-    def validate(self) -> None:
-        """Raise ValueError (one clear sentence) on impossible settings, before any work is done."""
+    def validate(self, cluster: bool = False) -> None:
+        """Raise ValueError (one clear sentence) on impossible settings, before any work is done: every rule of the
+        training settings, for the command line, the app's form and job service, and the cluster alike
+        (``cluster``: batch EM's E-step will run on a Dask cluster)."""
         if self.states != AUTO and (
             isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES
         ):
@@ -250,8 +253,27 @@ class TrainOptions:
             raise ValueError("the grown model's iterations must be at least 1")
         if not 0.0 <= self.grow_noise < 1.0:
             raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
+        self._validate_budget_and_chunks(cluster)
         chosen = replace(self, pseudocount=FIRST_PSEUDOCOUNT) if self.pseudocount == AUTO else self
         chosen.training_config().validate()
+
+    def _validate_budget_and_chunks(self, cluster: bool) -> None:
+        """The rules of the search's budget, of chunks and burn-in, and of the cluster."""
+        if self.budget != BUDGET_MINUTES and self.budget is not None and not self.searches:
+            raise ValueError(
+                "--budget bounds the choice of states and pseudocount on validation, and there is none: both are "
+                "given, or --init continues a model with its own"
+            )
+        lockstep = self.backend in engines.backend_choices() and engines.supports(self.backend, "lockstep")
+        if self.burn_in is not None and (self.chunk == chunks.EXACT or (self.chunk is None and not lockstep)):
+            raise ValueError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
+        if self.chunk and not cluster and not lockstep:
+            raise ValueError(
+                "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on "
+                "the GPU (--backend gpu)"
+            )
+        if cluster and self.algorithm == "viterbi":
+            raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
 
     def resolved_restarts(self) -> int:
         """The restarts to run: as given, else :data:`ONLINE_RESTARTS` for online EM and 1 for batch or Viterbi EM."""
