@@ -108,9 +108,9 @@ def peak_rss_mb(code: str) -> float:
 @pytest.mark.slow
 def test_bombs_are_refused_in_bounded_memory(bombs: dict[str, Path]) -> None:
     """Refusing all four files takes no more memory than loading the plain model (a gigabyte would show)."""
-    plain = peak_rss_mb(f"from engine import model_files\nmodel_files.load_model({str(SAMPLE)!r})")
+    plain = peak_rss_mb(f"from engine.backends import model_files\nmodel_files.load_model({str(SAMPLE)!r})")
     refused = peak_rss_mb(
-        "from engine import model_files\n"
+        "from engine.backends import model_files\n"
         "from engine.model.dense import ModelFormatError\n"
         f"for path in {[str(path) for path in bombs.values()]!r}:\n"
         "    try:\n"
