@@ -601,14 +601,30 @@ def hard_counts(
     return decoded.clones, path_counts(layout, x, decoded.clones, row_key), log_likelihood
 
 
-def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray | None = None) -> ViterbiResult:
+def viterbi(
+    model: CHMM,
+    evidence: np.ndarray | Evidence,
+    row_shift: np.ndarray | None = None,
+    predecessors: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ViterbiResult:
     """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
-    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`; ``row_shift[n]`` (zeros
-    when None) is added to position n's symbols to name the block row of step n -> n+1 (``a_n * E`` for a walk
-    with actions, :mod:`engine.actions`)."""
+    every step; :func:`engine.kernels.cpu.max_product`). ``evidence`` is a symbol sequence (hard evidence) or an
+    :class:`Evidence`; ``row_shift[n]`` (zeros when None) is added to position n's symbols to name the block row of
+    step n -> n+1 (``a_n * E`` for a walk with actions, :mod:`engine.actions`). ``predecessors`` (pred_ptr,
+    pred_node): a lattice, candidate c of the evidence following only the candidates
+    ``pred_node[pred_ptr[c]:pred_ptr[c+1]]`` of the position before (the scrambled-text decoder's constraints);
+    None: every candidate."""
     layout = model.layout
     evidence, state_offsets = viterbi_evidence(layout, evidence)
     row_shift = row_keys.check_row_shift(layout, evidence.ptr, evidence.symbol, row_shift)
+    if predecessors is None:
+        pred_ptr = pred_node = np.zeros(0, dtype=np.int64)
+    else:
+        pred_ptr, pred_node = (np.ascontiguousarray(v, dtype=np.int64) for v in predecessors)
+        if pred_ptr.shape != (len(evidence.symbol) + 1,) or (
+            pred_node.size and pred_node.max() >= len(evidence.symbol)
+        ):
+            raise ValueError("a lattice needs the predecessors of every candidate of the evidence")
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(
@@ -625,5 +641,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray 
         state_offsets,
         backpointer,
         path,
+        pred_ptr,
+        pred_node,
     )
     return viterbi_result(layout, path, log_probability)
