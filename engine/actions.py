@@ -513,29 +513,18 @@ def learn_online(
     T^(b)[a] = row-normalise(A^(b)[a] + pseudocount * |b| / N), lambda = ``memory``. The E-step of a batch starts
     from the last forward message of the batch before (each walk from pi). Returns the model and the bits per step
     of each epoch, -sum_b log2 P(batch b | T^(b-1)) / N, as :func:`engine.learning.fit` records it: a walk with one
-    action gives the text engine's trajectory to the bit. ``backend`` as for :func:`learn_em`."""
-    from engine import engines, learning
+    action gives the text engine's trajectory to the bit. The loop is :func:`engine.learning.fit` (``epochs``
+    epochs, no tolerance); ``backend`` as for :func:`learn_em`."""
+    from engine import learning
 
     if not isinstance(epochs, int | np.integer) or epochs < 1:
         raise ValueError(f"online EM needs at least 1 epoch, got {epochs!r}")
-    config = learning.TrainingConfig(algorithm="online", pseudocount=pseudocount, batch_size=batch_size, memory=memory)
+    config = learning.TrainingConfig(
+        algorithm="online", max_iterations=int(epochs), tolerance=None, pseudocount=pseudocount,
+        batch_size=batch_size, memory=memory,
+    )  # fmt: skip
     config.validate()
-    walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    sequences = [x_d for x_d, _ in walks]
-    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
-    steps = sum(len(x_d) for x_d in sequences)
-    engine = engines.engine_for(model.engine_view(), backend)
-    state = engine.load(model.engine_view())
-    online = learning.OnlineState()
-    history: list[float] = []
-    for epoch in range(int(epochs)):
-        state, ll, _ = learning.online_epoch(engine, state, sequences, config, online, None, row_keys=keys)
-        if not engine.finite(state):
-            raise FloatingPointError("online EM made the transition matrix non-finite")
-        history.append(_bits(ll, steps))
-        if progress is not None:
-            progress(epoch, history[-1])
-    return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
+    return _fit(model, x, a, config, progress, backend)
 
 
 def learn_viterbi(
@@ -553,6 +542,9 @@ def learn_viterbi(
     the path does not use). The loop is :func:`engine.learning.fit` (Viterbi EM scored by the path, stop when
     worse) on ``backend`` (as for :func:`learn_em`). Several walks: each walk's MAP path, their counts summed,
     -sum_d log2 max P(z^d, x^d | a^d) / sum_d N_d."""
+    if iterations < 1:  # nothing decoded: the model as it is
+        check_walks(x, a, model.n_symbols, model.n_actions)
+        return model, []
     return _fit(model, x, a, learning_config("viterbi", iterations, pseudocount, True), progress, backend)
 
 
@@ -571,8 +563,9 @@ def learning_config(algorithm: str, iterations: int, pseudocount: float, stop_wh
 def _fit(
     model: ActionCHMM, x: Walks, a: Walks, config: Any, progress: Progress | None, backend: str
 ) -> tuple[ActionCHMM, list[float]]:
-    """Batch or Viterbi EM on the walks by :func:`engine.learning.fit` with their row keys: the model and the bits
-    per step of each iteration (that of the model entering it)."""
+    """Batch, online or Viterbi EM on the walks by :func:`engine.learning.fit` with their row keys: the model and
+    the bits per step of each iteration (batch and Viterbi EM: that of the model entering it; online EM: the sum
+    over an epoch's batches)."""
     from engine import learning
 
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
