@@ -61,9 +61,15 @@ def one_run(model, train: np.ndarray, epochs: int, own: bool) -> tuple[float, fl
 CHILD = """
 import json, sys, numpy as np
 sys.path.insert(0, sys.argv[1])
-from engine import allocation, learning, text
-from engine.model.blocks import pairs_in_sequence
-from engine.model.dense import random_model
+try:
+    from engine.corpora import allocation, text
+    from engine.model.blocks import pairs_in_sequence
+    from engine.model.dense import random_model
+    from engine.training import learning
+except ImportError:  # a checkout from before the engine's wings (issue 46)
+    from engine import allocation, learning, text
+    from engine.blocks import pairs_in_sequence
+    from engine.model import random_model
 corpus = text.prepare_corpus(text.read_text(sys.argv[2]), "paper", validation=0.0)
 train = corpus.train[: int(sys.argv[5])]
 n_clones = allocation.allocate_clones(train, corpus.n_symbols, int(sys.argv[3]), sys.argv[6])

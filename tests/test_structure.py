@@ -146,13 +146,8 @@ def test_the_door_check_finds_a_planted_import(tmp_path: Path) -> None:
     assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.model.dense"}}
 
 
-KERNELS_OUTSIDE = {"engine.cognitive.actions", "engine.cognitive.maps"}
-"""Modules outside the implementations that still import the CPU kernels: the maps' passes, until they run on the
-protocol (issue 46, item 3)."""
-
-
 def test_only_the_implementations_import_kernels() -> None:
-    assert set(kernel_violations(ROOT)) == KERNELS_OUTSIDE
+    assert kernel_violations(ROOT) == {}
     assert {"engine.backends.cpu.inference", "engine.backends.gpu.device_blocks"} <= set(
         structure.kernel_importers(ROOT)
     )
@@ -226,8 +221,7 @@ def test_the_circle_check_finds_a_planted_circle(tmp_path: Path) -> None:
 
 def test_no_engine_module_or_function_is_above_its_limit() -> None:
     assert {p: n for p, n in structure.long_modules(ROOT).items() if p.startswith("engine/")} == {}
-    long_functions = {f for f in structure.long_functions(ROOT) if f.startswith("engine/")}
-    assert long_functions <= {"engine/training/learning.py:fit"}  # 83 lines; the maps' loop joins it (item 3)
+    assert {f: n for f, n in structure.long_functions(ROOT).items() if f.startswith("engine/")} == {}
 
 
 def test_the_choices_come_from_the_registry() -> None:

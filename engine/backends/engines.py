@@ -57,9 +57,18 @@ class Engine(Protocol):
     def copy(self, state: Any) -> Any:
         """A state whose transition values may be changed in place without changing ``state``."""
 
-    def forward(self, state: Any, x: np.ndarray, initial: np.ndarray | None = None) -> inference.ForwardResult:
+    def forward(
+        self,
+        state: Any,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
+        store: bool = False,
+    ) -> inference.ForwardResult:
         """Scaled forward pass: the one-step predictive probabilities P(x_n | x_<n) and the zero-probability events
-        (``initial`` replaces pi). The stored messages may be empty."""
+        (``initial`` replaces pi). ``row_key``: the block row of each step of a walk with actions (as for
+        :meth:`e_step`). With ``store`` the normalised messages alpha(n) (the filtered posteriors over the clones of
+        x_n) come back on the host in time order (message n at ``offsets[n]``); without it they may be empty."""
 
     def score(self, state: Any, x: np.ndarray) -> inference.ScoreResult:
         """Bits per symbol of one sequence with the model's back-off (:func:`engine.backends.cpu.inference.score`)."""
@@ -120,8 +129,12 @@ class Engine(Protocol):
         with actions (``a_n * E`` over the layout of :func:`engine.cognitive.actions.action_layout`; None for text), as
         ``row_key`` names it for :meth:`e_step` (a bad one is refused in one sentence, :mod:`engine.model.row_keys`)."""
 
-    def hard_counts(self, state: Any, x: np.ndarray) -> tuple[Any, float]:
-        """Viterbi EM's counts (one per transition of the MAP clone path of ``x``) and log P(x)."""
+    def hard_counts(
+        self, state: Any, x: np.ndarray, row_key: np.ndarray | None = None, score: str = "likelihood"
+    ) -> tuple[Any, float]:
+        """Viterbi EM's counts (one per transition of the MAP clone path of ``x``) and log P(x), or with ``score``
+        "path" the path's own log max_z P(z, x) (:func:`engine.backends.cpu.inference.hard_counts`). ``row_key``: the
+        block row of each step of a walk with actions (as for :meth:`e_step`)."""
 
     def sample(self, state: Any, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None) -> np.ndarray:
         """``length`` sampled symbols, continuing ``prefix`` if given (:func:`engine.backends.cpu.sampling.sample`)."""
@@ -165,11 +178,15 @@ def score_sequences(engine: Engine, state: Any, sequences: np.ndarray | Sequence
 
 
 def e_step_sequences(
-    engine: Engine, state: Any, sequences: Sequence[np.ndarray], plans: Sequence[Any] | None = None
+    engine: Engine,
+    state: Any,
+    sequences: Sequence[np.ndarray],
+    plans: Sequence[Any] | None = None,
+    row_keys: Sequence[np.ndarray] | None = None,
 ) -> inference.EStepResult:
     """The E-step of independent sequences: their expected counts and log-likelihoods add up (they share T);
     gamma(1) is the mean over the sequences (the M-step of pi for several sequences). ``last_alpha`` is the last
-    sequence's."""
+    sequence's. ``row_keys``: each walk's block rows, for walks with actions (see :meth:`Engine.e_step`)."""
     total = None
     gamma_first = None
     log_likelihood = 0.0
@@ -177,7 +194,9 @@ def e_step_sequences(
     touched = None
     last = None
     for k, x in enumerate(sequences):
-        e = engine.e_step(state, x, plan=None if plans is None else plans[k])
+        e = engine.e_step(
+            state, x, plan=None if plans is None else plans[k], row_key=None if row_keys is None else row_keys[k]
+        )
         if total is None:
             total, gamma_first, touched = e.counts, e.gamma_first.astype(np.float64), e.touched.copy()
         else:
@@ -219,7 +238,8 @@ class Implementation:
     ``chunk``: batch EM's passes run over all chunks of a sequence at once), ``restart_processes``
     (restarts may run in worker processes), ``host`` (runs on the CPU: peers and CPU-only tools accept the
     backend), ``in_app`` (offered on the Train page). ``file_format`` and ``read``: the ``format`` its host models'
-    files name in their header and their reader (:func:`reader_for`)."""
+    files name in their header and their reader (:func:`reader_for`); ``adopt``: a host model of another form in
+    this implementation's (:func:`in_form_for`)."""
 
     name: str
     backend: str
@@ -237,6 +257,7 @@ class Implementation:
     in_app: bool = True
     file_format: str | None = None
     read: Callable[..., Model] | None = None
+    adopt: Callable[[Model], Model] | None = None
 
     def create(self, options: Any = None) -> Engine:
         """A new engine with ``options`` when they are this implementation's (else its defaults)."""
@@ -335,6 +356,21 @@ def reader_for(file_format: str | None) -> Callable[..., Model]:
     damaged or foreign file)."""
     readers = {i.file_format: i.read for i in _REGISTRY.values() if i.file_format and i.read is not None}
     return readers.get(file_format or "", model_io.load)
+
+
+def in_form_for(model: Model, name: str) -> tuple[Model, str]:
+    """``model`` in the form that ``name`` runs and the backend that selects it: ``name`` a backend (cpu, gpu,
+    gpu-sim, auto) leaves the model as it is; the name of an implementation that is not a backend's own ("dense",
+    "sparse": both on "cpu") converts a model it does not accept (a dense model to its non-zeros as CSR blocks, a
+    sparse one to dense blocks), so that a tool may run one model on every implementation."""
+    chosen = _REGISTRY.get(name)
+    if chosen is None or chosen.backend == name:
+        return model, name
+    if not chosen.accepts(model):
+        if chosen.adopt is None:
+            raise ValueError(f"the {name} implementation cannot take this model")
+        model = chosen.adopt(model)
+    return model, chosen.backend
 
 
 def engine_for(model: Model, backend: str = "cpu", options: Any = None) -> Engine:

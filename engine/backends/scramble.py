@@ -30,19 +30,10 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 from engine.backends import engines
+from engine.backends.cpu import inference
 from engine.backends.cpu.inference import Evidence
-from engine.backends.cpu.kernels import (
-    backtrack_slots,
-    clear_slots,
-    find_block,
-    max_through_block,
-    rescale_position,
-    viterbi_start,
-    weigh_slots,
-)
 from engine.corpora import text
 from engine.model.dense import CHMM
 
@@ -196,60 +187,9 @@ def mark_changes(original: str, decoded: str, left: str = "[", right: str = "]")
 
 
 # ------------------------------------------------------------------------------------------------ lattice Viterbi
-@njit(nogil=True, cache=True, error_model="numpy")
-def _lattice_viterbi(
-    T,
-    pi,
-    n_clones,
-    clone_start,
-    block_lookup,
-    block_offset,
-    node_ptr,
-    node_symbol,
-    node_weight,
-    pred_ptr,
-    pred_node,
-    slot_offset,
-    backpointer,
-    path_slot,
-):
-    """Max-product over a lattice of candidate symbols: position n has the nodes node_ptr[n]..node_ptr[n+1]-1,
-    node c emits symbol node_symbol[c] with evidence weight node_weight[c] and may only follow the nodes
-    pred_node[pred_ptr[c]:pred_ptr[c+1]] of position n-1. A node's clones occupy the slots slot_offset[c]...
-    delta(n)_v = w(c) max over allowed (p, u) of delta(n-1)_u T_uv, rescaled to max 1 every step. Writes the MAP
-    slot path into path_slot and returns log max P(path, evidence) (-inf when every path has probability 0)."""
-    n_steps = node_ptr.shape[0] - 1
-    delta = np.zeros(slot_offset[-1], dtype=np.float64)
-    best = viterbi_start(pi, n_clones, clone_start, node_ptr, node_symbol, node_weight, slot_offset, delta, backpointer)
-    if best <= 0.0:
-        return -np.inf
-    log_scale = np.log(best)
-    for n in range(1, n_steps):
-        best = 0.0
-        for c in range(node_ptr[n], node_ptr[n + 1]):
-            j = node_symbol[c]
-            m_j = n_clones[j]
-            out = slot_offset[c]
-            clear_slots(delta, backpointer, out, m_j)
-            if node_weight[c] <= 0.0:
-                continue
-            for q in range(pred_ptr[c], pred_ptr[c + 1]):
-                p = pred_node[q]
-                i = node_symbol[p]
-                k = find_block(block_lookup, n_clones.shape[0], i, j)
-                if k >= 0:
-                    max_through_block(T, block_offset[k], delta, slot_offset[p], n_clones[i], out, m_j, backpointer)
-            best = weigh_slots(delta, out, m_j, node_weight[c], best)
-        if best <= 0.0:
-            return -np.inf
-        log_scale += np.log(best)
-        rescale_position(delta, node_ptr, node_symbol, n_clones, slot_offset, n, best)
-    backtrack_slots(delta, node_ptr, node_symbol, n_clones, slot_offset, backpointer, path_slot)
-    return log_scale
-
-
 class _Lattice:
-    """Nodes (symbol, weight, allowed predecessors) position by position, for :func:`_lattice_viterbi`."""
+    """Nodes (symbol, weight, allowed predecessors) position by position: the evidence of a lattice Viterbi pass
+    (:func:`engine.backends.cpu.inference.viterbi` with ``predecessors``)."""
 
     def __init__(self) -> None:
         self.symbol: list[int] = []
@@ -291,7 +231,8 @@ class _Lattice:
             ids = self.add_position([(index[letters[a]], weights[a], preds[(a, used)]) for a, used in keys])
             level = dict(zip(keys, ids, strict=True))
 
-    def arrays(self, n_clones: np.ndarray) -> tuple[np.ndarray, ...]:
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The lattice as evidence (ptr, symbol, weight) and each node's predecessors (pred_ptr, pred_node)."""
         node_ptr = np.array(self.ptr, dtype=np.int64)
         node_symbol = np.array(self.symbol, dtype=np.int64)
         node_weight = np.array(self.weight, dtype=np.float64)
@@ -299,9 +240,7 @@ class _Lattice:
         pred_ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=pred_ptr[1:])
         pred_node = np.fromiter(itertools.chain.from_iterable(self.preds), dtype=np.int64, count=int(pred_ptr[-1]))
-        slot_offset = np.zeros(len(node_symbol) + 1, dtype=np.int64)
-        np.cumsum(n_clones[node_symbol], out=slot_offset[1:])
-        return node_ptr, node_symbol, node_weight, pred_ptr, pred_node, slot_offset
+        return node_ptr, node_symbol, node_weight, pred_ptr, pred_node
 
 
 def _sub_multisets(interior: str) -> int:
@@ -333,30 +272,11 @@ def _constrained_viterbi(model: CHMM, scrambled: str, max_subsets: int) -> tuple
             continue
         lattice.add_position([(int(x[n]), 1.0, None)])
         n += 1
-    layout = model.layout
-    node_ptr, node_symbol, node_weight, pred_ptr, pred_node, slot_offset = lattice.arrays(layout.n_clones)
-    backpointer = np.empty(int(slot_offset[-1]), dtype=np.int64)
-    path_slot = np.full(len(x), -1, dtype=np.int64)
-    log_probability = _lattice_viterbi(
-        model.T,
-        model.pi,
-        layout.n_clones,
-        layout.clone_start,
-        layout.block_lookup,
-        layout.block_offset,
-        node_ptr,
-        node_symbol,
-        node_weight,
-        pred_ptr,
-        pred_node,
-        slot_offset,
-        backpointer,
-        path_slot,
-    )
-    if not np.isfinite(log_probability):
+    node_ptr, node_symbol, node_weight, pred_ptr, pred_node = lattice.arrays()
+    result = inference.viterbi(model, Evidence(node_ptr, node_symbol, node_weight), predecessors=(pred_ptr, pred_node))
+    if not np.isfinite(result.log_probability):
         return None, -np.inf, relaxed
-    slot_node = np.searchsorted(slot_offset, path_slot, side="right") - 1
-    return model.decode_symbols(node_symbol[slot_node]), float(log_probability), relaxed
+    return model.decode_symbols(result.symbols), result.log_probability, relaxed
 
 
 def _unconstrained_viterbi(

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from engine.backends.cpu import inference
-from engine.backends.cpu import kernels as cpu
 from engine.model.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive
 from engine.model.blocks import BlockLayout, normalise_rows, row_sums
 from engine.model.dense import CHMM, ModelFormatError, check_row_sums, write_npz_atomic
@@ -383,78 +382,77 @@ def from_dense(
 
 
 # ------------------------------------------------------------------------------------------------ inference
-def _log_likelihood_one(model: ActionCHMM, view: CHMM, x: np.ndarray, a: np.ndarray) -> float:
-    layout = view.layout
-    predictive = np.empty(len(x), dtype=np.float64)
-    events = cpu.forward_pass(
-        view.T, view.pi, x, row_keys(x, a, model.n_symbols), layout.n_clones, layout.clone_start,
-        layout.block_lookup, layout.block_offset, np.zeros(0, dtype=view.T.dtype), np.zeros(0, dtype=np.int64),
-        predictive,
-    )  # fmt: skip
-    return -np.inf if events else float(np.sum(np.log(predictive)))
+def engine_state(model: ActionCHMM, backend: str = "cpu") -> tuple[Any, Any]:
+    """The implementation of the engine protocol that runs ``model`` on ``backend`` and the model's state there:
+    the model's :meth:`ActionCHMM.engine_view` loaded once (the caller passes each walk's :func:`row_keys` to the
+    protocol's passes). ``backend``: cpu, gpu, gpu-sim, auto, or an implementation's name, "sparse" for the CPU's
+    CSR blocks over the map's non-zeros (:func:`engine.backends.engines.in_form_for`)."""
+    from engine.backends import engines
+
+    view, backend = _view(model, backend)
+    engine = engines.engine_for(view, backend)
+    return engine, engine.load(view)
 
 
-def log_likelihood(model: ActionCHMM, x: Walks, a: Walks) -> float:
+def _view(model: ActionCHMM, backend: str) -> tuple[Any, str]:
+    """The host model the engine runs for ``model`` on ``backend`` (see :func:`engine_state`) and the backend."""
+    from engine.backends import engines
+
+    return engines.in_form_for(model.engine_view(), backend)
+
+
+def with_host_T(model: ActionCHMM, host: Any) -> ActionCHMM:
+    """``model`` with the transition values of ``host``, a host model of its engine view in any form."""
+    from engine.backends import engines
+
+    engine = engines.engine_for(host)
+    return model.with_T(np.asarray(engine.as_dense(engine.load(host), "a map").T, dtype=model.T.dtype))
+
+
+def _log_likelihood_one(engine: Any, state: Any, x: np.ndarray, key: np.ndarray) -> float:
+    result = engine.forward(state, x, row_key=key)
+    return -np.inf if result.zero_events else float(np.sum(np.log(result.predictive)))
+
+
+def log_likelihood(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> float:
     """log P(x_1..x_N | a_1..a_{N-1}) in nats, by the scaled forward pass with each step's block from its action
     (alpha(n+1)^T = alpha(n)^T T[a_n](x_n, x_{n+1}), normalised); -inf when the walk is impossible. For several
-    walks (:func:`check_walks`) the sum over them, log prod_d P(x^d | a^d), each starting from pi."""
+    walks (:func:`check_walks`) the sum over them, log prod_d P(x^d | a^d), each starting from pi. On any
+    implementation (``backend`` as for :func:`engine_state`: cpu, gpu, gpu-sim, sparse)."""
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    view = model.engine_view()
-    return float(sum(_log_likelihood_one(model, view, x_d, a_d) for x_d, a_d in walks))
+    engine, state = engine_state(model, backend)
+    E = model.n_symbols
+    return float(sum(_log_likelihood_one(engine, state, x_d, row_keys(x_d, a_d, E)) for x_d, a_d in walks))
 
 
-def bits_per_step(model: ActionCHMM, x: Walks, a: Walks) -> float:
+def bits_per_step(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> float:
     """-log2 P(walk) / N: the mean surprisal of an observation given the walk so far and its actions; for several
-    walks -sum_d log2 P(x^d | a^d) / sum_d N_d."""
+    walks -sum_d log2 P(x^d | a^d) / sum_d N_d (``backend`` as for :func:`log_likelihood`)."""
     steps = sum(len(x_d) for x_d, _ in check_walks(x, a, model.n_symbols, model.n_actions))
-    return -log_likelihood(model, x, a) / steps / np.log(2.0)
+    return -log_likelihood(model, x, a, backend) / steps / np.log(2.0)
 
 
-def _sum_e_steps(results: list[inference.EStepResult]) -> inference.EStepResult:
-    """The E-step of independent walks: counts, log-likelihoods and zero-probability events add up, gamma(1) is
-    their mean (as :func:`engine.backends.engines.e_step_sequences` for text); one walk's result is returned as it
-    is."""
-    if len(results) == 1:
-        return results[0]
-    counts = results[0].counts.copy()
-    touched = results[0].touched.copy()
-    for e in results[1:]:
-        counts += e.counts
-        touched |= e.touched
-    return inference.EStepResult(
-        counts,
-        sum(e.gamma_first.astype(np.float64) for e in results) / len(results),
-        float(sum(e.log_likelihood for e in results)),
-        int(sum(e.zero_events for e in results)),
-        results[-1].last_alpha,
-        touched,
-    )
-
-
-def e_step(model: ActionCHMM, x: Walks, a: Walks) -> inference.EStepResult:
+def e_step(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> inference.EStepResult:
     """Expected transition counts sum_n xi(n) in the model's block layout (each step's counts land in the block of
     its action), with the walk's log-likelihood: the text E-step over the row keys. For several walks the counts
-    and log-likelihoods are summed over them (each walk's xi from its own forward-backward pass)."""
-    view = model.engine_view()
-    return _sum_e_steps(
-        [
-            inference.e_step(view, x_d, row_key=row_keys(x_d, a_d, model.n_symbols))
-            for x_d, a_d in check_walks(x, a, model.n_symbols, model.n_actions)
-        ]
-    )
+    and log-likelihoods are summed over them (each walk's xi from its own forward-backward pass,
+    :func:`engine.backends.engines.e_step_sequences`). On the dense implementations (``backend``: cpu, gpu, gpu-sim:
+    counts in the model's flat layout, on the device for the GPU)."""
+    from engine.backends import engines
+
+    walks = check_walks(x, a, model.n_symbols, model.n_actions)
+    engine, state = engine_state(model, backend)
+    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
+    return engines.e_step_sequences(engine, state, [x_d for x_d, _ in walks], row_keys=keys)
 
 
 def viterbi(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> tuple[Any, float]:
     """The MAP clone path of the walk (global clone indices, all -1 when the walk is impossible) and
     log max_z P(z, x | a) in nats, by max-product over each step's block of its action (the row shift a_n * E), on
-    any implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim). For several walks: the list of
-    their paths and the sum of their log-probabilities (each walk's path is its own MAP path)."""
-    from engine.backends import engines
-
+    any implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim, sparse). For several walks:
+    the list of their paths and the sum of their log-probabilities (each walk's path is its own MAP path)."""
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    view = model.engine_view()
-    engine = engines.engine_for(view, backend)
-    state = engine.load(view)
+    engine, state = engine_state(model, backend)
     paths, total = [], 0.0
     for x_d, a_d in walks:
         result = engine.viterbi(state, x_d, row_shift=a_d * model.n_symbols)
@@ -465,16 +463,7 @@ def viterbi(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> tupl
 
 def path_counts(model: ActionCHMM, x: np.ndarray, a: np.ndarray, path: np.ndarray) -> np.ndarray:
     """Viterbi EM's hard counts: one per transition of the clone ``path``, in the block of its step's action."""
-    counts = np.zeros(model.layout.size, dtype=np.float64)
-    if np.any(path < 0):
-        return counts
-    layout, E = model.layout, model.n_symbols
-    k = layout.find_blocks(row_keys(x[:-1], a[:-1], E), x[1:])
-    local_from = path[:-1] - layout.clone_start[x[:-1]]
-    local_to = path[1:] - layout.clone_start[x[1:]]
-    flat = layout.block_offset[k] + local_from * layout.n_clones[x[1:]] + local_to
-    counts += np.bincount(flat, minlength=layout.size)
-    return counts
+    return inference.path_counts(model.layout, x, path, row_keys(x, a, model.n_symbols))
 
 
 Progress = Callable[[int, float], None]
@@ -498,31 +487,13 @@ def learn_em(
     """Batch EM on T with the emissions fixed (paper, section 3, per action): E-step counts, then
     T[a] = row-normalise(counts[a] + pseudocount) over the stored blocks. Returns the model and the bits per step
     of the walk under the model each iteration started from; with ``stop_when_worse``, stops at the first
-    iteration that does not improve on the one before (the paper's code's early stop). Runs on any dense
-    implementation of the engine protocol (``backend``: cpu, gpu, gpu-sim), the walk's row keys passed to its
-    E-steps; the model moves to the implementation once and back once. Several walks (:func:`check_walks`) share
-    T: their counts are summed, and the bits per step are -sum_d log2 P(x^d | a^d) / sum_d N_d."""
-    from engine.backends import engines
-
-    walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
-    steps = sum(len(x_d) for x_d, _ in walks)
-    engine = engines.engine_for(model.engine_view(), backend)
-    state = engine.load(model.engine_view())
-    plans = [engine.plan(state, x_d, "em", len(x_d), row_key=k) for (x_d, _), k in zip(walks, keys, strict=True)]
-    history: list[float] = []
-    for iteration in range(iterations):
-        e = _sum_e_steps(
-            [engine.e_step(state, x_d, plan=p, row_key=k) for (x_d, _), p, k in zip(walks, plans, keys, strict=True)]
-        )
-        bits = _bits(e.log_likelihood, steps)
-        history.append(bits)
-        if progress is not None:
-            progress(iteration, bits)
-        if stop_when_worse and len(history) > 1 and not bits < history[-2]:
-            break
-        state = engine.m_step(state, e.counts, pseudocount)
-    return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
+    iteration that does not improve on the one before (the paper's code's early stop), keeping the model that
+    entered it. The training loop is :func:`engine.training.learning.fit` (``stop_when_worse``, no tolerance), on any
+    implementation of the engine protocol (``backend`` as for :func:`engine_state`: cpu, gpu, gpu-sim, sparse),
+    the walk's row keys passed to its E-steps; the model moves to the implementation once and back once. Several
+    walks (:func:`check_walks`) share T: their counts are summed, and the bits per step are
+    -sum_d log2 P(x^d | a^d) / sum_d N_d."""
+    return _fit(model, x, a, learning_config("em", iterations, pseudocount, stop_when_worse), progress, backend)
 
 
 def learn_online(
@@ -542,30 +513,18 @@ def learn_online(
     T^(b)[a] = row-normalise(A^(b)[a] + pseudocount * |b| / N), lambda = ``memory``. The E-step of a batch starts
     from the last forward message of the batch before (each walk from pi). Returns the model and the bits per step
     of each epoch, -sum_b log2 P(batch b | T^(b-1)) / N, as :func:`engine.training.learning.fit` records it: a walk with
-    one action gives the text engine's trajectory to the bit. ``backend`` as for :func:`learn_em`."""
-    from engine.backends import engines
+    one action gives the text engine's trajectory to the bit. The loop is :func:`engine.training.learning.fit`
+    (``epochs`` epochs, no tolerance); ``backend`` as for :func:`learn_em`."""
     from engine.training import learning
 
     if not isinstance(epochs, int | np.integer) or epochs < 1:
         raise ValueError(f"online EM needs at least 1 epoch, got {epochs!r}")
-    config = learning.TrainingConfig(algorithm="online", pseudocount=pseudocount, batch_size=batch_size, memory=memory)
+    config = learning.TrainingConfig(
+        algorithm="online", max_iterations=int(epochs), tolerance=None, pseudocount=pseudocount,
+        batch_size=batch_size, memory=memory,
+    )  # fmt: skip
     config.validate()
-    walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    sequences = [x_d for x_d, _ in walks]
-    keys = [row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks]
-    steps = sum(len(x_d) for x_d in sequences)
-    engine = engines.engine_for(model.engine_view(), backend)
-    state = engine.load(model.engine_view())
-    online = learning.OnlineState()
-    history: list[float] = []
-    for epoch in range(int(epochs)):
-        state, ll, _ = learning.online_epoch(engine, state, sequences, config, online, None, row_keys=keys)
-        if not engine.finite(state):
-            raise FloatingPointError("online EM made the transition matrix non-finite")
-        history.append(_bits(ll, steps))
-        if progress is not None:
-            progress(epoch, history[-1])
-    return model.with_T(np.asarray(engine.host(state).T, dtype=model.T.dtype)), history
+    return _fit(model, x, a, config, progress, backend)
 
 
 def learn_viterbi(
@@ -577,25 +536,48 @@ def learn_viterbi(
     progress: Progress | None = None,
     backend: str = "cpu",
 ) -> tuple[ActionCHMM, list[float]]:
-    """Viterbi (hard) EM: the counts of the MAP clone path (decoded on ``backend``), then
-    T[a] = row-normalise(counts[a] + pseudocount);
-    stops when the path's probability no longer improves. Returns the model and -log2 max_z P(z, x | a) / N per
-    iteration (the paper's refinement step, which prunes the clones the path does not use). Several walks: each
-    walk's MAP path, their counts summed, -sum_d log2 max P(z^d, x^d | a^d) / sum_d N_d."""
+    """Viterbi (hard) EM: the counts of the MAP clone path, then T[a] = row-normalise(counts[a] + pseudocount);
+    stops when the path's probability no longer improves (keeping the model that entered that iteration). Returns
+    the model and -log2 max_z P(z, x | a) / N per iteration (the paper's refinement step, which prunes the clones
+    the path does not use). The loop is :func:`engine.training.learning.fit` (Viterbi EM scored by the path, stop when
+    worse) on ``backend`` (as for :func:`learn_em`). Several walks: each walk's MAP path, their counts summed,
+    -sum_d log2 max P(z^d, x^d | a^d) / sum_d N_d."""
+    if iterations < 1:  # nothing decoded: the model as it is
+        check_walks(x, a, model.n_symbols, model.n_actions)
+        return model, []
+    return _fit(model, x, a, learning_config("viterbi", iterations, pseudocount, True), progress, backend)
+
+
+def learning_config(algorithm: str, iterations: int, pseudocount: float, stop_when_worse: bool) -> Any:
+    """The :class:`engine.training.learning.TrainingConfig` of the maps' batch or Viterbi EM: ``iterations`` at most, no
+    convergence test on the likelihood's relative gain, the stop when worse of the notebook's recipe (the model
+    that entered the iteration that did not improve is kept), Viterbi EM scored by its MAP path's probability."""
+    from engine.training import learning
+
+    return learning.TrainingConfig(
+        algorithm=algorithm, max_iterations=int(iterations), tolerance=None, pseudocount=pseudocount,
+        stop_when_worse=stop_when_worse, viterbi_score="path",
+    )  # fmt: skip
+
+
+def _fit(
+    model: ActionCHMM, x: Walks, a: Walks, config: Any, progress: Progress | None, backend: str
+) -> tuple[ActionCHMM, list[float]]:
+    """Batch, online or Viterbi EM on the walks by :func:`engine.training.learning.fit` with their row keys: the model
+    and the bits per step of each iteration (batch and Viterbi EM: that of the model entering it; online EM: the sum
+    over an epoch's batches)."""
+    from engine.training import learning
+
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    xs, as_ = [x_d for x_d, _ in walks], [a_d for _, a_d in walks]
-    steps = sum(len(x_d) for x_d in xs)
-    history: list[float] = []
-    for iteration in range(iterations):
-        paths, log_probability = viterbi(model, xs, as_, backend)  # the model loaded once for all the walks
-        counts = np.zeros(model.layout.size, dtype=np.float64)
-        for x_d, a_d, path in zip(xs, as_, paths, strict=True):
-            counts += path_counts(model, x_d, a_d, path)
-        bits = _bits(log_probability, steps)
-        history.append(bits)
-        if progress is not None:
-            progress(iteration, bits)
-        if len(history) > 1 and not bits < history[-2]:
-            break
-        model = model.with_T(normalise_rows(model.layout, counts, pseudocount, model.T.dtype))
-    return model, history
+    if config.max_iterations < 1:  # the model as the implementation holds it
+        engine, state = engine_state(model, backend)
+        return with_host_T(model, engine.host(state)), []
+    view, backend = _view(model, backend)
+    result = learning.fit(
+        view, [x_d for x_d, _ in walks], config=config, backend=backend,
+        callback=None if progress is None else (lambda record: progress(record.iteration - 1, record.train_bps)),
+        row_keys=[row_keys(x_d, a_d, model.n_symbols) for x_d, a_d in walks],
+    )  # fmt: skip
+    if result.stopped == "failed":
+        raise FloatingPointError(f"learning the map failed: {result.error}")
+    return with_host_T(model, result.model), [record.train_bps for record in result.history]

@@ -8,14 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.cpu import inference
-from engine.backends.cpu import kernels as cpu
 from engine.cognitive.actions import (
     ActionCHMM,
     Walks,
     check_room,
     check_walk,
     check_walks,
+    engine_state,
     from_dense,
     row_keys,
     viterbi,
@@ -23,15 +22,17 @@ from engine.cognitive.actions import (
 from engine.model.blocks import normalise_rows, row_sums
 
 
-def clone_graph(model: ActionCHMM, x: Walks, a: Walks) -> Any:
+def clone_graph(model: ActionCHMM, x: Walks, a: Walks, backend: str = "cpu") -> Any:
     """The learned map: a directed graph over the clones the walk's MAP path uses, an edge u -> v where the path
     steps from u to v, with ``count`` (path transitions) and ``actions`` (the action names taken along it). For
     several walks (:func:`engine.cognitive.actions.check_walks`) the union of their paths' graphs, counts summed; an
-    empty graph when a walk is impossible."""
+    empty graph when a walk is impossible. The paths are decoded on ``backend``
+    (:func:`engine.cognitive.actions.viterbi`)."""
     import networkx as nx
 
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    paths = [viterbi(model, x_d, a_d)[0] for x_d, a_d in walks]
+    decoded, _ = viterbi(model, [x_d for x_d, _ in walks], [a_d for _, a_d in walks], backend)
+    paths = list(decoded)
     graph = nx.DiGraph()
     if any(np.any(path < 0) for path in paths):
         return graph
@@ -69,22 +70,25 @@ def room_graph(room: Any) -> Any:
     return graph
 
 
-def recovers_room(model: ActionCHMM, x: Walks, a: Walks, room: Any) -> bool:
+def recovers_room(model: ActionCHMM, x: Walks, a: Walks, room: Any, backend: str = "cpu") -> bool:
     """Whether the learned map (:func:`clone_graph`, as an undirected graph without self-loops: steps into a wall)
     is isomorphic to the room's grid graph."""
     import networkx as nx
 
-    learned = clone_graph(model, x, a).to_undirected()
+    learned = clone_graph(model, x, a, backend).to_undirected()
     learned.remove_edges_from(list(nx.selfloop_edges(learned)))
     return bool(nx.is_isomorphic(learned, room_graph(room)))
 
 
-def place_field(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, clone: int) -> np.ndarray:
+def place_field(
+    model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, clone: int, backend: str = "cpu"
+) -> np.ndarray:
     """Where in the room a clone is active: for every cell, the mean over the walk's visits of the filtered
     probability P(z_n = clone | x_1..x_n, a_1..a_{n-1}) (the forward message), shape (rows, columns) of the room
     the ``positions`` (true (row, column) of each step) come from; NaN for cells never visited. Several walks
     (:func:`engine.cognitive.actions.check_walks`): each filtered from its own start, ``positions`` those of their steps
-    in turn."""
+    in turn. The forward messages come from the engine protocol on ``backend``
+    (:func:`engine.cognitive.actions.engine_state`: cpu, gpu, gpu-sim, sparse)."""
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
     positions = np.asarray(positions, dtype=np.int64)
     steps = sum(len(x_d) for x_d, _ in walks)
@@ -92,7 +96,8 @@ def place_field(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, cl
         raise ValueError("a place field needs the walk's true place (row, column) at every step")
     if not 0 <= clone < model.n_states:
         raise ValueError(f"clone {clone} is outside 0..{model.n_states - 1}")
-    activation = np.concatenate([_filtered(model, x_d, a_d, clone) for x_d, a_d in walks])
+    engine, state = engine_state(model, backend)
+    activation = np.concatenate([_filtered(model, engine, state, x_d, a_d, clone) for x_d, a_d in walks])
     shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
     total = np.zeros(shape)
     visits = np.zeros(shape)
@@ -102,18 +107,12 @@ def place_field(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, cl
         return np.where(visits > 0, total / visits, np.nan)
 
 
-def _filtered(model: ActionCHMM, x: np.ndarray, a: np.ndarray, clone: int) -> np.ndarray:
+def _filtered(model: ActionCHMM, engine: Any, state: Any, x: np.ndarray, a: np.ndarray, clone: int) -> np.ndarray:
     """P(z_n = clone | x_1..x_n, a_1..a_{n-1}) at every step of one walk (0 where x_n is not the clone's symbol)."""
-    view = model.engine_view()
-    layout = view.layout
-    offsets = inference.sequential_offsets(layout, x)
-    alpha = np.empty(int(offsets[-1]), dtype=view.T.dtype)
-    cpu.forward_pass(
-        view.T, view.pi, x, row_keys(x, a, model.n_symbols), layout.n_clones, layout.clone_start,
-        layout.block_lookup, layout.block_offset, alpha, offsets, np.empty(len(x)),
-    )  # fmt: skip
+    result = engine.forward(state, x, row_key=row_keys(x, a, model.n_symbols), store=True)
+    alpha, offsets = result.alpha, result.offsets
     symbol = int(model.clone_symbol()[clone])
-    local = clone - int(layout.clone_start[symbol])
+    local = clone - int(model.layout.clone_start[symbol])
     activation = np.zeros(len(x))
     seen = x == symbol
     activation[seen] = alpha[offsets[:-1][seen] + local]

@@ -23,6 +23,7 @@ from engine.model.dense import CHMM
 from engine.training import distributed
 
 ALGORITHMS = ("em", "online", "viterbi")
+VITERBI_SCORES = ("likelihood", "path")
 
 ONLINE_BATCH_SIZE = 400
 """The paper's online EM batch (section 4.1.1); the automatic batch is at least this long."""
@@ -110,7 +111,12 @@ class TrainingConfig:
     algorithm: "em" (batch Baum-Welch), "online" (online EM over batches, paper eq. for A^(b)), or "viterbi"
         (hard EM: counts along the MAP clone path).
     max_iterations: iterations (epochs over the training sequence for online EM).
-    tolerance: stop when the relative gain of the training log-likelihood between iterations falls below it.
+    tolerance: stop when the relative gain of the training log-likelihood between iterations falls below it (None:
+        never on that gain).
+    stop_when_worse: stop at the first iteration whose training BPS is not below the one before, keeping the model
+        that entered it (the early stop of the cognitive maps' recipe, :func:`engine.cognitive.actions.learn_em`).
+    viterbi_score: what Viterbi EM's training BPS measures: "likelihood" (log P(x), the forward pass) or "path"
+        (log max_z P(z, x), the MAP path's own probability, as the maps' recipe scores it).
     patience: with a validation sequence, stop after this many iterations without a better validation BPS. Online
         EM waits longer on plateaus: :func:`plateau_epochs` epochs without a validation BPS better by
         :data:`PLATEAU_GAIN`.
@@ -130,7 +136,7 @@ class TrainingConfig:
 
     algorithm: str = "em"
     max_iterations: int = 100
-    tolerance: float = 1e-6
+    tolerance: float | None = 1e-6
     patience: int = 5
     pseudocount: float = 1e-6
     batch_size: int | None = None
@@ -138,14 +144,18 @@ class TrainingConfig:
     update_pi: bool = False
     chunk: int | None = None
     burn_in: int | None = None
+    stop_when_worse: bool = False
+    viterbi_score: str = "likelihood"
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, not {self.algorithm!r}")
         if self.max_iterations < 1:
             raise ValueError("the number of iterations must be at least 1")
-        if not self.tolerance >= 0:
+        if self.tolerance is not None and not self.tolerance >= 0:
             raise ValueError("the tolerance must be non-negative")
+        if self.viterbi_score not in VITERBI_SCORES:
+            raise ValueError(f"viterbi_score must be one of {', '.join(VITERBI_SCORES)}, not {self.viterbi_score!r}")
         if self.patience < 1:
             raise ValueError("patience must be at least 1")
         if not (self.pseudocount >= 0 and np.isfinite(self.pseudocount)):
@@ -358,11 +368,16 @@ class _Iterations:
         sequences: list[np.ndarray],
         config: TrainingConfig,
         cluster: Any = None,
+        row_keys: Sequence[np.ndarray] | None = None,
     ) -> None:
         self.engine = engine
         self.sequences = sequences
         self.config = config
         self.cluster = None
+        self.row_keys = row_keys
+        keys: Sequence[np.ndarray | None] = [None] * len(sequences) if row_keys is None else row_keys
+        if row_keys is not None and (cluster is not None or len(row_keys) != len(sequences)):
+            raise ValueError("training with actions needs one row key sequence per walk and runs without a cluster")
         if cluster is not None:
             if config.algorithm == "viterbi":
                 raise ValueError("training on a cluster runs batch or online EM (--algorithm em or online)")
@@ -372,8 +387,8 @@ class _Iterations:
             self.plans: list[Any] = []
         else:
             self.plans = [
-                engine.plan(start, x, config.algorithm, config.batch_size, config.chunk, config.burn_in)
-                for x in sequences
+                engine.plan(start, x, config.algorithm, config.batch_size, config.chunk, config.burn_in, row_key=k)
+                for x, k in zip(sequences, keys, strict=True)
             ]
         self.online = OnlineState()
 
@@ -386,17 +401,44 @@ class _Iterations:
                 if e is None:
                     return current, 0.0, True
             else:
-                e = engines.e_step_sequences(engine, current, self.sequences, self.plans)
+                e = engines.e_step_sequences(engine, current, self.sequences, self.plans, self.row_keys)
             pi = e.gamma_first if config.update_pi else None
             return engine.m_step(current, e.counts, config.pseudocount, pi), e.log_likelihood, False
         if config.algorithm == "viterbi":
             counts, log_likelihood = None, 0.0
-            for x in self.sequences:
-                c, ll = engine.hard_counts(current, x)
+            keys = [None] * len(self.sequences) if self.row_keys is None else self.row_keys
+            for x, k in zip(self.sequences, keys, strict=True):
+                c, ll = engine.hard_counts(current, x, row_key=k, score=config.viterbi_score)
                 counts = c if counts is None else counts + c
                 log_likelihood += ll
             return engine.m_step(current, counts, config.pseudocount), log_likelihood, False
-        return online_epoch(engine, current, self.sequences, config, self.online, cancel, self.cluster)
+        return online_epoch(
+            engine, current, self.sequences, config, self.online, cancel, self.cluster, row_keys=self.row_keys
+        )
+
+
+def _training_sequences(
+    train: np.ndarray | Sequence[np.ndarray], row_keys: Sequence[np.ndarray] | None
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """The training sequences of at least two symbols (fewer carry no transition) and, for walks with actions, the
+    row keys of those kept; ValueError when none is left or the walks and their row keys do not pair up."""
+    if row_keys is None:
+        sequences = [x for x in engines.as_sequences(train) if len(x) >= 2]
+    else:
+        walks = [train] if isinstance(train, np.ndarray) and train.ndim == 1 else list(train)
+        if len(row_keys) != len(walks):
+            raise ValueError(f"{len(walks)} walks need as many row key sequences, got {len(row_keys)}")
+        kept_walks = [(x, k) for x, k in zip(walks, row_keys, strict=True) if len(x) >= 2]
+        sequences = [np.ascontiguousarray(x, dtype=np.int64) for x, _ in kept_walks]
+        row_keys = [np.ascontiguousarray(k, dtype=np.int64) for _, k in kept_walks]
+    if not sequences:
+        raise ValueError("the training sequence needs at least two symbols")
+    return sequences, row_keys
+
+
+def _worse(history: list[IterationRecord]) -> bool:
+    """Whether the last iteration's training BPS is not lower than the one before (the maps' stop when worse)."""
+    return len(history) > 1 and not history[-1].train_bps < history[-2].train_bps
 
 
 def fit(
@@ -409,6 +451,7 @@ def fit(
     backend: str = "cpu",
     cluster: Any = None,
     options: Any = None,
+    row_keys: Sequence[np.ndarray] | None = None,
 ) -> TrainingResult:
     """Train ``model`` on the symbol sequence ``train`` (or several independent sequences: documents) with the
     configured algorithm, on the implementation :func:`engine.backends.engines.engine_for` picks for the model and
@@ -426,56 +469,51 @@ def fit(
     ``stopped`` saying why. Sequences of fewer than two symbols carry no transition and are left out. With
     ``cluster`` (a ``dask.distributed.Client``) batch EM's E-step runs over its workers, exactly
     (:mod:`engine.training.distributed`); a cluster that goes away fails the run with the reason and the last good
-    model.
+    model. ``row_keys``: for walks with actions (``train`` a list of walks' observations), each walk's block row of
+    every step (:func:`engine.cognitive.actions.row_keys`), passed to every E-step and decoding; not on a cluster.
     """
     config = config or TrainingConfig()
     config.validate()
     if config.batch_size is None:
         config = replace(config, batch_size=automatic_batch_size(model.layout.n_blocks))
-    sequences = [x for x in engines.as_sequences(train) if len(x) >= 2]
-    if not sequences:
-        raise ValueError("the training sequence needs at least two symbols")
+    sequences, row_keys = _training_sequences(train, row_keys)
     n_train = sum(len(x) for x in sequences)
     held_out = engines.as_sequences(validation)
     engine = engines.engine_for(model, backend, options)
     initial = engine.load(model)
-    iterate = _Iterations(engine, initial, sequences, config, cluster)
+    iterate = _Iterations(engine, initial, sequences, config, cluster, row_keys)
 
     def validation_bps(state: Any) -> float:
         return engines.score_sequences(engine, state, held_out).bps if held_out else float("nan")
 
-    result = TrainingResult(model=model)
-    online = config.algorithm == "online"
+    result, online = TrainingResult(model=model), config.algorithm == "online"
     # online EM crawls along plateaus before it leaves them: it waits longer, and only a clear gain counts
     wait = online_wait(config, n_train, model.n_nonzero()) if online else config.patience
     kept = _Kept(initial, validation_bps(initial) if held_out else np.inf, PLATEAU_GAIN if online else 1e-12)
-    current = initial
-    previous_ll = -np.inf
-    quiet_epochs = 0
+    current, previous_ll, quiet_epochs = initial, -np.inf, 0
     for iteration in range(1, config.max_iterations + 1):
         if cancel is not None and cancel.cancelled:
             result.stopped = "cancelled"
             break
-        started = time.perf_counter()
+        begun = time.perf_counter()
         new, ll, held_out_bps, stopped, error = _step(iterate, engine, current, cancel, validation_bps)
         if stopped is not None:
             result.stopped, result.error = stopped, error
             break
-        record = IterationRecord(
-            iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - started, online=online
-        )
+        record = IterationRecord(iteration, _bps(ll, n_train), held_out_bps, time.perf_counter() - begun, online=online)
         result.history.append(record)
-        current = new
-        kept.observe(new, held_out_bps if held_out else None, iteration)
-        result.best_iteration = kept.iteration
+        worse = config.stop_when_worse and _worse(result.history)
+        if not worse:
+            current = new
+            kept.observe(new, held_out_bps if held_out else None, iteration)
+            result.best_iteration = kept.iteration
         if callback is not None:
             callback(record)
-        if held_out and (kept.since_best >= wait or (online and overfitting(result.history, kept.bps))):
-            result.stopped = "early_stopping"
-            break
+        # worse: the model that entered this iteration is kept (the maps' recipe); early stopping before convergence
+        early = held_out and (kept.since_best >= wait or (online and overfitting(result.history, kept.bps)))
         converged, quiet_epochs = _converged(previous_ll, ll, config.tolerance, online, quiet_epochs, iteration, wait)
-        if converged:
-            result.stopped = "converged"
+        if worse or early or converged:
+            result.stopped = "early_stopping" if early and not worse else "converged"
             break
         previous_ll = ll
     else:
@@ -527,13 +565,13 @@ class _Kept:
 
 
 def _converged(
-    previous_ll: float, ll: float, tolerance: float, online: bool, quiet_epochs: int, iteration: int, wait: int
+    previous_ll: float, ll: float, tolerance: float | None, online: bool, quiet_epochs: int, iteration: int, wait: int
 ) -> tuple[bool, int]:
     """Whether training converged after this iteration (relative gain in training log-likelihood below
     ``tolerance``), and the online epochs in a row with a small change so far. Online EM's epoch likelihood is a sum
     over batches under a changing T: it may wobble and crawl along plateaus, so it converges when the size of the
     change stays small for three epochs in a row, and not before it has processed the plateau window (``wait``)."""
-    if not (np.isfinite(previous_ll) and np.isfinite(ll)):
+    if tolerance is None or not (np.isfinite(previous_ll) and np.isfinite(ll)):
         return False, quiet_epochs
     gain = (ll - previous_ll) / abs(previous_ll) if previous_ll != 0 else 0.0
     if online:

@@ -145,8 +145,15 @@ class DenseEngine:
     def copy(self, state: CHMM) -> CHMM:
         return state.with_arrays(T=state.T.copy())
 
-    def forward(self, state: CHMM, x: np.ndarray, initial: np.ndarray | None = None) -> inference.ForwardResult:
-        return inference.forward(state, x, initial=initial)
+    def forward(
+        self,
+        state: CHMM,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
+        store: bool = False,
+    ) -> inference.ForwardResult:
+        return inference.forward(state, x, store, initial, row_key)
 
     def score(self, state: CHMM, x: np.ndarray) -> inference.ScoreResult:
         return inference.score(state, x)
@@ -230,10 +237,15 @@ class DenseEngine:
     ) -> inference.ViterbiResult:
         return inference.viterbi(state, evidence, row_shift=row_shift)
 
-    def hard_counts(self, state: CHMM, x: np.ndarray) -> tuple[np.ndarray, float]:
-        log_likelihood = inference.log_likelihood(state, x)
-        path = inference.viterbi(state, x).clones
-        return inference.path_counts(state.layout, x, path), log_likelihood
+    def hard_counts(
+        self, state: CHMM, x: np.ndarray, row_key: np.ndarray | None = None, score: str = "likelihood"
+    ) -> tuple[np.ndarray, float]:
+        _, counts, log_likelihood = inference.hard_counts(
+            lambda x, shift: inference.viterbi(state, x, shift),
+            lambda x, key: inference.log_likelihood(state, x, key),
+            state.layout, x, row_key, score,
+        )  # fmt: skip
+        return counts, log_likelihood
 
     def sample(
         self, state: CHMM, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
@@ -272,9 +284,14 @@ class SparseEngine:
         return state.with_arrays(data=state.data.copy())
 
     def forward(
-        self, state: sparse.SparseCHMM, x: np.ndarray, initial: np.ndarray | None = None
+        self,
+        state: sparse.SparseCHMM,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
+        store: bool = False,
     ) -> inference.ForwardResult:
-        return sparse.forward(state, x, initial=initial)
+        return sparse.forward(state, x, store, initial, row_key)
 
     def score(self, state: sparse.SparseCHMM, x: np.ndarray) -> inference.ScoreResult:
         return sparse.score(state, x)
@@ -334,9 +351,15 @@ class SparseEngine:
     ) -> inference.ViterbiResult:
         return sparse.viterbi(state, evidence, row_shift)
 
-    def hard_counts(self, state: sparse.SparseCHMM, x: np.ndarray) -> tuple[np.ndarray, float]:
-        log_likelihood = sparse.log_likelihood(state, x)
-        path = sparse.viterbi(state, x).clones
+    def hard_counts(
+        self, state: sparse.SparseCHMM, x: np.ndarray, row_key: np.ndarray | None = None, score: str = "likelihood"
+    ) -> tuple[np.ndarray, float]:
+        layout = state.layout
+        path, _, log_likelihood = inference.hard_counts(
+            lambda x, shift: sparse.viterbi(state, x, shift),
+            lambda x, key: sparse.log_likelihood(state, x, key),
+            layout, x, row_key, score,
+        )  # fmt: skip
         counts = np.zeros(state.data.size)
         if np.any(path < 0) or len(x) < 2:
             return counts, log_likelihood
@@ -344,7 +367,11 @@ class SparseEngine:
         width = np.int64(state.n_states)
         keys = rows.astype(np.int64) * width + cols
         order = np.argsort(keys, kind="stable")
-        wanted = path[:-1].astype(np.int64) * width + path[1:]
+        source = path[:-1].astype(np.int64)
+        if row_key is not None:  # the clone's row in its step's block row (the rows of a walk's action)
+            x = np.asarray(x, dtype=np.int64)
+            source = source + layout.clone_start[np.asarray(row_key[:-1], dtype=np.int64)] - layout.clone_start[x[:-1]]
+        wanted = source * width + path[1:]
         found = order[np.searchsorted(keys[order], wanted)]
         counts += np.bincount(found, minlength=state.data.size)
         return counts, log_likelihood
@@ -383,11 +410,12 @@ engines.register(
     engines.Implementation(
         "dense", "cpu", DenseEngine, _is_dense, DenseOptions, auto_rank=0, grows=True, chunks=True,
         restart_processes=True, file_format=model_io.FORMAT_NAME, read=model_io.load,
+        adopt=lambda model: model.to_dense(),
     )
 )  # fmt: skip
 engines.register(
     engines.Implementation(
         "sparse", "cpu", lambda _: SparseEngine(), _is_sparse, grows=True, restart_processes=True,
-        file_format=sparse.SPARSE_FORMAT, read=sparse.load,
+        file_format=sparse.SPARSE_FORMAT, read=sparse.load, adopt=sparse.as_sparse,
     )
 )  # fmt: skip

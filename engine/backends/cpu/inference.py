@@ -8,6 +8,7 @@ clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -97,14 +98,23 @@ def sequential_offsets(layout: BlockLayout, x: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ forward
-def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray | None = None) -> ForwardResult:
+def forward(
+    model: CHMM,
+    x: np.ndarray,
+    store: bool = False,
+    initial: np.ndarray | None = None,
+    row_key: np.ndarray | None = None,
+) -> ForwardResult:
     """Scaled forward pass: alpha(1) = pi(x_1), alpha(n+1)^T = alpha(n)^T T(x_n, x_{n+1}) (paper, section 3),
     each message normalised; the normalisers are the one-step predictive probabilities.
 
-    ``initial`` replaces pi (used by online EM to carry the message across batches).
+    ``initial`` replaces pi (used by online EM to carry the message across batches); ``row_key`` names the block
+    row of each step n -> n+1 of a walk with actions (``a_n * E + x_n``, :func:`engine.model.row_keys.check_row_key`;
+    None: ``x``, a text).
     """
     x = check_sequence(model, x)
     layout = model.layout
+    row_key = row_keys.check_row_key(layout, x, row_key)
     start = model.pi if initial is None else np.asarray(initial, dtype=model.T.dtype)
     predictive = np.empty(len(x), dtype=np.float64)
     if store:
@@ -117,7 +127,7 @@ def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray
         model.T,
         start.astype(model.T.dtype, copy=False),
         x,
-        x,
+        row_key,
         layout.n_clones,
         layout.clone_start,
         layout.block_lookup,
@@ -129,9 +139,10 @@ def forward(model: CHMM, x: np.ndarray, store: bool = False, initial: np.ndarray
     return ForwardResult(predictive, int(zero_events), alpha, offsets)
 
 
-def log_likelihood(model: CHMM, x: np.ndarray) -> float:
-    """log P(x) in nats (eq. 1 of the paper), summed from the forward normalisers; -inf if x is impossible."""
-    result = forward(model, x)
+def log_likelihood(model: CHMM, x: np.ndarray, row_key: np.ndarray | None = None) -> float:
+    """log P(x) in nats (eq. 1 of the paper), summed from the forward normalisers; -inf if x is impossible
+    (given the actions for a walk whose ``row_key`` is given)."""
+    result = forward(model, x, row_key=row_key)
     if result.zero_events:
         return -np.inf
     return float(np.sum(np.log(result.predictive)))
@@ -552,14 +563,15 @@ def viterbi_result(layout: BlockLayout, path: np.ndarray, log_probability: float
     return ViterbiResult(path, layout.clone_symbol()[path], float(log_probability))
 
 
-def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndarray:
+def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray, row_key: np.ndarray | None = None) -> np.ndarray:
     """Viterbi EM's hard counts: one count per transition of the clone path ``path`` of ``x`` in the flat block
-    layout (all zero when the path is impossible, i.e. holds -1)."""
+    layout (all zero when the path is impossible, i.e. holds -1); ``row_key``: each step's block row (a walk with
+    actions: the count of step n lands in the block of its action)."""
     counts = np.zeros(layout.size, dtype=np.float64)
     if np.any(path < 0):
         return counts
     src, dst = x[:-1], x[1:]
-    k = layout.find_blocks(src, dst)
+    k = layout.find_blocks(src if row_key is None else row_key[:-1], dst)
     ok = k >= 0
     flat = (
         layout.block_offset[k[ok]]
@@ -570,14 +582,51 @@ def path_counts(layout: BlockLayout, x: np.ndarray, path: np.ndarray) -> np.ndar
     return counts
 
 
-def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray | None = None) -> ViterbiResult:
+def hard_counts(
+    viterbi_of: Callable[[np.ndarray, np.ndarray | None], ViterbiResult],
+    log_likelihood_of: Callable[[np.ndarray, np.ndarray | None], float],
+    layout: BlockLayout,
+    x: np.ndarray,
+    row_key: np.ndarray | None,
+    score: str,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Viterbi EM's hard counts of ``x`` on any implementation (``viterbi_of(x, row_shift)`` its decoding,
+    ``log_likelihood_of(x, row_key)`` its log P(x)): the MAP clone path, its counts (:func:`path_counts`) and the
+    score, log P(x) (``score`` "likelihood") or the path's log max_z P(z, x) ("path")."""
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    row_key = None if row_key is None else row_keys.check_row_key(layout, x, row_key)
+    log_likelihood = log_likelihood_of(x, row_key) if score == "likelihood" else 0.0
+    decoded = viterbi_of(x, None if row_key is None else row_key - x)
+    if score == "path":
+        log_likelihood = decoded.log_probability
+    return decoded.clones, path_counts(layout, x, decoded.clones, row_key), log_likelihood
+
+
+def viterbi(
+    model: CHMM,
+    evidence: np.ndarray | Evidence,
+    row_shift: np.ndarray | None = None,
+    predecessors: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ViterbiResult:
     """MAP clone path argmax_z P(z) prod_n e(n, sym(z_n)) by max-product message passing (float64, rescaled
-    every step). ``evidence`` is a symbol sequence (hard evidence) or an :class:`Evidence`; ``row_shift[n]`` (zeros
-    when None) is added to position n's symbols to name the block row of step n -> n+1 (``a_n * E`` for a walk
-    with actions, :mod:`engine.cognitive.actions`)."""
+    every step; :func:`engine.backends.cpu.kernels.max_product`). ``evidence`` is a symbol sequence (hard evidence) or
+    an
+    :class:`Evidence`; ``row_shift[n]`` (zeros when None) is added to position n's symbols to name the block row of
+    step n -> n+1 (``a_n * E`` for a walk with actions, :mod:`engine.cognitive.actions`). ``predecessors`` (pred_ptr,
+    pred_node): a lattice, candidate c of the evidence following only the candidates
+    ``pred_node[pred_ptr[c]:pred_ptr[c+1]]`` of the position before (the scrambled-text decoder's constraints);
+    None: every candidate."""
     layout = model.layout
     evidence, state_offsets = viterbi_evidence(layout, evidence)
     row_shift = row_keys.check_row_shift(layout, evidence.ptr, evidence.symbol, row_shift)
+    if predecessors is None:
+        pred_ptr = pred_node = np.zeros(0, dtype=np.int64)
+    else:
+        pred_ptr, pred_node = (np.ascontiguousarray(v, dtype=np.int64) for v in predecessors)
+        if pred_ptr.shape != (len(evidence.symbol) + 1,) or (
+            pred_node.size and pred_node.max() >= len(evidence.symbol)
+        ):
+            raise ValueError("a lattice needs the predecessors of every candidate of the evidence")
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(
@@ -594,5 +643,7 @@ def viterbi(model: CHMM, evidence: np.ndarray | Evidence, row_shift: np.ndarray 
         state_offsets,
         backpointer,
         path,
+        pred_ptr,
+        pred_node,
     )
     return viterbi_result(layout, path, log_probability)

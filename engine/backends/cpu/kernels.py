@@ -385,34 +385,62 @@ def weigh_slots(delta, out, width, weight, best):
 
 
 @njit(**_FLAGS)
-def viterbi_pass(
+def max_through_rows(indptr, indices, data, row, delta, src, m_i, out, backpointer):
+    """:func:`max_through_block` through one CSR block (its rows from ``row`` in ``indptr``)."""
+    for u in range(m_i):
+        du = delta[src + u]
+        if du <= 0.0:
+            continue
+        r = row + u
+        for e in range(indptr[r], indptr[r + 1]):
+            v = indices[e]
+            val = du * data[e]
+            if val > delta[out + v]:
+                delta[out + v] = val
+                backpointer[out + v] = src + u
+
+
+@njit(**_FLAGS)
+def max_product(
     T,
+    block_offset,
+    indptr,
+    indices,
+    data,
+    row_base,
     pi,
     n_clones,
     clone_start,
     block_lookup,
-    block_offset,
     row_shift,
     evidence_ptr,
     evidence_symbol,
     evidence_weight,
+    pred_ptr,
+    pred_node,
     state_offsets,
     backpointer,
-    path,
+    path_slot,
 ):
-    """Max-product (Viterbi) decoding with per-position soft evidence over symbols.
+    """The max-product (Viterbi) pass with per-position soft evidence, written once for the dense and the CSR
+    blocks and for lattices of candidates: its rescaling and its backtrack.
 
     Position n may be any of the symbols ``evidence_symbol[evidence_ptr[n]:evidence_ptr[n+1]]``, each with
     likelihood weight ``evidence_weight``; its candidate clones are the clones of those symbols, laid out one
     symbol after another from ``state_offsets[c]`` (c: the candidate's index in the evidence arrays).
-    delta(n+1)_v = e(n+1, sym(v)) max_u delta(n)_u T_uv, rescaled to max 1 each step (float64).
-    ``backpointer`` (one entry per candidate clone) receives the argmax u as a global candidate-clone index.
-    ``row_shift[n]`` is added to the symbol of position n to name the block row of step n -> n+1 (zeros for text;
-    ``a_n * E`` for a walk with actions, see :func:`forward_pass`'s ``row_key``).
-    Writes the MAP clone path (global clone indices) into ``path`` and returns log max_z P(z, evidence)
-    (-inf when every path has probability zero).
+    delta(n+1)_v = e(n+1, sym(v)) max_u delta(n)_u T_uv, rescaled to max 1 each step (float64); ``backpointer``
+    (one entry per candidate clone) receives the argmax u as a global candidate-clone index.
+    The blocks are dense (``T`` from ``block_offset``) or, when ``indptr`` is not empty, CSR (``indptr``,
+    ``indices``, ``data``, block k's rows from ``row_base[k]``). ``row_shift[n]`` is added to the symbol of
+    position n to name the block row of step n -> n+1 (zeros for text; ``a_n * E`` for a walk with actions, see
+    :func:`forward_pass`'s ``row_key``). A candidate follows every candidate of the position before, or, when
+    ``pred_ptr`` is not empty (a lattice), only ``pred_node[pred_ptr[c]:pred_ptr[c+1]]``.
+    Writes the MAP path's candidate slots into ``path_slot`` (:func:`backtrack_slots`) and returns
+    log max_z P(z, evidence) (-inf when every path has probability zero; ``path_slot`` is then not written).
     """
     n_steps = evidence_ptr.shape[0] - 1
+    csr = indptr.shape[0] > 0
+    lattice = pred_ptr.shape[0] > 0
     delta = np.zeros(state_offsets[-1], dtype=np.float64)
     best = viterbi_start(
         pi, n_clones, clone_start, evidence_ptr, evidence_symbol, evidence_weight, state_offsets, delta, backpointer
@@ -429,19 +457,57 @@ def viterbi_pass(
             clear_slots(delta, backpointer, out, m_j)
             if evidence_weight[c] <= 0.0:
                 continue
-            for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
+            lo, hi = (pred_ptr[c], pred_ptr[c + 1]) if lattice else (evidence_ptr[n - 1], evidence_ptr[n])
+            for q in range(lo, hi):
+                p = pred_node[q] if lattice else q
                 i = evidence_symbol[p]
                 k = find_block(block_lookup, n_clones.shape[0], row_shift[n - 1] + i, j)
-                if k >= 0:
+                if k < 0:
+                    continue
+                if csr:
+                    max_through_rows(indptr, indices, data, row_base[k], delta, state_offsets[p], n_clones[i], out,
+                                     backpointer)  # fmt: skip
+                else:
                     max_through_block(T, block_offset[k], delta, state_offsets[p], n_clones[i], out, m_j, backpointer)
             best = weigh_slots(delta, out, m_j, evidence_weight[c], best)
         if best <= 0.0:
             return -np.inf
         log_scale += np.log(best)
         rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, n, best)
-    path_slot = np.empty(n_steps, dtype=np.int64)
     backtrack_slots(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, backpointer, path_slot)
-    slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
+    return log_scale
+
+
+@njit(**_FLAGS)
+def viterbi_pass(
+    T,
+    pi,
+    n_clones,
+    clone_start,
+    block_lookup,
+    block_offset,
+    row_shift,
+    evidence_ptr,
+    evidence_symbol,
+    evidence_weight,
+    state_offsets,
+    backpointer,
+    path,
+    pred_ptr,
+    pred_node,
+):
+    """:func:`max_product` on the dense blocks: writes the MAP clone path (global clone indices) into ``path`` and
+    returns log max_z P(z, evidence) (-inf when every path has probability zero). ``pred_ptr``, ``pred_node``: a
+    lattice's predecessors, or empty."""
+    n_steps = evidence_ptr.shape[0] - 1
+    path_slot = np.empty(n_steps, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    log_scale = max_product(
+        T, block_offset, none, none, T[:0], none, pi, n_clones, clone_start, block_lookup, row_shift, evidence_ptr,
+        evidence_symbol, evidence_weight, pred_ptr, pred_node, state_offsets, backpointer, path_slot,
+    )  # fmt: skip
+    if np.isfinite(log_scale):
+        slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
     return log_scale
 
 

@@ -17,15 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.kernels import (
-    backtrack_slots,
-    clear_slots,
-    find_block,
-    rescale_position,
-    slots_to_clones,
-    viterbi_start,
-    weigh_slots,
-)
+from engine.backends.cpu.kernels import find_block, max_product, slots_to_clones
 
 _FLAGS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy")
 _FAST = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -202,52 +194,19 @@ def viterbi_pass(
     backpointer,
     path,
 ):
-    """Max-product decoding with per-position soft evidence (``engine.backends.cpu.kernels.viterbi_pass`` on the CSR
-    blocks; the same operations in the same order, so the same path as the dense kernel on the same non-zeros).
+    """Max-product decoding with per-position soft evidence: :func:`engine.backends.cpu.kernels.max_product` on the CSR
+    blocks (the same operations in the same order, so the same path as the dense kernel on the same non-zeros).
     ``row_shift[n]`` is added to the symbols of position n to name the block row of step n -> n+1 (zeros for text,
     ``a_n * E`` for a walk with actions)."""
     n_steps = evidence_ptr.shape[0] - 1
-    delta = np.zeros(state_offsets[-1], dtype=np.float64)
-    best = viterbi_start(
-        pi, n_clones, clone_start, evidence_ptr, evidence_symbol, evidence_weight, state_offsets, delta, backpointer
-    )
-    if best <= 0.0:
-        return -np.inf
-    log_scale = np.log(best)
-    for n in range(1, n_steps):
-        best = 0.0
-        for c in range(evidence_ptr[n], evidence_ptr[n + 1]):
-            j = evidence_symbol[c]
-            m_j = n_clones[j]
-            out = state_offsets[c]
-            clear_slots(delta, backpointer, out, m_j)
-            if evidence_weight[c] <= 0.0:
-                continue
-            for p in range(evidence_ptr[n - 1], evidence_ptr[n]):
-                i = evidence_symbol[p]
-                k = find_block(block_lookup, n_clones.shape[0], row_shift[n - 1] + i, j)
-                if k < 0:
-                    continue
-                src = state_offsets[p]
-                for u in range(n_clones[i]):
-                    du = delta[src + u]
-                    if du <= 0.0:
-                        continue
-                    r = row_base[k] + u
-                    for e in range(indptr[r], indptr[r + 1]):
-                        v = indices[e]
-                        val = du * data[e]
-                        if val > delta[out + v]:
-                            delta[out + v] = val
-                            backpointer[out + v] = src + u
-            best = weigh_slots(delta, out, m_j, evidence_weight[c], best)
-        if best <= 0.0:
-            return -np.inf
-        log_scale += np.log(best)
-        rescale_position(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, n, best)
     path_slot = np.empty(n_steps, dtype=np.int64)
-    backtrack_slots(delta, evidence_ptr, evidence_symbol, n_clones, state_offsets, backpointer, path_slot)
-    slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
+    none = np.zeros(0, dtype=np.int64)
+    log_scale = max_product(
+        data[:0], none, indptr, indices, data, row_base, pi, n_clones, clone_start, block_lookup, row_shift,
+        evidence_ptr, evidence_symbol, evidence_weight, none, none, state_offsets, backpointer, path_slot,
+    )  # fmt: skip
+    if np.isfinite(log_scale):
+        slots_to_clones(path_slot, evidence_ptr, evidence_symbol, n_clones, clone_start, state_offsets, path)
     return log_scale
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.cpu import inference
+from engine.backends.cpu import kernels as cpu
 from engine.backends.gpu import kernels
 from engine.backends.gpu.devices import DeviceModel
 from engine.model import row_keys
@@ -103,16 +104,15 @@ class DecodingPasses:
         if np.any(scales[1:] <= 0):
             return inference.ViterbiResult(np.full(n_pos, -1), np.full(n_pos, -1), -math.inf)
         log_probability = math.log(best0) + float(np.sum(np.log(scales[1:])))
+        # the CPU kernels' backtrack, on the host: it reads delta at the last position only
         lo, hi = int(slot_offset[evidence.ptr[n_pos - 1]]), int(slot_offset[evidence.ptr[n_pos]])
-        last = lo + int(np.argmax(self.host(delta[lo:hi])))
-        pointers = self.host(backpointer)
+        last = np.zeros(hi, dtype=np.float64)
+        last[lo:hi] = self.host(delta[lo:hi])
         path_slots = np.empty(n_pos, dtype=np.int64)
-        slot = last
-        for n in range(n_pos - 1, -1, -1):
-            path_slots[n] = slot
-            slot = pointers[slot]
-        candidate = np.searchsorted(slot_offset, path_slots, side="right") - 1
-        clones = layout.clone_start[symbols[candidate]] + path_slots - slot_offset[candidate]
+        ptr = np.asarray(evidence.ptr, dtype=np.int64)
+        cpu.backtrack_slots(last, ptr, symbols, layout.n_clones, slot_offset, self.host(backpointer), path_slots)
+        clones = np.full(n_pos, -1, dtype=np.int64)
+        cpu.slots_to_clones(path_slots, ptr, symbols, layout.n_clones, layout.clone_start, slot_offset, clones)
         return inference.ViterbiResult(clones, layout.clone_symbol()[clones], log_probability)
 
     # ------------------------------------------------------------------------------------------- sampling

@@ -250,25 +250,53 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
 
     # ------------------------------------------------------------------------------------------- forward
     def forward(
-        self, device_model: DeviceModel, x: np.ndarray, initial: np.ndarray | None = None
+        self,
+        device_model: DeviceModel,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int]:
         """Scaled forward pass (see :func:`engine.backends.cpu.inference.forward`): the predictive probabilities
-        P(x_n | x_<n) (float64, host) and the number of zero-probability events."""
+        P(x_n | x_<n) (float64, host) and the number of zero-probability events; ``row_key``: each step's block
+        row (a walk with actions, checked by the caller)."""
+        result = self.forward_messages(device_model, x, initial, row_key, store=False)
+        return result.predictive, result.zero_events
+
+    def forward_messages(
+        self,
+        device_model: DeviceModel,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
+        store: bool = True,
+    ) -> inference.ForwardResult:
+        """:meth:`forward` with, when ``store``, the normalised messages (float32) on the host in time order
+        (message n at ``offsets[n]``)."""
         x = np.ascontiguousarray(x, dtype=np.int64)
         start = device_model.pi if initial is None else np.asarray(initial)
         message, p0 = self._initial_message(start, int(x[0]))
         forward_blocks, _, scale = self._pass_matrices(device_model)
+        alpha = offsets_dev = None
+        offsets = np.zeros(0, dtype=np.int64)
+        if store:
+            offsets = inference.sequential_offsets(self.layout, x)
+            offsets_dev = self.xp.asarray(offsets)
+            alpha = self.xp.empty(int(offsets[-1]), dtype=self.xp.float32)
         norm, abort, _ = self._run_chain(
-            forward_blocks, x, False, message, None, None, 2 * self.sm_count, self.device.current_stream()
-        )
+            forward_blocks, x, False, message, alpha, offsets_dev, 2 * self.sm_count, self.device.current_stream(),
+            row_key,
+        )  # fmt: skip
+        if store:
+            self._normalise_messages(alpha, offsets_dev, self.xp.asarray(x, dtype=self.xp.int32), norm, len(x))
         predictive = self.host(norm) / scale
         self._check_aborts(abort)
         predictive[0] = p0
-        return predictive, int(np.count_nonzero(predictive <= 0))
+        messages = self.host(alpha) if store else np.zeros(0, dtype=np.float32)
+        return inference.ForwardResult(predictive, int(np.count_nonzero(predictive <= 0)), messages, offsets)
 
-    def log_likelihood(self, device_model: DeviceModel, x: np.ndarray) -> float:
-        """log P(x) in nats; -inf if x is impossible under the model."""
-        predictive, zero_events = self.forward(device_model, x)
+    def log_likelihood(self, device_model: DeviceModel, x: np.ndarray, row_key: np.ndarray | None = None) -> float:
+        """log P(x) in nats; -inf if x is impossible under the model (``row_key``: as for :meth:`forward`)."""
+        predictive, zero_events = self.forward(device_model, x, row_key=row_key)
         return -math.inf if zero_events else float(np.sum(np.log(predictive)))
 
     def block_sums(self, values: Any) -> np.ndarray:

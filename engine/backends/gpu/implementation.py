@@ -83,10 +83,18 @@ class GpuDenseEngine:
         return state.with_values(state.T.copy(), state.TT.copy(), state.counts, state.pi.copy())
 
     # inference
-    def forward(self, state: DeviceModel, x: np.ndarray, initial: np.ndarray | None = None) -> inference.ForwardResult:
-        predictive, zero_events = state.blocks.forward(state, np.asarray(x, dtype=np.int64), initial)
-        empty = np.zeros(0, dtype=np.int64)
-        return inference.ForwardResult(predictive, zero_events, np.zeros(0, dtype=np.float32), empty)
+    def forward(
+        self,
+        state: DeviceModel,
+        x: np.ndarray,
+        initial: np.ndarray | None = None,
+        row_key: np.ndarray | None = None,
+        store: bool = False,
+    ) -> inference.ForwardResult:
+        x = np.asarray(x, dtype=np.int64)
+        if row_key is not None:
+            row_key = row_keys.check_row_key(state.blocks.layout, x, row_key)
+        return state.blocks.forward_messages(state, x, initial, row_key, store)
 
     def _bigram(self, state: DeviceModel) -> np.ndarray:
         sums = None if state.counts is None else state.blocks.block_sums(state.counts)
@@ -159,7 +167,7 @@ class GpuDenseEngine:
         if lockstep is not None:
             return GpuPlan(None, None, blocks.upload_lockstep(lockstep))
         whole = algorithm == "em" and (segment is None or segment >= len(x) - 1)
-        if row_key is not None and not whole:
+        if row_key is not None and algorithm == "em" and not whole:
             raise DeviceMemoryError(
                 f"a walk with actions runs whole-sequence passes, whose messages ({need / 2**30:.1f} GiB) do not fit "
                 f"in the {free / 2**30:.1f} GiB free on {blocks.device_name}; use fewer clones or a shorter walk"
@@ -212,11 +220,15 @@ class GpuDenseEngine:
     ) -> inference.ViterbiResult:
         return state.blocks.viterbi(state, evidence, row_shift=row_shift)
 
-    def hard_counts(self, state: DeviceModel, x: np.ndarray) -> tuple[Any, float]:
-        log_likelihood = state.blocks.log_likelihood(state, x)
-        path = state.blocks.viterbi(state, x).clones
-        counts = inference.path_counts(state.blocks.layout, x, path).astype(np.float32)
-        return self.xp.asarray(counts), log_likelihood
+    def hard_counts(
+        self, state: DeviceModel, x: np.ndarray, row_key: np.ndarray | None = None, score: str = "likelihood"
+    ) -> tuple[Any, float]:
+        _, counts, log_likelihood = inference.hard_counts(
+            lambda x, shift: state.blocks.viterbi(state, x, row_shift=shift),
+            lambda x, key: state.blocks.log_likelihood(state, x, key),
+            state.blocks.layout, x, row_key, score,
+        )  # fmt: skip
+        return self.xp.asarray(counts.astype(np.float32)), log_likelihood
 
     def sample(
         self, state: DeviceModel, length: int, rng: np.random.Generator, prefix: np.ndarray | None = None
