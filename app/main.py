@@ -9,7 +9,7 @@ under ``CHMM_DATA_DIR``, no server needed) each job is a separate process; with 
 :class:`dash.CeleryManager` over Redis queues the jobs for Celery workers (``celery -A app.main:celery_app worker``).
 The web process never imports CuPy (a GPU job imports it). A job that must wait for a place (``CHMM_MAX_JOBS``) waits
 as a ticket, not as a process: the shell's queue polling (:func:`tend_queue`) starts its background callback when its
-turn comes (:class:`app.background.JobSlot`).
+turn comes (:class:`app.jobs.JobSlot`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import background, config, ids, services, sessions, ui
+from app import config, ids, jobs, services, sessions, ui
 from app.services import comparisons, maps, training_jobs
 from app.services import models as model_service
 
@@ -119,7 +119,7 @@ def create_app() -> tuple[Dash, Any]:
     dash_app.server.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes()  # HTTP 413 before the body is read
     # every request collects the worker's ended job processes, so none stays a zombie until a page polls (the load
     # bench's clients, which never poll, left 7 behind)
-    dash_app.server.before_request(background.reap_finished_children)
+    dash_app.server.before_request(jobs.reap_finished_children)
     page_layouts = [
         page["layout"]() if callable(page["layout"]) else page["layout"] for page in dash.page_registry.values()
     ]
@@ -138,7 +138,7 @@ def create_app() -> tuple[Dash, Any]:
 def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
     """Every few seconds: when the session's current model file was replaced (a training job that finished while
     its page was closed, another tab), bump the model version so that the badge and the open page follow."""
-    background.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
+    jobs.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
     try:
         now = sessions.model_stamp(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
@@ -158,10 +158,10 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
 )
 def show_notice(_ticks: int | None, session_id: str | None, shown: float | None) -> tuple[Any, Any]:
     """Every few seconds: the session's notice (a request job that its sentinel had to kill, and why) above the
-    page, for :data:`background.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
+    page, for :data:`jobs.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
     being gone."""
     try:
-        notice = background.read_notice(sessions.session_folder(session_id))
+        notice = jobs.read_notice(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return no_update, no_update
     stamp = notice["time"] if notice else None
@@ -186,7 +186,7 @@ def show_notice(_ticks: int | None, session_id: str | None, shown: float | None)
 def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any] | None) -> tuple[Any, ...]:
     """Every second while a job of this tab waits for a place, and once when the tab opens (which finds a job the
     session left waiting before a reload): keep its ticket alive, show its place, and start it when its turn has
-    come, by setting the store its background callback listens to (:class:`app.background.JobSlot`: waiting jobs
+    come, by setting the store its background callback listens to (:class:`app.jobs.JobSlot`: waiting jobs
     hold no process)."""
     try:
         folder = sessions.session_folder(session_id)

@@ -10,7 +10,7 @@ from typing import Any
 from dash import dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, config, services, sessions
+from app import config, jobs, services, sessions
 from app.services import UserError
 from app.services import models as model_service
 from engine.model import ModelFormatError
@@ -24,22 +24,22 @@ EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatErr
 def request_job(folder: Path, what: str) -> Iterator[None]:
     """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
     worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
-    a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds` or past the
+    a job process (:func:`jobs.job_process`) stopped after :func:`config.max_request_seconds` or past the
     memory limit per job (:func:`config.max_job_bytes`), either of which it then says as a :class:`UserError`. A body
     that cannot be stopped so (C code that holds the GIL) is killed by its sentinel, which leaves the sentence in
-    the session's notice (``folder``, :func:`background.read_notice`) for the shell to show, ``what`` (e.g.
+    the session's notice (``folder``, :func:`jobs.read_notice`) for the shell to show, ``what`` (e.g.
     "Scoring") naming the job in it."""
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
     try:
-        with background.job_process(time_limit=limit, notice=notice):
+        with jobs.job_process(time_limit=limit, notice=notice):
             yield
-    except background.JobTimeout:
+    except jobs.JobTimeout:
         raise UserError(
             f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); {advice}"
         ) from None
-    except background.JobMemoryError as exc:
+    except jobs.JobMemoryError as exc:
         raise UserError(f"This stopped: {exc}; {advice}") from None
 
 
@@ -49,7 +49,7 @@ def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
     once, the job's go; a refusal (the server busy, or a bad setting) becomes the view ``refused`` with its sentence."""
     try:
         view, go = enter()
-    except background.QueueFull as exc:
+    except jobs.QueueFull as exc:
         return {"state": "refused", "message": str(exc)}, no_update
     except EXPECTED_ERRORS as exc:
         return {"state": "refused", "message": services.describe_error(exc)}, no_update

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from support import SHORT_TEXT, TINY_FORM, data_uri
 
-from app import background, config, figures, forms, services, sessions
+from app import config, figures, forms, jobs, services, sessions
 from app.services import UserError, training_jobs
 from app.services import corpus as corpus_service
 from app.services import decode as decode_service
@@ -211,7 +211,7 @@ def test_sessions_share_the_start_model_until_they_change_it(data_dir: Path, wit
         assert (folder / sessions.COMMUNITIES).samefile(shared.with_name(shared.stem + ".communities.json"))
         assert graph_service.read_communities(folder) is not None  # the shared run matches the session's model
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
-    assert outcome.status == background.FINISHED
+    assert outcome.status == jobs.FINISHED
     assert not sessions.current_model_path(with_corpus).samefile(shared)
     assert sessions.previous_model_path(with_corpus).samefile(shared)
     assert config.SAMPLE_MODEL.read_bytes() == shared.read_bytes()
@@ -262,7 +262,7 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     before = current_bytes(with_corpus)
     reports: list[dict] = []
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY), report=reports.append)
-    assert outcome.status == background.FINISHED, outcome.message
+    assert outcome.status == jobs.FINISHED, outcome.message
     assert outcome.key and "now the current model" in outcome.message
     model = model_files.load_model(sessions.current_model_path(with_corpus))
     assert model.n_states == 60 and model.metadata["corpus"] == "alice-short.txt"
@@ -270,13 +270,11 @@ def test_training_job_makes_a_new_current_model_and_writes_progress(with_corpus:
     assert model.metadata["ngram"]["test_bps"] > 0
     assert sessions.previous_model_path(with_corpus).read_bytes() == before
     progress = training_jobs.read_progress(with_corpus)
-    assert progress is not None and progress["status"] == background.FINISHED and progress["key"] == outcome.key
+    assert progress is not None and progress["status"] == jobs.FINISHED and progress["key"] == outcome.key
     assert [h["iteration"] for h in progress["history"]] == [1, 2]
     assert all(h["validation_bps"] is not None for h in progress["history"])
-    assert training_jobs.read_job(with_corpus)["status"] == background.FINISHED and not training_jobs.job_running(
-        with_corpus
-    )
-    assert reports and reports[-1]["status"] == background.FINISHED
+    assert training_jobs.read_job(with_corpus)["status"] == jobs.FINISHED and not training_jobs.job_running(with_corpus)
+    assert reports and reports[-1]["status"] == jobs.FINISHED
     value, label, figure = figures.progress_view(progress)
     assert value == 100.0 and label.startswith("Finished") and len(figure.data) >= 2
     # undo goes back to the sample model, and again forward
@@ -295,11 +293,11 @@ def test_a_job_whose_heartbeat_stopped_is_reported_failed(with_corpus: Path) -> 
     (with_corpus / sessions.PROGRESS).write_text(json.dumps({"key": "k1", "status": "running", "history": []}))
     (with_corpus / sessions.HEARTBEAT).touch()
     assert training_jobs.reap_dead_job(with_corpus) is None and training_jobs.job_running(with_corpus)
-    later = time.time() + background.STALE_AFTER_S + 0.5
+    later = time.time() + jobs.STALE_AFTER_S + 0.5
     message = training_jobs.reap_dead_job(with_corpus, now=later)
     assert message is not None and "died" in message and "previous model is still current" in message
-    assert training_jobs.read_job(with_corpus)["status"] == background.FAILED
-    assert training_jobs.read_progress(with_corpus)["status"] == background.FAILED
+    assert training_jobs.read_job(with_corpus)["status"] == jobs.FAILED
+    assert training_jobs.read_progress(with_corpus)["status"] == jobs.FAILED
     assert (with_corpus / sessions.CANCEL).exists() and current_bytes(with_corpus) == before
     assert training_jobs.reap_dead_job(with_corpus, now=later) is None  # reported once
     value, label, _ = figures.progress_view(training_jobs.read_progress(with_corpus))
@@ -345,7 +343,7 @@ def test_a_request_job_stops_at_its_time_limit_and_says_so(folder: Path) -> None
 
 def _long_job(folder: str) -> None:
     """A forked job process, as Dash's diskcache manager starts one from a gunicorn worker."""
-    with background.job_process():
+    with jobs.job_process():
         form = TINY | {"states": 200, "iterations": 100_000, "validation": 0}
         training_jobs.run_training_job(Path(folder), forms.options_from_form(form))
 
@@ -384,7 +382,7 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
         if child.is_alive():
             child.kill()
     record = training_jobs.read_job(with_corpus)
-    assert record["status"] == background.CANCELLED and "server stopped the training job" in record["message"]
+    assert record["status"] == jobs.CANCELLED and "server stopped the training job" in record["message"]
     assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
 
 
@@ -415,7 +413,7 @@ def test_a_cancel_is_said_as_the_users_whichever_comes_first(with_corpus: Path) 
     child.join(timeout=15)
     assert child.exitcode == 0
     record = training_jobs.read_job(with_corpus)
-    assert record["status"] == background.CANCELLED and record["message"].startswith("Training cancelled"), record
+    assert record["status"] == jobs.CANCELLED and record["message"].startswith("Training cancelled"), record
     # SIGTERM first: the job ends as stopped by the server; the cancel request that follows says it was the user
     child = _start_long_job(with_corpus)
     child.terminate()
@@ -442,7 +440,7 @@ def test_jobs_beyond_the_server_limit_wait_in_a_queue(
     import threading
 
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
-    other = background.JobSlot(data_dir, 1)
+    other = jobs.JobSlot(data_dir, 1)
     assert other.acquire(lambda place: None, stop=lambda: True)  # another session's job holds the only slot
     outcomes: list[training_jobs.JobOutcome] = []
     worker = threading.Thread(
@@ -461,7 +459,7 @@ def test_jobs_beyond_the_server_limit_wait_in_a_queue(
     finally:
         other.release()
     worker.join(timeout=60)
-    assert outcomes and outcomes[0].status == background.FINISHED, outcomes
+    assert outcomes and outcomes[0].status == jobs.FINISHED, outcomes
     # cancelled in the queue
     assert other.acquire(lambda place: None, stop=lambda: True)
     try:
@@ -477,11 +475,11 @@ def test_jobs_beyond_the_server_limit_wait_in_a_queue(
         worker.join(timeout=30)
     finally:
         other.release()
-    assert outcomes[-1].status == background.CANCELLED and "while it waited" in outcomes[-1].message
+    assert outcomes[-1].status == jobs.CANCELLED and "while it waited" in outcomes[-1].message
 
 
 def _hold_slot(root: str) -> None:
-    slot = background.JobSlot(Path(root), 1)
+    slot = jobs.JobSlot(Path(root), 1)
     assert slot.acquire(lambda place: None, stop=lambda: True)
     time.sleep(60)
 
@@ -491,9 +489,9 @@ def test_a_killed_job_frees_its_slot(data_dir: Path) -> None:
 
     child = multiprocessing.get_context("fork").Process(target=_hold_slot, args=(str(data_dir),))
     child.start()
-    slot = background.JobSlot(data_dir, 1)
+    slot = jobs.JobSlot(data_dir, 1)
     deadline = time.time() + 20
-    while not (data_dir / background.SLOTS / "0").exists() or slot.acquire(lambda place: None, stop=lambda: True):
+    while not (data_dir / jobs.SLOTS / "0").exists() or slot.acquire(lambda place: None, stop=lambda: True):
         slot.release()
         assert time.time() < deadline, "the child never took the slot"
         time.sleep(0.1)
@@ -508,7 +506,7 @@ def test_a_job_stops_at_the_time_limit(with_corpus: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("CHMM_MAX_JOB_MINUTES", str(0.5 / 60))  # half a second
     form = TINY | {"iterations": 100_000, "validation": 0}
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(form))
-    assert outcome.status == background.FAILED and "time limit of" in outcome.message
+    assert outcome.status == jobs.FAILED and "time limit of" in outcome.message
     assert "CHMM_MAX_JOB_MINUTES" in outcome.message
     assert current_bytes(with_corpus) == before
 
@@ -543,29 +541,29 @@ def test_cancelled_job_keeps_the_previous_model(with_corpus: Path, monkeypatch: 
 
     monkeypatch.setattr(training_jobs._Progress, "record", record_then_cancel)
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"iterations": 50}))
-    assert outcome.status == background.CANCELLED and "previous model is still current" in outcome.message
+    assert outcome.status == jobs.CANCELLED and "previous model is still current" in outcome.message
     assert current_bytes(with_corpus) == before
     progress = training_jobs.read_progress(with_corpus)
-    assert progress["status"] == background.CANCELLED and len(progress["history"]) < 50
+    assert progress["status"] == jobs.CANCELLED and len(progress["history"]) < 50
     assert figures.progress_view(progress)[1].startswith("Cancelled")
 
 
 def test_impossible_parameters_are_refused(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = current_bytes(with_corpus)
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"states": 10}))
-    assert outcome.status == background.REFUSED and "fewer than the 27 symbols" in outcome.message
+    assert outcome.status == jobs.REFUSED and "fewer than the 27 symbols" in outcome.message
     monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "1")
     options = forms.options_from_form(TINY | {"states": 2000})
     with pytest.raises(ValueError, match=r"would need about [\d.]+ MB of memory .* limit of 1.0 MB"):
         training_jobs.check_training(with_corpus, options)
     outcome = training_jobs.run_training_job(with_corpus, options)
-    assert outcome.status == background.REFUSED and "CHMM_MAX_TRAIN_MB" in outcome.message
+    assert outcome.status == jobs.REFUSED and "CHMM_MAX_TRAIN_MB" in outcome.message
     assert current_bytes(with_corpus) == before
 
 
 def test_training_needs_a_corpus(folder: Path) -> None:
     outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
-    assert outcome.status == background.REFUSED and "No corpus" in outcome.message
+    assert outcome.status == jobs.REFUSED and "No corpus" in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -641,7 +639,7 @@ def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:
     (with_corpus / sessions.HEARTBEAT).touch()
     assert training_jobs.job_running(with_corpus)
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
-    assert outcome.status == background.REFUSED and "already running" in outcome.message
+    assert outcome.status == jobs.REFUSED and "already running" in outcome.message
     assert not training_jobs.job_running(with_corpus, now=time.time() + 60)  # a silent job goes stale
 
 
@@ -770,7 +768,7 @@ def test_runs_of_the_session_are_recorded(with_corpus: Path) -> None:
     assert training_jobs.read_runs(with_corpus) == []
     first = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
     second = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY | {"seed": 3}))
-    assert first.status == second.status == background.FINISHED
+    assert first.status == second.status == jobs.FINISHED
     runs = training_jobs.read_runs(with_corpus)
     assert [r["number"] for r in runs] == [1, 2] and [r["options"]["seed"] for r in runs] == [0, 3]
     progress = training_jobs.read_progress(with_corpus)
@@ -781,14 +779,12 @@ def test_runs_of_the_session_are_recorded(with_corpus: Path) -> None:
     label = training_jobs.run_label(runs[1])
     assert label.startswith(f"#2 {summary['states']:,} states, ") and "seed 3" in label
     assert label.endswith(f"test {summary['test_bps']:.3f}")
-    training_jobs.record_run(with_corpus, {"key": runs[1]["key"], "status": background.CANCELLED}, {"history": []})
+    training_jobs.record_run(with_corpus, {"key": runs[1]["key"], "status": jobs.CANCELLED}, {"history": []})
     assert (
         len(training_jobs.read_runs(with_corpus)) == 2
     )  # a run is recorded once (a cancel request may have recorded it)
     for i in range(training_jobs.MAX_RUNS):  # bounded: the oldest go
-        training_jobs.record_run(
-            with_corpus, {"key": f"k{i}", "status": background.CANCELLED}, {"history": [], "states": 2}
-        )
+        training_jobs.record_run(with_corpus, {"key": f"k{i}", "status": jobs.CANCELLED}, {"history": [], "states": 2})
     assert (
         len(training_jobs.read_runs(with_corpus)) == training_jobs.MAX_RUNS
         and training_jobs.read_runs(with_corpus)[-1]["number"] == 22
@@ -1344,7 +1340,7 @@ def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
             raise AssertionError(f"{name} wrote on a full disk")
         assert not leftovers(folder) and not leftovers(data_dir), name
     outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
-    assert outcome.status == background.REFUSED and outcome.message == full
+    assert outcome.status == jobs.REFUSED and outcome.message == full
     assert not (folder / sessions.JOB).exists() and not leftovers(folder)
     assert current_bytes(folder) == before and corpus_service.corpus_info(folder) == corpus_before
     assert not any((folder / graph_service.EXPORTS).glob("*")) if (folder / graph_service.EXPORTS).exists() else True
@@ -1356,7 +1352,7 @@ def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
     disk_full(False)
     for name in ("corpus upload", "export", "pruning"):
         actions[name]()
-    assert training_jobs.run_training_job(folder, forms.options_from_form(TINY)).status == background.FINISHED
+    assert training_jobs.run_training_job(folder, forms.options_from_form(TINY)).status == jobs.FINISHED
 
 
 def test_messages_name_files_as_the_user_knows_them(folder: Path) -> None:
@@ -1531,7 +1527,7 @@ def test_several_files_and_a_zip_become_a_corpus_of_documents(folder: Path) -> N
         "book.zip: book/two.txt",
     ]
     outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
-    assert outcome.status == background.FINISHED, outcome.message
+    assert outcome.status == jobs.FINISHED, outcome.message
     model = model_files.load_model(sessions.current_model_path(folder))
     assert model.metadata["documents"] == 2 and model.metadata["corpus"] == "book.zip (2 documents)"
     # one file again: a single text, as before
@@ -1677,10 +1673,10 @@ def test_the_module_pane_does_not_ask_for_a_run_that_exists(data_dir: Path) -> N
 
 def test_a_newcomer_does_not_jump_the_queue(tmp_path: Path) -> None:
     """Issue 36: a job arriving when a slot freed took it before the job that had waited in the queue."""
-    waiter = tmp_path / background.QUEUE
+    waiter = tmp_path / jobs.QUEUE
     waiter.mkdir()
     (waiter / f"{time.time_ns() - 10**9:020d}-1-1").touch()  # a job that waits already (a live ticket)
-    slot = background.JobSlot(tmp_path, 1)  # and the one slot is free
+    slot = jobs.JobSlot(tmp_path, 1)  # and the one slot is free
     places: list[int] = []
     assert not slot.acquire(places.append, stop=lambda: bool(places))  # it queues behind the waiter
     assert places == [2] and slot._handle is None
@@ -1706,7 +1702,7 @@ def test_a_cancelled_job_process_is_not_left_a_zombie() -> None:
     while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
         time.sleep(0.05)
     assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE  # ended, not collected
-    background.reap_finished_children()
+    jobs.reap_finished_children()
     assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE
 
 
@@ -1743,12 +1739,12 @@ def test_a_full_disk_is_said_at_once_with_its_cause(with_corpus: Path, monkeypat
     monkeypatch.setattr(sessions.shutil, "disk_usage", lambda path: usage(10**10, 10**10 - 2**20, 2**20))
     before = current_bytes(with_corpus)
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
-    assert outcome.status == background.REFUSED and "the server's disk is full (1.0 MB free" in outcome.message
+    assert outcome.status == jobs.REFUSED and "the server's disk is full (1.0 MB free" in outcome.message
     assert current_bytes(with_corpus) == before
     sid = sessions.new_session_id()
     view, go = train_page.start(1, sid, *[TINY.get(name) for name, _ in train_page.FORM])
     assert view["state"] == "refused" and "disk is full" in view["message"] and go is dash.no_update
-    assert not list((config.data_dir() / background.QUEUE).glob("*"))  # nothing queued
+    assert not list((config.data_dir() / jobs.QUEUE).glob("*"))  # nothing queued
     with pytest.raises(sessions.SessionError, match="The Infomap run cannot start: the server's disk is full"):
         graph_service.run_communities(with_corpus, trials=1)
 
@@ -1795,7 +1791,7 @@ def test_a_job_that_died_on_a_full_disk_says_so(with_corpus: Path, monkeypatch: 
     (with_corpus / sessions.HEARTBEAT).touch()
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(sessions.shutil, "disk_usage", lambda path: usage(10**10, 10**10, 0))
-    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 0.5)
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + jobs.STALE_AFTER_S + 0.5)
     assert message is not None and "the server's disk filled up while it ran" in message
     assert "out of memory" not in message
 
@@ -1807,9 +1803,9 @@ def test_a_crowd_pressing_start_is_told_the_server_is_busy(
     CHMM_MAX_WAITING_JOBS waiting jobs, a job is refused at once with a sentence and nothing changes."""
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
     monkeypatch.setenv("CHMM_MAX_WAITING_JOBS", "2")
-    held = background.JobSlot(data_dir, 1)
+    held = jobs.JobSlot(data_dir, 1)
     assert held.acquire(lambda place: None, stop=lambda: False)  # a running job holds the only place
-    queue = data_dir / background.QUEUE
+    queue = data_dir / jobs.QUEUE
     queue.mkdir(exist_ok=True)
     for n in range(2):  # two jobs wait already
         (queue / f"{time.time_ns():020d}-{n}-0").touch()
@@ -1818,7 +1814,7 @@ def test_a_crowd_pressing_start_is_told_the_server_is_busy(
         outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
     finally:
         held.release()
-    assert outcome.status == background.REFUSED and outcome.message.startswith("The server is busy: 1 job(s) run")
+    assert outcome.status == jobs.REFUSED and outcome.message.startswith("The server is busy: 1 job(s) run")
     assert current_bytes(with_corpus) == before
 
 

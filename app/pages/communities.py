@@ -17,7 +17,7 @@ import dash
 import dash_cytoscape as cyto
 from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 
-from app import background, figures, ids, sessions, ui
+from app import figures, ids, jobs, sessions, ui
 from app.services import graphs as graph_service
 
 cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)
@@ -598,11 +598,11 @@ def run(
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
-        with background.job_process(record=graph_service.communities_files(folder)):
+        with jobs.job_process(record=graph_service.communities_files(folder)):
             saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
-    except background.JobMemoryError as exc:
+    except jobs.JobMemoryError as exc:
         return ui.message(f"Infomap stopped: {exc}; try a higher pruning threshold.", "error"), no_update
     s = saved["summary"]
     levels = (

@@ -10,7 +10,7 @@ import dash
 from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, figures, forms, ids, services, sessions, ui
+from app import figures, forms, ids, jobs, services, sessions, ui
 from app.services import comparisons
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
@@ -145,7 +145,7 @@ def start(
     setting_ids: list[dict[str, str]],
 ) -> tuple[Any, Any]:
     """Compare: in the web worker, check the comparison and put it into the server's queue (a ticket, not a
-    process; see :class:`app.background.JobSlot`); it starts at once when a place is free and nobody waits, else
+    process; see :class:`app.jobs.JobSlot`); it starts at once when a place is free and nobody waits, else
     when the app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
     ui.require_click(_clicks)
 
@@ -177,12 +177,12 @@ def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) ->
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
-        return {"status": background.REFUSED, "message": services.describe_error(exc)}
+        return {"status": jobs.REFUSED, "message": services.describe_error(exc)}
     try:
-        with background.job_process(record=comparisons.compare_files(folder)):
+        with jobs.job_process(record=comparisons.compare_files(folder)):
             saved = comparisons.run_queued_comparison(folder, go.get("ticket"), report=lambda s: set_progress((s,)))
-    except background.JobMemoryError as exc:  # past the memory limit outside a learner's training
-        return {"status": background.FAILED, "message": f"The comparison stopped: {exc}."}
+    except jobs.JobMemoryError as exc:  # past the memory limit outside a learner's training
+        return {"status": jobs.FAILED, "message": f"The comparison stopped: {exc}."}
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 
@@ -317,9 +317,9 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     """After a job: the session's latest comparison, and the job's message."""
     if not result:
         return (no_update,) * 5
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(result.get("status", ""), "error")
+    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(result.get("status", ""), "error")
     message = ui.message(result.get("message", ""), kind)
-    if result.get("status") == background.REFUSED:  # the job did not run: keep the last comparison shown
+    if result.get("status") == jobs.REFUSED:  # the job did not run: keep the last comparison shown
         return no_update, no_update, no_update, no_update, message
     try:
         saved = comparisons.latest_compare(sessions.session_folder(session_id))

@@ -12,7 +12,7 @@ import dash_cytoscape as cyto
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, figures, ids, services, sessions, ui
+from app import figures, ids, jobs, services, sessions, ui
 from app.services import maps
 from engine import walks
 
@@ -281,12 +281,12 @@ def learn(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) 
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
+        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
     try:
-        with background.job_process(record=maps.map_files(folder)):
+        with jobs.job_process(record=maps.map_files(folder)):
             return maps.run_queued_map(folder, go.get("ticket"), report=lambda record: set_progress((record,)))
-    except background.JobMemoryError as exc:
-        return {"key": "", "status": background.FAILED, "message": f"The map job stopped: {exc}."}
+    except jobs.JobMemoryError as exc:
+        return {"key": "", "status": jobs.FAILED, "message": f"The map job stopped: {exc}."}
 
 
 @callback(
@@ -342,8 +342,8 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     if not result:
         return (no_update,) * 4
     status = result.get("status", "")
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
-    finished = status == background.FINISHED
+    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(status, "error")
+    finished = status == jobs.FINISHED
     return (
         ui.message(result.get("message", ""), kind),
         "100" if finished else "0",
@@ -435,9 +435,9 @@ def follow_job(
     if running:
         return str(value), label, True, False, True, no_update, no_update
     status = (record or {}).get("status")
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
+    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(status, "error")
     ended = ui.message((record or {}).get("message", ""), kind)
-    return str(value), label, False, True, False, ended, (time.time() if status == background.FINISHED else no_update)
+    return str(value), label, False, True, False, ended, (time.time() if status == jobs.FINISHED else no_update)
 
 
 # ------------------------------------------------------------------------------------------ the map

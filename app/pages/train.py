@@ -10,7 +10,7 @@ import dash
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, config, figures, forms, ids, services, sessions, ui
+from app import config, figures, forms, ids, jobs, services, sessions, ui
 from app.services import corpus as corpus_service
 from app.services import training_jobs
 from engine.allocation import ALLOCATION_METHODS
@@ -388,7 +388,7 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
 )
 def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
     """Start: in the web worker, check the run and put it into the server's queue (a ticket, not a process; see
-    :class:`app.background.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
+    :class:`app.jobs.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
     app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
     ui.require_click(_clicks)
 
@@ -424,21 +424,21 @@ def train(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) 
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
+        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
 
     def report(progress: dict[str, Any]) -> None:
         set_progress((progress,))
 
     try:
-        with background.job_process(record=training_jobs.training_files(folder)):
+        with jobs.job_process(record=training_jobs.training_files(folder)):
             return training_jobs.run_queued_training(folder, go.get("ticket"), report=report).as_dict()
-    except background.JobMemoryError as exc:  # past the memory limit before or after the training itself
+    except jobs.JobMemoryError as exc:  # past the memory limit before or after the training itself
         message = f"Training stopped: {exc}. The previous model is still current."
-        return {"key": "", "status": background.FAILED, "message": message}
+        return {"key": "", "status": jobs.FAILED, "message": message}
 
 
 QUEUE_ACTIVE = ("waiting", "starting")
-"""The states of a job in the queue (:data:`app.background.QueueView`) during which Start waits and Cancel works."""
+"""The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
 
 
 @callback(

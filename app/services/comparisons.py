@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import background, config, services, sessions
-from app.background import (
+from app import config, jobs, services, sessions
+from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
+from app.jobs import (
     CANCELLED,
     FAILED,
     FINISHED,
@@ -34,7 +35,6 @@ from app.background import (
     server_queue,
     started_ticket,
 )
-from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
 from app.services import UserError
 from app.services import corpus as corpus_service
 from engine import learners, learning, model_files, text, training
@@ -79,7 +79,7 @@ def read_compare(folder: Path) -> dict[str, Any] | None:
 
 
 def compare_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a comparison of this session is running (see :meth:`app.background.JobFiles.running`)."""
+    """Whether a comparison of this session is running (see :meth:`app.jobs.JobFiles.running`)."""
     saved = read_compare(folder)
     return saved is not None and compare_files(folder).running(now, saved)
 
@@ -145,7 +145,7 @@ def learner_label(kind: str, settings: dict[str, Any]) -> str:
 
 
 COMPARISON_KIND = "comparison"
-"""The comparison job's kind in the server's queue (:class:`app.background.Ticket`)."""
+"""The comparison job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
 WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
 
 
@@ -174,9 +174,9 @@ def check_comparison(
 
 def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None) -> Ticket:
     """Put a comparison into the server's queue when the user presses Compare (the web worker: no process waits,
-    see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
+    see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
     comparison already running or waiting in the session, :func:`check_comparison`, a full queue:
-    :class:`app.background.QueueFull`). The job checks again when it starts."""
+    :class:`app.jobs.QueueFull`). The job checks again when it starts."""
     if compare_running(folder) or comparison_ticket(folder) is not None:
         raise UserError("A comparison is already running or waiting in this session; wait for it.")
     check_comparison(folder, picked, corpus, options)
@@ -191,8 +191,8 @@ def comparison_ticket(folder: Path) -> Ticket | None:
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its comparison in the queue, and the job to start when its turn has come
-    (:func:`app.background.queue_view`)."""
-    return background.queue_view(COMPARISON_KIND, folder.name, compare_files(folder), "comparison", shown)
+    (:func:`app.jobs.queue_view`)."""
+    return jobs.queue_view(COMPARISON_KIND, folder.name, compare_files(folder), "comparison", shown)
 
 
 def run_queued_comparison(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, Any]:
@@ -407,7 +407,7 @@ def latest_compare(folder: Path) -> dict[str, Any] | None:
         for row in saved["results"]:
             if row.get("status") in (PENDING, TRAINING):
                 row.update(status=SKIPPED, message="the job stopped")
-        cause = saved.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
+        cause = saved.get("cause")  # why its memory watch killed it (app.jobs.MemoryWatch)
         message = "The comparison stopped unexpectedly; start it again."
         if cause:
             message = f"The comparison stopped: {cause}."

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from app import config, sessions
-from app.background import FAILED, FINISHED, RUNNING, JobFiles
+from app.jobs import FAILED, FINISHED, RUNNING, JobFiles
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from app import background, config, sessions
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
+from app import config, jobs, sessions
+from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import decode_upload
 from engine import actions, maps, walks
@@ -61,7 +61,7 @@ UPLOAD, UPLOAD_INFO = "map-upload.csv", "map-upload.json"
 MAPS, CURRENT = "maps", "map.json"
 MODEL, WALK, ROOM, VIEW = "model.npz", "walk.csv", "room.csv", "view.json"
 MAP_KIND = "map"
-"""The map job's kind in the server's queue (:class:`app.background.Ticket`)."""
+"""The map job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
 WAITED_CANCELLED = "The map job was cancelled while it waited; the previous map is kept."
 SOURCES = {"room": "a random walk in the room above", "walk": "the uploaded walk"}
 
@@ -189,7 +189,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
 
 def upload_info(folder: Path) -> dict[str, Any] | None:
     """The session's uploaded walk (name, steps, observations, actions, places), or None."""
-    info = background.read_json(folder / UPLOAD_INFO)
+    info = jobs.read_json(folder / UPLOAD_INFO)
     return info if info and (folder / UPLOAD).is_file() else None
 
 
@@ -218,27 +218,27 @@ def map_running(folder: Path) -> bool:
 
 def map_ticket(folder: Path) -> Ticket | None:
     """The session's map job in the queue (waiting, or started and not yet running), if any."""
-    return background.server_queue().find(MAP_KIND, folder.name)
+    return jobs.server_queue().find(MAP_KIND, folder.name)
 
 
 def queue_map(folder: Path, request: MapRequest) -> Ticket:
     """Put a map job into the server's queue when the user presses Learn (a ticket, not a process: see
-    :class:`app.background.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
+    :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
     sessions.check_disk("The map job")
     if map_running(folder) or map_ticket(folder) is not None:
         raise UserError("A map job is already running or waiting in this session; wait or cancel it.")
     payload = {"key": uuid.uuid4().hex[:12], "request": asdict(request)}
-    return background.server_queue().enter(MAP_KIND, folder.name, payload)
+    return jobs.server_queue().enter(MAP_KIND, folder.name, payload)
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its map job in the queue, and the job to start when its turn has come."""
-    return background.queue_view(MAP_KIND, folder.name, map_files(folder), "map", shown)
+    return jobs.queue_view(MAP_KIND, folder.name, map_files(folder), "map", shown)
 
 
 def run_queued_map(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, str]:
     """The job of a queued map whose turn has come: its request is the ticket's; the ticket is gone when it ends."""
-    ticket = background.started_ticket(ticket_name, MAP_KIND, folder.name)
+    ticket = jobs.started_ticket(ticket_name, MAP_KIND, folder.name)
     data = ticket.read() if ticket is not None else None
     if ticket is None or data is None:
         return {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED}
@@ -246,7 +246,7 @@ def run_queued_map(folder: Path, ticket_name: Any, report: ProgressReport | None
         request = MapRequest(**data["request"])
         return run_map_job(folder, request, report, key=str(data["key"]), ticket=ticket)
     finally:
-        background.server_queue().withdraw(ticket)
+        jobs.server_queue().withdraw(ticket)
 
 
 class _Stopped(Exception):
@@ -329,10 +329,10 @@ def run_map_job(
         record.update(stage=stage, iteration=int(iteration), bits=float(bits))
         publish()
 
-    slot = background.server_queue()
+    slot = jobs.server_queue()
 
     def waiting(place: int) -> None:
-        record["message"] = background.waiting_message(place)
+        record["message"] = jobs.waiting_message(place)
         publish()
 
     with files.alive():
@@ -355,7 +355,7 @@ def run_map_job(
                 f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
                 "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
             )
-        except background.JobTerminated:
+        except jobs.JobTerminated:
             return finish(CANCELLED, "The server stopped the map job; the previous map is kept.")
         except MemoryError as exc:
             return finish(
@@ -494,7 +494,7 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
 # ------------------------------------------------------------------------------------------ the session's map
 def current_map(folder: Path) -> Path | None:
     """The folder of the session's current map, or None before any."""
-    pointer = background.read_json(folder / CURRENT)
+    pointer = jobs.read_json(folder / CURRENT)
     key = (pointer or {}).get("key")
     if not isinstance(key, str) or not key.isalnum():
         return None
@@ -504,7 +504,7 @@ def current_map(folder: Path) -> Path | None:
 
 def load_view(folder: Path) -> dict[str, Any] | None:
     path = current_map(folder)
-    return None if path is None else background.read_json(path / VIEW)
+    return None if path is None else jobs.read_json(path / VIEW)
 
 
 def _need_map(folder: Path) -> Path:
@@ -665,7 +665,7 @@ def graphml(folder: Path) -> tuple[str, str]:
     import networkx as nx
 
     path = _need_map(folder)
-    view = background.read_json(path / VIEW) or {}
+    view = jobs.read_json(path / VIEW) or {}
     graph = nx.DiGraph()
     for node in view.get("nodes", []):
         graph.add_node(
@@ -686,7 +686,7 @@ def request_cancel(folder: Path) -> str:
     record = files.read()
     if ticket is not None:
         key = (ticket.read() or {}).get("key")
-        if background.server_queue().withdraw(ticket) and (not record or record.get("key") != key):
+        if jobs.server_queue().withdraw(ticket) and (not record or record.get("key") != key):
             return WAITED_CANCELLED
     message = "Map job cancelled; the previous map is kept."
     if record and record.get("status") == RUNNING:
@@ -702,4 +702,4 @@ def reap_dead_job(folder: Path) -> str | None:
     record = map_files(folder).reap()
     if record is None:
         return None
-    return f"The map job {background.DIED}. The previous map is kept."
+    return f"The map job {jobs.DIED}. The previous map is kept."

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from app.background import read_json
+from app.jobs import read_json
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
 from engine import model_files, use

@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import background, config, services, sessions
-from app.background import (
+from app import config, jobs, services, sessions
+from app.jobs import (
     CANCELLED,
     DIED,
     FAILED,
@@ -87,7 +87,7 @@ def read_job(folder: Path) -> dict[str, Any] | None:
 
 
 def job_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a training job of this session is running (see :meth:`app.background.JobFiles.running`)."""
+    """Whether a training job of this session is running (see :meth:`app.jobs.JobFiles.running`)."""
     return training_files(folder).running(now)
 
 
@@ -98,7 +98,7 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     record = training_files(folder).reap(now)
     if record is None:
         return None
-    cause = record.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
+    cause = record.get("cause")  # why its memory watch killed it (app.jobs.MemoryWatch)
     message = f"The training job {DIED}. The previous model is still current."
     if cause:
         message = f"The training job stopped: {cause}; choose fewer states. The previous model is still current."
@@ -357,16 +357,16 @@ def _summary_message(summary: dict[str, Any]) -> str:
 
 
 TRAINING_KIND = "training"
-"""The training job's kind in the server's queue (:class:`app.background.Ticket`)."""
+"""The training job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
 WAITED_CANCELLED = "Training cancelled while it waited; the previous model is still current."
 
 
 def queue_training(folder: Path, options: training.TrainOptions) -> Ticket:
     """Put a training of ``options`` into the server's queue when the user presses Start (the web worker: no process
-    waits, see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence:
+    waits, see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence:
     a full disk (:class:`sessions.SessionError`), a training already running or waiting in the session
     (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
-    (:class:`app.background.QueueFull`). The job checks again when it starts."""
+    (:class:`app.jobs.QueueFull`). The job checks again when it starts."""
     sessions.check_disk("The training job")
     if job_running(folder) or training_ticket(folder) is not None:
         raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
@@ -382,8 +382,8 @@ def training_ticket(folder: Path) -> Ticket | None:
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its training in the queue, and the job to start when its turn has come
-    (:func:`app.background.queue_view`)."""
-    return background.queue_view(TRAINING_KIND, folder.name, training_files(folder), "training", shown)
+    (:func:`app.jobs.queue_view`)."""
+    return jobs.queue_view(TRAINING_KIND, folder.name, training_files(folder), "training", shown)
 
 
 def run_queued_training(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> JobOutcome:
@@ -410,7 +410,7 @@ def run_training_job(
     """Train on the session's corpus and make the result the current model (see the module docstring). Never
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
     ``current.npz`` changes only when the status is ``finished``. With the started ``ticket`` of a queued training
-    it takes its place at once (:meth:`app.background.JobSlot.acquire`); without one it waits in this process."""
+    it takes its place at once (:meth:`app.jobs.JobSlot.acquire`); without one it waits in this process."""
     key = key or uuid.uuid4().hex[:12]
     try:
         sessions.check_disk("The training job")
