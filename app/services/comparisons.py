@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import config, jobs, services, sessions
-from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
+from app import config, services, sessions
 from app.jobs import (
     CANCELLED,
     FAILED,
@@ -33,10 +32,18 @@ from app.jobs import (
     QueueFull,
     Ticket,
     server_queue,
-    started_ticket,
 )
+from app.jobs.kinds import JobKind, new_key
 from app.services import UserError
 from app.services import corpus as corpus_service
+from app.services.learner_settings import (
+    APP_OPTIONS,
+    LEARNER_LABELS,
+    SETTINGS,
+    check_learners,
+    estimate_seconds,
+    shown_settings,
+)
 from engine import learners, learning, model_files, text, training
 from engine.errors import error_message
 
@@ -67,9 +74,15 @@ def _write(folder: Path, saved: dict[str, Any]) -> None:
     compare_files(folder).write(saved)
 
 
+COMPARISON_KIND = "comparison"
+"""The comparison job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+COMPARISON = JobKind(COMPARISON_KIND, "comparison", (COMPARE, HEARTBEAT, CANCEL))
+"""The comparison job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
+
+
 def compare_files(folder: Path) -> JobFiles:
     """The comparison job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / COMPARE, folder / HEARTBEAT, folder / CANCEL)
+    return COMPARISON.files(folder)
 
 
 def read_compare(folder: Path) -> dict[str, Any] | None:
@@ -144,8 +157,6 @@ def learner_label(kind: str, settings: dict[str, Any]) -> str:
     return f"{LEARNER_LABELS[kind]}, {', '.join(shown)}" if shown else LEARNER_LABELS[kind]
 
 
-COMPARISON_KIND = "comparison"
-"""The comparison job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
 WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
 
 
@@ -180,35 +191,30 @@ def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, 
     if compare_running(folder) or comparison_ticket(folder) is not None:
         raise UserError("A comparison is already running or waiting in this session; wait for it.")
     check_comparison(folder, picked, corpus, options)
-    payload = {"key": uuid.uuid4().hex[:12], "learners": picked, "corpus": corpus, "options": options}
-    return server_queue().enter(COMPARISON_KIND, folder.name, payload)
+    return COMPARISON.enter(folder, {"learners": picked, "corpus": corpus, "options": options})
 
 
 def comparison_ticket(folder: Path) -> Ticket | None:
     """The session's comparison in the queue (waiting, or started and not yet running), if any."""
-    return server_queue().find(COMPARISON_KIND, folder.name)
+    return COMPARISON.ticket(folder)
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its comparison in the queue, and the job to start when its turn has come
     (:func:`app.jobs.queue_view`)."""
-    return jobs.queue_view(COMPARISON_KIND, folder.name, compare_files(folder), "comparison", shown)
+    return COMPARISON.queue_view(folder, shown)
 
 
 def run_queued_comparison(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, Any]:
     """The job of a queued comparison whose turn has come (started by the page with its started ticket's name): its
     learners, corpus and settings are the ticket's, and it takes the place the ticket held at once; the ticket is
     gone when it ends."""
-    ticket = started_ticket(ticket_name, COMPARISON_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
-        return {"status": CANCELLED, "message": WAITED_CANCELLED}
-    try:
-        return run_compare_job(
-            folder, data["learners"], data["corpus"], report, data.get("options"), key=str(data["key"]), ticket=ticket
-        )
-    finally:
-        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+    def start(data: dict[str, Any], ticket: Ticket) -> dict[str, Any]:
+        picked, corpus, options = data["learners"], data["corpus"], data.get("options")
+        return run_compare_job(folder, picked, corpus, report, options, key=str(data["key"]), ticket=ticket)
+
+    return COMPARISON.run_queued(folder, ticket_name, start, {"status": CANCELLED, "message": WAITED_CANCELLED})
 
 
 def run_compare_job(
@@ -225,7 +231,7 @@ def run_compare_job(
     gives status ``refused`` with a message (nothing raises, and the last comparison's file is left as it was);
     ``report`` gets the saved dict after every change. With the started ``ticket`` of a queued comparison it takes
     its place at once; without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    key = key or new_key()
     saved: dict[str, Any] = {"key": key, "status": RUNNING, "corpus": None, "results": [], "started": time.time()}
 
     def publish() -> None:
@@ -251,7 +257,7 @@ def run_compare_job(
         corpus=name,
         symbols={"train": symbols, "test": len(prepared.test)},
         results=[
-            _row(kind, _shown_settings(kind, settings[kind]))
+            _row(kind, shown_settings(kind, settings[kind]))
             | {"settings": settings[kind], "estimate": estimate_seconds(kind, settings[kind], symbols)}
             for kind in kinds
         ],
@@ -381,13 +387,9 @@ def _train_one(
 def request_cancel(folder: Path) -> str:
     """Ask the session's running comparison to stop (the flag file; the job's file is marked cancelled at once, as
     the page's Cancel button may also have killed the job's process) and say what the page should show."""
-    compare_files(folder).request_cancel()
-    saved = read_compare(folder)
-    ticket = comparison_ticket(folder)
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if server_queue().withdraw(ticket) and (not saved or saved.get("key") != key):
-            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
+    waited, saved = COMPARISON.cancel(folder, read_compare)
+    if waited:
+        return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if not saved or saved.get("status") != RUNNING:
         return "No comparison is running."
     message = "Comparison cancelled; the learners that finished are in the table."

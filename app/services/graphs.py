@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from app import config, sessions
 from app.jobs import FAILED, FINISHED, RUNNING, JobFiles
+from app.jobs.kinds import JobKind
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
@@ -161,9 +162,14 @@ def run_communities(
     return saved
 
 
+INFOMAP = JobKind("infomap", "Infomap run", (COMMUNITIES_JOB, "communities-heartbeat", "communities-cancel"))
+"""The Infomap run's lifecycle (:class:`app.jobs.kinds.JobKind`): a background job of the session that runs at once
+(it takes no place in the server's queue), refused while one runs."""
+
+
 def communities_files(folder: Path) -> JobFiles:
     """The Infomap job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / COMMUNITIES_JOB, folder / "communities-heartbeat", folder / "communities-cancel")
+    return INFOMAP.files(folder)
 
 
 def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:

@@ -21,7 +21,6 @@ import contextlib
 import io
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 from app import config, jobs, sessions
 from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
+from app.jobs.kinds import JobKind, new_key
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import decode_upload
 from engine import actions, maps, walks
@@ -62,6 +62,8 @@ MAPS, CURRENT = "maps", "map.json"
 MODEL, WALK, ROOM, VIEW = "model.npz", "walk.csv", "room.csv", "view.json"
 MAP_KIND = "map"
 """The map job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+MAP = JobKind(MAP_KIND, "map", (JOB, HEARTBEAT, CANCEL))
+"""The map job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
 WAITED_CANCELLED = "The map job was cancelled while it waited; the previous map is kept."
 SOURCES = {"room": "a random walk in the room above", "walk": "the uploaded walk"}
 
@@ -205,48 +207,43 @@ def describe_upload(info: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ the job
 def map_files(folder: Path) -> JobFiles:
     """The map job's record (which also holds its progress), heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / JOB, folder / HEARTBEAT, folder / CANCEL)
+    return MAP.files(folder)
 
 
 def read_job(folder: Path) -> dict[str, Any] | None:
-    return map_files(folder).read()
+    return MAP.read(folder)
 
 
 def map_running(folder: Path) -> bool:
-    return map_files(folder).running()
+    return MAP.running(folder)
 
 
 def map_ticket(folder: Path) -> Ticket | None:
     """The session's map job in the queue (waiting, or started and not yet running), if any."""
-    return jobs.server_queue().find(MAP_KIND, folder.name)
+    return MAP.ticket(folder)
 
 
 def queue_map(folder: Path, request: MapRequest) -> Ticket:
     """Put a map job into the server's queue when the user presses Learn (a ticket, not a process: see
     :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
     sessions.check_disk("The map job")
-    if map_running(folder) or map_ticket(folder) is not None:
+    if MAP.busy(folder):
         raise UserError("A map job is already running or waiting in this session; wait or cancel it.")
-    payload = {"key": uuid.uuid4().hex[:12], "request": asdict(request)}
-    return jobs.server_queue().enter(MAP_KIND, folder.name, payload)
+    return MAP.enter(folder, {"request": asdict(request)})
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its map job in the queue, and the job to start when its turn has come."""
-    return jobs.queue_view(MAP_KIND, folder.name, map_files(folder), "map", shown)
+    return MAP.queue_view(folder, shown)
 
 
 def run_queued_map(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, str]:
     """The job of a queued map whose turn has come: its request is the ticket's; the ticket is gone when it ends."""
-    ticket = jobs.started_ticket(ticket_name, MAP_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:
-        return {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED}
-    try:
-        request = MapRequest(**data["request"])
-        return run_map_job(folder, request, report, key=str(data["key"]), ticket=ticket)
-    finally:
-        jobs.server_queue().withdraw(ticket)
+
+    def start(data: dict[str, Any], ticket: Ticket) -> dict[str, str]:
+        return run_map_job(folder, MapRequest(**data["request"]), report, key=str(data["key"]), ticket=ticket)
+
+    return MAP.run_queued(folder, ticket_name, start, {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED})
 
 
 class _Stopped(Exception):
@@ -286,7 +283,7 @@ def run_map_job(
     the key, status and message (never raises for a problem with the input or the run). The session's current map
     changes only when the status is ``finished``. With the started ``ticket`` of a queued job it takes its place at
     once; without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    key = key or new_key()
     files = map_files(folder)
     if map_running(folder) and (read_job(folder) or {}).get("key") != key:
         return {"key": key, "status": REFUSED, "message": "A map job is already running in this session."}
@@ -681,13 +678,9 @@ def graphml(folder: Path) -> tuple[str, str]:
 def request_cancel(folder: Path) -> str:
     """Stop the session's map job (its cancel flag; a waiting one leaves the queue) and say what the page shows."""
     files = map_files(folder)
-    files.request_cancel()
-    ticket = map_ticket(folder)
-    record = files.read()
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if jobs.server_queue().withdraw(ticket) and (not record or record.get("key") != key):
-            return WAITED_CANCELLED
+    waited, record = MAP.cancel(folder)
+    if waited:
+        return WAITED_CANCELLED
     message = "Map job cancelled; the previous map is kept."
     if record and record.get("status") == RUNNING:
         record.update(status=CANCELLED, message=message, finished=time.time())

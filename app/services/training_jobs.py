@@ -25,13 +25,12 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import config, jobs, services, sessions
+from app import config, services, sessions
 from app.jobs import (
     CANCELLED,
     DIED,
@@ -47,8 +46,8 @@ from app.jobs import (
     memory_exceeded,
     read_json,
     server_queue,
-    started_ticket,
 )
+from app.jobs.kinds import JobKind, new_key
 from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
@@ -71,9 +70,15 @@ class JobOutcome:
         return asdict(self)
 
 
+TRAINING_KIND = "training"
+"""The training job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+TRAINING = JobKind(TRAINING_KIND, "training", (sessions.JOB, sessions.HEARTBEAT, sessions.CANCEL))
+"""The training job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
+
+
 def training_files(folder: Path) -> JobFiles:
     """The training job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / sessions.JOB, folder / sessions.HEARTBEAT, folder / sessions.CANCEL)
+    return TRAINING.files(folder)
 
 
 def read_progress(folder: Path) -> dict[str, Any] | None:
@@ -83,12 +88,12 @@ def read_progress(folder: Path) -> dict[str, Any] | None:
 
 def read_job(folder: Path) -> dict[str, Any] | None:
     """The latest job's status file (None before any job)."""
-    return training_files(folder).read()
+    return TRAINING.read(folder)
 
 
 def job_running(folder: Path, now: float | None = None) -> bool:
     """Whether a training job of this session is running (see :meth:`app.jobs.JobFiles.running`)."""
-    return training_files(folder).running(now)
+    return TRAINING.running(folder, now)
 
 
 def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
@@ -356,8 +361,6 @@ def _summary_message(summary: dict[str, Any]) -> str:
     )
 
 
-TRAINING_KIND = "training"
-"""The training job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
 WAITED_CANCELLED = "Training cancelled while it waited; the previous model is still current."
 
 
@@ -368,36 +371,32 @@ def queue_training(folder: Path, options: training.TrainOptions) -> Ticket:
     (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
     (:class:`app.jobs.QueueFull`). The job checks again when it starts."""
     sessions.check_disk("The training job")
-    if job_running(folder) or training_ticket(folder) is not None:
+    if TRAINING.busy(folder):
         raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
     check_training(folder, options)
-    payload = {"key": uuid.uuid4().hex[:12], "options": asdict(options)}
-    return server_queue().enter(TRAINING_KIND, folder.name, payload)
+    return TRAINING.enter(folder, {"options": asdict(options)})
 
 
 def training_ticket(folder: Path) -> Ticket | None:
     """The session's training in the queue (waiting, or started and not yet running), if any."""
-    return server_queue().find(TRAINING_KIND, folder.name)
+    return TRAINING.ticket(folder)
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its training in the queue, and the job to start when its turn has come
     (:func:`app.jobs.queue_view`)."""
-    return jobs.queue_view(TRAINING_KIND, folder.name, training_files(folder), "training", shown)
+    return TRAINING.queue_view(folder, shown)
 
 
 def run_queued_training(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> JobOutcome:
     """The job of a queued training whose turn has come (started by the page with its started ticket's name): its
     options are the ticket's, and it takes the place the ticket held at once; the ticket is gone when it ends."""
-    ticket = started_ticket(ticket_name, TRAINING_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
-        return JobOutcome("", CANCELLED, WAITED_CANCELLED)
-    try:
+
+    def start(data: dict[str, Any], ticket: Ticket) -> JobOutcome:
         options = training.TrainOptions(**data["options"])
         return run_training_job(folder, options, report, key=str(data["key"]), ticket=ticket)
-    finally:
-        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+    return TRAINING.run_queued(folder, ticket_name, start, JobOutcome("", CANCELLED, WAITED_CANCELLED))
 
 
 def run_training_job(
@@ -411,7 +410,7 @@ def run_training_job(
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
     ``current.npz`` changes only when the status is ``finished``. With the started ``ticket`` of a queued training
     it takes its place at once (:meth:`app.jobs.JobSlot.acquire`); without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    key = key or new_key()
     try:
         sessions.check_disk("The training job")
     except sessions.SessionError as exc:
@@ -577,13 +576,9 @@ def request_cancel(folder: Path) -> str:
     the same click revokes the task, whose SIGTERM may end the job before this flag is written: a job just ended
     as stopped by the server is then recorded as the user's cancel."""
     files = training_files(folder)
-    files.request_cancel()
-    ticket = training_ticket(folder)
-    job = files.read()
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if server_queue().withdraw(ticket) and (not job or job.get("key") != key):
-            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
+    waited, job = TRAINING.cancel(folder)
+    if waited:
+        return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if job and job.get("status") == FINISHED:
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = USER_CANCELLED
@@ -622,7 +617,7 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
         rows = saved.get("results") or []
         done = sum(row.get("status") not in (comparisons.PENDING, comparisons.TRAINING) for row in rows)
         found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
-    if graph_service.communities_files(folder).running():
+    if graph_service.INFOMAP.running(folder):
         found.append(("Finding communities (Infomap)", "/communities"))
     if map_service.map_ticket(folder) is not None:
         found.append(("Map: waiting for a place", "/maps"))
