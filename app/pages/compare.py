@@ -4,13 +4,14 @@ corpus or the sample, as one background job, and show test BPS, training seconds
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
-from dash.exceptions import PreventUpdate
+from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
 
-from app import figures, forms, ids, jobs, services, sessions, ui
+from app import figures, forms, ids, jobs, sessions, ui
+from app.jobs import panel
 from app.services import comparisons
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
@@ -158,48 +159,14 @@ def start(
     return ui.queue_start(enter)
 
 
-@callback(
-    Output(ids.COMPARE_RESULT, "data"),
-    Input(ids.COMPARE_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.COMPARING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.COMPARE_CANCEL, "n_clicks")],
-    progress=[Output(ids.COMPARING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
-)
-def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued comparison whose turn has come: trains the picked learners with the settings
-    its ticket holds; the figures go to the session folder, the page gets a status and a message."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"status": jobs.REFUSED, "message": services.describe_error(exc)}
-    try:
-        with jobs.job_process(record=comparisons.compare_files(folder)):
-            saved = comparisons.run_queued_comparison(folder, go.get("ticket"), report=lambda s: set_progress((s,)))
-    except jobs.JobMemoryError as exc:  # past the memory limit outside a learner's training
-        return {"status": jobs.FAILED, "message": f"The comparison stopped: {exc}."}
+def _compare_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The job of a queued comparison whose turn has come: trains the picked learners with the settings its ticket
+    holds; the figures go to the session folder, the page gets a status and a message."""
+    saved = comparisons.run_queued_comparison(folder, ticket, report=report)
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 
-@callback(
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.COMPARE_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The session's comparison in the queue: its place while it waits, "starting" when its turn came, or why it was
-    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in ("waiting", "starting")):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    return ui.message(view.get("message", "")), view.get("message", "")
+run, show_queued, show_running = panel.COMPARISON.register(_compare_job, "The comparison stopped: {exc}.")
 
 
 def typed_settings(values: list[Any], setting_ids: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -251,19 +218,6 @@ def show_estimate(
     seconds = {k: forms.estimate_seconds(k, forms.APP_OPTIONS[k] | options[k], symbols) for k in kinds}
     parts = [f"{forms.SHORT_NAMES[k]} about {figures.rough_duration(seconds[k])}" for k in kinds]
     return f"Estimated on {symbols:,} training symbols: " + ", ".join(parts) + " (rates measured on a 2-core machine)."
-
-
-@callback(
-    Output(ids.COMPARE_START, "disabled"),
-    Output(ids.COMPARE_CANCEL, "disabled"),
-    Input(ids.COMPARING_FLAG, "data"),
-    Input(ids.COMPARE_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    """Start while no comparison of this tab runs or waits, Cancel while one does (the flag and the queue's view
-    live in the app shell, so they are right when the page is opened again mid-job)."""
-    busy = bool(running) or (queued or {}).get("state") in ("waiting", "starting")
-    return busy, not busy
 
 
 @callback(

@@ -5,6 +5,7 @@ planned between two clones, Infomap's modules; download the map's model and grap
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import dash
@@ -13,12 +14,13 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import figures, ids, jobs, services, sessions, ui
+from app.jobs import panel
 from app.services import maps
 from engine import walks
 
 dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
 
-QUEUE_ACTIVE = ("waiting", "starting")
+QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 ROUTE_COLOUR = "#e6007e"
 """The planned route's colour: apart from every observation's colour (the palette's red is an observation's)."""
 BASE_STYLE = [
@@ -262,57 +264,13 @@ def start(
     return ui.queue_start(enter)
 
 
-@callback(
-    Output(ids.MAP_RESULT, "data"),
-    Input(ids.MAP_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.MAPPING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.MAP_CANCEL, "n_clicks")],
-    progress=[Output(ids.MAPPING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
-)
-def learn(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued map whose turn has come: the map goes to the session folder, the page gets a
-    key, a status and a message."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
-    try:
-        with jobs.job_process(record=maps.map_files(folder)):
-            return maps.run_queued_map(folder, go.get("ticket"), report=lambda record: set_progress((record,)))
-    except jobs.JobMemoryError as exc:
-        return {"key": "", "status": jobs.FAILED, "message": f"The map job stopped: {exc}."}
+def _map_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The job of a queued map whose turn has come: the map goes to the session folder, the page gets a key, a
+    status and a message."""
+    return maps.run_queued_map(folder, ticket, report=report)
 
 
-@callback(
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.MAP_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The map job in the queue: its place, "starting", or why it was refused or dropped."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    return ui.message(view.get("message", "")), view.get("message", "")
-
-
-@callback(
-    Output(ids.MAP_START, "disabled"),
-    Output(ids.MAP_CANCEL, "disabled"),
-    Input(ids.MAPPING_FLAG, "data"),
-    Input(ids.MAP_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
-    return busy, not busy
+learn, show_queued, show_running = panel.MAP.register(_map_job, "The map job stopped: {exc}.")
 
 
 @callback(

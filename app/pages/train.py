@@ -4,13 +4,14 @@ background job with a live progress bar and BPS chart, cancel."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, ctx, dcc, html, no_update
-from dash.exceptions import PreventUpdate
+from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import config, figures, forms, ids, jobs, services, sessions, ui
+from app import config, figures, forms, ids, services, sessions, ui
+from app.jobs import panel
 from app.services import corpus as corpus_service
 from app.services import training_jobs
 from engine.allocation import ALLOCATION_METHODS
@@ -404,70 +405,16 @@ def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[An
     return view, go
 
 
-@callback(
-    Output(ids.TRAIN_RESULT, "data"),
-    Input(ids.TRAIN_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.TRAINING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.TRAIN_CANCEL, "n_clicks")],
-    progress=[Output(ids.TRAINING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
+def _train_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The training job of a queued training whose turn has come (:func:`training_jobs.run_queued_training`): its
+    model goes to the session folder, the page gets a small key and message."""
+    return training_jobs.run_queued_training(folder, ticket, report=report).as_dict()
+
+
+train, show_queued, show_running = panel.TRAINING.register(
+    _train_job, "Training stopped: {exc}. The previous model is still current."
 )
-def train(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued training whose turn has come: runs in a separate process (diskcache) or on a
-    Celery worker, takes the place its ticket held and returns a small key and message; the model itself goes to the
-    session folder. Its inputs are in the app shell, so that it starts whichever page is open."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": jobs.REFUSED, "message": services.describe_error(exc)}
-
-    def report(progress: dict[str, Any]) -> None:
-        set_progress((progress,))
-
-    try:
-        with jobs.job_process(record=training_jobs.training_files(folder)):
-            return training_jobs.run_queued_training(folder, go.get("ticket"), report=report).as_dict()
-    except jobs.JobMemoryError as exc:  # past the memory limit before or after the training itself
-        message = f"Training stopped: {exc}. The previous model is still current."
-        return {"key": "", "status": jobs.FAILED, "message": message}
-
-
-QUEUE_ACTIVE = ("waiting", "starting")
-"""The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
-
-
-@callback(
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.TRAIN_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The session's training in the queue: its place while it waits, "starting" when its turn came, or why it was
-    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    status = ui.message(view["note"], "error") if view.get("note") else ui.message(view.get("message", ""))
-    return status, view.get("message", "")
-
-
-@callback(
-    Output(ids.TRAIN_START, "disabled"),
-    Output(ids.TRAIN_CANCEL, "disabled"),
-    Input(ids.TRAINING_FLAG, "data"),
-    Input(ids.TRAIN_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    """Start while no job of this tab runs or waits, Cancel while one does."""
-    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
-    return busy, not busy
+QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 
 
 @callback(

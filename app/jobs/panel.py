@@ -1,0 +1,173 @@
+"""The job panel: what a page that runs a queued background job (the Train, Compare and Maps pages) does with its
+Start and Cancel buttons, its status line and its progress label, written once (:class:`JobPanel`).
+
+A panel is built from a job kind (:class:`app.jobs.kinds.JobKind`) and its component ids (:mod:`app.ids` names each
+once). Its state lives in the app shell (:meth:`JobPanel.stores`), so that a job started on a page goes on, and
+reports, while another page is open:
+
+* ``flag``: whether this tab's job runs (the background callback's ``running=``);
+* ``progress``: what the running job reported last (its ``progress=``);
+* ``result``: what it returned when it ended;
+* ``queued``: the session's job in the server's queue (:data:`app.jobs.QueueView`: its place, "starting", or why
+  it was refused or dropped), kept by the shell's one-second poll (``main.tend_queue``);
+* ``go``: set by that poll when the job's turn has come, which starts the background callback.
+
+:meth:`JobPanel.register` registers the callbacks every such page shares: the background job itself (the kind's job
+in a job process, :func:`app.jobs.job_process`, whose Cancel button is its ``cancel=``), the queue's view in the status
+line, and Start and Cancel enabled by turns. What the page shows of the job's progress and result, and how its
+Cancel reads, stay on the page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dash import Input, Output, State, callback, ctx, dcc, no_update
+from dash.exceptions import PreventUpdate
+
+from app import ids, services, sessions, ui
+from app.jobs import FAILED, REFUSED, JobMemoryError, job_process
+from app.jobs.kinds import JobKind
+
+QUEUE_ACTIVE = ("waiting", "starting")
+"""The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
+
+Report = Callable[[dict[str, Any]], None]
+JobBody = Callable[[Path, Any, Report], dict[str, Any]]
+"""The kind's job: ``(session folder, started ticket's name, report)`` to what the page gets when it ends (a dict
+with ``status`` and ``message``; never a model)."""
+
+
+@dataclass(frozen=True)
+class JobPanel:
+    """One page's job panel: the ``kind`` of its job, its buttons (``start``, ``cancel``), where it says the queue's
+    sentences (``status``, ``label``) and its state in the app shell (``flag``, ``progress``, ``result``,
+    ``queued``, ``go``; see the module docstring)."""
+
+    kind: JobKind
+    start: str
+    cancel: str
+    status: str
+    label: str
+    flag: str
+    progress: str
+    result: str
+    queued: str
+    go: str
+    keyed: bool = True
+    """Whether the job's result carries its key (an empty one when the job never began)."""
+
+    def stores(self) -> list[dcc.Store]:
+        """The panel's state, for the app shell (see the module docstring)."""
+        return [
+            dcc.Store(id=self.flag, storage_type="memory", data=False),
+            dcc.Store(id=self.progress, storage_type="memory"),
+            dcc.Store(id=self.result, storage_type="memory"),
+            dcc.Store(id=self.queued, storage_type="memory"),
+            dcc.Store(id=self.go, storage_type="memory"),
+        ]
+
+    def outcome(self, status: str, message: str) -> dict[str, str]:
+        """What the page gets of a job that ended before its kind's job body ran, or outside it."""
+        return ({"key": ""} if self.keyed else {}) | {"status": status, "message": message}
+
+    def register(self, job: JobBody, stopped: str) -> tuple[Callable[..., Any], ...]:
+        """Register the panel's callbacks: the background job running ``job`` (``stopped``, with ``{exc}``, is its
+        sentence when it passes the memory limit outside the kind's own handlers), the queue's view and the
+        buttons; returns them (``run``, ``show_queued``, ``show_running``), for the page to name."""
+        return self._register_run(job, stopped), self._register_queued(), self._register_running()
+
+    def _register_run(self, job: JobBody, stopped: str) -> Callable[..., Any]:
+        @callback(
+            Output(self.result, "data"),
+            Input(self.go, "data"),
+            State(ids.SESSION, "data"),
+            background=True,
+            running=[(Output(self.flag, "data"), True, False)],
+            cancel=[Input(self.cancel, "n_clicks")],
+            progress=[Output(self.progress, "data")],
+            interval=1000,
+            prevent_initial_call=True,
+        )
+        def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
+            """The background job of a queued run whose turn has come: runs in a separate process (diskcache) or on
+            a Celery worker, takes the place its ticket held and returns a status and a message; what it makes goes
+            to the session folder. Its inputs are in the app shell, so that it starts whichever page is open."""
+            if not go:
+                raise PreventUpdate
+            try:
+                folder = sessions.session_folder(session_id)
+            except ui.EXPECTED_ERRORS as exc:
+                return self.outcome(REFUSED, services.describe_error(exc))
+
+            def report(progress: dict[str, Any]) -> None:
+                set_progress((progress,))
+
+            try:
+                with job_process(record=self.kind.files(folder)):
+                    return job(folder, go.get("ticket"), report)
+            except JobMemoryError as exc:  # past the memory limit outside the kind's own handlers
+                return self.outcome(FAILED, stopped.format(exc=exc))
+
+        return run
+
+    def _register_queued(self) -> Callable[..., Any]:
+        @callback(
+            Output(self.status, "children", allow_duplicate=True),
+            Output(self.label, "children", allow_duplicate=True),
+            Input(self.queued, "data"),
+            prevent_initial_call="initial_duplicate",
+        )
+        def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
+            """The session's job in the queue: its place while it waits, "starting" when its turn came, or why it
+            was refused or dropped (on opening the page, only a job that waits: a refusal was said when it
+            happened)."""
+            if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
+                return no_update, no_update
+            if view.get("state") in ("refused", "dropped"):
+                return ui.message(view.get("message", ""), "error"), no_update
+            status = ui.message(view["note"], "error") if view.get("note") else ui.message(view.get("message", ""))
+            return status, view.get("message", "")
+
+        return show_queued
+
+    def _register_running(self) -> Callable[..., Any]:
+        @callback(
+            Output(self.start, "disabled"),
+            Output(self.cancel, "disabled"),
+            Input(self.flag, "data"),
+            Input(self.queued, "data"),
+        )
+        def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
+            """Start while no job of this tab runs or waits, Cancel while one does (the flag and the queue's view
+            live in the app shell, so they are right when the page is opened again mid-job)."""
+            busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
+            return busy, not busy
+
+        return show_running
+
+
+def _panels() -> tuple[JobPanel, JobPanel, JobPanel]:
+    from app.services import comparisons, maps, training_jobs  # the kinds (services import app.jobs, not this)
+
+    training = JobPanel(
+        training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS_LABEL,
+        ids.TRAINING_FLAG, ids.TRAINING_PROGRESS, ids.TRAIN_RESULT, ids.TRAIN_QUEUED, ids.TRAIN_GO,
+    )  # fmt: skip
+    comparison = JobPanel(
+        comparisons.COMPARISON, ids.COMPARE_START, ids.COMPARE_CANCEL, ids.COMPARE_MESSAGE, ids.COMPARE_PROGRESS_LABEL,
+        ids.COMPARING_FLAG, ids.COMPARING_PROGRESS, ids.COMPARE_RESULT, ids.COMPARE_QUEUED, ids.COMPARE_GO,
+        keyed=False,
+    )  # fmt: skip
+    mapping = JobPanel(
+        maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS_LABEL,
+        ids.MAPPING_FLAG, ids.MAPPING_PROGRESS, ids.MAP_RESULT, ids.MAP_QUEUED, ids.MAP_GO,
+    )  # fmt: skip
+    return training, comparison, mapping
+
+
+TRAINING, COMPARISON, MAP = _panels()
+"""The job panels of the Train, Compare and Maps pages (in this order in the shell's queue poll)."""
+PANELS = (TRAINING, COMPARISON, MAP)
