@@ -44,6 +44,8 @@ from app.jobs.queue import (
     QueueFull,
     QueueView,
     Ticket,
+    held_place,
+    place_message,
     queue_view,
     server_queue,
     started_ticket,
@@ -69,6 +71,7 @@ __all__ = [
     "MEMORY_GRACE_S", "MEMORY_HARD_FACTOR", "NOTICE_SHOWN_S", "QUEUE", "REFUSED", "RUNNING", "SLOTS", "STALE_AFTER_S",
     "STARTED", "START_GRACE_S", "TICKET_AWAKE_S", "TICKET_KEEP_S", "WAITING", "JobFiles", "JobMemoryError", "JobSlot",
     "JobTerminated", "JobTimeout", "MemoryWatch", "QueueFull", "QueueView", "Ticket", "close_inherited_listeners",
-    "job_process", "lower_priority", "memory_clause", "memory_exceeded", "queue_view", "read_json", "read_notice",
-    "reap_finished_children", "server_queue", "started_ticket", "stop_children", "time_clause", "waiting_message",
+    "held_place", "job_process", "lower_priority", "memory_clause", "memory_exceeded", "queue_view", "read_json",
+    "read_notice", "reap_finished_children", "server_queue", "started_ticket", "stop_children", "time_clause",
+    "place_message", "waiting_message",
 ]  # fmt: skip

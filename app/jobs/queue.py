@@ -9,7 +9,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,24 @@ def server_queue() -> JobSlot:
     return JobSlot(config.data_dir(), config.max_jobs(), config.max_waiting_jobs())
 
 
+@contextmanager
+def held_place(
+    waiting: Callable[[int], None], stop: Callable[[], bool], ticket: Ticket | None = None
+) -> Iterator[bool]:
+    """One of the server's places (:func:`server_queue`) held while the block runs and released after it: taken at
+    once with the started ``ticket`` of a queued job, else waited for in this process, ``waiting(place)`` called every
+    second meanwhile (:meth:`JobSlot.acquire`). The block gets False, and holds no place, when ``stop()`` turned true
+    while it waited (a cancel); :class:`QueueFull` when too many jobs wait already."""
+    slot = server_queue()
+    if not slot.acquire(waiting, stop=stop, ticket=ticket):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        slot.release()
+
+
 def started_ticket(name: Any, kind: str, session: str) -> Ticket | None:
     """The started ticket ``name`` that a page hands to the job it starts, if it is one of ``session``'s of ``kind``
     (the name comes from the browser: anything else is None)."""
@@ -333,6 +352,13 @@ def waiting_message(place: int) -> str:
     return (
         f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
         "server); it starts when its turn comes, while a page of this session is open."
+    )
+
+
+def place_message(place: int) -> str:
+    """The place of a job that waits in its own process (its record, and its page's progress, say it)."""
+    return (
+        f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this server)."
     )
 
 

@@ -31,7 +31,8 @@ from app.jobs import (
     JobMemoryError,
     QueueFull,
     Ticket,
-    server_queue,
+    held_place,
+    place_message,
 )
 from app.jobs.kinds import JobKind, new_key
 from app.services import UserError
@@ -303,20 +304,16 @@ def _train_rows(
     corpus text, its name and its prepared split), publishing every change; rows left when ``cancel_flag`` appears
     are marked skipped."""
     corpus_text, name, prepared = data
-    slot = server_queue()
 
     def waiting(place: int) -> None:
-        saved["message"] = (
-            f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
-            "server)."
-        )
+        saved["message"] = place_message(place)
         publish()
 
-    if not slot.acquire(waiting, stop=cancel_flag.exists, ticket=ticket):
-        for row in saved["results"]:
-            row.update(status=SKIPPED, message="cancelled")
-        return
-    try:
+    with held_place(waiting, cancel_flag.exists, ticket) as placed:
+        if not placed:
+            for row in saved["results"]:
+                row.update(status=SKIPPED, message="cancelled")
+            return
         for row in saved["results"]:
             if cancel_flag.exists():
                 row.update(status=SKIPPED, message="cancelled")
@@ -331,8 +328,6 @@ def _train_rows(
 
             _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag, iteration, folder)
             publish()
-    finally:
-        slot.release()
 
 
 COMPARED_CHMM = "compare-chmm.npz"

@@ -315,9 +315,30 @@ def run_map_job(
     try:
         files.heartbeat.touch()
         publish(force=True)
-        walk, room, walk_text = _prepare_walk(folder, request)
+        prepared = _prepare_walk(folder, request)
     except (ValueError, OSError) as exc:
         return finish(REFUSED, describe_error(exc))
+    with files.alive():
+        ended = _learn(folder, request, key, ticket, prepared, record, publish)
+        if ended is not None:
+            return finish(*ended)
+    return finish(FINISHED, summary_sentence(load_view(folder)))
+
+
+def _learn(
+    folder: Path,
+    request: MapRequest,
+    key: str,
+    ticket: Ticket | None,
+    prepared: tuple[walks.WalkFile, np.ndarray | None, str],
+    record: dict[str, Any],
+    publish: Callable[[], None],
+) -> tuple[str, str] | None:
+    """Take a place (at once with the started ``ticket`` of a queued job) and learn the map from the ``prepared``
+    walk into the session folder, its stage, iteration and bits per step in ``record`` (``publish`` writes it): None
+    when it finished, else how it ended (a status and a sentence; the previous map is kept)."""
+    walk, room, walk_text = prepared
+    files = map_files(folder)
     deadline = time.time() + config.max_job_seconds()
 
     def progress(stage: str, iteration: int, bits: float) -> None:
@@ -326,41 +347,34 @@ def run_map_job(
         record.update(stage=stage, iteration=int(iteration), bits=float(bits))
         publish()
 
-    slot = jobs.server_queue()
-
     def waiting(place: int) -> None:
         record["message"] = jobs.waiting_message(place)
         publish()
 
-    with files.alive():
-        try:
-            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
-                return finish(CANCELLED, WAITED_CANCELLED)
-            try:
-                record["message"] = "Learning the map."
-                model, summary = walks.learn_map(walk, request.options(), progress)
-                _install(folder, key, model, summary, walk, walk_text, room)
-            finally:
-                slot.release()
-        except QueueFull as exc:
-            return finish(REFUSED, str(exc))
-        except _Stopped:
-            if files.cancel.exists():
-                return finish(CANCELLED, "Map job cancelled; the previous map is kept.")
-            return finish(
-                FAILED,
-                f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
-                "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
-            )
-        except jobs.JobTerminated:
-            return finish(CANCELLED, "The server stopped the map job; the previous map is kept.")
-        except MemoryError as exc:
-            return finish(
-                FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
-            )
-        except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
-            return finish(FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept.")
-    return finish(FINISHED, summary_sentence(load_view(folder)))
+    try:
+        with jobs.held_place(waiting, files.cancel.exists, ticket) as placed:
+            if not placed:
+                return CANCELLED, WAITED_CANCELLED
+            record["message"] = "Learning the map."
+            model, summary = walks.learn_map(walk, request.options(), progress)
+            _install(folder, key, model, summary, walk, walk_text, room)
+    except QueueFull as exc:
+        return REFUSED, str(exc)
+    except _Stopped:
+        if files.cancel.exists():
+            return CANCELLED, "Map job cancelled; the previous map is kept."
+        return (
+            FAILED,
+            f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
+            "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
+        )
+    except jobs.JobTerminated:
+        return CANCELLED, "The server stopped the map job; the previous map is kept."
+    except MemoryError as exc:
+        return FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
+    except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
+        return FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept."
+    return None
 
 
 def _prepare_walk(folder: Path, request: MapRequest) -> tuple[walks.WalkFile, np.ndarray | None, str]:

@@ -43,9 +43,10 @@ from app.jobs import (
     JobTerminated,
     QueueFull,
     Ticket,
+    held_place,
     memory_exceeded,
+    place_message,
     read_json,
-    server_queue,
 )
 from app.jobs.kinds import JobKind, new_key
 from app.services import comparisons
@@ -441,47 +442,54 @@ def run_training_job(
     except (ValueError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
 
-    def hand_progress() -> None:
-        latest = read_progress(folder)
-        if report is not None and latest is not None:
-            report(latest)
-
-    slot = server_queue()
-
-    def waiting(place: int) -> None:
-        progress.update(
-            phase="queued",
-            message=f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once "
-            "on this server).",
-        )
-
-    with files.alive(hand_progress):
-        try:
-            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
-                status, message = CANCELLED, WAITED_CANCELLED
-            else:
-                progress.update(phase="training", message=check.message)
-                try:
-                    status, message = _train_and_install(folder, options, check, progress, key)
-                finally:
-                    slot.release()
-        except QueueFull as exc:
-            status, message = REFUSED, str(exc)
-        except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel below
-            status, message = CANCELLED, SERVER_STOPPED
-        except JobMemoryError as exc:  # past the server's memory limit per job (CHMM_MAX_JOB_MB)
-            status, message = FAILED, f"Training stopped: {exc}; choose fewer states. The previous model is kept."
-        except MemoryError:
-            status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
-        except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
-            status = FAILED
-            message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
+    status, message = _run(folder, options, check, progress, key, ticket, report)
     if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
         message = USER_CANCELLED
     outcome = _finish(folder, job, progress, status, message)
     if report is not None:
         report(progress.state)
     return outcome
+
+
+def _run(
+    folder: Path,
+    options: training.TrainOptions,
+    check: TrainingCheck,
+    progress: _Progress,
+    key: str,
+    ticket: Ticket | None,
+    report: ProgressReport | None,
+) -> tuple[str, str]:
+    """Take a place (at once with the started ``ticket`` of a queued training, else waiting in this process), train
+    and install the model, the job's heartbeat beating and its progress handed to ``report`` every second; how it
+    ended (a status and a sentence; the previous model stays current unless it finished)."""
+    files = training_files(folder)
+
+    def hand_progress() -> None:
+        latest = read_progress(folder)
+        if report is not None and latest is not None:
+            report(latest)
+
+    def waiting(place: int) -> None:
+        progress.update(phase="queued", message=place_message(place))
+
+    with files.alive(hand_progress):
+        try:
+            with held_place(waiting, files.cancel.exists, ticket) as placed:
+                if not placed:
+                    return CANCELLED, WAITED_CANCELLED
+                progress.update(phase="training", message=check.message)
+                return _train_and_install(folder, options, check, progress, key)
+        except QueueFull as exc:
+            return REFUSED, str(exc)
+        except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel
+            return CANCELLED, SERVER_STOPPED
+        except JobMemoryError as exc:  # past the server's memory limit per job (CHMM_MAX_JOB_MB)
+            return FAILED, f"Training stopped: {exc}; choose fewer states. The previous model is kept."
+        except MemoryError:
+            return FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
+        except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
+            return FAILED, f"Training failed: {services.describe_error(exc)}. The previous model is still current."
 
 
 def worker_note(timeout_s: float = 1.0) -> str | None:
