@@ -18,7 +18,7 @@ PREVIEW_CHARS = 600
 
 
 def _over(size: int, limit: int) -> str:
-    """ "<size>, the limit is <limit>", in bytes where the rounded figures would read the same."""
+    """"<size>, the limit is <limit>", in bytes where the rounded figures would read the same."""
     if format_bytes(size) == format_bytes(limit):
         return f"{size:,} bytes, the limit is {limit:,} bytes"
     return f"{format_bytes(size)}, the limit is {format_bytes(limit)}"
