@@ -22,6 +22,7 @@ What differs between kinds (the check, the job body, the record a page shows) st
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.jobs import queue
-from app.jobs.records import JobFiles
+from app.jobs.records import RUNNING, JobFiles
 
 T = TypeVar("T")
 
@@ -61,6 +62,16 @@ class JobKind:
     def running(self, folder: Path, now: float | None = None) -> bool:
         """Whether a job of the kind runs in the session (:meth:`app.jobs.JobFiles.running`)."""
         return self.files(folder).running(now)
+
+    def runs_another(self, folder: Path, key: str) -> bool:
+        """Whether a job of the kind other than the job ``key`` runs in the session (then ``key`` is refused)."""
+        return self.running(folder) and (self.read(folder) or {}).get("key") != key
+
+    def new_record(self, folder: Path, key: str, message: str, **fields: Any) -> dict[str, Any]:
+        """The record of the job ``key`` that begins (running, started now, saying ``message``, with ``fields``);
+        the session's cancel flag of the kind (a cancel of the job before) is lowered. Not written yet."""
+        self.files(folder).cancel.unlink(missing_ok=True)
+        return {"key": key, "status": RUNNING, "message": message, **fields, "started": time.time()}
 
     def ticket(self, folder: Path) -> queue.Ticket | None:
         """The session's job of the kind in the queue (waiting, or started and not yet running), if any."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dash import Input, Output, State, callback, ctx, dcc, no_update
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import ids, services, sessions, ui
@@ -43,13 +43,14 @@ with ``status`` and ``message``; never a model)."""
 @dataclass(frozen=True)
 class JobPanel:
     """One page's job panel: the ``kind`` of its job, its buttons (``start``, ``cancel``), where it says the queue's
-    sentences (``status``, ``label``) and its state in the app shell (``flag``, ``progress``, ``result``,
-    ``queued``, ``go``; see the module docstring)."""
+    sentences (``status``, and ``label`` under its progress ``bar``) and its state in the app shell (``flag``,
+    ``progress``, ``result``, ``queued``, ``go``; see the module docstring)."""
 
     kind: JobKind
     start: str
     cancel: str
     status: str
+    bar: str
     label: str
     flag: str
     progress: str
@@ -58,6 +59,24 @@ class JobPanel:
     go: str
     keyed: bool = True
     """Whether the job's result carries its key (an empty one when the job never began)."""
+
+    def buttons(self, start_label: str) -> html.Div:
+        """Start (named ``start_label``) and Cancel, for the page's layout (Cancel works while a job runs or
+        waits: :meth:`register` gives them by turns)."""
+        return html.Div(
+            [
+                html.Button(start_label, id=self.start, className="button primary"),
+                html.Button("Cancel", id=self.cancel, className="button", disabled=True),
+            ],
+            className="buttons",
+        )
+
+    def progress_bar(self) -> list[Any]:
+        """The progress bar and its label, for the page's layout."""
+        return [
+            html.Progress(id=self.bar, value="0", max="100", className="progress"),
+            html.Div(id=self.label, className="hint"),
+        ]
 
     def stores(self) -> list[dcc.Store]:
         """The panel's state, for the app shell (see the module docstring)."""
@@ -78,6 +97,36 @@ class JobPanel:
         sentence when it passes the memory limit outside the kind's own handlers), the queue's view and the
         buttons; returns them (``run``, ``show_queued``, ``show_running``), for the page to name."""
         return self._register_run(job, stopped), self._register_queued(), self._register_running()
+
+    def register_cancel(
+        self, request_cancel: Callable[[Path], str], reset: Callable[[str], tuple[str, str] | None] | None = None
+    ) -> Callable[..., Any]:
+        """Register the Cancel button's callback: ``request_cancel`` (the kind's: a waiting job leaves the queue, a
+        running one gets its cancel flag; it returns the sentence to show) and the queue's view cleared. With
+        ``reset``, the progress bar and its label are reset to ``reset(sentence)`` (a value and a label; None leaves
+        them), so that the cancelled run's last progress does not stay on the page."""
+        outputs = [Output(self.status, "children", allow_duplicate=True)]
+        if reset is not None:
+            outputs += [
+                Output(self.bar, "value", allow_duplicate=True),
+                Output(self.label, "children", allow_duplicate=True),
+            ]
+        outputs.append(Output(self.queued, "data", allow_duplicate=True))
+        resets = 2 if reset is not None else 0
+
+        @callback(*outputs, Input(self.cancel, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
+        def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, ...]:
+            """Take a waiting job out of the queue, or raise the cancel flag of a running one (its job stops within
+            an iteration even where it cannot be killed), and say so."""
+            ui.require_click(_clicks)
+            try:
+                message = request_cancel(sessions.session_folder(session_id))
+            except ui.EXPECTED_ERRORS as exc:
+                return (ui.error_message(exc), *(no_update,) * resets, no_update)
+            shown = (reset(message) if reset is not None else None) if resets else ()
+            return (ui.message(message), *(shown or (no_update,) * resets), None)
+
+        return cancel
 
     def _register_run(self, job: JobBody, stopped: str) -> Callable[..., Any]:
         @callback(
@@ -153,16 +202,18 @@ def _panels() -> tuple[JobPanel, JobPanel, JobPanel]:
     from app.services import comparisons, maps, training_jobs  # the kinds (services import app.jobs, not this)
 
     training = JobPanel(
-        training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS_LABEL,
+        training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS,
+        ids.TRAIN_PROGRESS_LABEL,
         ids.TRAINING_FLAG, ids.TRAINING_PROGRESS, ids.TRAIN_RESULT, ids.TRAIN_QUEUED, ids.TRAIN_GO,
     )  # fmt: skip
     comparison = JobPanel(
-        comparisons.COMPARISON, ids.COMPARE_START, ids.COMPARE_CANCEL, ids.COMPARE_MESSAGE, ids.COMPARE_PROGRESS_LABEL,
+        comparisons.COMPARISON, ids.COMPARE_START, ids.COMPARE_CANCEL, ids.COMPARE_MESSAGE, ids.COMPARE_PROGRESS,
+        ids.COMPARE_PROGRESS_LABEL,
         ids.COMPARING_FLAG, ids.COMPARING_PROGRESS, ids.COMPARE_RESULT, ids.COMPARE_QUEUED, ids.COMPARE_GO,
         keyed=False,
     )  # fmt: skip
     mapping = JobPanel(
-        maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS_LABEL,
+        maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS, ids.MAP_PROGRESS_LABEL,
         ids.MAPPING_FLAG, ids.MAPPING_PROGRESS, ids.MAP_RESULT, ids.MAP_QUEUED, ids.MAP_GO,
     )  # fmt: skip
     return training, comparison, mapping

@@ -84,15 +84,8 @@ def layout(**_query: Any) -> html.Div:
             f"The training part is capped at {comparisons.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
-        html.Div(
-            [
-                html.Button("Compare", id=ids.COMPARE_START, className="button primary"),
-                html.Button("Cancel", id=ids.COMPARE_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
-        html.Progress(id=ids.COMPARE_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.COMPARE_PROGRESS_LABEL, className="hint"),
+        panel.COMPARISON.buttons("Compare"),
+        *panel.COMPARISON.progress_bar(),
         dcc.Interval(id=ids.COMPARE_WATCH, interval=1000),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
@@ -282,21 +275,8 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     return (*_view(saved), message)
 
 
-@callback(
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
-    Input(ids.COMPARE_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    """Take a waiting comparison out of the queue, or write the cancel flag of a running one (the job stops before
-    the next learner even where it cannot be killed)."""
-    ui.require_click(_clicks)
-    try:
-        return ui.message(comparisons.request_cancel(sessions.session_folder(session_id))), None
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
+cancel = panel.COMPARISON.register_cancel(comparisons.request_cancel)
+"""Cancel: a waiting comparison leaves the queue, a running one stops before the next learner."""
 
 
 @callback(

@@ -105,15 +105,8 @@ def layout(**_query: Any) -> html.Div:
             "merged: the recipe of `chmm map`. It runs in the background; Cancel keeps the previous map.",
             className="hint",
         ),
-        html.Div(
-            [
-                html.Button("Learn the map", id=ids.MAP_START, className="button primary"),
-                html.Button("Cancel", id=ids.MAP_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
-        html.Progress(id=ids.MAP_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.MAP_PROGRESS_LABEL, className="hint"),
+        panel.MAP.buttons("Learn the map"),
+        *panel.MAP.progress_bar(),
         html.Div(id=ids.MAP_STATUS),
     )
     learned = ui.card(
@@ -310,23 +303,8 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     )
 
 
-@callback(
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
-    Input(ids.MAP_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
-    """Take a waiting job out of the queue, or raise the running job's cancel flag; the previous map stays."""
-    ui.require_click(_clicks)
-    try:
-        message = maps.request_cancel(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update, no_update, no_update
-    return ui.message(message), "0", message, None
+cancel = panel.MAP.register_cancel(maps.request_cancel, lambda message: ("0", message))
+"""Cancel: a waiting job leaves the queue, a running one gets its cancel flag; the previous map stays."""
 
 
 @callback(

@@ -230,18 +230,11 @@ def layout(**_query: Any) -> html.Div:
             className="form-grid",
         ),
         html.Div(id=ids.TRAIN_ESTIMATE),
-        html.Div(
-            [
-                html.Button("Start training", id=ids.TRAIN_START, className="button primary"),
-                html.Button("Cancel", id=ids.TRAIN_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
+        panel.TRAINING.buttons("Start training"),
     )
     progress = ui.card(
         "Progress",
-        html.Progress(id=ids.TRAIN_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.TRAIN_PROGRESS_LABEL, className="hint"),
+        *panel.TRAINING.progress_bar(),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
         html.Div(id=ids.TRAIN_STATUS),
         dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
@@ -449,27 +442,13 @@ def show_result(result: dict[str, str] | None) -> Any:
     return ui.message(result.get("message", ""), kind)
 
 
-@callback(
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
-    Input(ids.TRAIN_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
-    """Take a waiting training out of the queue, or write the cancel flag of a running one (the engine stops within
-    an iteration even where the job cannot be killed), and reset the progress bar: the cancelled run's "iteration 2
-    of at most 30, 1 min left" must not stay on the page."""
-    ui.require_click(_clicks)
-    try:
-        message = training_jobs.request_cancel(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update, no_update, no_update
-    if message.startswith("The job had already finished"):
-        return ui.message(message), no_update, no_update, None
-    return ui.message(message), "0", f"Cancelled: {message}", None
+def _cancelled(message: str) -> tuple[str, str] | None:
+    """The progress bar and its label after a cancel (reset: the cancelled run's "iteration 2 of at most 30, 1 min
+    left" must not stay on the page), unless the job had already finished."""
+    return None if message.startswith("The job had already finished") else ("0", f"Cancelled: {message}")
+
+
+cancel = panel.TRAINING.register_cancel(training_jobs.request_cancel, _cancelled)
 
 
 @callback(

@@ -21,20 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
-from app.jobs import (
-    CANCELLED,
-    FAILED,
-    FINISHED,
-    REFUSED,
-    RUNNING,
-    JobFiles,
-    JobMemoryError,
-    QueueFull,
-    Ticket,
-    held_place,
-    place_message,
-)
+from app.jobs import JobFiles, JobMemoryError, QueueFull, Ticket, held_place, place_message
 from app.jobs.kinds import JobKind, new_key
+from app.jobs.records import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING
 from app.services import UserError
 from app.services import corpus as corpus_service
 from app.services.learner_settings import (

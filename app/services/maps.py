@@ -285,16 +285,9 @@ def run_map_job(
     once; without one it waits in this process."""
     key = key or new_key()
     files = map_files(folder)
-    if map_running(folder) and (read_job(folder) or {}).get("key") != key:
+    if MAP.runs_another(folder, key):
         return {"key": key, "status": REFUSED, "message": "A map job is already running in this session."}
-    files.cancel.unlink(missing_ok=True)
-    record: dict[str, Any] = {
-        "key": key,
-        "status": RUNNING,
-        "message": "Preparing the walk.",
-        "request": asdict(request),
-        "started": time.time(),
-    }
+    record = MAP.new_record(folder, key, "Preparing the walk.", request=asdict(request))
     last = {"at": 0.0}
 
     def publish(force: bool = False) -> None:

@@ -31,24 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from app import config, services, sessions
-from app.jobs import (
-    CANCELLED,
-    DIED,
-    FAILED,
-    FINISHED,
-    REFUSED,
-    RUNNING,
-    JobFiles,
-    JobMemoryError,
-    JobTerminated,
-    QueueFull,
-    Ticket,
-    held_place,
-    memory_exceeded,
-    place_message,
-    read_json,
-)
+from app.jobs import JobFiles, JobMemoryError, JobTerminated, QueueFull, Ticket, held_place, memory_exceeded
 from app.jobs.kinds import JobKind, new_key
+from app.jobs.queue import place_message
+from app.jobs.records import CANCELLED, DIED, FAILED, FINISHED, REFUSED, RUNNING, read_json
 from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
@@ -416,21 +402,11 @@ def run_training_job(
         sessions.check_disk("The training job")
     except sessions.SessionError as exc:
         return JobOutcome(key, REFUSED, str(exc))
-    if job_running(folder):
-        running = read_job(folder) or {}
-        if running.get("key") != key:
-            return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
+    if TRAINING.runs_another(folder, key):
+        return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
     files = training_files(folder)
-    files.cancel.unlink(missing_ok=True)
-    job: dict[str, Any] = {
-        "key": key,
-        "status": RUNNING,
-        "message": "Training.",
-        "options": asdict(options),
-        "started": time.time(),
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-    }
+    job = TRAINING.new_record(folder, key, "Training.", options=asdict(options))
+    job.update(pid=os.getpid(), host=socket.gethostname())
     try:
         files.heartbeat.touch()
         files.write(job)
