@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dash import dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import config, jobs, services, sessions
+from app import config, ids, jobs, services, sessions
 from app.services import UserError
 from app.services import models as model_service
 from engine.model import ModelFormatError
@@ -56,6 +57,27 @@ def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
     return view, go or no_update
 
 
+def session_action(
+    said: Output, stamp: Output, trigger: Input, act: Callable[..., str], *states: State
+) -> Callable[..., tuple[Any, Any]]:
+    """Register the callback of a button or an upload that changes the session: when ``trigger`` fires (a click, an
+    upload's contents), ``act(session folder, trigger's value, *the states' values)`` does it and returns its
+    sentence, said in ``said`` (a refusal in one sentence, as an error), and ``stamp`` is stamped with the time when
+    it worked (a version that the pages which show what it changed follow)."""
+
+    @callback(said, stamp, trigger, *states, State(ids.SESSION, "data"), prevent_initial_call=True)
+    def action(value: Any, *rest: Any) -> tuple[Any, Any]:
+        *values, session_id = rest
+        require_click(value)
+        try:
+            text = act(sessions.session_folder(session_id), value, *values)
+        except EXPECTED_ERRORS as exc:
+            return error_message(exc), no_update
+        return message(text, "ok"), time.time()
+
+    return action
+
+
 def message(text: str, kind: str = "info") -> html.Div:
     """A one-line message box; ``kind`` is info, ok or error (styled in assets/style.css)."""
     return html.Div(text, className=f"message message-{kind}", role="alert" if kind == "error" else "status")
@@ -78,6 +100,11 @@ def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any,
 
 def card(title: str, *children: Any, **kwargs: Any) -> html.Section:
     return html.Section([html.H3(title), *children], className="card", **kwargs)
+
+
+def buttons(*children: Any) -> html.Div:
+    """A row of buttons (and the controls or hints that go with them), as every page lays them out."""
+    return html.Div(list(children), className="buttons")
 
 
 def field(label: str, control: Any, help_text: str | None = None) -> html.Div:

@@ -63,12 +63,9 @@ class JobPanel:
     def buttons(self, start_label: str) -> html.Div:
         """Start (named ``start_label``) and Cancel, for the page's layout (Cancel works while a job runs or
         waits: :meth:`register` gives them by turns)."""
-        return html.Div(
-            [
-                html.Button(start_label, id=self.start, className="button primary"),
-                html.Button("Cancel", id=self.cancel, className="button", disabled=True),
-            ],
-            className="buttons",
+        return ui.buttons(
+            html.Button(start_label, id=self.start, className="button primary"),
+            html.Button("Cancel", id=self.cancel, className="button", disabled=True),
         )
 
     def progress_bar(self) -> list[Any]:

@@ -93,9 +93,7 @@ def layout(**_query: Any) -> html.Div:
                     ],
                     className="form-grid",
                 ),
-                html.Div(
-                    html.Button("Run Infomap", id=ids.COMMUNITIES_RUN, className="button primary"), className="buttons"
-                ),
+                ui.buttons(html.Button("Run Infomap", id=ids.COMMUNITIES_RUN, className="button primary")),
                 html.Div(
                     "Infomap runs in the background; the result is kept in the session (communities.json).",
                     className="hint",
@@ -105,18 +103,15 @@ def layout(**_query: Any) -> html.Div:
             ),
             ui.card(
                 "Find a word",
-                html.Div(
-                    [
-                        dcc.Input(
-                            id=ids.COMMUNITIES_SEARCH,
-                            type="text",
-                            placeholder="a word or phrase, e.g. alice",
-                            debounce=True,
-                            className="search",
-                        ),
-                        html.Button("Find", id=ids.COMMUNITIES_SEARCH_BUTTON, className="button"),
-                    ],
-                    className="buttons",
+                ui.buttons(
+                    dcc.Input(
+                        id=ids.COMMUNITIES_SEARCH,
+                        type="text",
+                        placeholder="a word or phrase, e.g. alice",
+                        debounce=True,
+                        className="search",
+                    ),
+                    html.Button("Find", id=ids.COMMUNITIES_SEARCH_BUTTON, className="button"),
                 ),
                 html.Div(
                     "The model reads it (Viterbi: the most probable clones); its path is marked in red on the map and "
@@ -245,14 +240,13 @@ def layout(**_query: Any) -> html.Div:
                         html.Div(
                             [
                                 html.Div(id=ids.COMMUNITIES_INSPECT, className="inspector"),
-                                html.Div(
+                                ui.buttons(
                                     html.Button(
                                         "Open its submodules",
                                         id=ids.COMMUNITIES_DRILL,
                                         className="button",
                                         disabled=True,
-                                    ),
-                                    className="buttons",
+                                    )
                                 ),
                                 html.Div(id=ids.COMMUNITIES_DETAIL),
                             ],

@@ -3,7 +3,6 @@ corpus or the sample, as one background job, and show test BPS, training seconds
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -100,14 +99,13 @@ def layout(**_query: Any) -> html.Div:
             style_header={"fontWeight": 600},
         ),
         dcc.Graph(id=ids.COMPARE_CHART, figure=figures.compare_figure(None), config={"displaylogo": False}),
-        html.Div(
+        ui.buttons(
             html.Button(
                 "Make the compared CHMM the current model",
                 id=ids.COMPARE_MAKE_CURRENT,
                 className="button",
                 disabled=True,
-            ),
-            className="buttons",
+            )
         ),
     )
     return html.Div([html.H2("Compare learners"), setup, results])
@@ -315,17 +313,10 @@ def allow_make_current(session_id: str | None, _running: Any) -> bool:
     return not any(row.get("model") for row in saved.get("results") or [])
 
 
-@callback(
+make_current = ui.session_action(
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.COMPARE_MAKE_CURRENT, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
+    lambda folder, _clicks: comparisons.make_compared_current(folder),
 )
-def make_current(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        message = comparisons.make_compared_current(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(message, "ok"), time.time()
+"""Make the CHMM of the last comparison the current model."""

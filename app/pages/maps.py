@@ -166,12 +166,9 @@ def layout(**_query: Any) -> html.Div:
             ],
             className="two-columns",
         ),
-        html.Div(
-            [
-                html.Button("Download the map model (.npz)", id=ids.MAP_DOWNLOAD_MODEL, className="button"),
-                html.Button("Download the map graph (GraphML)", id=ids.MAP_DOWNLOAD_GRAPHML, className="button"),
-            ],
-            className="buttons",
+        ui.buttons(
+            html.Button("Download the map model (.npz)", id=ids.MAP_DOWNLOAD_MODEL, className="button"),
+            html.Button("Download the map graph (GraphML)", id=ids.MAP_DOWNLOAD_GRAPHML, className="button"),
         ),
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),

@@ -3,7 +3,6 @@ background job with a live progress bar and BPS chart, cancel."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -113,15 +112,12 @@ def layout(**_query: Any) -> html.Div:
             max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses; up to it the server says why
             className="upload",
         ),
-        html.Div(
-            [
-                html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
-                html.Span(
-                    f"Uploads up to {services.format_bytes(limit)} per file and in all (CHMM_MAX_UPLOAD_MB).",
-                    className="hint",
-                ),
-            ],
-            className="buttons",
+        ui.buttons(
+            html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
+            html.Span(
+                f"Uploads up to {services.format_bytes(limit)} per file and in all (CHMM_MAX_UPLOAD_MB).",
+                className="hint",
+            ),
         ),
         dcc.Store(id=ids.CORPUS_VERSION, storage_type="memory", data=0),
         html.Div(id=ids.CORPUS_MESSAGE),
@@ -269,42 +265,36 @@ def show_runs(session_id: str | None, _running: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ corpus
-@callback(
-    Output(ids.CORPUS_MESSAGE, "children"),
-    Output(ids.CORPUS_VERSION, "data"),
-    Input(ids.CORPUS_UPLOAD, "contents"),
-    State(ids.CORPUS_UPLOAD, "filename"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def upload_corpus(
-    contents: str | list[str] | None, filename: str | list[str] | None, session_id: str | None
-) -> tuple[Any, Any]:
-    ui.require_click(contents)
-    try:
-        info = corpus_service.store_corpus(sessions.session_folder(session_id), contents, filename)
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
+def _upload(folder: Path, contents: Any, filename: Any) -> str:
+    """Keep an uploaded corpus (one file, several, or a zip of documents) as the session's, and say what it is."""
+    info = corpus_service.store_corpus(folder, contents, filename)
     what = f"{info.name}: {info.bytes:,} bytes, {info.characters:,} characters"
     if info.documents > 1:
         what += " (each document an independent sequence, split by the same rule)"
-    return ui.message(f"Uploaded {what}.", "ok"), time.time()
+    return f"Uploaded {what}."
 
 
-@callback(
+upload_corpus = ui.session_action(
+    Output(ids.CORPUS_MESSAGE, "children"),
+    Output(ids.CORPUS_VERSION, "data"),
+    Input(ids.CORPUS_UPLOAD, "contents"),
+    _upload,
+    State(ids.CORPUS_UPLOAD, "filename"),
+)
+
+
+def _sample(folder: Path, _clicks: Any) -> str:
+    """Use the bundled sample corpus as the session's, and say what it is."""
+    info = corpus_service.use_sample_corpus(folder)
+    return f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters."
+
+
+sample_corpus = ui.session_action(
     Output(ids.CORPUS_MESSAGE, "children", allow_duplicate=True),
     Output(ids.CORPUS_VERSION, "data", allow_duplicate=True),
     Input(ids.CORPUS_SAMPLE_BUTTON, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
+    _sample,
 )
-def sample_corpus(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        info = corpus_service.use_sample_corpus(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
 
 
 def preview_view(preview: dict[str, Any]) -> html.Div:

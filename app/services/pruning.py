@@ -95,14 +95,22 @@ def check_sweep_memory(model: Any) -> None:
         )
 
 
-def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
-    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
-    model = load_current(folder)
+def _bounded_validation(folder: Path, model: Any) -> tuple[str, str]:
+    """The text a prune scores the model on and its source in words, after :func:`check_sweep_memory`: at most
+    :data:`MAX_SWEEP_WORK` over the model's non-zeros characters of it (a web request: bounded to a few seconds
+    whatever the model and the corpus)."""
     check_sweep_memory(model)
     validation, source = prune_validation_text(folder, model)
     most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
-    if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
+    if len(validation) > most:
         validation, source = validation[:most], f"the first {most:,} characters of {source}"
+    return validation, source
+
+
+def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
+    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
+    model = load_current(folder)
+    validation, source = _bounded_validation(folder, model)
     try:
         points = use.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
         unpruned = use.score_text(model, validation)
@@ -121,11 +129,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     result current (the old model is kept for undo)."""
     threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
     model = load_current(folder)
-    check_sweep_memory(model)
-    validation, source = prune_validation_text(folder, model)
-    most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
-    if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
-        validation, source = validation[:most], f"the first {most:,} characters of {source}"
+    validation, source = _bounded_validation(folder, model)
     try:
         outcome = use.prune_model(model, threshold=threshold, validation_text=validation)
     except ValueError as exc:
