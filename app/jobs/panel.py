@@ -95,6 +95,39 @@ class JobPanel:
         buttons; returns them (``run``, ``show_queued``, ``show_running``), for the page to name."""
         return self._register_run(job, stopped), self._register_queued(), self._register_running()
 
+    def register_start(
+        self, queue: Callable[..., Any], *states: State, note: Callable[[], str | None] | None = None
+    ) -> Callable[..., tuple[Any, Any]]:
+        """Register the Start button's callback: in the web worker, ``queue(session folder, *the states' values)``
+        checks the job and puts it into the server's queue (a ticket, not a process; see :class:`app.jobs.JobSlot`);
+        it starts at once when a place is free and nobody waits, else when the app shell's polling
+        (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence (:func:`ui.queue_start`).
+        ``note``, when it says something, is added to a view that was not refused (e.g. that no worker runs)."""
+
+        @callback(
+            Output(self.queued, "data", allow_duplicate=True),
+            Output(self.go, "data", allow_duplicate=True),
+            Input(self.start, "n_clicks"),
+            State(ids.SESSION, "data"),
+            *states,
+            prevent_initial_call=True,
+        )
+        def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
+            ui.require_click(_clicks)
+
+            def enter() -> tuple[Any, Any]:
+                folder = sessions.session_folder(session_id)
+                queue(folder, *values)
+                return self.kind.queue_view(folder, None)
+
+            view, go = ui.queue_start(enter)
+            said = note() if note is not None else None
+            if said and view and view.get("state") != "refused":
+                view = view | {"note": said}
+            return view, go
+
+        return start
+
     def register_cancel(
         self, request_cancel: Callable[[Path], str], reset: Callable[[str], tuple[str, str] | None] | None = None
     ) -> Callable[..., Any]:

@@ -117,37 +117,19 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     return str(value), label, figures.compare_rows(saved), figures.compare_figure(saved)
 
 
-@callback(
-    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
-    Output(ids.COMPARE_GO, "data", allow_duplicate=True),
-    Input(ids.COMPARE_START, "n_clicks"),
-    State(ids.SESSION, "data"),
+def _queue(folder: Path, learners: Any, corpus: Any, values: list[Any], setting_ids: list[dict[str, str]]) -> None:
+    """Check a comparison of the picked learners with the typed settings and put it into the server's queue."""
+    options = forms.learner_settings(typed_settings(values, setting_ids))
+    comparisons.queue_comparison(folder, learners, corpus, options)
+
+
+start = panel.COMPARISON.register_start(
+    _queue,
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
-    prevent_initial_call=True,
 )
-def start(
-    _clicks: int | None,
-    session_id: str | None,
-    learners: Any,
-    corpus: Any,
-    values: list[Any],
-    setting_ids: list[dict[str, str]],
-) -> tuple[Any, Any]:
-    """Compare: in the web worker, check the comparison and put it into the server's queue (a ticket, not a
-    process; see :class:`app.jobs.JobSlot`); it starts at once when a place is free and nobody waits, else
-    when the app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
-    ui.require_click(_clicks)
-
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        options = forms.learner_settings(typed_settings(values, setting_ids))
-        comparisons.queue_comparison(folder, learners, corpus, options)
-        return comparisons.queue_view(folder, None)
-
-    return ui.queue_start(enter)
 
 
 def _compare_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:

@@ -227,31 +227,19 @@ def upload_walk(contents: str | None, filename: str | None, session_id: str | No
 
 
 # ------------------------------------------------------------------------------------------ the job
-@callback(
-    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
-    Output(ids.MAP_GO, "data", allow_duplicate=True),
-    Input(ids.MAP_START, "n_clicks"),
-    State(ids.SESSION, "data"),
+def _queue(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any) -> None:
+    """Check the map job's form and put the job into the server's queue (as the Train page does)."""
+    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
+
+
+start = panel.MAP.register_start(
+    _queue,
     State(ids.MAP_SOURCE, "value"),
     State(ids.MAP_ROOM, "value"),
     State(ids.MAP_LENGTH, "value"),
     State(ids.MAP_CLONES, "value"),
     State(ids.MAP_SEED, "value"),
-    prevent_initial_call=True,
 )
-def start(
-    _clicks: int | None, session_id: str | None, source: Any, room: Any, length: Any, clones: Any, seed: Any
-) -> tuple[Any, Any]:
-    """Learn: check the form and put the job into the server's queue (as the Train page does); it starts at once
-    when a place is free, else when the app shell's polling finds its turn has come."""
-    ui.require_click(_clicks)
-
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
-        return maps.queue_view(folder, None)
-
-    return ui.queue_start(enter)
 
 
 def _map_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:

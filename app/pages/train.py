@@ -362,30 +362,13 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ the training job
-@callback(
-    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
-    Output(ids.TRAIN_GO, "data", allow_duplicate=True),
-    Input(ids.TRAIN_START, "n_clicks"),
-    State(ids.SESSION, "data"),
-    *FORM_STATES,
-    prevent_initial_call=True,
-)
-def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
-    """Start: in the web worker, check the run and put it into the server's queue (a ticket, not a process; see
-    :class:`app.jobs.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
-    app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
-    ui.require_click(_clicks)
+def _queue(folder: Path, *values: Any) -> None:
+    """Check a training of the form's settings and put it into the server's queue."""
+    training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
 
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
-        return training_jobs.queue_view(folder, None)
 
-    view, go = ui.queue_start(enter)
-    note = training_jobs.worker_note()  # with Celery: no worker is running (the job would only wait)
-    if note and view and view.get("state") != "refused":
-        view = view | {"note": note}
-    return view, go
+start = panel.TRAINING.register_start(_queue, *FORM_STATES, note=training_jobs.worker_note)
+"""Start: with Celery, a view that waits says when no worker runs (the job would only wait)."""
 
 
 def _train_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
