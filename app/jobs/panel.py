@@ -158,6 +158,65 @@ class JobPanel:
 
         return cancel
 
+    def register_follow(
+        self,
+        watch: str,
+        watch_state: str,
+        reap: Callable[[Path], str | None],
+        view: Callable[[Path, bool], tuple[tuple[Any, ...], tuple[Any, ...]]],
+        mine: Callable[..., bool],
+        mine_states: tuple[State, ...] = (),
+        shown: tuple[Output, ...] = (),
+        after: tuple[Output, ...] = (),
+        died_view: Callable[[Path, str], tuple[Any, ...]] | None = None,
+    ) -> Callable[..., tuple[Any, ...]]:
+        """Register the page's one-second follow (``watch``, an interval; ``watch_state``, whether it follows a job):
+        a job whose process or worker died (``reap(folder)``, the kind's, says so) is said as failed, whichever tab
+        started it. A job this page did not start (``mine(*mine_states' values)`` is false: started in another tab
+        of the session, or before the page was opened again) is followed: ``view(folder, running)`` gives the values
+        of the bar, its label and ``shown``, and once the job has ended those of the status line and ``after``;
+        Start stays disabled and Cancel enabled while it runs, and they are given back when it ends. A job started
+        from this page is followed by its own background callback. ``died_view(folder, sentence)`` gives the bar's,
+        its label's and ``shown``'s values for a job that died (by default ``view``'s)."""
+        quiet = (no_update,) * (6 + len(shown) + len(after))
+        untouched = (no_update,) * len(after)
+
+        @callback(
+            Output(self.bar, "value", allow_duplicate=True),
+            Output(self.label, "children", allow_duplicate=True),
+            *shown,
+            Output(self.start, "disabled", allow_duplicate=True),
+            Output(self.cancel, "disabled", allow_duplicate=True),
+            Output(watch_state, "data"),
+            Output(self.status, "children", allow_duplicate=True),
+            *after,
+            Input(watch, "n_intervals"),
+            State(ids.SESSION, "data"),
+            State(watch_state, "data"),
+            *mine_states,
+            prevent_initial_call=True,
+        )
+        def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, *states: Any) -> tuple:
+            try:
+                folder = sessions.session_folder(session_id)
+                died = reap(folder)
+            except ui.EXPECTED_ERRORS:
+                return quiet
+            if died is not None:
+                values = died_view(folder, died) if died_view is not None else view(folder, False)[0]
+                return (*values, False, True, False, ui.message(died, "error"), *untouched)
+            if mine(*states):
+                return quiet
+            running = self.kind.running(folder)
+            if not running and not watching:
+                return quiet
+            values, ended = view(folder, running)
+            if running:
+                return (*values, True, False, True, no_update, *untouched)
+            return (*values, False, True, False, *ended)
+
+        return follow_job
+
     def _register_run(self, job: JobBody, stopped: str) -> Callable[..., Any]:
         @callback(
             Output(self.result, "data"),

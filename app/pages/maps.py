@@ -315,50 +315,34 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     return str(value), label
 
 
-@callback(
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.MAP_START, "disabled", allow_duplicate=True),
-    Output(ids.MAP_CANCEL, "disabled", allow_duplicate=True),
-    Output(ids.MAP_WATCH_STATE, "data"),
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_VERSION, "data", allow_duplicate=True),
-    Input(ids.MAP_WATCH, "n_intervals"),
-    State(ids.SESSION, "data"),
-    State(ids.MAP_WATCH_STATE, "data"),
-    State(ids.MAPPING_FLAG, "data"),
-    State(ids.MAP_QUEUED, "data"),
-    prevent_initial_call=True,
-)
-def follow_job(
-    _ticks: int | None, session_id: str | None, watching: bool | None, mine: bool | None, queued: dict[str, Any] | None
-) -> tuple[Any, ...]:
-    """Every second: a map job whose process died (its heartbeat stopped) is said as failed, whichever tab started
-    it. A job this page did not start (started in another tab of the session, or before this page was opened
-    again): follow its record, keep Learn disabled and Cancel enabled while it runs, and when it ends give them
-    back, say how it ended and draw its map. A job started from this page is followed by its own background
-    callback."""
-    quiet = (no_update,) * 7
-    try:
-        folder = sessions.session_folder(session_id)
-        died = maps.reap_dead_job(folder)
-    except ui.EXPECTED_ERRORS:
-        return quiet
-    if died is not None:
-        return "0", died, False, True, False, ui.message(died, "error"), no_update
-    if mine or (queued or {}).get("state") in QUEUE_ACTIVE:
-        return quiet
-    running = maps.map_running(folder)
-    if not running and not watching:
-        return quiet
+def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The map job's stage as the page shows it (its bar and label) and, once it has ended, how (its sentence) and
+    the map version (changed when it finished, so that its map is drawn)."""
     record = maps.read_job(folder)
     value, label = maps.progress_of(record)
     if running:
-        return str(value), label, True, False, True, no_update, no_update
+        return (str(value), label), ()
     status = (record or {}).get("status")
     kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(status, "error")
     ended = ui.message((record or {}).get("message", ""), kind)
-    return str(value), label, False, True, False, ended, (time.time() if status == jobs.FINISHED else no_update)
+    return (str(value), label), (ended, time.time() if status == jobs.FINISHED else no_update)
+
+
+def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
+    """Whether this tab's own background callback follows the job (it runs, or waits in the queue)."""
+    return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
+
+
+follow_job = panel.MAP.register_follow(
+    ids.MAP_WATCH,
+    ids.MAP_WATCH_STATE,
+    maps.reap_dead_job,
+    _followed,
+    mine=_mine,
+    mine_states=(State(ids.MAPPING_FLAG, "data"), State(ids.MAP_QUEUED, "data")),
+    after=(Output(ids.MAP_VERSION, "data", allow_duplicate=True),),
+    died_view=lambda _folder, died: ("0", died),
+)
 
 
 # ------------------------------------------------------------------------------------------ the map

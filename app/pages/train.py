@@ -445,38 +445,18 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     return str(value), label, figure
 
 
-@callback(
-    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
-    Output(ids.TRAIN_START, "disabled", allow_duplicate=True),
-    Output(ids.TRAIN_CANCEL, "disabled", allow_duplicate=True),
-    Output(ids.TRAIN_WATCH_STATE, "data"),
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Input(ids.TRAIN_WATCH, "n_intervals"),
-    State(ids.SESSION, "data"),
-    State(ids.TRAIN_WATCH_STATE, "data"),
-    State(ids.TRAIN_START, "n_clicks"),
-    prevent_initial_call=True,
-)
-def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, clicks: int | None) -> tuple:
-    """Every second: a job whose process or worker died (its heartbeat stopped) is reported as failed, whichever
-    page started it. A job this page did not start (started before the page was opened again, or in another tab of
-    the session): follow its progress file, keep Start disabled and Cancel enabled while it runs, and give them
-    back when it ends. A job started from this page is followed by its own background callback."""
-    quiet = (no_update,) * 7
-    try:
-        folder = sessions.session_folder(session_id)
-        died = training_jobs.reap_dead_job(folder)
-    except ui.EXPECTED_ERRORS:
-        return quiet
-    if died is not None:
-        value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
-        return str(value), label, figure, False, True, False, ui.message(died, "error")
-    if clicks:
-        return quiet
-    running = training_jobs.job_running(folder)
-    if not running and not watching:
-        return quiet
+def _followed(folder: Path, _running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The training job's progress as the page shows it (its bar, label and chart); nothing more when it ends."""
     value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
-    return str(value), label, figure, running, not running, running, no_update
+    return (str(value), label, figure), (no_update,)
+
+
+follow_job = panel.TRAINING.register_follow(
+    ids.TRAIN_WATCH,
+    ids.TRAIN_WATCH_STATE,
+    training_jobs.reap_dead_job,
+    _followed,
+    mine=bool,  # this page pressed Start: its own background callback follows the job
+    mine_states=(State(ids.TRAIN_START, "n_clicks"),),
+    shown=(Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),),
+)
