@@ -12,10 +12,13 @@ reports, while another page is open:
   it was refused or dropped), kept by the shell's one-second poll (``main.tend_queue``);
 * ``go``: set by that poll when the job's turn has come, which starts the background callback.
 
-:meth:`JobPanel.register` registers the callbacks every such page shares: the background job itself (the kind's job
-in a job process, :func:`app.jobs.job_process`, whose Cancel button is its ``cancel=``), the queue's view in the status
-line, and Start and Cancel enabled by turns. What the page shows of the job's progress and result, and how its
-Cancel reads, stay on the page."""
+The panel registers the callbacks every such page shares, each page mounting them with its own form and views:
+Start (:meth:`JobPanel.register_start`: check, queue, the queue's view), the background job itself
+(:meth:`JobPanel.register`: the kind's job in a job process, :func:`app.jobs.job_process`, with Dash's ``running=``,
+``progress=`` and ``cancel=``; the queue's place in the status line; Start and Cancel enabled by turns), Cancel
+(:meth:`JobPanel.register_cancel`) and the following of a job started in another tab
+(:meth:`JobPanel.register_follow`); and its layout: the buttons (:meth:`JobPanel.buttons`) and the progress bar
+(:meth:`JobPanel.progress_bar`). What a page shows of its job's progress and result stays on the page."""
 
 from __future__ import annotations
 
