@@ -83,6 +83,14 @@ def message(text: str, kind: str = "info") -> html.Div:
     return html.Div(text, className=f"message message-{kind}", role="alert" if kind == "error" else "status")
 
 
+def outcome_message(outcome: dict[str, Any] | None) -> html.Div:
+    """How a job ended (its result or its record: ``status`` and ``message``) in a message box: ok when it finished,
+    info when it was cancelled, an error otherwise."""
+    outcome = outcome or {}
+    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(outcome.get("status", ""), "error")
+    return message(outcome.get("message", ""), kind)
+
+
 def error_message(exc: BaseException) -> html.Div:
     return message(services.describe_error(exc), "error")
 

@@ -244,8 +244,7 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     """After a job: the session's latest comparison, and the job's message."""
     if not result:
         return (no_update,) * 5
-    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(result.get("status", ""), "error")
-    message = ui.message(result.get("message", ""), kind)
+    message = ui.outcome_message(result)
     if result.get("status") == jobs.REFUSED:  # the job did not run: keep the last comparison shown
         return no_update, no_update, no_update, no_update, message
     try:

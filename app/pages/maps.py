@@ -277,11 +277,9 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     """The job's message when it ends; a finished job's map is drawn (the map version changes)."""
     if not result:
         return (no_update,) * 4
-    status = result.get("status", "")
-    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(status, "error")
-    finished = status == jobs.FINISHED
+    finished = result.get("status", "") == jobs.FINISHED
     return (
-        ui.message(result.get("message", ""), kind),
+        ui.outcome_message(result),
         "100" if finished else "0",
         "Finished." if finished else result.get("message", ""),
         time.time() if finished else no_update,
@@ -322,10 +320,8 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
     value, label = maps.progress_of(record)
     if running:
         return (str(value), label), ()
-    status = (record or {}).get("status")
-    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(status, "error")
-    ended = ui.message((record or {}).get("message", ""), kind)
-    return (str(value), label), (ended, time.time() if status == jobs.FINISHED else no_update)
+    finished = (record or {}).get("status") == jobs.FINISHED
+    return (str(value), label), (ui.outcome_message(record), time.time() if finished else no_update)
 
 
 def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:

@@ -411,8 +411,7 @@ def show_result(result: dict[str, str] | None) -> Any:
     that reads it, on every page, while a job runs."""
     if not result:
         return no_update
-    kind = {"finished": "ok", "cancelled": "info"}.get(result.get("status", ""), "error")
-    return ui.message(result.get("message", ""), kind)
+    return ui.outcome_message(result)
 
 
 def _cancelled(message: str) -> tuple[str, str] | None:
