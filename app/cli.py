@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Any
 
-from engine.backends import model_files
+from engine import api
 
 DEFAULT_PORT = 8050
 DEFAULT_HOST = "127.0.0.1"
@@ -20,7 +20,7 @@ def run_app(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port must lie between 1 and 65535, got {args.port}")
     if args.model:
-        model_files.load_model(args.model)  # refuse a file that is not a model before starting anything
+        api.load_model(args.model)  # refuse a file that is not a model before starting anything
         os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
     try:  # a clear message for an address that cannot be used, before Dash prints its own
         with socket.create_server((args.host, args.port)):

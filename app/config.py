@@ -162,7 +162,7 @@ def max_request_bytes() -> int:
 def max_job_bytes() -> int:
     """The resident memory one background job may take, its process and its children together
     (``CHMM_MAX_JOB_MB``): training, comparison, Infomap, scoring, decoding and the prune sweep each stop there with
-    a sentence that says so (:class:`app.background.MemoryWatch`) instead of driving the machine into the OOM killer.
+    a sentence that says so (:class:`app.jobs.MemoryWatch`) instead of driving the machine into the OOM killer.
     Default: three quarters of the physical memory, above the half that :func:`max_train_bytes` lets a training's
     estimate take (the job's process adds the forked server's own footprint to it)."""
     raw = os.environ.get("CHMM_MAX_JOB_MB", "").strip()

@@ -9,9 +9,9 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.background import RUNNING
-from app.forms import SHORT_NAMES
+from app.jobs import RUNNING
 from app.services.comparisons import DONE, PENDING, TRAINING
+from app.services.learner_settings import SHORT_NAMES
 
 TRAIN_COLOUR = "#1f77b4"
 VALIDATION_COLOUR = "#ff7f0e"

@@ -35,6 +35,6 @@ def worker_exit(_server: object, _worker: object) -> None:
     """On a worker's way out (the server stopping, or the worker replaced), stop the training, Infomap and compare
     jobs it started, so that each records that the server stopped it and keeps the last good model (a stopped server
     used to leave them running as orphans)."""
-    from app.background import stop_children
+    from app.jobs import stop_children
 
     stop_children()

@@ -158,7 +158,7 @@ COMPARE_WATCH = "compare-watch"
 COMPARE_MAKE_CURRENT = "compare-make-current"
 
 MODEL_WATCH = "model-watch"
-NOTICE = "notice"  # the shell's line for a request job the server had to kill (app.background.read_notice)
+NOTICE = "notice"  # the shell's line for a request job the server had to kill (app.jobs.read_notice)
 NOTICE_SHOWN = "notice-shown"  # dcc.Store: the time of the notice shown
 QUEUE_WATCH = "queue-watch"  # dcc.Interval in the app shell: every second while a job of this tab waits for a place
 MODEL_STAMP = "model-stamp"

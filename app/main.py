@@ -9,7 +9,7 @@ under ``CHMM_DATA_DIR``, no server needed) each job is a separate process; with 
 :class:`dash.CeleryManager` over Redis queues the jobs for Celery workers (``celery -A app.main:celery_app worker``).
 The web process never imports CuPy (a GPU job imports it). A job that must wait for a place (``CHMM_MAX_JOBS``) waits
 as a ticket, not as a process: the shell's queue polling (:func:`tend_queue`) starts its background callback when its
-turn comes (:class:`app.background.JobSlot`).
+turn comes (:class:`app.jobs.JobSlot`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import background, config, ids, services, sessions, ui
-from app.services import comparisons, maps, training_jobs
+from app import config, ids, jobs, services, sessions, ui
+from app.jobs import panel
 from app.services import models as model_service
+from app.services import training_jobs
 
 PAGES = Path(__file__).resolve().parent / "pages"
 BACKGROUND_CACHE = ".background-cache"
@@ -73,25 +74,10 @@ def serve_layout() -> html.Div:
             dcc.Store(id=ids.SESSION, storage_type="session", data=sessions.new_session_id()),
             dcc.Store(id=ids.MODEL_VERSION, storage_type="memory", data=0),
             dcc.Store(id=ids.MODEL_STAMP, storage_type="memory"),
-            # the Train and Compare pages' background jobs report here, in the shell, so that leaving the page mid-job
-            # leaves the renderer with components to update (and the page, opened again, reads them)
-            dcc.Store(id=ids.TRAINING_FLAG, storage_type="memory", data=False),
-            dcc.Store(id=ids.TRAINING_PROGRESS, storage_type="memory"),
-            dcc.Store(id=ids.COMPARING_FLAG, storage_type="memory", data=False),
-            dcc.Store(id=ids.COMPARING_PROGRESS, storage_type="memory"),
-            dcc.Store(id=ids.TRAIN_RESULT, storage_type="memory"),
-            dcc.Store(id=ids.COMPARE_RESULT, storage_type="memory"),
-            # a job waiting for a place is a ticket that this tab keeps alive and starts when its turn comes
-            dcc.Store(id=ids.TRAIN_QUEUED, storage_type="memory"),
-            dcc.Store(id=ids.TRAIN_GO, storage_type="memory"),
-            dcc.Store(id=ids.COMPARE_QUEUED, storage_type="memory"),
-            dcc.Store(id=ids.COMPARE_GO, storage_type="memory"),
-            # the Maps page's job, the same way
-            dcc.Store(id=ids.MAPPING_FLAG, storage_type="memory", data=False),
-            dcc.Store(id=ids.MAPPING_PROGRESS, storage_type="memory"),
-            dcc.Store(id=ids.MAP_RESULT, storage_type="memory"),
-            dcc.Store(id=ids.MAP_QUEUED, storage_type="memory"),
-            dcc.Store(id=ids.MAP_GO, storage_type="memory"),
+            # the Train, Compare and Maps pages' background jobs report here, in the shell, so that leaving the page
+            # mid-job leaves the renderer with components to update (and the page, opened again, reads them); a job
+            # waiting for a place is a ticket that this tab keeps alive and starts when its turn comes (app.jobs.panel)
+            *(store for job_panel in panel.PANELS for store in job_panel.stores()),
             dcc.Interval(id=ids.QUEUE_WATCH, interval=QUEUE_WATCH_MS, disabled=True),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             dcc.Store(id=ids.NOTICE_SHOWN, storage_type="memory"),
@@ -119,7 +105,7 @@ def create_app() -> tuple[Dash, Any]:
     dash_app.server.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes()  # HTTP 413 before the body is read
     # every request collects the worker's ended job processes, so none stays a zombie until a page polls (the load
     # bench's clients, which never poll, left 7 behind)
-    dash_app.server.before_request(background.reap_finished_children)
+    dash_app.server.before_request(jobs.reap_finished_children)
     page_layouts = [
         page["layout"]() if callable(page["layout"]) else page["layout"] for page in dash.page_registry.values()
     ]
@@ -138,7 +124,7 @@ def create_app() -> tuple[Dash, Any]:
 def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
     """Every few seconds: when the session's current model file was replaced (a training job that finished while
     its page was closed, another tab), bump the model version so that the badge and the open page follow."""
-    background.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
+    jobs.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
     try:
         now = sessions.model_stamp(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
@@ -158,10 +144,10 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
 )
 def show_notice(_ticks: int | None, session_id: str | None, shown: float | None) -> tuple[Any, Any]:
     """Every few seconds: the session's notice (a request job that its sentinel had to kill, and why) above the
-    page, for :data:`background.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
+    page, for :data:`jobs.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
     being gone."""
     try:
-        notice = background.read_notice(sessions.session_folder(session_id))
+        notice = jobs.read_notice(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return no_update, no_update
     stamp = notice["time"] if notice else None
@@ -171,31 +157,23 @@ def show_notice(_ticks: int | None, session_id: str | None, shown: float | None)
 
 
 @dash.callback(
-    Output(ids.TRAIN_QUEUED, "data"),
-    Output(ids.TRAIN_GO, "data"),
-    Output(ids.COMPARE_QUEUED, "data"),
-    Output(ids.COMPARE_GO, "data"),
-    Output(ids.MAP_QUEUED, "data"),
-    Output(ids.MAP_GO, "data"),
+    *(Output(store, "data") for job_panel in panel.PANELS for store in (job_panel.queued, job_panel.go)),
     Input(ids.QUEUE_WATCH, "n_intervals"),
     Input(ids.SESSION, "data"),
-    State(ids.TRAIN_QUEUED, "data"),
-    State(ids.COMPARE_QUEUED, "data"),
-    State(ids.MAP_QUEUED, "data"),
+    *(State(job_panel.queued, "data") for job_panel in panel.PANELS),
 )
 def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any] | None) -> tuple[Any, ...]:
     """Every second while a job of this tab waits for a place, and once when the tab opens (which finds a job the
     session left waiting before a reload): keep its ticket alive, show its place, and start it when its turn has
-    come, by setting the store its background callback listens to (:class:`app.background.JobSlot`: waiting jobs
+    come, by setting the store its background callback listens to (:class:`app.jobs.JobSlot`: waiting jobs
     hold no process)."""
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS:
-        return (no_update,) * 6
+        return (no_update,) * (2 * len(panel.PANELS))
     outputs: list[Any] = []
-    views_of = (training_jobs.queue_view, comparisons.queue_view, maps.queue_view)
-    for view_of, before in zip(views_of, shown, strict=True):
-        view, go = view_of(folder, before)
+    for job_panel, before in zip(panel.PANELS, shown, strict=True):
+        view, go = job_panel.kind.queue_view(folder, before)
         if view and before and before.get("note") and view.get("state") in ("waiting", "starting"):
             view = view | {"note": before["note"]}  # e.g. that no Celery worker runs
         outputs += [no_update if view == before else view, go or no_update]
@@ -204,13 +182,11 @@ def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any
 
 @dash.callback(
     Output(ids.QUEUE_WATCH, "disabled"),
-    Input(ids.TRAIN_QUEUED, "data"),
-    Input(ids.COMPARE_QUEUED, "data"),
-    Input(ids.MAP_QUEUED, "data"),
+    *(Input(job_panel.queued, "data") for job_panel in panel.PANELS),
 )
 def watch_queue(*views: dict[str, Any] | None) -> bool:
     """The queue's polling runs only while a job of this tab waits for a place or starts."""
-    return not any((view or {}).get("state") in ("waiting", "starting") for view in views)
+    return not any((view or {}).get("state") in panel.QUEUE_ACTIVE for view in views)
 
 
 @dash.callback(

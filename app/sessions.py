@@ -57,7 +57,7 @@ CANCEL = "cancel"
 JOBS = "jobs"
 LAST_USED = "last_used"
 COMMUNITIES = "communities.json"
-NOTICE = "notice.json"  # why a request job of the session was killed (app.background.read_notice)
+NOTICE = "notice.json"  # why a request job of the session was killed (app.jobs.read_notice)
 CLEANUP_EVERY_S = 3600.0
 
 _last_cleanup = {"at": 0.0}  # process-wide throttle of the periodic cleanup (no per-user state)

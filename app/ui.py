@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dash import dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, config, services, sessions
+from app import config, ids, jobs, services, sessions
 from app.services import UserError
 from app.services import models as model_service
-from engine.corpora.text import CorpusError
-from engine.model.dense import ModelFormatError
+from engine.api import CorpusError, ModelFormatError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
 EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)
@@ -24,22 +24,22 @@ EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatErr
 def request_job(folder: Path, what: str) -> Iterator[None]:
     """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
     worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
-    a job process (:func:`background.job_process`) stopped after :func:`config.max_request_seconds` or past the
+    a job process (:func:`jobs.job_process`) stopped after :func:`config.max_request_seconds` or past the
     memory limit per job (:func:`config.max_job_bytes`), either of which it then says as a :class:`UserError`. A body
     that cannot be stopped so (C code that holds the GIL) is killed by its sentinel, which leaves the sentence in
-    the session's notice (``folder``, :func:`background.read_notice`) for the shell to show, ``what`` (e.g.
+    the session's notice (``folder``, :func:`jobs.read_notice`) for the shell to show, ``what`` (e.g.
     "Scoring") naming the job in it."""
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
     try:
-        with background.job_process(time_limit=limit, notice=notice):
+        with jobs.job_process(time_limit=limit, notice=notice):
             yield
-    except background.JobTimeout:
+    except jobs.JobTimeout:
         raise UserError(
             f"This stopped after {limit:g} s, the server's limit for one request (CHMM_MAX_REQUEST_SECONDS); {advice}"
         ) from None
-    except background.JobMemoryError as exc:
+    except jobs.JobMemoryError as exc:
         raise UserError(f"This stopped: {exc}; {advice}") from None
 
 
@@ -49,16 +49,45 @@ def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
     once, the job's go; a refusal (the server busy, or a bad setting) becomes the view ``refused`` with its sentence."""
     try:
         view, go = enter()
-    except background.QueueFull as exc:
+    except jobs.QueueFull as exc:
         return {"state": "refused", "message": str(exc)}, no_update
     except EXPECTED_ERRORS as exc:
         return {"state": "refused", "message": services.describe_error(exc)}, no_update
     return view, go or no_update
 
 
+def session_action(
+    said: Output, stamp: Output, trigger: Input, act: Callable[..., str], *states: State
+) -> Callable[..., tuple[Any, Any]]:
+    """Register the callback of a button or an upload that changes the session: when ``trigger`` fires (a click, an
+    upload's contents), ``act(session folder, trigger's value, *the states' values)`` does it and returns its
+    sentence, said in ``said`` (a refusal in one sentence, as an error), and ``stamp`` is stamped with the time when
+    it worked (a version that the pages which show what it changed follow)."""
+
+    @callback(said, stamp, trigger, *states, State(ids.SESSION, "data"), prevent_initial_call=True)
+    def action(value: Any, *rest: Any) -> tuple[Any, Any]:
+        *values, session_id = rest
+        require_click(value)
+        try:
+            text = act(sessions.session_folder(session_id), value, *values)
+        except EXPECTED_ERRORS as exc:
+            return error_message(exc), no_update
+        return message(text, "ok"), time.time()
+
+    return action
+
+
 def message(text: str, kind: str = "info") -> html.Div:
     """A one-line message box; ``kind`` is info, ok or error (styled in assets/style.css)."""
     return html.Div(text, className=f"message message-{kind}", role="alert" if kind == "error" else "status")
+
+
+def outcome_message(outcome: dict[str, Any] | None) -> html.Div:
+    """How a job ended (its result or its record: ``status`` and ``message``) in a message box: ok when it finished,
+    info when it was cancelled, an error otherwise."""
+    outcome = outcome or {}
+    kind = {jobs.FINISHED: "ok", jobs.CANCELLED: "info"}.get(outcome.get("status", ""), "error")
+    return message(outcome.get("message", ""), kind)
 
 
 def error_message(exc: BaseException) -> html.Div:
@@ -78,6 +107,11 @@ def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any,
 
 def card(title: str, *children: Any, **kwargs: Any) -> html.Section:
     return html.Section([html.H3(title), *children], className="card", **kwargs)
+
+
+def buttons(*children: Any) -> html.Div:
+    """A row of buttons (and the controls or hints that go with them), as every page lays them out."""
+    return html.Div(list(children), className="buttons")
 
 
 def field(label: str, control: Any, help_text: str | None = None) -> html.Div:

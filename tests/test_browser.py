@@ -353,10 +353,10 @@ def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
     whatever page the tab shows then (the queue's polling and the job's callback live in the app shell)."""
     import psutil
 
-    from app import background
+    from app import jobs
 
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
-    held = background.JobSlot(data_dir, 1)
+    held = jobs.JobSlot(data_dir, 1)
     assert held.acquire(lambda place: None, stop=lambda: False)  # another session's job runs
     try:
         prepare_training(browser, states=60, iterations=3)
@@ -376,7 +376,7 @@ def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states", timeout=JOB_TIMEOUT)
     open_page(browser, "/train")
     browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished: Trained 60 states")
-    assert not list((data_dir / background.QUEUE).glob("*"))
+    assert not list((data_dir / jobs.QUEUE).glob("*"))
 
 
 CY = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import data_uri
 
-from app import background, figures, forms
+from app import figures, forms, jobs
 from app.services import UserError, comparisons
 from app.services import corpus as corpus_service
 
@@ -54,14 +54,14 @@ def test_corpus_choice(folder: Path) -> None:
 def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path) -> None:
     reports: list[dict] = []
     saved = comparisons.run_compare_job(with_corpus, list(TINY), "session", report=reports.append, options=TINY)
-    assert saved["status"] == background.FINISHED and saved["corpus"] == "alice-short.txt"
+    assert saved["status"] == jobs.FINISHED and saved["corpus"] == "alice-short.txt"
     assert [row["learner"] for row in saved["results"]] == ["chmm", "densehmm", "hmm", "pdfa", "ngram"]
     for row in saved["results"]:
         assert row["status"] == comparisons.DONE, row
         assert 0 < row["test_bps"] < 6 and row["seconds"] >= 0 and row["parameters"] > 0
     assert comparisons.read_compare(with_corpus)["results"] == json.loads(json.dumps(saved["results"]))
     # the page was told about every learner starting and finishing
-    assert reports[0]["status"] == background.RUNNING and reports[-1]["status"] == background.FINISHED
+    assert reports[0]["status"] == jobs.RUNNING and reports[-1]["status"] == jobs.FINISHED
     assert any(r["results"][0]["status"] == comparisons.TRAINING for r in reports)
     assert figures.compare_progress(reports[0])[0] == 0 and figures.compare_progress(saved) == (100, saved["message"])
     values = [figures.compare_progress(r)[0] for r in reports[:-1]]
@@ -111,7 +111,7 @@ def test_progress_moves_while_a_learner_trains() -> None:
         {"status": comparisons.TRAINING, "started": now - 30, "estimate": 60.0},
         {"status": comparisons.PENDING, "estimate": 5.0},
     ]
-    saved = {"status": background.RUNNING, "results": rows, "message": "m"}
+    saved = {"status": jobs.RUNNING, "results": rows, "message": "m"}
     assert figures.compare_progress(saved) == (50, "m")  # (1 + 0.5 + 0) / 3
     assert figures.row_progress(rows[1], now) == "training, 30 s of about 60 s"
     assert figures.row_progress(rows[2]) == "waiting (about 5.0 s)"
@@ -128,7 +128,7 @@ def test_the_compared_chmm_can_be_made_current(with_corpus: Path) -> None:
     with pytest.raises(UserError, match="kept no CHMM"):
         comparisons.make_compared_current(with_corpus)
     saved = comparisons.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
-    assert saved["status"] == background.FINISHED
+    assert saved["status"] == jobs.FINISHED
     before = sessions.model_stamp(with_corpus)
     message = comparisons.make_compared_current(with_corpus)
     assert "alice-short.txt is now the current model" in message and sessions.model_stamp(with_corpus) != before
@@ -140,9 +140,9 @@ def test_the_compared_chmm_can_be_made_current(with_corpus: Path) -> None:
 
 def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
     saved = comparisons.run_compare_job(folder, [], "sample")
-    assert saved["status"] == background.REFUSED and "Pick at least one learner" in saved["message"]
+    assert saved["status"] == jobs.REFUSED and "Pick at least one learner" in saved["message"]
     saved = comparisons.run_compare_job(folder, ["ngram"], "session")
-    assert saved["status"] == background.REFUSED and "no corpus yet" in saved["message"]
+    assert saved["status"] == jobs.REFUSED and "no corpus yet" in saved["message"]
     with pytest.raises(UserError, match="contains only the symbol 'a'"):  # refused at upload now (issue 36)
         corpus_service.store_corpus(folder, data_uri(b"aaaaaaaa"), "tiny.txt")
     assert comparisons.read_compare(folder) is None  # a refusal writes nothing
@@ -152,26 +152,26 @@ def test_bad_input_is_refused_with_a_message(folder: Path) -> None:
 
 def test_a_refused_comparison_keeps_the_last_one(with_corpus: Path) -> None:
     finished = comparisons.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)
-    assert finished["status"] == background.FINISHED
+    assert finished["status"] == jobs.FINISHED
     refused = comparisons.run_compare_job(with_corpus, [], "session")
-    assert refused["status"] == background.REFUSED
+    assert refused["status"] == jobs.REFUSED
     kept = comparisons.latest_compare(with_corpus)
-    assert kept["status"] == background.FINISHED and kept["key"] == finished["key"]
+    assert kept["status"] == jobs.FINISHED and kept["key"] == finished["key"]
     assert len(figures.compare_rows(kept)) == 1 and kept["results"][0]["learner"] == "ngram"
 
 
 def test_one_failing_learner_does_not_stop_the_others(with_corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     options = TINY | {"hmm": {"n_states": 0}}
     saved = comparisons.run_compare_job(with_corpus, ["hmm", "ngram"], "session", options=options)
-    assert saved["status"] == background.FINISHED
+    assert saved["status"] == jobs.FINISHED
     hmm, ngram = saved["results"]
-    assert hmm["status"] == background.FAILED and "n_states" in hmm["message"] and hmm.get("test_bps") is None
+    assert hmm["status"] == jobs.FAILED and "n_states" in hmm["message"] and hmm.get("test_bps") is None
     assert ngram["status"] == comparisons.DONE
     assert "failed: " in figures.compare_rows(saved)[0]["status"]
     assert len(figures.compare_figure(saved).data[0].x) == 1
     monkeypatch.setenv("CHMM_MAX_TRAIN_MB", "0.001")
     saved = comparisons.run_compare_job(with_corpus, ["chmm"], "session", options=TINY)
-    assert saved["status"] == background.FAILED and "CHMM_MAX_TRAIN_MB" in saved["results"][0]["message"]
+    assert saved["status"] == jobs.FAILED and "CHMM_MAX_TRAIN_MB" in saved["results"][0]["message"]
 
 
 def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
@@ -180,7 +180,7 @@ def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
             comparisons.request_cancel(with_corpus)
 
     saved = comparisons.run_compare_job(with_corpus, ["pdfa", "ngram"], "session", report=report, options=TINY)
-    assert saved["status"] == background.CANCELLED
+    assert saved["status"] == jobs.CANCELLED
     assert [row["status"] for row in saved["results"]] == [comparisons.DONE, comparisons.SKIPPED]
     assert comparisons.request_cancel(with_corpus) == "No comparison is running."
 
@@ -188,10 +188,10 @@ def test_cancel_stops_before_the_next_learner(with_corpus: Path) -> None:
 def test_a_comparison_waits_for_a_slot(with_corpus: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Comparisons share the server's CHMM_MAX_JOBS slots with training: with the only slot taken, a comparison
     waits and says its place; cancelled there, it trains nothing."""
-    from app import background
+    from app import jobs
 
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
-    other = background.JobSlot(data_dir, 1)
+    other = jobs.JobSlot(data_dir, 1)
     assert other.acquire(lambda place: None, stop=lambda: True)
     seen: list[str] = []
 
@@ -205,27 +205,25 @@ def test_a_comparison_waits_for_a_slot(with_corpus: Path, data_dir: Path, monkey
     finally:
         other.release()
     assert any("Waiting for a free place: number 1 in the queue" in message for message in seen)
-    assert saved["status"] == background.CANCELLED and [row["status"] for row in saved["results"]] == [
-        comparisons.SKIPPED
-    ]
-    assert comparisons.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)["status"] == background.FINISHED
+    assert saved["status"] == jobs.CANCELLED and [row["status"] for row in saved["results"]] == [comparisons.SKIPPED]
+    assert comparisons.run_compare_job(with_corpus, ["ngram"], "session", options=TINY)["status"] == jobs.FINISHED
 
 
 def test_a_second_job_is_refused_and_a_dead_one_is_reported(with_corpus: Path) -> None:
-    running = {"key": "k", "status": background.RUNNING, "corpus": "x", "results": [comparisons._row("ngram")]}
+    running = {"key": "k", "status": jobs.RUNNING, "corpus": "x", "results": [comparisons._row("ngram")]}
     (with_corpus / comparisons.COMPARE).write_text(json.dumps(running), encoding="utf-8")
     (with_corpus / comparisons.HEARTBEAT).touch()
     assert comparisons.compare_running(with_corpus)
     saved = comparisons.run_compare_job(with_corpus, ["ngram"], "session")
-    assert saved["status"] == background.REFUSED and "already running" in saved["message"]
+    assert saved["status"] == jobs.REFUSED and "already running" in saved["message"]
     assert comparisons.read_compare(with_corpus)["key"] == "k"  # the running job's file is untouched
     old = time.time() - 60
     os.utime(with_corpus / comparisons.HEARTBEAT, (old, old))
     assert not comparisons.compare_running(with_corpus)
     latest = comparisons.latest_compare(with_corpus)
-    assert latest["status"] == background.FAILED and latest["results"][0]["status"] == comparisons.SKIPPED
+    assert latest["status"] == jobs.FAILED and latest["results"][0]["status"] == comparisons.SKIPPED
     assert "cancelled" in comparisons.request_cancel(with_corpus)
-    assert comparisons.read_compare(with_corpus)["status"] == background.CANCELLED
+    assert comparisons.read_compare(with_corpus)["status"] == jobs.CANCELLED
 
 
 def test_compare_page_registers_and_serves(data_dir: Path) -> None:
@@ -267,6 +265,6 @@ def test_a_learner_expected_to_pass_the_job_limit_is_refused(folder: Path, monke
     big = {"densehmm": {"n_states": 1000, "dim": 256}}
     assert forms.estimate_seconds("densehmm", big["densehmm"], 106_910) > 3600
     saved = comparisons.run_compare_job(folder, ["densehmm"], "sample", options=big)
-    assert saved["status"] == background.REFUSED
+    assert saved["status"] == jobs.REFUSED
     assert "would take about" in saved["message"] and "limit of 60 minutes per job" in saved["message"]
     assert comparisons.read_compare(folder) is None  # nothing started, nothing written

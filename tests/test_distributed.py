@@ -247,21 +247,21 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
     scheduler counts the tasks) and gives the model the job's own process gives; the Train page says where."""
     from support import TINY_FORM
 
-    from app import background, forms, sessions
+    from app import forms, jobs, sessions
     from app.services import training_jobs
     from engine.backends import model_files
 
     form = TINY_FORM
     assert "background job's process" in training_jobs.cluster_note()
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(form))
-    assert outcome.status == background.FINISHED, outcome.message
+    assert outcome.status == jobs.FINISHED, outcome.message
     here = model_files.load_model(sessions.current_model_path(with_corpus))
     address = client.scheduler.address
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", address)
     assert address in training_jobs.cluster_note()
     tasks_before = len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.transition_log)))
     outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(form))
-    assert outcome.status == background.FINISHED, outcome.message
+    assert outcome.status == jobs.FINISHED, outcome.message
     tasks_after = len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.transition_log)))
     assert tasks_after > tasks_before
     there = model_files.load_model(sessions.current_model_path(with_corpus))

@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 from support import data_uri
 
-from app import background, figures, sessions
+from app import figures, jobs, sessions
 from app.services import UserError, maps
 from engine.cognitive import actions, walks
 
@@ -94,11 +94,11 @@ def test_bad_form_values_are_refused_in_one_sentence(folder: Path, change: dict,
 def test_a_small_room_trains_to_a_map_that_recovers_it(folder: Path) -> None:
     reports: list[dict] = []
     outcome = maps.run_map_job(folder, small_request(folder), report=reports.append)
-    assert outcome["status"] == background.FINISHED, outcome
+    assert outcome["status"] == jobs.FINISHED, outcome
     assert "It recovers the room: 12 clones used for 12 cells" in outcome["message"]
-    assert reports[0]["status"] == background.RUNNING and reports[-1]["status"] == background.FINISHED
+    assert reports[0]["status"] == jobs.RUNNING and reports[-1]["status"] == jobs.FINISHED
     assert maps.progress_of(reports[-1]) == (100, outcome["message"])
-    value, label = maps.progress_of({"status": background.RUNNING, "stage": "em", "iteration": 99, "bits": 0.5})
+    value, label = maps.progress_of({"status": jobs.RUNNING, "stage": "em", "iteration": 99, "bits": 0.5})
     assert 0 < value < 90 and label.startswith("EM iteration 100 ") and "0.5000 bits per step" in label
     view = maps.load_view(folder)
     assert view["recovers_room"] is True and view["layout"] == "room" and view["cells"] == 12
@@ -181,7 +181,7 @@ def test_an_uploaded_walk_learns_a_map_and_bad_walks_are_refused(folder: Path) -
             maps.store_walk_upload(folder, data_uri(payload), "walk.csv")
     assert maps.upload_info(folder) == info  # a bad upload keeps the good one
     outcome = maps.run_map_job(folder, small_request(folder, source="walk"))
-    assert outcome["status"] == background.FINISHED and "recovers" not in outcome["message"]
+    assert outcome["status"] == jobs.FINISHED and "recovers" not in outcome["message"]
     view = maps.load_view(folder)
     assert view["room"] is None and view["layout"] == "room" and "recovers_room" not in view
     # a JSON walk has no true places: a force layout and no place fields
@@ -189,7 +189,7 @@ def test_an_uploaded_walk_learns_a_map_and_bad_walks_are_refused(folder: Path) -
         {"actions": [actions.MOVES[i] for i in walk.actions], "observations": walk.observations.tolist()}
     )
     maps.store_walk_upload(folder, data_uri(as_json.encode()), "walk.json")
-    assert maps.run_map_job(folder, small_request(folder, source="walk"))["status"] == background.FINISHED
+    assert maps.run_map_job(folder, small_request(folder, source="walk"))["status"] == jobs.FINISHED
     view = maps.load_view(folder)
     assert view["layout"] == "force" and not view["places"]
     with pytest.raises(UserError, match="no true places"):
@@ -210,7 +210,7 @@ def test_an_uploaded_file_of_two_walks_learns_one_map_and_each_walk_starts_afres
     assert info["steps"] == 4000 and info["walks"] == 2
     assert "4,000 steps in 2 walks, 4 observations" in maps.describe_upload(info)
     outcome = maps.run_map_job(folder, small_request(folder, source="walk"))
-    assert outcome["status"] == background.FINISHED, outcome
+    assert outcome["status"] == jobs.FINISHED, outcome
     view = maps.load_view(folder)
     assert view["layout"] == "room" and len(view["nodes"]) >= 12
     field = maps.place_field(folder, view["nodes"][0]["clone"])
@@ -227,7 +227,7 @@ def test_a_cancelled_job_keeps_the_previous_map(folder: Path) -> None:
             cancelled.append(maps.request_cancel(folder))
 
     outcome = maps.run_map_job(folder, small_request(folder, room=maps.NOTEBOOK_ROOM, clones=5), report=cancel_midway)
-    assert outcome["status"] == background.CANCELLED and "previous map is kept" in outcome["message"]
+    assert outcome["status"] == jobs.CANCELLED and "previous map is kept" in outcome["message"]
     assert maps.current_map(folder) == before and maps.load_view(folder)["cells"] == 12
     assert len(list((folder / maps.MAPS).iterdir())) == 1
 
@@ -257,8 +257,8 @@ def test_the_queued_job_runs_from_its_ticket(folder: Path) -> None:
     view, go = maps.queue_view(folder, None)
     assert view["state"] == "starting" and go == {"ticket": view["ticket"]} and ticket.path.exists() is False
     outcome = maps.run_queued_map(folder, go["ticket"])
-    assert outcome["status"] == background.FINISHED and maps.map_ticket(folder) is None
-    assert maps.run_queued_map(folder, "not-a-ticket")["status"] == background.CANCELLED
+    assert outcome["status"] == jobs.FINISHED and maps.map_ticket(folder) is None
+    assert maps.run_queued_map(folder, "not-a-ticket")["status"] == jobs.CANCELLED
 
 
 def test_maps_page_registers_and_serves(data_dir: Path) -> None:
@@ -297,7 +297,7 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
             seen.append(page.follow_job(3, session, False, True, None))  # this tab's own job
 
     outcome = maps.run_map_job(folder, small_request(folder), report=look)
-    assert outcome["status"] == background.FINISHED
+    assert outcome["status"] == jobs.FINISHED
     value, label, start_disabled, cancel_disabled, watching, status, version = seen[0]
     assert (start_disabled, cancel_disabled, watching) == (True, False, True)
     assert (value, label) == (str(seen[1][0]), seen[1][1]) and label, label
@@ -308,7 +308,7 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
     assert (value, start_disabled, cancel_disabled, watching) == ("100", False, True, False)
     assert "message-ok" in json.dumps(status.to_plotly_json(), default=str) and isinstance(version, float)
     files = maps.map_files(folder)
-    files.write({"key": "k", "status": background.RUNNING, "started": 0.0})
+    files.write({"key": "k", "status": jobs.RUNNING, "started": 0.0})
     files.heartbeat.touch()
     os.utime(files.heartbeat, (1.0, 1.0))  # its heartbeat stopped long ago
     value, label, *_, status, version = page.follow_job(5, session, False, False, None)

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from support import SHORT_TEXT, TINY_FORM, callback_request, data_uri, store_data
 
-from app import background, config, forms, ids, sessions
+from app import config, forms, ids, jobs, sessions
 from app.services import UserError, comparisons, training_jobs
 from app.services import corpus as corpus_service
 
@@ -32,11 +32,11 @@ JOB_TIMEOUT = 120.0
 
 # ---------------------------------------------------------------------------------------- the queue, as pages see it
 @pytest.fixture
-def one_place(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[background.JobSlot]:
+def one_place(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[jobs.JobSlot]:
     """One job at a time on the server, taken by a job of another session (released by the test)."""
     monkeypatch.setenv("CHMM_MAX_JOBS", "1")
     monkeypatch.setenv("CHMM_MAX_WAITING_JOBS", "3")
-    held = background.JobSlot(data_dir, 1)
+    held = jobs.JobSlot(data_dir, 1)
     assert held.acquire(lambda place: None, stop=lambda: False)
     yield held
     held.release()
@@ -50,17 +50,17 @@ def new_session(corpus: bool = True) -> Path:
 
 
 def test_waiting_is_first_come_first_served_and_a_cancelled_or_abandoned_waiter_blocks_nobody(
-    one_place: background.JobSlot, monkeypatch: pytest.MonkeyPatch
+    one_place: jobs.JobSlot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three sessions press Start while the only place is taken: each gets a ticket and its place, in the order they
     came; the fourth is told the server is busy, and nothing of it is queued. A waiter that is cancelled leaves the
     queue at once; one whose page stopped asking holds nobody back (and keeps its place for when it asks again)."""
-    monkeypatch.setattr(background, "TICKET_AWAKE_S", 1.0)
+    monkeypatch.setattr(jobs.queue, "TICKET_AWAKE_S", 1.0)
     options = forms.options_from_form(TINY_FORM)
     first, second, third, fourth = (new_session() for _ in range(4))
     for folder in (first, second, third):
         training_jobs.queue_training(folder, options)
-    with pytest.raises(background.QueueFull, match=r"^The server is busy: 1 job\(s\) run and 3 wait for a place"):
+    with pytest.raises(jobs.QueueFull, match=r"^The server is busy: 1 job\(s\) run and 3 wait for a place"):
         training_jobs.queue_training(fourth, options)
     assert training_jobs.training_ticket(fourth) is None
     with pytest.raises(UserError, match="already running or waiting in this session"):
@@ -84,8 +84,8 @@ def test_waiting_is_first_come_first_served_and_a_cancelled_or_abandoned_waiter_
     assert view["state"] == "starting" and go == {"ticket": view["ticket"]} and view["ticket"].endswith(".go")
     # the first asks again: its turn comes once the started job has taken its place and left it
     assert training_jobs.queue_view(first, views[first][0])[0]["place"] == 2
-    ticket = background.started_ticket(go["ticket"], training_jobs.TRAINING_KIND, third.name)
-    slot = background.server_queue()
+    ticket = jobs.started_ticket(go["ticket"], training_jobs.TRAINING_KIND, third.name)
+    slot = jobs.server_queue()
     assert slot.acquire(lambda place: None, stop=lambda: False, ticket=ticket)  # the job takes its place at once
     assert not ticket.path.exists()
     assert training_jobs.queue_view(third, view) == (None, None)  # the job runs: the page follows it from here
@@ -96,34 +96,34 @@ def test_waiting_is_first_come_first_served_and_a_cancelled_or_abandoned_waiter_
 
 
 def test_a_ticket_whose_page_stopped_asking_is_dropped_and_the_page_says_so(
-    one_place: background.JobSlot, monkeypatch: pytest.MonkeyPatch
+    one_place: jobs.JobSlot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = new_session()
     training_jobs.queue_training(folder, forms.options_from_form(TINY_FORM))
     shown, _ = training_jobs.queue_view(folder, None)
-    monkeypatch.setattr(background, "TICKET_KEEP_S", 0.5)
+    monkeypatch.setattr(jobs.queue, "TICKET_KEEP_S", 0.5)
     time.sleep(1.0)
-    assert background.server_queue().waiters() == 0  # anyone who looks at the queue drops it
+    assert jobs.server_queue().waiters() == 0  # anyone who looks at the queue drops it
     view, go = training_jobs.queue_view(folder, shown)
     assert view["state"] == "dropped" and "no page of this session asked for its turn" in view["message"]
     assert go is None
 
 
-def test_a_reloaded_page_finds_its_waiting_job_and_a_forged_ticket_is_refused(one_place: background.JobSlot) -> None:
+def test_a_reloaded_page_finds_its_waiting_job_and_a_forged_ticket_is_refused(one_place: jobs.JobSlot) -> None:
     folder, other = new_session(), new_session()
     ticket = training_jobs.queue_training(folder, forms.options_from_form(TINY_FORM))
     view, _ = training_jobs.queue_view(folder, None)  # a page that knows nothing (reloaded) finds it
     assert view["state"] == "waiting" and view["ticket"] == ticket.name
     assert training_jobs.running_summary(folder) == [("Training: waiting for a place", "/train")]
-    assert background.started_ticket(ticket.name, training_jobs.TRAINING_KIND, folder.name) is None  # not started
+    assert jobs.started_ticket(ticket.name, training_jobs.TRAINING_KIND, folder.name) is None  # not started
     started = ticket.name.replace(".wait", ".go")
-    assert background.started_ticket(started, training_jobs.TRAINING_KIND, other.name) is None  # another session's
-    assert background.started_ticket("../../secret.go", training_jobs.TRAINING_KIND, folder.name) is None
+    assert jobs.started_ticket(started, training_jobs.TRAINING_KIND, other.name) is None  # another session's
+    assert jobs.started_ticket("../../secret.go", training_jobs.TRAINING_KIND, folder.name) is None
     outcome = training_jobs.run_queued_training(other, started)
-    assert outcome.status == background.CANCELLED and training_jobs.training_ticket(folder) is not None
+    assert outcome.status == jobs.CANCELLED and training_jobs.training_ticket(folder) is not None
 
 
-def test_a_comparison_waits_as_a_ticket_too(one_place: background.JobSlot) -> None:
+def test_a_comparison_waits_as_a_ticket_too(one_place: jobs.JobSlot) -> None:
     folder = new_session()
     comparisons.queue_comparison(folder, ["ngram"], "session", None)
     view, go = comparisons.queue_view(folder, None)
@@ -137,7 +137,7 @@ def test_a_comparison_waits_as_a_ticket_too(one_place: background.JobSlot) -> No
     view, go = comparisons.queue_view(folder, None)
     assert view["state"] == "starting" and go is not None
     saved = comparisons.run_queued_comparison(folder, go["ticket"])
-    assert saved["status"] == background.FINISHED and comparisons.comparison_ticket(folder) is None
+    assert saved["status"] == jobs.FINISHED and comparisons.comparison_ticket(folder) is None
 
 
 # ------------------------------------------------------------------------------------------ through the web server
@@ -202,18 +202,18 @@ def job_processes(before: set[int]) -> list[psutil.Process]:
 
 
 def is_sentinel(process: psutil.Process) -> bool:
-    """Whether ``process`` is a job's sentinel (app.sentinel), which watches its job from outside."""
+    """Whether ``process`` is a job's sentinel (app.jobs.sentinel), which watches its job from outside."""
     with contextlib.suppress(psutil.Error):
-        return "app.sentinel" in process.cmdline()
+        return "app.jobs.sentinel" in process.cmdline()
     return False
 
 
 def finished(folder: Path) -> bool:
-    return (training_jobs.read_job(folder) or {}).get("status") == background.FINISHED
+    return (training_jobs.read_job(folder) or {}).get("status") == jobs.FINISHED
 
 
 def test_jobs_waiting_for_a_place_hold_no_process_and_start_first_come_first_served(
-    one_place: background.JobSlot,
+    one_place: jobs.JobSlot,
 ) -> None:
     """Issue 36: each job waiting for a place waited in a forked process of its own (20 sessions pressing Start left
     19 processes and 3.26 GB). Three tabs press Start while the only place is taken: no process is started, each
@@ -234,7 +234,7 @@ def test_jobs_waiting_for_a_place_hold_no_process_and_start_first_come_first_ser
     assert [page.queued().get("place") for page in pages] == [1, 2, 3]
     assert "number 1 in the queue" in pages[0].queued()["message"]
     assert job_processes(before) == [], "a waiting job holds a process"
-    assert len(list((config.data_dir() / background.QUEUE).glob("*.wait"))) == 3
+    assert len(list((config.data_dir() / jobs.QUEUE).glob("*.wait"))) == 3
 
     one_place.release()
     order = []
@@ -253,7 +253,7 @@ def test_jobs_waiting_for_a_place_hold_no_process_and_start_first_come_first_ser
     started = [training_jobs.read_job(page.folder)["started"] for page in pages]
     assert started == sorted(started)
     assert all(sessions.current_model_path(page.folder).is_file() for page in pages)
-    assert not list((config.data_dir() / background.QUEUE).glob("*"))
+    assert not list((config.data_dir() / jobs.QUEUE).glob("*"))
 
 
 # ------------------------------------------------------------------------------------------ the memory limit
@@ -307,7 +307,7 @@ def test_a_request_job_past_the_memory_limit_stops_with_a_sentence(tmp_path: Pat
 
 
 def _training_past_the_memory_limit(folder: str, answer: multiprocessing.Queue) -> None:
-    from engine import training
+    from engine import api
 
     def hungry(*_args: Any, **_kwargs: Any) -> None:
         kept = []
@@ -316,9 +316,9 @@ def _training_past_the_memory_limit(folder: str, answer: multiprocessing.Queue) 
             time.sleep(0.01)
         raise RuntimeError("not stopped")
 
-    training.train_text = hungry  # the engine's training, as if it needed far more memory than estimated
+    api.train_text = hungry  # the engine's training (the app's door to it), as if it needed far more memory
     os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
-    with background.job_process(record=training_jobs.training_files(Path(folder))):
+    with jobs.job_process(record=training_jobs.training_files(Path(folder))):
         outcome = training_jobs.run_training_job(Path(folder), forms.options_from_form(TINY_FORM))
     answer.put(outcome.as_dict())
 
@@ -326,7 +326,7 @@ def _training_past_the_memory_limit(folder: str, answer: multiprocessing.Queue) 
 def test_a_training_past_the_memory_limit_fails_with_its_cause(with_corpus: Path) -> None:
     before = sessions.current_model_path(with_corpus).read_bytes()
     outcome, child = in_child(_training_past_the_memory_limit, str(with_corpus))
-    assert outcome["status"] == background.FAILED, outcome
+    assert outcome["status"] == jobs.FAILED, outcome
     assert outcome["message"].startswith("Training stopped: it needed more than ")
     assert "the server's limit per job (CHMM_MAX_JOB_MB); choose fewer states" in outcome["message"]
     assert training_jobs.read_job(with_corpus)["message"] == outcome["message"]
@@ -336,13 +336,13 @@ def test_a_training_past_the_memory_limit_fails_with_its_cause(with_corpus: Path
 def _job_that_ignores_the_limit(folder: str, answer: multiprocessing.Queue) -> None:
     """A job whose code swallows every MemoryError and allocates on (a stand-in for a kernel that cannot be
     interrupted): its watch must kill it, after recording why."""
-    background.MEMORY_GRACE_S = 1.0
+    jobs.process.MEMORY_GRACE_S = 1.0
     files = training_jobs.training_files(Path(folder))
-    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
+    files.write({"key": "k", "status": jobs.RUNNING, "started": time.time()})
     os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 150)
     answer.put("started")
     kept = []
-    with background.job_process(record=files), files.alive():
+    with jobs.job_process(record=files), files.alive():
         while len(kept) < 4 * SAFETY_CHUNKS:
             with contextlib.suppress(MemoryError):
                 while len(kept) < 4 * SAFETY_CHUNKS:
@@ -357,7 +357,7 @@ def test_a_job_that_stays_past_the_memory_limit_is_killed_and_its_page_says_why(
     assert child.exitcode == -9, child.exitcode  # SIGKILL from its own watch
     record = training_jobs.read_job(with_corpus)
     assert "it needed more than" in record["cause"]
-    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 1)
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + jobs.STALE_AFTER_S + 1)
     assert message is not None and message.startswith("The training job stopped: it needed more than ")
     assert "the server's limit per job (CHMM_MAX_JOB_MB)" in message and "died" not in message
 
@@ -382,9 +382,9 @@ def _job_inside_c_code_past_the_limit(folder: str, answer: multiprocessing.Queue
     """A job that passes its memory limit by far, then enters C code that holds the GIL for about 40 s: its watch
     thread cannot run, so only the sentinel process can stop it."""
     files = training_jobs.training_files(Path(folder))
-    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
+    files.write({"key": "k", "status": jobs.RUNNING, "started": time.time()})
     os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 100)
-    with background.job_process(record=files), files.alive():
+    with jobs.job_process(record=files), files.alive():
         answer.put(time.time())
         time.sleep(0.5)  # the queue's feeder thread sends it (it needs the GIL)
         grow_past_the_hard_limit()
@@ -403,25 +403,25 @@ def test_a_job_inside_c_code_that_holds_the_gil_is_still_stopped_at_its_memory_l
     assert seconds < 15.0, seconds
     record = training_jobs.read_job(with_corpus)
     assert "it needed more than" in record["cause"] and "CHMM_MAX_JOB_MB" in record["cause"]
-    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + background.STALE_AFTER_S + 1)
+    message = training_jobs.reap_dead_job(with_corpus, now=time.time() + jobs.STALE_AFTER_S + 1)
     assert message is not None and message.startswith("The training job stopped: it needed more than ")
     assert not [p for p in psutil.Process().children(recursive=True) if is_sentinel(p)]
 
 
 def _long_c_call_with_a_heartbeat(folder: str, seconds: float, answer: multiprocessing.Queue) -> None:
     files = training_jobs.training_files(Path(folder))
-    files.write({"key": "k", "status": background.RUNNING, "started": time.time()})
-    with background.job_process(record=files), files.alive():
+    files.write({"key": "k", "status": jobs.RUNNING, "started": time.time()})
+    with jobs.job_process(record=files), files.alive():
         answer.put("inside")
         time.sleep(0.5)  # the queue's feeder thread sends it (it needs the GIL)
         hold_the_gil(seconds)
-    files.write({"key": "k", "status": background.FINISHED, "started": time.time()})
+    files.write({"key": "k", "status": jobs.FINISHED, "started": time.time()})
 
 
 def test_a_job_inside_c_code_that_holds_the_gil_is_not_taken_for_dead(with_corpus: Path) -> None:
     """Infomap holds the GIL for its whole run (20 s on a 60,000-node graph), so the job's heartbeat thread stopped
     beating and after 6 s its page called the job dead. The sentinel beats for it while its process lives."""
-    seconds = background.STALE_AFTER_S + 4.0
+    seconds = jobs.STALE_AFTER_S + 4.0
     context = multiprocessing.get_context("fork")
     answer = context.Queue()
     child = context.Process(target=_long_c_call_with_a_heartbeat, args=(str(with_corpus), seconds, answer))
@@ -429,12 +429,12 @@ def test_a_job_inside_c_code_that_holds_the_gil_is_not_taken_for_dead(with_corpu
     assert answer.get(timeout=30) == "inside"
     files = training_jobs.training_files(with_corpus)
     ages = []
-    while child.is_alive() and training_jobs.read_job(with_corpus)["status"] == background.RUNNING:
+    while child.is_alive() and training_jobs.read_job(with_corpus)["status"] == jobs.RUNNING:
         ages.append(time.time() - files.heartbeat.stat().st_mtime)
         assert files.running(), ages
         time.sleep(0.25)
     child.join(timeout=30)
-    assert child.exitcode == 0 and len(ages) > 4 * background.STALE_AFTER_S
+    assert child.exitcode == 0 and len(ages) > 4 * jobs.STALE_AFTER_S
     assert max(ages) < 2.5, max(ages)
 
 
@@ -443,7 +443,7 @@ def _request_inside_c_code(folder: str, memory: bool, answer: multiprocessing.Qu
     sentinel can stop it, and the request's callback, its process gone, cannot say why."""
     from app import ui
 
-    background.MEMORY_GRACE_S = 1.0
+    jobs.process.MEMORY_GRACE_S = 1.0
     os.environ["CHMM_MAX_REQUEST_SECONDS"] = "1"
     os.environ["CHMM_MAX_JOB_MB"] = str(int(_rss_mb()) + 100)
     answer.put(time.time())
@@ -471,7 +471,7 @@ def test_a_request_killed_inside_c_code_is_told_to_every_tab_of_its_session(memo
     assert "Scoring stopped: it " in text and "try a shorter text or a smaller model." in text
     assert ("it needed more than" in text) if memory else ("it ran past its limit of 1 s" in text)
     assert main.show_notice(2, session, stamp) == (dash.no_update, dash.no_update)  # shown once per tab
-    assert background.read_notice(folder, now=stamp + background.NOTICE_SHOWN_S + 1) is None
+    assert jobs.read_notice(folder, now=stamp + jobs.NOTICE_SHOWN_S + 1) is None
     assert main.show_notice(3, sessions.new_session_id(), None) == (dash.no_update, dash.no_update)  # its session's
 
 
@@ -481,4 +481,4 @@ def test_the_job_memory_limit_defaults_to_three_quarters_of_the_machine(monkeypa
     assert config.max_job_bytes() > config.max_train_bytes()  # a training the estimate accepts fits in its job
     monkeypatch.setenv("CHMM_MAX_JOB_MB", "900")
     assert config.max_job_bytes() == 900_000_000
-    assert "it needed more than 900 MB, the server's limit per job" in str(background.JobMemoryError(900_000_000))
+    assert "it needed more than 900 MB, the server's limit per job" in str(jobs.JobMemoryError(900_000_000))

@@ -33,8 +33,8 @@ KIND_ATTRIBUTES = {"form", "indptr"}
 """Attributes whose value tells the kind of a model (its ``form``; only sparse models have ``indptr``)."""
 DOOR = {"engine.api", "engine.errors", "engine.files"}
 """What a front end may import of the engine."""
-FRONT_END_FILES = sorted((ROOT / "engine" / "cli").rglob("*.py"))
-"""The front ends the allow-list covers: the command line (the app follows once it goes through the door)."""
+FRONT_END_FILES = sorted((ROOT / "engine" / "cli").rglob("*.py")) + sorted((ROOT / "app").rglob("*.py"))
+"""The front ends the allow-list covers: the command line and the app."""
 MAX_FLOORS = 10
 """Floors of the engine's rooms at most (the flat engine had 17)."""
 IMPLEMENTATION_PACKAGE = "engine.backends"
@@ -219,9 +219,11 @@ def test_the_circle_check_finds_a_planted_circle(tmp_path: Path) -> None:
     assert structure.circles(structure.module_graph(ROOT)) == []
 
 
-def test_no_engine_module_or_function_is_above_its_limit() -> None:
-    assert {p: n for p, n in structure.long_modules(ROOT).items() if p.startswith("engine/")} == {}
-    assert {f: n for f, n in structure.long_functions(ROOT).items() if f.startswith("engine/")} == {}
+def test_no_module_or_function_is_above_its_limit() -> None:
+    """No module of the engine or the app above 700 lines, no function above 80 (a page's layout and a command's
+    argument table aside)."""
+    assert structure.long_modules(ROOT) == {}
+    assert structure.long_functions(ROOT) == {}
 
 
 def test_the_choices_come_from_the_registry() -> None:

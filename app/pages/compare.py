@@ -3,14 +3,14 @@ corpus or the sample, as one background job, and show test BPS, training seconds
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, callback, ctx, dash_table, dcc, html, no_update
-from dash.exceptions import PreventUpdate
+from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
 
-from app import background, figures, forms, ids, services, sessions, ui
+from app import figures, forms, ids, jobs, sessions, ui
+from app.jobs import panel
 from app.services import comparisons
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
@@ -83,15 +83,8 @@ def layout(**_query: Any) -> html.Div:
             f"The training part is capped at {comparisons.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
-        html.Div(
-            [
-                html.Button("Compare", id=ids.COMPARE_START, className="button primary"),
-                html.Button("Cancel", id=ids.COMPARE_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
-        html.Progress(id=ids.COMPARE_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.COMPARE_PROGRESS_LABEL, className="hint"),
+        panel.COMPARISON.buttons("Compare"),
+        *panel.COMPARISON.progress_bar(),
         dcc.Interval(id=ids.COMPARE_WATCH, interval=1000),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
@@ -106,14 +99,13 @@ def layout(**_query: Any) -> html.Div:
             style_header={"fontWeight": 600},
         ),
         dcc.Graph(id=ids.COMPARE_CHART, figure=figures.compare_figure(None), config={"displaylogo": False}),
-        html.Div(
+        ui.buttons(
             html.Button(
                 "Make the compared CHMM the current model",
                 id=ids.COMPARE_MAKE_CURRENT,
                 className="button",
                 disabled=True,
-            ),
-            className="buttons",
+            )
         ),
     )
     return html.Div([html.H2("Compare learners"), setup, results])
@@ -125,81 +117,29 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     return str(value), label, figures.compare_rows(saved), figures.compare_figure(saved)
 
 
-@callback(
-    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
-    Output(ids.COMPARE_GO, "data", allow_duplicate=True),
-    Input(ids.COMPARE_START, "n_clicks"),
-    State(ids.SESSION, "data"),
+def _queue(folder: Path, learners: Any, corpus: Any, values: list[Any], setting_ids: list[dict[str, str]]) -> None:
+    """Check a comparison of the picked learners with the typed settings and put it into the server's queue."""
+    options = forms.learner_settings(typed_settings(values, setting_ids))
+    comparisons.queue_comparison(folder, learners, corpus, options)
+
+
+start = panel.COMPARISON.register_start(
+    _queue,
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
-    prevent_initial_call=True,
 )
-def start(
-    _clicks: int | None,
-    session_id: str | None,
-    learners: Any,
-    corpus: Any,
-    values: list[Any],
-    setting_ids: list[dict[str, str]],
-) -> tuple[Any, Any]:
-    """Compare: in the web worker, check the comparison and put it into the server's queue (a ticket, not a
-    process; see :class:`app.background.JobSlot`); it starts at once when a place is free and nobody waits, else
-    when the app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
-    ui.require_click(_clicks)
-
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        options = forms.learner_settings(typed_settings(values, setting_ids))
-        comparisons.queue_comparison(folder, learners, corpus, options)
-        return comparisons.queue_view(folder, None)
-
-    return ui.queue_start(enter)
 
 
-@callback(
-    Output(ids.COMPARE_RESULT, "data"),
-    Input(ids.COMPARE_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.COMPARING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.COMPARE_CANCEL, "n_clicks")],
-    progress=[Output(ids.COMPARING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
-)
-def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued comparison whose turn has come: trains the picked learners with the settings
-    its ticket holds; the figures go to the session folder, the page gets a status and a message."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"status": background.REFUSED, "message": services.describe_error(exc)}
-    try:
-        with background.job_process(record=comparisons.compare_files(folder)):
-            saved = comparisons.run_queued_comparison(folder, go.get("ticket"), report=lambda s: set_progress((s,)))
-    except background.JobMemoryError as exc:  # past the memory limit outside a learner's training
-        return {"status": background.FAILED, "message": f"The comparison stopped: {exc}."}
+def _compare_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The job of a queued comparison whose turn has come: trains the picked learners with the settings its ticket
+    holds; the figures go to the session folder, the page gets a status and a message."""
+    saved = comparisons.run_queued_comparison(folder, ticket, report=report)
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 
-@callback(
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.COMPARE_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The session's comparison in the queue: its place while it waits, "starting" when its turn came, or why it was
-    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in ("waiting", "starting")):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    return ui.message(view.get("message", "")), view.get("message", "")
+run, show_queued, show_running = panel.COMPARISON.register(_compare_job, "The comparison stopped: {exc}.")
 
 
 def typed_settings(values: list[Any], setting_ids: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -254,19 +194,6 @@ def show_estimate(
 
 
 @callback(
-    Output(ids.COMPARE_START, "disabled"),
-    Output(ids.COMPARE_CANCEL, "disabled"),
-    Input(ids.COMPARING_FLAG, "data"),
-    Input(ids.COMPARE_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    """Start while no comparison of this tab runs or waits, Cancel while one does (the flag and the queue's view
-    live in the app shell, so they are right when the page is opened again mid-job)."""
-    busy = bool(running) or (queued or {}).get("state") in ("waiting", "starting")
-    return busy, not busy
-
-
-@callback(
     Output(ids.COMPARE_PROGRESS, "value"),
     Output(ids.COMPARE_PROGRESS_LABEL, "children"),
     Output(ids.COMPARE_TABLE, "data"),
@@ -317,9 +244,8 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     """After a job: the session's latest comparison, and the job's message."""
     if not result:
         return (no_update,) * 5
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(result.get("status", ""), "error")
-    message = ui.message(result.get("message", ""), kind)
-    if result.get("status") == background.REFUSED:  # the job did not run: keep the last comparison shown
+    message = ui.outcome_message(result)
+    if result.get("status") == jobs.REFUSED:  # the job did not run: keep the last comparison shown
         return no_update, no_update, no_update, no_update, message
     try:
         saved = comparisons.latest_compare(sessions.session_folder(session_id))
@@ -328,21 +254,8 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     return (*_view(saved), message)
 
 
-@callback(
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Output(ids.COMPARE_QUEUED, "data", allow_duplicate=True),
-    Input(ids.COMPARE_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    """Take a waiting comparison out of the queue, or write the cancel flag of a running one (the job stops before
-    the next learner even where it cannot be killed)."""
-    ui.require_click(_clicks)
-    try:
-        return ui.message(comparisons.request_cancel(sessions.session_folder(session_id))), None
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
+cancel = panel.COMPARISON.register_cancel(comparisons.request_cancel)
+"""Cancel: a waiting comparison leaves the queue, a running one stops before the next learner."""
 
 
 @callback(
@@ -381,17 +294,10 @@ def allow_make_current(session_id: str | None, _running: Any) -> bool:
     return not any(row.get("model") for row in saved.get("results") or [])
 
 
-@callback(
+make_current = ui.session_action(
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.COMPARE_MAKE_CURRENT, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
+    lambda folder, _clicks: comparisons.make_compared_current(folder),
 )
-def make_current(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        message = comparisons.make_compared_current(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(message, "ok"), time.time()
+"""Make the CHMM of the last comparison the current model."""

@@ -44,12 +44,9 @@ def layout(**_query: Any) -> html.Div:
                     ],
                     className="form-grid",
                 ),
-                html.Div(
-                    [
-                        html.Button("Scramble", id=ids.DECODE_SCRAMBLE, className="button"),
-                        html.Button("Decode", id=ids.DECODE_BUTTON, className="button primary"),
-                    ],
-                    className="buttons",
+                ui.buttons(
+                    html.Button("Scramble", id=ids.DECODE_SCRAMBLE, className="button"),
+                    html.Button("Decode", id=ids.DECODE_BUTTON, className="button primary"),
                 ),
                 html.Div(id=ids.DECODE_MESSAGE),
                 dcc.Store(id=ids.DECODE_SCRAMBLED_FROM),

@@ -49,14 +49,9 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
                     ],
                     className="form-grid",
                 ),
-                html.Div(
-                    [
-                        html.Button("Export", id=ids.EXPORT_BUTTON, className="button primary"),
-                        html.Button(
-                            "Download the current model (.npz)", id=ids.EXPORT_MODEL_BUTTON, className="button"
-                        ),
-                    ],
-                    className="buttons",
+                ui.buttons(
+                    html.Button("Export", id=ids.EXPORT_BUTTON, className="button primary"),
+                    html.Button("Download the current model (.npz)", id=ids.EXPORT_MODEL_BUTTON, className="button"),
                 ),
                 dcc.Download(id=ids.EXPORT_DOWNLOAD),
                 dcc.Loading(html.Div(id=ids.EXPORT_MESSAGE)),

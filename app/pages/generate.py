@@ -41,28 +41,25 @@ def layout(**_query: Any) -> html.Div:
             ],
             className="form-grid",
         ),
-        html.Div(html.Button("Sample", id=ids.SAMPLE_BUTTON, className="button primary"), className="buttons"),
+        ui.buttons(html.Button("Sample", id=ids.SAMPLE_BUTTON, className="button primary")),
         dcc.Loading(html.Div(id=ids.SAMPLE_OUTPUT)),
     )
     score_card = ui.card(
         "Score",
         dcc.Textarea(id=ids.SCORE_TEXT, placeholder="Paste text to score under the current model", className="text"),
-        html.Div(
-            [
-                html.Button("Score", id=ids.SCORE_BUTTON, className="button primary"),
-                dcc.Checklist(
-                    id=ids.SCORE_PLACEHOLDER_MODE,
-                    options=[{"label": " words outside the vocabulary as \u201crare\u201d", "value": "on"}],
-                    value=[],
-                    inline=True,
-                ),
-                html.Span(
-                    "Off (the default for a text that is not the model's own): every word is read letter by letter, "
-                    "so an unknown or foreign word costs what its letters cost. On: the paper's test protocol.",
-                    className="hint",
-                ),
-            ],
-            className="buttons",
+        ui.buttons(
+            html.Button("Score", id=ids.SCORE_BUTTON, className="button primary"),
+            dcc.Checklist(
+                id=ids.SCORE_PLACEHOLDER_MODE,
+                options=[{"label": " words outside the vocabulary as \u201crare\u201d", "value": "on"}],
+                value=[],
+                inline=True,
+            ),
+            html.Span(
+                "Off (the default for a text that is not the model's own): every word is read letter by letter, "
+                "so an unknown or foreign word costs what its letters cost. On: the paper's test protocol.",
+                className="hint",
+            ),
         ),
         dcc.Loading(html.Div(id=ids.SCORE_OUTPUT)),
     )

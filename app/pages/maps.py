@@ -5,6 +5,7 @@ planned between two clones, Infomap's modules; download the map's model and grap
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import dash
@@ -12,13 +13,14 @@ import dash_cytoscape as cyto
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import background, figures, ids, services, sessions, ui
+from app import figures, ids, jobs, services, sessions, ui
+from app.jobs import panel
 from app.services import maps
-from engine.cognitive import walks
+from engine import api
 
 dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
 
-QUEUE_ACTIVE = ("waiting", "starting")
+QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 ROUTE_COLOUR = "#e6007e"
 """The planned route's colour: apart from every observation's colour (the palette's red is an observation's)."""
 BASE_STYLE = [
@@ -72,7 +74,7 @@ def layout(**_query: Any) -> html.Div:
                 ui.field(
                     "Clones per observation",
                     dcc.Input(id=ids.MAP_CLONES, type="number", step="any", value=maps.APP_CLONES, className="num"),
-                    f"the engine's default is {walks.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
+                    f"the engine's default is {api.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
                     "from 10,000 steps in a few seconds on 2 cores (70 take about four times as long)",
                 ),
                 ui.field("Seed", dcc.Input(id=ids.MAP_SEED, type="number", step="any", value=0, className="num")),
@@ -103,15 +105,8 @@ def layout(**_query: Any) -> html.Div:
             "merged: the recipe of `chmm map`. It runs in the background; Cancel keeps the previous map.",
             className="hint",
         ),
-        html.Div(
-            [
-                html.Button("Learn the map", id=ids.MAP_START, className="button primary"),
-                html.Button("Cancel", id=ids.MAP_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
-        html.Progress(id=ids.MAP_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.MAP_PROGRESS_LABEL, className="hint"),
+        panel.MAP.buttons("Learn the map"),
+        *panel.MAP.progress_bar(),
         html.Div(id=ids.MAP_STATUS),
     )
     learned = ui.card(
@@ -171,12 +166,9 @@ def layout(**_query: Any) -> html.Div:
             ],
             className="two-columns",
         ),
-        html.Div(
-            [
-                html.Button("Download the map model (.npz)", id=ids.MAP_DOWNLOAD_MODEL, className="button"),
-                html.Button("Download the map graph (GraphML)", id=ids.MAP_DOWNLOAD_GRAPHML, className="button"),
-            ],
-            className="buttons",
+        ui.buttons(
+            html.Button("Download the map model (.npz)", id=ids.MAP_DOWNLOAD_MODEL, className="button"),
+            html.Button("Download the map graph (GraphML)", id=ids.MAP_DOWNLOAD_GRAPHML, className="button"),
         ),
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),
@@ -235,84 +227,28 @@ def upload_walk(contents: str | None, filename: str | None, session_id: str | No
 
 
 # ------------------------------------------------------------------------------------------ the job
-@callback(
-    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
-    Output(ids.MAP_GO, "data", allow_duplicate=True),
-    Input(ids.MAP_START, "n_clicks"),
-    State(ids.SESSION, "data"),
+def _queue(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any) -> None:
+    """Check the map job's form and put the job into the server's queue (as the Train page does)."""
+    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
+
+
+start = panel.MAP.register_start(
+    _queue,
     State(ids.MAP_SOURCE, "value"),
     State(ids.MAP_ROOM, "value"),
     State(ids.MAP_LENGTH, "value"),
     State(ids.MAP_CLONES, "value"),
     State(ids.MAP_SEED, "value"),
-    prevent_initial_call=True,
 )
-def start(
-    _clicks: int | None, session_id: str | None, source: Any, room: Any, length: Any, clones: Any, seed: Any
-) -> tuple[Any, Any]:
-    """Learn: check the form and put the job into the server's queue (as the Train page does); it starts at once
-    when a place is free, else when the app shell's polling finds its turn has come."""
-    ui.require_click(_clicks)
-
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
-        return maps.queue_view(folder, None)
-
-    return ui.queue_start(enter)
 
 
-@callback(
-    Output(ids.MAP_RESULT, "data"),
-    Input(ids.MAP_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.MAPPING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.MAP_CANCEL, "n_clicks")],
-    progress=[Output(ids.MAPPING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
-)
-def learn(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued map whose turn has come: the map goes to the session folder, the page gets a
-    key, a status and a message."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
-    try:
-        with background.job_process(record=maps.map_files(folder)):
-            return maps.run_queued_map(folder, go.get("ticket"), report=lambda record: set_progress((record,)))
-    except background.JobMemoryError as exc:
-        return {"key": "", "status": background.FAILED, "message": f"The map job stopped: {exc}."}
+def _map_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The job of a queued map whose turn has come: the map goes to the session folder, the page gets a key, a
+    status and a message."""
+    return maps.run_queued_map(folder, ticket, report=report)
 
 
-@callback(
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.MAP_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The map job in the queue: its place, "starting", or why it was refused or dropped."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    return ui.message(view.get("message", "")), view.get("message", "")
-
-
-@callback(
-    Output(ids.MAP_START, "disabled"),
-    Output(ids.MAP_CANCEL, "disabled"),
-    Input(ids.MAPPING_FLAG, "data"),
-    Input(ids.MAP_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
-    return busy, not busy
+learn, show_queued, show_running = panel.MAP.register(_map_job, "The map job stopped: {exc}.")
 
 
 @callback(
@@ -341,34 +277,17 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     """The job's message when it ends; a finished job's map is drawn (the map version changes)."""
     if not result:
         return (no_update,) * 4
-    status = result.get("status", "")
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
-    finished = status == background.FINISHED
+    finished = result.get("status", "") == jobs.FINISHED
     return (
-        ui.message(result.get("message", ""), kind),
+        ui.outcome_message(result),
         "100" if finished else "0",
         "Finished." if finished else result.get("message", ""),
         time.time() if finished else no_update,
     )
 
 
-@callback(
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.MAP_QUEUED, "data", allow_duplicate=True),
-    Input(ids.MAP_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
-    """Take a waiting job out of the queue, or raise the running job's cancel flag; the previous map stays."""
-    ui.require_click(_clicks)
-    try:
-        message = maps.request_cancel(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update, no_update, no_update
-    return ui.message(message), "0", message, None
+cancel = panel.MAP.register_cancel(maps.request_cancel, lambda message: ("0", message))
+"""Cancel: a waiting job leaves the queue, a running one gets its cancel flag; the previous map stays."""
 
 
 @callback(
@@ -394,50 +313,32 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     return str(value), label
 
 
-@callback(
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.MAP_START, "disabled", allow_duplicate=True),
-    Output(ids.MAP_CANCEL, "disabled", allow_duplicate=True),
-    Output(ids.MAP_WATCH_STATE, "data"),
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Output(ids.MAP_VERSION, "data", allow_duplicate=True),
-    Input(ids.MAP_WATCH, "n_intervals"),
-    State(ids.SESSION, "data"),
-    State(ids.MAP_WATCH_STATE, "data"),
-    State(ids.MAPPING_FLAG, "data"),
-    State(ids.MAP_QUEUED, "data"),
-    prevent_initial_call=True,
-)
-def follow_job(
-    _ticks: int | None, session_id: str | None, watching: bool | None, mine: bool | None, queued: dict[str, Any] | None
-) -> tuple[Any, ...]:
-    """Every second: a map job whose process died (its heartbeat stopped) is said as failed, whichever tab started
-    it. A job this page did not start (started in another tab of the session, or before this page was opened
-    again): follow its record, keep Learn disabled and Cancel enabled while it runs, and when it ends give them
-    back, say how it ended and draw its map. A job started from this page is followed by its own background
-    callback."""
-    quiet = (no_update,) * 7
-    try:
-        folder = sessions.session_folder(session_id)
-        died = maps.reap_dead_job(folder)
-    except ui.EXPECTED_ERRORS:
-        return quiet
-    if died is not None:
-        return "0", died, False, True, False, ui.message(died, "error"), no_update
-    if mine or (queued or {}).get("state") in QUEUE_ACTIVE:
-        return quiet
-    running = maps.map_running(folder)
-    if not running and not watching:
-        return quiet
+def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The map job's stage as the page shows it (its bar and label) and, once it has ended, how (its sentence) and
+    the map version (changed when it finished, so that its map is drawn)."""
     record = maps.read_job(folder)
     value, label = maps.progress_of(record)
     if running:
-        return str(value), label, True, False, True, no_update, no_update
-    status = (record or {}).get("status")
-    kind = {background.FINISHED: "ok", background.CANCELLED: "info"}.get(status, "error")
-    ended = ui.message((record or {}).get("message", ""), kind)
-    return str(value), label, False, True, False, ended, (time.time() if status == background.FINISHED else no_update)
+        return (str(value), label), ()
+    finished = (record or {}).get("status") == jobs.FINISHED
+    return (str(value), label), (ui.outcome_message(record), time.time() if finished else no_update)
+
+
+def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
+    """Whether this tab's own background callback follows the job (it runs, or waits in the queue)."""
+    return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
+
+
+follow_job = panel.MAP.register_follow(
+    ids.MAP_WATCH,
+    ids.MAP_WATCH_STATE,
+    maps.reap_dead_job,
+    _followed,
+    mine=_mine,
+    mine_states=(State(ids.MAPPING_FLAG, "data"), State(ids.MAP_QUEUED, "data")),
+    after=(Output(ids.MAP_VERSION, "data", allow_duplicate=True),),
+    died_view=lambda _folder, died: ("0", died),
+)
 
 
 # ------------------------------------------------------------------------------------------ the map

@@ -3,11 +3,10 @@ download the current one, undo back to the previous model."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html
 
 from app import config, figures, ids, services, sessions, ui
 from app.services import models as model_service
@@ -87,12 +86,9 @@ def layout(**_query: Any) -> html.Div:
                     max_size=config.browser_upload_bytes(config.max_model_upload_bytes()),
                     className="upload",
                 ),
-                html.Div(
-                    [
-                        html.Button("Download the current model", id=ids.MODEL_DOWNLOAD_BUTTON, className="button"),
-                        html.Button("Undo (back to the previous model)", id=ids.MODEL_UNDO, className="button"),
-                    ],
-                    className="buttons",
+                ui.buttons(
+                    html.Button("Download the current model", id=ids.MODEL_DOWNLOAD_BUTTON, className="button"),
+                    html.Button("Undo (back to the previous model)", id=ids.MODEL_UNDO, className="button"),
                 ),
                 dcc.Download(id=ids.MODEL_DOWNLOAD),
                 html.Div(id=ids.MODEL_MESSAGE),
@@ -166,37 +162,23 @@ def show_model(session_id: str | None, _version: Any) -> tuple[Any, Any, Any]:
     return summary_view(summary)
 
 
-@callback(
+load_model = ui.session_action(
     Output(ids.MODEL_MESSAGE, "children"),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.MODEL_UPLOAD, "contents"),
+    lambda folder, contents, filename: model_service.load_model_upload(folder, contents, filename),
     State(ids.MODEL_UPLOAD, "filename"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
 )
-def load_model(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(contents)
-    try:
-        text = model_service.load_model_upload(sessions.session_folder(session_id), contents, filename)
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(text, "ok"), time.time()
+"""Load a saved model (an upload) as the session's current model."""
 
 
-@callback(
+undo = ui.session_action(
     Output(ids.MODEL_MESSAGE, "children", allow_duplicate=True),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.MODEL_UNDO, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
+    lambda folder, _clicks: model_service.undo_model(folder),
 )
-def undo(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        text = model_service.undo_model(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(text, "ok"), time.time()
+"""Undo: the previous model becomes current again."""
 
 
 @callback(

@@ -4,7 +4,6 @@ Fig 3(d)) and make the model pruned at the slider's threshold current (undo on t
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import dash
@@ -39,12 +38,9 @@ def layout(**_query: Any) -> html.Div:
                     "or type it: a probability from 1e-5 to 0.1, e.g. 0.002 or 2e-3",
                 ),
                 html.Div(id=ids.PRUNE_THRESHOLD_LABEL, className="hint"),
-                html.Div(
-                    [
-                        html.Button("Run the sweep", id=ids.PRUNE_SWEEP_BUTTON, className="button primary"),
-                        html.Button("Apply (make the pruned model current)", id=ids.PRUNE_APPLY, className="button"),
-                    ],
-                    className="buttons",
+                ui.buttons(
+                    html.Button("Run the sweep", id=ids.PRUNE_SWEEP_BUTTON, className="button primary"),
+                    html.Button("Apply (make the pruned model current)", id=ids.PRUNE_APPLY, className="button"),
                 ),
                 html.Div(id=ids.PRUNE_MESSAGE),
             ),
@@ -125,18 +121,11 @@ def show_sweep(result: dict[str, Any] | None, exponent: Any) -> Any:
     return figures.prune_figure(result, selected)
 
 
-@callback(
+apply = ui.session_action(
     Output(ids.PRUNE_MESSAGE, "children"),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.PRUNE_APPLY, "n_clicks"),
+    lambda folder, _clicks, typed: prune_service.apply_prune(folder, typed=typed),
     State(ids.PRUNE_THRESHOLD_TEXT, "value"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
 )
-def apply(_clicks: int | None, typed: Any, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        text = prune_service.apply_prune(sessions.session_folder(session_id), typed=typed)
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(text, "ok"), time.time()
+"""Apply: the model pruned at the typed threshold becomes current."""

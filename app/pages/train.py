@@ -3,30 +3,33 @@ background job with a live progress bar and BPS chart, cancel."""
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, ctx, dcc, html, no_update
-from dash.exceptions import PreventUpdate
+from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import background, config, figures, forms, ids, services, sessions, ui
+from app import config, figures, forms, ids, services, sessions, ui
+from app.jobs import panel
 from app.services import corpus as corpus_service
 from app.services import training_jobs
-from engine.backends.engines import backend_choices, backend_status
-from engine.corpora.allocation import ALLOCATION_METHODS
-from engine.corpora.text import NORMALISATIONS
-from engine.training import (
+from engine.api import (
+    ALGORITHMS,
     ALIGNED_SHARE,
+    ALLOCATION_METHODS,
     AUTO,
+    BATCH_PER_BLOCK,
+    NORMALISATIONS,
+    ONLINE_BATCH_SIZE,
     ONLINE_RESTARTS,
     PSEUDOCOUNT_GRID,
     STARTS,
     STATES_GRID,
     SYMBOLS_PER_STATE,
     TrainOptions,
+    backend_choices,
+    backend_status,
 )
-from engine.training.learning import ALGORITHMS, BATCH_PER_BLOCK, ONLINE_BATCH_SIZE
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
@@ -112,15 +115,12 @@ def layout(**_query: Any) -> html.Div:
             max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses; up to it the server says why
             className="upload",
         ),
-        html.Div(
-            [
-                html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
-                html.Span(
-                    f"Uploads up to {services.format_bytes(limit)} per file and in all (CHMM_MAX_UPLOAD_MB).",
-                    className="hint",
-                ),
-            ],
-            className="buttons",
+        ui.buttons(
+            html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),
+            html.Span(
+                f"Uploads up to {services.format_bytes(limit)} per file and in all (CHMM_MAX_UPLOAD_MB).",
+                className="hint",
+            ),
         ),
         dcc.Store(id=ids.CORPUS_VERSION, storage_type="memory", data=0),
         html.Div(id=ids.CORPUS_MESSAGE),
@@ -229,18 +229,11 @@ def layout(**_query: Any) -> html.Div:
             className="form-grid",
         ),
         html.Div(id=ids.TRAIN_ESTIMATE),
-        html.Div(
-            [
-                html.Button("Start training", id=ids.TRAIN_START, className="button primary"),
-                html.Button("Cancel", id=ids.TRAIN_CANCEL, className="button", disabled=True),
-            ],
-            className="buttons",
-        ),
+        panel.TRAINING.buttons("Start training"),
     )
     progress = ui.card(
         "Progress",
-        html.Progress(id=ids.TRAIN_PROGRESS, value="0", max="100", className="progress"),
-        html.Div(id=ids.TRAIN_PROGRESS_LABEL, className="hint"),
+        *panel.TRAINING.progress_bar(),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
         html.Div(id=ids.TRAIN_STATUS),
         dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
@@ -275,42 +268,36 @@ def show_runs(session_id: str | None, _running: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ corpus
-@callback(
-    Output(ids.CORPUS_MESSAGE, "children"),
-    Output(ids.CORPUS_VERSION, "data"),
-    Input(ids.CORPUS_UPLOAD, "contents"),
-    State(ids.CORPUS_UPLOAD, "filename"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def upload_corpus(
-    contents: str | list[str] | None, filename: str | list[str] | None, session_id: str | None
-) -> tuple[Any, Any]:
-    ui.require_click(contents)
-    try:
-        info = corpus_service.store_corpus(sessions.session_folder(session_id), contents, filename)
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
+def _upload(folder: Path, contents: Any, filename: Any) -> str:
+    """Keep an uploaded corpus (one file, several, or a zip of documents) as the session's, and say what it is."""
+    info = corpus_service.store_corpus(folder, contents, filename)
     what = f"{info.name}: {info.bytes:,} bytes, {info.characters:,} characters"
     if info.documents > 1:
         what += " (each document an independent sequence, split by the same rule)"
-    return ui.message(f"Uploaded {what}.", "ok"), time.time()
+    return f"Uploaded {what}."
 
 
-@callback(
+upload_corpus = ui.session_action(
+    Output(ids.CORPUS_MESSAGE, "children"),
+    Output(ids.CORPUS_VERSION, "data"),
+    Input(ids.CORPUS_UPLOAD, "contents"),
+    _upload,
+    State(ids.CORPUS_UPLOAD, "filename"),
+)
+
+
+def _sample(folder: Path, _clicks: Any) -> str:
+    """Use the bundled sample corpus as the session's, and say what it is."""
+    info = corpus_service.use_sample_corpus(folder)
+    return f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters."
+
+
+sample_corpus = ui.session_action(
     Output(ids.CORPUS_MESSAGE, "children", allow_duplicate=True),
     Output(ids.CORPUS_VERSION, "data", allow_duplicate=True),
     Input(ids.CORPUS_SAMPLE_BUTTON, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
+    _sample,
 )
-def sample_corpus(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    ui.require_click(_clicks)
-    try:
-        info = corpus_service.use_sample_corpus(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update
-    return ui.message(f"Using {info.name}: {info.bytes:,} bytes, {info.characters:,} characters.", "ok"), time.time()
 
 
 def preview_view(preview: dict[str, Any]) -> html.Div:
@@ -378,96 +365,25 @@ def show_estimate(_version: Any, session_id: str | None, *values: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ the training job
-@callback(
-    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
-    Output(ids.TRAIN_GO, "data", allow_duplicate=True),
-    Input(ids.TRAIN_START, "n_clicks"),
-    State(ids.SESSION, "data"),
-    *FORM_STATES,
-    prevent_initial_call=True,
+def _queue(folder: Path, *values: Any) -> None:
+    """Check a training of the form's settings and put it into the server's queue."""
+    training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
+
+
+start = panel.TRAINING.register_start(_queue, *FORM_STATES, note=training_jobs.worker_note)
+"""Start: with Celery, a view that waits says when no worker runs (the job would only wait)."""
+
+
+def _train_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
+    """The training job of a queued training whose turn has come (:func:`training_jobs.run_queued_training`): its
+    model goes to the session folder, the page gets a small key and message."""
+    return training_jobs.run_queued_training(folder, ticket, report=report).as_dict()
+
+
+train, show_queued, show_running = panel.TRAINING.register(
+    _train_job, "Training stopped: {exc}. The previous model is still current."
 )
-def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
-    """Start: in the web worker, check the run and put it into the server's queue (a ticket, not a process; see
-    :class:`app.background.JobSlot`); the job starts at once when a place is free and nobody waits, else when the
-    app shell's polling (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence."""
-    ui.require_click(_clicks)
-
-    def enter() -> tuple[Any, Any]:
-        folder = sessions.session_folder(session_id)
-        training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
-        return training_jobs.queue_view(folder, None)
-
-    view, go = ui.queue_start(enter)
-    note = training_jobs.worker_note()  # with Celery: no worker is running (the job would only wait)
-    if note and view and view.get("state") != "refused":
-        view = view | {"note": note}
-    return view, go
-
-
-@callback(
-    Output(ids.TRAIN_RESULT, "data"),
-    Input(ids.TRAIN_GO, "data"),
-    State(ids.SESSION, "data"),
-    background=True,
-    running=[(Output(ids.TRAINING_FLAG, "data"), True, False)],
-    cancel=[Input(ids.TRAIN_CANCEL, "n_clicks")],
-    progress=[Output(ids.TRAINING_PROGRESS, "data")],
-    interval=1000,
-    prevent_initial_call=True,
-)
-def train(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
-    """The background job of a queued training whose turn has come: runs in a separate process (diskcache) or on a
-    Celery worker, takes the place its ticket held and returns a small key and message; the model itself goes to the
-    session folder. Its inputs are in the app shell, so that it starts whichever page is open."""
-    if not go:
-        raise PreventUpdate
-    try:
-        folder = sessions.session_folder(session_id)
-    except ui.EXPECTED_ERRORS as exc:
-        return {"key": "", "status": background.REFUSED, "message": services.describe_error(exc)}
-
-    def report(progress: dict[str, Any]) -> None:
-        set_progress((progress,))
-
-    try:
-        with background.job_process(record=training_jobs.training_files(folder)):
-            return training_jobs.run_queued_training(folder, go.get("ticket"), report=report).as_dict()
-    except background.JobMemoryError as exc:  # past the memory limit before or after the training itself
-        message = f"Training stopped: {exc}. The previous model is still current."
-        return {"key": "", "status": background.FAILED, "message": message}
-
-
-QUEUE_ACTIVE = ("waiting", "starting")
-"""The states of a job in the queue (:data:`app.background.QueueView`) during which Start waits and Cancel works."""
-
-
-@callback(
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Input(ids.TRAIN_QUEUED, "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The session's training in the queue: its place while it waits, "starting" when its turn came, or why it was
-    refused or dropped (on opening the page, only a job that waits: a refusal was said when it happened)."""
-    if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
-        return no_update, no_update
-    if view.get("state") in ("refused", "dropped"):
-        return ui.message(view.get("message", ""), "error"), no_update
-    status = ui.message(view["note"], "error") if view.get("note") else ui.message(view.get("message", ""))
-    return status, view.get("message", "")
-
-
-@callback(
-    Output(ids.TRAIN_START, "disabled"),
-    Output(ids.TRAIN_CANCEL, "disabled"),
-    Input(ids.TRAINING_FLAG, "data"),
-    Input(ids.TRAIN_QUEUED, "data"),
-)
-def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
-    """Start while no job of this tab runs or waits, Cancel while one does."""
-    busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
-    return busy, not busy
+QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 
 
 @callback(
@@ -498,31 +414,16 @@ def show_result(result: dict[str, str] | None) -> Any:
     that reads it, on every page, while a job runs."""
     if not result:
         return no_update
-    kind = {"finished": "ok", "cancelled": "info"}.get(result.get("status", ""), "error")
-    return ui.message(result.get("message", ""), kind)
+    return ui.outcome_message(result)
 
 
-@callback(
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.TRAIN_QUEUED, "data", allow_duplicate=True),
-    Input(ids.TRAIN_CANCEL, "n_clicks"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
-    """Take a waiting training out of the queue, or write the cancel flag of a running one (the engine stops within
-    an iteration even where the job cannot be killed), and reset the progress bar: the cancelled run's "iteration 2
-    of at most 30, 1 min left" must not stay on the page."""
-    ui.require_click(_clicks)
-    try:
-        message = training_jobs.request_cancel(sessions.session_folder(session_id))
-    except ui.EXPECTED_ERRORS as exc:
-        return ui.error_message(exc), no_update, no_update, no_update
-    if message.startswith("The job had already finished"):
-        return ui.message(message), no_update, no_update, None
-    return ui.message(message), "0", f"Cancelled: {message}", None
+def _cancelled(message: str) -> tuple[str, str] | None:
+    """The progress bar and its label after a cancel (reset: the cancelled run's "iteration 2 of at most 30, 1 min
+    left" must not stay on the page), unless the job had already finished."""
+    return None if message.startswith("The job had already finished") else ("0", f"Cancelled: {message}")
+
+
+cancel = panel.TRAINING.register_cancel(training_jobs.request_cancel, _cancelled)
 
 
 @callback(
@@ -546,38 +447,18 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     return str(value), label, figure
 
 
-@callback(
-    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
-    Output(ids.TRAIN_START, "disabled", allow_duplicate=True),
-    Output(ids.TRAIN_CANCEL, "disabled", allow_duplicate=True),
-    Output(ids.TRAIN_WATCH_STATE, "data"),
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Input(ids.TRAIN_WATCH, "n_intervals"),
-    State(ids.SESSION, "data"),
-    State(ids.TRAIN_WATCH_STATE, "data"),
-    State(ids.TRAIN_START, "n_clicks"),
-    prevent_initial_call=True,
-)
-def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, clicks: int | None) -> tuple:
-    """Every second: a job whose process or worker died (its heartbeat stopped) is reported as failed, whichever
-    page started it. A job this page did not start (started before the page was opened again, or in another tab of
-    the session): follow its progress file, keep Start disabled and Cancel enabled while it runs, and give them
-    back when it ends. A job started from this page is followed by its own background callback."""
-    quiet = (no_update,) * 7
-    try:
-        folder = sessions.session_folder(session_id)
-        died = training_jobs.reap_dead_job(folder)
-    except ui.EXPECTED_ERRORS:
-        return quiet
-    if died is not None:
-        value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
-        return str(value), label, figure, False, True, False, ui.message(died, "error")
-    if clicks:
-        return quiet
-    running = training_jobs.job_running(folder)
-    if not running and not watching:
-        return quiet
+def _followed(folder: Path, _running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The training job's progress as the page shows it (its bar, label and chart); nothing more when it ends."""
     value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
-    return str(value), label, figure, running, not running, running, no_update
+    return (str(value), label, figure), (no_update,)
+
+
+follow_job = panel.TRAINING.register_follow(
+    ids.TRAIN_WATCH,
+    ids.TRAIN_WATCH_STATE,
+    training_jobs.reap_dead_job,
+    _followed,
+    mine=bool,  # this page pressed Start: its own background callback follows the job
+    mine_states=(State(ids.TRAIN_START, "n_clicks"),),
+    shown=(Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),),
+)

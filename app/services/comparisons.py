@@ -20,29 +20,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import background, config, services, sessions
-from app.background import (
-    CANCELLED,
-    FAILED,
-    FINISHED,
-    REFUSED,
-    RUNNING,
-    JobFiles,
-    JobMemoryError,
-    QueueFull,
-    Ticket,
-    server_queue,
-    started_ticket,
-)
-from app.forms import APP_OPTIONS, LEARNER_LABELS, SETTINGS, _shown_settings, check_learners, estimate_seconds
+from app import config, services, sessions
+from app.jobs import JobFiles, JobMemoryError, QueueFull, Ticket, held_place, place_message
+from app.jobs.kinds import JobKind, new_key
+from app.jobs.records import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING
 from app.services import UserError
 from app.services import corpus as corpus_service
-from engine import training
-from engine.backends import model_files
-from engine.corpora import text
+from app.services.learner_settings import (
+    APP_OPTIONS,
+    LEARNER_LABELS,
+    SETTINGS,
+    check_learners,
+    estimate_seconds,
+    shown_settings,
+)
+from engine import api
 from engine.errors import error_message
-from engine.peers import learners
-from engine.training import learning
 
 COMPARE = "compare.json"
 
@@ -71,9 +64,15 @@ def _write(folder: Path, saved: dict[str, Any]) -> None:
     compare_files(folder).write(saved)
 
 
+COMPARISON_KIND = "comparison"
+"""The comparison job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+COMPARISON = JobKind(COMPARISON_KIND, "comparison", (COMPARE, HEARTBEAT, CANCEL))
+"""The comparison job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
+
+
 def compare_files(folder: Path) -> JobFiles:
     """The comparison job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / COMPARE, folder / HEARTBEAT, folder / CANCEL)
+    return COMPARISON.files(folder)
 
 
 def read_compare(folder: Path) -> dict[str, Any] | None:
@@ -83,7 +82,7 @@ def read_compare(folder: Path) -> dict[str, Any] | None:
 
 
 def compare_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a comparison of this session is running (see :meth:`app.background.JobFiles.running`)."""
+    """Whether a comparison of this session is running (see :meth:`app.jobs.JobFiles.running`)."""
     saved = read_compare(folder)
     return saved is not None and compare_files(folder).running(now, saved)
 
@@ -94,7 +93,7 @@ def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
     if choice == "sample":
         if not config.SAMPLE_CORPUS.is_file():
             raise UserError("The bundled sample corpus is missing from this installation.")
-        return text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+        return api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     if choice == "session":
         if corpus_service.corpus_info(folder) is None:
             raise UserError("This session has no corpus yet: upload one on the Train page, or use the sample corpus.")
@@ -119,15 +118,15 @@ def training_symbols(folder: Path, choice: Any) -> int:
     return min(int(characters * 0.9), MAX_TRAIN_SYMBOLS)
 
 
-def _check_corpus(corpus_text: str, name: str) -> text.Corpus:
+def _check_corpus(corpus_text: str, name: str) -> api.Corpus:
     """The corpus as every learner will see it (paper normalisation, default splits, capped training part);
     CorpusError with the reason when it cannot be trained on."""
-    return text.prepare_corpus(corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name)
+    return api.prepare_corpus(corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name)
 
 
-def _check_chmm_memory(corpus: text.Corpus, options: dict[str, Any]) -> None:
+def _check_chmm_memory(corpus: api.Corpus, options: dict[str, Any]) -> None:
     """ValueError when the CHMM's estimated training memory exceeds the app's limit (CHMM_MAX_TRAIN_MB)."""
-    estimate = training.estimate_training_memory(corpus, training.TrainOptions(**options))
+    estimate = api.estimate_training_memory(corpus, api.TrainOptions(**options))
     limit = config.max_train_bytes()
     if estimate > limit:
         raise ValueError(
@@ -148,14 +147,12 @@ def learner_label(kind: str, settings: dict[str, Any]) -> str:
     return f"{LEARNER_LABELS[kind]}, {', '.join(shown)}" if shown else LEARNER_LABELS[kind]
 
 
-COMPARISON_KIND = "comparison"
-"""The comparison job's kind in the server's queue (:class:`app.background.Ticket`)."""
 WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
 
 
 def check_comparison(
     folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[str], tuple[str, str, text.Corpus], dict[str, dict[str, Any]]]:
+) -> tuple[list[str], tuple[str, str, api.Corpus], dict[str, dict[str, Any]]]:
     """The learners, the corpus (its text, name and prepared split) and each learner's settings of a comparison that
     can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or corpus, a corpus that
     cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose slot it would hold)."""
@@ -178,41 +175,36 @@ def check_comparison(
 
 def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None) -> Ticket:
     """Put a comparison into the server's queue when the user presses Compare (the web worker: no process waits,
-    see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
+    see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
     comparison already running or waiting in the session, :func:`check_comparison`, a full queue:
-    :class:`app.background.QueueFull`). The job checks again when it starts."""
+    :class:`app.jobs.QueueFull`). The job checks again when it starts."""
     if compare_running(folder) or comparison_ticket(folder) is not None:
         raise UserError("A comparison is already running or waiting in this session; wait for it.")
     check_comparison(folder, picked, corpus, options)
-    payload = {"key": uuid.uuid4().hex[:12], "learners": picked, "corpus": corpus, "options": options}
-    return server_queue().enter(COMPARISON_KIND, folder.name, payload)
+    return COMPARISON.enter(folder, {"learners": picked, "corpus": corpus, "options": options})
 
 
 def comparison_ticket(folder: Path) -> Ticket | None:
     """The session's comparison in the queue (waiting, or started and not yet running), if any."""
-    return server_queue().find(COMPARISON_KIND, folder.name)
+    return COMPARISON.ticket(folder)
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its comparison in the queue, and the job to start when its turn has come
-    (:func:`app.background.queue_view`)."""
-    return background.queue_view(COMPARISON_KIND, folder.name, compare_files(folder), "comparison", shown)
+    (:func:`app.jobs.queue_view`)."""
+    return COMPARISON.queue_view(folder, shown)
 
 
 def run_queued_comparison(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, Any]:
     """The job of a queued comparison whose turn has come (started by the page with its started ticket's name): its
     learners, corpus and settings are the ticket's, and it takes the place the ticket held at once; the ticket is
     gone when it ends."""
-    ticket = started_ticket(ticket_name, COMPARISON_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
-        return {"status": CANCELLED, "message": WAITED_CANCELLED}
-    try:
-        return run_compare_job(
-            folder, data["learners"], data["corpus"], report, data.get("options"), key=str(data["key"]), ticket=ticket
-        )
-    finally:
-        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+    def start(data: dict[str, Any], ticket: Ticket) -> dict[str, Any]:
+        picked, corpus, options = data["learners"], data["corpus"], data.get("options")
+        return run_compare_job(folder, picked, corpus, report, options, key=str(data["key"]), ticket=ticket)
+
+    return COMPARISON.run_queued(folder, ticket_name, start, {"status": CANCELLED, "message": WAITED_CANCELLED})
 
 
 def run_compare_job(
@@ -229,7 +221,7 @@ def run_compare_job(
     gives status ``refused`` with a message (nothing raises, and the last comparison's file is left as it was);
     ``report`` gets the saved dict after every change. With the started ``ticket`` of a queued comparison it takes
     its place at once; without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    key = key or new_key()
     saved: dict[str, Any] = {"key": key, "status": RUNNING, "corpus": None, "results": [], "started": time.time()}
 
     def publish() -> None:
@@ -255,7 +247,7 @@ def run_compare_job(
         corpus=name,
         symbols={"train": symbols, "test": len(prepared.test)},
         results=[
-            _row(kind, _shown_settings(kind, settings[kind]))
+            _row(kind, shown_settings(kind, settings[kind]))
             | {"settings": settings[kind], "estimate": estimate_seconds(kind, settings[kind], symbols)}
             for kind in kinds
         ],
@@ -301,20 +293,16 @@ def _train_rows(
     corpus text, its name and its prepared split), publishing every change; rows left when ``cancel_flag`` appears
     are marked skipped."""
     corpus_text, name, prepared = data
-    slot = server_queue()
 
     def waiting(place: int) -> None:
-        saved["message"] = (
-            f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once on this "
-            "server)."
-        )
+        saved["message"] = place_message(place)
         publish()
 
-    if not slot.acquire(waiting, stop=cancel_flag.exists, ticket=ticket):
-        for row in saved["results"]:
-            row.update(status=SKIPPED, message="cancelled")
-        return
-    try:
+    with held_place(waiting, cancel_flag.exists, ticket) as placed:
+        if not placed:
+            for row in saved["results"]:
+                row.update(status=SKIPPED, message="cancelled")
+            return
         for row in saved["results"]:
             if cancel_flag.exists():
                 row.update(status=SKIPPED, message="cancelled")
@@ -329,8 +317,6 @@ def _train_rows(
 
             _train_one(row, corpus_text, name, prepared, settings[row["learner"]], cancel_flag, iteration, folder)
             publish()
-    finally:
-        slot.release()
 
 
 COMPARED_CHMM = "compare-chmm.npz"
@@ -341,7 +327,7 @@ def _train_one(
     row: dict[str, Any],
     corpus_text: str,
     name: str,
-    prepared: text.Corpus,
+    prepared: api.Corpus,
     options: dict[str, Any],
     cancel: Path,
     iteration: Callable[[Any], None] | None = None,
@@ -353,25 +339,25 @@ def _train_one(
     try:
         if kind == "chmm":
             _check_chmm_memory(prepared, options | {"max_train": MAX_TRAIN_SYMBOLS})
-        model, summary = learners.train_learner_text(
+        model, summary = api.train_learner_text(
             corpus_text,
             kind,
             options,
             max_train=MAX_TRAIN_SYMBOLS,
             name=name,
             callback=iteration if kind == "chmm" else None,
-            cancel=learning.CancelToken(poll=cancel.exists),
+            cancel=api.CancelToken(poll=cancel.exists),
         )
         if kind == "chmm" and folder is not None:
             jobs_dir = folder / sessions.JOBS
             jobs_dir.mkdir(exist_ok=True)
-            model_files.save_model(model, jobs_dir / COMPARED_CHMM)
+            api.save_model(model, jobs_dir / COMPARED_CHMM)
             row["model"] = True
     except MemoryError as exc:  # JobMemoryError: past the server's memory limit per job, which it says
         row.update(status=FAILED, message=str(exc) if isinstance(exc, JobMemoryError) else "ran out of memory")
         return
     except Exception as exc:  # one learner failing must not stop the comparison; the row says why
-        stopped = isinstance(exc, learners.TrainingStopped) and cancel.exists()
+        stopped = isinstance(exc, api.TrainingStopped) and cancel.exists()
         reason = error_message(exc)
         row.update(status=SKIPPED if stopped else FAILED, message="cancelled" if stopped else reason)
         return
@@ -385,13 +371,9 @@ def _train_one(
 def request_cancel(folder: Path) -> str:
     """Ask the session's running comparison to stop (the flag file; the job's file is marked cancelled at once, as
     the page's Cancel button may also have killed the job's process) and say what the page should show."""
-    compare_files(folder).request_cancel()
-    saved = read_compare(folder)
-    ticket = comparison_ticket(folder)
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if server_queue().withdraw(ticket) and (not saved or saved.get("key") != key):
-            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
+    waited, saved = COMPARISON.cancel(folder, read_compare)
+    if waited:
+        return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if not saved or saved.get("status") != RUNNING:
         return "No comparison is running."
     message = "Comparison cancelled; the learners that finished are in the table."
@@ -411,7 +393,7 @@ def latest_compare(folder: Path) -> dict[str, Any] | None:
         for row in saved["results"]:
             if row.get("status") in (PENDING, TRAINING):
                 row.update(status=SKIPPED, message="the job stopped")
-        cause = saved.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
+        cause = saved.get("cause")  # why its memory watch killed it (app.jobs.MemoryWatch)
         message = "The comparison stopped unexpectedly; start it again."
         if cause:
             message = f"The comparison stopped: {cause}."

@@ -11,7 +11,7 @@ from typing import Any
 
 from app import config, sessions
 from app.services import UserError, format_bytes, visible
-from engine.corpora import documents, text
+from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
 PREVIEW_CHARS = 600
@@ -74,7 +74,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
             f"The {len(contents_list)} files are too large together: about {format_bytes(estimated)}, the limit is "
             f"{format_bytes(limit)} in all."
         )
-    read: list[documents.Document] = []
+    read: list[api.Document] = []
     size = 0
     for data_uri, given in zip(contents_list, names, strict=True):
         name = given or "upload.txt"
@@ -83,7 +83,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
         if name.lower().endswith(".zip"):
             read += _zip_documents(data, name, limit)
         else:
-            read.append(documents.Document(name, text.decode_bytes(data, name=name, max_bytes=limit)))
+            read.append(api.Document(name, api.decode_bytes(data, name=name, max_bytes=limit)))
     _check_trainable(read)
     sessions.check_space(folder, size, "This corpus")
     if len(read) == 1:
@@ -96,7 +96,7 @@ SHORT_CORPUS_CHARACTERS = 10_000
 one): it is refused then, not at Start."""
 
 
-def _check_trainable(read: list[documents.Document]) -> None:
+def _check_trainable(read: list[api.Document]) -> None:
     """UserError (one sentence) for a short upload that no normalisation can split into training, validation and
     test text with the Train page's defaults."""
     if sum(len(d.text) for d in read) >= SHORT_CORPUS_CHARACTERS:
@@ -104,22 +104,22 @@ def _check_trainable(read: list[documents.Document]) -> None:
     given: Any = read[0].text if len(read) == 1 else read
     name = read[0].name if len(read) == 1 else "the upload"
     problems = []
-    for normalisation in text.NORMALISATIONS:
+    for normalisation in api.NORMALISATIONS:
         try:
-            text.prepare_corpus(given, normalisation=normalisation, name=name)
+            api.prepare_corpus(given, normalisation=normalisation, name=name)
             return
-        except text.CorpusError as exc:
+        except api.CorpusError as exc:
             problems.append(str(exc))
     raise UserError(f"{problems[0]} It cannot be trained on; upload a longer text.")
 
 
-def _zip_documents(data: bytes, name: str, limit: int) -> list[documents.Document]:
+def _zip_documents(data: bytes, name: str, limit: int) -> list[api.Document]:
     """The documents of an uploaded zip (read in memory by :func:`engine.corpora.documents.read_zip_bytes`, with the
     size checks of every corpus: members and all of them together within ``limit``)."""
-    return [documents.Document(f"{name}: {d.name}", d.text) for d in documents.read_zip_bytes(data, name, limit)]
+    return [api.Document(f"{name}: {d.name}", d.text) for d in api.read_zip_bytes(data, name, limit)]
 
 
-def _keep_documents(folder: Path, read: list[documents.Document], name: str, size: int) -> CorpusInfo:
+def _keep_documents(folder: Path, read: list[api.Document], name: str, size: int) -> CorpusInfo:
     """Keep several documents: their list (``corpus-documents.json``) and, for previews and references, their texts
     joined by blank lines (``corpus.txt``)."""
     info = CorpusInfo(
@@ -138,7 +138,7 @@ def use_sample_corpus(folder: Path) -> CorpusInfo:
     """Make the bundled sample corpus (``sample_models/carroll-alice.txt``) the session's corpus."""
     if not config.SAMPLE_CORPUS.is_file():
         raise UserError("The bundled sample corpus is missing from this installation.")
-    corpus_text = text.read_text(config.SAMPLE_CORPUS)
+    corpus_text = api.read_text(config.SAMPLE_CORPUS)
     return _keep_corpus(folder, corpus_text, config.SAMPLE_CORPUS.name, config.SAMPLE_CORPUS.stat().st_size)
 
 
@@ -161,7 +161,7 @@ def corpus_info(folder: Path) -> CorpusInfo | None:
         return None
 
 
-def read_corpus(folder: Path) -> tuple[str | list[documents.Document], CorpusInfo]:
+def read_corpus(folder: Path) -> tuple[str | list[api.Document], CorpusInfo]:
     """The session corpus (its text, or its documents when it has several) and info; UserError when there is none
     yet."""
     info = corpus_info(folder)
@@ -170,7 +170,7 @@ def read_corpus(folder: Path) -> tuple[str | list[documents.Document], CorpusInf
     if info.documents > 1:
         try:
             listed = json.loads((folder / sessions.CORPUS_DOCUMENTS).read_text(encoding="utf-8"))
-            return [documents.Document(str(d["name"]), str(d["text"])) for d in listed], info
+            return [api.Document(str(d["name"]), str(d["text"])) for d in listed], info
         except (OSError, ValueError, TypeError, KeyError):
             raise UserError("The session's documents cannot be read; upload the corpus again.") from None
     return (folder / sessions.CORPUS).read_text(encoding="utf-8"), info
@@ -188,7 +188,7 @@ def corpus_preview(folder: Path, normalisation: str = "paper", validation: float
     """Size, alphabet, split sizes and the start of the normalised training text of the session's corpus, as
     ``engine.corpora.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
     given, info = read_corpus(folder)
-    corpus = text.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name)
+    corpus = api.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name)
     return {
         "name": info.name,
         "documents": info.documents,
@@ -215,5 +215,5 @@ def reference_corpus(folder: Path, model: Any) -> str | None:
     if info is not None and trained_on == info.name:
         return (folder / sessions.CORPUS).read_text(encoding="utf-8")  # what joined_corpus_text reads, checked once
     if trained_on == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
-        return text.read_text(config.SAMPLE_CORPUS)
+        return api.read_text(config.SAMPLE_CORPUS)
     return None

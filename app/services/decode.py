@@ -9,7 +9,6 @@ from typing import Any
 from app.services import DECODE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.models import load_current
 from engine import api
-from engine.backends import scramble
 
 MAX_DECODE_CHARS = 5_000
 
@@ -67,7 +66,7 @@ def decode(
     except ValueError as exc:
         raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
     seconds = time.perf_counter() - started
-    spans = scramble.change_spans(result.scrambled, result.decoded)
+    spans = api.change_spans(result.scrambled, result.decoded)
     segments: list[tuple[str, bool]] = []
     previous = 0
     for start, stop in spans:
@@ -94,5 +93,5 @@ def decode(
         "constrained": bool(constrained),
         "seconds": seconds,
         "original": original,
-        "restored": scramble.restoration(original, result.decoded)._asdict() if original is not None else None,
+        "restored": api.restoration(original, result.decoded)._asdict() if original is not None else None,
     }

@@ -11,8 +11,7 @@ from app.services import SCORE_WORK, UserError, check_work, describe_error, whol
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import api
-from engine.corpora import text
-from engine.model.dense import CHMM
+from engine.api import CHMM
 
 MAX_SAMPLE_LENGTH = 20_000
 
@@ -69,7 +68,7 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
         corpus_text = reference_corpus(folder, model)
         if corpus_text is not None:  # measured on the held-out part of its corpus, as training records it now
-            corpus = text.prepare_corpus(corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
+            corpus = api.prepare_corpus(corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
             training = api.placeholder_share(corpus.validation_text + " " + corpus.test_text)
             rare = api.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
@@ -106,7 +105,7 @@ def default_prefix(folder: Path) -> str:
     if corpus_text is not None:
         return common_phrase(model, corpus_text)
     if model.codec.vocabulary:
-        words = [w for w in model.codec.vocabulary if len(w) >= 3 and w != text.RARE_WORD]
+        words = [w for w in model.codec.vocabulary if len(w) >= 3 and w != api.RARE_WORD]
         return words[len(words) // 2] if words else ""
     return ""
 
@@ -118,7 +117,7 @@ def common_phrase(model: CHMM, corpus_text: str) -> str:
     phrases = Counter(
         tuple(words[i : i + PREFIX_WORDS])
         for i in range(len(words) - PREFIX_WORDS + 1)
-        if all(len(w) >= 3 and w != text.RARE_WORD and w.isalpha() for w in words[i : i + PREFIX_WORDS])
+        if all(len(w) >= 3 and w != api.RARE_WORD and w.isalpha() for w in words[i : i + PREFIX_WORDS])
     )
     return " ".join(phrases.most_common(1)[0][0]) if phrases else ""
 
@@ -127,7 +126,7 @@ def placeholder_pieces(sample_text: str) -> list[tuple[str, bool]]:
     """``sample_text`` cut into (piece, is the placeholder ``rare`` as a whole word) pieces, in order."""
     pieces: list[tuple[str, bool]] = []
     position = 0
-    for match in re.finditer(rf"(?<![^\s]){text.RARE_WORD}(?![^\s])", sample_text):
+    for match in re.finditer(rf"(?<![^\s]){api.RARE_WORD}(?![^\s])", sample_text):
         if match.start() > position:
             pieces.append((sample_text[position : match.start()], False))
         pieces.append((match.group(0), True))

@@ -15,17 +15,25 @@ import numpy as np
 import scipy.sparse as sp
 
 from app import config, sessions
-from app.background import FAILED, FINISHED, RUNNING, JobFiles
+from app.jobs import FAILED, FINISHED, RUNNING, JobFiles
+from app.jobs.kinds import JobKind
 from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
+from app.services.community_layout import MAP_CANVAS as MAP_CANVAS
+from app.services.community_layout import MAP_FONT_PX as MAP_FONT_PX
+from app.services.community_layout import MAP_LABELS, map_layout
+from app.services.community_layout import PLACES as PLACES
+from app.services.community_layout import alluvial as alluvial
+from app.services.community_layout import fit_zoom as fit_zoom
+from app.services.community_layout import label_box as label_box
+from app.services.community_layout import module_tree as module_tree
+from app.services.community_layout import place_labels as place_labels
+from app.services.community_layout import spread_for_labels as spread_for_labels
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import api
 from engine.files import atomic_write_bytes
-from engine.network import communities as communities_mod
-from engine.network import drawing
-from engine.network import export as export_mod
 
-EXPORT_FORMATS = export_mod.FORMATS
+EXPORT_FORMATS = api.EXPORT_FORMATS
 
 
 EXPORT_DESCRIPTIONS = {
@@ -61,13 +69,13 @@ MAP_MAX_MODULES = 3_000
 """The module map draws at most this many modules of a level (most flow first) and four links per module."""
 
 
-def _saved_community_options(folder: Path, threshold: float) -> communities_mod.CommunityOptions | None:
+def _saved_community_options(folder: Path, threshold: float) -> api.CommunityOptions | None:
     """The Infomap settings of the session's last community run when it was made for the current model at this
     threshold (so an export's module ids match the Communities page), else None (the defaults)."""
     saved = read_communities(folder)
     if saved is None or abs(saved["threshold"] - threshold) > 1e-12 * threshold:
         return None
-    return communities_mod.CommunityOptions(**saved["options"])
+    return api.CommunityOptions(**saved["options"])
 
 
 def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = None) -> tuple[Path, str, str]:
@@ -89,7 +97,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
         )
     out = folder / EXPORTS
     out.mkdir(exist_ok=True)
-    written = out / f"export{export_mod.EXTENSIONS[fmt]}"
+    written = out / f"export{api.EXTENSIONS[fmt]}"
     try:
         figures = api.export_model_graph(
             model,
@@ -100,7 +108,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
             options=_saved_community_options(folder, cut),
             corpus_text=reference_corpus(folder, model),
         )
-    except communities_mod.ModuleNotFoundInResult as exc:
+    except api.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     what = "the whole clone graph" if module_id is None else f"module {module_id}"
     note = (
@@ -140,7 +148,7 @@ def run_communities(
     ``communities.json`` in the session folder. Returns what was saved. The run is a background job of the session
     (:func:`communities_files`: its record and heartbeat); a second one while it runs is refused."""
     sessions.check_disk("The Infomap run")  # on a full disk it never answered
-    options = communities_mod.CommunityOptions(
+    options = api.CommunityOptions(
         two_level=bool(two_level),
         trials=_option_number(trials, "the number of trials", 1, MAX_TRIALS, 10),
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
@@ -162,17 +170,22 @@ def run_communities(
     return saved
 
 
+INFOMAP = JobKind("infomap", "Infomap run", (COMMUNITIES_JOB, "communities-heartbeat", "communities-cancel"))
+"""The Infomap run's lifecycle (:class:`app.jobs.kinds.JobKind`): a background job of the session that runs at once
+(it takes no place in the server's queue), refused while one runs."""
+
+
 def communities_files(folder: Path) -> JobFiles:
     """The Infomap job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / COMMUNITIES_JOB, folder / "communities-heartbeat", folder / "communities-cancel")
+    return INFOMAP.files(folder)
 
 
-def _communities(folder: Path, options: communities_mod.CommunityOptions, threshold: float) -> dict[str, Any]:
+def _communities(folder: Path, options: api.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = load_current(folder)
     corpus_text = reference_corpus(folder, model)
     result = api.model_communities(model, threshold, options, corpus_text)
-    terms = communities_mod.codelength_terms(result)
-    flows = communities_mod.node_flows(result)
+    terms = api.codelength_terms(result)
+    flows = api.node_flows(result)
     saved = {
         "model": sessions.model_stamp(folder),
         "clones": clone_signature(model),
@@ -183,7 +196,7 @@ def _communities(folder: Path, options: communities_mod.CommunityOptions, thresh
         "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
         "links": {
             parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
-            for parent, links in communities_mod.module_links(result).items()
+            for parent, links in api.module_links(result).items()
         },
         "codelength": None if terms is None else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
         "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
@@ -227,59 +240,6 @@ def read_previous_communities(folder: Path) -> dict[str, Any] | None:
     if previous is None or last is None or not _comparable(previous, last):
         return None
     return previous | {"other_model": previous.get("model") != last.get("model")}
-
-
-def module_tree(saved: dict[str, Any]) -> dict[str, list[Any]]:
-    """The module tree as a treemap draws it (Infomap Network Navigator's nested view): ids, labels, parents
-    (the root ""), flows (each module's flow contains its submodules') and each module's own codebook bits."""
-    terms = (saved.get("codelength") or {}).get("modules") or {}
-    modules = saved["modules"]
-    return {
-        "ids": [m["id"] for m in modules],
-        "labels": [f"{m['id']} {m['name']}" for m in modules],
-        "parents": [m["parent"] for m in modules],
-        "flows": [m["flow"] for m in modules],
-        "bits": [terms.get(m["id"]) for m in modules],
-    }
-
-
-def alluvial(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """How the flow of the top modules of one run goes to those of another on the same clones (an alluvial,
-    Sankey, diagram; the clones' flow is the last run's): for every pair (module of ``before``, module of
-    ``after``) the flow of the clones in both, pairs without flow left out; sources and targets index ``labels``
-    (``before``'s modules, then ``after``'s)."""
-    flows = {int(node): float(flow) for node, flow in (after.get("node_flow") or {}).items()}
-
-    def top_of(saved: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int]]:
-        tops = sorted((m for m in saved["modules"] if not m["parent"]), key=lambda m: -m["flow"])
-        return tops, {node: i for i, m in enumerate(tops) for node in m["nodes"]}
-
-    first, in_first = top_of(before)
-    second, in_second = top_of(after)
-    pairs: dict[tuple[int, int], float] = {}
-    for node, flow in flows.items():
-        if node in in_first and node in in_second:
-            key = (in_first[node], in_second[node])
-            pairs[key] = pairs.get(key, 0.0) + flow
-    links = sorted(((a, b, f) for (a, b), f in pairs.items() if f > 0), key=lambda link: -link[2])
-    labels = [f"{m['id']} {m['name']}" for m in first] + [f"{m['id']} {m['name']}" for m in second]
-    return {
-        "labels": labels,
-        "sources": [a for a, _, _ in links],
-        "targets": [len(first) + b for _, b, _ in links],
-        "flows": [f for _, _, f in links],
-        "before": {
-            "modules": len(first),
-            "markov_time": before["options"].get("markov_time"),
-            "threshold": before.get("threshold"),
-            "other_model": bool(before.get("other_model")),
-        },
-        "after": {
-            "modules": len(second),
-            "markov_time": after["options"].get("markov_time"),
-            "threshold": after.get("threshold"),
-        },
-    }
 
 
 PREVIOUS_COMMUNITIES = "communities-previous.json"
@@ -339,11 +299,11 @@ def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]
 
 def module_colour(module_id: str) -> str:
     """The colour of a module (by its index among its siblings), the same in the table, the map and the exports."""
-    return drawing.module_colour(int(str(module_id).split(":")[-1]))
+    return api.module_colour(int(str(module_id).split(":")[-1]))
 
 
 def _colour(char: str) -> str:
-    return drawing.PALETTE[sum(ord(c) for c in char) % len(drawing.PALETTE)]
+    return api.PALETTE[sum(ord(c) for c in char) % len(api.PALETTE)]
 
 
 KAMADA_KAWAI_NODES = 150
@@ -365,7 +325,7 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
         names = list(undirected)
         index = {name: i for i, name in enumerate(names)}
         pairs = np.array([(index[a], index[b]) for a, b in undirected.edges()], dtype=np.int64).reshape(-1, 2)
-        xy = drawing.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
+        xy = api.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
         positions = dict(zip(names, xy, strict=True))
     else:
         hops = dict(nx.shortest_path_length(undirected))
@@ -503,14 +463,14 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     graph = api.model_graph(load_current(folder), saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
-    G = export_mod.to_networkx(graph, nodes=nodes, ids="state")
+    G = api.to_networkx(graph, nodes=nodes, ids="state")
     edges = sorted(G.edges(data=True), key=lambda e: -e[2]["weight"])[: max(0, MAX_GRAPH_ELEMENTS - len(nodes))]
     kept = nx.DiGraph(**G.graph)
     kept.add_nodes_from(G.nodes(data=True))
     kept.add_edges_from(edges)
     total = module["size"] + G.number_of_edges()
     positions = graph_positions(kept, seed)
-    elements = export_mod.cytoscape_elements(kept)
+    elements = api.cytoscape_elements(kept)
     incoming = _incoming_shares(graph)
     deepest = _deepest_modules(saved)
     for element in elements:
@@ -555,115 +515,6 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     }
 
 
-MAP_LABELS = 20
-"""Modules of the map labelled (the most flow first); the others are named in the inspector when clicked."""
-
-MAP_CANVAS = (1000.0, 560.0, 20.0)
-"""The module map's canvas as the page draws it (width and height in pixels, at a 1280-pixel window, and the fit's
-padding): the fit zoom and the labels' placement are computed for it."""
-
-MAP_FONT_PX = 12.0
-"""The labels' size on screen at the fit zoom (they scale with the zoom, so they are sized in the map's units)."""
-
-PLACES = ("below", "above", "right", "left")
-"""Where a label may go around its circle, tried in this order."""
-
-
-def fit_zoom(xy: np.ndarray, sizes: np.ndarray, canvas: tuple[float, float, float] = MAP_CANVAS) -> float:
-    """The zoom at which Cytoscape's fit shows every circle (positions ``xy``, diameters ``sizes``) on ``canvas``."""
-    width, height, padding = canvas
-    if len(xy) == 0:
-        return 1.0
-    low = (xy - sizes[:, None] / 2).min(axis=0)
-    high = (xy + sizes[:, None] / 2).max(axis=0)
-    extent = np.maximum(high - low, 1e-9)
-    return float(min((width - 2 * padding) / extent[0], (height - 2 * padding) / extent[1]))
-
-
-def label_box(x: float, y: float, size: float, text: str, font: float, place: str) -> tuple[float, ...]:
-    """The rectangle (x0, y0, x1, y1, in the map's units) a label of ``text`` in ``font`` takes beside a circle of
-    diameter ``size`` at (x, y), ``place`` one of :data:`PLACES` (about 0.6 font widths a character)."""
-    w, h, gap = 0.6 * font * len(text), 1.25 * font, 0.25 * font
-    r = size / 2
-    if place == "below":
-        return (x - w / 2, y + r + gap, x + w / 2, y + r + gap + h)
-    if place == "above":
-        return (x - w / 2, y - r - gap - h, x + w / 2, y - r - gap)
-    if place == "right":
-        return (x + r + gap, y - h / 2, x + r + gap + w, y + h / 2)
-    return (x - r - gap - w, y - h / 2, x - r - gap, y + h / 2)
-
-
-def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def spread_for_labels(
-    xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float, rounds: int = 300
-) -> np.ndarray:
-    """``xy`` with the labelled circles (the first ``len(texts)``) pushed apart until the rectangles of their labels
-    below them and their circles overlap no more (or ``rounds`` passes end): each overlapping pair moves apart along
-    the line between them, half the overlap each; unlabelled circles stay where the layout put them."""
-    xy = np.array(xy, dtype=np.float64)
-    n = len(texts)
-    for _ in range(rounds):
-        boxes = [
-            (min(b[0], x - s / 2), y - s / 2, max(b[2], x + s / 2), b[3])  # the circle and the label below it
-            for (x, y), s, b in (
-                (xy[i], sizes[i], label_box(float(xy[i, 0]), float(xy[i, 1]), float(sizes[i]), texts[i], font, "below"))
-                for i in range(n)
-            )
-        ]
-        moved = False
-        for i in range(n):
-            for j in range(i + 1, n):
-                a, b = boxes[i], boxes[j]
-                dx = min(a[2], b[2]) - max(a[0], b[0])
-                dy = min(a[3], b[3]) - max(a[1], b[1])
-                if dx <= 0 or dy <= 0:
-                    continue
-                moved = True
-                if dx < dy:  # the cheaper way apart
-                    step = (dx / 2 + 0.5) * (1 if xy[i, 0] >= xy[j, 0] else -1)
-                    xy[i, 0] += step
-                    xy[j, 0] -= step
-                else:
-                    step = (dy / 2 + 0.5) * (1 if xy[i, 1] >= xy[j, 1] else -1)
-                    xy[i, 1] += step
-                    xy[j, 1] -= step
-        if not moved:
-            break
-    return xy
-
-
-def place_labels(xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float) -> tuple[list[str], int]:
-    """A place (:data:`PLACES`) for each label, greedily in the given order (the most flow first): the first place
-    whose rectangle overlaps no label placed so far and no circle; returns the places and the labels that still
-    overlap another (none is the goal: a map readable at its fit zoom)."""
-    circles = [
-        (x - s / 2, y - s / 2, x + s / 2, y + s / 2) for (x, y), s in zip(xy.tolist(), sizes.tolist(), strict=True)
-    ]
-    placed: list[tuple[float, ...]] = []
-    places, clashes = [], 0
-    for i, text in enumerate(texts):
-        x, y = xy[i]
-        best = None
-        for place in PLACES:
-            box = label_box(float(x), float(y), float(sizes[i]), text, font, place)
-            hits = any(_overlap(box, other) for other in placed) or any(
-                _overlap(box, circle) for j, circle in enumerate(circles) if j != i
-            )
-            if not hits:
-                best = (place, box)
-                break
-        if best is None:
-            clashes += 1
-            best = (PLACES[0], label_box(float(x), float(y), float(sizes[i]), text, font, PLACES[0]))
-        places.append(best[0])
-        placed.append(best[1])
-    return places, clashes
-
-
 def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
     modules) as dash-cytoscape nodes sized by flow and coloured as in the table
@@ -681,23 +532,8 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     index = {m["id"]: i for i, m in enumerate(shown)}
     links = [(a, b, f) for a, b, f in saved.get("links", {}).get(parent, []) if a in index and b in index]
     links = links[: 4 * len(shown)]
-    positions = drawing.force_layout(
-        len(shown),
-        np.array([index[a] for a, _, _ in links], dtype=np.int64),
-        np.array([index[b] for _, b, _ in links], dtype=np.int64),
-        np.array([f for _, _, f in links]),
-    )
-    top_flow = max((m["flow"] for m in shown), default=1.0) or 1.0
-    scale = 60.0 * np.sqrt(max(len(shown), 4))  # pixels: room for every module's circle and label
+    xy, sizes, font, places, clashes = map_layout(shown, [(index[a], index[b], f) for a, b, f in links])
     top_link = max((f for *_, f in links), default=1.0) or 1.0
-    xy = np.asarray(positions, dtype=np.float64).reshape(-1, 2) * scale
-    sizes = np.array([12 + 40 * float(np.sqrt(m["flow"] / top_flow)) for m in shown])
-    texts = [f"{m['id']} {m['name']}" for m in shown[:MAP_LABELS]]
-    for _ in range(3):  # spreading widens the map, which lowers the fit zoom: size the labels again
-        font = MAP_FONT_PX / fit_zoom(xy, sizes)  # 12 pixels on screen at the fit zoom
-        xy = spread_for_labels(xy, sizes, texts, font)
-    font = MAP_FONT_PX / fit_zoom(xy, sizes)
-    places, clashes = place_labels(xy[: len(texts)], sizes[: len(texts)], texts, font)
     elements: list[dict[str, Any]] = []
     for rank, (module, (x, y)) in enumerate(zip(shown, xy.tolist(), strict=True)):
         elements.append(
@@ -731,6 +567,23 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
                 }
             }
         )
+    legend = [
+        {"id": m["id"], "name": m["name"], "colour": module_colour(m["id"]), "flow": float(m["flow"])}
+        for m in shown[:MAP_LABELS]
+    ]
+    return {
+        "elements": elements,
+        "notes": _map_notes(saved, parent, shown, children),
+        "modules": len(children),
+        "links": len(links),
+        "legend": legend,
+        "label_clashes": clashes,
+    }
+
+
+def _map_notes(saved: dict[str, Any], parent: str, shown: list[Any], children: list[Any]) -> list[str]:
+    """What the module map says beside the map: that it shows only the modules of most flow, or that Infomap's
+    result is flat."""
     notes = []
     if len(shown) < len(children):
         covered = sum(m["flow"] for m in shown) / max(sum(m["flow"] for m in children), 1e-300)
@@ -746,18 +599,7 @@ def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
                 "Infomap's multilevel search found no submodules: the result is flat (one level of modules). A "
                 "smaller Markov time (e.g. 0.5) looks for finer, nested modules."
             )
-    legend = [
-        {"id": m["id"], "name": m["name"], "colour": module_colour(m["id"]), "flow": float(m["flow"])}
-        for m in shown[:MAP_LABELS]
-    ]
-    return {
-        "elements": elements,
-        "notes": notes,
-        "modules": len(children),
-        "links": len(links),
-        "legend": legend,
-        "label_clashes": clashes,
-    }
+    return notes
 
 
 MAX_SEARCH_CHARS = 200

@@ -21,7 +21,6 @@ import contextlib
 import io
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,11 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from app import background, config, sessions
-from app.background import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
+from app import config, jobs, sessions
+from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
+from app.jobs.kinds import JobKind, new_key
 from app.services import UserError, describe_error, whole_number
 from app.services.corpus import decode_upload
-from engine.cognitive import actions, maps, walks
+from app.services.map_drawing import CELL as CELL
+from app.services.map_drawing import MODULE_PALETTE as MODULE_PALETTE
+from app.services.map_drawing import PALETTE as PALETTE
+from app.services.map_drawing import WALL_COLOUR as WALL_COLOUR
+from app.services.map_drawing import edge_id as edge_id
+from app.services.map_drawing import map_elements as map_elements
+from app.services.map_drawing import observation_colour as observation_colour
+from app.services.map_drawing import route_elements as route_elements
+from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
 NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
@@ -61,29 +69,13 @@ UPLOAD, UPLOAD_INFO = "map-upload.csv", "map-upload.json"
 MAPS, CURRENT = "maps", "map.json"
 MODEL, WALK, ROOM, VIEW = "model.npz", "walk.csv", "room.csv", "view.json"
 MAP_KIND = "map"
-"""The map job's kind in the server's queue (:class:`app.background.Ticket`)."""
+"""The map job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+MAP = JobKind(MAP_KIND, "map", (JOB, HEARTBEAT, CANCEL))
+"""The map job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
 WAITED_CANCELLED = "The map job was cancelled while it waited; the previous map is kept."
 SOURCES = {"room": "a random walk in the room above", "walk": "the uploaded walk"}
 
 ProgressReport = Callable[[dict[str, Any]], None]
-
-WALL_COLOUR = "#2b2b2b"
-PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#aec7e8",
-    "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#7f7f7f", "#393b79",
-)  # fmt: skip
-"""Observation colours (an observation ``o`` of a room is ``PALETTE[o % len]``; walls :data:`WALL_COLOUR`)."""
-MODULE_PALETTE = ("#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494", "#b3b3b3")
-
-
-def observation_colour(symbol: str, symbols: list[str]) -> str:
-    """The colour of an observation: by its value when it is a whole number (as the room preview colours it), else
-    by its place among the walk's observations."""
-    try:
-        index = int(symbol)
-    except ValueError:
-        index = symbols.index(symbol) if symbol in symbols else 0
-    return WALL_COLOUR if index < 0 else PALETTE[index % len(PALETTE)]
 
 
 # ------------------------------------------------------------------------------------------ input
@@ -105,7 +97,7 @@ def parse_room(content: Any) -> np.ndarray:
     if len(content) > MAX_ROOM_CHARACTERS:
         raise UserError(f"The room is too long: {len(content):,} characters, at most {MAX_ROOM_CHARACTERS:,}.")
     try:
-        room = walks.parse_room(content, "The room")
+        room = api.parse_room(content, "The room")
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if room.size > MAX_ROOM_CELLS:
@@ -128,8 +120,8 @@ class MapRequest:
     room: str | None = None
     length: int | None = None
 
-    def options(self) -> walks.MapOptions:
-        return walks.MapOptions(clones=self.clones, seed=self.seed)
+    def options(self) -> api.MapOptions:
+        return api.MapOptions(clones=self.clones, seed=self.seed)
 
 
 def check_request(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any = 0) -> MapRequest:
@@ -168,7 +160,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
     except UnicodeDecodeError:
         raise UserError(f"{name} is not UTF-8 text (a walk is a CSV or JSON file).") from None
     try:
-        walk = walks.parse_walk(content, name)
+        walk = api.parse_walk(content, name)
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if len(walk.observations) > MAX_WALK_LENGTH:
@@ -189,7 +181,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
 
 def upload_info(folder: Path) -> dict[str, Any] | None:
     """The session's uploaded walk (name, steps, observations, actions, places), or None."""
-    info = background.read_json(folder / UPLOAD_INFO)
+    info = jobs.read_json(folder / UPLOAD_INFO)
     return info if info and (folder / UPLOAD).is_file() else None
 
 
@@ -205,48 +197,43 @@ def describe_upload(info: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ the job
 def map_files(folder: Path) -> JobFiles:
     """The map job's record (which also holds its progress), heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / JOB, folder / HEARTBEAT, folder / CANCEL)
+    return MAP.files(folder)
 
 
 def read_job(folder: Path) -> dict[str, Any] | None:
-    return map_files(folder).read()
+    return MAP.read(folder)
 
 
 def map_running(folder: Path) -> bool:
-    return map_files(folder).running()
+    return MAP.running(folder)
 
 
 def map_ticket(folder: Path) -> Ticket | None:
     """The session's map job in the queue (waiting, or started and not yet running), if any."""
-    return background.server_queue().find(MAP_KIND, folder.name)
+    return MAP.ticket(folder)
 
 
 def queue_map(folder: Path, request: MapRequest) -> Ticket:
     """Put a map job into the server's queue when the user presses Learn (a ticket, not a process: see
-    :class:`app.background.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
+    :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each in one sentence."""
     sessions.check_disk("The map job")
-    if map_running(folder) or map_ticket(folder) is not None:
+    if MAP.busy(folder):
         raise UserError("A map job is already running or waiting in this session; wait or cancel it.")
-    payload = {"key": uuid.uuid4().hex[:12], "request": asdict(request)}
-    return background.server_queue().enter(MAP_KIND, folder.name, payload)
+    return MAP.enter(folder, {"request": asdict(request)})
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its map job in the queue, and the job to start when its turn has come."""
-    return background.queue_view(MAP_KIND, folder.name, map_files(folder), "map", shown)
+    return MAP.queue_view(folder, shown)
 
 
 def run_queued_map(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> dict[str, str]:
     """The job of a queued map whose turn has come: its request is the ticket's; the ticket is gone when it ends."""
-    ticket = background.started_ticket(ticket_name, MAP_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:
-        return {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED}
-    try:
-        request = MapRequest(**data["request"])
-        return run_map_job(folder, request, report, key=str(data["key"]), ticket=ticket)
-    finally:
-        background.server_queue().withdraw(ticket)
+
+    def start(data: dict[str, Any], ticket: Ticket) -> dict[str, str]:
+        return run_map_job(folder, MapRequest(**data["request"]), report, key=str(data["key"]), ticket=ticket)
+
+    return MAP.run_queued(folder, ticket_name, start, {"key": "", "status": CANCELLED, "message": WAITED_CANCELLED})
 
 
 class _Stopped(Exception):
@@ -263,7 +250,7 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     stage, iteration, bits = record.get("stage"), record.get("iteration"), record.get("bits")
     if stage not in ("em", "viterbi") or iteration is None:
         return 0, record.get("message", "Starting.")
-    options = walks.MAP_DEFAULTS
+    options = api.MAP_DEFAULTS
     if stage == "em":
         value = 90 * (iteration + 1) / options.iterations
         label = (
@@ -286,18 +273,11 @@ def run_map_job(
     returns the key, status and message (never raises for a problem with the input or the run). The session's current
     map changes only when the status is ``finished``. With the started ``ticket`` of a queued job it takes its place at
     once; without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    key = key or new_key()
     files = map_files(folder)
-    if map_running(folder) and (read_job(folder) or {}).get("key") != key:
+    if MAP.runs_another(folder, key):
         return {"key": key, "status": REFUSED, "message": "A map job is already running in this session."}
-    files.cancel.unlink(missing_ok=True)
-    record: dict[str, Any] = {
-        "key": key,
-        "status": RUNNING,
-        "message": "Preparing the walk.",
-        "request": asdict(request),
-        "started": time.time(),
-    }
+    record = MAP.new_record(folder, key, "Preparing the walk.", request=asdict(request))
     last = {"at": 0.0}
 
     def publish(force: bool = False) -> None:
@@ -318,9 +298,30 @@ def run_map_job(
     try:
         files.heartbeat.touch()
         publish(force=True)
-        walk, room, walk_text = _prepare_walk(folder, request)
+        prepared = _prepare_walk(folder, request)
     except (ValueError, OSError) as exc:
         return finish(REFUSED, describe_error(exc))
+    with files.alive():
+        ended = _learn(folder, request, key, ticket, prepared, record, publish)
+        if ended is not None:
+            return finish(*ended)
+    return finish(FINISHED, summary_sentence(load_view(folder)))
+
+
+def _learn(
+    folder: Path,
+    request: MapRequest,
+    key: str,
+    ticket: Ticket | None,
+    prepared: tuple[api.WalkFile, np.ndarray | None, str],
+    record: dict[str, Any],
+    publish: Callable[[], None],
+) -> tuple[str, str] | None:
+    """Take a place (at once with the started ``ticket`` of a queued job) and learn the map from the ``prepared``
+    walk into the session folder, its stage, iteration and bits per step in ``record`` (``publish`` writes it): None
+    when it finished, else how it ended (a status and a sentence; the previous map is kept)."""
+    walk, room, walk_text = prepared
+    files = map_files(folder)
     deadline = time.time() + config.max_job_seconds()
 
     def progress(stage: str, iteration: int, bits: float) -> None:
@@ -329,61 +330,54 @@ def run_map_job(
         record.update(stage=stage, iteration=int(iteration), bits=float(bits))
         publish()
 
-    slot = background.server_queue()
-
     def waiting(place: int) -> None:
-        record["message"] = background.waiting_message(place)
+        record["message"] = jobs.waiting_message(place)
         publish()
 
-    with files.alive():
-        try:
-            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
-                return finish(CANCELLED, WAITED_CANCELLED)
-            try:
-                record["message"] = "Learning the map."
-                model, summary = walks.learn_map(walk, request.options(), progress)
-                _install(folder, key, model, summary, walk, walk_text, room)
-            finally:
-                slot.release()
-        except QueueFull as exc:
-            return finish(REFUSED, str(exc))
-        except _Stopped:
-            if files.cancel.exists():
-                return finish(CANCELLED, "Map job cancelled; the previous map is kept.")
-            return finish(
-                FAILED,
-                f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
-                "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
-            )
-        except background.JobTerminated:
-            return finish(CANCELLED, "The server stopped the map job; the previous map is kept.")
-        except MemoryError as exc:
-            return finish(
-                FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
-            )
-        except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
-            return finish(FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept.")
-    return finish(FINISHED, summary_sentence(load_view(folder)))
+    try:
+        with jobs.held_place(waiting, files.cancel.exists, ticket) as placed:
+            if not placed:
+                return CANCELLED, WAITED_CANCELLED
+            record["message"] = "Learning the map."
+            model, summary = api.learn_map(walk, request.options(), progress)
+            _install(folder, key, model, summary, walk, walk_text, room)
+    except QueueFull as exc:
+        return REFUSED, str(exc)
+    except _Stopped:
+        if files.cancel.exists():
+            return CANCELLED, "Map job cancelled; the previous map is kept."
+        return (
+            FAILED,
+            f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
+            "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
+        )
+    except jobs.JobTerminated:
+        return CANCELLED, "The server stopped the map job; the previous map is kept."
+    except MemoryError as exc:
+        return FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
+    except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
+        return FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept."
+    return None
 
 
-def _prepare_walk(folder: Path, request: MapRequest) -> tuple[walks.WalkFile, np.ndarray | None, str]:
+def _prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
     """The walk the job learns from, the room when known, and the walk's CSV or JSON text (kept with the map)."""
     if request.source == "room":
         room = parse_room(request.room)
-        walk_text = walks.format_walk(actions.generate_walk(room, int(request.length or 0), seed=request.seed))
-        return walks.parse_walk(walk_text, "the walk"), room, walk_text
+        walk_text = api.format_walk(api.generate_walk(room, int(request.length or 0), seed=request.seed))
+        return api.parse_walk(walk_text, "the walk"), room, walk_text
     if upload_info(folder) is None:
         raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
     walk_text = (folder / UPLOAD).read_text(encoding="utf-8")
-    return walks.parse_walk(walk_text, (upload_info(folder) or {}).get("name", "the walk")), None, walk_text
+    return api.parse_walk(walk_text, (upload_info(folder) or {}).get("name", "the walk")), None, walk_text
 
 
 def _install(
     folder: Path,
     key: str,
-    model: actions.ActionCHMM,
+    model: api.ActionCHMM,
     summary: dict[str, Any],
-    walk: walks.WalkFile,
+    walk: api.WalkFile,
     walk_text: str,
     room: np.ndarray | None,
 ) -> None:
@@ -424,7 +418,7 @@ def _modules(graph: Any) -> dict[int, int]:
 
 
 def build_view(
-    model: actions.ActionCHMM, walk: walks.WalkFile, room: np.ndarray | None, summary: dict[str, Any]
+    model: api.ActionCHMM, walk: api.WalkFile, room: np.ndarray | None, summary: dict[str, Any]
 ) -> dict[str, Any]:
     """What the page draws of a map, computed once: the clones of the walk's MAP path with their observation, place
     (the mean (row, column) of the steps on them when the walk has true places, else a force layout) and Infomap
@@ -432,8 +426,8 @@ def build_view(
     import networkx as nx
 
     x, a = walk.walks()  # a file of several documents: each walk decoded from its own start
-    graph = maps.clone_graph(model, x, a)
-    paths, _ = actions.viterbi(model, x, a)
+    graph = api.map_clone_graph(model, x, a)
+    paths, _ = api.decode_walk(model, x, a)
     path = np.concatenate(paths) if isinstance(paths, list) else paths
     nodes = sorted(int(n) for n in graph.nodes)
     places: dict[int, tuple[float, float]] = {}
@@ -466,7 +460,7 @@ def build_view(
         "room": None if room is None else room.tolist(),
     }
     if room is not None:
-        view["recovers_room"] = maps.recovers_room(model, x, a, room)
+        view["recovers_room"] = api.recovers_room(model, x, a, room)
         view["cells"] = int(np.sum(room >= 0))
     return view
 
@@ -494,7 +488,7 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
 # ------------------------------------------------------------------------------------------ the session's map
 def current_map(folder: Path) -> Path | None:
     """The folder of the session's current map, or None before any."""
-    pointer = background.read_json(folder / CURRENT)
+    pointer = jobs.read_json(folder / CURRENT)
     key = (pointer or {}).get("key")
     if not isinstance(key, str) or not key.isalnum():
         return None
@@ -504,7 +498,7 @@ def current_map(folder: Path) -> Path | None:
 
 def load_view(folder: Path) -> dict[str, Any] | None:
     path = current_map(folder)
-    return None if path is None else background.read_json(path / VIEW)
+    return None if path is None else jobs.read_json(path / VIEW)
 
 
 def _need_map(folder: Path) -> Path:
@@ -514,10 +508,10 @@ def _need_map(folder: Path) -> Path:
     return path
 
 
-def _load(folder: Path) -> tuple[actions.ActionCHMM, walks.WalkFile]:
+def _load(folder: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
     path = _need_map(folder)
-    model = actions.load(path / MODEL)
-    walk = walks.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
+    model = api.load_map(path / MODEL)
+    walk = api.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
     return model, walk
 
 
@@ -543,7 +537,7 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
     if not view.get("places"):
         raise UserError("This walk has no true places (row and column columns), so its clones have no place fields.")
     model, walk = _load(folder)
-    field = maps.place_field(model, *walk.walks(), walk.positions, number)
+    field = api.place_field(model, *walk.walks(), walk.positions, number)
     symbol = next(node["symbol"] for node in view["nodes"] if node["clone"] == number)
     rows = [[None if np.isnan(v) else float(v) for v in row] for row in field]
     return {"clone": number, "symbol": symbol, "field": rows}
@@ -559,7 +553,7 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
     begin, end = _clone(start, view, "start"), _clone(goal, view, "goal")
     model, _ = _load(folder)
     try:
-        route, moves = maps.plan(model, begin, end)
+        route, moves = api.plan_route(model, begin, end)
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if not moves:
@@ -578,81 +572,6 @@ def clone_options(view: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [{"label": f"clone {n['clone']} (observation {n['symbol']})", "value": n["clone"]} for n in view["nodes"]]
 
 
-CELL = 90.0
-"""Pixels between two cells of the room on the map (node places are in cells)."""
-
-
-def map_elements(view: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The map as Cytoscape elements: a node per clone (placed by its mean place in the room, clones on the same
-    place spread around it) with its observation and module colours; an edge per pair of clones the walk steps
-    between (either way; steps into a wall, which stay on the clone, are left out)."""
-    if not view:
-        return []
-    symbols = view["symbols"]
-    taken: dict[tuple[int, int], int] = {}
-    elements: list[dict[str, Any]] = []
-    for node in view["nodes"]:
-        spot = (round(node["row"] * 4), round(node["column"] * 4))
-        rank = taken.get(spot, 0)
-        taken[spot] = rank + 1
-        angle = rank * 2.4
-        shift = 0.0 if rank == 0 else 18.0 + 4.0 * rank
-        elements.append(
-            {
-                "data": {
-                    "id": f"c{node['clone']}",
-                    "clone": node["clone"],
-                    "label": str(node["clone"]),
-                    "symbol": node["symbol"],
-                    "module": node["module"],
-                    "obs_colour": observation_colour(node["symbol"], symbols),
-                    "module_colour": MODULE_PALETTE[node["module"] % len(MODULE_PALETTE)],
-                },
-                "position": {
-                    "x": node["column"] * CELL + shift * float(np.cos(angle)),
-                    "y": node["row"] * CELL + shift * float(np.sin(angle)),
-                },
-            }
-        )
-    pairs: dict[tuple[int, int], dict[str, Any]] = {}
-    for edge in view["edges"]:
-        u, v = edge["source"], edge["target"]
-        if u == v:
-            continue
-        key = (min(u, v), max(u, v))
-        entry = pairs.setdefault(key, {"count": 0, "actions": []})
-        entry["count"] += edge["count"]
-        entry["actions"] += [f"{u}→{v} {name}" for name in edge["actions"]]
-    for (u, v), entry in sorted(pairs.items()):
-        elements.append(
-            {
-                "data": {
-                    "id": edge_id(u, v),
-                    "source": f"c{u}",
-                    "target": f"c{v}",
-                    "count": entry["count"],
-                    "actions": "; ".join(entry["actions"]),
-                }
-            }
-        )
-    return elements
-
-
-def edge_id(u: int, v: int) -> str:
-    """The Cytoscape id of the map's edge between clones ``u`` and ``v`` (either way)."""
-    return f"e{min(u, v)}_{max(u, v)}"
-
-
-def route_elements(route: list[int] | None) -> tuple[list[str], list[str]]:
-    """The node and edge ids of a route, for highlighting it on the map."""
-    if not route:
-        return [], []
-    nodes = [f"c{c}" for c in route]
-    edges = [edge_id(u, v) for u, v in zip(route[:-1], route[1:], strict=True) if u != v]
-    return nodes, edges
-
-
-# ------------------------------------------------------------------------------------------ exports and cancel
 def model_file(folder: Path) -> tuple[Path, str]:
     """The current map's model file and the name to download it as."""
     path = _need_map(folder)
@@ -665,7 +584,7 @@ def graphml(folder: Path) -> tuple[str, str]:
     import networkx as nx
 
     path = _need_map(folder)
-    view = background.read_json(path / VIEW) or {}
+    view = jobs.read_json(path / VIEW) or {}
     graph = nx.DiGraph()
     for node in view.get("nodes", []):
         graph.add_node(
@@ -681,13 +600,9 @@ def graphml(folder: Path) -> tuple[str, str]:
 def request_cancel(folder: Path) -> str:
     """Stop the session's map job (its cancel flag; a waiting one leaves the queue) and say what the page shows."""
     files = map_files(folder)
-    files.request_cancel()
-    ticket = map_ticket(folder)
-    record = files.read()
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if background.server_queue().withdraw(ticket) and (not record or record.get("key") != key):
-            return WAITED_CANCELLED
+    waited, record = MAP.cancel(folder)
+    if waited:
+        return WAITED_CANCELLED
     message = "Map job cancelled; the previous map is kept."
     if record and record.get("status") == RUNNING:
         record.update(status=CANCELLED, message=message, finished=time.time())
@@ -702,4 +617,4 @@ def reap_dead_job(folder: Path) -> str | None:
     record = map_files(folder).reap()
     if record is None:
         return None
-    return f"The map job {background.DIED}. The previous map is kept."
+    return f"The map job {jobs.DIED}. The previous map is kept."

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from app.background import read_json
+from app.jobs import read_json
 from app.services import UserError, visible
 from app.services.corpus import decode_upload
 from engine import api
-from engine.backends import model_files
+from engine.api import CHMM, ModelFormatError
 from engine.files import atomic_write_bytes, atomic_write_json
-from engine.model.dense import CHMM, ModelFormatError
 
 
 # ------------------------------------------------------------------------------------------ the current model
@@ -23,7 +22,7 @@ def load_current(folder: Path) -> CHMM:
     path = sessions.current_model_path(folder)
     if not path.is_file():
         raise UserError("This session has no model yet: train one or load a saved .npz model.")
-    return model_files.load_model(path, max_bytes=config.max_model_memory_bytes())
+    return api.load_model(path, max_bytes=config.max_model_memory_bytes())
 
 
 SUMMARY = "summary.json"
@@ -57,7 +56,7 @@ are the pseudocount's trace (98.5% of 1.25 M on a 1,200-state model), so "non-ze
 
 
 def _summarise(path: Path) -> dict[str, Any]:
-    model = model_files.load_model(path, max_bytes=config.max_model_memory_bytes())
+    model = api.load_model(path, max_bytes=config.max_model_memory_bytes())
     meta = model.metadata
     settings = meta.get("settings") or {}
     return {
@@ -114,7 +113,7 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
     atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
     try:
-        model = model_files.load_model(candidate, max_bytes=config.max_model_memory_bytes())
+        model = api.load_model(candidate, max_bytes=config.max_model_memory_bytes())
     except ModelFormatError as exc:
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)

@@ -11,9 +11,7 @@ from app.services import UserError, describe_error, parse_threshold
 from app.services.corpus import corpus_info, read_corpus
 from app.services.models import load_current
 from engine import api
-from engine.backends import model_files
-from engine.corpora import text
-from engine.model.dense import CHMM
+from engine.api import CHMM
 
 PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
@@ -54,7 +52,7 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
         given, name = read_corpus(folder)[0], info.name
         corpus_text = given if isinstance(given, str) else "\n\n".join(d.text for d in given)
     elif config.SAMPLE_CORPUS.is_file():
-        corpus_text, name = text.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+        corpus_text, name = api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     else:
         raise UserError("There is no text to score: upload a corpus on the Train page first.")
     model = load_current(folder) if model is None else model
@@ -97,14 +95,22 @@ def check_sweep_memory(model: Any) -> None:
         )
 
 
-def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
-    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
-    model = load_current(folder)
+def _bounded_validation(folder: Path, model: Any) -> tuple[str, str]:
+    """The text a prune scores the model on and its source in words, after :func:`check_sweep_memory`: at most
+    :data:`MAX_SWEEP_WORK` over the model's non-zeros characters of it (a web request: bounded to a few seconds
+    whatever the model and the corpus)."""
     check_sweep_memory(model)
     validation, source = prune_validation_text(folder, model)
     most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
-    if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
+    if len(validation) > most:
         validation, source = validation[:most], f"the first {most:,} characters of {source}"
+    return validation, source
+
+
+def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
+    """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
+    model = load_current(folder)
+    validation, source = _bounded_validation(folder, model)
     try:
         points = api.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
         unpruned = api.score_text(model, validation)
@@ -123,11 +129,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     result current (the old model is kept for undo)."""
     threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
     model = load_current(folder)
-    check_sweep_memory(model)
-    validation, source = prune_validation_text(folder, model)
-    most = max(1_000, MAX_SWEEP_WORK // max(model.n_nonzero(), 1))
-    if len(validation) > most:  # a web request: bounded to a few seconds whatever the model and the corpus
-        validation, source = validation[:most], f"the first {most:,} characters of {source}"
+    validation, source = _bounded_validation(folder, model)
     try:
         outcome = api.prune_model(model, threshold=threshold, validation_text=validation)
     except ValueError as exc:
@@ -137,7 +139,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     jobs_dir.mkdir(exist_ok=True)
     candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"
     try:
-        model_files.save_model(outcome.model, candidate)
+        api.save_model(outcome.model, candidate)
         sessions.install_model(folder, candidate)
     finally:
         candidate.unlink(missing_ok=True)

@@ -25,40 +25,22 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app import background, config, services, sessions
-from app.background import (
-    CANCELLED,
-    DIED,
-    FAILED,
-    FINISHED,
-    REFUSED,
-    RUNNING,
-    JobFiles,
-    JobMemoryError,
-    JobTerminated,
-    QueueFull,
-    Ticket,
-    memory_exceeded,
-    read_json,
-    server_queue,
-    started_ticket,
-)
+from app import config, services, sessions
+from app.jobs import JobFiles, JobMemoryError, JobTerminated, QueueFull, Ticket, held_place, memory_exceeded
+from app.jobs.kinds import JobKind, new_key
+from app.jobs.queue import place_message
+from app.jobs.records import CANCELLED, DIED, FAILED, FINISHED, REFUSED, RUNNING, read_json
 from app.services import comparisons
 from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
 from app.services import maps as map_service
-from engine import training
-from engine.backends import model_files
-from engine.corpora import text
+from engine import api
 from engine.files import atomic_write_json
-from engine.peers import learners
-from engine.training import distributed, learning
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
@@ -75,9 +57,15 @@ class JobOutcome:
         return asdict(self)
 
 
+TRAINING_KIND = "training"
+"""The training job's kind in the server's queue (:class:`app.jobs.Ticket`)."""
+TRAINING = JobKind(TRAINING_KIND, "training", (sessions.JOB, sessions.HEARTBEAT, sessions.CANCEL))
+"""The training job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
+
+
 def training_files(folder: Path) -> JobFiles:
     """The training job's record, heartbeat and cancel flag in a session folder."""
-    return JobFiles(folder / sessions.JOB, folder / sessions.HEARTBEAT, folder / sessions.CANCEL)
+    return TRAINING.files(folder)
 
 
 def read_progress(folder: Path) -> dict[str, Any] | None:
@@ -87,12 +75,12 @@ def read_progress(folder: Path) -> dict[str, Any] | None:
 
 def read_job(folder: Path) -> dict[str, Any] | None:
     """The latest job's status file (None before any job)."""
-    return training_files(folder).read()
+    return TRAINING.read(folder)
 
 
 def job_running(folder: Path, now: float | None = None) -> bool:
-    """Whether a training job of this session is running (see :meth:`app.background.JobFiles.running`)."""
-    return training_files(folder).running(now)
+    """Whether a training job of this session is running (see :meth:`app.jobs.JobFiles.running`)."""
+    return TRAINING.running(folder, now)
 
 
 def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
@@ -102,7 +90,7 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     record = training_files(folder).reap(now)
     if record is None:
         return None
-    cause = record.get("cause")  # why its memory watch killed it (app.background.MemoryWatch)
+    cause = record.get("cause")  # why its memory watch killed it (app.jobs.MemoryWatch)
     message = f"The training job {DIED}. The previous model is still current."
     if cause:
         message = f"The training job stopped: {cause}; choose fewer states. The previous model is still current."
@@ -142,12 +130,12 @@ class TrainingCheck:
         return memory if self.expected is None else f"{memory} {self.expected}"
 
 
-def check_training(folder: Path, options: training.TrainOptions) -> TrainingCheck:
+def check_training(folder: Path, options: api.TrainOptions) -> TrainingCheck:
     """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
     sessions.check_space(folder, 0, "Another model")
     corpus_text, info = corpus_service.read_corpus(folder)
-    corpus = text.prepare_corpus(
+    corpus = api.prepare_corpus(
         corpus_text,
         normalisation=options.normalisation,
         test_fraction=options.test_fraction,
@@ -155,16 +143,16 @@ def check_training(folder: Path, options: training.TrainOptions) -> TrainingChec
         max_train=options.max_train,
         name=info.name,
     )
-    estimate = training.estimate_training_memory(corpus, options)
+    estimate = api.estimate_training_memory(corpus, options)
     limit = config.max_train_bytes()
     if estimate > limit:
-        states = "The fewest candidate" if options.states == training.AUTO else f"{options.states:,}"
+        states = "The fewest candidate" if options.states == api.AUTO else f"{options.states:,}"
         raise ValueError(
             f"{states} states would need about {services.format_bytes(estimate)} of memory to train on "
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
             "choose fewer states."
         )
-    return TrainingCheck(corpus_text, info.name, estimate, limit, training.expected_sentence(options))
+    return TrainingCheck(corpus_text, info.name, estimate, limit, api.expected_sentence(options))
 
 
 class _Progress:
@@ -173,7 +161,7 @@ class _Progress:
     restart's (``restart``, 0-based, of ``restarts``), with an automatic search the current candidate's
     (``candidate``, 0-based); the refit's records (``refit``) come last."""
 
-    def __init__(self, folder: Path, key: str, options: training.TrainOptions) -> None:
+    def __init__(self, folder: Path, key: str, options: api.TrainOptions) -> None:
         self.path = folder / sessions.PROGRESS
         self.lock = threading.Lock()
         self.runs: list[list[dict[str, Any]]] = []  # the finished selection runs' histories (restarts, candidates)
@@ -215,7 +203,7 @@ class _Progress:
             self.state.update(changes)
         self.write()
 
-    def record(self, record: learning.IterationRecord) -> None:
+    def record(self, record: api.IterationRecord) -> None:
         entry = _entry(record)
         with self.lock:
             state = self.state
@@ -238,13 +226,13 @@ class _Progress:
                 state["history"].append(entry)
         self.write()
 
-    def keep(self, history: list[learning.IterationRecord]) -> None:
+    def keep(self, history: list[api.IterationRecord]) -> None:
         """Show the run the training kept (the selection's history, online epochs and batch iterations) once it
         has ended, so the chart and the session's runs are the kept model's, not the last restart's."""
         self.update(history=[_entry(r) for r in history if not r.refit], kept=True)
 
 
-def _entry(record: learning.IterationRecord) -> dict[str, Any]:
+def _entry(record: api.IterationRecord) -> dict[str, Any]:
     """An iteration record as progress.json keeps it."""
     return {
         "iteration": int(record.iteration),
@@ -360,53 +348,47 @@ def _summary_message(summary: dict[str, Any]) -> str:
     )
 
 
-TRAINING_KIND = "training"
-"""The training job's kind in the server's queue (:class:`app.background.Ticket`)."""
 WAITED_CANCELLED = "Training cancelled while it waited; the previous model is still current."
 
 
-def queue_training(folder: Path, options: training.TrainOptions) -> Ticket:
+def queue_training(folder: Path, options: api.TrainOptions) -> Ticket:
     """Put a training of ``options`` into the server's queue when the user presses Start (the web worker: no process
-    waits, see :class:`app.background.JobSlot`), after the checks that can refuse it at once, each with a sentence:
+    waits, see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence:
     a full disk (:class:`sessions.SessionError`), a training already running or waiting in the session
     (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
-    (:class:`app.background.QueueFull`). The job checks again when it starts."""
+    (:class:`app.jobs.QueueFull`). The job checks again when it starts."""
     sessions.check_disk("The training job")
-    if job_running(folder) or training_ticket(folder) is not None:
+    if TRAINING.busy(folder):
         raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
     check_training(folder, options)
-    payload = {"key": uuid.uuid4().hex[:12], "options": asdict(options)}
-    return server_queue().enter(TRAINING_KIND, folder.name, payload)
+    return TRAINING.enter(folder, {"options": asdict(options)})
 
 
 def training_ticket(folder: Path) -> Ticket | None:
     """The session's training in the queue (waiting, or started and not yet running), if any."""
-    return server_queue().find(TRAINING_KIND, folder.name)
+    return TRAINING.ticket(folder)
 
 
 def queue_view(folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
     """What the session's pages show of its training in the queue, and the job to start when its turn has come
-    (:func:`app.background.queue_view`)."""
-    return background.queue_view(TRAINING_KIND, folder.name, training_files(folder), "training", shown)
+    (:func:`app.jobs.queue_view`)."""
+    return TRAINING.queue_view(folder, shown)
 
 
 def run_queued_training(folder: Path, ticket_name: Any, report: ProgressReport | None = None) -> JobOutcome:
     """The job of a queued training whose turn has come (started by the page with its started ticket's name): its
     options are the ticket's, and it takes the place the ticket held at once; the ticket is gone when it ends."""
-    ticket = started_ticket(ticket_name, TRAINING_KIND, folder.name)
-    data = ticket.read() if ticket is not None else None
-    if ticket is None or data is None:  # withdrawn (cancelled) before the job began
-        return JobOutcome("", CANCELLED, WAITED_CANCELLED)
-    try:
-        options = training.TrainOptions(**data["options"])
+
+    def start(data: dict[str, Any], ticket: Ticket) -> JobOutcome:
+        options = api.TrainOptions(**data["options"])
         return run_training_job(folder, options, report, key=str(data["key"]), ticket=ticket)
-    finally:
-        server_queue().withdraw(ticket)  # a job refused before it took its place leaves no ticket behind
+
+    return TRAINING.run_queued(folder, ticket_name, start, JobOutcome("", CANCELLED, WAITED_CANCELLED))
 
 
 def run_training_job(
     folder: Path,
-    options: training.TrainOptions,
+    options: api.TrainOptions,
     report: ProgressReport | None = None,
     key: str | None = None,
     ticket: Ticket | None = None,
@@ -414,27 +396,17 @@ def run_training_job(
     """Train on the session's corpus and make the result the current model (see the module docstring). Never
     raises for a problem with the input or the run: the outcome's status and message say what happened, and
     ``current.npz`` changes only when the status is ``finished``. With the started ``ticket`` of a queued training
-    it takes its place at once (:meth:`app.background.JobSlot.acquire`); without one it waits in this process."""
-    key = key or uuid.uuid4().hex[:12]
+    it takes its place at once (:meth:`app.jobs.JobSlot.acquire`); without one it waits in this process."""
+    key = key or new_key()
     try:
         sessions.check_disk("The training job")
     except sessions.SessionError as exc:
         return JobOutcome(key, REFUSED, str(exc))
-    if job_running(folder):
-        running = read_job(folder) or {}
-        if running.get("key") != key:
-            return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
+    if TRAINING.runs_another(folder, key):
+        return JobOutcome(key, REFUSED, "A training job is already running in this session; wait or cancel it.")
     files = training_files(folder)
-    files.cancel.unlink(missing_ok=True)
-    job: dict[str, Any] = {
-        "key": key,
-        "status": RUNNING,
-        "message": "Training.",
-        "options": asdict(options),
-        "started": time.time(),
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-    }
+    job = TRAINING.new_record(folder, key, "Training.", options=asdict(options))
+    job.update(pid=os.getpid(), host=socket.gethostname())
     try:
         files.heartbeat.touch()
         files.write(job)
@@ -446,47 +418,54 @@ def run_training_job(
     except (ValueError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
 
-    def hand_progress() -> None:
-        latest = read_progress(folder)
-        if report is not None and latest is not None:
-            report(latest)
-
-    slot = server_queue()
-
-    def waiting(place: int) -> None:
-        progress.update(
-            phase="queued",
-            message=f"Waiting for a free place: number {place} in the queue ({config.max_jobs()} jobs run at once "
-            "on this server).",
-        )
-
-    with files.alive(hand_progress):
-        try:
-            if not slot.acquire(waiting, stop=files.cancel.exists, ticket=ticket):
-                status, message = CANCELLED, WAITED_CANCELLED
-            else:
-                progress.update(phase="training", message=check.message)
-                try:
-                    status, message = _train_and_install(folder, options, check, progress, key)
-                finally:
-                    slot.release()
-        except QueueFull as exc:
-            status, message = REFUSED, str(exc)
-        except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel below
-            status, message = CANCELLED, SERVER_STOPPED
-        except JobMemoryError as exc:  # past the server's memory limit per job (CHMM_MAX_JOB_MB)
-            status, message = FAILED, f"Training stopped: {exc}; choose fewer states. The previous model is kept."
-        except MemoryError:
-            status, message = FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
-        except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
-            status = FAILED
-            message = f"Training failed: {services.describe_error(exc)}. The previous model is still current."
+    status, message = _run(folder, options, check, progress, key, ticket, report)
     if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
         message = USER_CANCELLED
     outcome = _finish(folder, job, progress, status, message)
     if report is not None:
         report(progress.state)
     return outcome
+
+
+def _run(
+    folder: Path,
+    options: api.TrainOptions,
+    check: TrainingCheck,
+    progress: _Progress,
+    key: str,
+    ticket: Ticket | None,
+    report: ProgressReport | None,
+) -> tuple[str, str]:
+    """Take a place (at once with the started ``ticket`` of a queued training, else waiting in this process), train
+    and install the model, the job's heartbeat beating and its progress handed to ``report`` every second; how it
+    ended (a status and a sentence; the previous model stays current unless it finished)."""
+    files = training_files(folder)
+
+    def hand_progress() -> None:
+        latest = read_progress(folder)
+        if report is not None and latest is not None:
+            report(latest)
+
+    def waiting(place: int) -> None:
+        progress.update(phase="queued", message=place_message(place))
+
+    with files.alive(hand_progress):
+        try:
+            with held_place(waiting, files.cancel.exists, ticket) as placed:
+                if not placed:
+                    return CANCELLED, WAITED_CANCELLED
+                progress.update(phase="training", message=check.message)
+                return _train_and_install(folder, options, check, progress, key)
+        except QueueFull as exc:
+            return REFUSED, str(exc)
+        except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel
+            return CANCELLED, SERVER_STOPPED
+        except JobMemoryError as exc:  # past the server's memory limit per job (CHMM_MAX_JOB_MB)
+            return FAILED, f"Training stopped: {exc}; choose fewer states. The previous model is kept."
+        except MemoryError:
+            return FAILED, "Training ran out of memory; choose fewer states. The previous model is kept."
+        except Exception as exc:  # any engine error becomes a message in the page; the current model is untouched
+            return FAILED, f"Training failed: {services.describe_error(exc)}. The previous model is still current."
 
 
 def worker_note(timeout_s: float = 1.0) -> str | None:
@@ -521,7 +500,7 @@ def cluster_note() -> str:
 
 
 def _train_and_install(
-    folder: Path, options: training.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
+    folder: Path, options: api.TrainOptions, check: TrainingCheck, progress: _Progress, key: str
 ) -> tuple[str, str]:
     cancel_flag = folder / sessions.CANCEL
     limit_s = config.max_job_seconds()
@@ -532,12 +511,12 @@ def _train_and_install(
 
     address = config.dask_scheduler() if options.algorithm != "viterbi" else None
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(distributed.open_cluster(address)) if address else None
-        outcome = training.train_text(
+        cluster = stack.enter_context(api.open_cluster(address)) if address else None
+        outcome = api.train_text(
             check.corpus_text,
             options,
             callback=progress.record,
-            cancel=learning.CancelToken(poll=stop),
+            cancel=api.CancelToken(poll=stop),
             name=check.name,
             cluster=cluster,
         )
@@ -555,12 +534,12 @@ def _train_and_install(
         if exceeded:
             return FAILED, f"Training stopped: {exceeded}; choose fewer states. The previous model is still current."
         return FAILED, f"Training failed ({reason}); the previous model is still current."
-    ngram = learners.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
+    ngram = api.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
     outcome.summary["ngram"] = outcome.model.metadata["ngram"] = ngram
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     trained = jobs_dir / f"{key}.npz"
-    model_files.save_model(outcome.model, trained)
+    api.save_model(outcome.model, trained)
     if cancel_flag.exists():  # cancelled while saving: keep the previous model
         trained.unlink(missing_ok=True)
         return CANCELLED, "Training cancelled; the previous model is still current."
@@ -581,13 +560,9 @@ def request_cancel(folder: Path) -> str:
     the same click revokes the task, whose SIGTERM may end the job before this flag is written: a job just ended
     as stopped by the server is then recorded as the user's cancel."""
     files = training_files(folder)
-    files.request_cancel()
-    ticket = training_ticket(folder)
-    job = files.read()
-    if ticket is not None:
-        key = (ticket.read() or {}).get("key")
-        if server_queue().withdraw(ticket) and (not job or job.get("key") != key):
-            return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
+    waited, job = TRAINING.cancel(folder)
+    if waited:
+        return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
     if job and job.get("status") == FINISHED:
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = USER_CANCELLED
@@ -626,7 +601,7 @@ def running_summary(folder: Path) -> list[tuple[str, str]]:
         rows = saved.get("results") or []
         done = sum(row.get("status") not in (comparisons.PENDING, comparisons.TRAINING) for row in rows)
         found.append((f"Comparing: {done} of {len(rows)} learners done", "/compare"))
-    if graph_service.communities_files(folder).running():
+    if graph_service.INFOMAP.running(folder):
         found.append(("Finding communities (Infomap)", "/communities"))
     if map_service.map_ticket(folder) is not None:
         found.append(("Map: waiting for a place", "/maps"))

@@ -1,15 +1,15 @@
 """The watch that stands outside a background job's process: its memory and time limits enforced by a separate
 process, which C code holding the GIL cannot stop.
 
-A job's own watch thread (:class:`app.background.MemoryWatch`) raises an exception in the job when it passes its
+A job's own watch thread (:class:`app.jobs.MemoryWatch`) raises an exception in the job when it passes its
 memory limit, so that the job ends with its true cause through its own handlers. A thread, though, runs only when the
 GIL is free: Infomap's C++ holds it for a whole run (20 s on a 60,000-node graph, measured), and so does any C
 loop; while it does, neither that thread nor the job's heartbeat thread runs. This module is started by the job as a
-child process (``python -m app.sentinel``, so nothing forked from a threaded process runs Python here) and, every
+child process (``python -m app.jobs.sentinel``, so nothing forked from a threaded process runs Python here) and, every
 ``check`` seconds until the job closes its end of the pipe on our standard input (or dies):
 
 - touches the job's heartbeat file, so that a job busy inside such C code is not taken for dead
-  (:meth:`app.background.JobFiles.reap`);
+  (:meth:`app.jobs.JobFiles.reap`);
 - kills the job and its descendants when their resident memory stays above the limit for ``grace`` seconds or
   passes ``hard_factor`` times it, or when the job runs ``grace`` seconds past its deadline; before killing, it
   writes why into the job's record (``cause``, which the job's page then says instead of "died") and, for a request
@@ -59,13 +59,13 @@ def note_cause(record: Path, cause: str) -> None:
         value = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if isinstance(value, dict) and value.get("status") == "running":  # app.background.RUNNING (not imported: light)
+    if isinstance(value, dict) and value.get("status") == "running":  # app.jobs.RUNNING (not imported: light)
         atomic_write_json(record, value | {"cause": cause})
 
 
 def write_notice(path: Path, message: str) -> None:
     """Leave ``message`` (a sentence) for the pages of a session: the notice file holds the newest one with its
-    time (:func:`app.background.read_notice`)."""
+    time (:func:`app.jobs.read_notice`)."""
     atomic_write_json(path, {"time": time.time(), "message": message})
 
 
@@ -138,9 +138,9 @@ def watch(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m app.sentinel PID LIMIT_BYTES ...``: :func:`watch` the job, as :class:`app.background.MemoryWatch`
+    """``python -m app.jobs.sentinel PID LIMIT_BYTES ...``: :func:`watch` the job, as :class:`app.jobs.MemoryWatch`
     starts it."""
-    parser = argparse.ArgumentParser(prog="python -m app.sentinel", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m app.jobs.sentinel", description=__doc__.split("\n\n")[0])
     parser.add_argument("pid", type=int)
     parser.add_argument("limit_bytes", type=int)
     parser.add_argument("--grace", type=float, required=True)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         watch(pid, limit, **args)
     except Exception as exc:  # psutil.NoSuchProcess (the job went first), a read error: nothing left to watch
-        print(f"app.sentinel: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"app.jobs.sentinel: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 0
 
 

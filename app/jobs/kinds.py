@@ -1,0 +1,124 @@
+"""One kind of background job (:class:`JobKind`): what every kind of the app's jobs (training, comparison, map,
+Infomap run) does the same way, written once.
+
+A kind has a name (its tickets' kind in the server's queue, :class:`app.jobs.Ticket`), a word for its sentences
+(``what``: "training", "comparison", "map") and its files in a session folder (:class:`app.jobs.JobFiles`: its
+record, heartbeat and cancel flag). Its lifecycle is the same for all:
+
+* **Start** (the web worker, :meth:`JobKind.enter`): refused at once, with a sentence, when one of the session's jobs
+  of the kind runs or waits (:meth:`JobKind.busy`); else the kind's own check, then a ticket in the queue holding a
+  new key and what the job needs;
+* **queue** (the page's one-second poll, :meth:`JobKind.queue_view`): the ticket's place, and the job to start when its
+  turn has come;
+* **run** (the job's process, :meth:`JobKind.run_queued`): the kind's job body, given the started ticket's data and
+  the ticket (it takes the ticket's place at once); the ticket is gone when it ends;
+* **cancel** (:meth:`JobKind.cancel`): a job that only waited leaves the queue; a running one is stopped through
+  its cancel flag (:meth:`app.jobs.JobFiles.request_cancel`);
+* **reap** (:meth:`app.jobs.JobFiles.reap`): a job whose heartbeat stopped is recorded as failed.
+
+What differs between kinds (the check, the job body, the record a page shows) stays in its service module
+(:mod:`app.services.training_jobs`, :mod:`app.services.comparisons`, :mod:`app.services.maps`,
+:mod:`app.services.graphs`), which defines its kind with this class."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from app.jobs import queue
+from app.jobs.records import RUNNING, JobFiles
+
+T = TypeVar("T")
+
+
+def new_key() -> str:
+    """A new job's key (its record and its ticket carry it)."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of background job: ``name`` in the server's queue, ``what`` in the page's sentences, and the names
+    of its files in a session folder (:meth:`files`)."""
+
+    name: str
+    what: str
+    file_names: tuple[str, str, str]
+    """The record's, the heartbeat's and the cancel flag's file names in a session folder."""
+
+    def files(self, folder: Path) -> JobFiles:
+        """The kind's record, heartbeat and cancel flag in a session folder."""
+        record, heartbeat, cancel = self.file_names
+        return JobFiles(folder / record, folder / heartbeat, folder / cancel)
+
+    def read(self, folder: Path) -> dict[str, Any] | None:
+        """The session's latest record of the kind (None before any)."""
+        return self.files(folder).read()
+
+    def running(self, folder: Path, now: float | None = None) -> bool:
+        """Whether a job of the kind runs in the session (:meth:`app.jobs.JobFiles.running`)."""
+        return self.files(folder).running(now)
+
+    def runs_another(self, folder: Path, key: str) -> bool:
+        """Whether a job of the kind other than the job ``key`` runs in the session (then ``key`` is refused)."""
+        return self.running(folder) and (self.read(folder) or {}).get("key") != key
+
+    def new_record(self, folder: Path, key: str, message: str, **fields: Any) -> dict[str, Any]:
+        """The record of the job ``key`` that begins (running, started now, saying ``message``, with ``fields``);
+        the session's cancel flag of the kind (a cancel of the job before) is lowered. Not written yet."""
+        self.files(folder).cancel.unlink(missing_ok=True)
+        return {"key": key, "status": RUNNING, "message": message, **fields, "started": time.time()}
+
+    def ticket(self, folder: Path) -> queue.Ticket | None:
+        """The session's job of the kind in the queue (waiting, or started and not yet running), if any."""
+        return queue.server_queue().find(self.name, folder.name)
+
+    def busy(self, folder: Path) -> bool:
+        """Whether a job of the kind runs or waits in the session."""
+        return self.running(folder) or self.ticket(folder) is not None
+
+    def enter(self, folder: Path, payload: dict[str, Any]) -> queue.Ticket:
+        """Put a job of the kind for the session into the server's queue, holding a new key and ``payload`` (the
+        caller has checked it); :class:`app.jobs.QueueFull` when the queue is full."""
+        return queue.server_queue().enter(self.name, folder.name, {"key": new_key()} | payload)
+
+    def queue_view(self, folder: Path, shown: dict[str, Any] | None) -> tuple[Any, Any]:
+        """What the session's pages show of its job of the kind in the queue, and the job to start when its turn
+        has come (:func:`app.jobs.queue_view`)."""
+        return queue.queue_view(self.name, folder.name, self.files(folder), self.what, shown)
+
+    def run_queued(
+        self, folder: Path, ticket_name: Any, start: Callable[[dict[str, Any], queue.Ticket], T], waited: T
+    ) -> T:
+        """The job of a queued run whose turn has come (started by the page with its started ticket's name):
+        ``start(data, ticket)`` runs the kind's job body on what the ticket holds, taking the place the ticket held
+        at once; ``waited`` when the ticket was withdrawn (cancelled) before the job began. The ticket is gone when
+        it ends (a job refused before it took its place leaves none behind)."""
+        ticket = queue.started_ticket(ticket_name, self.name, folder.name)
+        data = ticket.read() if ticket is not None else None
+        if ticket is None or data is None:
+            return waited
+        try:
+            return start(data, ticket)
+        finally:
+            queue.server_queue().withdraw(ticket)
+
+    def cancel(
+        self, folder: Path, read: Callable[[Path], dict[str, Any] | None] | None = None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """The shared part of a cancel: raise the kind's cancel flag (a running job stops within an iteration) and
+        take the session's job of the kind out of the queue. Returns whether it only waited (or its job had not
+        begun: the session's latest record, which is returned too, read with ``read``, is not of its key), so that
+        there is no record to change."""
+        files = self.files(folder)
+        files.request_cancel()
+        ticket = self.ticket(folder)
+        record = files.read() if read is None else read(folder)
+        if ticket is None:
+            return False, record
+        key = (ticket.read() or {}).get("key")
+        return queue.server_queue().withdraw(ticket) and (not record or record.get("key") != key), record

@@ -1,0 +1,316 @@
+"""The job panel: what a page that runs a queued background job (the Train, Compare and Maps pages) does with its
+Start and Cancel buttons, its status line and its progress label, written once (:class:`JobPanel`).
+
+A panel is built from a job kind (:class:`app.jobs.kinds.JobKind`) and its component ids (:mod:`app.ids` names each
+once). Its state lives in the app shell (:meth:`JobPanel.stores`), so that a job started on a page goes on, and
+reports, while another page is open:
+
+* ``flag``: whether this tab's job runs (the background callback's ``running=``);
+* ``progress``: what the running job reported last (its ``progress=``);
+* ``result``: what it returned when it ended;
+* ``queued``: the session's job in the server's queue (:data:`app.jobs.QueueView`: its place, "starting", or why
+  it was refused or dropped), kept by the shell's one-second poll (``main.tend_queue``);
+* ``go``: set by that poll when the job's turn has come, which starts the background callback.
+
+The panel registers the callbacks every such page shares, each page mounting them with its own form and views:
+Start (:meth:`JobPanel.register_start`: check, queue, the queue's view), the background job itself
+(:meth:`JobPanel.register`: the kind's job in a job process, :func:`app.jobs.job_process`, with Dash's ``running=``,
+``progress=`` and ``cancel=``; the queue's place in the status line; Start and Cancel enabled by turns), Cancel
+(:meth:`JobPanel.register_cancel`) and the following of a job started in another tab
+(:meth:`JobPanel.register_follow`); and its layout: the buttons (:meth:`JobPanel.buttons`) and the progress bar
+(:meth:`JobPanel.progress_bar`). What a page shows of its job's progress and result stays on the page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from app import ids, services, sessions, ui
+from app.jobs import FAILED, REFUSED, JobMemoryError, job_process
+from app.jobs.kinds import JobKind
+
+QUEUE_ACTIVE = ("waiting", "starting")
+"""The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
+
+Report = Callable[[dict[str, Any]], None]
+JobBody = Callable[[Path, Any, Report], dict[str, Any]]
+"""The kind's job: ``(session folder, started ticket's name, report)`` to what the page gets when it ends (a dict
+with ``status`` and ``message``; never a model)."""
+
+
+@dataclass(frozen=True)
+class JobPanel:
+    """One page's job panel: the ``kind`` of its job, its buttons (``start``, ``cancel``), where it says the queue's
+    sentences (``status``, and ``label`` under its progress ``bar``) and its state in the app shell (``flag``,
+    ``progress``, ``result``, ``queued``, ``go``; see the module docstring)."""
+
+    kind: JobKind
+    start: str
+    cancel: str
+    status: str
+    bar: str
+    label: str
+    flag: str
+    progress: str
+    result: str
+    queued: str
+    go: str
+    keyed: bool = True
+    """Whether the job's result carries its key (an empty one when the job never began)."""
+
+    def buttons(self, start_label: str) -> html.Div:
+        """Start (named ``start_label``) and Cancel, for the page's layout (Cancel works while a job runs or
+        waits: :meth:`register` gives them by turns)."""
+        return ui.buttons(
+            html.Button(start_label, id=self.start, className="button primary"),
+            html.Button("Cancel", id=self.cancel, className="button", disabled=True),
+        )
+
+    def progress_bar(self) -> list[Any]:
+        """The progress bar and its label, for the page's layout."""
+        return [
+            html.Progress(id=self.bar, value="0", max="100", className="progress"),
+            html.Div(id=self.label, className="hint"),
+        ]
+
+    def stores(self) -> list[dcc.Store]:
+        """The panel's state, for the app shell (see the module docstring)."""
+        return [
+            dcc.Store(id=self.flag, storage_type="memory", data=False),
+            dcc.Store(id=self.progress, storage_type="memory"),
+            dcc.Store(id=self.result, storage_type="memory"),
+            dcc.Store(id=self.queued, storage_type="memory"),
+            dcc.Store(id=self.go, storage_type="memory"),
+        ]
+
+    def outcome(self, status: str, message: str) -> dict[str, str]:
+        """What the page gets of a job that ended before its kind's job body ran, or outside it."""
+        return ({"key": ""} if self.keyed else {}) | {"status": status, "message": message}
+
+    def register(self, job: JobBody, stopped: str) -> tuple[Callable[..., Any], ...]:
+        """Register the panel's callbacks: the background job running ``job`` (``stopped``, with ``{exc}``, is its
+        sentence when it passes the memory limit outside the kind's own handlers), the queue's view and the
+        buttons; returns them (``run``, ``show_queued``, ``show_running``), for the page to name."""
+        return self._register_run(job, stopped), self._register_queued(), self._register_running()
+
+    def register_start(
+        self, queue: Callable[..., Any], *states: State, note: Callable[[], str | None] | None = None
+    ) -> Callable[..., tuple[Any, Any]]:
+        """Register the Start button's callback: in the web worker, ``queue(session folder, *the states' values)``
+        checks the job and puts it into the server's queue (a ticket, not a process; see :class:`app.jobs.JobSlot`);
+        it starts at once when a place is free and nobody waits, else when the app shell's polling
+        (``main.tend_queue``) finds its turn has come. A refusal says why in one sentence (:func:`ui.queue_start`).
+        ``note``, when it says something, is added to a view that was not refused (e.g. that no worker runs)."""
+
+        @callback(
+            Output(self.queued, "data", allow_duplicate=True),
+            Output(self.go, "data", allow_duplicate=True),
+            Input(self.start, "n_clicks"),
+            State(ids.SESSION, "data"),
+            *states,
+            prevent_initial_call=True,
+        )
+        def start(_clicks: int | None, session_id: str | None, *values: Any) -> tuple[Any, Any]:
+            ui.require_click(_clicks)
+
+            def enter() -> tuple[Any, Any]:
+                folder = sessions.session_folder(session_id)
+                queue(folder, *values)
+                return self.kind.queue_view(folder, None)
+
+            view, go = ui.queue_start(enter)
+            said = note() if note is not None else None
+            if said and view and view.get("state") != "refused":
+                view = view | {"note": said}
+            return view, go
+
+        return start
+
+    def register_cancel(
+        self, request_cancel: Callable[[Path], str], reset: Callable[[str], tuple[str, str] | None] | None = None
+    ) -> Callable[..., Any]:
+        """Register the Cancel button's callback: ``request_cancel`` (the kind's: a waiting job leaves the queue, a
+        running one gets its cancel flag; it returns the sentence to show) and the queue's view cleared. With
+        ``reset``, the progress bar and its label are reset to ``reset(sentence)`` (a value and a label; None leaves
+        them), so that the cancelled run's last progress does not stay on the page."""
+        outputs = [Output(self.status, "children", allow_duplicate=True)]
+        if reset is not None:
+            outputs += [
+                Output(self.bar, "value", allow_duplicate=True),
+                Output(self.label, "children", allow_duplicate=True),
+            ]
+        outputs.append(Output(self.queued, "data", allow_duplicate=True))
+        resets = 2 if reset is not None else 0
+
+        @callback(*outputs, Input(self.cancel, "n_clicks"), State(ids.SESSION, "data"), prevent_initial_call=True)
+        def cancel(_clicks: int | None, session_id: str | None) -> tuple[Any, ...]:
+            """Take a waiting job out of the queue, or raise the cancel flag of a running one (its job stops within
+            an iteration even where it cannot be killed), and say so."""
+            ui.require_click(_clicks)
+            try:
+                message = request_cancel(sessions.session_folder(session_id))
+            except ui.EXPECTED_ERRORS as exc:
+                return (ui.error_message(exc), *(no_update,) * resets, no_update)
+            shown = (reset(message) if reset is not None else None) if resets else ()
+            return (ui.message(message), *(shown or (no_update,) * resets), None)
+
+        return cancel
+
+    def register_follow(
+        self,
+        watch: str,
+        watch_state: str,
+        reap: Callable[[Path], str | None],
+        view: Callable[[Path, bool], tuple[tuple[Any, ...], tuple[Any, ...]]],
+        mine: Callable[..., bool],
+        mine_states: tuple[State, ...] = (),
+        shown: tuple[Output, ...] = (),
+        after: tuple[Output, ...] = (),
+        died_view: Callable[[Path, str], tuple[Any, ...]] | None = None,
+    ) -> Callable[..., tuple[Any, ...]]:
+        """Register the page's one-second follow (``watch``, an interval; ``watch_state``, whether it follows a job):
+        a job whose process or worker died (``reap(folder)``, the kind's, says so) is said as failed, whichever tab
+        started it. A job this page did not start (``mine(*mine_states' values)`` is false: started in another tab
+        of the session, or before the page was opened again) is followed: ``view(folder, running)`` gives the values
+        of the bar, its label and ``shown``, and once the job has ended those of the status line and ``after``;
+        Start stays disabled and Cancel enabled while it runs, and they are given back when it ends. A job started
+        from this page is followed by its own background callback. ``died_view(folder, sentence)`` gives the bar's,
+        its label's and ``shown``'s values for a job that died (by default ``view``'s)."""
+        quiet = (no_update,) * (6 + len(shown) + len(after))
+        untouched = (no_update,) * len(after)
+
+        @callback(
+            Output(self.bar, "value", allow_duplicate=True),
+            Output(self.label, "children", allow_duplicate=True),
+            *shown,
+            Output(self.start, "disabled", allow_duplicate=True),
+            Output(self.cancel, "disabled", allow_duplicate=True),
+            Output(watch_state, "data"),
+            Output(self.status, "children", allow_duplicate=True),
+            *after,
+            Input(watch, "n_intervals"),
+            State(ids.SESSION, "data"),
+            State(watch_state, "data"),
+            *mine_states,
+            prevent_initial_call=True,
+        )
+        def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, *states: Any) -> tuple:
+            try:
+                folder = sessions.session_folder(session_id)
+                died = reap(folder)
+            except ui.EXPECTED_ERRORS:
+                return quiet
+            if died is not None:
+                values = died_view(folder, died) if died_view is not None else view(folder, False)[0]
+                return (*values, False, True, False, ui.message(died, "error"), *untouched)
+            if mine(*states):
+                return quiet
+            running = self.kind.running(folder)
+            if not running and not watching:
+                return quiet
+            values, ended = view(folder, running)
+            if running:
+                return (*values, True, False, True, no_update, *untouched)
+            return (*values, False, True, False, *ended)
+
+        return follow_job
+
+    def _register_run(self, job: JobBody, stopped: str) -> Callable[..., Any]:
+        @callback(
+            Output(self.result, "data"),
+            Input(self.go, "data"),
+            State(ids.SESSION, "data"),
+            background=True,
+            running=[(Output(self.flag, "data"), True, False)],
+            cancel=[Input(self.cancel, "n_clicks")],
+            progress=[Output(self.progress, "data")],
+            interval=1000,
+            prevent_initial_call=True,
+        )
+        def run(set_progress: Any, go: dict[str, Any] | None, session_id: str | None) -> dict[str, str]:
+            """The background job of a queued run whose turn has come: runs in a separate process (diskcache) or on
+            a Celery worker, takes the place its ticket held and returns a status and a message; what it makes goes
+            to the session folder. Its inputs are in the app shell, so that it starts whichever page is open."""
+            if not go:
+                raise PreventUpdate
+            try:
+                folder = sessions.session_folder(session_id)
+            except ui.EXPECTED_ERRORS as exc:
+                return self.outcome(REFUSED, services.describe_error(exc))
+
+            def report(progress: dict[str, Any]) -> None:
+                set_progress((progress,))
+
+            try:
+                with job_process(record=self.kind.files(folder)):
+                    return job(folder, go.get("ticket"), report)
+            except JobMemoryError as exc:  # past the memory limit outside the kind's own handlers
+                return self.outcome(FAILED, stopped.format(exc=exc))
+
+        return run
+
+    def _register_queued(self) -> Callable[..., Any]:
+        @callback(
+            Output(self.status, "children", allow_duplicate=True),
+            Output(self.label, "children", allow_duplicate=True),
+            Input(self.queued, "data"),
+            prevent_initial_call="initial_duplicate",
+        )
+        def show_queued(view: dict[str, Any] | None) -> tuple[Any, Any]:
+            """The session's job in the queue: its place while it waits, "starting" when its turn came, or why it
+            was refused or dropped (on opening the page, only a job that waits: a refusal was said when it
+            happened)."""
+            if not view or (ctx.triggered_id is None and view.get("state") not in QUEUE_ACTIVE):
+                return no_update, no_update
+            if view.get("state") in ("refused", "dropped"):
+                return ui.message(view.get("message", ""), "error"), no_update
+            status = ui.message(view["note"], "error") if view.get("note") else ui.message(view.get("message", ""))
+            return status, view.get("message", "")
+
+        return show_queued
+
+    def _register_running(self) -> Callable[..., Any]:
+        @callback(
+            Output(self.start, "disabled"),
+            Output(self.cancel, "disabled"),
+            Input(self.flag, "data"),
+            Input(self.queued, "data"),
+        )
+        def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
+            """Start while no job of this tab runs or waits, Cancel while one does (the flag and the queue's view
+            live in the app shell, so they are right when the page is opened again mid-job)."""
+            busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
+            return busy, not busy
+
+        return show_running
+
+
+def _panels() -> tuple[JobPanel, JobPanel, JobPanel]:
+    from app.services import comparisons, maps, training_jobs  # the kinds (services import app.jobs, not this)
+
+    training = JobPanel(
+        training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS,
+        ids.TRAIN_PROGRESS_LABEL,
+        ids.TRAINING_FLAG, ids.TRAINING_PROGRESS, ids.TRAIN_RESULT, ids.TRAIN_QUEUED, ids.TRAIN_GO,
+    )  # fmt: skip
+    comparison = JobPanel(
+        comparisons.COMPARISON, ids.COMPARE_START, ids.COMPARE_CANCEL, ids.COMPARE_MESSAGE, ids.COMPARE_PROGRESS,
+        ids.COMPARE_PROGRESS_LABEL,
+        ids.COMPARING_FLAG, ids.COMPARING_PROGRESS, ids.COMPARE_RESULT, ids.COMPARE_QUEUED, ids.COMPARE_GO,
+        keyed=False,
+    )  # fmt: skip
+    mapping = JobPanel(
+        maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS, ids.MAP_PROGRESS_LABEL,
+        ids.MAPPING_FLAG, ids.MAPPING_PROGRESS, ids.MAP_RESULT, ids.MAP_QUEUED, ids.MAP_GO,
+    )  # fmt: skip
+    return training, comparison, mapping
+
+
+TRAINING, COMPARISON, MAP = _panels()
+"""The job panels of the Train, Compare and Maps pages (in this order in the shell's queue poll)."""
+PANELS = (TRAINING, COMPARISON, MAP)

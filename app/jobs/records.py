@@ -1,0 +1,130 @@
+"""A job's record, heartbeat and cancel flag (:class:`JobFiles`), the statuses, and the rule that a job is running
+only while its heartbeat is fresh.
+
+A job runs in a background process (Dash's diskcache manager, or a Celery worker): it writes its record (JSON,
+atomically), touches its heartbeat file every second from a thread, and polls its cancel flag. A page asks
+:meth:`JobFiles.running`: status ``running`` *and* a heartbeat in the last :data:`STALE_AFTER_S` seconds, and
+:meth:`JobFiles.reap` marks a job whose heartbeat stopped (its process killed, its Celery worker gone) as failed,
+so the page says so within seconds instead of showing its last progress forever."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.files import atomic_write_json
+
+RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
+HEARTBEAT_S = 1.0
+STALE_AFTER_S = 6.0
+"""A running job whose heartbeat is older than this has died (the heartbeat thread beats every second; the
+engine's kernels release the GIL, so a busy job still beats)."""
+DIED = "stopped without finishing: its process or worker died (killed, out of memory, or the server restarted)"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing, unreadable or not an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """The files of one kind of job in a session folder: its record, its heartbeat and its cancel flag."""
+
+    record: Path
+    heartbeat: Path
+    cancel: Path
+
+    def read(self) -> dict[str, Any] | None:
+        """The job's record (None before any job)."""
+        return read_json(self.record)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Replace the job's record atomically."""
+        atomic_write_json(self.record, record)
+
+    def running(self, now: float | None = None, record: dict[str, Any] | None = None) -> bool:
+        """Whether the job is running: status ``running`` with a heartbeat in the last :data:`STALE_AFTER_S`."""
+        record = self.read() if record is None else record
+        if not record or record.get("status") != RUNNING:
+            return False
+        now = time.time() if now is None else now
+        try:
+            last = self.heartbeat.stat().st_mtime
+        except OSError:
+            last = float(record.get("started", 0.0))
+        return now - last < STALE_AFTER_S
+
+    def reap(self, now: float | None = None) -> dict[str, Any] | None:
+        """If the job's record says running but its heartbeat is stale, record it as failed (and raise its cancel
+        flag, so that a job that was only stalled stops without installing anything) and return the record;
+        else None."""
+        record = self.read()
+        if not record or record.get("status") != RUNNING or self.running(now, record):
+            return None
+        self.request_cancel()
+        cause = record.get("cause")
+        message = f"The job stopped: {cause}." if cause else f"The job {DIED}."
+        record.update(status=FAILED, message=message, finished=time.time())
+        self.write(record)
+        return record
+
+    def note_cause(self, cause: str) -> None:
+        """Write into a running job's record why it is about to be killed (``cause``, a clause such as "it needed
+        more than 900 MB, ..."), for :meth:`reap` to say instead of "died" once its heartbeat has stopped."""
+        from app.jobs import sentinel  # imported here: ``python -m app.jobs.sentinel`` imports this package first
+
+        sentinel.note_cause(self.record, cause)
+
+    def cancel_requested(self) -> bool:
+        return self.cancel.exists()
+
+    def request_cancel(self) -> None:
+        self.cancel.touch()
+
+    @contextmanager
+    def alive(self, report: Callable[[], None] | None = None) -> Iterator[None]:
+        """While the block runs, a thread touches the heartbeat every :data:`HEARTBEAT_S` seconds (and calls
+        ``report``, e.g. to hand the progress to the page)."""
+        self.heartbeat.touch()
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S):
+                self.heartbeat.touch()
+                if report is not None:
+                    report()
+
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+
+NOTICE_SHOWN_S = 120.0
+"""How long the shell shows a session's notice (:func:`read_notice`)."""
+
+
+def read_notice(folder: Path, now: float | None = None) -> dict[str, Any] | None:
+    """The session's notice (``time`` and ``message``: why a request job of it was killed, written by its sentinel,
+    :mod:`app.jobs.sentinel`) while it is at most :data:`NOTICE_SHOWN_S` seconds old; else None."""
+    from app import sessions
+
+    notice = read_json(folder / sessions.NOTICE)
+    if not notice or not isinstance(notice.get("message"), str) or not isinstance(notice.get("time"), (int, float)):
+        return None
+    now = time.time() if now is None else now
+    return notice if 0 <= now - float(notice["time"]) <= NOTICE_SHOWN_S else None

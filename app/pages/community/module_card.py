@@ -1,0 +1,312 @@
+"""The Communities page's module card: one module's clone and edge tables, its subgraph clone by clone, what the
+pointer is on, and its columns mapped onto the subgraph's colours and sizes, with a searched word's path marked."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+
+from app import ids, sessions, ui
+from app.pages.community.look import (
+    BOUNDARY_COLOURS,
+    GRAPH_LAYOUTS,
+    HIGHLIGHT,
+    HIGHLIGHT_EDGE,
+    MAP_STYLESHEET,
+    MAPPED_COLUMNS,
+    NODE_COLOURS,
+    NODE_SIZES,
+    STYLESHEET,
+    boundary_side,
+    word_mark,
+)
+from app.services import graphs as graph_service
+
+
+@callback(
+    Output(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    Output(ids.COMMUNITIES_EDGE_TABLE, "data"),
+    Output(ids.COMMUNITIES_TABLES_NOTE, "children"),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Input(ids.COMMUNITIES_SELECTED, "data"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    State(ids.SESSION, "data"),
+)
+def show_tables(selected: str | None, _version: Any, session_id: str | None) -> tuple[Any, Any, Any, Any]:
+    """The clone and transition tables of the module open below the map, or of the whole graph."""
+    try:
+        tables = graph_service.graph_tables(sessions.session_folder(session_id), selected)
+    except ui.EXPECTED_ERRORS as exc:
+        return [], [], ui.error_message(exc), []
+    where = f"module {tables['module']}" if tables["module"] else "the whole graph (open a module to see its own)"
+    note = (
+        f"{len(tables['clones']):,} clones and {len(tables['transitions']):,} transitions of {where}; sort by a "
+        "column's header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph."
+    )
+    return tables["clones"], tables["transitions"], note, []
+
+
+@callback(
+    Output(ids.COMMUNITIES_GRAPH, "layout", allow_duplicate=True),
+    Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
+    State(ids.COMMUNITIES_GRAPH, "elements"),
+    prevent_initial_call=True,
+)
+def lay_out_graph(name: str | None, elements: list[dict[str, Any]] | None) -> Any:
+    """The subgraph in the chosen layout (a hierarchy rooted at the clone with the most flow)."""
+    if name not in GRAPH_LAYOUTS or name == "preset":
+        return {"name": "preset", "fit": True, "padding": 20}
+    layout: dict[str, Any] = {"name": name, "fit": True, "padding": 20, "animate": False}
+    if name == "breadthfirst":
+        nodes = [e["data"] for e in elements or [] if "source" not in e["data"]]
+        if nodes:
+            layout |= {"directed": True, "roots": f'[id = "{max(nodes, key=lambda d: d.get("flow", 0))["id"]}"]'}
+    return layout
+
+
+@callback(
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows", allow_duplicate=True),
+    Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    prevent_initial_call=True,
+)
+def select_tapped_clone(tapped: dict[str, Any] | None, data: list[dict[str, Any]] | None) -> Any:
+    """A clone clicked in the subgraph is selected in the clone table."""
+    if not tapped or not data:
+        return no_update
+    state = int(tapped.get("state", -1))
+    return [i for i, row in enumerate(data) if row["state"] == state][:1]
+
+
+@callback(
+    Output(ids.COMMUNITIES_DETAIL, "children"),
+    Output(ids.COMMUNITIES_GRAPH, "elements"),
+    Output(ids.COMMUNITIES_GRAPH_NOTE, "children"),
+    Output(ids.COMMUNITIES_DRILL, "disabled"),
+    Output(ids.COMMUNITIES_INSPECT, "children", allow_duplicate=True),
+    Input(ids.COMMUNITIES_SELECTED, "data"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any, Any, Any, Any]:
+    if not selected:
+        try:  # the sample model comes with its communities: there is nothing to run first
+            ran = graph_service.read_communities(sessions.session_folder(session_id)) is not None
+        except ui.EXPECTED_ERRORS:
+            ran = False
+        hint = "Click a module on the map or select one in the table." if ran else (
+            "Run Infomap, then click a module on the map or select one in the table."
+        )  # fmt: skip
+        return ui.message(hint), [], None, True, None
+    try:
+        detail = graph_service.module_detail(sessions.session_folder(session_id), selected)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), [], None, True, None
+    words = [
+        html.Li([html.Code(word["text"]), f"  {word['probability']:.3f} ", word_mark(word)]) for word in detail["words"]
+    ]
+    summary = ui.facts(
+        [
+            ("Module", f"{detail['id']}: {detail['name']}"),
+            ("Clones", f"{detail['size']:,}"),
+            ("Flow", f"{detail['flow']:.4f}"),
+            ("Submodules", f"{detail['submodules']:,}" if detail["submodules"] else "none"),
+            ("Characters", detail["chars"]),
+        ]
+    )
+    reference = "" if detail["reference"] else " (no reference corpus: seen/novel not checked)"
+    fragments = any(word.get("kind") == "fragment" for word in detail["words"])
+    explain = html.Div(
+        "Fragments: this module completes no whole word (it holds the middle or the end of words), so these are the "
+        "strings it generates from where flow enters it to where it leaves."
+        if fragments
+        else "Whole words the module generates from a word start to a space; seen = a word of the training text, "
+        "novel = a word the text never has (the paper's rattle).",
+        className="hint",
+    )
+    export = dcc.Link(
+        f"Export module {detail['id']}'s subgraph",
+        href=f"/export?{urlencode({'module': detail['id']})}",
+        id=ids.COMMUNITIES_EXPORT_LINK,
+        className="button",
+    )
+    inspect = html.Div("Hover or click a clone, or click an arrow, to inspect it here.", className="hint")
+    return (
+        html.Div([summary, html.H4("Generalized words" + reference), explain, html.Ol(words), export]),
+        detail["elements"],
+        detail["note"],
+        not detail["submodules"],
+        inspect,
+    )
+
+
+@callback(
+    Output(ids.COMMUNITIES_INSPECT, "children"),
+    Input(ids.COMMUNITIES_GRAPH, "mouseoverNodeData"),
+    Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
+    Input(ids.COMMUNITIES_GRAPH, "tapEdgeData"),
+    prevent_initial_call=True,
+)
+def inspect(hovered: dict[str, Any] | None, tapped: dict[str, Any] | None, edge: dict[str, Any] | None) -> Any:
+    """What the inspector shows of the clone hovered or clicked, or of the transition clicked (no server work: the
+    figures travel with the subgraph's elements)."""
+    trigger = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
+    if trigger.endswith("tapEdgeData") and edge:
+        rows = [
+            ("Transition", f"{edge.get('source_label', edge['source'])} → {edge.get('target_label', edge['target'])}"),
+            ("Probability (T)", f"{edge['weight']:.4f}"),
+            ("Flow", f"{edge['flow']:.3g}"),
+        ]
+        if "count" in edge:
+            rows.append(("Expected count", f"{edge['count']:.1f}"))
+        return html.Div([html.H4("Transition"), ui.facts(rows)])
+    node = tapped if trigger.endswith("tapNodeData") else hovered
+    if not node:
+        return no_update
+
+    def listing(rows: list[list[Any]]) -> Any:
+        if not rows:
+            return "none"
+        return html.Ul([html.Li(f"{label}  {p:.3f}" + (f"  (module {m})" if m else "")) for label, p, m in rows])
+
+    return html.Div(
+        [
+            html.H4(f"Clone {node['label']}"),
+            ui.facts(
+                [
+                    ("Character", node["char"]),
+                    (
+                        "Clone",
+                        f"number {node['clone']} of its character's clones, from 0 as in its label (state "
+                        f"{node['state']})",
+                    ),
+                    ("Flow", f"{node['flow']:.4g}"),
+                    ("Module", node.get("module") or "-"),
+                ]
+            ),
+            html.Div([html.Strong("Most probable next clones"), listing(node.get("out", []))]),
+            html.Div(
+                [html.Strong("Where its flow comes from (share of its incoming flow)"), listing(node.get("in", []))]
+            ),
+        ]
+    )
+
+
+def column_shares(
+    key: str, table: list[dict[str, Any]] | None, elements: list[dict[str, Any]] | None
+) -> dict[str, float]:
+    """Each subgraph clone's value of the clone table's column ``key`` as a share of the subgraph's range (0 for the
+    lowest, 1 for the highest; 0.5 for all when they are equal), keyed by node id; flow is read from the nodes
+    themselves when the table has no rows."""
+    nodes = {str(e["data"]["id"]): e["data"] for e in elements or [] if "source" not in e["data"]}
+    if table:
+        values = {str(row["state"]): float(row[key]) for row in table if str(row.get("state")) in nodes and key in row}
+    elif key == "flow":
+        values = {node: float(data.get("flow", 0.0)) for node, data in nodes.items()}
+    else:
+        values = {}
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    return {node: (v - low) / (high - low) if high > low else 0.5 for node, v in values.items()}
+
+
+def _blend(share: float) -> str:
+    low, high = NODE_COLOURS
+    return "#" + "".join(f"{round(a + (b - a) * share):02x}" for a, b in zip(low, high, strict=True))
+
+
+def graph_controls(
+    edge_min: Any,
+    node_size: str | None,
+    clone: str | None,
+    elements: list[dict[str, Any]] | None,
+    node_colour: str | None = "character",
+    table: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden; clones sized
+    and coloured by any numeric column of the clone table (:data:`MAPPED_COLUMNS`, scaled to the subgraph's own
+    range: :func:`column_shares`), coloured by their deepest module or by the module's boundary (flow enters or
+    leaves the module there: :data:`BOUNDARY_COLOURS`); the clone whose label is ``clone`` marked."""
+    rules: list[dict[str, Any]] = []
+    if node_colour == "module":
+        rules.append({"selector": "node", "style": {"background-color": "data(module_colour)"}})
+    elif node_colour == "boundary":
+        for row in table or []:
+            colour = BOUNDARY_COLOURS[boundary_side(row)]
+            rules.append({"selector": f'node[id = "{row["state"]}"]', "style": {"background-color": colour}})
+    elif node_colour in MAPPED_COLUMNS:
+        shares = column_shares(node_colour, table, elements)
+        rules += [
+            {"selector": f'node[id = "{n}"]', "style": {"background-color": _blend(v)}} for n, v in shares.items()
+        ]
+    try:
+        low = float(edge_min or 0)
+    except (TypeError, ValueError):
+        low = 0.0
+    if low > 0:
+        rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
+    if node_size in MAPPED_COLUMNS:
+        small, large = NODE_SIZES
+        for node, share in column_shares(node_size, table, elements).items():
+            size = round(small + (large - small) * share, 1)
+            rules.append({"selector": f'node[id = "{node}"]', "style": {"width": size, "height": size}})
+    label = (clone or "").strip()
+    if label:
+        rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
+    return rules
+
+
+@callback(
+    Output(ids.COMMUNITIES_MAP, "stylesheet"),
+    Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
+    Input(ids.COMMUNITIES_PATH, "data"),
+    Input(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Input(ids.COMMUNITIES_EDGE_MIN, "value"),
+    Input(ids.COMMUNITIES_NODE_SIZE, "value"),
+    Input(ids.COMMUNITIES_NODE_COLOUR, "value"),
+    Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    State(ids.COMMUNITIES_GRAPH, "elements"),
+)
+def highlight_path(
+    found: dict[str, Any] | None,
+    level: str | None,
+    rows: list[int] | None,
+    edge_min: Any,
+    node_size: str | None,
+    node_colour: str | None,
+    clone: str | None,
+    table: list[dict[str, Any]] | None,
+    elements: list[dict[str, Any]] | None,
+) -> tuple[Any, Any]:
+    """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
+    in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
+    chosen T; size and colour the clones by the column asked for."""
+    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table)
+    if rows and table and rows[0] < len(table):
+        selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
+    if not found:
+        return MAP_STYLESHEET, STYLESHEET + selected
+    level = level or ""
+    depth = len(level.split(":")) if level else 0
+    on_map = []
+    for step in found["steps"]:
+        parts = (step["module"] or "").split(":")
+        if step["module"] and ":".join(parts[:depth]) == level and len(parts) > depth:
+            on_map.append(":".join(parts[: depth + 1]))
+    map_sheet = MAP_STYLESHEET + [{"selector": f'node[id = "{m}"]', "style": HIGHLIGHT} for m in dict.fromkeys(on_map)]
+    clones = found["clones"]
+    graph_sheet = (
+        STYLESHEET
+        + [{"selector": f'node[id = "{c}"]', "style": HIGHLIGHT} for c in dict.fromkeys(clones)]
+        + [
+            {"selector": f'edge[id = "{a}-{b}"]', "style": HIGHLIGHT_EDGE}
+            for a, b in zip(clones, clones[1:], strict=False)
+        ]
+        + selected
+    )
+    return map_sheet, graph_sheet

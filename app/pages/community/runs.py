@@ -1,0 +1,115 @@
+"""The Communities page's Infomap runs: the run itself (a background job of the session,
+:data:`app.services.graphs.INFOMAP`), the module hierarchy of the latest run compared with the run before, and the
+level the map shows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dash import ALL, Input, Output, State, callback, ctx, no_update
+
+from app import figures, ids, jobs, sessions, ui
+from app.services import graphs as graph_service
+
+
+@callback(
+    Output(ids.COMMUNITIES_HIERARCHY, "figure"),
+    Output(ids.COMMUNITIES_LEVELS, "children"),
+    Output(ids.COMMUNITIES_ALLUVIAL, "figure"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+    State(ids.SESSION, "data"),
+)
+def show_hierarchy(_version: Any, _model: Any, session_id: str | None) -> tuple[Any, Any, Any]:
+    """The module tree sized by flow, the code length by level, and the last two runs side by side."""
+    try:
+        folder = sessions.session_folder(session_id)
+        saved = graph_service.read_communities(folder)
+        previous = graph_service.read_previous_communities(folder)
+    except ui.EXPECTED_ERRORS as exc:
+        return figures.empty_figure(), ui.error_message(exc), figures.empty_figure()
+    if saved is None:
+        return figures.hierarchy_figure(None), None, figures.alluvial_figure(None)
+    levels = (saved.get("codelength") or {}).get("levels") or {}
+    rows = [
+        ("Index codebook (top modules)" if level == "0" else f"Modules of level {level}", f"{bits:.4f} bits")
+        for level, bits in sorted(levels.items(), key=lambda item: int(item[0]))
+    ]
+    rows.append(("Code length in all", f"{saved['summary']['codelength']:.4f} bits"))
+    alluvial = graph_service.alluvial(previous, saved) if previous is not None else None
+    return figures.hierarchy_figure(graph_service.module_tree(saved)), ui.facts(rows), figures.alluvial_figure(alluvial)
+
+
+@callback(
+    Output(ids.COMMUNITIES_MESSAGE, "children"),
+    Output(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.COMMUNITIES_RUN, "n_clicks"),
+    State(ids.COMMUNITIES_TRIALS, "value"),
+    State(ids.COMMUNITIES_TWO_LEVEL, "value"),
+    State(ids.COMMUNITIES_SEED, "value"),
+    State(ids.COMMUNITIES_THRESHOLD, "value"),
+    State(ids.COMMUNITIES_MARKOV_TIME, "value"),
+    State(ids.SESSION, "data"),
+    background=True,
+    running=[
+        (Output(ids.COMMUNITIES_RUN, "disabled"), True, False),
+        (Output(ids.COMMUNITIES_PROGRESS, "style"), {"display": "block"}, {"display": "none"}),
+    ],
+    prevent_initial_call=True,
+)
+def run(
+    _clicks: int | None,
+    trials: Any,
+    two_level: Any,
+    seed: Any,
+    threshold: Any,
+    markov_time: Any,
+    session_id: str | None,
+) -> tuple[Any, Any]:
+    """The background job: Infomap on the session's current model; returns only a message and a version stamp."""
+    ui.require_click(_clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        with jobs.job_process(record=graph_service.communities_files(folder)):
+            saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update
+    except jobs.JobMemoryError as exc:
+        return ui.message(f"Infomap stopped: {exc}; try a higher pruning threshold.", "error"), no_update
+    s = saved["summary"]
+    levels = (
+        ""
+        if saved["options"]["two_level"]
+        else (f"; {s['levels'] - 1} levels of modules" if s["levels"] > 2 else "; no submodules (a flat result)")
+    )
+    note = (
+        f"{s['modules']} top modules over {s['nodes']:,} clones and {s['edges']:,} edges (pruned below "
+        f"{saved['threshold']:.2g}){levels}; code length {s['codelength']:.3f} bits (one module: "
+        f"{s['one_level_codelength']:.3f}); Infomap took {s['seconds']:.2f} s."
+    )
+    return ui.message(note, "ok"), time.time()
+
+
+@callback(
+    Output(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_DRILL, "n_clicks"),
+    Input({"type": ids.COMMUNITIES_CRUMB, "index": ALL}, "n_clicks"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
+    State(ids.COMMUNITIES_SELECTED, "data"),
+    prevent_initial_call=True,
+)
+def change_level(_drill: Any, crumbs: list[Any], _version: Any, on_path: list[Any], selected: str | None) -> Any:
+    """Go down to the selected module's submodules, up to a breadcrumb's level, back to the top after a run or to
+    the top level when a module of the searched path is opened (path modules are top modules)."""
+    trigger = ctx.triggered_id
+    if trigger == ids.COMMUNITIES_DRILL:
+        return selected if _drill and selected else no_update
+    if isinstance(trigger, dict) and trigger.get("type") == ids.COMMUNITIES_PATH_MODULE:
+        return "" if any(on_path) else no_update
+    if isinstance(trigger, dict) and any(crumbs):
+        return trigger["index"]
+    if trigger == ids.COMMUNITIES_VERSION:
+        return ""
+    return no_update

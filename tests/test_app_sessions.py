@@ -1,0 +1,255 @@
+"""The app's sessions, called directly (no browser): their folders, ids, limits and clean-up, and every write path
+on a full disk. Every test works in its own ``CHMM_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import TINY_FORM, data_uri
+
+from app import config, forms, jobs, services, sessions
+from app.services import UserError, training_jobs
+from app.services import corpus as corpus_service
+from app.services import generate as generate_service
+from app.services import graphs as graph_service
+from app.services import models as model_service
+from app.services import pruning as prune_service
+from engine.model.dense import ModelFormatError
+
+TINY = TINY_FORM
+
+
+@pytest.fixture(autouse=True)
+def _isolated(data_dir: Path) -> Path:
+    """Every test in its own data folder."""
+    return data_dir
+
+
+def current_bytes(folder: Path) -> bytes:
+    return sessions.current_model_path(folder).read_bytes()
+
+
+# ------------------------------------------------------------------------------------------ sessions
+def test_sessions_are_isolated(data_dir: Path) -> None:
+    first, second = sessions.new_session_id(), sessions.new_session_id()
+    assert first != second
+    a, b = sessions.session_folder(first), sessions.session_folder(second)
+    assert a != b and a.parent == b.parent == data_dir
+    assert a.name == first.split(".")[0] and b.name == second.split(".")[0]
+    corpus_service.store_corpus(a, data_uri(b"hello world, hello there"), "a.txt")
+    assert corpus_service.corpus_info(a) is not None and corpus_service.corpus_info(b) is None
+    assert sessions.session_folder(first) == a  # the same id finds the same folder again
+
+
+FORGED = "0b7c3a52-5d0e-4a43-9d4e-3c1f0f5b7a10"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [None, "", "../../etc", "not-a-uuid", 42, ["a"], "x" * 100_000, "a\x00b", FORGED, f"{FORGED}.{'0' * 32}"],
+)
+def test_session_ids_are_checked(bad: object, data_dir: Path) -> None:
+    with pytest.raises(sessions.SessionError):
+        sessions.session_folder(bad)
+    assert not sessions.session_folders(data_dir)
+
+
+def test_session_ids_are_issued_by_the_server(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id is a uuid signed with the server's secret: the uuid alone, another server's id or an id with its
+    signature altered are refused, and no folder is made for them."""
+    issued = sessions.new_session_id()
+    sid, signature = issued.split(".")
+    assert uuid.UUID(sid) and len(signature) == sessions.SIGNATURE_CHARACTERS
+    assert sessions.session_folder(issued).name == sid
+    assert (data_dir / sessions.SECRET).stat().st_mode & 0o077 == 0  # the secret is the server user's alone
+    altered = f"{sid}.{('1' if signature[0] == '0' else '0')}{signature[1:]}"
+    for forged in (sid, altered, f"{uuid.uuid4()}.{signature}"):
+        with pytest.raises(sessions.SessionError, match="not one this server issued"):
+            sessions.session_folder(forged)
+    monkeypatch.setenv("CHMM_SECRET_KEY", "another server's key")
+    with pytest.raises(sessions.SessionError, match="not one this server issued"):
+        sessions.session_folder(issued)
+    assert sessions.session_folder(sessions.new_session_id()).exists()
+    assert len(sessions.session_folders(data_dir)) == 2
+
+
+def test_a_flood_of_untouched_sessions_locks_out_nobody(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: 520 page loads made 492 sessions and every later visitor read "the server already holds its limit"
+    for a day. Sessions in which nothing was done make room, least recently seen first; working ones stay."""
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    working = sessions.session_folder(sessions.new_session_id())
+    (working / sessions.CORPUS).write_text("a corpus")
+    flood_ids = [sessions.new_session_id() for _ in range(30)]  # a script fetching the page
+    flood = [sessions.session_folder(sid) for sid in flood_ids]
+    assert working.exists() and [f.exists() for f in flood[-3:]] == [False, True, True]  # the newest two remain
+    assert sessions.session_folder(sessions.new_session_id()).exists()  # a new visitor is served
+    assert working.exists() and (working / sessions.CORPUS).exists()
+    assert sessions.session_folder(flood_ids[0]).exists()  # an evicted id comes back to a fresh session
+    assert len(sessions.session_folders(data_dir)) == 3
+
+
+def test_live_sessions_are_capped(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    kept = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
+    for folder in kept:  # sessions that did something (an untouched one would make room)
+        (folder / sessions.CORPUS).write_text("a corpus")
+    with pytest.raises(sessions.SessionError, match="limit of 3 sessions"):
+        sessions.session_folder(sessions.new_session_id())
+    assert len(sessions.session_folders(data_dir)) == 3
+    long_ago = time.time() - 2 * 86400
+    for path in [kept[0], *kept[0].iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+    assert sessions.session_folder(sessions.new_session_id()).exists()  # an expired session made room
+    assert not kept[0].exists() and kept[1].exists()
+
+
+def test_sessions_share_the_start_model_until_they_change_it(data_dir: Path, with_corpus: Path) -> None:
+    """The start model and its precomputed communities are one file on the server, however many sessions."""
+    others = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
+    shared = sessions.shared_start_model(data_dir)
+    assert shared is not None and shared.parent == data_dir / sessions.START
+    for folder in [with_corpus, *others]:
+        assert sessions.current_model_path(folder).samefile(shared)
+        assert (folder / sessions.COMMUNITIES).samefile(shared.with_name(shared.stem + ".communities.json"))
+        assert graph_service.read_communities(folder) is not None  # the shared run matches the session's model
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY))
+    assert outcome.status == jobs.FINISHED
+    assert not sessions.current_model_path(with_corpus).samefile(shared)
+    assert sessions.previous_model_path(with_corpus).samefile(shared)
+    assert config.SAMPLE_MODEL.read_bytes() == shared.read_bytes()
+    assert all(sessions.current_model_path(folder).samefile(shared) for folder in others)
+
+
+def test_disk_per_session_is_capped(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    used = sessions.folder_bytes(folder)
+    monkeypatch.setenv("CHMM_MAX_SESSION_MB", str((used + 1000) / 1e6))
+    with pytest.raises(sessions.SessionError, match="more than the .* a session may keep"):
+        corpus_service.store_corpus(folder, data_uri(b"hello world " * 200), "big.txt")
+    assert corpus_service.corpus_info(folder) is None
+    corpus_service.store_corpus(folder, data_uri(b"hello world " * 50), "small.txt")
+    assert corpus_service.corpus_info(folder).name == "small.txt"
+
+
+def test_new_session_starts_on_the_sample_model(folder: Path) -> None:
+    assert config.SAMPLE_MODEL.is_file(), "sample_models/alice-600.npz is missing (python sample_models/make_sample.py)"
+    assert current_bytes(folder) == config.SAMPLE_MODEL.read_bytes()
+    summary = model_service.model_summary(folder)
+    assert summary is not None and summary["states"] == 600 and summary["alphabet_size"] == 27
+    assert sum(summary["clones"]) == 600 and summary["nonzeros"] > 0 and summary["history"]
+    assert summary["test_bps"] is not None and not summary["has_previous"]
+
+
+def test_start_model_can_be_chosen(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CHMM_START_MODEL", str(tmp_path / "missing.npz"))
+    folder = sessions.session_folder(sessions.new_session_id())
+    assert model_service.model_summary(folder) is None
+    with pytest.raises(UserError, match="no model"):
+        generate_service.sample(folder, 10)
+
+
+def test_cleanup_removes_only_expired_session_folders(data_dir: Path) -> None:
+    old, fresh = sessions.new_session_id(), sessions.new_session_id()
+    old_folder, fresh_folder = sessions.session_folder(old), sessions.session_folder(fresh)
+    (data_dir / "not-a-session").mkdir()
+    long_ago = time.time() - 2 * 86400
+    for path in [old_folder, *old_folder.iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+    removed = sessions.cleanup_sessions(data_dir, ttl_s=86400)
+    assert removed == [old.split(".")[0]]
+    assert not old_folder.exists() and fresh_folder.exists() and (data_dir / "not-a-session").exists()
+
+
+# ------------------------------------------------------------------------------------------ a full disk
+@pytest.fixture
+def disk_full(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
+    """``disk_full(True)``: every file the app writes fails with ENOSPC once written (the project's one atomic
+    writer, :func:`engine.files.atomic_write`, renames its temporary file into place: the rename fails);
+    ``disk_full(False)``: space returns."""
+    import types
+
+    from engine import files
+
+    real = files.os
+
+    def no_space(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def switch(full: bool) -> None:
+        if full:
+            monkeypatch.setattr(files, "os", types.SimpleNamespace(**{**vars(real), "replace": no_space}))
+        else:
+            monkeypatch.setattr(files, "os", real)
+
+    return switch
+
+
+def leftovers(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.name.startswith(".tmp-") or path.name.startswith("upload-")]
+
+
+def test_a_full_disk_gives_a_message_and_no_partial_file_on_every_write_path(
+    with_corpus: Path, disk_full: Callable[[bool], None], data_dir: Path
+) -> None:
+    folder = with_corpus
+    before = current_bytes(folder)
+    corpus_before = corpus_service.corpus_info(folder)
+    full = services.DISK_FULL
+    disk_full(True)
+    actions: dict[str, Callable[[], object]] = {
+        "corpus upload": lambda: corpus_service.store_corpus(folder, data_uri(b"other text " * 50), "other.txt"),
+        "sample corpus": lambda: corpus_service.use_sample_corpus(folder),
+        "model upload": lambda: model_service.load_model_upload(
+            folder, data_uri(config.SAMPLE_MODEL.read_bytes(), "application/octet-stream"), "m.npz"
+        ),
+        "pruning": lambda: prune_service.apply_prune(folder, -2),
+        "export": lambda: graph_service.export_graph(folder, "graphml", 1e-2),
+        "communities": lambda: graph_service.run_communities(folder, trials=1),
+    }
+    for name, action in actions.items():
+        try:
+            action()
+        except OSError as exc:
+            assert services.describe_error(exc) == full, name
+        else:
+            raise AssertionError(f"{name} wrote on a full disk")
+        assert not leftovers(folder) and not leftovers(data_dir), name
+    outcome = training_jobs.run_training_job(folder, forms.options_from_form(TINY))
+    assert outcome.status == jobs.REFUSED and outcome.message == full
+    assert not (folder / sessions.JOB).exists() and not leftovers(folder)
+    assert current_bytes(folder) == before and corpus_service.corpus_info(folder) == corpus_before
+    assert not any((folder / graph_service.EXPORTS).glob("*")) if (folder / graph_service.EXPORTS).exists() else True
+    # a new session needs no space: its model is a hard link to the server's copy of the start model
+    assert sessions.current_model_path(sessions.session_folder(sessions.new_session_id())).samefile(
+        sessions.shared_start_model(data_dir)
+    )
+    # space returns: every path works again
+    disk_full(False)
+    for name in ("corpus upload", "export", "pruning"):
+        actions[name]()
+    assert training_jobs.run_training_job(folder, forms.options_from_form(TINY)).status == jobs.FINISHED
+
+
+def test_messages_name_files_as_the_user_knows_them(folder: Path) -> None:
+    """A damaged current model was reported with the absolute server path and the session's id."""
+    path = sessions.current_model_path(folder)
+    path.unlink()
+    path.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ModelFormatError) as caught:
+        model_service.model_summary(folder)
+    message = services.describe_error(caught.value)
+    assert message.startswith("The current model: not a readable CHMM Explorer model"), message
+    assert str(folder.parent) not in message and folder.name not in message and "/" not in message
+
+
+def test_a_session_whose_start_failed_gets_its_model_later(data_dir: Path) -> None:
+    """A session created while its start model could not be placed (a full disk) used to stay without a model."""
+    issued = sessions.new_session_id()
+    (data_dir / issued.split(".")[0]).mkdir(parents=True)  # the folder exists, the link was never made
+    assert sessions.current_model_path(sessions.session_folder(issued)).is_file()
