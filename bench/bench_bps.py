@@ -99,7 +99,7 @@ def toy_table(seeds: int = 5) -> None:
                 )
                 config = learning.TrainingConfig(
                     algorithm=algorithm,
-                    max_iterations=1000 if algorithm == "em" else 400,
+                    iterations=1000 if algorithm == "em" else 400,
                     batch_size=400,
                     memory=0.9,
                     tolerance=1e-6 if algorithm == "em" else 0.0,

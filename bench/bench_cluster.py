@@ -64,7 +64,7 @@ def start_model(corpus, states: int):
 def seconds_per_iteration(model, parts, client, iterations: int) -> float:
     from engine.training import learning
 
-    config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=iterations, tolerance=0.0)
     result = learning.fit(model, parts, None, config, cluster=client)
     return float(np.median([r.seconds for r in result.history[1:]] or [result.history[0].seconds]))
 
@@ -106,7 +106,7 @@ def cost_table(corpus) -> dict:
         models = {}
         for states in (1000, 3000):
             models[f"dense {states:,}"] = start_model(corpus, states)
-        config = learning.TrainingConfig(max_iterations=8, tolerance=0.0)
+        config = learning.TrainingConfig(iterations=8, tolerance=0.0)
         base = learning.fit(models["dense 3,000"], sample, None, config).model
         pruned = pruning.prune(base, threshold=1e-3)
         targets = pruned.n_clones + largest_remainder(pruned.n_clones, 30_000 - pruned.n_states)
@@ -189,14 +189,14 @@ def burn_in_study(iterations: int) -> None:
     with distributed.open_cluster(workers=2) as client:
         for states in (1000, 3000):
             model = start_model(corpus, states)
-            config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0)
+            config = learning.TrainingConfig(iterations=iterations, tolerance=0.0)
             exact = learning.fit(model, train, None, config).model
             exact_train, exact_test = inference.score(exact, train).bps, inference.score(exact, corpus.test).bps
             print(f"| {states:,} | whole | - | {exact_train:.6f} | - | {exact_test:.6f} | - |", flush=True)
             for size in (5_000, 20_000):
                 for burn_in in (0, 100, 1000):
                     chunked_config = learning.TrainingConfig(
-                        max_iterations=iterations, tolerance=0.0, chunk=size, burn_in=burn_in
+                        iterations=iterations, tolerance=0.0, chunk=size, burn_in=burn_in
                     )
                     trained = learning.fit(model, train, None, chunked_config, cluster=client).model
                     t, s = inference.score(trained, train).bps, inference.score(trained, corpus.test).bps

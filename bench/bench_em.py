@@ -77,7 +77,7 @@ def run_one(states: int, method: str, iterations: int, count_method: str) -> dic
     # compile the kernels outside the timings
     inference.e_step(model, train[:2000], count_method=count_method)
     inference.forward(model, train[:2000])
-    config = learning.TrainingConfig(max_iterations=iterations, tolerance=0.0, **config_options)
+    config = learning.TrainingConfig(iterations=iterations, tolerance=0.0, **config_options)
     result = learning.fit(model, train, None, config, **fit_options)
     seconds = [r.seconds for r in result.history]
     per_iteration = float(np.median(seconds[1:] if len(seconds) > 1 else seconds))

@@ -165,7 +165,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
             if name == "moby":
                 for precision in precisions:
                     pool.free_all_blocks()
-                    config = learning.TrainingConfig(max_iterations=1, pseudocount=1e-6)
+                    config = learning.TrainingConfig(iterations=1, pseudocount=1e-6)
                     options = implementation.GpuOptions(pass_precision=precision)
                     engine = implementation.GpuDenseEngine(devices.cuda_device(), options)
                     current = engine.load(model)

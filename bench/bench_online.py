@@ -51,7 +51,7 @@ def one_run(model, train: np.ndarray, epochs: int, own: bool) -> tuple[float, fl
     if not own:
         DenseEngine.online_session = None  # type: ignore[assignment,method-assign]
     try:
-        config = learning.TrainingConfig(algorithm="online", max_iterations=epochs, tolerance=0.0, pseudocount=1e-4)
+        config = learning.TrainingConfig(algorithm="online", iterations=epochs, tolerance=0.0, pseudocount=1e-4)
         result = learning.fit(model, train, None, config)
     finally:
         DenseEngine.online_session = saved  # type: ignore[method-assign]
@@ -74,9 +74,10 @@ corpus = text.prepare_corpus(text.read_text(sys.argv[2]), "paper", validation=0.
 train = corpus.train[: int(sys.argv[5])]
 n_clones = allocation.allocate_clones(train, corpus.n_symbols, int(sys.argv[3]), sys.argv[6])
 model = random_model(corpus.symbols, n_clones, pairs_in_sequence(train, corpus.n_symbols), np.random.default_rng(0))
-config = learning.TrainingConfig(algorithm="online", max_iterations=1, tolerance=0.0, pseudocount=1e-4)
+most = "iterations" if "iterations" in learning.TrainingConfig.__dataclass_fields__ else "max_iterations"  # issue 46
+config = learning.TrainingConfig(algorithm="online", **{most: 1}, tolerance=0.0, pseudocount=1e-4)
 learning.fit(model, train[:5000], None, config)
-config = learning.TrainingConfig(algorithm="online", max_iterations=int(sys.argv[4]), tolerance=0.0, pseudocount=1e-4)
+config = learning.TrainingConfig(algorithm="online", **{most: int(sys.argv[4])}, tolerance=0.0, pseudocount=1e-4)
 result = learning.fit(model, train, None, config)
 print(json.dumps([float(np.median([r.seconds for r in result.history])), result.history[-1].train_bps]))
 """

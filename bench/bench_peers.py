@@ -133,7 +133,7 @@ def _synthetic_chmm(task: dict[str, Any], train: np.ndarray, rng: np.random.Gene
     model = random_model(
         [str(s) for s in range(n_symbols)], task["clones"], pairs_in_sequence(train, n_symbols), rng, np.float64
     )
-    config = learning.TrainingConfig(algorithm="online", max_iterations=400, batch_size=400, memory=0.9, tolerance=0.0)
+    config = learning.TrainingConfig(algorithm="online", iterations=400, batch_size=400, memory=0.9, tolerance=0.0)
     result = learning.fit(model, train, None, config)
     return result.model, float(len(result.history)), learners.chmm_parameters(result.model)
 

@@ -54,7 +54,7 @@ def curves(seed: int, restart: int, epochs: int) -> tuple[list[float], list[floa
     memory = training.RESTART_MEMORY if training.restart_plan(restart)[1] else options.memory
     config = learning.TrainingConfig(
         algorithm="online",
-        max_iterations=epochs,
+        iterations=epochs,
         tolerance=0.0,
         patience=10**9,
         memory=memory,

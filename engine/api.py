@@ -35,8 +35,7 @@ from engine.cognitive.actions import ActionCHMM, generate_walk
 from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
 from engine.cognitive.maps import clone_graph as map_clone_graph
-from engine.cognitive.maps import place_field, recovers_room
-from engine.cognitive.maps import plan as plan_route
+from engine.cognitive.maps import place_field, plan_route, recovers_room
 from engine.cognitive.walks import (
     MAP_DEFAULTS,
     MapOptions,

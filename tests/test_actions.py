@@ -304,7 +304,7 @@ def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(lea
     cell to the second in as many steps as the grid's shortest path."""
     model, _, cells = learned_room
     clone_of = {cell: clone for clone, cell in cells.items()}
-    route, moves = maps.plan(model, clone_of[start], clone_of[goal])
+    route, moves = maps.plan_route(model, clone_of[start], clone_of[goal])
     assert route[0] == clone_of[start] and route[-1] == clone_of[goal] and len(moves) == len(route) - 1
     r, c = start
     for move in moves:
@@ -314,7 +314,7 @@ def test_a_planned_route_walks_from_one_place_to_the_other_by_a_shortest_way(lea
     assert (r, c) == goal
     assert len(moves) == abs(goal[0] - start[0]) + abs(goal[1] - start[1])
     with pytest.raises(ValueError, match="outside"):
-        maps.plan(model, -1, clone_of[goal])
+        maps.plan_route(model, -1, clone_of[goal])
 
 
 GPU_AVAILABLE, GPU_REASON = backend_status.gpu_status()
@@ -493,7 +493,7 @@ def test_online_em_on_a_walk_with_one_action_is_the_text_engines_to_the_bit(
     text_model, model, texts = one_action_case(documents)
     config = learning.TrainingConfig(
         algorithm="online",
-        max_iterations=4,
+        iterations=4,
         tolerance=0.0,
         batch_size=batch_size,
         memory=memory,

@@ -97,7 +97,7 @@ def test_documents_lost_on_the_cluster_are_sent_again(client) -> None:
 def test_batch_em_on_the_cluster_is_batch_em(client, form: str) -> None:
     model, docs = model_and_documents(seed=2)
     host = sparse.from_dense(model) if form == "sparse" else model
-    config = learning.TrainingConfig(max_iterations=6, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=6, tolerance=0.0)
     held_out = [docs[0][:100]]
     here = learning.fit(host, docs, held_out, config)
     there = learning.fit(host, docs, held_out, config, cluster=client)
@@ -109,7 +109,7 @@ def test_batch_em_on_the_cluster_is_batch_em(client, form: str) -> None:
 
 def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
     model, docs = model_and_documents(seed=3, sizes=tuple([6_000] * 12))
-    config = learning.TrainingConfig(max_iterations=4, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=4, tolerance=0.0)
     here = learning.fit(model, docs, None, config)
     victim_address, victim = sorted(client.run(os.getpid).items())[0]  # one worker and its process id
     killed = threading.Event()
@@ -166,7 +166,7 @@ class _HangingOnce:
 
 def test_a_scatter_that_hangs_is_tried_again_then_fails_the_run(client) -> None:
     model, docs = model_and_documents(seed=5)
-    config = learning.TrainingConfig(max_iterations=2, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=2, tolerance=0.0)
     here = learning.fit(model, docs, None, config)
     once = _HangingOnce(client, 1)
     there = learning.fit(model, docs, None, config, cluster=once)
@@ -186,7 +186,7 @@ def test_a_scatter_that_hangs_is_tried_again_then_fails_the_run(client) -> None:
 def test_cancel_stops_the_cluster_work(client) -> None:
     model, docs = model_and_documents(seed=4, sizes=tuple([20_000] * 8))
     cancel = learning.CancelToken()
-    config = learning.TrainingConfig(max_iterations=50, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=50, tolerance=0.0)
     timer = threading.Timer(0.5, cancel.cancel)
     timer.start()
     started = time.perf_counter()
@@ -198,7 +198,7 @@ def test_cancel_stops_the_cluster_work(client) -> None:
 def test_a_cluster_that_goes_away_fails_the_run_and_keeps_the_last_model() -> None:
     model, docs = model_and_documents(seed=5, sizes=tuple([20_000] * 6))
     with distributed.open_cluster(workers=1) as own:
-        config = learning.TrainingConfig(max_iterations=200, tolerance=0.0)
+        config = learning.TrainingConfig(iterations=200, tolerance=0.0)
 
         def stop_the_cluster(record: learning.IterationRecord) -> None:
             if record.iteration == 2:
@@ -297,7 +297,7 @@ def test_a_chunked_document_with_a_burn_in_gives_its_counts(client, burn_in: int
 def test_chunks_are_for_dense_models() -> None:
     model, docs = model_and_documents(seed=7, sizes=(3_000,))
     with distributed.open_cluster(workers=1) as own:
-        config = learning.TrainingConfig(max_iterations=2, chunk=500)
+        config = learning.TrainingConfig(iterations=2, chunk=500)
         result = learning.fit(sparse.from_dense(model), docs, None, config, cluster=own)
     assert result.stopped == "failed" and "chunks with a burn-in run on dense models" in result.error
 
@@ -308,13 +308,13 @@ def test_online_em_on_the_cluster_is_online_em(client, chunk: int | None) -> Non
     holds the batch), batches in order, the forward message carried from batch to batch: the same online EM."""
     model, docs = model_and_documents(seed=8, sizes=(3_000, 1_500))
     config = learning.TrainingConfig(
-        algorithm="online", max_iterations=3, tolerance=0.0, batch_size=500, chunk=chunk, burn_in=200
+        algorithm="online", iterations=3, tolerance=0.0, batch_size=500, chunk=chunk, burn_in=200
     )
     here = learning.fit(model, docs, None, config)
     there = learning.fit(model, docs, None, config, cluster=client)
     assert there.stopped == "max_iterations", there.error
     np.testing.assert_allclose([r.train_bps for r in there.history], [r.train_bps for r in here.history], rtol=1e-9)
     np.testing.assert_allclose(there.model.T, here.model.T, rtol=1e-8, atol=1e-12)
-    viterbi = learning.TrainingConfig(algorithm="viterbi", max_iterations=1)
+    viterbi = learning.TrainingConfig(algorithm="viterbi", iterations=1)
     with pytest.raises(ValueError, match="batch or online EM"):
         learning.fit(model, docs, None, viterbi, cluster=client)

@@ -254,7 +254,7 @@ def test_fit_on_documents_matches_per_document_counts() -> None:
     pairs = np.array([(i, j) for i in range(2) for j in range(2)])
     model = random_model(list("ab"), np.array([2, 2]), pairs, rng, dtype=np.float64)
     docs = [rng.integers(0, 2, size=50), rng.integers(0, 2, size=30)]
-    config = learning.TrainingConfig(max_iterations=1, tolerance=0.0, pseudocount=0.0)
+    config = learning.TrainingConfig(iterations=1, tolerance=0.0, pseudocount=0.0)
     fitted = learning.fit(model, docs, None, config).model
     counts = sum(DenseEngine().e_step(model, x).counts for x in docs)
     expected = DenseEngine().m_step(model, counts, 0.0)

@@ -338,7 +338,7 @@ def test_fit_on_documents_is_the_same_on_dense_and_sparse(algorithm: str) -> Non
     model = random_model(list("abc"), np.array([2, 3, 2]), pairs, rng, dtype=np.float64)
     docs = [rng.integers(0, 3, size=n) for n in (300, 120, 250)]
     validation = [rng.integers(0, 3, size=80)]
-    config = learning.TrainingConfig(algorithm=algorithm, max_iterations=4, tolerance=0.0, batch_size=100)
+    config = learning.TrainingConfig(algorithm=algorithm, iterations=4, tolerance=0.0, batch_size=100)
     dense_run = learning.fit(model, docs, validation, config)
     sparse_run = learning.fit(sparse.from_dense(model), docs, validation, config)
     dense_history = np.array([[r.train_bps, r.validation_bps] for r in dense_run.history])
@@ -352,7 +352,7 @@ def test_fit_with_one_sequence_repeats_em_iterations() -> None:
     pairs = np.array([(i, j) for i in range(2) for j in range(2)])
     model = random_model(list("ab"), np.array([2, 3]), pairs, rng, dtype=np.float64)
     x = rng.integers(0, 2, size=400)
-    config = learning.TrainingConfig(max_iterations=3, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=3, tolerance=0.0)
     fitted = learning.fit(model, x, None, config)
     replay = model
     for record in fitted.history:
@@ -415,7 +415,7 @@ def test_a_new_backend_is_one_class_and_one_registration(toy_backend) -> None:
     model = random_model(list("abc"), np.array([2, 3, 2]), np.array([(i, j) for i in range(3) for j in range(3)]), rng)
     docs = [rng.integers(0, 3, size=n) for n in (300, 120)]
     for algorithm in learning.ALGORITHMS:
-        config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, tolerance=0.0, batch_size=100)
+        config = learning.TrainingConfig(algorithm=algorithm, iterations=3, tolerance=0.0, batch_size=100)
         on_toy = learning.fit(model, docs, docs[1], config, backend="toy")
         on_cpu = learning.fit(model, docs, docs[1], config, backend="cpu")
         assert [r.train_bps for r in on_toy.history] == [r.train_bps for r in on_cpu.history]
@@ -457,7 +457,7 @@ def test_online_em_written_once_is_the_fused_kernel(implementation: str, monkeyp
     # batches of 50 symbols from alternating halves of the alphabet: each batch touches other blocks than the last
     halves = [rng.integers(0, 2, size=50) if k % 2 else rng.integers(2, 4, size=50) for k in range(8)]
     docs = [np.concatenate(halves)]
-    config = learning.TrainingConfig(algorithm="online", max_iterations=3, tolerance=0.0, batch_size=50)
+    config = learning.TrainingConfig(algorithm="online", iterations=3, tolerance=0.0, batch_size=50)
     fused = learning.fit(model, docs, None, config)
     host = sparse.from_dense(model) if implementation == "sparse" else model
     monkeypatch.setattr(DenseEngine, "online_session", None)

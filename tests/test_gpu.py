@@ -130,10 +130,10 @@ def test_pruned_support_keeps_zeros(name):
     T = normalise_rows(model.layout, T.astype(np.float64), 0.0, np.float32)
     pruned = CHMM(model.symbols, model.layout, T, model.pi, None, fixed_zeros=True)
     assert np.any(T == 0) and np.any(T > 0)
-    result = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2), backend=name)
+    result = learning.fit(pruned, x, config=learning.TrainingConfig(iterations=2, pseudocount=1e-2), backend=name)
     assert result.model.fixed_zeros
     assert np.all(result.model.T[T == 0] == 0) and np.all(result.model.T[T > 0] > 0)
-    reference = learning.fit(pruned, x, config=learning.TrainingConfig(max_iterations=2, pseudocount=1e-2))
+    reference = learning.fit(pruned, x, config=learning.TrainingConfig(iterations=2, pseudocount=1e-2))
     assert np.max(np.abs(result.model.T - reference.model.T)) <= 1e-4
 
 
@@ -141,7 +141,7 @@ def test_pruned_support_keeps_zeros(name):
 def test_fit_on_gpu_follows_cpu(name, algorithm):
     model, x, _ = _model_and_sequence(31, 10, 400, 12000)
     cut = 10000
-    config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, batch_size=2500, pseudocount=1e-3)
+    config = learning.TrainingConfig(algorithm=algorithm, iterations=3, batch_size=2500, pseudocount=1e-3)
     on_gpu = learning.fit(model, x[:cut], x[cut:], config, backend=name)
     on_cpu = learning.fit(model, x[:cut], x[cut:], config)
     assert len(on_gpu.history) == len(on_cpu.history) == 3
@@ -208,7 +208,7 @@ def test_memory_estimate_refuses_a_run_that_does_not_fit(name, monkeypatch):
     model, x, _ = _model_and_sequence(70, 5, 100, 2000)
     monkeypatch.setattr(device_blocks.DeviceBlocks, "free_bytes", lambda self: 1000)
     with pytest.raises(devices.DeviceMemoryError, match="GiB of GPU memory"):
-        learning.fit(model, x, config=learning.TrainingConfig(max_iterations=1), backend=name)
+        learning.fit(model, x, config=learning.TrainingConfig(iterations=1), backend=name)
 
 
 def test_float16_pass_copy_stays_close_to_float32(name):
@@ -248,7 +248,7 @@ def test_segmented_e_step_is_the_whole_sequence_e_step(name, segment, drop_pairs
 
 def test_fit_in_segments_matches_fit_without(name):
     model, x, _ = _model_and_sequence(95, 6, 200, 5000)
-    config = learning.TrainingConfig(max_iterations=2, pseudocount=1e-3)
+    config = learning.TrainingConfig(iterations=2, pseudocount=1e-3)
     whole = learning.fit(model, x, config=config, backend=name)
     segmented = learning.fit(model, x, config=config, backend=name, options=implementation.GpuOptions(segment=600))
     assert np.max(np.abs(whole.model.T - segmented.model.T)) <= 1e-5
@@ -258,7 +258,7 @@ def test_fit_in_lockstep_chunks_keeps_the_bps_and_the_cpu_refuses_them(name):
     """``TrainingConfig(chunk=...)`` without a cluster: batch EM on the GPU engine runs lockstep E-steps over chunks
     with the lockstep burn-in (the model within 1e-6 BPS of the exact run's); the CPU implementations refuse."""
     model, x, _ = _model_and_sequence(96, 6, 200, 5000)
-    config = learning.TrainingConfig(max_iterations=4, pseudocount=1e-3)
+    config = learning.TrainingConfig(iterations=4, pseudocount=1e-3)
     whole = learning.fit(model, x, config=config, backend=name)
     together = learning.fit(model, x, config=replace(config, chunk=400), backend=name)
     bits = [
@@ -490,7 +490,7 @@ def test_batch_em_on_the_gpu_runs_long_sequences_in_lockstep_chunks_by_default(n
     assert plan.lockstep.plan.pieces[1].lo == chunks.LOCKSTEP_BURN_IN  # the second chunk's burn-in before it
     assert adapter.plan(state, x, "em", len(x), chunk=chunks.EXACT).lockstep is None
     assert adapter.plan(state, x[: chunks.LOCKSTEP_MIN_SYMBOLS - 1], "em", len(x)).lockstep is None
-    config = learning.TrainingConfig(max_iterations=5, pseudocount=1e-3, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=5, pseudocount=1e-3, tolerance=0.0)
     exact = learning.fit(model, x, config=replace(config, chunk=chunks.EXACT), backend=name)
     together = learning.fit(model, x, config=config, backend=name)
     bits = [

@@ -172,7 +172,7 @@ def test_em_on_a_pruned_model_keeps_zeros_at_zero(true_model: CHMM, sequence: np
     pruned = pruning.prune(noisy, threshold=1e-3)
     zeros = pruned.T == 0
     assert zeros.any() and pruned.fixed_zeros and pruned.support() is not None
-    config = learning.TrainingConfig(algorithm=algorithm, max_iterations=3, pseudocount=0.1, batch_size=500)
+    config = learning.TrainingConfig(algorithm=algorithm, iterations=3, pseudocount=0.1, batch_size=500)
     trained = learning.fit(pruned, sequence, config=config).model
     assert np.all(trained.T[zeros] == 0)
     assert np.all(trained.T[~zeros] > 0)
@@ -207,7 +207,7 @@ def test_stationary_flow_is_robust_for_reducible_chains() -> None:
 
 def test_clone_graph_attributes(true_model: CHMM, sequence: np.ndarray) -> None:
     noisy = noisy_full_model(true_model)
-    trained = learning.fit(noisy, sequence, config=learning.TrainingConfig(max_iterations=1)).model
+    trained = learning.fit(noisy, sequence, config=learning.TrainingConfig(iterations=1)).model
     pruned = pruning.prune(trained, threshold=1e-3)
     g = graph.clone_graph(pruned)
     assert isinstance(g.weight, sp.csr_array) and g.weight.shape == (pruned.n_states, pruned.n_states)

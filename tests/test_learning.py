@@ -121,7 +121,7 @@ def test_em_iteration_is_the_m_step_of_e_step_counts() -> None:
 def test_online_and_viterbi_em_improve(algorithm: str) -> None:
     model, train, _ = toy_setup(2, 6000, 3)
     before = bps(model, train)
-    config = TrainingConfig(algorithm=algorithm, max_iterations=15, batch_size=500)
+    config = TrainingConfig(algorithm=algorithm, iterations=15, batch_size=500)
     result = learning.fit(model, train, config=config)
     after = bps(result.model, train)
     assert np.isfinite(after)
@@ -145,7 +145,7 @@ def test_online_epoch_matches_manual_batches() -> None:
     """One epoch of online EM equals the paper's recursion written out by hand (A = lambda A + (1-lambda) xi)."""
     model, x, _ = toy_setup(2, 1000, 8)
     config = TrainingConfig(algorithm="online", batch_size=300, memory=0.8, pseudocount=1e-3)
-    result = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 1}))
+    result = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "iterations": 1}))
     A = None
     current = model
     carry = None
@@ -173,7 +173,7 @@ def test_the_online_m_step_on_two_threads_is_the_one_thread_update(monkeypatch: 
     sizes = np.diff(layout.block_offset)
     largest_row = max(sizes[layout.block_pairs[:, 0] == i].sum() for i in range(layout.n_symbols))
     assert abs(sizes[:middle].sum() - sizes.sum() / 2) <= largest_row
-    config = TrainingConfig(algorithm="online", batch_size=300, memory=0.8, pseudocount=1e-3, max_iterations=2)
+    config = TrainingConfig(algorithm="online", batch_size=300, memory=0.8, pseudocount=1e-3, iterations=2)
     two = learning.fit(model, x, config=config).model
     monkeypatch.setenv(inference.ONE_THREAD_ENV, "1")
     one = learning.fit(model, x, config=config).model
@@ -193,7 +193,7 @@ def test_the_lazy_online_update_is_the_eager_recursion(monkeypatch: pytest.Monke
     halves = [rng.integers(0, 2, size=50) if k % 2 else rng.integers(2, 4, size=50) for k in range(10)]
     docs = [np.concatenate(halves[:6]), np.concatenate(halves[6:])]
     config = TrainingConfig(
-        algorithm="online", max_iterations=2, tolerance=0.0, batch_size=50, memory=0.7, pseudocount=1e-2
+        algorithm="online", iterations=2, tolerance=0.0, batch_size=50, memory=0.7, pseudocount=1e-2
     )
 
     def cancelled_after(batches: int) -> np.ndarray:
@@ -240,7 +240,7 @@ def test_a_batch_reads_the_blocks_its_e_step_counts() -> None:
 def test_early_stopping_keeps_best_validation_model(seed: int) -> None:
     model, train, validation = toy_setup(2, 600, 0, clones=np.full(10, 5), n_validation=3000)
     model = random_model(model.symbols, model.n_clones, all_pairs(10), np.random.default_rng(seed), np.float64)
-    config = TrainingConfig(max_iterations=200, patience=5, pseudocount=0.0, tolerance=0.0)
+    config = TrainingConfig(iterations=200, patience=5, pseudocount=0.0, tolerance=0.0)
     result = learning.fit(model, train, validation, config)
     v = np.array([r.validation_bps for r in result.history])
     assert result.stopped == "early_stopping"
@@ -257,7 +257,7 @@ def test_early_stopping_keeps_best_validation_model(seed: int) -> None:
 
 def test_without_validation_returns_last_model() -> None:
     model, x = random_teacher_data(3, 500)
-    config = TrainingConfig(max_iterations=4, tolerance=0.0)
+    config = TrainingConfig(iterations=4, tolerance=0.0)
     result = learning.fit(model, x, config=config)
     assert result.stopped == "max_iterations" and len(result.history) == 4 and result.best_iteration == 4
     replay = model
@@ -269,7 +269,7 @@ def test_without_validation_returns_last_model() -> None:
 
 def test_converges_on_tolerance() -> None:
     model, x = random_teacher_data(5, 500)
-    result = learning.fit(model, x, config=TrainingConfig(max_iterations=500, tolerance=1e-3))
+    result = learning.fit(model, x, config=TrainingConfig(iterations=500, tolerance=1e-3))
     assert result.stopped == "converged"
     assert len(result.history) < 500
     train = [r.train_bps for r in result.history]
@@ -289,14 +289,14 @@ def test_cancel_from_callback(algorithm: str) -> None:
         if record.iteration == 2:
             token.cancel()
 
-    config = TrainingConfig(algorithm=algorithm, max_iterations=50, tolerance=0.0, batch_size=400)
+    config = TrainingConfig(algorithm=algorithm, iterations=50, tolerance=0.0, batch_size=400)
     result = learning.fit(model, x, config=config, callback=callback, cancel=token)
     assert result.stopped == "cancelled"
     assert len(result.history) == 2 and len(seen) == 2
     assert result.error is None
     assert_valid_model(result.model)
     # the returned model is the one after two iterations
-    reference = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 2}))
+    reference = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "iterations": 2}))
     np.testing.assert_allclose(result.model.T, reference.model.T, rtol=1e-12, atol=1e-15)
 
 
@@ -325,7 +325,7 @@ def test_cancel_token_poll(tmp_path) -> None:
         if record.iteration == 3:
             flag.touch()
 
-    config = TrainingConfig(max_iterations=20, tolerance=0.0)
+    config = TrainingConfig(iterations=20, tolerance=0.0)
     result = learning.fit(model, x, config=config, callback=callback, cancel=token)
     assert result.stopped == "cancelled" and len(result.history) == 3
     assert token.cancelled
@@ -342,11 +342,11 @@ def test_online_cancel_mid_epoch_keeps_last_complete_epoch() -> None:
         polls += 1
         return polls > 8  # epoch 1: 1 check + 5 batches; epoch 2 is cut inside its batches
 
-    config = TrainingConfig(algorithm="online", batch_size=400, max_iterations=10, tolerance=0.0)
+    config = TrainingConfig(algorithm="online", batch_size=400, iterations=10, tolerance=0.0)
     result = learning.fit(model, x, config=config, cancel=CancelToken(poll=poll))
     assert result.stopped == "cancelled"
     assert len(result.history) == 1
-    one = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "max_iterations": 1}))
+    one = learning.fit(model, x, config=TrainingConfig(**{**config.__dict__, "iterations": 1}))
     np.testing.assert_array_equal(result.model.T, one.model.T)
 
 
@@ -355,7 +355,7 @@ def test_online_cancel_mid_epoch_keeps_last_complete_epoch() -> None:
 def test_progress_callback(algorithm: str) -> None:
     model, x, validation = toy_setup(2, 1500, 6, n_validation=600)
     records: list[IterationRecord] = []
-    config = TrainingConfig(algorithm=algorithm, max_iterations=6, tolerance=0.0, patience=10, batch_size=300)
+    config = TrainingConfig(algorithm=algorithm, iterations=6, tolerance=0.0, patience=10, batch_size=300)
     result = learning.fit(model, x, validation, config, callback=records.append)
     assert len(records) == 6
     assert all(isinstance(r, IterationRecord) for r in records)
@@ -379,7 +379,7 @@ def test_invalid_engine_options() -> None:
     ("field", "value", "message"),
     [
         ("algorithm", "gibbs", "algorithm must be one of"),
-        ("max_iterations", 0, "iterations must be at least 1"),
+        ("iterations", 0, "iterations must be at least 1"),
         ("tolerance", -1e-3, "tolerance must be non-negative"),
         ("tolerance", float("nan"), "tolerance must be non-negative"),
         ("patience", 0, "patience must be at least 1"),
@@ -410,7 +410,7 @@ def test_default_config_is_valid_and_short_sequence_rejected() -> None:
 # ------------------------------------------------------------------------------- paper, Table 1 (slow)
 def online_table1_bps(k: int, seed: int) -> float:
     model, train, test = toy_setup(k, synthetic.TOY_FSM_TRAINING_SIZES[k], seed, n_validation=20_000)
-    config = TrainingConfig(algorithm="online", batch_size=400, memory=0.9, max_iterations=300, tolerance=0.0)
+    config = TrainingConfig(algorithm="online", batch_size=400, memory=0.9, iterations=300, tolerance=0.0)
     result = learning.fit(model, train, config=config)
     assert_valid_model(result.model)
     return inference.score(result.model, test).bps
@@ -434,7 +434,7 @@ def test_table1_online_em_reaches_optimal_bps(k: int) -> None:
 def test_table1_batch_em_k3() -> None:
     k = 3
     model, train, test = toy_setup(k, synthetic.TOY_FSM_TRAINING_SIZES[k], 0, n_validation=20_000)
-    result = learning.fit(model, train, config=TrainingConfig(max_iterations=1000, tolerance=1e-6))
+    result = learning.fit(model, train, config=TrainingConfig(iterations=1000, tolerance=1e-6))
     value = inference.score(result.model, test).bps
     assert np.isfinite(value)
     assert value >= synthetic.toy_fsm_optimal_bps(k) - 0.005
@@ -457,10 +457,10 @@ def test_online_em_waits_out_the_plateau_window() -> None:
     model, train, validation = toy_setup(3, 9000, 1, n_validation=3000)
     window = learning.plateau_epochs(2, len(train))
     assert window > 2
-    config = TrainingConfig(algorithm="online", patience=2, max_iterations=window + 40, tolerance=1e-2)
+    config = TrainingConfig(algorithm="online", patience=2, iterations=window + 40, tolerance=1e-2)
     online = learning.fit(model, train, validation, config)
     assert len(online.history) >= window
-    batch = learning.fit(model, train, validation, TrainingConfig(patience=2, max_iterations=window + 40))
+    batch = learning.fit(model, train, validation, TrainingConfig(patience=2, iterations=window + 40))
     assert len(batch.history) < window
 
 
@@ -482,7 +482,7 @@ def test_online_em_hands_over_at_its_noise_floor() -> None:
     teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
     train, validation = sampling.sample(teacher, 3000, rng), sampling.sample(teacher, 3000, rng)
     student = random_model(list("abc"), np.full(3, 130), all_pairs(3), rng, np.float64)
-    config = TrainingConfig(algorithm="online", max_iterations=50, pseudocount=1e-3, tolerance=0.0, batch_size=400)
+    config = TrainingConfig(algorithm="online", iterations=50, pseudocount=1e-3, tolerance=0.0, batch_size=400)
     assert learning.online_wait(config, len(train), student.layout.size) == 1
     result = learning.fit(student, train, validation, config)
     v = [inference.score(student, validation).bps] + [r.validation_bps for r in result.history]
@@ -521,7 +521,7 @@ def test_online_em_stops_when_it_overfits(seed: int) -> None:
     teacher = random_model(list("abc"), np.array([2, 3, 2]), all_pairs(3), rng, np.float64, concentration=0.3)
     train, validation = sampling.sample(teacher, 400, rng), sampling.sample(teacher, 4000, rng)
     student = random_model(list("abc"), np.full(3, 12), all_pairs(3), rng, np.float64)
-    config = TrainingConfig(algorithm="online", max_iterations=300, pseudocount=1e-3, tolerance=0.0, batch_size=100)
+    config = TrainingConfig(algorithm="online", iterations=300, pseudocount=1e-3, tolerance=0.0, batch_size=100)
     result = learning.fit(student, train, validation, config)
     history = result.history
     assert result.stopped == "early_stopping"

@@ -173,7 +173,7 @@ def test_stop_when_worse_keeps_the_model_that_entered_the_worse_iteration() -> N
     fewer, fewer_history = actions.learn_em(model, x, a, len(history) - 1, 5e-2, stop_when_worse=False)
     assert fewer_history == history[:-1]
     np.testing.assert_array_equal(learned.T, fewer.T)
-    config = learning.TrainingConfig(max_iterations=len(history) + 2, tolerance=None, pseudocount=5e-2)
+    config = learning.TrainingConfig(iterations=len(history) + 2, tolerance=None, pseudocount=5e-2)
     keys = [actions.row_keys(x, a, model.n_symbols)]
     result = learning.fit(model.engine_view(), [x], config=config, row_keys=keys)
     assert result.stopped == "max_iterations" and len(result.history) == len(history) + 2

@@ -133,7 +133,7 @@ def test_round_trip_of_trained_model(tmp_path: Path) -> None:
     test = synthetic.toy_fsm_sequence(2, 1000, rng)
     n = synthetic.toy_fsm_n_symbols(2)
     model = random_model([str(s) for s in range(n)], synthetic.toy_fsm_clones(2), pairs_in_sequence(train, n), rng)
-    result = learning.fit(model, train, config=learning.TrainingConfig(max_iterations=10))
+    result = learning.fit(model, train, config=learning.TrainingConfig(iterations=10))
     trained = result.model
     # no validation: validation_bps is NaN, which the model file stores as null (strict JSON)
     trained.metadata["history"] = [

@@ -73,7 +73,7 @@ def test_online_em_then_batch_em_and_the_refit_continues_from_online() -> None:
             result.online_model,
             outcome.corpus.train_full_parts,
             None,
-            learning.TrainingConfig(max_iterations=polish, tolerance=0.0, pseudocount=options().pseudocount),
+            learning.TrainingConfig(iterations=polish, tolerance=0.0, pseudocount=options().pseudocount),
         )
         assert np.allclose(again.model.T, outcome.model.T.astype(np.float64), atol=1e-5)
 

@@ -54,7 +54,7 @@ def test_zeros_stay_zero_and_sparse_em_follows_dense_em():
     model, x, _ = _trained_like(2)
     pruned = pruning.prune(model, threshold=1e-2)
     zeros = pruned.T == 0
-    config = learning.TrainingConfig(max_iterations=3, pseudocount=1e-3, tolerance=0.0)
+    config = learning.TrainingConfig(iterations=3, pseudocount=1e-3, tolerance=0.0)
     dense_run = learning.fit(pruned, x[:5000], x[5000:], config)
     sparse_run = learning.fit(sparse.from_dense(pruned), x[:5000], x[5000:], config)
     assert isinstance(sparse_run.model, sparse.SparseCHMM)

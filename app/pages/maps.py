@@ -437,7 +437,7 @@ def show_field(clone: Any, session_id: str | None) -> tuple[Any, Any]:
     Input(ids.MAP_ROUTE_GOAL, "value"),
     State(ids.SESSION, "data"),
 )
-def plan(start: Any, goal: Any, session_id: str | None) -> tuple[Any, Any]:
+def plan_route(start: Any, goal: Any, session_id: str | None) -> tuple[Any, Any]:
     """The route from the start clone to the goal, as actions, once both are picked."""
     if start is None or goal is None:
         hint = "Pick a start and a goal clone (click two clones on the map) to plan a route." if start is None else None

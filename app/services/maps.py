@@ -544,9 +544,9 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
 
 
 def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
-    """The most probable route on the map from one clone to another (:func:`engine.cognitive.maps.plan`): its clones,
-    its actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is missing or
-    the goal cannot be reached."""
+    """The most probable route on the map from one clone to another (:func:`engine.cognitive.maps.plan_route`): its
+    clones, its actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is
+    missing or the goal cannot be reached."""
     view = load_view(folder)
     if view is None:
         raise UserError("This session has no map yet: learn one first.")

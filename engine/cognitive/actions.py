@@ -520,7 +520,7 @@ def learn_online(
     if not isinstance(epochs, int | np.integer) or epochs < 1:
         raise ValueError(f"online EM needs at least 1 epoch, got {epochs!r}")
     config = learning.TrainingConfig(
-        algorithm="online", max_iterations=int(epochs), tolerance=None, pseudocount=pseudocount,
+        algorithm="online", iterations=int(epochs), tolerance=None, pseudocount=pseudocount,
         batch_size=batch_size, memory=memory,
     )  # fmt: skip
     config.validate()
@@ -555,7 +555,7 @@ def learning_config(algorithm: str, iterations: int, pseudocount: float, stop_wh
     from engine.training import learning
 
     return learning.TrainingConfig(
-        algorithm=algorithm, max_iterations=int(iterations), tolerance=None, pseudocount=pseudocount,
+        algorithm=algorithm, iterations=int(iterations), tolerance=None, pseudocount=pseudocount,
         stop_when_worse=stop_when_worse, viterbi_score="path",
     )  # fmt: skip
 
@@ -569,7 +569,7 @@ def _fit(
     from engine.training import learning
 
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
-    if config.max_iterations < 1:  # the model as the implementation holds it
+    if config.iterations < 1:  # the model as the implementation holds it
         engine, state = engine_state(model, backend)
         return with_host_T(model, engine.host(state)), []
     view, backend = _view(model, backend)

@@ -119,7 +119,7 @@ def _filtered(model: ActionCHMM, engine: Any, state: Any, x: np.ndarray, a: np.n
     return activation
 
 
-def plan(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> tuple[list[int], list[str]]:
+def plan_route(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3) -> tuple[list[int], list[str]]:
     """The most probable route from clone ``start`` to clone ``goal`` in the learned map and the actions that take
     it: the path maximising prod_n max_a T[a](z_n, z_{n+1}) over transitions above ``threshold`` (a shortest path
     on -log T, networkx's Dijkstra); ValueError in one sentence when the goal cannot be reached."""

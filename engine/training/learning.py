@@ -110,7 +110,8 @@ class TrainingConfig:
 
     algorithm: "em" (batch Baum-Welch), "online" (online EM over batches, paper eq. for A^(b)), or "viterbi"
         (hard EM: counts along the MAP clone path).
-    max_iterations: iterations (epochs over the training sequence for online EM).
+    iterations: the most iterations (epochs over the training sequence for online EM); the name of
+        :class:`engine.training.TrainOptions`' field and of ``--iterations``.
     tolerance: stop when the relative gain of the training log-likelihood between iterations falls below it (None:
         never on that gain).
     stop_when_worse: stop at the first iteration whose training BPS is not below the one before, keeping the model
@@ -135,7 +136,7 @@ class TrainingConfig:
     """
 
     algorithm: str = "em"
-    max_iterations: int = 100
+    iterations: int = 100
     tolerance: float | None = 1e-6
     patience: int = 5
     pseudocount: float = 1e-6
@@ -150,7 +151,7 @@ class TrainingConfig:
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, not {self.algorithm!r}")
-        if self.max_iterations < 1:
+        if self.iterations < 1:
             raise ValueError("the number of iterations must be at least 1")
         if self.tolerance is not None and not self.tolerance >= 0:
             raise ValueError("the tolerance must be non-negative")
@@ -491,7 +492,7 @@ def fit(
     wait = online_wait(config, n_train, model.n_nonzero()) if online else config.patience
     kept = _Kept(initial, validation_bps(initial) if held_out else np.inf, PLATEAU_GAIN if online else 1e-12)
     current, previous_ll, quiet_epochs = initial, -np.inf, 0
-    for iteration in range(1, config.max_iterations + 1):
+    for iteration in range(1, config.iterations + 1):
         if cancel is not None and cancel.cancelled:
             result.stopped = "cancelled"
             break

@@ -287,7 +287,7 @@ class TrainOptions:
             raise ValueError(f"the pseudocount {AUTO!r} is chosen by search_settings before training")
         return learning.TrainingConfig(
             algorithm=self.algorithm,
-            max_iterations=self.iterations,
+            iterations=self.iterations,
             tolerance=self.tolerance,
             patience=self.patience,
             pseudocount=self.pseudocount,

@@ -222,7 +222,7 @@ def select_stage(
     if init_model is None and grow_from:
         check_memory(corpus, replace(options, states=grow_from), options.states)  # before a line of it is said
         start, refit_start, schedule = grown_starts(corpus_text, options, grow_from, run, name)
-        config = replace(config, algorithm="em", max_iterations=options.grow_iterations or options.iterations)
+        config = replace(config, algorithm="em", iterations=options.grow_iterations or options.iterations)
     elif init_model is None:
         check_memory(corpus, options)
         start = initial_model_for(corpus, options)  # restart 0; best_of_restarts makes the others

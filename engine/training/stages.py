@@ -132,7 +132,7 @@ def refit_stage(
     if iterations == 0:
         return (start, 0, True) if grown else (selection.model, 0, False)
     run.say(f"refitting on training + validation text for {iterations} iteration(s)")
-    refit_config = replace(config, max_iterations=iterations, tolerance=0.0)
+    refit_config = replace(config, iterations=iterations, tolerance=0.0)
     callback = run.callback
     tagged = None if callback is None else (lambda r: callback(r._replace(refit=True)))
     again = learning.fit(
