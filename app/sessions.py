@@ -202,11 +202,17 @@ def check_disk(what: str = "The job", root: Path | None = None) -> None:
         )
 
 
-def model_stamp(folder: Path) -> list[int]:
+def model_stamp(folder: Path) -> str:
     """Identifies the session's current model file (size and modification time), so a saved community run can be
-    matched to the model it was computed for."""
-    stat = current_model_path(folder).stat()
-    return [int(stat.st_size), int(stat.st_mtime_ns)]
+    matched to the model it was computed for (:func:`file_stamp`)."""
+    return file_stamp(current_model_path(folder).stat())
+
+
+def file_stamp(stat: os.stat_result) -> str:
+    """A file's size and modification time in nanoseconds as one string, ``"<size>:<mtime_ns>"``: a string because
+    the browser keeps the stamp in a store, and a number of nanoseconds since 1970 is above 2^53, which a JavaScript
+    number rounds (the page then took every poll for a new model and reloaded itself every 2 s)."""
+    return f"{int(stat.st_size)}:{int(stat.st_mtime_ns)}"
 
 
 def shared_start_model(root: Path | None = None) -> Path | None:
@@ -229,7 +235,7 @@ def shared_start_model(root: Path | None = None) -> Path | None:
         try:
             saved = json.loads(precomputed.read_text(encoding="utf-8"))
             stamp = shared.stat()
-            saved["model"] = [int(stamp.st_size), int(stamp.st_mtime_ns)]
+            saved["model"] = file_stamp(stamp)
             data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
         except (OSError, ValueError, TypeError, AttributeError):
             return shared  # a damaged file only means the user runs Infomap once

@@ -253,3 +253,31 @@ def test_a_session_whose_start_failed_gets_its_model_later(data_dir: Path) -> No
     issued = sessions.new_session_id()
     (data_dir / issued.split(".")[0]).mkdir(parents=True)  # the folder exists, the link was never made
     assert sessions.current_model_path(sessions.session_folder(issued)).is_file()
+
+
+def _through_javascript(value: object) -> object:
+    """What a value comes back as after a round trip through a browser store: every number a float64."""
+    if isinstance(value, list):
+        return [_through_javascript(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(float(value))
+    return value
+
+
+def test_the_model_stamp_survives_the_browser(data_dir: Path) -> None:
+    """Issue 47: the stamp held ``st_mtime_ns`` (above 2^53), which the browser rounded, so the model watch took
+    every poll for a new model and the open page reloaded every 2 s. The stamp comes back from the browser equal,
+    and the watch sees no change until the model file is replaced."""
+    from app import main
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    os.utime(sessions.current_model_path(folder), ns=(time.time_ns(), 1_795_000_000_123_456_789))  # not a float64
+    stamp = sessions.model_stamp(folder)
+    seen, _ = main.watch_model(1, sid, None)
+    assert seen == stamp
+    returned = _through_javascript(stamp)
+    assert main.watch_model(2, sid, returned) == (main.no_update, main.no_update)
+    os.utime(sessions.current_model_path(folder), ns=(time.time_ns(), 1_795_000_000_123_456_790))  # 1 ns later
+    changed, version = main.watch_model(3, sid, returned)
+    assert changed != stamp and isinstance(version, float)
