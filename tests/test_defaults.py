@@ -216,3 +216,11 @@ def test_the_training_options_own_every_rule(fields: dict, cluster: bool, messag
         "--budget bounds": ({**fields, "pseudocount": training.AUTO}, False),
     }[next(k for k in ("--burn-in belongs", "--chunk cuts", "not Viterbi EM", "--budget bounds") if k in message)]
     training.TrainOptions(**allowed[0]).validate(cluster=allowed[1])
+
+
+def test_continuing_a_model_keeps_its_states() -> None:
+    """The rule lives in the options (the command line, the app and the cluster share it): a model continued with
+    ``init`` keeps its own number of states, so a number given beside it is refused, and ``auto`` is not a number."""
+    with pytest.raises(ValueError, match="--init continues a model with its own states"):
+        training.TrainOptions(init="model.npz", states=60, pseudocount=1e-3).validate()
+    training.TrainOptions(init="model.npz", pseudocount=1e-3).validate()

@@ -188,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
         return _train_peer(args)
     if args.learner_option:
         raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
-    if args.init and (args.states is not None or args.normalisation is not None):
-        raise ValueError("--init continues a model with its own states and normalisation: leave out those options")
+    if args.init and args.normalisation is not None:  # a flag typed, not a value: the default is a normalisation
+        raise ValueError("--init continues a model with its own normalisation: leave out --normalisation")
     check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
     options = train_options(args)
     options.validate(cluster=bool(args.cluster or args.workers))

@@ -188,13 +188,14 @@ class TrainOptions:
 
     def continuing(self, model: CHMM) -> TrainOptions:
         """These options for continuing ``model``: its number of states, and where the pseudocount is :data:`AUTO`
-        the one ``model`` was trained with (:data:`FIRST_PSEUDOCOUNT` when its file does not say)."""
+        the one ``model`` was trained with (:data:`FIRST_PSEUDOCOUNT` when its file does not say); ``init`` is spent
+        (validate the options as given first: the rules of continuing a model read it)."""
         pseudocount = self.pseudocount
         if pseudocount == AUTO:
             recorded = (model.metadata.get("settings") or {}).get("pseudocount")
             ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded >= 0
             pseudocount = float(recorded) if ok and math.isfinite(recorded) else FIRST_PSEUDOCOUNT
-        return replace(self, states=model.n_states, pseudocount=pseudocount)
+        return replace(self, states=model.n_states, pseudocount=pseudocount, init=None)  # the model is given now
 
     def validate(self, cluster: bool = False) -> None:
         """Raise ValueError (one clear sentence) on impossible settings, before any work is done: every rule of the
@@ -241,6 +242,10 @@ class TrainOptions:
             raise ValueError("the seed must be a non-negative integer")
         if self.restarts is not None and not 1 <= self.restarts <= MAX_RESTARTS:
             raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
+        if self.init is not None and self.states != AUTO:
+            raise ValueError(
+                "--init continues a model with its own states: leave out the number of states (--states)"
+            )
         if self.restarts not in (None, 1) and self.init is not None:
             raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
         if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < int(self.states):

@@ -76,6 +76,7 @@ def train_text(
     """
     init_model = initial_model if initial_model is not None else (load_model(options.init) if options.init else None)
     if init_model is not None:  # a continued model keeps its states (and, unless given, its pseudocount)
+        options.validate(cluster=cluster is not None)  # as given: the rules of continuing a model
         options = options.continuing(init_model)
     options.validate(cluster=cluster is not None)
     expected = expected_minutes(options)
