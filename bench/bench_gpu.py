@@ -140,7 +140,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 del engine, device_model
                 pool.free_all_blocks()
             if name == "milton":  # the lockstep forward pass (chunks with a burn-in, engine.backends.chunks) beside it
-                from engine.backends.chunks import LockstepSchedule, as_pieces, chunk, counted_log_likelihood
+                from engine.backends.chunks import LockstepSchedule, as_chunks, chunk, counted_log_likelihood
 
                 blocks = device_blocks.DeviceBlocks(model.layout, devices.cuda_device())
                 device_model = blocks.upload(model)
@@ -148,7 +148,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 for chunks, burn_in in LOCKSTEP_FORWARD:
                     size = -(-(len(x) - 1) // chunks)
                     schedule = LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
-                    pieces = as_pieces(schedule.pieces)
+                    pieces = as_chunks(schedule.pieces)
                     seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                     together = counted_log_likelihood(pieces, blocks.lockstep_forward(device_model, schedule))
                     row[f"lockstep_{chunks}_{burn_in}_s"] = seconds

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine  # noqa: E402
-from engine.backends.chunks import LockstepSchedule, Piece, chunk, counted_log_likelihood  # noqa: E402
+from engine.backends.chunks import Chunk, LockstepSchedule, chunk, counted_log_likelihood  # noqa: E402
 from engine.backends.cpu import inference  # noqa: E402
 from engine.corpora import (
     allocation,  # noqa: E402
@@ -73,7 +73,7 @@ def _compiled_pass(T, block_pairs, block_offset, n_clones, group_block, group_st
                 messages[c, v] = scratch[r, v] * inverse
 
 
-def lockstep_log_likelihood(model: CHMM, pieces: list[Piece], compiled: bool = False) -> tuple[float, int]:
+def lockstep_log_likelihood(model: CHMM, pieces: list[Chunk], compiled: bool = False) -> tuple[float, int]:
     """log P of the counted steps of ``pieces`` (and of the first symbol of a piece that starts its sequence) by a
     lockstep forward pass (NumPy per group, or with ``compiled`` one numba loop); returns it and the number of
     (step, pair) groups, i.e. matrix products."""
@@ -140,7 +140,7 @@ def main() -> None:
             sequential.append(time.perf_counter() - started)
         for chunks in args.chunks:
             size = -(-(len(x) - 1) // chunks)
-            pieces = [p for p in chunk([x], size, args.burn_in) if isinstance(p, Piece)]
+            pieces = [p for p in chunk([x], size, args.burn_in) if isinstance(p, Chunk)]
             lockstep_log_likelihood(model, pieces[:2], compiled=True)  # compile outside the timings
             for compiled in (False, True):
                 lockstep = []

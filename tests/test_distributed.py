@@ -271,11 +271,11 @@ def test_app_training_jobs_use_the_cluster_of_dask_scheduler_address(
 def test_chunks_cover_every_step_once() -> None:
     x = np.arange(10_001) % 3
     pieces = distributed.chunk([x, x[:50]], size=3_000, burn_in=200)
-    chunks = [p for p in pieces if isinstance(p, distributed.Piece)]
+    chunks = [p for p in pieces if isinstance(p, distributed.Chunk)]
     assert len(chunks) == 4 and sum(len(p) for p in chunks) == len(x) - 1
     assert [p.first for p in chunks] == [True, False, False, False]
     assert all(p.lo <= 200 and len(p.x) - 1 - p.hi <= 200 for p in chunks)
-    assert any(p is not None and not isinstance(p, distributed.Piece) and len(p) == 50 for p in pieces)
+    assert any(p is not None and not isinstance(p, distributed.Chunk) and len(p) == 50 for p in pieces)
 
 
 @pytest.mark.parametrize(("burn_in", "exact"), [(400, True), (0, False)])

@@ -382,12 +382,12 @@ def test_lockstep_forward_is_each_sequence_forward(name, drop_pairs):
 def test_lockstep_chunks_with_a_burn_in_stay_within_the_bound(name):
     """One long document cut into chunks with a burn-in of 50 (the cluster's chunking), advanced in lockstep: the
     log-likelihood of the counted steps is the exact one within 1e-6 bits per symbol (measured: about 1e-9)."""
-    from engine.backends.chunks import as_pieces, chunk, counted_log_likelihood
+    from engine.backends.chunks import as_chunks, chunk, counted_log_likelihood
 
     model, x, _ = _model_and_sequence(120, 8, 300, 6000)
     adapter = engines.engine_for(model, name)
     state = adapter.load(model)
-    pieces = as_pieces(chunk([x], 400, 50))
+    pieces = as_chunks(chunk([x], 400, 50))
     assert len(pieces) == 15 and sum(len(p) for p in pieces) == len(x) - 1
     log_likelihood = counted_log_likelihood(pieces, adapter.lockstep_forward(state, pieces))
     exact = float(np.sum(np.log(inference.forward(model, x).predictive)))

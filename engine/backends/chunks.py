@@ -50,7 +50,7 @@ def lockstep_length(n_symbols: int) -> int | None:
 
 
 @dataclass(frozen=True)
-class Piece:
+class Chunk:
     """A chunk of a document: its symbols with a burn-in before and after, and which of its steps n -> n+1 are
     counted (``lo <= n < hi``); ``first`` when it starts the document (its gamma(1) estimates pi)."""
 
@@ -88,17 +88,17 @@ def chunk(sequences: Sequence[np.ndarray], size: int | None, burn_in: int = DEFA
         for start in range(0, steps, size):
             stop = min(start + size, steps)
             a, b = max(0, start - burn_in), min(len(x), stop + 1 + burn_in)
-            out.append(Piece(x[a:b], start - a, stop - a, start == 0))
+            out.append(Chunk(x[a:b], start - a, stop - a, start == 0))
     return out
 
 
-def as_pieces(sequences: Sequence[Any]) -> list[Piece]:
+def as_chunks(sequences: Sequence[Any]) -> list[Chunk]:
     """Documents and pieces as pieces: a whole document of n symbols is the piece that counts its steps 0..n-2 and
     starts its document."""
-    return [p if isinstance(p, Piece) else Piece(np.asarray(p, dtype=np.int64), 0, len(p) - 1, True) for p in sequences]
+    return [p if isinstance(p, Chunk) else Chunk(np.asarray(p, dtype=np.int64), 0, len(p) - 1, True) for p in sequences]
 
 
-def counted_log_likelihood(pieces: Sequence[Piece], predictive: Sequence[np.ndarray]) -> float:
+def counted_log_likelihood(pieces: Sequence[Chunk], predictive: Sequence[np.ndarray]) -> float:
     """log P of what ``pieces`` count, from each piece's predictive probabilities P(x_n | x_<n) over its own
     symbols (burn-in included): its counted steps n -> n+1 (``lo <= n < hi``), and its first symbol when it starts
     its document. -inf at a zero-probability event."""
@@ -123,7 +123,7 @@ class LockstepSchedule:
     group without a block has no rows) and its chunks ``chunk_ids[group_chunk_start[g]:group_chunk_start[g + 1]]``.
     ``length`` is the longest piece (the predictive arrays are C x length)."""
 
-    pieces: list[Piece]
+    pieces: list[Chunk]
     length: int
     step_group_start: np.ndarray
     step_rows: np.ndarray
@@ -136,12 +136,12 @@ class LockstepSchedule:
 
     @staticmethod
     def build(layout: BlockLayout, sequences: Sequence[Any], backward: bool = False) -> LockstepSchedule:
-        """The schedule of documents and pieces (see :func:`as_pieces`) under ``layout``. With ``backward`` each
+        """The schedule of documents and pieces (see :func:`as_chunks`) under ``layout``. With ``backward`` each
         piece is walked from its own last symbol to its first (the backward pass: the step from x_{n+1} to x_n
         reads the block of the pair (x_n, x_{n+1}), row by row of T); ``pieces`` then holds the reversed pieces."""
-        pieces = as_pieces(sequences)
+        pieces = as_chunks(sequences)
         if backward:
-            pieces = [Piece(p.x[::-1], 0, len(p.x) - 1, False) for p in pieces]
+            pieces = [Chunk(p.x[::-1], 0, len(p.x) - 1, False) for p in pieces]
         if not pieces or any(len(p.x) < 1 for p in pieces):
             raise ValueError("a lockstep pass needs at least one non-empty sequence")
         length = max(len(p.x) for p in pieces)
@@ -201,7 +201,7 @@ class LockstepPlan:
     that belongs to it; ``counted_positions`` are the positions whose predictive probabilities the log-likelihood
     counts (see :func:`counted_log_likelihood`)."""
 
-    pieces: list[Piece]
+    pieces: list[Chunk]
     forward: LockstepSchedule
     backward: LockstepSchedule
     x: np.ndarray
@@ -215,9 +215,9 @@ class LockstepPlan:
 
     @staticmethod
     def build(layout: BlockLayout, sequences: Sequence[Any]) -> LockstepPlan:
-        """The plan of documents and pieces (see :func:`as_pieces`) under ``layout``; pieces that replace pi by a
+        """The plan of documents and pieces (see :func:`as_chunks`) under ``layout``; pieces that replace pi by a
         carried message (online EM) are refused."""
-        pieces = as_pieces(sequences)
+        pieces = as_chunks(sequences)
         if any(p.initial is not None for p in pieces):
             raise ValueError("a lockstep E-step starts every piece from pi; carried messages are not supported")
         forward = LockstepSchedule.build(layout, pieces)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends import engines
-from engine.backends.chunks import DEFAULT_BURN_IN, Piece, chunk
+from engine.backends.chunks import DEFAULT_BURN_IN, Chunk, chunk
 from engine.backends.cpu import inference
 
 ONE_CORE = {
@@ -87,7 +87,7 @@ def shard_e_step(model: Any, shard: Sequence[Any], backend: str = WORKER_BACKEND
     the pieces that start a document. Chunks need an implementation with the ``chunks`` capability."""
     engine = engines.engine_for(model, backend)
     state = engine.load(model)
-    whole = [x for x in shard if not isinstance(x, Piece)]
+    whole = [x for x in shard if not isinstance(x, Chunk)]
     total: Partial | None = None
     if whole:
         e = engines.e_step_sequences(engine, state, whole)
@@ -99,7 +99,7 @@ def shard_e_step(model: Any, shard: Sequence[Any], backend: str = WORKER_BACKEND
             len(whole),
             e.touched,
         )
-    for piece in (p for p in shard if isinstance(p, Piece)):
+    for piece in (p for p in shard if isinstance(p, Chunk)):
         e = engine.e_step(state, piece.x, initial=piece.initial, counted=(piece.lo, piece.hi))
         part = Partial(
             np.asarray(e.counts, dtype=np.float64),
@@ -292,7 +292,7 @@ class ClusterEStep:
             a = start if start == 0 else max(0, start - self.burn_in)
             b = min(len(x), stop + 1 + self.burn_in) if stop < steps else len(x)
             first_initial = initial if start == 0 else None
-            pieces.append(Piece(x[a:b], start - a, stop - a, start == 0, first_initial, k))
+            pieces.append(Chunk(x[a:b], start - a, stop - a, start == 0, first_initial, k))
         pieces_sent = [[p] for p in pieces]
         return self._run(engine, state, lambda _: self._scatter(pieces_sent, int(x.nbytes), cancel=cancel), cancel)
 
