@@ -8,7 +8,7 @@ variable                    meaning                                             
 ``CHMM_START_MODEL``        model every new session starts with                          ``sample_models/alice-600.npz``
 ``CHMM_SESSION_TTL_HOURS``  session folders untouched for longer are deleted             24
 ``CHMM_MAX_UPLOAD_MB``      largest corpus upload accepted                               20
-``CHMM_MAX_MODEL_MB``        largest model upload accepted                                100
+``CHMM_MAX_MODEL_MB``        largest model upload accepted                                400
 ``CHMM_MAX_MODEL_MEMORY_MB`` largest memory a model's arrays may take once loaded          2000
 ``CHMM_MAX_TRAIN_MB``       largest estimated training memory accepted                   half the machine's RAM
 ``CHMM_MAX_SESSIONS``       live sessions the server keeps at most                        500
@@ -19,7 +19,8 @@ variable                    meaning                                             
 ``CHMM_MAX_JOB_MB``         resident memory of one background job (its processes)       3/4 of the machine's RAM
 ``CHMM_MAX_WAITING_JOBS``   jobs waiting for a place at once (tickets, not processes)    4
 ``CHMM_MAX_REQUEST_SECONDS`` wall-clock limit of a score, decoding or prune sweep        120
-``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           50000
+``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           500000
+``CHMM_KEPT_MB``            what a web process keeps of the views' models, graphs, runs  1000
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
 ==========================  ===========================================================  ====================
 """
@@ -37,12 +38,13 @@ ASSETS = REPOSITORY / "assets"
 
 DEFAULT_TTL_HOURS = 24.0
 DEFAULT_MAX_SESSIONS = 500
-DEFAULT_MAX_EXPORT_EDGES = 50_000
+DEFAULT_MAX_EXPORT_EDGES = 500_000
+DEFAULT_KEPT_MB = 1000.0
 DEFAULT_MAX_JOB_MINUTES = 120.0
 DEFAULT_MAX_REQUEST_SECONDS = 120.0
 DEFAULT_MAX_SESSION_MB = 2000.0
 DEFAULT_MAX_UPLOAD_MB = 20.0
-DEFAULT_MAX_MODEL_MB = 100.0
+DEFAULT_MAX_MODEL_MB = 400.0  # the plain `chmm train` makes 5,000 states in 152 MB
 DEFAULT_MAX_MODEL_MEMORY_MB = 2000.0
 DEFAULT_MIN_FREE_MB = 200.0
 MEGABYTE = 1_000_000
@@ -123,9 +125,16 @@ def max_request_seconds() -> float:
 
 
 def max_export_edges() -> int:
-    """The largest clone graph (in edges) the Export page writes in a web request (about 50 microseconds an edge
-    with Infomap and the writer: 50,000 edges take a few seconds); ``chmm export`` has no such bound."""
+    """The largest clone graph (in edges) the Export page writes in a web request: the page exports the Infomap
+    run on screen (no new run), so what it costs is the writer's (GraphML, the slowest, about 20 microseconds an
+    edge); ``chmm export`` has no such bound."""
     return int(_float_env("CHMM_MAX_EXPORT_EDGES", DEFAULT_MAX_EXPORT_EDGES))
+
+
+def max_kept_bytes() -> int:
+    """What one web process keeps of the views' models, clone graphs and Infomap runs (``CHMM_KEPT_MB``,
+    :mod:`app.services.kept`), least recently used first out."""
+    return int(_float_env("CHMM_KEPT_MB", DEFAULT_KEPT_MB) * MEGABYTE)
 
 
 def session_ttl_seconds() -> float:

@@ -75,6 +75,7 @@ from engine.network.communities import (
     codelength_terms,
     module_links,
     node_flows,
+    restore_communities,
 )
 from engine.network.drawing import PALETTE, force_layout, module_colour
 from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
@@ -136,7 +137,8 @@ __all__ = [  # fmt: skip
     "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PALETTE", "parse_room", "parse_walk", "place_field",
     "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback", "prune_model", "prune_sweep_text",
     "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",
-    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "RESTART_MEMORY",
+    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "restore_communities",
+    "RESTART_MEMORY",
     "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
     "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
@@ -289,14 +291,17 @@ def export_model_graph(
     threshold: float | None = DEFAULT_PRUNE_THRESHOLD,
     options: communities_mod.CommunityOptions | None = None,
     corpus_text: str | None = None,
+    communities: communities_mod.Communities | None = None,
 ) -> dict[str, Any]:
     """Export the clone graph of ``model`` (pruned at ``threshold``), or one module's subgraph, in ``fmt`` (see
-    :data:`engine.network.export.FORMATS`). Infomap runs first (same settings give the same module ids as
-    :func:`model_communities`), so nodes carry ``module`` and ``path``. Returns the export's figures, with an
-    informative ``file_name`` (:func:`engine.network.export.export_file_name`)."""
+    :data:`engine.network.export.FORMATS`), its nodes carrying ``module`` and ``path``: of ``communities`` when
+    given (a run already made, e.g. :func:`restore_communities` of the one a user was shown; its graph is
+    exported and ``threshold``, ``options`` and ``corpus_text`` are not used), else of an Infomap run made first
+    with ``options``. Returns the export's figures, with an informative ``file_name``
+    (:func:`engine.network.export.export_file_name`)."""
     if fmt not in export_mod.FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
-    result = model_communities(model, threshold, options, corpus_text)
+    result = communities if communities is not None else model_communities(model, threshold, options, corpus_text)
     summary = export_mod.export_graph(result.graph, path, fmt, result, module)
     name = export_mod.export_file_name(result.graph, fmt, module)
     return summary | {"modules": len(result.top_modules), "file_name": name}

@@ -395,3 +395,33 @@ def test_the_module_map_is_readable_at_its_fit_zoom(folder: Path) -> None:
         for b in boxes[i + 1 :]:
             assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
     assert [item["id"] for item in drawn["legend"]] == [e["data"]["id"] for e in labelled]
+
+
+def test_export_writes_the_run_on_screen(folder: Path) -> None:
+    """Issue 47: Export ran Infomap again, so 13% of clones carried another module than the page showed. The page's
+    run is what Export writes: here the kept run is altered (top modules 1 and 2 trade their clones), which no new
+    Infomap run would reproduce, and the exported ``.clu`` follows it, says which run it is, and at another
+    threshold says that Infomap ran for the export."""
+    import json
+
+    graph_service.run_communities(folder, trials=2, two_level=True, seed=1, threshold="2e-3")
+    path = folder / graph_service.COMMUNITIES
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    by_id = {m["id"]: m for m in saved["modules"]}
+    by_id["1"]["nodes"], by_id["2"]["nodes"] = by_id["2"]["nodes"], by_id["1"]["nodes"]
+    saved["node_path"] = {
+        node: {"1": "2", "2": "1"}.get(p.split(":")[0], p.split(":")[0]) + p[p.index(":") :]
+        for node, p in saved["node_path"].items()
+    }
+    path.write_text(json.dumps(saved), encoding="utf-8")
+    shown = {int(n): m["id"] for m in saved["modules"] for n in m["nodes"]}
+    written, _, note = graph_service.export_graph(folder, "clu", "")
+    assert "the modules on the Communities page" in note and "pruned at 0.002" in note
+    text = written.read_text(encoding="utf-8")
+    assert "# modules: the Infomap run shown on the Communities page" in text
+    rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    graph = graph_service.session_graph(folder, 2e-3)
+    vertex_state = np.flatnonzero(graph.active())  # vertices 1..n are the active clones by index
+    assert {int(vertex_state[int(v) - 1]): module for v, module, _ in rows} == shown
+    _, _, other = graph_service.export_graph(folder, "clu", "1e-3")
+    assert "an Infomap run made for this export" in other and "at threshold 0.002" in other

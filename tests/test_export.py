@@ -478,3 +478,52 @@ def test_module_links_are_the_ftree_link_flows(either: cm.Communities, tmp_path:
         for key, flow in expected.items():
             assert got[key] == pytest.approx(flow, rel=1e-4, abs=1e-9)
     assert all(a != b for items in links.values() for a, b, _ in items)
+
+
+def _as_kept(result: cm.Communities, with_paths: bool) -> dict[str, object]:
+    """A run as the app keeps it (JSON: summary, options, modules with their clones, node flow, maybe paths)."""
+    from dataclasses import asdict
+
+    flows = export._infomap_flow(result)
+    kept: dict[str, object] = {
+        "summary": result.summary(),
+        "options": asdict(result.options),
+        "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
+        "node_flow": {str(node): flow for node, flow in flows.items()},
+    }
+    if with_paths:
+        kept["node_path"] = {str(node): ":".join(map(str, path)) for node, path in result.node_path.items()}
+    return json.loads(json.dumps(kept))
+
+
+@pytest.mark.parametrize("with_paths", [True, False])
+def test_a_restored_run_exports_the_modules_shown(either: cm.Communities, with_paths: bool, tmp_path: Path) -> None:
+    """Issue 47: Export ran Infomap again, and 13% of clones changed module against the run on screen. A run
+    restored from what the app keeps exports the same partition: with the saved paths, the very ``.clu`` and
+    ``.tree``; without them (runs kept before), the same module of every clone at every level."""
+    restored = cm.restore_communities(either.graph, _as_kept(either, with_paths), origin="the run on screen")
+    assert restored.summary() == either.summary()
+    original = export.partition_texts(either)
+    again = export.partition_texts(restored)
+    def body(text: str) -> list[str]:
+        return [line for line in text.split("\n") if not line.startswith("# modules:")]
+
+    same = (lambda a, b: a == b) if with_paths else (lambda a, b: sorted(a) == sorted(b))  # clone order in a leaf
+    assert same(body(again["clu"]), body(original["clu"]))
+    assert "# modules: the run on screen" in again["clu"] and "# modules: run for this export" in original["clu"]
+    modules_of = {node: path[:-1] for node, path in either.node_path.items()}
+    assert {node: path[:-1] for node, path in restored.node_path.items()} == modules_of
+    if with_paths:
+        assert body(again["tree"]) == body(original["tree"]) and body(again["ftree"]) == body(original["ftree"])
+    written = tmp_path / "restored.graphml"
+    api.export_model_graph(None, written, "graphml", communities=restored)  # type: ignore[arg-type]
+    read = nx.read_graphml(written)
+    paths = {int(data["state"]): data["path"] for _, data in read.nodes(data=True)}
+    assert paths == {node: ":".join(map(str, p)) for node, p in restored.node_path.items()}
+
+
+def test_a_kept_run_of_another_graph_is_refused(result: cm.Communities) -> None:
+    kept = _as_kept(result, True)
+    kept["modules"][0]["nodes"].append(result.graph.n_states + 5)  # type: ignore[index]
+    with pytest.raises(ValueError, match="outside the clone graph"):
+        cm.restore_communities(result.graph, kept)

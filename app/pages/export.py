@@ -31,8 +31,16 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
                         ),
                         ui.field(
                             "Pruning threshold",
-                            dcc.Input(id=ids.EXPORT_THRESHOLD, type="text", value="1e-3", className="num"),
-                            "Transitions below it are removed before export (a number between 0 and 1).",
+                            dcc.Input(
+                                id=ids.EXPORT_THRESHOLD,
+                                type="text",
+                                value="",
+                                placeholder="the Communities page's",
+                                className="num",
+                            ),
+                            "Transitions below it are removed before export (a number between 0 and 1). Empty: the "
+                            "threshold of the Infomap run on the Communities page (1e-3 with none), whose modules the "
+                            "export carries; at another threshold Infomap runs again for the export.",
                         ),
                         ui.field(
                             "Module (optional)",
@@ -43,8 +51,7 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
                                 placeholder="e.g. 3 or 3:2",
                                 className="num",
                             ),
-                            "Export only this module's subgraph. Ids as on the Communities page (its last run's "
-                            "settings at the same threshold; Infomap's defaults otherwise).",
+                            "Export only this module's subgraph. Ids as on the Communities page.",
                         ),
                     ],
                     className="form-grid",

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from app import config, sessions
 from app.jobs import FAILED, FINISHED, RUNNING, JobFiles
 from app.jobs.kinds import JobKind
-from app.services import UserError, describe_error, format_bytes, parse_threshold, visible, whole_number
+from app.services import UserError, describe_error, format_bytes, kept, parse_threshold, visible, whole_number
 from app.services.community_layout import MAP_CANVAS as MAP_CANVAS
 from app.services.community_layout import MAP_FONT_PX as MAP_FONT_PX
 from app.services.community_layout import MAP_LABELS, map_layout
@@ -29,7 +29,7 @@ from app.services.community_layout import module_tree as module_tree
 from app.services.community_layout import place_labels as place_labels
 from app.services.community_layout import spread_for_labels as spread_for_labels
 from app.services.corpus import reference_corpus
-from app.services.models import load_current
+from app.services.models import load_current, view_model
 from engine import api
 from engine.files import atomic_write_bytes
 
@@ -69,26 +69,42 @@ MAP_MAX_MODULES = 3_000
 """The module map draws at most this many modules of a level (most flow first) and four links per module."""
 
 
-def _saved_community_options(folder: Path, threshold: float) -> api.CommunityOptions | None:
-    """The Infomap settings of the session's last community run when it was made for the current model at this
-    threshold (so an export's module ids match the Communities page), else None (the defaults)."""
+def shown_run(folder: Path) -> tuple[Any, str] | None:
+    """The Infomap run the Communities page shows (the session's last, of the current model) as an engine result
+    on its clone graph, and a sentence saying which run it is; None when there is none."""
     saved = read_communities(folder)
-    if saved is None or abs(saved["threshold"] - threshold) > 1e-12 * threshold:
+    if saved is None:
         return None
-    return api.CommunityOptions(**saved["options"])
+    finished = saved.get("finished") or (folder / COMMUNITIES).stat().st_mtime
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(finished)))
+    origin = (
+        f"the Infomap run shown on the Communities page ({when}, threshold {saved['threshold']:g}, "
+        f"{saved['summary'].get('modules', 0)} top modules)"
+    )
+    graph = session_graph(folder, saved["threshold"])
+    path = folder / COMMUNITIES
+    result = kept.kept(("restored",), [path], lambda: api.restore_communities(graph, saved, origin))
+    return result, origin
 
 
-def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = None) -> tuple[Path, str, str]:
-    """Export the current model's clone graph (pruned at ``threshold``), or one module's subgraph, in ``fmt``
-    (:data:`EXPORT_FORMATS`) into the session's ``exports`` folder. Returns the file, the name the browser saves
-    it under and a one-line description. Module ids are those of the Communities page's last run at the same
-    threshold (Infomap's default settings when there is none)."""
+def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = None) -> tuple[Path, str, str]:
+    """Export the current model's clone graph, or one module's subgraph, in ``fmt`` (:data:`EXPORT_FORMATS`) into
+    the session's ``exports`` folder, with the modules shown on the Communities page: its last Infomap run, at the
+    run's threshold (``threshold`` empty or equal to it). At another threshold, or with no run, Infomap runs for the
+    export with the run's settings (its defaults with no run), and the file and the note say so. Returns the file,
+    the name the browser saves it under and a one-line description."""
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"Choose an export format: one of {', '.join(EXPORT_FORMATS)}.")
-    cut = parse_threshold(threshold)
+    shown = shown_run(folder)
+    saved = read_communities(folder)
+    if threshold is None or not str(threshold).strip():
+        cut = saved["threshold"] if saved is not None else api.DEFAULT_PRUNE_THRESHOLD
+    else:
+        cut = parse_threshold(threshold)
+    same = saved is not None and abs(saved["threshold"] - cut) <= 1e-12 * cut
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
-    model = load_current(folder)
+    model = view_model(folder)
     edges, limit = api.graph_edges(model, cut), config.max_export_edges()
     if edges > limit:
         raise UserError(
@@ -105,16 +121,26 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = 1e-3, module: Any = No
             fmt,
             module=module_id,
             threshold=cut,
-            options=_saved_community_options(folder, cut),
-            corpus_text=reference_corpus(folder, model),
+            options=None if saved is None else api.CommunityOptions(**saved["options"]),
+            corpus_text=None if same else reference_corpus(folder, model),
+            communities=shown[0] if same and shown is not None else None,
         )
     except api.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     what = "the whole clone graph" if module_id is None else f"module {module_id}"
+    if same and shown is not None:
+        modules = "the modules on the Communities page"
+    elif saved is None:
+        modules = "modules of an Infomap run made for this export (no run on the Communities page yet)"
+    else:
+        modules = (
+            f"modules of an Infomap run made for this export (the Communities page's run is at threshold "
+            f"{saved['threshold']:g})"
+        )
     note = (
         f"Exported {what} as {EXPORT_DESCRIPTIONS[fmt]}: {figures['nodes']:,} clones, {figures['edges']:,} edges "
-        f"(pruned at {cut:.2g}; {figures['modules']} top modules), {format_bytes(written.stat().st_size)}, saved as "
-        f"{figures['file_name']}."
+        f"(pruned at {cut:.2g}; {figures['modules']} top modules, {modules}), "
+        f"{format_bytes(written.stat().st_size)}, saved as {figures['file_name']}."
     )
     return written, figures["file_name"], note
 
@@ -200,6 +226,8 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
         },
         "codelength": None if terms is None else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
         "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
+        "node_path": {str(int(node)): ":".join(map(str, path)) for node, path in result.node_path.items()},
+        "finished": time.time(),
     }
     if _comparable(_read_json(folder / COMMUNITIES), saved):  # the run before, kept to compare with
         os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
@@ -246,14 +274,29 @@ PREVIOUS_COMMUNITIES = "communities-previous.json"
 
 
 def read_communities(folder: Path) -> dict[str, Any] | None:
-    """The session's last community run, or None when there is none or it was made for another model."""
+    """The session's last community run, or None when there is none or it was made for another model (parsed
+    once per version of its file and kept: shared, never changed by its callers)."""
+    path = folder / COMMUNITIES
     try:
-        saved = json.loads((folder / COMMUNITIES).read_text(encoding="utf-8"))
-        if saved.get("model") != sessions.model_stamp(folder):
+        saved = kept.kept(("run",), [path], lambda: json.loads(path.read_text(encoding="utf-8")))
+        if not isinstance(saved, dict) or saved.get("model") != sessions.model_stamp(folder):
             return None
         return saved
     except (OSError, ValueError, TypeError):
         return None
+
+
+def session_graph(folder: Path, threshold: float) -> Any:
+    """The current model's clone graph pruned at ``threshold`` (:func:`engine.api.model_graph`), built once per
+    version of the model file and kept."""
+    path = sessions.current_model_path(folder)
+    return kept.kept(("graph", float(threshold)), [path], lambda: api.model_graph(view_model(folder), threshold))
+
+
+def deepest_modules(folder: Path, saved: dict[str, Any]) -> dict[int, str]:
+    """Clone -> the id of the deepest module of the session's last community run ``saved`` that holds it (kept
+    per version of the run's file)."""
+    return kept.kept(("deepest",), [folder / COMMUNITIES], lambda: _deepest_modules(saved))
 
 
 def module_rows(saved: dict[str, Any], query: str | None = None, parent: str = "") -> list[dict[str, Any]]:
@@ -355,8 +398,8 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
-    graph = api.model_graph(load_current(folder), saved["threshold"])
-    deepest = _deepest_modules(saved)
+    graph = session_graph(folder, saved["threshold"])
+    deepest = deepest_modules(folder, saved)
     if module_id in (None, ""):
         members = np.flatnonzero(graph.active())
         key = ""
@@ -460,19 +503,20 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     if module is None:
         top = sum(1 for m in saved["modules"] if not m.get("parent"))
         raise UserError(f"Module {key!r} does not exist: the result has top modules 1..{top} (submodules 1:1, ...).")
-    graph = api.model_graph(load_current(folder), saved["threshold"])
+    graph = session_graph(folder, saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
     G = api.to_networkx(graph, nodes=nodes, ids="state")
     edges = sorted(G.edges(data=True), key=lambda e: -e[2]["weight"])[: max(0, MAX_GRAPH_ELEMENTS - len(nodes))]
-    kept = nx.DiGraph(**G.graph)
-    kept.add_nodes_from(G.nodes(data=True))
-    kept.add_edges_from(edges)
+    drawn = nx.DiGraph(**G.graph)
+    drawn.add_nodes_from(G.nodes(data=True))
+    drawn.add_edges_from(edges)
     total = module["size"] + G.number_of_edges()
-    positions = graph_positions(kept, seed)
-    elements = api.cytoscape_elements(kept)
-    incoming = _incoming_shares(graph)
-    deepest = _deepest_modules(saved)
+    positions = graph_positions(drawn, seed)
+    elements = api.cytoscape_elements(drawn)
+    path = sessions.current_model_path(folder)
+    incoming = kept.kept(("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph))
+    deepest = deepest_modules(folder, saved)
     for element in elements:
         data = element["data"]
         if "source" in data:
@@ -498,8 +542,8 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     note = None
     if len(elements) < total:
         note = (
-            f"Showing {len(elements):,} of {total:,} elements (the {kept.number_of_nodes():,} clones with the most "
-            f"flow and the {kept.number_of_edges():,} most probable edges among them)."
+            f"Showing {len(elements):,} of {total:,} elements (the {drawn.number_of_nodes():,} clones with the most "
+            f"flow and the {drawn.number_of_edges():,} most probable edges among them)."
         )
     return {
         "id": module["id"],
@@ -619,12 +663,12 @@ def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
-    model = load_current(folder)
+    model = view_model(folder)
     try:
         found = api.clone_path(model, text_in)
     except ValueError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
-    deepest = _deepest_modules(saved)
+    deepest = deepest_modules(folder, saved)
     names = {m["id"]: m["name"] for m in saved["modules"]}
     layout_ = model.layout
     symbols = layout_.clone_symbol()

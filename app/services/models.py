@@ -9,7 +9,7 @@ from typing import Any
 
 from app import config, sessions
 from app.jobs import read_json
-from app.services import UserError, visible
+from app.services import UserError, kept, visible
 from app.services.corpus import decode_upload
 from engine import api
 from engine.api import CHMM, ModelFormatError
@@ -23,6 +23,15 @@ def load_current(folder: Path) -> CHMM:
     if not path.is_file():
         raise UserError("This session has no model yet: train one or load a saved .npz model.")
     return api.load_model(path, max_bytes=config.max_model_memory_bytes())
+
+
+def view_model(folder: Path) -> CHMM:
+    """The session's current model for reading (the views: graphs, words, samples, decoding), loaded once per
+    version of its file and kept (:mod:`app.services.kept`); shared, so never changed by its callers."""
+    path = sessions.current_model_path(folder)
+    if not path.is_file():
+        return load_current(folder)  # says why there is none
+    return kept.kept(("model", config.max_model_memory_bytes()), [path], lambda: load_current(folder))
 
 
 SUMMARY = "summary.json"

@@ -161,6 +161,8 @@ class Communities:
     seconds: float
     infomap_result: Any = field(repr=False, default=None)
     infomap_network: Any = field(repr=False, default=None)
+    node_flow: dict[int, float] | None = field(repr=False, default=None)  # a restored result's leaf flows
+    origin: str = ""  # where a restored result comes from (said in every export of it)
 
     @property
     def top_modules(self) -> list[Module]:
@@ -402,6 +404,53 @@ def module_table_csv(communities: Communities) -> str:
     writer.writeheader()
     writer.writerows(module_table(communities))
     return buffer.getvalue()
+
+
+def restore_communities(graph: CloneGraph, saved: dict[str, Any], origin: str = "") -> Communities:
+    """The community result that ``saved`` describes, without running Infomap again, so that an export carries the
+    very modules a user was shown. ``saved`` is a run as the app keeps it: ``summary`` (:meth:`Communities.summary`),
+    ``options``, ``modules`` (:meth:`Module.summary` with their ``nodes``), ``node_flow`` (clone -> Infomap's leaf
+    flow) and, where kept, ``node_path`` (clone -> "1:2:3"; else each leaf module's clones are numbered in the order
+    of their indices). ``graph`` is the clone graph at the run's threshold. ValueError when ``saved`` does not hold
+    a result on this graph (a clone outside it, a module without its parent)."""
+    modules: dict[str, Module] = {}
+    for item in saved["modules"]:
+        path = tuple(int(p) for p in str(item["id"]).split(":"))
+        nodes = np.asarray(sorted(int(n) for n in item["nodes"]), dtype=np.int64)
+        if nodes.size and not 0 <= nodes[0] <= nodes[-1] < graph.n_states:
+            raise ValueError(f"module {item['id']} holds clones outside the clone graph of {graph.n_states} states")
+        words = [GeneralizedWord(**word) for word in item.get("words") or []]
+        modules[":".join(map(str, path))] = Module(
+            path, nodes, float(item["flow"]), float(item.get("enter_flow", 0.0)), float(item.get("exit_flow", 0.0)),
+            str(item.get("chars", "")), [str(c) for c in item.get("children") or []], words, str(item.get("name", "")),
+        )  # fmt: skip
+    for module in modules.values():
+        if module.level > 1 and module.parent not in modules:
+            raise ValueError(f"module {module.id} has no parent {module.parent} in the saved result")
+    saved_paths = saved.get("node_path")
+    if saved_paths:
+        node_path = {int(node): tuple(int(p) for p in str(path).split(":")) for node, path in saved_paths.items()}
+    else:
+        node_path = {
+            int(node): (*module.path, rank)
+            for module in modules.values()
+            if not module.children
+            for rank, node in enumerate(module.nodes.tolist(), start=1)
+        }
+    summary = saved.get("summary") or {}
+    node_flow = {int(node): float(flow) for node, flow in (saved.get("node_flow") or {}).items()}
+    return Communities(
+        graph,
+        np.asarray(sorted(node_path), dtype=np.int64),
+        node_path,
+        modules,
+        float(summary.get("codelength", float("nan"))),
+        float(summary.get("one_level_codelength", float("nan"))),
+        CommunityOptions(**saved["options"]),
+        float(summary.get("seconds", 0.0)),
+        node_flow={node: node_flow.get(node, float(graph.flow[node])) for node in node_path},
+        origin=origin,
+    )
 
 
 def _plogp_sum(values: Iterable[float]) -> float:

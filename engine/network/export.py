@@ -184,6 +184,7 @@ def describe_export(
             "codelength": float(communities.codelength),
             "top_modules": len(communities.top_modules),
             "levels": int(communities.n_levels),
+            "infomap_run": communities.origin or "run for this export",
         }
     return described
 
@@ -212,6 +213,7 @@ def _header_lines(description: dict[str, Any]) -> list[str]:
             f"trials {description['infomap_trials']}, markov time {description['infomap_markov_time']:g}, seed "
             f"{description['infomap_seed']}; codelength {description['codelength']:g} bits"
         )
+        lines.append(f"# modules: {description['infomap_run']}")
     lines.append(f"# {description['nodes']:,} nodes numbered 1..n by the clones' global indices (state)")
     return lines
 
@@ -368,7 +370,9 @@ def infomap_weights(graph: CloneGraph, communities: Communities | None) -> np.nd
 
 
 def _infomap_flow(communities: Communities) -> dict[int, float]:
-    """Node flow as Infomap computed it (leaf flows of the tree)."""
+    """Node flow as Infomap computed it (leaf flows of the tree; a restored result's saved flows)."""
+    if communities.node_flow is not None:
+        return communities.node_flow
     return {int(n.node_id): float(n.flow) for n in communities.infomap_result.nodes()}
 
 
