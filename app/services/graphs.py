@@ -560,6 +560,14 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
 
 
 def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
+    """:func:`drawn_module_map`, drawn once per version of the session's run and kept (shared: never changed)."""
+    if read_communities(folder) is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+    parent = str(parent or "")
+    return kept.kept(("map", parent), [folder / COMMUNITIES], lambda: drawn_module_map(folder, parent))
+
+
+def drawn_module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
     """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
     modules) as dash-cytoscape nodes sized by flow and coloured as in the table
     (:func:`engine.network.drawing.module_colour`), linked by the flow between them (the saved
