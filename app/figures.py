@@ -170,9 +170,16 @@ def _timing(records: list[dict[str, Any]], remaining: int) -> str:
 
 
 def _best_iteration(history: list[dict[str, Any]]) -> int:
-    """The kept run's best iteration on validation (what the refit repeats), or its length without validation."""
+    """The iterations the refit runs: the kept run's best iteration on validation (its length without validation),
+    less its online EM epochs (the refit continues from the online stage's model with batch EM alone)."""
     values = [(r["validation_bps"], i) for i, r in enumerate(history) if r.get("validation_bps") is not None]
-    return (min(values)[1] + 1) if values else max(len(history), 1)
+    best = (min(values)[1] + 1) if values else len(history)
+    return max(best - sum(1 for r in history if r.get("online")), 1)
+
+
+SELECTION_SHARE = 80.0
+"""The part of the progress bar the selection stage fills when a refit follows it (the refit the rest), so the bar
+never goes back when the refit starts (it fell from 95% to 17%)."""
 
 
 def _selection_progress(progress: dict[str, Any], history: list[dict[str, Any]], planned: int) -> tuple[float, str]:
@@ -203,7 +210,8 @@ def running_status(progress: dict[str, Any] | None) -> str | None:
     whole six-minute run): how long it has run and which stage it is in; None once it is not running."""
     if not progress or progress.get("status") != RUNNING:
         return None
-    spent = duration(max(float(progress.get("updated") or 0.0) - float(progress.get("started") or 0.0), 0.0))
+    now = float(progress.get("now") or progress.get("updated") or 0.0)  # "now": handed every second while it runs
+    spent = duration(max(now - float(progress.get("started") or 0.0), 0.0))
     if progress.get("phase") == "refit":
         stage = "the refit on training + validation text with the setting chosen"
     elif progress.get("searching"):
@@ -227,11 +235,13 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
     status = progress.get("status", "running")
     if progress.get("phase") == "refit":
         best = _best_iteration(history)
-        value = 100.0 * min(len(refit), best) / best
-        label = f"Refit on training + validation text: iteration {len(refit)} (at most {best}, as the kept run chose)"
+        value = SELECTION_SHARE + (100.0 - SELECTION_SHARE) * min(len(refit), best) / best
+        label = f"Refit on training + validation text: iteration {len(refit)} of {best} (as the kept run chose)"
         label += _timing(refit, best - len(refit))
     else:
         value, label = _selection_progress(progress, history, planned)
+        if progress.get("refits"):
+            value *= SELECTION_SHARE / 100.0
         if history:
             last = history[-1]
             label += f": train {last['train_bps']:.4f} bps"

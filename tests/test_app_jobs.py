@@ -410,7 +410,27 @@ def test_progress_shows_the_kept_restart_and_never_goes_back(tmp_path: Path) -> 
     progress.record(record(1, 1.9, math.nan, 0.1, refit=True))  # the refit: the selection kept restart 0
     state = training_jobs.read_progress(tmp_path)
     assert [h["validation_bps"] for h in state["history"]] == curves[0]
-    assert "(at most 3, as the kept run chose)" in figures.progress_view(state)[1]
+    value, label, _ = figures.progress_view(state)
+    assert "iteration 1 of 3 (as the kept run chose)" in label
+    assert value >= values[-1]  # issue 47: the bar fell from 95% to 17% when the refit started
+    progress.record(record(2, 1.9, math.nan, 0.1, refit=True))
+    progress.record(record(3, 1.9, math.nan, 0.1, refit=True))
+    assert value < figures.progress_view(training_jobs.read_progress(tmp_path))[0] == 100.0
+
+
+def test_the_refit_counts_batch_iterations_only() -> None:
+    """Issue 47: after online EM the refit repeats only the batch EM iterations that validation chose (it said "at
+    most 6" and ended after 3); and the status clock runs between iterations, on the time handed with the
+    progress."""
+    history = [
+        {"iteration": i, "train_bps": 2.0, "validation_bps": v, "seconds": 1.0, "online": i <= 3}
+        for i, v in enumerate([2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.55], 1)
+    ]
+    state = {"status": "running", "phase": "refit", "history": history, "refit": [history[0]], "max_iterations": 20}
+    assert "iteration 1 of 3 (as the kept run chose)" in figures.progress_view(state)[1]  # 6 best - 3 online
+    running = {"status": "running", "phase": "training", "started": 1000.0, "updated": 1010.0}
+    assert figures.running_status(running) == "Training for 10 s: training."
+    assert figures.running_status(running | {"now": 1100.0}) == "Training for 1 min 40 s: training."
 
 
 def test_a_second_job_is_refused_while_one_runs(with_corpus: Path) -> None:

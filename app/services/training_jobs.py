@@ -178,6 +178,7 @@ class _Progress:
             "searching": options.searches,
             "budget_seconds": 60.0 * options.budget if options.searches and options.budget else None,
             "online_then_batch": options.algorithm == "online" and bool(options.validation),
+            "refits": bool(options.refit and options.validation),
             "iterations": options.iterations,
             "finished_runs": 0,
             "history": [],
@@ -239,6 +240,7 @@ def _entry(record: api.IterationRecord) -> dict[str, Any]:
         "train_bps": float(record.train_bps),
         "validation_bps": None if math.isnan(record.validation_bps) else float(record.validation_bps),
         "seconds": float(record.seconds),
+        "online": bool(record.online),
     }
 
 
@@ -444,7 +446,7 @@ def _run(
     def hand_progress() -> None:
         latest = read_progress(folder)
         if report is not None and latest is not None:
-            report(latest)
+            report(latest | {"now": time.time()})  # the page's clock runs between iterations (112 s at 5,000)
 
     def waiting(place: int) -> None:
         progress.update(phase="queued", message=place_message(place))
