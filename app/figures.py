@@ -226,6 +226,16 @@ def running_status(progress: dict[str, Any] | None) -> str | None:
     return f"Training for {spent}: {stage}."
 
 
+def job_status(what: str, record: dict[str, Any] | None, label: str) -> str | None:
+    """The status line of a running comparison or map job (it stayed on "Starting the ... job." for the whole run):
+    ``what`` has run for how long, and its progress ``label``; None once it is not running."""
+    if not record or record.get("status") != RUNNING or not record.get("started"):
+        return None
+    now = float(record.get("now") or record.get("updated") or time.time())
+    spent = duration(max(now - float(record["started"]), 0.0))
+    return f"{what} for {spent}" + (f": {label.rstrip('.')}." if label else ".")
+
+
 def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figure]:
     """Progress bar value (0-100), its label and the live BPS chart for a job's progress file."""
     if not progress:

@@ -588,3 +588,11 @@ def test_a_crowd_pressing_start_is_told_the_server_is_busy(
         held.release()
     assert outcome.status == jobs.REFUSED and outcome.message.startswith("The server is busy: 1 job(s) run")
     assert current_bytes(with_corpus) == before
+
+
+def test_comparison_and_map_status_lines_follow_the_job() -> None:
+    """Issue 47: the Maps and Compare status boxes stayed on "Starting..." for the whole run."""
+    running = {"status": "running", "started": 1000.0, "updated": 1075.0}
+    assert figures.job_status("Comparing", running, "hmm: iteration 3") == "Comparing for 1 min 15 s: hmm: iteration 3."
+    assert figures.job_status("Learning the map", running | {"now": 1005.0}, "") == "Learning the map for 5.0 s."
+    assert figures.job_status("Comparing", running | {"status": "finished"}, "done") is None

@@ -198,12 +198,17 @@ def show_estimate(
     Output(ids.COMPARE_PROGRESS_LABEL, "children"),
     Output(ids.COMPARE_TABLE, "data"),
     Output(ids.COMPARE_CHART, "figure"),
+    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Input(ids.COMPARING_PROGRESS, "data"),
     prevent_initial_call=True,
 )
 def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
-    """The running comparison as its background callback reports it."""
-    return _view(saved) if saved else (no_update,) * 4
+    """The running comparison as its background callback reports it, and the status line kept current."""
+    if not saved:
+        return (no_update,) * 5
+    view = _view(saved)
+    status = figures.job_status("Comparing", saved, view[1])
+    return (*view, ui.message(status) if status else no_update)
 
 
 @callback(

@@ -254,15 +254,18 @@ learn, show_queued, show_running = panel.MAP.register(_map_job, "The map job sto
 @callback(
     Output(ids.MAP_PROGRESS, "value"),
     Output(ids.MAP_PROGRESS_LABEL, "children"),
+    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
     Input(ids.MAPPING_PROGRESS, "data"),
     prevent_initial_call=True,
 )
-def show_progress(record: dict[str, Any] | None) -> tuple[Any, Any]:
-    """The running job's stage, iteration and bits per step, as its background callback reports them."""
+def show_progress(record: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The running job's stage, iteration and bits per step, as its background callback reports them, and the
+    status line kept current."""
     if not record:
-        return no_update, no_update
+        return no_update, no_update, no_update
     value, label = maps.progress_of(record)
-    return str(value), label
+    status = figures.job_status("Learning the map", record, label)
+    return str(value), label, ui.message(status) if status else no_update
 
 
 @callback(
