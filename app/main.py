@@ -216,7 +216,8 @@ def show_model_badge(session_id: str | None, _version: Any) -> str:
         return services.describe_error(exc)
     if summary is None:
         return "no model yet"
-    corpus = f" · {summary['corpus']}" if summary.get("corpus") else ""
+    name = str(summary.get("corpus") or "").replace("\\", "/").rsplit("/", 1)[-1]  # a path's last part (--model)
+    corpus = f" · {name}" if name else ""
     pruned = summary.get("pruned") or {}
     if pruned:
         rule = f"at {pruned['threshold']:.2g}" if pruned.get("threshold") is not None else "by rule"

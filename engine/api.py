@@ -56,6 +56,7 @@ from engine.corpora.text import (
     RARE_WORD,
     Corpus,
     CorpusError,
+    corpus_fingerprint,
     decode_bytes,
     placeholder_share,
     prepare_corpus,
@@ -125,7 +126,8 @@ from engine.training.learning import (
 __all__ = [  # fmt: skip
     "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
     "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "check_workers", "CHMM",
-    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "Corpus", "corpus_name", "CorpusError",
+    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "corpus_fingerprint", "Corpus", "corpus_name",
+    "CorpusError",
     "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
     "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
     "estimate_training_memory", "EXACT", "expected_sentence", "EXPORT_FORMATS", "export_model_graph", "EXTENSIONS",

@@ -192,3 +192,41 @@ def test_hostile_uploads_get_a_sentence_not_a_server_error(folder: Path) -> None
         corpus_service.store_corpus(folder, data_uri(b"a"), "one.txt")
     assert corpus_service.corpus_info(folder) is None  # nothing was kept
     corpus_service.store_corpus(folder, data_uri(SHORT_TEXT[:3000].encode()), "short.txt")  # short but trainable
+
+
+def test_a_model_finds_its_training_text_by_content(folder: Path, tmp_path: Path) -> None:
+    """Issue 47: a model made by ``chmm train`` elsewhere never got seen/novel marks for its words, even after its
+    training text was uploaded: the app matched the corpus by the name the model stored (a path). The model names
+    its text by content now, so the same text uploaded under another name is found, and another text is not."""
+    from engine import api
+
+    text = SHORT_TEXT[:12_000]
+    options = api.TrainOptions(states=40, pseudocount=1e-3, iterations=2, algorithm="em", validation=0.1)
+    model = api.train_text(text, options, name="/somewhere/else/alice-part.txt").model
+    assert model.metadata["corpus_sha256"] == api.corpus_fingerprint(text)
+    model_path = tmp_path / "made-elsewhere.npz"
+    api.save_model(model, model_path)
+    model_service.load_model_upload(folder, data_uri(model_path.read_bytes(), "application/octet-stream"), "m.npz")
+    corpus_service.store_corpus(folder, data_uri(text.encode("utf-8")), "renamed.txt")
+    current = model_service.load_current(folder)
+    assert corpus_service.reference_corpus(folder, current) == text
+    corpus_service.store_corpus(folder, data_uri(SHORT_TEXT[12_000:24_000].encode("utf-8")), "alice-part.txt")
+    assert corpus_service.reference_corpus(folder, current) is None  # the same name, another text
+
+
+def test_the_prune_sweep_never_scores_a_model_on_another_text(folder: Path, tmp_path: Path) -> None:
+    """Issue 47: a model opened with ``--model`` had its prune sweep scored on the bundled sample corpus, which is
+    not its text; with no corpus of its own in the session the sweep asks for it by name."""
+    from app.services import pruning as prune_service
+    from engine import api
+
+    model = model_service.load_current(folder)
+    model.metadata = dict(model.metadata) | {"corpus": "/tmp/xyz/chesterton-brown.txt"}
+    path = tmp_path / "other.npz"
+    api.save_model(model, path)
+    model_service.load_model_upload(folder, data_uri(path.read_bytes(), "application/octet-stream"), "other.npz")
+    with pytest.raises(UserError, match=r"upload its training text \(chesterton-brown.txt\)"):
+        prune_service.prune_validation_text(folder)
+    sample = model_service.load_current(folder)
+    sample.metadata = dict(sample.metadata) | {"corpus": "carroll-alice.txt"}
+    assert "carroll-alice.txt" in prune_service.prune_validation_text(folder, sample)[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from app.services import UserError, format_bytes, visible
+from app.services import UserError, format_bytes, kept, visible
 from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
@@ -205,6 +205,18 @@ def corpus_preview(folder: Path, normalisation: str = "paper", validation: float
     }
 
 
+def _trained_on_session_corpus(folder: Path, model: Any, info: CorpusInfo) -> bool:
+    """Whether ``model`` was trained on the session's corpus: by content where the model names its text so
+    (``corpus_sha256``, :func:`engine.api.corpus_fingerprint`: a model made by ``chmm train`` elsewhere and the same
+    file uploaded here), else by the file's name (models made before that; a path's last part)."""
+    wanted = model.metadata.get("corpus_sha256")
+    if isinstance(wanted, str) and wanted:
+        path = folder / sessions.CORPUS
+        return kept.kept(("fingerprint",), [path], lambda: api.corpus_fingerprint(read_corpus(folder)[0])) == wanted
+    trained_on = model.metadata.get("corpus")
+    return isinstance(trained_on, str) and trained_on.replace("\\", "/").rsplit("/", 1)[-1] == info.name
+
+
 def reference_corpus(folder: Path, model: Any) -> str | None:
     """The raw text the model was trained on, as far as the session has it: the session's corpus when the model
     names it as its corpus (the models trained in this session), the bundled sample corpus when the model was
@@ -212,7 +224,7 @@ def reference_corpus(folder: Path, model: Any) -> str | None:
     marks generalized words seen/novel and gives the default prefix and the placeholder's share in training."""
     trained_on = model.metadata.get("corpus")
     info = corpus_info(folder)
-    if info is not None and trained_on == info.name:
+    if info is not None and _trained_on_session_corpus(folder, model, info):
         return (folder / sessions.CORPUS).read_text(encoding="utf-8")  # what joined_corpus_text reads, checked once
     if trained_on == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
         return api.read_text(config.SAMPLE_CORPUS)

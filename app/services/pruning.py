@@ -51,11 +51,14 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
     if info is not None:
         given, name = read_corpus(folder)[0], info.name
         corpus_text = given if isinstance(given, str) else "\n\n".join(d.text for d in given)
-    elif config.SAMPLE_CORPUS.is_file():
-        corpus_text, name = api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
-    else:
-        raise UserError("There is no text to score: upload a corpus on the Train page first.")
     model = load_current(folder) if model is None else model
+    if info is None:
+        trained_on = str(model.metadata.get("corpus") or "").replace("\\", "/").rsplit("/", 1)[-1]
+        if trained_on != config.SAMPLE_CORPUS.name or not config.SAMPLE_CORPUS.is_file():
+            # the sample corpus is not this model's text (issue 47: a model opened with --model was scored on it)
+            what = f"its training text ({trained_on})" if trained_on else "a text like its training text"
+            raise UserError(f"There is no text to score this model on: upload {what} on the Train page first.")
+        corpus_text, name = api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     held_out = api.held_out_split_text(model, given if info is not None else corpus_text)
     if held_out:
         split, part = held_out

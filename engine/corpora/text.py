@@ -9,6 +9,7 @@ The "raw" normalisation keeps every character (Unicode NFC only).
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import os
 import re
@@ -101,6 +102,20 @@ def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = MAX_CORPUS_
     if not text.strip():
         raise CorpusError(f"{name} contains only whitespace.")
     return text
+
+
+def corpus_fingerprint(corpus: str | Sequence[Any]) -> str:
+    """SHA-256 of a corpus as a trainer is given it (one text, or documents with a ``text`` each, separated by a
+    NUL), so that a model names its training text by content: the app finds it again in an upload of the same
+    file, whatever the file was called or where it lay."""
+    digest = hashlib.sha256()
+    if isinstance(corpus, str):
+        digest.update(corpus.encode("utf-8", "surrogatepass"))
+    else:
+        for number, document in enumerate(corpus):
+            digest.update(b"\x00" if number else b"")
+            digest.update(str(getattr(document, "text", document)).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def read_text(path: str | os.PathLike[str], max_bytes: int = MAX_CORPUS_BYTES) -> str:

@@ -112,6 +112,7 @@ def train_text(
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
     outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
     outcome.summary["expected_minutes"] = expected  # stated before the start, beside the seconds it took
+    outcome.model.metadata["corpus_sha256"] = text.corpus_fingerprint(corpus_text)  # the text by content
     return outcome
 
 
