@@ -425,3 +425,28 @@ def test_export_writes_the_run_on_screen(folder: Path) -> None:
     assert {int(vertex_state[int(v) - 1]): module for v, module, _ in rows} == shown
     _, _, other = graph_service.export_graph(folder, "clu", "1e-3")
     assert "an Infomap run made for this export" in other and "at threshold 0.002" in other
+
+
+def test_an_empty_subgraph_is_not_downloaded() -> None:
+    """Issue 47: PNG and SVG of the subgraph with no module open downloaded an empty image; they say why instead,
+    and download once a module is open."""
+    import json
+
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+
+    from app import ids
+    from app.pages.community import module_map
+
+    def clicked(view: str, action: str) -> None:
+        key = json.dumps({"action": action, "type": ids.COMMUNITIES_VIEW_BUTTON, "view": view}, separators=(",", ":"))
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": f"{key}.n_clicks", "value": 1}]))
+
+    clicked("graph", "png")
+    out = module_map.view_action([1], 1.0, 1.0, None)
+    assert out[5] is module_map.no_update and "Open a module first" in str(out[6])
+    out = module_map.view_action([1], 1.0, 1.0, "3")
+    assert out[5]["type"] == "png" and out[6] is module_map.no_update
+    clicked("map", "svg")
+    out = module_map.view_action([1], 1.0, 1.0, None)
+    assert out[2]["type"] == "svg" and out[6] is module_map.no_update

@@ -122,17 +122,24 @@ def select_module(selected: list[str] | None, tapped: dict[str, Any] | None, _ve
     Output(ids.COMMUNITIES_GRAPH, "zoom"),
     Output(ids.COMMUNITIES_GRAPH, "layout"),
     Output(ids.COMMUNITIES_GRAPH, "generateImage"),
+    Output(ids.COMMUNITIES_GRAPH_NOTE, "children", allow_duplicate=True),
     Input({"type": ids.COMMUNITIES_VIEW_BUTTON, "view": ALL, "action": ALL}, "n_clicks"),
     State(ids.COMMUNITIES_MAP, "zoom"),
     State(ids.COMMUNITIES_GRAPH, "zoom"),
+    State(ids.COMMUNITIES_SELECTED, "data"),
     prevent_initial_call=True,
 )
-def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | None) -> tuple[Any, ...]:
-    """Zoom in or out, fit, or download a PNG/SVG image of the module map or the subgraph."""
+def view_action(
+    clicks: list[Any], map_zoom: float | None, graph_zoom: float | None, selected: str | None
+) -> tuple[Any, ...]:
+    """Zoom in or out, fit, or download a PNG/SVG image of the module map or the subgraph (with no module open
+    the subgraph is empty: it says so instead of downloading an empty image)."""
     trigger = ctx.triggered_id
     if not isinstance(trigger, dict) or not any(clicks):
-        return (no_update,) * 6
+        return (no_update,) * 7
     view, action = trigger["view"], trigger["action"]
+    if view != "map" and action in ("png", "svg") and not selected:
+        return (*(no_update,) * 6, ui.message("Open a module first: its subgraph is what PNG and SVG download."))
     zoom = map_zoom if view == "map" else graph_zoom
     out: list[Any] = [no_update, no_update, no_update]
     if action in ("in", "out"):
@@ -144,7 +151,7 @@ def view_action(clicks: list[Any], map_zoom: float | None, graph_zoom: float | N
         name = f"{'module-map' if view == 'map' else 'module-subgraph'}-{time.strftime('%Y%m%d-%H%M%S')}"
         options = {"full": True, "scale": 2, "bg": "#ffffff"} if action == "png" else {"full": True, "bg": "#ffffff"}
         out[2] = {"type": action, "action": "download", "filename": name, "options": options}
-    return tuple(out + [no_update] * 3) if view == "map" else tuple([no_update] * 3 + out)
+    return (*(out + [no_update] * 3 if view == "map" else [no_update] * 3 + out), no_update)
 
 
 @callback(

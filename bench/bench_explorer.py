@@ -1,0 +1,215 @@
+"""What a person waits for on the Communities and Export pages, in headless Chromium, on a model of their own size.
+
+Starts ``chmm app --model MODEL`` (the app of this checkout, and with ``--against DIR`` the app of another checkout
+too, e.g. a worktree of the commit before a change: both served at once, every step timed on each in turn) and
+drives a fresh browser session through what a user does, timing each step from the click to what the page shows:
+
+* ``Infomap run``: Run Infomap, until the map's note says how many modules it drew; ``page idle``: until no callback
+  is pending (the map, the tables, the hierarchy);
+* ``page ready``: the Communities page reloaded with a run, until it is idle;
+* ``open a module``: a module button on a word's clone path, until the module card names that module, and until
+  the page is idle;
+* ``word search``: Find, until the clone path of that word is shown;
+* ``export``: Export at the Communities page's threshold (GraphML), until the message says what it wrote;
+* ``stays put``: whether a module opened stays open 10 s later (the page reloaded itself every 2 s, issue 47).
+
+Medians of ``--repeats`` (default 5). Prints a table; nothing is asserted (speed goals are read off the table).
+
+    python bench/bench_explorer.py --model /work/models/brown5000.npz
+    python bench/bench_explorer.py --model M.npz --against /tmp/before   # the same steps on another checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+
+from app import ids  # noqa: E402
+
+WORDS = ["the", "and", "father", "said", "brown", "which", "there", "little"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Server:
+    """``chmm app --model`` of one checkout, in its own data folder."""
+
+    def __init__(self, checkout: Path, model: Path, name: str) -> None:
+        self.name, self.port = name, free_port()
+        self.data = Path(tempfile.mkdtemp(prefix=f"bench-explorer-{name}-"))
+        environment = dict(os.environ, CHMM_DATA_DIR=str(self.data), PYTHONPATH=str(checkout))
+        command = [sys.executable, "-c", "from engine.cli import main; raise SystemExit(main())"]
+        command += ["app", "--model", str(model), "--port", str(self.port)]
+        self.log = open(self.data.with_suffix(".log"), "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            command, cwd=checkout, env=environment, start_new_session=True, stdout=self.log, stderr=self.log
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"the app of {checkout} did not start")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+PENDING = """
+var state = window.store && window.store.getState();
+if (!state) { return 1; }
+var callbacks = Object.assign({}, state.callbacks); delete callbacks.stored; delete callbacks.completed;
+var pending = [].concat.apply([], Object.values(callbacks));
+return pending.filter(function (rq) { return !(rq.callback && rq.callback.background); }).length;
+"""
+
+
+def until(condition: Callable[[], Any], timeout: float = 300.0) -> float:
+    """Seconds until ``condition()`` is true (polled every 20 ms)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            if condition():
+                return time.perf_counter() - start
+        except Exception:  # noqa: BLE001 - a stale element while React renders
+            pass
+        time.sleep(0.02)
+    raise TimeoutError("the page did not get there")
+
+
+def text_of(driver: Any, component: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.ID, component).text)
+
+
+def idle(driver: Any) -> bool:
+    return driver.execute_script(PENDING) == 0
+
+
+def steps(server: Server, repeats: int) -> dict[str, list[float]]:
+    """One fresh session through the steps; seconds per step, ``repeats`` times where a step repeats."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver, times = browser(), {}
+    try:
+        driver.get(server.url + "/communities")
+        until(lambda: idle(driver) and text_of(driver, ids.COMMUNITIES_MAP_NOTE))
+        said = text_of(driver, ids.COMMUNITIES_MESSAGE)
+        start = time.perf_counter()
+        driver.find_element(By.ID, ids.COMMUNITIES_RUN).click()
+        until(lambda: text_of(driver, ids.COMMUNITIES_MESSAGE) not in ("", said), 900)
+        until(lambda: "modules and the" in text_of(driver, ids.COMMUNITIES_MAP_NOTE), 900)
+        shown = time.perf_counter() - start
+        until(lambda: idle(driver), 900)
+        times["Infomap run: map shown"], times["Infomap run: page idle"] = [shown], [time.perf_counter() - start]
+        for _ in range(repeats):
+            driver.get(server.url + "/communities")
+            start = time.perf_counter()
+            until(lambda: "modules and the" in text_of(driver, ids.COMMUNITIES_MAP_NOTE))
+            until(lambda: idle(driver))
+            times.setdefault("page ready", []).append(time.perf_counter() - start)
+        for word in WORDS[:repeats]:
+            search = driver.find_element(By.ID, ids.COMMUNITIES_SEARCH)
+            search.clear()
+            start = time.perf_counter()
+            search.send_keys(word, Keys.ENTER)
+            until(lambda w=word: f"Read as '{w}'" in text_of(driver, ids.COMMUNITIES_SEARCH_RESULT))
+            times.setdefault("word search", []).append(time.perf_counter() - start)
+            until(lambda: idle(driver))
+            button = driver.find_elements(By.CSS_SELECTOR, ".path-module")[-1]
+            module = button.text.split(" ")[0]
+            start = time.perf_counter()
+            button.click()
+            until(lambda m=module: f"Export module {m}'s" in text_of(driver, ids.COMMUNITIES_DETAIL))
+            times.setdefault("open a module: card", []).append(time.perf_counter() - start)
+            until(lambda: idle(driver))
+            times.setdefault("open a module: page idle", []).append(time.perf_counter() - start)
+        time.sleep(10)
+        times["stays put (1 = the module is still open 10 s later)"] = [
+            float(f"Export module {module}'s" in text_of(driver, ids.COMMUNITIES_DETAIL))
+        ]
+        driver.get(server.url + "/export")
+        until(lambda: driver.find_elements(By.ID, ids.EXPORT_BUTTON) and idle(driver))
+        for _ in range(min(repeats, 3)):
+            start = time.perf_counter()
+            driver.find_element(By.ID, ids.EXPORT_BUTTON).click()
+            until(lambda: text_of(driver, ids.EXPORT_MESSAGE) and idle(driver))
+            times.setdefault("export (GraphML, the page's threshold)", []).append(time.perf_counter() - start)
+            times["export said"] = [text_of(driver, ids.EXPORT_MESSAGE)[:90]]  # type: ignore[list-item]
+            driver.execute_script(f"document.getElementById('{ids.EXPORT_MESSAGE}').innerText = ''")
+    finally:
+        driver.quit()
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--against", type=Path, default=None, help="another checkout, timed in turn with this one")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    checkouts = [("this", HERE)] + ([("against", args.against.resolve())] if args.against else [])
+    servers = [Server(path, args.model.resolve(), name) for name, path in checkouts]
+    results: dict[str, dict[str, list[Any]]] = {s.name: {} for s in servers}
+    try:
+        for server in servers:  # in turn: each session's steps on one app, then the other
+            for step, values in steps(server, args.repeats).items():
+                results[server.name].setdefault(step, []).extend(values)
+    finally:
+        for server in servers:
+            server.stop()
+    names = [s.name for s in servers]
+    print(f"model {args.model.name}; medians of {args.repeats}; seconds")
+    print("| step | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for step in results[names[0]]:
+        cells = []
+        for name in names:
+            values = results[name].get(step, [])
+            if values and isinstance(values[0], str):
+                cells.append(str(values[0]))
+            else:
+                cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        print(f"| {step} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
