@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import scipy.sparse
 
 from app import config
 
@@ -79,8 +80,8 @@ def size_of(value: Any, depth: int = 0) -> int:
     and objects by their items and attributes (six levels deep), anything else by ``sys.getsizeof``."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes) + 112
-    if hasattr(value, "indptr") and hasattr(value, "data"):  # a SciPy sparse array
-        return sum(int(getattr(value, name).nbytes) for name in ("data", "indices", "indptr"))
+    if scipy.sparse.issparse(value):  # a compressed sparse array: its three buffers
+        return sum(int(part.nbytes) for part in vars(value).values() if isinstance(part, np.ndarray))
     if depth > 6:
         return sys.getsizeof(value)
     if isinstance(value, dict):
