@@ -471,17 +471,16 @@ def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
             "run Infomap twice on this model (e.g. Markov time 1, then 0.5), or on it and on its pruned copy",
         )
     before, after = alluvial["before"], alluvial["after"]
-    figure = go.Figure(
-        go.Sankey(
-            node={"label": [plain(label) for label in alluvial["labels"]], "pad": 6, "thickness": 12},
-            link={"source": alluvial["sources"], "target": alluvial["targets"], "value": alluvial["flows"]},
-            valueformat=".4f",
-        )
-    )
+    node = {"label": [plain(label) for label in alluvial["labels"]], "pad": 6, "thickness": 12}
+    link = {"source": alluvial["sources"], "target": alluvial["targets"], "value": alluvial["flows"]}
+    if "colours" in alluvial:  # each module in its colour, the bands in their source's, in flow order
+        node |= {"color": alluvial["colours"], "x": alluvial["x"], "y": alluvial["y"]}
+        link |= {"color": alluvial["link_colours"]}
+    figure = go.Figure(go.Sankey(node=node, link=link, valueformat=".4f", arrangement="snap"))
 
     def settings(run: dict[str, Any]) -> str:
         threshold = f", threshold {run['threshold']:g}" if run.get("threshold") else ""
-        return f"Markov time {run['markov_time']:g}{threshold}, {run['modules']} modules"
+        return f"Markov time {run['markov_time']:g}{threshold}, {run['modules']:,} modules"
 
     which = "The previous model's run" if before.get("other_model") else "The run before"
     figure.update_layout(
@@ -489,6 +488,46 @@ def alluvial_figure(alluvial: dict[str, Any] | None) -> go.Figure:
         margin=MARGIN,
         height=520,
     )
+    return figure
+
+
+def distributions_figure(found: dict[str, Any] | None) -> go.Figure:
+    """Two log-log panels of a community run (:func:`app.services.overviews.distributions`): the top modules' flow
+    against their rank (a few large modules and a long tail read at any count), and how many clones have each
+    degree in the pruned clone graph."""
+    if not found or not found["flows"]:
+        return empty_figure("Flow and degree", "run Infomap to see how flow and degree are spread")
+    figure = make_subplots(rows=1, cols=2, subplot_titles=("Modules' flow by rank", "Clones by degree"))
+    ranks = list(range(1, len(found["flows"]) + 1))
+    figure.add_trace(
+        go.Scatter(
+            x=ranks,
+            y=found["flows"],
+            mode="lines+markers",
+            marker={"size": 4},
+            name="module flow",
+            hovertemplate="module of rank %{x}<br>flow %{y:.4g}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=found["degrees"],
+            y=found["clones"],
+            mode="markers",
+            marker={"size": 5, "color": VALIDATION_COLOUR},
+            name="clones",
+            hovertemplate="degree %{x}<br>%{y:,} clones<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    figure.update_xaxes(type="log", title_text="rank (most flow first)", row=1, col=1)
+    figure.update_yaxes(type="log", title_text="flow", row=1, col=1)
+    figure.update_xaxes(type="log", title_text="degree (edges in and out)", row=1, col=2)
+    figure.update_yaxes(type="log", title_text="clones", row=1, col=2)
+    figure.update_layout(margin=MARGIN, height=340, showlegend=False)
     return figure
 
 

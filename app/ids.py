@@ -138,6 +138,11 @@ COMMUNITIES_TABLES_NOTE = "communities-tables-note"
 COMMUNITIES_LEVELS = "communities-levels"
 COMMUNITIES_ALLUVIAL = "communities-alluvial"
 COMMUNITIES_VIEW_BUTTON = "communities-view-button"  # pattern-matching type: {"view": map|graph, "action": ...}
+COMMUNITIES_MAP_LIMIT = "communities-map-limit"  # how many modules the map shows (the most flow first)
+COMMUNITIES_MAP_PATH_NOTE = "communities-map-path-note"
+COMMUNITIES_DISTRIBUTIONS = "communities-distributions"
+COMMUNITIES_DEGREE_MIN = "communities-degree-min"
+COMMUNITIES_FLOW_MIN = "communities-flow-min"
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"

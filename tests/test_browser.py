@@ -412,6 +412,45 @@ def run_infomap(browser: DashComposite, markov_time: str = "1") -> None:
     wait_idle(browser)
 
 
+def test_the_module_maps_node_limit_changes_the_modules_drawn(browser: DashComposite) -> None:
+    """Issue 47, item 3: the map shows the node-limit control; 5, then 12, draws that many modules (the sample
+    model's bundled run has more), with a note of the rest; the flow and degree distributions are drawn."""
+    open_page(browser, "/communities")
+    browser.wait_for_element(f"#{ids.COMMUNITIES_MAP_LIMIT}")
+    drawn = wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;"), 20, "the module map is empty"
+    )
+    assert drawn > 12
+    for limit in (5, 12):
+        set_number(browser, ids.COMMUNITIES_MAP_LIMIT, limit)
+        wait_until(
+            lambda limit=limit: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;") == limit,
+            20,
+            lambda: f"the map draws {cy_script(browser, ids.COMMUNITIES_MAP, 'return cy.nodes().length;')} modules",
+        )
+        browser.wait_for_contains_text(
+            f"#{ids.COMMUNITIES_MAP_NOTE}", f"Showing the {limit} modules with the most flow"
+        )
+    wait_until(lambda: graph_points(browser, ids.COMMUNITIES_DISTRIBUTIONS)[:1] == [drawn], 20, "no distributions")
+    # a searched word's path: its modules marked and brought into view, closer than the whole map's fit
+    set_number(browser, ids.COMMUNITIES_MAP_LIMIT, 100)
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;") == drawn, 20, "no map")
+    fit = cy_script(browser, ids.COMMUNITIES_MAP, "cy.fit(undefined, 20); return cy.zoom();")
+    set_number(browser, ids.COMMUNITIES_SEARCH, "alice")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Modules on the path")
+    in_view = (
+        "const marked = cy.nodes().filter(n => n.style('border-width') === '5px');"
+        "return [cy.zoom(), marked.length, marked.every(n => { const p = n.renderedPosition();"
+        " return p.x >= 0 && p.y >= 0 && p.x <= cy.width() && p.y <= cy.height(); })];"
+    )
+    wait_until(
+        lambda: (lambda z: z[0] > fit * 1.01 and z[1] > 0 and z[2])(cy_script(browser, ids.COMMUNITIES_MAP, in_view)),
+        20,
+        lambda: f"the path is not in view: {cy_script(browser, ids.COMMUNITIES_MAP, in_view)}, fit zoom {fit}",
+    )
+    assert_no_errors(browser)
+
+
 def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, screenshot: Callable) -> None:
     run_infomap(browser)
     # the module map: one node per top module, a note that Infomap's result is flat (the sample model's is)

@@ -19,7 +19,7 @@ import dash_cytoscape as cyto
 from dash import dash_table, dcc, html
 
 from app import figures, ids, ui
-from app.pages.community import module_card, module_map, runs  # the page's callbacks, by what they hold
+from app.pages.community import module_card, module_map, overviews, runs  # the page's callbacks, by what they hold
 from app.pages.community.look import (
     BOUNDARY_COLOURS,
     BOUNDARY_SHARE,
@@ -38,6 +38,8 @@ from app.pages.community.look import (
 )
 from app.pages.community.module_card import graph_controls, show_module
 from app.pages.community.runs import show_hierarchy
+from app.services.graphs import MAP_MAX_MODULES
+from app.services.overviews import MAP_LIMIT
 
 cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)
 
@@ -123,7 +125,22 @@ def layout(**_query: Any) -> html.Div:
             ui.card(
                 "Module map",
                 html.Div(id=ids.COMMUNITIES_TRAIL, className="breadcrumb"),
+                ui.field(
+                    "Modules shown",
+                    dcc.Input(
+                        id=ids.COMMUNITIES_MAP_LIMIT,
+                        type="number",
+                        min=1,
+                        max=MAP_MAX_MODULES,
+                        step=1,
+                        value=MAP_LIMIT,
+                        debounce=True,
+                        className="num small",
+                    ),
+                    "the modules with the most flow; the rest are summed up below the map and listed in the table",
+                ),
                 html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),
+                html.Div(id=ids.COMMUNITIES_MAP_PATH_NOTE),
                 *network_view(
                     "map",
                     ids.COMMUNITIES_MAP,
@@ -188,6 +205,35 @@ def layout(**_query: Any) -> html.Div:
                                 className="num small",
                             ),
                             "those with T at least this",
+                        ),
+                        ui.field(
+                            "Clones shown",
+                            html.Div(
+                                [
+                                    dcc.Input(
+                                        id=ids.COMMUNITIES_DEGREE_MIN,
+                                        type="number",
+                                        min=0,
+                                        step=1,
+                                        value=0,
+                                        debounce=0.4,
+                                        placeholder="degree",
+                                        className="num small",
+                                    ),
+                                    dcc.Input(
+                                        id=ids.COMMUNITIES_FLOW_MIN,
+                                        type="number",
+                                        min=0,
+                                        max=1,
+                                        step="any",
+                                        value=0,
+                                        debounce=0.4,
+                                        placeholder="flow",
+                                        className="num small",
+                                    ),
+                                ]
+                            ),
+                            "those with degree (edges in and out) and flow at least these",
                         ),
                         ui.field(
                             "Clone size",
@@ -265,6 +311,17 @@ def layout(**_query: Any) -> html.Div:
                 data_table(ids.COMMUNITIES_EDGE_TABLE, EDGE_COLUMNS),
             ),
             ui.card(
+                "Flow and degree",
+                dcc.Graph(
+                    id=ids.COMMUNITIES_DISTRIBUTIONS, figure=figures.empty_figure(), config={"displaylogo": False}
+                ),
+                html.Div(
+                    "Left: the top modules' flow by rank, the most first (log axes: a few large modules and a long "
+                    "tail). Right: how many clones of the pruned clone graph have each degree (edges in and out).",
+                    className="hint",
+                ),
+            ),
+            ui.card(
                 "Hierarchy",
                 dcc.Graph(id=ids.COMMUNITIES_HIERARCHY, figure=figures.empty_figure(), config={"displaylogo": False}),
                 html.Div(id=ids.COMMUNITIES_LEVELS),
@@ -279,9 +336,10 @@ def layout(**_query: Any) -> html.Div:
                 "Two runs compared",
                 dcc.Graph(id=ids.COMMUNITIES_ALLUVIAL, figure=figures.empty_figure(), config={"displaylogo": False}),
                 html.Div(
-                    "The run before the last on this model and the last, top modules side by side: each band is the "
-                    "flow of the clones one run puts in the left module and the other in the right one (run Infomap "
-                    "again with another Markov time or threshold to compare).",
+                    "The run before the last on this model and the last, the 12 top modules of each with the most "
+                    "flow (the rest as “other”) side by side: each band is the flow of the clones one run puts in "
+                    "the left module and the other in the right one, in the left module's colour (run Infomap again "
+                    "with another Markov time or threshold to compare).",
                     className="hint",
                 ),
             ),
@@ -291,5 +349,5 @@ def layout(**_query: Any) -> html.Div:
 
 __all__ = [
     "BOUNDARY_COLOURS", "BOUNDARY_SHARE", "MAPPED_COLUMNS", "MAPPED_OPTIONS", "NODE_SIZES", "graph_controls", "layout",
-    "module_card", "module_map", "runs", "show_hierarchy", "show_module",
+    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module",
 ]  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from app.services import visible
 from engine import api
 
 
@@ -26,43 +27,107 @@ def module_tree(saved: dict[str, Any]) -> dict[str, list[Any]]:
     }
 
 
-def alluvial(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+ALLUVIAL_TOP = 12
+"""Modules of each run the alluvial diagram draws (the most flow first); the others are one node, "other"."""
+
+OTHER_COLOUR = "#b8c4d0"
+
+
+def alluvial(before: dict[str, Any], after: dict[str, Any], top: int = ALLUVIAL_TOP) -> dict[str, Any]:
     """How the flow of the top modules of one run goes to those of another on the same clones (an alluvial,
-    Sankey, diagram; the clones' flow is the last run's): for every pair (module of ``before``, module of
-    ``after``) the flow of the clones in both, pairs without flow left out; sources and targets index ``labels``
-    (``before``'s modules, then ``after``'s)."""
+    Sankey, diagram; the clones' flow is the last run's): each run's ``top`` modules of most flow and, when it has
+    more, one node "other" for the rest; for every pair (node of ``before``, node of ``after``) the flow of the
+    clones in both, pairs without flow left out, the links grouped by source and the most flow first. Sources and
+    targets index ``labels`` (``before``'s nodes, then ``after``'s); nodes are coloured as the modules (the table's
+    colours), links as their source, and placed (``x``, ``y``) in flow order, "other" last."""
     flows = {int(node): float(flow) for node, flow in (after.get("node_flow") or {}).items()}
 
-    def top_of(saved: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    def side(saved: dict[str, Any]) -> tuple[list[str], list[str], dict[int, int], int]:
         tops = sorted((m for m in saved["modules"] if not m["parent"]), key=lambda m: -m["flow"])
-        return tops, {node: i for i, m in enumerate(tops) for node in m["nodes"]}
+        shown = tops[:top]
+        labels = [f"{m['id']} {m['name']}" for m in shown]
+        colours = [api.module_colour(int(m["id"])) for m in shown]
+        if len(tops) > len(shown):
+            labels.append(f"other ({len(tops) - len(shown):,} modules)")
+            colours.append(OTHER_COLOUR)
+        return labels, colours, {node: min(i, top) for i, m in enumerate(tops) for node in m["nodes"]}, len(tops)
 
-    first, in_first = top_of(before)
-    second, in_second = top_of(after)
+    left, left_colours, in_first, first_count = side(before)
+    right, right_colours, in_second, second_count = side(after)
     pairs: dict[tuple[int, int], float] = {}
     for node, flow in flows.items():
         if node in in_first and node in in_second:
             key = (in_first[node], in_second[node])
             pairs[key] = pairs.get(key, 0.0) + flow
-    links = sorted(((a, b, f) for (a, b), f in pairs.items() if f > 0), key=lambda link: -link[2])
-    labels = [f"{m['id']} {m['name']}" for m in first] + [f"{m['id']} {m['name']}" for m in second]
+    links = sorted(((a, b, f) for (a, b), f in pairs.items() if f > 0), key=lambda link: (link[0], -link[2]))
     return {
-        "labels": labels,
+        "labels": left + right,
         "sources": [a for a, _, _ in links],
-        "targets": [len(first) + b for _, b, _ in links],
+        "targets": [len(left) + b for _, b, _ in links],
         "flows": [f for _, _, f in links],
+        "colours": left_colours + right_colours,
+        "link_colours": [_translucent(left_colours[a]) for a, _, _ in links],
+        "x": [0.001] * len(left) + [0.999] * len(right),
+        "y": _stacked(links, len(left), 0) + _stacked(links, len(right), 1),
         "before": {
-            "modules": len(first),
+            "modules": first_count,
             "markov_time": before["options"].get("markov_time"),
             "threshold": before.get("threshold"),
             "other_model": bool(before.get("other_model")),
         },
         "after": {
-            "modules": len(second),
+            "modules": second_count,
             "markov_time": after["options"].get("markov_time"),
             "threshold": after.get("threshold"),
         },
     }
+
+
+def _translucent(colour: str, alpha: float = 0.45) -> str:
+    """``#rrggbb`` as a CSS ``rgba`` colour of opacity ``alpha`` (a band under which the others still show)."""
+    value = colour.lstrip("#")
+    red, green, blue = (int(value[k : k + 2], 16) for k in (0, 2, 4))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def _stacked(links: list[tuple[int, int, float]], count: int, end: int) -> list[float]:
+    """The vertical centres (0 top, 1 bottom) of ``count`` nodes of one side of an alluvial stacked in order,
+    each as tall as its flow (``end`` 0: the links' sources, 1: their targets)."""
+    heights = [0.0] * count
+    for link in links:
+        heights[link[end]] += link[2]
+    total = sum(heights) or 1.0
+    centres, top = [], 0.0
+    for height in heights:
+        centres.append(min(0.999, max(0.001, (top + height / 2) / total)))
+        top += height
+    return centres
+
+
+BLANK_NAME = "\u2423"
+"""A module whose name is whitespace or empty is shown by its whitespace made visible, or by this (an open box)."""
+
+
+def unique_names(saved: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` (a community run) with its modules' names as the pages show them, distinct among siblings (the
+    modules of one level, which the map and the table show together): a name of whitespace made visible (" " as
+    "\u2423"), and a name a sibling of more flow already has followed by " (2)", " (3)", ... A new dictionary; the
+    modules are copied, ``saved`` is not changed."""
+    renamed: dict[str, str] = {}
+    taken: dict[str, set[str]] = {}
+    for module in sorted(saved.get("modules") or [], key=lambda m: -float(m["flow"])):
+        name = str(module.get("name") or "")
+        if not name.strip():
+            name = "".join(visible(c) for c in name) if name else BLANK_NAME
+        names = taken.setdefault(module.get("parent", ""), set())
+        unique, copy = name, 1
+        while unique in names:
+            copy += 1
+            unique = f"{name} ({copy})"
+        names.add(unique)
+        renamed[module["id"]] = unique
+    modules = [module | {"name": renamed[module["id"]]} for module in saved.get("modules") or []]
+    return saved | {"modules": modules}
 
 
 MAP_LABELS = 20
@@ -146,41 +211,40 @@ def spread_for_labels(
     return xy
 
 
-def place_labels(xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float) -> tuple[list[str], int]:
-    """A place (:data:`PLACES`) for each label, greedily in the given order (the most flow first): the first place
-    whose rectangle overlaps no label placed so far and no circle; returns the places and the labels that still
-    overlap another (none is the goal: a map readable at its fit zoom)."""
+def place_labels(xy: np.ndarray, sizes: np.ndarray, texts: list[str], font: float) -> list[str]:
+    """A place (:data:`PLACES`) for the label of each circle of ``xy`` and ``sizes``, greedily in the given order
+    (the most flow first): the first place whose rectangle overlaps no label placed so far and no circle, or "" (the
+    label is left off: the module is named when clicked) where none is free. So no two labels overlap, by
+    construction. The map passes the labelled circles only: the others are small and drawn under the labels."""
     circles = [
         (x - s / 2, y - s / 2, x + s / 2, y + s / 2) for (x, y), s in zip(xy.tolist(), sizes.tolist(), strict=True)
     ]
     placed: list[tuple[float, ...]] = []
-    places, clashes = [], 0
+    places = []
     for i, text in enumerate(texts):
         x, y = xy[i]
-        best = None
+        found = ""
         for place in PLACES:
             box = label_box(float(x), float(y), float(sizes[i]), text, font, place)
             hits = any(_overlap(box, other) for other in placed) or any(
                 _overlap(box, circle) for j, circle in enumerate(circles) if j != i
             )
             if not hits:
-                best = (place, box)
+                found = place
+                placed.append(box)
                 break
-        if best is None:
-            clashes += 1
-            best = (PLACES[0], label_box(float(x), float(y), float(sizes[i]), text, font, PLACES[0]))
-        places.append(best[0])
-        placed.append(best[1])
-    return places, clashes
+        places.append(found)
+    return places
 
 
 def map_layout(
     modules: list[dict[str, Any]], links: list[tuple[int, int, float]]
-) -> tuple[np.ndarray, np.ndarray, float, list[str], int]:
+) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
     """Where the module map draws ``modules`` (their ``flow``, ``id`` and ``name``) linked by ``links`` (module
     indices and flow): laid out by :func:`engine.network.drawing.force_layout` (link weights = flow) and spread so that
     the labels of the :data:`MAP_LABELS` largest fit, :data:`MAP_FONT_PX` pixels high on screen at the fit zoom. Returns
-    the positions, the circles' sizes, the labels' font size, each label's place and how many labels still clash."""
+    the positions, the circles' sizes, the labels' font size and each label's place (:func:`place_labels`: "" for a
+    label left off, as it would overlap another)."""
     positions = api.force_layout(
         len(modules),
         np.array([a for a, _, _ in links], dtype=np.int64),
@@ -196,5 +260,26 @@ def map_layout(
         font = MAP_FONT_PX / fit_zoom(xy, sizes)  # 12 pixels on screen at the fit zoom
         xy = spread_for_labels(xy, sizes, texts, font)
     font = MAP_FONT_PX / fit_zoom(xy, sizes)
-    places, clashes = place_labels(xy[: len(texts)], sizes[: len(texts)], texts, font)
-    return xy, sizes, font, places, clashes
+    return xy, sizes, font, place_labels(xy[: len(texts)], sizes[: len(texts)], texts, font)
+
+
+PATH_ZOOM = 3.0
+"""A searched path is brought into view at most this many times closer than the fit zoom (one module: this)."""
+
+
+def path_view(
+    xy: np.ndarray, sizes: np.ndarray, on_path: list[int], canvas: tuple[float, float, float] = MAP_CANVAS
+) -> dict[str, Any]:
+    """The zoom and pan (Cytoscape's: a point p of the map is drawn at p x zoom + pan) that centre the circles
+    ``on_path`` (indices of ``xy`` and ``sizes``) on ``canvas`` and fit them with its padding, no farther than the
+    fit zoom of the whole map and no closer than :data:`PATH_ZOOM` times it."""
+    width, height, _ = canvas
+    whole = fit_zoom(xy, sizes, canvas)
+    if not on_path:
+        return {"zoom": whole, "pan": {"x": width / 2, "y": height / 2}}
+    chosen_xy, chosen_sizes = xy[on_path], sizes[on_path]
+    zoom = min(max(fit_zoom(chosen_xy, chosen_sizes, canvas), whole), PATH_ZOOM * whole)
+    low = (chosen_xy - chosen_sizes[:, None] / 2).min(axis=0)
+    high = (chosen_xy + chosen_sizes[:, None] / 2).max(axis=0)
+    centre = (low + high) / 2
+    return {"zoom": zoom, "pan": {"x": width / 2 - float(centre[0]) * zoom, "y": height / 2 - float(centre[1]) * zoom}}

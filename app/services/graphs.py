@@ -20,7 +20,6 @@ from app.jobs.kinds import JobKind
 from app.services import UserError, describe_error, format_bytes, kept, parse_threshold, visible, whole_number
 from app.services.community_layout import MAP_CANVAS as MAP_CANVAS
 from app.services.community_layout import MAP_FONT_PX as MAP_FONT_PX
-from app.services.community_layout import MAP_LABELS, map_layout
 from app.services.community_layout import PLACES as PLACES
 from app.services.community_layout import alluvial as alluvial
 from app.services.community_layout import fit_zoom as fit_zoom
@@ -28,6 +27,7 @@ from app.services.community_layout import label_box as label_box
 from app.services.community_layout import module_tree as module_tree
 from app.services.community_layout import place_labels as place_labels
 from app.services.community_layout import spread_for_labels as spread_for_labels
+from app.services.community_layout import unique_names
 from app.services.corpus import reference_corpus
 from app.services.models import load_current, view_model
 from engine import api
@@ -229,6 +229,7 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
         "node_path": {str(int(node)): ":".join(map(str, path)) for node, path in result.node_path.items()},
         "finished": time.time(),
     }
+    saved = unique_names(saved)  # the names the pages show, in the file too
     if _comparable(_read_json(folder / COMMUNITIES), saved):  # the run before, kept to compare with
         os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
     atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
@@ -267,7 +268,7 @@ def read_previous_communities(folder: Path) -> dict[str, Any] | None:
     previous, last = _read_json(folder / PREVIOUS_COMMUNITIES), read_communities(folder)
     if previous is None or last is None or not _comparable(previous, last):
         return None
-    return previous | {"other_model": previous.get("model") != last.get("model")}
+    return unique_names(previous) | {"other_model": previous.get("model") != last.get("model")}
 
 
 PREVIOUS_COMMUNITIES = "communities-previous.json"
@@ -275,10 +276,11 @@ PREVIOUS_COMMUNITIES = "communities-previous.json"
 
 def read_communities(folder: Path) -> dict[str, Any] | None:
     """The session's last community run, or None when there is none or it was made for another model (parsed
-    once per version of its file and kept: shared, never changed by its callers)."""
+    once per version of its file and kept: shared, never changed by its callers), its modules' names as the pages
+    show them (:func:`app.services.community_layout.unique_names`: distinct among siblings, whitespace visible)."""
     path = folder / COMMUNITIES
     try:
-        saved = kept.kept(("run",), [path], lambda: json.loads(path.read_text(encoding="utf-8")))
+        saved = kept.kept(("run",), [path], lambda: unique_names(json.loads(path.read_text(encoding="utf-8"))))
         if not isinstance(saved, dict) or saved.get("model") != sessions.model_stamp(folder):
             return None
         return saved
@@ -490,11 +492,13 @@ def _incoming_shares(graph: Any) -> Any:
 
 
 def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
-    """A module of the last community run: its generalized words (with seen/novel when a reference text was
-    available) and its subgraph as dash-cytoscape elements (each clone with its deepest module and its
-    :data:`NEIGHBOURS` most probable transitions in and out, for inspection) with preset positions
-    (:func:`graph_positions`, ``seed`` for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones
-    with the most flow and then the most probable edges are kept, with a note saying so."""
+    """A module of the last community run: its flow, the flow entering and leaving it (Infomap's, as saved), its
+    degree in the clone graph (``links``: edges in, out and within, :meth:`CloneGraph.link_counts`), its generalized
+    words (with seen/novel when a reference text was available) and its subgraph as dash-cytoscape elements (each
+    clone with its deepest module, its degree and its :data:`NEIGHBOURS` most probable transitions in and out, for
+    inspection) with preset positions (:func:`graph_positions`, ``seed`` for large subgraphs), at most
+    :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the most probable edges are kept,
+    with a note saying so."""
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
@@ -517,6 +521,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     path = sessions.current_model_path(folder)
     incoming = kept.kept(("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph))
     deepest = deepest_modules(folder, saved)
+    degree = kept.kept(("degree", saved["threshold"]), [path], graph.degree)
     for element in elements:
         data = element["data"]
         if "source" in data:
@@ -528,6 +533,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
             data["char"] = visible(data["char"])
             data["colour"] = _colour(data["char"])
             node = int(data["state"])
+            data["degree"] = int(degree[node])
             data["module"] = deepest.get(node, "")
             data["module_colour"] = module_colour(data["module"]) if data["module"] else "#cccccc"
             row = slice(graph.weight.indptr[node], graph.weight.indptr[node + 1])
@@ -550,6 +556,9 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
         "name": module["name"],
         "size": module["size"],
         "flow": module["flow"],
+        "enter_flow": module.get("enter_flow"),
+        "exit_flow": module.get("exit_flow"),
+        "links": graph.link_counts(np.asarray(module["nodes"], dtype=np.int64)),
         "chars": module["chars"],
         "words": module["words"],
         "submodules": len(module.get("children", [])),
@@ -557,101 +566,6 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
         "elements": elements,
         "note": note,
     }
-
-
-def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
-    """:func:`drawn_module_map`, drawn once per version of the session's run and kept (shared: never changed)."""
-    if read_communities(folder) is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
-    parent = str(parent or "")
-    return kept.kept(("map", parent), [folder / COMMUNITIES], lambda: drawn_module_map(folder, parent))
-
-
-def drawn_module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
-    """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
-    modules) as dash-cytoscape nodes sized by flow and coloured as in the table
-    (:func:`engine.network.drawing.module_colour`), linked by the flow between them (the saved
-    :func:`engine.network.communities.module_links`), laid out on the server
-    (:func:`engine.network.drawing.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most
-    flow first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
-    flat. Returns the elements, the notes and the level's figures."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
-    parent = str(parent or "")
-    children = sorted((m for m in saved["modules"] if m.get("parent", "") == parent), key=lambda m: -m["flow"])
-    shown = children[:MAP_MAX_MODULES]
-    index = {m["id"]: i for i, m in enumerate(shown)}
-    links = [(a, b, f) for a, b, f in saved.get("links", {}).get(parent, []) if a in index and b in index]
-    links = links[: 4 * len(shown)]
-    xy, sizes, font, places, clashes = map_layout(shown, [(index[a], index[b], f) for a, b, f in links])
-    top_link = max((f for *_, f in links), default=1.0) or 1.0
-    elements: list[dict[str, Any]] = []
-    for rank, (module, (x, y)) in enumerate(zip(shown, xy.tolist(), strict=True)):
-        elements.append(
-            {
-                "data": {
-                    "id": module["id"],
-                    # only the largest modules are labelled, below their circles: 158 labels were a hairball at fit
-                    "label": f"{module['id']} {module['name']}" if rank < MAP_LABELS else "",
-                    "full_label": f"{module['id']} {module['name']}",
-                    "name": module["name"],
-                    "flow": float(module["flow"]),
-                    "clones": int(module["size"]),
-                    "submodules": len(module.get("children", [])),
-                    "size": round(float(sizes[rank]), 2),
-                    "font": round(font, 2),
-                    "colour": module_colour(module["id"]),
-                },
-                "position": {"x": round(x, 2), "y": round(y, 2)},
-                "classes": f"label-{places[rank]}" if rank < len(places) else "",
-            }
-        )
-    for a, b, flow in links:
-        elements.append(
-            {
-                "data": {
-                    "id": f"{a}->{b}",
-                    "source": a,
-                    "target": b,
-                    "flow": float(flow),
-                    "width": round(0.5 + 7.5 * flow / top_link, 2),
-                }
-            }
-        )
-    legend = [
-        {"id": m["id"], "name": m["name"], "colour": module_colour(m["id"]), "flow": float(m["flow"])}
-        for m in shown[:MAP_LABELS]
-    ]
-    return {
-        "elements": elements,
-        "notes": _map_notes(saved, parent, shown, children),
-        "modules": len(children),
-        "links": len(links),
-        "legend": legend,
-        "label_clashes": clashes,
-    }
-
-
-def _map_notes(saved: dict[str, Any], parent: str, shown: list[Any], children: list[Any]) -> list[str]:
-    """What the module map says beside the map: that it shows only the modules of most flow, or that Infomap's
-    result is flat."""
-    notes = []
-    if len(shown) < len(children):
-        covered = sum(m["flow"] for m in shown) / max(sum(m["flow"] for m in children), 1e-300)
-        notes.append(
-            f"Showing the {len(shown):,} modules with the most flow of {len(children):,} ({covered:.1%} of the flow)."
-        )
-    levels = int(saved["summary"].get("levels", 2))
-    if not parent and levels <= 2:
-        if saved["options"].get("two_level"):
-            notes.append("A two-level partition, as asked: modules of clones, no submodules.")
-        else:
-            notes.append(
-                "Infomap's multilevel search found no submodules: the result is flat (one level of modules). A "
-                "smaller Markov time (e.g. 0.5) looks for finer, nested modules."
-            )
-    return notes
 
 
 MAX_SEARCH_CHARS = 200

@@ -15,6 +15,9 @@ weights, each gets a disc whose area grows with its number of clones, and its cl
 
 from __future__ import annotations
 
+import colorsys
+from functools import cache
+
 import numba
 import numpy as np
 
@@ -22,8 +25,12 @@ PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
     "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363",
 )  # fmt: skip
-"""Module colours: the module with index i (one-based, most flow first among its siblings) gets PALETTE[(i-1) % 20]
-in the module table, the module map, the subgraph and the exported GEXF / Cytoscape files alike."""
+"""The first module colours: the module with index i (one-based, most flow first among its siblings) gets
+PALETTE[i-1] up to 20, then :func:`module_colours`' next ones, in the module table, the module map, the subgraph and
+the exported GEXF / Cytoscape files alike."""
+
+DISTINCT_COLOURS = 400
+"""Colours after the palette chosen each as far as can be from all before it (the rest: the remaining candidates)."""
 
 ITERATIONS = 120
 GRAVITY = 2.0
@@ -32,8 +39,50 @@ GRAVITY = 2.0
 
 
 def module_colour(index: int) -> str:
-    """The colour (``#rrggbb``) of the module with this one-based index among its siblings (:data:`PALETTE`)."""
-    return PALETTE[(max(1, int(index)) - 1) % len(PALETTE)]
+    """The colour (``#rrggbb``) of the module with this one-based index among its siblings: :data:`PALETTE`, then
+    :func:`module_colours` (all distinct: 3,380 colours, then they repeat)."""
+    colours = module_colours()
+    return colours[(max(1, int(index)) - 1) % len(colours)]
+
+
+def _colour_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The "redmean" distance between RGB colours (rows of 0..255; a cheap approximation of how far apart they
+    look)."""
+    mean_red = (a[..., 0] + b[..., 0]) / 2
+    d = a - b
+    return np.sqrt(
+        (2 + mean_red / 256) * d[..., 0] ** 2 + 4 * d[..., 1] ** 2 + (2 + (255 - mean_red) / 256) * d[..., 2] ** 2
+    )
+
+
+@cache
+def module_colours() -> tuple[str, ...]:
+    """Every module colour in order, all distinct: :data:`PALETTE`, then from a grid of hues, lightnesses and
+    saturations the :data:`DISTINCT_COLOURS` each farthest (:func:`_colour_distance`) from all chosen before it
+    (farthest-point order: the modules with the most flow, which the map shows and labels, look the most apart),
+    then the grid's other colours."""
+    grid = [
+        colorsys.hls_to_rgb(hue / 120, lightness, saturation)
+        for hue in range(120)
+        for lightness in (0.25, 0.33, 0.41, 0.49, 0.57, 0.65, 0.72)
+        for saturation in (0.4, 0.55, 0.7, 0.85)
+    ]
+    unique = dict.fromkeys("#" + "".join(f"{round(v * 255):02x}" for v in rgb) for rgb in grid)
+    hexes = [c for c in unique if c not in PALETTE]
+    candidates = np.array([[int(c[k : k + 2], 16) for k in (1, 3, 5)] for c in hexes], dtype=np.float64)
+    nearest = np.full(len(hexes), np.inf)
+    for colour in PALETTE:
+        nearest = np.minimum(
+            nearest, _colour_distance(candidates, np.array([int(colour[k : k + 2], 16) for k in (1, 3, 5)], float))
+        )
+    chosen = list(PALETTE)
+    used = np.zeros(len(hexes), dtype=bool)
+    for _ in range(min(DISTINCT_COLOURS, len(hexes))):
+        best = int(np.argmax(np.where(used, -1.0, nearest)))
+        used[best] = True
+        chosen.append(hexes[best])
+        nearest = np.minimum(nearest, _colour_distance(candidates, candidates[best]))
+    return tuple(chosen + [c for c, taken in zip(hexes, used, strict=True) if not taken])
 
 
 def colour_rgb(colour: str) -> dict[str, int]:

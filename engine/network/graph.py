@@ -161,6 +161,21 @@ class CloneGraph:
         in_degree = np.bincount(self.weight.indices, minlength=self.n_states)
         return (out_degree > 0) | (in_degree > 0)
 
+    def degree(self) -> np.ndarray:
+        """Each clone's degree: its edges in plus its edges out (a self-loop counts as both), shape (H,)."""
+        return np.diff(self.weight.indptr) + np.bincount(self.weight.indices, minlength=self.n_states)
+
+    def link_counts(self, nodes: np.ndarray) -> dict[str, int]:
+        """How many edges enter the node set ``nodes`` from outside it, leave it, and join two of its nodes
+        (self-loops included): the degree of a module in the clone graph."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        inside = np.zeros(self.n_states, dtype=bool)
+        inside[nodes] = True
+        entering, leaving = self.incident_edges(nodes, inside)
+        out_edges = _ranges(self.weight.indptr[nodes], self.weight.indptr[nodes + 1])
+        within = int(inside[self.weight.indices[out_edges]].sum())
+        return {"in": len(entering), "out": len(leaving), "within": within}
+
     def char(self, node: int) -> str:
         """The symbol the clone emits."""
         return self.symbols[int(self.clone_symbol[node])]

@@ -55,6 +55,7 @@ MAP_STYLESHEET = [
         },
     },
     {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},
+    {"selector": "node[?label]", "style": {"z-index": 5}},  # labelled modules and their labels above the small ones
     {"selector": ".label-above", "style": {"text-valign": "top", "text-halign": "center"}},
     {"selector": ".label-right", "style": {"text-valign": "center", "text-halign": "right"}},
     {"selector": ".label-left", "style": {"text-valign": "center", "text-halign": "left"}},

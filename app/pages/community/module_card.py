@@ -112,6 +112,7 @@ def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any,
             ("Module", f"{detail['id']}: {detail['name']}"),
             ("Clones", f"{detail['size']:,}"),
             ("Flow", f"{detail['flow']:.4f}"),
+            *module_flow_facts(detail),
             ("Submodules", f"{detail['submodules']:,}" if detail["submodules"] else "none"),
             ("Characters", detail["chars"]),
         ]
@@ -140,6 +141,24 @@ def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any,
         not detail["submodules"],
         inspect,
     )
+
+
+def module_flow_facts(detail: dict[str, Any]) -> list[tuple[str, str]]:
+    """The module card's rows of how flow and links cross the module's boundary: the flow entering and leaving it
+    (Infomap's) and its degree in the clone graph (edges in, out, within)."""
+    rows = []
+    if detail.get("enter_flow") is not None:
+        rows.append(("Flow in / out", f"{detail['enter_flow']:.4f} enters, {detail['exit_flow']:.4f} leaves"))
+    links = detail.get("links")
+    if links:
+        rows.append(
+            (
+                "Degree",
+                f"{links['in'] + links['out']:,} edges cross its boundary ({links['in']:,} in, {links['out']:,} out), "
+                f"{links['within']:,} within",
+            )
+        )
+    return rows
 
 
 @callback(
@@ -213,6 +232,21 @@ def column_shares(
     return {node: (v - low) / (high - low) if high > low else 0.5 for node, v in values.items()}
 
 
+def clone_filters(degree_min: Any, flow_min: Any) -> list[dict[str, Any]]:
+    """The rules that hide the subgraph's clones of degree (edges in and out in the clone graph) below
+    ``degree_min`` or of flow below ``flow_min`` (Cytoscape hides their transitions with them); none for an empty,
+    zero or unreadable minimum."""
+    rules = []
+    for key, value in (("degree", degree_min), ("flow", flow_min)):
+        try:
+            low = float(value or 0)
+        except (TypeError, ValueError):
+            continue
+        if low > 0:
+            rules.append({"selector": f"node[{key} < {low!r}]", "style": {"display": "none"}})
+    return rules
+
+
 def _blend(share: float) -> str:
     low, high = NODE_COLOURS
     return "#" + "".join(f"{round(a + (b - a) * share):02x}" for a, b in zip(low, high, strict=True))
@@ -225,8 +259,11 @@ def graph_controls(
     elements: list[dict[str, Any]] | None,
     node_colour: str | None = "character",
     table: list[dict[str, Any]] | None = None,
+    degree_min: Any = None,
+    flow_min: Any = None,
 ) -> list[dict[str, Any]]:
-    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden; clones sized
+    """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden, clones of
+    degree below ``degree_min`` or flow below ``flow_min`` hidden (with their transitions); clones sized
     and coloured by any numeric column of the clone table (:data:`MAPPED_COLUMNS`, scaled to the subgraph's own
     range: :func:`column_shares`), coloured by their deepest module or by the module's boundary (flow enters or
     leaves the module there: :data:`BOUNDARY_COLOURS`); the clone whose label is ``clone`` marked."""
@@ -248,6 +285,7 @@ def graph_controls(
         low = 0.0
     if low > 0:
         rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
+    rules += clone_filters(degree_min, flow_min)
     if node_size in MAPPED_COLUMNS:
         small, large = NODE_SIZES
         for node, share in column_shares(node_size, table, elements).items():
@@ -271,6 +309,8 @@ def graph_controls(
     Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
     State(ids.COMMUNITIES_CLONE_TABLE, "data"),
     State(ids.COMMUNITIES_GRAPH, "elements"),
+    Input(ids.COMMUNITIES_DEGREE_MIN, "value"),
+    Input(ids.COMMUNITIES_FLOW_MIN, "value"),
 )
 def highlight_path(
     found: dict[str, Any] | None,
@@ -282,11 +322,13 @@ def highlight_path(
     clone: str | None,
     table: list[dict[str, Any]] | None,
     elements: list[dict[str, Any]] | None,
+    degree_min: Any = None,
+    flow_min: Any = None,
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
-    chosen T; size and colour the clones by the column asked for."""
-    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table)
+    chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for."""
+    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min)
     if rows and table and rows[0] < len(table):
         selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
     if not found:

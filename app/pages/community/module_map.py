@@ -10,6 +10,7 @@ from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 
 from app import ids, sessions, ui
 from app.services import graphs as graph_service
+from app.services import overviews
 
 
 @callback(
@@ -62,19 +63,22 @@ def show_modules(
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_MAP_LIMIT, "value"),
     State(ids.SESSION, "data"),
 )
-def show_map(_version: Any, _model: Any, level: str | None, session_id: str | None) -> tuple[Any, Any]:
-    """The module map of the level the breadcrumb shows."""
+def show_map(_version: Any, _model: Any, level: str | None, limit: Any, session_id: str | None) -> tuple[Any, Any]:
+    """The module map of the level the breadcrumb shows: its modules of most flow, as many as asked."""
     try:
-        drawn = graph_service.module_map(sessions.session_folder(session_id), level or "")
-    except graph_service.UserError:
-        return [], "Run Infomap to see the module map."
+        folder = sessions.session_folder(session_id)
+        if graph_service.read_communities(folder) is None:
+            return [], "Run Infomap to see the module map."
+        drawn = overviews.module_map(folder, level or "", limit)
     except ui.EXPECTED_ERRORS as exc:
         return [], ui.error_message(exc)
+    shown = "" if drawn["shown"] == drawn["modules"] else f" (the {drawn['shown']:,} with the most flow drawn)"
     notes = [
-        f"{drawn['modules']:,} modules and the {drawn['links']:,} links with the most flow between them; the "
-        f"{len(drawn['legend'])} with the most flow are labelled (click any module to see its name).",
+        f"{drawn['modules']:,} modules{shown} and the {drawn['links']:,} links with the most flow between them; "
+        f"{len(drawn['legend'])} of the largest are labelled (click any module to see its name).",
         *drawn["notes"],
     ]
     legend = html.Div(

@@ -1,0 +1,167 @@
+"""The Communities page's overviews of a run, made to read at scale (hundreds of modules, tens of thousands of
+clones): the module map of one level (its modules of most flow up to a limit the user sets, each in a colour of its
+own, labels that never overlap, a searched word's path brought into view) and the distributions of the modules' flow
+and of the clones' degree. Built from the saved run (:func:`app.services.graphs.read_communities`) and kept per
+version of its file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.services import UserError, kept, whole_number
+from app.services.community_layout import MAP_LABELS as MAP_LABELS
+from app.services.community_layout import map_layout, path_view
+from app.services.graphs import COMMUNITIES, MAP_MAX_MODULES, module_colour, read_communities, session_graph
+
+MAP_LIMIT = 100
+"""Modules the module map shows unless told otherwise (the most flow first; Network Navigator's node limit)."""
+
+
+def map_limit(value: Any) -> int:
+    """The number of modules the map shows, as typed (empty: :data:`MAP_LIMIT`): 1 to :data:`MAP_MAX_MODULES`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return MAP_LIMIT
+    return whole_number(value, "the number of modules shown", 1, MAP_MAX_MODULES)
+
+
+def module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT) -> dict[str, Any]:
+    """:func:`drawn_module_map`, drawn once per version of the session's run, level and limit, and kept (shared:
+    never changed)."""
+    if read_communities(folder) is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+    parent, count = str(parent or ""), map_limit(limit)
+    return kept.kept(("map", parent, count), [folder / COMMUNITIES], lambda: drawn_module_map(folder, parent, count))
+
+
+def drawn_module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT) -> dict[str, Any]:
+    """The module map of one level of the last community run: the ``limit`` submodules of ``parent`` ("" for the
+    top modules) with the most flow, as dash-cytoscape nodes sized by flow and coloured as in the table
+    (:func:`engine.network.drawing.module_colour`: distinct colours), linked by the flow between them (the saved
+    :func:`engine.network.communities.module_links`, the 4 x modules links of most flow), laid out on the server
+    (:func:`app.services.community_layout.map_layout`). The :data:`MAP_LABELS` largest are labelled where their
+    label overlaps no other label nor circle, the rest named when clicked; notes say what the map leaves out and
+    when Infomap's result is flat. Returns the elements, the notes, the level's figures and the legend (the labelled
+    modules)."""
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+    parent = str(parent or "")
+    children = sorted((m for m in saved["modules"] if m.get("parent", "") == parent), key=lambda m: -m["flow"])
+    shown = children[: map_limit(limit)]
+    index = {m["id"]: i for i, m in enumerate(shown)}
+    links = [(a, b, f) for a, b, f in saved.get("links", {}).get(parent, []) if a in index and b in index]
+    links = links[: 4 * len(shown)]
+    xy, sizes, font, places = map_layout(shown, [(index[a], index[b], f) for a, b, f in links])
+    top_link = max((f for *_, f in links), default=1.0) or 1.0
+    elements: list[dict[str, Any]] = []
+    for rank, (module, (x, y)) in enumerate(zip(shown, xy.tolist(), strict=True)):
+        place = places[rank] if rank < len(places) else ""
+        elements.append(
+            {
+                "data": {
+                    "id": module["id"],
+                    "label": f"{module['id']} {module['name']}" if place else "",
+                    "full_label": f"{module['id']} {module['name']}",
+                    "name": module["name"],
+                    "flow": float(module["flow"]),
+                    "clones": int(module["size"]),
+                    "submodules": len(module.get("children", [])),
+                    "size": round(float(sizes[rank]), 2),
+                    "font": round(font, 2),
+                    "colour": module_colour(module["id"]),
+                },
+                "position": {"x": round(x, 2), "y": round(y, 2)},
+                "classes": f"label-{place}" if place else "",
+            }
+        )
+    for a, b, flow in links:
+        width = round(0.5 + 7.5 * flow / top_link, 2)
+        elements.append({"data": {"id": f"{a}->{b}", "source": a, "target": b, "flow": float(flow), "width": width}})
+    legend = [
+        {"id": m["id"], "name": m["name"], "colour": module_colour(m["id"]), "flow": float(m["flow"])}
+        for m, place in zip(shown, places, strict=False)
+        if place
+    ]
+    return {
+        "elements": elements,
+        "notes": _map_notes(saved, parent, shown, children),
+        "modules": len(children),
+        "shown": len(shown),
+        "links": len(links),
+        "legend": legend,
+        "unlabelled": sum(1 for place in places if not place),
+    }
+
+
+def _map_notes(saved: dict[str, Any], parent: str, shown: list[Any], children: list[Any]) -> list[str]:
+    """What the module map says beside the map: the modules it leaves out and their flow, or that Infomap's result
+    is flat."""
+    notes = []
+    if len(shown) < len(children):
+        total = max(sum(m["flow"] for m in children), 1e-300)
+        covered = sum(m["flow"] for m in shown) / total
+        notes.append(
+            f"Showing the {len(shown):,} modules with the most flow of {len(children):,} ({covered:.1%} of the "
+            f"flow); the other {len(children) - len(shown):,} hold {1 - covered:.1%}, each at most "
+            f"{children[len(shown)]['flow'] / total:.2%} (raise “Modules shown” to draw them; all are in the table)."
+        )
+    levels = int(saved["summary"].get("levels", 2))
+    if not parent and levels <= 2:
+        if saved["options"].get("two_level"):
+            notes.append("A two-level partition, as asked: modules of clones, no submodules.")
+        else:
+            notes.append(
+                "Infomap's multilevel search found no submodules: the result is flat (one level of modules). A "
+                "smaller Markov time (e.g. 0.5) looks for finer, nested modules."
+            )
+    return notes
+
+
+def path_on_map(found: dict[str, Any] | None, level: str) -> list[str]:
+    """The modules of the map's level (the submodules of ``level``) that a searched word's clone path
+    (:func:`app.services.graphs.find_word`) passes through, in order, each once."""
+    depth = len(level.split(":")) if level else 0
+    on_map = []
+    for step in (found or {}).get("steps", []):
+        parts = (step["module"] or "").split(":")
+        if step["module"] and ":".join(parts[:depth]) == level and len(parts) > depth:
+            on_map.append(":".join(parts[: depth + 1]))
+    return list(dict.fromkeys(on_map))
+
+
+def path_in_view(drawn: dict[str, Any], modules: list[str]) -> dict[str, Any]:
+    """Where the module map ``drawn`` (:func:`module_map`) must look to show the ``modules`` of a searched path:
+    Cytoscape's zoom and pan centring those it draws (:func:`app.services.community_layout.path_view`), and those
+    it does not draw (beyond the limit)."""
+    nodes = [e for e in drawn["elements"] if "source" not in e["data"]]
+    index = {e["data"]["id"]: i for i, e in enumerate(nodes)}
+    xy = np.array([[e["position"]["x"], e["position"]["y"]] for e in nodes], dtype=np.float64).reshape(-1, 2)
+    sizes = np.array([e["data"]["size"] for e in nodes], dtype=np.float64)
+    on_map = [index[m] for m in modules if m in index]
+    view = path_view(xy, sizes, on_map) if on_map else {"zoom": None, "pan": None}
+    return view | {"shown": [m for m in modules if m in index], "missing": [m for m in modules if m not in index]}
+
+
+def distributions(folder: Path) -> dict[str, Any]:
+    """The run's flow and degree distributions (kept per version of the run): the top modules' flows, the most
+    first (flow against rank), and how many clones of the pruned clone graph have each degree (edges in plus out,
+    clones without edges left out)."""
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError("Run Infomap first (the current model has no community result yet).")
+
+    def measure() -> dict[str, Any]:
+        graph = session_graph(folder, saved["threshold"])
+        degree = graph.degree()
+        counts = np.bincount(degree[degree > 0])
+        seen = np.flatnonzero(counts)
+        return {
+            "flows": sorted((float(m["flow"]) for m in saved["modules"] if not m.get("parent")), reverse=True),
+            "degrees": seen.tolist(),
+            "clones": counts[seen].tolist(),
+        }
+
+    return kept.kept(("distributions",), [folder / COMMUNITIES], measure)
