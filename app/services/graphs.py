@@ -256,6 +256,25 @@ def read_communities(folder: Path) -> dict[str, Any] | None:
         return None
 
 
+CURRENT_RUN, PREVIOUS_RUN = "current", "previous"
+"""The community runs a page can show: the session's last one and the one before it
+(:func:`read_previous_communities`)."""
+
+
+def read_run(folder: Path, run: str = CURRENT_RUN, missing: str | None = None) -> dict[str, Any]:
+    """The community run ``run`` (:data:`CURRENT_RUN` or :data:`PREVIOUS_RUN`) of the session; a UserError
+    (``missing`` or a sentence of its own) when there is none."""
+    if run == PREVIOUS_RUN:
+        saved = read_previous_communities(folder)
+        if saved is None:
+            raise UserError("There is no earlier Infomap run on this model's clones to show.")
+        return saved
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError(missing or "Run Infomap first (the current model has no community result yet).")
+    return saved
+
+
 def module_rows(saved: dict[str, Any], query: str | None = None, parent: str = "") -> list[dict[str, Any]]:
     """Table rows of the submodules of ``parent`` ("" for the top modules), most flow first, keeping those whose
     generalized words contain ``query`` (case-insensitive) or, for a single character, whose clones emit it."""
@@ -338,23 +357,23 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
 NEIGHBOURS = 5
 """Transitions in and out listed for a clone when it is inspected."""
 
-MAX_TABLE_ROWS = 20_000
-"""Rows the clone and transition tables hold (a module's, or the whole graph's up to this many, most flow first)."""
+MAX_TABLE_ROWS = 200_000
+"""Rows the clone and transition tables send at most (the most flow first; the page says "showing N of M" when a
+table has more): the grid's virtual rows scroll 100,000 lean rows without paging."""
 
 EXACT_BETWEENNESS_NODES = 500
 """Up to this many clones betweenness centrality is exact; above, estimated from this many sampled sources."""
 
 
-def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
-    """The clone and transition tables of the last community run (as Gephi's data laboratory), for the module
+def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """The clone and transition tables of a community run (``run``; as Gephi's data laboratory), for the module
     ``module_id`` (its clones and the transitions among them) or, without one, the whole graph: per clone its
     label, character, deepest module, flow, in/out flow, the flow it sends out of the module (``exit_flow``: its
     part of the module's boundary), degree and betweenness centrality (on the module's subgraph, unweighted); per
     transition its clones, T and flow, and whether it crosses the module's boundary. At most
-    :data:`MAX_TABLE_ROWS` rows each, the most flow first."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+    :data:`MAX_TABLE_ROWS` rows each, the most flow first; ``clone_count`` and ``transition_count`` say how many
+    there are in all."""
+    saved = read_run(folder, run)
     graph = api.model_graph(load_current(folder), saved["threshold"])
     deepest = _deepest_modules(saved)
     if module_id in (None, ""):
@@ -364,11 +383,12 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         key = str(module_id).strip()
         module = next((m for m in saved["modules"] if m["id"] == key), None)
         if module is None:
-            raise UserError(f"Module {key!r} does not exist in the last community run.")
+            raise UserError(f"Module {key!r} does not exist in the community run shown.")
         members = np.asarray(module["nodes"], dtype=np.int64)
-    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
     inside = np.zeros(graph.n_states, dtype=bool)
-    inside[members] = True
+    inside[members] = True  # every member, also those beyond the rows sent
+    clone_count = len(members)
+    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
     sources, targets = graph.edges()
     flows = graph.edge_flow
     out_flow = np.bincount(sources, weights=flows, minlength=graph.n_states)
@@ -381,8 +401,8 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
     subgraph = nx.DiGraph()
     subgraph.add_nodes_from(int(n) for n in members)
     subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
-    sample = None if len(members) <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
-    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if len(members) > 2 else {}
+    sample = None if clone_count <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
+    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if clone_count > 2 else {}
     degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
     clones = [
         {
@@ -401,6 +421,7 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         for n in members
     ]
     touching = np.flatnonzero(inside[sources] | inside[targets])
+    transition_count = len(touching)
     touching = touching[np.argsort(-flows[touching], kind="stable")][:MAX_TABLE_ROWS]
     transitions = [
         {
@@ -414,7 +435,10 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         }
         for e in touching
     ]  # fmt: skip
-    return {"module": key, "clones": clones, "transitions": transitions}
+    return {
+        "module": key, "clones": clones, "transitions": transitions, "clone_count": clone_count,
+        "transition_count": transition_count,
+    }  # fmt: skip
 
 
 def _deepest_modules(saved: dict[str, Any]) -> dict[int, str]:
@@ -446,15 +470,13 @@ def _incoming_shares(graph: Any) -> Any:
     return incoming
 
 
-def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
-    """A module of the last community run: its generalized words (with seen/novel when a reference text was
-    available) and its subgraph as dash-cytoscape elements (each clone with its deepest module and its
-    :data:`NEIGHBOURS` most probable transitions in and out, for inspection) with preset positions
+def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """A module of a community run (``run``: the last or the one before): its generalized words (with seen/novel
+    when a reference text was available) and its subgraph as dash-cytoscape elements (each clone with its deepest
+    module and its :data:`NEIGHBOURS` most probable transitions in and out, for inspection) with preset positions
     (:func:`graph_positions`, ``seed`` for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones
     with the most flow and then the most probable edges are kept, with a note saying so."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+    saved = read_run(folder, run)
     key = str(module_id).strip() if module_id is not None else ""
     module = next((m for m in saved["modules"] if m["id"] == key), None)
     if module is None:
@@ -515,17 +537,15 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     }
 
 
-def module_map(folder: Path, parent: Any = "") -> dict[str, Any]:
-    """The module map of one level of the last community run: the submodules of ``parent`` ("" for the top
+def module_map(folder: Path, parent: Any = "", run: str = CURRENT_RUN) -> dict[str, Any]:
+    """The module map of one level of a community run (``run``): the submodules of ``parent`` ("" for the top
     modules) as dash-cytoscape nodes sized by flow and coloured as in the table
     (:func:`engine.network.drawing.module_colour`), linked by the flow between them (the saved
     :func:`engine.network.communities.module_links`), laid out on the server
     (:func:`engine.network.drawing.force_layout`, link weights = flow). At most :data:`MAP_MAX_MODULES` modules (most
     flow first) and the 4 x modules links of most flow among them, with a note when cut; a note when Infomap's result is
     flat. Returns the elements, the notes and the level's figures."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+    saved = read_run(folder, run)
     parent = str(parent or "")
     children = sorted((m for m in saved["modules"] if m.get("parent", "") == parent), key=lambda m: -m["flow"])
     shown = children[:MAP_MAX_MODULES]
@@ -605,7 +625,7 @@ def _map_notes(saved: dict[str, Any], parent: str, shown: list[Any], children: l
 MAX_SEARCH_CHARS = 200
 
 
-def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
+def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, Any]:
     """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
     (:func:`engine.api.clone_path`: normalised as the corpus was, with spaces around it), each position's
     clone and the deepest module of the last community run that holds it, and the top modules the path passes
@@ -616,9 +636,7 @@ def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
         raise UserError("Type a word or a phrase to find, e.g. alice.")
     if len(text_in) > MAX_SEARCH_CHARS:
         raise UserError(f"Find takes at most {MAX_SEARCH_CHARS} characters; this is {len(text_in):,}.")
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
+    saved = read_run(folder, run, "Run Infomap first: a word is found in the modules of the current community result.")
     model = load_current(folder)
     try:
         found = api.clone_path(model, text_in)
