@@ -1,5 +1,6 @@
 """The Communities page's module map (Network Navigator-style: modules sized by flow, linked by the flow between
-them): the modules' table, the map, the selected module, its view buttons, and where a word lives."""
+them): the modules' table (a grid; the module it opens is the view's, :mod:`app.pages.community.view`), the map, its
+view buttons, and where a word lives."""
 
 from __future__ import annotations
 
