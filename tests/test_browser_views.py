@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 import test_browser
-from support import click_grid_row, grid_rows, grid_selected, open_page, session_folder, wait_idle, wait_until
+from support import (
+    click_grid_row,
+    grid_rows,
+    grid_script,
+    grid_selected,
+    open_page,
+    session_folder,
+    wait_idle,
+    wait_until,
+)
 
 from app import ids
 from app.services import graphs as graph_service
@@ -81,9 +90,17 @@ def test_module_table_opens_modules_and_back_undoes_it(
     click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[1])
     wait_for_module(browser, modules[1])
     assert search_of(browser) == f"?module={modules[1]}"
-    # a module clicked further down the table (scrolled into view: the grid draws only the rows in view)
+    # a filter on the clone table (as typed under a header) ...
+    wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone table is empty")
+    grid_script(browser, ids.COMMUNITIES_CLONE_TABLE, "api.setFilterModel({flow: {filterType: 'number', type: "
+                "'greaterThan', filter: 1}}); return 1;")  # fmt: skip
+    wait_until(lambda: not grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone filter hides nothing")
+    # ... is not carried over to a module clicked further down the table (scrolled into view: the grid draws only
+    # the rows in view)
     click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[-1])
     wait_for_module(browser, modules[-1])
+    wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone filter stayed on")
+    assert not grid_script(browser, ids.COMMUNITIES_CLONE_TABLE, "return api.isAnyFilterPresent();")
     assert search_of(browser) == f"?module={modules[-1]}"
     screenshot(browser, "module-table", max_height=900, start=f"#{ids.COMMUNITIES_FILTER}")
     # Back: the module before, then none
