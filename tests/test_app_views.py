@@ -129,6 +129,12 @@ def test_the_view_callback_reads_the_url_or_writes_it_never_both(pages: Any) -> 
         view, f"{ids.COMMUNITIES_GRAPH_LAYOUT}.value", layout="circle", selected="4", search="?module=4", threshold=0.5
     )
     assert out["search"] == "?module=4&threshold=0.5&layout=circle" and out["selected"] is no_update
+    # the breadcrumb drawn anew (its buttons unclicked) changes nothing; a click on one goes up to its level
+    crumb = f'{{"index":"","type":"{ids.COMMUNITIES_CRUMB}"}}.n_clicks'
+    out = navigate(view, crumb, crumbs=[None], level="4", search="?level=4")
+    assert all(value is no_update for value in out.values())
+    out = navigate(view, crumb, crumbs=[1], level="4", search="?level=4")
+    assert out["level"] == "" and out["search"] == ""
     # a new run, or the other run: its top level, nothing open
     out = navigate(view, f"{ids.COMMUNITIES_VERSION}.data", selected="4", level="4", search="?module=4&level=4")
     assert out["selected"] is None and out["level"] == "" and out["search"] == ""

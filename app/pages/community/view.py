@@ -101,8 +101,13 @@ def checked_view(view: dict[str, Any], session_id: str | None) -> tuple[dict[str
     return view, problems
 
 
-def _picked(trigger: Any, view: dict[str, Any], table_rows: Any, tapped: Any, path: list[Any], drill: Any) -> Any:
-    """The view after what the user did (``trigger``: the component that changed), or None when nothing changes."""
+def _picked(
+    trigger: Any, view: dict[str, Any], table_rows: Any, tapped: Any, clicks: tuple[list[Any], list[Any]], drill: Any
+) -> Any:
+    """The view after what the user did (``trigger``: the component that changed; ``clicks``: those of the path's
+    module buttons and of the breadcrumb's, which also "change" when they are drawn anew, unclicked), or None when
+    nothing changes."""
+    path, crumbs = clicks
     if trigger == ids.COMMUNITIES_TABLE:
         picked = (table_rows or [{}])[0].get("id") if isinstance(table_rows, list) else None
         return view | {"module": picked} if picked else None
@@ -111,7 +116,7 @@ def _picked(trigger: Any, view: dict[str, Any], table_rows: Any, tapped: Any, pa
     if isinstance(trigger, dict) and trigger.get("type") == ids.COMMUNITIES_PATH_MODULE:
         return view | {"module": trigger["module"], "level": ""} if any(path) else None  # path modules: top modules
     if isinstance(trigger, dict) and trigger.get("type") == ids.COMMUNITIES_CRUMB:
-        return view | {"level": trigger["index"]}
+        return view | {"level": trigger["index"]} if any(crumbs) else None
     if trigger == ids.COMMUNITIES_DRILL:
         return view | {"level": view["module"]} if drill and view["module"] else None
     return view
@@ -176,7 +181,7 @@ def navigate(
     elif trigger == ids.COMMUNITIES_RUN_SHOWN:  # the other run: its modules are others
         view = now | {"module": None, "level": ""}
     else:
-        view = _picked(trigger, now, table_rows, tapped, path, drill)
+        view = _picked(trigger, now, table_rows, tapped, (path, crumbs), drill)
         if view is None or (trigger == ids.COMMUNITIES_TABLE and view == now):
             return (no_update,) * 8
     moved = view["module"] != now["module"]
