@@ -143,6 +143,12 @@ COMMUNITIES_MAP_PATH_NOTE = "communities-map-path-note"
 COMMUNITIES_DISTRIBUTIONS = "communities-distributions"
 COMMUNITIES_DEGREE_MIN = "communities-degree-min"
 COMMUNITIES_FLOW_MIN = "communities-flow-min"
+COMMUNITIES_TABLE_CSV = "communities-table-csv"  # the module table's CSV button
+COMMUNITIES_CLONE_TABLE_CSV = "communities-clone-table-csv"
+COMMUNITIES_EDGE_TABLE_CSV = "communities-edge-table-csv"
+COMMUNITIES_URL = "communities-url"  # dcc.Location of the page: its view (run, module, level, ...) in the query string
+COMMUNITIES_VIEW_NOTE = "communities-view-note"  # what of a link's view could not be opened
+COMMUNITIES_RUN_SHOWN = "communities-run-shown"  # which Infomap run the page shows: the last or the one before
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"
@@ -156,6 +162,7 @@ COMPARE_QUEUED = "compare-queued"  # dcc.Store in the app shell: the session's c
 COMPARE_GO = "compare-go"  # dcc.Store in the app shell: set when the queued comparison's turn has come, which starts it
 COMPARE_MESSAGE = "compare-message"
 COMPARE_TABLE = "compare-table"
+COMPARE_TABLE_CSV = "compare-table-csv"
 COMPARE_CHART = "compare-chart"
 COMPARE_SETTING = "compare-setting"  # pattern-matching type: {"learner": kind, "option": name}
 COMPARE_ESTIMATE = "compare-estimate"

@@ -227,3 +227,35 @@ def prepare_training(browser: Any, states: int, iterations: int, validation: flo
         set_number(browser, ids.TRAIN_VALIDATION, validation)
     browser.wait_for_contains_text(f"#{ids.TRAIN_ESTIMATE}", "Estimated training memory")
     wait_idle(browser)
+
+
+# ------------------------------------------------------------------------------------------ dash-ag-grid tables
+def grid_script(browser: Any, component: str, body: str) -> Any:
+    """Run ``body`` (JavaScript with ``api``: the ag-grid API of the grid ``component``) and return its result;
+    None while the grid is not ready."""
+    return browser.driver.execute_script(
+        "const api = window.dash_ag_grid && window.dash_ag_grid.getApi(arguments[0]); if (!api) { return null; }"
+        + body,
+        component,
+    )
+
+
+def grid_rows(browser: Any, component: str) -> list[dict[str, Any]]:
+    """The rows the grid ``component`` shows (after its sort and filters), scrolled into view or not."""
+    return grid_script(browser, component, "const rows = []; api.forEachNodeAfterFilterAndSort(n => rows.push(n.data));"
+                       "return rows;") or []  # fmt: skip
+
+
+def grid_selected(browser: Any, component: str) -> list[str]:
+    """The ids of the grid's selected rows."""
+    return grid_script(browser, component, "return api.getSelectedNodes().map(n => n.id);") or []
+
+
+def click_grid_row(browser: Any, component: str, row_id: str) -> None:
+    """Scroll the grid's row ``row_id`` into view and click its first cell, as a user would."""
+    from selenium.webdriver.common.by import By
+
+    grid_script(browser, component, f"api.ensureNodeVisible(api.getRowNode({row_id!r})); return 1;")
+    cell = f'#{component} .ag-center-cols-container .ag-row[row-id="{row_id}"] .ag-cell'
+    wait_until(lambda: browser.driver.find_elements(By.CSS_SELECTOR, cell), 10, f"row {row_id} is not drawn")
+    browser.driver.find_element(By.CSS_SELECTOR, cell).click()

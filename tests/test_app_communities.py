@@ -233,10 +233,10 @@ def test_the_module_pane_does_not_ask_for_a_run_that_exists(data_dir: Path) -> N
     sid = sessions.new_session_id()
     folder = sessions.session_folder(sid)
     assert graph_service.read_communities(folder) is not None
-    pane = str(communities_page.show_module(None, sid)[0])
+    pane = str(communities_page.show_module(None, "current", sid)[0])
     assert "Run Infomap" not in pane and "Click a module on the map" in pane
     prune_service.apply_prune(folder, -2)  # a new current model: no result for it yet
-    assert "Run Infomap" in str(communities_page.show_module(None, sid)[0])
+    assert "Run Infomap" in str(communities_page.show_module(None, "current", sid)[0])
 
 
 def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:

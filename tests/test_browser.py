@@ -34,7 +34,10 @@ from support import (  # support imports no browser package
     WIDTH,
     assert_no_errors,
     chrome_options,
+    click_grid_row,
     graph_points,
+    grid_rows,
+    grid_selected,
     open_page,
     prepare_training,
     session_folder,
@@ -457,8 +460,8 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     modules = wait_until(
         lambda: cy_script(browser, ids.COMMUNITIES_MAP, "return cy.nodes().length;"), 10, "the module map is empty"
     )
-    rows = len(browser.find_elements(f"#{ids.COMMUNITIES_TABLE} tbody tr input[type=radio]"))
-    assert modules >= rows > 0
+    rows = wait_until(lambda: len(grid_rows(browser, ids.COMMUNITIES_TABLE)), 10, "the module table is empty")
+    assert modules == rows  # every module of the level has its row (the grid scrolls them; no page of 15)
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MAP_NOTE}", "the result is flat")
     assert cy_script(browser, ids.COMMUNITIES_MAP, "return cy.edges().length;") > 0
     # clicking a module on the map opens its subgraph
@@ -522,14 +525,16 @@ def test_communities_module_map_subgraph_and_inspection(browser: DashComposite, 
     # the tables (issue 35): the open module's clones and transitions; a clone selected in the table is marked in
     # the subgraph, and a clone clicked in the subgraph is selected in the table
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TABLES_NOTE}", "clones and")
-    browser.find_elements(f"#{ids.COMMUNITIES_CLONE_TABLE} tbody tr input[type=radio]")[0].click()
+    clones = wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone table is empty")
+    click_grid_row(browser, ids.COMMUNITIES_CLONE_TABLE, clones[0]["clone"])
     red = "return cy.nodes().filter(n => n.style('border-color') === 'rgb(214,39,40)').length;"
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, red) == 1, 10, "the selected clone is not marked")
-    cy_script(browser, ids.COMMUNITIES_GRAPH, "cy.nodes()[1].emit('tap'); return 1;")
-    radios = f"#{ids.COMMUNITIES_CLONE_TABLE} input[type=radio]"
+    tapped = cy_script(browser, ids.COMMUNITIES_GRAPH, "const n = cy.nodes()[1]; n.emit('tap'); return n.data('label')")
     wait_until(
-        lambda: any(r.is_selected() for r in browser.find_elements(radios)), 10, "the clicked clone is not selected"
+        lambda: grid_selected(browser, ids.COMMUNITIES_CLONE_TABLE) == [tapped], 10, "the clicked clone is not selected"
     )
+    edges = len(grid_rows(browser, ids.COMMUNITIES_EDGE_TABLE))
+    assert edges > 0 and str(edges) in browser.find_element(f"#{ids.COMMUNITIES_TABLES_NOTE}").text.replace(",", "")
     screenshot(browser, "tables", max_height=900, start=f"#{ids.COMMUNITIES_TABLES_NOTE}")
     # control (issue 35): a circular layout, transitions filtered by T, clones sized by flow, a clone found by label
     before = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().map(n => n.position('x'));")
@@ -778,8 +783,8 @@ def test_compare_two_learners_and_make_the_chmm_current(
         "the comparison did not finish",
     )
     wait_idle(browser)
-    rows = browser.find_elements(f"#{ids.COMPARE_TABLE} tbody tr")
-    assert [row.text for row in rows if "Kneser-Ney" in row.text], [row.text for row in rows]
+    rows = grid_rows(browser, ids.COMPARE_TABLE)
+    assert [row for row in rows if "Kneser-Ney" in row["learner"]], rows
     assert browser.find_elements(f"#{ids.COMPARE_MESSAGE} .message-ok"), browser.find_element(
         f"#{ids.COMPARE_MESSAGE}"
     ).text

@@ -6,20 +6,24 @@ Infomap runs as a background job (the same manager as training: diskcache by def
 graph never blocks the page; the result goes to the session folder and the callback returns only a message. A
 multilevel result is browsed level by level with a breadcrumb.
 
+The page's view (the run shown, the open module, the level, the subgraph's T and layout) lives in the URL's query
+string (:mod:`app.pages.community.view`): a link opens the same view, Back undoes a view change.
+
 This module is the page and its layout; its look and its callbacks are in :mod:`app.pages.community`, by what they
-hold (the Infomap runs and hierarchy, the module map, the module card).
+hold (the Infomap runs and hierarchy, the module map, the module card, the view in the URL).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_cytoscape as cyto
-from dash import dash_table, dcc, html
+from dash import dcc, html
 
-from app import figures, ids, ui
-from app.pages.community import module_card, module_map, overviews, runs  # the page's callbacks, by what they hold
+from app import figures, grids, ids, ui
+from app.pages.community import module_card, module_map, overviews, runs, view  # the callbacks, by what they hold
 from app.pages.community.look import (
     BOUNDARY_COLOURS,
     BOUNDARY_SHARE,
@@ -32,7 +36,6 @@ from app.pages.community.look import (
     MAPPED_OPTIONS,
     NODE_SIZES,
     STYLESHEET,
-    TOOLTIPS,
     data_table,
     network_view,
 )
@@ -46,9 +49,21 @@ cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a 
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
 
 
-def layout(**_query: Any) -> html.Div:
+for _grid, _button in (
+    (ids.COMMUNITIES_TABLE, ids.COMMUNITIES_TABLE_CSV),
+    (ids.COMMUNITIES_CLONE_TABLE, ids.COMMUNITIES_CLONE_TABLE_CSV),
+    (ids.COMMUNITIES_EDGE_TABLE, ids.COMMUNITIES_EDGE_TABLE_CSV),
+):
+    grids.export_on_click(_grid, _button)
+
+
+def layout(**query: Any) -> html.Div:
+    """The page; ``query``: the URL's query (the view to open, checked by :func:`view.navigate` as the page opens)."""
+    asked = {key: str(value)[:300] for key, value in query.items() if key in view.DEFAULT_VIEW}
     return html.Div(
         [
+            # refresh=False: writing the view here adds an entry to the browser's history, and reloads nothing
+            dcc.Location(id=ids.COMMUNITIES_URL, refresh=False, search=f"?{urlencode(asked)}" if asked else ""),
             html.H2("Communities (Infomap)"),
             html.P(
                 "Infomap groups the clone graph's clones into modules where the flow of text stays for long (the map "
@@ -124,6 +139,17 @@ def layout(**_query: Any) -> html.Div:
             ),
             ui.card(
                 "Module map",
+                html.Div(id=ids.COMMUNITIES_VIEW_NOTE),
+                ui.field(
+                    "Run shown",
+                    dcc.RadioItems(
+                        id=ids.COMMUNITIES_RUN_SHOWN,
+                        options=runs.run_options(False),
+                        value=view.DEFAULT_VIEW["run"],
+                        inline=True,
+                    ),
+                    "The run before the last on these clones (another Markov time or threshold) can be browsed too.",
+                ),
                 html.Div(id=ids.COMMUNITIES_TRAIL, className="breadcrumb"),
                 ui.field(
                     "Modules shown",
@@ -162,20 +188,16 @@ def layout(**_query: Any) -> html.Div:
                         placeholder="a word (e.g. the) or a character",
                     ),
                     "Filters as you type: keeps modules whose generalized words contain the text, or (one "
-                    "character) whose clones emit it.",
+                    "character) whose clones emit it. Click a row to open its module.",
                 ),
-                dash_table.DataTable(
-                    id=ids.COMMUNITIES_TABLE,
-                    columns=COLUMNS,
-                    tooltip_header=TOOLTIPS,
-                    tooltip_delay=200,
-                    tooltip_duration=None,
-                    data=[],
-                    row_selectable="single",
-                    sort_action="native",
-                    page_size=15,
-                    style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px 8px"},
-                    style_header={"fontWeight": 600},
+                grids.grid(
+                    ids.COMMUNITIES_TABLE,
+                    COLUMNS,
+                    csv_button=ids.COMMUNITIES_TABLE_CSV,
+                    file_name="modules.csv",
+                    rows=15,
+                    selectable=True,
+                    row_id="id",
                 ),
             ),
             ui.card(
@@ -306,9 +328,16 @@ def layout(**_query: Any) -> html.Div:
                 "Tables",
                 html.Div(id=ids.COMMUNITIES_TABLES_NOTE, className="hint"),
                 html.H4("Clones"),
-                data_table(ids.COMMUNITIES_CLONE_TABLE, CLONE_COLUMNS, row_selectable="single"),
+                data_table(
+                    ids.COMMUNITIES_CLONE_TABLE,
+                    CLONE_COLUMNS,
+                    ids.COMMUNITIES_CLONE_TABLE_CSV,
+                    "clones.csv",
+                    selectable=True,
+                    row_id="clone",
+                ),
                 html.H4("Transitions"),
-                data_table(ids.COMMUNITIES_EDGE_TABLE, EDGE_COLUMNS),
+                data_table(ids.COMMUNITIES_EDGE_TABLE, EDGE_COLUMNS, ids.COMMUNITIES_EDGE_TABLE_CSV, "transitions.csv"),
             ),
             ui.card(
                 "Flow and degree",
@@ -349,5 +378,5 @@ def layout(**_query: Any) -> html.Div:
 
 __all__ = [
     "BOUNDARY_COLOURS", "BOUNDARY_SHARE", "MAPPED_COLUMNS", "MAPPED_OPTIONS", "NODE_SIZES", "graph_controls", "layout",
-    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module",
+    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module", "view",
 ]  # fmt: skip

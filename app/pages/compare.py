@@ -7,22 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, callback, dash_table, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, dcc, html, no_update
 
-from app import figures, forms, ids, jobs, sessions, ui
+from app import figures, forms, grids, ids, jobs, sessions, ui
 from app.jobs import panel
 from app.services import comparisons
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
 
 COLUMNS = [
-    {"name": "Learner", "id": "learner"},
-    {"name": "Test BPS", "id": "test_bps", "type": "numeric"},
-    {"name": "Validation BPS", "id": "validation_bps", "type": "numeric"},
-    {"name": "Train BPS", "id": "train_bps", "type": "numeric"},
-    {"name": "Seconds", "id": "seconds", "type": "numeric"},
-    {"name": "Parameters", "id": "parameters", "type": "numeric", "format": {"specifier": ","}},
-    {"name": "Progress", "id": "status"},
+    grids.column("learner", "Learner", minWidth=160),
+    grids.column("test_bps", "Test BPS", "number"),
+    grids.column("validation_bps", "Validation BPS", "number"),
+    grids.column("train_bps", "Train BPS", "number"),
+    grids.column("seconds", "Seconds", "number"),
+    grids.column("parameters", "Parameters", ","),
+    grids.column("status", "Progress", minWidth=160),
 ]
 
 
@@ -90,14 +90,7 @@ def layout(**_query: Any) -> html.Div:
     )
     results = ui.card(
         "Results",
-        dash_table.DataTable(
-            id=ids.COMPARE_TABLE,
-            columns=COLUMNS,
-            data=[],
-            sort_action="native",
-            style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px 8px"},
-            style_header={"fontWeight": 600},
-        ),
+        grids.grid(ids.COMPARE_TABLE, COLUMNS, csv_button=ids.COMPARE_TABLE_CSV, file_name="comparison.csv", rows=6),
         dcc.Graph(id=ids.COMPARE_CHART, figure=figures.compare_figure(None), config={"displaylogo": False}),
         ui.buttons(
             html.Button(
@@ -109,6 +102,9 @@ def layout(**_query: Any) -> html.Div:
         ),
     )
     return html.Div([html.H2("Compare learners"), setup, results])
+
+
+grids.export_on_click(ids.COMPARE_TABLE, ids.COMPARE_TABLE_CSV)
 
 
 def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]], Any]:
@@ -196,7 +192,7 @@ def show_estimate(
 @callback(
     Output(ids.COMPARE_PROGRESS, "value"),
     Output(ids.COMPARE_PROGRESS_LABEL, "children"),
-    Output(ids.COMPARE_TABLE, "data"),
+    Output(ids.COMPARE_TABLE, "rowData"),
     Output(ids.COMPARE_CHART, "figure"),
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Input(ids.COMPARING_PROGRESS, "data"),
@@ -214,7 +210,7 @@ def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
 @callback(
     Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
     Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
+    Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
     Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
     Output(ids.COMPARE_MESSAGE, "children"),
     Input(ids.SESSION, "data"),
@@ -238,7 +234,7 @@ def show(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, ..
 @callback(
     Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
     Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
+    Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
     Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Input(ids.COMPARE_RESULT, "data"),
@@ -266,7 +262,7 @@ cancel = panel.COMPARISON.register_cancel(comparisons.request_cancel)
 @callback(
     Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
     Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
-    Output(ids.COMPARE_TABLE, "data", allow_duplicate=True),
+    Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
     Input(ids.COMPARE_WATCH, "n_intervals"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,

@@ -265,7 +265,12 @@ def _comparable(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
 def read_previous_communities(folder: Path) -> dict[str, Any] | None:
     """The community run before the last one, of the same model or of a model with the same clones (then marked
     ``other_model``), or None."""
-    previous, last = _read_json(folder / PREVIOUS_COMMUNITIES), read_communities(folder)
+    path = folder / PREVIOUS_COMMUNITIES
+    try:
+        previous = kept.kept(("run",), [path], lambda: _read_json(path))  # parsed once per version, kept
+    except OSError:
+        previous = None
+    last = read_communities(folder)
     if previous is None or last is None or not _comparable(previous, last):
         return None
     return unique_names(previous) | {"other_model": previous.get("model") != last.get("model")}
@@ -295,10 +300,34 @@ def session_graph(folder: Path, threshold: float) -> Any:
     return kept.kept(("graph", float(threshold)), [path], lambda: api.model_graph(view_model(folder), threshold))
 
 
-def deepest_modules(folder: Path, saved: dict[str, Any]) -> dict[int, str]:
-    """Clone -> the id of the deepest module of the session's last community run ``saved`` that holds it (kept
-    per version of the run's file)."""
-    return kept.kept(("deepest",), [folder / COMMUNITIES], lambda: _deepest_modules(saved))
+def run_file(folder: Path, run: str = "current") -> Path:
+    """The file of the session's community run ``run`` (:data:`CURRENT_RUN` or :data:`PREVIOUS_RUN`)."""
+    return folder / (PREVIOUS_COMMUNITIES if run == PREVIOUS_RUN else COMMUNITIES)
+
+
+def deepest_modules(folder: Path, saved: dict[str, Any], run: str = "current") -> dict[int, str]:
+    """Clone -> the id of the deepest module of the session's community run ``saved`` (``run``) that holds it
+    (kept per version of the run's file)."""
+    return kept.kept(("deepest",), [run_file(folder, run)], lambda: _deepest_modules(saved))
+
+
+CURRENT_RUN, PREVIOUS_RUN = "current", "previous"
+"""The community runs a page can show: the session's last one and the one before it
+(:func:`read_previous_communities`)."""
+
+
+def read_run(folder: Path, run: str = CURRENT_RUN, missing: str | None = None) -> dict[str, Any]:
+    """The community run ``run`` (:data:`CURRENT_RUN` or :data:`PREVIOUS_RUN`) of the session; a UserError
+    (``missing`` or a sentence of its own) when there is none."""
+    if run == PREVIOUS_RUN:
+        saved = read_previous_communities(folder)
+        if saved is None:
+            raise UserError("There is no earlier Infomap run on this model's clones to show.")
+        return saved
+    saved = read_communities(folder)
+    if saved is None:
+        raise UserError(missing or "Run Infomap first (the current model has no community result yet).")
+    return saved
 
 
 def module_rows(saved: dict[str, Any], query: str | None = None, parent: str = "") -> list[dict[str, Any]]:
@@ -383,25 +412,25 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
 NEIGHBOURS = 5
 """Transitions in and out listed for a clone when it is inspected."""
 
-MAX_TABLE_ROWS = 20_000
-"""Rows the clone and transition tables hold (a module's, or the whole graph's up to this many, most flow first)."""
+MAX_TABLE_ROWS = 200_000
+"""Rows the clone and transition tables send at most (the most flow first; the page says "showing N of M" when a
+table has more): the grid's virtual rows scroll 100,000 lean rows without paging."""
 
 EXACT_BETWEENNESS_NODES = 500
 """Up to this many clones betweenness centrality is exact; above, estimated from this many sampled sources."""
 
 
-def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
-    """The clone and transition tables of the last community run (as Gephi's data laboratory), for the module
+def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """The clone and transition tables of a community run (``run``; as Gephi's data laboratory), for the module
     ``module_id`` (its clones and the transitions among them) or, without one, the whole graph: per clone its
     label, character, deepest module, flow, in/out flow, the flow it sends out of the module (``exit_flow``: its
     part of the module's boundary), degree and betweenness centrality (on the module's subgraph, unweighted); per
     transition its clones, T and flow, and whether it crosses the module's boundary. At most
-    :data:`MAX_TABLE_ROWS` rows each, the most flow first."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+    :data:`MAX_TABLE_ROWS` rows each, the most flow first; ``clone_count`` and ``transition_count`` say how many
+    there are in all."""
+    saved = read_run(folder, run)
     graph = session_graph(folder, saved["threshold"])
-    deepest = deepest_modules(folder, saved)
+    deepest = deepest_modules(folder, saved, run)
     if module_id in (None, ""):
         members = np.flatnonzero(graph.active())
         key = ""
@@ -409,11 +438,12 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         key = str(module_id).strip()
         module = next((m for m in saved["modules"] if m["id"] == key), None)
         if module is None:
-            raise UserError(f"Module {key!r} does not exist in the last community run.")
+            raise UserError(f"Module {key!r} does not exist in the community run shown.")
         members = np.asarray(module["nodes"], dtype=np.int64)
-    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
     inside = np.zeros(graph.n_states, dtype=bool)
-    inside[members] = True
+    inside[members] = True  # every member, also those beyond the rows sent
+    clone_count = len(members)
+    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
     sources, targets = graph.edges()
     flows = graph.edge_flow
     out_flow = np.bincount(sources, weights=flows, minlength=graph.n_states)
@@ -426,8 +456,8 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
     subgraph = nx.DiGraph()
     subgraph.add_nodes_from(int(n) for n in members)
     subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
-    sample = None if len(members) <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
-    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if len(members) > 2 else {}
+    sample = None if clone_count <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
+    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if clone_count > 2 else {}
     degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
     clones = [
         {
@@ -446,6 +476,7 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         for n in members
     ]
     touching = np.flatnonzero(inside[sources] | inside[targets])
+    transition_count = len(touching)
     touching = touching[np.argsort(-flows[touching], kind="stable")][:MAX_TABLE_ROWS]
     transitions = [
         {
@@ -459,7 +490,10 @@ def graph_tables(folder: Path, module_id: Any = None) -> dict[str, Any]:
         }
         for e in touching
     ]  # fmt: skip
-    return {"module": key, "clones": clones, "transitions": transitions}
+    return {
+        "module": key, "clones": clones, "transitions": transitions, "clone_count": clone_count,
+        "transition_count": transition_count,
+    }  # fmt: skip
 
 
 def _deepest_modules(saved: dict[str, Any]) -> dict[int, str]:
@@ -491,17 +525,15 @@ def _incoming_shares(graph: Any) -> Any:
     return incoming
 
 
-def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]:
-    """A module of the last community run: its flow, the flow entering and leaving it (Infomap's, as saved), its
-    degree in the clone graph (``links``: edges in, out and within, :meth:`CloneGraph.link_counts`), its generalized
-    words (with seen/novel when a reference text was available) and its subgraph as dash-cytoscape elements (each
+def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """A module of a community run (``run``: the last or the one before): its flow, the flow entering and leaving
+    it (Infomap's, as saved), its degree in the clone graph (``links``: edges in, out and within,
+    :meth:`CloneGraph.link_counts`), its generalized words (with seen/novel when a reference text was available) and its subgraph as dash-cytoscape elements (each
     clone with its deepest module, its degree and its :data:`NEIGHBOURS` most probable transitions in and out, for
     inspection) with preset positions (:func:`graph_positions`, ``seed`` for large subgraphs), at most
     :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the most probable edges are kept,
     with a note saying so."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+    saved = read_run(folder, run)
     key = str(module_id).strip() if module_id is not None else ""
     module = next((m for m in saved["modules"] if m["id"] == key), None)
     if module is None:
@@ -520,7 +552,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
     elements = api.cytoscape_elements(drawn)
     path = sessions.current_model_path(folder)
     incoming = kept.kept(("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph))
-    deepest = deepest_modules(folder, saved)
+    deepest = deepest_modules(folder, saved, run)
     degree = kept.kept(("degree", saved["threshold"]), [path], graph.degree)
     for element in elements:
         data = element["data"]
@@ -571,7 +603,7 @@ def module_detail(folder: Path, module_id: Any, seed: int = 0) -> dict[str, Any]
 MAX_SEARCH_CHARS = 200
 
 
-def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
+def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, Any]:
     """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
     (:func:`engine.api.clone_path`: normalised as the corpus was, with spaces around it), each position's
     clone and the deepest module of the last community run that holds it, and the top modules the path passes
@@ -582,15 +614,13 @@ def find_word(folder: Path, phrase: Any) -> dict[str, Any]:
         raise UserError("Type a word or a phrase to find, e.g. alice.")
     if len(text_in) > MAX_SEARCH_CHARS:
         raise UserError(f"Find takes at most {MAX_SEARCH_CHARS} characters; this is {len(text_in):,}.")
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first: a word is found in the modules of the current community result.")
+    saved = read_run(folder, run, "Run Infomap first: a word is found in the modules of the current community result.")
     model = view_model(folder)
     try:
         found = api.clone_path(model, text_in)
     except ValueError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
-    deepest = deepest_modules(folder, saved)
+    deepest = deepest_modules(folder, saved, run)
     names = {m["id"]: m["name"] for m in saved["modules"]}
     layout_ = model.layout
     symbols = layout_.clone_symbol()

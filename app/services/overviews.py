@@ -14,7 +14,16 @@ import numpy as np
 from app.services import UserError, kept, whole_number
 from app.services.community_layout import MAP_LABELS as MAP_LABELS
 from app.services.community_layout import map_layout, path_view
-from app.services.graphs import COMMUNITIES, MAP_MAX_MODULES, module_colour, read_communities, session_graph
+from app.services.graphs import (
+    COMMUNITIES,
+    CURRENT_RUN,
+    MAP_MAX_MODULES,
+    module_colour,
+    read_communities,
+    read_run,
+    run_file,
+    session_graph,
+)
 
 MAP_LIMIT = 100
 """Modules the module map shows unless told otherwise (the most flow first; Network Navigator's node limit)."""
@@ -27,27 +36,26 @@ def map_limit(value: Any) -> int:
     return whole_number(value, "the number of modules shown", 1, MAP_MAX_MODULES)
 
 
-def module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT) -> dict[str, Any]:
-    """:func:`drawn_module_map`, drawn once per version of the session's run, level and limit, and kept (shared:
-    never changed)."""
-    if read_communities(folder) is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+def module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """:func:`drawn_module_map`, drawn once per version of the session's run ``run``, level and limit, and kept
+    (shared: never changed)."""
+    read_run(folder, run)  # says why there is none
     parent, count = str(parent or ""), map_limit(limit)
-    return kept.kept(("map", parent, count), [folder / COMMUNITIES], lambda: drawn_module_map(folder, parent, count))
+    return kept.kept(
+        ("map", parent, count), [run_file(folder, run)], lambda: drawn_module_map(folder, parent, count, run)
+    )
 
 
-def drawn_module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT) -> dict[str, Any]:
-    """The module map of one level of the last community run: the ``limit`` submodules of ``parent`` ("" for the
-    top modules) with the most flow, as dash-cytoscape nodes sized by flow and coloured as in the table
-    (:func:`engine.network.drawing.module_colour`: distinct colours), linked by the flow between them (the saved
-    :func:`engine.network.communities.module_links`, the 4 x modules links of most flow), laid out on the server
-    (:func:`app.services.community_layout.map_layout`). The :data:`MAP_LABELS` largest are labelled where their
-    label overlaps no other label nor circle, the rest named when clicked; notes say what the map leaves out and
-    when Infomap's result is flat. Returns the elements, the notes, the level's figures and the legend (the labelled
-    modules)."""
-    saved = read_communities(folder)
-    if saved is None:
-        raise UserError("Run Infomap first (the current model has no community result yet).")
+def drawn_module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """The module map of one level of a community run (``run``: the last or the one before): the ``limit``
+    submodules of ``parent`` ("" for the top modules) with the most flow, as dash-cytoscape nodes sized by flow and
+    coloured as in the table (:func:`engine.network.drawing.module_colour`: distinct colours), linked by the flow
+    between them (the saved :func:`engine.network.communities.module_links`, the 4 x modules links of most flow),
+    laid out on the server (:func:`app.services.community_layout.map_layout`). The :data:`MAP_LABELS` largest are
+    labelled where their label overlaps no other label nor circle, the rest named when clicked; notes say what the
+    map leaves out and when Infomap's result is flat. Returns the elements, the notes, the level's figures and the
+    legend (the labelled modules)."""
+    saved = read_run(folder, run)
     parent = str(parent or "")
     children = sorted((m for m in saved["modules"] if m.get("parent", "") == parent), key=lambda m: -m["flow"])
     shown = children[: map_limit(limit)]

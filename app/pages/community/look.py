@@ -6,19 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import dash_cytoscape as cyto
-from dash import dash_table, html
+from dash import html
 
-from app import ids
+from app import grids, ids
 
-COLUMNS = [
-    {"name": "Module", "id": "id"},
-    {"name": "Name (top generalized words)", "id": "name"},
-    {"name": "Clones", "id": "size", "type": "numeric"},
-    {"name": "Flow", "id": "flow", "type": "numeric", "format": {"specifier": ".4f"}},
-    {"name": "Characters", "id": "chars"},
-    {"name": "Words", "id": "words"},
-    {"name": "Submodules", "id": "submodules", "type": "numeric"},
-]
 TOOLTIPS = {
     "flow": "Flow: the share of time a random walk on the text (following T) spends in the module's clones; the "
     "top modules' flows sum to 1.",
@@ -26,6 +17,21 @@ TOOLTIPS = {
     "name": "The module's most probable generalized word(s); -ell- marks a fragment (the module holds no word start).",
     "submodules": "Modules nested in this one (Infomap's multilevel result); 0 for a leaf module.",
 }
+COLUMNS = [
+    grids.column(
+        "id",
+        "Module",
+        cellStyle={"function": "({borderLeft: '6px solid ' + (params.data ? params.data.colour : '#ccc')})"},
+        maxWidth=120,
+    ),
+    grids.column("name", "Name (top generalized words)", tooltip=TOOLTIPS["name"], minWidth=200),
+    grids.column("size", "Clones", ",", tooltip=TOOLTIPS["size"]),
+    grids.column("flow", "Flow", ".4f", tooltip=TOOLTIPS["flow"]),
+    grids.column("chars", "Characters"),
+    grids.column("words", "Words", minWidth=200),
+    grids.column("submodules", "Submodules", "number", tooltip=TOOLTIPS["submodules"]),
+]
+"""The module table's columns (the module's colour on the map as the left border of its id)."""
 MAP_STYLESHEET = [
     {
         "selector": "node",
@@ -144,19 +150,18 @@ EDGE_COLUMNS = [
 ]
 
 
-def data_table(component: str, columns: list[tuple[str, str]], **more: Any) -> dash_table.DataTable:
-    """A sortable, filterable table of the Tables card, ``columns`` as (key, header) pairs."""
-    return dash_table.DataTable(
-        id=component,
-        columns=[{"name": name, "id": key} for key, name in columns],
-        data=[],
-        sort_action="native",
-        filter_action="native",
-        page_size=12,
-        style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "3px 8px"},
-        style_header={"fontWeight": 600},
-        **more,
-    )
+NUMBER_FORMATS = {"probability": ".4f", "flow": ".3~g", "in_flow": ".3~g", "out_flow": ".3~g", "exit_flow": ".3~g",
+                  "enter_flow": ".3~g", "degree": ",", "betweenness": ".4~f"}  # fmt: skip
+"""How the Tables card's numeric columns show their values (sorting and filtering work on the numbers)."""
+
+
+def data_table(
+    component: str, columns: list[tuple[str, str]], csv_button: str, file_name: str, **more: Any
+) -> html.Div:
+    """A sortable grid of the Tables card with a filter under every header and a CSV export, ``columns`` as (key,
+    header) pairs (:func:`app.grids.grid`)."""
+    specs = [grids.column(key, name, NUMBER_FORMATS.get(key, "text")) for key, name in columns]
+    return grids.grid(component, specs, csv_button=csv_button, file_name=file_name, **more)
 
 
 WORD_MARKS = {

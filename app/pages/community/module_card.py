@@ -26,26 +26,42 @@ from app.services import graphs as graph_service
 
 
 @callback(
-    Output(ids.COMMUNITIES_CLONE_TABLE, "data"),
-    Output(ids.COMMUNITIES_EDGE_TABLE, "data"),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "rowData"),
+    Output(ids.COMMUNITIES_EDGE_TABLE, "rowData"),
     Output(ids.COMMUNITIES_TABLES_NOTE, "children"),
-    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selectedRows"),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "filterModel"),
+    Output(ids.COMMUNITIES_EDGE_TABLE, "filterModel"),
     Input(ids.COMMUNITIES_SELECTED, "data"),
     Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     State(ids.SESSION, "data"),
 )
-def show_tables(selected: str | None, _version: Any, session_id: str | None) -> tuple[Any, Any, Any, Any]:
-    """The clone and transition tables of the module open below the map, or of the whole graph."""
+def show_tables(
+    selected: str | None, _version: Any, run: str | None, session_id: str | None
+) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The clone and transition tables of the module open below the map, or of the whole graph, every row (the
+    grids scroll them; "showing N of M" if a table has more than :data:`graph_service.MAX_TABLE_ROWS`); the tables'
+    filters are cleared, so that a filter set on one module does not hide rows of the next."""
     try:
-        tables = graph_service.graph_tables(sessions.session_folder(session_id), selected)
+        tables = graph_service.graph_tables(
+            sessions.session_folder(session_id), selected, run or graph_service.CURRENT_RUN
+        )
     except ui.EXPECTED_ERRORS as exc:
-        return [], [], ui.error_message(exc), []
+        return [], [], ui.error_message(exc), [], {}, {}
     where = f"module {tables['module']}" if tables["module"] else "the whole graph (open a module to see its own)"
+
+    def count(rows: list[Any], total: int, what: str) -> str:
+        shown = "" if len(rows) == total else f" (showing the {len(rows):,} with the most flow)"
+        return f"{total:,} {what}{shown}"
+
     note = (
-        f"{len(tables['clones']):,} clones and {len(tables['transitions']):,} transitions of {where}; sort by a "
-        "column's header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph."
+        f"{count(tables['clones'], tables['clone_count'], 'clones')} and "
+        f"{count(tables['transitions'], tables['transition_count'], 'transitions')} of {where}; sort by a column's "
+        "header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph; CSV downloads the rows "
+        "shown."
     )
-    return tables["clones"], tables["transitions"], note, []
+    return tables["clones"], tables["transitions"], note, [], {}, {}
 
 
 @callback(
@@ -67,17 +83,15 @@ def lay_out_graph(name: str | None, elements: list[dict[str, Any]] | None) -> An
 
 
 @callback(
-    Output(ids.COMMUNITIES_CLONE_TABLE, "selected_rows", allow_duplicate=True),
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selectedRows", allow_duplicate=True),
     Input(ids.COMMUNITIES_GRAPH, "tapNodeData"),
-    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
     prevent_initial_call=True,
 )
-def select_tapped_clone(tapped: dict[str, Any] | None, data: list[dict[str, Any]] | None) -> Any:
-    """A clone clicked in the subgraph is selected in the clone table."""
-    if not tapped or not data:
+def select_tapped_clone(tapped: dict[str, Any] | None) -> Any:
+    """A clone clicked in the subgraph is selected in the clone table (its rows are named by the clone's label)."""
+    if not tapped or not tapped.get("label"):
         return no_update
-    state = int(tapped.get("state", -1))
-    return [i for i, row in enumerate(data) if row["state"] == state][:1]
+    return {"ids": [str(tapped["label"])]}
 
 
 @callback(
@@ -87,13 +101,15 @@ def select_tapped_clone(tapped: dict[str, Any] | None, data: list[dict[str, Any]
     Output(ids.COMMUNITIES_DRILL, "disabled"),
     Output(ids.COMMUNITIES_INSPECT, "children", allow_duplicate=True),
     Input(ids.COMMUNITIES_SELECTED, "data"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call="initial_duplicate",
 )
-def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any, Any, Any, Any]:
+def show_module(selected: str | None, run: str | None, session_id: str | None) -> tuple[Any, Any, Any, Any, Any]:
+    """The Module card of the open module of the run shown: its facts, generalized words and subgraph."""
     if not selected:
         try:  # the sample model comes with its communities: there is nothing to run first
-            ran = graph_service.read_communities(sessions.session_folder(session_id)) is not None
+            ran = bool(graph_service.read_run(sessions.session_folder(session_id), run or graph_service.CURRENT_RUN))
         except ui.EXPECTED_ERRORS:
             ran = False
         hint = "Click a module on the map or select one in the table." if ran else (
@@ -101,7 +117,9 @@ def show_module(selected: str | None, session_id: str | None) -> tuple[Any, Any,
         )  # fmt: skip
         return ui.message(hint), [], None, True, None
     try:
-        detail = graph_service.module_detail(sessions.session_folder(session_id), selected)
+        detail = graph_service.module_detail(
+            sessions.session_folder(session_id), selected, run=run or graph_service.CURRENT_RUN
+        )
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), [], None, True, None
     words = [
@@ -302,12 +320,12 @@ def graph_controls(
     Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
     Input(ids.COMMUNITIES_PATH, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
-    Input(ids.COMMUNITIES_CLONE_TABLE, "selected_rows"),
+    Input(ids.COMMUNITIES_CLONE_TABLE, "selectedRows"),
     Input(ids.COMMUNITIES_EDGE_MIN, "value"),
     Input(ids.COMMUNITIES_NODE_SIZE, "value"),
     Input(ids.COMMUNITIES_NODE_COLOUR, "value"),
     Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
-    State(ids.COMMUNITIES_CLONE_TABLE, "data"),
+    State(ids.COMMUNITIES_CLONE_TABLE, "rowData"),
     State(ids.COMMUNITIES_GRAPH, "elements"),
     Input(ids.COMMUNITIES_DEGREE_MIN, "value"),
     Input(ids.COMMUNITIES_FLOW_MIN, "value"),
@@ -315,7 +333,7 @@ def graph_controls(
 def highlight_path(
     found: dict[str, Any] | None,
     level: str | None,
-    rows: list[int] | None,
+    rows: Any,
     edge_min: Any,
     node_size: str | None,
     node_colour: str | None,
@@ -329,8 +347,8 @@ def highlight_path(
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
     chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for."""
     selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min)
-    if rows and table and rows[0] < len(table):
-        selected.append({"selector": f'node[id = "{table[rows[0]]["state"]}"]', "style": HIGHLIGHT})
+    if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "state" in rows[0]:
+        selected.append({"selector": f'node[id = "{int(rows[0]["state"])}"]', "style": HIGHLIGHT})
     if not found:
         return MAP_STYLESHEET, STYLESHEET + selected
     level = level or ""

@@ -1,5 +1,6 @@
 """The Communities page's module map (Network Navigator-style: modules sized by flow, linked by the flow between
-them): the modules' table, the map, the selected module, its view buttons, and where a word lives."""
+them): the modules' table (a grid; the module it opens is the view's, :mod:`app.pages.community.view`), the map, its
+view buttons, and where a word lives."""
 
 from __future__ import annotations
 
@@ -14,25 +15,25 @@ from app.services import overviews
 
 
 @callback(
-    Output(ids.COMMUNITIES_TABLE, "data"),
-    Output(ids.COMMUNITIES_TABLE, "selected_rows"),
+    Output(ids.COMMUNITIES_TABLE, "rowData"),
     Output(ids.COMMUNITIES_TRAIL, "children"),
-    Output(ids.COMMUNITIES_TABLE, "style_data_conditional"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.COMMUNITIES_FILTER, "value"),
     Input(ids.MODEL_VERSION, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     State(ids.SESSION, "data"),
 )
 def show_modules(
-    _version: Any, query: str | None, _model: Any, level: str | None, session_id: str | None
-) -> tuple[Any, Any, Any, Any]:
+    _version: Any, query: str | None, _model: Any, level: str | None, run: str | None, session_id: str | None
+) -> tuple[Any, Any]:
+    """The module table of the level shown (every module of it: the grid scrolls them), filtered by the filter box,
+    and the breadcrumb above the map, which says when the filter hides modules. The table keeps its selected row
+    when the same rows come again (its rows are named by module id)."""
     try:
-        saved = graph_service.read_communities(sessions.session_folder(session_id))
+        saved = graph_service.read_run(sessions.session_folder(session_id), run or graph_service.CURRENT_RUN)
     except ui.EXPECTED_ERRORS:
-        return [], [], None, []
-    if not saved:
-        return [], [], None, []
+        return [], None
     trail = graph_service.module_trail(saved, level or "")
     crumbs: list[Any] = []
     for position, (module_id, label) in enumerate(trail):
@@ -45,16 +46,15 @@ def show_modules(
                 html.Button(label, id={"type": ids.COMMUNITIES_CRUMB, "index": module_id}, className="link-button")
             )
     rows = graph_service.module_rows(saved, query, parent=trail[-1][0])
-    if not rows and query and query.strip():
-        crumbs.append(html.Span(f" (no module here matches {query.strip()!r})", className="hint"))
-    colours = [
-        {
-            "if": {"filter_query": f'{{id}} = "{row["id"]}"', "column_id": "id"},
-            "borderLeft": f"6px solid {graph_service.module_colour(row['id'])}",
-        }
-        for row in rows
-    ]
-    return rows, [], crumbs, colours
+    if query and query.strip():
+        every = len(graph_service.module_rows(saved, None, parent=trail[-1][0]))
+        shown = f"no module here matches {query.strip()!r}" if not rows else (
+            f"the filter {query.strip()!r} shows {len(rows):,} of {every:,} modules"
+        )  # fmt: skip
+        crumbs.append(html.Span(f" ({shown})", className="hint filter-note"))
+    for row in rows:
+        row["colour"] = graph_service.module_colour(row["id"])
+    return rows, crumbs
 
 
 @callback(
@@ -64,15 +64,19 @@ def show_modules(
     Input(ids.MODEL_VERSION, "data"),
     Input(ids.COMMUNITIES_LEVEL, "data"),
     Input(ids.COMMUNITIES_MAP_LIMIT, "value"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     State(ids.SESSION, "data"),
 )
-def show_map(_version: Any, _model: Any, level: str | None, limit: Any, session_id: str | None) -> tuple[Any, Any]:
-    """The module map of the level the breadcrumb shows: its modules of most flow, as many as asked."""
+def show_map(
+    _version: Any, _model: Any, level: str | None, limit: Any, run: str | None, session_id: str | None
+) -> tuple[Any, Any]:
+    """The module map of the level the breadcrumb shows, of the run shown: its modules of most flow, as many as
+    asked."""
     try:
         folder = sessions.session_folder(session_id)
         if graph_service.read_communities(folder) is None:
             return [], "Run Infomap to see the module map."
-        drawn = overviews.module_map(folder, level or "", limit)
+        drawn = overviews.module_map(folder, level or "", limit, run or graph_service.CURRENT_RUN)
     except ui.EXPECTED_ERRORS as exc:
         return [], ui.error_message(exc)
     shown = "" if drawn["shown"] == drawn["modules"] else f" (the {drawn['shown']:,} with the most flow drawn)"
@@ -96,27 +100,6 @@ def show_map(_version: Any, _model: Any, level: str | None, limit: Any, session_
         className="legend",
     )
     return drawn["elements"], [legend, *[html.Div(note) for note in notes]]
-
-
-@callback(
-    Output(ids.COMMUNITIES_SELECTED, "data"),
-    Input(ids.COMMUNITIES_TABLE, "selected_row_ids"),
-    Input(ids.COMMUNITIES_MAP, "tapNodeData"),
-    Input(ids.COMMUNITIES_VERSION, "data"),
-    Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
-    prevent_initial_call=True,
-)
-def select_module(selected: list[str] | None, tapped: dict[str, Any] | None, _version: Any, on_path: list[Any]) -> Any:
-    """The module shown in the Module card: the table's selected row, the module clicked on the map, or a module
-    of the searched word's path."""
-    trigger = ctx.triggered_id
-    if isinstance(trigger, dict):
-        return trigger["module"] if any(on_path) else no_update
-    if trigger == ids.COMMUNITIES_TABLE:
-        return selected[0] if selected else no_update
-    if trigger == ids.COMMUNITIES_MAP:
-        return tapped["id"] if tapped else no_update
-    return None
 
 
 @callback(
@@ -164,16 +147,19 @@ def view_action(
     Input(ids.COMMUNITIES_SEARCH_BUTTON, "n_clicks"),
     Input(ids.COMMUNITIES_SEARCH, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def find_word(_clicks: Any, phrase: str | None, _version: Any, session_id: str | None) -> tuple[Any, Any]:
+def find_word(
+    _clicks: Any, phrase: str | None, _version: Any, run: str | None, session_id: str | None
+) -> tuple[Any, Any]:
     """Viterbi on the word or phrase: its clone path, the modules it passes through (links that open them). Done
     again after every Infomap run, so its module links (and a "run Infomap first") never go stale."""
     if not phrase or not phrase.strip():
         return None, None
     try:
-        found = graph_service.find_word(sessions.session_folder(session_id), phrase)
+        found = graph_service.find_word(sessions.session_folder(session_id), phrase, run or graph_service.CURRENT_RUN)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), None
     path = html.Div(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dash import ALL, Input, Output, State, callback, ctx, no_update
+from dash import Input, Output, State, callback, no_update
 
 from app import figures, ids, jobs, sessions, ui
 from app.services import graphs as graph_service
@@ -92,24 +92,23 @@ def run(
 
 
 @callback(
-    Output(ids.COMMUNITIES_LEVEL, "data"),
-    Input(ids.COMMUNITIES_DRILL, "n_clicks"),
-    Input({"type": ids.COMMUNITIES_CRUMB, "index": ALL}, "n_clicks"),
+    Output(ids.COMMUNITIES_RUN_SHOWN, "options"),
     Input(ids.COMMUNITIES_VERSION, "data"),
-    Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
-    State(ids.COMMUNITIES_SELECTED, "data"),
-    prevent_initial_call=True,
+    Input(ids.MODEL_VERSION, "data"),
+    State(ids.SESSION, "data"),
 )
-def change_level(_drill: Any, crumbs: list[Any], _version: Any, on_path: list[Any], selected: str | None) -> Any:
-    """Go down to the selected module's submodules, up to a breadcrumb's level, back to the top after a run or to
-    the top level when a module of the searched path is opened (path modules are top modules)."""
-    trigger = ctx.triggered_id
-    if trigger == ids.COMMUNITIES_DRILL:
-        return selected if _drill and selected else no_update
-    if isinstance(trigger, dict) and trigger.get("type") == ids.COMMUNITIES_PATH_MODULE:
-        return "" if any(on_path) else no_update
-    if isinstance(trigger, dict) and any(crumbs):
-        return trigger["index"]
-    if trigger == ids.COMMUNITIES_VERSION:
-        return ""
-    return no_update
+def offer_runs(_version: Any, _model: Any, session_id: str | None) -> list[dict[str, Any]]:
+    """The runs the page can show: the last one, and the one before it when the session has one on these clones."""
+    try:
+        previous = graph_service.read_previous_communities(sessions.session_folder(session_id))
+    except ui.EXPECTED_ERRORS:
+        previous = None
+    return run_options(previous is not None)
+
+
+def run_options(previous: bool) -> list[dict[str, Any]]:
+    """The options of the run picker (the one before the last disabled when there is none)."""
+    return [
+        {"label": " the last run", "value": graph_service.CURRENT_RUN},
+        {"label": " the run before it", "value": graph_service.PREVIOUS_RUN, "disabled": not previous},
+    ]

@@ -1,0 +1,173 @@
+"""Browser tests of the app's tables (dash-ag-grid) and of the Communities page's view in the URL (issue 47): the
+module table has every module's row and a click on one opens it; a link with a view (run, module, level, T, layout)
+opens that view, and what it names that the run lacks is left out with a note; Back undoes a view change; a selected
+row stays selected while other callbacks run.
+
+The app, its server and the browser are test_browser.py's fixtures (headless Debian Chromium)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_browser
+from support import (
+    click_grid_row,
+    grid_rows,
+    grid_script,
+    grid_selected,
+    open_page,
+    session_folder,
+    wait_idle,
+    wait_until,
+)
+
+from app import ids
+from app.services import graphs as graph_service
+
+dash_app, server, browser, screenshot = (
+    test_browser.dash_app,
+    test_browser.server,
+    test_browser.browser,
+    test_browser.screenshot,
+)
+run_infomap = test_browser.run_infomap
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
+]
+
+
+def search_of(page: Any) -> str:
+    """The query string of the page's URL."""
+    return page.driver.execute_script("return window.location.search;")
+
+
+def top_modules(folder: Path, run: str = graph_service.CURRENT_RUN, parent: str = "") -> list[str]:
+    """The ids of a level's modules, most flow first (the module table's order)."""
+    saved = graph_service.read_run(folder, run)
+    return [row["id"] for row in graph_service.module_rows(saved, parent=parent)]
+
+
+def wait_for_rows(page: Any, expected: list[str]) -> None:
+    """Until the module table's rows are the modules ``expected``, in this order."""
+
+    def shown() -> list[str]:
+        return [row["id"] for row in grid_rows(page, ids.COMMUNITIES_TABLE)]
+
+    wait_until(lambda: shown() == expected, 15, lambda: f"the module table shows {shown()}, not {expected}")
+
+
+def wait_for_module(page: Any, module: str | None) -> None:
+    """Until the Module card, the table's selection and the URL show ``module`` open (None: none)."""
+    if module:
+        page.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{module}:")
+    else:
+        page.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", "Click a module on the map")
+    wait_until(
+        lambda: grid_selected(page, ids.COMMUNITIES_TABLE) == ([module] if module else []),
+        10,
+        lambda: f"the table selects {grid_selected(page, ids.COMMUNITIES_TABLE)}, not {module}",
+    )
+    wait_idle(page)
+
+
+def test_module_table_opens_modules_and_back_undoes_it(
+    browser: Any, data_dir: Path, tmp_path: Path, screenshot: Any
+) -> None:
+    open_page(browser, "/communities")
+    folder = session_folder(browser, data_dir)
+    modules = top_modules(folder)  # the sample model comes with its (flat) run
+    assert len(modules) > 3
+    wait_for_rows(browser, modules)  # every module, one row each, most flow first: a grid, not the DataTable
+    assert browser.find_elements(f"#{ids.COMMUNITIES_TABLE} .ag-root-wrapper")
+    assert not browser.find_elements(".dash-spreadsheet")
+    assert search_of(browser) == ""
+    # a click on a row opens its module, and the URL says so
+    click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[1])
+    wait_for_module(browser, modules[1])
+    assert search_of(browser) == f"?module={modules[1]}"
+    # a filter on the clone table (as typed under a header) ...
+    wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone table is empty")
+    grid_script(browser, ids.COMMUNITIES_CLONE_TABLE, "api.setFilterModel({flow: {filterType: 'number', type: "
+                "'greaterThan', filter: 1}}); return 1;")  # fmt: skip
+    wait_until(lambda: not grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone filter hides nothing")
+    # ... is not carried over to a module clicked further down the table (scrolled into view: the grid draws only
+    # the rows in view)
+    click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[-1])
+    wait_for_module(browser, modules[-1])
+    wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone filter stayed on")
+    assert not grid_script(browser, ids.COMMUNITIES_CLONE_TABLE, "return api.isAnyFilterPresent();")
+    assert search_of(browser) == f"?module={modules[-1]}"
+    screenshot(browser, "module-table", max_height=900, start=f"#{ids.COMMUNITIES_FILTER}")
+    # Back: the module before, then none
+    browser.driver.back()
+    wait_for_module(browser, modules[1])
+    assert search_of(browser) == f"?module={modules[1]}"
+    browser.driver.back()
+    wait_for_module(browser, None)
+    assert search_of(browser) == ""
+    # Forward opens it again
+    browser.driver.forward()
+    wait_for_module(browser, modules[1])
+    # CSV: the grid's own export of the rows it shows
+    browser.find_element(f"#{ids.COMMUNITIES_TABLE_CSV}").click()
+    exported = tmp_path / "downloads" / "modules.csv"
+    wait_until(lambda: exported.is_file() and exported.stat().st_size, 10, "no modules.csv downloaded")
+    lines = exported.read_text(encoding="utf-8-sig").splitlines()  # ag-grid writes a byte order mark
+    assert lines[0].startswith('"Module","Name') and len(lines) == len(modules) + 1
+
+
+def test_a_selected_row_stays_while_other_callbacks_run(browser: Any, data_dir: Path) -> None:
+    """The table's rows come again (the filter box, the model watch every 2 s): the open module's row stays
+    selected, the module stays open and the URL is not rewritten."""
+    open_page(browser, "/communities")
+    modules = top_modules(session_folder(browser, data_dir))
+    wait_for_rows(browser, modules)
+    click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[2])
+    wait_for_module(browser, modules[2])
+    history = browser.driver.execute_script("return window.history.length;")
+    row = next(r for r in grid_rows(browser, ids.COMMUNITIES_TABLE) if r["id"] == modules[2])
+    word = row["words"].split(" ")[0]
+    box = browser.find_element(f"#{ids.COMMUNITIES_FILTER}")
+    box.send_keys(word)  # new rows, the open module's among them
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TRAIL}", f"the filter {word!r} shows")
+    wait_idle(browser)
+    assert grid_selected(browser, ids.COMMUNITIES_TABLE) == [modules[2]]
+    time.sleep(10)
+    assert grid_selected(browser, ids.COMMUNITIES_TABLE) == [modules[2]]
+    assert f"{modules[2]}:" in browser.find_element(f"#{ids.COMMUNITIES_DETAIL}").text
+    assert search_of(browser) == f"?module={modules[2]}"
+    assert browser.driver.execute_script("return window.history.length;") == history
+
+
+def test_a_link_opens_its_view(browser: Any, data_dir: Path) -> None:
+    run_infomap(browser, markov_time="0.5")  # a multilevel run; the sample's bundled run becomes the one before
+    folder = session_folder(browser, data_dir)
+    saved = graph_service.read_communities(folder)
+    parent = next(m for m in saved["modules"] if not m["parent"] and m.get("children"))["id"]
+    children = top_modules(folder, parent=parent)
+    child = children[-1]
+    browser.driver.get(f"{browser.server_url}/communities?level={parent}&module={child}&threshold=0.3&layout=circle")
+    browser.wait_for_element(f"#{ids.COMMUNITIES_TABLE}")
+    wait_for_rows(browser, children)
+    wait_for_module(browser, child)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_TRAIL}", f"{parent} ")
+    assert browser.find_element(f"#{ids.COMMUNITIES_EDGE_MIN}").get_attribute("value") == "0.3"
+    assert "circular" in browser.find_element(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}").text
+    assert not browser.find_element(f"#{ids.COMMUNITIES_VIEW_NOTE}").text
+    # the run before (the bundled flat one): its own modules
+    previous = top_modules(folder, graph_service.PREVIOUS_RUN)
+    browser.driver.get(f"{browser.server_url}/communities?run=previous&module={previous[0]}")
+    browser.wait_for_element(f"#{ids.COMMUNITIES_TABLE}")
+    wait_for_rows(browser, previous)
+    wait_for_module(browser, previous[0])
+    # what the run lacks, or what is not a value, is left out with a sentence; the rest opens
+    browser.driver.get(f"{browser.server_url}/communities?module=999&layout=zigzag&threshold=0.2")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_VIEW_NOTE}", "module 999 is not in this run")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_VIEW_NOTE}", "layout 'zigzag'")
+    wait_for_module(browser, None)
+    assert browser.find_element(f"#{ids.COMMUNITIES_EDGE_MIN}").get_attribute("value") == "0.2"
