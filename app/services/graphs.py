@@ -528,11 +528,11 @@ def _incoming_shares(graph: Any) -> Any:
 def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
     """A module of a community run (``run``: the last or the one before): its flow, the flow entering and leaving
     it (Infomap's, as saved), its degree in the clone graph (``links``: edges in, out and within,
-    :meth:`CloneGraph.link_counts`), its generalized words (with seen/novel when a reference text was available) and its subgraph as dash-cytoscape elements (each
-    clone with its deepest module, its degree and its :data:`NEIGHBOURS` most probable transitions in and out, for
-    inspection) with preset positions (:func:`graph_positions`, ``seed`` for large subgraphs), at most
-    :data:`MAX_GRAPH_ELEMENTS` elements: the clones with the most flow and then the most probable edges are kept,
-    with a note saying so."""
+    :meth:`CloneGraph.link_counts`), its generalized words (with seen/novel when a reference text was available) and
+    its subgraph as dash-cytoscape elements (each clone with its deepest module, its degree and its
+    :data:`NEIGHBOURS` most probable transitions in and out, for inspection) with preset positions
+    (:func:`graph_positions`, ``seed`` for large subgraphs), at most :data:`MAX_GRAPH_ELEMENTS` elements: the clones
+    with the most flow and then the most probable edges are kept, with a note saying so."""
     saved = read_run(folder, run)
     key = str(module_id).strip() if module_id is not None else ""
     module = next((m for m in saved["modules"] if m["id"] == key), None)
