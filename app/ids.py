@@ -135,6 +135,7 @@ COMMUNITIES_CLONE_SEARCH = "communities-clone-search"
 COMMUNITIES_CLONE_TABLE = "communities-clone-table"
 COMMUNITIES_EDGE_TABLE = "communities-edge-table"
 COMMUNITIES_TABLES_NOTE = "communities-tables-note"
+COMMUNITIES_TABLES_WHOLE = "communities-tables-whole"  # button: the whole graph's tables (made only when asked)
 COMMUNITIES_LEVELS = "communities-levels"
 COMMUNITIES_ALLUVIAL = "communities-alluvial"
 COMMUNITIES_VIEW_BUTTON = "communities-view-button"  # pattern-matching type: {"view": map|graph, "action": ...}

@@ -191,11 +191,11 @@ def test_the_map_callback_draws_as_many_modules_as_asked(folder: Path, sid: str,
     import app.main  # noqa: F401  (registers the pages)
     from app.pages.community import module_map
 
-    elements, notes = module_map.show_map(1, 0, "", 12, sid)
+    elements, notes = module_map.show_map(1, 0, "", 12, "current", sid)
     assert sum(1 for e in elements if "source" not in e["data"]) == 12 and "Showing the 12" in str(notes)
-    elements, _ = module_map.show_map(1, 0, "", 30, sid)
+    elements, _ = module_map.show_map(1, 0, "", 30, "current", sid)
     assert sum(1 for e in elements if "source" not in e["data"]) == 30
-    elements, notes = module_map.show_map(1, 0, "", -3, sid)
+    elements, notes = module_map.show_map(1, 0, "", -3, "current", sid)
     assert elements == [] and "number of modules shown" in str(notes)
 
 
@@ -246,7 +246,7 @@ def test_the_module_card_shows_flow_in_and_out_and_degree(folder: Path, sid: str
         degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
         for node in (e["data"] for e in detail["elements"] if "source" not in e["data"]):
             assert node["degree"] == degree[int(node["state"])]
-    facts = str(module_card.show_module(run["modules"][0]["id"], sid)[0])
+    facts = str(module_card.show_module(run["modules"][0]["id"], "current", sid)[0])
     assert f"{run['modules'][0]['enter_flow']:.4f} enters" in facts and "edges cross its boundary" in facts
 
 

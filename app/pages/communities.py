@@ -327,6 +327,9 @@ def layout(**query: Any) -> html.Div:
             ui.card(
                 "Tables",
                 html.Div(id=ids.COMMUNITIES_TABLES_NOTE, className="hint"),
+                ui.buttons(
+                    html.Button("Show the whole graph's tables", id=ids.COMMUNITIES_TABLES_WHOLE, className="button")
+                ),
                 html.H4("Clones"),
                 data_table(
                     ids.COMMUNITIES_CLONE_TABLE,

@@ -419,8 +419,20 @@ table has more): the grid's virtual rows scroll 100,000 lean rows without paging
 EXACT_BETWEENNESS_NODES = 500
 """Up to this many clones betweenness centrality is exact; above, estimated from this many sampled sources."""
 
+MAX_BETWEENNESS_NODES = 2_000
+"""Above this many clones the tables leave betweenness out (None): estimated from 500 sources it took 24 s for the
+5,000 clones of a user's model (networkx, on 2 cores), while a module's own subgraph takes milliseconds."""
+
 
 def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """:func:`computed_graph_tables`, computed once per version of the run's and the model's files and kept."""
+    key = "" if module_id in (None, "") else str(module_id).strip()
+    files = [run_file(folder, run), sessions.current_model_path(folder)]
+    read_run(folder, run)  # says why there is none
+    return kept.kept(("tables", key), files, lambda: computed_graph_tables(folder, key, run))
+
+
+def computed_graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
     """The clone and transition tables of a community run (``run``; as Gephi's data laboratory), for the module
     ``module_id`` (its clones and the transitions among them) or, without one, the whole graph: per clone its
     label, character, deepest module, flow, in/out flow, the flow it sends out of the module (``exit_flow``: its
@@ -452,12 +464,15 @@ def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) ->
     exit_flow = np.bincount(sources[crossing], weights=flows[crossing], minlength=graph.n_states)
     entering = ~inside[sources] & inside[targets]
     enter_flow = np.bincount(targets[entering], weights=flows[entering], minlength=graph.n_states)
-    within = inside[sources] & inside[targets]
-    subgraph = nx.DiGraph()
-    subgraph.add_nodes_from(int(n) for n in members)
-    subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
-    sample = None if clone_count <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
-    betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0) if clone_count > 2 else {}
+    measured = 2 < clone_count <= MAX_BETWEENNESS_NODES
+    betweenness: dict[int, float] = {}
+    if measured:
+        within = inside[sources] & inside[targets]
+        subgraph = nx.DiGraph()
+        subgraph.add_nodes_from(int(n) for n in members)
+        subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
+        sample = None if clone_count <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
+        betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0)
     degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
     clones = [
         {
@@ -471,7 +486,7 @@ def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) ->
             "exit_flow": round(float(exit_flow[n]), 8),
             "enter_flow": round(float(enter_flow[n]), 8),
             "degree": int(degree[n]),
-            "betweenness": round(float(betweenness.get(int(n), 0.0)), 6),
+            "betweenness": round(float(betweenness.get(int(n), 0.0)), 6) if measured or clone_count <= 2 else None,
         }
         for n in members
     ]

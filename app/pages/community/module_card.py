@@ -35,14 +35,19 @@ from app.services import graphs as graph_service
     Input(ids.COMMUNITIES_SELECTED, "data"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
+    Input(ids.COMMUNITIES_TABLES_WHOLE, "n_clicks"),
     State(ids.SESSION, "data"),
 )
 def show_tables(
-    selected: str | None, _version: Any, run: str | None, session_id: str | None
+    selected: str | None, _version: Any, run: str | None, whole: int | None, session_id: str | None
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """The clone and transition tables of the module open below the map, or of the whole graph, every row (the
-    grids scroll them; "showing N of M" if a table has more than :data:`graph_service.MAX_TABLE_ROWS`); the tables'
-    filters are cleared, so that a filter set on one module does not hide rows of the next."""
+    """The clone and transition tables of the module open below the map, or, when asked, of the whole graph (made
+    only then: 57,000 transitions at 5,000 clones), every row (the grids scroll them; "showing N of M" if a table
+    has more than :data:`graph_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
+    one module does not hide rows of the next."""
+    if not selected and not whole:
+        hint = "Open a module to see its clones and transitions, or show the whole graph's."
+        return [], [], ui.message(hint), [], {}, {}
     try:
         tables = graph_service.graph_tables(
             sessions.session_folder(session_id), selected, run or graph_service.CURRENT_RUN
@@ -239,7 +244,11 @@ def column_shares(
     themselves when the table has no rows."""
     nodes = {str(e["data"]["id"]): e["data"] for e in elements or [] if "source" not in e["data"]}
     if table:
-        values = {str(row["state"]): float(row[key]) for row in table if str(row.get("state")) in nodes and key in row}
+        values = {
+            str(row["state"]): float(row[key])
+            for row in table
+            if str(row.get("state")) in nodes and row.get(key) is not None  # betweenness: None on large modules
+        }
     elif key == "flow":
         values = {node: float(data.get("flow", 0.0)) for node, data in nodes.items()}
     else:
