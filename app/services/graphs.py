@@ -541,6 +541,14 @@ def _incoming_shares(graph: Any) -> Any:
 
 
 def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """:func:`computed_module_detail`, computed once per version of the run's and the model's files and kept."""
+    key = str(module_id).strip() if module_id is not None else ""
+    files = [run_file(folder, run), sessions.current_model_path(folder)]
+    read_run(folder, run)  # says why there is none
+    return kept.kept(("detail", key, seed), files, lambda: computed_module_detail(folder, key, seed, run))
+
+
+def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
     """A module of a community run (``run``: the last or the one before): its flow, the flow entering and leaving
     it (Infomap's, as saved), its degree in the clone graph (``links``: edges in, out and within,
     :meth:`CloneGraph.link_counts`), its generalized words (with seen/novel when a reference text was available) and
