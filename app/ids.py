@@ -132,6 +132,7 @@ COMMUNITIES_EDGE_MIN = "communities-edge-min"
 COMMUNITIES_NODE_SIZE = "communities-node-size"
 COMMUNITIES_NODE_COLOUR = "communities-node-colour"
 COMMUNITIES_CLONE_SEARCH = "communities-clone-search"
+COMMUNITIES_CLONE_FOUND = "communities-clone-found"  # where a clone searched by its label lives (beyond the module)
 COMMUNITIES_CLONE_TABLE = "communities-clone-table"
 COMMUNITIES_EDGE_TABLE = "communities-edge-table"
 COMMUNITIES_TABLES_NOTE = "communities-tables-note"

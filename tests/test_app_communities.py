@@ -451,3 +451,25 @@ def test_an_empty_subgraph_is_not_downloaded() -> None:
     clicked("map", "svg")
     out = module_map.view_action([1], 1.0, 1.0, None)
     assert out[2]["type"] == "svg" and out[6] is module_map.no_update
+
+
+def test_a_clone_is_found_beyond_the_open_module(data_dir: Path) -> None:
+    """Issue 47: "Find a clone" marked only the open module's clones. A clone of another module is named with its
+    module and a button that opens it; one of the open module is marked in place (nothing said); a wrong label says
+    what labels look like."""
+    from app import ids, sessions
+    from app.pages.community import module_card
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.run_communities(folder, trials=1, two_level=True, seed=1, threshold="2e-3")
+    first, second = saved["modules"][0], saved["modules"][1]
+    label = graph_service.session_graph(folder, 2e-3).label(int(second["nodes"][0]))
+    found = graph_service.find_clone(folder, f" {label} ")
+    assert found == {"label": label, "state": int(second["nodes"][0]), "module": second["id"]}
+    said = module_card.find_clone(label, first["id"], "current", sid)
+    button = said.children[1]
+    assert f"is in module {second['id']}" in str(said.children[0])
+    assert button.id == {"type": ids.COMMUNITIES_PATH_MODULE, "index": 10_000, "module": second["id"]}
+    assert module_card.find_clone(label, second["id"], "current", sid) is None  # marked in the open module
+    assert "a character, a colon and a number" in str(module_card.find_clone("zz:999", None, "current", sid))

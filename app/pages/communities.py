@@ -292,6 +292,7 @@ def layout(**query: Any) -> html.Div:
                     ],
                     className="form-grid controls",
                 ),
+                html.Div(id=ids.COMMUNITIES_CLONE_FOUND),
                 html.Div(
                     [
                         html.Div(

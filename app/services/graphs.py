@@ -623,6 +623,24 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
     }
 
 
+def find_clone(folder: Path, label: Any, run: str = CURRENT_RUN) -> dict[str, Any]:
+    """The clone with this label (``h:3``: its symbol as shown, a colon, its rank among the symbol's clones) in the
+    clone graph of a community run, and the deepest module that holds it ("" when pruning left it out of every
+    module); a UserError that says what labels look like when there is none."""
+    text_in = "" if label is None else str(label).strip()
+    saved = read_run(folder, run)
+    graph = session_graph(folder, saved["threshold"])
+    labels = kept.kept(
+        ("labels", saved["threshold"]),
+        [sessions.current_model_path(folder)],
+        lambda: {graph.label(node): node for node in range(graph.n_states)},
+    )
+    if text_in not in labels:
+        raise UserError(f"No clone is labelled {text_in[:20]!r}: a label is a character, a colon and a number (h:3).")
+    node = labels[text_in]
+    return {"label": text_in, "state": int(node), "module": deepest_modules(folder, saved, run).get(int(node), "")}
+
+
 MAX_SEARCH_CHARS = 200
 
 

@@ -379,3 +379,38 @@ def highlight_path(
         + selected
     )
     return map_sheet, graph_sheet
+
+
+@callback(
+    Output(ids.COMMUNITIES_CLONE_FOUND, "children"),
+    Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
+    Input(ids.COMMUNITIES_SELECTED, "data"),
+    State(ids.COMMUNITIES_RUN_SHOWN, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def find_clone(label: str | None, selected: str | None, run: str | None, session_id: str | None) -> Any:
+    """A clone searched by its label that the open module does not hold (issue 47: the search marked only the open
+    module's clones): which module holds it, and a button that opens that module."""
+    if not label or not label.strip():
+        return None
+    try:
+        found = graph_service.find_clone(sessions.session_folder(session_id), label, run or graph_service.CURRENT_RUN)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc)
+    module = found["module"]
+    if not module:
+        return ui.message(f"Clone {found['label']} is in no module: pruning left it out of the clone graph.")
+    if selected and (module == selected or module.startswith(f"{selected}:")):
+        return None  # marked in the open module's subgraph
+    return html.Div(
+        [
+            f"Clone {found['label']} is in module {module}, not in the open module: ",
+            html.Button(
+                f"open module {module}",
+                id={"type": ids.COMMUNITIES_PATH_MODULE, "index": 10_000, "module": module},
+                className="link-button path-module",
+            ),
+        ],
+        className="hint",
+    )
