@@ -138,6 +138,10 @@ COMMUNITIES_TABLES_NOTE = "communities-tables-note"
 COMMUNITIES_LEVELS = "communities-levels"
 COMMUNITIES_ALLUVIAL = "communities-alluvial"
 COMMUNITIES_VIEW_BUTTON = "communities-view-button"  # pattern-matching type: {"view": map|graph, "action": ...}
+COMMUNITIES_WHOLE_SHOW = "communities-whole-show"  # the button that draws the whole graph
+COMMUNITIES_WHOLE_EDGES = "communities-whole-edges"  # how many transitions the whole graph draws
+COMMUNITIES_WHOLE_GRAPH = "communities-whole-graph"  # dcc.Graph: every clone (Plotly Scattergl)
+COMMUNITIES_WHOLE_NOTE = "communities-whole-note"
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"

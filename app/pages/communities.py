@@ -19,7 +19,7 @@ import dash_cytoscape as cyto
 from dash import dash_table, dcc, html
 
 from app import figures, ids, ui
-from app.pages.community import module_card, module_map, runs  # the page's callbacks, by what they hold
+from app.pages.community import module_card, module_map, runs, whole_graph  # the page's callbacks, by what they hold
 from app.pages.community.look import (
     BOUNDARY_COLOURS,
     BOUNDARY_SHARE,
@@ -133,6 +133,15 @@ def layout(**_query: Any) -> html.Div:
                     "spends there), colours as in the table. Arrows: flow from module to module, width by flow. Click "
                     "a module to open it below; one with submodules opens them with “Open its submodules”.",
                 ),
+            ),
+            ui.card(
+                "The whole graph",
+                html.Div(
+                    "Every clone of the model at once, placed by its modules (drawn with WebGL, when asked: a large "
+                    "model takes a few seconds).",
+                    className="hint",
+                ),
+                whole_graph.controls(),
             ),
             ui.card(
                 "Modules",
@@ -291,5 +300,5 @@ def layout(**_query: Any) -> html.Div:
 
 __all__ = [
     "BOUNDARY_COLOURS", "BOUNDARY_SHARE", "MAPPED_COLUMNS", "MAPPED_OPTIONS", "NODE_SIZES", "graph_controls", "layout",
-    "module_card", "module_map", "runs", "show_hierarchy", "show_module",
+    "module_card", "module_map", "runs", "show_hierarchy", "show_module", "whole_graph",
 ]  # fmt: skip

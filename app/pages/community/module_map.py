@@ -100,12 +100,22 @@ def show_map(_version: Any, _model: Any, level: str | None, session_id: str | No
     Input(ids.COMMUNITIES_MAP, "tapNodeData"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input({"type": ids.COMMUNITIES_PATH_MODULE, "index": ALL, "module": ALL}, "n_clicks"),
+    Input(ids.COMMUNITIES_WHOLE_GRAPH, "clickData"),
     prevent_initial_call=True,
 )
-def select_module(selected: list[str] | None, tapped: dict[str, Any] | None, _version: Any, on_path: list[Any]) -> Any:
-    """The module shown in the Module card: the table's selected row, the module clicked on the map, or a module
-    of the searched word's path."""
+def select_module(
+    selected: list[str] | None,
+    tapped: dict[str, Any] | None,
+    _version: Any,
+    on_path: list[Any],
+    clicked: dict[str, Any] | None = None,
+) -> Any:
+    """The module shown in the Module card: the table's selected row, the module clicked on the map, a module
+    of the searched word's path, or the top module of a clone clicked in the whole graph."""
     trigger = ctx.triggered_id
+    if trigger == ids.COMMUNITIES_WHOLE_GRAPH:
+        points = (clicked or {}).get("points") or [{}]
+        return points[0].get("customdata") or no_update
     if isinstance(trigger, dict):
         return trigger["module"] if any(on_path) else no_update
     if trigger == ids.COMMUNITIES_TABLE:
