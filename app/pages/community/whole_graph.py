@@ -13,7 +13,7 @@ from dash import Input, Output, Patch, State, callback, dcc, html, no_update
 from app import ids, sessions, ui
 from app.services import whole_graph as whole_service
 
-EDGE_COLOUR = "rgba(110, 110, 110, 0.35)"
+EDGE_COLOUR = "rgba(110, 110, 110, 0.18)"
 HEIGHT = 640
 PLACEHOLDER = go.Figure(layout={"height": 60, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
 """The figure before the view is drawn: empty, low."""
@@ -103,12 +103,19 @@ def figure(drawn: dict[str, Any]) -> go.Figure:
 
 def note(drawn: dict[str, Any]) -> list[Any]:
     """What the view says it draws: clones, transitions drawn of all, and how it is coloured."""
-    edges = (
-        f"the {drawn['drawn_edges']:,} transitions with the most flow of {drawn['edges']:,}"
-        if drawn["drawn_edges"] < drawn["edges"]
-        else f"all {drawn['edges']:,} transitions"
-    )
-    head = f"{drawn['clones']:,} clones and {edges} (T at least {drawn['threshold']:.2g}) drawn. "
+    if drawn["drawn_edges"] == 0:
+        edges = (
+            f"no transition (of {drawn['edges']:,} with T at least {drawn['threshold']:.2g}: choose how many above; "
+            "without a GPU each thousand slows panning)"
+        )
+    elif drawn["drawn_edges"] < drawn["edges"]:
+        edges = (
+            f"the {drawn['drawn_edges']:,} transitions with the most flow of {drawn['edges']:,} (T at least "
+            f"{drawn['threshold']:.2g})"
+        )
+    else:
+        edges = f"all {drawn['edges']:,} transitions (T at least {drawn['threshold']:.2g})"
+    head = f"{drawn['clones']:,} clones and {edges} drawn. "
     if not drawn["by_module"]:
         return [head + "No Infomap run for this model yet, so the clones are grouped and coloured by character; "
                 "run Infomap to see its modules."]  # fmt: skip
