@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from app import ids, sessions
@@ -40,13 +41,16 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     n = graph_service.load_current(folder).n_states
     assert page.show_whole_graph(None, 2000, 1, 0, None, sid) == (page.no_update, page.no_update)  # not asked yet
     figure, note = page.show_whole_graph(1, 2000, 1, 0, None, sid)
-    edges, clones = figure.data
-    assert clones.type == "scattergl" and len(clones.x) == len(clones.y) == len(clones.customdata) == n
-    assert np.isfinite(np.array(clones.x, dtype=float)).all() and np.isfinite(np.array(clones.y, dtype=float)).all()
+    edges, clones = figure["data"]
+    go.Figure(figure)  # a valid Plotly figure
+    assert clones["type"] == "scattergl" and len(clones["x"]) == len(clones["y"]) == len(clones["customdata"]) == n
+    assert (
+        np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"], dtype=float)).all()
+    )
     top = {int(v): m["id"] for m in saved["modules"] if not m["parent"] for v in m["nodes"]}
-    assert [clones.customdata[v] for v in top] == list(top.values())  # the click's module: the clone's top module
+    assert [clones["customdata"][v] for v in top] == list(top.values())  # the click's module: the clone's top module
     for v, module in top.items():
-        assert clones.marker.color[v] == graph_service.module_colour(module)
+        assert clones["marker"]["color"][v] == graph_service.module_colour(module)
     drawn = whole_service.whole_graph(folder, 2000)
     leaves = [m for m in saved["modules"] if not m["children"]]
     assert any(m["parent"] for m in leaves)  # the test covers submodules
@@ -56,14 +60,14 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
         high = np.array([drawn["x"][nodes].max(), drawn["y"][nodes].max()])
         inside = (drawn["x"] >= low[0]) & (drawn["x"] <= high[0]) & (drawn["y"] >= low[1]) & (drawn["y"] <= high[1])
         assert set(np.flatnonzero(inside)) == set(nodes.tolist())
-    assert drawn["drawn_edges"] == min(2000, drawn["edges"]) and len(edges.x) == 3 * drawn["drawn_edges"]
+    assert drawn["drawn_edges"] == min(2000, drawn["edges"]) and len(edges["x"]) == 3 * drawn["drawn_edges"]
     flows = graph_service.api.model_graph(graph_service.load_current(folder), saved["threshold"]).edge_flow
     assert drawn["edges"] > 2000 and np.sort(flows)[-1] > 0
     text = str(note)
     assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
     assert "No Infomap run" not in text
     none, _ = page.show_whole_graph(1, 0, 1, 0, None, sid)
-    assert len(none.data[0].x) == 0 and len(none.data[1].x) == n
+    assert len(none["data"][0]["x"]) == 0 and len(none["data"][1]["x"]) == n
 
 
 def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
@@ -83,7 +87,7 @@ def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
     assert patch.to_plotly_json()["operations"][0]["params"]["value"] == sorted(module["nodes"])
     assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn
     figure, _ = page.show_whole_graph(1, 0, 1, 0, module["id"], sid)  # drawn with a module selected: it is marked
-    assert list(figure.data[1].selectedpoints) == sorted(module["nodes"])
+    assert figure["data"][1]["selectedpoints"] == sorted(module["nodes"])
 
 
 def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
@@ -96,15 +100,13 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
     assert graph_service.read_communities(folder) is None
     model = graph_service.load_current(folder)
     figure, note = page.show_whole_graph(1, 5000, 1, 0, None, sid)
-    clones = figure.data[1]
-    assert len(clones.x) == model.n_states and set(clones.customdata) == {""}
+    clones = figure["data"][1]
+    assert len(clones["x"]) == model.n_states and set(clones["customdata"]) == {""}
     assert "No Infomap run for this model yet" in str(note)
     symbols = np.repeat(np.arange(len(model.symbols)), model.layout.n_clones)
-    x = np.array(clones.x, dtype=float)
+    x = np.array(clones["x"], dtype=float)
     for s in range(len(model.symbols)):  # one cell per character: its clones' x range meets no other character's
         mine, others = x[symbols == s], x[symbols != s]
-        y, y_others = np.array(clones.y, dtype=float)[symbols == s], np.array(clones.y, dtype=float)[symbols != s]
-        overlap = (
-            (others >= mine.min()) & (others <= mine.max()) & (y_others >= y.min()) & (y_others <= y.max())
-        )
+        y, y_others = np.array(clones["y"], dtype=float)[symbols == s], np.array(clones["y"], dtype=float)[symbols != s]
+        overlap = (others >= mine.min()) & (others <= mine.max()) & (y_others >= y.min()) & (y_others <= y.max())
         assert not overlap.any()

@@ -56,49 +56,45 @@ def controls() -> html.Div:
     )
 
 
-def figure(drawn: dict[str, Any]) -> go.Figure:
+def figure(drawn: dict[str, Any]) -> dict[str, Any]:
     """The whole graph as two WebGL traces: the transitions (one line trace, gaps between segments) and the clones,
-    one point per clone in state order (the clones' trace is the last)."""
-    xs, ys = drawn["x"], drawn["y"]
+    one point per clone in state order (the clones' trace is the last). A plain dict: Plotly's figure objects took
+    1.3 s to validate 30,000 clones and 20,000 transitions."""
+    xs = [round(float(v), 5) for v in drawn["x"]]
+    ys = [round(float(v), 5) for v in drawn["y"]]
     ex: list[float | None] = []
     ey: list[float | None] = []
     for a, b in zip(drawn["edge_sources"].tolist(), drawn["edge_targets"].tolist(), strict=True):
-        ex += [round(float(xs[a]), 5), round(float(xs[b]), 5), None]
-        ey += [round(float(ys[a]), 5), round(float(ys[b]), 5), None]
-    edges = go.Scattergl(
-        x=ex, y=ey, mode="lines", hoverinfo="skip", line={"width": 0.6, "color": EDGE_COLOUR}, name="transitions"
-    )
-    clones = go.Scattergl(
-        x=[round(float(v), 5) for v in xs],
-        y=[round(float(v), 5) for v in ys],
-        mode="markers",
-        marker={"size": 5, "color": drawn["colours"], "line": {"width": 0}},
-        hovertext=drawn["hover"],
-        hoverinfo="text",
-        customdata=drawn["modules"],
-        unselected={"marker": {"opacity": 0.25}},
-        name="clones",
-    )
+        ex += [xs[a], xs[b], None]
+        ey += [ys[a], ys[b], None]
+    edges = {
+        "type": "scattergl", "x": ex, "y": ey, "mode": "lines", "hoverinfo": "skip", "name": "transitions",
+        "line": {"width": 0.6, "color": EDGE_COLOUR},
+    }  # fmt: skip
+    clones = {
+        "type": "scattergl", "x": xs, "y": ys, "mode": "markers", "name": "clones",
+        "marker": {"size": 5, "color": drawn["colours"], "line": {"width": 0}},
+        "hovertext": drawn["hover"], "hoverinfo": "text", "customdata": drawn["modules"],
+        "unselected": {"marker": {"opacity": 0.25}},
+    }  # fmt: skip
     annotations = [
         {"x": label["x"], "y": label["y"], "text": label["text"], "showarrow": False, "xanchor": "left",
          "yanchor": "top", "font": {"size": 11, "color": "#333"}, "bgcolor": "rgba(255,255,255,0.7)"}
         for label in drawn["labels"]
     ]  # fmt: skip
-    return go.Figure(
-        [edges, clones],
-        layout={
-            "height": HEIGHT,
-            "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-            "showlegend": False,
-            "dragmode": "pan",
-            "hovermode": "closest",
-            "xaxis": {"visible": False},
-            "yaxis": {"visible": False, "autorange": "reversed", "scaleanchor": "x"},
-            "plot_bgcolor": "#ffffff",
-            "annotations": annotations,
-            "uirevision": "whole-graph",
-        },
-    )
+    layout = {
+        "height": HEIGHT,
+        "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+        "showlegend": False,
+        "dragmode": "pan",
+        "hovermode": "closest",
+        "xaxis": {"visible": False},
+        "yaxis": {"visible": False, "autorange": "reversed", "scaleanchor": "x"},
+        "plot_bgcolor": "#ffffff",
+        "annotations": annotations,
+        "uirevision": "whole-graph",
+    }
+    return {"data": [edges, clones], "layout": layout}
 
 
 def note(drawn: dict[str, Any]) -> list[Any]:
@@ -152,7 +148,7 @@ def show_whole_graph(
         return no_update, ui.error_message(exc)
     shown = figure(drawn)
     if marked:
-        shown.data[-1].selectedpoints = marked
+        shown["data"][-1]["selectedpoints"] = marked
     return shown, note(drawn)
 
 
