@@ -151,6 +151,10 @@ COMMUNITIES_EDGE_TABLE_CSV = "communities-edge-table-csv"
 COMMUNITIES_URL = "communities-url"  # dcc.Location of the page: its view (run, module, level, ...) in the query string
 COMMUNITIES_VIEW_NOTE = "communities-view-note"  # what of a link's view could not be opened
 COMMUNITIES_RUN_SHOWN = "communities-run-shown"  # which Infomap run the page shows: the last or the one before
+COMMUNITIES_WHOLE_SHOW = "communities-whole-show"  # the button that draws the whole graph
+COMMUNITIES_WHOLE_EDGES = "communities-whole-edges"  # how many transitions the whole graph draws
+COMMUNITIES_WHOLE_GRAPH = "communities-whole-graph"  # dcc.Graph: every clone (Plotly Scattergl)
+COMMUNITIES_WHOLE_NOTE = "communities-whole-note"
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"

@@ -81,6 +81,7 @@ from engine.network.communities import (
 from engine.network.drawing import PALETTE, force_layout, module_colour
 from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
 from engine.network.export import FORMATS as EXPORT_FORMATS
+from engine.network.packing import PackedLayout, packed_layout
 from engine.peers.learners import (
     ITERATIONS_OPTION,
     LEARNERS,
@@ -136,8 +137,9 @@ __all__ = [  # fmt: skip
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MapOptions", "MAX_RESTARTS", "model_communities", "model_graph", "ModelFormatError", "module_colour",
     "module_links", "ModuleNotFoundInResult", "ngram_beside", "node_flows", "NORMALISATIONS", "on_host",
-    "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PALETTE", "parse_room", "parse_walk", "place_field",
-    "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback", "prune_model", "prune_sweep_text",
+    "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout", "packed_layout", "PALETTE",
+    "parse_room", "parse_walk", "place_field", "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback",
+    "prune_model", "prune_sweep_text",
     "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",
     "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "restore_communities",
     "RESTART_MEMORY",

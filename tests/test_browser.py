@@ -663,6 +663,67 @@ CHESTERTON = (  # The Innocence of Father Brown (public domain)
 )
 
 
+WHOLE_GRAPH_POINT = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot'), clones = gd.data[1], fl = gd._fullLayout;
+const i = arguments[1], box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+return [fl._size.l + fl.xaxis.l2p(clones.x[i]) + gd.getBoundingClientRect().left - box.left,
+        fl._size.t + fl.yaxis.l2p(clones.y[i]) + gd.getBoundingClientRect().top - box.top];
+"""
+MOUSE = """
+const gd = document.querySelector(arguments[0] + ' .js-plotly-plot'), layer = gd.querySelector('.nsewdrag');
+const box = layer.getBoundingClientRect(), at = {clientX: box.left + arguments[2], clientY: box.top + arguments[3]};
+for (const type of arguments[1]) {
+  const target = type === 'mouseup' ? document : layer;
+  target.dispatchEvent(new MouseEvent(type, Object.assign({bubbles: true, cancelable: true, buttons: 1}, at)));
+}
+return 1;
+"""
+
+
+def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
+    browser: DashComposite, data_dir: Path, screenshot: Callable
+) -> None:
+    """Issue 47, item 2: after an Infomap run the whole graph, drawn when asked, has one WebGL point per clone of the
+    model; hovering a clone names its module, clicking it opens the module below and keeps its clones bright."""
+    from app.services import graphs as graph_service
+
+    run_infomap(browser)
+    view = f"#{ids.COMMUNITIES_WHOLE_GRAPH}"
+    assert graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH) == []  # nothing drawn until asked
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_SHOW}").click()
+    folder = session_folder(browser, data_dir)
+    n = graph_service.load_current(folder).n_states
+    saved = graph_service.read_communities(folder)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and no transition", timeout=30)
+    points = wait_until(lambda: graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH), 15, "the whole graph is empty")
+    assert points == [0, n] and n == 600  # every clone a point; no transition at first (level of detail)
+    screenshot(browser, "whole-graph", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", "the 2,000 with the most flow")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions")
+    assert graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH) == [3 * 2000, n]  # two ends and a gap each
+    types = browser.driver.execute_script(
+        "return document.querySelector(arguments[0] + ' .js-plotly-plot').data.map(t => t.type);", view
+    )
+    assert types == ["scattergl", "scattergl"] and browser.find_elements(f"{view} canvas")  # drawn with WebGL
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    clone = module["nodes"][0]
+    x, y = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
+    browser.driver.execute_script(MOUSE, view, ["mousemove"], x, y)
+    wait_until(
+        lambda: f"module {module['id']}" in browser.find_element(f"{view} .hoverlayer").text,
+        10,
+        lambda: f"no hover label of clone {clone}: {browser.find_element(f'{view} .hoverlayer').text!r}",
+    )
+    browser.driver.execute_script(MOUSE, view, ["mousedown", "mouseup"], x, y)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{module['id']}:")  # the Module card opened it
+    selected = "return document.querySelector(arguments[0] + ' .js-plotly-plot').data[1].selectedpoints || [];"
+    wait_until(
+        lambda: sorted(browser.driver.execute_script(selected, view)) == sorted(module["nodes"]),
+        10,
+        "the clicked clone's module is not marked in the whole graph",
+    )
+
+
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:
     open_page(browser, "/generate")
     prefix_box = browser.find_element(f"#{ids.SAMPLE_PREFIX}")

@@ -23,7 +23,14 @@ import dash_cytoscape as cyto
 from dash import dcc, html
 
 from app import figures, grids, ids, ui
-from app.pages.community import module_card, module_map, overviews, runs, view  # the callbacks, by what they hold
+from app.pages.community import (  # the page's callbacks, by what they hold
+    module_card,
+    module_map,
+    overviews,
+    runs,
+    view,
+    whole_graph,
+)
 from app.pages.community.look import (
     BOUNDARY_COLOURS,
     BOUNDARY_SHARE,
@@ -176,6 +183,15 @@ def layout(**query: Any) -> html.Div:
                     "spends there), colours as in the table. Arrows: flow from module to module, width by flow. Click "
                     "a module to open it below; one with submodules opens them with “Open its submodules”.",
                 ),
+            ),
+            ui.card(
+                "The whole graph",
+                html.Div(
+                    "Every clone of the model at once, placed by its modules (drawn with WebGL, when asked: a large "
+                    "model takes a few seconds).",
+                    className="hint",
+                ),
+                whole_graph.controls(),
             ),
             ui.card(
                 "Modules",
@@ -382,5 +398,5 @@ def layout(**query: Any) -> html.Div:
 
 __all__ = [
     "BOUNDARY_COLOURS", "BOUNDARY_SHARE", "MAPPED_COLUMNS", "MAPPED_OPTIONS", "NODE_SIZES", "graph_controls", "layout",
-    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module", "view",
+    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module", "view", "whole_graph",
 ]  # fmt: skip

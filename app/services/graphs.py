@@ -376,7 +376,8 @@ def module_colour(module_id: str) -> str:
     return api.module_colour(int(str(module_id).split(":")[-1]))
 
 
-def _colour(char: str) -> str:
+def char_colour(char: str) -> str:
+    """The colour of a character's clones in the subgraph and the whole graph (a palette entry by its code)."""
     return api.PALETTE[sum(ord(c) for c in char) % len(api.PALETTE)]
 
 
@@ -586,7 +587,7 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
             x, y = positions[data["id"]]
             element["position"] = {"x": round(float(x) * 300, 2), "y": round(float(y) * 300, 2)}
             data["char"] = visible(data["char"])
-            data["colour"] = _colour(data["char"])
+            data["colour"] = char_colour(data["char"])
             node = int(data["state"])
             data["degree"] = int(degree[node])
             data["module"] = deepest.get(node, "")

@@ -141,6 +141,7 @@ def _picked(
     Input(ids.COMMUNITIES_EDGE_MIN, "value"),
     Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.COMMUNITIES_WHOLE_GRAPH, "clickData"),
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
@@ -156,6 +157,7 @@ def navigate(
     threshold: Any,
     layout: str | None,
     _version: Any,
+    clicked: dict[str, Any] | None,
     selected: str | None,
     level: str | None,
     session_id: str | None,
@@ -180,6 +182,12 @@ def navigate(
         view = now | {"run": graph_service.CURRENT_RUN, "module": None, "level": ""}
     elif trigger == ids.COMMUNITIES_RUN_SHOWN:  # the other run: its modules are others
         view = now | {"module": None, "level": ""}
+    elif trigger == ids.COMMUNITIES_WHOLE_GRAPH:  # a clone clicked in the whole graph: its top module
+        points = (clicked or {}).get("points") or [{}]
+        module = points[0].get("customdata")
+        if not isinstance(module, str) or not module:
+            return (no_update,) * 8
+        view = now | {"module": module, "level": ""}
     else:
         view = _picked(trigger, now, table_rows, tapped, (path, crumbs), drill)
         if view is None or (trigger == ids.COMMUNITIES_TABLE and view == now):

@@ -1,0 +1,137 @@
+"""The Communities page's whole-graph view: every clone of the current model placed by its modules (the last Infomap
+run's tree, :func:`engine.api.packed_layout`), coloured by top module, with the transitions of most flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.services import graphs as graph_service
+from app.services import visible
+from app.services.models import load_current
+from engine import api
+
+EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
+"""How many transitions the view may draw (the most flow first)."""
+
+DEFAULT_EDGES = 0
+"""None at first: in a browser that draws WebGL without a GPU, 2,000 transitions cut panning 5,000 clones from 8.9
+to 1.9 frames a second (bench/bench_whole_graph.py, bench/RESULTS.md); with a GPU they cost little."""
+ASPECT = 1.6
+"""Width over height of the packed layout (the view is wider than tall)."""
+
+LABELLED_MODULES = 12
+"""The top modules with the most flow whose names are written on the view."""
+
+OUTSIDE = "#bbbbbb"
+"""The colour of clones in no module (no transition above the threshold: Infomap never saw them)."""
+
+
+def _module_tree(saved: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """(parents, weights, members, modules) of a saved Infomap run for :func:`engine.api.packed_layout`: modules in
+    the saved order, each clone's leaf module (-1: in none), weights the modules' clone counts."""
+    modules = saved["modules"]
+    index = {m["id"]: i for i, m in enumerate(modules)}
+    parents = np.array([index.get(m.get("parent") or "", -1) for m in modules], dtype=np.int64)
+    weights = np.array([max(1, int(m["size"])) for m in modules], dtype=np.float64)
+    members = np.full(n, -1, dtype=np.int64)
+    for i, module in enumerate(modules):
+        if not module.get("children"):
+            nodes = np.asarray(module["nodes"], dtype=np.int64)
+            members[nodes[nodes < n]] = i
+    return parents, weights, members, modules
+
+
+def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """The same tree with one module per symbol (no Infomap run yet): clones grouped by the character they emit."""
+    symbols = graph.symbols
+    counts = np.bincount(graph.clone_symbol, minlength=len(symbols))
+    modules = [
+        {"id": "", "name": visible(s), "flow": float(graph.flow[graph.clone_symbol == k].sum()), "size": int(c)}
+        for k, (s, c) in enumerate(zip(symbols, counts, strict=True))
+    ]
+    weights = np.maximum(counts, 1).astype(np.float64)
+    return np.full(len(symbols), -1, dtype=np.int64), weights, graph.clone_symbol.astype(np.int64), modules
+
+
+def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
+    """Every clone of the session's current model with its position (in [0, 1.6] x [0, 1], y downwards), colour,
+    hover text and top module (the click's module; "" for a clone in no module), and the ``max_edges`` transitions
+    of most flow as segment ends: laid out and coloured by the last Infomap run's modules, or, with none for this
+    model, grouped and coloured by character (``by_module`` False). Also the counts the page states and the labels
+    of the :data:`LABELLED_MODULES` top modules with the most flow."""
+    try:
+        limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
+    except (TypeError, ValueError):
+        limit = DEFAULT_EDGES
+    saved = graph_service.read_communities(folder)
+    model = load_current(folder)
+    graph = api.model_graph(model, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    n = graph.n_states
+    parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
+    layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
+    labels = [graph.label(v) for v in range(n)]
+    if saved:
+        tops = [modules[_top(parents, int(m))] if m >= 0 else None for m in members]
+        top_ids = [t["id"] if t else "" for t in tops]
+        colours = [graph_service.module_colour(t) if t else OUTSIDE for t in top_ids]
+        hover = [
+            f"{labels[v]} · module {modules[members[v]]['id']} (top: {top_ids[v]} {tops[v]['name']})"
+            if tops[v]
+            else f"{labels[v]} · in no module (no transition above the threshold)"
+            for v in range(n)
+        ]
+    else:
+        top_ids = [""] * n
+        colours = [graph_service.char_colour(graph.char(v)) for v in range(n)]
+        hover = [f"{labels[v]} · character {visible(graph.char(v))}" for v in range(n)]
+    sources, targets = graph.edges()
+    loops = sources == targets
+    order = np.flatnonzero(~loops)[np.argsort(-graph.edge_flow[~loops], kind="stable")][:limit]
+    ranked = sorted(
+        (i for i in range(len(modules)) if parents[i] < 0), key=lambda i: -float(modules[i].get("flow", 0.0))
+    )
+    module_labels = [
+        {
+            "text": f"{modules[i]['id']} {modules[i]['name']}".strip(),
+            "x": float(layout.cells[i, 0]),
+            "y": float(layout.cells[i, 1]),
+        }
+        for i in ranked[:LABELLED_MODULES]
+    ]
+    return {
+        "x": layout.positions[:, 0],
+        "y": layout.positions[:, 1],
+        "colours": colours,
+        "hover": hover,
+        "modules": top_ids,
+        "edge_sources": sources[order],
+        "edge_targets": targets[order],
+        "clones": n,
+        "edges": int(np.sum(~loops)),
+        "drawn_edges": len(order),
+        "by_module": saved is not None,
+        "top_modules": int(np.sum(parents < 0)),
+        "outside": int(np.sum(members < 0)),
+        "threshold": saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD,
+        "labels": module_labels,
+    }
+
+
+def _top(parents: np.ndarray, module: int) -> int:
+    """The top module above ``module`` (itself when it is one)."""
+    while parents[module] >= 0:
+        module = int(parents[module])
+    return module
+
+
+def module_clones(folder: Path, module_id: Any) -> list[int]:
+    """The clones of a module of the last Infomap run (the whole graph's points to mark), [] for none or no run."""
+    saved = graph_service.read_communities(folder)
+    key = str(module_id or "").strip()
+    if saved is None or not key:
+        return []
+    module = next((m for m in saved["modules"] if m["id"] == key), None)
+    return sorted(int(v) for v in module["nodes"]) if module else []

@@ -1,0 +1,114 @@
+"""The Communities page's whole graph (app/services/whole_graph.py, app/pages/community/whole_graph.py), called
+directly: every clone a point placed in its module's cell and coloured by its top module, the transitions of most
+flow, a click that opens the clone's module, and a model without an Infomap run grouped by character."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from app import ids, sessions
+from app.services import graphs as graph_service
+from app.services import pruning as prune_service
+from app.services import whole_graph as whole_service
+
+
+@pytest.fixture(autouse=True)
+def _isolated(data_dir: Path) -> Path:
+    """Every test in its own data folder."""
+    return data_dir
+
+
+def triggered(component: str, prop: str, value: Any) -> None:
+    """Make the next direct call of a callback see ``component.prop`` as its trigger (as Dash's renderer says)."""
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+
+    context_value.set(AttributeDict(triggered_inputs=[{"prop_id": f"{component}.{prop}", "value": value}]))
+
+
+def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module() -> None:
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # multilevel: submodules
+    n = graph_service.load_current(folder).n_states
+    assert page.show_whole_graph(None, 2000, 1, 0, None, sid) == (page.no_update, page.no_update)  # not asked yet
+    figure, note = page.show_whole_graph(1, 2000, 1, 0, None, sid)
+    edges, clones = figure["data"]
+    go.Figure(figure)  # a valid Plotly figure
+    assert clones["type"] == "scattergl" and len(clones["x"]) == len(clones["y"]) == len(clones["customdata"]) == n
+    assert (
+        np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"], dtype=float)).all()
+    )
+    top = {int(v): m["id"] for m in saved["modules"] if not m["parent"] for v in m["nodes"]}
+    assert [clones["customdata"][v] for v in top] == list(top.values())  # the click's module: the clone's top module
+    for v, module in top.items():
+        assert clones["marker"]["color"][v] == graph_service.module_colour(module)
+    drawn = whole_service.whole_graph(folder, 2000)
+    leaves = [m for m in saved["modules"] if not m["children"]]
+    assert any(m["parent"] for m in leaves)  # the test covers submodules
+    for module in leaves:  # the clones of a leaf module lie together: in a box that holds no other module's clone
+        nodes = np.array(module["nodes"])
+        low = np.array([drawn["x"][nodes].min(), drawn["y"][nodes].min()])
+        high = np.array([drawn["x"][nodes].max(), drawn["y"][nodes].max()])
+        inside = (drawn["x"] >= low[0]) & (drawn["x"] <= high[0]) & (drawn["y"] >= low[1]) & (drawn["y"] <= high[1])
+        assert set(np.flatnonzero(inside)) == set(nodes.tolist())
+    assert drawn["drawn_edges"] == min(2000, drawn["edges"]) and len(edges["x"]) == 3 * drawn["drawn_edges"]
+    flows = graph_service.api.model_graph(graph_service.load_current(folder), saved["threshold"]).edge_flow
+    assert drawn["edges"] > 2000 and np.sort(flows)[-1] > 0
+    text = str(note)
+    assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
+    assert "No Infomap run" not in text
+    none, _ = page.show_whole_graph(1, 0, 1, 0, None, sid)
+    assert len(none["data"][0]["x"]) == 0 and len(none["data"][1]["x"]) == n
+
+
+def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
+    from test_app_views import navigate
+
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import view
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.read_communities(folder)  # the sample model's bundled run
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    clone = module["nodes"][0]
+    click = {"points": [{"curveNumber": 1, "pointIndex": clone, "customdata": module["id"]}]}
+    out = navigate(view, f"{ids.COMMUNITIES_WHOLE_GRAPH}.clickData", clicked=click, session_id=sid)
+    assert out["selected"] == module["id"] and out["search"] == f"?module={module['id']}"
+    patch = page.mark_module(module["id"], 1, sid)
+    assert patch.to_plotly_json()["operations"][0]["params"]["value"] == sorted(module["nodes"])
+    assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn
+    figure, _ = page.show_whole_graph(1, 0, 1, 0, module["id"], sid)  # drawn with a module selected: it is marked
+    assert figure["data"][1]["selectedpoints"] == sorted(module["nodes"])
+
+
+def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    prune_service.apply_prune(folder, -2)  # a new current model: no run for it
+    assert graph_service.read_communities(folder) is None
+    model = graph_service.load_current(folder)
+    figure, note = page.show_whole_graph(1, 5000, 1, 0, None, sid)
+    clones = figure["data"][1]
+    assert len(clones["x"]) == model.n_states and set(clones["customdata"]) == {""}
+    assert "No Infomap run for this model yet" in str(note)
+    symbols = np.repeat(np.arange(len(model.symbols)), model.layout.n_clones)
+    x = np.array(clones["x"], dtype=float)
+    for s in range(len(model.symbols)):  # one cell per character: its clones' x range meets no other character's
+        mine, others = x[symbols == s], x[symbols != s]
+        y, y_others = np.array(clones["y"], dtype=float)[symbols == s], np.array(clones["y"], dtype=float)[symbols != s]
+        overlap = (others >= mine.min()) & (others <= mine.max()) & (y_others >= y.min()) & (y_others <= y.max())
+        assert not overlap.any()
