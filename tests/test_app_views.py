@@ -90,7 +90,8 @@ def navigate(view: Any, trigger: str | None, **values: Any) -> dict[str, Any]:
     the page's ``values`` (by argument name; the rest at the page's defaults); its outputs by name."""
     arguments = {
         "search": "", "table_rows": [], "tapped": None, "path": [], "crumbs": [], "drill": None, "run": "current",
-        "threshold": 0, "layout": "preset", "_version": 0, "clicked": None, "selected": None, "level": "", "session_id": None,
+        "threshold": 0, "layout": "preset", "_version": 0, "clicked": None, "selected": None, "level": "",
+        "session_id": None,
     } | values  # fmt: skip
     triggered = [{"prop_id": trigger, "value": None}] if trigger else []  # the initial call: none
 
