@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from app import sessions
 from app.services import graphs as graph_service
-from app.services import visible
-from app.services.models import load_current
+from app.services import kept, visible
 from engine import api
 
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
@@ -67,8 +67,14 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
     except (TypeError, ValueError):
         limit = DEFAULT_EDGES
     saved = graph_service.read_communities(folder)
-    model = load_current(folder)
-    graph = api.model_graph(model, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    files = [folder / graph_service.COMMUNITIES] if saved else []
+    files.append(sessions.current_model_path(folder))
+    return kept.kept(("whole graph", limit), files, lambda: _whole_graph(folder, saved, limit))
+
+
+def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict[str, Any]:
+    """:func:`whole_graph` computed (``saved``: the run, None without one)."""
+    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
     layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
