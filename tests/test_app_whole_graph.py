@@ -5,7 +5,6 @@ flow, a click that opens the clone's module, and a model without an Infomap run 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,14 +20,6 @@ from app.services import whole_graph as whole_service
 def _isolated(data_dir: Path) -> Path:
     """Every test in its own data folder."""
     return data_dir
-
-
-def triggered(component: str, prop: str, value: Any) -> None:
-    """Make the next direct call of a callback see ``component.prop`` as its trigger (as Dash's renderer says)."""
-    from dash._callback_context import context_value
-    from dash._utils import AttributeDict
-
-    context_value.set(AttributeDict(triggered_inputs=[{"prop_id": f"{component}.{prop}", "value": value}]))
 
 
 def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module() -> None:
