@@ -600,7 +600,7 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", path_modules[0].text.split(" ")[0] + ":")
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.nodes().length;"), 10, "no subgraph")
     assert wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, red), 10, "no clone of the path marked")
-    screenshot(browser, "word-search", max_height=1300, start=f"#{ids.COMMUNITIES_SEARCH}")
+    screenshot(browser, "word-search", max_height=950, start=f"#{ids.COMMUNITIES_SEARCH}")
     # another Infomap run: the path's module links follow it (issue 35, defect 5: "46 captain" opened "Module 46:
     # under" after a new run)
     before = [b.text for b in browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")]
