@@ -128,6 +128,7 @@ COMMUNITIES_INSPECT = "communities-inspect"
 COMMUNITIES_PATH_MODULE = "communities-path-module"  # pattern-matching type of the path's module buttons
 COMMUNITIES_HIERARCHY = "communities-hierarchy"
 COMMUNITIES_GRAPH_LAYOUT = "communities-graph-layout"
+COMMUNITIES_LAYOUT_KEPT = "communities-layout-kept"  # dcc.Store (local): the subgraph layout chosen last
 COMMUNITIES_EDGE_MIN = "communities-edge-min"
 COMMUNITIES_NODE_SIZE = "communities-node-size"
 COMMUNITIES_NODE_COLOUR = "communities-node-colour"

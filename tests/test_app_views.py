@@ -91,7 +91,7 @@ def navigate(view: Any, trigger: str | None, **values: Any) -> dict[str, Any]:
     arguments = {
         "search": "", "table_rows": [], "tapped": None, "path": [], "crumbs": [], "drill": None, "run": "current",
         "threshold": 0, "layout": "preset", "_version": 0, "clicked": None, "selected": None, "level": "",
-        "session_id": None,
+        "session_id": None, "kept_layout": None,
     } | values  # fmt: skip
     triggered = [{"prop_id": trigger, "value": None}] if trigger else []  # the initial call: none
 
@@ -185,3 +185,17 @@ def test_no_two_callbacks_form_a_loop(pages: Any) -> None:
     for node in range(len(callbacks)):
         if not state.get(node):
             visit(node, [])
+
+
+def test_the_layout_chosen_last_comes_back(data_dir: Path) -> None:
+    """Issue 47: the subgraph's layout went back to "preset" whenever the page was opened from the navigation bar
+    (its link carries no view). The choice is kept in the browser and opens again, unless a link names another."""
+    from app.pages.community import view
+
+    sid = sessions.new_session_id()
+    sessions.session_folder(sid)
+    assert view.keep_layout("circle") == "circle" and view.keep_layout("zigzag") is view.no_update
+    assert navigate(view, None, search="", kept_layout="circle", session_id=sid)["layout"] == "circle"
+    linked = navigate(view, None, search="?layout=concentric", kept_layout="circle", session_id=sid)
+    assert linked["layout"] == "concentric"
+    assert navigate(view, None, search="", kept_layout="zigzag", session_id=sid)["layout"] is view.no_update

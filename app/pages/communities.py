@@ -71,6 +71,7 @@ def layout(**query: Any) -> html.Div:
         [
             # refresh=False: writing the view here adds an entry to the browser's history, and reloads nothing
             dcc.Location(id=ids.COMMUNITIES_URL, refresh=False, search=f"?{urlencode(asked)}" if asked else ""),
+            dcc.Store(id=ids.COMMUNITIES_LAYOUT_KEPT, storage_type="local"),
             html.H2("Communities (Infomap)"),
             html.P(
                 "Infomap groups the clone graph's clones into modules where the flow of text stays for long (the map "

@@ -145,6 +145,7 @@ def _picked(
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
+    State(ids.COMMUNITIES_LAYOUT_KEPT, "data"),
 )
 def navigate(
     search: str | None,
@@ -161,6 +162,7 @@ def navigate(
     selected: str | None,
     level: str | None,
     session_id: str | None,
+    kept_layout: str | None = None,
 ) -> tuple[Any, ...]:
     """The page's view: from the URL when the page opens or the browser goes back or forward (checked against the
     session's run, a note for what is left out), else from what the user did, written to the URL (a new entry of
@@ -176,6 +178,8 @@ def navigate(
     note: Any = no_update
     if trigger is None or trigger == ids.COMMUNITIES_URL:  # the page opened, or Back / Forward
         asked, problems = parse_view(search)
+        if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:
+            asked["layout"] = kept_layout  # the layout chosen last comes back (issue 47) where a link names none
         view, more = checked_view(asked, session_id)
         note = ui.message(" ".join(problems + more)) if problems or more else None
     elif trigger == ids.COMMUNITIES_VERSION:  # a new run: its top level, nothing open
@@ -208,3 +212,14 @@ def navigate(
     from_url = trigger is None or trigger == ids.COMMUNITIES_URL
     outputs.append(written if not from_url and written != (search or "") else no_update)
     return (*outputs, note)
+
+
+@callback(
+    Output(ids.COMMUNITIES_LAYOUT_KEPT, "data"),
+    Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
+    prevent_initial_call=True,
+)
+def keep_layout(layout: str | None) -> Any:
+    """The subgraph's layout as the user left it, kept in the browser, so that it comes back when the page is
+    opened again (from the navigation bar, whose link carries no view)."""
+    return layout if layout in GRAPH_LAYOUTS else no_update
