@@ -171,3 +171,16 @@ def test_a_link_opens_its_view(browser: Any, data_dir: Path) -> None:
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_VIEW_NOTE}", "layout 'zigzag'")
     wait_for_module(browser, None)
     assert browser.find_element(f"#{ids.COMMUNITIES_EDGE_MIN}").get_attribute("value") == "0.2"
+
+
+def test_the_layout_chosen_last_comes_back(browser: Any, data_dir: Path) -> None:
+    """Issue 47: the subgraph's layout went back to the server's whenever the page was opened from the navigation
+    bar (its link carries no view); the choice comes back now."""
+    open_page(browser, "/communities")
+    browser.driver.get(f"{browser.server_url}/communities?layout=circle")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular")
+    wait_idle(browser)
+    open_page(browser, "/export")
+    open_page(browser, "/communities")
+    assert search_of(browser) in ("", "?layout=circle")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular")
