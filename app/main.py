@@ -216,7 +216,7 @@ def show_model_badge(session_id: str | None, _version: Any) -> str:
         return services.describe_error(exc)
     if summary is None:
         return "no model yet"
-    name = str(summary.get("corpus") or "").replace("\\", "/").rsplit("/", 1)[-1]  # a path's last part (--model)
+    name = services.file_name(summary.get("corpus"))  # a path's last part (a model opened with --model)
     corpus = f" · {name}" if name else ""
     pruned = summary.get("pruned") or {}
     if pruned:

@@ -56,6 +56,12 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 DISK_FULL = "The server's disk is full, so nothing was saved and nothing changed; try again later."
 
 
+def file_name(path: object) -> str:
+    """The last part of a path as a model's metadata records it (either slash; "" for none): the corpus's file name,
+    never the folder it lay in on another machine."""
+    return str(path or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def _user_name(match: re.Match[str]) -> str:
     path = match.group(0).rstrip("/")
     name = path.rsplit("/", 1)[-1]

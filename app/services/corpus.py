@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from app.services import UserError, format_bytes, kept, visible
+from app.services import UserError, file_name, format_bytes, kept, visible
 from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
@@ -214,7 +214,7 @@ def _trained_on_session_corpus(folder: Path, model: Any, info: CorpusInfo) -> bo
         path = folder / sessions.CORPUS
         return kept.kept(("fingerprint",), [path], lambda: api.corpus_fingerprint(read_corpus(folder)[0])) == wanted
     trained_on = model.metadata.get("corpus")
-    return isinstance(trained_on, str) and trained_on.replace("\\", "/").rsplit("/", 1)[-1] == info.name
+    return isinstance(trained_on, str) and file_name(trained_on) == info.name
 
 
 def reference_corpus(folder: Path, model: Any) -> str | None:

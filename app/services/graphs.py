@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,10 @@ MAP_MAX_MODULES = 3_000
 """The module map draws at most this many modules of a level (most flow first) and four links per module."""
 
 
-def shown_run(folder: Path) -> tuple[Any, str] | None:
-    """The Infomap run the Communities page shows (the session's last, of the current model) as an engine result
-    on its clone graph, and a sentence saying which run it is; None when there is none."""
-    saved = read_communities(folder)
-    if saved is None:
-        return None
+def shown_run(folder: Path, saved: dict[str, Any]) -> Any:
+    """The Infomap run the Communities page shows (``saved``: the session's last, of the current model) as an engine
+    result on its clone graph (:func:`engine.api.restore_communities`, kept per version of the run's file), its
+    ``origin`` saying which run it is."""
     finished = saved.get("finished") or (folder / COMMUNITIES).stat().st_mtime
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(finished)))
     origin = (
@@ -83,8 +82,7 @@ def shown_run(folder: Path) -> tuple[Any, str] | None:
     )
     graph = session_graph(folder, saved["threshold"])
     path = folder / COMMUNITIES
-    result = kept.kept(("restored",), [path], lambda: api.restore_communities(graph, saved, origin))
-    return result, origin
+    return kept.kept(("restored",), [path], lambda: api.restore_communities(graph, saved, origin))
 
 
 def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = None) -> tuple[Path, str, str]:
@@ -95,13 +93,13 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
     the name the browser saves it under and a one-line description."""
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"Choose an export format: one of {', '.join(EXPORT_FORMATS)}.")
-    shown = shown_run(folder)
     saved = read_communities(folder)
     if threshold is None or not str(threshold).strip():
         cut = saved["threshold"] if saved is not None else api.DEFAULT_PRUNE_THRESHOLD
     else:
         cut = parse_threshold(threshold)
     same = saved is not None and abs(saved["threshold"] - cut) <= 1e-12 * cut
+    shown = shown_run(folder, saved) if same else None  # restored only to be exported
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
     model = view_model(folder)
@@ -123,12 +121,12 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
             threshold=cut,
             options=None if saved is None else api.CommunityOptions(**saved["options"]),
             corpus_text=None if same else reference_corpus(folder, model),
-            communities=shown[0] if same and shown is not None else None,
+            communities=shown,
         )
     except api.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     what = "the whole clone graph" if module_id is None else f"module {module_id}"
-    if same and shown is not None:
+    if shown is not None:
         modules = "the modules on the Communities page"
     elif saved is None:
         modules = "modules of an Infomap run made for this export (no run on the Communities page yet)"
@@ -305,6 +303,14 @@ def run_file(folder: Path, run: str = "current") -> Path:
     return folder / (PREVIOUS_COMMUNITIES if run == PREVIOUS_RUN else COMMUNITIES)
 
 
+def kept_of_run(folder: Path, run: str, what: tuple[Any, ...], compute: Callable[[], Any], model: bool = True) -> Any:
+    """``compute()`` of the session's community run ``run`` (a UserError saying why when there is none), kept per
+    version of the run's file and, with ``model``, of the current model's (:mod:`app.services.kept`)."""
+    read_run(folder, run)
+    files = [run_file(folder, run), *([sessions.current_model_path(folder)] if model else [])]
+    return kept.kept(what, files, compute)
+
+
 def deepest_modules(folder: Path, saved: dict[str, Any], run: str = "current") -> dict[int, str]:
     """Clone -> the id of the deepest module of the session's community run ``saved`` (``run``) that holds it
     (kept per version of the run's file)."""
@@ -428,9 +434,7 @@ MAX_BETWEENNESS_NODES = 2_000
 def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
     """:func:`computed_graph_tables`, computed once per version of the run's and the model's files and kept."""
     key = "" if module_id in (None, "") else str(module_id).strip()
-    files = [run_file(folder, run), sessions.current_model_path(folder)]
-    read_run(folder, run)  # says why there is none
-    return kept.kept(("tables", key), files, lambda: computed_graph_tables(folder, key, run))
+    return kept_of_run(folder, run, ("tables", key), lambda: computed_graph_tables(folder, key, run))
 
 
 def computed_graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
@@ -544,9 +548,7 @@ def _incoming_shares(graph: Any) -> Any:
 def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
     """:func:`computed_module_detail`, computed once per version of the run's and the model's files and kept."""
     key = str(module_id).strip() if module_id is not None else ""
-    files = [run_file(folder, run), sessions.current_model_path(folder)]
-    read_run(folder, run)  # says why there is none
-    return kept.kept(("detail", key, seed), files, lambda: computed_module_detail(folder, key, seed, run))
+    return kept_of_run(folder, run, ("detail", key, seed), lambda: computed_module_detail(folder, key, seed, run))
 
 
 def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from app.services.graphs import (
     COMMUNITIES,
     CURRENT_RUN,
     MAP_MAX_MODULES,
+    kept_of_run,
     module_colour,
     read_communities,
     read_run,
-    run_file,
     session_graph,
 )
 
@@ -39,11 +39,8 @@ def map_limit(value: Any) -> int:
 def module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT, run: str = CURRENT_RUN) -> dict[str, Any]:
     """:func:`drawn_module_map`, drawn once per version of the session's run ``run``, level and limit, and kept
     (shared: never changed)."""
-    read_run(folder, run)  # says why there is none
     parent, count = str(parent or ""), map_limit(limit)
-    return kept.kept(
-        ("map", parent, count), [run_file(folder, run)], lambda: drawn_module_map(folder, parent, count, run)
-    )
+    return kept_of_run(folder, run, ("map", parent, count), lambda: drawn_module_map(folder, parent, count, run), False)
 
 
 def drawn_module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT, run: str = CURRENT_RUN) -> dict[str, Any]:

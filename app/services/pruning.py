@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
-from app.services import UserError, describe_error, parse_threshold
+from app.services import UserError, describe_error, file_name, parse_threshold
 from app.services.corpus import corpus_info, read_corpus
 from app.services.models import load_current
 from engine import api
@@ -53,7 +53,7 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
         corpus_text = given if isinstance(given, str) else "\n\n".join(d.text for d in given)
     model = load_current(folder) if model is None else model
     if info is None:
-        trained_on = str(model.metadata.get("corpus") or "").replace("\\", "/").rsplit("/", 1)[-1]
+        trained_on = file_name(model.metadata.get("corpus"))
         if trained_on != config.SAMPLE_CORPUS.name or not config.SAMPLE_CORPUS.is_file():
             # the sample corpus is not this model's text (issue 47: a model opened with --model was scored on it)
             what = f"its training text ({trained_on})" if trained_on else "a text like its training text"
