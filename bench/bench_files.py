@@ -2,7 +2,7 @@
 worktree of the commit before a redesign), must write the same model files: every array to the bit, and the JSON
 header equal but for the time stamp (``created``) and the measured seconds. A walk file must be the same bytes.
 
-    git worktree add ../before <commit> && python bench/bench_files.py --against ../before
+    git worktree add ../before <commit> && python bench/bench_files.py --against ../before [--added KEY]
 
 Prints one row per file member and exits 1 when anything differs. The commands cover the dense CPU engine (batch
 and online EM with restarts), the GPU engine's code on its NumPy twins (gpu-sim), pruning, and cognitive maps (a
@@ -73,8 +73,24 @@ def without_timings(value: Any) -> Any:
     return value
 
 
-def compare(ours: Path, theirs: Path) -> list[tuple[str, str, bool]]:
-    """(file, member, same) for every member of every file the two runs wrote."""
+def without_new(mine: Any, theirs: Any, added: frozenset[str], found: set[str]) -> Any:
+    """``mine`` less the keys of ``added`` that ``theirs`` lacks at the same place, at any depth (noted in
+    ``found``)."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        kept = {}
+        for key, value in mine.items():
+            if key in added and key not in theirs:
+                found.add(key)
+                continue
+            kept[key] = without_new(value, theirs.get(key), added, found)
+        return kept
+    return mine
+
+
+def compare(ours: Path, theirs: Path, added: frozenset[str] = frozenset()) -> list[tuple[str, str, bool]]:
+    """(file, member, same) for every member of every file the two runs wrote; header keys in ``added`` (keys this
+    checkout writes and the other does not know, e.g. ``corpus_sha256``) are left out of the header's comparison
+    where only our header has them."""
     rows = []
     for mine in sorted(ours.iterdir()):
         other = theirs / mine.name
@@ -86,8 +102,11 @@ def compare(ours: Path, theirs: Path) -> list[tuple[str, str, bool]]:
             if member not in a.files or member not in b.files:
                 rows.append((mine.name, member, False))
             elif member == "header_json":
-                same = without_timings(_header(a)) == without_timings(_header(b))
-                rows.append((mine.name, "header (less timings)", same))
+                new: set[str] = set()
+                mine_header = without_new(without_timings(_header(a)), without_timings(_header(b)), added, new)
+                same = mine_header == without_timings(_header(b))
+                what = "header (less timings" + (f"; new: {', '.join(sorted(new))})" if new else ")")
+                rows.append((mine.name, what, same))
             else:
                 x, y = a[member], b[member]
                 same = x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
@@ -98,6 +117,9 @@ def compare(ours: Path, theirs: Path) -> list[tuple[str, str, bool]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", type=Path, required=True, help="the other checkout")
+    parser.add_argument(
+        "--added", action="append", default=[], metavar="KEY", help="a header key only this one writes (repeatable)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         room = Path(folder) / "room.csv"
@@ -105,7 +127,7 @@ def main() -> int:
         ours, theirs = Path(folder) / "ours", Path(folder) / "theirs"
         run_all(ROOT, ours, room)
         run_all(args.against.resolve(), theirs, room)
-        rows = compare(ours, theirs)
+        rows = compare(ours, theirs, frozenset(args.added))
     print(f"ours: {ROOT}  theirs: {args.against.resolve()}")
     print("| file | member | the same |\n|---|---|---|")
     for name, member, same in rows:
