@@ -10,6 +10,8 @@ scaled x10: EM work is linear in the sequence length) gives the ratios.
     python bench/bench_gpu.py --states 3000 10000 30000 [--cpu] [--json OUT.json]
     python bench/bench_gpu.py --crossover 3000 10000 --symbols 200000 750000 --chunks 512 1024 2048 4096
     python bench/bench_gpu.py --table4 30000 [--corpora-names carroll-alice milton-paradise]
+    python bench/bench_gpu.py --lockstep 30000 --rows 64 128 256      (float32 against float16 lockstep kernels)
+    python bench/bench_gpu.py --precision-bps 3000 --corpora-names carroll-alice milton-paradise melville-moby_dick
 
 ``--table4`` trains like the paper (online EM, then batch EM, early stopping on validation) on the GPU and prints
 test BPS beside the paper's Table 4. Corpora come from $CHMM_CORPORA (default ../shared/corpora).
@@ -166,7 +168,7 @@ def speed(states_list: list[int], with_cpu: bool, precisions: tuple[str, ...] = 
                 for precision in precisions:
                     pool.free_all_blocks()
                     config = learning.TrainingConfig(iterations=1, pseudocount=1e-6)
-                    options = implementation.GpuOptions(pass_precision=precision)
+                    options = implementation.GpuOptions(pass_precision=precision, lockstep_precision=precision)
                     engine = implementation.GpuDenseEngine(devices.cuda_device(), options)
                     current = engine.load(model)
                     # the exact (sequential) E-step: GPU batch EM runs lockstep chunks by default
@@ -286,6 +288,181 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
             for c in chunk_counts
         ]
         print(f"| {r['states']:,} | {r['symbols']:,} | {r['s_0']:.3f} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def lockstep_sweep(
+    states: int, rows_list: list[int], forward_chunks: list[tuple[int, int]], em_chunks: list[tuple[int, int]]
+) -> dict:
+    """The lockstep kernels on float32 and float16 blocks, by output rows per work item (``DeviceBlocks.
+    lockstep_rows``): seconds of the lockstep forward pass over the first 42,297 milton symbols (and its BPS
+    difference from the sequential float32 pass), and of a batch-EM iteration over 750,000 moby symbols, split
+    into the E-step's passes, its counts (``_counts``: pair weights, message scaling and one product per block)
+    and the M-step, with the training BPS after 2 iterations minus the float32 lockstep run's with the same chunks.
+    Also the bytes of blocks each lockstep forward pass reads (one read per group of chunks at a pair)."""
+    import cupy as cp
+
+    from engine.backends.chunks import LockstepSchedule, as_chunks, chunk, counted_log_likelihood
+    from engine.backends.gpu import device_blocks, devices, implementation
+
+    bandwidth = _copy_bandwidth(cp)
+    pool = cp.get_default_memory_pool()
+    out: dict = {"states": states, "bandwidth": bandwidth, "forward": [], "em": []}
+    milton, moby = _corpus("milton-paradise"), _corpus("melville-moby_dick")
+    model = _random_model(milton, milton.train_full, states)
+    x = milton.train_full[:FORWARD_SYMBOLS]
+    sizes = np.diff(model.layout.block_offset)
+    for precision in ("float32", "float16"):
+        blocks = device_blocks.DeviceBlocks(model.layout, devices.cuda_device(), precision)
+        device_model = blocks.upload(model)
+        seconds = _timed(cp, lambda b=blocks, d=device_model: b.forward(d, x), 3)
+        log_likelihood = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
+        out[f"sequential_{precision}"] = {"s": seconds, "log_likelihood": log_likelihood}
+        print(f"sequential forward {precision}: {seconds:.3f} s", flush=True)
+        for chunks, burn_in in forward_chunks:
+            size = -(-(len(x) - 1) // chunks)
+            schedule = LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
+            group_blocks = schedule.group_block[schedule.group_block >= 0]
+            read = int(sizes[group_blocks].sum()) * (4 if precision == "float32" else 2)
+            for rows in rows_list:
+                blocks.lockstep_rows = rows
+                seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
+                together = counted_log_likelihood(
+                    as_chunks(schedule.pieces), blocks.lockstep_forward(device_model, schedule)
+                )
+                exact = out["sequential_float32"]["log_likelihood"]
+                cell = {
+                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "s": seconds,
+                    "gb_read": read / 1e9, "bandwidth_fraction": read / seconds / bandwidth,
+                    "bps_difference": (exact - together) / len(x) / np.log(2),
+                }  # fmt: skip
+                out["forward"].append(cell)
+                print(json.dumps(cell), flush=True)
+        del blocks, device_model
+        pool.free_all_blocks()
+    x_moby = moby.train_full[:EM_SYMBOLS]
+    model = _random_model(moby, x_moby, states)
+    for chunks, burn_in in em_chunks:
+        reference = None
+        for precision in ("float32", "float16"):
+            for rows in rows_list[:2]:
+                pool.free_all_blocks()
+                engine = implementation.GpuDenseEngine(
+                    devices.cuda_device(),
+                    implementation.GpuOptions(pass_precision=precision, lockstep_precision=precision),
+                )
+                current = engine.load(model)
+                current.blocks.lockstep_rows = rows
+                length = -(-(len(x_moby) - 1) // chunks)
+                plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=length, burn_in=burn_in)
+                counting = [0.0]
+                original = current.blocks._counts
+
+                def timed_counts(*args, original=original, counting=counting):
+                    cp.cuda.Device().synchronize()
+                    t0 = time.perf_counter()
+                    result = original(*args)
+                    cp.cuda.Device().synchronize()
+                    counting[0] += time.perf_counter() - t0
+                    return result
+
+                current.blocks._counts = timed_counts
+                e_seconds = m_seconds = 0.0
+                for _ in range(2):
+                    cp.cuda.Device().synchronize()
+                    t0 = time.perf_counter()
+                    e = engine.e_step(current, x_moby, plan=plan)
+                    cp.cuda.Device().synchronize()
+                    t1 = time.perf_counter()
+                    current = engine.m_step(current, e.counts, 1e-6)
+                    cp.cuda.Device().synchronize()
+                    e_seconds += t1 - t0
+                    m_seconds += time.perf_counter() - t1
+                bps = float(-e.log_likelihood / len(x_moby) / np.log(2))
+                reference = bps if reference is None else reference
+                cell = {
+                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows,
+                    "e_step_s": e_seconds / 2, "counts_s": counting[0] / 2, "m_step_s": m_seconds / 2,
+                    "iteration_s": (e_seconds + m_seconds) / 2, "train_bps": bps,
+                    "bps_difference": bps - reference, "peak_gib": pool.total_bytes() / 2**30,
+                }  # fmt: skip
+                out["em"].append(cell)
+                print(json.dumps(cell), flush=True)
+                current.blocks._counts = original
+                del engine, current, plan
+    device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(
+        f"\ndevice: {device}; copy bandwidth {bandwidth / 1e12:.2f} TB/s; host: {describe_machine()}; {states:,} states"
+    )
+    print(
+        f"sequential forward over {FORWARD_SYMBOLS:,} milton symbols: {out['sequential_float32']['s']:.3f} s fp32 / "
+        f"{out['sequential_float16']['s']:.3f} s fp16"
+    )
+    print("| precision | chunks | burn-in | rows per item | forward s | GB read | of copy bandwidth | BPS difference |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for c in out["forward"]:
+        print(
+            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['s']:.3f} | "
+            f"{c['gb_read']:.0f} | {c['bandwidth_fraction']:.0%} | {c['bps_difference']:+.1e} |"
+        )
+    print(f"\nbatch-EM iteration over {EM_SYMBOLS:,} moby symbols (s; training BPS minus float32 after 2 iterations):")
+    print(
+        "| precision | chunks | burn-in | rows per item | iteration | E-step | of which counts | M-step | BPS diff "
+        "| peak GiB |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c in out["em"]:
+        print(
+            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['iteration_s']:.2f} | "
+            f"{c['e_step_s']:.2f} | {c['counts_s']:.2f} | {c['m_step_s']:.2f} | {c['bps_difference']:+.1e} | "
+            f"{c['peak_gib']:.0f} |"
+        )
+    return out
+
+
+def precision_bps(states: int, corpora_names: list[str], iterations: int, burn_in: int = 50) -> list[dict]:
+    """The training BPS after ``iterations`` batch-EM iterations in lockstep chunks (the engine's choice of length,
+    burn-in ``burn_in``) on float32 and on float16 blocks, from the same random start (n-gram allocation), on each
+    corpus's training text, and both final models scored with the exact float32 forward pass on it."""
+    import cupy as cp
+
+    from engine.backends import chunks as chunking
+    from engine.backends.gpu import devices, implementation
+
+    rows = []
+    for name in corpora_names:
+        corpus = _corpus(name)
+        x = corpus.train_full
+        model = _random_model(corpus, x, states)
+        row: dict = {"corpus": name, "symbols": len(x), "states": states}
+        for precision in ("float32", "float16"):
+            engine = implementation.GpuDenseEngine(
+                devices.cuda_device(), implementation.GpuOptions(pass_precision=precision, lockstep_precision=precision)
+            )
+            current = engine.load(model)
+            plan = engine.plan(current, x, "em", len(x), chunk=chunking.lockstep_length(len(x)), burn_in=burn_in)
+            t0 = time.perf_counter()
+            for _ in range(iterations):
+                e = engine.e_step(current, x, plan=plan)
+                current = engine.m_step(current, e.counts, 1e-6, e.gamma_first)
+            cp.cuda.Device().synchronize()
+            row[f"s_{precision}"] = (time.perf_counter() - t0) / iterations
+            exact = implementation.GpuDenseEngine(devices.cuda_device())
+            trained = exact.load(engine.host(current))
+            row[f"bps_{precision}"] = float(-exact.e_step(trained, x).log_likelihood / len(x) / np.log(2))
+            del engine, current, plan, exact, trained
+            cp.get_default_memory_pool().free_all_blocks()
+        row["difference"] = row["bps_float16"] - row["bps_float32"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\ntraining BPS after {iterations} batch-EM iterations in lockstep chunks, {states:,} states:")
+    print("| corpus | symbols | fp32 BPS | fp16 BPS | difference | s/iteration fp32 / fp16 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['corpus']} | {r['symbols']:,} | {r['bps_float32']:.6f} | {r['bps_float16']:.6f} | "
+            f"{r['difference']:+.1e} | {r['s_float32']:.3f} / {r['s_float16']:.3f} |"
+        )
     return rows
 
 
@@ -469,12 +646,26 @@ def main() -> None:
     parser.add_argument("--symbols", type=int, nargs="*", default=[EM_SYMBOLS], help="--crossover: training symbols")
     parser.add_argument("--chunks", type=int, nargs="*", default=[1024, 2048, 4096], help="--crossover: chunk counts")
     parser.add_argument("--burn-in", type=int, default=50, help="--crossover: burn-in of each chunk")
+    parser.add_argument(
+        "--lockstep", type=int, help="only the lockstep kernels at this many states, float32 against float16"
+    )
+    parser.add_argument("--rows", type=int, nargs="*", default=[64, 128, 256], help="--lockstep: rows per work item")
+    parser.add_argument(
+        "--precision-bps", type=int, help="only fp32 against fp16 lockstep training BPS at this many states"
+    )
+    parser.add_argument("--iterations", type=int, default=20, help="--precision-bps: batch-EM iterations")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict = {}
+    if args.lockstep:
+        results["lockstep"] = lockstep_sweep(
+            args.lockstep, args.rows, [(64, 100), (256, 100), (1024, 50)], [(2048, 50), (4096, 50)]
+        )
+    if args.precision_bps:
+        results["precision_bps"] = precision_bps(args.precision_bps, args.corpora_names, args.iterations)
     if args.crossover:
         results["crossover"] = crossover(args.crossover, args.symbols, args.chunks, args.burn_in)
-    elif args.states:
+    elif args.states and not (args.lockstep or args.precision_bps):
         results["speed"] = speed(args.states, args.cpu, ("float32",) if args.float32_only else ("float32", "float16"))
     if args.table4:
         results["table4"] = table4(

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# One device check for whoever holds a GPU, in about five minutes, every log in one folder:
+# One device check for whoever holds a GPU, in about ten minutes, every log in one folder:
 #   1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin too, Viterbi with actions'
 #      row shifts among them), the GPU column of the engines matrix and the GPU cases of the cognitive maps
 #      (tests/test_actions.py: batch and online EM, Viterbi with actions) (pytest -m gpu);
 #   2. bench/bench_gpu.py --states 30000 (needs milton-paradise.txt and melville-moby_dick.txt in $CHMM_CORPORA,
 #      default ../shared/corpora; skipped with a note when they are missing);
-#   3. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
+#   3. bench/bench_gpu.py --lockstep 30000: the lockstep kernels on float32 and float16 blocks by rows per work item,
+#      and --precision-bps 10000: the training BPS after 20 lockstep batch-EM iterations, float16 against float32, on
+#      three corpora (carroll-alice.txt too);
+#   4. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
 # Usage: bench/device_check.sh [OUT_DIR]   (default: $OUT/device-check when $OUT is set, else bench/out/device-check)
 # Needs the project installed with its gpu and test extras (pip install -e ".[gpu,test]"); the summary is
 # OUT_DIR/summary.txt, one line per step with its exit status and seconds.
@@ -39,6 +42,12 @@ if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.tx
     step bench_gpu 150 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --states 30000 --json "$DIR/bench_gpu.json"
 else
     echo "bench_gpu: skipped, milton-paradise.txt and melville-moby_dick.txt are not in $CORPORA" | tee -a "$DIR/summary.txt"
+fi
+if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.txt" ]; then
+    step lockstep 300 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --lockstep 30000 --rows 64 128 256 \
+        --json "$DIR/lockstep.json"
+    step precision_bps 200 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --precision-bps 10000 \
+        --corpora-names carroll-alice milton-paradise melville-moby_dick --json "$DIR/precision_bps.json"
 fi
 step train_online 90 "$PYTHON" -m engine.cli train tests/data/carroll-alice.txt -o "$DIR/alice-gpu.npz" \
     --backend gpu --algorithm online --states 3000 --restarts 1 --iterations 5 --json

@@ -271,7 +271,8 @@ def test_fit_in_lockstep_chunks_keeps_the_bps_and_the_cpu_refuses_them(name):
 
 def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
     """``chmm train --chunk N`` without a cluster trains in lockstep chunks on the GPU engines (the setting is kept
-    in the model, and the model is the exact run's within 1e-6 BPS); on the CPU it is refused in one sentence."""
+    in the model, and the model is the exact run's within 1e-4 BPS: the lockstep E-steps read float16 blocks by
+    default); on the CPU it is refused in one sentence."""
     import json
 
     from engine import cli
@@ -294,7 +295,7 @@ def test_cli_trains_in_lockstep_chunks_on_the_gpu_only(name, tmp_path, capsys):
         assert cli.main([*base, "-o", str(path), "--backend", name, *extra]) == 0
         bits[len(extra)] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["train_bps"]
     assert load_model(tmp_path / "m2.npz").metadata["settings"]["chunk"] == 500
-    assert bits[2] == pytest.approx(bits[0], abs=1e-6)
+    assert bits[2] == pytest.approx(bits[0], abs=1e-4)
     assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--chunk", "500"]) == 1
     assert "lockstep passes on the GPU" in capsys.readouterr().err
     assert cli.main([*base, "-o", str(tmp_path / "cpu.npz"), "--burn-in", "20"]) == 1  # no chunks on the CPU
@@ -351,11 +352,12 @@ def test_every_cuda_kernel_has_a_twin():
     kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
     defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
     assert defined == set(TWINS) == set(cuda_kernels.KERNELS)
-    for constant in ("LOCKSTEP_TILE_MAX", "LOCKSTEP_ROWS"):  # the host cuts work as the kernel expects
+    for constant in ("LOCKSTEP_TILE_MAX",):  # the host cuts work as the kernel expects
         defined_as = re.search(rf"#define {constant} (\d+)", cuda_kernels.SOURCE).group(1)
         assert defined_as == str(getattr(cuda_kernels, constant))
     source = open(device_blocks.__file__, encoding="utf-8").read()
-    launched = set(re.findall(r'device\.kernel\("(\w+)"\)', source)) | set(re.findall(r'"(chain_sum_f\d+)"', source))
+    launched = set(re.findall(r'device\.kernel\("(\w+)"\)', source))
+    launched |= set(re.findall(r'"((?:chain_sum|lockstep_chain)_f\d+)"', source))
     assert launched == defined
 
 
@@ -443,13 +445,65 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
     np.testing.assert_allclose(together.gamma_first, exact.gamma_first, atol=1e-5)
 
 
-def test_batch_em_in_lockstep_chunks_keeps_the_bps(name):
+@pytest.mark.parametrize("rows", [64, 32, 160])
+def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows):
+    """On the float16 copy of the blocks (odd and even block widths, so rows start on and off a pair of entries),
+    whole documents in lockstep: each one's predictive probabilities are those of its own sequential float16 pass
+    to float32 rounding (the blocks' scale taken out), and the E-step's counts, log-likelihood and zero events are
+    the sum of each document's float16 E-step; any number of output rows per work item gives the same."""
+    from engine.backends.chunks import LockstepPlan
+
+    model, x, _ = _model_and_sequence(170, 6, 151, 3000, drop_pairs=2)
+    assert len(set(model.layout.n_clones % 2)) == 2
+    half = blocks_for(name, model, "float16")
+    half.lockstep_rows = rows
+    state = half.upload(model)
+    documents = [x[:1200], x[1200:1202], x[1202:1900], x[1900:]]
+    together = half.lockstep_forward(state, chunks.LockstepSchedule.build(model.layout, documents))
+    for document, predictive in zip(documents, together, strict=True):
+        alone, _ = half.forward(state, document)
+        np.testing.assert_array_equal(predictive <= 0, alone <= 0)
+        np.testing.assert_allclose(predictive, alone, rtol=1e-5, atol=1e-30)
+    e_together = half.lockstep_e_step(state, LockstepPlan.build(model.layout, documents))
+    alone = [half.e_step(state, d).result for d in documents]
+    counts = sum(host(name, e.counts).astype(np.float64) for e in alone)
+    np.testing.assert_allclose(host(name, e_together.counts), counts, rtol=2e-4, atol=2e-4 * counts.max())
+    assert e_together.zero_events == sum(e.zero_events for e in alone) > 0
+    reference = blocks_for(name, model).lockstep_forward(
+        blocks_for(name, model).upload(model), chunks.LockstepSchedule.build(model.layout, documents)
+    )
+    for predictive16, predictive32 in zip(together, reference, strict=True):  # and float16 is close to float32
+        np.testing.assert_allclose(predictive16, predictive32, rtol=5e-3)
+
+
+def test_float16_lockstep_e_step_with_a_burn_in_keeps_the_float32_bps(name):
+    """One long document in 15 lockstep chunks with a burn-in of 50 on the float16 blocks: the log-likelihood is the
+    float32 lockstep E-step's within 1e-3 bits per symbol and the counts within 1% of their largest."""
+    from engine.backends.chunks import LockstepPlan, chunk
+
+    model, x, _ = _model_and_sequence(175, 8, 300, 6000)
+    plan = LockstepPlan.build(model.layout, chunk([x], 400, 50))
+    results = {}
+    for precision in ("float32", "float16"):
+        blocks = blocks_for(name, model, precision)
+        results[precision] = blocks.lockstep_e_step(blocks.upload(model), plan)
+    bits = {p: -r.log_likelihood / len(x) / np.log(2) for p, r in results.items()}
+    assert abs(bits["float16"] - bits["float32"]) < 1e-3
+    counts16, counts32 = (host(name, results[p].counts) for p in ("float16", "float32"))
+    assert np.max(np.abs(counts16 - counts32)) <= 1e-2 * np.abs(counts32).max()
+
+
+@pytest.mark.parametrize("precision, bound", [("float32", 1e-6), ("float16", 1e-4)])
+def test_batch_em_in_lockstep_chunks_keeps_the_bps(name, precision, bound):
     """Ten batch-EM iterations with the E-step in 12 lockstep chunks (burn-in 50, the plan's ``chunk``) reach the
-    training BPS of the exact passes within 1e-6 bits per symbol; the plan is built once and reused."""
+    training BPS of the exact float32 passes within 1e-6 bits per symbol on float32 blocks, within 1e-4 on float16
+    blocks (the default; measured on 3 corpora at 10,000 states after 20 iterations: within 1e-5); the plan is built
+    once and reused."""
     model, x, _ = _model_and_sequence(160, 7, 280, 5000)
     bits = {}
+    options = implementation.GpuOptions(lockstep_precision=precision)
     for lockstep in (None, 12):
-        adapter = engines.engine_for(model, name)
+        adapter = engines.engine_for(model, name, options)
         state = adapter.load(model)
         chunk = chunks.EXACT if lockstep is None else -(-(len(x) - 1) // lockstep)
         plan = adapter.plan(state, x, "em", len(x), chunk=chunk, burn_in=50)
@@ -459,7 +513,7 @@ def test_batch_em_in_lockstep_chunks_keeps_the_bps(name):
             e = adapter.e_step(state, x, plan=plan)
             state = adapter.m_step(state, e.counts, 1e-6, e.gamma_first)
         bits[lockstep] = -adapter.e_step(state, x).log_likelihood / len(x) / np.log(2)
-    assert bits[12] == pytest.approx(bits[None], abs=1e-6)
+    assert bits[12] == pytest.approx(bits[None], abs=bound)
 
 
 def test_the_engine_chooses_lockstep_chunks_that_fill_the_device_with_at_least_the_fewest_steps():
@@ -562,7 +616,8 @@ def test_the_cuda_source_compiles(tmp_path):
 @pytest.mark.skipif(not available, reason=reason)
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
 def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
-    """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass on the GPU,
+    """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass (float32, and
+    float16 with 32 rows per item) on the GPU,
     repeated on the simulated device from the same inputs: each output agrees with its twin's."""
     from engine.backends.chunks import LockstepSchedule
 
@@ -577,6 +632,10 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
         first = int(model.layout.clone_start[x[0]])
         sampled = blocks.sample_path(state, first, np.random.default_rng(seed).random(500))
         lockstep = np.concatenate(blocks.lockstep_forward(state, LockstepSchedule.build(model.layout, [x[:900], x])))
+        half = blocks_for(which, model, "float16")
+        half.lockstep_rows = 32
+        schedule = LockstepSchedule.build(model.layout, [x[:900], x])
+        lockstep16 = np.concatenate(half.lockstep_forward(half.upload(model), schedule))
         outputs[which] = (
             host(which, e.counts),
             host(which, T),
@@ -585,6 +644,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
             sampled,
             e.log_likelihood,
             lockstep,
+            lockstep16,
         )
     cuda, twin = outputs["gpu"], outputs["gpu-sim"]
     scale = np.abs(twin[0]).max()
@@ -595,6 +655,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     np.testing.assert_array_equal(cuda[4], twin[4])
     assert abs(cuda[5] - twin[5]) <= 1e-6 * abs(twin[5])
     np.testing.assert_allclose(cuda[6], twin[6], rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(cuda[7], twin[7], rtol=1e-5, atol=1e-30)
 
 
 # ----------------------------------------------------------------------------------------------- walks with actions

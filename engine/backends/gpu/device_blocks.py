@@ -53,14 +53,23 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
     :meth:`download`.
     """
 
-    def __init__(self, layout: BlockLayout, device: Device, pass_precision: str = "float32") -> None:
-        if pass_precision not in PASS_PRECISIONS:
-            raise ValueError(f"pass_precision must be one of {', '.join(PASS_PRECISIONS)}")
+    def __init__(
+        self,
+        layout: BlockLayout,
+        device: Device,
+        pass_precision: str = "float32",
+        lockstep_precision: str | None = None,
+    ) -> None:
+        lockstep_precision = pass_precision if lockstep_precision is None else lockstep_precision
+        for name, value in (("pass_precision", pass_precision), ("lockstep_precision", lockstep_precision)):
+            if value not in PASS_PRECISIONS:
+                raise ValueError(f"{name} must be one of {', '.join(PASS_PRECISIONS)}")
         xp = device.xp
         self.device = device
         self.xp = xp
         self.host = device.host
         self.pass_precision = pass_precision
+        self.lockstep_precision = lockstep_precision
         self.layout = layout
         self.sm_count = device.sm_count
         self.device_name = device.name
@@ -95,7 +104,11 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         self._row_totals = device.kernel("row_totals")
         self._row_write = device.kernel("row_write")
         self._sample = device.kernel("sample_chain")
-        self._lockstep = device.kernel("lockstep_chain_f32")
+        self._lockstep = {
+            "float32": device.kernel("lockstep_chain_f32"),
+            "float16": device.kernel("lockstep_chain_f16"),
+        }
+        self.lockstep_rows = kernels.LOCKSTEP_ROWS
 
     # ------------------------------------------------------------------------------------------- transfers
     def upload(self, model: CHMM) -> DeviceModel:
@@ -161,9 +174,10 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
             return (segment / total).astype(np.float32), total
         return np.full(m, 1.0 / m, dtype=np.float32), 0.0
 
-    def _pass_matrices(self, device_model: DeviceModel) -> tuple[Any, Any, float]:
-        """The blocks the forward pass reads (transposed), those the backward pass reads, and their scale."""
-        if self.pass_precision == "float32":
+    def _pass_matrices(self, device_model: DeviceModel, precision: str | None = None) -> tuple[Any, Any, float]:
+        """The blocks the forward pass reads (transposed), those the backward pass reads, and their scale, in
+        ``precision`` (default: the sequential passes' ``pass_precision``)."""
+        if (precision or self.pass_precision) == "float32":
             return device_model.TT, device_model.T, 1.0
         if device_model.half is None:
             xp = self.xp

@@ -442,18 +442,58 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
 // (M = T, the schedule walking each chunk from its end): step s takes every chunk from its position s to s + 1. The
 // message of chunk c at position s lives in store at offsets[c * length + s] (the host's choice: two planes used in
 // turn for a pass that keeps nothing, or a slot per position for an E-step). The chunks standing at one block at step
-// s form a group; its work is cut into items of up to `tile` chunks by LOCKSTEP_ROWS output rows (group_item_base:
-// each group's first item among the step's step_items[s]). A thread block takes an item: it stages the previous
-// messages of its chunks in shared memory, each times 1 / norm[c][s] (the sum of the stored raw message), or uniform
-// where that sum is 0 (a zero-probability step: a group without a block has no rows, so no items), or as stored at
-// s = 0 (normalised); then each warp reads a row of the block once (the memory floor) and takes its dot product with
+// s form a group; its work is cut into items of up to `tile` chunks by `rows` output rows (group_item_base: each
+// group's first item among the step's step_items[s]). A thread block takes an item: it stages the previous messages
+// of its chunks in shared memory, each times 1 / norm[c][s] (the sum of the stored raw message), or uniform where
+// that sum is 0 (a zero-probability step: a group without a block has no rows, so no items), or as stored at s = 0
+// (normalised); then each warp reads a row of the block once (the memory floor) and takes its dot product with
 // every staged message. Every output is stored raw and added to norm[c][s + 1] (float64, zero on entry). Steps are
-// separated by the grid-wide barrier, as in chain_sum. Dynamic shared memory: tile * width floats.
+// separated by the grid-wide barrier, as in chain_sum. Dynamic shared memory: tile * width floats. On float16 blocks
+// (a copy of T times a constant scale, engine.backends.gpu.device_blocks.HALF_SCALE) a lane reads two entries per
+// load (half the bytes of the float32 pass) and the arithmetic stays float32; outputs and norms carry the scale.
 #define LOCKSTEP_TILE_MAX 8
-#define LOCKSTEP_ROWS 64
-extern "C" __global__ void __launch_bounds__(512, 2)
-lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int tile,
-                   const int* __restrict__ step_group_start, const int* __restrict__ step_items,
+
+// One warp's dot products of a block row (m_in entries) with the k_count staged messages, added to acc.
+__device__ __forceinline__ void lockstep_row(const float* __restrict__ row, const float* staged, int m_in,
+                                             int k_count, int lane, float* acc) {
+    for (int u = lane; u < m_in; u += 32) {
+        const float r = __ldg(row + u);
+#pragma unroll
+        for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+            if (k < k_count) acc[k] += r * staged[k * m_in + u];
+    }
+}
+
+__device__ __forceinline__ void lockstep_row(const __half* __restrict__ row, const float* staged, int m_in,
+                                             int k_count, int lane, float* acc) {
+    const int head = (reinterpret_cast<unsigned long long>(row) & 3ull) ? 1 : 0;  // an entry before the first pair
+    if (head && lane == 0 && m_in > 0) {
+        const float r = __half2float(row[0]);
+#pragma unroll
+        for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+            if (k < k_count) acc[k] += r * staged[k * m_in];
+    }
+    const int n_pairs = (m_in - head) >> 1;
+    const __half2* pairs = reinterpret_cast<const __half2*>(row + head);
+    for (int p = lane; p < n_pairs; p += 32) {
+        const float2 r = __half22float2(__ldg(pairs + p));
+        const int u = head + 2 * p;
+#pragma unroll
+        for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+            if (k < k_count) acc[k] += r.x * staged[k * m_in + u] + r.y * staged[k * m_in + u + 1];
+    }
+    const int tail = head + 2 * n_pairs;  // an entry after the last pair
+    if (tail < m_in && lane == 0) {
+        const float r = __half2float(row[tail]);
+#pragma unroll
+        for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
+            if (k < k_count) acc[k] += r * staged[k * m_in + tail];
+    }
+}
+
+template <typename Matrix>
+__device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int n_steps, int length, int tile,
+                   int rows, const int* __restrict__ step_group_start, const int* __restrict__ step_items,
                    const long long* __restrict__ group_offset, const int* __restrict__ group_in,
                    const int* __restrict__ group_out, const int* __restrict__ group_item_base,
                    const int* __restrict__ group_chunk_start, const int* __restrict__ chunk_ids,
@@ -476,7 +516,7 @@ lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int til
             }
             const int g = lo;
             const int m_in = group_in[g], m_out = group_out[g];
-            const int row_blocks = (m_out + LOCKSTEP_ROWS - 1) / LOCKSTEP_ROWS;
+            const int row_blocks = (m_out + rows - 1) / rows;
             const int j = item - group_item_base[g];
             const int part = j / row_blocks, row_block = j - part * row_blocks;
             const int q0 = group_chunk_start[g] + part * tile;
@@ -495,18 +535,12 @@ lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int til
                 if (threadIdx.x == 0) out_at[k] = at + 1;
             }
             __syncthreads();
-            const int v_end = min(m_out, (row_block + 1) * LOCKSTEP_ROWS);
-            for (int v = row_block * LOCKSTEP_ROWS + warp; v < v_end; v += warps) {
-                const float* row = M + group_offset[g] + (long long)v * m_in;
+            const int v_end = min(m_out, (row_block + 1) * rows);
+            for (int v = row_block * rows + warp; v < v_end; v += warps) {
                 float acc[LOCKSTEP_TILE_MAX];
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[k] = 0.f;
-                for (int u = lane; u < m_in; u += 32) {
-                    const float r = __ldg(row + u);
-#pragma unroll
-                    for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k)
-                        if (k < k_count) acc[k] += r * staged[k * m_in + u];
-                }
+                lockstep_row(M + group_offset[g] + (long long)v * m_in, staged, m_in, k_count, lane, acc);
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
                     if (k < k_count) {
@@ -522,6 +556,22 @@ lockstep_chain_f32(const float* __restrict__ M, int n_steps, int length, int til
         }
         if (!grid_barrier(barrier, (unsigned int)(s + 1) * (unsigned int)G, abort_flag)) return;
     }
+}
+
+#define LOCKSTEP_ARGS int n_steps, int length, int tile, int rows, const int* __restrict__ step_group_start, \
+    const int* __restrict__ step_items, const long long* __restrict__ group_offset, const int* __restrict__ group_in, \
+    const int* __restrict__ group_out, const int* __restrict__ group_item_base, \
+    const int* __restrict__ group_chunk_start, const int* __restrict__ chunk_ids, \
+    const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier, int* abort_flag
+#define LOCKSTEP_PASS n_steps, length, tile, rows, step_group_start, step_items, group_offset, group_in, group_out, \
+    group_item_base, group_chunk_start, chunk_ids, offsets, store, norm, barrier, abort_flag
+
+// The lockstep pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic).
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32(const float* __restrict__ M, LOCKSTEP_ARGS) {
+    lockstep_chain<float>(M, LOCKSTEP_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16(const __half* __restrict__ M, LOCKSTEP_ARGS) {
+    lockstep_chain<__half>(M, LOCKSTEP_PASS);
 }
 
 // Sample a clone path by following T from first_clone (one warp; see engine.kernels.cpu.sample_path).

@@ -29,9 +29,13 @@ SOURCE = (Path(__file__).with_name("kernels.cu")).read_text(encoding="utf-8")
 
 
 LOCKSTEP_TILE_MAX = 8
-"""Most chunks of a group one thread block of ``lockstep_chain_f32`` stages at once (its ``#define``)."""
-LOCKSTEP_ROWS = 64
-"""Output rows of one work item of ``lockstep_chain_f32`` (its ``#define``)."""
+"""Most chunks of a group one thread block of ``lockstep_chain_f32`` / ``_f16`` stages at once (its ``#define``)."""
+LOCKSTEP_ROWS = 128
+"""Output rows of one work item of the lockstep kernels by default (their ``rows`` argument;
+``DeviceBlocks.lockstep_rows``). Measured on an H200 at 30,000 states (bench/RESULTS.md, issue 49): a batch-EM
+iteration over 750,000 symbols in 2,048 chunks 3.90 s at 128 rows against 4.17 s at 64 (float16 blocks: 2.72 / 2.85
+s); the forward pass over 42,297 symbols prefers 64 (0.314 s against 0.343 s at 64 chunks), and 256 is slower in
+both."""
 
 KERNELS = (
     "chain_sum_f32",
@@ -43,6 +47,7 @@ KERNELS = (
     "viterbi_chain",
     "sample_chain",
     "lockstep_chain_f32",
+    "lockstep_chain_f16",
 )
 """The kernels of :data:`SOURCE`; each has a NumPy/numba twin of the same signature in
 :mod:`engine.backends.gpu.twins`."""

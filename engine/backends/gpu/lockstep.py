@@ -1,6 +1,7 @@
 """Lockstep passes of the GPU engine: many chunks (or documents) advance together, one step at a time, and the chunks
 standing at one symbol pair share one read of its block (:mod:`engine.backends.chunks` builds the schedule and the plan;
-the kernel is ``lockstep_chain_f32`` of :mod:`engine.backends.gpu.kernels`). :class:`LockstepPasses` adds them to
+the kernels are ``lockstep_chain_f32`` and, on the float16 copy of the blocks, ``lockstep_chain_f16`` of
+:mod:`engine.backends.gpu.kernels`). :class:`LockstepPasses` adds them to
 :class:`engine.backends.gpu.device_blocks.DeviceBlocks`, whose tables, kernels and helpers they use."""
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ LOCKSTEP_SHARED = 96 * 1024
 
 @dataclass
 class DeviceSchedule:
-    """A :class:`LockstepSchedule` on the device (see :meth:`DeviceBlocks.upload_schedule`): its arrays in the
-    order ``lockstep_chain_f32`` takes them, the chunks one work item stages (``tile``) and the shared memory that
-    takes (bytes)."""
+    """A :class:`LockstepSchedule` on the device (see :meth:`DeviceBlocks.upload_schedule`): the kernel that runs
+    it (``lockstep_chain_f32`` or ``_f16``), its arrays in the order the kernel takes them, the chunks (``tile``)
+    and output rows (``rows``) of one work item, and the shared memory the staged messages take (bytes)."""
 
     schedule: LockstepSchedule
+    kernel: Any
     tile: int
+    rows: int
     shared_bytes: int
     arrays: tuple
 
@@ -69,6 +72,9 @@ class LockstepPasses:
     _counts: Any
     _normalise_messages: Any
     _check_aborts: Any
+    _pass_matrices: Any
+    lockstep_rows: int
+    lockstep_precision: str
 
     def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`_initial_message` for many chunks at once: ``start`` restricted to the clones of each of
@@ -84,12 +90,14 @@ class LockstepPasses:
         messages = np.where(spread > 0, values / np.where(spread > 0, spread, 1.0), 1.0 / np.repeat(sizes, sizes))
         return messages.astype(np.float32), begins, mass
 
-    def upload_schedule(self, schedule: LockstepSchedule) -> DeviceSchedule:
+    def upload_schedule(self, schedule: LockstepSchedule, precision: str | None = None) -> DeviceSchedule:
         """``schedule`` on the device, its groups cut into the work items of ``lockstep_chain_f32`` (up to ``tile``
-        chunks by :data:`kernels.LOCKSTEP_ROWS` rows; ``tile`` as many staged messages of the widest symbol as the
-        shared memory the kernel is granted holds)."""
+        chunks by ``lockstep_rows`` rows, :data:`kernels.LOCKSTEP_ROWS` by default; ``tile`` as many staged messages
+        of the widest symbol as the shared memory the kernel is granted holds), run by the kernel of the blocks'
+        ``precision`` (default: ``lockstep_precision``)."""
         xp, layout = self.xp, self.layout
-        granted = self.device.allow_shared(self._lockstep, LOCKSTEP_SHARED)
+        kernel = self._lockstep[precision or self.lockstep_precision]
+        granted = self.device.allow_shared(kernel, LOCKSTEP_SHARED)
         tile = min(kernels.LOCKSTEP_TILE_MAX, granted // (4 * self.width))
         if tile < 1:
             raise ValueError(
@@ -100,7 +108,7 @@ class LockstepPasses:
         blocked = schedule.group_block >= 0
         rows = np.where(blocked, schedule.group_out, 0).astype(np.int64)
         chunks = np.diff(schedule.group_chunk_start).astype(np.int64)
-        items = -(-chunks // tile) * -(-rows // kernels.LOCKSTEP_ROWS)
+        items = -(-chunks // tile) * -(-rows // self.lockstep_rows)
         group_step = np.repeat(np.arange(n_steps), np.diff(schedule.step_group_start))
         before = np.cumsum(items) - items
         group_item_base = before - before[schedule.step_group_start[group_step]] if len(items) else before
@@ -112,13 +120,13 @@ class LockstepPasses:
             xp.asarray(schedule.group_out), xp.asarray(group_item_base.astype(np.int32)),
             xp.asarray(schedule.group_chunk_start), xp.asarray(schedule.chunk_ids),
         )  # fmt: skip
-        return DeviceSchedule(schedule, tile, 4 * tile * self.width, arrays)
+        return DeviceSchedule(schedule, kernel, tile, self.lockstep_rows, 4 * tile * self.width, arrays)
 
     def _lockstep_pass(
         self, M: Any, schedule: DeviceSchedule, offsets: Any, store: Any, norm: Any, grid: int, stream: Any
     ) -> tuple[Any, Any]:
-        """One launch of ``lockstep_chain_f32`` (messages at ``offsets`` in ``store``, sums into ``norm``) on
-        ``stream``; returns its abort flag and barrier (kept until the stream is synchronised)."""
+        """One launch of the lockstep kernel of ``schedule`` (messages at ``offsets`` in ``store``, sums into
+        ``norm``) on ``stream``; returns its abort flag and barrier (kept until the stream is synchronised)."""
         xp = self.xp
         with stream:
             abort = xp.zeros(1, dtype=xp.int32)
@@ -126,9 +134,10 @@ class LockstepPasses:
             if schedule.schedule.n_steps > 0:
                 args = (
                     M, np.int32(schedule.schedule.n_steps), np.int32(schedule.schedule.length),
-                    np.int32(schedule.tile), *schedule.arrays, offsets, store, norm, barrier, abort,
+                    np.int32(schedule.tile), np.int32(schedule.rows), *schedule.arrays, offsets, store, norm, barrier,
+                    abort,
                 )  # fmt: skip
-                self._lockstep((grid,), (kernels.THREADS,), args, shared_mem=schedule.shared_bytes)
+                schedule.kernel((grid,), (kernels.THREADS,), args, shared_mem=schedule.shared_bytes)
         return abort, barrier
 
     def upload_lockstep(self, plan: LockstepPlan) -> DeviceLockstep:
@@ -180,12 +189,14 @@ class LockstepPasses:
             plane[0, c, :m] = messages[begins[c] : begins[c] + m]
         offsets = (np.arange(length)[None, :] % 2) * (n_chunks * width) + np.arange(n_chunks)[:, None] * width
         norm = xp.zeros(n_chunks * length, dtype=xp.float64)
+        forward_blocks, _, scale = self._pass_matrices(device_model)
+        on_device = self.upload_schedule(schedule, self.pass_precision)
         abort, _ = self._lockstep_pass(
-            device_model.TT, self.upload_schedule(schedule), xp.asarray(offsets.ravel().astype(np.int64)),
-            xp.asarray(plane.ravel()), norm, 2 * self.sm_count, self.device.current_stream(),
+            forward_blocks, on_device, xp.asarray(offsets.ravel().astype(np.int64)), xp.asarray(plane.ravel()), norm,
+            2 * self.sm_count, self.device.current_stream(),
         )  # fmt: skip
         self._check_aborts(abort)
-        out = self.host(norm).reshape(n_chunks, length)
+        out = self.host(norm).reshape(n_chunks, length) / scale
         out[:, 0] = mass
         return [out[c, : len(piece.x)] for c, piece in enumerate(pieces)]
 
@@ -212,14 +223,15 @@ class LockstepPasses:
         beta[on_device.last_slots] = on_device.last_values
         forward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
         backward_norm = xp.zeros(n_chunks * length, dtype=xp.float64)
+        forward_blocks, backward_blocks, scale = self._pass_matrices(device_model, self.lockstep_precision)
         self.device.synchronize()  # the streams below do not wait for the current one
         forward_stream, backward_stream = self.device.stream(), self.device.stream()
         abort_forward, _forward_barrier = self._lockstep_pass(
-            device_model.TT, on_device.forward, on_device.forward_offsets, alpha, forward_norm, self.sm_count,
+            forward_blocks, on_device.forward, on_device.forward_offsets, alpha, forward_norm, self.sm_count,
             forward_stream,
         )  # fmt: skip
         abort_backward, _backward_barrier = self._lockstep_pass(
-            device_model.T, on_device.backward, on_device.backward_offsets, beta, backward_norm, self.sm_count,
+            backward_blocks, on_device.backward, on_device.backward_offsets, beta, backward_norm, self.sm_count,
             backward_stream,
         )  # fmt: skip
         forward_stream.synchronize()
@@ -232,6 +244,8 @@ class LockstepPasses:
         beta_norm[on_device.lasts] = 1.0
         self._normalise_messages(alpha, alpha_offsets, x_dev, predictive, n)
         self._normalise_messages(beta, beta_offsets, x_dev, beta_norm, n)
+        if scale != 1.0:  # the raw messages and their sums carry the scale of the float16 blocks
+            predictive /= scale
         predictive[on_device.firsts] = xp.asarray(mass)
         counted = self.host(predictive[on_device.counted_positions])
         zero_events = int(np.count_nonzero(counted <= 0))

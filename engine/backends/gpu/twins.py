@@ -274,11 +274,14 @@ def _lockstep_chain(M, n_steps, length, step_group_start, group_offset, group_in
                     norm[at + 1] += acc
 
 
-def lockstep_chain_f32(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
-    """Twin of ``lockstep_chain_f32``: the lockstep pass, group by group and chunk by chunk (the items and tiles
-    of the CUDA kernel only share its work out)."""
-    (M, n_steps, length, _, step_group_start, _, group_offset, group_in, group_out, _, group_chunk_start, chunk_ids,
-     offsets, store, norm, _, _) = args  # fmt: skip
+def lockstep_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
+    """Twin of ``lockstep_chain_f32`` and ``lockstep_chain_f16``: the lockstep pass, group by group and chunk by
+    chunk (the items, tiles and rows of the CUDA kernel only share its work out; float16 blocks are widened to
+    float32 on load, as the CUDA kernel does)."""
+    (M, n_steps, length, _, _, step_group_start, _, group_offset, group_in, group_out, _, group_chunk_start,
+     chunk_ids, offsets, store, norm, _, _) = args  # fmt: skip
+    if M.dtype == np.float16:
+        M = M.astype(np.float32)
     _lockstep_chain(
         M, int(n_steps), int(length), step_group_start, group_offset, group_in, group_out, group_chunk_start,
         chunk_ids, offsets, store, norm,
@@ -294,6 +297,7 @@ TWINS: dict[str, Callable[..., None]] = {
     "row_write": row_write,
     "viterbi_chain": viterbi_chain,
     "sample_chain": sample_chain,
-    "lockstep_chain_f32": lockstep_chain_f32,
+    "lockstep_chain_f32": lockstep_chain,
+    "lockstep_chain_f16": lockstep_chain,
 }
 """Every kernel of :data:`engine.backends.gpu.kernels.KERNELS`, by name, as its twin."""
