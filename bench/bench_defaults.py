@@ -2,7 +2,7 @@
 batch EM, states and pseudocount chosen on validation within the default budget, refit), its test BPS and minutes
 beside our Kneser-Ney n-gram (on the same split, as ``chmm train`` reports it) and the paper's CHMM (Table 4).
 
-    python bench/bench_defaults.py [--only carroll-alice shakespeare-macbeth] [--budget MINUTES]
+    python bench/bench_defaults.py [--only carroll-alice shakespeare-macbeth] [--budget MINUTES] [--backend gpu]
 
 Each corpus runs ``python -m engine.cli train`` in a subprocess, one after another (run it alone on the machine: the
 search's budget is wall-clock time). Prints one table row per corpus as it finishes, and keeps each corpus's JSON
@@ -41,11 +41,13 @@ OUT = ROOT / "bench" / "out"
 """Where each corpus's JSON summary goes (its search's candidates and the reason for the choice)."""
 
 
-def run(corpus: Path, budget: float | None) -> dict:
-    """``chmm train`` with the defaults on ``corpus``: its JSON summary plus the wall-clock minutes."""
+def run(corpus: Path, budget: float | None, backend: str | None = None) -> dict:
+    """``chmm train`` with the defaults on ``corpus`` (on ``backend`` when given): its JSON summary plus the
+    wall-clock minutes."""
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "engine.cli", "train", str(corpus), "-o", str(Path(folder) / "m.npz")]
         command += ["--json", "--quiet"] + (["--budget", str(budget)] if budget is not None else [])
+        command += ["--backend", backend] if backend is not None else []
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         minutes = (time.perf_counter() - started) / 60
@@ -58,21 +60,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="corpus file stems (default: every .txt in CHMM_CORPORA)")
     parser.add_argument("--budget", type=float, default=None, help="the search's budget (default: the engine's)")
+    parser.add_argument("--backend", help="chmm train's --backend (default: its own default)")
+    parser.add_argument("--out", type=Path, default=OUT, help="folder of the JSON summaries (default bench/out)")
     args = parser.parse_args()
     corpora = sorted(CORPORA.glob("*.txt"), key=lambda p: p.stat().st_size)
     if args.only:
         corpora = [p for p in corpora if p.stem in args.only]
     print(describe_machine())
-    print(f"command: chmm train CORPUS -o m.npz{'' if args.budget is None else f' --budget {args.budget:g}'}")
+    extra = ("" if args.budget is None else f" --budget {args.budget:g}") + (
+        "" if args.backend is None else f" --backend {args.backend}"
+    )
+    print(f"command: chmm train CORPUS -o m.npz{extra}")
     print()
     print(
         "| corpus | states | pseudocount | test BPS | our KN n-gram | CHMM - n-gram | paper CHMM | minutes | expected |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     for corpus in corpora:
-        row = run(corpus, args.budget)
-        (OUT / f"defaults-{corpus.stem}.json").write_text(json.dumps(row, indent=1))  # the search and its reason
+        row = run(corpus, args.budget, args.backend)
+        (args.out / f"defaults-{corpus.stem}.json").write_text(json.dumps(row, indent=1))  # the search and its reason
         if "error" in row:
             print(f"| {corpus.stem} | error: {row['error']} | | | | | | | |", flush=True)
             continue

@@ -8,7 +8,9 @@
 #   3. bench/bench_gpu.py --lockstep 30000: the lockstep kernels on float32 and float16 blocks by rows per work item,
 #      and --precision-bps 10000: the training BPS after 20 lockstep batch-EM iterations, float16 against float32, on
 #      three corpora (carroll-alice.txt too);
-#   4. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
+#   4. the plain `chmm train calgary-book1.txt --backend gpu --budget 4` (bench/bench_defaults.py: test BPS, states
+#      and minutes beside our n-gram);
+#   5. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
 # Usage: bench/device_check.sh [OUT_DIR]   (default: $OUT/device-check when $OUT is set, else bench/out/device-check)
 # Needs the project installed with its gpu and test extras (pip install -e ".[gpu,test]"); the summary is
 # OUT_DIR/summary.txt, one line per step with its exit status and seconds.
@@ -48,6 +50,10 @@ if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.tx
         --json "$DIR/lockstep.json"
     step precision_bps 200 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --precision-bps 10000 \
         --corpora-names carroll-alice milton-paradise melville-moby_dick --json "$DIR/precision_bps.json"
+fi
+if [ -f "$CORPORA/calgary-book1.txt" ]; then  # the plain command on a GPU: the states its search reaches
+    step defaults_gpu 540 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_defaults.py --backend gpu \
+        --only calgary-book1 --budget 4 --out "$DIR"
 fi
 step train_online 90 "$PYTHON" -m engine.cli train tests/data/carroll-alice.txt -o "$DIR/alice-gpu.npz" \
     --backend gpu --algorithm online --states 3000 --restarts 1 --iterations 5 --json
