@@ -121,6 +121,15 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out; the refit comes after",
     )
     train.add_argument(
+        "--support-bound",
+        type=float,
+        default=None,
+        metavar="BITS",
+        help=f"after online EM, batch EM runs on the transitions that carry mass: the model pruned at the largest "
+        f"threshold that costs at most this many bits of validation BPS (default {TRAIN_DEFAULTS.support_bound:g}; "
+        "0: every stored entry)",
+    )
+    train.add_argument(
         "--tolerance",
         type=float,
         default=None,
@@ -293,6 +302,7 @@ def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None
 
 CHMM_ONLY_OPTIONS = (
     "budget",
+    "support_bound",
     "allocation",
     "ngram_order",
     "algorithm",

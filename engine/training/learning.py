@@ -199,6 +199,7 @@ class TrainingResult:
     error: str | None = None
     online_model: Any = None  # online EM then batch EM (training.select_on_validation): the online stage's model
     online_iterations: int = 0  # ... and its epochs; later history records are batch EM iterations
+    support: dict[str, Any] | None = None  # batch EM on the support (engine.training.support.Support.record)
 
 
 ProgressCallback = Callable[[IterationRecord], None]

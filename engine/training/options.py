@@ -17,6 +17,7 @@ from engine.corpora.allocation import DEFAULT_NGRAM_ORDER
 from engine.model.blocks import pairs_in_sequence
 from engine.model.dense import CHMM, MAX_STATES
 from engine.training import learning
+from engine.training.support import SUPPORT_BOUND
 
 ENGINE_VERSION = "0.1.0"
 
@@ -179,6 +180,7 @@ class TrainOptions:
     burn_in: int | None = None
     max_memory: int | None = None  # bytes: automatic states (AUTO) whose training memory estimate is within it
     budget: float | None = BUDGET_MINUTES  # minutes the automatic search (AUTO) may take; None: no limit
+    support_bound: float = SUPPORT_BOUND  # bits of validation BPS batch EM on the support may cost; 0: every entry
 
     @property
     def searches(self) -> bool:
@@ -211,6 +213,10 @@ class TrainOptions:
             isinstance(self.pseudocount, (bool, str)) or not (self.pseudocount >= 0 and math.isfinite(self.pseudocount))
         ):
             raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
+        if isinstance(self.support_bound, bool) or not (
+            isinstance(self.support_bound, (int, float)) and 0 <= self.support_bound < math.inf
+        ):
+            raise ValueError(f"the support bound must be a number of bits at least 0, got {self.support_bound!r}")
         if self.budget is not None and (
             isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget < math.inf
         ):

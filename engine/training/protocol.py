@@ -161,6 +161,7 @@ def _outcome(
         # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
         **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
         **({"schedule": schedule} if schedule else {}),
+        **({"support": result.support} if result.support is not None else {}),
         **({"restarts": restarts} if restarts else {}),
         **({"search": search} if search else {}),
         **({"chosen": _chosen(selection)} if search else {}),
@@ -179,6 +180,8 @@ def _outcome(
     }
     if result.online_model is not None:  # online EM epochs, then batch EM iterations
         summary["online_iterations"] = result.online_iterations
+    if result.support is not None:  # ... on the support
+        summary["support"] = result.support
     if restarts:
         summary["restarts"] = restarts
     if search:
@@ -241,7 +244,7 @@ def select_stage(
     if init_model is None and not grow_from and n_restarts > 1:
         start, result, record = best_of_restarts(corpus, options, config, run, range(n_restarts))
     else:
-        result = select_on_validation(start, corpus, config, run)
+        result = select_on_validation(start, corpus, config, run, options.support_bound)
     return Selection(options, start, result, config, refit_start, record, schedule)
 
 

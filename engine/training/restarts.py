@@ -53,7 +53,7 @@ def _run_restart(
         config = replace(config, memory=RESTART_MEMORY)
     callback = run.callback
     tagged = None if callback is None else (lambda r: callback(r._replace(restart=restart)))
-    result = select_on_validation(start, corpus, config, replace(run, callback=tagged))
+    result = select_on_validation(start, corpus, config, replace(run, callback=tagged), options.support_bound)
     if result.stopped in STOPPED_BAD:
         return start, result, math.inf
     held_out = corpus.validation_parts or corpus.train_parts

@@ -14,7 +14,7 @@ from engine.corpora import allocation, text
 from engine.model import blocks
 from engine.model.blocks import pairs_in_sequence
 from engine.model.dense import CHMM, random_model
-from engine.training import learning
+from engine.training import learning, support
 from engine.training.options import (
     ALIGNED_SHARE,
     AUTO,
@@ -82,12 +82,14 @@ def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int =
 
 
 def select_on_validation(
-    start: Any, corpus: text.Corpus, config: learning.TrainingConfig, run: RunContext
+    start: Any, corpus: text.Corpus, config: learning.TrainingConfig, run: RunContext, support_bound: float = 0.0
 ) -> learning.TrainingResult:
     """Stage 3: train on the training part, keeping the model best on the validation part (early stopping). Online
     EM is followed, with validation text, by batch EM from its best model (the paper's recipe of section 4.2: It_1
     iterations of online EM, then It_2 of batch EM, both chosen on validation); the result's history holds both and
-    ``online_model`` the online stage's model."""
+    ``online_model`` the model batch EM started from. With ``support_bound`` > 0 on a host implementation, batch EM
+    runs on the support (:func:`engine.training.support.on_the_support`): the online model pruned at the largest
+    threshold that costs at most that many bits of validation BPS, in CSR form; ``support`` records the choice."""
     validation = corpus.validation_parts or None
     callback = run.callback
     result = learning.fit(
@@ -98,12 +100,28 @@ def select_on_validation(
     online_epochs = len(result.history)
     shifted = None if callback is None else (lambda r: callback(r._replace(iteration=r.iteration + online_epochs)))
     batch_config = replace(config, algorithm="em")
+    batch_start, chosen = result.model, None
+    if support_bound > 0 and run.cluster is None and support.trains_on_the_support(batch_start, run.backend):
+        chosen = support.on_the_support(batch_start, validation, run.backend, support_bound)
+        if chosen.model is not None:
+            run.say(
+                f"batch EM on the support: pruned at {chosen.threshold:g}, {chosen.kept_fraction:.1%} of the "
+                f"non-zeros kept, validation BPS {chosen.cost:+.4f} bits"
+            )
+            batch_start = chosen.model
+        else:
+            last = chosen.tried[-1]
+            run.say(
+                f"batch EM on every stored entry: pruning at {last['threshold']:g} would cost {last['cost']:+.4f} "
+                f"bits of validation BPS (the bound is {support_bound:g})"
+            )
     batch = learning.fit(
-        result.model, corpus.train_parts, validation, batch_config, shifted, run.cancel, backend=run.backend,
+        batch_start, corpus.train_parts, validation, batch_config, shifted, run.cancel, backend=run.backend,
         cluster=run.cluster,
     )  # fmt: skip
     batch.history = result.history + [r._replace(iteration=r.iteration + online_epochs) for r in batch.history]
-    batch.online_model = result.model
+    batch.online_model = batch_start
+    batch.support = chosen.record() if chosen is not None and chosen.model is not None else None
     batch.online_iterations = online_epochs
     batch.best_iteration = online_epochs + batch.best_iteration if batch.best_iteration else result.best_iteration
     return batch
