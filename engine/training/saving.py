@@ -102,7 +102,8 @@ def model_to_save(
     metadata as ``saved``): T pruned at the threshold :func:`choose_threshold` keeps on the held-out validation
     text of the selection model (see the module docstring), the per-entry counts dropped unless ``keep_statistics``;
     the saved model's train, validation and test BPS are scored again when it was pruned. A sparse (grown) model, or
-    a run without validation text, is saved as trained (no text to measure the cost on / already sparse)."""
+    a run without validation text, or a model continued from a pruned one (``fixed_zeros``: its zeros are the
+    user's), keeps T as trained."""
     bound = check_prune_bound(bound)
     model, corpus = outcome.model, outcome.corpus
     record: dict[str, Any] = {"prune_bound": bound, "threshold": None, "statistics": bool(keep_statistics)}
@@ -112,7 +113,9 @@ def model_to_save(
         model.metadata["saved"] = record
         return model, record
     selected = outcome.selected if outcome.selected is not None else model
-    if bound > 0 and not corpus.validation_parts:
+    if bound > 0 and model.fixed_zeros:
+        record["reason"] = "it continues a pruned model, saved as its pruning left it"
+    elif bound > 0 and not corpus.validation_parts:
         record["reason"] = "no validation text to measure the pruning's cost on"
     elif bound > 0:
         choice = choose_threshold(selected, corpus.validation_parts, bound, backend)
