@@ -107,8 +107,8 @@ def model_to_save(
     bound = check_prune_bound(bound)
     model, corpus = outcome.model, outcome.corpus
     record: dict[str, Any] = {"prune_bound": bound, "threshold": None, "statistics": bool(keep_statistics)}
-    if model.form != "dense":
-        record["reason"] = "a sparse model keeps its stored entries and counts"
+    if not hasattr(model, "without_statistics"):  # a model of sparse blocks: no zeros stored, no sums per block
+        record["reason"] = "a model of sparse blocks keeps its stored entries and counts"
         record["statistics"] = model.counts is not None
         model.metadata["saved"] = record
         return model, record
