@@ -211,3 +211,16 @@ def test_bad_prune_settings_are_one_sentence(extra: list[str], message: str, tmp
     code, _, err = run_cli(["train", BLAKE, "-o", tmp_path / "m.npz", *extra], capsys)
     assert code != 0 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_pruning_a_model_without_counts_keeps_the_sums_of_the_blocks_that_stay(trained) -> None:
+    """``chmm prune`` on a file without counts: the pair counts of the blocks that stay, each the sum of the
+    counts the model had over that block (the back-off bigram of the blocks kept)."""
+    model = trained.model
+    pruned = saving.prune_for_saving(model.without_statistics(), 5e-2)
+    assert pruned.counts is None and pruned.layout.n_blocks < model.layout.n_blocks
+    dense_counts = model.with_arrays(T=model.counts, counts=None).dense_T()
+    start = model.layout.clone_start
+    for k, (i, j) in enumerate(pruned.layout.block_pairs):
+        expected = dense_counts[start[i] : start[i + 1], start[j] : start[j + 1]].sum()
+        assert pruned.pair_counts[k] == pytest.approx(expected, rel=1e-12)
