@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import api  # noqa: E402
 from engine.training import options as training_options  # noqa: E402
-from engine.training.saving import model_to_save  # noqa: E402
+from engine.training.saving import model_to_save, prune_for_saving  # noqa: E402
 from engine.training.stages import prepare_training_corpus, sequences_bps  # noqa: E402
 
 
@@ -36,6 +36,29 @@ def _file_mb(model: object, folder: str, name: str) -> float:
     path = os.path.join(folder, name)
     api.save_model(model, path)
     return os.path.getsize(path) / 1e6
+
+
+def _threshold_table(outcome: training_options.TrainOutcome, folder: str) -> list[dict[str, float | None]]:
+    """Per threshold of the rule: the file's size without counts and with them, and the BPS cost of pruning on the
+    validation and the test text, for the saved model (the refit: validation seen in training, test held out) and,
+    when there is one apart from it, the selection model (both held out)."""
+    corpus, model = outcome.corpus, outcome.model
+    selected = outcome.selected if outcome.selected is not None and outcome.selected is not model else None
+    texts = {"validation": corpus.validation_parts, "test": corpus.test_parts}
+    models = {"saved": model, **({"selection": selected} if selected is not None else {})}
+    base = {(m, t): sequences_bps(models[m], texts[t], "cpu") for m in models for t in texts}
+    rows = []
+    for threshold in sorted(api.PRUNE_THRESHOLDS, reverse=True):
+        pruned = {m: prune_for_saving(models[m], threshold) for m in models}
+        row: dict[str, float | None] = {
+            "threshold": threshold,
+            "mb": round(_file_mb(pruned["saved"].without_statistics(), folder, "t.npz"), 2),
+            "mb_with_counts": round(_file_mb(pruned["saved"], folder, "t.npz"), 2),
+        }
+        for m, t in base:
+            row[f"{m}_{t}_cost"] = round(sequences_bps(pruned[m], texts[t], "cpu") - base[m, t], 5)
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
@@ -82,6 +105,7 @@ def main() -> None:
         after_validation = sequences_bps(loaded, outcome.corpus.validation_parts, "cpu")
         after_test = sequences_bps(loaded, outcome.corpus.test_parts, "cpu")
         dense_no_counts_mb = _file_mb(dense.without_statistics(), folder, "dense-no-counts.npz")
+        table = _threshold_table(outcome, folder)
     print(
         json.dumps(
             {
@@ -102,6 +126,7 @@ def main() -> None:
                 "test_bps_before": before_test,
                 "test_bps_after": after_test,
                 "nonzeros_kept": record.get("nonzeros"),
+                "per_threshold": table,
             },
             indent=1,
         )
