@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     summary = outcome.summary
     ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
-    model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics, options.backend)
+    model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics)
     summary["saved"] = saved
     summary["ngram"] = model.metadata["ngram"] = ngram
     api.save_model(model, args.output)

@@ -96,16 +96,18 @@ def choose_threshold(
 
 
 def model_to_save(
-    outcome: TrainOutcome, bound: float, keep_statistics: bool, backend: str = "cpu"
+    outcome: TrainOutcome, bound: float, keep_statistics: bool, backend: str | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """The model ``chmm train`` writes for ``outcome`` and the record of what was done (also stored in its
     metadata as ``saved``): T pruned at the threshold :func:`choose_threshold` keeps on the held-out validation
     text of the selection model (see the module docstring), the per-entry counts dropped unless ``keep_statistics``;
     the saved model's train, validation and test BPS are scored again when it was pruned. A sparse (grown) model, or
     a run without validation text, or a model continued from a pruned one (``fixed_zeros``: its zeros are the
-    user's), keeps T as trained."""
+    user's), keeps T as trained. ``backend``: where to score (default: the one the run trained on)."""
     bound = check_prune_bound(bound)
     model, corpus = outcome.model, outcome.corpus
+    if backend is None:
+        backend = str((model.metadata.get("settings") or {}).get("backend") or "cpu")
     record: dict[str, Any] = {"prune_bound": bound, "threshold": None, "statistics": bool(keep_statistics)}
     if not hasattr(model, "without_statistics"):  # a model of sparse blocks: no zeros stored, no sums per block
         record["reason"] = "a model of sparse blocks keeps its stored entries and counts"
