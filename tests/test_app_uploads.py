@@ -62,8 +62,11 @@ def test_model_upload_limit_is_exact(folder: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("CHMM_MAX_MODEL_MB", "0.001")  # 1,000 bytes
     before = current_bytes(folder)
     for size in (1001, 1002, 1003):  # base64 rounding must not let a few bytes over the limit through
-        with pytest.raises(UserError, match="too large"):
+        with pytest.raises(UserError, match="too large") as refused:
             model_service.load_model_upload(folder, data_uri(b"x" * size), "m.npz")
+        # one sentence that says what to do (issue 48)
+        message = str(refused.value)
+        assert "chmm prune" in message and "CHMM_MAX_MODEL_MB" in message and message.count(". ") == 0
     assert current_bytes(folder) == before
 
 

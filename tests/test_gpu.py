@@ -327,6 +327,7 @@ def test_cli_score_on_the_gpu_matches_the_cpu(name, tmp_path, capsys):
                 "--backend",
                 name,
                 "--json",
+                "--keep-statistics",  # the GPU's back-off reads the counts (see the test below)
             ]
         )
         == 0
@@ -338,6 +339,26 @@ def test_cli_score_on_the_gpu_matches_the_cpu(name, tmp_path, capsys):
     on_gpu = json.loads(capsys.readouterr().out)
     assert abs(on_cpu["bps"] - on_gpu["bps"]) <= 1e-5 * on_cpu["bps"]
     assert trained["test_bps"] > 0
+
+
+def test_the_gpu_scores_a_model_saved_without_counts_as_the_cpu(name, tmp_path):
+    """A pruned model saved without its counts backs off with the bigram of its per-block sums (pair_counts) on the
+    GPU engines as on the CPU: the same BPS."""
+    from pathlib import Path
+
+    from engine import api
+    from engine.backends import engines
+    from engine.model import pruning
+    from engine.training.stages import sequences_bps
+
+    text = Path("tests/data/blake-poems.txt").read_text(encoding="utf-8")
+    options = api.TrainOptions(states=120, algorithm="em", pseudocount=1e-6, iterations=3)
+    model = api.train_text(text, options).model
+    small = pruning.prune(model, threshold=1e-2).without_statistics()  # a back-off weight far above 1e-6
+    x = small.encode(small.codec.normalise(text))[:5000]
+    on_cpu = sequences_bps(small, [x], "cpu")
+    assert engines.implementation_for(small, name).backend == name
+    assert sequences_bps(small, [x], name) == pytest.approx(on_cpu, rel=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------- kernels and twins

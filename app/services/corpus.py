@@ -24,9 +24,10 @@ def _over(size: int, limit: int) -> str:
     return f"{format_bytes(size)}, the limit is {format_bytes(limit)}"
 
 
-def decode_upload(contents: str | None, filename: str | None, max_bytes: int) -> bytes:
+def decode_upload(contents: str | None, filename: str | None, max_bytes: int, remedy: str = "") -> bytes:
     """The bytes of a ``dcc.Upload`` ``contents`` data URI (``data:<type>;base64,<payload>``); UserError when
-    nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding)."""
+    nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding; the
+    sentence ends with ``remedy``, what to do, when given)."""
     name = filename if isinstance(filename, str) and filename else "the file"
     if not contents:
         raise UserError("No file arrived; choose or drop a file.")
@@ -37,13 +38,13 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
         raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
     estimated = len(payload) * 3 // 4
     if estimated > max_bytes + 2:
-        raise UserError(f"{name} is too large: about {_over(estimated, max_bytes)}.")
+        raise UserError(f"{name} is too large: about {_over(estimated, max_bytes)}{remedy}.")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise UserError(f"{name} arrived damaged (invalid base64); try again.") from None
     if len(data) > max_bytes:
-        raise UserError(f"{name} is too large: {_over(len(data), max_bytes)}.")
+        raise UserError(f"{name} is too large: {_over(len(data), max_bytes)}{remedy}.")
     return data
 
 

@@ -111,11 +111,18 @@ def transitions_text(summary: dict[str, Any]) -> str:
     return text
 
 
+MODEL_TOO_LARGE = (
+    "; `chmm prune MODEL -o SMALLER.npz` writes a smaller copy (a model trained by `chmm train` with its default "
+    "--prune-bound and without --keep-statistics is small already), or the server's CHMM_MAX_MODEL_MB raises the limit"
+)
+"""What the refusal of a model over the upload limit tells people to do (the end of its one sentence)."""
+
+
 def load_model_upload(folder: Path, contents: str | None, filename: str | None) -> str:
     """Make an uploaded ``.npz`` model current (the old one becomes the previous model). A file that is not a
     model raises UserError and leaves the current model as it was."""
     name = filename or "the file"
-    data = decode_upload(contents, name, config.max_model_upload_bytes())
+    data = decode_upload(contents, name, config.max_model_upload_bytes(), MODEL_TOO_LARGE)
     sessions.check_space(folder, len(data), "This model")
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)

@@ -185,6 +185,20 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"pruning threshold before the split ({TRAIN_DEFAULTS.grow_threshold:g})",
     )
     train.add_argument("--grow-iterations", type=int, default=None, help="sparse EM iterations after the split")
+    train.add_argument(
+        "--prune-bound",
+        type=float,
+        default=api.PRUNE_BOUND,
+        metavar="BITS",
+        help=f"save T pruned at the largest of {', '.join(f'{t:g}' for t in api.PRUNE_THRESHOLDS)} whose validation "
+        f"BPS cost is at most this many bits per symbol (default {api.PRUNE_BOUND:g}; 0 saves T dense)",
+    )
+    train.add_argument(
+        "--keep-statistics",
+        action="store_true",
+        help="also save the expected transition counts (float64, twice T's size): needed only for `chmm communities "
+        "--flow counts` and the export's count column; scoring keeps their sums per symbol pair either way",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     train.add_argument("--json", action="store_true")
     train.set_defaults(run=run)
@@ -200,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     if args.init and args.normalisation is not None:  # a flag typed, not a value: the default is a normalisation
         raise ValueError("--init continues a model with its own normalisation: leave out --normalisation")
     check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
+    api.check_prune_bound(args.prune_bound)
     options = train_options(args)
     options.validate(cluster=bool(args.cluster or args.workers))
     if args.workers is not None:
@@ -233,8 +248,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     summary = outcome.summary
     ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
-    summary["ngram"] = outcome.model.metadata["ngram"] = ngram
-    api.save_model(outcome.model, args.output)
+    model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics)
+    summary["saved"] = saved
+    summary["ngram"] = model.metadata["ngram"] = ngram
+    api.save_model(model, args.output)
     what = f"{summary['states']} states, {summary['iterations']} iterations ({summary['stopped']})"
     if summary.get("search"):
         what += (
@@ -246,8 +263,27 @@ def run(args: argparse.Namespace) -> int:
         if summary.get("chosen"):
             print(f"chose {summary['states']:,} states and pseudocount {summary['pseudocount']:g}: "
                   f"{summary['chosen']['reason']}")  # fmt: skip
+        print(_saved_sentence(saved))
         print(_beside_ngram(summary, ngram))
     return 0
+
+
+def _saved_sentence(saved: dict[str, Any]) -> str:
+    """One sentence: how T was saved (pruned at which threshold, at what validation cost, or dense and why) and
+    whether the expected counts were."""
+    bound = saved["prune_bound"]
+    statistics = "with" if saved["statistics"] else "without"
+    tail = f"; saved {statistics} the expected counts" + ("" if saved["statistics"] else " (--keep-statistics)")
+    if saved["threshold"] is not None:
+        return (
+            f"T pruned at {saved['threshold']:g}: {saved['nonzeros']:,} transitions kept "
+            f"({100 * saved['kept_fraction']:.2f}%), validation BPS {saved['validation_bps_dense']:.4f} -> "
+            f"{saved['validation_bps_dense'] + saved['validation_cost']:.4f} ({saved['validation_cost']:+.4f}, "
+            f"bound {bound:g})" + tail
+        )
+    if bound == 0:
+        return "T saved dense (--prune-bound 0)" + tail
+    return f"T saved dense: {saved.get('reason', 'no threshold within the bound')}" + tail
 
 
 def _beside_ngram(summary: dict[str, Any], ngram: dict[str, Any]) -> str:
@@ -344,6 +380,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
     kind = args.learner
     if args.init:
         raise ValueError("--init works only with --learner chmm")
+    if args.keep_statistics or args.prune_bound != api.PRUNE_BOUND:
+        raise ValueError("--prune-bound and --keep-statistics apply to CHMMs only (--learner chmm)")
     if args.grow_from is not None:
         raise ValueError("--grow-from works only with --learner chmm")
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:

@@ -112,6 +112,9 @@ class CHMM(CloneModel):
             :func:`engine.backends.cpu.inference.score`): 1e-6, or the transition mass a pruning removed.
         fixed_zeros: EM may update only the non-zero transitions (a pruned model stays pruned); otherwise the
             pseudocount reaches every stored entry.
+        pair_counts: the expected counts summed over each stored block (the training text's symbol-pair counts,
+            shape (K,), float64), kept where ``counts`` are not: the scorer's back-off bigram needs only these
+            (:func:`engine.backends.cpu.inference.symbol_bigram`); None when ``counts`` are kept or unknown.
     """
 
     symbols: list[str]
@@ -123,6 +126,7 @@ class CHMM(CloneModel):
     codec: TextCodec = field(default_factory=TextCodec)
     backoff_weight: float = BACKOFF_WEIGHT
     fixed_zeros: bool = False
+    pair_counts: np.ndarray | None = None
 
     form = "dense"
     """Which implementation runs this model (see :func:`engine.backends.engines.engine_for`)."""
@@ -136,6 +140,8 @@ class CHMM(CloneModel):
             raise ValueError(f"pi has shape {self.pi.shape}, the layout needs ({self.layout.n_states},)")
         if self.counts is not None and self.counts.shape != self.T.shape:
             raise ValueError("counts must have the same layout as T")
+        if self.pair_counts is not None and self.pair_counts.shape != (self.layout.n_blocks,):
+            raise ValueError("pair_counts must hold one value per stored block")
 
     # ------------------------------------------------------------------ accessors
     def block(self, i: int, j: int) -> np.ndarray | None:
@@ -161,7 +167,25 @@ class CHMM(CloneModel):
             pi=self.pi.copy(),
             counts=None if self.counts is None else self.counts.copy(),
             metadata=json.loads(json.dumps(self.metadata)),
+            pair_counts=None if self.pair_counts is None else self.pair_counts.copy(),
         )
+
+    def block_counts(self) -> np.ndarray | None:
+        """The expected counts summed over each stored block, shape (K,), float64: from ``counts`` when kept, else
+        ``pair_counts``, else None."""
+        if self.counts is not None:
+            if not self.layout.n_blocks:
+                return np.zeros(0)
+            return np.add.reduceat(np.asarray(self.counts, dtype=np.float64), self.layout.block_offset[:-1])
+        return None if self.pair_counts is None else np.asarray(self.pair_counts, dtype=np.float64)
+
+    def without_statistics(self) -> CHMM:
+        """The same model without the per-entry expected counts (the float64 array as large as T, twice T's bytes
+        in float32), keeping their sums per block (``pair_counts``), which is all that scoring reads from them: it
+        scores every text exactly as this model does. What is lost: the counts on each edge (``chmm communities
+        --flow counts``, the export's ``count`` column) and the occupancy of each clone that a later pruning weights
+        its back-off weight by."""
+        return self.with_arrays(counts=None, pair_counts=self.block_counts())
 
     def support(self) -> np.ndarray | None:
         """The entries EM may make non-zero, as a boolean mask in the flat layout, or None for "every stored
@@ -238,6 +262,8 @@ def save(model: CHMM, path: str | os.PathLike[str]) -> None:
     }
     if model.counts is not None:
         arrays["counts"] = np.asarray(model.counts)
+    elif model.pair_counts is not None:
+        arrays["pair_counts"] = np.asarray(model.pair_counts, dtype=np.float64)
     write_npz_atomic(path, arrays, header, compressed=True)
 
 
@@ -407,8 +433,8 @@ def check_row_sums(path: Any, sums: np.ndarray) -> None:
         raise ModelFormatError(f"{path}: damaged CHMM model (T has no transition mass)")
 
 
-DENSE_ARRAYS = ("n_clones", "block_pairs", "T", "pi", "counts")
-"""The arrays a dense model file holds ("counts" optional)."""
+DENSE_ARRAYS = ("n_clones", "block_pairs", "T", "pi", "counts", "pair_counts")
+"""The arrays a dense model file holds ("counts" optional; "pair_counts", their sums per block, only without them)."""
 
 
 def read_layout(path: Any, archive: ModelArchive, n_symbols: int, max_states: int = MAX_STATES) -> BlockLayout:
@@ -461,6 +487,11 @@ def load(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> CHMM
                 "T": archive.array("T", shape=(layout.size,), kind="f"),
                 "pi": archive.array("pi", shape=(layout.n_states,), kind="f"),
                 "counts": archive.array("counts", shape=(layout.size,), kind="f") if has_counts else None,
+                "pair_counts": (
+                    archive.array("pair_counts", shape=(layout.n_blocks,), kind="f")
+                    if "pair_counts" in archive.names and not has_counts
+                    else None
+                ),
             }
     except ArchiveError as exc:
         raise ModelFormatError(f"{path}: not a readable CHMM Explorer model ({exc})") from None
@@ -473,10 +504,17 @@ def load(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> CHMM
     typed, metadata = read_typed_header(path, header, version)
     check_content(path, symbols, metadata, arrays)
     try:
-        model = CHMM(list(symbols), layout, arrays["T"], arrays["pi"], arrays["counts"], dict(metadata), **typed)
+        model = CHMM(
+            list(symbols),
+            layout,
+            arrays["T"],
+            arrays["pi"],
+            arrays["counts"],
+            dict(metadata),
+            **typed,
+            pair_counts=arrays["pair_counts"],
+        )
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"{path}: damaged CHMM model ({exc})") from exc
-    check_row_sums(
-        path, row_sums(layout, model.T)
-    )
+    check_row_sums(path, row_sums(layout, model.T))
     return model

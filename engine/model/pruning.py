@@ -70,9 +70,11 @@ def prune(
     ``top_mass`` (per row, keep the largest entries holding this share of the row, 0 < top_mass <= 1),
     ``keep_clones`` (boolean mask or index array of clones: keep transitions between them only).
 
-    The expected counts, if kept, are zeroed on the same entries. Clones left with neither incoming nor outgoing
-    transitions lose their initial probability (pi is renormalised over the others). ``metadata["pruned"]``
-    records the rules and the non-zeros before and after; ``fixed_zeros`` makes EM keep the zeros at zero.
+    The expected counts, if kept, are zeroed on the same entries (a model without them keeps the ``pair_counts``
+    of the blocks that stay, and weights every row alike in the back-off weight below). Clones left with neither
+    incoming nor outgoing transitions lose their initial probability (pi is renormalised over the others).
+    ``metadata["pruned"]`` records the rules and the non-zeros before and after; ``fixed_zeros`` makes EM keep the
+    zeros at zero.
     ``backoff_weight`` becomes the removed transition mass (occupancy-weighted mean over rows, with what
     earlier prunings removed, see :func:`pruned_backoff_weight`): :func:`engine.backends.cpu.inference.score` mixes that
     much of the symbol bigram into every prediction.
@@ -98,6 +100,7 @@ def prune(
     counts = None
     if model.counts is not None:
         counts = np.where(keep, model.counts, 0.0)[entry_kept]
+    pair_counts = None if model.pair_counts is None else model.pair_counts[block_kept]  # a model saved without counts
     T_new = np.ascontiguousarray(T_new[entry_kept])
     pi, nonzeros_after = _connected_pi(new_layout, T_new, model.pi)
     record.update(
@@ -117,6 +120,7 @@ def prune(
         T=T_new,
         pi=pi.astype(model.pi.dtype),
         counts=counts,
+        pair_counts=None if counts is not None else pair_counts,
         metadata=pruned_metadata(model.metadata, record),
         backoff_weight=pruned_backoff_weight(model.backoff_weight, removed_mass),
         fixed_zeros=True,

@@ -211,7 +211,10 @@ def _infomap_network(graph: CloneGraph, flow: str) -> tuple[Any, str]:
         weights, flow_model = graph.edge_flow, "rawdir"
     elif flow == "counts":
         if graph.count is None:
-            raise ValueError("the model keeps no expected counts; use flow 'stationary' or 'directed'")
+            raise ValueError(
+                "the model keeps no expected counts (`chmm train --keep-statistics` saves them); use flow 'stationary' "
+                "or 'directed'"
+            )
         weights, flow_model = graph.count, "rawdir"
     else:
         weights, flow_model = graph.weight.data, "directed"

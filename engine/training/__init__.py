@@ -20,6 +20,8 @@ from engine.training.options import (  # noqa: F401
     MESSAGE_COPIES,
     MOST_SYMBOLS_PER_STATE,
     ONLINE_RESTARTS,
+    PRUNE_BOUND,
+    PRUNE_THRESHOLDS,
     PRUNED_KEYS,
     PSEUDOCOUNT_GRID,
     PSEUDOCOUNT_STATES_EXPONENT,
@@ -52,6 +54,13 @@ from engine.training.restarts import (  # noqa: F401
     best_of_restarts,
     restart_line,
     restart_processes,
+)
+from engine.training.saving import (  # noqa: F401
+    PruneChoice,
+    check_prune_bound,
+    choose_threshold,
+    model_to_save,
+    prune_for_saving,
 )
 from engine.training.search import (  # noqa: F401
     PREDICTION_EXPONENTS,
@@ -86,7 +95,14 @@ __all__ = [
     "ONLINE_RESTARTS",
     "ORPHAN_CHECK_S",
     "PREDICTION_EXPONENTS",
+    "PRUNE_BOUND",
+    "PRUNE_THRESHOLDS",
     "PRUNED_KEYS",
+    "PruneChoice",
+    "check_prune_bound",
+    "choose_threshold",
+    "model_to_save",
+    "prune_for_saving",
     "PSEUDOCOUNT_GRID",
     "PSEUDOCOUNT_STATES_EXPONENT",
     "REFIT_SHARE",

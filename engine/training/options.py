@@ -249,9 +249,7 @@ class TrainOptions:
         if self.restarts is not None and not 1 <= self.restarts <= MAX_RESTARTS:
             raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
         if self.init is not None and self.states != AUTO:
-            raise ValueError(
-                "--init continues a model with its own states: leave out the number of states (--states)"
-            )
+            raise ValueError("--init continues a model with its own states: leave out the number of states (--states)")
         if self.restarts not in (None, 1) and self.init is not None:
             raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
         if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < int(self.states):
@@ -443,3 +441,14 @@ def check_memory(corpus: text.Corpus, options: TrainOptions, grown_to: int | Non
             f"{what} would need about {need / 2**30:,.1f} GiB to train on this corpus, more than {where} "
             f"({limit / 2**30:,.1f} GiB); choose fewer states"
         )
+
+
+PRUNE_BOUND = 0.002
+"""The most validation BPS (bits per symbol) that pruning T for saving may cost (``chmm train --prune-bound``; 0
+saves T dense): the largest of :data:`PRUNE_THRESHOLDS` within it is kept
+(:func:`engine.training.saving.choose_threshold`). Measured in bench/RESULTS.md ("Models a tenth the size",
+issue 48)."""
+
+
+PRUNE_THRESHOLDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
+"""The thresholds the prune bound tries, largest first (:func:`engine.training.saving.choose_threshold`)."""

@@ -158,8 +158,9 @@ def _outcome(
             else {}
         ),
         **figures,
-        # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had
-        **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (init_model.metadata if init_model else {})},
+        # continuing from a pruned model keeps it pruned (fixed_zeros) and shows the pruning it had; one pruned only
+        # for saving (fixed_zeros False) continues dense (see extend_model)
+        **{key: init_model.metadata[key] for key in PRUNED_KEYS if key in (_kept_pruned(init_model))},
         **({"schedule": schedule} if schedule else {}),
         **({"support": result.support} if result.support is not None else {}),
         **({"restarts": restarts} if restarts else {}),
@@ -194,6 +195,11 @@ def _outcome(
     if result.error:
         summary["error"] = result.error
     return TrainOutcome(trained, summary, result, corpus, selected)
+
+
+def _kept_pruned(init_model: CHMM | None) -> dict[str, Any]:
+    """The metadata of a continued model whose pruning the continued model keeps (``fixed_zeros``), else {}."""
+    return init_model.metadata if init_model is not None and init_model.fixed_zeros else {}
 
 
 def _chosen(selection: Selection) -> dict[str, Any]:

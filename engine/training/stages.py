@@ -13,7 +13,7 @@ from engine.backends import engines
 from engine.corpora import allocation, text
 from engine.model import blocks
 from engine.model.blocks import pairs_in_sequence
-from engine.model.dense import CHMM, random_model
+from engine.model.dense import BACKOFF_WEIGHT, CHMM, random_model
 from engine.training import learning, support
 from engine.training.options import (
     ALIGNED_SHARE,
@@ -164,7 +164,17 @@ def refit_stage(
 
 def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype: Any) -> CHMM:
     """Continue from ``model`` on new data: keep its blocks and values, add random blocks for symbol pairs the
-    new data has and the model lacks (weighted 1e-3 against the existing row mass), renormalise rows."""
+    new data has and the model lacks (weighted 1e-3 against the existing row mass), renormalise rows. The expected
+    counts are not read (EM makes its own), so a model saved without them continues as it would in memory.
+
+    A model pruned for saving (``chmm train``'s prune bound: ``fixed_zeros`` False) continues as a dense model: EM
+    refills its zeroed entries from the pseudocount on, and it backs off with the weight of an unpruned model
+    (:data:`~engine.model.dense.BACKOFF_WEIGHT`), as the model it was pruned from did. A model pruned by ``chmm
+    prune`` (``fixed_zeros``) stays pruned and keeps its back-off weight."""
+    if not model.fixed_zeros and model.backoff_weight != BACKOFF_WEIGHT:
+        model = model.with_arrays(backoff_weight=BACKOFF_WEIGHT)
+    if getattr(model, "pair_counts", None) is not None:
+        model = model.with_arrays(pair_counts=None)
     layout = model.layout
     known = {(int(i), int(j)) for i, j in layout.block_pairs}
     extra = [p for p in map(tuple, pairs.tolist()) if p not in known]

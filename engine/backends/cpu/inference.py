@@ -149,12 +149,16 @@ def log_likelihood(model: CHMM, x: np.ndarray, row_key: np.ndarray | None = None
 
 
 def symbol_bigram(model: CHMM) -> np.ndarray:
-    """Symbol bigram P(j | i) from the model's expected counts (block sums = pair counts of the training text),
-    add-1/2 smoothed; uniform rows where the model keeps no counts."""
-    sums = None
-    if model.counts is not None and model.layout.n_blocks:
+    """Symbol bigram P(j | i) from the model's expected counts summed per block (the pair counts of the training
+    text: from ``counts``, or ``pair_counts`` in a model saved without them, :meth:`CHMM.block_counts`), add-1/2
+    smoothed; uniform rows where the model keeps neither."""
+    if hasattr(model, "block_counts"):
+        sums = model.block_counts()
+    elif model.counts is not None and model.layout.n_blocks:
         sums = np.add.reduceat(model.counts, model.layout.block_offset[:-1])
-    return symbol_bigram_from_block_sums(model.layout, sums)
+    else:
+        sums = None
+    return symbol_bigram_from_block_sums(model.layout, sums if sums is not None and sums.size else None)
 
 
 def symbol_bigram_from_block_sums(layout: BlockLayout, block_sums: np.ndarray | None) -> np.ndarray:

@@ -107,7 +107,8 @@ class GpuDenseEngine:
         return state.blocks.forward_messages(state, x, initial, row_key, store)
 
     def _bigram(self, state: DeviceModel) -> np.ndarray:
-        sums = None if state.counts is None else state.blocks.block_sums(state.counts)
+        # the device's counts when it has them, else the model file's sums per block (a model saved without counts)
+        sums = state.template.block_counts() if state.counts is None else state.blocks.block_sums(state.counts)
         return inference.symbol_bigram_from_block_sums(state.blocks.layout, sums)
 
     def score(self, state: DeviceModel, x: np.ndarray) -> inference.ScoreResult:
