@@ -15,6 +15,7 @@ from engine.model import pruning
 from engine.training import learning, stages, support
 from engine.training.options import RunContext, TrainOptions
 from engine.training.protocol import train_text
+from engine.training.thresholds import sequences_bps
 
 BLAKE = "tests/data/blake-poems.txt"
 
@@ -31,8 +32,8 @@ def online_model():
 
 def _cost_alone(model, validation, threshold: float) -> float:
     """The validation cost of pruning at ``threshold``, scored on the dense pruned model (not through the rule)."""
-    before = support.validation_bps(model, validation, "cpu")
-    return support.validation_bps(pruning.prune(model, threshold=threshold), validation, "cpu") - before
+    before = sequences_bps(model, validation, "cpu")
+    return sequences_bps(pruning.prune(model, threshold=threshold), validation, "cpu") - before
 
 
 def test_the_rule_keeps_the_largest_threshold_within_the_bound(online_model):
@@ -42,7 +43,7 @@ def test_the_rule_keeps_the_largest_threshold_within_the_bound(online_model):
     validation = corpus.validation_parts
     thresholds = (1e-2, 1e-3, 1e-4)
     costs = {t: _cost_alone(model, validation, t) for t in thresholds}
-    for bound in sorted({max(c, 0.0) for c in costs.values()} | {max(costs.values()) + 1.0}):
+    for bound in sorted({max(c, 1e-9) for c in costs.values()} | {max(costs.values()) + 1.0}):  # 0 turns it off
         chosen = support.on_the_support(model, validation, "cpu", bound, thresholds)
         expected = max((t for t in thresholds if costs[t] <= bound), default=None)
         assert chosen.threshold == expected

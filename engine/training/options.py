@@ -17,7 +17,6 @@ from engine.corpora.allocation import DEFAULT_NGRAM_ORDER
 from engine.model.blocks import pairs_in_sequence
 from engine.model.dense import CHMM, MAX_STATES
 from engine.training import learning
-from engine.training.support import SUPPORT_BOUND
 
 ENGINE_VERSION = "0.1.0"
 
@@ -77,6 +76,13 @@ LARGEST_FIRST_STATES = 1_000
 candidate, and a first candidate of 3,000 states on War and Peace (2.76 million symbols) ran for more than half an
 hour on 2 cores (bench/RESULTS.md, issue 34)."""
 
+
+SUPPORT_BOUND = 0.0
+"""Bits of validation BPS that pruning the online model before batch EM may cost (``TrainOptions.support_bound``,
+``--support-bound``; :mod:`engine.training.support`); 0, the default, trains on every stored entry. Off by default as
+measured: after online EM, and after each of 8 batch iterations, pruning costs more than 0.002 bits at every threshold
+of :data:`PRUNE_THRESHOLDS` on alice at 1,000 states (0.004-0.074 bits) and on chesterton-brown at 3,000 (0.003-0.099),
+so the rule would only spend its trials (bench/RESULTS.md, issue 48)."""
 
 BUDGET_MINUTES = 10.0
 """The default wall-clock budget of the automatic search (minutes on the machine at hand): the candidates and the
@@ -446,9 +452,10 @@ def check_memory(corpus: text.Corpus, options: TrainOptions, grown_to: int | Non
 PRUNE_BOUND = 0.002
 """The most validation BPS (bits per symbol) that pruning T for saving may cost (``chmm train --prune-bound``; 0
 saves T dense): the largest of :data:`PRUNE_THRESHOLDS` within it is kept
-(:func:`engine.training.saving.choose_threshold`). Measured in bench/RESULTS.md ("Models a tenth the size",
+(:func:`engine.training.thresholds.choose_threshold`). Measured in bench/RESULTS.md ("Models a tenth the size",
 issue 48)."""
 
 
 PRUNE_THRESHOLDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
-"""The thresholds the prune bound tries, largest first (:func:`engine.training.saving.choose_threshold`)."""
+"""The thresholds the prune bound and the support bound try, largest first
+(:func:`engine.training.thresholds.choose_threshold`)."""

@@ -18,81 +18,17 @@ continues it as a dense model (:func:`engine.training.stages.extend_model`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from engine.model import pruning
 from engine.model.dense import CHMM
-from engine.training.options import PRUNE_THRESHOLDS, TrainOutcome
-from engine.training.stages import sequences_bps
-
-
-def check_prune_bound(bound: float) -> float:
-    """The prune bound as a float, or ValueError (one sentence) unless it is a finite number at least 0."""
-    try:
-        value = float(bound)
-    except (TypeError, ValueError):
-        raise ValueError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}") from None
-    if not (np.isfinite(value) and value >= 0.0):
-        raise ValueError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}")
-    return value
-
-
-@dataclass
-class PruneChoice:
-    """The outcome of :func:`choose_threshold`: the threshold kept (None: T stays dense), the bound, the baseline
-    validation BPS (unpruned) and, per threshold tried, its validation BPS and cost (BPS minus the baseline)."""
-
-    threshold: float | None
-    bound: float
-    baseline_bps: float
-    tried: list[dict[str, float]] = field(default_factory=list)
-
-    @property
-    def validation_bps(self) -> float:
-        """The validation BPS of the model with the threshold kept (the baseline when none is)."""
-        for row in self.tried:
-            if row["threshold"] == self.threshold:
-                return row["validation_bps"]
-        return self.baseline_bps
-
-    @property
-    def cost(self) -> float:
-        """The validation BPS the kept threshold costs (0 when none is kept)."""
-        return self.validation_bps - self.baseline_bps
-
-
-def prune_for_saving(model: CHMM, threshold: float) -> CHMM:
-    """``model`` with T pruned at ``threshold`` (:func:`engine.model.pruning.prune`: rows renormalised, all-zero
-    blocks dropped, the removed mass as the back-off weight), marked as pruned for saving (``fixed_zeros`` False)."""
-    pruned = pruning.prune(model, threshold=threshold)
-    return pruned.with_arrays(fixed_zeros=False)
-
-
-def choose_threshold(
-    model: CHMM,
-    validation: list[np.ndarray],
-    bound: float,
-    backend: str = "cpu",
-    thresholds: tuple[float, ...] = PRUNE_THRESHOLDS,
-) -> PruneChoice:
-    """The largest of ``thresholds`` at which pruning ``model`` costs at most ``bound`` bits per symbol on the
-    ``validation`` sequences (the rule of this module; ``bound`` 0 tries nothing and keeps T dense). Each model is
-    scored as it would be saved (:meth:`CHMM.without_statistics` scores as ``model`` does)."""
-    bound = check_prune_bound(bound)
-    baseline = sequences_bps(model, validation, backend)
-    choice = PruneChoice(None, bound, baseline)
-    if bound == 0.0:
-        return choice
-    for threshold in sorted(thresholds, reverse=True):
-        bps = sequences_bps(prune_for_saving(model, threshold), validation, backend)
-        choice.tried.append({"threshold": threshold, "validation_bps": bps, "cost": bps - baseline})
-        if bps - baseline <= bound:
-            choice.threshold = threshold
-            break
-    return choice
+from engine.training.options import TrainOutcome
+from engine.training.thresholds import (  # noqa: F401 (the rule's names, as saving has always offered them)
+    PruneChoice,
+    check_prune_bound,
+    choose_threshold,
+    prune_for_saving,
+    sequences_bps,
+)
 
 
 def model_to_save(

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends import engines
 from engine.corpora import allocation, text
 from engine.model import blocks
 from engine.model.blocks import pairs_in_sequence
@@ -25,12 +24,7 @@ from engine.training.options import (
     TrainOptions,
     restart_plan,
 )
-
-
-def sequences_bps(model: Any, sequences: np.ndarray | list[np.ndarray], backend: str) -> float:
-    """BPS of one sequence or of several independent ones, on the implementation that runs ``model`` there."""
-    engine = engines.engine_for(model, backend)
-    return engines.score_sequences(engine, engine.load(model), sequences).bps
+from engine.training.thresholds import sequences_bps  # noqa: F401 (stages.sequences_bps, as before)
 
 
 def prepare_training_corpus(

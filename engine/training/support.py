@@ -1,10 +1,11 @@
 """Training on the support: after online EM, batch EM only on the transitions that carry mass.
 
-Online EM settles which transitions carry T's mass; most stored entries then hold almost none (a 5,000-state model
-of a novel: 7.5% of its non-zeros are at least 1e-4, and pruning there costs no validation BPS). Batch EM keeps zeros
-at zero, so the stage after online EM can run on a pruned model in CSR form (:mod:`engine.backends.cpu.sparse`),
-paying per kept entry instead of per stored one. :func:`on_the_support` chooses the pruning by a rule: the largest
-threshold of :data:`SUPPORT_THRESHOLDS` whose validation BPS is at most ``bound`` bits above the unpruned model's.
+Batch EM keeps zeros at zero, so the stage after online EM can run on a pruned model in CSR form
+(:mod:`engine.backends.cpu.sparse`), paying per kept entry instead of per stored one (one batch-EM iteration of a
+5,000-state model 4.5x faster when 7.5% of its non-zeros are kept, bench/RESULTS.md). :func:`on_the_support` chooses
+the pruning by the rule of :func:`engine.training.thresholds.choose_threshold` on the validation text: the largest
+threshold of :data:`engine.training.options.PRUNE_THRESHOLDS` whose BPS is at most ``bound`` bits above the unpruned
+model's (``--support-bound``, :data:`engine.training.options.SUPPORT_BOUND`).
 """
 
 from __future__ import annotations
@@ -19,24 +20,16 @@ from engine.backends import engines
 from engine.backends.cpu.sparse import SparseCHMM, from_dense
 from engine.model import pruning
 from engine.model.dense import CHMM
-
-SUPPORT_BOUND = 0.0
-"""Bits of validation BPS that pruning before batch EM may cost (``TrainOptions.support_bound``, ``--support-bound``);
-0, the default, trains on every stored entry. Off by default as measured: after online EM (and after each of 8 batch
-iterations) pruning costs more than 0.002 bits at every threshold of :data:`SUPPORT_THRESHOLDS` on alice at 1,000
-states (0.004-0.074 bits) and on chesterton-brown at 3,000 (0.003-0.099), so the rule would only spend its trials
-(bench/RESULTS.md, issue 48)."""
-
-SUPPORT_THRESHOLDS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
-"""Pruning thresholds :func:`on_the_support` tries, largest first. On a 5,000-state model of chesterton-brown they
-keep 0.5%, 0.8%, 7.5%, - and 38.5% of the non-zeros; held-out cost +0.0094 bits at 1e-3, -0.0003 at 1e-4."""
+from engine.training.options import PRUNE_THRESHOLDS
+from engine.training.thresholds import choose_threshold
 
 
 @dataclass
 class Support:
-    """The model batch EM continues from (``model``, pruned and in CSR form, or None when no threshold kept the
-    validation BPS within the bound), its ``threshold``, its validation ``cost`` in bits (pruned minus unpruned),
-    the share of the non-zeros it keeps, and each threshold tried (threshold, cost, kept share)."""
+    """The model batch EM continues from (``model``, pruned with its zeros fixed and in CSR form, or None when no
+    threshold kept the validation BPS within the bound), its ``threshold``, its validation ``cost`` in bits (pruned
+    minus unpruned), the share of the non-zeros it keeps, and each threshold tried (threshold, validation BPS,
+    cost)."""
 
     model: SparseCHMM | None
     threshold: float | None = None
@@ -50,12 +43,6 @@ class Support:
         return chosen | {"tried": self.tried}
 
 
-def validation_bps(model: Any, sequences: Sequence[np.ndarray], backend: str) -> float:
-    """BPS of the independent ``sequences`` under ``model`` on the implementation that runs it on ``backend``."""
-    engine = engines.engine_for(model, backend)
-    return engines.score_sequences(engine, engine.load(model), list(sequences)).bps
-
-
 def trains_on_the_support(model: Any, backend: str) -> bool:
     """Whether batch EM after online EM may move to the support: a model whose zeros are not yet fixed (a pruned or
     sparse model already trains on its own support) that runs on a host implementation (the sparse engine runs on
@@ -67,26 +54,17 @@ def on_the_support(
     model: CHMM,
     validation: Sequence[np.ndarray],
     backend: str,
-    bound: float = SUPPORT_BOUND,
-    thresholds: Sequence[float] = SUPPORT_THRESHOLDS,
-    before: float | None = None,
+    bound: float,
+    thresholds: Sequence[float] = PRUNE_THRESHOLDS,
 ) -> Support:
     """``model`` pruned at the largest of ``thresholds`` whose BPS on ``validation`` is at most ``bound`` bits above
-    ``model``'s own (``before``, scored when not given), as a :class:`SparseCHMM` with ``fixed_zeros`` (EM never
-    grows its support back); thresholds are tried largest first and the first within the bound is kept. A pruned
-    model backs off to the symbol bigram with the mass pruning removed (:func:`engine.model.pruning.prune`), so its
-    BPS is finite. ``Support.model`` is None when every threshold costs more than ``bound``."""
-    if bound < 0 or not np.isfinite(bound):
-        raise ValueError(f"the support bound must be a finite number of bits at least 0, got {bound!r}")
-    before = validation_bps(model, validation, backend) if before is None else before
-    nonzeros = max(int(np.count_nonzero(np.asarray(model.T))), 1)
-    support = Support(None)
-    for threshold in sorted(thresholds, reverse=True):
-        pruned = from_dense(pruning.prune(model, threshold=threshold))
-        cost = validation_bps(pruned, validation, backend) - before
-        kept = len(pruned.data) / nonzeros
-        support.tried.append({"threshold": threshold, "cost": cost, "kept_fraction": kept})
-        if cost <= bound:
-            support.model, support.threshold, support.cost, support.kept_fraction = pruned, threshold, cost, kept
-            break
+    ``model``'s own (:func:`engine.training.thresholds.choose_threshold`), as a :class:`SparseCHMM` with its zeros
+    fixed (EM never grows the support back). ``Support.model`` is None when every threshold costs more than
+    ``bound`` (or ``bound`` is 0)."""
+    choice = choose_threshold(model, list(validation), bound, backend, tuple(thresholds))
+    support = Support(None, tried=choice.tried)
+    if choice.threshold is not None:
+        pruned = from_dense(pruning.prune(model, threshold=choice.threshold))
+        support.model, support.threshold, support.cost = pruned, choice.threshold, choice.cost
+        support.kept_fraction = len(pruned.data) / max(int(np.count_nonzero(np.asarray(model.T))), 1)
     return support
