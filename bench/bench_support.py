@@ -8,6 +8,12 @@ entries each one stores, the seconds and their ratio, and the training BPS each 
 float32 rounding: the two engines compute the same counts).
 
     python bench/bench_support.py --model brown5000.npz --corpus chesterton-brown [--thresholds 1e-5 1e-4 1e-3]
+    python bench/bench_support.py --settling --corpus chesterton-brown --states 3000 --pseudocount 1e-4
+
+``--settling`` trains a new model by online EM and prints, after online EM and after each of 8 batch-EM iterations,
+the validation cost of pruning at 1e-3, 1e-4 and 1e-5 (the rule of :mod:`engine.training.thresholds`, each threshold
+alone); then batch EM from the online model to its early stop on every stored entry and on the support at 1e-5 and
+1e-4 (seconds per iteration, best validation BPS).
 
 The training text is ``CHMM_CORPORA/CORPUS.txt`` (default ../shared/corpora) split as ``chmm train`` splits it with
 the defaults (the model's alphabet must be the corpus's). Run it alone on the machine.
@@ -51,14 +57,66 @@ def iteration_seconds(model, x: np.ndarray, repeats: int) -> tuple[float, float]
     return best, bps
 
 
+def settling(corpus_name: str, states: int, pseudocount: float) -> None:
+    """The ``--settling`` measurements (see the module docstring)."""
+    from dataclasses import replace
+
+    from engine.training import stages
+    from engine.training.options import TrainOptions
+    from engine.training.thresholds import choose_threshold, sequences_bps
+
+    options = TrainOptions(states=states, pseudocount=pseudocount, restarts=1)
+    corpus = stages.prepare_training_corpus(text.read_text(CORPORA / f"{corpus_name}.txt"), options, corpus_name, None)
+    config = options.training_config()
+    started = time.perf_counter()
+    online = learning.fit(
+        stages.initial_model_for(corpus, options), corpus.train_parts, corpus.validation_parts, config, backend="cpu"
+    )
+    validation = corpus.validation_parts
+    print(f"{corpus_name}, {states:,} states, pseudocount {pseudocount:g}: online EM {len(online.history)} epochs, "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    batch = replace(config, algorithm="em")
+    model = online.model
+    for iteration in range(8):
+        costs = []
+        for threshold in (1e-3, 1e-4, 1e-5):
+            tried = choose_threshold(model, validation, 1.0, "cpu", (threshold,)).tried[0]
+            kept = np.count_nonzero(pruning.prune(model, threshold=threshold).T) / np.count_nonzero(model.T)
+            costs.append(f"{threshold:g}: {tried['cost']:+.4f} ({kept:.1%} kept)")
+        bps = sequences_bps(model, validation, "cpu")
+        print(f"after {iteration} batch iterations: validation {bps:.4f}; " + "; ".join(costs), flush=True)
+        model = learning.fit(model, corpus.train_parts, None, replace(batch, iterations=1, tolerance=None)).model
+    print("\n| batch EM from the online model | iterations | s per iteration | best validation BPS |")
+    print("|---|---:|---:|---:|")
+    for threshold in (None, 1e-5, 1e-4):
+        start = (
+            online.model if threshold is None else sparse.from_dense(pruning.prune(online.model, threshold=threshold))
+        )
+        began = time.perf_counter()
+        result = learning.fit(start, corpus.train_parts, validation, batch, backend="cpu")
+        seconds = (time.perf_counter() - began) / max(len(result.history), 1)
+        stored = len(start.data) if threshold is not None else int(np.count_nonzero(start.T))
+        where = "every stored entry" if threshold is None else f"on the support at {threshold:g}"
+        best = min(r.validation_bps for r in result.history)
+        print(f"| {where} ({stored:,}) | {len(result.history)} | {seconds:.2f} | {best:.4f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--model", type=Path, help="a trained model (not with --settling)")
     parser.add_argument("--corpus", required=True, help="the corpus file's stem in CHMM_CORPORA")
+    parser.add_argument("--settling", action="store_true", help="train a model and measure when its support settles")
+    parser.add_argument("--states", type=int, default=3000, help="--settling: states")
+    parser.add_argument("--pseudocount", type=float, default=1e-4, help="--settling: pseudocount")
     parser.add_argument("--thresholds", type=float, nargs="*", default=[1e-5, 1e-4, 3e-4, 1e-3])
     parser.add_argument("--symbols", type=int, default=100_000, help="the first N training symbols (0: all)")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    if args.settling:
+        settling(args.corpus, args.states, args.pseudocount)
+        return
+    if args.model is None:
+        parser.error("--model is needed (or --settling)")
     model = load_model(args.model)
     corpus = text.prepare_corpus(text.read_text(CORPORA / f"{args.corpus}.txt"), name=args.corpus)
     if list(corpus.symbols) != list(model.symbols):
