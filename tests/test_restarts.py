@@ -267,6 +267,11 @@ def test_auto_states_grid_and_choice() -> None:
     assert training.states_candidates(big, base)[0] == 1000 and 300 not in training.states_candidates(big, base)
     huge = dataclasses.replace(prepared, train=np.resize(prepared.train, 4_000_000))  # the first stays affordable
     assert training.states_candidates(huge, base)[0] == training.LARGEST_FIRST_STATES
+    # on a latency-bound backend (the GPU) the first is the largest of the grid up to DEVICE_FIRST_STATES the text
+    # allows; the CPU's grid is unchanged
+    assert training.states_candidates(big, base, "gpu") == [10_000, 30_000]
+    assert training.states_candidates(big, base, "cpu") == training.states_candidates(big, base)
+    assert training.states_candidates(prepared, base, "gpu") == [1000]  # 1,919 states at most: 1,000 first
     small = training.estimate_training_memory(prepared, options_with(base, states=300))
     assert training.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
     assert training.estimate_training_memory(prepared, base) == training.estimate_training_memory(
@@ -303,9 +308,11 @@ def surface_search(
         return level[states] + 0.01 * abs(grid.index(pseudocount) - best_index[states])
 
     monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: surface(*model))
-    monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options: sorted(level))
+    monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options, backend=None: sorted(level))
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: seconds[states])
+    monkeypatch.setattr(
+        training_search, "predict_candidate_seconds", lambda record, cost, states, first=1.0: seconds[states]
+    )
     options = training.TrainOptions(algorithm="em", states="auto", pseudocount="auto", restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[])
     selection, record = training.search_settings("", corpus, options, training.RunContext(), "surface", fake_select)
@@ -414,7 +421,7 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     monkeypatch.setattr(training_search, "best_of_restarts", fake_restarts)
     monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: 2.0)
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states: 10.0)
+    monkeypatch.setattr(training_search, "predict_candidate_seconds", lambda record, cost, states, first=1.0: 10.0)
     monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
     corpus = SimpleNamespace(validation_parts=[])
     options = training.TrainOptions(algorithm="em", states=300, pseudocount="auto", restarts=4)
@@ -446,6 +453,8 @@ def test_candidate_seconds_follow_the_growth_measured_so_far() -> None:
     one_size = [{"states": 300, "seconds": 10.0}, {"states": 300, "seconds": 12.0}]
     assert training.predict_candidate_seconds(one_size, cost, 1000) == pytest.approx(120.0)  # proportional
     assert training.predict_candidate_seconds(one_size, cost, 300) == pytest.approx(12.0)  # the same size
+    # a latency-bound backend's first exponent: the square root of the cost ratio until two sizes were tried
+    assert training.predict_candidate_seconds(one_size, cost, 1000, 0.5) == pytest.approx(12.0 * 10**0.5)
     flat = [*one_size, {"states": 1000, "seconds": 16.0}, {"states": 1000, "seconds": 17.0}]
     low, high = training.PREDICTION_EXPONENTS
     assert training.predict_candidate_seconds(flat, cost, 3000) == pytest.approx(17.0 * 10**low)  # at the floor

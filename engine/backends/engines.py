@@ -237,9 +237,11 @@ class Implementation:
     (its E-step counts only a range of steps: chunks with a burn-in, the cluster), ``lockstep`` (its plan takes
     ``chunk``: batch EM's passes run over all chunks of a sequence at once), ``restart_processes``
     (restarts may run in worker processes), ``host`` (runs on the CPU: peers and CPU-only tools accept the
-    backend), ``in_app`` (offered on the Train page). ``file_format`` and ``read``: the ``format`` its host models'
-    files name in their header and their reader (:func:`reader_for`); ``adopt``: a host model of another form in
-    this implementation's (:func:`in_form_for`)."""
+    backend), ``in_app`` (offered on the Train page), ``latency_bound`` (a step of its passes costs about the same
+    from 1,000 to 10,000 states: a GPU, whose sequential steps wait on latency, so the automatic search may start
+    large, :data:`engine.training.options.DEVICE_FIRST_STATES`). ``file_format`` and ``read``: the ``format`` its
+    host models' files name in their header and their reader (:func:`reader_for`); ``adopt``: a host model of
+    another form in this implementation's (:func:`in_form_for`)."""
 
     name: str
     backend: str
@@ -255,6 +257,7 @@ class Implementation:
     restart_processes: bool = False
     host: bool = True
     in_app: bool = True
+    latency_bound: bool = False
     file_format: str | None = None
     read: Callable[..., Model] | None = None
     adopt: Callable[[Model], Model] | None = None

@@ -77,6 +77,17 @@ candidate, and a first candidate of 3,000 states on War and Peace (2.76 million 
 hour on 2 cores (bench/RESULTS.md, issue 34)."""
 
 
+DEVICE_FIRST_STATES = 10_000
+"""The most states the search's first candidate has on a latency-bound implementation (a GPU; the capability
+``latency_bound``): there a step of online EM's exact passes costs about the same whatever the number of states up to
+tens of thousands (about 4 us), so small candidates buy nothing. Measured on an H200 (bench/RESULTS.md, issue 49):
+`chmm train calgary-book1.txt --backend gpu --budget 3.5` spent its minutes on three 1,000-state candidates (the
+first 90 s) and ended 0.136 bits above our n-gram."""
+
+DEVICE_PREDICTION_EXPONENT = 0.5
+"""On a latency-bound implementation, the exponent :func:`engine.training.search.predict_candidate_seconds` uses
+before two numbers of states were tried (1 elsewhere): its seconds grow far slower than the model's memory."""
+
 SUPPORT_BOUND = 0.0
 """Bits of validation BPS that pruning the online model before batch EM may cost (``TrainOptions.support_bound``,
 ``--support-bound``; :mod:`engine.training.support`); 0, the default, trains on every stored entry. Off by default as
@@ -359,14 +370,17 @@ class Selection:
     reason: str = ""  # why the automatic search chose these options (empty without a search)
 
 
-def states_candidates(corpus: text.Corpus, options: TrainOptions) -> list[int]:
+def states_candidates(corpus: text.Corpus, options: TrainOptions, backend: str | None = None) -> list[int]:
     """The numbers of states ``states=AUTO`` tries, smallest first: :data:`STATES_GRID` from two clones per symbol
     and one state per :data:`MOST_SYMBOLS_PER_STATE` training symbols (at most :data:`LARGEST_FIRST_STATES`) to one
     state per :data:`SYMBOLS_PER_STATE` (at least the smallest such), and within ``options.max_memory`` when set
-    (:func:`estimate_training_memory`)."""
+    (:func:`estimate_training_memory`). On a latency-bound ``backend`` (a GPU) the first is the largest of the grid up
+    to :data:`DEVICE_FIRST_STATES` that the text allows (one state per :data:`SYMBOLS_PER_STATE` symbols)."""
     n_train = max(1, len(corpus.train_full))
     low = max(2 * corpus.n_symbols, min(n_train // MOST_SYMBOLS_PER_STATE, LARGEST_FIRST_STATES))
     high = n_train // SYMBOLS_PER_STATE
+    if backend is not None and engines.supports(backend, "latency_bound"):
+        low = max([low] + [n for n in STATES_GRID if n <= min(high, DEVICE_FIRST_STATES)])
     grid = [n for n in STATES_GRID if low <= n <= high] or [max(2 * corpus.n_symbols, min(STATES_GRID[0], high))]
     if options.max_memory is not None:
         fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]

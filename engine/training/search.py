@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends import engines
 from engine.corpora import text
 from engine.training import learning, stages
 from engine.training.options import (
     AUTO,
+    DEVICE_PREDICTION_EXPONENT,
     FIRST_PSEUDOCOUNT,
     PSEUDOCOUNT_GRID,
     PSEUDOCOUNT_STATES_EXPONENT,
@@ -67,17 +69,20 @@ PREDICTION_EXPONENTS = (0.5, 1.5)
 calgary-book1's 1,000-state candidates took 1.5 times the 300-state ones' for 10 times the memory), at most 1.5."""
 
 
-def predict_candidate_seconds(record: Sequence[dict[str, Any]], cost: Callable[[int], float], states: int) -> float:
+def predict_candidate_seconds(
+    record: Sequence[dict[str, Any]], cost: Callable[[int], float], states: int, first_exponent: float = 1.0
+) -> float:
     """The seconds a search candidate with ``states`` is expected to take: the last candidate's seconds times
     (cost(states) / cost(its states)) ** e, where ``cost`` is what an EM iteration's time grows with (the training
     memory estimate: stored transition entries and messages) and e is fitted to the mean seconds of the two largest
-    numbers of states tried so far (1 with one number of states), within :data:`PREDICTION_EXPONENTS`."""
+    numbers of states tried so far (``first_exponent`` with one number of states), within
+    :data:`PREDICTION_EXPONENTS`."""
     last = record[-1]
     ratio = cost(states) / max(cost(int(last["states"])), 1.0)
     seconds: dict[int, list[float]] = {}
     for line in record:
         seconds.setdefault(int(line["states"]), []).append(float(line["seconds"]))
-    exponent = 1.0
+    exponent = first_exponent
     if len(seconds) >= 2:
         small, large = sorted(seconds)[-2:]
         grown = np.mean(seconds[large]) / max(np.mean(seconds[small]), 1e-9)
@@ -186,7 +191,10 @@ class _Search:
     ) -> None:
         self.corpus_text, self.corpus, self.options, self.name = corpus_text, corpus, options, name
         self.run, self.alone, self.run_candidate = run, replace(run, cluster=None), run_candidate
-        self.states_list = states_candidates(corpus, options) if options.states == AUTO else [int(options.states)]
+        self.states_list = (
+            states_candidates(corpus, options, run.backend) if options.states == AUTO else [int(options.states)]
+        )
+        self.first_exponent = DEVICE_PREDICTION_EXPONENT if engines.supports(run.backend, "latency_bound") else 1.0
         self.grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
         self.record: list[dict[str, Any]] = []
         self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
@@ -198,7 +206,7 @@ class _Search:
             changed = replace(self.options, states=n, pseudocount=FIRST_PSEUDOCOUNT)
             return float(estimate_training_memory(self.corpus, changed))
 
-        return predict_candidate_seconds(self.record, cost, states)
+        return predict_candidate_seconds(self.record, cost, states, self.first_exponent)
 
     def affordable(self, states: int) -> bool:
         """Whether a candidate with ``states`` is predicted to end within ``options.budget`` minutes (the first

@@ -286,7 +286,7 @@ engines.register(
     engines.Implementation(
         "gpu", "gpu", lambda options: GpuDenseEngine(devices.cuda_device(), options, "gpu"), _is_dense, GpuOptions,
         available=lambda: backend.gpu_status(), offerable=lambda: backend.gpu_probably_available(), auto_rank=1,
-        host=False, lockstep=True,
+        host=False, lockstep=True, latency_bound=True,
     )
 )  # fmt: skip
 engines.register(
