@@ -392,11 +392,11 @@
       draw: function (data, marked, containerId, clickedId) {
         const view = renderer(containerId, clickedId);
         if (!view || !data || !data.x) return 0;
-        const fresh = view.data !== data;
+        const fresh = view.data !== data, kept = view.n === data.x.length && view.fitScale > 0;
         if (fresh) { view.data = data; view.setData(data); }
         view.setMarked(marked);
-        if (fresh) view.fit();  // every clone in view
-        else { view.drawScene(); view.present(); }
+        if (fresh && !kept) view.fit();  // new clones: every one in view
+        else { view.drawScene(); view.present(); }  // the same clones (other transitions, marks): the view stays
         return view.n;
       },
       /** The "Fit" button: every clone in view again. */

@@ -698,15 +698,15 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     folder = session_folder(browser, data_dir)
     n = graph_service.load_current(folder).n_states
     saved = graph_service.read_communities(folder)
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and no transition", timeout=30)
-    drawn = wait_until(state, 15, "the whole graph is not drawn")
-    assert drawn["clones"] == n == 600 and drawn["edges"] == 0  # every clone; no transition at first
-    assert drawn["inked"] > 600, drawn  # at least a pixel a clone is not the background
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions", 30)
+    with_edges = wait_until(state, 15, "the whole graph is not drawn")
+    assert with_edges["clones"] == n == 600 and with_edges["edges"] == 2000  # every clone, the transitions of most flow
     screenshot(browser, "whole-graph", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
-    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", "the 2,000 with the most flow")
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions")
-    with_edges = wait_until(lambda: (state() or {}).get("edges") == 2000 and state(), 10, "no transitions drawn")
-    assert with_edges["inked"] > drawn["inked"]  # the transitions' lines are drawn too
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", "none")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and no transition")
+    drawn = wait_until(lambda: (state() or {}).get("edges") == 0 and state(), 10, "the transitions are still drawn")
+    assert drawn["clones"] == n and drawn["inked"] > 600, drawn  # at least a pixel a clone is not the background
+    assert with_edges["inked"] > drawn["inked"]  # the transitions' lines were drawn too
     canvas = browser.find_element(f"{view} canvas")
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
     clone = module["nodes"][0]

@@ -16,9 +16,9 @@ from engine import api
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
 """How many transitions the view may draw (the most flow first)."""
 
-DEFAULT_EDGES = 0
-"""None at first: in a browser that draws WebGL without a GPU, 2,000 transitions cut panning 5,000 clones from 8.9
-to 1.9 frames a second (bench/bench_whole_graph.py, bench/RESULTS.md); with a GPU they cost little."""
+DEFAULT_EDGES = 2_000
+"""The transitions drawn at first: the canvas pans a cached bitmap, so transitions cost only its full redraws (about
+1 ms a thousand without a GPU: bench/bench_whole_graph.py, bench/RESULTS.md)."""
 ASPECT = 1.6
 """Width over height of the packed layout (the view is wider than tall)."""
 

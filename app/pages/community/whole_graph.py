@@ -80,10 +80,7 @@ def columns(drawn: dict[str, Any]) -> dict[str, Any]:
 def note(drawn: dict[str, Any]) -> list[Any]:
     """What the view says it draws: clones, transitions drawn of all, and how it is coloured."""
     if drawn["drawn_edges"] == 0:
-        edges = (
-            f"no transition (of {drawn['edges']:,} with T at least {drawn['threshold']:.2g}: choose how many above; "
-            "without a GPU each thousand slows panning)"
-        )
+        edges = f"no transition (of {drawn['edges']:,} with T at least {drawn['threshold']:.2g}: choose how many above)"
     elif drawn["drawn_edges"] < drawn["edges"]:
         edges = (
             f"the {drawn['drawn_edges']:,} transitions with the most flow of {drawn['edges']:,} (T at least "
@@ -99,7 +96,7 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     return [
         head + f"Cells: the {drawn['top_modules']:,} top modules (area by clones, colours as in the table) and their "
         f"submodules; the clones with the most flow sit at each cell's centre.{outside} Drag to pan, scroll to "
-        "zoom, hover a clone for its module, click it to open its module below."
+        "zoom (Fit or a double click: all in view), hover a clone for its module, click it to open its module below."
     ]
 
 
