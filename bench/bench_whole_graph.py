@@ -12,7 +12,8 @@ E with the most weight drawn. In headless Chromium (Debian's, software WebGL: Sw
   that skipped frames would show fewer than 90; for ours, the full scene draws: its frames shift the cached bitmap);
 * ours only: ``full redraw ms``, one full-detail draw of the scene (what a zoom costs once it settles, and a drag
   that leaves the cached area), and ``fps, fast drag``: a second drag of 90 frames at 20 x 12 pixels a frame, which
-  leaves the cached area (its margin: half the view's longer side) several times.
+  leaves the cached area (its margin: half the view's longer side) several times; ``fps zooming``: 30 wheel steps
+  (one a frame, each 6% closer: the cached bitmap scaled), and the full redraw at that zoom once the wheel rests.
 
 Renderers: ours (``assets/whole_graph.js``, the app's own: Canvas 2D, the scene cached in a bitmap larger than the
 view, shifted while panning), Plotly ``Scattergl`` (plotly.py's bundled plotly.js; edges one line trace with gaps),
@@ -149,8 +150,12 @@ window.bench = async function (E) {
   }
   const [fps, redraws] = await pan(3, 2);
   const [fast, fastRedraws] = await pan(-20, -12);
+  const wheel = i => canvas.dispatchEvent(new WheelEvent('wheel', {bubbles: true, cancelable: true, deltaY: -40,
+    clientX: box.left + box.width / 2, clientY: box.top + box.height / 2}));
+  const zoom = await drag(wheel, 30);  // 30 wheel steps, one a frame: the cached bitmap scaled
+  await new Promise(r => setTimeout(r, 300));  // the full redraw once the wheel rests
   return {first: first, fps: fps, redraws: redraws, scene: scene, fast: fast, fast_redraws: fastRedraws,
-    edges: view.edges};
+    zoom: zoom, zoomed_scene: view.lastDrawMs, edges: view.edges};
 };
 """,
     ),
@@ -253,9 +258,10 @@ def main() -> None:
     print(describe_machine())
     print(f"headless Chromium, software WebGL; canvas {CANVAS[0]} x {CANVAS[1]}; {PAN_FRAMES} frames of panning\n")
     print(
-        "| renderer | nodes | edges | first draw ms | fps while panning | redraws | full redraw ms | fps, fast drag |"
+        "| renderer | nodes | edges | first draw ms | fps while panning | redraws | full redraw ms | fps, fast drag "
+        "| fps zooming (then redraw ms) |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory(prefix="bench-whole-graph-") as tmp:
         folder = Path(tmp)
         for n in args.sizes:
@@ -277,9 +283,10 @@ def main() -> None:
                     redraws = "" if got.get("redraws") is None else str(got["redraws"])
                     scene = "" if got.get("scene") is None else f"{got['scene']:,.0f}"
                     fast = "" if got.get("fast") is None else f"{got['fast']:.1f} ({got['fast_redraws']} redraws)"
+                    zoom = "" if got.get("zoom") is None else f"{got['zoom']:.1f} ({got['zoomed_scene']:,.0f})"
                     print(
                         f"| {renderer} | {n:,} | {edges:,} | {got['first']:,.0f} | {got['fps']:.1f} | {redraws} |"
-                        f" {scene} | {fast} |  <!-- {time.perf_counter() - started:.0f} s -->",
+                        f" {scene} | {fast} | {zoom} |  <!-- {time.perf_counter() - started:.0f} s -->",
                         flush=True,
                     )
 

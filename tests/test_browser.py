@@ -717,6 +717,19 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     drag.move_by_offset(30, 20).move_by_offset(30, 20).release().perform()  # a drag pans: the clone moves with it
     after = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
     assert [round(a - b) for a, b in zip(after[:2], before[:2], strict=True)] == [60, 40]
+    zoom = "const v = document.querySelector(arguments[0]).wholeGraph; return [v.view.s / v.fitScale, v.draws];"
+    scale, draws = browser.driver.execute_script(zoom, view)
+    browser.driver.execute_script(  # a wheel step closer: the bitmap scaled at once, the full detail drawn soon after
+        "arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -200, bubbles: true, cancelable: true,"
+        " clientX: arguments[0].getBoundingClientRect().left + 100, clientY: arguments[0].getBoundingClientRect().top"
+        " + 100}));",
+        canvas,
+    )
+    wait_until(lambda: browser.driver.execute_script(zoom, view)[1] > draws, 5, "no full redraw after zooming")
+    assert browser.driver.execute_script(zoom, view)[0] > 1.2 * scale
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FIT}").click()  # Fit: every clone in view again
+    wait_until(lambda: browser.driver.execute_script(zoom, view)[0] == 1, 5, "Fit did not bring the whole graph back")
+    after = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
     x, y = after[2:]  # from the canvas's centre
     ActionChains(browser.driver).move_to_element(canvas).move_by_offset(round(x), round(y)).perform()
     tip = f"{view} .whole-graph-tip"
