@@ -296,8 +296,8 @@
       const c = this.canvas;
       c.addEventListener('pointerdown', event => {
         if (event.button !== 0) return;
-        const [px, py] = this.at(event);
-        this.drag = {px: px, py: py, ox: this.view.ox, oy: this.view.oy, moved: false};
+        // the drag in the window's coordinates: the page may move the canvas meanwhile (a scrollbar comes or goes)
+        this.drag = {cx: event.clientX, cy: event.clientY, ox: this.view.ox, oy: this.view.oy, moved: false};
         this.hideTip();
         c.style.cursor = 'grabbing';
         window.addEventListener('pointermove', this.onDrag);
@@ -307,7 +307,7 @@
       this.onDrag = event => {
         const d = this.drag;
         if (!d) return;
-        const [px, py] = this.at(event), dx = px - d.px, dy = py - d.py;
+        const dx = event.clientX - d.cx, dy = event.clientY - d.cy;
         if (!d.moved && Math.hypot(dx, dy) < CLICK_SLOP_PX) return;
         d.moved = true;
         this.view.ox = d.ox + dx; this.view.oy = d.oy + dy;

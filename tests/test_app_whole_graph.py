@@ -91,6 +91,9 @@ def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
     assert set(navigate(view, f"{ids.COMMUNITIES_WHOLE_CLICKED}.data", clicked=outside, session_id=sid).values()) == {
         page.no_update
     }
+    for mounted in (None, {}):  # the store set up as the page opens is no click: the URL's view is read
+        opened = navigate(view, f"{ids.COMMUNITIES_WHOLE_CLICKED}.data", clicked=mounted, search="?layout=circle")
+        assert opened["layout"] == "circle" and opened["search"] is page.no_update
     assert page.mark_module(module["id"], 1, sid) == sorted(module["nodes"])
     assert page.mark_module(None, 1, sid) is None  # none selected: none marked
     assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn

@@ -176,6 +176,8 @@ def navigate(
         "layout": layout if layout in GRAPH_LAYOUTS else "preset",
     }
     note: Any = no_update
+    if trigger == ids.COMMUNITIES_WHOLE_CLICKED and not (clicked or {}).get("count"):
+        trigger = None  # the click store set up as the page opens (a memory store sets its data once mounted)
     if trigger is None or trigger == ids.COMMUNITIES_URL:  # the page opened, or Back / Forward
         asked, problems = parse_view(search)
         if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:

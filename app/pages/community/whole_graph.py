@@ -43,7 +43,7 @@ def controls() -> html.Div:
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
-            dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data={}),  # {}: no click yet
             dcc.Loading(
                 [
                     html.Div(id=ids.COMMUNITIES_WHOLE_NOTE, className="hint"),
