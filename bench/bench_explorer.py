@@ -11,7 +11,10 @@ drives a fresh browser session through what a user does, timing each step from t
   the page is idle;
 * ``word search``: Find, until the clone path of that word is shown;
 * ``export``: Export at the Communities page's threshold (GraphML), until the message says what it wrote;
-* ``the whole graph``: "Draw the whole graph", until every clone is a point of the figure;
+* ``the whole graph``: "Draw the whole graph", until every clone is drawn (the canvas's renderer has drawn them, or,
+  in a checkout before it, every clone is a point of the Plotly figure); then frames per second over a 90-frame drag
+  (one move a frame), both with no transition chosen; then with 2,000 transitions chosen: until they are drawn, and
+  the drag again;
 * ``stays put``: after a second Infomap run, whether a module opened stays open 10 s later (the page reloaded
   itself every 2 s, issue 47);
 * ``console errors``: the browser console's errors over the whole session.
@@ -126,6 +129,60 @@ def idle(driver: Any) -> bool:
     return driver.execute_script(PENDING) == 0
 
 
+WHOLE_EDGES = 2000
+"""The transitions of the whole graph's second draw (one of the page's choices)."""
+WHOLE_DRAWN = """
+const box = document.getElementById(arguments[0]);
+if (!box) { return [0, 0]; }
+if (box.wholeGraph) { const v = box.wholeGraph; return v.cacheView ? [v.n, v.edges] : [0, 0]; }
+const g = box.querySelector('.js-plotly-plot');  // the renderer before: Plotly Scattergl (clones, segments)
+return g && g.data && g.data.length > 1 ? [g.data[1].x.length, g.data[0].x.length / 3] : [0, 0];
+"""
+PAN = """
+const done = arguments[arguments.length - 1], box = document.getElementById(arguments[0]), count = 90;
+box.scrollIntoView({block: 'center'});
+let target, events, area;
+if (box.wholeGraph) {  // ours: pointer events on the canvas
+  area = box.wholeGraph.canvas; target = area;
+  events = ['pointerdown', 'pointermove', 'pointerup'];
+} else {  // Plotly: mouse events on its drag layer
+  area = box.querySelector('.nsewdrag'); target = area;
+  events = ['mousedown', 'mousemove', 'mouseup'];
+}
+const r = area.getBoundingClientRect(), Make = events[0].startsWith('pointer') ? PointerEvent : MouseEvent;
+const at = (type, i, on) => on.dispatchEvent(new Make(type, {bubbles: true, cancelable: true, button: 0, buttons: 1,
+  pointerId: 1, isPrimary: true, clientX: r.left + r.width / 2 + 3 * i, clientY: r.top + r.height / 2 + 2 * i}));
+at(events[0], 0, target);
+const times = [];
+let i = 0;
+const f = t => {
+  times.push(t);
+  if (i >= count) { at(events[2], count, window); at(events[2], count, document);
+    done(1000 * (times.length - 2) / (times[times.length - 1] - times[1])); return; }
+  at(events[1], ++i, box.wholeGraph ? window : document);
+  requestAnimationFrame(f);
+};
+requestAnimationFrame(f);
+"""
+
+
+def choose(driver: Any, dropdown: str, label: str) -> None:
+    """Pick the option ``label`` of a dcc.Dropdown (opened by a click), as dash.testing's select_dcc_dropdown."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, dropdown).click()
+    found: list[Any] = []
+    until(lambda: found.extend(e for e in driver.find_elements(By.CSS_SELECTOR, ".dash-dropdown-option")
+                               if e.text == label) or found)  # fmt: skip
+    found[0].click()
+
+
+def pan_fps(driver: Any) -> float:
+    """Frames per second over a drag of the whole graph, 90 frames, one move a frame (as bench_whole_graph.py)."""
+    driver.set_script_timeout(120)
+    return float(driver.execute_async_script(PAN, ids.COMMUNITIES_WHOLE_GRAPH))
+
+
 def steps(server: Server, repeats: int) -> dict[str, list[float]]:
     """One fresh session through the steps; seconds per step, ``repeats`` times where a step repeats."""
     from selenium.webdriver.common.by import By
@@ -165,20 +222,29 @@ def steps(server: Server, repeats: int) -> dict[str, list[float]]:
             times.setdefault("open a module: card", []).append(time.perf_counter() - start)
             until(lambda: idle(driver))
             times.setdefault("open a module: page idle", []).append(time.perf_counter() - start)
-        drawn = (
-            f"const g = document.querySelector('#{ids.COMMUNITIES_WHOLE_GRAPH} .js-plotly-plot');"
-            "return g && g.data && g.data.length > 1 ? g.data[1].x.length : 0;"
-        )
         for _ in range(repeats):
             driver.get(server.url + "/communities")
             until(lambda: "links with the most flow" in text_of(driver, ids.COMMUNITIES_MAP_NOTE) and idle(driver))
             if not driver.find_elements(By.ID, ids.COMMUNITIES_WHOLE_SHOW):
                 break  # a checkout without the whole graph
+            choose(driver, ids.COMMUNITIES_WHOLE_EDGES, "none")  # not drawn yet: draws nothing
             start = time.perf_counter()
             driver.find_element(By.ID, ids.COMMUNITIES_WHOLE_SHOW).click()
-            until(lambda: driver.execute_script(drawn) > 0)
+            until(lambda: driver.execute_script(WHOLE_DRAWN, ids.COMMUNITIES_WHOLE_GRAPH)[0] > 0)
             times.setdefault("the whole graph: every clone drawn", []).append(time.perf_counter() - start)
-            times["the whole graph: clones drawn"] = [float(driver.execute_script(drawn))]
+            times["the whole graph: clones drawn"] = [
+                driver.execute_script(WHOLE_DRAWN, ids.COMMUNITIES_WHOLE_GRAPH)[0]
+            ]
+            times.setdefault("the whole graph: fps while panning", []).append(pan_fps(driver))
+            start = time.perf_counter()
+            choose(driver, ids.COMMUNITIES_WHOLE_EDGES, f"the {WHOLE_EDGES:,} with the most flow")
+            until(lambda: driver.execute_script(WHOLE_DRAWN, ids.COMMUNITIES_WHOLE_GRAPH)[1] == WHOLE_EDGES)
+            times.setdefault(f"the whole graph, {WHOLE_EDGES:,} transitions: drawn", []).append(
+                time.perf_counter() - start
+            )
+            times.setdefault(f"the whole graph, {WHOLE_EDGES:,} transitions: fps while panning", []).append(
+                pan_fps(driver)
+            )
         driver.find_element(By.ID, ids.COMMUNITIES_RUN).click()  # a second Infomap run (issue 47: console errors)
         with contextlib.suppress(TimeoutError):
             until(lambda: not idle(driver), 5)

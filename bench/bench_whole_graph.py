@@ -9,13 +9,20 @@ E with the most weight drawn. In headless Chromium (Debian's, software WebGL: Sw
 * fps while panning: a drag of 90 frames (one move a frame: a real mouse drag on Plotly's drag layer, the camera or
   the pan of the others), frames per second over the drag, and the redraws the renderer made in that time
   (``redraws``: Plotly's WebGL scene draws, cytoscape's ``render`` and sigma's ``afterRender`` events; a renderer
-  that skipped frames would show fewer than 90).
+  that skipped frames would show fewer than 90; for ours, the full scene draws: its frames shift the cached bitmap);
+* ours only: ``full redraw ms``, one full-detail draw of the scene (what a zoom costs once it settles, and a drag
+  that leaves the cached area), and ``fps, fast drag``: a second drag of 90 frames at 20 x 12 pixels a frame, which
+  leaves the cached area (its margin: half the view's longer side) several times; ``fps zooming``: 30 wheel steps
+  (one a frame, each 6% closer: the cached bitmap scaled), and the full redraw at that zoom once the wheel rests.
 
-Renderers: Plotly ``Scattergl`` (plotly.py's bundled plotly.js; edges one line trace with gaps), and when
-``--js DIR`` holds them (``npm pack cytoscape sigma graphology``, unpacked), cytoscape.js with its canvas renderer
-and with its WebGL renderer (3.31 on; dash-cytoscape 1.0 bundles 3.28, without it), and sigma.js 3 on graphology.
+Renderers: ours (``assets/whole_graph.js``, the app's own: Canvas 2D, the scene cached in a bitmap larger than the
+view, shifted while panning), Plotly ``Scattergl`` (plotly.py's bundled plotly.js; edges one line trace with gaps),
+and when ``--js DIR`` holds them (``npm pack cytoscape sigma graphology``, unpacked), cytoscape.js with its canvas
+renderer and with its WebGL renderer (3.31 on; dash-cytoscape 1.0 bundles 3.28, without it), and sigma.js 3 on
+graphology.
 
-    python bench/bench_whole_graph.py [--sizes 5000 30000] [--edges 0 20000 60000] [--js /tmp/wg-js]
+    python bench/bench_whole_graph.py [--sizes 5000 30000] [--edges 0 2000 20000] [--js /tmp/wg-js]
+    python bench/bench_whole_graph.py --renderers ours-canvas plotly-scattergl
 """
 
 from __future__ import annotations
@@ -115,6 +122,43 @@ window.bench = async function (E) {
 };
 """,
     ),
+    "ours-canvas": (
+        ["whole_graph.js"],
+        """
+window.bench = async function (E) {
+  const d = window.DATA, t0 = performance.now(), colours = [], index = new Map();
+  const group = d.colour.map(c => { if (!index.has(c)) { index.set(c, colours.length); colours.push(c); }
+    return index.get(c); });
+  const data = {x: d.x, y: d.y, group: group, labels: d.label, source: d.source.slice(0, E),
+    target: d.target.slice(0, E), groups: {text: colours, colour: colours, module: colours}, module_labels: []};
+  const view = new WholeGraph(document.getElementById('g'), null);
+  view.setData(data); view.setMarked(null); view.fit();
+  await frames(2);
+  const first = performance.now() - t0, scene = view.lastDrawMs, canvas = view.canvas;
+  const box = canvas.getBoundingClientRect();
+  async function pan(dx, dy) {  // a pointer drag, one move a frame; frames per second and full redraws made
+    const at = (type, i, target) => target.dispatchEvent(new PointerEvent(type, {bubbles: true, cancelable: true,
+      clientX: box.left + box.width / 2 + dx * i, clientY: box.top + box.height / 2 + dy * i, button: 0,
+      buttons: 1, pointerId: 1, isPrimary: true}));
+    const draws = view.draws;
+    at('pointerdown', 0, canvas);
+    const fps = await drag(i => at('pointermove', i + 1, window), PAN_FRAMES);
+    const redraws = view.draws - draws;
+    at('pointerup', PAN_FRAMES, window);
+    await frames(2);
+    return [fps, redraws];
+  }
+  const [fps, redraws] = await pan(3, 2);
+  const [fast, fastRedraws] = await pan(-20, -12);
+  const wheel = i => canvas.dispatchEvent(new WheelEvent('wheel', {bubbles: true, cancelable: true, deltaY: -40,
+    clientX: box.left + box.width / 2, clientY: box.top + box.height / 2}));
+  const zoom = await drag(wheel, 30);  // 30 wheel steps, one a frame: the cached bitmap scaled
+  await new Promise(r => setTimeout(r, 300));  // the full redraw once the wheel rests
+  return {first: first, fps: fps, redraws: redraws, scene: scene, fast: fast, fast_redraws: fastRedraws,
+    zoom: zoom, zoomed_scene: view.lastDrawMs, edges: view.edges};
+};
+""",
+    ),
     "cytoscape-canvas": (["cytoscape.min.js"], None),
     "cytoscape-webgl": (["cytoscape.min.js"], None),
     "sigma": (
@@ -177,6 +221,8 @@ def page(folder: Path, renderer: str, scripts: list[Path], data_file: Path) -> P
 def script_paths(renderer: str, js: Path | None) -> list[Path] | None:
     """The renderer's script files, or None when they are not here."""
     names = PAGES[renderer][0]
+    if renderer.startswith("ours"):
+        return [Path(__file__).resolve().parents[1] / "assets" / "whole_graph.js"]
     if renderer.startswith("plotly"):
         return [Path(plotly.__file__).parent / "package_data" / "plotly.min.js"]
     if js is None:
@@ -205,26 +251,29 @@ def measure(renderer: str, scripts: list[Path], data_file: Path, edges: int, fol
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 30000])
-    parser.add_argument("--edges", type=int, nargs="+", default=[0, 20000, 60000])
+    parser.add_argument("--edges", type=int, nargs="+", default=[0, 2000, 20000])
     parser.add_argument("--js", type=Path, default=None, help="folder of unpacked npm packages (cytoscape, sigma)")
     parser.add_argument("--renderers", nargs="+", default=list(PAGES))
     args = parser.parse_args()
     print(describe_machine())
     print(f"headless Chromium, software WebGL; canvas {CANVAS[0]} x {CANVAS[1]}; {PAN_FRAMES} frames of panning\n")
-    print("| renderer | nodes | edges | first draw ms | fps while panning | redraws |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| renderer | nodes | edges | first draw ms | fps while panning | redraws | full redraw ms | fps, fast drag "
+        "| fps zooming (then redraw ms) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory(prefix="bench-whole-graph-") as tmp:
         folder = Path(tmp)
         for n in args.sizes:
             data = synthetic_graph(n)
             data_file = folder / f"data-{n}.js"
             data_file.write_text("window.DATA = " + json.dumps(data) + ";", encoding="utf-8")
-            for renderer in args.renderers:
-                scripts = script_paths(renderer, args.js)
-                if scripts is None:
-                    continue
-                for edges in args.edges:
-                    edges = min(edges, len(data["source"]))
+            for edges in args.edges:  # the renderers interleaved: each case on each renderer in turn
+                edges = min(edges, len(data["source"]))
+                for renderer in args.renderers:
+                    scripts = script_paths(renderer, args.js)
+                    if scripts is None:
+                        continue
                     started = time.perf_counter()
                     try:
                         got = measure(renderer, scripts, data_file, edges, folder)
@@ -232,9 +281,12 @@ def main() -> None:
                         print(f"| {renderer} | {n:,} | {edges:,} | failed: {type(exc).__name__} | | |", flush=True)
                         continue
                     redraws = "" if got.get("redraws") is None else str(got["redraws"])
+                    scene = "" if got.get("scene") is None else f"{got['scene']:,.0f}"
+                    fast = "" if got.get("fast") is None else f"{got['fast']:.1f} ({got['fast_redraws']} redraws)"
+                    zoom = "" if got.get("zoom") is None else f"{got['zoom']:.1f} ({got['zoomed_scene']:,.0f})"
                     print(
                         f"| {renderer} | {n:,} | {edges:,} | {got['first']:,.0f} | {got['fps']:.1f} | {redraws} |"
-                        f"  <!-- {time.perf_counter() - started:.0f} s -->",
+                        f" {scene} | {fast} | {zoom} |  <!-- {time.perf_counter() - started:.0f} s -->",
                         flush=True,
                     )
 

@@ -1,18 +1,20 @@
 """The Communities page's whole graph (app/services/whole_graph.py, app/pages/community/whole_graph.py), called
-directly: every clone a point placed in its module's cell and coloured by its top module, the transitions of most
-flow, a click that opens the clone's module, and a model without an Infomap run grouped by character."""
+directly: every clone handed to the canvas, placed in its module's cell and coloured by its top module, the
+transitions of most flow, a click that opens the clone's module, and a model without an Infomap run grouped by
+character."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from app import ids, sessions
 from app.services import graphs as graph_service
 from app.services import pruning as prune_service
+from app.services import visible
 from app.services import whole_graph as whole_service
 
 
@@ -30,18 +32,23 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     folder = sessions.session_folder(sid)
     saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # multilevel: submodules
     n = graph_service.load_current(folder).n_states
-    assert page.show_whole_graph(None, 2000, 1, 0, None, sid) == (page.no_update, page.no_update)  # not asked yet
-    figure, note = page.show_whole_graph(1, 2000, 1, 0, None, sid)
-    edges, clones = figure["data"]
-    go.Figure(figure)  # a valid Plotly figure
-    assert clones["type"] == "scattergl" and len(clones["x"]) == len(clones["y"]) == len(clones["customdata"]) == n
-    assert (
-        np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"], dtype=float)).all()
-    )
+    not_asked = page.show_whole_graph(None, 2000, 1, 0, None, sid)
+    assert not_asked == (page.no_update,) * 4  # not asked yet
+    clones, marked, note, style = page.show_whole_graph(1, 2000, 1, 0, None, sid)
+    assert marked is None and style == page.SHOWN
+    assert len(clones["x"]) == len(clones["y"]) == len(clones["group"]) == len(clones["labels"]) == n
+    assert np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"])).all()
+    groups = clones["groups"]
+    assert len(groups["text"]) == len(groups["colour"]) == len(groups["module"]) > max(clones["group"])
     top = {int(v): m["id"] for m in saved["modules"] if not m["parent"] for v in m["nodes"]}
-    assert [clones["customdata"][v] for v in top] == list(top.values())  # the click's module: the clone's top module
+    module_of = [groups["module"][g] for g in clones["group"]]  # the click's module: the clone's top module
+    assert [module_of[v] for v in top] == list(top.values())
     for v, module in top.items():
-        assert clones["marker"]["color"][v] == graph_service.module_colour(module)
+        assert groups["colour"][clones["group"][v]] == graph_service.module_colour(module)
+    leaf = {int(v): m["id"] for m in saved["modules"] if not m["children"] for v in m["nodes"]}
+    for v in list(leaf)[:50]:  # the hover text names the clone's own (leaf) module and its top module
+        assert groups["text"][clones["group"][v]].startswith(f"module {leaf[v]} (top: {top[v]} ")
+    json.dumps(clones)  # plain lists: the store's JSON
     drawn = whole_service.whole_graph(folder, 2000)
     leaves = [m for m in saved["modules"] if not m["children"]]
     assert any(m["parent"] for m in leaves)  # the test covers submodules
@@ -51,14 +58,18 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
         high = np.array([drawn["x"][nodes].max(), drawn["y"][nodes].max()])
         inside = (drawn["x"] >= low[0]) & (drawn["x"] <= high[0]) & (drawn["y"] >= low[1]) & (drawn["y"] <= high[1])
         assert set(np.flatnonzero(inside)) == set(nodes.tolist())
-    assert drawn["drawn_edges"] == min(2000, drawn["edges"]) and len(edges["x"]) == 3 * drawn["drawn_edges"]
-    flows = graph_service.api.model_graph(graph_service.load_current(folder), saved["threshold"]).edge_flow
-    assert drawn["edges"] > 2000 and np.sort(flows)[-1] > 0
+    assert drawn["drawn_edges"] == 2000 == len(clones["source"]) == len(clones["target"]) < drawn["edges"]
+    graph = graph_service.api.model_graph(graph_service.load_current(folder), saved["threshold"])
+    sources, targets = graph.edges()
+    flow = {(int(a), int(b)): float(f) for a, b, f in zip(sources, targets, graph.edge_flow, strict=True) if a != b}
+    drawn_flows = [flow[(a, b)] for a, b in zip(clones["source"], clones["target"], strict=True)]
+    assert drawn_flows == sorted(drawn_flows, reverse=True)  # most flow first ...
+    assert min(drawn_flows) >= sorted(flow.values(), reverse=True)[1999]  # ... and no transition of more left out
     text = str(note)
     assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
     assert "No Infomap run" not in text
-    none, _ = page.show_whole_graph(1, 0, 1, 0, None, sid)
-    assert len(none["data"][0]["x"]) == 0 and len(none["data"][1]["x"]) == n
+    none = page.show_whole_graph(1, 0, 1, 0, None, sid)[0]
+    assert none["source"] == none["target"] == [] and len(none["x"]) == n
 
 
 def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
@@ -73,14 +84,21 @@ def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
     saved = graph_service.read_communities(folder)  # the sample model's bundled run
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
     clone = module["nodes"][0]
-    click = {"points": [{"curveNumber": 1, "pointIndex": clone, "customdata": module["id"]}]}
-    out = navigate(view, f"{ids.COMMUNITIES_WHOLE_GRAPH}.clickData", clicked=click, session_id=sid)
+    click = {"clone": clone, "module": module["id"], "count": 1}  # what assets/whole_graph.js writes
+    out = navigate(view, f"{ids.COMMUNITIES_WHOLE_CLICKED}.data", clicked=click, session_id=sid)
     assert out["selected"] == module["id"] and out["search"] == f"?module={module['id']}"
-    patch = page.mark_module(module["id"], 1, sid)
-    assert patch.to_plotly_json()["operations"][0]["params"]["value"] == sorted(module["nodes"])
+    outside = {"clone": clone, "module": "", "count": 2}  # a clone in no module: nothing opens
+    assert set(navigate(view, f"{ids.COMMUNITIES_WHOLE_CLICKED}.data", clicked=outside, session_id=sid).values()) == {
+        page.no_update
+    }
+    for mounted in (None, {}):  # the store set up as the page opens is no click: the URL's view is read
+        opened = navigate(view, f"{ids.COMMUNITIES_WHOLE_CLICKED}.data", clicked=mounted, search="?layout=circle")
+        assert opened["layout"] == "circle" and opened["search"] is page.no_update
+    assert page.mark_module(module["id"], 1, sid) == sorted(module["nodes"])
+    assert page.mark_module(None, 1, sid) is None  # none selected: none marked
     assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn
-    figure, _ = page.show_whole_graph(1, 0, 1, 0, module["id"], sid)  # drawn with a module selected: it is marked
-    assert figure["data"][1]["selectedpoints"] == sorted(module["nodes"])
+    _, marked, _, _ = page.show_whole_graph(1, 0, 1, 0, module["id"], sid)  # drawn with a module selected: marked
+    assert marked == sorted(module["nodes"])
 
 
 def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
@@ -92,9 +110,9 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
     prune_service.apply_prune(folder, -2)  # a new current model: no run for it
     assert graph_service.read_communities(folder) is None
     model = graph_service.load_current(folder)
-    figure, note = page.show_whole_graph(1, 5000, 1, 0, None, sid)
-    clones = figure["data"][1]
-    assert len(clones["x"]) == model.n_states and set(clones["customdata"]) == {""}
+    clones, _, note, _ = page.show_whole_graph(1, 5000, 1, 0, None, sid)
+    assert len(clones["x"]) == model.n_states and set(clones["groups"]["module"]) == {""}
+    assert [clones["groups"]["text"][g] for g in clones["group"][:1]] == [f"character {visible(model.symbols[0])}"]
     assert "No Infomap run for this model yet" in str(note)
     symbols = np.repeat(np.arange(len(model.symbols)), model.layout.n_clones)
     x = np.array(clones["x"], dtype=float)

@@ -663,62 +663,85 @@ CHESTERTON = (  # The Innocence of Father Brown (public domain)
 )
 
 
-WHOLE_GRAPH_POINT = """
-const gd = document.querySelector(arguments[0] + ' .js-plotly-plot'), clones = gd.data[1], fl = gd._fullLayout;
-const i = arguments[1], box = gd.querySelector('.nsewdrag').getBoundingClientRect();
-return [fl._size.l + fl.xaxis.l2p(clones.x[i]) + gd.getBoundingClientRect().left - box.left,
-        fl._size.t + fl.yaxis.l2p(clones.y[i]) + gd.getBoundingClientRect().top - box.top];
-"""
-MOUSE = """
-const gd = document.querySelector(arguments[0] + ' .js-plotly-plot'), layer = gd.querySelector('.nsewdrag');
-const box = layer.getBoundingClientRect(), at = {clientX: box.left + arguments[2], clientY: box.top + arguments[3]};
-for (const type of arguments[1]) {
-  const target = type === 'mouseup' ? document : layer;
-  target.dispatchEvent(new MouseEvent(type, Object.assign({bubbles: true, cancelable: true, buttons: 1}, at)));
+WHOLE_GRAPH_STATE = """
+const v = document.querySelector(arguments[0]).wholeGraph;
+if (!v || !v.cacheView) { return null; }
+const c = v.canvas, pixels = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+let inked = 0;
+for (let k = 0; k < pixels.length; k += 4) {
+  if (pixels[k] < 250 || pixels[k + 1] < 250 || pixels[k + 2] < 250) { inked++; }
 }
-return 1;
+return {clones: v.n, edges: v.edges, draws: v.draws, marked: v.markedCount, inked: inked, pixels: pixels.length / 4};
+"""
+# a clone on the canvas: from its top left, and from its centre (where Selenium's moves start)
+WHOLE_GRAPH_POINT = """
+const v = document.querySelector(arguments[0]).wholeGraph, box = v.canvas.getBoundingClientRect();
+const [x, y] = v.screenOf(arguments[1]);
+return [x, y, x - box.width / 2, y - box.height / 2];
 """
 
 
 def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     browser: DashComposite, data_dir: Path, screenshot: Callable
 ) -> None:
-    """Issue 47, item 2: after an Infomap run the whole graph, drawn when asked, has one WebGL point per clone of the
-    model; hovering a clone names its module, clicking it opens the module below and keeps its clones bright."""
+    """Issue 47, item 2: after an Infomap run the whole graph, drawn when asked, hands every clone of the model to
+    its canvas, which draws them (pixels other than the background); a drag pans it, the mouse over a clone names
+    its module, a click on it opens the module below and keeps its clones bright."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
     from app.services import graphs as graph_service
 
     run_infomap(browser)
     view = f"#{ids.COMMUNITIES_WHOLE_GRAPH}"
-    assert graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH) == []  # nothing drawn until asked
+    state = lambda: browser.driver.execute_script(WHOLE_GRAPH_STATE, view)  # noqa: E731
+    assert state() is None  # nothing drawn until asked
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_SHOW}").click()
     folder = session_folder(browser, data_dir)
     n = graph_service.load_current(folder).n_states
     saved = graph_service.read_communities(folder)
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and no transition", timeout=30)
-    points = wait_until(lambda: graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH), 15, "the whole graph is empty")
-    assert points == [0, n] and n == 600  # every clone a point; no transition at first (level of detail)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions", 30)
+    with_edges = wait_until(state, 15, "the whole graph is not drawn")
+    assert with_edges["clones"] == n == 600 and with_edges["edges"] == 2000  # every clone, the transitions of most flow
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", "none")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and no transition")
+    drawn = wait_until(lambda: (state() or {}).get("edges") == 0 and state(), 10, "the transitions are still drawn")
+    assert drawn["clones"] == n and drawn["inked"] > 600, drawn  # at least a pixel a clone is not the background
+    assert with_edges["inked"] > drawn["inked"]  # the transitions' lines were drawn too; the shot without (smaller)
     screenshot(browser, "whole-graph", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
-    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", "the 2,000 with the most flow")
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions")
-    assert graph_points(browser, ids.COMMUNITIES_WHOLE_GRAPH) == [3 * 2000, n]  # two ends and a gap each
-    types = browser.driver.execute_script(
-        "return document.querySelector(arguments[0] + ' .js-plotly-plot').data.map(t => t.type);", view
-    )
-    assert types == ["scattergl", "scattergl"] and browser.find_elements(f"{view} canvas")  # drawn with WebGL
+    canvas = browser.find_element(f"{view} canvas")
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
     clone = module["nodes"][0]
-    x, y = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
-    browser.driver.execute_script(MOUSE, view, ["mousemove"], x, y)
-    wait_until(
-        lambda: f"module {module['id']}" in browser.find_element(f"{view} .hoverlayer").text,
-        10,
-        lambda: f"no hover label of clone {clone}: {browser.find_element(f'{view} .hoverlayer').text!r}",
+    browser.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", canvas)
+    before = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
+    drag = ActionChains(browser.driver).move_to_element(canvas).click_and_hold()  # from the canvas's centre
+    drag.move_by_offset(30, 20).move_by_offset(30, 20).release().perform()  # a drag pans: the clone moves with it
+    after = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
+    assert [round(a - b) for a, b in zip(after[:2], before[:2], strict=True)] == [60, 40]
+    zoom = "const v = document.querySelector(arguments[0]).wholeGraph; return [v.view.s / v.fitScale, v.draws];"
+    scale, draws = browser.driver.execute_script(zoom, view)
+    browser.driver.execute_script(  # a wheel step closer: the bitmap scaled at once, the full detail drawn soon after
+        "arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -200, bubbles: true, cancelable: true,"
+        " clientX: arguments[0].getBoundingClientRect().left + 100, clientY: arguments[0].getBoundingClientRect().top"
+        " + 100}));",
+        canvas,
     )
-    browser.driver.execute_script(MOUSE, view, ["mousedown", "mouseup"], x, y)
-    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{module['id']}:")  # the Module card opened it
-    selected = "return document.querySelector(arguments[0] + ' .js-plotly-plot').data[1].selectedpoints || [];"
+    wait_until(lambda: browser.driver.execute_script(zoom, view)[1] > draws, 5, "no full redraw after zooming")
+    assert browser.driver.execute_script(zoom, view)[0] > 1.2 * scale
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FIT}").click()  # Fit: every clone in view again
+    wait_until(lambda: browser.driver.execute_script(zoom, view)[0] == 1, 5, "Fit did not bring the whole graph back")
+    after = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
+    x, y = after[2:]  # from the canvas's centre
+    ActionChains(browser.driver).move_to_element(canvas).move_by_offset(round(x), round(y)).perform()
+    tip = f"{view} .whole-graph-tip"
     wait_until(
-        lambda: sorted(browser.driver.execute_script(selected, view)) == sorted(module["nodes"]),
+        lambda: f"module {module['id']}" in browser.find_element(tip).text,
+        10,
+        lambda: f"no hover label of clone {clone}: {browser.find_element(tip).text!r}",
+    )
+    ActionChains(browser.driver).click().perform()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{module['id']}:")  # the Module card opened it
+    wait_until(
+        lambda: (state() or {}).get("marked") == len(module["nodes"]),
         10,
         "the clicked clone's module is not marked in the whole graph",
     )

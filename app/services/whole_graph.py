@@ -16,9 +16,9 @@ from engine import api
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
 """How many transitions the view may draw (the most flow first)."""
 
-DEFAULT_EDGES = 0
-"""None at first: in a browser that draws WebGL without a GPU, 2,000 transitions cut panning 5,000 clones from 8.9
-to 1.9 frames a second (bench/bench_whole_graph.py, bench/RESULTS.md); with a GPU they cost little."""
+DEFAULT_EDGES = 2_000
+"""The transitions drawn at first: the canvas pans a cached bitmap, so transitions cost only its full redraws (about
+1 ms a thousand without a GPU: bench/bench_whole_graph.py, bench/RESULTS.md)."""
 ASPECT = 1.6
 """Width over height of the packed layout (the view is wider than tall)."""
 
@@ -57,11 +57,12 @@ def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dic
 
 
 def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
-    """Every clone of the session's current model with its position (in [0, 1.6] x [0, 1], y downwards), colour,
-    hover text and top module (the click's module; "" for a clone in no module), and the ``max_edges`` transitions
-    of most flow as segment ends: laid out and coloured by the last Infomap run's modules, or, with none for this
-    model, grouped and coloured by character (``by_module`` False). Also the counts the page states and the labels
-    of the :data:`LABELLED_MODULES` top modules with the most flow."""
+    """Every clone of the session's current model with its position (in [0, 1.6] x [0, 1], y downwards), label and
+    group, and the ``max_edges`` transitions of most flow as segment ends. Laid out by the last Infomap run's modules
+    (a group per leaf module and one for the clones in no module), or, with none for this model, grouped by
+    character (``by_module`` False); each group has its hover text, colour (of its top module, or character) and
+    top module (the click's module; "" for none). Also the counts the page states and the labels of the
+    :data:`LABELLED_MODULES` top modules with the most flow."""
     try:
         limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
     except (TypeError, ValueError):
@@ -78,21 +79,26 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
     layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
-    labels = [graph.label(v) for v in range(n)]
     if saved:
-        tops = [modules[_top(parents, int(m))] if m >= 0 else None for m in members]
-        top_ids = [t["id"] if t else "" for t in tops]
-        colours = [graph_service.module_colour(t) if t else OUTSIDE for t in top_ids]
-        hover = [
-            f"{labels[v]} · module {modules[members[v]]['id']} (top: {top_ids[v]} {tops[v]['name']})"
-            if tops[v]
-            else f"{labels[v]} · in no module (no transition above the threshold)"
-            for v in range(n)
-        ]
+        leaves = [i for i in range(len(modules)) if not modules[i].get("children")]
+        group_of = np.full(len(modules), len(leaves), dtype=np.int64)
+        group_of[leaves] = np.arange(len(leaves))
+        groups = []
+        for i in leaves:
+            top = modules[_top(parents, i)]
+            groups.append({
+                "text": f"module {modules[i]['id']} (top: {top['id']} {top['name']})",
+                "colour": graph_service.module_colour(top["id"]),
+                "module": top["id"],
+            })  # fmt: skip
+        groups.append({"text": "in no module (no transition above the threshold)", "colour": OUTSIDE, "module": ""})
+        group = np.where(members >= 0, group_of[np.maximum(members, 0)], len(leaves))  # the last: in none
     else:
-        top_ids = [""] * n
-        colours = [graph_service.char_colour(graph.char(v)) for v in range(n)]
-        hover = [f"{labels[v]} · character {visible(graph.char(v))}" for v in range(n)]
+        groups = [
+            {"text": f"character {visible(s)}", "colour": graph_service.char_colour(s), "module": ""}
+            for s in graph.symbols
+        ]
+        group = graph.clone_symbol.astype(np.int64)
     sources, targets = graph.edges()
     loops = sources == targets
     order = np.flatnonzero(~loops)[np.argsort(-graph.edge_flow[~loops], kind="stable")][:limit]
@@ -110,9 +116,9 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict
     return {
         "x": layout.positions[:, 0],
         "y": layout.positions[:, 1],
-        "colours": colours,
-        "hover": hover,
-        "modules": top_ids,
+        "group": group,
+        "groups": groups,
+        "clone_labels": [graph.label(v) for v in range(n)],
         "edge_sources": sources[order],
         "edge_targets": targets[order],
         "clones": n,
@@ -122,7 +128,7 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict
         "top_modules": int(np.sum(parents < 0)),
         "outside": int(np.sum(members < 0)),
         "threshold": saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD,
-        "labels": module_labels,
+        "module_labels": module_labels,
     }
 
 

@@ -141,7 +141,7 @@ def _picked(
     Input(ids.COMMUNITIES_EDGE_MIN, "value"),
     Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
-    Input(ids.COMMUNITIES_WHOLE_GRAPH, "clickData"),
+    Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
@@ -176,6 +176,8 @@ def navigate(
         "layout": layout if layout in GRAPH_LAYOUTS else "preset",
     }
     note: Any = no_update
+    if trigger == ids.COMMUNITIES_WHOLE_CLICKED and not (clicked or {}).get("count"):
+        trigger = None  # the click store set up as the page opens (a memory store sets its data once mounted)
     if trigger is None or trigger == ids.COMMUNITIES_URL:  # the page opened, or Back / Forward
         asked, problems = parse_view(search)
         if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:
@@ -186,9 +188,8 @@ def navigate(
         view = now | {"run": graph_service.CURRENT_RUN, "module": None, "level": ""}
     elif trigger == ids.COMMUNITIES_RUN_SHOWN:  # the other run: its modules are others
         view = now | {"module": None, "level": ""}
-    elif trigger == ids.COMMUNITIES_WHOLE_GRAPH:  # a clone clicked in the whole graph: its top module
-        points = (clicked or {}).get("points") or [{}]
-        module = points[0].get("customdata")
+    elif trigger == ids.COMMUNITIES_WHOLE_CLICKED:  # a clone clicked in the whole graph: its top module
+        module = (clicked or {}).get("module")
         if not isinstance(module, str) or not module:
             return (no_update,) * 8
         view = now | {"module": module, "level": ""}

@@ -1,26 +1,28 @@
-"""The Communities page's whole graph: every clone of the model drawn with WebGL (Plotly ``Scattergl``, the
-renderer measured fastest here: bench/bench_whole_graph.py), placed by its modules, coloured by top module, with the
-transitions of most flow; drawn only when asked for. Clicking a clone opens its top module in the Module card (the
-page's selected-module store, as a click on the module map); the selected module's clones stay bright."""
+"""The Communities page's whole graph: every clone of the model drawn on a canvas by the page's own renderer
+(assets/whole_graph.js, Canvas 2D: the scene drawn once into a cached bitmap that panning only shifts, the renderer
+measured fastest here without a GPU: bench/bench_whole_graph.py), placed by its modules, coloured by top module, with
+the transitions of most flow; drawn only when asked for. The server hands the columns to a store; clientside
+callbacks draw them. Clicking a clone opens its top module in the Module card (the page's selected-module store, as
+a click on the module map); the selected module's clones stay bright."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-from dash import Input, Output, Patch, State, callback, dcc, html, no_update
+import numpy as np
+from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, dcc, html, no_update
 
 from app import ids, sessions, ui
 from app.services import whole_graph as whole_service
 
-EDGE_COLOUR = "rgba(110, 110, 110, 0.18)"
 HEIGHT = 640
-PLACEHOLDER = go.Figure(layout={"height": 60, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
-"""The figure before the view is drawn: empty, low."""
+"""The canvas's height in CSS pixels once drawn (its width: the card's)."""
+HIDDEN = {"height": "0px", "position": "relative"}
+SHOWN = {"height": f"{HEIGHT}px", "position": "relative", "border": "1px solid #ddd", "overflow": "hidden"}
 
 
 def controls() -> html.Div:
-    """The view's button, its choice of transitions, and its (loading) figure and note."""
+    """The view's buttons, its choice of transitions, and its (loading) canvas, stores and note."""
     return html.Div(
         [
             ui.buttons(
@@ -38,16 +40,15 @@ def controls() -> html.Div:
                         style={"minWidth": "16em"},
                     ),
                 ),
+                html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data={}),  # {}: no click yet
             dcc.Loading(
                 [
                     html.Div(id=ids.COMMUNITIES_WHOLE_NOTE, className="hint"),
-                    dcc.Graph(
-                        id=ids.COMMUNITIES_WHOLE_GRAPH,
-                        figure=PLACEHOLDER,
-                        config={"displaylogo": False, "scrollZoom": True},
-                        style={"height": f"{HEIGHT}px"},
-                    ),
+                    dcc.Store(id=ids.COMMUNITIES_WHOLE_DATA, storage_type="memory", data=None),
+                    html.Div(id=ids.COMMUNITIES_WHOLE_GRAPH, style=HIDDEN),
                 ],
                 type="default",
                 delay_show=0,
@@ -56,54 +57,30 @@ def controls() -> html.Div:
     )
 
 
-def figure(drawn: dict[str, Any]) -> dict[str, Any]:
-    """The whole graph as two WebGL traces: the transitions (one line trace, gaps between segments) and the clones,
-    one point per clone in state order (the clones' trace is the last). A plain dict: Plotly's figure objects took
-    1.3 s to validate 30,000 clones and 20,000 transitions."""
-    xs = [round(float(v), 5) for v in drawn["x"]]
-    ys = [round(float(v), 5) for v in drawn["y"]]
-    ex: list[float | None] = []
-    ey: list[float | None] = []
-    for a, b in zip(drawn["edge_sources"].tolist(), drawn["edge_targets"].tolist(), strict=True):
-        ex += [xs[a], xs[b], None]
-        ey += [ys[a], ys[b], None]
-    edges = {
-        "type": "scattergl", "x": ex, "y": ey, "mode": "lines", "hoverinfo": "skip", "name": "transitions",
-        "line": {"width": 0.6, "color": EDGE_COLOUR},
-    }  # fmt: skip
-    clones = {
-        "type": "scattergl", "x": xs, "y": ys, "mode": "markers", "name": "clones",
-        "marker": {"size": 5, "color": drawn["colours"], "line": {"width": 0}},
-        "hovertext": drawn["hover"], "hoverinfo": "text", "customdata": drawn["modules"],
-        "unselected": {"marker": {"opacity": 0.25}},
-    }  # fmt: skip
-    annotations = [
-        {"x": label["x"], "y": label["y"], "text": label["text"], "showarrow": False, "xanchor": "left",
-         "yanchor": "top", "font": {"size": 11, "color": "#333"}, "bgcolor": "rgba(255,255,255,0.7)"}
-        for label in drawn["labels"]
-    ]  # fmt: skip
-    layout = {
-        "height": HEIGHT,
-        "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-        "showlegend": False,
-        "dragmode": "pan",
-        "hovermode": "closest",
-        "xaxis": {"visible": False},
-        "yaxis": {"visible": False, "autorange": "reversed", "scaleanchor": "x"},
-        "plot_bgcolor": "#ffffff",
-        "annotations": annotations,
-        "uirevision": "whole-graph",
+def columns(drawn: dict[str, Any]) -> dict[str, Any]:
+    """The whole graph as the canvas reads it: per clone its position (5 decimals), group and label; per group its
+    hover text, colour and top module; the transitions as source and target clones (most flow first); the top
+    modules' labels. Plain lists: every clone once, in state order."""
+    groups = drawn["groups"]
+    return {
+        "x": np.round(drawn["x"], 5).tolist(),
+        "y": np.round(drawn["y"], 5).tolist(),
+        "group": np.asarray(drawn["group"]).tolist(),
+        "labels": drawn["clone_labels"],
+        "groups": {key: [g[key] for g in groups] for key in ("text", "colour", "module")},
+        "source": np.asarray(drawn["edge_sources"]).tolist(),
+        "target": np.asarray(drawn["edge_targets"]).tolist(),
+        "module_labels": [
+            {"text": label["text"], "x": round(label["x"], 5), "y": round(label["y"], 5)}
+            for label in drawn["module_labels"]
+        ],
     }
-    return {"data": [edges, clones], "layout": layout}
 
 
 def note(drawn: dict[str, Any]) -> list[Any]:
     """What the view says it draws: clones, transitions drawn of all, and how it is coloured."""
     if drawn["drawn_edges"] == 0:
-        edges = (
-            f"no transition (of {drawn['edges']:,} with T at least {drawn['threshold']:.2g}: choose how many above; "
-            "without a GPU each thousand slows panning)"
-        )
+        edges = f"no transition (of {drawn['edges']:,} with T at least {drawn['threshold']:.2g}: choose how many above)"
     elif drawn["drawn_edges"] < drawn["edges"]:
         edges = (
             f"the {drawn['drawn_edges']:,} transitions with the most flow of {drawn['edges']:,} (T at least "
@@ -119,13 +96,15 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     return [
         head + f"Cells: the {drawn['top_modules']:,} top modules (area by clones, colours as in the table) and their "
         f"submodules; the clones with the most flow sit at each cell's centre.{outside} Drag to pan, scroll to "
-        "zoom, hover a clone for its module, click it to open its module below."
+        "zoom (Fit or a double click: all in view), hover a clone for its module, click it to open its module below."
     ]
 
 
 @callback(
-    Output(ids.COMMUNITIES_WHOLE_GRAPH, "figure"),
+    Output(ids.COMMUNITIES_WHOLE_DATA, "data"),
+    Output(ids.COMMUNITIES_WHOLE_MARKED, "data"),
     Output(ids.COMMUNITIES_WHOLE_NOTE, "children"),
+    Output(ids.COMMUNITIES_WHOLE_GRAPH, "style"),
     Input(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
@@ -136,37 +115,49 @@ def note(drawn: dict[str, Any]) -> list[Any]:
 )
 def show_whole_graph(
     clicks: int | None, max_edges: Any, _version: Any, _model: Any, selected: str | None, session_id: str | None
-) -> tuple[Any, Any]:
-    """Draw the whole graph once asked (the button), and again after a new Infomap run or model while shown."""
+) -> tuple[Any, Any, Any, Any]:
+    """Draw the whole graph once asked (the button), and again after a new Infomap run or model while shown: the
+    columns for the canvas, the selected module's clones, the note, and the canvas's height."""
     if not clicks:
-        return no_update, no_update
+        return no_update, no_update, no_update, no_update
     try:
         folder = sessions.session_folder(session_id)
         drawn = whole_service.whole_graph(folder, max_edges)
         marked = whole_service.module_clones(folder, selected)
     except ui.EXPECTED_ERRORS as exc:
-        return no_update, ui.error_message(exc)
-    shown = figure(drawn)
-    if marked:
-        shown["data"][-1]["selectedpoints"] = marked
-    return shown, note(drawn)
+        return no_update, no_update, ui.error_message(exc), no_update
+    return columns(drawn), marked or None, note(drawn), SHOWN
 
 
 @callback(
-    Output(ids.COMMUNITIES_WHOLE_GRAPH, "figure", allow_duplicate=True),
+    Output(ids.COMMUNITIES_WHOLE_MARKED, "data", allow_duplicate=True),
     Input(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
 def mark_module(selected: str | None, clicks: int | None, session_id: str | None) -> Any:
-    """The selected module's clones bright, the others faded (only the indices travel: a patch of the figure)."""
+    """The selected module's clones, bright in the canvas, the others faded (None: none marked)."""
     if not clicks:
         return no_update
     try:
         marked = whole_service.module_clones(sessions.session_folder(session_id), selected)
     except ui.EXPECTED_ERRORS:
         return no_update
-    patch = Patch()
-    patch["data"][1]["selectedpoints"] = marked or None
-    return patch
+    return marked or None
+
+
+clientside_callback(  # the canvas draws the columns (assets/whole_graph.js), again when the marked clones change
+    ClientsideFunction(namespace="whole_graph", function_name="draw"),
+    Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
+    Input(ids.COMMUNITIES_WHOLE_MARKED, "data"),
+    State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
+    State(ids.COMMUNITIES_WHOLE_CLICKED, "id"),
+    prevent_initial_call=True,
+)
+clientside_callback(  # the Fit button: every clone in view
+    ClientsideFunction(namespace="whole_graph", function_name="fit"),
+    Input(ids.COMMUNITIES_WHOLE_FIT, "n_clicks"),
+    State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
+    prevent_initial_call=True,
+)
