@@ -482,3 +482,42 @@ def test_the_job_memory_limit_defaults_to_three_quarters_of_the_machine(monkeypa
     monkeypatch.setenv("CHMM_MAX_JOB_MB", "900")
     assert config.max_job_bytes() == 900_000_000
     assert "it needed more than 900 MB, the server's limit per job" in str(jobs.JobMemoryError(900_000_000))
+
+
+def test_two_tabs_pressing_start_at_once_enter_one_training(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: two tabs of one session press Start at the same moment. Each checks that the session has no
+    training, then enters one: with both checks passed before either entered (a slow check here), the session held
+    two. The Start of a kind is now held per session (``JobKind.entering``): one ticket, and the other tab is told
+    in one sentence; a comparison the same."""
+    import threading
+
+    options = forms.options_from_form(TINY_FORM)
+    folder = new_session()
+    checked = threading.Barrier(2, timeout=2)
+    slow = training_jobs.check_training
+
+    def check_slowly(*args: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            checked.wait()  # without the lock both tabs meet here, past the busy check; with it the second waits
+        return slow(*args)
+
+    monkeypatch.setattr(training_jobs, "check_training", check_slowly)
+    outcomes: list[Any] = []
+
+    def press_start() -> None:
+        try:
+            outcomes.append(training_jobs.queue_training(folder, options))
+        except UserError as exc:
+            outcomes.append(exc)
+
+    tabs = [threading.Thread(target=press_start) for _ in range(2)]
+    for tab in tabs:
+        tab.start()
+    for tab in tabs:
+        tab.join(30)
+    tickets = [o for o in outcomes if isinstance(o, jobs.Ticket)]
+    refused = [o for o in outcomes if isinstance(o, UserError)]
+    assert len(tickets) == 1 and len(refused) == 1
+    assert "already running or waiting in this session" in str(refused[0])
+    assert training_jobs.training_ticket(folder) is not None
+    training_jobs.request_cancel(folder)

@@ -22,9 +22,11 @@ What differs between kinds (the check, the job body, the record a page shows) st
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,6 +82,19 @@ class JobKind:
     def busy(self, folder: Path) -> bool:
         """Whether a job of the kind runs or waits in the session."""
         return self.running(folder) or self.ticket(folder) is not None
+
+    @contextlib.contextmanager
+    def entering(self, folder: Path) -> Iterator[None]:
+        """Hold the session's Start of the kind for the block: an exclusive ``flock`` on a lock file in the session
+        folder, so that two tabs (or web workers) pressing Start at once check :meth:`busy` and :meth:`enter` one
+        after the other, and the second sees the first's ticket (one job of a kind per session). The kernel
+        releases the lock when the holder's process dies."""
+        with open(folder / f".{self.name}-start.lock", "a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def enter(self, folder: Path, payload: dict[str, Any]) -> queue.Ticket:
         """Put a job of the kind for the session into the server's queue, holding a new key and ``payload`` (the

@@ -178,10 +178,11 @@ def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, 
     see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
     comparison already running or waiting in the session, :func:`check_comparison`, a full queue:
     :class:`app.jobs.QueueFull`). The job checks again when it starts."""
-    if compare_running(folder) or comparison_ticket(folder) is not None:
-        raise UserError("A comparison is already running or waiting in this session; wait for it.")
-    check_comparison(folder, picked, corpus, options)
-    return COMPARISON.enter(folder, {"learners": picked, "corpus": corpus, "options": options})
+    with COMPARISON.entering(folder):  # two tabs pressing Compare at once: the second sees the first's ticket
+        if compare_running(folder) or comparison_ticket(folder) is not None:
+            raise UserError("A comparison is already running or waiting in this session; wait for it.")
+        check_comparison(folder, picked, corpus, options)
+        return COMPARISON.enter(folder, {"learners": picked, "corpus": corpus, "options": options})
 
 
 def comparison_ticket(folder: Path) -> Ticket | None:

@@ -360,10 +360,11 @@ def queue_training(folder: Path, options: api.TrainOptions) -> Ticket:
     (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
     (:class:`app.jobs.QueueFull`). The job checks again when it starts."""
     sessions.check_disk("The training job")
-    if TRAINING.busy(folder):
-        raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
-    check_training(folder, options)
-    return TRAINING.enter(folder, {"options": asdict(options)})
+    with TRAINING.entering(folder):  # two tabs pressing Start at once: the second sees the first's ticket
+        if TRAINING.busy(folder):
+            raise services.UserError("A training job is already running or waiting in this session; wait or cancel it.")
+        check_training(folder, options)
+        return TRAINING.enter(folder, {"options": asdict(options)})
 
 
 def training_ticket(folder: Path) -> Ticket | None:
