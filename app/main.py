@@ -89,8 +89,11 @@ def serve_layout() -> html.Div:
 
 
 def create_app() -> tuple[Dash, Any]:
-    """Build the Dash app (pages from ``app/pages``) and clean expired session folders."""
+    """Build the Dash app (pages from ``app/pages``), clean expired session folders and sweep the temporary files
+    that jobs killed mid-write left in the others (:func:`app.jobs.sweep_temporary`)."""
     sessions.cleanup_sessions()
+    for folder in sessions.session_folders():
+        jobs.sweep_temporary(folder)
     manager, celery = background_manager()
     dash_app = Dash(
         "app",  # the package: pages are imported as app.pages.<name>

@@ -521,3 +521,36 @@ def test_two_tabs_pressing_start_at_once_enter_one_training(data_dir: Path, monk
     assert "already running or waiting in this session" in str(refused[0])
     assert training_jobs.training_ticket(folder) is not None
     training_jobs.request_cancel(folder)
+
+
+def test_temporary_files_a_killed_write_left_are_swept(data_dir: Path) -> None:
+    """Issue 51: a job cancelled or killed while it wrote the model left its ``.tmp-*.npz`` (36-80 MB counted
+    against the session's disk) that nothing removed. Now the next Start of the session, the reap of a dead job and
+    the server's start sweep the temporary files nobody has written for two minutes; a write in progress (a fresh
+    file) and the session's other files stay."""
+    folder = new_session()
+    old = time.time() - 2 * jobs.records.STALE_TEMPORARY_S
+
+    def leave(name: str, stale: bool) -> Path:
+        path = folder / name
+        path.write_bytes(b"x" * 1000)
+        if stale:
+            os.utime(path, (old, old))
+        return path
+
+    stale, fresh = leave(".tmp-killed.npz", True), leave(".tmp-writing.npz", False)
+    kept = leave("corpus-extra.txt", True)
+    assert jobs.sweep_temporary(folder) == [stale.name]
+    assert fresh.exists() and kept.exists() and not stale.exists()
+
+    stale = leave(".tmp-cancelled.npz", True)  # the next Start of the session sweeps it
+    training_jobs.queue_training(folder, forms.options_from_form(TINY_FORM))
+    assert not stale.exists() and fresh.exists()
+    training_jobs.request_cancel(folder)
+
+    files = training_jobs.training_files(folder)  # a job whose heartbeat stopped: its reap sweeps too
+    files.write({"key": "k", "status": jobs.RUNNING, "started": old})
+    files.heartbeat.touch()
+    os.utime(files.heartbeat, (old, old))
+    stale = leave(".tmp-died.npz", True)
+    assert files.reap() is not None and not stale.exists()

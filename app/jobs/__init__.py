@@ -64,6 +64,7 @@ from app.jobs.records import (
     JobFiles,
     read_json,
     read_notice,
+    sweep_temporary,
 )
 
 __all__ = [
@@ -73,5 +74,5 @@ __all__ = [
     "JobTerminated", "JobTimeout", "MemoryWatch", "QueueFull", "QueueView", "Ticket", "close_inherited_listeners",
     "held_place", "job_process", "lower_priority", "memory_clause", "memory_exceeded", "queue_view", "read_json",
     "read_notice", "reap_finished_children", "server_queue", "started_ticket", "stop_children", "time_clause",
-    "place_message", "waiting_message",
+    "place_message", "sweep_temporary", "waiting_message",
 ]  # fmt: skip

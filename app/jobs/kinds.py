@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.jobs import queue
-from app.jobs.records import RUNNING, JobFiles
+from app.jobs.records import RUNNING, JobFiles, sweep_temporary
 
 T = TypeVar("T")
 
@@ -87,11 +87,13 @@ class JobKind:
     def entering(self, folder: Path) -> Iterator[None]:
         """Hold the session's Start of the kind for the block: an exclusive ``flock`` on a lock file in the session
         folder, so that two tabs (or web workers) pressing Start at once check :meth:`busy` and :meth:`enter` one
-        after the other, and the second sees the first's ticket (one job of a kind per session). The kernel
+        after the other, and the second sees the first's ticket (one job of a kind per session); the temporary files
+        an earlier job killed mid-write left are swept first (:func:`app.jobs.records.sweep_temporary`). The kernel
         releases the lock when the holder's process dies."""
         with open(folder / f".{self.name}-start.lock", "a", encoding="utf-8") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                sweep_temporary(folder)  # a cancelled or killed write of an earlier job of the session
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)

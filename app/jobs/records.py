@@ -28,6 +28,35 @@ engine's kernels release the GIL, so a busy job still beats)."""
 DIED = "stopped without finishing: its process or worker died (killed, out of memory, or the server restarted)"
 
 
+TEMPORARY_PREFIX = ".tmp-"
+"""How the files of an atomic write in progress begin (:func:`engine.files.atomic_write`, the session's model swap)."""
+STALE_TEMPORARY_S = 120.0
+"""A temporary file not written for this long belongs to no live write: a job killed or cancelled while it wrote
+left it (a live write keeps touching its file as the data goes out)."""
+
+
+def sweep_temporary(folder: Path, now: float | None = None) -> list[str]:
+    """Remove the temporary files of a session folder (``.tmp-*``) last written more than
+    :data:`STALE_TEMPORARY_S` ago, which a job killed or cancelled mid-write left behind (36-80 MB each, counted
+    against the session's disk); returns their names. Files being written now are left alone."""
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        if not path.name.startswith(TEMPORARY_PREFIX):
+            continue
+        try:
+            if now - path.stat().st_mtime > STALE_TEMPORARY_S and path.is_file():
+                path.unlink()
+                removed.append(path.name)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove
+    return removed
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None when it is missing, unreadable or not an object."""
     try:
@@ -77,6 +106,7 @@ class JobFiles:
         message = f"The job stopped: {cause}." if cause else f"The job {DIED}."
         record.update(status=FAILED, message=message, finished=time.time())
         self.write(record)
+        sweep_temporary(self.record.parent)  # what it was writing when it died
         return record
 
     def note_cause(self, cause: str) -> None:
