@@ -23,6 +23,7 @@ A session folder holds::
     communities.json the last Infomap run on the current model (Communities page); a session that starts on a model
                      with a precomputed run beside it (``<model>.communities.json``) starts with that run
     exports/         files written by the Export page
+    summary.json     the current model's summary, cached by the first page load (the navigation bar's badge)
     last_used        touched on every access (the time-to-live clock)
 
 Folders untouched for longer than the time-to-live are deleted by :func:`cleanup_sessions` (at start-up and at
@@ -58,6 +59,7 @@ JOBS = "jobs"
 LAST_USED = "last_used"
 COMMUNITIES = "communities.json"
 NOTICE = "notice.json"  # why a request job of the session was killed (app.jobs.read_notice)
+SUMMARY = "summary.json"  # the current model's summary, cached by a page load (app.services.models.model_summary)
 CLEANUP_EVERY_S = 3600.0
 
 _last_cleanup = {"at": 0.0}  # process-wide throttle of the periodic cleanup (no per-user state)
@@ -324,13 +326,20 @@ def cleanup_sessions(root: Path | None = None, ttl_s: float | None = None, now: 
 UNTOUCHED = frozenset({CURRENT, COMMUNITIES, LAST_USED})
 """The files of a session in which the visitor did nothing yet (the shared start model and its communities)."""
 
+CACHES = frozenset({SUMMARY})
+"""Files a mere page load writes into a session folder (caches of what can be computed again from its model): they
+say nothing of what the visitor did, so :func:`untouched` does not count them (issue 51: the badge's summary made
+every fetched page a session with work, and 520 fetches locked out new visitors for a day)."""
+
 
 def untouched(folder: Path) -> bool:
-    """Whether the session never did anything: no corpus, no job, no model of its own (nothing would be lost)."""
+    """Whether the session never did anything: no corpus, no job, no model of its own (nothing would be lost).
+    Judged by what the visitor did, not by what page loads wrote: the caches (:data:`CACHES`) do not count."""
     try:
-        return {entry.name for entry in folder.iterdir()} <= UNTOUCHED and not (folder / PREVIOUS).exists()
+        names = {entry.name for entry in folder.iterdir()} - CACHES
     except OSError:
         return False
+    return names <= UNTOUCHED and not (folder / PREVIOUS).exists()
 
 
 def make_room(root: Path, limit: int) -> list[str]:

@@ -542,6 +542,32 @@ def test_work_that_grows_with_the_model_is_bounded_in_a_web_request(
     assert app_services.SCORE_WORK >= 1_000_000 * nonzeros  # the page's own limit of characters fits the sample
 
 
+def test_a_prefix_is_bounded_before_its_forward_pass(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51, item 2: Generate's prefix was unbounded (a 100,000-character prefix took 55 s in the web worker on a
+    24,174-state model). Its length, and its characters times the model's transitions, are refused in one sentence
+    that says the limit, before the forward pass that reads it; a prefix within both is continued."""
+    from engine.backends.cpu import sampling
+
+    nonzeros = model_service.load_current(folder).n_nonzero()
+    prefix = "alice was beginning to get very tired " * 50  # 1,900 characters
+    assert len(generate_service.sample(folder, 40, 1, prefix)) == 40  # within both bounds
+
+    def no_forward_pass(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the prefix's forward pass ran")
+
+    monkeypatch.setattr(sampling, "forward", no_forward_pass)
+    with pytest.raises(AssertionError, match="forward pass ran"):  # the patch is the pass sampling runs
+        generate_service.sample(folder, 40, 1, prefix)
+    too_long = "a" * (api.MAX_PREFIX_CHARACTERS + 1)
+    with pytest.raises(UserError, match=r"^The prefix has 100,001 characters, more than the 100,000 a sample may "):
+        generate_service.sample(folder, 40, 1, too_long)
+    monkeypatch.setattr(generate_service, "PREFIX_WORK", 1000 * nonzeros)  # as a model 1,000 times larger would be
+    with pytest.raises(
+        UserError, match=r"^Continuing a prefix of 1,900 characters .* at most 1,000 characters here; use `chmm sample"
+    ):
+        generate_service.sample(folder, 40, 1, prefix)
+
+
 def test_a_prune_that_would_pass_the_memory_bound_is_refused(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 36, item 2: the prune sweep of a 24,000-state model drove a web worker to 21.4 GB and the OOM killer."""
     nonzeros = model_service.load_current(folder).n_nonzero()

@@ -95,6 +95,37 @@ def test_a_flood_of_untouched_sessions_locks_out_nobody(data_dir: Path, monkeypa
     assert len(sessions.session_folders(data_dir)) == 3
 
 
+def test_sessions_that_only_loaded_pages_make_room(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: every page load's badge writes the model's summary into the session folder, which made every
+    fetched page a session with work: 520 minted ids locked out new visitors for a day. Eviction judges a session by
+    what its visitor did (an upload, a model of its own), not by what page loads cached; working sessions stay, even
+    when seen longer ago than the flood."""
+    from app import main
+
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "4")
+    uploaded = sessions.session_folder(sessions.new_session_id())
+    corpus_service.store_corpus(uploaded, data_uri(b"hello world, hello there"), "a.txt")
+    loaded = sessions.session_folder(sessions.new_session_id())
+    model_service.load_model_upload(loaded, data_uri(config.SAMPLE_MODEL.read_bytes()), "mine.npz")
+    long_ago = time.time() - 3600  # seen before the flood: the least recently seen, yet not evicted
+    for path in [uploaded, *uploaded.iterdir(), loaded, *loaded.iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+
+    flood_ids = [sessions.new_session_id() for _ in range(12)]  # a script fetching the page with fresh ids
+    for sid in flood_ids:
+        assert main.show_model_badge(sid, None).startswith("current model:")  # each page load's badge
+        folder = data_dir / sid.split(".")[0]
+        assert (folder / sessions.SUMMARY).is_file() and sessions.untouched(folder)
+    assert len(sessions.session_folders(data_dir)) == 4
+
+    visitor = sessions.new_session_id()
+    assert main.show_model_badge(visitor, None).startswith("current model:")  # a new visitor is served
+    assert (data_dir / visitor.split(".")[0]).is_dir()
+    assert (uploaded / sessions.CORPUS).is_file() and (loaded / sessions.PREVIOUS).is_file()
+    assert not sessions.untouched(uploaded) and not sessions.untouched(loaded)
+    assert len(sessions.session_folders(data_dir)) == 4
+
+
 def test_live_sessions_are_capped(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
     kept = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]

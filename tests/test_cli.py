@@ -215,6 +215,25 @@ def test_sample_length_and_prefix(trained_model: Path, capsys: pytest.CaptureFix
     assert code == 0 and len(out.rstrip("\n")) == 50
 
 
+def test_sample_refuses_a_prefix_over_its_bound_before_reading_the_model(
+    trained_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51, item 2: ``chmm sample --prefix`` had no bound either; one over it is refused in one sentence before
+    the model is read (a missing model file is not even noticed) and before any forward pass."""
+    from engine.backends.cpu import sampling
+
+    too_long = "a" * (api.MAX_PREFIX_CHARACTERS + 1)
+    expect_error(["sample", tmp_path / "missing.npz", "--prefix", too_long], capsys, "more than the 100,000")
+
+    def no_forward_pass(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the prefix's forward pass ran")
+
+    monkeypatch.setattr(sampling, "forward", no_forward_pass)
+    expect_error(["sample", trained_model, "--prefix", too_long], capsys, "a sample may continue")
+    with pytest.raises(ValueError, match="more than the 100,000"):
+        api.sample_text(api.load_model(trained_model), 10, 0, too_long)
+
+
 # ------------------------------------------------------------------------------------------- bad input
 def expect_error(args: list, capsys: pytest.CaptureFixture[str], pattern: str) -> None:
     code, out, err = run_cli(args, capsys)

@@ -127,6 +127,12 @@ DECODE_WORK = 2e10
 """The same for decoding scrambled text (constrained decoding: about 4 G a second on the sample model; on a
 24,000-state model 5,000 characters took 47 s in the web worker before this bound)."""
 
+PREFIX_WORK = 1e12
+"""The same for the prefix Generate continues (a forward pass at about scoring's rate: 100,000 characters in 0.04 s
+either way on the sample model, 2 cores), a quarter of scoring's budget, as what is sampled depends on the prefix's
+end (issue 51: a 100,000-character prefix took 55 s in the web worker on a 24,174-state model before this bound).
+Its length alone is bounded by the engine too (:data:`engine.api.MAX_PREFIX_CHARACTERS`, also ``chmm sample``)."""
+
 
 def check_work(characters: int, nonzeros: int, budget: float, what: str, command: str) -> None:
     """Refuse (UserError, one sentence) work that grows with the model and the input past ``budget`` (characters

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.services import SCORE_WORK, UserError, check_work, describe_error, whole_number
+from app.services import PREFIX_WORK, SCORE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.corpus import reference_corpus
 from app.services.models import load_current
 from engine import api
@@ -24,10 +24,18 @@ MAX_SURPRISAL_CHARS = 2_000
 
 
 def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) -> str:
-    """``length`` characters sampled from the current model, continuing ``prefix`` when given."""
+    """``length`` characters sampled from the current model, continuing ``prefix`` when given. A prefix is bounded
+    before any work: by its length (:data:`engine.api.MAX_PREFIX_CHARACTERS`, before the model is read) and by its
+    characters times the model's transitions (:data:`app.services.PREFIX_WORK`, before its forward pass)."""
     n = whole_number(length, "the length", 1, MAX_SAMPLE_LENGTH)
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
+    try:
+        api.check_prefix(prefix)
+    except ValueError as exc:
+        raise UserError(f"{describe_error(exc)}.") from None
     model = load_current(folder)
+    if prefix:
+        check_work(len(prefix), model.n_nonzero(), PREFIX_WORK, "Continuing a prefix of", "chmm sample --prefix")
     try:
         return api.sample_text(model, n, seed=s, prefix=prefix or None)
     except ValueError as exc:  # CorpusError is a ValueError: a prefix empty after normalisation or off-alphabet

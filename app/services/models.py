@@ -34,7 +34,7 @@ def view_model(folder: Path) -> CHMM:
     return kept.kept(("model", config.max_model_memory_bytes()), [path], lambda: load_current(folder))
 
 
-SUMMARY = "summary.json"
+SUMMARY = sessions.SUMMARY
 """The current model's summary, kept beside it with the file identity it was made for (read by every page load:
 the navigation bar's badge and the Model page), so the model itself is read once per version, not per page."""
 

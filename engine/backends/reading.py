@@ -103,8 +103,25 @@ def surprisal_text(model: CHMM, raw_text: str, placeholder: bool = True) -> tupl
     return "".join(model.symbols[int(i)] for i in x), bits
 
 
+MAX_PREFIX_CHARACTERS = 100_000
+"""The longest prefix a sample continues. A prefix is read by a forward pass that keeps every step's message (its
+characters times the clones of a symbol, in memory) and grows with the model (issue 51: 100,000 characters took 55 s
+on a 24,174-state model); what is sampled depends on the prefix's end, so a longer one only costs time and memory."""
+
+
+def check_prefix(prefix: str | None) -> None:
+    """Refuse (ValueError, one sentence) a prefix longer than :data:`MAX_PREFIX_CHARACTERS`, before any work."""
+    if prefix and len(prefix) > MAX_PREFIX_CHARACTERS:
+        raise ValueError(
+            f"the prefix has {len(prefix):,} characters, more than the {MAX_PREFIX_CHARACTERS:,} a sample may "
+            "continue; give only its last part"
+        )
+
+
 def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = None) -> str:
-    """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given."""
+    """``length`` sampled symbols as text, continuing ``prefix`` (normalised like the model's corpus) if given; a
+    prefix over :data:`MAX_PREFIX_CHARACTERS` raises ValueError before it is read."""
+    check_prefix(prefix)
     rng = np.random.default_rng(seed)
     encoded = encode_for_model(model, prefix) if prefix else None
     engine = engines.engine_for(model)

@@ -13,7 +13,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     sample = commands.add_parser("sample", help="sample text from a model")
     sample.add_argument("model")
     sample.add_argument("--length", type=int, default=500)
-    sample.add_argument("--prefix", default=None, help="text to continue")
+    sample.add_argument(
+        "--prefix", default=None, help=f"text to continue (at most {api.MAX_PREFIX_CHARACTERS:,} characters)"
+    )
     sample.add_argument("--seed", type=int, default=0)
     sample.set_defaults(run=run)
     return sample
@@ -23,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Print ``--length`` sampled symbols."""
     if args.length < 1:
         raise ValueError("--length must be at least 1")
+    api.check_prefix(args.prefix)  # before the model is read: a prefix over the bound is refused at once
     model = api.load_model(args.model)
     print(api.sample_text(model, args.length, args.seed, args.prefix))
     return 0
