@@ -5,6 +5,7 @@ recovery of a room's map from a walk."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -720,3 +721,36 @@ def test_online_and_batch_em_on_two_walks_run_on_the_gpu_engine_as_on_the_cpu(ba
     on_device, device_history = actions.learn_viterbi(on_cpu, xs, as_, 3, backend=backend)
     np.testing.assert_allclose(device_history, cpu_history, rtol=1e-9)
     np.testing.assert_array_equal(on_device.T, refined.T)
+
+
+# ------------------------------------------------------------------------------------------------ issue 51: maps
+def _walk_ending_on_a_new_observation(tmp_path) -> Path:
+    """A 600-step walk in :data:`ROOM` whose last observation (9) appears nowhere else, as a walk file."""
+    walk = actions.generate_walk(ROOM, 600, seed=2)
+    names = [actions.MOVES[k] for k in walk.actions]
+    seen = [*walk.observations.tolist()[:-1], 9]
+    path = tmp_path / "walk.csv"
+    path.write_text("action,observation\n" + "".join(f"{n},{o}\n" for n, o in zip(names, seen, strict=True)))
+    return path
+
+
+@pytest.mark.parametrize("cell", [str(10**30), "3000000", "10001", "-2"])
+def test_a_room_cell_outside_the_observations_is_one_sentence_in_walk_and_map(tmp_path, capsys, cell: str) -> None:
+    """Issue 51: a room cell of 10**30 gave a traceback (OverflowError); every cell outside -1..MAX_OBSERVATION is
+    refused in one sentence by ``chmm walk`` and ``chmm map --room``."""
+    from engine.cli import main
+
+    room = tmp_path / "room.csv"
+    room.write_text(f"0,1\n2,{cell}\n")
+    walk = _walk_ending_on_a_new_observation(tmp_path)
+    expected = f"line 2: a room's cells must be observations from 0 to {actions.MAX_OBSERVATION:,} or -1 for a wall"
+    for arguments in (
+        ["walk", str(room), "-o", str(tmp_path / "out.csv")],
+        ["map", str(walk), "-o", str(tmp_path / "map.npz"), "--room", str(room)],
+    ):
+        code = main(arguments)
+        error = capsys.readouterr().err
+        assert code == 1 and expected in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "map.npz").exists()
+    with pytest.raises(ValueError, match="from 0 to 10,000"):
+        actions.check_room([[0, int(cell)]])
