@@ -262,6 +262,29 @@ def test_a_cancelled_job_keeps_the_previous_map(folder: Path) -> None:
     assert len(list((folder / maps.MAPS).iterdir())) == 1
 
 
+def test_a_map_that_cannot_make_its_walk_fails_and_keeps_the_previous_map(folder: Path, monkeypatch) -> None:
+    """Issue 51: a map of infinite bits per step (its walk uses 0 clones) was installed as finished; now the job
+    fails with the engine's sentence and the session's map stays as it was."""
+    import numpy as np
+
+    from engine.cognitive import maps as engine_maps
+
+    maps.run_map_job(folder, small_request(folder))
+    before = maps.current_map(folder)
+
+    def broken(model: actions.ActionCHMM, threshold: float = 0.5) -> tuple[actions.ActionCHMM, np.ndarray]:
+        return model.with_T(np.zeros_like(model.T)), np.arange(model.n_states)
+
+    monkeypatch.setattr(engine_maps, "merge_equivalent_clones", broken)
+    outcome = maps.run_map_job(folder, small_request(folder, seed=1))
+    assert outcome["status"] == jobs.FAILED, outcome
+    assert outcome["message"] == (
+        "The map job failed: The learned map cannot make its walk (inf bits per step, the walk uses 0 of 12 clones). "
+        "The previous map is kept."
+    )
+    assert maps.current_map(folder) == before and len(list((folder / maps.MAPS).iterdir())) == 1
+
+
 def test_a_second_job_in_the_session_is_refused(folder: Path) -> None:
     maps.queue_map(folder, small_request(folder))
     with pytest.raises(UserError, match="already running or waiting"):

@@ -252,7 +252,7 @@ def learn_map(
 ) -> tuple[actions.ActionCHMM, dict[str, Any]]:
     """Learn a map from a walk (or a file's several walks, which share the map) with the :class:`MapOptions`
     recipe; returns the model and a summary (iterations, bits per step after each stage, clones the MAP paths
-    use)."""
+    use). ValueError in one sentence when the learned map cannot make the walk (:func:`check_map`)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
         raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
     x, a = walk.walks()
@@ -281,6 +281,17 @@ def learn_map(
         "steps": int(len(walk.observations)),
         "walks": max(len(walk.documents), 1),
     }
+    check_map(summary)
     model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
     return model, summary
 
+
+def check_map(summary: dict[str, Any]) -> None:
+    """Refuse a learned map that cannot make its walk (bits per step not finite, or a MAP path that uses no clone):
+    ValueError in one sentence naming both, so that no caller keeps it as a finished map."""
+    bits, used = float(summary["bits_per_step"]), int(summary["clones_used"])
+    if not np.isfinite(bits) or used == 0:
+        raise ValueError(
+            f"the learned map cannot make its walk ({bits:g} bits per step, the walk uses {used} of "
+            f"{summary['clones']} clones)"
+        )
