@@ -533,24 +533,28 @@ def distributions_figure(found: dict[str, Any] | None) -> go.Figure:
 
 # ------------------------------------------------------------------------------------------ Maps page
 def room_figure(room: list[list[int]], colours: list[str], wall_colour: str) -> go.Figure:
-    """A room as a grid of coloured cells: observation ``o`` in ``colours[o]`` (the map's node colours), walls
-    (-1) in ``wall_colour``, each cell labelled with its observation; row 0 at the top, square cells."""
-    top = max((max(row) for row in room), default=0)
-    values = list(range(-1, top + 1))
-    bands = len(values)
+    """A room as a grid of coloured cells: observation ``o`` in ``colours[o % len(colours)]`` (the map's node
+    colours), walls (-1) in ``wall_colour``, each cell labelled with its observation; row 0 at the top, square cells.
+    The heatmap draws each cell's rank among the room's distinct values, so its colour scale has one band per distinct
+    value: its size is bounded by the room's cells, whatever the values."""
+    values = sorted({v for row in room for v in row})
+    rank = {value: index for index, value in enumerate(values)}
+    bands = max(len(values), 1)
     scale: list[list[Any]] = []
     for index, value in enumerate(values):
         colour = wall_colour if value < 0 else colours[value % len(colours)]
         scale += [[index / bands, colour], [(index + 1) / bands, colour]]
+    if not scale:
+        scale = [[0.0, wall_colour], [1.0, wall_colour]]
     text = [["wall" if v < 0 else str(v) for v in row] for row in room]
     figure = go.Figure(
         go.Heatmap(
-            z=room,
+            z=[[rank[v] for v in row] for row in room],
             text=text,
             texttemplate="%{text}",
             colorscale=scale,
-            zmin=-1.5,
-            zmax=top + 0.5,
+            zmin=-0.5,
+            zmax=bands - 0.5,
             showscale=False,
             xgap=2,
             ygap=2,

@@ -33,7 +33,7 @@ from engine.backends.reading import (
     surprisal_text,
 )
 from engine.backends.scramble import change_spans, restoration
-from engine.cognitive.actions import ActionCHMM, generate_walk
+from engine.cognitive.actions import MAX_OBSERVATION, ActionCHMM, generate_walk
 from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
 from engine.cognitive.maps import clone_graph as map_clone_graph
@@ -141,10 +141,10 @@ __all__ = [  # fmt: skip
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
-    "MapOptions", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS", "model_communities", "model_graph", "ModelFormatError",
-    "module_colour", "check_prefix",
-    "module_links", "ModuleNotFoundInResult", "ngram_beside", "node_flows", "NORMALISATIONS", "on_host",
-    "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout", "packed_layout", "PALETTE",
+    "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS", "model_communities", "model_graph",
+    "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult", "ngram_beside",
+    "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout",
+    "packed_layout", "PALETTE",
     "parse_room", "parse_walk", "place_field", "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback",
     "prune_model", "prune_sweep_text", "PRUNE_BOUND", "PRUNE_THRESHOLDS", "check_prune_bound", "model_to_save",
     "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",

@@ -4,7 +4,9 @@ recovery of a room's map from a walk."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -720,3 +722,106 @@ def test_online_and_batch_em_on_two_walks_run_on_the_gpu_engine_as_on_the_cpu(ba
     on_device, device_history = actions.learn_viterbi(on_cpu, xs, as_, 3, backend=backend)
     np.testing.assert_allclose(device_history, cpu_history, rtol=1e-9)
     np.testing.assert_array_equal(on_device.T, refined.T)
+
+
+# ------------------------------------------------------------------------------------------------ issue 51: maps
+def _ending_on_a_new_observation() -> tuple[actions.ActionCHMM, np.ndarray, np.ndarray]:
+    """A map whose clones 0 and 1 (observation 0) have the same future and whose clone 3 (observation 2, seen only
+    at the walk's end) has no successor, and a walk 0 1 0 1 1 2 it makes with probability 1/8 (pi uniform)."""
+    left, right = actions.MOVES.index("left"), actions.MOVES.index("right")
+    dense = np.zeros((len(actions.MOVES), 4, 4))
+    dense[right, 0, 2] = dense[right, 1, 2] = 1.0
+    dense[right, 2, 2] = dense[right, 2, 3] = 0.5
+    dense[left, 2, 0] = dense[left, 2, 1] = 0.5
+    model = actions.from_dense(dense, np.array([2, 1, 1]), symbols=["0", "1", "2"], actions=list(actions.MOVES))
+    x = np.array([0, 1, 0, 1, 1, 2])
+    a = np.array([right, left, right, right, right, left])
+    return model, x, a
+
+
+def test_merging_keeps_a_clone_where_the_walk_ends_and_the_exact_likelihood() -> None:
+    """Issue 51: a clone without successors (its observation is seen only at the walk's end) stays in the merged
+    map, so merging the two clones with the same future keeps the walk's likelihood (with the start distribution
+    carried over to the merged clones) instead of making the walk impossible."""
+    model, x, a = _ending_on_a_new_observation()
+    assert actions.log_likelihood(model, x, a) == pytest.approx(np.log(1 / 8), abs=1e-12)
+    assert set(maps.used_clones(model).tolist()) == {0, 1, 2, 3}
+    merged, merged_of = maps.merge_equivalent_clones(model)
+    assert merged.n_states == 3 and merged_of[0] == merged_of[1] and len(set(merged_of.tolist())) == 3
+    pi = np.bincount(merged_of, weights=model.pi.astype(np.float64), minlength=merged.n_states)
+    carried = actions.ActionCHMM(merged.symbols, merged.actions, merged.layout, merged.T, pi.astype(merged.T.dtype))
+    bits = actions.bits_per_step(carried, x, a)
+    assert np.isfinite(bits) and abs(bits - actions.bits_per_step(model, x, a)) < 1e-9
+
+
+def _walk_ending_on_a_new_observation(tmp_path) -> Path:
+    """A 600-step walk in :data:`ROOM` whose last observation (9) appears nowhere else, as a walk file."""
+    walk = actions.generate_walk(ROOM, 600, seed=2)
+    names = [actions.MOVES[k] for k in walk.actions]
+    seen = [*walk.observations.tolist()[:-1], 9]
+    path = tmp_path / "walk.csv"
+    path.write_text("action,observation\n" + "".join(f"{n},{o}\n" for n, o in zip(names, seen, strict=True)))
+    return path
+
+
+def test_a_map_of_a_walk_ending_on_a_new_observation_is_finite_after_merging(tmp_path) -> None:
+    """Issue 51: such a walk gave "inf bits per step, the walk uses 0 of N clones" once merged; now the merged map
+    makes the walk, and from the clone the MAP path starts on it is as likely as without merging."""
+    from engine.cognitive import walks
+
+    walk = walks.read_walk(_walk_ending_on_a_new_observation(tmp_path))
+    x, a = walk.walks()
+    options = walks.MapOptions(clones=3, seed=1, merge=False)
+    model, summary = walks.learn_map(walk, options)
+    merged_model, merged_summary = walks.learn_map(walk, dataclasses.replace(options, merge=True))
+    assert np.isfinite(merged_summary["bits_per_step"]) and merged_summary["clones_used"] > 0
+    merged, merged_of = maps.merge_equivalent_clones(model)
+    assert merged.n_states == merged_model.n_states and np.array_equal(merged.T, merged_model.T)
+    start = int(actions.viterbi(model, x, a)[0][0])
+
+    def from_clone(m: actions.ActionCHMM, clone: int) -> float:
+        pi = np.zeros(m.n_states, dtype=m.pi.dtype)
+        pi[clone] = 1.0
+        return actions.log_likelihood(actions.ActionCHMM(m.symbols, m.actions, m.layout, m.T, pi), x, a)
+
+    unmerged = from_clone(model, start)
+    assert np.isfinite(unmerged) and abs(from_clone(merged, int(merged_of[start])) - unmerged) < 1e-9
+
+
+def test_chmm_map_refuses_a_map_that_cannot_make_its_walk(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 51: a map with infinite bits per step is a failure (exit 1, one sentence, no model file), not a map."""
+    from engine.cli import main
+
+    def broken(model: actions.ActionCHMM, threshold: float = 0.5) -> tuple[actions.ActionCHMM, np.ndarray]:
+        return model.with_T(np.zeros_like(model.T)), np.arange(model.n_states)
+
+    monkeypatch.setattr(maps, "merge_equivalent_clones", broken)
+    walk = _walk_ending_on_a_new_observation(tmp_path)
+    code = main(["map", str(walk), "-o", str(tmp_path / "map.npz"), "--clones", "2", "--iterations", "5", "--json"])
+    output = capsys.readouterr()
+    error = output.err
+    assert code == 1 and error.count("\n") == 1 and not output.out, error
+    assert "the learned map cannot make its walk (inf bits per step, the walk uses 0 of 10 clones)" in error
+    assert not (tmp_path / "map.npz").exists()
+
+
+@pytest.mark.parametrize("cell", [str(10**30), "3000000", "10001", "-2"])
+def test_a_room_cell_outside_the_observations_is_one_sentence_in_walk_and_map(tmp_path, capsys, cell: str) -> None:
+    """Issue 51: a room cell of 10**30 gave a traceback (OverflowError); every cell outside -1..MAX_OBSERVATION is
+    refused in one sentence by ``chmm walk`` and ``chmm map --room``."""
+    from engine.cli import main
+
+    room = tmp_path / "room.csv"
+    room.write_text(f"0,1\n2,{cell}\n")
+    walk = _walk_ending_on_a_new_observation(tmp_path)
+    expected = f"line 2: a room's cells must be observations from 0 to {actions.MAX_OBSERVATION:,} or -1 for a wall"
+    for arguments in (
+        ["walk", str(room), "-o", str(tmp_path / "out.csv")],
+        ["map", str(walk), "-o", str(tmp_path / "map.npz"), "--room", str(room)],
+    ):
+        code = main(arguments)
+        error = capsys.readouterr().err
+        assert code == 1 and expected in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "map.npz").exists()
+    with pytest.raises(ValueError, match="from 0 to 10,000"):
+        actions.check_room([[0, int(cell)]])

@@ -42,7 +42,8 @@ def small_request(folder: Path, **change: object) -> maps.MapRequest:
         (None, "Type the room"),
         ("0,1\n2,x", "The room: line 2 holds a cell that is not a whole number."),
         ("0,1,2\n2,3", "The room: the room's rows have different lengths (a room must be rectangular)."),
-        ("0,-2\n1,1", "A room's cells must be observations 0, 1, 2, ... or -1 for a wall."),
+        ("0,-2\n1,1", "The room: line 1: a room's cells must be observations from 0 to 10,000 or -1 for a wall."),
+        ("0,1\n2," + "9" * 30, "The room: line 2: a room's cells must be observations from 0 to 10,000 or -1"),
         ("-1,-1\n-1,-1", "A room needs at least one cell that is not a wall."),
         ("\n".join([",".join(["0"] * 60)] * 60), "The room has 3,600 cells; the page takes at most 2,500."),
     ],
@@ -69,6 +70,35 @@ def test_the_page_shows_a_bad_room_as_one_sentence_and_a_good_room_as_a_grid(dat
     colours = [colour for _, colour in walled.data[0].colorscale]
     assert colours[0] == maps.WALL_COLOUR and maps.PALETTE[0] in colours and maps.PALETTE[2] in colours
     assert maps.observation_colour("2", ["0", "1", "2"]) == maps.PALETTE[2]
+
+
+@pytest.mark.parametrize("cell", [3_000_000, 10**15])
+def test_the_preview_of_a_room_with_a_huge_observation_is_refused_at_once(data_dir: Path, cell: int) -> None:
+    """Issue 51: a 101-character room with a cell of 3,000,000 took 269 s and 188 MB to preview (one colour band per
+    value up to it), 10**15 a MemoryError; the preview now refuses it in one sentence, at once."""
+    import time
+
+    from app import main  # noqa: F401 - builds the app, which registers the page
+    from app.pages import maps as page
+
+    room = ("0," * 48 + "1\n")[:99] + "\n" + str(cell)
+    started = time.perf_counter()
+    figure, message = page.show_room(room)
+    assert time.perf_counter() - started < 2.0
+    assert "message-error" in str(message) and "from 0 to 10,000 or -1 for a wall" in str(message)
+    assert not figure.data
+
+
+def test_the_preview_colour_scale_has_one_band_per_distinct_value() -> None:
+    """The colour scale is built from the room's distinct values (their ranks), not from 0 to the largest value,
+    and each observation keeps the colour the map's nodes give it."""
+    room = [[0, actions.MAX_OBSERVATION], [-1, 5], [5, 0]]
+    heatmap = figures.room_figure(room, list(maps.PALETTE), maps.WALL_COLOUR).data[0]
+    assert len(heatmap.colorscale) == 2 * 4  # four distinct values: -1, 0, 5 and MAX_OBSERVATION
+    assert heatmap.z == ((1, 3), (0, 2), (2, 1)) or [list(r) for r in heatmap.z] == [[1, 3], [0, 2], [2, 1]]
+    bands = [colour for _, colour in heatmap.colorscale][::2]
+    assert bands == [maps.WALL_COLOUR, maps.PALETTE[0], maps.PALETTE[5], maps.observation_colour("10000", [])]
+    assert heatmap.text[0][1] == "10000" and heatmap.zmin == -0.5 and heatmap.zmax == 3.5
 
 
 @pytest.mark.parametrize(
@@ -230,6 +260,29 @@ def test_a_cancelled_job_keeps_the_previous_map(folder: Path) -> None:
     assert outcome["status"] == jobs.CANCELLED and "previous map is kept" in outcome["message"]
     assert maps.current_map(folder) == before and maps.load_view(folder)["cells"] == 12
     assert len(list((folder / maps.MAPS).iterdir())) == 1
+
+
+def test_a_map_that_cannot_make_its_walk_fails_and_keeps_the_previous_map(folder: Path, monkeypatch) -> None:
+    """Issue 51: a map of infinite bits per step (its walk uses 0 clones) was installed as finished; now the job
+    fails with the engine's sentence and the session's map stays as it was."""
+    import numpy as np
+
+    from engine.cognitive import maps as engine_maps
+
+    maps.run_map_job(folder, small_request(folder))
+    before = maps.current_map(folder)
+
+    def broken(model: actions.ActionCHMM, threshold: float = 0.5) -> tuple[actions.ActionCHMM, np.ndarray]:
+        return model.with_T(np.zeros_like(model.T)), np.arange(model.n_states)
+
+    monkeypatch.setattr(engine_maps, "merge_equivalent_clones", broken)
+    outcome = maps.run_map_job(folder, small_request(folder, seed=1))
+    assert outcome["status"] == jobs.FAILED, outcome
+    assert outcome["message"] == (
+        "The map job failed: The learned map cannot make its walk (inf bits per step, the walk uses 0 of 12 clones). "
+        "The previous map is kept."
+    )
+    assert maps.current_map(folder) == before and len(list((folder / maps.MAPS).iterdir())) == 1
 
 
 def test_a_second_job_in_the_session_is_refused(folder: Path) -> None:

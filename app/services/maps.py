@@ -356,7 +356,7 @@ def _learn(
     except MemoryError as exc:
         return FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
     except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
-        return FAILED, f"The map job failed: {describe_error(exc)} The previous map is kept."
+        return FAILED, f"The map job failed: {describe_error(exc).rstrip('.')}. The previous map is kept."
     return None
 
 

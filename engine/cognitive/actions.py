@@ -35,6 +35,11 @@ STEPS = np.array([[0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
 """(row, column) change of each move of :data:`MOVES`."""
 WALL = -1
 """A cell of a room that cannot be entered."""
+MAX_OBSERVATION = 10_000
+"""The largest observation a room's cell may hold (cells are observations 0..MAX_OBSERVATION or :data:`WALL`): what
+reads or draws a room then does work bounded by the room's size, never by its values."""
+ROOM_VALUES = f"a room's cells must be observations from 0 to {MAX_OBSERVATION:,} or -1 for a wall"
+"""The one sentence (uncapitalised) that refuses a room cell outside -1..:data:`MAX_OBSERVATION`."""
 
 
 # ------------------------------------------------------------------------------------------------ walks
@@ -59,11 +64,15 @@ def check_room(room: Any) -> np.ndarray:
         raise ValueError("a room must be a rectangular table of whole numbers") from None
     if grid.ndim != 2 or grid.size == 0:
         raise ValueError(f"a room must be a non-empty 2-D table of observations, got shape {grid.shape}")
-    if grid.dtype.kind not in "iu" and not (grid.dtype.kind == "f" and np.all(grid == np.round(grid))):
+    if grid.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in grid.ravel()):
+        raise ValueError(ROOM_VALUES)  # whole numbers too large for int64
+    if grid.dtype.kind not in "iu" and not (
+        grid.dtype.kind == "f" and np.all(np.isfinite(grid)) and np.all(grid == np.round(grid))
+    ):
         raise ValueError("a room's cells must be whole numbers (an observation, or -1 for a wall)")
+    if np.any(grid < WALL) or np.any(grid > MAX_OBSERVATION):
+        raise ValueError(ROOM_VALUES)
     grid = grid.astype(np.int64)
-    if np.any(grid < WALL):
-        raise ValueError("a room's cells must be observations 0, 1, 2, ... or -1 for a wall")
     if not np.any(grid >= 0):
         raise ValueError("a room needs at least one cell that is not a wall")
     return grid

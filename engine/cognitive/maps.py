@@ -153,9 +153,18 @@ def plan_route(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3
 
 
 def used_clones(model: ActionCHMM) -> np.ndarray:
-    """The clones with outgoing mass under some action (after Viterbi EM: the clones of the learned map)."""
+    """The clones with outgoing mass under some action or incoming mass from some clone (after Viterbi EM: the clones
+    of the learned map, those where a walk ends without a successor included)."""
     sums = row_sums(model.layout, model.T).reshape(model.n_actions, model.n_states)
-    return np.flatnonzero(sums.max(axis=0) > 0)
+    entered = np.zeros(model.n_states, dtype=bool)
+    layout, E = model.layout, model.n_symbols
+    for k, (row, j) in enumerate(layout.block_pairs):
+        i = int(row) % E
+        m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
+        block = model.T[layout.block_offset[k] : layout.block_offset[k + 1]].reshape(m_i, m_j)
+        start = int(layout.clone_start[j])
+        entered[start : start + m_j] |= block.max(axis=0, initial=0) > 0
+    return np.flatnonzero((sums.max(axis=0) > 0) | entered)
 
 
 def learn_emissions(

@@ -1,11 +1,11 @@
 """Files of cognitive maps: rooms, walks, and the recipe that learns a map from a walk
 (:mod:`engine.cognitive.actions`).
 
-A room is a CSV (or whitespace-separated) table of whole numbers, one row per line: each cell's observation, -1 for
-a wall cell. A walk is a CSV file with a header naming at least the columns ``action`` and ``observation`` (any
-names), one row per step: the observation seen there and the action taken there (the last row's action is not
-used); a generated walk adds the columns ``row`` and ``column`` (the true place). JSON walks are an object with the
-lists ``actions`` and ``observations``.
+A room is a CSV (or whitespace-separated) table of whole numbers, one row per line: each cell's observation (0 to
+:data:`engine.cognitive.actions.MAX_OBSERVATION`), -1 for a wall cell. A walk is a CSV file with a header naming at
+least the columns ``action`` and ``observation`` (any names), one row per step: the observation seen there and the
+action taken there (the last row's action is not used); a generated walk adds the columns ``row`` and ``column`` (the
+true place). JSON walks are an object with the lists ``actions`` and ``observations``.
 
 A file may hold several walks (documents, as a text corpus does: each starts afresh, no step runs from one into the
 next): the CSV column ``document`` (or the JSON list ``documents``, one entry per step) names each step's walk; a
@@ -86,9 +86,12 @@ def parse_room(content: str, name: str = "room") -> np.ndarray:
         if not cells:
             continue
         try:
-            rows.append([int(cell) for cell in cells])
+            row = [int(cell) for cell in cells]
         except ValueError:
             raise ValueError(f"{name}: line {number} holds a cell that is not a whole number") from None
+        if any(not actions.WALL <= value <= actions.MAX_OBSERVATION for value in row):
+            raise ValueError(f"{name}: line {number}: {actions.ROOM_VALUES}")
+        rows.append(row)
     if not rows:
         raise ValueError(f"{name}: the room file is empty")
     if len({len(row) for row in rows}) != 1:
@@ -249,7 +252,7 @@ def learn_map(
 ) -> tuple[actions.ActionCHMM, dict[str, Any]]:
     """Learn a map from a walk (or a file's several walks, which share the map) with the :class:`MapOptions`
     recipe; returns the model and a summary (iterations, bits per step after each stage, clones the MAP paths
-    use)."""
+    use). ValueError in one sentence when the learned map cannot make the walk (:func:`check_map`)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
         raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
     x, a = walk.walks()
@@ -278,5 +281,17 @@ def learn_map(
         "steps": int(len(walk.observations)),
         "walks": max(len(walk.documents), 1),
     }
+    check_map(summary)
     model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
     return model, summary
+
+
+def check_map(summary: dict[str, Any]) -> None:
+    """Refuse a learned map that cannot make its walk (bits per step not finite, or a MAP path that uses no clone):
+    ValueError in one sentence naming both, so that no caller keeps it as a finished map."""
+    bits, used = float(summary["bits_per_step"]), int(summary["clones_used"])
+    if not np.isfinite(bits) or used == 0:
+        raise ValueError(
+            f"the learned map cannot make its walk ({bits:g} bits per step, the walk uses {used} of "
+            f"{summary['clones']} clones)"
+        )
