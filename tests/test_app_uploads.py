@@ -90,6 +90,9 @@ def test_damaged_upload_and_missing_upload(folder: Path) -> None:
         corpus_service.store_corpus(folder, "data:text/plain;base64,@@@@", "x.txt")
     with pytest.raises(UserError, match="No file"):
         corpus_service.store_corpus(folder, None, None)
+    for forged in (12345, [12345], 3.5):  # contents as a number (issue 51: an HTTP 500)
+        with pytest.raises(UserError, match="arrived damaged"):
+            corpus_service.store_corpus(folder, forged, "x.txt")
 
 
 def test_good_upload_is_kept_and_previewed(with_corpus: Path) -> None:

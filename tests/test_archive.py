@@ -262,3 +262,22 @@ def test_the_block_tables_of_a_huge_alphabet_are_sized_by_its_pairs(tmp_path: Pa
     predictive = inference.forward(model, x).predictive
     np.testing.assert_allclose(predictive[1:4], 1.0)  # 0 -> 1 -> 0 -> 1 with certainty
     assert predictive[4] == 0.0  # 1 -> 5 has no block: a zero-probability step, not a wrong block
+
+
+def test_a_header_nested_too_deeply_is_refused_in_a_sentence(tmp_path: Path) -> None:
+    """Issue 51: a model whose JSON header nests 200,000 lists (400 KB) broke the parser's recursion: an HTTP 500 in
+    the app. It is refused as a damaged model in one sentence; a walk file nested as deeply is refused the same."""
+    from engine import api
+
+    with np.load(SAMPLE, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    deep = b'{"format": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    arrays["header_json"] = np.frombuffer(deep, dtype=np.uint8)
+    path = tmp_path / "deep.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(ModelFormatError, match="its header is nested too deeply to be a model's"):
+        model_files.load_model(path)
+    walk = tmp_path / "deep.json"
+    walk.write_text('{"actions": ' + "[" * 200_000 + "]" * 200_000 + "}", encoding="utf-8")
+    with pytest.raises(ValueError, match="nested too deeply to be a walk"):
+        api.read_walk(walk)

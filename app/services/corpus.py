@@ -18,7 +18,7 @@ PREVIEW_CHARS = 600
 
 
 def _over(size: int, limit: int) -> str:
-    """"<size>, the limit is <limit>", in bytes where the rounded figures would read the same."""
+    """ "<size>, the limit is <limit>", in bytes where the rounded figures would read the same."""
     if format_bytes(size) == format_bytes(limit):
         return f"{size:,} bytes, the limit is {limit:,} bytes"
     return f"{format_bytes(size)}, the limit is {format_bytes(limit)}"
@@ -68,6 +68,8 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
     names = filename if isinstance(filename, list) else [filename]
     if not contents_list or len(names) != len(contents_list):
         raise UserError("No file arrived; choose or drop a file.")
+    if not all(c is None or isinstance(c, str) for c in contents_list):  # a forged request (was an HTTP 500)
+        raise UserError("The upload arrived damaged (its contents are not a file's data); try again.")
     limit = config.max_upload_bytes()
     estimated = sum(len(c or "") * 3 // 4 for c in contents_list)
     if len(contents_list) > 1 and estimated > limit + 2 * len(contents_list):

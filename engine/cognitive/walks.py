@@ -144,6 +144,8 @@ def _json_steps(content: str, name: str) -> tuple[list[tuple[Any, Any]], list[st
         value = json.loads(content)
     except ValueError:
         raise ValueError(f"{name}: not valid JSON") from None
+    except RecursionError:  # nested deeper than the parser goes (a hostile file; was an HTTP 500)
+        raise ValueError(f"{name}: nested too deeply to be a walk") from None
     if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
         raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
     moves, seen = value.get("actions") or [], value.get("observations") or []

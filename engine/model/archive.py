@@ -135,6 +135,8 @@ class ModelArchive:
             header = json.loads(raw.tobytes().decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise ArchiveError(f"its header is not JSON ({exc})") from None
+        except RecursionError:  # nested deeper than the parser goes (a hostile file; was an HTTP 500)
+            raise ArchiveError("its header is nested too deeply to be a model's") from None
         if not isinstance(header, dict):
             raise ArchiveError("its header is not a JSON object")
         return header
