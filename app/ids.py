@@ -112,6 +112,7 @@ COMMUNITIES_GRAPH = "communities-graph"
 COMMUNITIES_GRAPH_NOTE = "communities-graph-note"
 COMMUNITIES_THRESHOLD = "communities-threshold"
 COMMUNITIES_PROGRESS = "communities-progress"
+COMMUNITIES_WATCH = "communities-watch"  # an Infomap run whose process died is said (JobKind.reap_said)
 COMMUNITIES_LEVEL = "communities-level"  # dcc.Store: the module whose submodules the table lists ("" = top)
 COMMUNITIES_TRAIL = "communities-trail"
 COMMUNITIES_DRILL = "communities-drill"

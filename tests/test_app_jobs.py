@@ -596,3 +596,41 @@ def test_comparison_and_map_status_lines_follow_the_job() -> None:
     assert figures.job_status("Comparing", running, "hmm: iteration 3") == "Comparing for 1 min 15 s: hmm: iteration 3."
     assert figures.job_status("Learning the map", running | {"now": 1005.0}, "") == "Learning the map for 5.0 s."
     assert figures.job_status("Comparing", running | {"status": "finished"}, "done") is None
+
+
+@pytest.mark.parametrize("kind", ["infomap", "map"])
+def test_a_job_the_sentinel_killed_is_said_with_its_cause(with_corpus: Path, kind: str) -> None:
+    """Issue 51: an Infomap run killed by the sentinel (past the job memory limit) left the Communities page silent:
+    its cause sat in the job record, which no page read. The page's watch now reaps it and says the cause, once; a
+    map job the same (it said "died" whatever the cause). Without a cause, the job died."""
+    from app.pages.community import runs
+    from app.services import maps as map_service
+
+    folder = with_corpus
+    files = graph_service.communities_files(folder) if kind == "infomap" else map_service.map_files(folder)
+
+    def reap(folder: Path) -> str | None:
+        if kind == "map":
+            return map_service.reap_dead_job(folder)
+        return graph_service.INFOMAP.reap_said(folder, "The Infomap run", "try a higher threshold", "Kept.")
+
+    old = time.time() - 60
+    cause = "it needed more than 900 MB, this server's limit per job (CHMM_MAX_JOB_MB)"
+    for noted in (cause, None):
+        files.write({"key": "k", "status": jobs.RUNNING, "started": old} | ({"cause": noted} if noted else {}))
+        files.heartbeat.touch()
+        os.utime(files.heartbeat, (old, old))
+        said = reap(folder)
+        assert said is not None and (cause in said if noted else jobs.DIED in said)
+        assert reap(folder) is None  # said once: the record is now failed
+        assert files.read()["status"] == jobs.FAILED
+    if kind == "infomap":  # the page's watch: the message, the Run button back, the progress hidden
+        session_id = sessions.new_session_id()
+        files = graph_service.communities_files(sessions.session_folder(session_id))
+        files.write({"key": "k", "status": jobs.RUNNING, "started": old, "cause": cause})
+        files.heartbeat.touch()
+        os.utime(files.heartbeat, (old, old))
+        message, disabled, style = runs.said_when_it_died(1, session_id)
+        assert cause in json.dumps(message.to_plotly_json(), default=str) and disabled is False
+        assert style == {"display": "none"}
+        assert runs.said_when_it_died(2, session_id) == (runs.no_update,) * 3

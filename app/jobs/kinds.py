@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.jobs import queue
-from app.jobs.records import RUNNING, JobFiles, sweep_temporary
+from app.jobs.records import DIED, RUNNING, JobFiles, sweep_temporary
 
 T = TypeVar("T")
 
@@ -74,6 +74,25 @@ class JobKind:
         the session's cancel flag of the kind (a cancel of the job before) is lowered. Not written yet."""
         self.files(folder).cancel.unlink(missing_ok=True)
         return {"key": key, "status": RUNNING, "message": message, **fields, "started": time.time()}
+
+    def reap_said(self, folder: Path, subject: str, remedy: str, kept: str, now: float | None = None) -> str | None:
+        """If the session's job of the kind died without a word (its heartbeat stopped: the sentinel killed it past
+        the job memory limit, or its process or worker died), mark its record failed (:meth:`JobFiles.reap`) and
+        return the sentence its page shows: "``subject`` stopped: <the cause the sentinel noted>; ``remedy``.
+        ``kept``", or that the disk is full (its record could not be written), or that it died; else None."""
+        record = self.files(folder).reap(now)
+        if record is None:
+            return None
+        cause = record.get("cause")
+        if cause:
+            return f"{subject} stopped: {cause}; {remedy}. {kept}"
+        from app import sessions  # imported here: the job package is imported by the session store's helpers
+
+        try:
+            sessions.check_disk(subject)
+        except sessions.SessionError:
+            return f"{subject} stopped: the server's disk is full. {kept}"
+        return f"{subject} {DIED}. {kept}"
 
     def ticket(self, folder: Path) -> queue.Ticket | None:
         """The session's job of the kind in the queue (waiting, or started and not yet running), if any."""

@@ -51,6 +51,9 @@ from app.pages.community.runs import show_hierarchy
 from app.services.graphs import MAP_MAX_MODULES
 from app.services.overviews import MAP_LIMIT
 
+WATCH_MS = 2000
+"""How often the page looks for an Infomap run whose process died (``JobKind.reap_said``)."""
+
 cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)
 
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
@@ -124,6 +127,7 @@ def layout(**query: Any) -> html.Div:
                     className="hint",
                 ),
                 html.Progress(id=ids.COMMUNITIES_PROGRESS, className="progress", style={"display": "none"}),
+                dcc.Interval(id=ids.COMMUNITIES_WATCH, interval=WATCH_MS),
                 html.Div(id=ids.COMMUNITIES_MESSAGE),
             ),
             ui.card(

@@ -613,8 +613,6 @@ def request_cancel(folder: Path) -> str:
 
 
 def reap_dead_job(folder: Path) -> str | None:
-    """If the session's map job died without a word (its heartbeat stopped), mark it failed and say so."""
-    record = map_files(folder).reap()
-    if record is None:
-        return None
-    return f"The map job {jobs.DIED}. The previous map is kept."
+    """If the session's map job died without a word (its heartbeat stopped), mark it failed and say so, with the
+    cause the sentinel noted when it killed it."""
+    return MAP.reap_said(folder, "The map job", "use fewer clones or a shorter walk", "The previous map is kept.")

@@ -92,6 +92,31 @@ def run(
 
 
 @callback(
+    Output(ids.COMMUNITIES_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.COMMUNITIES_RUN, "disabled", allow_duplicate=True),
+    Output(ids.COMMUNITIES_PROGRESS, "style", allow_duplicate=True),
+    Input(ids.COMMUNITIES_WATCH, "n_intervals"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def said_when_it_died(_tick: int | None, session_id: str | None) -> tuple[Any, Any, Any]:
+    """An Infomap run whose process died (killed past the job memory limit by the sentinel, or its worker gone)
+    never answers its background callback: the page says so, with the cause, and lets the user run again."""
+    try:
+        died = graph_service.INFOMAP.reap_said(
+            sessions.session_folder(session_id),
+            "The Infomap run",
+            "try a higher pruning threshold",
+            "The last run is still shown.",
+        )
+    except ui.EXPECTED_ERRORS:
+        died = None
+    if died is None:
+        return no_update, no_update, no_update
+    return ui.message(died, "error"), False, {"display": "none"}
+
+
+@callback(
     Output(ids.COMMUNITIES_RUN_SHOWN, "options"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
