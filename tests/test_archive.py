@@ -281,3 +281,23 @@ def test_a_header_nested_too_deeply_is_refused_in_a_sentence(tmp_path: Path) -> 
     walk.write_text('{"actions": ' + "[" * 200_000 + "]" * 200_000 + "}", encoding="utf-8")
     with pytest.raises(ValueError, match="nested too deeply to be a walk"):
         api.read_walk(walk)
+
+
+def test_a_memory_limit_while_reading_is_not_a_damaged_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: a job past its memory limit while it loaded a model said the model was "not a readable model". A
+    MemoryError of another kind (the job's limit, raised by its memory watch) now passes through with its own
+    sentence; a plain MemoryError (an allocation that failed) is still the file's fault, said as such."""
+    import engine.model.archive as archive_module
+
+    class JobLimit(MemoryError):
+        pass
+
+    for raised, expected in ((JobLimit("past the job's limit"), JobLimit), (MemoryError(), ModelFormatError)):
+
+        def fail(*args, raised=raised, **kwargs):
+            raise raised
+
+        monkeypatch.setattr(archive_module.np, "empty", fail)
+        with pytest.raises(expected):
+            model_files.load_model(SAMPLE)
+        monkeypatch.undo()

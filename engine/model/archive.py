@@ -222,7 +222,9 @@ class ModelArchive:
                 return values
         except ArchiveError:
             raise
-        except MemoryError:
+        except MemoryError as exc:
+            if type(exc) is not MemoryError:  # a watchdog's limit (a job's memory limit): its own sentence, not ours
+                raise
             raise ArchiveError(f"array {name} does not fit in memory") from None
         except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad .npy headers
             raise ArchiveError(f"array {name} cannot be read ({type(exc).__name__}: {exc})") from None
