@@ -634,3 +634,33 @@ def test_a_job_the_sentinel_killed_is_said_with_its_cause(with_corpus: Path, kin
         assert cause in json.dumps(message.to_plotly_json(), default=str) and disabled is False
         assert style == {"display": "none"}
         assert runs.said_when_it_died(2, session_id) == (runs.no_update,) * 3
+
+
+def test_cancel_and_install_never_cross(with_corpus: Path) -> None:
+    """Issue 51: a Cancel at the moment the model was installed said "the previous model is still current" while the
+    new model was current. The job installs only under the session's install hold with no cancel flag up, and marks
+    its record installed there; a Cancel takes the same hold. So a Cancel first keeps the previous model (the new
+    file removed), and a Cancel after the install says the new model is current and leaves the record alone."""
+    folder = with_corpus
+    files = training_jobs.training_files(folder)
+    before = current_bytes(folder)
+    trained = folder / "trained.npz"
+
+    def running(key: str) -> None:
+        files.write({"key": key, "status": jobs.RUNNING, "started": time.time()})
+        files.heartbeat.touch()
+        files.cancel.unlink(missing_ok=True)
+
+    running("first")  # the Cancel comes first: nothing is installed
+    assert "previous model is still current" in training_jobs.request_cancel(folder)
+    trained.write_bytes(before)
+    assert training_jobs.install_unless_cancelled(folder, "first", trained) is False
+    assert not trained.exists() and current_bytes(folder) == before
+
+    running("second")  # the install comes first: the Cancel after it says so
+    trained.write_bytes(before)
+    assert training_jobs.install_unless_cancelled(folder, "second", trained) is True
+    assert files.read()["installed"] is True
+    said = training_jobs.request_cancel(folder)
+    assert "had already finished; its model is current" in said
+    assert files.read()["status"] == jobs.RUNNING  # the job records its own end

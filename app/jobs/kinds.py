@@ -103,19 +103,34 @@ class JobKind:
         return self.running(folder) or self.ticket(folder) is not None
 
     @contextlib.contextmanager
-    def entering(self, folder: Path) -> Iterator[None]:
-        """Hold the session's Start of the kind for the block: an exclusive ``flock`` on a lock file in the session
-        folder, so that two tabs (or web workers) pressing Start at once check :meth:`busy` and :meth:`enter` one
-        after the other, and the second sees the first's ticket (one job of a kind per session); the temporary files
-        an earlier job killed mid-write left are swept first (:func:`app.jobs.records.sweep_temporary`). The kernel
-        releases the lock when the holder's process dies."""
-        with open(folder / f".{self.name}-start.lock", "a", encoding="utf-8") as handle:
+    def _holding(self, folder: Path, what: str) -> Iterator[None]:
+        """An exclusive ``flock`` on the session's lock file ``.<kind>-<what>.lock`` for the block (the kernel
+        releases it when the holder's process dies)."""
+        with open(folder / f".{self.name}-{what}.lock", "a", encoding="utf-8") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                sweep_temporary(folder)  # a cancelled or killed write of an earlier job of the session
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def entering(self, folder: Path) -> Iterator[None]:
+        """Hold the session's Start of the kind for the block, so that two tabs (or web workers) pressing Start at
+        once check :meth:`busy` and :meth:`enter` one after the other, and the second sees the first's ticket (one
+        job of a kind per session); the temporary files an earlier job killed mid-write left are swept first
+        (:func:`app.jobs.records.sweep_temporary`)."""
+        with self._holding(folder, "start"):
+            sweep_temporary(folder)  # a cancelled or killed write of an earlier job of the session
+            yield
+
+    @contextlib.contextmanager
+    def installing(self, folder: Path) -> Iterator[None]:
+        """Hold the moment a job of the kind installs its result against a Cancel of the session (both take this
+        lock): the job installs only when no cancel flag is up and marks its record installed, and a Cancel that
+        comes later reads that mark, so the page never says "the previous model is still current" over the new
+        one."""
+        with self._holding(folder, "install"):
+            yield
 
     def enter(self, folder: Path, payload: dict[str, Any]) -> queue.Ticket:
         """Put a job of the kind for the session into the server's queue, holding a new key and ``payload`` (the

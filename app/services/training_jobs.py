@@ -543,13 +543,27 @@ def _train_and_install(
     jobs_dir.mkdir(exist_ok=True)
     trained = jobs_dir / f"{key}.npz"
     api.save_model(outcome.model, trained)
-    if cancel_flag.exists():  # cancelled while saving: keep the previous model
-        trained.unlink(missing_ok=True)
+    if not install_unless_cancelled(folder, key, trained):  # cancelled while saving: keep the previous model
         return CANCELLED, "Training cancelled; the previous model is still current."
-    sessions.install_model(folder, trained)
     progress.keep(outcome.result.history)
     progress.update(test_bps=outcome.summary.get("test_bps"), states=outcome.summary.get("states"))
     return FINISHED, _summary_message(outcome.summary)
+
+
+def install_unless_cancelled(folder: Path, key: str, trained: Path) -> bool:
+    """Make the job ``key``'s ``trained`` model the session's current one unless a Cancel came first (then the file
+    is removed and False returned). Held against :func:`request_cancel` (:meth:`JobKind.installing`): the job's
+    record is marked ``installed`` in the same hold, so a Cancel after it says the new model is current."""
+    files = training_files(folder)
+    with TRAINING.installing(folder):
+        if files.cancel.exists():
+            trained.unlink(missing_ok=True)
+            return False
+        sessions.install_model(folder, trained)
+        record = files.read()
+        if record is not None and record.get("key") == key:
+            files.write(record | {"installed": True})
+    return True
 
 
 SERVER_STOPPED = "The server stopped the training job; the previous model is still current."
@@ -563,10 +577,11 @@ def request_cancel(folder: Path) -> str:
     the same click revokes the task, whose SIGTERM may end the job before this flag is written: a job just ended
     as stopped by the server is then recorded as the user's cancel."""
     files = training_files(folder)
-    waited, job = TRAINING.cancel(folder)
+    with TRAINING.installing(folder):  # never between the job's check of the flag and its install
+        waited, job = TRAINING.cancel(folder)
     if waited:
         return WAITED_CANCELLED  # it only waited (or its job had not begun): no record to change
-    if job and job.get("status") == FINISHED:
+    if job and (job.get("status") == FINISHED or job.get("installed")):
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = USER_CANCELLED
     just_stopped = job and job.get("message") == SERVER_STOPPED and time.time() - job.get("finished", 0) < 30
