@@ -422,7 +422,7 @@ def compare_figure(saved: dict[str, Any] | None) -> go.Figure:
         figure.update_yaxes(range=[max(0.0, low - pad), high + pad], row=1, col=1)
     corpus = (saved or {}).get("corpus")
     figure.update_layout(
-        title=f"Learners on {corpus}" if corpus and rows else "No results yet",
+        title=f"Learners on {plain(corpus)}" if corpus and rows else "No results yet",  # a file name, escaped
         margin={"l": 50, "r": 20, "t": 70, "b": 40},
         height=380,
     )

@@ -489,3 +489,19 @@ def test_sigterm_while_saving_leaves_no_partial_file(
     assert code == 130 and "chmm: interrupted" in err
     assert list(tmp_path.iterdir()) == []  # neither the model nor a temporary file
     assert signal.getsignal(signal.SIGTERM) is before  # the command gives the handler back
+
+
+def test_out_of_memory_advice_fits_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Issue 51: `chmm map` out of memory on a huge walk advised "fewer states or a shorter corpus"; each command's
+    advice now names what it reads."""
+    from engine import api, cli
+
+    walk = tmp_path / "walk.csv"
+    walk.write_text("action,observation\n0,1\n1,2\n", encoding="utf-8")
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(api, "read_walk", out_of_memory)
+    assert cli.main(["map", str(walk), "-o", str(tmp_path / "m.npz")]) == 1
+    assert capsys.readouterr().err.strip() == "chmm: error: out of memory; try fewer clones or a shorter walk"

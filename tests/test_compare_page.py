@@ -73,6 +73,8 @@ def test_comparison_trains_every_learner_and_keeps_the_figures(with_corpus: Path
     assert all(r["status"] == "done" and isinstance(r["test_bps"], float) for r in rows)
     figure = figures.compare_figure(saved)
     assert len(figure.data) == 3 and list(figure.data[0].x) == [forms.SHORT_NAMES[k] for k in TINY]
+    linked = figures.compare_figure(saved | {"corpus": '<a href="https://example.com">x</a>.txt'})  # issue 51
+    assert "<a href" not in linked.layout.title.text and "&lt;a href" in linked.layout.title.text
     assert figure.layout.yaxis3.type == "log" and figure.layout.yaxis2.type == "log"
     values = [row["test_bps"] for row in saved["results"]]
     low, high = figure.layout.yaxis.range  # zoomed to the results, not from 0

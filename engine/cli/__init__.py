@@ -83,6 +83,14 @@ def reference_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+OUT_OF_MEMORY_ADVICE = {
+    None: "try fewer states or a shorter corpus",
+    "map": "try fewer clones or a shorter walk",
+    "walk": "try a shorter walk",
+}
+"""What ``chmm`` advises when a command runs out of memory, by command (the maps' commands read walks, not corpora)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``chmm`` console script."""
     args = build_parser().parse_args(argv)
@@ -93,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"chmm: error: {error_message(exc)}", file=sys.stderr)
         return 1
     except MemoryError:
-        print("chmm: error: out of memory; try fewer states or a shorter corpus", file=sys.stderr)
+        print(f"chmm: error: out of memory; {OUT_OF_MEMORY_ADVICE.get(args.command, OUT_OF_MEMORY_ADVICE[None])}",
+              file=sys.stderr)  # fmt: skip
         return 1
     except KeyboardInterrupt:  # training handles Ctrl-C itself; elsewhere (Infomap, a long decode) it ends here
         print("chmm: interrupted", file=sys.stderr)
@@ -113,4 +122,3 @@ def _stop_on_sigterm() -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, _interrupt)
-
