@@ -228,3 +228,27 @@ def test_slow_clients_delay_nobody_under_the_recommended_settings(tmp_path: Path
         except ProcessLookupError:
             pass
         server.wait(10)
+
+
+def test_gunicorn_says_so_when_it_listens_with_no_proxy_in_front() -> None:
+    """Issue 51: without nginx a few dozen slow clients block every visitor; the guide puts nginx in front and binds
+    gunicorn to the loopback. The recommended settings now say at start-up when gunicorn listens on a public address
+    (and say nothing behind the proxy, on the loopback or a unix socket)."""
+    from types import SimpleNamespace
+
+    from app import gunicorn_conf
+
+    said: list[str] = []
+    for binds, warned in (
+        (["0.0.0.0:8050"], True),
+        (["[::]:8050"], True),
+        (["192.0.2.7:80", "127.0.0.1:8050"], True),
+        (["127.0.0.1:8050"], False),
+        (["localhost:8050", "[::1]:8050", "unix:/run/chmm.sock"], False),
+    ):
+        said.clear()
+        server = SimpleNamespace(cfg=SimpleNamespace(bind=binds), log=SimpleNamespace(warning=said.append))
+        gunicorn_conf.when_ready(server)
+        assert bool(said) is warned, binds
+        if warned:
+            assert "put a buffering proxy such as nginx in front" in said[0] and binds[0] in said[0]
