@@ -580,3 +580,25 @@ def test_a_prune_that_would_pass_the_memory_bound_is_refused(folder: Path, monke
     with pytest.raises(UserError, match="would need about"):
         prune_service.apply_prune(folder, -3)
     assert current_bytes(folder) == before
+
+
+def test_the_start_model_is_summarised_once_for_every_new_session(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 51: each new session's badge loaded the shared start model (hard-linked into every session) to summarise
+    it: 8 newcomers at once took 15-21 s and +1.6 GB in the web worker. A file shared by sessions is summarised once,
+    kept beside the start model; a session's own model is summarised for it alone."""
+    from app import sessions
+    from app.services import models as model_service
+
+    loads = []
+    real = model_service._summarise
+    monkeypatch.setattr(model_service, "_summarise", lambda path: loads.append(path) or real(path))
+    first, second = (sessions.session_folder(sessions.new_session_id()) for _ in range(2))
+    assert sessions.current_model_path(first).stat().st_nlink > 1  # the start model, shared
+    one, two = model_service.model_summary(first), model_service.model_summary(second)
+    assert len(loads) == 1 and one == two and one["states"] > 0
+    own = sessions.current_model_path(second)
+    data = own.read_bytes()
+    own.unlink()
+    own.write_bytes(data)  # the session's own copy now: not shared
+    model_service.model_summary(second)
+    assert len(loads) == 2

@@ -49,13 +49,24 @@ def model_summary(folder: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     identity = [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
-    saved = read_json(folder / SUMMARY)
-    if saved is not None and saved.get("identity") == identity and isinstance(saved.get("summary"), dict):
-        summary = saved["summary"]
-    else:
+    # a file shared by sessions (the start model, hard-linked into each new one) is summarised once for all of them:
+    # 8 newcomers at once each loaded a 152 MB start model in the web worker (15-21 s, +1.6 GB; issue 51)
+    places = [folder / SUMMARY]
+    if stat.st_nlink > 1:
+        places.append(config.data_dir() / sessions.START / f"summary-{'-'.join(map(str, identity))}.json")
+    summary, missing = None, []
+    for place in places:
+        saved = read_json(place) or {}
+        if saved.get("identity") == identity and isinstance(saved.get("summary"), dict):
+            summary = saved["summary"] if summary is None else summary
+        else:
+            missing.append(place)
+    if summary is None:
         summary = _summarise(path)
+    for place in missing:
         with contextlib.suppress(OSError):  # a full disk only costs the next page a model load
-            atomic_write_json(folder / SUMMARY, {"identity": identity, "summary": summary})
+            place.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(place, {"identity": identity, "summary": summary})
     return summary | {"has_previous": sessions.previous_model_path(folder).is_file()}
 
 
