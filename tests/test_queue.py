@@ -554,3 +554,26 @@ def test_temporary_files_a_killed_write_left_are_swept(data_dir: Path) -> None:
     os.utime(files.heartbeat, (old, old))
     stale = leave(".tmp-died.npz", True)
     assert files.reap() is not None and not stale.exists()
+
+
+def test_a_failing_progress_report_never_stops_the_heartbeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: on a disk that filled mid-training, Dash's progress store raised ``sqlite3.OperationalError`` in the
+    heartbeat thread, which died with it; the job, still running, was then reaped as dead ("its process or worker
+    died"). A report that fails costs that beat's progress only: the heartbeat goes on and the job stays running."""
+    import sqlite3
+
+    monkeypatch.setattr(jobs.records, "HEARTBEAT_S", 0.05)
+    files = jobs.JobFiles(tmp_path / "job.json", tmp_path / "heartbeat", tmp_path / "cancel")
+    files.write({"key": "k", "status": jobs.RUNNING, "started": time.time()})
+    calls = []
+
+    def report() -> None:
+        calls.append(time.time())
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with files.alive(report):
+        time.sleep(0.3)
+        first = files.heartbeat.stat().st_mtime
+        time.sleep(0.3)
+        assert files.heartbeat.stat().st_mtime > first  # still beating after the reports failed
+        assert len(calls) >= 4 and files.running()

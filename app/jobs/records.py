@@ -9,6 +9,7 @@ so the page says so within seconds instead of showing its last progress forever.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -125,15 +126,19 @@ class JobFiles:
     @contextmanager
     def alive(self, report: Callable[[], None] | None = None) -> Iterator[None]:
         """While the block runs, a thread touches the heartbeat every :data:`HEARTBEAT_S` seconds (and calls
-        ``report``, e.g. to hand the progress to the page)."""
+        ``report``, e.g. to hand the progress to the page). A failing ``report`` or touch (a full disk: Dash's
+        progress store raises ``sqlite3.OperationalError``) costs that beat's progress, never the heartbeat: a thread
+        that died on it left a running job to be reaped as dead, and said as such (issue 51)."""
         self.heartbeat.touch()
         stop = threading.Event()
 
         def beat() -> None:
             while not stop.wait(HEARTBEAT_S):
-                self.heartbeat.touch()
+                with contextlib.suppress(OSError):  # touching an existing file needs no space; anything else waits
+                    self.heartbeat.touch()
                 if report is not None:
-                    report()
+                    with contextlib.suppress(Exception):  # the page misses this beat's progress, the job lives on
+                        report()
 
         thread = threading.Thread(target=beat, daemon=True)
         thread.start()
