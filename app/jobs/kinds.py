@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from app import sessions
 from app.jobs import queue
 from app.jobs.records import DIED, RUNNING, JobFiles, sweep_temporary
 
@@ -86,8 +87,6 @@ class JobKind:
         cause = record.get("cause")
         if cause:
             return f"{subject} stopped: {cause}; {remedy}. {kept}"
-        from app import sessions  # imported here: the job package is imported by the session store's helpers
-
         try:
             sessions.check_disk(subject)
         except sessions.SessionError:

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.model.dense import CHMM
 from engine.training.options import TrainOutcome
-from engine.training.thresholds import (  # noqa: F401 (the rule's names, as saving has always offered them)
+from engine.training.thresholds import (
     PruneChoice,
     check_prune_bound,
     choose_threshold,
