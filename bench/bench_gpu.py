@@ -292,14 +292,20 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
 
 
 def lockstep_sweep(
-    states: int, rows_list: list[int], forward_chunks: list[tuple[int, int]], em_chunks: list[tuple[int, int]]
+    states: int,
+    rows_list: list[int],
+    forward_chunks: list[tuple[int, int]],
+    em_chunks: list[tuple[int, int]],
+    loads_list: tuple[int, ...] = (4,),
+    precisions: tuple[str, ...] = ("float32", "float16"),
 ) -> dict:
-    """The lockstep kernels on float32 and float16 blocks, by output rows per work item (``DeviceBlocks.
-    lockstep_rows``): seconds of the lockstep forward pass over the first 42,297 milton symbols (and its BPS
-    difference from the sequential float32 pass), and of a batch-EM iteration over 750,000 moby symbols, split
-    into the E-step's passes, its counts (``_counts``: pair weights, message scaling and one product per block)
-    and the M-step, with the training BPS after 2 iterations minus the float32 lockstep run's with the same chunks.
-    Also the bytes of blocks each lockstep forward pass reads (one read per group of chunks at a pair)."""
+    """The lockstep kernels on float32 and float16 blocks (``precisions``), by output rows per work item
+    (``DeviceBlocks.lockstep_rows``) and loads of a row in flight per lane (``lockstep_loads``), timed in turn:
+    seconds of the lockstep forward pass over the first 42,297 milton symbols (and its BPS difference from the
+    sequential float32 pass), and of a batch-EM iteration over 750,000 moby symbols, split into the E-step's passes,
+    its counts (``_counts``: pair weights, message scaling and one product per block) and the M-step, with the
+    training BPS after 2 iterations minus the float32 lockstep run's with the same chunks. Also the bytes of blocks
+    each lockstep forward pass reads (one read per group of chunks at a pair)."""
     import cupy as cp
 
     from engine.backends.chunks import LockstepSchedule, as_chunks, chunk, counted_log_likelihood
@@ -313,26 +319,29 @@ def lockstep_sweep(
     x = milton.train_full[:FORWARD_SYMBOLS]
     sizes = np.diff(model.layout.block_offset)
     for precision in ("float32", "float16"):
+        if precision not in precisions and precision != "float32":
+            continue
         blocks = device_blocks.DeviceBlocks(model.layout, devices.cuda_device(), precision)
         device_model = blocks.upload(model)
         seconds = _timed(cp, lambda b=blocks, d=device_model: b.forward(d, x), 3)
         log_likelihood = float(np.sum(np.log(blocks.forward(device_model, x)[0])))
         out[f"sequential_{precision}"] = {"s": seconds, "log_likelihood": log_likelihood}
         print(f"sequential forward {precision}: {seconds:.3f} s", flush=True)
-        for chunks, burn_in in forward_chunks:
+        for chunks, burn_in in forward_chunks if precision in precisions else ():
             size = -(-(len(x) - 1) // chunks)
             schedule = LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
             group_blocks = schedule.group_block[schedule.group_block >= 0]
             read = int(sizes[group_blocks].sum()) * (4 if precision == "float32" else 2)
-            for rows in rows_list:
-                blocks.lockstep_rows = rows
+            for rows, loads in [(r, n) for r in rows_list for n in loads_list]:
+                blocks.lockstep_rows, blocks.lockstep_loads = rows, loads
                 seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                 together = counted_log_likelihood(
                     as_chunks(schedule.pieces), blocks.lockstep_forward(device_model, schedule)
                 )
                 exact = out["sequential_float32"]["log_likelihood"]
                 cell = {
-                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "s": seconds,
+                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "loads": loads,
+                    "s": seconds,
                     "gb_read": read / 1e9, "bandwidth_fraction": read / seconds / bandwidth,
                     "bps_difference": (exact - together) / len(x) / np.log(2),
                 }  # fmt: skip
@@ -344,15 +353,15 @@ def lockstep_sweep(
     model = _random_model(moby, x_moby, states)
     for chunks, burn_in in em_chunks:
         reference = None
-        for precision in ("float32", "float16"):
-            for rows in rows_list[:2]:
+        for precision in precisions:
+            for rows, loads in [(r, n) for r in rows_list[:2] for n in loads_list]:
                 pool.free_all_blocks()
                 engine = implementation.GpuDenseEngine(
                     devices.cuda_device(),
                     implementation.GpuOptions(pass_precision=precision, lockstep_precision=precision),
                 )
                 current = engine.load(model)
-                current.blocks.lockstep_rows = rows
+                current.blocks.lockstep_rows, current.blocks.lockstep_loads = rows, loads
                 length = -(-(len(x_moby) - 1) // chunks)
                 plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=length, burn_in=burn_in)
                 counting = [0.0]
@@ -381,7 +390,7 @@ def lockstep_sweep(
                 bps = float(-e.log_likelihood / len(x_moby) / np.log(2))
                 reference = bps if reference is None else reference
                 cell = {
-                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows,
+                    "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "loads": loads,
                     "e_step_s": e_seconds / 2, "counts_s": counting[0] / 2, "m_step_s": m_seconds / 2,
                     "iteration_s": (e_seconds + m_seconds) / 2, "train_bps": bps,
                     "bps_difference": bps - reference, "peak_gib": pool.total_bytes() / 2**30,
@@ -398,22 +407,26 @@ def lockstep_sweep(
         f"sequential forward over {FORWARD_SYMBOLS:,} milton symbols: {out['sequential_float32']['s']:.3f} s fp32 / "
         f"{out['sequential_float16']['s']:.3f} s fp16"
     )
-    print("| precision | chunks | burn-in | rows per item | forward s | GB read | of copy bandwidth | BPS difference |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| precision | chunks | burn-in | rows per item | loads in flight | forward s | GB read | of copy bandwidth "
+        "| BPS difference |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in out["forward"]:
         print(
-            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['s']:.3f} | "
+            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['loads']} | {c['s']:.3f} | "
             f"{c['gb_read']:.0f} | {c['bandwidth_fraction']:.0%} | {c['bps_difference']:+.1e} |"
         )
     print(f"\nbatch-EM iteration over {EM_SYMBOLS:,} moby symbols (s; training BPS minus float32 after 2 iterations):")
     print(
-        "| precision | chunks | burn-in | rows per item | iteration | E-step | of which counts | M-step | BPS diff "
-        "| peak GiB |"
+        "| precision | chunks | burn-in | rows per item | loads in flight | iteration | E-step | of which counts "
+        "| M-step | BPS diff | peak GiB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in out["em"]:
         print(
-            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['iteration_s']:.2f} | "
+            f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['loads']} | "
+            f"{c['iteration_s']:.2f} | "
             f"{c['e_step_s']:.2f} | {c['counts_s']:.2f} | {c['m_step_s']:.2f} | {c['bps_difference']:+.1e} | "
             f"{c['peak_gib']:.0f} |"
         )
@@ -650,6 +663,14 @@ def main() -> None:
         "--lockstep", type=int, help="only the lockstep kernels at this many states, float32 against float16"
     )
     parser.add_argument("--rows", type=int, nargs="*", default=[64, 128, 256], help="--lockstep: rows per work item")
+    parser.add_argument("--loads", type=int, nargs="*", default=[4], help="--lockstep: loads in flight per lane")
+    parser.add_argument(
+        "--precisions", nargs="*", default=["float32", "float16"], help="--lockstep: block precisions to time"
+    )
+    parser.add_argument(
+        "--forward-chunks", nargs="*", default=["64:100", "256:100", "1024:50"], help="--lockstep: CHUNKS:BURN_IN"
+    )
+    parser.add_argument("--em-chunks", nargs="*", default=["2048:50", "4096:50"], help="--lockstep: CHUNKS:BURN_IN")
     parser.add_argument(
         "--precision-bps", type=int, help="only fp32 against fp16 lockstep training BPS at this many states"
     )
@@ -658,9 +679,14 @@ def main() -> None:
     args = parser.parse_args()
     results: dict = {}
     if args.lockstep:
+
+        def pairs(values: list[str]) -> list[tuple[int, int]]:
+            return [(int(v.split(":")[0]), int(v.split(":")[1])) for v in values]
+
         results["lockstep"] = lockstep_sweep(
-            args.lockstep, args.rows, [(64, 100), (256, 100), (1024, 50)], [(2048, 50), (4096, 50)]
-        )
+            args.lockstep, args.rows, pairs(args.forward_chunks), pairs(args.em_chunks), tuple(args.loads),
+            tuple(args.precisions),
+        )  # fmt: skip
     if args.precision_bps:
         results["precision_bps"] = precision_bps(args.precision_bps, args.corpora_names, args.iterations)
     if args.crossover:

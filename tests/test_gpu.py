@@ -466,18 +466,40 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
     np.testing.assert_allclose(together.gamma_first, exact.gamma_first, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows", [64, 32, 160])
-def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows):
+def test_lockstep_loads_in_flight_give_the_same_pass(name):
+    """The float32 lockstep kernels with 1, 4 and 8 loads of a row in flight per lane (rows of 150 to 600 entries,
+    so the batched loop, its remainder and both run) give the same predictive probabilities to float32 rounding;
+    any other number is refused in one sentence."""
+    model, x, _ = _model_and_sequence(172, 5, 1500, 2000)
+    blocks = blocks_for(name, model)
+    state = blocks.upload(model)
+    schedule = chunks.LockstepSchedule.build(model.layout, [x[:700], x[700:1300], x[1300:]])
+    passes = {}
+    for loads in (1, 4, 8):
+        blocks.lockstep_loads = loads
+        passes[loads] = blocks.lockstep_forward(state, schedule)
+    for loads in (4, 8):
+        for these, single in zip(passes[loads], passes[1], strict=True):
+            np.testing.assert_allclose(these, single, rtol=1e-6)
+    blocks.lockstep_loads = 3
+    with pytest.raises(ValueError, match="lockstep_loads is one of"):
+        blocks.lockstep_forward(state, schedule)
+
+
+@pytest.mark.parametrize("rows, loads", [(64, 4), (32, 1), (160, 8)])
+def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, loads):
     """On the float16 copy of the blocks (odd and even block widths, so rows start on and off a pair of entries),
     whole documents in lockstep: each one's predictive probabilities are those of its own sequential float16 pass
     to float32 rounding (the blocks' scale taken out), and the E-step's counts, log-likelihood and zero events are
-    the sum of each document's float16 E-step; any number of output rows per work item gives the same."""
+    the sum of each document's float16 E-step; any number of output rows per work item and of loads in flight per
+    lane gives the same."""
     from engine.backends.chunks import LockstepPlan
 
     model, x, _ = _model_and_sequence(170, 6, 151, 3000, drop_pairs=2)
     assert len(set(model.layout.n_clones % 2)) == 2
     half = blocks_for(name, model, "float16")
     half.lockstep_rows = rows
+    half.lockstep_loads = loads
     state = half.upload(model)
     documents = [x[:1200], x[1200:1202], x[1202:1900], x[1900:]]
     together = half.lockstep_forward(state, chunks.LockstepSchedule.build(model.layout, documents))

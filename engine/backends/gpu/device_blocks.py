@@ -105,10 +105,15 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         self._row_write = device.kernel("row_write")
         self._sample = device.kernel("sample_chain")
         self._lockstep = {
-            "float32": device.kernel("lockstep_chain_f32"),
-            "float16": device.kernel("lockstep_chain_f16"),
+            ("float32", 4): device.kernel("lockstep_chain_f32"),
+            ("float16", 4): device.kernel("lockstep_chain_f16"),
+            ("float32", 1): device.kernel("lockstep_chain_f32_loads1"),
+            ("float16", 1): device.kernel("lockstep_chain_f16_loads1"),
+            ("float32", 8): device.kernel("lockstep_chain_f32_loads8"),
+            ("float16", 8): device.kernel("lockstep_chain_f16_loads8"),
         }
         self.lockstep_rows = kernels.LOCKSTEP_ROWS
+        self.lockstep_loads = kernels.LOCKSTEP_LOADS
 
     # ------------------------------------------------------------------------------------------- transfers
     def upload(self, model: CHMM) -> DeviceModel:

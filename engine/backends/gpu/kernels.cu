@@ -491,7 +491,88 @@ __device__ __forceinline__ void lockstep_row(const __half* __restrict__ row, con
     }
 }
 
-template <typename Matrix>
+// The same dot products with LOADS loads of the row in flight per lane (each lane reads its entries u, u + 32, ...
+// LOADS at a time, then multiplies; the sums keep the order of lockstep_row, so the results are the same) and K, the
+// staged messages, a compile-time count (no branch per message in the inner loop). A row of a few hundred entries
+// is otherwise a chain of dependent loads, one HBM latency each (issue 49: 34% of the copy bandwidth at 30,000
+// states).
+template <int K, int LOADS>
+__device__ __forceinline__ void row_dots(const float* __restrict__ row, const float* staged, int m_in, int lane,
+                                         float* acc) {
+    int u = lane;
+    for (; u + 32 * (LOADS - 1) < m_in; u += 32 * LOADS) {
+        float r[LOADS];
+#pragma unroll
+        for (int q = 0; q < LOADS; ++q) r[q] = __ldg(row + u + 32 * q);
+#pragma unroll
+        for (int q = 0; q < LOADS; ++q) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[k] += r[q] * staged[k * m_in + u + 32 * q];
+        }
+    }
+    for (; u < m_in; u += 32) {
+        const float r = __ldg(row + u);
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in + u];
+    }
+}
+
+template <int K, int LOADS>
+__device__ __forceinline__ void row_dots(const __half* __restrict__ row, const float* staged, int m_in, int lane,
+                                         float* acc) {
+    const int head = (reinterpret_cast<unsigned long long>(row) & 3ull) ? 1 : 0;  // an entry before the first pair
+    if (head && lane == 0 && m_in > 0) {
+        const float r = __half2float(row[0]);
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in];
+    }
+    const int n_pairs = (m_in - head) >> 1;
+    const __half2* pairs = reinterpret_cast<const __half2*>(row + head);
+    int p = lane;
+    for (; p + 32 * (LOADS - 1) < n_pairs; p += 32 * LOADS) {
+        float2 r[LOADS];
+#pragma unroll
+        for (int q = 0; q < LOADS; ++q) r[q] = __half22float2(__ldg(pairs + p + 32 * q));
+#pragma unroll
+        for (int q = 0; q < LOADS; ++q) {
+            const int u = head + 2 * (p + 32 * q);
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[k] += r[q].x * staged[k * m_in + u] + r[q].y * staged[k * m_in + u + 1];
+        }
+    }
+    for (; p < n_pairs; p += 32) {
+        const float2 r = __half22float2(__ldg(pairs + p));
+        const int u = head + 2 * p;
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] += r.x * staged[k * m_in + u] + r.y * staged[k * m_in + u + 1];
+    }
+    const int tail = head + 2 * n_pairs;  // an entry after the last pair
+    if (tail < m_in && lane == 0) {
+        const float r = __half2float(row[tail]);
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in + tail];
+    }
+}
+
+static_assert(LOCKSTEP_TILE_MAX == 8, "lockstep_row_loads dispatches on 1 to 8 staged messages");
+
+// lockstep_row with LOADS loads in flight per lane (row_dots), dispatched on the number of staged messages.
+template <int LOADS, typename Matrix>
+__device__ __forceinline__ void lockstep_row_loads(const Matrix* __restrict__ row, const float* staged, int m_in,
+                                                   int k_count, int lane, float* acc) {
+    switch (k_count) {
+        case 1: row_dots<1, LOADS>(row, staged, m_in, lane, acc); break;
+        case 2: row_dots<2, LOADS>(row, staged, m_in, lane, acc); break;
+        case 3: row_dots<3, LOADS>(row, staged, m_in, lane, acc); break;
+        case 4: row_dots<4, LOADS>(row, staged, m_in, lane, acc); break;
+        case 5: row_dots<5, LOADS>(row, staged, m_in, lane, acc); break;
+        case 6: row_dots<6, LOADS>(row, staged, m_in, lane, acc); break;
+        case 7: row_dots<7, LOADS>(row, staged, m_in, lane, acc); break;
+        default: row_dots<8, LOADS>(row, staged, m_in, lane, acc); break;
+    }
+}
+
+template <typename Matrix, int LOADS>
 __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int n_steps, int length, int tile,
                    int rows, const int* __restrict__ step_group_start, const int* __restrict__ step_items,
                    const long long* __restrict__ group_offset, const int* __restrict__ group_in,
@@ -540,7 +621,9 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
                 float acc[LOCKSTEP_TILE_MAX];
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[k] = 0.f;
-                lockstep_row(M + group_offset[g] + (long long)v * m_in, staged, m_in, k_count, lane, acc);
+                const Matrix* row = M + group_offset[g] + (long long)v * m_in;
+                if constexpr (LOADS == 1) lockstep_row(row, staged, m_in, k_count, lane, acc);
+                else lockstep_row_loads<LOADS>(row, staged, m_in, k_count, lane, acc);
 #pragma unroll
                 for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
                     if (k < k_count) {
@@ -566,12 +649,32 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
 #define LOCKSTEP_PASS n_steps, length, tile, rows, step_group_start, step_items, group_offset, group_in, group_out, \
     group_item_base, group_chunk_start, chunk_ids, offsets, store, norm, barrier, abort_flag
 
-// The lockstep pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic).
+// The lockstep pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic), with
+// LOCKSTEP_LOADS loads of a block row in flight per lane; the _loads1 kernels read one at a time (the kernel before
+// issue 49's second measure) and the _loads8 kernels eight, kept to measure against (DeviceBlocks.lockstep_loads).
+#define LOCKSTEP_LOADS 4
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32(const float* __restrict__ M, LOCKSTEP_ARGS) {
-    lockstep_chain<float>(M, LOCKSTEP_PASS);
+    lockstep_chain<float, LOCKSTEP_LOADS>(M, LOCKSTEP_PASS);
 }
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16(const __half* __restrict__ M, LOCKSTEP_ARGS) {
-    lockstep_chain<__half>(M, LOCKSTEP_PASS);
+    lockstep_chain<__half, LOCKSTEP_LOADS>(M, LOCKSTEP_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32_loads1(const float* __restrict__ M,
+                                                                               LOCKSTEP_ARGS) {
+    lockstep_chain<float, 1>(M, LOCKSTEP_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16_loads1(const __half* __restrict__ M,
+                                                                               LOCKSTEP_ARGS) {
+    lockstep_chain<__half, 1>(M, LOCKSTEP_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32_loads8(const float* __restrict__ M,
+                                                                               LOCKSTEP_ARGS) {
+    lockstep_chain<float, 8>(M, LOCKSTEP_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16_loads8(const __half* __restrict__ M,
+                                                                               LOCKSTEP_ARGS) {
+    lockstep_chain<__half, 8>(M, LOCKSTEP_PASS);
 }
 
 // Sample a clone path by following T from first_clone (one warp; see engine.kernels.cpu.sample_path).

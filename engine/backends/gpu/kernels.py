@@ -37,6 +37,13 @@ iteration over 750,000 symbols in 2,048 chunks 3.90 s at 128 rows against 4.17 s
 s); the forward pass over 42,297 symbols prefers 64 (0.314 s against 0.343 s at 64 chunks), and 256 is slower in
 both."""
 
+LOCKSTEP_LOADS = 4
+"""Loads of a block row each lane of the lockstep kernels keeps in flight by default (``lockstep_chain_f32`` /
+``_f16``, the ``#define``; ``DeviceBlocks.lockstep_loads`` picks 1, 4 or 8). With one (the kernel before), a row of a
+few hundred entries is a chain of dependent loads, one memory latency each."""
+LOCKSTEP_LOADS_CHOICES = (1, 4, 8)
+"""The ``lockstep_loads`` the CUDA source has kernels for."""
+
 KERNELS = (
     "chain_sum_f32",
     "chain_sum_f16",
@@ -48,6 +55,10 @@ KERNELS = (
     "sample_chain",
     "lockstep_chain_f32",
     "lockstep_chain_f16",
+    "lockstep_chain_f32_loads1",
+    "lockstep_chain_f16_loads1",
+    "lockstep_chain_f32_loads8",
+    "lockstep_chain_f16_loads8",
 )
 """The kernels of :data:`SOURCE`; each has a NumPy/numba twin of the same signature in
 :mod:`engine.backends.gpu.twins`."""

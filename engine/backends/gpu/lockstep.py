@@ -74,6 +74,7 @@ class LockstepPasses:
     _check_aborts: Any
     _pass_matrices: Any
     lockstep_rows: int
+    lockstep_loads: int
     lockstep_precision: str
 
     def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -96,7 +97,9 @@ class LockstepPasses:
         of the widest symbol as the shared memory the kernel is granted holds), run by the kernel of the blocks'
         ``precision`` (default: ``lockstep_precision``)."""
         xp, layout = self.xp, self.layout
-        kernel = self._lockstep[precision or self.lockstep_precision]
+        if self.lockstep_loads not in kernels.LOCKSTEP_LOADS_CHOICES:
+            raise ValueError(f"lockstep_loads is one of {kernels.LOCKSTEP_LOADS_CHOICES}, not {self.lockstep_loads!r}")
+        kernel = self._lockstep[(precision or self.lockstep_precision, self.lockstep_loads)]
         granted = self.device.allow_shared(kernel, LOCKSTEP_SHARED)
         tile = min(kernels.LOCKSTEP_TILE_MAX, granted // (4 * self.width))
         if tile < 1:
