@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# One device check for whoever holds a GPU, in about ten minutes, every log in one folder:
+# One device check for whoever holds a GPU, each step under ten minutes (about 35 in all), every log in one folder:
 #   1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin too, Viterbi with actions'
 #      row shifts among them), the GPU column of the engines matrix and the GPU cases of the cognitive maps
 #      (tests/test_actions.py: batch and online EM, Viterbi with actions) (pytest -m gpu);
 #   2. bench/bench_gpu.py --states 30000 (needs milton-paradise.txt and melville-moby_dick.txt in $CHMM_CORPORA,
 #      default ../shared/corpora; skipped with a note when they are missing);
-#   3. bench/bench_gpu.py --lockstep 30000: the lockstep kernels on float32 and float16 blocks by rows per work item,
+#   3. bench/bench_gpu.py --lockstep 30000: the lockstep kernels on float16 blocks by rows per work item and loads in
+#      flight per lane (1, 4, 8),
 #      and --precision-bps 10000: the training BPS after 20 lockstep batch-EM iterations, float16 against float32, on
 #      three corpora (carroll-alice.txt too);
-#   4. the plain `chmm train calgary-book1.txt --backend gpu --budget 4` (bench/bench_defaults.py: test BPS, states
-#      and minutes beside our n-gram);
+#   4. the plain `chmm train CORPUS --backend gpu` on Calgary, Tiny Shakespeare, Moby Dick (budget 4) and War and Peace
+#      (budget 5), each step under ten minutes (bench/bench_defaults.py: test BPS, states and minutes beside our n-gram);
 #   5. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
 # Usage: bench/device_check.sh [OUT_DIR]   (default: $OUT/device-check when $OUT is set, else bench/out/device-check)
 # Needs the project installed with its gpu and test extras (pip install -e ".[gpu,test]"); the summary is
@@ -46,14 +47,19 @@ else
     echo "bench_gpu: skipped, milton-paradise.txt and melville-moby_dick.txt are not in $CORPORA" | tee -a "$DIR/summary.txt"
 fi
 if [ -f "$CORPORA/milton-paradise.txt" ] && [ -f "$CORPORA/melville-moby_dick.txt" ]; then
-    step lockstep 300 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --lockstep 30000 --rows 64 128 256 \
+    step lockstep 300 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --lockstep 30000 --rows 64 128 \
+        --loads 1 4 8 --precisions float16 --forward-chunks 64:100 1024:50 --em-chunks 2048:50 \
         --json "$DIR/lockstep.json"
     step precision_bps 200 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --precision-bps 10000 \
         --corpora-names carroll-alice milton-paradise melville-moby_dick --json "$DIR/precision_bps.json"
 fi
-if [ -f "$CORPORA/calgary-book1.txt" ]; then  # the plain command on a GPU: the states its search reaches
-    step defaults_gpu 540 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_defaults.py --backend gpu \
-        --only calgary-book1 --budget 4 --out "$DIR"
-fi
+for corpus in calgary-book1 tiny-shakespeare melville-moby_dick war-and-peace; do  # the plain command on a GPU
+    if [ -f "$CORPORA/$corpus.txt" ]; then  # budgets that end each step in under ten minutes (War and Peace: 4.9 min at 3)
+        budget=4
+        if [ "$corpus" = war-and-peace ]; then budget=5; fi
+        step "defaults_gpu_$corpus" 590 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_defaults.py --backend gpu \
+            --only "$corpus" --budget "$budget" --out "$DIR"
+    fi
+done
 step train_online 90 "$PYTHON" -m engine.cli train tests/data/carroll-alice.txt -o "$DIR/alice-gpu.npz" \
     --backend gpu --algorithm online --states 3000 --restarts 1 --iterations 5 --json
