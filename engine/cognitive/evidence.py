@@ -1,0 +1,273 @@
+"""Cognitive maps from noisy observations: walks whose observations are soft evidence (issue 50, item 4).
+
+A noisy sensor reads the observation of its cell wrongly now and then. What the learner gets at step n is then not
+a symbol but a likelihood vector L_n(i) = P(reading_n | x_n = i) over the E observation symbols (the soft evidence
+of Raju et al. 2024; the text side's decoding takes the same kind of vector). A clone u still emits one symbol
+s(u), so the forward message of a walk with actions is
+
+    alpha(1)(u) = pi(u) L_1(s(u)),   alpha(n+1)(v) = sum_u alpha(n)(u) T[a_n](u, v) L_{n+1}(s(v)),
+
+normalised each step (the normalisers' logs sum to log P(readings | actions)), and the backward message and the
+expected counts follow as in the paper's E-step with L in place of the indicator of the observed symbol:
+
+    xi_n(u, v) = alpha(n)(u) T[a_n](u, v) L_{n+1}(s(v)) beta(n+1)(v) / c(n+1).
+
+Any clone may then follow any clone, so T[a] is held dense (H x H per action; maps have hundreds of clones, not
+thousands). A long walk is cut into pieces of :data:`PIECE_STEPS` steps that advance together, each piece starting
+from pi: one matrix product per action and step over the pieces that take that action (the CPU's BLAS instead of a
+loop over single steps), and the counts of each action as one product over all its steps,
+counts[a] = T[a] o (A_a^T B_a) with the rows of A_a the normalised alpha(n) and of B_a the terms
+L_{n+1}(s(.)) beta(n+1) / c(n+1) (the block form of the paper's E-step). The cut forgets the message at about one step
+in :data:`PIECE_STEPS`: the pieces are the walk as several walks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.cognitive.actions import ActionCHMM, check_walk, from_dense
+
+PIECE_STEPS = 100
+"""Steps of a piece of a walk that advances in lockstep with the other pieces (each piece starts from pi): a pass
+costs PIECE_STEPS rounds of one matrix product per action, whatever the walk's length."""
+MAX_NOISE = 0.5
+"""The largest sensor noise :func:`noisy_readings` takes (beyond it a reading says more about other symbols than
+about its own)."""
+
+Progress = Callable[[int, float], None]
+
+
+@dataclass(frozen=True)
+class Readings:
+    """A noisy sensor's readings of a walk's observations: the symbol it read at each step and the soft evidence
+    ``likelihood[n, i]`` = P(reading_n | x_n = i), shape (N, E)."""
+
+    symbols: np.ndarray
+    likelihood: np.ndarray
+
+
+def noisy_readings(observations: Any, n_symbols: int, noise: float, seed: int = 0) -> Readings:
+    """A symmetric noisy sensor: each observation is read as itself with probability 1 - ``noise``, else as one of
+    the other E - 1 symbols uniformly at random; the soft evidence of a reading y is
+    L(i) = 1 - noise for i = y and noise / (E - 1) otherwise (with noise 0, the indicator of the observation)."""
+    x, _ = check_walk(observations, np.zeros(len(np.asarray(observations)), dtype=np.int64), n_symbols)
+    if not isinstance(noise, int | float | np.floating) or not 0.0 <= float(noise) <= MAX_NOISE:
+        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
+    if n_symbols < 2 and noise > 0:
+        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+    rng = np.random.default_rng(seed)
+    wrong = rng.random(len(x)) < noise
+    shift = rng.integers(1, max(n_symbols, 2), size=len(x))
+    read = np.where(wrong, (x + shift) % n_symbols, x)
+    other = float(noise) / (n_symbols - 1) if n_symbols > 1 else 0.0
+    likelihood = np.full((len(x), n_symbols), other)
+    likelihood[np.arange(len(x)), read] = 1.0 - float(noise)
+    return Readings(read.astype(np.int64), likelihood)
+
+
+def check_evidence(likelihood: Any, a: Any, n_symbols: int, n_actions: int | None = None) -> tuple[np.ndarray, ...]:
+    """Soft evidence (N x E, finite, non-negative, each step some mass) and the walk's actions as float64 and
+    int64 arrays of one length; ValueError in one sentence otherwise."""
+    try:
+        evidence = np.asarray(likelihood, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "soft evidence must be a table of numbers, one row per step and one column per symbol"
+        ) from None
+    if evidence.ndim != 2 or evidence.shape[1] != n_symbols:
+        raise ValueError(f"soft evidence needs one column per observation symbol ({n_symbols}), got {evidence.shape}")
+    if not np.all(np.isfinite(evidence)) or np.any(evidence < 0):
+        raise ValueError("soft evidence must be finite and non-negative")
+    if np.any(evidence.sum(axis=1) <= 0):
+        raise ValueError("every step of soft evidence needs some likelihood for at least one symbol")
+    _, actions = check_walk(np.zeros(len(evidence), dtype=np.int64), a, 1, n_actions)
+    return evidence, actions
+
+
+def dense_transitions(model: ActionCHMM) -> np.ndarray:
+    """T[a] of every action as one (A, H, H) float64 array."""
+    return np.stack([model.transition(k).astype(np.float64) for k in range(model.n_actions)])
+
+
+def _pieces(n: int, piece: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each piece of a walk of ``n`` steps starts and how long it is (the last may be shorter)."""
+    starts = np.arange(0, n, piece)
+    return starts, np.minimum(piece, n - starts)
+
+
+@dataclass(frozen=True)
+class SoftEStep:
+    """Expected transition counts per action (A, H, H), log P(readings | actions) in nats, and the steps."""
+
+    counts: np.ndarray
+    log_likelihood: float
+    steps: int
+
+
+def soft_e_step(
+    transitions: np.ndarray,
+    clone_symbol: np.ndarray,
+    pi: np.ndarray,
+    likelihood: np.ndarray,
+    actions: np.ndarray,
+    piece: int = PIECE_STEPS,
+) -> SoftEStep:
+    """The E-step of one walk under soft evidence (the module's equations), its pieces of ``piece`` steps in
+    lockstep: counts[a] = sum over steps n with a_n = a (within a piece) of xi_n, and the log-likelihood
+    sum_n log c(n) (-inf when the readings are impossible under the model)."""
+    A, H, _ = transitions.shape
+    n = len(likelihood)
+    starts, lengths = _pieces(n, piece)
+    P, L = len(starts), int(lengths.max())
+    steps = starts[:, None] + np.arange(L)[None, :]  # (P, L) global step of each piece's step
+    active = np.arange(L)[None, :] < lengths[:, None]
+    steps = np.where(active, steps, n - 1)
+    emit = likelihood[:, clone_symbol]  # (N, H): L_n(s(u))
+    alpha = np.zeros((L, P, H))
+    norm = np.ones((L, P))
+    first = pi[None, :] * emit[starts]
+    norm[0] = first.sum(axis=1)
+    if np.any(norm[0] <= 0):
+        return SoftEStep(np.zeros_like(transitions), -np.inf, n)
+    alpha[0] = first / norm[0][:, None]
+    for t in range(1, L):
+        live = np.flatnonzero(active[:, t])
+        step_actions = actions[steps[live, t - 1]]
+        for k in np.unique(step_actions):
+            rows = live[step_actions == k]
+            alpha[t, rows] = (alpha[t - 1, rows] @ transitions[k]) * emit[steps[rows, t]]
+        totals = alpha[t, live].sum(axis=1)
+        if np.any(totals <= 0):
+            return SoftEStep(np.zeros_like(transitions), -np.inf, n)
+        norm[t, live] = totals
+        alpha[t, live] /= totals[:, None]
+    beta = np.ones((L, P, H))
+    for t in range(L - 2, -1, -1):
+        live = np.flatnonzero(active[:, t + 1])
+        step_actions = actions[steps[live, t]]
+        after = emit[steps[live, t + 1]] * beta[t + 1, live] / norm[t + 1, live][:, None]
+        for k in np.unique(step_actions):
+            chosen = step_actions == k
+            beta[t, live[chosen]] = after[chosen] @ transitions[k].T
+    counts = np.zeros_like(transitions)
+    pairs = active[:, 1:].T  # (L - 1, P): a step t -> t + 1 inside a piece
+    t_index, p_index = np.nonzero(pairs)
+    step_actions = actions[steps[p_index, t_index]]
+    for k in np.unique(step_actions):
+        chosen = step_actions == k
+        t, p = t_index[chosen], p_index[chosen]
+        before = alpha[t, p]
+        after = emit[steps[p, t + 1]] * beta[t + 1, p] / norm[t + 1, p][:, None]
+        counts[k] = transitions[k] * (before.T @ after)
+    log_likelihood = float(np.log(norm[active.T]).sum())
+    return SoftEStep(counts, log_likelihood, n)
+
+
+def soft_viterbi_path(
+    transitions: np.ndarray, clone_symbol: np.ndarray, pi: np.ndarray, likelihood: np.ndarray, actions: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """The MAP clone path of one walk under soft evidence, argmax_z pi(z_1) L_1(s(z_1)) prod_n T[a_n](z_n, z_n+1)
+    L_{n+1}(s(z_{n+1})), by max-product in log space, and its log-probability in nats (a path of -1 and -inf when
+    no path is possible)."""
+    with np.errstate(divide="ignore"):
+        log_T = np.log(transitions)
+        log_emit = np.log(likelihood[:, clone_symbol])
+        score = np.log(pi) + log_emit[0]
+    n, H = len(likelihood), len(pi)
+    back = np.empty((n, H), dtype=np.int32)
+    for t in range(1, n):
+        candidates = score[:, None] + log_T[actions[t - 1]]
+        back[t] = np.argmax(candidates, axis=0)
+        score = candidates[back[t], np.arange(H)] + log_emit[t]
+    best = float(score.max())
+    if not np.isfinite(best):
+        return np.full(n, -1, dtype=np.int64), -np.inf
+    path = np.empty(n, dtype=np.int64)
+    path[-1] = int(np.argmax(score))
+    for t in range(n - 1, 0, -1):
+        path[t - 1] = back[t, path[t]]
+    return path, best
+
+
+def _normalised(counts: np.ndarray, pseudocount: float) -> np.ndarray:
+    """T[a] = row-normalise(counts[a] + pseudocount), a row with nothing a uniform row."""
+    values = counts + pseudocount
+    totals = values.sum(axis=2, keepdims=True)
+    H = counts.shape[2]
+    return np.where(totals > 0, values / np.where(totals > 0, totals, 1.0), 1.0 / H)
+
+
+def learn_soft(
+    model: ActionCHMM,
+    likelihood: Any,
+    a: Any,
+    iterations: int = 100,
+    pseudocount: float = 2e-3,
+    viterbi_iterations: int = 0,
+    piece: int = PIECE_STEPS,
+    progress: Progress | None = None,
+) -> tuple[ActionCHMM, list[float]]:
+    """Learn a map's T[a] from soft evidence: batch EM (:func:`soft_e_step`, T[a] = row-normalise(counts[a] +
+    ``pseudocount``)) for up to ``iterations``, stopping at the first that does not improve the bits per step (the
+    model entering it kept, as :func:`engine.cognitive.actions.learn_em` does), then up to ``viterbi_iterations`` of
+    Viterbi EM on the soft evidence (:func:`soft_viterbi_path` counts, no pseudocount; stopped likewise by the
+    path's probability), the paper's refinement. Returns the model, dense over every (action, symbol, symbol), and
+    the bits per step -log2 P(readings | actions) / N each EM iteration started from (then -log2 of the MAP path's
+    probability / N for the Viterbi iterations)."""
+    evidence, actions = check_evidence(likelihood, a, model.n_symbols, model.n_actions)
+    if not isinstance(iterations, int | np.integer) or iterations < 0:
+        raise ValueError(f"iterations must be a whole number of at least 0, got {iterations!r}")
+    if not isinstance(piece, int | np.integer) or piece < 2:
+        raise ValueError(f"a piece of a walk needs at least 2 steps, got {piece!r}")
+    if not np.isfinite(pseudocount) or pseudocount < 0:
+        raise ValueError(f"the pseudocount must be a non-negative number, got {pseudocount!r}")
+    transitions = dense_transitions(model)
+    clone_symbol = model.clone_symbol()
+    pi = np.asarray(model.pi, dtype=np.float64)
+    n = len(evidence)
+    history: list[float] = []
+    for iteration in range(int(iterations)):
+        result = soft_e_step(transitions, clone_symbol, pi, evidence, actions, piece)
+        bits = -result.log_likelihood / n / np.log(2.0)
+        if history and not bits < history[-1]:
+            break
+        history.append(float(bits))
+        if progress is not None:
+            progress(iteration, float(bits))
+        transitions = _normalised(result.counts, pseudocount)
+    viterbi_history: list[float] = []
+    for iteration in range(int(viterbi_iterations)):
+        path, log_probability = soft_viterbi_path(transitions, clone_symbol, pi, evidence, actions)
+        bits = -log_probability / n / np.log(2.0)
+        if not np.isfinite(bits) or (viterbi_history and not bits < viterbi_history[-1]):
+            break
+        viterbi_history.append(float(bits))
+        if progress is not None:
+            progress(len(history) + iteration, float(bits))
+        counts = np.zeros_like(transitions)
+        np.add.at(counts, (actions[:-1], path[:-1], path[1:]), 1.0)
+        transitions = _normalised(counts, 0.0)
+    learned = from_dense(
+        transitions.astype(model.T.dtype), model.n_clones, model.pi, symbols=model.symbols, actions=model.actions
+    )
+    learned.metadata.update(model.metadata)
+    return learned, history + viterbi_history
+
+
+def random_dense_model(
+    n_clones: Any, n_actions: int, seed: int = 0, symbols: list[str] | None = None, actions: list[str] | None = None
+) -> ActionCHMM:
+    """A model with every (action, symbol, symbol) block, each row of T[a] uniform(0, 1) entries normalised over
+    all H clones, pi uniform: the start of :func:`learn_soft`, where any clone may follow any clone."""
+    n_clones = np.asarray(n_clones, dtype=np.int64)
+    if n_clones.ndim != 1 or len(n_clones) == 0 or np.any(n_clones < 1):
+        raise ValueError("every observation symbol needs at least one clone")
+    if not isinstance(n_actions, int | np.integer) or n_actions < 1:
+        raise ValueError(f"a map needs at least one action, got {n_actions!r}")
+    H = int(n_clones.sum())
+    values = np.random.default_rng(seed).random((int(n_actions), H, H))
+    return from_dense(values / values.sum(axis=2, keepdims=True), n_clones, symbols=symbols, actions=actions)

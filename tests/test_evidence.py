@@ -1,0 +1,149 @@
+"""Cognitive maps from soft evidence (engine.cognitive.evidence): brute force over every clone path on tiny models,
+the engine's own E-step where the evidence is hard, and a small room learned through a noisy sensor."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from engine.cognitive import actions, evidence, maps
+
+
+def _tiny(seed: int = 0, n_clones=(2, 1, 2), n_actions: int = 2, n: int = 5):
+    rng = np.random.default_rng(seed)
+    model = evidence.random_dense_model(np.array(n_clones), n_actions, seed)
+    likelihood = rng.random((n, len(n_clones))) * (rng.random((n, len(n_clones))) < 0.8)
+    likelihood[:, 0] += 0.05  # every step some mass
+    a = rng.integers(n_actions, size=n)
+    return model, likelihood, a
+
+
+def _brute(model, likelihood, a):
+    """P(readings | actions), the expected counts per action and the best path, over every clone path."""
+    T = evidence.dense_transitions(model)
+    s = model.clone_symbol()
+    H, n = model.n_states, len(likelihood)
+    total, best, best_path = 0.0, -1.0, None
+    counts = np.zeros_like(T)
+    for path in itertools.product(range(H), repeat=n):
+        p = model.pi[path[0]] * likelihood[0, s[path[0]]]
+        for t in range(1, n):
+            p *= T[a[t - 1], path[t - 1], path[t]] * likelihood[t, s[path[t]]]
+        total += p
+        for t in range(n - 1):
+            counts[a[t], path[t], path[t + 1]] += p
+        if p > best:
+            best, best_path = p, path
+    return total, counts / total, np.log(best), np.array(best_path)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_soft_e_step_is_the_sum_over_every_clone_path(seed):
+    """One piece: log P(readings | actions) and the expected counts of every (action, clone, clone) equal the
+    brute-force sums over all H^N clone paths (float64)."""
+    model, likelihood, a = _tiny(seed)
+    total, counts, _, _ = _brute(model, likelihood, a)
+    result = evidence.soft_e_step(
+        evidence.dense_transitions(model), model.clone_symbol(), model.pi.astype(float), likelihood, a, piece=100
+    )
+    assert result.log_likelihood == pytest.approx(np.log(total), rel=1e-12)
+    np.testing.assert_allclose(result.counts, counts, rtol=1e-10, atol=1e-14)
+
+
+def test_pieces_are_the_walk_as_separate_walks():
+    """A walk of 7 steps in pieces of 3: the E-step is the sum of the brute-force E-steps of the pieces 0-2, 3-5
+    and 6, each from pi (no transition counted across a cut)."""
+    model, likelihood, a = _tiny(3, n=7)
+    result = evidence.soft_e_step(
+        evidence.dense_transitions(model), model.clone_symbol(), model.pi.astype(float), likelihood, a, piece=3
+    )
+    log_total, counts = 0.0, 0.0
+    for start in (0, 3, 6):
+        stop = min(start + 3, 7)
+        total, c, _, _ = _brute(model, likelihood[start:stop], a[start:stop])
+        log_total += np.log(total)
+        counts = counts + c * 1.0
+    assert result.log_likelihood == pytest.approx(log_total, rel=1e-12)
+    np.testing.assert_allclose(result.counts, counts, rtol=1e-10, atol=1e-14)
+
+
+def test_soft_viterbi_path_is_the_best_path():
+    """The max-product path and its log-probability are those of the brute-force best path."""
+    for seed in range(3):
+        model, likelihood, a = _tiny(seed + 10)
+        _, _, best, best_path = _brute(model, likelihood, a)
+        path, log_probability = evidence.soft_viterbi_path(
+            evidence.dense_transitions(model), model.clone_symbol(), model.pi.astype(float), likelihood, a
+        )
+        assert log_probability == pytest.approx(best, rel=1e-12)
+        np.testing.assert_array_equal(path, best_path)
+
+
+def test_hard_evidence_is_the_engines_e_step():
+    """With the indicator of each observation as its evidence (a sensor without noise), the counts and the
+    likelihood are the engine's own E-step on the walk (one implementation against another)."""
+    room = np.array([[0, 1, 2], [1, 2, 0]])
+    walk = actions.generate_walk(room, 300, seed=4)
+    model = evidence.random_dense_model(np.array([3, 2, 2]), 4, seed=5)
+    model = model.with_T(model.T.astype(np.float64))
+    model.pi = model.pi.astype(np.float64)
+    readings = evidence.noisy_readings(walk.observations, 3, 0.0)
+    np.testing.assert_array_equal(readings.symbols, walk.observations)
+    soft = evidence.soft_e_step(
+        evidence.dense_transitions(model), model.clone_symbol(), model.pi, readings.likelihood, walk.actions, 1000
+    )
+    hard = actions.e_step(model, walk.observations, walk.actions)
+    assert soft.log_likelihood == pytest.approx(hard.log_likelihood, rel=1e-10)
+    counted = evidence.dense_transitions(model.with_T(np.asarray(hard.counts, dtype=np.float64)))
+    np.testing.assert_allclose(soft.counts, counted, rtol=1e-8, atol=1e-10)
+
+
+def test_noisy_readings_read_wrong_at_the_noise_rate():
+    """A sensor with noise 0.2 reads 20% of 20,000 observations wrong (within 1.5 points), never as the true
+    symbol when wrong, and its evidence puts 1 - noise on the reading."""
+    x = np.random.default_rng(0).integers(4, size=20_000)
+    readings = evidence.noisy_readings(x, 4, 0.2, seed=1)
+    assert abs(np.mean(readings.symbols != x) - 0.2) < 0.015
+    np.testing.assert_allclose(readings.likelihood[np.arange(len(x)), readings.symbols], 0.8)
+    np.testing.assert_allclose(readings.likelihood.sum(axis=1), 0.8 + 3 * 0.2 / 3)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: evidence.noisy_readings([0, 1, 2], 3, 0.7), "sensor noise must be a probability"),
+        (lambda: evidence.noisy_readings([0, 1, 5], 3, 0.1), "outside"),
+        (lambda: evidence.check_evidence(np.ones((4, 2)), [0, 1, 0, 0], 3), "one column per observation"),
+        (lambda: evidence.check_evidence(-np.ones((4, 3)), [0, 1, 0, 0], 3), "finite and non-negative"),
+        (lambda: evidence.check_evidence(np.zeros((4, 3)), [0, 1, 0, 0], 3), "some likelihood"),
+        (lambda: evidence.check_evidence(np.ones((4, 3)), [0, 1, 0], 3), "length"),
+        (lambda: evidence.random_dense_model([2, 0], 4), "at least one clone"),
+    ],
+)
+def test_bad_evidence_is_refused_in_one_sentence(call, message):
+    with pytest.raises(ValueError, match=message) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+
+
+def test_a_room_is_learned_through_a_noisy_sensor():
+    """A 3 x 3 room of 3 aliased observations, a 6,000-step walk read by a sensor wrong 10% of the time: soft EM
+    then Viterbi EM on the evidence learn a map whose clone graph on a fresh clean walk is the room, and whose
+    bits per step on that walk are below those of the map learned from the same readings taken as true."""
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 6_000, seed=7)
+    readings = evidence.noisy_readings(walk.observations, 3, 0.1, seed=8)
+    start = evidence.random_dense_model(np.array([3, 3, 3]), 4, seed=9)
+    learned, history = evidence.learn_soft(
+        start, readings.likelihood, walk.actions, iterations=150, pseudocount=1e-3, viterbi_iterations=10
+    )
+    assert history[0] > history[-1]
+    test = actions.generate_walk(room, 2_000, seed=11)
+    assert maps.recovers_room(learned, test.observations, test.actions, room)
+    taken_as_true = evidence.noisy_readings(readings.symbols, 3, 0.0).likelihood
+    naive, _ = evidence.learn_soft(start, taken_as_true, walk.actions, iterations=150, pseudocount=1e-3)
+    soft_bits = actions.bits_per_step(learned, test.observations, test.actions)
+    naive_bits = actions.bits_per_step(naive, test.observations, test.actions)
+    assert soft_bits < naive_bits
