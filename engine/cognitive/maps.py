@@ -167,6 +167,22 @@ def used_clones(model: ActionCHMM) -> np.ndarray:
     return np.flatnonzero((sums.max(axis=0) > 0) | entered)
 
 
+def transfer_transitions(model: ActionCHMM) -> tuple[np.ndarray, np.ndarray]:
+    """The map's clones (:func:`used_clones`) and its T[a] among them, shape (A, m, m) float64, as a transfer to a
+    new room reads them: a (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
+    clones = used_clones(model)
+    if len(clones) == 0:
+        raise ValueError("the map has no transitions to transfer (train it first)")
+    transitions = np.stack(
+        [model.transition(k)[np.ix_(clones, clones)].astype(np.float64) for k in range(model.n_actions)]
+    )
+    for k in range(model.n_actions):
+        stuck = np.flatnonzero(transitions[k].sum(axis=1) <= 0)
+        transitions[k][stuck, stuck] = 1.0
+        transitions[k] /= transitions[k].sum(axis=1, keepdims=True)
+    return clones, transitions
+
+
 def learn_emissions(
     model: ActionCHMM, x: np.ndarray, a: np.ndarray, n_observations: int, iterations: int = 50, seed: int = 0
 ) -> tuple[np.ndarray, list[float]]:
@@ -177,17 +193,8 @@ def learn_emissions(
     (H, n_observations) (zero rows for clones outside the map), and the bits per step each iteration started from.
     A (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
     x, a = check_walk(x, a, n_observations, model.n_actions)
-    clones = used_clones(model)
-    if len(clones) == 0:
-        raise ValueError("the map has no transitions to transfer (train it first)")
+    clones, transitions = transfer_transitions(model)
     m = len(clones)
-    transitions = np.stack(
-        [model.transition(k)[np.ix_(clones, clones)].astype(np.float64) for k in range(model.n_actions)]
-    )
-    for k in range(model.n_actions):
-        stuck = np.flatnonzero(transitions[k].sum(axis=1) <= 0)
-        transitions[k][stuck, stuck] = 1.0
-        transitions[k] /= transitions[k].sum(axis=1, keepdims=True)
     emissions = np.random.default_rng(seed).random((m, n_observations)) + 1.0
     emissions /= emissions.sum(axis=1, keepdims=True)
     n = len(x)

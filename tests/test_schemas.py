@@ -1,0 +1,89 @@
+"""Schemas (engine.cognitive.schemas): a walk in a room of a known layout with new observations is matched to the
+stored map of that layout; the held-out score against the engine's own; the library read as untrusted files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.cognitive import actions, maps, schemas
+
+SQUARE = np.array([[0, 1, 2, 0], [1, 2, 0, 1], [2, 0, 1, 2]])
+"""3 x 4 cells, 3 observations."""
+CORRIDOR = np.array([[0, 1, 2, 0, 1, 2], [2, 0, 1, 2, 0, 1]])
+"""2 x 6 cells, 3 observations: as many cells as SQUARE, another layout."""
+RING = np.array([[0, 1, 2, 0], [1, -1, -1, 1], [2, 0, 1, 2]])
+"""3 x 4 with a wall block in the middle: 10 cells around it."""
+
+
+def test_map_of_a_room_recovers_the_room():
+    """The true map (one clone per cell, moves as the room allows) has the room's grid as its clone graph on a
+    walk, and the walk's probability under it is 1 / cells: in a deterministic room a walk that localises has one
+    start cell consistent with all of it, so the whole walk carries log2(cells) bits."""
+    for room in (SQUARE, CORRIDOR, RING):
+        model = schemas.map_of_room(room)
+        walk = actions.generate_walk(room, 2_000, seed=1)
+        assert model.n_states == int((room >= 0).sum())
+        assert maps.recovers_room(model, walk.observations, walk.actions, room)
+        bits = actions.bits_per_step(model, walk.observations, walk.actions)
+        assert bits * len(walk) == pytest.approx(np.log2((room >= 0).sum()), abs=1e-6)
+
+
+def test_emission_bits_with_the_maps_own_emissions_is_the_engines_score():
+    """With each clone emitting its own symbol, :func:`emission_bits` is the engine's bits per step of the walk
+    (one implementation against another), on a learned map with stochastic T too."""
+    model = schemas.map_of_room(RING)
+    walk = actions.generate_walk(RING, 1_500, seed=2)
+    own = np.eye(model.n_symbols)[model.clone_symbol()]
+    assert schemas.emission_bits(model, own, walk.observations, walk.actions) == pytest.approx(
+        actions.bits_per_step(model, walk.observations, walk.actions), rel=1e-9
+    )
+    rng = np.random.default_rng(3)
+    noisy = model.transition(0)[None].repeat(4, axis=0) * 0 + np.stack([model.transition(k) for k in range(4)])
+    noisy = noisy * 0.9 + 0.1 * rng.random(noisy.shape) * (noisy.sum(axis=2, keepdims=True) > 0)
+    noisy /= noisy.sum(axis=2, keepdims=True)
+    stochastic = actions.from_dense(noisy, model.n_clones, actions=model.actions)
+    assert schemas.emission_bits(stochastic, own, walk.observations, walk.actions) == pytest.approx(
+        actions.bits_per_step(stochastic, walk.observations, walk.actions), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("room, layout", [(SQUARE, "square"), (CORRIDOR, "corridor"), (RING, "ring")])
+def test_a_walk_in_a_known_layout_with_new_observations_finds_its_schema(room, layout):
+    """Three stored maps (12, 12 and 10 cells); a walk in a room of one of their layouts whose cells show new
+    observations (4 symbols in a new pattern, not a relabelling): the stored map of that layout fits the held-out
+    steps best, by a margin."""
+    library = {name: schemas.map_of_room(r) for name, r in (("square", SQUARE), ("corridor", CORRIDOR), ("ring", RING))}
+    rng = np.random.default_rng(4)
+    repainted = np.where(room >= 0, rng.integers(4, size=room.shape), -1)
+    walk = actions.generate_walk(repainted, 3_000, seed=5)
+    fits = schemas.match_schemas(library, walk.observations, walk.actions, 4, iterations=40)
+    assert [f.name for f in fits][0] == layout
+    assert fits[1].held_out_bits - fits[0].held_out_bits > 0.05
+    assert fits[0].emissions.shape == (library[layout].n_states, 4)
+
+
+def test_the_library_is_read_from_files_and_folders(tmp_path):
+    """Maps saved in a folder and as a file come back by name; a missing path, an empty folder, a foreign file and
+    a short walk are refused in one sentence."""
+    folder = tmp_path / "maps"
+    folder.mkdir()
+    schemas.map_of_room(SQUARE).save(folder / "square.npz")
+    schemas.map_of_room(RING).save(tmp_path / "ring.npz")
+    library = schemas.read_library([folder, tmp_path / "ring.npz"])
+    assert sorted(library) == ["ring", "square"]
+    assert library["square"].n_states == 12
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.npz").write_bytes(b"not a model")
+    for paths, message in (
+        ([tmp_path / "nowhere"], "neither a map file"),
+        ([tmp_path / "empty"], "holds no maps"),
+        ([tmp_path / "bad.npz"], "not a readable CHMM Explorer model"),
+    ):
+        with pytest.raises(ValueError, match=message) as caught:
+            schemas.read_library(paths)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="too short"):
+        schemas.match_schemas(library, [0, 1, 2], [0, 1, 0], 3)
+    with pytest.raises(ValueError, match="holds no maps"):
+        schemas.match_schemas({}, [0, 1, 2], [0, 1, 0], 3)
