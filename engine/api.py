@@ -38,6 +38,8 @@ from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
 from engine.cognitive.maps import clone_graph as map_clone_graph
 from engine.cognitive.maps import place_field, plan_route, recovers_room
+from engine.cognitive.schemas import HELD_OUT as SCHEMA_HELD_OUT
+from engine.cognitive.schemas import match_schemas, read_library
 from engine.cognitive.walks import (
     MAP_DEFAULTS,
     MapOptions,
@@ -153,7 +155,7 @@ __all__ = [  # fmt: skip
     "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
     "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
-    "TrainOptions", "WalkFile", "write_communities", "write_walk",
+    "TrainOptions", "WalkFile", "write_communities", "write_walk", "match_schemas", "read_library", "SCHEMA_HELD_OUT",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 

@@ -3,6 +3,8 @@ stored map of that layout; the held-out score against the engine's own; the libr
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,29 @@ def test_the_library_is_read_from_files_and_folders(tmp_path):
         schemas.match_schemas(library, [0, 1, 2], [0, 1, 0], 3)
     with pytest.raises(ValueError, match="holds no maps"):
         schemas.match_schemas({}, [0, 1, 2], [0, 1, 0], 3)
+
+
+def test_chmm_schema_names_the_layout_of_a_walk(tmp_path, capsys):
+    """``chmm schema WALK --library FOLDER``: a walk made by ``chmm walk`` in a repainted ring is matched to the
+    ring's map among three, in JSON and in words; a walk with an action the maps lack is refused in one line."""
+    from engine.cli import main
+
+    folder = tmp_path / "library"
+    folder.mkdir()
+    for name, room in (("square", SQUARE), ("corridor", CORRIDOR), ("ring", RING)):
+        schemas.map_of_room(room).save(folder / f"{name}.npz")
+    repainted = tmp_path / "repainted.csv"
+    repainted.write_text("\n".join(",".join(str(v) for v in row) for row in np.where(RING >= 0, (RING + 1) % 3, -1)))
+    walk = tmp_path / "walk.csv"
+    assert main(["walk", str(repainted), "--length", "2500", "--seed", "3", "-o", str(walk)]) == 0
+    capsys.readouterr()
+    assert main(["schema", str(walk), "--library", str(folder), "--iterations", "30", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["best"] == "ring" and [m["map"] for m in result["maps"]][0] == "ring"
+    assert main(["schema", str(walk), "--library", str(folder), "--iterations", "30"]) == 0
+    assert "the walk follows 'ring'" in capsys.readouterr().out
+    strange = tmp_path / "strange.csv"
+    strange.write_text("action,observation\njump,0\nleft,1\nleft,0\n")
+    assert main(["schema", str(strange), "--library", str(folder)]) != 0
+    error = capsys.readouterr().err.strip()
+    assert "actions the maps do not have: jump" in error and "\n" not in error
