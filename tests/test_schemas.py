@@ -115,3 +115,18 @@ def test_chmm_schema_names_the_layout_of_a_walk(tmp_path, capsys):
     assert main(["schema", str(strange), "--library", str(folder)]) != 0
     error = capsys.readouterr().err.strip()
     assert "actions the maps do not have: jump" in error and "\n" not in error
+
+
+def test_emission_only_em_never_loses_likelihood():
+    """EM on the emissions with T fixed (maps.learn_emissions) on a stochastic map: the bits per step each iteration
+    starts from never rise (EM's monotone likelihood), from a random start to the end."""
+    model = schemas.map_of_room(RING)
+    rng = np.random.default_rng(6)
+    noisy = np.stack([model.transition(k) for k in range(4)]) * 0.8 + 0.2 * rng.random((4, 10, 10))
+    noisy /= noisy.sum(axis=2, keepdims=True)
+    stochastic = actions.from_dense(noisy, model.n_clones, actions=model.actions)
+    walk = actions.generate_walk(np.where(RING >= 0, (RING * 7) % 4, -1), 1_500, seed=7)
+    _, history = maps.learn_emissions(stochastic, walk.observations, walk.actions, 4, iterations=40, seed=8)
+    assert len(history) > 5
+    assert np.all(np.diff(history) <= 1e-12)
+    assert history[-1] < history[0] - 0.1
