@@ -93,10 +93,9 @@ def make_world(spec: str, observations: int = 4, doors: int = 1, seed: int = 0) 
         raise ValueError(f"every wall between two rooms needs at least 1 door, got {doors!r}")
     heights = [row[0][0] for row in layout]
     widths = [room[1] for room in layout[0]]
-    if doors > (min(min(heights), min(widths)) + 1) // 2:
-        raise ValueError(
-            f"{doors} doors, never two side by side, do not fit in a wall of {min(min(heights), min(widths))} cells"
-        )
+    shortest = min((heights if len(widths) > 1 else []) + (widths if len(heights) > 1 else []))  # of the walls
+    if doors > (shortest + 1) // 2:
+        raise ValueError(f"{doors} doors, never two side by side, do not fit in a wall of {shortest} cells")
     top = np.concatenate([[0], np.cumsum(np.array(heights) + 1)])  # first row of each row of rooms
     left = np.concatenate([[0], np.cumsum(np.array(widths) + 1)])
     rng = np.random.default_rng(seed)
