@@ -36,8 +36,18 @@ from engine.backends.scramble import change_spans, restoration
 from engine.cognitive.actions import MAX_OBSERVATION, ActionCHMM, generate_walk
 from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
+from engine.cognitive.hierarchy import (
+    MAP_COMMUNITY_OPTIONS,
+    RoomMatch,
+    clone_modules,
+    clone_places,
+    map_communities,
+    match_rooms,
+    place_clones,
+)
 from engine.cognitive.maps import clone_graph as map_clone_graph
 from engine.cognitive.maps import place_field, plan_route, recovers_room
+from engine.cognitive.planning import Plan, block, plan_flat, plan_hierarchical, ways_into
 from engine.cognitive.walks import (
     MAP_DEFAULTS,
     MapOptions,
@@ -50,6 +60,7 @@ from engine.cognitive.walks import (
     read_walk,
     write_walk,
 )
+from engine.cognitive.worlds import World, make_world, room_text, world_model, world_rooms
 from engine.corpora import text
 from engine.corpora.allocation import ALLOCATION_METHODS
 from engine.corpora.documents import Document, corpus_name, read_documents, read_zip_bytes
@@ -154,6 +165,10 @@ __all__ = [  # fmt: skip
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
     "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
     "TrainOptions", "WalkFile", "write_communities", "write_walk",
+    # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
+    "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",
+    "match_rooms", "place_clones", "Plan", "plan_flat", "plan_hierarchical", "room_text", "RoomMatch", "ways_into",
+    "World", "world_model", "world_rooms",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 

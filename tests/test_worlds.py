@@ -231,3 +231,61 @@ def test_a_blocked_only_door_leaves_no_route_in_one_sentence() -> None:
         planning.plan_flat(model, -1, goal)
     with pytest.raises(ValueError, match="give each of the map's"):
         planning.plan_hierarchical(model, modules[:-1], start, goal)
+
+
+def test_the_world_walk_map_and_plan_commands(tmp_path, capsys) -> None:
+    """``chmm world`` writes a room file that ``chmm walk`` walks; ``chmm map --room`` says the modules of the map
+    it learns are the rooms; ``chmm plan`` routes between the rooms flat and hierarchically, and with the door on
+    the way blocked takes the other door."""
+    import json
+
+    from engine.cli import main
+
+    world_file, walk_file, map_file = tmp_path / "world.csv", tmp_path / "walk.csv", tmp_path / "map.npz"
+    assert main(["world", "4x4,4x4", "--doors", "2", "--seed", "0", "-o", str(world_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rooms": 2, "doors": 2, "open_cells": 34, "rows": 4, "columns": 9}
+    grid = walks.read_room(world_file)
+    _, door_mask = worlds.world_rooms(grid)
+    doors = [tuple(int(v) for v in d) for d in np.argwhere(door_mask)]
+    assert main(["walk", str(world_file), "--length", "4000", "--seed", "0", "-o", str(walk_file)]) == 0
+    learn = ["map", str(walk_file), "-o", str(map_file), "--clones", "12", "--iterations", "1000"]
+    assert main([*learn, "--room", str(world_file), "--json"]) == 0
+    rooms = json.loads(capsys.readouterr().out.splitlines()[-1])["rooms"]
+    assert rooms["rooms"] == 2 and rooms["nmi"] >= 0.9
+    row, column = doors[0]
+    ends = ["--start", f"{row},{column - 1}", "--goal", f"{row},{column + 1}"]
+    assert main(["plan", str(map_file), str(walk_file), *ends, "--block", f"{row},{column}", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["flat"]["steps"] == out["hierarchical"]["steps"] == 2
+    other = abs(doors[1][0] - row)
+    assert out["blocked_flat"]["steps"] == out["blocked_hierarchical"]["steps"] == 2 + 2 * other
+    assert main(["plan", str(map_file), str(walk_file), *ends, "--room", str(world_file)]) == 0
+    said = capsys.readouterr().out
+    assert "against the world's 2 rooms: NMI" in said and "hierarchical: 2 steps across modules" in said
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["world", "3x3;3x3"], "'3x3;3x3' is not a room"),
+        (["world", "3x3,3x3", "--doors", "5"], "5 doors, never two side by side, do not fit"),
+        (["plan", "MAP", "PLAIN", "--start", "0,0", "--goal", "0,1"], "has no row and column columns"),
+        (["plan", "MAP", "WALK", "--start", "0,0", "--goal", "9,9"], "the walk never visits the goal 9,9"),
+        (["plan", "MAP", "WALK", "--start", "0,0", "--goal", "0,4", "--block", "1,2"], "cannot be reached from"),
+    ],
+)
+def test_the_world_and_plan_commands_refuse_in_one_line(tmp_path, capsys, arguments, message) -> None:
+    from engine.cli import main
+
+    grid = np.array([[0, 1, -1, 2, 3], [4, 5, 6, 7, 8]])  # two rooms of 2 x 2 and a door at 1,2; every cell its own
+    model, _ = worlds.world_model(grid)
+    walk = actions.generate_walk(grid, 400, seed=0)
+    model.save(tmp_path / "map.npz")
+    walks.write_walk(walk, tmp_path / "walk.csv")
+    (tmp_path / "plain.csv").write_text("action,observation\nup,0\ndown,0\n")
+    paths = {"MAP": tmp_path / "map.npz", "WALK": tmp_path / "walk.csv", "PLAIN": tmp_path / "plain.csv"}
+    arguments = [str(paths.get(a, a)) for a in arguments]
+    code = main([*arguments, "-o", str(tmp_path / "out.csv")] if arguments[0] == "world" else arguments)
+    error = capsys.readouterr().err
+    assert code == 1 and message in error and error.count("\n") == 1, error
+    assert not (tmp_path / "out.csv").exists()

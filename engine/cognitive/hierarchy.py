@@ -82,11 +82,13 @@ def clone_modules(communities: Communities) -> np.ndarray:
     return modules
 
 
-def clone_places(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, backend: str = "cpu") -> np.ndarray:
-    """The place of every clone: the (row, column) where the walk's MAP clone path (:func:`viterbi`) is at that
-    clone most often, shape (H, 2), (-1, -1) for clones the path never uses. ``positions``: the walk's true place
-    at every step (several walks: those of their steps in turn). ValueError in one sentence when the walk is
-    impossible under the map or the places do not match it."""
+def place_counts(
+    model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, backend: str = "cpu"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How often the walk's MAP clone path (:func:`viterbi`) is at each clone in each place: arrays (clone, row,
+    column, steps) over the pairs that occur, by clone then place. ``positions``: the walk's true place at every
+    step (several walks: those of their steps in turn). ValueError in one sentence when the walk is impossible
+    under the map or the places do not match it."""
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
     positions = np.asarray(positions, dtype=np.int64)
     if positions.shape != (sum(len(x_d) for x_d, _ in walks), 2) or positions.min(initial=0) < 0:
@@ -96,16 +98,33 @@ def clone_places(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, b
     if np.any(path < 0):
         raise ValueError("the walk is impossible under the map: no clone path decodes it")
     width = int(positions[:, 1].max()) + 1
-    cell = positions[:, 0] * width + positions[:, 1]
-    codes, counts = np.unique(path * (int(cell.max()) + 1) + cell, return_counts=True)
-    clone, cell_of = np.divmod(codes, int(cell.max()) + 1)
-    order = np.lexsort((-counts, clone))  # each clone's most visited cell first
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = clone[order][1:] != clone[order][:-1]
+    cells = (int(positions[:, 0].max()) + 1) * width
+    codes, counts = np.unique(path * cells + positions[:, 0] * width + positions[:, 1], return_counts=True)
+    clone, cell = np.divmod(codes, cells)
+    row, column = np.divmod(cell, width)
+    return clone, row, column, counts
+
+
+def clone_places(model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, backend: str = "cpu") -> np.ndarray:
+    """The place of every clone: the (row, column) where the walk's MAP clone path is at that clone most often
+    (:func:`place_counts`), shape (H, 2), (-1, -1) for clones the path never uses."""
+    clone, row, column, counts = place_counts(model, x, a, positions, backend)
+    order = np.lexsort((-counts, clone))  # each clone's most visited place first
+    chosen = order[np.r_[True, clone[order][1:] != clone[order][:-1]]]
     places = np.full((model.n_states, 2), -1, dtype=np.int64)
-    chosen = order[first]
-    places[clone[chosen], 0], places[clone[chosen], 1] = np.divmod(cell_of[chosen], width)
+    places[clone[chosen], 0], places[clone[chosen], 1] = row[chosen], column[chosen]
     return places
+
+
+def place_clones(
+    model: ActionCHMM, x: Walks, a: Walks, positions: np.ndarray, backend: str = "cpu"
+) -> dict[tuple[int, int], int]:
+    """The clone of every place the walk visits: the one its MAP clone path is at most often there
+    (:func:`place_counts`), by (row, column)."""
+    clone, row, column, counts = place_counts(model, x, a, positions, backend)
+    order = np.lexsort((-counts, column, row))  # each place's most visited clone first
+    chosen = order[np.r_[True, (row[order][1:] != row[order][:-1]) | (column[order][1:] != column[order][:-1])]]
+    return {(int(row[k]), int(column[k])): int(clone[k]) for k in chosen}
 
 
 @dataclass(frozen=True)

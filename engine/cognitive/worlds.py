@@ -185,3 +185,10 @@ def world_model(room: object, dtype: type = np.float32) -> tuple[ActionCHMM, np.
         symbols=[str(int(v)) for v in values], actions=list(MOVES),
     )  # fmt: skip
     return model, places
+
+
+def room_text(room: object) -> str:
+    """A grid as the text of a room file (:func:`engine.cognitive.walks.parse_room` reads it back): one line per row,
+    its cells' whole numbers separated by commas."""
+    grid = check_room(room)
+    return "".join(",".join(str(int(v)) for v in row) + "\n" for row in grid)
