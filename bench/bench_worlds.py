@@ -47,6 +47,9 @@ WORLDS = {
 """Name -> (rooms, doors per wall). Each has another way round every door (a second door, or the ring of rooms)."""
 
 
+PLANNERS = ("flat", "tiered")
+
+
 def replay(grid: np.ndarray, start: tuple[int, int], moves: list[str]) -> tuple[int, int]:
     """Where ``moves`` taken in ``grid`` from ``start`` lead (a move into a wall keeps the walker in place)."""
     r, c = start
@@ -106,7 +109,9 @@ def block_a_door(world, model, modules, clone_of, places, start, goal, flat) -> 
     cells = [start]
     for move in flat.moves:
         cells.append(replay(world.grid, cells[-1], [move]))
-    door = next(cell for cell in cells if cell in world.doors)
+    door = next((cell for cell in cells if cell in world.doors), None)
+    if door is None:  # the map's route does not lead through a door in the world (a flawed map): no door to block
+        return dict(shortest=None, before=flat.steps, flat=None, tiered=None, no_door=True)
     closed = {clone_of[door]} | {int(c) for c in np.flatnonzero((places == door).all(axis=1))}
     blocked = planning.block(model, sorted({way for c in closed for way in planning.ways_into(model, c)}))
     walled = world.grid.copy()
@@ -135,7 +140,8 @@ def report(name: str, results: list[dict]) -> dict:
     tiered = np.array([r["tiered_messages"] for r in routes], dtype=float)
     ratio = tiered / flat
     detours = sum(1 for b in blocked if b["flat"] not in (None, -1) and b["tiered"] not in (None, -1))
-    optimal = sum(1 for b in blocked if b["flat"] == b["shortest"])
+    blocked_doors = sum(1 for b in blocked if not b.get("no_door"))
+    optimal = [sum(1 for b in blocked if b["shortest"] is not None and b[k] == b["shortest"]) for k in PLANNERS]
     line = dict(
         world=name, spec=results[0]["spec"], trials=len(results), nmi=[t["nmi"] for t in results],
         modules=[t["modules"] for t in results], rooms=results[0]["rooms"],
@@ -145,7 +151,7 @@ def report(name: str, results: list[dict]) -> dict:
         steps=[float(np.mean([r[k] for r in routes])) for k in ("shortest", "flat", "tiered")],
         tiered_longer=sum(r["tiered"] > r["flat"] for r in routes), fallbacks=sum(r["fallback"] for r in routes),
         ratio_mean=ratio.mean(axis=0).tolist(), ratio_total=(tiered.sum(axis=0) / flat.sum(axis=0)).tolist(),
-        detours=detours, blocked=len(blocked), detour_optimal=optimal,
+        detours=detours, blocked=blocked_doors, detour_optimal=optimal,
         detour_steps=[float(np.mean([b[k] for b in blocked if b[k] not in (None, -1)] or [np.nan]))
                       for k in ("shortest", "flat", "tiered")],
         seconds=[t["learned_seconds"] for t in results],
@@ -158,7 +164,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="worlds (and walks, and maps) per kind of world")
     parser.add_argument("--routes", type=int, default=20, help="routes between rooms per world")
     parser.add_argument("--steps", type=int, default=20_000, help="steps of each walk")
-    parser.add_argument("--clones", type=int, default=20, help="clones per observation")
+    parser.add_argument("--clones", type=int, default=40, help="clones per observation")
     parser.add_argument("--observations", type=int, default=8, help="observations each world's cells draw from")
     parser.add_argument("--only", nargs="+", default=None, help="worlds to run (a word of their name)")
     parser.add_argument("--json", type=Path, default=None)
@@ -177,9 +183,10 @@ def main() -> None:
             print(f"  {name}, seed {seed}: NMI {t['nmi']:.3f}, {t['modules']} modules for {t['rooms']} rooms, "
                   f"{t['summary']['clones_used']} clones, learned in {t['learned_seconds']:.0f} s",
                   flush=True)  # fmt: skip
-        lines.append(report(name, results))
+        lines += [report(f"{name}, seed {t['seed']}", [t]) for t in results]
+        lines.append(report(f"**{name}, all seeds**", results))
     print(
-        "\n| world | cells | NMI per seed | modules per seed (rooms) | routes valid | steps: grid / flat / "
+        "\n| world | cells | NMI | modules (rooms) | routes valid | steps: grid / flat / "
         "hierarchical | hierarchical longer | messages held, hierarchical / flat (mean; total) | dense count | "
         "clones reached | blocked door: detours found | detour steps: grid / flat / hierarchical |"
     )
@@ -194,6 +201,7 @@ def main() -> None:
         print(f"| {line['world']} ({line['spec']}) | {line['cells']} | {nmi} | {modules} ({line['rooms']}) | "
               f"{line['valid']} of {line['routes']}{unplanned} | {steps} | {line['tiered_longer']} | {held:.3f}; "
               f"{line['ratio_total'][0]:.3f} | {dense:.3f} | {reached:.3f} | {line['detours']} of {line['blocked']} "
+              f"(shortest: flat {line['detour_optimal'][0]}, hierarchical {line['detour_optimal'][1]}) "
               f"| {detour} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(lines, indent=1, default=float))
