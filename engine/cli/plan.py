@@ -52,9 +52,13 @@ def rooms_found(model: api.ActionCHMM, walk: api.WalkFile, room: Any, communitie
 def rooms_sentence(found: dict) -> str:
     """The figures of :func:`rooms_found` in one line."""
     return (
-        f"Infomap finds {found['modules']} modules on the map; against the world's {found['rooms']} rooms: NMI "
+        f"{_modules_found(found['modules'])}; against the world's {found['rooms']} rooms: NMI "
         f"{found['nmi']:.3f} over the {found['clones_in_rooms']} clones placed in a room"
     )
+
+
+def _modules_found(count: int) -> str:
+    return f"Infomap finds {count} module{'s' if count != 1 else ''} on the map"
 
 
 def _moves(moves: list[str]) -> str:
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(rooms_sentence(out["rooms"]) if "rooms" in out else f"Infomap finds {out['modules']} modules on the map")
+    print(rooms_sentence(out["rooms"]) if "rooms" in out else _modules_found(out["modules"]))
     print(f"from {args.start[0]},{args.start[1]} (clone {start}) to {args.goal[0]},{args.goal[1]} (clone {goal})")
     print(_line("flat", plans["flat"]))
     print(_line("hierarchical", plans["hierarchical"], plans["flat"]))

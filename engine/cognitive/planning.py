@@ -172,12 +172,18 @@ def plan_flat(model: ActionCHMM, start: int, goal: int, threshold: float = THRES
     )
 
 
-def module_graph(ways: Successors, modules: np.ndarray) -> Successors:
+def module_graph(
+    ways: Successors, modules: np.ndarray, sources: np.ndarray | None = None, banned: Iterable[tuple[int, int]] = ()
+) -> Successors:
     """The modules as a graph: nodes 0..max(modules) (0: clones in no module, which no route goes through), an edge
-    M -> N where a way leads from a clone of module M into a clone of module N != M (log-probability 0)."""
+    M -> N where a way leads from a clone of module M (one of the mask ``sources``, all by default) into a clone of
+    module N != M (log-probability 0), but for the ``banned`` (M, N) pairs."""
     source = np.repeat(np.arange(ways.n_states), np.diff(ways.indptr))
-    pairs = np.unique(np.stack([modules[source], modules[ways.target]], axis=1), axis=0)
+    keep = np.ones(len(source), dtype=bool) if sources is None else sources[source]
+    pairs = np.unique(np.stack([modules[source[keep]], modules[ways.target[keep]]], axis=1).reshape(-1, 2), axis=0)
     pairs = pairs[(pairs[:, 0] != pairs[:, 1]) & (pairs[:, 0] > 0) & (pairs[:, 1] > 0)]
+    banned = set(banned)
+    pairs = pairs[[(int(m), int(n)) not in banned for m, n in pairs]].reshape(-1, 2)
     n = int(modules.max()) + 1
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(pairs[:, 0], minlength=n), out=indptr[1:])
@@ -190,10 +196,12 @@ def plan_hierarchical(
 ) -> Plan:
     """A route from clone ``start`` to clone ``goal`` planned over the map's ``modules`` (the module of every clone,
     1, 2, ...; 0 for none: :func:`engine.cognitive.hierarchy.clone_modules`): messages on the module graph
-    (:func:`module_graph` of the map's ways now, so a blocked passage counts) give the fewest modules to cross, then
-    messages inside each module alone lead to its nearest clone with a way into the next (the goal in the last)
-    and the route steps across. Where a module cannot be crossed inside itself, or the start or goal is in no
-    module, the rest is planned flat (``fallback``). ValueError in one sentence when the goal cannot be reached."""
+    (:func:`module_graph` of the map's ways now, from the clones some way still enters, so a blocked passage
+    counts) give the fewest modules to cross, then messages inside each module alone lead to its nearest clone with
+    a way into the next (the goal in the last) and the route steps across. Where a module cannot be crossed inside
+    itself into the next, that step of the module graph is struck out and the modules are planned again from
+    there; where no sequence of modules is left, or the start or goal is in no module, the rest is planned flat
+    (``fallback``). ValueError in one sentence when the goal cannot be reached."""
     _check_clones(model, start=start, goal=goal)
     modules = np.asarray(modules, dtype=np.int64)
     if modules.shape != (model.n_states,) or modules.min() < 0:
@@ -201,49 +209,60 @@ def plan_hierarchical(
     ways = successors(model, threshold)
     if modules[start] == 0 or modules[goal] == 0:
         return _flat_rest(model, ways, [start], [], start, goal, Plan([], [], 0, 0, 0))
-    graph = module_graph(ways, modules)
-    ends = np.zeros(graph.n_states, dtype=bool)
-    ends[modules[goal]] = True
-    path = pass_messages(graph, int(modules[start]), ends, np.r_[False, np.ones(graph.n_states - 1, dtype=bool)])
-    if path is None:
-        raise _unreachable(start, goal)
-    tally = Plan([], [], 0, 0, 0, path.updates, path.dense_updates, tuple(path.route))
-    route, moves, clone, reached = [start], [], start, 0
-    for k, module in enumerate(path.route):
-        goals = np.zeros(model.n_states, dtype=bool)
-        if k + 1 < len(path.route):
-            source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
-            goals[source[(modules[source] == module) & (modules[ways.target] == path.route[k + 1])]] = True
-        else:
-            goals[goal] = True
-        found = pass_messages(ways, clone, goals, modules == module)
-        if found is None:
+    entered = np.zeros(model.n_states, dtype=bool)
+    entered[ways.target] = True
+    entered[start] = True
+    source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
+    banned: set[tuple[int, int]] = set()
+    tally, route, moves, clone, reached, followed = Plan([], [], 0, 0, 0), [start], [], start, 0, []
+    while True:
+        graph = module_graph(ways, modules, entered, banned)
+        ends = np.zeros(graph.n_states, dtype=bool)
+        ends[modules[goal]] = True
+        path = pass_messages(graph, int(modules[clone]), ends, np.r_[False, np.ones(graph.n_states - 1, dtype=bool)])
+        if path is None:
+            if not banned:
+                raise _unreachable(start, goal)
             return _flat_rest(model, ways, route, moves, clone, goal, tally, reached)
-        tally = _add(tally, found)
-        reached += found.reached
-        route += found.route[1:]
-        moves += [model.actions[a] for a in found.actions]
-        clone = found.route[-1]
-        if k + 1 < len(path.route):  # step across into the next module by its most probable way
-            lo, hi = ways.indptr[clone], ways.indptr[clone + 1]
+        tally = Plan([], [], tally.updates, tally.dense_updates, 0, tally.module_updates + path.updates,
+                     tally.module_dense_updates + path.dense_updates)  # fmt: skip
+        for k, module in enumerate(path.route):
+            last = k + 1 == len(path.route)
+            goals = np.zeros(model.n_states, dtype=bool)
+            if last:
+                goals[goal] = True
+            else:
+                goals[source[(modules[source] == module) & (modules[ways.target] == path.route[k + 1])]] = True
+            found = pass_messages(ways, clone, goals, modules == module)
+            if found is None and last:
+                return _flat_rest(model, ways, route, moves, clone, goal, tally, reached, followed)
+            if found is None:
+                banned.add((int(module), int(path.route[k + 1])))
+                break
+            tally, reached = _add(tally, found), reached + found.reached
+            route, clone = route + found.route[1:], found.route[-1]
+            moves += [model.actions[a] for a in found.actions]
+            followed += [int(module)] if not followed or followed[-1] != module else []
+            if last:
+                return Plan(route, moves, tally.updates, tally.dense_updates, reached, tally.module_updates,
+                            tally.module_dense_updates, tuple(followed))  # fmt: skip
+            lo, hi = ways.indptr[clone], ways.indptr[clone + 1]  # step across by the most probable way
             into = np.flatnonzero(modules[ways.target[lo:hi]] == path.route[k + 1]) + lo
             way = int(into[np.argmax(ways.log_p[into])])
             clone = int(ways.target[way])
             route.append(clone)
             moves.append(model.actions[int(ways.action[way])])
-    return Plan(route, moves, tally.updates, tally.dense_updates, reached, tally.module_updates,
-                tally.module_dense_updates, tally.modules)  # fmt: skip
 
 
 def _add(plan: Plan, found: _Search) -> Plan:
     """``plan``'s message counts with those of one more search."""
     return Plan([], [], plan.updates + found.updates, plan.dense_updates + found.dense_updates, 0,
-                plan.module_updates, plan.module_dense_updates, plan.modules)  # fmt: skip
+                plan.module_updates, plan.module_dense_updates)  # fmt: skip
 
 
 def _flat_rest(
     model: ActionCHMM, ways: Successors, route: list[int], moves: list[str], clone: int, goal: int, tally: Plan,
-    reached: int = 0,
+    reached: int = 0, followed: list[int] | None = None,
 ) -> Plan:  # fmt: skip
     """The route so far completed by flat messages from ``clone`` to ``goal`` (a hierarchical plan's fallback)."""
     goals = np.zeros(model.n_states, dtype=bool)
@@ -254,7 +273,7 @@ def _flat_rest(
     tally = _add(tally, found)
     return Plan(route + found.route[1:], moves + [model.actions[a] for a in found.actions], tally.updates,
                 tally.dense_updates, reached + found.reached, tally.module_updates, tally.module_dense_updates,
-                tally.modules, fallback=True)  # fmt: skip
+                tuple(followed or ()), fallback=True)  # fmt: skip
 
 
 def ways_into(model: ActionCHMM, clone: int, threshold: float = THRESHOLD) -> list[tuple[int, int]]:
