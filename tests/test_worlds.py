@@ -289,3 +289,42 @@ def test_the_world_and_plan_commands_refuse_in_one_line(tmp_path, capsys, argume
     error = capsys.readouterr().err
     assert code == 1 and message in error and error.count("\n") == 1, error
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_module_cut_inside_is_planned_around_across_the_other_modules() -> None:
+    """Four rooms of 3 x 4 in a ring; the top-left room cut by blocking its column 3 (every way into its 3 cells),
+    so its door to the top-right room cannot be reached from its corner: the hierarchical planner, whose module
+    graph still joins the two rooms, fails inside the first, strikes that step and plans the modules again, around
+    the ring through the rooms below, as short as the flat route and without falling back on it."""
+    world, model, _, clone_of = true_map("3x4,3x4/3x4,3x4", seed=0)
+    assert world.doors == ((2, 4), (3, 2), (3, 7), (4, 4))
+    modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
+    barrier = [clone_of[(r, 3)] for r in range(3)]
+    blocked = planning.block(model, [way for c in barrier for way in planning.ways_into(model, c)])
+    start, goal = (0, 0), (0, 8)
+    flat = planning.plan_flat(blocked, clone_of[start], clone_of[goal])
+    tiered = planning.plan_hierarchical(blocked, modules, clone_of[start], clone_of[goal])
+    walled = world.grid.copy()
+    walled[0:3, 3] = -1
+    shortest = nx.shortest_path_length(maps.room_graph(walled), start, goal)
+    for plan in (flat, tiered):
+        cells = walk_the_moves(walled, start, plan.moves)
+        assert cells[-1] == goal and plan.steps == shortest and (2, 4) not in cells
+    assert not tiered.fallback and len(tiered.modules) == 4
+    unblocked = planning.plan_hierarchical(model, modules, clone_of[start], clone_of[goal])
+    assert unblocked.modules == tiered.modules[:1] + tiered.modules[-1:]  # the direct way, before the cut
+    assert tiered.module_updates > unblocked.module_updates  # the modules planned twice
+
+
+def test_any_door_of_a_ring_blocked_is_planned_around_without_falling_back() -> None:
+    """Four rooms of 4 x 4 in a ring, each door blocked in turn (whichever module Infomap put its clone in): the
+    hierarchical route from every corner to every other goes round by the other doors, as short as the flat one,
+    without planning flat."""
+    world, model, _, clone_of = true_map("4x4,4x4/4x4,4x4", seed=0)
+    modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
+    corners = [(0, 0), (8, 8), (0, 8), (8, 0)]
+    for door, (start, goal) in itertools.product(world.doors, itertools.permutations(corners, 2)):
+        blocked = planning.block(model, planning.ways_into(model, clone_of[door]))
+        flat = planning.plan_flat(blocked, clone_of[start], clone_of[goal])
+        tiered = planning.plan_hierarchical(blocked, modules, clone_of[start], clone_of[goal])
+        assert tiered.steps == flat.steps and not tiered.fallback and clone_of[door] not in tiered.route

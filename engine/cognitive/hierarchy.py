@@ -60,7 +60,8 @@ MAP_COMMUNITY_OPTIONS = CommunityOptions(markov_time=5.0, trials=10, words=0)
 """Infomap on a map: its multilevel hierarchy (the top modules are the rooms), 10 trials, no generalized words, and
 a Markov time of 5. On the true maps (:func:`engine.cognitive.worlds.world_model`) of 9 worlds of 2 to 6 rooms of
 3 x 3 to 12 x 12 cells, 3 seeds each, a Markov time of 5 finds every room and no more module in 27 of 27; 1 (Infomap's
-own) in 8 (NMI down to 0.56: rooms split), 4 in 24 (12 x 12 rooms split), 6 in 24 (3 x 3 rooms joined)."""
+own) in 8 (NMI down to 0.56: rooms split), 4 in 24 (12 x 12 rooms split), 6 in 24 (3 x 3 rooms joined). Smaller
+rooms may be joined (a ring of four 2 x 4 rooms is one module)."""
 
 
 def map_communities(
