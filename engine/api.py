@@ -36,8 +36,18 @@ from engine.backends.scramble import change_spans, restoration
 from engine.cognitive.actions import MAX_OBSERVATION, ActionCHMM, generate_walk
 from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
+from engine.cognitive.hierarchy import (
+    MAP_COMMUNITY_OPTIONS,
+    RoomMatch,
+    clone_modules,
+    clone_places,
+    map_communities,
+    match_rooms,
+    place_clones,
+)
 from engine.cognitive.maps import clone_graph as map_clone_graph
 from engine.cognitive.maps import place_field, plan_route, recovers_room
+from engine.cognitive.planning import Plan, block, plan_flat, plan_hierarchical, ways_into
 from engine.cognitive.schemas import HELD_OUT as SCHEMA_HELD_OUT
 from engine.cognitive.schemas import match_schemas, read_library
 from engine.cognitive.walks import (
@@ -52,6 +62,7 @@ from engine.cognitive.walks import (
     read_walk,
     write_walk,
 )
+from engine.cognitive.worlds import World, make_world, room_text, world_model, world_rooms
 from engine.corpora import text
 from engine.corpora.allocation import ALLOCATION_METHODS
 from engine.corpora.documents import Document, corpus_name, read_documents, read_zip_bytes
@@ -155,7 +166,13 @@ __all__ = [  # fmt: skip
     "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
     "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
-    "TrainOptions", "WalkFile", "write_communities", "write_walk", "match_schemas", "read_library", "SCHEMA_HELD_OUT",
+    "TrainOptions", "WalkFile", "write_communities", "write_walk",
+    # schemas: a walk in a new room matched to stored maps (issue 50)
+    "match_schemas", "read_library", "SCHEMA_HELD_OUT",
+    # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
+    "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",
+    "match_rooms", "place_clones", "Plan", "plan_flat", "plan_hierarchical", "room_text", "RoomMatch", "ways_into",
+    "World", "world_model", "world_rooms",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 

@@ -366,3 +366,24 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
     os.utime(files.heartbeat, (1.0, 1.0))  # its heartbeat stopped long ago
     value, label, *_, status, version = page.follow_job(5, session, False, False, None)
     assert label.startswith("The map job stopped without finishing") and "previous map is kept" in label
+
+
+def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_across_them(folder: Path) -> None:
+    """Issue 50: a world typed as the room (``chmm world``'s file) learns a map whose Infomap modules (the engine's)
+    are its rooms, said with their NMI; a route from one room to the other says what planning across the modules
+    cost against planning on the whole map."""
+    from engine.cognitive import worlds
+
+    world = worlds.make_world("3x3,3x3", observations=4, seed=0)
+    room = worlds.room_text(world.grid)
+    outcome = maps.run_map_job(folder, small_request(folder, room=room, length=4000, clones=12))
+    assert outcome["status"] == jobs.FINISHED, outcome
+    view = maps.load_view(folder)
+    assert view["modules"] == 2 and view["rooms"]["rooms"] == 2 and view["rooms"]["nmi"] >= 0.9
+    sentence = maps.modules_sentence(view)
+    assert sentence.startswith("Infomap finds 2 modules") and "a world of 2 rooms" in sentence
+    assert "NMI of 1.000" in sentence
+    by_place = {(round(n["row"]), round(n["column"])): n["clone"] for n in view["nodes"]}
+    route = maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])
+    assert len(route["actions"]) == 8
+    assert "Planned across the modules (" in route["text"] and "8 steps," in route["text"]

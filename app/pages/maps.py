@@ -382,8 +382,7 @@ def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
         [
             ui.message(maps.summary_sentence(view), kind),
             html.Div(
-                f"{placed} Steps into a wall (staying on a clone) are not drawn. Infomap finds {view['modules']} "
-                "module(s).",
+                f"{placed} Steps into a wall (staying on a clone) are not drawn. {maps.modules_sentence(view)}",
                 className="hint",
             ),
         ]

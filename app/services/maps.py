@@ -400,21 +400,14 @@ def _install(
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _modules(graph: Any) -> dict[int, int]:
-    """Infomap's two-level modules of the map (its links undirected, weighted by the walk's steps, self-loops left
-    out), as a module index from 0 by clone."""
-    from infomap import Network, Options
-
-    network = Network()
-    for node in graph.nodes:
-        network.add_node(int(node))
-    links = [(int(u), int(v), float(data.get("count", 1))) for u, v, data in graph.edges(data=True) if u != v]
-    if not links:
-        return {int(n): 0 for n in graph.nodes}
-    network.add_links(links)
-    result = network.run(options=Options(two_level=True, silent=True, num_trials=5, seed=1, flow_model="undirected"))
-    found = {int(node): int(module) - 1 for node, module in result.modules().items()}
-    return {int(n): max(found.get(int(n), 0), 0) for n in graph.nodes}
+def _modules(model: api.ActionCHMM) -> dict[int, int]:
+    """The map's Infomap modules (:func:`engine.cognitive.hierarchy.map_communities`: the top modules of the map's
+    transitions averaged over its actions, which find the rooms of a world), as a module index from 0 by clone."""
+    try:
+        found = api.clone_modules(api.map_communities(model))
+    except ValueError:  # a map without transitions: one module
+        return {}
+    return {clone: max(int(module) - 1, 0) for clone, module in enumerate(found.tolist())}
 
 
 def build_view(
@@ -422,7 +415,8 @@ def build_view(
 ) -> dict[str, Any]:
     """What the page draws of a map, computed once: the clones of the walk's MAP path with their observation, place
     (the mean (row, column) of the steps on them when the walk has true places, else a force layout) and Infomap
-    module; the edges between them (steps each way, action names); whether the map recovers the room."""
+    module; the edges between them (steps each way, action names); whether the map recovers the room and, for a
+    world of several rooms, how well the modules are its rooms (NMI, :func:`engine.cognitive.hierarchy.match_rooms`)."""
     import networkx as nx
 
     x, a = walk.walks()  # a file of several documents: each walk decoded from its own start
@@ -440,7 +434,7 @@ def build_view(
         spread = nx.spring_layout(graph.to_undirected(), seed=0) if nodes else {}
         places = {int(n): (float(p[1]) * 4, float(p[0]) * 4) for n, p in spread.items()}
         layout = "force"
-    modules = _modules(graph)
+    modules = _modules(model)
     edges = []
     for u, v, data in graph.edges(data=True):
         edges.append({"source": int(u), "target": int(v), "count": int(data["count"]), "actions": data["actions"]})
@@ -455,13 +449,16 @@ def build_view(
         "actions": list(walk.action_names),
         "layout": layout,
         "places": walk.positions is not None,
-        "modules": len(set(modules.values())),
+        "modules": len({modules.get(c, 0) for c in nodes}),
         "summary": {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in summary.items()},
         "room": None if room is None else room.tolist(),
     }
     if room is not None:
         view["recovers_room"] = api.recovers_room(model, x, a, room)
         view["cells"] = int(np.sum(room >= 0))
+        rooms, _ = api.world_rooms(room)
+        if rooms.max() >= 1 and walk.positions is not None:  # a world of several rooms: do the modules find them?
+            view["rooms"] = api.match_rooms(model, x, a, walk.positions, room).summary()
     return view
 
 
@@ -482,6 +479,18 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
             text += f" It recovers the room: {s['clones_used']} clones used for {cells} cells, the room's grid exactly."
         else:
             text += f" It does not recover the room: {s['clones_used']} clones used for {cells} cells."
+    return text
+
+
+def modules_sentence(view: dict[str, Any]) -> str:
+    """What Infomap finds on the map, and for a world of several rooms how well its modules are the rooms."""
+    text = f"Infomap finds {view['modules']} module{'s' if view['modules'] != 1 else ''} (colour by module)."
+    if view.get("rooms"):
+        found = view["rooms"]
+        text += (
+            f" The room is a world of {found['rooms']} rooms: the modules against them give an NMI of "
+            f"{found['nmi']:.3f} over the {found['clones_in_rooms']} clones placed in a room."
+        )
     return text
 
 
@@ -562,7 +571,29 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
         text = (
             f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}."
         )
+        text += _across_modules(model, view, begin, end)
     return {"route": route, "actions": moves, "text": text}
+
+
+def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end: int) -> str:
+    """The same route planned by messages across the map's modules against on the whole map
+    (:func:`engine.cognitive.planning.plan_hierarchical`, :func:`~engine.cognitive.planning.plan_flat`), in a
+    sentence; empty when the map has one module or either cannot plan it."""
+    if view.get("modules", 0) < 2:
+        return ""
+    modules = np.zeros(model.n_states, dtype=np.int64)
+    for node in view["nodes"]:
+        modules[node["clone"]] = node["module"] + 1
+    try:
+        flat, tiered = api.plan_flat(model, begin, end), api.plan_hierarchical(model, modules, begin, end)
+    except ValueError:
+        return ""
+    held, flat_held = tiered.summary()["updates"], flat.summary()["updates"]
+    path = " -> ".join(str(m - 1) for m in tiered.modules)
+    return (
+        f" Planned across the modules ({path}): {tiered.steps} steps, {held:,} messages against {flat_held:,} on "
+        f"the whole map ({held / flat_held:.0%})."
+    )
 
 
 def clone_options(view: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import api
-from engine.cli import communities, decode, export, maps, prune, sample, schema, score, train, walk
+from engine.cli import communities, decode, export, maps, plan, prune, sample, schema, score, train, walk, world
 from engine.errors import BackendError, error_message
 
-COMMANDS = (train, score, sample, decode, prune, communities, export, walk, maps, schema)
+COMMANDS = (train, score, sample, decode, prune, communities, export, world, walk, maps, plan, schema)
 """The commands, in the order ``chmm --help`` lists them: each module's ``add_parser`` adds its subparser (whose
 ``run`` default is the module's ``run``)."""
 

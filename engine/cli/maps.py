@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from engine import api
+from engine.cli import plan
 from engine.cli.common import check_output
 
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     model, summary = api.learn_map(walk, options, progress)
     if room is not None:
         summary["recovers_room"] = api.recovers_room(model, *walk.walks(), room)
+        summary |= {"rooms": found} if (found := plan.rooms_found(model, walk, room)) else {}
     model.save(args.output)
     if args.json:
         print(json.dumps(summary))
@@ -70,4 +72,6 @@ def run(args: argparse.Namespace) -> int:
             cells = int((room >= 0).sum())
             verdict = "recovers" if summary["recovers_room"] else "does not recover"
             print(f"the map {verdict} the room's grid of {cells} cells (self-loops aside)")
+            if "rooms" in summary:
+                print(plan.rooms_sentence(summary["rooms"]))
     return 0

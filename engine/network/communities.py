@@ -374,6 +374,30 @@ def module_links(communities: Communities) -> dict[str, list[tuple[str, str, flo
     return {parent: sorted(items, key=lambda item: -item[2]) for parent, items in links.items()}
 
 
+# ================================================================================ partitions compared
+def normalised_mutual_information(first: Iterable[Any], second: Iterable[Any]) -> float:
+    """How much two labelings of the same items agree: NMI = 2 I(U; V) / (H(U) + H(V)) (the arithmetic mean of the
+    entropies, as scikit-learn's default), with I and H over the items' joint and marginal label frequencies; 1 for
+    the same partition under any renaming, 0 for independent ones, and 1 when both put every item in one group.
+    ValueError for labelings of different lengths or of no items."""
+    a = np.asarray(list(first) if not isinstance(first, np.ndarray) else first)
+    b = np.asarray(list(second) if not isinstance(second, np.ndarray) else second)
+    if a.ndim != 1 or a.shape != b.shape or len(a) == 0:
+        raise ValueError("the two labelings must give one label to each of the same items (at least one)")
+    _, u = np.unique(a, return_inverse=True)
+    _, v = np.unique(b, return_inverse=True)
+    joint = np.zeros((u.max() + 1, v.max() + 1))
+    np.add.at(joint, (u, v), 1.0)
+    joint /= len(a)
+    pu, pv = joint.sum(axis=1), joint.sum(axis=0)
+    h_u, h_v = -_plogp_sum(pu), -_plogp_sum(pv)
+    if h_u == 0 and h_v == 0:
+        return 1.0
+    nonzero = joint > 0
+    mutual = float(np.sum(joint[nonzero] * np.log2(joint[nonzero] / np.outer(pu, pv)[nonzero])))
+    return float(np.clip(2.0 * mutual / (h_u + h_v), 0.0, 1.0))
+
+
 # ================================================================================ result writers
 TABLE_COLUMNS = ("id", "level", "parent", "name", "size", "flow", "enter_flow", "exit_flow", "chars", "words", "novel")
 

@@ -251,19 +251,33 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     weight = sp.csr_array((values, cols, indptr), shape=(n, n))
     count = None if counts is None else counts[order]
+    metadata = {k: model.metadata[k] for k in ("pruned", "corpus", "test_bps") if k in model.metadata}
+    return transition_graph(
+        weight, layout.clone_symbol(), list(model.symbols), count, teleportation,
+        metadata | {"normalisation": model.codec.normalisation},
+    )  # fmt: skip
+
+
+def transition_graph(
+    weight: sp.csr_array,
+    clone_symbol: np.ndarray,
+    symbols: list[str],
+    count: np.ndarray | None = None,
+    teleportation: float = TELEPORTATION,
+    metadata: dict[str, Any] | None = None,
+) -> CloneGraph:
+    """The clone graph of any transition matrix over clones that each emit one symbol (a text model's T, or a
+    cognitive map's T averaged over its actions): ``weight`` an H x H CSR array with sorted indices, each row summing
+    to 1 or 0, ``clone_symbol`` the symbol of each clone, ``count`` values aligned with ``weight.data`` or None. Node
+    flow is :func:`stationary_distribution` of ``weight``, edge flow node flow x weight, each clone's rank among the
+    clones of its symbol from the order of ``clone_symbol`` (clones of a symbol consecutive)."""
+    weight = sp.csr_array(weight)
+    clone_symbol = np.asarray(clone_symbol, dtype=np.int64)
     flow = stationary_distribution(weight, teleportation)
-    edge_flow = flow[rows] * weight.data
-    clone_symbol = layout.clone_symbol()
-    clone_rank = np.arange(n) - layout.clone_start[clone_symbol]
+    sources = np.repeat(np.arange(weight.shape[0]), np.diff(weight.indptr))
+    edge_flow = flow[sources] * weight.data
+    first = np.searchsorted(clone_symbol, np.arange(len(symbols))) if len(clone_symbol) else np.zeros(0, np.int64)
+    clone_rank = np.arange(len(clone_symbol)) - first[clone_symbol]
     return CloneGraph(
-        list(model.symbols),
-        clone_symbol,
-        clone_rank,
-        weight,
-        count,
-        edge_flow,
-        flow,
-        teleportation,
-        {k: model.metadata[k] for k in ("pruned", "corpus", "test_bps") if k in model.metadata}
-        | {"normalisation": model.codec.normalisation},
+        list(symbols), clone_symbol, clone_rank, weight, count, edge_flow, flow, teleportation, dict(metadata or {})
     )
