@@ -147,3 +147,24 @@ def test_a_room_is_learned_through_a_noisy_sensor():
     soft_bits = actions.bits_per_step(learned, test.observations, test.actions)
     naive_bits = actions.bits_per_step(naive, test.observations, test.actions)
     assert soft_bits < naive_bits
+
+
+def test_a_map_through_noise_is_learned_merged_and_bounded():
+    """``learn_map_through_noise`` (chmm map --noise): the readings' evidence, soft EM and Viterbi EM, merged; the
+    summary says the iterations and the clones; more clones than a dense T may hold and a noise past 0.5 are refused
+    in one sentence."""
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 3_000, seed=7)
+    readings = evidence.noisy_readings(walk.observations, 3, 0.1, seed=8)
+    model, summary = evidence.learn_map_through_noise(
+        readings.symbols, walk.actions, ["a", "b", "c"], list(actions.MOVES), 0.1, 4, 100, 1e-3, 10, seed=9
+    )
+    assert summary["em_iterations"] > 5 and summary["viterbi_iterations"] >= 1
+    assert summary["clones"] == model.n_states < 12 and np.isfinite(summary["bits_per_step"])
+    assert model.symbols == ["a", "b", "c"] and model.actions == list(actions.MOVES)
+    for noise, clones, message in ((0.1, 700, "at most 2,000 clones"), (0.6, 4, "from 0 to 0.5")):
+        with pytest.raises(ValueError, match=message) as caught:
+            evidence.learn_map_through_noise(
+                readings.symbols, walk.actions, ["a", "b", "c"], list(actions.MOVES), noise, clones, 5, 1e-3, 0
+            )
+        assert "\n" not in str(caught.value)

@@ -62,11 +62,17 @@ def noisy_readings(observations: Any, n_symbols: int, noise: float, seed: int = 
     rng = np.random.default_rng(seed)
     wrong = rng.random(len(x)) < noise
     shift = rng.integers(1, max(n_symbols, 2), size=len(x))
-    read = np.where(wrong, (x + shift) % n_symbols, x)
+    read = np.where(wrong, (x + shift) % n_symbols, x).astype(np.int64)
+    return Readings(read, reading_evidence(read, n_symbols, noise))
+
+
+def reading_evidence(readings: np.ndarray, n_symbols: int, noise: float) -> np.ndarray:
+    """The soft evidence of a symmetric noisy sensor's ``readings``: L_n(i) = 1 - noise for i = reading_n and
+    noise / (E - 1) for each other symbol, shape (N, E)."""
     other = float(noise) / (n_symbols - 1) if n_symbols > 1 else 0.0
-    likelihood = np.full((len(x), n_symbols), other)
-    likelihood[np.arange(len(x)), read] = 1.0 - float(noise)
-    return Readings(read.astype(np.int64), likelihood)
+    likelihood = np.full((len(readings), n_symbols), other)
+    likelihood[np.arange(len(readings)), readings] = 1.0 - float(noise)
+    return likelihood
 
 
 def check_evidence(likelihood: Any, a: Any, n_symbols: int, n_actions: int | None = None) -> tuple[np.ndarray, ...]:
@@ -255,7 +261,57 @@ def learn_soft(
         transitions.astype(model.T.dtype), model.n_clones, model.pi, symbols=model.symbols, actions=model.actions
     )
     learned.metadata.update(model.metadata)
+    learned.metadata.update(em_iterations=len(history), viterbi_iterations=len(viterbi_history))
     return learned, history + viterbi_history
+
+
+MAX_SOFT_CLONES = 2_000
+"""The most clones a map learned from soft evidence may have (its T is held dense: A x H x H float64)."""
+
+
+def learn_map_through_noise(
+    x: np.ndarray,
+    a: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    noise: float,
+    clones: int,
+    iterations: int,
+    pseudocount: float,
+    viterbi_iterations: int,
+    seed: int = 0,
+    merge: bool = True,
+    progress: Progress | None = None,
+) -> tuple[ActionCHMM, dict[str, Any]]:
+    """``chmm map --noise``: a map of a walk whose observations ``x`` are a symmetric noisy sensor's readings (wrong
+    with probability ``noise``): :func:`learn_soft` on their evidence (:func:`reading_evidence`) from a random dense
+    start with ``clones`` per observation, then, with ``merge``, the clones with the same future merged
+    (:func:`engine.cognitive.maps.merge_equivalent_clones`). Returns the map and its summary (the bits per step of
+    the readings under it, iterations, clones)."""
+    from engine.cognitive.maps import merge_equivalent_clones, used_clones
+
+    if not 0.0 <= noise <= MAX_NOISE:
+        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
+    E = len(symbols)
+    if E < 2:
+        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+    if clones * E > MAX_SOFT_CLONES:
+        raise ValueError(
+            f"a map learned through noise holds its transitions dense, at most {MAX_SOFT_CLONES:,} clones; "
+            f"{clones} clones for each of {E} observations are {clones * E:,} (use fewer --clones)"
+        )
+    start = random_dense_model(np.full(E, clones), len(action_names), seed, symbols, action_names)
+    likelihood = reading_evidence(np.asarray(x, dtype=np.int64), E, noise)
+    model, history = learn_soft(start, likelihood, a, iterations, pseudocount, viterbi_iterations, progress=progress)
+    em_iterations, viterbi = model.metadata["em_iterations"], model.metadata["viterbi_iterations"]
+    if merge:
+        model, _ = merge_equivalent_clones(model)
+    summary = {
+        "bits_per_step": history[-1] if history else float("nan"), "em_iterations": em_iterations,
+        "viterbi_iterations": viterbi, "clones": int(model.n_states), "clones_used": int(len(used_clones(model))),
+        "noise": float(noise),
+    }  # fmt: skip
+    return model, summary
 
 
 def random_dense_model(
