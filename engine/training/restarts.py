@@ -154,7 +154,7 @@ def run_in_processes(
             return [f.result() for f in futures]
         except BaseException:
             cancelled.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
 
 
