@@ -92,8 +92,8 @@ def test_restarts_in_processes_learn_what_one_process_learns(monkeypatch: pytest
         model, summary = walks.learn_map(walk, options(restarts=3), lambda *record, seen=seen: seen.append(record))
         runs[processes] = (model, summary, seen)
     (one, one_summary, one_seen), (two, two_summary, two_seen) = runs["1"], runs["2"]
-    lines = two_summary.pop("restarts")
-    assert [pytest.approx(line) for line in lines] == one_summary.pop("restarts")
+    lines = [line | {"seconds": 0} for line in two_summary.pop("restarts")]  # their times differ
+    assert [pytest.approx(line) for line in lines] == [line | {"seconds": 0} for line in one_summary.pop("restarts")]
     assert two_summary == pytest.approx(one_summary)
     assert two.n_states == one.n_states and np.allclose(two.T, one.T, atol=1e-7)
     # the progress comes restart by restart, then the kept restart's refit, in either case

@@ -14,6 +14,7 @@ and a restart is worth a process's start (:func:`map_restart_processes`), throug
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,13 +53,15 @@ class MapRun:
 @dataclass
 class MapRestart:
     """A restart: its number (from 0), its seed, its run on the walk without the tail, the held-out bits per step of
-    its map on the tail (infinite when the map cannot make the tail) and its bits per step on the rest."""
+    its map on the tail (infinite when the map cannot make the tail), its bits per step on the rest, and the seconds
+    it took."""
 
     restart: int
     seed: int
     run: MapRun
     held_out_bits: float
     bits_per_step: float
+    seconds: float = 0.0
 
     def line(self) -> dict[str, Any]:
         """The restart's line in the map's summary (infinite bits as None, so that it stays JSON)."""
@@ -71,6 +74,7 @@ class MapRestart:
             "em_iterations": self.run.em_iterations,
             "viterbi_iterations": self.run.viterbi_iterations,
             "clones_used": int(len(maps.used_clones(self.run.model))),
+            "seconds": round(self.seconds, 3),
         }
 
 
@@ -147,6 +151,7 @@ def run_restart(
     (:func:`engine.cognitive.actions.random_action_model`), :func:`recipe` on ``learned_from``, and its map's bits
     per step on ``held_out`` and on ``learned_from``. Each iteration goes to ``report(stage, iteration, bits)``; None
     when ``cancel`` (a :class:`engine.training.learning.CancelToken`) is set, checked after every iteration."""
+    began = time.perf_counter()
     seed = int(options.seed) + restart
     start = actions.random_action_model(n_clones, x, a, seed, symbols, action_names)
 
@@ -164,7 +169,8 @@ def run_restart(
     except RestartCancelled:
         return None
     held = actions.bits_per_step(run.model, *_lists(held_out))
-    return MapRestart(restart, seed, run, held, actions.bits_per_step(run.model, *_lists(learned_from)))
+    learned = actions.bits_per_step(run.model, *_lists(learned_from))
+    return MapRestart(restart, seed, run, held, learned, time.perf_counter() - began)
 
 
 def map_restart_processes(n_restarts: int, steps: int, clones: int) -> int:
@@ -198,21 +204,21 @@ def run_restarts(
     walks = actions.check_walks(x, a, len(n_clones), len(action_names))
     learned_from, held_out = hold_out_tail(walks, held_out_share)
     steps = sum(len(x_d) for x_d, _ in walks)
-    jobs = [
-        (x, a, learned_from, held_out, n_clones, symbols, action_names, options, r) for r in range(options.restarts)
-    ]
+    job = (x, a, learned_from, held_out, n_clones, symbols, action_names, options)
+    jobs = [(*job, r) for r in range(options.restarts)]
     processes = map_restart_processes(options.restarts, steps, int(np.sum(n_clones)))
     if processes > 1:
         callback = None if progress is None else (lambda r, record: progress(*record, r))
         results = run_in_processes(_in_worker, jobs, processes, callback)
     else:
-        results = [run_restart(*job, report=None if progress is None else _tagged(progress, job[-1])) for job in jobs]
+        results = [run_restart(*job, report=None if progress is None else _report(progress, job[-1])) for job in jobs]
     if any(result is None for result in results):
         raise RuntimeError("the map's restarts stopped before they ended (cancelled)")
     return [r for r in results if r is not None], sum(len(x_d) for x_d, _ in held_out)
 
 
-def _tagged(progress: Callable[[str, int, float, int], None], restart: int) -> Report:
+def _report(progress: Callable[[str, int, float, int], None], restart: int) -> Report:
+    """``progress`` as one restart's :data:`Report`."""
     return lambda stage, iteration, bits: progress(stage, iteration, bits, restart)
 
 
@@ -220,6 +226,27 @@ def chosen(restarts: Sequence[MapRestart]) -> MapRestart:
     """The restart kept: the lowest held-out bits per step, then the lowest bits per step on the rest of the walk
     (when every map gives the tail probability 0), then the first."""
     return min(restarts, key=lambda r: (r.held_out_bits, r.bits_per_step, r.restart))
+
+
+def best_of_restarts(
+    x: actions.Walks,
+    a: actions.Walks,
+    n_clones: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    options: Any,
+    held_out_share: float,
+    progress: Callable[[str, int, float, int], None] | None = None,
+) -> tuple[MapRun, list[MapRestart], MapRestart, int]:
+    """The map of ``options.restarts`` restarts: every restart on the walk without its held-out tail
+    (:func:`run_restarts`), the one :func:`chosen` keeps, refitted on the whole walk (:func:`refit`, its Viterbi
+    iterations to ``progress`` as stage "refit"). Returns the refitted run, every restart, the kept one and the
+    held-out steps."""
+    tried, held_steps = run_restarts(x, a, n_clones, symbols, action_names, options, held_out_share, progress)
+    kept = chosen(tried)
+    report = None if progress is None else _report(progress, kept.restart)
+    refit_progress = None if report is None else (lambda iteration, bits: report("refit", iteration, bits))
+    return refit(kept, x, a, options, refit_progress), tried, kept, held_steps
 
 
 def refit(

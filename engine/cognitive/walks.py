@@ -296,12 +296,9 @@ def learn_map(
 
         run = restarts.recipe(start, x, a, options, stage)
     else:
-        tried, held_steps = restarts.run_restarts(
+        run, tried, kept, held_steps = restarts.best_of_restarts(
             x, a, n_clones, walk.symbols, walk.action_names, options, MAP_HELD_OUT_SHARE, progress
         )
-        kept = restarts.chosen(tried)
-        refit_progress = None if progress is None else (lambda i, bits: progress("refit", i, bits, kept.restart))
-        run = restarts.refit(kept, x, a, options, refit_progress)
         extra = {"restarts": [r.line() for r in tried], "kept_restart": kept.restart, "held_out_steps": held_steps}
     model = run.model
     path, _ = actions.viterbi(model, x, a)
