@@ -75,7 +75,7 @@ def layout(**_query: Any) -> html.Div:
                     "Clones per observation",
                     dcc.Input(id=ids.MAP_CLONES, type="number", step="any", value=maps.APP_CLONES, className="num"),
                     f"the engine's default is {api.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
-                    "from 10,000 steps in a few seconds on 2 cores (70 take about four times as long)",
+                    "from 10,000 steps in about 3 s a restart on 2 cores (70 take about four times as long)",
                 ),
                 ui.field("Seed", dcc.Input(id=ids.MAP_SEED, type="number", step="any", value=0, className="num")),
                 ui.field(

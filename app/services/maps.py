@@ -52,10 +52,12 @@ NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
 2,1,2,3,3,3,2,0"""
 """The 6 x 8 rectangular room of the paper's public notebook (George et al. 2021): four observations, no walls."""
 APP_WALK_LENGTH = 10_000
-"""The page's walk length: the notebook's room is learned from it in a few seconds."""
+"""The page's walk length: the notebook's room is learned from it in a few seconds a restart."""
 APP_CLONES = 20
 """The page's clones per observation: the engine's default is :data:`engine.cognitive.walks.MAP_DEFAULTS` (70); 20 learn
-the notebook's room from a 10,000-step walk in about 3 s on 2 cores (70: about four times as long), and recover it."""
+the notebook's room from a 10,000-step walk in about 3 s a restart on 2 cores (70: about four times as long), and
+recover it; the page's 4 restarts (the engine's default) run one after the other in the job's process (such maps are
+below :data:`engine.cognitive.restarts.MAP_PROCESS_WORK`)."""
 MAX_WALK_LENGTH = 200_000
 MAX_CLONES = 200
 MAX_TOTAL_CLONES = 5_000
