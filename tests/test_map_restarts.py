@@ -160,6 +160,35 @@ def test_a_walk_too_short_to_hold_out_a_tail_is_refused_in_one_sentence(tmp_path
     assert "restarts" not in json.loads(capsys.readouterr().out)
 
 
+def test_the_maps_page_learns_with_restarts_and_says_which_it_kept(folder: Path) -> None:
+    """The page's form has Restarts: the job learns with them, its progress names the restart, its message the one
+    kept."""
+    from app import jobs
+    from app.services import maps as page_maps
+
+    room = "\n".join(",".join(str(v) for v in row) for row in WALLED)
+    reports: list[dict] = []
+    request = page_maps.check_request(folder, "room", room, 3000, 5, SEED, "3")
+    assert request.restarts == 3 and request.options().restarts == 3
+    outcome = page_maps.run_map_job(folder, request, report=reports.append)
+    assert outcome["status"] == jobs.FINISHED, outcome
+    kept = page_maps.load_view(folder)["summary"]["kept_restart"]
+    assert (
+        f"Restart {kept + 1} of 3 kept: its map predicted the walk's held-out last 300 steps best."
+        in outcome["message"]
+    )
+    assert "It recovers the room: 14 clones used for 14 cells" in outcome["message"]
+    labels = [page_maps.progress_of(r) for r in reports if r.get("stage") and r["status"] == jobs.RUNNING]
+    assert all(0 <= value <= 99 for value, _ in labels)
+    assert all(label.startswith(("Restart ", "The kept restart (")) for _, label in labels)
+    assert page_maps.check_request(folder, "room", room, 3000, 5, SEED).restarts == walks.MAP_DEFAULTS.restarts
+    running = {"status": jobs.RUNNING, "request": {"restarts": 3}}
+    value, label = page_maps.progress_of(running | {"stage": "refit", "iteration": 1, "bits": 0.01, "restart": 2})
+    assert value >= 90 and label.startswith("The kept restart (3 of 3): Viterbi EM iteration 2")
+    value, label = page_maps.progress_of(running | {"stage": "em", "iteration": 0, "bits": 1.0, "restart": 1})
+    assert 30 <= value < 60 and label.startswith("Restart 2 of 3: EM iteration 1 ")
+
+
 def test_a_cancelled_map_job_with_restarts_keeps_the_previous_map_and_writes_nothing(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
