@@ -6,6 +6,8 @@ the recovery of rooms from walks (issue 37).
     python bench/bench_rooms.py --seeds 0 --backends cpu gpu               # batch EM on each backend
     python bench/bench_rooms.py --seeds 0 --sparse                         # a learned map: sparse vs dense engine
     python bench/bench_rooms.py --seeds 5 --algorithm online               # recovery with online EM first
+    python bench/bench_rooms.py --defaults --seeds 5                       # recovery with chmm map's defaults
+    python bench/bench_rooms.py --defaults --seeds 2 --walk 20000 --rooms rectangular doors   # a reduced run
 
 Side by side: the public notebook's rectangular 6 x 8 room with 4 observations, a 50,000-step walk (our generator),
 70 clones per observation, pseudocount 2e-3. Both start from the reference's own random T (its ``CHMM(...,
@@ -23,6 +25,19 @@ the last step of ``chmm map``), and the bits per step of a held-out 10,000-step 
 walk's entropy rate is 0: the place and the action determine the next observation). With ``--algorithm online`` the
 first stage is online EM (``actions.learn_online``, ``--epochs`` passes in batches of ``--batch-size`` steps) instead
 of batch EM; with ``--algorithm online-batch``, online EM then batch EM (the text recipe).
+
+Recovery with the defaults (``--defaults``, issue 50): for each room and seed, a walk of ``--walk`` steps (50,000)
+read back as ``chmm walk`` writes it, and the map ``chmm map`` learns from it with every default
+(engine.cognitive.walks.MAP_DEFAULTS, the seed the walk's): ``--restarts`` restarts (the default's unless given), each
+on the walk without its last 10%, the one whose map predicts that tail best refitted on the whole walk and merged
+(engine.cognitive.restarts.best_of_restarts, what ``walks.learn_map`` calls); recovered = the map's clone graph
+isomorphic to the room's grid graph. The rows give each restart's held-out bits per step and whether its own map
+(learned without the tail) recovers the room, the restart kept, the minutes the map took on the wall clock (its
+restarts in worker processes, one core each, as many at once as ``CHMM_RESTART_PROCESSES`` or the cores allow) and
+summed over its restarts (core-minutes), and the bits per step of a fresh 10,000-step walk under the map. The rooms:
+the notebook's (rectangular, empty) and two of our own with walls and aliased observations (walled: the 5 x 7 room of
+issue 50, doors: two rooms joined by a door). ``--first-seed`` starts the seeds elsewhere (so that several processes
+share the seeds of a room), ``--jsonl`` appends each map's row as one JSON line as soon as it is learned.
 
 Sparse: a map learned on the rectangular room (batch EM, Viterbi EM) keeps about one successor per clone and action;
 the table gives the seconds of a likelihood and of an E-step over a fresh 50,000-step walk on the dense CPU engine
@@ -74,7 +89,31 @@ def empty_room(height: int = 6, width: int = 8) -> np.ndarray:
     return room
 
 
-ROOMS = {"rectangular": RECTANGULAR, "empty": empty_room()}
+WALLED = np.array(
+    [
+        [4, 0, 2, 4, 4, 0, 3],
+        [4, 3, 2, 3, 2, 4, 1],
+        [0, 1, -1, -1, -1, -1, 3],
+        [4, 2, 3, 2, 1, 0, 1],
+        [0, 1, 0, 0, 2, 1, 3],
+    ]
+)
+"""Our 5 x 7 room with an interior wall of 4 cells (issue 50): 5 observations repeated over 31 cells (6 or 7 each,
+placed by a random permutation, seed 50), two pairs of alike cells side by side."""
+
+DOORS = np.array(
+    [
+        [3, 1, 2, -1, 2, 3, 1],
+        [3, 1, 3, -1, 1, 0, 0],
+        [1, 0, 0, 2, 0, 0, 3],
+        [3, 1, 2, -1, 2, 2, 0],
+    ]
+)
+"""Our two rooms joined by a door: 4 x 3 cells on each side of a wall with a door in its third row, 4 observations
+over 25 cells (6 or 7 each, a random permutation, seed 51); the left room's top and bottom rows read alike."""
+
+ROOMS = {"rectangular": RECTANGULAR, "empty": empty_room(), "walled": WALLED, "doors": DOORS}
+NOTEBOOK_ROOMS = ["rectangular", "empty"]
 CLONES = 70
 PSEUDOCOUNT = 2e-3
 WALK = 50_000
@@ -243,13 +282,98 @@ def recovery(
     return rows
 
 
+def _map_row(name: str, seed: int, walk_length: int, restarts: int) -> dict:
+    """One map of ``chmm map``'s defaults (``restarts`` restarts) from the walk of ``seed`` in room ``name``, and its
+    figures (see the module docstring)."""
+    from dataclasses import replace
+
+    from engine.cognitive import restarts as map_restarts
+    from engine.cognitive import walks
+
+    room = ROOMS[name]
+    walk = walks.parse_walk(walks.format_walk(actions.generate_walk(room, walk_length, seed=seed)), "the walk")
+    x, a = walk.walks()
+    options = replace(walks.MAP_DEFAULTS, seed=seed, restarts=restarts)
+    n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
+    last = {"at": time.perf_counter()}
+
+    def progress(stage: str, iteration: int, bits: float, restart: int) -> None:
+        if time.perf_counter() - last["at"] > 60:  # a line a minute: how far the shown restart is
+            last["at"] = time.perf_counter()
+            print(f"  {name} seed {seed} restart {restart + 1}: {stage} {iteration + 1} {bits:.4f}", flush=True)
+
+    t0 = time.perf_counter()
+    if restarts > 1:
+        run, tried, kept, _ = map_restarts.best_of_restarts(
+            x, a, n_clones, walk.symbols, walk.action_names, options, walks.MAP_HELD_OUT_SHARE, progress
+        )
+        cut = len(x) - sum(len(part) for part in map_restarts.hold_out_tail([(x, a)], walks.MAP_HELD_OUT_SHARE)[1])
+        each = [
+            dict(held_out=r.held_out_bits, recovered=maps.recovers_room(r.run.model, x[:cut], a[:cut], room),
+                 em=r.run.em_iterations, minutes=r.seconds / 60)
+            for r in tried
+        ]  # fmt: skip
+        kept_restart = kept.restart
+    else:
+        start = actions.random_action_model(n_clones, x, a, seed, walk.symbols, walk.action_names)
+        stages = lambda stage: lambda i, bits: progress(stage, i, bits, 0)  # noqa: E731
+        run, each, kept_restart = map_restarts.recipe(start, x, a, options, stages), [], 0
+    wall = (time.perf_counter() - t0) / 60
+    test = actions.generate_walk(room, 10_000, seed=1000 + seed)
+    return dict(
+        room=name, seed=seed, steps=walk_length, restarts=restarts, recovered=maps.recovers_room(run.model, x, a, room),
+        kept=kept_restart, clones=run.model.n_states, em=run.em_iterations, each=each, minutes=wall,
+        core_minutes=sum(r["minutes"] for r in each) or wall,
+        test_bits=actions.bits_per_step(run.model, test.observations, test.actions),
+    )  # fmt: skip
+
+
+def recovery_with_defaults(
+    seeds: range, rooms: list[str], walk_length: int, restarts: int, jsonl: Path | None = None
+) -> list[dict]:
+    """Recovery by ``chmm map``'s defaults (:func:`_map_row` for every room and seed): a row per map, as it is
+    learned (and a JSON line in ``jsonl``), then per room the maps that recover it and the minutes per map."""
+    rows = []
+    print("\n| room | seed | restarts: held-out bits per step (own map recovers the room) | kept | recovered | "
+          "clones | EM iterations (kept) | minutes (wall) | core-minutes | test bits per step |")  # fmt: skip
+    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|")
+    for seed in seeds:  # every room's first seed first: a run cut short still covers each room
+        for name in rooms:
+            row = _map_row(name, seed, walk_length, restarts)
+            rows.append(row)
+            each = ", ".join(f"{r['held_out']:.5f} ({'yes' if r['recovered'] else 'no'})" for r in row["each"])
+            print(f"| {name} ({int((ROOMS[name] >= 0).sum())} cells) | {seed} | {each or '-'} | {row['kept'] + 1} | "
+                  f"{'yes' if row['recovered'] else 'no'} | {row['clones']} | {row['em']} | {row['minutes']:.1f} | "
+                  f"{row['core_minutes']:.1f} | {row['test_bits']:.5f} |", flush=True)  # fmt: skip
+            if jsonl is not None:
+                with jsonl.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(row, default=float) + "\n")
+    print("\n| room | recovered | restarts whose own map recovers it | minutes per map (wall) | core-minutes |")
+    print("|---|---:|---:|---:|---:|")
+    for name in rooms:
+        mine = [r for r in rows if r["room"] == name]
+        own = [e["recovered"] for r in mine for e in r["each"]]
+        minutes, core = np.mean([r["minutes"] for r in mine]), np.mean([r["core_minutes"] for r in mine])
+        print(f"| {name} | {sum(r['recovered'] for r in mine)} of {len(mine)} | {sum(own)} of {len(own)} | "
+              f"{minutes:.1f} | {core:.1f} |")  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", type=Path, default=None, help="a checkout of vicariousinc/naturecomm_cscg")
     parser.add_argument("--iterations", type=int, default=10, help="EM iterations side by side")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds side by side")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per room for the recovery table (0: none)")
-    parser.add_argument("--rooms", nargs="+", choices=sorted(ROOMS), default=list(ROOMS), help="rooms to recover")
+    parser.add_argument(
+        "--rooms", nargs="+", choices=sorted(ROOMS), default=None,
+        help="rooms to recover (default: the notebook's two; with --defaults all four)",
+    )  # fmt: skip
+    parser.add_argument("--defaults", action="store_true", help="recovery with chmm map's defaults (restarts)")
+    parser.add_argument("--restarts", type=int, default=None, help="--defaults with this many restarts")
+    parser.add_argument("--walk", type=int, default=WALK, help="--defaults: the walk's steps")
+    parser.add_argument("--first-seed", type=int, default=0, help="--defaults: the first seed")
+    parser.add_argument("--jsonl", type=Path, default=None, help="--defaults: append each map's row here")
     parser.add_argument("--em-iterations", type=int, default=1000, help="most EM iterations in the recovery")
     parser.add_argument("--backends", nargs="+", default=None, help="time batch EM on these backends (cpu gpu ...)")
     parser.add_argument("--sparse", action="store_true", help="a learned map on the dense and the sparse engine")
@@ -268,12 +392,18 @@ def main() -> None:
         out["backends"] = backends(args.backends, args.iterations)
     if args.sparse:
         out["sparse"] = learned_on_sparse(args.em_iterations)
-    if args.seeds:
+    if args.seeds and args.defaults:
+        from engine.cognitive.walks import MAP_DEFAULTS
+
+        restarts = MAP_DEFAULTS.restarts if args.restarts is None else args.restarts
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        out["defaults"] = recovery_with_defaults(seeds, args.rooms or list(ROOMS), args.walk, restarts, args.jsonl)
+    elif args.seeds:
         out["recovery"] = recovery(
-            args.seeds, args.rooms, args.em_iterations, args.algorithm, args.epochs, args.batch_size
+            args.seeds, args.rooms or NOTEBOOK_ROOMS, args.em_iterations, args.algorithm, args.epochs, args.batch_size
         )
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+        args.json.write_text(json.dumps(out, indent=1, default=float))
 
 
 if __name__ == "__main__":

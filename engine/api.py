@@ -52,6 +52,7 @@ from engine.cognitive.schemas import HELD_OUT as SCHEMA_HELD_OUT
 from engine.cognitive.schemas import match_schemas, read_library
 from engine.cognitive.walks import (
     MAP_DEFAULTS,
+    MAP_HELD_OUT_SHARE,
     MapOptions,
     WalkFile,
     format_walk,
@@ -154,7 +155,8 @@ __all__ = [  # fmt: skip
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
-    "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS", "model_communities", "model_graph",
+    "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",
+    "model_communities", "model_graph",
     "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult", "ngram_beside",
     "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout",
     "packed_layout", "PALETTE",

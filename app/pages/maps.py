@@ -75,9 +75,21 @@ def layout(**_query: Any) -> html.Div:
                     "Clones per observation",
                     dcc.Input(id=ids.MAP_CLONES, type="number", step="any", value=maps.APP_CLONES, className="num"),
                     f"the engine's default is {api.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
-                    "from 10,000 steps in a few seconds on 2 cores (70 take about four times as long)",
+                    "from 10,000 steps in about 3 s a restart on 2 cores (70 take about four times as long)",
                 ),
                 ui.field("Seed", dcc.Input(id=ids.MAP_SEED, type="number", step="any", value=0, className="num")),
+                ui.field(
+                    "Restarts",
+                    dcc.Input(
+                        id=ids.MAP_RESTARTS,
+                        type="number",
+                        step="any",
+                        value=api.MAP_DEFAULTS.restarts,
+                        className="num",
+                    ),
+                    f"learn from this many random starts and keep the one whose map predicts the walk's last "
+                    f"{api.MAP_HELD_OUT_SHARE:.0%} best (1 to {api.MAX_RESTARTS}; 1: one start on the whole walk)",
+                ),
             ],
             className="form-grid",
         ),
@@ -102,7 +114,8 @@ def layout(**_query: Any) -> html.Div:
         "Learn the map",
         html.Div(
             "Batch EM, then Viterbi EM (which keeps only the clones the walk uses), then clones with the same future "
-            "merged: the recipe of `chmm map`. It runs in the background; Cancel keeps the previous map.",
+            "merged, from each restart's random start: the recipe of `chmm map`. It runs in the background; Cancel "
+            "keeps the previous map.",
             className="hint",
         ),
         panel.MAP.buttons("Learn the map"),
@@ -227,9 +240,9 @@ def upload_walk(contents: str | None, filename: str | None, session_id: str | No
 
 
 # ------------------------------------------------------------------------------------------ the job
-def _queue(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any) -> None:
+def _queue(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any, restarts: Any) -> None:
     """Check the map job's form and put the job into the server's queue (as the Train page does)."""
-    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed))
+    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed, restarts))
 
 
 start = panel.MAP.register_start(
@@ -239,6 +252,7 @@ start = panel.MAP.register_start(
     State(ids.MAP_LENGTH, "value"),
     State(ids.MAP_CLONES, "value"),
     State(ids.MAP_SEED, "value"),
+    State(ids.MAP_RESTARTS, "value"),
 )
 
 

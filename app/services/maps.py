@@ -52,10 +52,12 @@ NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
 2,1,2,3,3,3,2,0"""
 """The 6 x 8 rectangular room of the paper's public notebook (George et al. 2021): four observations, no walls."""
 APP_WALK_LENGTH = 10_000
-"""The page's walk length: the notebook's room is learned from it in a few seconds."""
+"""The page's walk length: the notebook's room is learned from it in a few seconds a restart."""
 APP_CLONES = 20
 """The page's clones per observation: the engine's default is :data:`engine.cognitive.walks.MAP_DEFAULTS` (70); 20 learn
-the notebook's room from a 10,000-step walk in about 3 s on 2 cores (70: about four times as long), and recover it."""
+the notebook's room from a 10,000-step walk in about 3 s a restart on 2 cores (70: about four times as long), and
+recover it; the page's 4 restarts (the engine's default) run one after the other in the job's process (such maps are
+below :data:`engine.cognitive.restarts.MAP_PROCESS_WORK`)."""
 MAX_WALK_LENGTH = 200_000
 MAX_CLONES = 200
 MAX_TOTAL_CLONES = 5_000
@@ -112,35 +114,42 @@ def room_text(room: np.ndarray) -> str:
 @dataclass(frozen=True)
 class MapRequest:
     """What a map job learns from: a walk of ``length`` steps in ``room`` (source "room") or the session's uploaded
-    walk (source "walk"), with ``clones`` per observation and ``seed`` (the walk's and the model's)."""
+    walk (source "walk"), with ``clones`` per observation, ``seed`` (the walk's and the model's) and ``restarts``
+    (the engine's :attr:`engine.cognitive.walks.MapOptions.restarts`; a job queued before it existed ran one)."""
 
     source: str
     clones: int
     seed: int = 0
     room: str | None = None
     length: int | None = None
+    restarts: int = 1
 
     def options(self) -> api.MapOptions:
-        return api.MapOptions(clones=self.clones, seed=self.seed)
+        return api.MapOptions(clones=self.clones, seed=self.seed, restarts=self.restarts)
 
 
-def check_request(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any = 0) -> MapRequest:
-    """The page's form as a :class:`MapRequest`; UserError in one sentence for anything the job cannot take."""
+def check_request(
+    folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any = 0, restarts: Any = None
+) -> MapRequest:
+    """The page's form as a :class:`MapRequest` (``restarts`` None: the engine's default); UserError in one sentence
+    for anything the job cannot take."""
     if source not in SOURCES:
         raise UserError("Choose what to learn from: a walk in the room, or an uploaded walk.")
     clones_n = whole_number(clones, "the clones per observation", 1, MAX_CLONES)
     seed_n = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**31 - 1)
+    restarts = api.MAP_DEFAULTS.restarts if restarts is None else restarts
+    restarts_n = whole_number(restarts, "the number of restarts", 1, api.MAX_RESTARTS)
     if source == "room":
         grid = parse_room(room)
         steps = whole_number(length, "the walk length", 2, MAX_WALK_LENGTH)
         observations = len(np.unique(grid[grid >= 0]))
-        request = MapRequest("room", clones_n, seed_n, room_text(grid), steps)
+        request = MapRequest("room", clones_n, seed_n, room_text(grid), steps, restarts_n)
     else:
         info = upload_info(folder)
         if info is None:
             raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
         observations = int(info["observations"])
-        request = MapRequest("walk", clones_n, seed_n)
+        request = MapRequest("walk", clones_n, seed_n, restarts=restarts_n)
     if clones_n * observations > MAX_TOTAL_CLONES:
         raise UserError(
             f"{clones_n} clones for each of {observations} observations make {clones_n * observations:,} clones; the "
@@ -241,25 +250,35 @@ class _Stopped(Exception):
 
 
 def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
-    """A job record's progress bar value (0-100) and its label: the stage, the iteration and the bits per step."""
+    """A job record's progress bar value (0-100) and its label: the restart (with several), the stage, the
+    iteration and the bits per step. Restart r of R fills the bar from 90 r / R to 90 (r + 1) / R (EM the first
+    nine tenths of that, Viterbi EM the last), the kept restart's refit on the whole walk from 90 to 100."""
     if not record:
         return 0, ""
     status = record.get("status")
     if status != RUNNING:
         return (100 if status == FINISHED else 0), record.get("message", "")
     stage, iteration, bits = record.get("stage"), record.get("iteration"), record.get("bits")
-    if stage not in ("em", "viterbi") or iteration is None:
+    if stage not in ("em", "viterbi", "refit") or iteration is None:
         return 0, record.get("message", "Starting.")
     options = api.MAP_DEFAULTS
+    restart, restarts = int(record.get("restart") or 0), int(((record.get("request") or {}).get("restarts")) or 1)
+    share = 90 / restarts if restarts > 1 else 90
+    which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
     if stage == "em":
-        value = 90 * (iteration + 1) / options.iterations
+        value = share * (restart + (0.9 if restarts > 1 else 1.0) * (iteration + 1) / options.iterations)
         label = (
             f"EM iteration {iteration + 1:,} (at most {options.iterations:,}; it stops when the fit stops improving)"
         )
+    elif stage == "viterbi" and restarts > 1:
+        value = share * (restart + 0.9 + 0.1 * (iteration + 1) / options.viterbi_iterations)
+        label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
     else:
         value = 90 + 10 * (iteration + 1) / options.viterbi_iterations
         label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
-    return int(min(value, 99)), f"{label}: {bits:.4f} bits per step."
+        if stage == "refit":
+            which, label = f"The kept restart ({restart + 1} of {restarts}): ", label + " on the whole walk"
+    return int(min(value, 99)), f"{which}{label}: {bits:.4f} bits per step."
 
 
 def run_map_job(
@@ -324,10 +343,10 @@ def _learn(
     files = map_files(folder)
     deadline = time.time() + config.max_job_seconds()
 
-    def progress(stage: str, iteration: int, bits: float) -> None:
+    def progress(stage: str, iteration: int, bits: float, restart: int) -> None:
         if files.cancel.exists() or time.time() > deadline:
             raise _Stopped
-        record.update(stage=stage, iteration=int(iteration), bits=float(bits))
+        record.update(stage=stage, iteration=int(iteration), bits=float(bits), restart=int(restart))
         publish()
 
     def waiting(place: int) -> None:
@@ -473,6 +492,11 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
         f"{s['em_iterations']} EM and {s['viterbi_iterations']} Viterbi EM iterations; the walk uses "
         f"{s['clones_used']} of {s['clones']} clones."
     )
+    if s.get("restarts"):
+        text += (
+            f" Restart {s['kept_restart'] + 1} of {len(s['restarts'])} kept: its map predicted the walk's held-out "
+            f"last {s['held_out_steps']:,} steps best."
+        )
     if view.get("recovers_room") is not None:
         cells = view["cells"]
         if view["recovers_room"]:

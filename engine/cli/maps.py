@@ -23,7 +23,17 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     learn.add_argument("--iterations", type=int, default=defaults.iterations, help="most batch-EM iterations")
     learn.add_argument("--pseudocount", type=float, default=defaults.pseudocount, help="batch EM's pseudocount")
     learn.add_argument("--viterbi-iterations", type=int, default=defaults.viterbi_iterations)
-    learn.add_argument("--seed", type=int, default=defaults.seed)
+    learn.add_argument(
+        "--seed", type=int, default=defaults.seed, help="the random start's seed (restart r: this seed plus r)"
+    )
+    learn.add_argument(
+        "--restarts",
+        type=int,
+        default=defaults.restarts,
+        help=f"learn from this many random starts (1 to {api.MAX_RESTARTS}) and keep the one whose map predicts the "
+        f"walk's held-out last {api.MAP_HELD_OUT_SHARE * 100:g}%% of steps best, refitted on the whole walk; 1: one "
+        "start on the whole walk",
+    )
     learn.add_argument(
         "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
     )
@@ -45,15 +55,20 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{name} must be at least {lowest}, got {value}")
     if not args.pseudocount >= 0:
         raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
+    if not 1 <= args.restarts <= api.MAX_RESTARTS:
+        raise ValueError(f"--restarts must be from 1 to {api.MAX_RESTARTS}, got {args.restarts}")
     room = api.read_room(args.room) if args.room else None
     walk = api.read_walk(args.walk)
     options = api.MapOptions(
-        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge
+        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts
     )
 
-    def progress(stage: str, iteration: int, bits: float) -> None:
+    def progress(stage: str, iteration: int, bits: float, restart: int) -> None:
         if not args.json and (iteration % 25 == 0):
-            print(f"{stage:8s} iteration {iteration + 1:4d}  {bits:.4f} bits per step", file=sys.stderr, flush=True)
+            which = f"restart {restart + 1} of {args.restarts}  " if args.restarts > 1 else ""
+            print(
+                f"{which}{stage:8s} iteration {iteration + 1:4d}  {bits:.4f} bits per step", file=sys.stderr, flush=True
+            )
 
     model, summary = api.learn_map(walk, options, progress)
     if room is not None:
@@ -63,6 +78,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
+        for line in summary.get("restarts", []):
+            held = line["held_out_bits_per_step"]
+            print(
+                f"restart {line['restart'] + 1} (seed {line['seed']}): "
+                f"{'infinite' if held is None else f'{held:.5f}'} held-out bits per step, "
+                f"{line['clones_used']} clones{'  <- kept' if line['restart'] == summary['kept_restart'] else ''}"
+            )
         print(
             f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
             f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.cognitive import actions, maps
+from engine.cognitive import actions, restarts
 from engine.corpora import text
 from engine.files import atomic_write
+from engine.training.options import MAX_RESTARTS
 
 MAX_WALK_BYTES = 200_000_000
 """The largest walk or room file read (as for a text corpus)."""
@@ -41,7 +42,13 @@ class MapOptions:
     path uses); then, unless ``merge`` is off, the clones with the same future merged
     (:func:`engine.cognitive.maps.merge_equivalent_clones`: a place split between clones becomes one clone). The
     notebook caps EM at 1,000 iterations; on its empty room every run reached that cap and 2 of 5 were not recovered,
-    while with 4,000 the runs stopped by themselves after 1,050-2,025 iterations (bench/RESULTS.md), hence 4,000."""
+    while with 4,000 the runs stopped by themselves after 1,050-2,025 iterations (bench/RESULTS.md), hence 4,000.
+
+    ``restarts``: the recipe from this many random starts (seeds ``seed``, ``seed + 1``, ...), each on the walk
+    without its last :data:`MAP_HELD_OUT_SHARE` of steps, keeping the start whose map predicts that held-out tail best,
+    refitted on the whole walk (:mod:`engine.cognitive.restarts`); 1 runs the recipe once on the whole walk. One
+    start finds a room with aliased observations and walls on some seeds only (the 5 x 7 room of issue 50: 1 of 2),
+    hence 4 by default."""
 
     clones: int = 70
     iterations: int = 4000
@@ -49,9 +56,12 @@ class MapOptions:
     viterbi_iterations: int = 100
     seed: int = 0
     merge: bool = True
+    restarts: int = 4
 
 
 MAP_DEFAULTS = MapOptions()
+MAP_HELD_OUT_SHARE = 0.1
+"""The share of a walk's steps (its tail) that restarts do not learn from and are chosen by (at least 2 steps)."""
 
 
 @dataclass(frozen=True)
@@ -249,40 +259,60 @@ def write_walk(walk: actions.Walk, path: str | os.PathLike[str]) -> None:
     atomic_write(path, write)
 
 
+MapProgress = Callable[[str, int, float, int], None]
+"""A map's progress: the stage ("em", "viterbi"; "refit" for the kept restart's Viterbi EM on the whole walk), the
+iteration (from 0), the bits per step, and the restart (from 0)."""
+
+
+def check_restarts(restarts: Any) -> int:
+    """``restarts`` as the number of restarts of a map, a whole number from 1 to
+    :data:`engine.training.options.MAX_RESTARTS`; ValueError in one sentence otherwise."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or not 1 <= restarts <= MAX_RESTARTS:
+        raise ValueError(f"the number of restarts must be a whole number from 1 to {MAX_RESTARTS}, got {restarts!r}")
+    return int(restarts)
+
+
 def learn_map(
-    walk: WalkFile, options: MapOptions = MAP_DEFAULTS, progress: Callable[[str, int, float], None] | None = None
+    walk: WalkFile, options: MapOptions = MAP_DEFAULTS, progress: MapProgress | None = None
 ) -> tuple[actions.ActionCHMM, dict[str, Any]]:
     """Learn a map from a walk (or a file's several walks, which share the map) with the :class:`MapOptions`
-    recipe; returns the model and a summary (iterations, bits per step after each stage, clones the MAP paths
-    use). ValueError in one sentence when the learned map cannot make the walk (:func:`check_map`)."""
+    recipe (:func:`engine.cognitive.restarts.recipe`), from ``options.restarts`` random starts, the one whose map
+    predicts the walk's held-out tail best kept (:mod:`engine.cognitive.restarts`); returns the model and a summary
+    (iterations, bits per step, clones the MAP paths use; with restarts, a line per restart, the one kept and the
+    held-out steps). ``progress`` sees every iteration (:data:`MapProgress`); a raise in it stops the learning and
+    is raised again. ValueError in one sentence for bad options, or when the learned map cannot make the walk
+    (:func:`check_map`)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
         raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
+    check_restarts(options.restarts)
     x, a = walk.walks()
     n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
-    model = actions.random_action_model(n_clones, x, a, options.seed, walk.symbols, walk.action_names)
+    extra: dict[str, Any] = {}
+    if options.restarts == 1:
+        start = actions.random_action_model(n_clones, x, a, options.seed, walk.symbols, walk.action_names)
 
-    def stage(name: str) -> Callable[[int, float], None] | None:
-        return None if progress is None else (lambda i, bits: progress(name, i, bits))
+        def stage(name: str) -> actions.Progress | None:
+            return None if progress is None else (lambda i, bits: progress(name, i, bits, 0))
 
-    model, em = actions.learn_em(model, x, a, options.iterations, options.pseudocount, progress=stage("em"))
-    model, hard = actions.learn_viterbi(
-        model, x, a, options.viterbi_iterations, pseudocount=0.0, progress=stage("viterbi")
-    )
-    split = len(maps.used_clones(model))
-    if options.merge:
-        model, _ = maps.merge_equivalent_clones(model)
+        run = restarts.recipe(start, x, a, options, stage)
+    else:
+        run, tried, kept, held_steps = restarts.best_of_restarts(
+            x, a, n_clones, walk.symbols, walk.action_names, options, MAP_HELD_OUT_SHARE, progress
+        )
+        extra = {"restarts": [r.line() for r in tried], "kept_restart": kept.restart, "held_out_steps": held_steps}
+    model = run.model
     path, _ = actions.viterbi(model, x, a)
     path = np.concatenate(path) if isinstance(path, list) else path
     summary = {
-        "em_iterations": len(em),
-        "viterbi_iterations": len(hard),
+        "em_iterations": run.em_iterations,
+        "viterbi_iterations": run.viterbi_iterations,
         "bits_per_step": actions.bits_per_step(model, x, a),
         "clones_used": int(len(np.unique(path[path >= 0]))),
-        "clones_before_merging": split,
+        "clones_before_merging": run.clones_before_merging,
         "clones": int(n_clones.sum()),
         "steps": int(len(walk.observations)),
         "walks": max(len(walk.documents), 1),
-    }
+    } | extra
     check_map(summary)
     model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
     return model, summary

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -88,15 +89,86 @@ def _restart_worker_stopped() -> bool:
     return _RESTART_WORKER["cancelled"].is_set() or os.getppid() != _RESTART_WORKER["parent"]
 
 
-def _restart_in_worker(
-    corpus: text.Corpus, options: TrainOptions, config: learning.TrainingConfig, backend: str, restart: int
-) -> tuple[CHMM, learning.TrainingResult, float]:
+def _task_in_worker(task: Callable[..., Any], index: int, job: tuple[Any, ...]) -> Any:
+    """In a restart worker: ``task(*job, report=..., cancel=...)``, its progress records sent to the parent's queue
+    as ("record", ``index``, record), then ("done", ``index``); ``cancel`` is set once the parent cancels or dies."""
     queue = _RESTART_WORKER["queue"]
     try:
         cancel = learning.CancelToken(_restart_worker_stopped)
-        return _run_restart(corpus, options, config, restart, RunContext(backend, queue.put, cancel))
+        return task(*job, report=lambda record: queue.put(("record", index, record)), cancel=cancel)
     finally:
-        queue.put(("done", restart))  # after its records: the parent shows restarts in order
+        queue.put(("done", index))  # after its records: the parent shows the jobs in order
+
+
+def run_in_processes(
+    task: Callable[..., Any],
+    jobs: Sequence[tuple[Any, ...]],
+    processes: int,
+    callback: Callable[[int, Any], None] | None = None,
+    cancel: learning.CancelToken | None = None,
+) -> list[Any]:
+    """``task(*job, report=report, cancel=token)`` for every job of ``jobs`` in ``processes`` worker processes
+    (spawned: safe beside the app's threads; one core each; ``task`` a module-level function, the jobs picklable),
+    returning their results in the jobs' order. ``report(record)`` in a worker reaches ``callback(index, record)``
+    in this process, job by job as if they ran one after the other: the lowest unfinished job's records live, a
+    later job's when every job before it has ended. ``token`` is set within a second of ``cancel`` being set here,
+    of this process dying, or of anything raised here (by ``callback``, say), which also drops the jobs not yet
+    begun before it is raised again; a job's own exception is raised here once the others have stopped."""
+    context = multiprocessing.get_context("spawn")
+    queue, cancelled = context.Queue(), context.Event()
+    waiting: dict[int, list[Any]] = {index: [] for index in range(len(jobs))}
+    finished: set[int] = set()
+    shown = 0
+    with ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_restart_worker_start, initargs=(queue, cancelled)
+    ) as pool:
+        futures = [pool.submit(_task_in_worker, task, index, job) for index, job in enumerate(jobs)]
+        try:
+            while shown < len(jobs):
+                if cancel is not None and cancel.cancelled:
+                    cancelled.set()
+                if any(f.done() and f.exception() is not None for f in futures):
+                    break  # a worker failed (its exception is raised below)
+                try:
+                    kind, index, *record = queue.get(timeout=0.2)
+                except Exception:  # queue.Empty
+                    continue
+                if kind == "done":
+                    finished.add(index)
+                else:
+                    waiting[index].append(record[0])
+                while shown < len(jobs):
+                    for item in waiting[shown]:
+                        if callback is not None:
+                            callback(shown, item)
+                    waiting[shown] = []
+                    if shown not in finished:
+                        break
+                    shown += 1
+            if cancel is not None and cancel.cancelled:
+                cancelled.set()
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if failed:
+                cancelled.set()
+                failed[0].result()
+            return [f.result() for f in futures]
+        except BaseException:
+            cancelled.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _restart_task(
+    corpus: text.Corpus,
+    options: TrainOptions,
+    config: learning.TrainingConfig,
+    backend: str,
+    restart: int,
+    report: Callable[[Any], None],
+    cancel: learning.CancelToken,
+) -> tuple[CHMM, learning.TrainingResult, float]:
+    """:func:`_run_restart` in a restart worker (:func:`run_in_processes`): its records go to ``report``."""
+    return _run_restart(corpus, options, config, restart, RunContext(backend, report, cancel))
 
 
 def _restarts_in_processes(
@@ -107,47 +179,15 @@ def _restarts_in_processes(
     processes: int,
     run: RunContext,
 ) -> list[tuple[CHMM, learning.TrainingResult, float]]:
-    """:func:`_run_restart` for every restart of ``which`` in ``processes`` worker processes (spawned: safe beside
-    the app's threads). The callback sees the records restart by restart, as if they ran one after the other: the
-    lowest unfinished restart's live, the later ones' when it ends; a cancel reaches every worker within a batch.
-    The workers report to the parent's queue, not to ``run``'s callback (which need not be picklable); ``run``'s
-    cluster is not used in them."""
-    callback, cancel, backend = run.callback, run.cancel, run.backend
-    context = multiprocessing.get_context("spawn")
-    queue, cancelled = context.Queue(), context.Event()
-    waiting: dict[int, list[learning.IterationRecord]] = {r: [] for r in which}
-    finished: set[int] = set()
-    order = list(which)
-    shown = 0
-    with ProcessPoolExecutor(
-        processes, mp_context=context, initializer=_restart_worker_start, initargs=(queue, cancelled)
-    ) as pool:
-        futures = [pool.submit(_restart_in_worker, corpus, options, config, backend, r) for r in which]
-        while shown < len(order):
-            if cancel is not None and cancel.cancelled:
-                cancelled.set()
-            if any(f.done() and f.exception() is not None for f in futures):
-                break  # a worker failed (its exception is raised below)
-            try:
-                item = queue.get(timeout=0.2)
-            except Exception:  # queue.Empty
-                continue
-            if isinstance(item, tuple) and item[:1] == ("done",):
-                finished.add(item[1])
-            else:
-                waiting[item.restart].append(item)
-            while shown < len(order):
-                restart = order[shown]
-                for record in waiting[restart]:
-                    if callback is not None:
-                        callback(record)
-                waiting[restart] = []
-                if restart not in finished:
-                    break
-                shown += 1
-        if cancel is not None and cancel.cancelled:
-            cancelled.set()
-        return [f.result() for f in futures]
+    """:func:`_run_restart` for every restart of ``which`` in ``processes`` worker processes
+    (:func:`run_in_processes`): the callback sees the records restart by restart, as if they ran one after the
+    other, and a cancel reaches every worker within a batch. The workers report to the parent's queue, not to
+    ``run``'s callback (which need not be picklable); ``run``'s cluster is not used in them."""
+    callback = run.callback
+    jobs = [(corpus, options, config, run.backend, r) for r in which]
+    return run_in_processes(
+        _restart_task, jobs, processes, None if callback is None else (lambda _, record: callback(record)), run.cancel
+    )
 
 
 def restart_line(restart: int, value: float, result: learning.TrainingResult, options: TrainOptions) -> dict[str, Any]:

@@ -1,0 +1,262 @@
+"""Restarts of a map (issue 50, "a map found every time"): the recipe of :class:`engine.cognitive.walks.MapOptions`
+run from several random starts, and the start whose map predicts the walk best kept, chosen without the room.
+
+One run of the recipe (:func:`recipe`) is batch EM, Viterbi EM and the merging of clones with the same future. With
+restarts, restart r starts from its own random T (seed ``seed + r``) and runs the recipe on the walk without its tail
+(:func:`hold_out_tail`); its map is scored by the bits per step of the held-out tail, -log2 P(tail | actions) / N,
+each walk of the tail from the map's uniform pi (:func:`engine.cognitive.actions.bits_per_step`). A map that has
+not found the room confuses places, so it predicts the tail worse (or gives it probability 0: infinite bits); of two
+maps that predict it as well, the one with fewer clones costs less on the tail's first step. The restart of the
+lowest held-out bits is kept (:func:`chosen`) and refitted on the whole walk (:func:`refit`: Viterbi EM from its
+batch-EM model, then merging). The restarts run in worker processes, one core each, when there are cores to spare
+and a restart is worth a process's start (:func:`map_restart_processes`), through the text restarts' own pool
+(:func:`engine.training.restarts.run_in_processes`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.cognitive import actions, maps
+from engine.training.restarts import restart_processes, run_in_processes
+
+MAP_PROCESS_WORK = 2_000_000
+"""The least steps x clones (the walk's steps times the model's clones, what a batch-EM iteration's work grows with)
+for which map restarts run in worker processes: a process starts in about 5 s on 2 cores (Python, NumPy and the
+compiled kernels), so smaller maps (the Maps page's 10,000 steps x 80 clones: about a second a restart) learn
+their restarts one after the other in this process."""
+
+Report = Callable[[str, int, float], None]
+"""A restart's progress: its stage ("em", "viterbi"), the iteration (from 0) and the bits per step."""
+
+
+class RestartCancelled(Exception):
+    """Raised in a restart worker's progress when the parent cancelled (or died): the restart stops there."""
+
+
+@dataclass
+class MapRun:
+    """One run of the recipe: the model after batch EM (``em_model``, the start of :func:`refit`), the map after
+    Viterbi EM and merging (``model``), the iterations of each stage and the clones Viterbi EM kept before merging."""
+
+    em_model: actions.ActionCHMM
+    model: actions.ActionCHMM
+    em_iterations: int
+    viterbi_iterations: int
+    clones_before_merging: int
+
+
+@dataclass
+class MapRestart:
+    """A restart: its number (from 0), its seed, its run on the walk without the tail, the held-out bits per step of
+    its map on the tail (infinite when the map cannot make the tail), its bits per step on the rest, and the seconds
+    it took."""
+
+    restart: int
+    seed: int
+    run: MapRun
+    held_out_bits: float
+    bits_per_step: float
+    seconds: float = 0.0
+
+    def line(self) -> dict[str, Any]:
+        """The restart's line in the map's summary (infinite bits as None, so that it stays JSON)."""
+        finite = [float(v) if np.isfinite(v) else None for v in (self.held_out_bits, self.bits_per_step)]
+        return {
+            "restart": self.restart,
+            "seed": self.seed,
+            "held_out_bits_per_step": finite[0],
+            "bits_per_step": finite[1],
+            "em_iterations": self.run.em_iterations,
+            "viterbi_iterations": self.run.viterbi_iterations,
+            "clones_used": int(len(maps.used_clones(self.run.model))),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def recipe(
+    model: actions.ActionCHMM,
+    x: actions.Walks,
+    a: actions.Walks,
+    options: Any,
+    progress: Callable[[str], actions.Progress | None] | None = None,
+) -> MapRun:
+    """One run of the recipe from ``model`` on the walk (or walks): batch EM (``options.iterations`` at most,
+    ``options.pseudocount``, stopped when the likelihood stops improving), Viterbi EM (``options.viterbi_iterations``
+    at most, pseudocount 0: only the clones the walk's MAP path uses keep transitions) and, when ``options.merge``,
+    the clones with the same future merged (:func:`engine.cognitive.maps.merge_equivalent_clones`). ``progress(stage)``
+    gives each stage's callback (iteration, bits per step)."""
+
+    def stage(name: str) -> actions.Progress | None:
+        return None if progress is None else progress(name)
+
+    em_model, em = actions.learn_em(model, x, a, options.iterations, options.pseudocount, progress=stage("em"))
+    learned, hard = actions.learn_viterbi(em_model, x, a, options.viterbi_iterations, 0.0, progress=stage("viterbi"))
+    split = len(maps.used_clones(learned))
+    if options.merge:
+        learned, _ = maps.merge_equivalent_clones(learned)
+    return MapRun(em_model, learned, len(em), len(hard), split)
+
+
+def hold_out_tail(
+    walks: Sequence[tuple[np.ndarray, np.ndarray]], share: float
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]]:
+    """The walks (each (observations, actions)) split into the part restarts learn from and the held-out tail: the
+    last ``share`` of all steps (at least 2), taken from the end: whole walks, then the tail of the walk where the cut
+    falls (its head keeps at least 2 steps, else it goes whole to the tail). Returns (learned from, held out), each
+    a list of walks of at least 2 steps. ValueError in one sentence when nothing would be left to learn from."""
+    total = sum(len(x) for x, _ in walks)
+    want = max(2, int(round(share * total)))
+    kept, held = list(walks), []
+    while want >= 2 and kept:
+        x, a = kept[-1]
+        if len(x) - want < 2:  # the whole walk goes to the tail
+            held.insert(0, kept.pop())
+            want -= len(x)
+        else:
+            kept[-1] = (x[:-want], a[:-want])
+            held.insert(0, (x[-want:], a[-want:]))
+            want = 0
+    if not kept:
+        raise ValueError(
+            f"a walk of {total} steps is too short to hold out its tail for choosing among restarts; learn with 1 "
+            "restart"
+        )
+    return kept, held
+
+
+def _lists(walks: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    return [x for x, _ in walks], [a for _, a in walks]
+
+
+def run_restart(
+    x: actions.Walks,
+    a: actions.Walks,
+    learned_from: Sequence[tuple[np.ndarray, np.ndarray]],
+    held_out: Sequence[tuple[np.ndarray, np.ndarray]],
+    n_clones: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    options: Any,
+    restart: int,
+    report: Report | None = None,
+    cancel: Any = None,
+) -> MapRestart | None:
+    """Restart ``restart``: a random start of seed ``options.seed + restart`` with a block for every (action,
+    observation, observation) triple of the whole walk ``x``, ``a``
+    (:func:`engine.cognitive.actions.random_action_model`), :func:`recipe` on ``learned_from``, and its map's bits
+    per step on ``held_out`` and on ``learned_from``. Each iteration goes to ``report(stage, iteration, bits)``; None
+    when ``cancel`` (a :class:`engine.training.learning.CancelToken`) is set, checked after every iteration."""
+    began = time.perf_counter()
+    seed = int(options.seed) + restart
+    start = actions.random_action_model(n_clones, x, a, seed, symbols, action_names)
+
+    def progress(stage: str) -> actions.Progress:
+        def each(iteration: int, bits: float) -> None:
+            if cancel is not None and cancel.cancelled:
+                raise RestartCancelled
+            if report is not None:
+                report(stage, iteration, bits)
+
+        return each
+
+    try:
+        run = recipe(start, *_lists(learned_from), options, progress)
+    except RestartCancelled:
+        return None
+    held = actions.bits_per_step(run.model, *_lists(held_out))
+    learned = actions.bits_per_step(run.model, *_lists(learned_from))
+    return MapRestart(restart, seed, run, held, learned, time.perf_counter() - began)
+
+
+def map_restart_processes(n_restarts: int, steps: int, clones: int) -> int:
+    """How many map restarts run at once: 1 below :data:`MAP_PROCESS_WORK` steps x clones, else one per core
+    (:func:`engine.training.restarts.restart_processes` on the CPU: at most ``n_restarts``, 1 in a process that may
+    not start children)."""
+    if steps * clones < MAP_PROCESS_WORK:
+        return 1
+    return restart_processes(n_restarts, "cpu")
+
+
+def _in_worker(*job: Any, report: Callable[[Any], None], cancel: Any) -> MapRestart | None:
+    """:func:`run_restart` in a restart worker: its progress as records (stage, iteration, bits) to ``report``."""
+    return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
+
+
+def run_restarts(
+    x: actions.Walks,
+    a: actions.Walks,
+    n_clones: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    options: Any,
+    held_out_share: float,
+    progress: Callable[[str, int, float, int], None] | None = None,
+) -> tuple[list[MapRestart], int]:
+    """Every restart of ``options.restarts`` (:func:`run_restart`) on the walk (or walks) without its held-out tail
+    (the last ``held_out_share`` of the steps, :func:`hold_out_tail`), in :func:`map_restart_processes` processes;
+    ``progress(stage, iteration, bits, restart)`` sees each restart's iterations restart by restart. A raise in
+    ``progress`` (a cancel) stops every restart and is raised again. Returns the restarts and the held-out steps."""
+    walks = actions.check_walks(x, a, len(n_clones), len(action_names))
+    learned_from, held_out = hold_out_tail(walks, held_out_share)
+    steps = sum(len(x_d) for x_d, _ in walks)
+    job = (x, a, learned_from, held_out, n_clones, symbols, action_names, options)
+    jobs = [(*job, r) for r in range(options.restarts)]
+    processes = map_restart_processes(options.restarts, steps, int(np.sum(n_clones)))
+    if processes > 1:
+        callback = None if progress is None else (lambda r, record: progress(*record, r))
+        results = run_in_processes(_in_worker, jobs, processes, callback)
+    else:
+        results = [run_restart(*job, report=None if progress is None else _report(progress, job[-1])) for job in jobs]
+    if any(result is None for result in results):
+        raise RuntimeError("the map's restarts stopped before they ended (cancelled)")
+    return [r for r in results if r is not None], sum(len(x_d) for x_d, _ in held_out)
+
+
+def _report(progress: Callable[[str, int, float, int], None], restart: int) -> Report:
+    """``progress`` as one restart's :data:`Report`."""
+    return lambda stage, iteration, bits: progress(stage, iteration, bits, restart)
+
+
+def chosen(restarts: Sequence[MapRestart]) -> MapRestart:
+    """The restart kept: the lowest held-out bits per step, then the lowest bits per step on the rest of the walk
+    (when every map gives the tail probability 0), then the first."""
+    return min(restarts, key=lambda r: (r.held_out_bits, r.bits_per_step, r.restart))
+
+
+def best_of_restarts(
+    x: actions.Walks,
+    a: actions.Walks,
+    n_clones: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    options: Any,
+    held_out_share: float,
+    progress: Callable[[str, int, float, int], None] | None = None,
+) -> tuple[MapRun, list[MapRestart], MapRestart, int]:
+    """The map of ``options.restarts`` restarts: every restart on the walk without its held-out tail
+    (:func:`run_restarts`), the one :func:`chosen` keeps, refitted on the whole walk (:func:`refit`, its Viterbi
+    iterations to ``progress`` as stage "refit"). Returns the refitted run, every restart, the kept one and the
+    held-out steps."""
+    tried, held_steps = run_restarts(x, a, n_clones, symbols, action_names, options, held_out_share, progress)
+    kept = chosen(tried)
+    report = None if progress is None else _report(progress, kept.restart)
+    refit_progress = None if report is None else (lambda iteration, bits: report("refit", iteration, bits))
+    return refit(kept, x, a, options, refit_progress), tried, kept, held_steps
+
+
+def refit(
+    kept: MapRestart, x: actions.Walks, a: actions.Walks, options: Any, progress: actions.Progress | None = None
+) -> MapRun:
+    """The kept restart's map on the whole walk (its tail included): Viterbi EM from the restart's batch-EM model
+    (``options.viterbi_iterations`` at most, pseudocount 0) on every step, then, when ``options.merge``, the clones
+    with the same future merged; ``progress(iteration, bits)`` sees the Viterbi iterations."""
+    learned, hard = actions.learn_viterbi(kept.run.em_model, x, a, options.viterbi_iterations, 0.0, progress=progress)
+    split = len(maps.used_clones(learned))
+    if options.merge:
+        learned, _ = maps.merge_equivalent_clones(learned)
+    return MapRun(kept.run.em_model, learned, kept.run.em_iterations, len(hard), split)
