@@ -4,6 +4,7 @@ the engine's own E-step where the evidence is hard, and a small room learned thr
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -168,3 +169,28 @@ def test_a_map_through_noise_is_learned_merged_and_bounded():
                 readings.symbols, walk.actions, ["a", "b", "c"], list(actions.MOVES), noise, clones, 5, 1e-3, 0
             )
         assert "\n" not in str(caught.value)
+
+
+def test_chmm_walk_and_map_with_noise(tmp_path, capsys):
+    """``chmm walk --noise 0.1`` writes a sensor's readings (about a tenth wrong, the true places kept) and ``chmm
+    map --noise 0.1 --room`` learns a merged map from their evidence and judges it on the true places; a noise past
+    0.5 is refused in one line."""
+    from engine.cli import main
+
+    room = tmp_path / "room.csv"
+    room.write_text("0,1,2\n1,2,0\n2,0,1\n")
+    walk = tmp_path / "walk.csv"
+    assert main(["walk", str(room), "--length", "3000", "--seed", "7", "--noise", "0.1", "-o", str(walk)]) == 0
+    said = capsys.readouterr().out
+    assert "as a sensor read it" in said
+    wrong = float(said.split("(")[1].split("%")[0])
+    assert 7 < wrong < 13
+    out = tmp_path / "map.npz"
+    command = ["map", str(walk), "-o", str(out), "--clones", "4", "--iterations", "100", "--noise", "0.1", "--json"]
+    assert main([*command, "--room", str(room)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["noise"] == 0.1 and summary["clones"] < 12 and out.is_file()
+    assert summary["recovers_room"] is True  # judged on the true places' observations, not the readings
+    assert main(["map", str(walk), "-o", str(tmp_path / "x.npz"), "--noise", "0.7"]) != 0
+    error = capsys.readouterr().err.strip()
+    assert "from 0 to 0.5" in error and "\n" not in error

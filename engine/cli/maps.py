@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
+
+import numpy as np
 
 from engine import api
 from engine.cli import plan
@@ -37,6 +40,14 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     learn.add_argument(
         "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
     )
+    learn.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="the walk's observations are a sensor's readings, wrong with this probability (0 to 0.5): learn from "
+        "their soft evidence (1 - noise on the reading, the rest spread over the other observations); one start, "
+        "T held dense",
+    )
     learn.add_argument("--room", default=None, help="the room the walk was in: say whether the map recovers it")
     learn.add_argument("--json", action="store_true")
     learn.set_defaults(run=run)
@@ -63,14 +74,26 @@ def run(args: argparse.Namespace) -> int:
         args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts
     )
 
-    def progress(stage: str, iteration: int, bits: float, restart: int) -> None:
+    def progress(stage: str, iteration: int, bits: float, restart: int, restarts: int = args.restarts) -> None:
         if not args.json and (iteration % 25 == 0):
-            which = f"restart {restart + 1} of {args.restarts}  " if args.restarts > 1 else ""
+            which = f"restart {restart + 1} of {restarts}  " if restarts > 1 else ""
             print(
                 f"{which}{stage:8s} iteration {iteration + 1:4d}  {bits:.4f} bits per step", file=sys.stderr, flush=True
             )
 
-    model, summary = api.learn_map(walk, options, progress)
+    if args.noise:
+        x, a = walk.walks()
+        if isinstance(x, list):
+            raise ValueError("--noise learns from one walk; the file holds several")
+        model, summary = api.learn_map_through_noise(
+            x, a, walk.symbols, walk.action_names, args.noise, args.clones, args.iterations, args.pseudocount,
+            args.viterbi_iterations, args.seed, args.merge,
+            None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)),
+        )  # fmt: skip
+    else:
+        model, summary = api.learn_map(walk, options, progress)
+    if room is not None and args.noise:  # judged on what the sensor should have read at the walk's true places
+        walk = _true_observations(walk, room)
     if room is not None:
         summary["recovers_room"] = api.recovers_room(model, *walk.walks(), room)
         summary |= {"rooms": found} if (found := plan.rooms_found(model, walk, room)) else {}
@@ -97,3 +120,15 @@ def run(args: argparse.Namespace) -> int:
             if "rooms" in summary:
                 print(plan.rooms_sentence(summary["rooms"]))
     return 0
+
+
+def _true_observations(walk: api.WalkFile, room: Any) -> api.WalkFile:
+    """``walk`` with the observations of its true places in ``room`` instead of a noisy sensor's readings."""
+    if walk.positions is None:
+        raise ValueError("--room with --noise needs the walk's true places (its row and column columns)")
+    index = {name: i for i, name in enumerate(walk.symbols)}
+    truth = [str(v) for v in room[walk.positions[:, 0], walk.positions[:, 1]].tolist()]
+    unread = sorted(set(truth) - set(index), key=str)
+    if unread:
+        raise ValueError(f"the sensor never read the room's observation {unread[0]}, so the map has no clone for it")
+    return dataclasses.replace(walk, observations=np.array([index[v] for v in truth], dtype=np.int64))
