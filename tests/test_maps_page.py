@@ -32,7 +32,9 @@ def _isolated(data_dir: Path) -> Path:
 
 def small_request(folder: Path, **change: object) -> maps.MapRequest:
     form = {"source": "room", "room": SMALL_ROOM, "length": 5000, "clones": 3, "seed": 0} | change
-    return maps.check_request(folder, form["source"], form["room"], form["length"], form["clones"], form["seed"])
+    return maps.check_request(
+        folder, form["source"], form["room"], form["length"], form["clones"], form["seed"], None, form.get("noise")
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,6 +115,13 @@ def test_the_preview_colour_scale_has_one_band_per_distinct_value() -> None:
         (
             {"clones": 200, "room": "\n".join(",".join(str(c + 8 * r) for c in range(8)) for r in range(4))},
             "make 6,400",
+        ),
+        ({"noise": 0.6}, "The sensor noise must be a number from 0 to 0.5, got 0.6."),
+        ({"noise": "loud"}, "The sensor noise must be a number from 0 to 0.5, got 'loud'."),
+        ({"noise": 0.1, "source": "walk"}, "Sensor noise applies to a walk the page makes in the room"),
+        (
+            {"noise": 0.1, "clones": 200, "room": "0,1,2,3\n4,5,6,7\n8,9,10,11"},
+            "at most 2,000 clones; 200 for each of 12 observations make 2,400",
         ),
     ],
 )
@@ -387,3 +396,16 @@ def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_acro
     route = maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])
     assert len(route["actions"]) == 8
     assert "Planned across the modules (" in route["text"] and "8 steps," in route["text"]
+
+
+def test_a_map_learned_through_sensor_noise_says_so_and_recovers_the_room(folder: Path) -> None:
+    """Sensor noise 0.1 on the Maps page: the job learns from the readings' soft evidence, says how many readings
+    were wrong, and the map (judged on the walk's true observations) recovers the room."""
+    request = small_request(folder, noise=0.1, clones=4, length=4000)
+    assert request.noise == 0.1
+    outcome = maps.run_map_job(folder, request)
+    assert outcome["status"] == jobs.FINISHED, outcome
+    assert "Learned through a sensor wrong with probability 0.1 (" in outcome["message"]
+    assert "It recovers the room:" in outcome["message"]
+    summary = maps.load_view(folder)["summary"]
+    assert 0.08 < summary["read_wrong"] < 0.12

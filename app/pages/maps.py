@@ -90,6 +90,12 @@ def layout(**_query: Any) -> html.Div:
                     f"learn from this many random starts and keep the one whose map predicts the walk's last "
                     f"{api.MAP_HELD_OUT_SHARE:.0%} best (1 to {api.MAX_RESTARTS}; 1: one start on the whole walk)",
                 ),
+                ui.field(
+                    "Sensor noise",
+                    dcc.Input(id=ids.MAP_NOISE, type="number", step="any", value=0, className="num"),
+                    f"0 to {api.MAX_NOISE:g}: the walk in the room is read by a sensor wrong with this probability, "
+                    "and the map is learned from the readings' soft evidence (one start, transitions held dense)",
+                ),
             ],
             className="form-grid",
         ),
@@ -240,9 +246,11 @@ def upload_walk(contents: str | None, filename: str | None, session_id: str | No
 
 
 # ------------------------------------------------------------------------------------------ the job
-def _queue(folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any, restarts: Any) -> None:
+def _queue(
+    folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any, restarts: Any, noise: Any
+) -> None:
     """Check the map job's form and put the job into the server's queue (as the Train page does)."""
-    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed, restarts))
+    maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed, restarts, noise))
 
 
 start = panel.MAP.register_start(
@@ -253,6 +261,7 @@ start = panel.MAP.register_start(
     State(ids.MAP_CLONES, "value"),
     State(ids.MAP_SEED, "value"),
     State(ids.MAP_RESTARTS, "value"),
+    State(ids.MAP_NOISE, "value"),
 )
 
 

@@ -115,7 +115,9 @@ def room_text(room: np.ndarray) -> str:
 class MapRequest:
     """What a map job learns from: a walk of ``length`` steps in ``room`` (source "room") or the session's uploaded
     walk (source "walk"), with ``clones`` per observation, ``seed`` (the walk's and the model's) and ``restarts``
-    (the engine's :attr:`engine.cognitive.walks.MapOptions.restarts`; a job queued before it existed ran one)."""
+    (the engine's :attr:`engine.cognitive.walks.MapOptions.restarts`; a job queued before it existed ran one); with
+    ``noise``, the walk in the room is read by a sensor wrong with that probability and the map is learned from the
+    readings' soft evidence (:func:`engine.cognitive.evidence.learn_map_through_noise`; one start)."""
 
     source: str
     clones: int
@@ -123,13 +125,21 @@ class MapRequest:
     room: str | None = None
     length: int | None = None
     restarts: int = 1
+    noise: float = 0.0
 
     def options(self) -> api.MapOptions:
         return api.MapOptions(clones=self.clones, seed=self.seed, restarts=self.restarts)
 
 
 def check_request(
-    folder: Path, source: Any, room: Any, length: Any, clones: Any, seed: Any = 0, restarts: Any = None
+    folder: Path,
+    source: Any,
+    room: Any,
+    length: Any,
+    clones: Any,
+    seed: Any = 0,
+    restarts: Any = None,
+    noise: Any = None,
 ) -> MapRequest:
     """The page's form as a :class:`MapRequest` (``restarts`` None: the engine's default); UserError in one sentence
     for anything the job cannot take."""
@@ -139,11 +149,14 @@ def check_request(
     seed_n = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**31 - 1)
     restarts = api.MAP_DEFAULTS.restarts if restarts is None else restarts
     restarts_n = whole_number(restarts, "the number of restarts", 1, api.MAX_RESTARTS)
+    noise_p = _noise(noise)
+    if noise_p and source != "room":
+        raise UserError("Sensor noise applies to a walk the page makes in the room; an upload is learned as read.")
     if source == "room":
         grid = parse_room(room)
         steps = whole_number(length, "the walk length", 2, MAX_WALK_LENGTH)
         observations = len(np.unique(grid[grid >= 0]))
-        request = MapRequest("room", clones_n, seed_n, room_text(grid), steps, restarts_n)
+        request = MapRequest("room", clones_n, seed_n, room_text(grid), steps, restarts_n, noise_p)
     else:
         info = upload_info(folder)
         if info is None:
@@ -155,7 +168,25 @@ def check_request(
             f"{clones_n} clones for each of {observations} observations make {clones_n * observations:,} clones; the "
             f"page takes at most {MAX_TOTAL_CLONES:,}: choose fewer clones per observation."
         )
+    if noise_p and clones_n * observations > api.MAX_SOFT_CLONES:
+        raise UserError(
+            f"A map learned through sensor noise holds its transitions dense, at most {api.MAX_SOFT_CLONES:,} clones; "
+            f"{clones_n} for each of {observations} observations make {clones_n * observations:,}: choose fewer."
+        )
     return request
+
+
+def _noise(value: Any) -> float:
+    """The form's sensor noise as a probability from 0 to :data:`engine.api.MAX_NOISE` (empty: 0)."""
+    if value is None or value == "":
+        return 0.0
+    try:
+        noise = float(value)
+    except (TypeError, ValueError):
+        noise = float("nan")
+    if not 0.0 <= noise <= api.MAX_NOISE:
+        raise UserError(f"The sensor noise must be a number from 0 to {api.MAX_NOISE:g}, got {value!r}.")
+    return noise
 
 
 def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, Any]:
@@ -358,7 +389,10 @@ def _learn(
             if not placed:
                 return CANCELLED, WAITED_CANCELLED
             record["message"] = "Learning the map."
-            model, summary = api.learn_map(walk, request.options(), progress)
+            if request.noise:
+                model, summary = _learn_through_noise(walk, request, progress)
+            else:
+                model, summary = api.learn_map(walk, request.options(), progress)
             _install(folder, key, model, summary, walk, walk_text, room)
     except QueueFull as exc:
         return REFUSED, str(exc)
@@ -377,6 +411,23 @@ def _learn(
     except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
         return FAILED, f"The map job failed: {describe_error(exc).rstrip('.')}. The previous map is kept."
     return None
+
+
+def _learn_through_noise(
+    walk: api.WalkFile, request: MapRequest, progress: Callable[..., None]
+) -> tuple[api.ActionCHMM, dict[str, Any]]:
+    """The map of ``walk`` as a sensor wrong with probability ``request.noise`` reads it (its readings drawn with the
+    request's seed), learned from their soft evidence with the engine's map defaults; the summary says how many
+    readings were wrong. The walk itself (the true observations) stays what the page shows and keeps."""
+    readings = api.noisy_readings(walk.observations, len(walk.symbols), request.noise, seed=request.seed)
+    options = api.MAP_DEFAULTS
+    model, summary = api.learn_map_through_noise(
+        readings.symbols, walk.actions, walk.symbols, walk.action_names, request.noise, request.clones,
+        options.iterations, options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
+        lambda iteration, bits: progress("em", iteration, bits, 0),
+    )  # fmt: skip
+    summary["read_wrong"] = float(np.mean(readings.symbols != walk.observations))
+    return model, summary
 
 
 def _prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
@@ -492,6 +543,11 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
         f"{s['em_iterations']} EM and {s['viterbi_iterations']} Viterbi EM iterations; the walk uses "
         f"{s['clones_used']} of {s['clones']} clones."
     )
+    if s.get("noise"):
+        text += (
+            f" Learned through a sensor wrong with probability {s['noise']:g} ({s['read_wrong']:.1%} of the readings "
+            "wrong), from the readings' soft evidence."
+        )
     if s.get("restarts"):
         text += (
             f" Restart {s['kept_restart'] + 1} of {len(s['restarts'])} kept: its map predicted the walk's held-out "

@@ -38,6 +38,11 @@ MAX_NOISE = 0.5
 """The largest sensor noise :func:`noisy_readings` takes (beyond it a reading says more about other symbols than
 about its own)."""
 
+SOFT_TOLERANCE = 1e-5
+"""Batch EM on soft evidence stops once an iteration gains less than this many bits per step: with the clean
+recipe's stop when worse alone, the Maps page's test job (a 4,000-step walk in a 12-cell room, noise 0.1) ran 1,744
+iterations in 42 s; with this bound it takes 2 s and still recovers the room."""
+
 Progress = Callable[[int, float], None]
 
 
@@ -216,10 +221,12 @@ def learn_soft(
     viterbi_iterations: int = 0,
     piece: int = PIECE_STEPS,
     progress: Progress | None = None,
+    tolerance: float = SOFT_TOLERANCE,
 ) -> tuple[ActionCHMM, list[float]]:
     """Learn a map's T[a] from soft evidence: batch EM (:func:`soft_e_step`, T[a] = row-normalise(counts[a] +
     ``pseudocount``)) for up to ``iterations``, stopping at the first that does not improve the bits per step (the
-    model entering it kept, as :func:`engine.cognitive.actions.learn_em` does), then up to ``viterbi_iterations`` of
+    model entering it kept, as :func:`engine.cognitive.actions.learn_em` does) or improves them by less than
+    ``tolerance`` bits per step (that iteration's model kept), then up to ``viterbi_iterations`` of
     Viterbi EM on the soft evidence (:func:`soft_viterbi_path` counts, no pseudocount; stopped likewise by the
     path's probability), the paper's refinement. Returns the model, dense over every (action, symbol, symbol), and
     the bits per step -log2 P(readings | actions) / N each EM iteration started from (then -log2 of the MAP path's
@@ -245,6 +252,8 @@ def learn_soft(
         if progress is not None:
             progress(iteration, float(bits))
         transitions = _normalised(result.counts, pseudocount)
+        if len(history) > 1 and history[-2] - history[-1] < tolerance:
+            break
     viterbi_history: list[float] = []
     for iteration in range(int(viterbi_iterations)):
         path, log_probability = soft_viterbi_path(transitions, clone_symbol, pi, evidence, actions)
@@ -309,7 +318,7 @@ def learn_map_through_noise(
     summary = {
         "bits_per_step": history[-1] if history else float("nan"), "em_iterations": em_iterations,
         "viterbi_iterations": viterbi, "clones": int(model.n_states), "clones_used": int(len(used_clones(model))),
-        "noise": float(noise),
+        "noise": float(noise), "steps": int(len(likelihood)),
     }  # fmt: skip
     return model, summary
 
