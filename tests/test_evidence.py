@@ -163,6 +163,11 @@ def test_a_map_through_noise_is_learned_merged_and_bounded():
     assert summary["em_iterations"] > 5 and summary["viterbi_iterations"] >= 1
     assert summary["clones"] == model.n_states < 12 and np.isfinite(summary["bits_per_step"])
     assert model.symbols == ["a", "b", "c"] and model.actions == list(actions.MOVES)
+    _, chosen = evidence.learn_map_through_noise(
+        readings.symbols, walk.actions, ["a", "b", "c"], list(actions.MOVES), 0.1, 4, 100, 1e-3, 10, seed=9, restarts=3
+    )
+    held = chosen["held_out_bits_per_step"]
+    assert len(held) == 3 and chosen["seed"] == 9 + int(np.argmin(held)) and np.all(np.isfinite(held))
     for noise, clones, message in ((0.1, 700, "at most 2,000 clones"), (0.6, 4, "from 0 to 0.5")):
         with pytest.raises(ValueError, match=message) as caught:
             evidence.learn_map_through_noise(

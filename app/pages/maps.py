@@ -94,7 +94,7 @@ def layout(**_query: Any) -> html.Div:
                     "Sensor noise",
                     dcc.Input(id=ids.MAP_NOISE, type="number", step="any", value=0, className="num"),
                     f"0 to {api.MAX_NOISE:g}: the walk in the room is read by a sensor wrong with this probability, "
-                    "and the map is learned from the readings' soft evidence (one start, transitions held dense)",
+                    "and the map is learned from the readings' soft evidence (transitions held dense)",
                 ),
             ],
             className="form-grid",

@@ -117,7 +117,7 @@ class MapRequest:
     walk (source "walk"), with ``clones`` per observation, ``seed`` (the walk's and the model's) and ``restarts``
     (the engine's :attr:`engine.cognitive.walks.MapOptions.restarts`; a job queued before it existed ran one); with
     ``noise``, the walk in the room is read by a sensor wrong with that probability and the map is learned from the
-    readings' soft evidence (:func:`engine.cognitive.evidence.learn_map_through_noise`; one start)."""
+    readings' soft evidence (:func:`engine.cognitive.evidence.learn_map_through_noise`, with the restarts)."""
 
     source: str
     clones: int
@@ -424,7 +424,7 @@ def _learn_through_noise(
     model, summary = api.learn_map_through_noise(
         readings.symbols, walk.actions, walk.symbols, walk.action_names, request.noise, request.clones,
         options.iterations, options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
-        lambda iteration, bits: progress("em", iteration, bits, 0),
+        lambda iteration, bits: progress("em", iteration, bits, 0), request.restarts,
     )  # fmt: skip
     summary["read_wrong"] = float(np.mean(readings.symbols != walk.observations))
     return model, summary

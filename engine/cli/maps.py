@@ -45,8 +45,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="the walk's observations are a sensor's readings, wrong with this probability (0 to 0.5): learn from "
-        "their soft evidence (1 - noise on the reading, the rest spread over the other observations); one start, "
-        "T held dense",
+        "their soft evidence (1 - noise on the reading, the rest spread over the other observations); T held dense",
     )
     learn.add_argument("--room", default=None, help="the room the walk was in: say whether the map recovers it")
     learn.add_argument("--json", action="store_true")
@@ -88,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         model, summary = api.learn_map_through_noise(
             x, a, walk.symbols, walk.action_names, args.noise, args.clones, args.iterations, args.pseudocount,
             args.viterbi_iterations, args.seed, args.merge,
-            None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)),
+            None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)), args.restarts,
         )  # fmt: skip
     else:
         model, summary = api.learn_map(walk, options, progress)

@@ -291,13 +291,18 @@ def learn_map_through_noise(
     seed: int = 0,
     merge: bool = True,
     progress: Progress | None = None,
+    restarts: int = 1,
 ) -> tuple[ActionCHMM, dict[str, Any]]:
     """``chmm map --noise``: a map of a walk whose observations ``x`` are a symmetric noisy sensor's readings (wrong
     with probability ``noise``): :func:`learn_soft` on their evidence (:func:`reading_evidence`) from a random dense
     start with ``clones`` per observation, then, with ``merge``, the clones with the same future merged
-    (:func:`engine.cognitive.maps.merge_equivalent_clones`). Returns the map and its summary (the bits per step of
-    the readings under it, iterations, clones)."""
+    (:func:`engine.cognitive.maps.merge_equivalent_clones`). With ``restarts`` > 1, each start (seeds ``seed``,
+    ``seed + 1``, ...) learns from the walk without its last :data:`engine.cognitive.walks.MAP_HELD_OUT_SHARE` of
+    steps, the start whose map gives that held-out tail's evidence the highest likelihood is kept and learned again
+    on the whole walk (as ``chmm map``'s restarts choose, without the room). Returns the map and its summary (the bits
+    per step of the readings under it, iterations, clones, each restart's held-out bits per step)."""
     from engine.cognitive.maps import merge_equivalent_clones, used_clones
+    from engine.cognitive.walks import MAP_HELD_OUT_SHARE
 
     if not 0.0 <= noise <= MAX_NOISE:
         raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
@@ -309,8 +314,25 @@ def learn_map_through_noise(
             f"a map learned through noise holds its transitions dense, at most {MAX_SOFT_CLONES:,} clones; "
             f"{clones} clones for each of {E} observations are {clones * E:,} (use fewer --clones)"
         )
-    start = random_dense_model(np.full(E, clones), len(action_names), seed, symbols, action_names)
+    if not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be a whole number of at least 1, got {restarts!r}")
     likelihood = reading_evidence(np.asarray(x, dtype=np.int64), E, noise)
+    a = np.asarray(a, dtype=np.int64)
+    held_out: list[float] = []
+    if restarts > 1:
+        cut = len(likelihood) - max(2, int(round(MAP_HELD_OUT_SHARE * len(likelihood))))
+        if cut < 2:
+            raise ValueError(f"a walk of {len(likelihood)} steps is too short to choose among restarts; use 1")
+        for r in range(int(restarts)):
+            start = random_dense_model(np.full(E, clones), len(action_names), seed + r, symbols, action_names)
+            trial, _ = learn_soft(start, likelihood[:cut], a[:cut], iterations, pseudocount, viterbi_iterations)
+            tail = soft_e_step(
+                dense_transitions(trial), trial.clone_symbol(), np.asarray(trial.pi, dtype=np.float64),
+                likelihood[cut:], a[cut:],
+            )  # fmt: skip
+            held_out.append(-tail.log_likelihood / (len(likelihood) - cut) / np.log(2.0))
+        seed = seed + int(np.argmin(held_out))
+    start = random_dense_model(np.full(E, clones), len(action_names), seed, symbols, action_names)
     model, history = learn_soft(start, likelihood, a, iterations, pseudocount, viterbi_iterations, progress=progress)
     em_iterations, viterbi = model.metadata["em_iterations"], model.metadata["viterbi_iterations"]
     if merge:
@@ -318,7 +340,8 @@ def learn_map_through_noise(
     summary = {
         "bits_per_step": history[-1] if history else float("nan"), "em_iterations": em_iterations,
         "viterbi_iterations": viterbi, "clones": int(model.n_states), "clones_used": int(len(used_clones(model))),
-        "noise": float(noise), "steps": int(len(likelihood)),
+        "noise": float(noise), "steps": int(len(likelihood)), "seed": int(seed),
+        "held_out_bits_per_step": [float(v) for v in held_out],
     }  # fmt: skip
     return model, summary
 
