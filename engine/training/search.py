@@ -80,11 +80,12 @@ model so far (:class:`_Judge`)."""
 
 
 def candidate_stages(result: learning.TrainingResult, seconds: float) -> dict[str, Any]:
-    """A search candidate's run (its selection ``result``, which took ``seconds`` in all) split by stage: online
-    EM's epochs and their seconds, batch EM's iterations and their seconds (the whole run for batch or Viterbi EM
-    alone; on the support where it ran there), the other seconds (the start, the passes' plans, the validation
-    scores outside the iterations, the support's choice: ``seconds`` less the iterations'), and the batch iterations
-    the refit would run (validation's best batch iteration, as :func:`engine.training.stages.refit_stage` counts)."""
+    """A search candidate's run (its selection ``result``, which took ``seconds`` in all) split by stage: online EM's
+    epochs, their seconds and the median epoch's, batch EM's iterations, their seconds and the median iteration's (the
+    whole run for batch or Viterbi EM alone; on the support where it ran there), the other seconds (the start, the
+    passes' plans, the validation scores outside the iterations, the support's choice: ``seconds`` less the
+    iterations'), and the batch iterations the refit would run (validation's best batch iteration, as
+    :func:`engine.training.stages.refit_stage` counts)."""
     online = [r.seconds for r in result.history if r.online]
     batch = [r.seconds for r in result.history if not r.online]
     refit = result.best_iteration
@@ -93,8 +94,10 @@ def candidate_stages(result: learning.TrainingResult, seconds: float) -> dict[st
     return {
         "online_epochs": len(online),
         "online_seconds": float(sum(online)),
+        "online_epoch_seconds": float(np.median(online)) if online else 0.0,
         "batch_iterations": len(batch),
         "batch_seconds": float(sum(batch)),
+        "batch_iteration_seconds": float(np.median(batch)) if batch else 0.0,
         "other_seconds": max(float(seconds) - float(sum(online)) - float(sum(batch)), 0.0),
         "refit_iterations": int(refit),
     }
@@ -157,15 +160,17 @@ def _stage_rate(
     record: Sequence[dict[str, Any]], stage: str, cost: Callable[[int], float], states: int, first_exponent: float
 ) -> tuple[float, float]:
     """The seconds per unit (epoch or iteration) of ``stage`` ("online" or "batch") for a candidate of ``states``,
-    and the exponent used: the largest number of states that ran the stage, its candidates' seconds over their
-    units, times (cost(states) / cost(those states)) ** e, e fitted on the two largest numbers of states that ran it
-    (``first_exponent`` with one) within :data:`PREDICTION_EXPONENTS`; (0, first_exponent) where none ran it."""
-    units, seconds = f"{stage}_{'epochs' if stage == 'online' else 'iterations'}", f"{stage}_seconds"
+    and the exponent used: the largest number of states that ran the stage, its candidates' median seconds per unit
+    (the first unit of a process holds its compiling), weighted by their units, times (cost(states) / cost(those
+    states)) ** e, e fitted on the two largest numbers of states that ran it (``first_exponent`` with one) within
+    :data:`PREDICTION_EXPONENTS`; (0, first_exponent) where none ran it."""
+    unit = "epoch" if stage == "online" else "iteration"
+    units, median = f"{stage}_{unit}s", f"{stage}_{unit}_seconds"
     totals: dict[int, list[float]] = {}
     for line in record:
         if line.get(units):
             total = totals.setdefault(int(line["states"]), [0.0, 0.0])
-            total[0] += float(line[seconds])
+            total[0] += float(line[median]) * float(line[units])
             total[1] += float(line[units])
     if not totals:
         return 0.0, first_exponent
@@ -195,18 +200,19 @@ def predict_stages(
     (:func:`_stage_rate`; ``cost`` is the stored transition entries, which each stage's work grows with; e is fitted
     per stage, ``first_exponent`` before two numbers of states ran it). The number of online epochs is the mean of
     the largest number of states' candidates (each runs its online stage to its end); the batch iterations and the
-    refit's are the most that a candidate ran to its own end (not stopped early) at the largest number of states
-    that has one (larger models stop sooner: calgary-book1 ran 106, 19 and 15 at 1,000, 3,000 and 5,000 states, so
-    this bounds them from above). The other seconds are the least of the largest number of states' candidates (the
-    first candidate's hold one-off work: compiling, caches), scaled as batch EM's iterations are. The refit's
-    iterations cost what batch EM's do times ``refit_scale`` (its E-steps run over training + validation text:
-    their symbols over the training part's; after batch EM on the support, the refit runs there too)."""
+    refit's are the most that a candidate ran to its own end or until it :func:`settled` (not stopped as hopeless or
+    at the budget's end) at the largest number of states that has one (larger models stop sooner: calgary-book1 ran
+    106, 19 and 15 at 1,000, 3,000 and 5,000 states, so this bounds them from above). The other seconds are the
+    least of the largest number of states' candidates (the first candidate's hold one-off work: compiling, caches),
+    scaled as batch EM's iterations are. The refit's iterations cost what batch EM's do times ``refit_scale`` (its
+    E-steps run over training + validation text: their symbols over the training part's; after batch EM on the
+    support, the refit runs there too)."""
     largest = max(int(line["states"]) for line in record)
     online_rate, _ = _stage_rate(record, "online", cost, states, first_exponent)
     batch_rate, batch_exponent = _stage_rate(record, "batch", cost, states, first_exponent)
     at_largest = [line for line in record if int(line["states"]) == largest]
     epochs = float(np.mean([float(line.get("online_epochs", 0)) for line in at_largest]))
-    ended = [line for line in record if "stopped" not in line and line.get("batch_iterations")]
+    ended = [line for line in record if line.get("stopped", "settled") == "settled" and line.get("batch_iterations")]
     if ended:
         top = max(int(line["states"]) for line in ended)
         ended = [line for line in ended if int(line["states"]) == top]
@@ -228,29 +234,51 @@ HOPELESS_DECAY = 0.8
 all later gains together are bounded by g * DECAY / (1 - DECAY) (4 g)."""
 
 
+def _still_to_come(values: Sequence[float]) -> float:
+    """A geometric bound on the validation gain still to come after ``values`` (at least two): the larger of its
+    last two gains times DECAY / (1 - DECAY) (:data:`HOPELESS_DECAY`)."""
+    gain = max(max(values[-2] - values[-1], 0.0), max(values[-3] - values[-2], 0.0) if len(values) > 2 else 0.0)
+    return gain * HOPELESS_DECAY / (1.0 - HOPELESS_DECAY)
+
+
 def hopeless(curve: Sequence[float], best_so_far: float) -> bool:
     """Whether a candidate whose validation BPS went ``curve`` (one value per iteration so far) cannot reach
     ``best_so_far`` (the best candidate's): after :data:`HOPELESS_AFTER` iterations, its best value less a geometric
-    bound on what is still to come (the larger of its last two gains times DECAY / (1 - DECAY),
-    :data:`HOPELESS_DECAY`) stays above ``best_so_far``. A curve that still falls fast is never judged so."""
+    bound on what is still to come (:func:`_still_to_come`) stays above ``best_so_far``. A curve that still falls
+    fast is never judged so."""
     values = [float(v) for v in curve if math.isfinite(v)]
     if len(values) < HOPELESS_AFTER or not math.isfinite(best_so_far):
         return False
-    gain = max(max(values[-2] - values[-1], 0.0), max(values[-3] - values[-2], 0.0))
-    return min(values) - gain * HOPELESS_DECAY / (1.0 - HOPELESS_DECAY) > best_so_far
+    return min(values) - _still_to_come(values) > best_so_far
+
+
+SETTLED_BITS = 0.002
+"""The validation gain still to come (:func:`_still_to_come`) under which a candidate smaller than the largest
+number of states of the search's grid is :func:`settled`: its batch EM stops there and the search goes on (its value
+is known well enough to compare with: a step of capacity gained 0.03-0.1 bits of validation BPS on Calgary, War and
+Peace and Moby Dick), and it is resumed should it be chosen (:meth:`_Search.resume`). On calgary-book1 the first
+candidate (1,000 states) ran batch EM to its cap of 100 iterations, 56 of its 75 s, and its refit 100 more."""
+
+
+def settled(curve: Sequence[float]) -> bool:
+    """Whether a candidate whose validation BPS went ``curve`` has settled: after :data:`HOPELESS_AFTER`
+    iterations, the gain still to come (:func:`_still_to_come`) is below :data:`SETTLED_BITS` (two gains in a row
+    below 0.0005 bits)."""
+    values = [float(v) for v in curve if math.isfinite(v)]
+    return len(values) >= HOPELESS_AFTER and _still_to_come(values) < SETTLED_BITS
 
 
 class _Judge:
     """Watches one candidate's validation curve (its progress records: batch EM's iterations, after online EM's
     epochs, which start slowly: the 3,000-state candidates of a novel were stopped after 3 epochs while they would
     have won) and asks it to stop once it is :func:`hopeless` against the best candidate so far (``reason``
-    "hopeless"), or once a batch EM iteration ends past ``deadline`` (a :func:`time.perf_counter` time: the search's
-    budget; ``reason`` "budget", the run keeping its best model so far); ``cancel`` also follows the run's own
-    cancel token."""
+    "hopeless"), once it has :func:`settled` where ``settle`` allows it ("settled"), or once a batch EM iteration
+    ends past ``deadline`` (a :func:`time.perf_counter` time: the search's budget; "budget"); the run keeps its best
+    model so far. ``cancel`` also follows the run's own cancel token."""
 
-    def __init__(self, best_so_far: float, cancel: Any, deadline: float | None = None) -> None:
+    def __init__(self, best_so_far: float, cancel: Any, deadline: float | None = None, settle: bool = False) -> None:
         self.best_so_far, self.outer, self.curve, self.stopped = best_so_far, cancel, [], False
-        self.deadline, self.reason = deadline, ""
+        self.deadline, self.settle, self.reason = deadline, settle, ""
         self.cancel = learning.CancelToken(poll=lambda: self.stopped or bool(self.outer and self.outer.cancelled))
 
     def observe(self, record: learning.IterationRecord) -> None:
@@ -263,6 +291,8 @@ class _Judge:
             self.stopped, self.reason = True, "hopeless"
         elif self.deadline is not None and time.perf_counter() >= self.deadline:
             self.stopped, self.reason = True, "budget"
+        elif self.settle and settled(self.curve):
+            self.stopped, self.reason = True, "settled"
 
 
 def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
@@ -340,6 +370,7 @@ class _Search:
         self.grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
         self.record: list[dict[str, Any]] = []
         self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
+        self.best_line = 0  # the best candidate's line in the record
         self.ended = "every candidate was tried"  # why the search ended where it did
         self.entries: dict[int, float] = {}
         self.started = time.perf_counter()
@@ -359,6 +390,10 @@ class _Search:
 
     def spent(self) -> float:
         return time.perf_counter() - self.started
+
+    def deadline(self) -> float | None:
+        """The :func:`time.perf_counter` time at which the budget ends (None without a budget)."""
+        return None if self.options.budget is None else self.started + 60.0 * self.options.budget
 
     def fits(self, states: int, whole: bool = False, before: float = 0.0) -> bool:
         """Whether a candidate with ``states``, started after ``before`` more seconds of other candidates, is
@@ -396,8 +431,8 @@ class _Search:
             self.left_out(states, pseudocount, whole)
         predicted = self.prediction(states) if self.record and self.options.budget is not None else None
         callback = run.callback
-        deadline = None if self.options.budget is None else self.started + 60.0 * self.options.budget
-        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel, deadline)
+        settle = self.options.budget is not None and states < max(self.states_list)  # more states are to come
+        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel, self.deadline(), settle)
 
         def tagged(record: learning.IterationRecord, c: int = candidate) -> None:
             judge.observe(record)
@@ -415,8 +450,8 @@ class _Search:
         stopped_early = judge.stopped and not (run.cancel is not None and run.cancel.cancelled)
         if selection.result.stopped in STOPPED_BAD and not stopped_early:
             raise _SearchStopped(selection)
-        if stopped_early and judge.reason == "budget":
-            selection.result.stopped = "budget"  # its best model so far, as a run stopped early on validation
+        if stopped_early and judge.reason in ("budget", "settled"):
+            selection.result.stopped = judge.reason  # its best model so far, as a run stopped early on validation
         value = stages.sequences_bps(selection.result.model, self.corpus.validation_parts, run.backend)
         seconds = time.perf_counter() - started
         self.record.append(
@@ -434,12 +469,13 @@ class _Search:
         note = {
             "hopeless": "; stopped early: it could not reach the best so far",
             "budget": "; its batch EM stopped at the budget's end",
+            "settled": "; its batch EM stopped as it settled, to go on should it be chosen",
         }.get(judge.reason if stopped_early else "", "")
         run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min{note})")
         if stopped_early and judge.reason == "hopeless":
             return value
         if self.best is None or value < self.best[0]:
-            self.best = (value, selection, seconds)
+            self.best, self.best_line = (value, selection, seconds), candidate
         return value
 
     def left_out(self, states: int, pseudocount: float, whole: bool = False) -> None:
@@ -520,7 +556,7 @@ class _Search:
         """The best candidate with its other restarts, as many as still fit the budget (capacity first)."""
         assert self.best is not None
         options, run = self.options, self.run
-        value, selection, seconds = self.best
+        value, selection, seconds = self.resume(*self.best)
         restarts = selection.options.resolved_restarts() if not selection.schedule else 1
         if options.budget is not None and restarts > 1:
             spent = time.perf_counter() - self.started
@@ -569,11 +605,51 @@ class _Search:
         iterations = candidate_stages(selection.result, 0.0)["refit_iterations"]
         return iterations * rate * len(self.corpus.train_full) / max(len(self.corpus.train), 1)
 
+    def resume(self, value: float, selection: Selection, seconds: float) -> tuple[float, Selection, float]:
+        """The best candidate (its validation BPS, its run, its seconds) as it is, or, when its batch EM stopped as
+        it :func:`settled`, with batch EM continued from its model on the same text until validation stops it or
+        the budget ends: its history, best iteration and model as if it had run on (the refit runs the iterations
+        validation chose), its record's line given "resumed" (iterations, seconds, validation BPS). A cancelled or
+        failed continuation keeps the settled model, marked so."""
+        result, run = selection.result, self.run
+        if result.stopped != "settled" or self.spent() >= 60.0 * float(self.options.budget or 0.0):
+            return value, selection, seconds
+        chosen, offset, callback = self.best_line, len(result.history), run.callback
+        judge = _Judge(math.inf, run.cancel, self.deadline())
+
+        def tagged(record: learning.IterationRecord) -> None:
+            judge.observe(record)
+            if callback is not None:
+                callback(record._replace(iteration=record.iteration + offset, candidate=chosen))
+
+        run.say(f"candidate {chosen + 1} was chosen after it settled: its batch EM goes on")
+        started = time.perf_counter()
+        more = learning.fit(
+            result.model, self.corpus.train_parts, self.corpus.validation_parts or None,
+            replace(selection.config, algorithm="em"), tagged, judge.cancel, backend=run.backend,
+        )  # fmt: skip
+        if more.stopped in STOPPED_BAD and not (judge.stopped and not (run.cancel and run.cancel.cancelled)):
+            return value, replace(selection, result=replace(result, stopped=more.stopped, error=more.error)), seconds
+        history = result.history + [r._replace(iteration=r.iteration + offset) for r in more.history]
+        model, best = (more.model, offset + more.best_iteration) if more.best_iteration else (result.model, None)
+        stopped = "budget" if judge.stopped else more.stopped
+        resumed = replace(result, model=model, history=history, stopped=stopped)
+        resumed.best_iteration = best if best is not None else result.best_iteration
+        value = stages.sequences_bps(model, self.corpus.validation_parts, run.backend)
+        more_seconds = time.perf_counter() - started
+        self.record[chosen]["resumed"] = {
+            "iterations": len(more.history), "seconds": more_seconds, "validation_bps": value
+        }  # fmt: skip
+        run.say(f"candidate {chosen + 1}: validation BPS {value:.4f} after {len(more.history)} more iteration(s)")
+        return value, replace(selection, result=resumed), seconds + more_seconds
+
     def reason(self, value: float) -> str:
         """Why the kept candidate was chosen, in one sentence for people: its validation BPS among the candidates,
-        those stopped early, and why the search ended."""
+        those stopped early or at the budget's end, and why the search ended."""
         early = sum(line.get("stopped") == "hopeless" for line in self.record)
+        cut = sum(line.get("stopped") == "budget" for line in self.record)
         stopped = f", {early} of them stopped early as they could not reach it" if early else ""
+        stopped += f", {cut} stopped at the budget's end" if cut else ""
         return (
             f"the lowest validation BPS ({value:.4f}) of {len(self.record)} candidate settings{stopped}; "
             f"the search ended as {self.ended}"
