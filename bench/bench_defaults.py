@@ -3,7 +3,7 @@ batch EM, states and pseudocount chosen on validation within the default budget,
 beside our Kneser-Ney n-gram (on the same split, as ``chmm train`` reports it) and the paper's CHMM (Table 4).
 
     python bench/bench_defaults.py [--only carroll-alice shakespeare-macbeth] [--budget MINUTES] [--backend gpu]
-        [--stages] [--checkout PATH]
+        [--stages] [--checkout PATH] [--cpu-clock]
 
 Each corpus runs ``python -m engine.cli train`` in a subprocess, one after another (run it alone on the machine: the
 search's budget is wall-clock time). Prints one table row per corpus as it finishes, and keeps each corpus's JSON
@@ -11,7 +11,8 @@ summary (the search's candidates, the reason for the choice) in ``bench/out/defa
 also prints, per corpus, a line per candidate of the search: its stages as predicted before it ran (where the search
 recorded them) and as measured, and what the search's whole-candidate prediction before issue 48, item 2, would
 have said from the same record; then the refit predicted and measured. ``--checkout`` runs ``chmm train`` from
-another checkout (e.g. a worktree of an earlier commit; its JSON files are named after its folder).
+another checkout (e.g. a worktree of an earlier commit; its JSON files are named after its folder). ``--cpu-clock``
+runs it on its own CPU seconds (:data:`CPU_CLOCK`), for a machine shared with other work.
 """
 
 from __future__ import annotations
@@ -46,11 +47,23 @@ OUT = ROOT / "bench" / "out"
 """Where each corpus's JSON summary goes (its search's candidates and the reason for the choice)."""
 
 
-def run(corpus: Path, budget: float | None, backend: str | None = None, checkout: Path = ROOT) -> dict:
-    """``chmm train`` with the defaults on ``corpus`` (on ``backend`` when given), from ``checkout``: its JSON summary
-    plus the wall-clock minutes."""
+CPU_CLOCK = (
+    "import runpy, sys, time; time.perf_counter = time.process_time; sys.argv[0] = 'chmm'; "
+    "runpy.run_module('engine.cli', run_name='__main__')"
+)
+"""``python -c`` code that runs ``chmm`` with the process's CPU seconds (all its threads) as its clock: the search's
+budget and every iteration's seconds (``--cpu-clock``, for a shared machine, where wall-clock seconds follow the other
+processes' load)."""
+
+
+def run(
+    corpus: Path, budget: float | None, backend: str | None = None, checkout: Path = ROOT, cpu_clock: bool = False
+) -> dict:
+    """``chmm train`` with the defaults on ``corpus`` (on ``backend`` when given), from ``checkout``, on the process's
+    CPU clock with ``cpu_clock``: its JSON summary plus the wall-clock minutes."""
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-m", "engine.cli", "train", str(corpus), "-o", str(Path(folder) / "m.npz")]
+        chmm = [sys.executable, "-c", CPU_CLOCK] if cpu_clock else [sys.executable, "-m", "engine.cli"]
+        command = [*chmm, "train", str(corpus), "-o", str(Path(folder) / "m.npz")]
         command += ["--json", "--quiet"] + (["--budget", str(budget)] if budget is not None else [])
         command += ["--backend", backend] if backend is not None else []
         started = time.perf_counter()
@@ -148,6 +161,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="folder of the JSON summaries (default bench/out)")
     parser.add_argument("--stages", action="store_true", help="a line per candidate: its stages predicted, measured")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="run chmm train from this checkout")
+    parser.add_argument("--cpu-clock", action="store_true", help="chmm's clock: its CPU seconds (a shared machine)")
     args = parser.parse_args()
     corpora = sorted(CORPORA.glob("*.txt"), key=lambda p: p.stat().st_size)
     if args.only:
@@ -156,7 +170,8 @@ def main() -> None:
     extra = ("" if args.budget is None else f" --budget {args.budget:g}") + (
         "" if args.backend is None else f" --backend {args.backend}"
     )
-    print(f"command: chmm train CORPUS -o m.npz{extra} (from {args.checkout})")
+    clock = ", on its CPU clock" if args.cpu_clock else ""
+    print(f"command: chmm train CORPUS -o m.npz{extra} (from {args.checkout}{clock})")
     print()
     print(
         "| corpus | states | pseudocount | test BPS | our KN n-gram | CHMM - n-gram | paper CHMM | minutes | expected |"
@@ -164,7 +179,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     args.out.mkdir(parents=True, exist_ok=True)
     for corpus in corpora:
-        row = run(corpus, args.budget, args.backend, args.checkout.resolve())
+        row = run(corpus, args.budget, args.backend, args.checkout.resolve(), args.cpu_clock)
         tag = "" if args.checkout.resolve() == ROOT else f"-{args.checkout.resolve().name}"
         (args.out / f"defaults-{corpus.stem}{tag}.json").write_text(json.dumps(row, indent=1))  # the search, its reason
         if "error" in row:
