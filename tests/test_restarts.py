@@ -521,7 +521,11 @@ def geometric(j: int) -> float:
 
 
 def timed_search(
-    monkeypatch: pytest.MonkeyPatch, minutes: float | None, runs: dict[int, dict[str, Any]], lines: list[str]
+    monkeypatch: pytest.MonkeyPatch,
+    minutes: float | None,
+    runs: dict[int, dict[str, Any]],
+    lines: list[str],
+    backend: str = "cpu",
 ) -> tuple[training.Selection, list[dict[str, Any]]]:
     """:func:`training.search_settings` over the states of ``runs`` (pseudocount given) on a fake clock: each
     candidate runs ``runs[states]``'s online epochs, then its batch EM iterations (seconds each; validation BPS
@@ -572,7 +576,7 @@ def timed_search(
     monkeypatch.setattr(learning, "fit", fake_fit)
     options = training.TrainOptions(states="auto", pseudocount=1e-4, restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[], train_parts=[], train=[0] * 90, train_full=[0] * 100)
-    run = training.RunContext(log=lines.append)
+    run = training.RunContext(backend=backend, log=lines.append)
     return training.search_settings("", corpus, options, run, "timed", fake_select)
 
 
@@ -629,6 +633,28 @@ def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest
     selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 3000] and selection.options.states == 3000
     assert any("candidate 3: 5,000 states, pseudocount 0.0001 left out" in line for line in lines), lines
+
+
+def test_a_latency_bound_implementation_predicts_with_its_own_exponent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a latency-bound implementation (the GPU; no device is touched: the candidates are faked) the second
+    number of states is predicted from the first one's own seconds scaled by the entries' ratio to the power
+    DEVICE_PREDICTION_EXPONENT (0.5), not 1: there 30,000 states' online epochs were predicted 3 times 10,000's for 9
+    times the entries, so 30,000 states fit a budget that the CPU's prediction (9 times) leaves them out of."""
+    runs = {
+        10_000: {"entries": 1e8, "online": (2, 10.0), "batch": (10, 2.0), "level": 1.70},
+        30_000: {"entries": 9e8, "online": (2, 30.0), "batch": (8, 6.0), "level": 1.65},
+    }
+    exponent = training.DEVICE_PREDICTION_EXPONENT
+    first = 2 * 10.0 + 10 * 2.0  # 40 s
+    on_a_gpu = 2 * 10.0 * 9**exponent + training.USEFUL_BATCH_ITERATIONS * 2.0 * 9**exponent  # 78 s
+    on_the_cpu = 2 * 10.0 * 9 + training.USEFUL_BATCH_ITERATIONS * 2.0 * 9  # 234 s
+    budget = 150.0
+    assert first + on_a_gpu <= budget < first + on_the_cpu
+    selection, record = timed_search(monkeypatch, budget / 60, runs, [], backend="gpu")
+    assert [line["states"] for line in record] == [10_000, 30_000]
+    assert record[1]["predicted"]["online_seconds"] == pytest.approx(2 * 10.0 * 9**exponent)
+    selection, record = timed_search(monkeypatch, budget / 60, runs, [], backend="cpu")
+    assert [line["states"] for line in record] == [10_000]
 
 
 def test_a_settled_smaller_candidate_goes_on_if_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
