@@ -581,9 +581,10 @@ def timed_search(
 
 
 def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After the first number of states, the next is the next rung when its whole run and the useful part of the
-    one after it fit the budget, else the largest whose useful part (online stage and USEFUL_BATCH_ITERATIONS batch
-    iterations) fits; its batch EM stops at the budget's end, keeping its best model so far. The fake timings grow
+    """After the first number of states, the next is the largest whose useful part (online stage and
+    USEFUL_BATCH_ITERATIONS batch iterations) fits the budget, or the next rung on the way to it when the next
+    one's whole run and then that useful part fit with PREDICTION_MARGIN to spare; batch EM stops at the budget's
+    end, keeping its best model so far. The fake timings grow
     with the stored entries (3 s an online epoch and 0.5 s a batch iteration per million), as measured on Calgary;
     the decisions below are computed by hand from them."""
     runs = {
@@ -614,9 +615,16 @@ def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest
     # its refit, predicted from its own batch iterations: 8 of 12.5 s over 100 / 90 of the symbols
     assert selection.refit_seconds == pytest.approx(cut * 12.5 * 100 / 90)
 
+    # 12 minutes: 3,000 then 5,000 fit (657.5 s), but not with the margin for the predictions' error (970 s)
+    margin = training_search.PREDICTION_MARGIN
+    budget = 720.0
+    assert first + whole_3000 + useful_5000 <= budget < first + margin * (whole_3000 + useful_5000)
+    selection, record = timed_search(monkeypatch, budget / 60, runs, [])
+    assert [line["states"] for line in record] == [1000, 5000] and "stopped" not in record[1]
+
     # 25 minutes: the ladder goes on, 1,000, 3,000, 5,000 states, none cut
     budget = 1500.0
-    assert first + whole_3000 + useful_5000 <= budget
+    assert first + margin * (whole_3000 + useful_5000) <= budget
     selection, record = timed_search(monkeypatch, budget / 60, runs, [])
     assert [line["states"] for line in record] == [1000, 3000, 5000] and "stopped" not in record[2]
     # 3,000 states were predicted with the first one's 40 batch iterations and ran 15 (larger models stop sooner);

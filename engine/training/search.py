@@ -79,6 +79,14 @@ after one batch iteration, 1.768 and 1.743 at batch EM's best), and the budget's
 model so far (:class:`_Judge`)."""
 
 
+PREDICTION_MARGIN = 1.5
+"""The factor the search allows for its predictions' errors where a wrong one costs a larger number of states: it
+takes a smaller number of states on the way to the largest that fits (:meth:`_Search.next_rung`) only when the
+smaller one's whole run and the larger one's useful part, times this, fit what is left of the budget. Measured on
+calgary-book1: the 3,000-state candidate's seconds per batch iteration predicted 1.7 times what they took, its
+online epochs 0.9 times (bench/RESULTS.md, issue 48, item 2)."""
+
+
 def candidate_stages(result: learning.TrainingResult, seconds: float) -> dict[str, Any]:
     """A search candidate's run (its selection ``result``, which took ``seconds`` in all) split by stage: online EM's
     epochs, their seconds and the median epoch's, batch EM's iterations, their seconds and the median iteration's (the
@@ -326,17 +334,18 @@ def search_settings(
     walk at 3,000 states never beat its start.)
 
     With ``options.budget`` (minutes) each candidate's time is predicted stage by stage from the candidates' own
-    measured seconds (:func:`predict_stages`). The next number of states is the next of the grid when its whole run
-    and the useful part of the one after it fit what is left (:meth:`_Search.next_rung`), else the largest whose
-    useful part (the online stage and :data:`USEFUL_BATCH_ITERATIONS` batch iterations) fits: a rung is skipped
-    rather than the search ending below it. A candidate of the pseudocount walk must fit whole. Any candidate's
-    batch EM stops at the budget's end keeping its best model so far (a line marked "stopped": "budget", which may
-    be chosen). The best candidate then gets its other restarts
-    (:func:`best_of_restarts`), as many as still fit the budget (:func:`restarts_within`: capacity comes before
-    restarts, which change text little), and :func:`train_text` refits it (after the budget). Returns the kept
-    selection and a line per candidate (states, pseudocount, validation BPS, iterations, seconds, the measured
-    stages of :func:`candidate_stages` and, with a budget, from the second candidate on, the stages predicted before
-    it ran, "predicted"). ``run_candidate`` runs one candidate (it has the signature of
+    measured seconds (:func:`predict_stages`). The next number of states is the largest of the grid whose useful
+    part (the online stage and :data:`USEFUL_BATCH_ITERATIONS` batch iterations) fits what is left, or the next of
+    the grid on the way to it when both fit with :data:`PREDICTION_MARGIN` to spare (:meth:`_Search.next_rung`):
+    rungs are skipped rather than the search ending below the largest it can afford. A candidate of the pseudocount
+    walk must fit whole. Any candidate's batch EM stops at the budget's end keeping its best model so far (a line
+    marked "stopped": "budget", which may be chosen); one with fewer states than the grid's largest stops it once it
+    has :func:`settled`, and goes on should it be chosen (:meth:`_Search.resume`). The best candidate then gets its
+    other restarts (:func:`best_of_restarts`), as many as still fit the budget (:func:`restarts_within`: capacity
+    comes before restarts, which change text little), and :func:`train_text` refits it (after the budget). Returns
+    the kept selection and a line per candidate (states, pseudocount, validation BPS, iterations, seconds, the
+    measured stages of :func:`candidate_stages` and, with a budget, from the second candidate on, the stages
+    predicted before it ran, "predicted"). ``run_candidate`` runs one candidate (it has the signature of
     :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes). Candidates run in this process,
     without ``run``'s cluster."""
     search = _Search(corpus_text, corpus, options, run, name, run_candidate)
@@ -395,32 +404,32 @@ class _Search:
         """The :func:`time.perf_counter` time at which the budget ends (None without a budget)."""
         return None if self.options.budget is None else self.started + 60.0 * self.options.budget
 
-    def fits(self, states: int, whole: bool = False, before: float = 0.0) -> bool:
+    def fits(self, states: int, whole: bool = False, before: float = 0.0, margin: float = 1.0) -> bool:
         """Whether a candidate with ``states``, started after ``before`` more seconds of other candidates, is
         predicted to fit what is left of ``options.budget``: its whole run (``whole``: a candidate of the pseudocount
         walk) or its useful part (:attr:`StagePrediction.useful_seconds`: a larger number of states, whose batch EM
-        the budget's end may cut). The first candidate always fits, and every one without a budget."""
+        the budget's end may cut), the predicted seconds (``before`` and its own) times ``margin``. The first
+        candidate always fits, and every one without a budget."""
         if self.options.budget is None or not self.record:
             return True
         predicted = self.prediction(states)
         need = predicted.seconds if whole else predicted.useful_seconds
-        return self.spent() + before + need <= 60.0 * self.options.budget
+        return self.spent() + margin * (before + need) <= 60.0 * self.options.budget
 
     def next_rung(self, number: int) -> int | None:
-        """The index (into the states grid) of the number of states to try after the grid's ``number``: the next
-        one when it fits whole and the useful part of the one after it fits after it (or it is the last), else the
-        largest later one whose useful part fits (the rungs between are skipped), else None (:meth:`fits`)."""
+        """The index (into the states grid) of the number of states to try after the grid's ``number``: the largest
+        later one whose useful part fits (the target; None when none does, :meth:`fits`), or the next one on the way
+        to it when the next one's whole run and then the target's useful part fit with :data:`PREDICTION_MARGIN` to
+        spare (the rungs between the two are skipped otherwise: capacity first)."""
         states_list = self.states_list
-        following = number + 1
-        if following >= len(states_list):
+        fitting = [m for m in range(number + 1, len(states_list)) if self.fits(states_list[m])]
+        if not fitting:
             return None
-        if self.fits(states_list[following], whole=True) and (
-            following + 1 >= len(states_list)
-            or self.fits(states_list[following + 1], before=self.prediction(states_list[following]).seconds)
-        ):
+        following, target = number + 1, fitting[-1]
+        if target == following:
             return following
-        fitting = [m for m in range(following, len(states_list)) if self.fits(states_list[m])]
-        return fitting[-1] if fitting else None
+        step = self.prediction(states_list[following]).seconds
+        return following if self.fits(states_list[target], before=step, margin=PREDICTION_MARGIN) else target
 
     def evaluate(self, states: int, pseudocount: float, whole: bool = True) -> float:
         """Run the candidate (``states``, ``pseudocount``) and return its validation BPS; :class:`_OverBudget` if it
