@@ -398,6 +398,7 @@ class _Search:
         return predict_stages(self.record, self.cost, states, self.first_exponent, refit_scale)
 
     def spent(self) -> float:
+        """The seconds since the search started."""
         return time.perf_counter() - self.started
 
     def deadline(self) -> float | None:
