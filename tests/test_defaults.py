@@ -140,12 +140,12 @@ def test_the_search_stops_a_hopeless_candidate_early(monkeypatch: pytest.MonkeyP
             record = learning.IterationRecord(i + 1, value, value, 0.0)
             history.append(record)
             run.callback(record)
-        result = SimpleNamespace(model=min(r.validation_bps for r in history), history=history, stopped=stopped)
+        result = learning.TrainingResult(model=min(r.validation_bps for r in history), history=history, stopped=stopped)
         return training.Selection(options, None, result, None)
 
     monkeypatch.setattr(stages, "sequences_bps", lambda model, sequences, backend: model)
     options = training.TrainOptions(states=300, pseudocount=training.AUTO, restarts=1, budget=None)
-    corpus = SimpleNamespace(validation_parts=[])
+    corpus = SimpleNamespace(validation_parts=[], train=[0], train_full=[0])
     selection, record = search_mod.search_settings("", corpus, options, training.RunContext(), "curve", fake_select)
     assert [line["pseudocount"] for line in record] == [1e-4, 1e-3, 1e-5]
     assert record[1]["stopped"] == "hopeless" and record[1]["iterations"] == search_mod.HOPELESS_AFTER

@@ -88,6 +88,7 @@ STOP_REASONS = {
     "early_stopping": "early stopping on validation",
     "max_iterations": "at the iteration limit",
     "converged": "converged (likelihood gain below the tolerance)",
+    "budget": "at the search's time budget (its best model so far)",
     "cancelled": "cancelled",
     "failed": "failed",
 }

@@ -118,7 +118,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="MINUTES",
         help=f"wall-clock minutes the choice of states and pseudocount on validation may take (default "
-        f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out; the refit comes after",
+        f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out, batch EM stops at its "
+        "end; the refit comes after",
     )
     train.add_argument(
         "--support-bound",

@@ -11,6 +11,8 @@ from engine.training.options import (  # noqa: F401
     AUTO,
     BUDGET_MINUTES,
     DENSE_STATE_LIMIT,
+    DEVICE_FIRST_STATES,
+    DEVICE_PREDICTION_EXPONENT,
     DTYPES,
     ENGINE_VERSION,
     FIRST_PSEUDOCOUNT,
@@ -42,6 +44,7 @@ from engine.training.options import (  # noqa: F401
     expected_sentence,
     restart_plan,
     states_candidates,
+    stored_entries,
 )
 from engine.training.protocol import (  # noqa: F401
     grown_starts,
@@ -64,7 +67,10 @@ from engine.training.saving import (  # noqa: F401
 )
 from engine.training.search import (  # noqa: F401
     PREDICTION_EXPONENTS,
-    predict_candidate_seconds,
+    USEFUL_BATCH_ITERATIONS,
+    StagePrediction,
+    candidate_stages,
+    predict_stages,
     pseudocount_start,
     restarts_within,
     search_settings,
@@ -84,6 +90,8 @@ __all__ = [
     "ALIGNED_SHARE",
     "AUTO",
     "DENSE_STATE_LIMIT",
+    "DEVICE_FIRST_STATES",
+    "DEVICE_PREDICTION_EXPONENT",
     "DTYPES",
     "ENGINE_VERSION",
     "BUDGET_MINUTES",
@@ -112,6 +120,8 @@ __all__ = [
     "STARTS",
     "STATES_GRID",
     "STOPPED_BAD",
+    "StagePrediction",
+    "USEFUL_BATCH_ITERATIONS",
     "MOST_SYMBOLS_PER_STATE",
     "SYMBOLS_PER_STATE",
     "Selection",
@@ -126,7 +136,8 @@ __all__ = [
     "extend_model",
     "grown_starts",
     "initial_model_for",
-    "predict_candidate_seconds",
+    "candidate_stages",
+    "predict_stages",
     "prepare_training_corpus",
     "pseudocount_start",
     "refit_stage",
@@ -139,5 +150,6 @@ __all__ = [
     "select_stage",
     "sequences_bps",
     "states_candidates",
+    "stored_entries",
     "train_text",
 ]

@@ -85,8 +85,9 @@ tens of thousands (about 4 us), so small candidates buy nothing. Measured on an 
 first 90 s) and ended 0.136 bits above our n-gram."""
 
 DEVICE_PREDICTION_EXPONENT = 0.5
-"""On a latency-bound implementation, the exponent :func:`engine.training.search.predict_candidate_seconds` uses
-before two numbers of states were tried (1 elsewhere): its seconds grow far slower than the model's memory."""
+"""On a latency-bound implementation, the exponent :func:`engine.training.search.predict_stages` scales a stage's
+measured seconds per epoch or iteration by (the stored entries' ratio) before two numbers of states ran it (1
+elsewhere): its seconds grow far slower than the model's memory."""
 
 SUPPORT_BOUND = 0.0
 """Bits of validation BPS that pruning the online model before batch EM may cost (``TrainOptions.support_bound``,
@@ -368,6 +369,7 @@ class Selection:
     restarts: list[dict[str, Any]] = field(default_factory=list)
     schedule: dict[str, Any] = field(default_factory=dict)
     reason: str = ""  # why the automatic search chose these options (empty without a search)
+    refit_seconds: float | None = None  # the refit's seconds as the search predicts them (None without a search)
 
 
 def states_candidates(corpus: text.Corpus, options: TrainOptions, backend: str | None = None) -> list[int]:
@@ -405,6 +407,24 @@ TRANSITION_ENTRY_BYTES = 20
 MESSAGE_COPIES = 3
 
 
+def _clones_pairs_entries(corpus: text.Corpus, options: TrainOptions) -> tuple[np.ndarray, np.ndarray, int]:
+    """The clones per symbol a new model of ``options.states`` gets on ``corpus``'s training part, the symbol pairs
+    seen there and the stored transition entries: the sum over those pairs of M_i * M_j."""
+    train = corpus.train_full
+    n_clones = allocation.allocate_clones(
+        train, corpus.n_symbols, options.states, options.allocation, options.ngram_order
+    )
+    pairs = pairs_in_sequence(train, corpus.n_symbols)
+    return n_clones, pairs, int(np.sum(n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]))
+
+
+def stored_entries(corpus: text.Corpus, options: TrainOptions) -> int:
+    """The transition entries a new model of ``options.states`` (a number) stores on ``corpus``: the sum over the
+    symbol pairs seen in training of M_i * M_j. What an EM iteration's and an online epoch's work grows with (the
+    automatic search scales its candidates' measured seconds by it: :func:`engine.training.search.predict_stages`)."""
+    return _clones_pairs_entries(corpus, options)[2]
+
+
 def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
     """Rough peak memory (bytes) of training a new model with ``options`` on ``corpus``, to refuse impossible
     runs before any work: ``TRANSITION_ENTRY_BYTES`` per stored transition entry (the sum over the symbol pairs
@@ -423,11 +443,7 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
             "every symbol needs at least one clone"
         )
     train = corpus.train_full
-    n_clones = allocation.allocate_clones(
-        train, corpus.n_symbols, options.states, options.allocation, options.ngram_order
-    )
-    pairs = pairs_in_sequence(train, corpus.n_symbols)
-    entries = int(np.sum(n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]))
+    n_clones, pairs, entries = _clones_pairs_entries(corpus, options)
     message_values = float(np.bincount(train, minlength=corpus.n_symbols) @ n_clones)
     batch_size = options.batch_size or learning.automatic_batch_size(len(pairs))
     if options.algorithm == "online" and len(train) > batch_size:

@@ -99,6 +99,7 @@ def train_text(
     has_validation = bool(corpus.validation_parts)
     validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
     trained, refit_iterations, refitted = selected, 0, False
+    refit_started = time.perf_counter()
     if options.refit and has_validation and result.stopped not in STOPPED_BAD:
         # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
         trained, refit_iterations, refitted = refit_stage(
@@ -109,9 +110,14 @@ def train_text(
             run,
             grown=selection.refit_start is not None,
         )
+    refit_seconds = time.perf_counter() - refit_started
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
     outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
     outcome.summary["expected_minutes"] = expected  # stated before the start, beside the seconds it took
+    if refitted:  # the refit's seconds, beside what the search predicted for them
+        outcome.summary["refit_seconds"] = refit_seconds
+        if selection.refit_seconds is not None:
+            outcome.summary["refit_predicted_seconds"] = selection.refit_seconds
     outcome.model.metadata["corpus_sha256"] = text.corpus_fingerprint(corpus_text)  # the text by content
     return outcome
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,8 @@ from engine.training.options import (
     RunContext,
     Selection,
     TrainOptions,
-    estimate_training_memory,
     states_candidates,
+    stored_entries,
 )
 from engine.training.restarts import best_of_restarts, restart_line, restart_processes
 
@@ -64,33 +64,174 @@ def _walk(values: dict[int, float], position: int, step: int, length: int, evalu
 
 
 PREDICTION_EXPONENTS = (0.5, 1.5)
-"""The range of the exponent :func:`predict_candidate_seconds` fits: at least the square root of the cost ratio
-(small models' seconds are mostly per-batch work that does not grow with the states, so they understate the growth:
-calgary-book1's 1,000-state candidates took 1.5 times the 300-state ones' for 10 times the memory), at most 1.5."""
+"""The range of the exponent :func:`predict_stages` fits to a stage's seconds per epoch or iteration against the
+stored transition entries: at least the square root of the entries' ratio (small models' seconds hold per-batch and
+per-step work that does not grow with the states), at most 1.5. Measured on calgary-book1 (2-core Xeon): seconds per
+online epoch 2.9 / 37 / 83 and per batch-EM iteration 0.56 / 5.0 / 14.3 at 1,000 / 3,000 / 5,000 states, stored
+entries in the ratio 1 : 9.0 : 25.1 (exponents 0.79-1.16)."""
 
 
-def predict_candidate_seconds(
-    record: Sequence[dict[str, Any]], cost: Callable[[int], float], states: int, first_exponent: float = 1.0
-) -> float:
-    """The seconds a search candidate with ``states`` is expected to take: the last candidate's seconds times
-    (cost(states) / cost(its states)) ** e, where ``cost`` is what an EM iteration's time grows with (the training
-    memory estimate: stored transition entries and messages) and e is fitted to the mean seconds of the two largest
-    numbers of states tried so far (``first_exponent`` with one number of states), within
-    :data:`PREDICTION_EXPONENTS`."""
-    last = record[-1]
-    ratio = cost(states) / max(cost(int(last["states"])), 1.0)
-    seconds: dict[int, list[float]] = {}
+USEFUL_BATCH_ITERATIONS = 3
+"""Batch EM iterations a larger candidate of the search needs before the budget's end for it to be worth starting
+(with its online stage before them): batch EM's first iteration from the online stage brings most of its gain
+(Moby Dick, bench/HISTORY.md: the online stage's 2.06 validation BPS at 5,000 and 10,000 states, 1.828 and 1.802
+after one batch iteration, 1.768 and 1.743 at batch EM's best), and the budget's end stops batch EM keeping its best
+model so far (:class:`_Judge`)."""
+
+
+PREDICTION_MARGIN = 1.5
+"""The factor the search allows for its predictions' errors where a wrong one costs a larger number of states: it
+takes a smaller number of states on the way to the largest that fits (:meth:`_Search.next_rung`) only when the
+smaller one's whole run and the larger one's useful part, times this, fit what is left of the budget. Measured on
+calgary-book1: the 3,000-state candidate's seconds per batch iteration predicted 1.7 times what they took, its
+online epochs 0.9 times (bench/RESULTS.md, issue 48, item 2)."""
+
+
+def candidate_stages(result: learning.TrainingResult, seconds: float) -> dict[str, Any]:
+    """A search candidate's run (its selection ``result``, which took ``seconds`` in all) split by stage: online EM's
+    epochs, their seconds and the median epoch's, batch EM's iterations, their seconds and the median iteration's (the
+    whole run for batch or Viterbi EM alone; on the support where it ran there), the other seconds (the start, the
+    passes' plans, the validation scores outside the iterations, the support's choice: ``seconds`` less the
+    iterations'), and the batch iterations the refit would run (validation's best batch iteration, as
+    :func:`engine.training.stages.refit_stage` counts)."""
+    online = [r.seconds for r in result.history if r.online]
+    batch = [r.seconds for r in result.history if not r.online]
+    refit = result.best_iteration
+    if result.online_model is not None:
+        refit = max(0, refit - result.online_iterations)
+    return {
+        "online_epochs": len(online),
+        "online_seconds": float(sum(online)),
+        "online_epoch_seconds": float(np.median(online)) if online else 0.0,
+        "batch_iterations": len(batch),
+        "batch_seconds": float(sum(batch)),
+        "batch_iteration_seconds": float(np.median(batch)) if batch else 0.0,
+        "other_seconds": max(float(seconds) - float(sum(online)) - float(sum(batch)), 0.0),
+        "refit_iterations": int(refit),
+    }
+
+
+@dataclass(frozen=True)
+class StagePrediction:
+    """The seconds a search candidate is expected to take, stage by stage (:func:`predict_stages`): online EM's
+    epochs and seconds per epoch, batch EM's iterations and seconds per iteration, the other seconds of the run, and
+    the refit's iterations and seconds per iteration should it be chosen."""
+
+    online_epochs: float
+    online_epoch_seconds: float
+    batch_iterations: float
+    batch_iteration_seconds: float
+    other_seconds: float
+    refit_iterations: float
+    refit_iteration_seconds: float
+
+    @property
+    def online_seconds(self) -> float:
+        return self.online_epochs * self.online_epoch_seconds
+
+    @property
+    def batch_seconds(self) -> float:
+        return self.batch_iterations * self.batch_iteration_seconds
+
+    @property
+    def seconds(self) -> float:
+        """The whole candidate: the other seconds, online EM's epochs and batch EM's iterations."""
+        return self.other_seconds + self.online_seconds + self.batch_seconds
+
+    @property
+    def useful_seconds(self) -> float:
+        """The candidate up to the point where it is worth having: the other seconds, online EM's epochs and the
+        first :data:`USEFUL_BATCH_ITERATIONS` batch EM iterations (all of them when it is predicted fewer)."""
+        iterations = min(self.batch_iterations, USEFUL_BATCH_ITERATIONS)
+        return self.other_seconds + self.online_seconds + iterations * self.batch_iteration_seconds
+
+    @property
+    def refit_seconds(self) -> float:
+        """The refit's seconds, should the candidate be chosen: its iterations times its seconds per iteration."""
+        return self.refit_iterations * self.refit_iteration_seconds
+
+    def line(self) -> dict[str, float]:
+        """The prediction as the search's record keeps it, beside the measured stages (:func:`candidate_stages`)."""
+        return {
+            "online_epochs": self.online_epochs,
+            "online_seconds": self.online_seconds,
+            "batch_iterations": self.batch_iterations,
+            "batch_seconds": self.batch_seconds,
+            "other_seconds": self.other_seconds,
+            "seconds": self.seconds,
+            "refit_iterations": self.refit_iterations,
+            "refit_seconds": self.refit_seconds,
+        }
+
+
+def _stage_rate(
+    record: Sequence[dict[str, Any]], stage: str, cost: Callable[[int], float], states: int, first_exponent: float
+) -> tuple[float, float]:
+    """The seconds per unit (epoch or iteration) of ``stage`` ("online" or "batch") for a candidate of ``states``,
+    and the exponent used: the largest number of states that ran the stage, its candidates' median seconds per unit
+    (the first unit of a process holds its compiling), weighted by their units, times (cost(states) / cost(those
+    states)) ** e, e fitted on the two largest numbers of states that ran it (``first_exponent`` with one) within
+    :data:`PREDICTION_EXPONENTS`; (0, first_exponent) where none ran it."""
+    unit = "epoch" if stage == "online" else "iteration"
+    units, median = f"{stage}_{unit}s", f"{stage}_{unit}_seconds"
+    totals: dict[int, list[float]] = {}
     for line in record:
-        seconds.setdefault(int(line["states"]), []).append(float(line["seconds"]))
+        if line.get(units):
+            total = totals.setdefault(int(line["states"]), [0.0, 0.0])
+            total[0] += float(line[median]) * float(line[units])
+            total[1] += float(line[units])
+    if not totals:
+        return 0.0, first_exponent
+    rate = {n: total / count for n, (total, count) in totals.items()}
+    measured = sorted(rate)
+    reference = measured[-1]
     exponent = first_exponent
-    if len(seconds) >= 2:
-        small, large = sorted(seconds)[-2:]
-        grown = np.mean(seconds[large]) / max(np.mean(seconds[small]), 1e-9)
-        cost_grown = cost(large) / max(cost(small), 1.0)
+    if len(measured) >= 2:
+        small = measured[-2]
+        grown, cost_grown = rate[reference] / max(rate[small], 1e-12), cost(reference) / max(cost(small), 1.0)
         if cost_grown > 1.0 and grown > 0.0:
-            exponent = math.log(grown) / math.log(cost_grown)
-        exponent = min(max(exponent, PREDICTION_EXPONENTS[0]), PREDICTION_EXPONENTS[1])
-    return float(last["seconds"]) * ratio**exponent
+            low, high = PREDICTION_EXPONENTS
+            exponent = min(max(math.log(grown) / math.log(cost_grown), low), high)
+    return rate[reference] * (cost(states) / max(cost(reference), 1.0)) ** exponent, exponent
+
+
+def predict_stages(
+    record: Sequence[dict[str, Any]],
+    cost: Callable[[int], float],
+    states: int,
+    first_exponent: float = 1.0,
+    refit_scale: float = 1.0,
+) -> StagePrediction:
+    """The seconds a search candidate with ``states`` is expected to take, stage by stage, from the candidates run so
+    far (``record``: their lines, with the stages :func:`candidate_stages` measured). Each stage's seconds per epoch
+    or iteration are the largest number of states' that ran it, scaled by (cost(states) / cost(those states)) ** e
+    (:func:`_stage_rate`; ``cost`` is the stored transition entries, which each stage's work grows with; e is fitted
+    per stage, ``first_exponent`` before two numbers of states ran it). The number of online epochs is the mean of
+    the largest number of states' candidates (each runs its online stage to its end); the batch iterations and the
+    refit's are the most that a candidate ran to its own end or until it :func:`settled` (not stopped as hopeless or
+    at the budget's end) at the largest number of states that has one (larger models stop sooner: calgary-book1 ran
+    106, 19 and 15 at 1,000, 3,000 and 5,000 states, so this bounds them from above). The other seconds are the
+    least of the largest number of states' candidates (the first candidate's hold one-off work: compiling, caches),
+    scaled as batch EM's iterations are. The refit's iterations cost what batch EM's do times ``refit_scale`` (its
+    E-steps run over training + validation text: their symbols over the training part's; after batch EM on the
+    support, the refit runs there too)."""
+    largest = max(int(line["states"]) for line in record)
+    online_rate, _ = _stage_rate(record, "online", cost, states, first_exponent)
+    batch_rate, batch_exponent = _stage_rate(record, "batch", cost, states, first_exponent)
+    at_largest = [line for line in record if int(line["states"]) == largest]
+    epochs = float(np.mean([float(line.get("online_epochs", 0)) for line in at_largest]))
+    ended = [line for line in record if line.get("stopped", "settled") == "settled" and line.get("batch_iterations")]
+    if ended:
+        top = max(int(line["states"]) for line in ended)
+        ended = [line for line in ended if int(line["states"]) == top]
+        iterations = float(max(line["batch_iterations"] for line in ended))
+        refit = float(max(line.get("refit_iterations", 0) for line in ended))
+    else:
+        iterations = float(max(line.get("batch_iterations", 0) for line in record))
+        refit = iterations
+    other = min(float(line.get("other_seconds", line["seconds"])) for line in at_largest)
+    other *= (cost(states) / max(cost(largest), 1.0)) ** batch_exponent
+    return StagePrediction(epochs, online_rate, iterations, batch_rate, other, refit, batch_rate * refit_scale)
 
 
 HOPELESS_AFTER = 3
@@ -101,34 +242,65 @@ HOPELESS_DECAY = 0.8
 all later gains together are bounded by g * DECAY / (1 - DECAY) (4 g)."""
 
 
+def _still_to_come(values: Sequence[float]) -> float:
+    """A geometric bound on the validation gain still to come after ``values`` (at least two): the larger of its
+    last two gains times DECAY / (1 - DECAY) (:data:`HOPELESS_DECAY`)."""
+    gain = max(max(values[-2] - values[-1], 0.0), max(values[-3] - values[-2], 0.0) if len(values) > 2 else 0.0)
+    return gain * HOPELESS_DECAY / (1.0 - HOPELESS_DECAY)
+
+
 def hopeless(curve: Sequence[float], best_so_far: float) -> bool:
     """Whether a candidate whose validation BPS went ``curve`` (one value per iteration so far) cannot reach
     ``best_so_far`` (the best candidate's): after :data:`HOPELESS_AFTER` iterations, its best value less a geometric
-    bound on what is still to come (the larger of its last two gains times DECAY / (1 - DECAY),
-    :data:`HOPELESS_DECAY`) stays above ``best_so_far``. A curve that still falls fast is never judged so."""
+    bound on what is still to come (:func:`_still_to_come`) stays above ``best_so_far``. A curve that still falls
+    fast is never judged so."""
     values = [float(v) for v in curve if math.isfinite(v)]
     if len(values) < HOPELESS_AFTER or not math.isfinite(best_so_far):
         return False
-    gain = max(max(values[-2] - values[-1], 0.0), max(values[-3] - values[-2], 0.0))
-    return min(values) - gain * HOPELESS_DECAY / (1.0 - HOPELESS_DECAY) > best_so_far
+    return min(values) - _still_to_come(values) > best_so_far
+
+
+SETTLED_BITS = 0.002
+"""The validation gain still to come (:func:`_still_to_come`) under which a candidate smaller than the largest
+number of states of the search's grid is :func:`settled`: its batch EM stops there and the search goes on (its value
+is known well enough to compare with: a step of capacity gained 0.03-0.1 bits of validation BPS on Calgary, War and
+Peace and Moby Dick), and it is resumed should it be chosen (:meth:`_Search.resume`). On calgary-book1 the first
+candidate (1,000 states) ran batch EM to its cap of 100 iterations, 56 of its 75 s, and its refit 100 more."""
+
+
+def settled(curve: Sequence[float]) -> bool:
+    """Whether a candidate whose validation BPS went ``curve`` has settled: after :data:`HOPELESS_AFTER`
+    iterations, the gain still to come (:func:`_still_to_come`) is below :data:`SETTLED_BITS` (two gains in a row
+    below 0.0005 bits)."""
+    values = [float(v) for v in curve if math.isfinite(v)]
+    return len(values) >= HOPELESS_AFTER and _still_to_come(values) < SETTLED_BITS
 
 
 class _Judge:
     """Watches one candidate's validation curve (its progress records: batch EM's iterations, after online EM's
     epochs, which start slowly: the 3,000-state candidates of a novel were stopped after 3 epochs while they would
-    have won) and asks it to stop once it is :func:`hopeless` against the best candidate so far; ``cancel`` also
-    follows the run's own cancel token."""
+    have won) and asks it to stop once it is :func:`hopeless` against the best candidate so far (``reason``
+    "hopeless"), once it has :func:`settled` where ``settle`` allows it ("settled"), or once a batch EM iteration
+    ends past ``deadline`` (a :func:`time.perf_counter` time: the search's budget; "budget"); the run keeps its best
+    model so far. ``cancel`` also follows the run's own cancel token."""
 
-    def __init__(self, best_so_far: float, cancel: Any) -> None:
+    def __init__(self, best_so_far: float, cancel: Any, deadline: float | None = None, settle: bool = False) -> None:
         self.best_so_far, self.outer, self.curve, self.stopped = best_so_far, cancel, [], False
+        self.deadline, self.settle, self.reason = deadline, settle, ""
         self.cancel = learning.CancelToken(poll=lambda: self.stopped or bool(self.outer and self.outer.cancelled))
 
     def observe(self, record: learning.IterationRecord) -> None:
         if record.online:  # online EM starts slowly and crawls along plateaus: only batch EM's curve is judged
             return
         self.curve.append(record.validation_bps)
-        if not self.stopped and hopeless(self.curve, self.best_so_far):
-            self.stopped = True
+        if self.stopped:
+            return
+        if hopeless(self.curve, self.best_so_far):
+            self.stopped, self.reason = True, "hopeless"
+        elif self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.stopped, self.reason = True, "budget"
+        elif self.settle and settled(self.curve):
+            self.stopped, self.reason = True, "settled"
 
 
 def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
@@ -156,15 +328,24 @@ def search_settings(
     The first number of states walks the pseudocount over :data:`PSEUDOCOUNT_GRID` from :data:`FIRST_PSEUDOCOUNT`
     upwards while validation improves (downwards only if that did not help). Each larger one starts below the
     previous start or best by :func:`pseudocount_start`; when that start beats every smaller number of states and
-    the next number of states fits the budget, the search goes on to it, and the walk (downwards first) is made
+    a larger number of states fits the budget, the search goes on to it, and the walk (downwards first) is made
     only for the number of states that ends best; otherwise it walks at once. (Capacity first: on Calgary, War and
     Peace and Moby Dick the step from 3,000 to 5,000 states gained 0.026 to 0.034 BPS of validation, while the
-    walk at 3,000 states never beat its start.) With ``options.budget`` (minutes) a candidate whose predicted time
-    (:func:`predict_candidate_seconds`) would pass the budget is left out and the search ends there. The best
-    candidate then gets its other restarts (:func:`best_of_restarts`), as many as still fit the budget
-    (:func:`restarts_within`: capacity comes before restarts, which change text little), and :func:`train_text`
-    refits it (outside the budget). Returns the kept selection and a line per candidate (states, pseudocount,
-    validation BPS, iterations, seconds). ``run_candidate`` runs one candidate (it has the signature of
+    walk at 3,000 states never beat its start.)
+
+    With ``options.budget`` (minutes) each candidate's time is predicted stage by stage from the candidates' own
+    measured seconds (:func:`predict_stages`). The next number of states is the largest of the grid whose useful
+    part (the online stage and :data:`USEFUL_BATCH_ITERATIONS` batch iterations) fits what is left, or the next of
+    the grid on the way to it when both fit with :data:`PREDICTION_MARGIN` to spare (:meth:`_Search.next_rung`):
+    rungs are skipped rather than the search ending below the largest it can afford. A candidate of the pseudocount
+    walk must fit whole. Any candidate's batch EM stops at the budget's end keeping its best model so far (a line
+    marked "stopped": "budget", which may be chosen); one with fewer states than the grid's largest stops it once it
+    has :func:`settled`, and goes on should it be chosen (:meth:`_Search.resume`). The best candidate then gets its
+    other restarts (:func:`best_of_restarts`), as many as still fit the budget (:func:`restarts_within`: capacity
+    comes before restarts, which change text little), and :func:`train_text` refits it (after the budget). Returns
+    the kept selection and a line per candidate (states, pseudocount, validation BPS, iterations, seconds, the
+    measured stages of :func:`candidate_stages` and, with a budget, from the second candidate on, the stages
+    predicted before it ran, "predicted"). ``run_candidate`` runs one candidate (it has the signature of
     :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes). Candidates run in this process,
     without ``run``'s cluster."""
     search = _Search(corpus_text, corpus, options, run, name, run_candidate)
@@ -198,37 +379,70 @@ class _Search:
         self.grid = list(PSEUDOCOUNT_GRID) if options.pseudocount == AUTO else [float(options.pseudocount)]
         self.record: list[dict[str, Any]] = []
         self.best: tuple[float, Selection, float] | None = None  # validation BPS, the run, its seconds
+        self.best_line = 0  # the best candidate's line in the record
         self.ended = "every candidate was tried"  # why the search ended where it did
+        self.entries: dict[int, float] = {}
         self.started = time.perf_counter()
 
-    def predicted_seconds(self, states: int) -> float:
-        def cost(n: int) -> float:
-            changed = replace(self.options, states=n, pseudocount=FIRST_PSEUDOCOUNT)
-            return float(estimate_training_memory(self.corpus, changed))
+    def cost(self, states: int) -> float:
+        """The stored transition entries of a candidate with ``states`` (:func:`stored_entries`), once each."""
+        if states not in self.entries:
+            changed = replace(self.options, states=states, pseudocount=FIRST_PSEUDOCOUNT)
+            self.entries[states] = float(stored_entries(self.corpus, changed))
+        return self.entries[states]
 
-        return predict_candidate_seconds(self.record, cost, states, self.first_exponent)
+    def prediction(self, states: int) -> StagePrediction:
+        """:func:`predict_stages` for a candidate with ``states`` from the candidates run so far (the refit's
+        iterations over training + validation text)."""
+        refit_scale = len(self.corpus.train_full) / max(len(self.corpus.train), 1)
+        return predict_stages(self.record, self.cost, states, self.first_exponent, refit_scale)
 
-    def affordable(self, states: int) -> bool:
-        """Whether a candidate with ``states`` is predicted to end within ``options.budget`` minutes (the first
-        candidate always is)."""
+    def spent(self) -> float:
+        """The seconds since the search started."""
+        return time.perf_counter() - self.started
+
+    def deadline(self) -> float | None:
+        """The :func:`time.perf_counter` time at which the budget ends (None without a budget)."""
+        return None if self.options.budget is None else self.started + 60.0 * self.options.budget
+
+    def fits(self, states: int, whole: bool = False, before: float = 0.0, margin: float = 1.0) -> bool:
+        """Whether a candidate with ``states``, started after ``before`` more seconds of other candidates, is
+        predicted to fit what is left of ``options.budget``: its whole run (``whole``: a candidate of the pseudocount
+        walk) or its useful part (:attr:`StagePrediction.useful_seconds`: a larger number of states, whose batch EM
+        the budget's end may cut), the predicted seconds (``before`` and its own) times ``margin``. The first
+        candidate always fits, and every one without a budget."""
         if self.options.budget is None or not self.record:
             return True
-        spent = time.perf_counter() - self.started
-        return spent + self.predicted_seconds(states) <= 60.0 * self.options.budget
+        predicted = self.prediction(states)
+        need = predicted.seconds if whole else predicted.useful_seconds
+        return self.spent() + margin * (before + need) <= 60.0 * self.options.budget
 
-    def evaluate(self, states: int, pseudocount: float) -> float:
+    def next_rung(self, number: int) -> int | None:
+        """The index (into the states grid) of the number of states to try after the grid's ``number``: the largest
+        later one whose useful part fits (the target; None when none does, :meth:`fits`), or the next one on the way
+        to it when the next one's whole run and then the target's useful part fit with :data:`PREDICTION_MARGIN` to
+        spare (the rungs between the two are skipped otherwise: capacity first)."""
+        states_list = self.states_list
+        fitting = [m for m in range(number + 1, len(states_list)) if self.fits(states_list[m])]
+        if not fitting:
+            return None
+        following, target = number + 1, fitting[-1]
+        if target == following:
+            return following
+        step = self.prediction(states_list[following]).seconds
+        return following if self.fits(states_list[target], before=step, margin=PREDICTION_MARGIN) else target
+
+    def evaluate(self, states: int, pseudocount: float, whole: bool = True) -> float:
         """Run the candidate (``states``, ``pseudocount``) and return its validation BPS; :class:`_OverBudget` if it
-        would pass the budget, :class:`_SearchStopped` if it was cancelled or failed."""
+        would pass the budget (:meth:`fits`; ``whole``: its whole run must fit), :class:`_SearchStopped` if it was
+        cancelled or failed."""
         run, candidate = self.run, len(self.record)
-        if not self.affordable(states):
-            run.say(
-                f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
-                f"{self.predicted_seconds(states) / 60:.1f} min more would pass the search's "
-                f"{self.options.budget:g} min"
-            )
-            raise _OverBudget
+        if not self.fits(states, whole=whole):
+            self.left_out(states, pseudocount, whole)
+        predicted = self.prediction(states) if self.record and self.options.budget is not None else None
         callback = run.callback
-        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel)
+        settle = self.options.budget is not None and states < max(self.states_list)  # more states are to come
+        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel, self.deadline(), settle)
 
         def tagged(record: learning.IterationRecord, c: int = candidate) -> None:
             judge.observe(record)
@@ -237,7 +451,8 @@ class _Search:
 
         concrete = replace(self.options, states=states, pseudocount=pseudocount)
         started = time.perf_counter()
-        run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}")
+        expect = "" if predicted is None else f" (predicted {predicted.seconds / 60:.1f} min)"
+        run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}{expect}")
         selection = self.run_candidate(
             self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged, cancel=judge.cancel),
             self.name, restarts=1,
@@ -245,6 +460,8 @@ class _Search:
         stopped_early = judge.stopped and not (run.cancel is not None and run.cancel.cancelled)
         if selection.result.stopped in STOPPED_BAD and not stopped_early:
             raise _SearchStopped(selection)
+        if stopped_early and judge.reason in ("budget", "settled"):
+            selection.result.stopped = judge.reason  # its best model so far, as a run stopped early on validation
         value = stages.sequences_bps(selection.result.model, self.corpus.validation_parts, run.backend)
         seconds = time.perf_counter() - started
         self.record.append(
@@ -254,20 +471,38 @@ class _Search:
                 "validation_bps": value,
                 "iterations": len(selection.result.history),
                 "seconds": seconds,
-                **({"stopped": "hopeless"} if stopped_early else {}),
+                **candidate_stages(selection.result, seconds),
+                **({"predicted": predicted.line()} if predicted is not None else {}),
+                **({"stopped": judge.reason} if stopped_early else {}),
             }
         )
-        note = "; stopped early: it could not reach the best so far" if stopped_early else ""
+        note = {
+            "hopeless": "; stopped early: it could not reach the best so far",
+            "budget": "; its batch EM stopped at the budget's end",
+            "settled": "; its batch EM stopped as it settled, to go on should it be chosen",
+        }.get(judge.reason if stopped_early else "", "")
         run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min{note})")
-        if stopped_early:
+        if stopped_early and judge.reason == "hopeless":
             return value
         if self.best is None or value < self.best[0]:
-            self.best = (value, selection, seconds)
+            self.best, self.best_line = (value, selection, seconds), candidate
         return value
+
+    def left_out(self, states: int, pseudocount: float, whole: bool = False) -> None:
+        """Say that the candidate (``states``, ``pseudocount``) is left out, with its predicted minutes (whole or its
+        useful part), and raise :class:`_OverBudget`."""
+        predicted = self.prediction(states)
+        self.run.say(
+            f"candidate {len(self.record) + 1}: {states:,} states, pseudocount {pseudocount:g} left out: about "
+            f"{(predicted.seconds if whole else predicted.useful_seconds) / 60:.1f} min more would pass the "
+            f"search's {self.options.budget:g} min"
+        )
+        raise _OverBudget
 
     def walk(self, states: int, values: dict[int, float], first: int) -> int:
         """The pseudocount walk at ``states`` from the one value in ``values``: towards ``first`` while validation
-        improves, the other way only if that did not help; returns the best index."""
+        improves, the other way only if that did not help; returns the best index. Each candidate must fit
+        whole."""
         (position,) = values
 
         def at(index: int) -> float:
@@ -284,27 +519,41 @@ class _Search:
         position = grid.index(FIRST_PSEUDOCOUNT) if self.options.pseudocount == AUTO else 0
         deferred: tuple[int, dict[int, float]] | None = None  # a number of states whose walk waits (capacity first)
         try:
-            previous = math.inf
-            for number, states in enumerate(states_list):
+            previous, number, before = math.inf, 0, None
+            while True:
+                states = states_list[number]
                 # the first number of states walks upwards first; larger ones start lower by the states' growth and
                 # walk downwards first, since more states share the counts and want less smoothing (alice, macbeth,
                 # hamlet, milton, calgary-book1: 1e-3 best at 1,000 states, 1e-4 at 3,000)
-                if number > 0:
-                    position = pseudocount_start(grid, position, states, states_list[number - 1])
-                values = {position: self.evaluate(states, grid[position])}
+                if before is not None:
+                    position = pseudocount_start(grid, position, states, states_list[before])
+                values = {position: self.evaluate(states, grid[position], whole=before is None)}
                 if values[position] < previous:
                     deferred = None
-                larger = states_list[number + 1] if number + 1 < len(states_list) else None
-                # capacity first: a number of states whose start beats the smaller ones goes on to the next one
-                # and walks only if it stays the best (below); the first walks at once, to place the others' starts
-                if number > 0 and values[position] < previous and larger is not None and self.affordable(larger):
+                following = self.next_rung(number)
+                # capacity first: a number of states whose start beats the smaller ones goes on to a larger one and
+                # walks only if it stays the best (below); the first walks at once, to place the others' starts
+                if before is not None and values[position] < previous and following is not None:
                     deferred = (states, values)
                 else:
-                    position = self.walk(states, values, 1 if number == 0 else -1)
+                    position = self.walk(states, values, 1 if before is None else -1)
                     if values[position] >= previous:  # more states stopped helping
-                        self.ended = f"{states:,} states did no better than {states_list[number - 1]:,}"
+                        self.ended = f"{states:,} states did no better than {states_list[before]:,}"
                         break
+                    following = self.next_rung(number)
                 previous = values[position]
+                if following is None:
+                    if number + 1 < len(states_list):
+                        start = pseudocount_start(grid, position, states_list[number + 1], states)
+                        self.left_out(states_list[number + 1], grid[start])
+                    break
+                if following > number + 1:
+                    skipped = ", ".join(f"{n:,}" for n in states_list[number + 1 : following])
+                    self.run.say(
+                        f"{skipped} states skipped: {states_list[following]:,} states fit what is left of the "
+                        f"search's {self.options.budget:g} min only without them"
+                    )
+                before, number = number, following
         except _OverBudget:  # the larger candidates cost more still: the search ends with the best so far
             self.ended = f"the next candidate would have passed the budget of {self.options.budget:g} min"
         if deferred is not None and self.best is not None and self.best[1].options.states == deferred[0]:
@@ -317,7 +566,7 @@ class _Search:
         """The best candidate with its other restarts, as many as still fit the budget (capacity first)."""
         assert self.best is not None
         options, run = self.options, self.run
-        value, selection, seconds = self.best
+        value, selection, seconds = self.resume(*self.best)
         restarts = selection.options.resolved_restarts() if not selection.schedule else 1
         if options.budget is not None and restarts > 1:
             spent = time.perf_counter() - self.started
@@ -346,13 +595,71 @@ class _Search:
         picked = selection.options
         reason = self.reason(value)
         run.say(f"chose {picked.states:,} states and pseudocount {picked.pseudocount:g}: {reason}")
-        return replace(selection, reason=reason)
+        refit = self.refit_seconds(selection)
+        if refit is not None:
+            run.say(f"its refit: about {refit / 60:.1f} min, predicted from its own batch EM iterations")
+        return replace(selection, reason=reason, refit_seconds=refit)
+
+    def refit_seconds(self, selection: Selection) -> float | None:
+        """The seconds the refit of the chosen ``selection`` is predicted to take: the batch iterations validation
+        chose (:func:`candidate_stages`) times its number of states' measured seconds per batch iteration, times
+        the training + validation text's symbols over the training part's; None without a refit, for a grown
+        model, or where no batch iteration was measured at its number of states."""
+        if not self.options.refit or selection.schedule:
+            return None
+        states = int(selection.options.states)
+        ran = [line for line in self.record if int(line["states"]) == states and line.get("batch_iterations")]
+        if not ran:
+            return None
+        rate = sum(line["batch_seconds"] for line in ran) / sum(line["batch_iterations"] for line in ran)
+        iterations = candidate_stages(selection.result, 0.0)["refit_iterations"]
+        return iterations * rate * len(self.corpus.train_full) / max(len(self.corpus.train), 1)
+
+    def resume(self, value: float, selection: Selection, seconds: float) -> tuple[float, Selection, float]:
+        """The best candidate (its validation BPS, its run, its seconds) as it is, or, when its batch EM stopped as
+        it :func:`settled`, with batch EM continued from its model on the same text until validation stops it or
+        the budget ends: its history, best iteration and model as if it had run on (the refit runs the iterations
+        validation chose), its record's line given "resumed" (iterations, seconds, validation BPS). A cancelled or
+        failed continuation keeps the settled model, marked so."""
+        result, run = selection.result, self.run
+        if result.stopped != "settled" or self.spent() >= 60.0 * float(self.options.budget or 0.0):
+            return value, selection, seconds
+        chosen, offset, callback = self.best_line, len(result.history), run.callback
+        judge = _Judge(math.inf, run.cancel, self.deadline())
+
+        def tagged(record: learning.IterationRecord) -> None:
+            judge.observe(record)
+            if callback is not None:
+                callback(record._replace(iteration=record.iteration + offset, candidate=chosen))
+
+        run.say(f"candidate {chosen + 1} was chosen after it settled: its batch EM goes on")
+        started = time.perf_counter()
+        more = learning.fit(
+            result.model, self.corpus.train_parts, self.corpus.validation_parts or None,
+            replace(selection.config, algorithm="em"), tagged, judge.cancel, backend=run.backend,
+        )  # fmt: skip
+        if more.stopped in STOPPED_BAD and not (judge.stopped and not (run.cancel and run.cancel.cancelled)):
+            return value, replace(selection, result=replace(result, stopped=more.stopped, error=more.error)), seconds
+        history = result.history + [r._replace(iteration=r.iteration + offset) for r in more.history]
+        model, best = (more.model, offset + more.best_iteration) if more.best_iteration else (result.model, None)
+        stopped = "budget" if judge.stopped else more.stopped
+        resumed = replace(result, model=model, history=history, stopped=stopped)
+        resumed.best_iteration = best if best is not None else result.best_iteration
+        value = stages.sequences_bps(model, self.corpus.validation_parts, run.backend)
+        more_seconds = time.perf_counter() - started
+        self.record[chosen]["resumed"] = {
+            "iterations": len(more.history), "seconds": more_seconds, "validation_bps": value
+        }  # fmt: skip
+        run.say(f"candidate {chosen + 1}: validation BPS {value:.4f} after {len(more.history)} more iteration(s)")
+        return value, replace(selection, result=resumed), seconds + more_seconds
 
     def reason(self, value: float) -> str:
         """Why the kept candidate was chosen, in one sentence for people: its validation BPS among the candidates,
-        those stopped early, and why the search ended."""
+        those stopped early or at the budget's end, and why the search ended."""
         early = sum(line.get("stopped") == "hopeless" for line in self.record)
+        cut = sum(line.get("stopped") == "budget" for line in self.record)
         stopped = f", {early} of them stopped early as they could not reach it" if early else ""
+        stopped += f", {cut} stopped at the budget's end" if cut else ""
         return (
             f"the lowest validation BPS ({value:.4f}) of {len(self.record)} candidate settings{stopped}; "
             f"the search ended as {self.ended}"
