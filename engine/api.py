@@ -17,6 +17,7 @@ import numpy as np
 from engine.backends import engines
 from engine.backends.chunks import DEFAULT_BURN_IN, EXACT, LOCKSTEP_BURN_IN, LOCKSTEP_MIN_SYMBOLS, LOCKSTEP_STEPS
 from engine.backends.engines import backend_choices, backend_status, on_host, supports
+from engine.backends.model_files import load_bytes as model_load_bytes
 from engine.backends.model_files import load_model, save_model
 from engine.backends.reading import (
     MAX_PREFIX_CHARACTERS,
@@ -142,7 +143,8 @@ __all__ = [  # fmt: skip
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS", "model_communities", "model_graph",
-    "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult", "ngram_beside",
+    "model_load_bytes", "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult",
+    "ngram_beside",
     "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout",
     "packed_layout", "PALETTE",
     "parse_room", "parse_walk", "place_field", "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback",
