@@ -40,6 +40,11 @@ WANTED = "wanted"
 BUSY_WAIT_S = 5.0
 """How long a request waits for room in the budget before it is refused (while others give back what they keep)."""
 RETRY_S = 0.1
+JOB_BYTES = 60_000_000
+"""What a request's or an Infomap run's job process takes of its own (a fork of a web worker: the pages it stops
+sharing with the worker, and its sentinel): a job doing nothing, 61 MB PSS and its sentinel 11 MB, half of the
+first shared with the worker; ``bench/bench_concurrency.py`` with 6 jobs at once measured about 35 MB each beyond
+their reservations before they were charged this."""
 
 
 class ServerBusy(UserError):

@@ -11,7 +11,7 @@ from typing import Any
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import config, ids, jobs, services, sessions
+from app import config, ids, jobs, memory, services, sessions
 from app.services import UserError
 from app.services import models as model_service
 from engine.api import CorpusError, ModelFormatError
@@ -29,11 +29,12 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
     that cannot be stopped so (C code that holds the GIL) is killed by its sentinel, which leaves the sentence in
     the session's notice (``folder``, :func:`jobs.read_notice`) for the shell to show, ``what`` (e.g.
     "Scoring") naming the job in it."""
+    sessions.check_disk(what)  # on a full disk its answer could not be stored: said at once instead
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
     try:
-        with jobs.job_process(time_limit=limit, notice=notice):
+        with jobs.job_process(time_limit=limit, notice=notice), memory.reserved(memory.JOB_BYTES, "Starting this job"):
             yield
     except jobs.JobTimeout:
         raise UserError(
@@ -41,6 +42,8 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
         ) from None
     except jobs.JobMemoryError as exc:
         raise UserError(f"This stopped: {exc}; {advice}") from None
+    except MemoryError:  # the machine's memory (the model being read, for instance): not the model's fault
+        raise UserError(f"This ran out of the server's memory; {advice}") from None
 
 
 def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:

@@ -22,7 +22,7 @@ DECODE_STEP_BYTES = 16
 def decode_bytes(model: Any, characters: int) -> int:
     """The most memory decoding ``characters`` under ``model`` takes beside it: the lattice
     (:data:`DECODE_STEP_BYTES` per character and clone) and, for a sparse model, its dense blocks (the decoder's)."""
-    dense = 0 if hasattr(model, "T") else 4 * int(model.layout.size)
+    dense = 4 * int(model.layout.size) if hasattr(model, "indices") else 0  # CSR blocks: the decoder's dense copy
     return DECODE_STEP_BYTES * characters * model.n_states + dense
 
 

@@ -63,9 +63,9 @@ PRUNE_COUNT_COPIES = 2
 
 def transition_bytes(model: Any) -> int:
     """The bytes of a model's stored transitions: T for dense blocks, the values and column indices of sparse ones."""
-    if hasattr(model, "T"):
-        return int(model.T.nbytes)
-    return int(model.data.nbytes + model.indices.nbytes)
+    if hasattr(model, "indices"):  # CSR blocks
+        return int(model.data.nbytes + model.indices.nbytes)
+    return int(model.T.nbytes)
 
 
 def prune_bytes(model: Any) -> int:
@@ -189,6 +189,12 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
         raise UserError(f"{name} cannot be loaded: {reason}; the current model is unchanged.") from None
+    except MemoryError:  # the server's memory, not the file: the file may be fine
+        candidate.unlink(missing_ok=True)
+        raise UserError(
+            f"{name} could not be checked: the server ran out of memory; the current model is unchanged, try again "
+            "in a moment."
+        ) from None
     except BaseException:
         candidate.unlink(missing_ok=True)
         raise

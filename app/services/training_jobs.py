@@ -426,7 +426,8 @@ def run_training_job(
         message = USER_CANCELLED
     outcome = _finish(folder, job, progress, status, message)
     if report is not None:
-        report(progress.state)
+        with contextlib.suppress(Exception):  # Dash's progress store on a full disk: the outcome is said all the same
+            report(progress.state)
     return outcome
 
 

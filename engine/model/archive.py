@@ -225,10 +225,8 @@ class ModelArchive:
                 return values
         except ArchiveError:
             raise
-        except MemoryError as exc:
-            if type(exc) is not MemoryError:  # a watchdog's limit (a job's memory limit): its own sentence, not ours
-                raise
-            raise ArchiveError(f"array {name} does not fit in memory") from None
+        except MemoryError:  # the machine's or a job's memory, not the file: never said as "not a readable model"
+            raise
         except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad .npy headers
             raise ArchiveError(f"array {name} cannot be read ({type(exc).__name__}: {exc})") from None
 
