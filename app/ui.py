@@ -108,6 +108,15 @@ def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any,
     return dcc.send_file(str(path), filename=name), no_update
 
 
+def told_upload(upload: Any, limit: int, message: str, remedy: str = "") -> html.Div:
+    """``upload`` (a ``dcc.Upload``) in a wrapper that ``assets/upload_limit.js`` reads: when a file is chosen or
+    dropped, the browser says at once in the box ``message`` why a file over ``limit`` bytes is refused (the server's
+    sentence, ending with ``remedy``; the drop zone itself would drop a file over its ``max_size`` without a word) or
+    that it is sending one within it (a large model took 90 s to answer, silent until then)."""
+    attributes = {"data-upload-limit": str(int(limit)), "data-upload-message": message, "data-upload-remedy": remedy}
+    return html.Div(upload, className="told-upload", **attributes)
+
+
 def card(title: str, *children: Any, **kwargs: Any) -> html.Section:
     return html.Section([html.H3(title), *children], className="card", **kwargs)
 

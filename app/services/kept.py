@@ -211,13 +211,17 @@ def _start_relief() -> None:
 
 def _relief_loop() -> None:
     seen = memory.wanted_since()
-    while True:
-        time.sleep(RELIEF_POLL_S)
-        with contextlib.suppress(Exception):  # a data folder gone (tests): look again later
-            wanted = memory.wanted_since()
-            if wanted > seen:
-                seen = wanted
-                relieve()
+    try:
+        while True:
+            time.sleep(RELIEF_POLL_S)
+            with contextlib.suppress(Exception):  # a data folder gone (tests): look again later
+                wanted = memory.wanted_since()
+                if wanted > seen:
+                    seen = wanted
+                    relieve()
+    except BaseException:  # stopped from outside (a test server stops its threads so): the next value starts another
+        with _LOCK:
+            _RELIEF["thread"] = None
 
 
 def held_bytes() -> int:
