@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from app import config
 from app.services import UserError
@@ -112,13 +113,23 @@ class Reservation:
 
 _LOCK = threading.Lock()
 _OPEN: set[Reservation] = set()
+_LEDGER_HANDLES: set[Any] = set()
 _RELIEFS: list[Callable[[], int]] = []
 
 
 def _after_fork_in_child() -> None:
+    """A forked child drops its copies of the parent's reservations and of a ledger lock another thread of the parent
+    held at the fork (closing a copy leaves the parent's lock as it is; keeping it would hold it for the child's
+    life, and every process that counts the budget would wait for it)."""
+    global _LOCK
+    _LOCK = threading.Lock()  # another thread may have held it at the fork
     for reservation in list(_OPEN):
         reservation._forget()
     _OPEN.clear()
+    for handle in list(_LEDGER_HANDLES):
+        with contextlib.suppress(OSError):
+            handle.close()
+    _LEDGER_HANDLES.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -131,11 +142,32 @@ def ledger(root: Path | None = None) -> Path:
     return folder
 
 
+LEDGER_WAIT_S = 30.0
+"""The longest a process waits for the ledger's lock (held for a count of the reservations: milliseconds)."""
+
+
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    with open(folder / "lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield  # closing the file lets the lock go
+    """The ledger's lock for the block. A job forked while this process held it closes its copy at once
+    (:func:`_after_fork_in_child`): a copy left open in a child would hold the lock as long as the child lives."""
+    handle = open(folder / "lock", "a+b")  # noqa: SIM115 (closed below, or by a forked child's handler)
+    with _LOCK:
+        _LEDGER_HANDLES.add(handle)
+    try:
+        deadline = time.monotonic() + LEDGER_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ServerBusy(busy_ledger()) from None
+                time.sleep(0.002)
+        yield
+    finally:
+        with _LOCK:
+            _LEDGER_HANDLES.discard(handle)
+        handle.close()  # closing the file lets the lock go
 
 
 def _holdings(folder: Path) -> list[tuple[Path, int]]:
@@ -192,6 +224,11 @@ def wanted_since(root: Path | None = None) -> float:
 def _ask_others(folder: Path) -> None:
     with contextlib.suppress(OSError):
         (folder / WANTED).touch()
+
+
+def busy_ledger() -> str:
+    """The sentence refusing a request whose process could not count the budget in time."""
+    return "The server is busy: its memory budget could not be counted in time; try again in a moment."
 
 
 def too_large(nbytes: int, what: str) -> str:

@@ -213,7 +213,10 @@ class Client:
         end = time.monotonic() + TIMEOUT_S
         while time.monotonic() < end:
             time.sleep(0.5)
-            polled = json.loads(self.request(f"/_dash-update-component?{query}", body) or b"{}")
+            answer = self.request(f"/_dash-update-component?{query}", body)
+            if not answer:  # HTTP 204: the job ended without an answer (its process died, or its result was lost)
+                raise RuntimeError("the job ended without an answer")
+            polled = json.loads(answer)
             if polled.get("response"):
                 return polled["response"]
         raise TimeoutError(f"{writes}: no answer in {TIMEOUT_S:.0f} s")

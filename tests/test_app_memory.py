@@ -172,6 +172,25 @@ def test_a_forked_job_does_not_keep_its_parents_reservations(data_dir: Path) -> 
         os.waitpid(pid, 0)
 
 
+def test_a_job_forked_while_the_ledger_is_locked_does_not_hold_it(data_dir: Path) -> None:
+    """A web worker forks its jobs from any of its threads: one forked while another thread counted the budget kept
+    a copy of the ledger's lock for its whole life, and every request of every process then waited for it."""
+    folder = memory.ledger()
+    with memory._locked(folder):
+        pid = os.fork()
+        if pid == 0:  # the job: runs on long after the count
+            time.sleep(5)
+            os._exit(0)
+    try:
+        started = time.monotonic()
+        with memory.reserved(1_000, "A request", wait=0.0):
+            assert memory.in_use() == 1_000
+        assert time.monotonic() - started < 2.0
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def test_a_reservation_resizes_within_the_budget(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHMM_SERVER_MEMORY_MB", "10")
     with memory.reserved(4_000_000, "One") as one, memory.reserved(4_000_000, "Two"):
