@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import threading
 import time
@@ -43,9 +44,22 @@ BUSY_WAIT_S = 5.0
 RETRY_S = 0.1
 JOB_BYTES = 60_000_000
 """What a request's or an Infomap run's job process takes of its own (a fork of a web worker: the pages it stops
-sharing with the worker, and its sentinel): a job doing nothing, 61 MB PSS and its sentinel 11 MB, half of the
-first shared with the worker; ``bench/bench_concurrency.py`` with 6 jobs at once measured about 35 MB each beyond
-their reservations before they were charged this."""
+sharing with the worker, and its sentinel, 11 MB): ``bench/bench_concurrency.py`` with 6 jobs at once measured about
+35 MB each beyond their reservations before they were charged this."""
+JOB_WAIT_S = 1.0
+"""How long a job process waits for room for itself before it is refused: a job that waits is a process already
+(Dash forked it), whose memory nothing charges while it waits."""
+
+
+def _freeze_before_fork() -> None:
+    gc.freeze()  # the objects so far into the permanent generation: a forked child's collections never touch them
+
+
+# A job forked from a web worker (Dash's Diskcache manager forks one per background callback) that collected its
+# garbage wrote to the header of every object it inherited, so the kernel copied nearly every page of the worker's
+# heap into it: 62 MB of its own (USS) after one collection, 1.8 MB with the worker's objects frozen before the fork
+# (CPython's advice for forking servers; the parent unfreezes them at once).
+os.register_at_fork(before=_freeze_before_fork, after_in_parent=gc.unfreeze)
 
 
 class ServerBusy(UserError):

@@ -33,8 +33,9 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
+    held = memory.reserve(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S)  # before its sentinel starts
     try:
-        with jobs.job_process(time_limit=limit, notice=notice), memory.reserved(memory.JOB_BYTES, "Starting this job"):
+        with jobs.job_process(time_limit=limit, notice=notice):
             yield
     except jobs.JobTimeout:
         raise UserError(
@@ -44,6 +45,8 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
         raise UserError(f"This stopped: {exc}; {advice}") from None
     except MemoryError:  # the machine's memory (the model being read, for instance): not the model's fault
         raise UserError(f"This ran out of the server's memory; {advice}") from None
+    finally:
+        held.release()
 
 
 def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:

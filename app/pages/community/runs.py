@@ -72,8 +72,8 @@ def run(
     try:
         folder = sessions.session_folder(session_id)
         with (
+            memory.reserved(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S),  # before its sentinel
             jobs.job_process(record=graph_service.communities_files(folder)),
-            memory.reserved(memory.JOB_BYTES, "Starting this job"),
         ):
             saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
     except ui.EXPECTED_ERRORS as exc:
