@@ -42,11 +42,9 @@ def background_manager() -> tuple[Any, Any]:
 
         celery = Celery(__name__, broker=url, backend=url)
         return dash.CeleryManager(celery), celery
-    import diskcache
-
     root = config.data_dir()
     root.mkdir(parents=True, exist_ok=True)
-    return dash.DiskcacheManager(diskcache.Cache(str(root / BACKGROUND_CACHE))), None
+    return jobs.diskcache_manager(root / BACKGROUND_CACHE), None
 
 
 def navigation() -> html.Nav:

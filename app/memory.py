@@ -55,6 +55,23 @@ def _freeze_before_fork() -> None:
     gc.freeze()  # the objects so far into the permanent generation: a forked child's collections never touch them
 
 
+MMAP_THRESHOLD = 1 << 17
+"""Allocations from this size up are mapped apart and given back to the system when freed (glibc's ``M_MMAP_THRESHOLD``,
+fixed here: glibc raises it, by default, to the largest block freed so far, up to 32 MB, after which a model's freed
+temporaries stayed in the process's heap: memory the budget had given back that the process still held)."""
+
+
+def _give_freed_memory_back() -> None:
+    """Fix glibc's mapping threshold at :data:`MMAP_THRESHOLD` in this process (nothing where glibc is absent)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD)  # -3: M_MMAP_THRESHOLD
+
+
+_give_freed_memory_back()
+
+
 # A job forked from a web worker (Dash's Diskcache manager forks one per background callback) that collected its
 # garbage wrote to the header of every object it inherited, so the kernel copied nearly every page of the worker's
 # heap into it: 62 MB of its own (USS) after one collection, 1.8 MB with the worker's objects frozen before the fork

@@ -139,20 +139,35 @@ class Sampler(threading.Thread):
 
         self.process, self.data_dir = psutil.Process(root), data_dir
         self.peak = self.peak_reserved = self.processes = 0
+        self.parts: dict[str, int] = {}
         self.done = threading.Event()
 
     def memory(self) -> tuple[int, int]:
+        """The PSS of the whole tree and how many processes it has; the parts (master and workers, jobs,
+        sentinels) of the largest total so far in :attr:`parts`."""
         import psutil
 
-        total, count = 0, 0
+        parts = {"workers": 0, "jobs": 0, "sentinels": 0}
+        count = 0
         try:
+            workers = self.process.children()
             tree = [self.process, *self.process.children(recursive=True)]
         except psutil.Error:
             return 0, 0
+        worker_pids = {self.process.pid} | {worker.pid for worker in workers}
         for process in tree:
             with contextlib.suppress(psutil.Error):
-                total += process.memory_full_info().pss
+                pss = process.memory_full_info().pss
+                if process.pid in worker_pids:
+                    parts["workers"] += pss
+                elif "app.jobs.sentinel" in " ".join(process.cmdline()):
+                    parts["sentinels"] += pss
+                else:
+                    parts["jobs"] += pss
                 count += 1
+        total = sum(parts.values())
+        if total > self.peak:
+            self.parts = parts
         return total, count
 
     def reserved(self) -> int:
@@ -313,6 +328,7 @@ def round_of(sessions: int, model: Path, run: Path, work: Path, environment: dic
         time.sleep(2.0)
         sampler = Sampler(master.pid, data_dir)
         idle, _ = sampler.memory()
+        idle_parts, sampler.peak = dict(sampler.parts), 0
         sampler.start()
         outcomes, start = Outcomes(), threading.Event()
         threads = [
@@ -339,6 +355,7 @@ def round_of(sessions: int, model: Path, run: Path, work: Path, environment: dic
             "processes": sampler.processes,
             "wall": wall,
             "died": died(data_dir),
+            "parts": {k: (v - idle_parts.get(k, 0)) / 1e6 for k, v in sampler.parts.items()},
         }
 
 
@@ -422,6 +439,8 @@ def main() -> None:
                   f"| {len(outcomes.errors)} | {len(figures['died'])} | {above:,.0f} | {budget / 1e6:,.0f} "
                   f"| {figures['reserved'] / 1e6:,.0f} | {figures['processes']} | {figures['wall']:.0f} |",
                   flush=True)  # fmt: skip
+            parts = ", ".join(f"{k} {v:,.0f}" for k, v in figures["parts"].items())
+            print(f"    at the peak, above idle (MB): {parts}")
             for error in outcomes.errors[:8]:
                 print(f"    error: {error}")
             for line in figures["died"][:5]:

@@ -120,3 +120,43 @@ def test_a_job_short_of_memory_while_reading_a_model_is_not_told_the_model_is_un
     record = graph_service.communities_files(folder).read()
     assert record["status"] == jobs.FAILED and "readable" not in record["message"]
     assert record["message"] == "The server ran out of memory for this, so nothing changed; try again in a moment."
+
+
+def test_no_job_is_forked_while_another_thread_is_inside_the_background_store(tmp_path: Path) -> None:
+    """A score of the concurrency bench never answered: its process, forked while another thread of the web worker was
+    inside SQLite (a page polling its job), waited for ever for SQLite's mutex. Every call into the store and every
+    fork take one lock, so a fork waits for the store call in flight, and the job it starts can use the store."""
+    import threading
+
+    manager = jobs.diskcache_manager(tmp_path / "store")
+    store = manager.handle
+    inside, leave = threading.Event(), threading.Event()
+    real = store._cache.get
+
+    def slow_get(*args: object, **kwargs: object) -> object:
+        inside.set()
+        leave.wait(10)
+        return real(*args, **kwargs)
+
+    store._cache.get = slow_get  # a poll that is inside the store
+    poll = threading.Thread(target=store.get, args=("progress",))
+    poll.start()
+    assert inside.wait(10)
+    forked: list[int] = []
+
+    def job(result_key: str, _progress_key: str, _args: object, _context: object) -> None:
+        store.set(result_key, "answered")  # the job's own use of the store (its progress, its answer)
+
+    fork = threading.Thread(target=lambda: forked.append(manager.call_job_fn("k", job, (), {})))
+    fork.start()
+    fork.join(0.5)
+    assert forked == []  # the fork waits for the store call in flight
+    leave.set()
+    fork.join(10)
+    poll.join(10)
+    assert len(forked) == 1
+    deadline = time.monotonic() + 20
+    while store.get("k") != "answered":
+        assert time.monotonic() < deadline, "the forked job could not use the store"
+        time.sleep(0.05)
+    jobs.reap_finished_children()
