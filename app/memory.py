@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import logging
 import os
 import threading
 import time
@@ -35,6 +36,7 @@ from typing import Any
 from app import config
 from app.services import UserError
 
+_LOG = logging.getLogger(__name__)
 LEDGER = ".memory"
 HELD = "held"
 WANTED = "wanted"
@@ -185,20 +187,43 @@ def _locked(folder: Path) -> Iterator[None]:
     with _LOCK:
         _LEDGER_HANDLES.add(handle)
     try:
-        deadline = time.monotonic() + LEDGER_WAIT_S
+        started = time.monotonic()
+        told = False
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - started
+                if waited > LEDGER_WAIT_S:
                     raise ServerBusy(busy_ledger()) from None
+                if waited > 2.0 and not told:
+                    told = True
+                    _LOG.warning("waited %.1f s for the memory ledger's lock, held by %s", waited, _holder(handle))
                 time.sleep(0.002)
         yield
     finally:
         with _LOCK:
             _LEDGER_HANDLES.discard(handle)
         handle.close()  # closing the file lets the lock go
+
+
+def _holder(handle: Any) -> str:
+    """Who holds the flock of the open file ``handle`` (from ``/proc/locks``: its process, state and command), for the
+    log; "unknown" where that cannot be read."""
+    try:
+        inode = os.fstat(handle.fileno()).st_ino
+        for line in Path("/proc/locks").read_text().splitlines():
+            parts = line.split()
+            if "FLOCK" in parts and parts[5].rsplit(":", 1)[-1] == str(inode):
+                pid = parts[4]
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                state = next((entry for entry in status if entry.startswith("State")), "")
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                return f"process {pid} ({state}; {command[:120]})"
+    except (OSError, IndexError, ValueError):
+        pass
+    return "unknown"
 
 
 def _holdings(folder: Path) -> list[tuple[Path, int]]:
