@@ -175,55 +175,26 @@ def ledger(root: Path | None = None) -> Path:
     return folder
 
 
-LEDGER_WAIT_S = 30.0
-"""The longest a process waits for the ledger's lock (held for a count of the reservations: milliseconds)."""
-
-
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """The ledger's lock for the block. A job forked while this process held it closes its copy at once
+    """The ledger's lock for the block (held for a count of the reservations: milliseconds), waited for in the kernel's
+    queue: waiting by retrying every few milliseconds, a job process (its CPU priority lowered) lost to the web
+    workers' threads for 30 s at a time under load. A job forked while this process held it closes its copy at once
     (:func:`_after_fork_in_child`): a copy left open in a child would hold the lock as long as the child lives."""
     handle = open(folder / "lock", "a+b")  # noqa: SIM115 (closed below, or by a forked child's handler)
     with _LOCK:
         _LEDGER_HANDLES.add(handle)
     try:
         started = time.monotonic()
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                waited = time.monotonic() - started
-                if waited > LEDGER_WAIT_S:
-                    raise ServerBusy(busy_ledger()) from None
-                if waited > 2.0 and not told:
-                    told = True
-                    _LOG.warning("waited %.1f s for the memory ledger's lock, held by %s", waited, _holder(handle))
-                time.sleep(0.002)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        waited = time.monotonic() - started
+        if waited > 2.0:
+            _LOG.warning("waited %.1f s for the memory ledger's lock", waited)
         yield
     finally:
         with _LOCK:
             _LEDGER_HANDLES.discard(handle)
         handle.close()  # closing the file lets the lock go
-
-
-def _holder(handle: Any) -> str:
-    """Who holds the flock of the open file ``handle`` (from ``/proc/locks``: its process, state and command), for the
-    log; "unknown" where that cannot be read."""
-    try:
-        inode = os.fstat(handle.fileno()).st_ino
-        for line in Path("/proc/locks").read_text().splitlines():
-            parts = line.split()
-            if "FLOCK" in parts and parts[5].rsplit(":", 1)[-1] == str(inode):
-                pid = parts[4]
-                status = Path(f"/proc/{pid}/status").read_text().splitlines()
-                state = next((entry for entry in status if entry.startswith("State")), "")
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                return f"process {pid} ({state}; {command[:120]})"
-    except (OSError, IndexError, ValueError):
-        pass
-    return "unknown"
 
 
 def _holdings(folder: Path) -> list[tuple[Path, int]]:
@@ -280,11 +251,6 @@ def wanted_since(root: Path | None = None) -> float:
 def _ask_others(folder: Path) -> None:
     with contextlib.suppress(OSError):
         (folder / WANTED).touch()
-
-
-def busy_ledger() -> str:
-    """The sentence refusing a request whose process could not count the budget in time."""
-    return "The server is busy: its memory budget could not be counted in time; try again in a moment."
 
 
 def too_large(nbytes: int, what: str) -> str:

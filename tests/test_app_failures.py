@@ -160,3 +160,18 @@ def test_no_job_is_forked_while_another_thread_is_inside_the_background_store(tm
         assert time.monotonic() < deadline, "the forked job could not use the store"
         time.sleep(0.05)
     jobs.reap_finished_children()
+
+
+def test_a_job_that_ends_while_dash_looks_at_it_is_taken_as_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load a job's process ended between Dash's check that it exists and its look at it: NoSuchProcess out of
+    the page's poll, an HTTP 500, and the job's answer lost. Such a job is taken as ended."""
+    import psutil
+
+    manager = jobs.diskcache_manager(tmp_path / "store")
+    gone = psutil.Popen(["true"])
+    gone.wait()
+    monkeypatch.setattr(psutil, "pid_exists", lambda pid: True)  # it existed a moment ago
+    manager.terminate_job(gone.pid)  # no NoSuchProcess
+    assert manager.job_running(gone.pid) is False

@@ -68,14 +68,27 @@ class SerialisedStore:
 
 def diskcache_manager(folder: Path) -> Any:
     """Dash's Diskcache manager over the store in ``folder``, its calls serialised and its forks outside SQLite
-    (:class:`SerialisedStore`)."""
+    (:class:`SerialisedStore`), and a job's process that ends while Dash looks at it taken as ended (Dash raised)."""
     import dash
     import diskcache
+    import psutil
 
     class ForkSafeDiskcacheManager(dash.DiskcacheManager):
         def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
             with _STORE_LOCK:  # no thread of this process is inside SQLite while the job is forked
                 return super().call_job_fn(key, job_fn, args, context)
+
+        def terminate_job(self, job: Any) -> None:
+            # Dash reads the answer, then ends the job's process: one that ended by itself meanwhile raised
+            # NoSuchProcess out of the page's poll (HTTP 500), and the answer was lost (seen under load)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                super().terminate_job(job)
+
+        def job_running(self, job: Any) -> bool:
+            try:
+                return bool(super().job_running(job))
+            except psutil.NoSuchProcess:  # it ended between Dash's two looks at it
+                return False
 
     manager = ForkSafeDiskcacheManager(diskcache.Cache(str(folder)))
     manager.handle = SerialisedStore(manager.handle)
