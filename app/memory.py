@@ -53,10 +53,6 @@ JOB_WAIT_S = 1.0
 (Dash forked it), whose memory nothing charges while it waits."""
 
 
-def _freeze_before_fork() -> None:
-    gc.freeze()  # the objects so far into the permanent generation: a forked child's collections never touch them
-
-
 MMAP_THRESHOLD = 1 << 17
 """Allocations from this size up are mapped apart and given back to the system when freed (glibc's ``M_MMAP_THRESHOLD``,
 fixed here: glibc raises it, by default, to the largest block freed so far, up to 32 MB, after which a model's freed
@@ -72,6 +68,10 @@ def _give_freed_memory_back() -> None:
 
 
 _give_freed_memory_back()
+
+
+def _freeze_before_fork() -> None:
+    gc.freeze()  # the objects so far into the permanent generation: a forked child's collections never touch them
 
 
 # A job forked from a web worker (Dash's Diskcache manager forks one per background callback) that collected its

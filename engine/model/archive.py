@@ -245,7 +245,7 @@ LOAD_CHECK_SHARE = 0.25
 """What a loader's checks of an array take beside it, as a share of its bytes: one boolean per float32 value
 (finite, non-negative), one temporary at a time."""
 
-LOAD_OVERHEAD = 8 << 20
+LOAD_OVERHEAD = 16 << 20
 """What a load takes beside its arrays, header and checks: the zip and inflate buffers, the model's objects."""
 
 
@@ -254,9 +254,9 @@ def load_bytes(path: str | os.PathLike[str]) -> int:
     inflated; 0 for a file that is not a zip archive): every member at its declared size, the header parsed
     (:data:`HEADER_OBJECT_FACTOR`), the block tables a layout builds from ``n_clones`` and ``block_pairs`` (twice
     their bytes), the checks of the largest array (:data:`LOAD_CHECK_SHARE`) and :data:`LOAD_OVERHEAD`. Against the
-    resident memory a load adds at its peak (``bench/bench_concurrency.py --loads``): 1.01x for a dense model of
-    576 MB of T, 1.10x for one with its expected counts, 2.4x for a 16 MiB header of ``{}`` (the factor is the
-    worst header's)."""
+    resident memory a load adds at its peak (``bench/bench_concurrency.py --loads``): 1.02x for a dense model of
+    576 MB of T, 1.24x for a 5,000-state one with its expected counts, 1.32x for a sparse 30,000-state one, 2.6x for
+    a 16 MiB header of ``{}`` (the factor is the worst header's)."""
     try:
         with zipfile.ZipFile(path) as archive:
             sizes = {info.filename.removesuffix(".npy"): info.file_size for info in archive.infolist()}
