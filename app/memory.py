@@ -20,6 +20,7 @@ so the parent's reservations end when the parent releases them. Nothing of a use
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import gc
@@ -31,9 +32,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from app import config
+from app import config, handles
 from app.services import UserError
 
 _LOG = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class Reservation:
     def __init__(self, folder: Path, nbytes: int, what: str) -> None:
         self.folder, self.nbytes, self.what = folder, int(nbytes), what
         self.path = folder / HELD / f"{self.nbytes}-{os.getpid()}-{uuid.uuid4().hex}"
-        self._handle = open(self.path, "w+b")  # noqa: SIM115 (held open for as long as the reservation lives)
+        self._handle = handles.open_private(self.path, "w+b")  # held open for as long as the reservation lives
         fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
         with contextlib.suppress(OSError):
             self._handle.write(what.encode("utf-8", "replace")[:200])
@@ -129,13 +129,11 @@ class Reservation:
             self._released = True
             _OPEN.discard(self)
         self.path.unlink(missing_ok=True)
-        self._handle.close()  # closing the file lets the flock go
+        handles.close_private(self._handle)  # closing the file lets the flock go
 
     def _forget(self) -> None:
-        """In a forked child: drop this process's copy of the parent's reservation (the parent still holds it)."""
+        """In a forked child: the parent's reservation, not this process's (:mod:`app.handles` closed the copy)."""
         self._released = True
-        with contextlib.suppress(OSError):
-            self._handle.close()
 
     def __enter__(self) -> Reservation:
         return self
@@ -146,23 +144,37 @@ class Reservation:
 
 _LOCK = threading.Lock()
 _OPEN: set[Reservation] = set()
-_LEDGER_HANDLES: set[Any] = set()
 _RELIEFS: list[Callable[[], int]] = []
+_TO_RELEASE: collections.deque[Reservation] = collections.deque()
+
+
+def release_soon(reservation: Reservation) -> None:
+    """Give ``reservation`` back at the next count of the budget in this process (:func:`drain`). For a garbage
+    collector's callback (a kept value that nobody holds any more): the collector may run inside any allocation,
+    this module's lock held by the same thread, and a release there waited for that lock for ever, with the ledger's
+    lock held (the concurrency bench stood still at 12 sessions). A deque's append takes no lock."""
+    _TO_RELEASE.append(reservation)
+
+
+def drain() -> None:
+    """Release what :func:`release_soon` queued."""
+    while True:
+        try:
+            reservation = _TO_RELEASE.popleft()
+        except IndexError:
+            return
+        reservation.release()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child drops its copies of the parent's reservations and of a ledger lock another thread of the parent
-    held at the fork (closing a copy leaves the parent's lock as it is; keeping it would hold it for the child's
-    life, and every process that counts the budget would wait for it)."""
+    """A forked child holds none of its parent's reservations (:mod:`app.handles` closes its copies of their files and
+    of the ledger's lock: a copy kept open would hold a lock for the child's life)."""
     global _LOCK
     _LOCK = threading.Lock()  # another thread may have held it at the fork
     for reservation in list(_OPEN):
         reservation._forget()
     _OPEN.clear()
-    for handle in list(_LEDGER_HANDLES):
-        with contextlib.suppress(OSError):
-            handle.close()
-    _LEDGER_HANDLES.clear()
+    _TO_RELEASE.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -180,10 +192,8 @@ def _locked(folder: Path) -> Iterator[None]:
     """The ledger's lock for the block (held for a count of the reservations: milliseconds), waited for in the kernel's
     queue: waiting by retrying every few milliseconds, a job process (its CPU priority lowered) lost to the web
     workers' threads for 30 s at a time under load. A job forked while this process held it closes its copy at once
-    (:func:`_after_fork_in_child`): a copy left open in a child would hold the lock as long as the child lives."""
-    handle = open(folder / "lock", "a+b")  # noqa: SIM115 (closed below, or by a forked child's handler)
-    with _LOCK:
-        _LEDGER_HANDLES.add(handle)
+    (:mod:`app.handles`): a copy left open in a child would hold the lock as long as the child lives."""
+    handle = handles.open_private(folder / "lock")
     try:
         started = time.monotonic()
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -192,9 +202,7 @@ def _locked(folder: Path) -> Iterator[None]:
             _LOG.warning("waited %.1f s for the memory ledger's lock", waited)
         yield
     finally:
-        with _LOCK:
-            _LEDGER_HANDLES.discard(handle)
-        handle.close()  # closing the file lets the lock go
+        handles.close_private(handle)  # closing the file lets the lock go
 
 
 def _holdings(folder: Path) -> list[tuple[Path, int]]:
@@ -206,21 +214,23 @@ def _holdings(folder: Path) -> list[tuple[Path, int]]:
         if not size.isdigit():
             continue
         try:
-            probe = open(path, "rb")  # noqa: SIM115
+            probe = handles.open_private(path, "rb")
         except FileNotFoundError:
             continue
-        with probe:
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                live.append((path, int(size)))  # held: its process lives
-                continue
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            live.append((path, int(size)))  # held: its process lives
+            continue
+        finally:
+            handles.close_private(probe)
         path.unlink(missing_ok=True)  # nobody held it: its process died
     return live
 
 
 def in_use(root: Path | None = None) -> int:
     """The bytes reserved now by every process of the server."""
+    drain()
     folder = ledger(root)
     with _locked(folder):
         return sum(size for _, size in _holdings(folder))
@@ -280,6 +290,7 @@ def reserve(nbytes: int, what: str, wait: float | None = None) -> Reservation:
     budget = config.server_memory_bytes()
     if nbytes > budget:
         raise ServerBusy(too_large(nbytes, what))
+    drain()
     folder = ledger()
     deadline = time.monotonic() + max(BUSY_WAIT_S if wait is None else wait, 0.0)
     while True:
@@ -288,6 +299,7 @@ def reserve(nbytes: int, what: str, wait: float | None = None) -> Reservation:
             if used + nbytes <= budget:
                 return Reservation(folder, nbytes, what)
         if _relieve_here():
+            drain()
             continue
         _ask_others(folder)
         if time.monotonic() >= deadline:
@@ -307,5 +319,6 @@ def reserved(nbytes: int, what: str, wait: float | None = None) -> Iterator[Rese
 
 def held_here() -> int:
     """The bytes this process holds reserved now."""
+    drain()
     with _LOCK:
         return sum(reservation.nbytes for reservation in _OPEN)

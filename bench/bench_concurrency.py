@@ -14,7 +14,7 @@ the bytes reserved in the budget. Reports, per N: what each request ended with (
 error), whether every refusal was one sentence, whether any process was killed (an HTTP error, a job said "died", a
 sentinel's kill), the peak memory above the idle server against the budget, and the peak reservation.
 
-    python bench/bench_concurrency.py [--sessions 3 6 12] [--model-mb 300] [--budget-mb 2000]
+    python bench/bench_concurrency.py [--sessions 3 6 12] [--model-mb 300] [--budget-mb 2000] [--threshold 1e-3]
     python bench/bench_concurrency.py --loads M1.npz M2.npz ...   # a load's charge against its measured peak
 """
 
@@ -51,6 +51,8 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 600.0
 SCORED = SHORT_TEXT[:5_000]
+THRESHOLD = ["1e-3"]
+"""The Infomap threshold the sessions type (``--threshold``)."""
 
 
 # ------------------------------------------------------------------------------------------ the model
@@ -74,7 +76,7 @@ def make_model(path: Path, megabytes: float) -> None:
     api.save_model(model, path)
 
 
-def prepare_run(model: Path, work: Path) -> Path:
+def prepare_run(model: Path, work: Path, threshold: float) -> Path:
     """A session folder holding ``model`` and an Infomap run of it (``communities.json``, made by the app's own
     service), to copy into every session of the bench."""
     environment = dict(os.environ, CHMM_DATA_DIR=str(work / "prepare"), CHMM_START_MODEL=str(model),
@@ -83,7 +85,7 @@ def prepare_run(model: Path, work: Path) -> Path:
         "from app import sessions\n"
         "from app.services import graphs\n"
         "folder = sessions.session_folder(sessions.new_session_id())\n"
-        "graphs.run_communities(folder, trials=1)\n"
+        f"graphs.run_communities(folder, trials=1, threshold={threshold!r})\n"
         "print(folder)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
@@ -204,7 +206,7 @@ class Client:
             f"{ids.COMMUNITIES_TRIALS}.value": 1,
             f"{ids.COMMUNITIES_TWO_LEVEL}.value": [],
             f"{ids.COMMUNITIES_SEED}.value": 0,
-            f"{ids.COMMUNITIES_THRESHOLD}.value": "1e-3",
+            f"{ids.COMMUNITIES_THRESHOLD}.value": THRESHOLD[0],
             f"{ids.COMMUNITIES_MARKOV_TIME}.value": 1,
             f"{ids.COMMUNITIES_SELECTED}.data": "1",
             f"{ids.COMMUNITIES_RUN_SHOWN}.value": "current",
@@ -392,6 +394,7 @@ def main() -> None:
     parser.add_argument("--model-mb", type=float, default=300.0, help="the bytes of the model's T")
     parser.add_argument("--budget-mb", type=float, default=2000.0, help="CHMM_SERVER_MEMORY_MB")
     parser.add_argument("--model", type=Path, help="a model of one's own instead of the synthetic one")
+    parser.add_argument("--threshold", type=float, default=1e-3, help="Infomap's pruning threshold (the page's)")
     parser.add_argument("--loads", type=Path, nargs="+", help="only measure these files' load charges")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, data)")
     args = parser.parse_args()
@@ -399,6 +402,7 @@ def main() -> None:
     if args.loads:
         measure_loads(args.loads)
         return
+    THRESHOLD[0] = f"{args.threshold:g}"
     work = Path(tempfile.mkdtemp(prefix="chmm-concurrency-"))
     try:
         model = args.model or work / "largest.npz"
@@ -418,7 +422,7 @@ def main() -> None:
         limit_mb = (arrays * 1.02 + header * HEADER_OBJECT_FACTOR) / 1e6 + 1
         charge = api.model_load_bytes(model)
         started = time.perf_counter()
-        run = prepare_run(model, work)
+        run = prepare_run(model, work, args.threshold)
         print(f"Infomap run prepared in {time.perf_counter() - started:.0f} s")
         environment = {"CHMM_MAX_MODEL_MEMORY_MB": f"{limit_mb:.0f}", "CHMM_SERVER_MEMORY_MB": f"{args.budget_mb:g}",
                        "CHMM_MAX_MODEL_MB": f"{model.stat().st_size / 1e6 + 50:.0f}"}  # fmt: skip

@@ -191,6 +191,30 @@ def test_a_job_forked_while_the_ledger_is_locked_does_not_hold_it(data_dir: Path
         os.waitpid(pid, 0)
 
 
+def test_a_lock_file_opened_before_a_fork_and_locked_after_it_is_not_held_by_the_child(tmp_path: Path) -> None:
+    """A flock belongs to the open file description that every fork shares: a worker thread that opened the ledger's
+    lock file just before another thread forked a job, and locked it just after, left the lock with the job, which
+    held it for its life once the worker closed its own copy (the concurrency bench stood still at 12 sessions)."""
+    import fcntl
+
+    from app import handles
+
+    path = tmp_path / "lock"
+    handle = handles.open_private(path)  # opened ...
+    pid = os.fork()
+    if pid == 0:  # ... a job forked ...
+        time.sleep(5)
+        os._exit(0)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # ... and locked
+        handles.close_private(handle)
+        with open(path, "a+b") as other:  # another process's turn: free at once
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def test_a_forked_job_does_not_copy_its_parents_heap_when_it_collects_garbage(data_dir: Path) -> None:
     """A job forked from a web worker that collected its garbage touched every object it inherited, and the kernel
     copied the pages: 62 MB of its own after one collection. The worker's objects are frozen over the fork."""

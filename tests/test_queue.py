@@ -10,6 +10,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -222,6 +223,36 @@ def running_jobs(before: set[int]) -> list[psutil.Process]:
                     if record.get("status") == jobs.RUNNING:
                         running.append(process)
     return running
+
+
+def test_a_job_forked_while_a_page_looked_at_the_places_does_not_take_one(one_place: jobs.JobSlot) -> None:
+    """A page asking how many places are free locks each place a moment: a job forked from the worker at that moment
+    kept that place's lock for its life (a two-hour training held a place it never took, and with one place the next
+    job never started)."""
+    one_place.release()
+    slot = jobs.server_queue()
+    forked: list[int] = []
+    real = jobs.queue.fcntl.flock
+
+    def fork_while_locked(handle: Any, operation: int) -> None:
+        real(handle, operation)
+        if not forked:  # the first probe holds the place's lock: a job is forked now
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(5)
+                os._exit(0)
+            forked.append(pid)
+
+    jobs.queue.fcntl.flock = fork_while_locked
+    try:
+        assert slot.free_slots() == 1
+    finally:
+        jobs.queue.fcntl.flock = real
+    try:
+        assert slot.free_slots() == 1  # the job did not keep the place
+    finally:
+        os.kill(forked[0], signal.SIGKILL)
+        os.waitpid(forked[0], 0)
 
 
 def finished(folder: Path) -> bool:

@@ -177,7 +177,7 @@ def _release_when_unused(value: Any, reservation: memory.Reservation | None) -> 
     if reservation is None:
         return
     try:
-        weakref.finalize(value, reservation.release)
+        weakref.finalize(value, memory.release_soon, reservation)  # a collector's callback: it takes no lock
     except TypeError:
         reservation.release()
 
@@ -215,6 +215,7 @@ def _relief_loop() -> None:
         while True:
             time.sleep(RELIEF_POLL_S)
             with contextlib.suppress(Exception):  # a data folder gone (tests): look again later
+                memory.drain()  # what nobody holds any more, given back within a poll
                 wanted = memory.wanted_since()
                 if wanted > seen:
                     seen = wanted
