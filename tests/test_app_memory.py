@@ -209,8 +209,15 @@ def test_a_lock_file_opened_before_a_fork_and_locked_after_it_is_not_held_by_the
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)  # ... and locked
         handles.close_private(handle)
-        with open(path, "a+b") as other:  # another process's turn: free at once
-            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with open(path, "a+b") as other:  # another process's turn: free once the job has closed its copy
+            deadline = time.monotonic() + 2.0  # (at once in the job: it may not have run yet; 5 s when it kept it)
+            while True:
+                try:
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, "the forked job holds the lock"
+                    time.sleep(0.01)
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
