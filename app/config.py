@@ -20,7 +20,8 @@ variable                    meaning                                             
 ``CHMM_MAX_WAITING_JOBS``   jobs waiting for a place at once (tickets, not processes)    4
 ``CHMM_MAX_REQUEST_SECONDS`` wall-clock limit of a score, decoding or prune sweep        120
 ``CHMM_MAX_EXPORT_EDGES``   largest clone graph the Export page writes (edges)           1000000
-``CHMM_KEPT_MB``            what a web process keeps of the views' models, graphs, runs  1000
+``CHMM_KEPT_MB``            what a web process keeps of the views' models, graphs, runs  1.25 models, >= 1000
+``CHMM_SERVER_MEMORY_MB``   memory of the model loads and heavy requests, all processes   max(RAM / 4, 2 models)
 ``REDIS_URL``               use Celery + Redis for background jobs instead of diskcache  unset
 ==========================  ===========================================================  ====================
 """
@@ -137,8 +138,24 @@ def max_export_edges() -> int:
 
 def max_kept_bytes() -> int:
     """What one web process keeps of the views' models, clone graphs and Infomap runs (``CHMM_KEPT_MB``,
-    :mod:`app.services.kept`), least recently used first out."""
-    return int(_float_env("CHMM_KEPT_MB", DEFAULT_KEPT_MB) * MEGABYTE)
+    :mod:`app.services.kept`), least recently used first out. Default: 1,000 MB, and at least 1.25 times
+    :func:`max_model_memory_bytes`, so that the largest model a file may hold is kept once loaded (a value larger
+    than this is loaded again by every request that wants it). What all processes keep together is bounded by
+    :func:`server_memory_bytes`."""
+    default = max(DEFAULT_KEPT_MB, 1.25 * max_model_memory_bytes() / MEGABYTE)
+    return int(_float_env("CHMM_KEPT_MB", default) * MEGABYTE)
+
+
+def server_memory_bytes() -> int:
+    """The memory that the model loads and heavy requests outside training jobs may take at once on the whole server
+    (``CHMM_SERVER_MEMORY_MB``; :mod:`app.memory`): the web workers' kept models and values, model uploads being
+    checked, prunings, and the score, decoding, prune-sweep and Infomap jobs; past it a request is refused with "the
+    server is busy". Default: a quarter of the physical memory, and at least twice
+    :func:`max_model_memory_bytes`, so that the largest model a file may hold always loads."""
+    raw = os.environ.get("CHMM_SERVER_MEMORY_MB", "").strip()
+    if raw:
+        return int(_float_env("CHMM_SERVER_MEMORY_MB", 1.0) * MEGABYTE)
+    return max(_physical_memory() // 4, 2 * max_model_memory_bytes())
 
 
 def session_ttl_seconds() -> float:

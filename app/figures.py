@@ -264,7 +264,10 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         elif progress.get("message"):
             label = progress["message"]
     if status != "running":
-        value = 100.0 if status == "finished" else value
+        # a cancelled run's bar is reset, as the Cancel button resets it: whichever of the two reaches the page last
+        # (its last progress or the button's answer), it shows 0 (issue 51: 0.1375 under load, when the progress came
+        # second)
+        value = {"finished": 100.0, "cancelled": 0.0}.get(status, value)
         label = f"{status.capitalize()}: {progress.get('message', '')}"
     return value, label, history_figure(history, refit, title="Training progress (bits per symbol)")
 

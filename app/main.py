@@ -42,11 +42,9 @@ def background_manager() -> tuple[Any, Any]:
 
         celery = Celery(__name__, broker=url, backend=url)
         return dash.CeleryManager(celery), celery
-    import diskcache
-
     root = config.data_dir()
     root.mkdir(parents=True, exist_ok=True)
-    return dash.DiskcacheManager(diskcache.Cache(str(root / BACKGROUND_CACHE))), None
+    return jobs.diskcache_manager(root / BACKGROUND_CACHE), None
 
 
 def navigation() -> html.Nav:
@@ -148,11 +146,15 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
 def show_notice(_ticks: int | None, session_id: str | None, shown: float | None) -> tuple[Any, Any]:
     """Every few seconds: the session's notice (a request job that its sentinel had to kill, and why) above the
     page, for :data:`jobs.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
-    being gone."""
+    being gone. While the server's disk is full (:func:`sessions.disk_full`), that instead: no job or request can
+    store its answer then."""
     try:
         notice = jobs.read_notice(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
         return no_update, no_update
+    full = sessions.disk_full()  # no job or request can store its answer then: every page says it instead
+    if full is not None:
+        notice = {"time": "disk full", "message": full}
     stamp = notice["time"] if notice else None
     if stamp == shown:
         return no_update, no_update

@@ -187,14 +187,35 @@ def check_space(folder: Path, adding: int = 0, what: str = "This") -> None:
         )
 
 
+def free_disk(root: Path | None = None) -> int | None:
+    """The free bytes of the data folder's disk (None when they cannot be read)."""
+    root = root or config.data_dir()
+    try:
+        return int(shutil.disk_usage(root if root.exists() else root.parent).free)
+    except OSError:
+        return None
+
+
+def disk_full(root: Path | None = None) -> str | None:
+    """A sentence for every page of every session while the data folder's disk has less free space than
+    ``CHMM_MIN_FREE_MB``, else None: then no job or request can record its answer (Dash's store of background
+    results is on that disk too), so the pages say it themselves (issue 51: Run Infomap, Score and the prune sweep
+    said nothing)."""
+    free = free_disk(root)
+    if free is None or free >= config.min_free_bytes():
+        return None
+    return (
+        f"The server's disk is full ({config.format_bytes(free)} free): nothing can be saved and no job or request "
+        "can finish until space returns; try again later."
+    )
+
+
 def check_disk(what: str = "The job", root: Path | None = None) -> None:
     """Refuse (SessionError, one sentence) to start work when the data folder's disk has less free space than
     ``CHMM_MIN_FREE_MB``: said at once, with its true cause (on a full disk the Train page said "Starting the
     training job." for ever, and a job that could not record its end was later blamed on memory)."""
-    root = root or config.data_dir()
-    try:
-        free = shutil.disk_usage(root if root.exists() else root.parent).free
-    except OSError:
+    free = free_disk(root)
+    if free is None:
         return
     need = config.min_free_bytes()
     if free < need:

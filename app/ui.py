@@ -11,7 +11,7 @@ from typing import Any
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import config, ids, jobs, services, sessions
+from app import config, ids, jobs, memory, services, sessions
 from app.services import UserError
 from app.services import models as model_service
 from engine.api import CorpusError, ModelFormatError
@@ -29,9 +29,11 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
     that cannot be stopped so (C code that holds the GIL) is killed by its sentinel, which leaves the sentence in
     the session's notice (``folder``, :func:`jobs.read_notice`) for the shell to show, ``what`` (e.g.
     "Scoring") naming the job in it."""
+    sessions.check_disk(what)  # on a full disk its answer could not be stored: said at once instead
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
+    held = memory.reserve(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S)  # before its sentinel starts
     try:
         with jobs.job_process(time_limit=limit, notice=notice):
             yield
@@ -41,6 +43,10 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
         ) from None
     except jobs.JobMemoryError as exc:
         raise UserError(f"This stopped: {exc}; {advice}") from None
+    except MemoryError:  # the machine's memory (the model being read, for instance): not the model's fault
+        raise UserError(f"This ran out of the server's memory; {advice}") from None
+    finally:
+        held.release()
 
 
 def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
@@ -103,6 +109,15 @@ def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any,
     except EXPECTED_ERRORS as exc:
         return no_update, error_message(exc)
     return dcc.send_file(str(path), filename=name), no_update
+
+
+def told_upload(upload: Any, limit: int, message: str, remedy: str = "") -> html.Div:
+    """``upload`` (a ``dcc.Upload``) in a wrapper that ``assets/upload_limit.js`` reads: when a file is chosen or
+    dropped, the browser says at once in the box ``message`` why a file over ``limit`` bytes is refused (the server's
+    sentence, ending with ``remedy``; the drop zone itself would drop a file over its ``max_size`` without a word) or
+    that it is sending one within it (a large model took 90 s to answer, silent until then)."""
+    attributes = {"data-upload-limit": str(int(limit)), "data-upload-message": message, "data-upload-remedy": remedy}
+    return html.Div(upload, className="told-upload", **attributes)
 
 
 def card(title: str, *children: Any, **kwargs: Any) -> html.Section:

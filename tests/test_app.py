@@ -11,6 +11,7 @@ The callbacks only unpack inputs and call ``app.services`` (the training jobs an
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,10 @@ def test_an_oversized_request_body_is_refused_before_it_is_read(data_dir: Path) 
 def test_browser_limits_agree_with_the_guide() -> None:
     guide = (config.REPOSITORY / "docs" / "guide.md").read_text(encoding="utf-8")
     assert f"the browser refuses files over {config.BROWSER_SLACK:g} times a limit" in guide
+    # the proxy the guide recommends takes every request the server takes (issue 51: a model of the plain command
+    # came back as HTTP 413 from a proxy sized for corpora)
+    proxy = re.search(r"client_max_body_size (\d+)m;", guide)
+    assert proxy is not None and int(proxy.group(1)) * 2**20 >= config.max_request_bytes()
     import app.main  # noqa: F401  (registers the pages, so this test also runs alone)
     from app.pages import model as model_page
     from app.pages import train as train_page

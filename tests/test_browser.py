@@ -283,6 +283,33 @@ def test_opening_pages_keeps_the_current_model(browser: DashComposite, data_dir:
     assert "Next:" in browser.find_element(f"#{ids.MODEL_INTRO}").text
 
 
+def test_a_file_too_large_to_upload_is_told_at_once(
+    browser: DashComposite, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51, item 2: a model over the upload's limit, dropped on the Model page, showed nothing (the drop zone
+    refuses a file over its size without a word; one within it showed nothing until the server answered, 90 s for
+    152 MB). The page says at once why such a file is refused, with the server's own sentence, and the model stays."""
+    folder = session_folder(browser, data_dir)
+    before = sessions.model_stamp(folder)
+    monkeypatch.setenv("CHMM_MAX_MODEL_MB", "0.5")  # 500 kB; the drop zone takes up to 625 kB
+    open_page(browser, "/train")
+    open_page(browser, "/")  # the Model page laid out under that limit
+    big = tmp_path / "mine.npz"
+    big.write_bytes(os.urandom(1_000_000))  # over the drop zone's size: it would drop it without a word
+    upload(browser, ids.MODEL_UPLOAD, big)
+    said = "mine.npz is too large: 1.0 MB, the limit is 500.0 kB; `chmm prune MODEL -o SMALLER.npz` writes a smaller"
+    browser.wait_for_contains_text(f"#{ids.MODEL_MESSAGE}", said, timeout=5)
+    assert browser.find_element(f"#{ids.MODEL_MESSAGE} .message-error").text.endswith("raises the limit.")
+    wait_idle(browser)
+    middle = tmp_path / "middle.npz"
+    middle.write_bytes(os.urandom(550_000))  # within the drop zone's size, over the server's: said before it is sent
+    upload(browser, ids.MODEL_UPLOAD, middle)
+    browser.wait_for_contains_text(f"#{ids.MODEL_MESSAGE}", "middle.npz is too large: ")  # at once, then the server
+    wait_idle(browser)
+    assert "550.0 kB, the limit is 500.0 kB; `chmm prune" in browser.find_element(f"#{ids.MODEL_MESSAGE}").text
+    assert sessions.model_stamp(folder) == before
+
+
 def test_out_of_range_numbers_get_a_message(browser: DashComposite) -> None:
     """Found by a UX review: with min/max on the inputs the browser turned -5 into None ("Enter the number of
     states.") and a negative sampling seed into the default, silently."""

@@ -22,6 +22,78 @@ from typing import Any
 from app import config
 from app.jobs.records import JobFiles
 
+# ------------------------------------------------------------------------------------------ forking from a worker
+_STORE_LOCK = threading.RLock()
+"""Held by every call into the background store (Dash's Diskcache, SQLite) in this process, and over every fork of a
+job (:func:`diskcache_manager`)."""
+
+
+def _fresh_store_lock() -> None:
+    global _STORE_LOCK
+    _STORE_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_fresh_store_lock)
+
+
+class SerialisedStore:
+    """The background store (a ``diskcache.Cache``) with every call made under :data:`_STORE_LOCK`, transactions
+    included. A job is forked from a web worker of 16 threads, several of them inside SQLite at any time (each page
+    polls its job's progress every second); a fork while one of them held SQLite's allocator mutex left the job
+    waiting for that mutex for ever, at its first SQLite call (issue 51: a score of ``bench/bench_concurrency.py``
+    never answered, its process asleep in ``sqlite3Malloc``). Forks take the same lock, so none happens inside
+    SQLite."""
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._cache, name)
+        if not callable(value):
+            return value
+        if name == "transact":
+            return self._transact
+
+        def serialised(*args: Any, **kwargs: Any) -> Any:
+            with _STORE_LOCK:
+                return value(*args, **kwargs)
+
+        return serialised
+
+    @contextmanager
+    def _transact(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with _STORE_LOCK, self._cache.transact(*args, **kwargs) as transaction:
+            yield transaction
+
+
+def diskcache_manager(folder: Path) -> Any:
+    """Dash's Diskcache manager over the store in ``folder``, its calls serialised and its forks outside SQLite
+    (:class:`SerialisedStore`), and a job's process that ends while Dash looks at it taken as ended (Dash raised)."""
+    import dash
+    import diskcache
+    import psutil
+
+    class ForkSafeDiskcacheManager(dash.DiskcacheManager):
+        def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
+            with _STORE_LOCK:  # no thread of this process is inside SQLite while the job is forked
+                return super().call_job_fn(key, job_fn, args, context)
+
+        def terminate_job(self, job: Any) -> None:
+            # Dash reads the answer, then ends the job's process: one that ended by itself meanwhile raised
+            # NoSuchProcess out of the page's poll (HTTP 500), and the answer was lost (seen under load)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                super().terminate_job(job)
+
+        def job_running(self, job: Any) -> bool:
+            try:
+                return bool(super().job_running(job))
+            except psutil.NoSuchProcess:  # it ended between Dash's two looks at it
+                return False
+
+    manager = ForkSafeDiskcacheManager(diskcache.Cache(str(folder)))
+    manager.handle = SerialisedStore(manager.handle)
+    return manager
+
 
 def reap_finished_children() -> None:
     """Collect the job processes of this web worker that have ended (finished, or terminated by a cancel), as their

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import config
+from app import config, handles
 from app.jobs.records import HEARTBEAT_S, JobFiles, read_json
 from engine.files import atomic_write_json
 
@@ -94,11 +94,11 @@ class JobSlot:
         folder = self.root / SLOTS
         folder.mkdir(parents=True, exist_ok=True)
         for index in range(self.limit):
-            handle = open(folder / str(index), "a+b")  # noqa: SIM115 (held open for as long as the slot is held)
+            handle = handles.open_private(folder / str(index))  # held open for as long as the slot is held
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                handle.close()
+                handles.close_private(handle)
                 continue
             self._handle = handle
             return True
@@ -110,12 +110,15 @@ class JobSlot:
         folder.mkdir(parents=True, exist_ok=True)
         free = 0
         for index in range(self.limit):
-            with open(folder / str(index), "a+b") as handle:  # closing it lets the lock go
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue
-                free += 1
+            # a job forked while this probe held a slot's lock kept that slot for its life: app.handles
+            handle = handles.open_private(folder / str(index))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            finally:
+                handles.close_private(handle)  # closing it lets the lock go
+            free += 1
         return free
 
     def _scan(self, now: float) -> list[_Entry]:
@@ -270,7 +273,7 @@ class JobSlot:
 
     def release(self) -> None:
         if self._handle is not None:
-            self._handle.close()  # closing the file releases its flock
+            handles.close_private(self._handle)  # closing the file releases its flock
             self._handle = None
 
 

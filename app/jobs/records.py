@@ -58,6 +58,18 @@ def sweep_temporary(folder: Path, now: float | None = None) -> list[str]:
     return removed
 
 
+def _disk_cause(folder: Path) -> str | None:
+    """Why a job whose heartbeat stopped with no cause recorded most likely stopped, when the disk is full now: a
+    job that could not write its end (its record, Dash's store of its result) was blamed on its process dying
+    (issue 51: a disk that filled mid-training was said as "its process or worker died")."""
+    from app import config, sessions  # here: the sentinel, a light process, imports this module
+
+    free = sessions.free_disk(folder.parent)
+    if free is None or free >= config.min_free_bytes():
+        return None
+    return f"the server's disk filled up while it ran ({config.format_bytes(free)} free), so it could not save its work"
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None when it is missing, unreadable or not an object."""
     try:
@@ -102,11 +114,13 @@ class JobFiles:
         record = self.read()
         if not record or record.get("status") != RUNNING or self.running(now, record):
             return None
-        self.request_cancel()
-        cause = record.get("cause")
+        with contextlib.suppress(OSError):
+            self.request_cancel()
+        cause = record.get("cause") or _disk_cause(self.record.parent)
         message = f"The job stopped: {cause}." if cause else f"The job {DIED}."
         record.update(status=FAILED, message=message, finished=time.time())
-        self.write(record)
+        with contextlib.suppress(OSError):  # a full disk: the page is told all the same
+            self.write(record)
         sweep_temporary(self.record.parent)  # what it was writing when it died
         return record
 

@@ -101,15 +101,19 @@ def layout(**_query: Any) -> html.Div:
         ),
         ui.field(
             "Or upload a walk",
-            dcc.Upload(
-                html.Div(
-                    [
-                        "Drop a walk file here (CSV with the columns action and observation, or JSON), or ",
-                        html.A("choose a file"),
-                    ]
+            ui.told_upload(
+                dcc.Upload(
+                    html.Div(
+                        [
+                            "Drop a walk file here (CSV with the columns action and observation, or JSON), or ",
+                            html.A("choose a file"),
+                        ]
+                    ),
+                    id=ids.MAP_UPLOAD,
+                    className="upload",
                 ),
-                id=ids.MAP_UPLOAD,
-                className="upload",
+                maps.MAX_WALK_UPLOAD_BYTES,
+                ids.MAP_UPLOAD_MESSAGE,
             ),
             "A walk written by `chmm walk` also has the columns row and column (the true places): then the map is "
             "laid out like the room and clones have place fields.",

@@ -80,11 +80,16 @@ def layout(**_query: Any) -> html.Div:
             ),
             ui.card(
                 "Load, download, undo",
-                dcc.Upload(
-                    html.Div(["Drop a saved model (.npz) here or ", html.A("choose a file")]),
-                    id=ids.MODEL_UPLOAD,
-                    max_size=config.browser_upload_bytes(config.max_model_upload_bytes()),
-                    className="upload",
+                ui.told_upload(
+                    dcc.Upload(
+                        html.Div(["Drop a saved model (.npz) here or ", html.A("choose a file")]),
+                        id=ids.MODEL_UPLOAD,
+                        max_size=config.browser_upload_bytes(config.max_model_upload_bytes()),
+                        className="upload",
+                    ),
+                    config.max_model_upload_bytes(),
+                    ids.MODEL_MESSAGE,
+                    model_service.MODEL_TOO_LARGE,
                 ),
                 ui.buttons(
                     html.Button("Download the current model", id=ids.MODEL_DOWNLOAD_BUTTON, className="button"),

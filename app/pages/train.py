@@ -103,17 +103,22 @@ def layout(**_query: Any) -> html.Div:
     limit = config.max_upload_bytes()
     corpus = ui.card(
         "Corpus",
-        dcc.Upload(
-            html.Div(
-                [
-                    "Drop UTF-8 text files (.txt) here, one or several (each file a document), or a .zip of them, or ",
-                    html.A("choose files"),
-                ]
+        ui.told_upload(
+            dcc.Upload(
+                html.Div(
+                    [
+                        "Drop UTF-8 text files (.txt) here, one or several (each file a document), or a .zip of them, "
+                        "or ",
+                        html.A("choose files"),
+                    ]
+                ),
+                id=ids.CORPUS_UPLOAD,
+                multiple=True,
+                max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses (the script says why)
+                className="upload",
             ),
-            id=ids.CORPUS_UPLOAD,
-            multiple=True,
-            max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses; up to it the server says why
-            className="upload",
+            limit,
+            ids.CORPUS_MESSAGE,
         ),
         ui.buttons(
             html.Button("Use the sample corpus (Alice in Wonderland)", id=ids.CORPUS_SAMPLE_BUTTON),

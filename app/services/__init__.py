@@ -54,6 +54,7 @@ SERVER_NAMES = {
 _PATH = re.compile(r"(?<![\w.])(?:/[^/\s:'\"(),;]+)+/?")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:\.[0-9a-f]{32})?", re.IGNORECASE)
 DISK_FULL = "The server's disk is full, so nothing was saved and nothing changed; try again later."
+OUT_OF_MEMORY = "The server ran out of memory for this, so nothing changed; try again in a moment."
 
 
 def file_name(path: object) -> str:
@@ -72,11 +73,27 @@ def _user_name(match: re.Match[str]) -> str:
     return name
 
 
+def disk_full_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full: an OSError with ENOSPC or EDQUOT, or SQLite's "database or disk is
+    full" (Dash's Diskcache store of a job's progress and result), itself or as the cause of another error."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if type(exc).__name__ == "OperationalError" and "disk is full" in str(exc):  # sqlite3's, or a wrapper's
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def describe_error(exc: BaseException) -> str:
     """The one-line message shown for an error raised by a service or the engine (:func:`engine.errors.sentence`),
     naming files as the user knows them: never a server path or a session id. A full disk says so."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if disk_full_error(exc):
         return DISK_FULL
+    if isinstance(exc, MemoryError):  # a job's limit says its own clause; the machine's says nothing
+        said = str(exc).strip()
+        return f"This stopped: {said}." if said else OUT_OF_MEMORY
     message = _PATH.sub(_user_name, errors.sentence(exc))
     message = _UUID.sub("this session", message)
     if message[:1].islower() and message.split(" ", 1)[0].isalpha():

@@ -6,14 +6,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app import memory
 from app.services import DECODE_WORK, UserError, check_work, describe_error, whole_number
-from app.services.models import load_current
+from app.services.models import view_model
 from engine import api
 
 MAX_DECODE_CHARS = 5_000
 
 
 # ------------------------------------------------------------------------------------------ decode scrambled text
+DECODE_STEP_BYTES = 16
+"""What decoding takes per character and clone: the Viterbi lattice's back-pointers and scores."""
+
+
+def decode_bytes(model: Any, characters: int) -> int:
+    """The most memory decoding ``characters`` under ``model`` takes beside it: the lattice
+    (:data:`DECODE_STEP_BYTES` per character and clone) and, for a sparse model, its dense blocks (the decoder's)."""
+    dense = 4 * int(model.layout.size) if hasattr(model, "indices") else 0  # CSR blocks: the decoder's dense copy
+    return DECODE_STEP_BYTES * characters * model.n_states + dense
+
+
 def _decode_input(raw_text: str | None) -> str:
     if not raw_text or not raw_text.strip():
         raise UserError("Type or paste a sentence first.")
@@ -37,7 +49,7 @@ def scramble_with_original(
     ``previous`` call returned keeps that call's original (the sentence before any scrambling)."""
     sentence = _decode_input(raw_text)
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
-    model = load_current(folder)
+    model = view_model(folder)
     try:
         original = api.decoding_text(model, sentence)
         scrambled = api.scramble_for_model(model, sentence, seed=s)
@@ -58,13 +70,14 @@ def decode(
     (what :func:`scramble_with_original` returned) is the scrambling of this input, ``restored`` holds the word and
     character accuracy against the sentence before scrambling (else None)."""
     sentence = _decode_input(raw_text)
-    model = load_current(folder)
+    model = view_model(folder)
     check_work(len(sentence), model.n_nonzero(), DECODE_WORK, "Decoding", "chmm decode")
     started = time.perf_counter()
-    try:
-        result = api.decode_text(model, sentence, constrained=bool(constrained))
-    except ValueError as exc:
-        raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
+    with memory.reserved(decode_bytes(model, len(sentence)), "Decoding this text"):
+        try:
+            result = api.decode_text(model, sentence, constrained=bool(constrained))
+        except ValueError as exc:
+            raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
     seconds = time.perf_counter() - started
     spans = api.change_spans(result.scrambled, result.decoded)
     segments: list[tuple[str, bool]] = []

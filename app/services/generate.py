@@ -7,9 +7,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app import memory
 from app.services import PREFIX_WORK, SCORE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.corpus import reference_corpus
-from app.services.models import load_current
+from app.services.models import view_model
 from engine import api
 from engine.api import CHMM
 
@@ -23,6 +24,17 @@ MAX_SURPRISAL_CHARS = 2_000
 """The Generate page shades at most this many characters of scored text by their surprisal."""
 
 
+SCORE_CHARACTER_BYTES = 64
+"""What scoring takes per character of the text beside the model (its normalised copies, symbols and per-step
+figures; the forward pass keeps one message at a time): 20,000 characters under a 5,000-state model, +13 MB."""
+
+
+def score_bytes(model: Any, characters: int) -> int:
+    """The most memory scoring ``characters`` under ``model`` takes beside it: :data:`SCORE_CHARACTER_BYTES` per
+    character, and the surprisal's messages over the first :data:`MAX_SURPRISAL_CHARS` characters."""
+    return SCORE_CHARACTER_BYTES * characters + 8 * 2 * MAX_SURPRISAL_CHARS * model.n_states
+
+
 def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) -> str:
     """``length`` characters sampled from the current model, continuing ``prefix`` when given. A prefix is bounded
     before any work: by its length (:data:`engine.api.MAX_PREFIX_CHARACTERS`, before the model is read) and by its
@@ -33,7 +45,7 @@ def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) 
         api.check_prefix(prefix)
     except ValueError as exc:
         raise UserError(f"{describe_error(exc)}.") from None
-    model = load_current(folder)
+    model = view_model(folder)  # loaded once per process and shared (issue 51: each Generate loaded its own)
     if prefix:
         check_work(len(prefix), model.n_nonzero(), PREFIX_WORK, "Continuing a prefix of", "chmm sample --prefix")
     try:
@@ -44,7 +56,7 @@ def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) 
 
 def as_model_reads(folder: Path, raw_text: str) -> str:
     """``raw_text`` normalised like the current model's corpus (what sampling continues and scoring scores)."""
-    model = load_current(folder)
+    model = view_model(folder)
     try:
         return model.decode_symbols(api.encode_for_model(model, raw_text))
     except ValueError as exc:
@@ -62,14 +74,15 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
         raise UserError(
             f"The text is too long to score here: {len(raw_text):,} characters, at most {MAX_SCORE_CHARS:,}."
         )
-    model = load_current(folder)
+    model = view_model(folder)
     check_work(len(raw_text), model.n_nonzero(), SCORE_WORK, "Scoring", "chmm score")
-    try:
-        result = api.score_text(model, raw_text, placeholder=placeholder)
-        shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
-        normalised, bits = api.surprisal_text(model, shown, placeholder=placeholder)
-    except ValueError as exc:
-        raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
+    with memory.reserved(score_bytes(model, len(raw_text)), "Scoring this text"):
+        try:
+            result = api.score_text(model, raw_text, placeholder=placeholder)
+            shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
+            normalised, bits = api.surprisal_text(model, shown, placeholder=placeholder)
+        except ValueError as exc:
+            raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
     rare = api.rare_words(model, raw_text)
     training = rare.training_share
@@ -106,7 +119,7 @@ def default_prefix(folder: Path) -> str:
     text it was trained on when the session has it (or the bundled sample corpus for the sample model), else a word
     of its vocabulary; "" when the model has neither."""
     try:
-        model = load_current(folder)
+        model = view_model(folder)
     except UserError:
         return ""
     corpus_text = reference_corpus(folder, model)

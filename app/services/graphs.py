@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from app import config, sessions
+from app import config, memory, sessions
 from app.jobs import FAILED, FINISHED, RUNNING, JobFiles
 from app.jobs.kinds import JobKind
 from app.services import UserError, describe_error, format_bytes, kept, parse_threshold, visible, whole_number
@@ -30,7 +30,8 @@ from app.services.community_layout import place_labels as place_labels
 from app.services.community_layout import spread_for_labels as spread_for_labels
 from app.services.community_layout import unique_names
 from app.services.corpus import reference_corpus
-from app.services.models import load_current, view_model
+from app.services.models import load_current as load_current  # the tests and the pages read it from here
+from app.services.models import prune_bytes, view_model
 from engine import api
 from engine.files import atomic_write_bytes
 
@@ -204,33 +205,57 @@ def communities_files(folder: Path) -> JobFiles:
     return INFOMAP.files(folder)
 
 
+GRAPH_EDGE_BYTES = 64
+"""What the clone graph takes per edge beside the pruning that makes it (its CSR arrays, flows and attributes)."""
+INFOMAP_EDGE_BYTES = 300
+"""What an Infomap run takes per edge of the clone graph it partitions, the graph included, beside the pruning that
+makes it: a model of 40 MB of T with 776,648 edges at 1e-3 took +157 MB to build its graph, +297 MB to run Infomap
+(one trial), against 189 and 372 MB charged."""
+
+
+def graph_bytes(model: Any, threshold: float) -> int:
+    """The most memory building ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
+    (:func:`app.services.models.prune_bytes`) and :data:`GRAPH_EDGE_BYTES` per edge."""
+    return prune_bytes(model) + GRAPH_EDGE_BYTES * api.graph_edges(model, threshold)
+
+
+def infomap_bytes(model: Any, threshold: float) -> int:
+    """The most memory an Infomap run on ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
+    and :data:`INFOMAP_EDGE_BYTES` per edge."""
+    return prune_bytes(model) + INFOMAP_EDGE_BYTES * api.graph_edges(model, threshold)
+
+
 def _communities(folder: Path, options: api.CommunityOptions, threshold: float) -> dict[str, Any]:
-    model = load_current(folder)
+    model = view_model(folder)  # in the job's process: the web worker's copy when it keeps one, else loaded here
     corpus_text = reference_corpus(folder, model)
-    result = api.model_communities(model, threshold, options, corpus_text)
-    terms = api.codelength_terms(result)
-    flows = api.node_flows(result)
-    saved = {
-        "model": sessions.model_stamp(folder),
-        "clones": clone_signature(model),
-        "threshold": threshold,
-        "options": asdict(options),
-        "reference": corpus_text is not None,
-        "summary": result.summary(),
-        "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
-        "links": {
-            parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
-            for parent, links in api.module_links(result).items()
-        },
-        "codelength": None if terms is None else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
-        "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
-        "node_path": {str(int(node)): ":".join(map(str, path)) for node, path in result.node_path.items()},
-        "finished": time.time(),
-    }
-    saved = unique_names(saved)  # the names the pages show, in the file too
-    if _comparable(_read_json(folder / COMMUNITIES), saved):  # the run before, kept to compare with
-        os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
-    atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
+    with memory.reserved(infomap_bytes(model, threshold), "Running Infomap on this model"):
+        result = api.model_communities(model, threshold, options, corpus_text)
+        terms = api.codelength_terms(result)
+        flows = api.node_flows(result)
+        saved = {
+            "model": sessions.model_stamp(folder),
+            "clones": clone_signature(model),
+            "threshold": threshold,
+            "options": asdict(options),
+            "reference": corpus_text is not None,
+            "summary": result.summary(),
+            "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
+            "links": {
+                parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
+                for parent, links in api.module_links(result).items()
+            },
+            "codelength": None
+            if terms is None
+            else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
+            "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
+            "node_path": {str(int(node)): ":".join(map(str, path)) for node, path in result.node_path.items()},
+            "finished": time.time(),
+        }
+        saved = unique_names(saved)  # the names the pages show, in the file too
+        if _comparable(_read_json(folder / COMMUNITIES), saved):  # the run before, kept to compare with
+            os.replace(folder / COMMUNITIES, folder / PREVIOUS_COMMUNITIES)
+        atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
+        del result  # the run and its graph go before the reservation does
     return saved
 
 
@@ -295,7 +320,13 @@ def session_graph(folder: Path, threshold: float) -> Any:
     """The current model's clone graph pruned at ``threshold`` (:func:`engine.api.model_graph`), built once per
     version of the model file and kept."""
     path = sessions.current_model_path(folder)
-    return kept.kept(("graph", float(threshold)), [path], lambda: api.model_graph(view_model(folder), threshold))
+    return kept.kept(
+        ("graph", float(threshold)),
+        [path],
+        lambda: api.model_graph(view_model(folder), threshold),
+        charge=lambda: graph_bytes(view_model(folder), threshold),  # +850 MB a module click before (issue 51)
+        label="Building this model's clone graph",
+    )
 
 
 def run_file(folder: Path, run: str = "current") -> Path:

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from app import config, sessions
+from app import config, memory, sessions
 from app.jobs import read_json
 from app.services import UserError, kept, visible
 from app.services.corpus import decode_upload
@@ -27,11 +27,52 @@ def load_current(folder: Path) -> CHMM:
 
 def view_model(folder: Path) -> CHMM:
     """The session's current model for reading (the views: graphs, words, samples, decoding), loaded once per
-    version of its file and kept (:mod:`app.services.kept`); shared, so never changed by its callers."""
+    version of its file and kept (:func:`kept_model`); shared, so never changed by its callers."""
     path = sessions.current_model_path(folder)
     if not path.is_file():
         return load_current(folder)  # says why there is none
-    return kept.kept(("model", config.max_model_memory_bytes()), [path], lambda: load_current(folder))
+    return kept_model(path)
+
+
+def kept_model(path: Path) -> CHMM:
+    """The model file ``path`` loaded once per version of the file in this process and kept
+    (:mod:`app.services.kept`): requests that want it at once wait for one load, which reserves what it takes from
+    the server's memory budget first (:func:`load_charge`; :class:`app.memory.ServerBusy` when there is no room)."""
+    limit = config.max_model_memory_bytes()
+    return kept.kept(
+        ("model", limit),
+        [path],
+        lambda: api.load_model(path, max_bytes=limit),
+        charge=lambda: load_charge(path),
+        label="Loading this model",
+    )
+
+
+def load_charge(path: Path) -> int:
+    """The most memory loading the model file ``path`` takes (:func:`engine.api.model_load_bytes`, from its zip
+    directory; within the app's bound on a model's memory plus its parsed header)."""
+    return api.model_load_bytes(path)
+
+
+PRUNE_T_COPIES = 3.5
+"""What pruning a model (the clone graph of a view, an Infomap run, a prune) takes beside it, in copies of its
+transitions: 3.25 measured at its peak (a 576 MB T: +1,871 MB; :func:`engine.model.pruning.prune`), and
+:data:`PRUNE_COUNT_COPIES` of its expected counts when it keeps them."""
+PRUNE_COUNT_COPIES = 2
+
+
+def transition_bytes(model: Any) -> int:
+    """The bytes of a model's stored transitions: T for dense blocks, the values and column indices of sparse ones."""
+    if hasattr(model, "indices"):  # CSR blocks
+        return int(model.data.nbytes + model.indices.nbytes)
+    return int(model.T.nbytes)
+
+
+def prune_bytes(model: Any) -> int:
+    """The most memory pruning ``model`` takes beside it (:data:`PRUNE_T_COPIES`)."""
+    counts = getattr(model, "counts", None)
+    extra = 0 if counts is None else PRUNE_COUNT_COPIES * int(counts.nbytes)
+    return int(PRUNE_T_COPIES * transition_bytes(model)) + extra
 
 
 SUMMARY = sessions.SUMMARY
@@ -76,7 +117,7 @@ are the pseudocount's trace (98.5% of 1.25 M on a 1,200-state model), so "non-ze
 
 
 def _summarise(path: Path) -> dict[str, Any]:
-    model = api.load_model(path, max_bytes=config.max_model_memory_bytes())
+    model = kept_model(path)  # the pages that follow read it too
     meta = model.metadata
     settings = meta.get("settings") or {}
     return {
@@ -140,16 +181,25 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
     atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
     try:
-        model = api.load_model(candidate, max_bytes=config.max_model_memory_bytes())
+        with memory.reserved(load_charge(candidate), "Checking this model"):
+            model = api.load_model(candidate, max_bytes=config.max_model_memory_bytes())
+            states, symbols = model.n_states, model.n_symbols
+            del model
     except ModelFormatError as exc:
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
         raise UserError(f"{name} cannot be loaded: {reason}; the current model is unchanged.") from None
+    except MemoryError:  # the server's memory, not the file: the file may be fine
+        candidate.unlink(missing_ok=True)
+        raise UserError(
+            f"{name} could not be checked: the server ran out of memory; the current model is unchanged, try again "
+            "in a moment."
+        ) from None
     except BaseException:
         candidate.unlink(missing_ok=True)
         raise
     sessions.install_model(folder, candidate)
-    return f"Loaded {name}: {model.n_states:,} states over {model.n_symbols} symbols. It is now the current model."
+    return f"Loaded {name}: {states:,} states over {symbols} symbols. It is now the current model."
 
 
 def undo_model(folder: Path) -> str:

@@ -6,10 +6,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from app import config, sessions
+from app import config, memory, sessions
 from app.services import UserError, describe_error, file_name, parse_threshold
 from app.services.corpus import corpus_info, read_corpus
-from app.services.models import load_current
+from app.services.models import load_current, prune_bytes, view_model
 from engine import api
 from engine.api import CHMM
 
@@ -86,9 +86,15 @@ float32 and its float64 row normalisation): a 24,000-state model (1.9 GB of T) d
 worker to 21.4 GB and the OOM killer before this bound."""
 
 
+def sweep_bytes(model: Any) -> int:
+    """The memory a sweep's threshold or a pruning takes beside the model: the larger of :data:`SWEEP_COPIES`
+    float32 copies of its non-zero transitions and what pruning it takes (:func:`app.services.models.prune_bytes`)."""
+    return max(model.n_nonzero() * 4 * SWEEP_COPIES, prune_bytes(model))
+
+
 def check_sweep_memory(model: Any) -> None:
     """Refuse (UserError) a sweep or a prune whose copies of T would pass the app's model memory bound."""
-    need = model.n_nonzero() * 4 * SWEEP_COPIES  # float32 transitions
+    need = sweep_bytes(model)
     limit = config.max_model_memory_bytes()
     if need > limit:
         raise UserError(
@@ -112,13 +118,14 @@ def _bounded_validation(folder: Path, model: Any) -> tuple[str, str]:
 
 def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str, Any]:
     """Kept share of the non-zeros and BPS of the validation text for each threshold (the paper's Fig 3(d))."""
-    model = load_current(folder)
+    model = view_model(folder)
     validation, source = _bounded_validation(folder, model)
-    try:
-        points = api.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
-        unpruned = api.score_text(model, validation)
-    except ValueError as exc:
-        raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
+    with memory.reserved(sweep_bytes(model), "The prune sweep"):
+        try:
+            points = api.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
+            unpruned = api.score_text(model, validation)
+        except ValueError as exc:
+            raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
     return {
         "points": [point._asdict() for point in points],
         "bps_unpruned": unpruned.bps,
@@ -131,22 +138,24 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     """Prune the current model at the slider's threshold (its base-10 logarithm) or at a ``typed`` one, and make the
     result current (the old model is kept for undo)."""
     threshold = prune_threshold(typed) if typed is not None else threshold_from_slider(log10_threshold)
-    model = load_current(folder)
+    model = view_model(folder)  # shared, read only: the pruned model is a new one
     validation, source = _bounded_validation(folder, model)
-    try:
-        outcome = api.prune_model(model, threshold=threshold, validation_text=validation)
-    except ValueError as exc:
-        raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
-    outcome.model.metadata["pruned"]["scored_on"] = source
-    jobs_dir = folder / sessions.JOBS
-    jobs_dir.mkdir(exist_ok=True)
-    candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"
-    try:
-        api.save_model(outcome.model, candidate)
-        sessions.install_model(folder, candidate)
-    finally:
-        candidate.unlink(missing_ok=True)
-    s = outcome.summary
+    with memory.reserved(sweep_bytes(model), "Pruning this model"):  # the pruned model and its copies until saved
+        try:
+            outcome = api.prune_model(model, threshold=threshold, validation_text=validation)
+        except ValueError as exc:
+            raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
+        outcome.model.metadata["pruned"]["scored_on"] = source
+        jobs_dir = folder / sessions.JOBS
+        jobs_dir.mkdir(exist_ok=True)
+        candidate = jobs_dir / f"prune-{uuid.uuid4().hex}.npz"
+        try:
+            api.save_model(outcome.model, candidate)
+            sessions.install_model(folder, candidate)
+        finally:
+            candidate.unlink(missing_ok=True)
+        s = outcome.summary
+        del outcome
     return (
         f"Pruned at {threshold:.2g}: kept {s['nonzeros_after']:,} of {s['nonzeros_before']:,} non-zero transitions "
         f"({s['kept_fraction']:.1%}); BPS on {source}: {s['bps_before']:.4f} before, {s['bps_after']:.4f} after. "

@@ -421,12 +421,22 @@ def run_training_job(
     except (ValueError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
 
-    status, message = _run(folder, options, check, progress, key, ticket, report)
-    if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
-        message = USER_CANCELLED
-    outcome = _finish(folder, job, progress, status, message)
+    ended: list[JobOutcome] = []
+
+    def end(status: str, message: str) -> tuple[str, str]:
+        """Record how the job ended (the record, the progress, the session's runs)."""
+        if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
+            message = USER_CANCELLED
+        ended.append(_finish(folder, job, progress, status, message))
+        return status, message
+
+    status, message = _run(folder, options, check, progress, key, ticket, report, end)
+    if not ended:  # it ended before it had a place (cancelled while it waited, refused, failed)
+        end(status, message)
+    outcome = ended[0]
     if report is not None:
-        report(progress.state)
+        with contextlib.suppress(Exception):  # Dash's progress store on a full disk: the outcome is said all the same
+            report(progress.state)
     return outcome
 
 
@@ -438,10 +448,13 @@ def _run(
     key: str,
     ticket: Ticket | None,
     report: ProgressReport | None,
+    end: Callable[[str, str], tuple[str, str]] | None = None,
 ) -> tuple[str, str]:
     """Take a place (at once with the started ``ticket`` of a queued training, else waiting in this process), train
     and install the model, the job's heartbeat beating and its progress handed to ``report`` every second; how it
-    ended (a status and a sentence; the previous model stays current unless it finished)."""
+    ended (a status and a sentence; the previous model stays current unless it finished). A run that had its place
+    is recorded by ``end`` before it gives the place back, so that a job whose record says running holds a place or
+    waits for one (the next job started while the last one's record still said running, issue 51)."""
     files = training_files(folder)
 
     def hand_progress() -> None:
@@ -458,7 +471,8 @@ def _run(
                 if not placed:
                     return CANCELLED, WAITED_CANCELLED
                 progress.update(phase="training", message=check.message)
-                return _train_and_install(folder, options, check, progress, key)
+                ended = _train_and_install(folder, options, check, progress, key)
+                return end(*ended) if end is not None else ended
         except QueueFull as exc:
             return REFUSED, str(exc)
         except JobTerminated:  # Cancel under Celery also revokes the task (SIGTERM): said as the user's cancel

@@ -125,31 +125,158 @@ def _ordered(values: list[str], preferred: tuple[str, ...] = ()) -> list[str]:
         return sorted(distinct)
 
 
-def _document_runs(labels: list[str], name: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The documents of a walk file from each step's label: their names and first steps, each a run of consecutive
-    steps of at least 2; ValueError in one sentence otherwise."""
-    names: list[str] = []
-    starts: list[int] = []
-    seen: set[str] = set()
-    for step, label in enumerate(labels):
+MAX_JSON_WALK_BYTES = 20_000_000
+"""The largest JSON walk read (a JSON file is parsed whole into Python objects, up to 48 bytes a byte: a large walk is
+read as CSV, which is streamed)."""
+
+MAX_WALK_NAMES = actions.MAX_OBSERVATION + 1
+"""The most distinct observations, and actions, a walk may name (a room's observations are 0 to
+:data:`engine.cognitive.actions.MAX_OBSERVATION`)."""
+
+_CHUNK_STEPS = 1 << 18
+
+
+class _Column:
+    """Whole numbers appended one at a time into int32 chunks of :data:`_CHUNK_STEPS` (4 bytes a step, where a list
+    of Python ints took 36), joined once at the end."""
+
+    def __init__(self) -> None:
+        self.chunks: list[np.ndarray] = []
+        self.filled = _CHUNK_STEPS
+
+    def append(self, value: int) -> None:
+        if self.filled == _CHUNK_STEPS:
+            self.chunks.append(np.empty(_CHUNK_STEPS, dtype=np.int32))
+            self.filled = 0
+        self.chunks[-1][self.filled] = value
+        self.filled += 1
+
+    def take(self) -> np.ndarray:
+        """The values as one int64 array (the chunks are given up as they are copied)."""
+        total = (len(self.chunks) - 1) * _CHUNK_STEPS + self.filled if self.chunks else 0
+        out = np.empty(total, dtype=np.int64)
+        at = 0
+        while self.chunks:
+            chunk = self.chunks.pop(0)
+            size = min(len(chunk), total - at)
+            out[at : at + size] = chunk[:size]
+            at += size
+        return out
+
+
+class _WalkBuilder:
+    """A walk built step by step in bounded memory (a 200 MB walk was 5.4 GB of Python objects): the observations and
+    actions as codes in first-seen order (at most :data:`MAX_WALK_NAMES` names of each), the documents as runs, the
+    places as numbers; :meth:`finish` checks what needs the whole walk and gives the :class:`WalkFile`. Every problem is
+    a ValueError in one sentence naming the file (``name``)."""
+
+    def __init__(self, name: str, documents: bool, places: bool) -> None:
+        self.name = name
+        self.observations, self.actions = _Column(), _Column()
+        self.symbol_codes: dict[str, int] = {}
+        self.action_codes: dict[str, int] = {}
+        self.documents = documents
+        self.names: list[str] = []
+        self.starts: list[int] = []
+        self.seen: set[str] = set()
+        self.places = places  # still collecting the places (every step so far has both)
+        self.bad_place = False
+        self.rows, self.columns = _Column(), _Column()
+        self.steps = 0
+
+    def _code(self, codes: dict[str, int], label: str, what: str) -> int:
+        code = codes.get(label)
+        if code is None:
+            if len(codes) >= MAX_WALK_NAMES:
+                raise ValueError(f"{self.name}: the walk names more than {MAX_WALK_NAMES:,} different {what}")
+            code = codes[label] = len(codes)
+        return code
+
+    def add(
+        self, action: str, observation: str, document: str | None = None, place: tuple[Any, Any] = ("", "")
+    ) -> None:
+        """One step: its action and observation (stripped names), its document's name, its (row, column)."""
+        if not observation:
+            raise ValueError(f"{self.name}: a step has an empty action or observation")
+        self.observations.append(self._code(self.symbol_codes, observation, "observations"))
+        self.actions.append(self._code(self.action_codes, action, "actions") if action else -1)
+        if document is not None:
+            self._document(document)
+        if self.places:
+            self._place(*place)
+        self.steps += 1
+
+    def _document(self, label: str) -> None:
         if not label:
-            raise ValueError(f"{name}: step {step + 1} has an empty document name")
-        if names and label == names[-1]:
-            continue
-        if label in seen:
-            raise ValueError(f"{name}: the steps of document {label!r} are not consecutive rows")
-        names.append(label)
-        starts.append(step)
-        seen.add(label)
-    for d, lo in enumerate(starts):
-        hi = starts[d + 1] if d + 1 < len(starts) else len(labels)
-        if hi - lo < 2:
-            raise ValueError(f"{name}: document {names[d]!r} has fewer than 2 steps")
-    return tuple(names), tuple(starts)
+            raise ValueError(f"{self.name}: step {self.steps + 1} has an empty document name")
+        if self.names and label == self.names[-1]:
+            return
+        if label in self.seen:
+            raise ValueError(f"{self.name}: the steps of document {label!r} are not consecutive rows")
+        self.names.append(label)
+        self.starts.append(self.steps)
+        self.seen.add(label)
+
+    def _place(self, row: Any, column: Any) -> None:
+        if row in (None, "") or column in (None, ""):
+            self.places = False  # a step without its place: the walk has none (not an error)
+            self.rows, self.columns = _Column(), _Column()
+            return
+        if self.bad_place:
+            return
+        try:
+            r, c = int(row), int(column)
+        except (TypeError, ValueError):
+            self.bad_place = True
+            return
+        if not (-(2**31) <= r < 2**31 and -(2**31) <= c < 2**31):
+            self.bad_place = True
+            return
+        self.rows.append(r)
+        self.columns.append(c)
+
+    def finish(self) -> WalkFile:
+        name, n = self.name, self.steps
+        if n < 2:
+            raise ValueError(f"{name}: a walk needs at least 2 steps")
+        documents, starts = (tuple(self.names), tuple(self.starts)) if self.documents else ((), (0,))
+        bounds = [*starts, n]
+        for d in range(len(documents)):
+            if bounds[d + 1] - bounds[d] < 2:
+                raise ValueError(f"{name}: document {documents[d]!r} has fewer than 2 steps")
+        last = np.array([lo - 1 for lo in starts[1:]] + [n - 1], dtype=np.int64)  # each walk's last step
+        codes = self.actions.take()
+        inner = np.ones(n, dtype=bool)
+        inner[last] = False  # the last action of each walk is not used
+        if np.any(codes[inner] < 0):
+            raise ValueError(f"{name}: a step has an empty action or observation")
+        used = np.zeros(len(self.action_codes), dtype=bool)
+        used[codes[inner]] = True
+        del inner
+        labels = list(self.action_codes)
+        action_names = _ordered([labels[i] for i in np.flatnonzero(used)], actions.MOVES)
+        position = {label: i for i, label in enumerate(action_names)}
+        remap = np.array([position.get(label, 0) for label in labels] + [0], dtype=np.int64)  # [-1]: an empty one
+        a = remap[codes]
+        del codes
+        labels = list(self.symbol_codes)
+        symbols = _ordered(labels)
+        position = {label: i for i, label in enumerate(symbols)}
+        x = np.array([position[label] for label in labels], dtype=np.int64)[self.observations.take()]
+        positions = None
+        if self.places and self.bad_place:
+            raise ValueError(f"{name}: the row and column columns must hold whole numbers")
+        if self.places:
+            positions = np.stack([self.rows.take(), self.columns.take()], axis=1)
+        return WalkFile(x, a, symbols, action_names, positions, documents, starts)
 
 
-def _json_steps(content: str, name: str) -> tuple[list[tuple[Any, Any]], list[str] | None]:
-    """The (action, observation) steps of a JSON walk and each step's document label (None without them)."""
+def _json_walk(content: str, name: str) -> WalkFile:
+    """A JSON walk (at most :data:`MAX_JSON_WALK_BYTES` of text)."""
+    if len(content) > MAX_JSON_WALK_BYTES:
+        raise ValueError(
+            f"{name}: a JSON walk may take at most {MAX_JSON_WALK_BYTES:,} characters; write a longer walk as CSV"
+        )
     try:
         value = json.loads(content)
     except ValueError:
@@ -159,65 +286,94 @@ def _json_steps(content: str, name: str) -> tuple[list[tuple[Any, Any]], list[st
     if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
         raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
     moves, seen = value.get("actions") or [], value.get("observations") or []
-    if len(moves) != len(seen):
+    if not isinstance(seen, list) or len(moves) != len(seen):
         raise ValueError(f"{name}: a walk needs one action per observation")
     labels = value.get("documents")
-    if labels is None:
-        return list(zip(moves, seen, strict=True)), None
-    if (
+    if labels is not None and (
         not isinstance(labels, list)
         or len(labels) != len(seen)
         or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in labels)
     ):
         raise ValueError(f'{name}: "documents" must be a list of one name (a string or a whole number) per step')
-    return list(zip(moves, seen, strict=True)), [str(v).strip() for v in labels]
+    builder = _WalkBuilder(name, labels is not None, places=False)
+    for step, (move, observation) in enumerate(zip(moves, seen, strict=True)):
+        builder.add(str(move).strip(), str(observation).strip(), None if labels is None else str(labels[step]).strip())
+    return builder.finish()
+
+
+def _csv_walk(lines: Any, name: str) -> WalkFile:
+    """A CSV walk from its lines (an iterable of strings: a file read line by line, never whole)."""
+    reader = csv.reader(lines)
+    try:
+        header = next(reader, None)
+        fields = [f.strip().lower() for f in header or []]
+        if "action" not in fields or "observation" not in fields:
+            raise ValueError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
+
+        def column(field: str) -> int | None:  # the last column of that name, as a dict of the row would read it
+            return len(fields) - 1 - fields[::-1].index(field) if field in fields else None
+
+        at_action, at_observation, at_document = column("action"), column("observation"), column("document")
+        at_row, at_column = column("row"), column("column")
+        builder = _WalkBuilder(name, at_document is not None, places=at_row is not None and at_column is not None)
+        width = len(fields)
+        for row in reader:
+            if not row:
+                continue  # a blank line
+            if len(row) < width:
+                raise ValueError(f"{name}: line {reader.line_num} has fewer cells than the header")
+            document = row[at_document].strip() if at_document is not None else None
+            place = (row[at_row], row[at_column]) if at_row is not None and at_column is not None else ("", "")
+            builder.add(row[at_action].strip(), row[at_observation].strip(), document, place)
+    except csv.Error as exc:  # a NUL byte, an unterminated quote at the end of the file, a field past csv's limit
+        raise ValueError(f"{name}: line {reader.line_num} cannot be read as CSV ({exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: after line {reader.line_num} it is not UTF-8 text; save the walk as UTF-8") from None
+    return builder.finish()
 
 
 def parse_walk(content: str, name: str = "walk") -> WalkFile:
     """A walk from the text of its file (CSV with a header, or JSON; see the module docstring), of one walk or of
-    several documents; ValueError in one sentence on bad input."""
-    labels: list[str] | None = None
-    places: list[tuple[Any, Any]] = []
+    several documents; ValueError in one sentence on bad input. Read step by step into arrays
+    (:class:`_WalkBuilder`)."""
     if content.lstrip().startswith("{"):
-        steps, labels = _json_steps(content, name)
-    else:
-        reader = csv.DictReader(io.StringIO(content))
-        fields = [f.strip().lower() for f in (reader.fieldnames or [])]
-        if "action" not in fields or "observation" not in fields:
-            raise ValueError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
-        reader.fieldnames = fields
-        steps, labels = [], [] if "document" in fields else None
-        for row in reader:
-            if row.get("action") is None or row.get("observation") is None or None in row.values():
-                raise ValueError(f"{name}: line {reader.line_num} has fewer cells than the header")
-            steps.append((row["action"], row["observation"]))
-            places.append((row.get("row"), row.get("column")))
-            if labels is not None:
-                labels.append(row["document"].strip())
-    steps = [(str(a).strip(), str(o).strip()) for a, o in steps]
-    if len(steps) < 2:
-        raise ValueError(f"{name}: a walk needs at least 2 steps")
-    documents, starts = _document_runs(labels, name) if labels is not None else ((), (0,))
-    last = {lo - 1 for lo in starts[1:]} | {len(steps) - 1}  # the last step of each walk: its action is unused
-    if any(not o for _, o in steps) or any(not a for n, (a, _) in enumerate(steps) if n not in last):
-        raise ValueError(f"{name}: a step has an empty action or observation")
-    symbols = _ordered([o for _, o in steps])
-    action_names = _ordered([a for n, (a, _) in enumerate(steps) if n not in last], actions.MOVES)
-    symbol_index = {s: i for i, s in enumerate(symbols)}
-    action_index = {a: i for i, a in enumerate(action_names)}
-    x = np.array([symbol_index[o] for _, o in steps], dtype=np.int64)
-    a = np.array([action_index.get(act, 0) for act, _ in steps], dtype=np.int64)
-    positions = None
-    if places and all(r not in (None, "") and c not in (None, "") for r, c in places):
-        try:
-            positions = np.array([(int(r), int(c)) for r, c in places], dtype=np.int64)
-        except ValueError:
-            raise ValueError(f"{name}: the row and column columns must hold whole numbers") from None
-    return WalkFile(x, a, symbols, action_names, positions, documents, starts)
+        return _json_walk(content, name)
+    return _csv_walk(io.StringIO(content, newline=""), name)
+
+
+def _bounded_lines(handle: Any, limit: int, name: str) -> Any:
+    """The lines of an open text file, at most ``limit`` characters in all (a file that grows while it is read)."""
+    read = 0
+    for line in handle:
+        read += len(line)
+        if read > limit:
+            raise text.CorpusError(f"{os.path.basename(name)} is too large: over {limit:,} bytes, the limit.")
+        yield line
 
 
 def read_walk(path: str | os.PathLike[str]) -> WalkFile:
-    return parse_walk(text.read_text(path, max_bytes=MAX_WALK_BYTES), name=os.fspath(path))
+    """A walk from its file, at most :data:`MAX_WALK_BYTES`: a CSV walk streamed line by line into arrays (a 200 MB
+    walk took 5.4 GB read whole into Python objects), a JSON walk read whole (at most :data:`MAX_JSON_WALK_BYTES`);
+    ValueError (:class:`engine.corpora.text.CorpusError` for the file itself) in one sentence on bad input."""
+    name = os.fspath(path)
+    if not os.path.isfile(name) or os.stat(name).st_size <= _SMALL_WALK_BYTES:  # the text checks' own sentences
+        return parse_walk(text.read_text(name, max_bytes=MAX_WALK_BYTES), name=name)
+    with open(name, "rb") as probe:
+        head = probe.read(_SMALL_WALK_BYTES)
+    if head.lstrip()[:1] == b"{":
+        return parse_walk(text.read_text(name, max_bytes=MAX_JSON_WALK_BYTES), name=name)
+    text.decode_bytes(head[: head.rfind(b"\n") + 1] or head, name=os.path.basename(name), max_bytes=MAX_WALK_BYTES)
+    size = os.stat(name).st_size
+    if size > MAX_WALK_BYTES:
+        base = os.path.basename(name)
+        raise text.CorpusError(f"{base} is too large: {size:,} bytes, the limit is {MAX_WALK_BYTES:,} bytes.")
+    with open(name, encoding="utf-8-sig", newline="") as handle:
+        return _csv_walk(_bounded_lines(handle, MAX_WALK_BYTES, name), name)
+
+
+_SMALL_WALK_BYTES = 1 << 16
+"""A walk file up to this size is read whole (with the text checks); a larger CSV one is streamed, checked on its
+first block."""
 
 
 def format_walk(walk: actions.Walk) -> str:

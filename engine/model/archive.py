@@ -36,9 +36,12 @@ MAX_HEADER_BYTES = 16 << 20
 """The largest JSON header read (alphabet, vocabulary, metadata and training history of a model; a model of War and
 Peace with its search and restarts has under 1 MB)."""
 
-HEADER_OBJECT_FACTOR = 16
-"""The memory a parsed JSON header takes, as a multiple of its bytes (Python strings, numbers, lists and dicts: 10
-to 15 times for a header of short strings), counted against a reader's ``max_bytes`` before the header is parsed."""
+HEADER_OBJECT_FACTOR = 51
+"""The memory reading a JSON header takes at most, as a multiple of its bytes, counted against a reader's
+``max_bytes`` before the header is parsed: its Python objects take up to 48 times its bytes (measured, CPython 3.11:
+nested one-item lists 47.8, ``[{}, {}, ...]`` 24.9, one-key objects 23.9, short strings 12.6, numbers 6-8) and
+the bytes read, their copy and the decoded text 3 more. It was 16 (10 to 15 for a header of short strings), which a
+header of ``{}`` passed threefold (issue 51: +812 MB for a 3.2 MB file, charged 268 MB)."""
 
 MAX_NPY_HEADER_BYTES = 10_000
 """The largest ``.npy`` header parsed (numpy's own default limit)."""
@@ -222,18 +225,45 @@ class ModelArchive:
                 return values
         except ArchiveError:
             raise
-        except MemoryError as exc:
-            if type(exc) is not MemoryError:  # a watchdog's limit (a job's memory limit): its own sentence, not ours
-                raise
-            raise ArchiveError(f"array {name} does not fit in memory") from None
+        except MemoryError:  # the machine's or a job's memory, not the file: never said as "not a readable model"
+            raise
         except Exception as exc:  # zlib and zip errors, an unsupported compression method, bad .npy headers
             raise ArchiveError(f"array {name} cannot be read ({type(exc).__name__}: {exc})") from None
 
 
-def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The JSON header of an ``.npz`` file of this project, or None if it is not one (read in bounded memory)."""
+def read_header(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> dict[str, Any] | None:
+    """The JSON header of an ``.npz`` file of this project, or None if it is not one or its header, parsed, would
+    take more than ``max_bytes`` (read in bounded memory)."""
     try:
-        with ModelArchive(path, check_manifest=False) as archive:
+        with ModelArchive(path, check_manifest=False, max_bytes=max_bytes) as archive:
             return archive.header
     except ArchiveError:
         return None
+
+
+LOAD_CHECK_SHARE = 0.25
+"""What a loader's checks of an array take beside it, as a share of its bytes: one boolean per float32 value
+(finite, non-negative), one temporary at a time."""
+
+LOAD_OVERHEAD = 16 << 20
+"""What a load takes beside its arrays, header and checks: the zip and inflate buffers, the model's objects."""
+
+
+def load_bytes(path: str | os.PathLike[str]) -> int:
+    """The most memory that reading the ``.npz`` file ``path`` takes, from its zip directory alone (nothing is
+    inflated; 0 for a file that is not a zip archive): every member at its declared size, the header parsed
+    (:data:`HEADER_OBJECT_FACTOR`), the block tables a layout builds from ``n_clones`` and ``block_pairs`` (twice
+    their bytes), the checks of the largest array (:data:`LOAD_CHECK_SHARE`) and :data:`LOAD_OVERHEAD`. Against the
+    resident memory a load adds at its peak (``bench/bench_concurrency.py --loads``): 1.02x for a dense model of
+    576 MB of T, 1.24x for a 5,000-state one with its expected counts, 1.32x for a sparse 30,000-state one, 2.6x for
+    a 16 MiB header of ``{}`` (the factor is the worst header's)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            sizes = {info.filename.removesuffix(".npy"): info.file_size for info in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return 0
+    header = sizes.pop(HEADER_MEMBER, 0)
+    arrays = sum(sizes.values())
+    tables = 2 * (sizes.get("n_clones", 0) + sizes.get("block_pairs", 0))
+    largest = max(sizes.values(), default=0)
+    return int(arrays + tables + largest * LOAD_CHECK_SHARE + header * HEADER_OBJECT_FACTOR + LOAD_OVERHEAD)

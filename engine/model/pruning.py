@@ -85,7 +85,8 @@ def prune(
     T = np.asarray(model.T)
     keep, record = _kept_entries(model, threshold, top_mass, keep_clones)
     nonzeros_before = int(np.count_nonzero(T))
-    raw = np.where(keep, T.astype(np.float64), 0.0)
+    raw = np.zeros(layout.size, dtype=np.float64)  # the kept entries in float64, written in place: one copy of T
+    np.copyto(raw, T, where=keep)  # (np.where over T.astype(float64) held two: 5.3x T at its peak, now 3.3x)
     kept_mass = row_sums(layout, raw)
     removed = 1.0 - kept_mass  # per clone: the transition mass the rules take away
     occupancy = row_sums(layout, model.counts) if model.counts is not None else np.ones(layout.n_states)
@@ -93,6 +94,7 @@ def prune(
     weights = np.where(kept_mass > 0, occupancy, 0.0)
     removed_mass = float(np.sum(weights * np.clip(removed, 0.0, 1.0)) / weights.sum()) if weights.sum() > 0 else 0.0
     T_new = normalise_rows(layout, raw, 0.0, model.T.dtype)
+    del raw
     block_kept = np.add.reduceat(keep, layout.block_offset[:-1]) > 0 if layout.n_blocks else np.zeros(0, bool)
     sizes = np.diff(layout.block_offset)
     entry_kept = np.repeat(block_kept, sizes)

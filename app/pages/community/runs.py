@@ -9,7 +9,7 @@ from typing import Any
 
 from dash import Input, Output, State, callback, no_update
 
-from app import figures, ids, jobs, sessions, ui
+from app import figures, ids, jobs, memory, sessions, ui
 from app.services import graphs as graph_service
 
 
@@ -71,12 +71,17 @@ def run(
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
-        with jobs.job_process(record=graph_service.communities_files(folder)):
+        with (
+            memory.reserved(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S),  # before its sentinel
+            jobs.job_process(record=graph_service.communities_files(folder)),
+        ):
             saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
     except jobs.JobMemoryError as exc:
         return ui.message(f"Infomap stopped: {exc}; try a higher pruning threshold.", "error"), no_update
+    except MemoryError:  # the machine's memory, while reading the model for instance
+        return ui.message("Infomap ran out of the server's memory; try a higher pruning threshold.", "error"), no_update
     s = saved["summary"]
     levels = (
         ""

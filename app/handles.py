@@ -1,0 +1,54 @@
+"""Lock files that a fork must not carry: the server's places (:class:`app.jobs.JobSlot`) and its memory budget
+(:mod:`app.memory`) are ``flock`` s, which belong to an open file *description*, shared by every process that holds a
+descriptor of it. A web worker forks its jobs from any of its 16 threads; a job forked while another thread had such a
+file open kept a descriptor of it, and with it the lock, for the job's whole life, even after the worker closed its
+own (the concurrency bench stood still: every process waited for the memory ledger's lock, held by a score's copy of
+it). Files opened here are closed in a forked child at once, and no fork happens between the opening of one and its
+record here."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+_LOCK = threading.Lock()
+_OPEN: set[IO[Any]] = set()
+
+
+def open_private(path: Path | str, mode: str = "a+b") -> IO[Any]:
+    """``open(path, mode)``, the file recorded so that a forked child closes its copy (:func:`close_private` closes
+    it here)."""
+    with _LOCK:
+        handle = open(path, mode)  # noqa: SIM115 (closed by close_private, or in a forked child)
+        _OPEN.add(handle)
+    return handle
+
+
+def close_private(handle: IO[Any]) -> None:
+    """Close a file of :func:`open_private` (closing it lets its lock go, when no fork holds a copy)."""
+    with _LOCK:
+        _OPEN.discard(handle)
+        handle.close()
+
+
+def _before_fork() -> None:
+    _LOCK.acquire()  # no file is between its opening and its record while the child is made
+
+
+def _after_fork_in_parent() -> None:
+    _LOCK.release()
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    for handle in _OPEN:
+        with contextlib.suppress(OSError):
+            handle.close()  # the child's copy: the parent's lock stays the parent's
+    _OPEN.clear()
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
