@@ -31,7 +31,7 @@ import numpy as np
 from app import config, jobs, sessions
 from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.jobs.kinds import JobKind, new_key
-from app.services import UserError, describe_error, whole_number
+from app.services import UserError, describe_error, map_noise, whole_number
 from app.services.corpus import decode_upload
 from app.services.map_drawing import CELL as CELL
 from app.services.map_drawing import MODULE_PALETTE as MODULE_PALETTE
@@ -149,7 +149,7 @@ def check_request(
     seed_n = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**31 - 1)
     restarts = api.MAP_DEFAULTS.restarts if restarts is None else restarts
     restarts_n = whole_number(restarts, "the number of restarts", 1, api.MAX_RESTARTS)
-    noise_p = _noise(noise)
+    noise_p = map_noise.check_noise(noise)
     if noise_p and source != "room":
         raise UserError("Sensor noise applies to a walk the page makes in the room; an upload is learned as read.")
     if source == "room":
@@ -174,19 +174,6 @@ def check_request(
             f"{clones_n} for each of {observations} observations make {clones_n * observations:,}: choose fewer."
         )
     return request
-
-
-def _noise(value: Any) -> float:
-    """The form's sensor noise as a probability from 0 to :data:`engine.api.MAX_NOISE` (empty: 0)."""
-    if value is None or value == "":
-        return 0.0
-    try:
-        noise = float(value)
-    except (TypeError, ValueError):
-        noise = float("nan")
-    if not 0.0 <= noise <= api.MAX_NOISE:
-        raise UserError(f"The sensor noise must be a number from 0 to {api.MAX_NOISE:g}, got {value!r}.")
-    return noise
 
 
 def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, Any]:
@@ -390,7 +377,7 @@ def _learn(
                 return CANCELLED, WAITED_CANCELLED
             record["message"] = "Learning the map."
             if request.noise:
-                model, summary = _learn_through_noise(walk, request, progress)
+                model, summary = map_noise.learn_through_noise(walk, request, progress)
             else:
                 model, summary = api.learn_map(walk, request.options(), progress)
             _install(folder, key, model, summary, walk, walk_text, room)
@@ -411,23 +398,6 @@ def _learn(
     except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
         return FAILED, f"The map job failed: {describe_error(exc).rstrip('.')}. The previous map is kept."
     return None
-
-
-def _learn_through_noise(
-    walk: api.WalkFile, request: MapRequest, progress: Callable[..., None]
-) -> tuple[api.ActionCHMM, dict[str, Any]]:
-    """The map of ``walk`` as a sensor wrong with probability ``request.noise`` reads it (its readings drawn with the
-    request's seed), learned from their soft evidence with the engine's map defaults; the summary says how many
-    readings were wrong. The walk itself (the true observations) stays what the page shows and keeps."""
-    readings = api.noisy_readings(walk.observations, len(walk.symbols), request.noise, seed=request.seed)
-    options = api.MAP_DEFAULTS
-    model, summary = api.learn_map_through_noise(
-        readings.symbols, walk.actions, walk.symbols, walk.action_names, request.noise, request.clones,
-        options.iterations, options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
-        lambda iteration, bits: progress("em", iteration, bits, 0), request.restarts,
-    )  # fmt: skip
-    summary["read_wrong"] = float(np.mean(readings.symbols != walk.observations))
-    return model, summary
 
 
 def _prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
