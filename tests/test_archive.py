@@ -284,20 +284,22 @@ def test_a_header_nested_too_deeply_is_refused_in_a_sentence(tmp_path: Path) -> 
 
 
 def test_a_memory_limit_while_reading_is_not_a_damaged_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 51: a job past its memory limit while it loaded a model said the model was "not a readable model". A
-    MemoryError of another kind (the job's limit, raised by its memory watch) now passes through with its own
-    sentence; a plain MemoryError (an allocation that failed) is still the file's fault, said as such."""
+    """Issue 51: a job past its memory limit while it loaded a model said the model was "not a readable model". Every
+    MemoryError now passes through as memory, never as a damaged model: the job's limit (raised by its memory watch,
+    its own kind and sentence kept) and a plain one (an allocation that failed: the archive sizes every array
+    against its byte budget before it inflates it, so a file cannot ask for more than that budget)."""
     import engine.model.archive as archive_module
 
     class JobLimit(MemoryError):
         pass
 
-    for raised, expected in ((JobLimit("past the job's limit"), JobLimit), (MemoryError(), ModelFormatError)):
+    for raised, expected in ((JobLimit("past the job's limit"), JobLimit), (MemoryError(), MemoryError)):
 
         def fail(*args, raised=raised, **kwargs):
             raise raised
 
         monkeypatch.setattr(archive_module.np, "empty", fail)
-        with pytest.raises(expected):
+        with pytest.raises(expected) as caught:
             model_files.load_model(SAMPLE)
+        assert not isinstance(caught.value, ModelFormatError) and type(caught.value) is type(raised)
         monkeypatch.undo()
