@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import socket
@@ -23,6 +24,10 @@ from app import config
 from app.jobs.records import JobFiles
 
 # ------------------------------------------------------------------------------------------ forking from a worker
+with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # no SIGUSR2 here, or not the main thread
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # `kill -USR2 <pid>` writes every thread's stack of a web worker or a job to the server's log (gunicorn uses
+    # SIGUSR1 and, in its master only, SIGUSR2): how a job that never answers is found waiting
 _STORE_LOCK = threading.RLock()
 """Held by every call into the background store (Dash's Diskcache, SQLite) in this process, and over every fork of a
 job (:func:`diskcache_manager`)."""
