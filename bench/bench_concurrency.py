@@ -50,6 +50,8 @@ from bench.machine import describe_machine  # noqa: E402
 REPOSITORY = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 600.0
+STALLED_S = 150.0
+"""A burst still running after this long has a request that waits: every process's stacks go to the log (SIGUSR2)."""
 SCORED = SHORT_TEXT[:5_000]
 THRESHOLD = ["1e-3"]
 """The Infomap threshold the sessions type (``--threshold``)."""
@@ -313,12 +315,16 @@ def died(data_dir: Path) -> list[str]:
     return said
 
 
-def round_of(sessions: int, model: Path, run: Path, work: Path, environment: dict[str, str]) -> dict[str, Any]:
-    data_dir = work / f"data-{sessions}"
-    with server(data_dir, environment, work / f"gunicorn-{sessions}.log") as (url, master):
+def round_of(
+    sessions: int, model: Path, run: Path, work: Path, environment: dict[str, str], own: bool = True
+) -> dict[str, Any]:
+    """One burst of ``sessions`` sessions on a fresh server, each on a copy of the model (``own``) or on the small
+    start model (the burst's cost beside any model: threads, answers, job processes)."""
+    data_dir = work / f"data-{sessions}-{'own' if own else 'sample'}"
+    with server(data_dir, environment, work / f"gunicorn-{sessions}-{int(own)}.log") as (url, master):
         dependencies = json.loads(urllib.request.urlopen(url + "/_dash-dependencies", timeout=60).read())
         clients = [Client(url, dependencies) for _ in range(sessions)]
-        for client in clients:  # a model of its own for each session (as an upload is), and its Infomap run
+        for client in clients if own else []:  # a model of its own for each session (as an upload is), and its run
             folder = data_dir / client.session.split(".")[0]
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy2(run / "current.npz", folder / "current.npz")  # its time too: the run is of this model
@@ -342,8 +348,16 @@ def round_of(sessions: int, model: Path, run: Path, work: Path, environment: dic
             thread.start()
         began = time.perf_counter()
         start.set()
+        told = False
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(5.0)
+                if not told and time.perf_counter() - began > STALLED_S:  # every stack into the server's log
+                    told = True
+                    print(f"    stalled past {STALLED_S:.0f} s: stacks of every process sent to the log", flush=True)
+                    for process in sampler.process.children(recursive=True):
+                        with contextlib.suppress(Exception):
+                            os.kill(process.pid, signal.SIGUSR2)
         wall = time.perf_counter() - began
         time.sleep(1.0)
         sampler.done.set()
@@ -434,6 +448,11 @@ def main() -> None:
               "| budget MB | peak reserved MB | processes at most | wall s |")  # fmt: skip
         print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for sessions in args.sessions:
+            baseline = round_of(sessions, model, run, work, environment, own=False)
+            beside = (baseline["peak"] - baseline["idle"]) / 1e6
+            print(f"| {sessions} | (the same burst on the small start model: peak PSS above idle {beside:,.0f} MB, "
+                  f"{len(baseline['outcomes'].errors)} errors) |||||||||")  # fmt: skip
+            shutil.rmtree(work / f"data-{sessions}-sample", ignore_errors=True)
             figures = round_of(sessions, model, run, work, environment)
             outcomes: Outcomes = figures["outcomes"]
             done = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.done.items())) or "none"
@@ -452,7 +471,7 @@ def main() -> None:
                 print(f"    died: {line}")
             for sentence in sorted(set(outcomes.sentences))[:4]:
                 print(f"    refusal: {sentence}")
-            shutil.rmtree(work / f"data-{sessions}", ignore_errors=True)
+            shutil.rmtree(work / f"data-{sessions}-own", ignore_errors=True)
     finally:
         if args.keep:
             print(f"work folder kept: {work}")

@@ -175,3 +175,45 @@ def test_a_job_that_ends_while_dash_looks_at_it_is_taken_as_ended(
     monkeypatch.setattr(psutil, "pid_exists", lambda pid: True)  # it existed a moment ago
     manager.terminate_job(gone.pid)  # no NoSuchProcess
     assert manager.job_running(gone.pid) is False
+
+
+def test_no_job_is_forked_while_another_thread_compiles(tmp_path: Path) -> None:
+    """An Infomap job of the concurrency bench never answered: forked while another thread of the worker compiled a
+    numba kernel, it waited for ever for numba's compiler lock at its own first compilation. A fork waits for the
+    compilation in flight, and the job compiles as it needs."""
+    import threading
+
+    from numba.core.compiler_lock import global_compiler_lock
+
+    manager = jobs.diskcache_manager(tmp_path / "store")
+    compiling, done = threading.Event(), threading.Event()
+
+    def compile_for_a_while() -> None:
+        with global_compiler_lock:
+            compiling.set()
+            done.wait(10)
+
+    compiler = threading.Thread(target=compile_for_a_while)
+    compiler.start()
+    assert compiling.wait(10)
+    forked: list[int] = []
+
+    def job(result_key: str, _progress_key: str, _args: object, _context: object) -> None:
+        import numba
+
+        numba.njit(lambda x: x + 1)(1)  # a compilation of its own
+        manager.handle.set(result_key, "compiled")
+
+    fork = threading.Thread(target=lambda: forked.append(manager.call_job_fn("k", job, (), {})))
+    fork.start()
+    fork.join(0.5)
+    assert forked == []  # the fork waits for the compilation in flight
+    done.set()
+    fork.join(10)
+    compiler.join(10)
+    assert len(forked) == 1
+    deadline = time.monotonic() + 30
+    while manager.handle.get("k") != "compiled":
+        assert time.monotonic() < deadline, "the forked job could not compile"
+        time.sleep(0.05)
+    jobs.reap_finished_children()

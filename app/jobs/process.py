@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import socket
@@ -23,6 +24,10 @@ from app import config
 from app.jobs.records import JobFiles
 
 # ------------------------------------------------------------------------------------------ forking from a worker
+with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # no SIGUSR2 here, or not the main thread
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # `kill -USR2 <pid>` writes every thread's stack of a web worker or a job to the server's log (gunicorn uses
+    # SIGUSR1 and, in its master only, SIGUSR2): how a job that never answers is found waiting
 _STORE_LOCK = threading.RLock()
 """Held by every call into the background store (Dash's Diskcache, SQLite) in this process, and over every fork of a
 job (:func:`diskcache_manager`)."""
@@ -31,6 +36,15 @@ job (:func:`diskcache_manager`)."""
 def _fresh_store_lock() -> None:
     global _STORE_LOCK
     _STORE_LOCK = threading.RLock()
+    compiler = _numba_compiler_lock()
+    if compiler is not None:  # held by the thread that forked (see call_job_fn): the job's own from here
+        compiler._lock = threading.RLock()
+
+
+def _numba_compiler_lock() -> Any:
+    """numba's one lock over every compilation (None before numba is imported)."""
+    module = sys.modules.get("numba.core.compiler_lock")
+    return getattr(module, "global_compiler_lock", None)
 
 
 os.register_at_fork(after_in_child=_fresh_store_lock)
@@ -68,14 +82,19 @@ class SerialisedStore:
 
 def diskcache_manager(folder: Path) -> Any:
     """Dash's Diskcache manager over the store in ``folder``, its calls serialised and its forks outside SQLite
-    (:class:`SerialisedStore`), and a job's process that ends while Dash looks at it taken as ended (Dash raised)."""
+    (:class:`SerialisedStore`) and outside numba's compilations, and a job's process that ends while Dash looks at it
+    taken as ended (Dash raised)."""
     import dash
     import diskcache
     import psutil
 
     class ForkSafeDiskcacheManager(dash.DiskcacheManager):
         def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
-            with _STORE_LOCK:  # no thread of this process is inside SQLite while the job is forked
+            # no thread of this process is inside SQLite, nor compiling with numba, while the job is forked: a job
+            # forked while another thread compiled waited for ever for numba's lock at its first compilation
+            # (faulthandler: compiler_lock.acquire, under row_sums of an Infomap run; the concurrency bench)
+            compiler = _numba_compiler_lock()
+            with _STORE_LOCK, compiler if compiler is not None else contextlib.nullcontext():
                 return super().call_job_fn(key, job_fn, args, context)
 
         def terminate_job(self, job: Any) -> None:
