@@ -107,12 +107,7 @@ def test_batch_em_on_the_cluster_is_batch_em(client, form: str) -> None:
     np.testing.assert_allclose(mine, theirs, rtol=1e-6)
 
 
-def test_a_worker_killed_mid_iteration_changes_nothing(client, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run goes on with the worker's shards sent again and gives what one process gives. On a loaded machine
-    (load average 20 on 2 cores) the nanny's new worker and the scheduler's view of it took longer than the engine's 3
-    tries of 30 s (issue 51: "did not take the data in 3 tries", the run failed): the test gives the cluster 3 tries of
-    120 s to heal; what it checks is the same."""
-    monkeypatch.setattr(distributed, "SCATTER_SECONDS", 120.0)
+def test_a_worker_killed_mid_iteration_changes_nothing(client) -> None:
     model, docs = model_and_documents(seed=3, sizes=tuple([6_000] * 12))
     config = learning.TrainingConfig(iterations=4, tolerance=0.0)
     here = learning.fit(model, docs, None, config)
@@ -136,7 +131,7 @@ def test_a_worker_killed_mid_iteration_changes_nothing(client, monkeypatch: pyte
     wait_for_replacement(client, victim_address)
 
 
-def wait_for_replacement(client, gone: str, seconds: float = 180.0) -> None:
+def wait_for_replacement(client, gone: str, seconds: float = 60.0) -> None:
     """Wait until the scheduler has dropped the killed worker at ``gone`` and lists two workers that answer (the
     nanny restarts it at a new address): a scatter to every worker the scheduler lists, the dead one among them,
     would time out in the tests after this one (``wait_for_workers(2)`` returned at once while it was still
@@ -196,12 +191,8 @@ def test_cancel_stops_the_cluster_work(client) -> None:
     timer.start()
     started = time.perf_counter()
     result = learning.fit(model, docs, None, config, cancel=cancel, cluster=client)
-    after_cancel = time.perf_counter() - started - 0.5
-    assert result.stopped == "cancelled" and len(result.history) < 50
-    # stopped within the iteration it was in: the 20 s it always had, and on a loaded machine, where an iteration
-    # takes longer (a load average of 20 passed the 20 s alone), twice the longest iteration more
-    slowest = max((record.seconds for record in result.history), default=0.0)
-    assert after_cancel < 20.0 + 2 * slowest, (after_cancel, [record.seconds for record in result.history])
+    assert result.stopped == "cancelled" and time.perf_counter() - started < 20
+    assert len(result.history) < 50
 
 
 def test_a_cluster_that_goes_away_fails_the_run_and_keeps_the_last_model() -> None:
