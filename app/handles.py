@@ -19,10 +19,12 @@ _OPEN: set[IO[Any]] = set()
 
 
 def open_private(path: Path | str, mode: str = "a+b") -> IO[Any]:
-    """``open(path, mode)``, the file recorded so that a forked child closes its copy (:func:`close_private` closes
-    it here)."""
+    """``open(path, mode)`` (a binary mode), the file recorded so that a forked child closes its copy
+    (:func:`close_private` closes it here). Unbuffered: a buffered file has a lock of its own, which a thread of the
+    parent may hold at the fork (writing to it), and the child's close would wait for it for ever (seen: a job forked
+    so stood still in its fork handler)."""
     with _LOCK:
-        handle = open(path, mode)  # noqa: SIM115 (closed by close_private, or in a forked child)
+        handle = open(path, mode, buffering=0)  # noqa: SIM115 (closed by close_private, or in a forked child)
         _OPEN.add(handle)
     return handle
 

@@ -104,7 +104,6 @@ class Reservation:
         fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
         with contextlib.suppress(OSError):
             self._handle.write(what.encode("utf-8", "replace")[:200])
-            self._handle.flush()
         self._released = False
         with _LOCK:
             _OPEN.add(self)
