@@ -11,6 +11,9 @@ Each run: ``chmm train CORPUS --states S --pseudocount P --restarts 1 --no-refit
 
 Usage: python bench/bench_online_batches.py CORPUS [--states 10000] [--scales 1 4 16] [--iterations 6]
 [--backend gpu] [--json FILE]. On a 2-core CPU use a small corpus and few states (a smoke run).
+``--profile N``: instead, where an online epoch's seconds go: the first N batches of one epoch (automatic batch, a
+random model, ``learning.online_epoch``) under cProfile, the functions with the most own time, and the seconds per
+batch (the GPU is synchronised by the engine's own reads of each batch's results).
 """
 
 from __future__ import annotations
@@ -82,6 +85,45 @@ def row(label: str, result: dict) -> str:
     )
 
 
+def profile(corpus: Path, states: int, batches: int, backend: str | None, pseudocount: float) -> None:
+    """Print where the first ``batches`` batches of an online epoch spend their time (cProfile, own time)."""
+    import cProfile
+    import pstats
+
+    import numpy as np
+
+    from engine.backends import engines
+    from engine.corpora import allocation, text
+    from engine.model.blocks import BlockLayout, normalise_rows, pairs_in_sequence
+    from engine.model.dense import CHMM
+    from engine.training import learning
+
+    prepared = text.prepare_corpus(text.read_text(corpus), name=corpus.stem)
+    x = np.asarray(prepared.train, dtype=np.int64)
+    n_clones = allocation.allocate_clones(x, prepared.n_symbols, states, "ngram", 5)
+    layout = BlockLayout.build(n_clones, pairs_in_sequence(x, prepared.n_symbols))
+    rng = np.random.default_rng(0)
+    T = normalise_rows(layout, rng.random(layout.size, dtype=np.float32), 0.0, np.float32)
+    pi = np.full(layout.n_states, 1.0 / layout.n_states, dtype=np.float32)
+    model = CHMM(list(prepared.symbols), layout, T, pi, None, {})
+    backend = engines.resolve_backend(backend or "cpu")
+    engine = engines.engine_for(model, backend)
+    state = engine.load(model)
+    batch = learning.automatic_batch_size(layout.n_blocks)
+    config = learning.TrainingConfig(batch_size=batch, pseudocount=pseudocount)
+    sequence = x[: batch * batches + 1]
+    learning.online_epoch(engine, state, [x[: 2 * batch + 1]], config, learning.OnlineState(), None)  # warm-up
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    learning.online_epoch(engine, state, [sequence], config, learning.OnlineState(), None)
+    profiler.disable()
+    seconds = time.perf_counter() - started
+    print(f"{backend}: {states:,} states, {layout.n_blocks} blocks ({layout.size:,} entries), batch {batch:,} symbols")
+    print(f"{batches} batches in {seconds:.2f} s: {1e3 * seconds / batches:.1f} ms a batch")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
@@ -92,7 +134,11 @@ def main() -> None:
     parser.add_argument("--backend", default=None, help="chmm train's --backend (default: its own)")
     parser.add_argument("--scratch", default="/tmp", help="folder for the (discarded) model files")
     parser.add_argument("--json", type=Path, help="write every run's progress here")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile the first N batches of an online epoch")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.corpus, args.states, args.profile, args.backend, args.pseudocount)
+        return
     print(describe_machine())
     print(
         f"chmm train {args.corpus.name} --states {args.states} --pseudocount {args.pseudocount:g} --restarts 1 "

@@ -11,7 +11,8 @@
 #      three corpora (carroll-alice.txt too);
 #   4. the plain `chmm train CORPUS --backend gpu` on Calgary, Tiny Shakespeare, Moby Dick (budget 4) and War and Peace
 #      (budget 5), each step under ten minutes (bench/bench_defaults.py: test BPS, states and minutes beside our n-gram);
-#   5. bench/bench_online_batches.py on War and Peace at 10,000 states: online EM's batch (1, 4 and 16 times the
+#   5. bench/bench_online_batches.py on War and Peace at 10,000 states: where an online epoch's seconds go (cProfile
+#      over 300 batches), then online EM's batch (1, 4 and 16 times the
 #      automatic one) against its seconds per epoch and the validation BPS it leaves batch EM;
 #   6. one `chmm train --backend gpu --algorithm online` run on the bundled carroll-alice.txt.
 # Usage: bench/device_check.sh [OUT_DIR]   (default: $OUT/device-check when $OUT is set, else bench/out/device-check)
@@ -64,6 +65,8 @@ for corpus in calgary-book1 tiny-shakespeare melville-moby_dick war-and-peace; d
     fi
 done
 if [ -f "$CORPORA/war-and-peace.txt" ]; then  # online EM's batch on a GPU: seconds per epoch against what it hands over
+    step online_profile 240 "$PYTHON" bench/bench_online_batches.py "$CORPORA/war-and-peace.txt" --states 10000 \
+        --profile 300 --backend gpu
     step online_batches 590 "$PYTHON" bench/bench_online_batches.py "$CORPORA/war-and-peace.txt" --states 10000 \
         --scales 1 4 16 --iterations 6 --backend gpu --json "$DIR/online_batches.json"
 fi
