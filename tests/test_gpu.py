@@ -123,6 +123,25 @@ def test_e_step_counts_and_one_em_step_match_cpu(name, seed, n_symbols, states, 
     np.testing.assert_array_equal(host(name, TT_gpu), transposed)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_pair_counts_in_one_launch_are_a_product_per_pair(name, accumulate):
+    """The counts of an E-step from ``pair_counts`` (every occurring pair in one launch: an online batch) equal those
+    of one product per pair (batch EM over a whole text), written or added to what the buffer holds."""
+    model, x, _ = _model_and_sequence(21, 6, 700, 900)
+    blocks = blocks_for(name, model)
+    state = blocks.upload(model)
+    pl = inference.pair_sorted_offsets(model.layout, x)
+    assert pl.pair_count.max() > 20 and blocks.layout.n_clones.max() ** 2 > 1024  # sums and several tiles per block
+    found = []
+    for most in (0, int(pl.pair_count.max())):
+        blocks.pair_counts_max_occurrences = most
+        held = blocks.xp.asarray(np.random.default_rng(0).random(model.layout.size).astype(np.float32))
+        e = blocks.e_step(state, x, counts_out=held, accumulate=accumulate).result
+        found.append(host(name, e.counts))
+    scale = np.abs(found[0]).max()
+    assert np.max(np.abs(found[1] - found[0])) <= 1e-5 * scale
+
+
 def test_pruned_support_keeps_zeros(name):
     model, x, _ = _model_and_sequence(21, 8, 300, 4000)
     T = model.T.copy()
@@ -670,6 +689,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
         blocks = blocks_for(which, model)
         state = blocks.upload(model)
         e = blocks.e_step(state, x).result
+        batch = blocks.e_step(state, x[:300]).result.counts  # an online batch: its counts in one pair_counts launch
         T, TT = blocks.normalise(e.counts, 1e-3, None)
         path = blocks.viterbi(state, x)
         first = int(model.layout.clone_start[x[0]])
@@ -688,10 +708,12 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
             e.log_likelihood,
             lockstep,
             lockstep16,
+            host(which, batch),
         )
     cuda, twin = outputs["gpu"], outputs["gpu-sim"]
     scale = np.abs(twin[0]).max()
     assert np.max(np.abs(cuda[0] - twin[0])) <= 1e-5 * scale
+    assert np.max(np.abs(cuda[8] - twin[8])) <= 1e-5 * np.abs(twin[8]).max()
     np.testing.assert_allclose(cuda[1], twin[1], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(cuda[2], twin[2], rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(cuda[3].clones, twin[3].clones)

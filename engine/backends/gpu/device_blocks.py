@@ -31,6 +31,7 @@ from engine.model.blocks import BlockLayout
 from engine.model.dense import CHMM
 
 _WARPS_PER_LAUNCH_BLOCK = 8  # one-warp-per-item kernels: 256 threads per block
+_PAIR_THREADS = 256  # pair_counts: threads per work item
 PASS_PRECISIONS = ("float32", "float16")
 HALF_SCALE = 2.0**14
 """float16 copies of T hold T * 2^14: entries down to ~4e-12 stay representable (rows sum to 1, so nothing
@@ -104,6 +105,8 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         self._row_totals = device.kernel("row_totals")
         self._row_write = device.kernel("row_write")
         self._sample = device.kernel("sample_chain")
+        self._pair_counts = device.kernel("pair_counts")
+        self.pair_counts_max_occurrences = kernels.PAIR_COUNTS_MAX_OCCURRENCES
         self._lockstep = {
             ("float32", 4): device.kernel("lockstep_chain_f32"),
             ("float16", 4): device.kernel("lockstep_chain_f16"),
@@ -507,10 +510,20 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         return counts
 
     def _accumulate_counts(self, pl: inference.PairLayout, alpha: Any, beta: Any, counts: Any, add: bool) -> None:
-        """counts(i, j) = A_ij^T B_ij (or += with ``add``) per occurring pair, one cuBLAS product each."""
+        """counts(i, j) = A_ij^T B_ij (or += with ``add``) per occurring pair: all in one ``pair_counts`` launch when
+        no pair occurs more than ``pair_counts_max_occurrences`` times (an online batch), else one cuBLAS product
+        each."""
         xp = self.xp
         layout = self.layout
         touched = np.flatnonzero(pl.pair_count)
+        if not len(touched):
+            return
+        if int(pl.pair_count[touched].max()) <= self.pair_counts_max_occurrences:
+            table, item_block, item_tile = self._pair_items(pl, touched)
+            n_items = len(item_block)
+            args = (alpha, beta, table, item_block, item_tile, np.int32(n_items), np.int32(add), counts)
+            self._pair_counts((n_items,), (_PAIR_THREADS,), args)
+            return
         for k in touched:
             i, j = layout.block_pairs[k]
             m_i, m_j = int(layout.n_clones[i]), int(layout.n_clones[j])
@@ -525,6 +538,24 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
                 counts[lo:hi] += xp.matmul(A.T, B).ravel()
             else:
                 xp.matmul(A.T, B, out=counts[lo:hi].reshape(m_i, m_j))
+
+    def _pair_items(self, pl: inference.PairLayout, touched: np.ndarray) -> tuple[Any, Any, Any]:
+        """The work of ``pair_counts`` for the ``touched`` blocks, on the device: a row per block (its first alpha
+        slot, the beta slot after it, its occurrences, m_i, m_j, its offset in the counts) and per work item its
+        block and its tile of :data:`kernels.PAIR_TILE` entries."""
+        xp, layout = self.xp, self.layout
+        pairs = layout.block_pairs[touched]
+        m_i, m_j = layout.n_clones[pairs[:, 0]].astype(np.int64), layout.n_clones[pairs[:, 1]].astype(np.int64)
+        first = pl.pair_first[touched]
+        table = np.stack(
+            [pl.alpha_offsets[first], pl.beta_offsets[first + 1], pl.pair_count[touched], m_i, m_j,
+             layout.block_offset[touched]],
+            axis=1,
+        ).astype(np.int64)  # fmt: skip
+        tiles = -(-(m_i * m_j) // kernels.PAIR_TILE)
+        item_block = np.repeat(np.arange(len(touched), dtype=np.int32), tiles)
+        item_tile = np.arange(int(tiles.sum()), dtype=np.int64) - np.repeat(np.cumsum(tiles) - tiles, tiles)
+        return xp.asarray(table.ravel()), xp.asarray(item_block), xp.asarray(item_tile.astype(np.int32))
 
     # ------------------------------------------------------------------------------------------- M-step
     def clone_totals(self, values: Any, pseudocount: float = 0.0, support: Any | None = None) -> Any:

@@ -328,6 +328,37 @@ extern "C" __global__ void row_write(const float* __restrict__ values, double ps
     }
 }
 
+// Expected counts of every occurring symbol pair in one launch (the online batches' E-steps, whose pairs occur a few
+// times each: one cuBLAS product per pair cost more to call than to run). Row t of table (6 int64 each) is a
+// touched block: the alpha slot of its first occurrence, the beta slot of the step after it, its occurrences, m_i,
+// m_j and its offset in counts; the pair's messages are stacked (occurrence k at a0 + k * m_i and b0 + k * m_j).
+// counts[lo + r * m_j + c] = (or += with add) sum_k alpha[a0 + k * m_i + r] * beta[b0 + k * m_j + c], A^T B.
+// One thread block per work item: PAIR_TILE entries (item_tile[w] of block item_block[w]), one thread per entry.
+#define PAIR_TILE 1024
+extern "C" __global__ void pair_counts(const float* __restrict__ alpha, const float* __restrict__ beta,
+                                       const long long* __restrict__ table, const int* __restrict__ item_block,
+                                       const int* __restrict__ item_tile, int n_items, int add, float* counts)
+{
+    const int w = blockIdx.x;
+    if (w >= n_items) return;
+    const long long* row = table + 6LL * item_block[w];
+    const long long a0 = row[0], b0 = row[1], lo = row[5];
+    const int occurrences = (int)row[2], m_i = (int)row[3], m_j = (int)row[4];
+    const long long size = (long long)m_i * m_j;
+    const long long first = (long long)item_tile[w] * PAIR_TILE;
+    const long long last = first + PAIR_TILE < size ? first + PAIR_TILE : size;
+    for (long long e = first + threadIdx.x; e < last; e += blockDim.x) {
+        const int r = (int)(e / m_j);
+        const int c = (int)(e - (long long)r * m_j);
+        float s = 0.0f;
+        for (int k = 0; k < occurrences; ++k) {
+            s += alpha[a0 + (long long)k * m_i + r] * beta[b0 + (long long)k * m_j + c];
+        }
+        if (add) counts[lo + e] += s;
+        else counts[lo + e] = s;
+    }
+}
+
 // The block number of symbol pair (i, j), or -1 when it has no block: a binary search among row i's blocks in the
 // layout's block_lookup table (row starts, then each block's column symbol; engine.kernels.cpu.find_block).
 __device__ __forceinline__ int find_block(const int* __restrict__ block_lookup, int n_symbols, int i, int j)

@@ -46,6 +46,14 @@ against 2.76 s with 1 and 2.50 s with 8; the forward pass over 42,297 symbols 0.
 LOCKSTEP_LOADS_CHOICES = (1, 4, 8)
 """The ``lockstep_loads`` the CUDA source has kernels for."""
 
+PAIR_TILE = 1024
+"""Entries of one work item of ``pair_counts`` (its ``#define``)."""
+PAIR_COUNTS_MAX_OCCURRENCES = 256
+"""``DeviceBlocks`` computes an E-step's counts with ``pair_counts`` (one launch for every pair) when no pair occurs
+more often than this in it, and with one cuBLAS product per pair otherwise (batch EM over a whole text, where a
+frequent pair's product is large and cuBLAS's tiles pay). An online batch of 1,076 symbols touches a few hundred
+pairs a few times each: one product each cost a Python call and a launch per pair."""
+
 KERNELS = (
     "chain_sum_f32",
     "chain_sum_f16",
@@ -53,6 +61,7 @@ KERNELS = (
     "pair_weights",
     "row_totals",
     "row_write",
+    "pair_counts",
     "viterbi_chain",
     "sample_chain",
     "lockstep_chain_f32",

@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import kernels as cpu
+from engine.backends.gpu.kernels import PAIR_TILE
 
 _FLAGS = dict(nogil=True, cache=True, error_model="numpy")
 
@@ -123,6 +124,32 @@ def pair_weights(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> Non
     """Twin of ``pair_weights``: 1 / (predictive[n+1] <alpha(n+1), beta(n+1)>) per step, 0 at a zero event."""
     x, n_pos, n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights = args
     _pair_weights(x, int(n_pos), n_clones, predictive, alpha, alpha_offsets, beta, beta_offsets, weights)
+
+
+@njit(**_FLAGS)
+def _pair_counts(alpha, beta, table, item_block, item_tile, n_items, add, counts, tile):
+    for w in range(n_items):
+        t = item_block[w]
+        a0, b0, occurrences = table[6 * t], table[6 * t + 1], table[6 * t + 2]
+        m_i, m_j, lo = table[6 * t + 3], table[6 * t + 4], table[6 * t + 5]
+        first = item_tile[w] * tile
+        last = min(first + tile, m_i * m_j)
+        for e in range(first, last):
+            r = e // m_j
+            c = e - r * m_j
+            s = np.float32(0.0)
+            for k in range(occurrences):
+                s += alpha[a0 + k * m_i + r] * beta[b0 + k * m_j + c]
+            if add:
+                counts[lo + e] += s
+            else:
+                counts[lo + e] = s
+
+
+def pair_counts(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
+    """Twin of ``pair_counts``: A^T B of each touched block's stacked messages, one entry at a time."""
+    alpha, beta, table, item_block, item_tile, n_items, add, counts = args
+    _pair_counts(alpha, beta, table, item_block, item_tile, int(n_items), int(add), counts, PAIR_TILE)
 
 
 @njit(**_FLAGS)
@@ -296,6 +323,7 @@ TWINS: dict[str, Callable[..., None]] = {
     "pair_weights": pair_weights,
     "row_totals": row_totals,
     "row_write": row_write,
+    "pair_counts": pair_counts,
     "viterbi_chain": viterbi_chain,
     "sample_chain": sample_chain,
     "lockstep_chain_f32": lockstep_chain,
