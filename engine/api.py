@@ -37,7 +37,14 @@ from engine.backends.scramble import change_spans, restoration
 from engine.cognitive.actions import MAX_OBSERVATION, ActionCHMM, Walk, generate_walk
 from engine.cognitive.actions import load as load_map
 from engine.cognitive.actions import viterbi as decode_walk
-from engine.cognitive.evidence import MAX_NOISE, MAX_SOFT_CLONES, learn_map_through_noise, noisy_readings
+from engine.cognitive.evidence import (
+    MAX_NOISE,
+    MAX_SOFT_CLONES,
+    learn_map_from_evidence,
+    learn_map_through_noise,
+    noisy_readings,
+    read_evidence,
+)
 from engine.cognitive.hierarchy import (
     MAP_COMMUNITY_OPTIONS,
     RoomMatch,
@@ -173,6 +180,7 @@ __all__ = [  # fmt: skip
     "TrainOptions", "WalkFile", "write_communities", "write_walk",
     # schemas: a walk in a new room matched to stored maps (issue 50)
     "match_schemas", "read_library", "SCHEMA_HELD_OUT", "learn_map_through_noise",
+    "learn_map_from_evidence", "read_evidence",
     "noisy_readings", "Walk", "MAX_NOISE", "MAX_SOFT_CLONES",
     # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
     "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",

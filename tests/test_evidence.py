@@ -199,3 +199,101 @@ def test_chmm_walk_and_map_with_noise(tmp_path, capsys):
     assert main(["map", str(walk), "-o", str(tmp_path / "x.npz"), "--noise", "0.7"]) != 0
     error = capsys.readouterr().err.strip()
     assert "from 0 to 0.5" in error and "\n" not in error
+
+
+def _confused_readings(observations, confusion, seed):
+    """A sensor whose reading of true observation i is y with probability confusion[i, y], and the soft evidence of
+    its readings, L_n(i) = confusion[i, reading_n]."""
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(confusion, axis=1)
+    readings = (rng.random(len(observations))[:, None] > cumulative[observations]).sum(axis=1)
+    return readings, confusion[:, readings].T.copy()
+
+
+def test_an_evidence_file_is_read_in_either_form_and_is_the_noise_it_stands_for(tmp_path):
+    """A symmetric sensor's evidence saved as .npy, and as text whose header names the columns in another order,
+    reads back as the same table; the map learned from it (``learn_map_from_evidence``) is the map ``--noise``
+    learns from the readings, to the bit."""
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 1_500, seed=7)
+    readings = evidence.noisy_readings(walk.observations, 3, 0.1, seed=8)
+    symbols = ["a", "b", "c"]
+    np.save(tmp_path / "e.npy", readings.likelihood)
+    rows = "\n".join(f"{r[2]:.17g},{r[0]:.17g} {r[1]:.17g}" for r in readings.likelihood)
+    (tmp_path / "e.csv").write_text("# a sensor's likelihoods\nc, a b\n" + rows + "\n")
+    for name in ("e.npy", "e.csv"):
+        np.testing.assert_array_equal(evidence.read_evidence(tmp_path / name, 1_500, symbols), readings.likelihood)
+    arguments = (walk.actions, symbols, list(actions.MOVES))
+    settings = dict(clones=3, iterations=40, pseudocount=1e-3, viterbi_iterations=5, seed=3)
+    from_file, summary = evidence.learn_map_from_evidence(
+        evidence.read_evidence(tmp_path / "e.csv", 1_500, symbols), *arguments, **settings
+    )
+    from_noise, noisy = evidence.learn_map_through_noise(readings.symbols, *arguments, noise=0.1, **settings)
+    np.testing.assert_array_equal(from_file.T, from_noise.T)
+    assert noisy["noise"] == 0.1 and "noise" not in summary and summary["bits_per_step"] == noisy["bits_per_step"]
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("rows.csv", "0.9,0.05,0.05\n" * 5, "needs 6 rows"),
+        ("columns.csv", "0.9,0.1\n" * 6, "of 3 numbers"),
+        ("ragged.csv", "0.9,0.05,0.05\n" * 5 + "1,0\n", "same number of values"),
+        ("negative.csv", "0.9,0.05,-0.05\n" * 6, "finite and non-negative"),
+        ("nan.csv", "0.9,0.05,nan\n" * 6, "finite and non-negative"),
+        ("empty_step.csv", "0,0,0\n" + "0.9,0.05,0.05\n" * 5, "some likelihood"),
+        ("words.csv", "a,b,c\n" + "0.9,high,0.05\n" * 6, "other than numbers"),
+        ("header.csv", "a,b,d\n" + "0.9,0.05,0.05\n" * 6, "names the columns a, b, d"),
+        ("nothing.csv", "# only a comment\n", "holds no numbers"),
+        ("huge.csv", "0.9,0.05,0.05\n" * 20_000, "larger than"),
+        ("bytes.npy", b"\x93NUMPY garbage", "not a readable .npy"),
+    ],
+)
+def test_bad_evidence_files_are_refused_in_one_sentence(tmp_path, name, content, message):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message) as caught:
+        evidence.read_evidence(path, 6, ["a", "b", "c"])
+    assert "\n" not in str(caught.value)
+
+
+def test_an_npy_of_objects_or_the_wrong_shape_is_refused_without_unpickling(tmp_path):
+    objects = np.empty((6, 3), dtype=object)
+    objects[:] = 0.5
+    np.save(tmp_path / "objects.npy", objects, allow_pickle=True)
+    np.save(tmp_path / "words.npy", np.full((6, 3), "x"))
+    np.save(tmp_path / "flat.npy", np.full(18, 0.5))
+    for name, message in (("objects.npy", "not a readable .npy"), ("words.npy", "not numbers"), ("flat.npy", "18")):
+        with pytest.raises(ValueError, match=message):
+            evidence.read_evidence(tmp_path / name, 6, ["a", "b", "c"])
+
+
+def test_chmm_map_learns_a_room_through_a_sensor_that_confuses_two_observations(tmp_path, capsys):
+    """A sensor that reads observations 0 and 1 as each other 30% of the time (2 rarely wrong), its likelihoods in a
+    file: ``chmm map --evidence FILE --room`` learns a map that recovers the room, judged on the true places;
+    ``--noise`` with ``--evidence`` is refused in one line."""
+    from engine import api
+    from engine.cli import main
+
+    room = tmp_path / "room.csv"
+    room.write_text("0,1,2\n1,2,0\n2,0,1\n")
+    walk = tmp_path / "walk.csv"
+    assert main(["walk", str(room), "--length", "3000", "--seed", "7", "-o", str(walk)]) == 0
+    capsys.readouterr()
+    read = api.read_walk(walk)
+    x, _ = read.walks()
+    confusion = np.array([[0.7, 0.3, 0.0], [0.3, 0.7, 0.0], [0.05, 0.0, 0.95]])
+    _, likelihood = _confused_readings(x, confusion, seed=8)
+    header = ",".join(read.symbols)
+    (tmp_path / "evidence.csv").write_text(header + "\n" + "\n".join(",".join(f"{v:g}" for v in r) for r in likelihood))
+    out = tmp_path / "map.npz"
+    command = ["map", str(walk), "-o", str(out), "--clones", "4", "--iterations", "100", "--json"]
+    assert main([*command, "--evidence", str(tmp_path / "evidence.csv"), "--room", str(room)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["evidence"] == "evidence.csv" and summary["recovers_room"] is True and out.is_file()
+    assert main([*command, "--evidence", str(tmp_path / "evidence.csv"), "--noise", "0.1"]) != 0
+    error = capsys.readouterr().err.strip()
+    assert "give one" in error and "\n" not in error

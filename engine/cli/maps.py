@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from typing import Any
 
@@ -47,6 +48,14 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="the walk's observations are a sensor's readings, wrong with this probability (0 to 0.5): learn from "
         "their soft evidence (1 - noise on the reading, the rest spread over the other observations); T held dense",
     )
+    learn.add_argument(
+        "--evidence",
+        default=None,
+        metavar="FILE",
+        help="the walk's observations come with a sensor's likelihoods: FILE has one row per step and one column per "
+        "observation symbol, P(reading | observation) (.npy in the walk's symbol order, or text whose optional first "
+        "line names the columns); learn from this soft evidence; T held dense",
+    )
     learn.add_argument("--room", default=None, help="the room the walk was in: say whether the map recovers it")
     learn.add_argument("--json", action="store_true")
     learn.set_defaults(run=run)
@@ -55,7 +64,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Learn the map, save it, and say whether it recovers the room when one is given."""
-    check_output(args.output, [args.walk] + ([args.room] if args.room else []))
+    check_output(args.output, [args.walk] + [path for path in (args.room, args.evidence) if path])
+    if args.noise and args.evidence:
+        raise ValueError("--noise and --evidence both say what the sensor read; give one")
     for name, value, lowest in (
         ("--clones", args.clones, 1),
         ("--iterations", args.iterations, 0),
@@ -89,9 +100,20 @@ def run(args: argparse.Namespace) -> int:
             args.viterbi_iterations, args.seed, args.merge,
             None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)), args.restarts,
         )  # fmt: skip
+    elif args.evidence:
+        x, a = walk.walks()
+        if isinstance(x, list):
+            raise ValueError("--evidence learns from one walk; the file holds several")
+        likelihood = api.read_evidence(args.evidence, len(x), walk.symbols)
+        model, summary = api.learn_map_from_evidence(
+            likelihood, a, walk.symbols, walk.action_names, args.clones, args.iterations, args.pseudocount,
+            args.viterbi_iterations, args.seed, args.merge,
+            None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)), args.restarts,
+        )  # fmt: skip
+        summary["evidence"] = os.path.basename(args.evidence)
     else:
         model, summary = api.learn_map(walk, options, progress)
-    if room is not None and args.noise:  # judged on what the sensor should have read at the walk's true places
+    if room is not None and (args.noise or args.evidence):  # judged on what the room shows at the walk's true places
         walk = _true_observations(walk, room)
     if room is not None:
         summary["recovers_room"] = api.recovers_room(model, *walk.walks(), room)
@@ -124,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 def _true_observations(walk: api.WalkFile, room: Any) -> api.WalkFile:
     """``walk`` with the observations of its true places in ``room`` instead of a noisy sensor's readings."""
     if walk.positions is None:
-        raise ValueError("--room with --noise needs the walk's true places (its row and column columns)")
+        raise ValueError("--room with --noise or --evidence needs the walk's true places (its row and column columns)")
     index = {name: i for i, name in enumerate(walk.symbols)}
     truth = [str(v) for v in room[walk.positions[:, 0], walk.positions[:, 1]].tolist()]
     unread = sorted(set(truth) - set(index), key=str)

@@ -278,6 +278,85 @@ MAX_SOFT_CLONES = 2_000
 """The most clones a map learned from soft evidence may have (its T is held dense: A x H x H float64)."""
 
 
+EVIDENCE_TEXT_CHARACTERS = 40
+"""The most characters a number of a text evidence file may take on average (with its separator): the bound on such a
+file's size, so that reading it holds memory in proportion to its walk."""
+
+
+def read_evidence(path: Any, n_steps: int, symbols: list[str]) -> np.ndarray:
+    """A file of soft evidence for a walk of ``n_steps`` steps whose observation symbols are ``symbols``: one row per
+    step and one column per symbol, L_n(i) = P(reading_n | x_n = i), as a float64 (N, E) array. ``.npy``: a 2-D
+    array of numbers in the order of ``symbols`` (read without pickle); otherwise text, numbers separated by commas
+    or spaces, ``#`` comments, and an optional first line naming the columns by the walk's symbols (any order; a line
+    of numbers is such a header only when it names every symbol and the file has one line more than the walk has
+    steps). The file is untrusted: its size is bounded by its walk's before it is read; ValueError in one sentence
+    when it is not such a table."""
+    from pathlib import Path
+
+    path, E = Path(path), len(symbols)
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise ValueError(f"cannot read the evidence file {path.name}: {error.strerror or error}") from None
+    if path.suffix.lower() == ".npy":
+        if size > 8 * n_steps * E + 65_536:
+            raise ValueError(f"the evidence file {path.name} is larger than {n_steps:,} rows of {E} numbers can be")
+        try:
+            table = np.load(path, allow_pickle=False, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as error:
+            raise ValueError(f"the evidence file {path.name} is not a readable .npy array ({error})") from None
+        if table.dtype.kind not in "biuf":
+            raise ValueError(f"the evidence file {path.name} holds {table.dtype} values, not numbers")
+        table = np.array(table, dtype=np.float64)
+    else:
+        table = _evidence_text(path, size, n_steps, symbols)
+    if table.ndim != 2 or table.shape != (n_steps, E):
+        raise ValueError(
+            f"the evidence file {path.name} needs {n_steps:,} rows (one per step of the walk) of {E} numbers (one per "
+            f"observation symbol), got {' x '.join(str(d) for d in table.shape) or 'one number'}"
+        )
+    evidence, _ = check_evidence(table, np.zeros(n_steps, dtype=np.int64), E)
+    return evidence
+
+
+def _evidence_text(path: Any, size: int, n_steps: int, symbols: list[str]) -> np.ndarray:
+    """The numbers of a text evidence file (see :func:`read_evidence`), columns put in the order of ``symbols``
+    when its first line names them."""
+    if size > EVIDENCE_TEXT_CHARACTERS * n_steps * len(symbols) + 65_536:
+        raise ValueError(f"the evidence file {path.name} is larger than {n_steps:,} rows of numbers can be")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read the evidence file {path.name} as text ({error})") from None
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        raise ValueError(f"the evidence file {path.name} holds no numbers")
+    order = None
+    head = lines[0].replace(",", " ").split()
+    try:
+        [float(value) for value in head]
+        named = len(lines) == n_steps + 1 and sorted(head) == sorted(symbols)  # symbols named by numbers
+    except ValueError:
+        named = True
+    if named:  # a header naming the columns
+        if sorted(head) != sorted(symbols) or len(set(head)) != len(head):
+            raise ValueError(
+                f"the evidence file {path.name} names the columns {', '.join(head[:8])}, but the walk's observation "
+                f"symbols are {', '.join(symbols[:8])}"
+            ) from None
+        order = [head.index(symbol) for symbol in symbols]
+        lines = lines[1:]
+    try:
+        rows = [[float(value) for value in line.replace(",", " ").split()] for line in lines]
+    except ValueError:
+        raise ValueError(f"the evidence file {path.name} holds something other than numbers") from None
+    if len({len(row) for row in rows}) > 1:
+        raise ValueError(f"the rows of the evidence file {path.name} do not all have the same number of values")
+    table = np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+    return table if order is None or table.shape[1] != len(symbols) else table[:, order]
+
+
 def learn_map_through_noise(
     x: np.ndarray,
     a: np.ndarray,
@@ -301,23 +380,50 @@ def learn_map_through_noise(
     steps, the start whose map gives that held-out tail's evidence the highest likelihood is kept and learned again
     on the whole walk (as ``chmm map``'s restarts choose, without the room). Returns the map and its summary (the bits
     per step of the readings under it, iterations, clones, each restart's held-out bits per step)."""
+    if not 0.0 <= noise <= MAX_NOISE:
+        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
+    if len(symbols) < 2:
+        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+    likelihood = reading_evidence(np.asarray(x, dtype=np.int64), len(symbols), noise)
+    model, summary = learn_map_from_evidence(
+        likelihood, a, symbols, action_names, clones, iterations, pseudocount, viterbi_iterations, seed, merge,
+        progress, restarts,
+    )  # fmt: skip
+    return model, summary | {"noise": float(noise)}
+
+
+def learn_map_from_evidence(
+    likelihood: np.ndarray,
+    a: np.ndarray,
+    symbols: list[str],
+    action_names: list[str],
+    clones: int,
+    iterations: int,
+    pseudocount: float,
+    viterbi_iterations: int,
+    seed: int = 0,
+    merge: bool = True,
+    progress: Progress | None = None,
+    restarts: int = 1,
+) -> tuple[ActionCHMM, dict[str, Any]]:
+    """``chmm map --evidence``: a map of a walk (actions ``a``) whose observations are soft evidence, ``likelihood``
+    (N x E, L_n(i) = P(reading_n | x_n = i); a file of them: :func:`read_evidence`): :func:`learn_soft` from a random
+    dense start with ``clones`` per observation, merged with ``merge``, with ``restarts`` chosen on the held-out tail
+    as :func:`learn_map_through_noise` says (which calls this with a symmetric sensor's evidence). Returns the map and
+    its summary (the bits per step of the evidence under it, iterations, clones, each restart's held-out bits per
+    step)."""
     from engine.cognitive.maps import merge_equivalent_clones, used_clones
     from engine.cognitive.walks import MAP_HELD_OUT_SHARE
 
-    if not 0.0 <= noise <= MAX_NOISE:
-        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
     E = len(symbols)
-    if E < 2:
-        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+    likelihood, a = check_evidence(likelihood, a, E, len(action_names))
     if clones * E > MAX_SOFT_CLONES:
         raise ValueError(
-            f"a map learned through noise holds its transitions dense, at most {MAX_SOFT_CLONES:,} clones; "
+            f"a map learned from soft evidence holds its transitions dense, at most {MAX_SOFT_CLONES:,} clones; "
             f"{clones} clones for each of {E} observations are {clones * E:,} (use fewer --clones)"
         )
     if not isinstance(restarts, int | np.integer) or restarts < 1:
         raise ValueError(f"restarts must be a whole number of at least 1, got {restarts!r}")
-    likelihood = reading_evidence(np.asarray(x, dtype=np.int64), E, noise)
-    a = np.asarray(a, dtype=np.int64)
     held_out: list[float] = []
     if restarts > 1:
         cut = len(likelihood) - max(2, int(round(MAP_HELD_OUT_SHARE * len(likelihood))))
@@ -340,7 +446,7 @@ def learn_map_through_noise(
     summary = {
         "bits_per_step": history[-1] if history else float("nan"), "em_iterations": em_iterations,
         "viterbi_iterations": viterbi, "clones": int(model.n_states), "clones_used": int(len(used_clones(model))),
-        "noise": float(noise), "steps": int(len(likelihood)), "seed": int(seed),
+        "steps": int(len(likelihood)), "seed": int(seed),
         "held_out_bits_per_step": [float(v) for v in held_out],
     }  # fmt: skip
     return model, summary
