@@ -191,8 +191,9 @@ def run_schema_job(
     key: str | None = None,
     ticket: Ticket | None = None,
 ) -> dict[str, str]:
-    """Match the request's walk to every map of the library; the fits, best first, go into the job's record.
-    Returns the key, status and message (never raises for a problem with the input or the run)."""
+    """Match the request's walk to every map of the library; the fits, best first, go into the job's record (the
+    page says them with :func:`schema_sentence`). Returns the key, status and message (never raises for a problem
+    with the input or the run)."""
     key = key or new_key()
     files = SCHEMA.files(folder)
     if SCHEMA.runs_another(folder, key):
@@ -288,7 +289,8 @@ def _match(
         for f in fits
     ]  # fmt: skip
     record.update(steps=steps, held_out_steps=held)
-    return FINISHED, schema_sentence(record)
+    count = len(fits)
+    return FINISHED, f"Matched a {steps:,}-step walk to the library's {count} map{'s' if count != 1 else ''}."
 
 
 def _said(exc: BaseException) -> str:
