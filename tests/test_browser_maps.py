@@ -1,7 +1,8 @@
 """Browser test of the Maps page's views of issue 50, driven as a user would: type a world of two rooms, learn its map
 with restarts, see Infomap's modules drawn on the rooms' layout, plan a route across the door and close a clone on it
 to see the detour, then build a library of maps (the learned one added, one uploaded, a corrupt file refused) and
-match a walk in the world repainted to it: the world's map is chosen, with its margin.
+match a walk in the world repainted to it: the world's map is chosen, with its margin. And a Cytoscape graph left
+while its layout refresh waits logs no error.
 
 The app, its server and the browser are test_browser.py's fixtures (headless Debian Chromium). Tiny on purpose: 19
 cells, 4,000 steps, 12 clones per observation, 2 restarts (about 2 s of learning on 2 cores)."""
@@ -9,6 +10,7 @@ cells, 4,000 steps, 12 clones per observation, 2 restarts (about 2 s of learning
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,22 @@ def test_maps_world_modules_detour_and_schema(browser: Any, data_dir: Path, tmp_
     assert list(bars[0]) == ["world", "open"] and bars[1][0] != bars[1][1]
     wait_idle(browser)
     screenshot(browser, "maps-schema", max_height=900, start=f"#{ids.SCHEMA_STATUS}")
+
+
+def test_a_graph_unmounted_while_its_layout_refresh_waits_logs_no_error(browser: Any) -> None:
+    """dash-cytoscape re-runs the layout 100 ms after elements are added or removed (a debounced ``autoRefreshLayout``
+    it never cancels); a page left within those 100 ms destroyed the graph first, and the late layout threw
+    "Cannot read properties of null (reading 'notify')" (a browser test under load met it at teardown). The app's
+    ``assets/cytoscape_guard.js`` makes a destroyed graph's layout do nothing: no error is logged."""
+    open_page(browser, "/maps")
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, "return 1;"), 10, "no Cytoscape instance")
+    cy_script(
+        browser,
+        ids.MAP_GRAPH,
+        "cy.add({data: {id: 'late'}, position: {x: 0, y: 0}});"
+        "document.querySelector(arguments[1]).click(); return 1;",
+        f'#{ids.NAV} a[href="/train"]',
+    )
+    browser.wait_for_element("#_pages_content h2")
+    time.sleep(0.5)  # past the debounce
+    test_browser.assert_no_errors(browser)
