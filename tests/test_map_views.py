@@ -182,3 +182,36 @@ def test_the_page_serves_the_schema_view_and_the_detour(data_dir: Path) -> None:
         assert component in layout
     dependencies = main.server.test_client().get("/_dash-dependencies").get_data(as_text=True)
     assert ids.SCHEMA_GO in dependencies and ids.SCHEMA_RESULT in dependencies and ids.MAP_DETOUR in dependencies
+
+
+def test_the_page_shows_the_last_match_and_follows_one_of_another_tab(data_dir: Path, tmp_path: Path) -> None:
+    """On opening the page the session's last finished match is drawn (its chart and sentence); a match this tab did
+    not start is followed every second (Match disabled while it runs), and said when it ends."""
+    import dash
+
+    from app import main  # noqa: F401 (the Dash app, which registers the pages)
+    from app.pages.mapping import schemas as part
+
+    session = sessions.new_session_id()
+    folder = sessions.session_folder(session)
+    chart, sentence = part.show_match(session, 0)
+    assert sentence is None and not chart.data
+    assert part.follow_job(1, session, False, False, None) == (dash.no_update,) * 7
+    upload_map(folder, schemas.map_of_room(OPEN), "open.npz", tmp_path)
+    request = map_schemas.check_request(folder, "room", maps.room_text(OPEN), 500, 0)
+    seen: list[tuple] = []
+
+    def look(record: dict) -> None:
+        if not seen and record.get("status") == jobs.RUNNING:
+            seen.append(part.follow_job(2, session, False, False, None))
+
+    assert map_schemas.run_schema_job(folder, request, report=look)["status"] == jobs.FINISHED
+    value, label, start_disabled, cancel_disabled, watching, status, version = seen[0]
+    assert (start_disabled, cancel_disabled, watching) == (True, False, True)
+    value, label, start_disabled, cancel_disabled, watching, status, version = part.follow_job(
+        3, session, True, False, None
+    )
+    assert (value, start_disabled, cancel_disabled, watching) == ("100", False, True, False)
+    assert "Matched a 500-step walk" in str(status) and isinstance(version, float)
+    chart, sentence = part.show_match(session, version)
+    assert list(chart.data[0].y) == ["open"] and "The walk follows 'open'" in str(sentence)
