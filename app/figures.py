@@ -605,3 +605,31 @@ def place_field_figure(field: dict[str, Any] | None, note: str = "") -> go.Figur
         plot_bgcolor="#eeeeee",
     )
     return figure
+
+
+SCHEMA_CHOSEN_COLOUR = "#2ca02c"
+
+
+def schema_figure(fits: list[dict[str, Any]] | None) -> go.Figure:
+    """The schema match: every stored map's held-out bits per step as a horizontal bar (lower is better), best at
+    the top, the chosen one green."""
+    if not fits:
+        return empty_figure("Held-out bits per step of each map", "match a walk to the library")
+    names = [plain(fit["name"]) for fit in fits]
+    bits = [fit["held_out_bits"] for fit in fits]  # None: the map makes the steps impossible
+    colours = [SCHEMA_CHOSEN_COLOUR if bits[0] is not None else TRAIN_COLOUR] + [TRAIN_COLOUR] * (len(fits) - 1)
+    figure = go.Figure(
+        go.Bar(
+            x=[0.0 if b is None else float(b) for b in bits], y=names, orientation="h", marker_color=colours,
+            text=["impossible" if b is None else f"{b:.4f}" for b in bits], textposition="outside",
+            hovertemplate="%{y}: %{text} bits per step<extra></extra>", cliponaxis=False,
+        )
+    )  # fmt: skip
+    figure.update_layout(
+        title="Held-out bits per step of each map (lower fits better; the chosen one green)",
+        margin=MARGIN,
+        height=max(220, 60 + 36 * len(fits)),
+        xaxis={"title": "bits per step on the walk's held-out tail"},
+        yaxis={"autorange": "reversed"},
+    )
+    return figure

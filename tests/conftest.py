@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import ALICE, SHORT_TEXT, data_uri
 
-MUST_RUN_IN_CI = ("test_browser.py", "test_celery.py")
+MUST_RUN_IN_CI = ("test_browser.py", "test_browser_views.py", "test_browser_maps.py", "test_celery.py")
 """Modules whose skip is a failure when ``CI`` is set (``.ci/run``): the browser and the Celery end-to-end tests."""
 
 

@@ -130,3 +130,36 @@ def test_emission_only_em_never_loses_likelihood():
     assert len(history) > 5
     assert np.all(np.diff(history) <= 1e-12)
     assert history[-1] < history[0] - 0.1
+
+
+def test_maps_match_the_walks_actions_by_name_and_report_their_progress():
+    """With the walk's action names, a map whose actions come in another order (the same T, its actions permuted) is
+    matched by name and scores exactly as the original; a map without one of the walk's actions is refused by name
+    in one sentence; the progress callback sees every map's iterations, and an exception it raises stops the match."""
+    model = schemas.map_of_room(RING)
+    order = [2, 0, 3, 1]
+    permuted = actions.from_dense(
+        np.stack([model.transition(k) for k in order]), model.n_clones, actions=[model.actions[k] for k in order]
+    )
+    walk = actions.generate_walk(np.where(RING >= 0, (RING + 1) % 3, -1), 600, seed=9)
+    names = list(actions.MOVES)
+    seen: list[tuple[int, int]] = []
+    fits = schemas.match_schemas(
+        {"ring": model, "shuffled": permuted}, walk.observations, walk.actions, 3, iterations=15,
+        action_names=names, progress=lambda m, i, bits: seen.append((m, i)),
+    )  # fmt: skip
+    assert fits[0].held_out_bits == pytest.approx(fits[1].held_out_bits, rel=1e-9)
+    assert {m for m, _ in seen} == {0, 1} and (0, 0) in seen and (1, 0) in seen
+    assert len(seen) == sum(f.iterations for f in fits)
+    without_up = actions.from_dense(
+        np.stack([model.transition(k) for k in range(3)]), model.n_clones, actions=list(model.actions[:3])
+    )
+    with pytest.raises(ValueError, match=f"the map 'three' has the actions .*, not the walk's {model.actions[3]}"):
+        schemas.match_schemas({"three": without_up}, walk.observations, walk.actions, 3, action_names=names)
+
+    def stop(m: int, i: int, bits: float) -> None:
+        if i == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        schemas.match_schemas({"ring": model}, walk.observations, walk.actions, 3, action_names=names, progress=stop)

@@ -1,5 +1,6 @@
-"""The job panel: what a page that runs a queued background job (the Train, Compare and Maps pages) does with its
-Start and Cancel buttons, its status line and its progress label, written once (:class:`JobPanel`).
+"""The job panel: what a page that runs a queued background job (the Train, Compare and Maps pages; the Maps page has
+two: the map and its schema match) does with its Start and Cancel buttons, its status line and its progress label,
+written once (:class:`JobPanel`).
 
 A panel is built from a job kind (:class:`app.jobs.kinds.JobKind`) and its component ids (:mod:`app.ids` names each
 once). Its state lives in the app shell (:meth:`JobPanel.stores`), so that a job started on a page goes on, and
@@ -290,8 +291,8 @@ class JobPanel:
         return show_running
 
 
-def _panels() -> tuple[JobPanel, JobPanel, JobPanel]:
-    from app.services import comparisons, maps, training_jobs  # the kinds (services import app.jobs, not this)
+def _panels() -> tuple[JobPanel, JobPanel, JobPanel, JobPanel]:
+    from app.services import comparisons, map_schemas, maps, training_jobs  # the kinds (import app.jobs, not this)
 
     training = JobPanel(
         training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS,
@@ -308,9 +309,15 @@ def _panels() -> tuple[JobPanel, JobPanel, JobPanel]:
         maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS, ids.MAP_PROGRESS_LABEL,
         ids.MAPPING_FLAG, ids.MAPPING_PROGRESS, ids.MAP_RESULT, ids.MAP_QUEUED, ids.MAP_GO,
     )  # fmt: skip
-    return training, comparison, mapping
+    matching = JobPanel(
+        map_schemas.SCHEMA, ids.SCHEMA_START, ids.SCHEMA_CANCEL, ids.SCHEMA_STATUS, ids.SCHEMA_PROGRESS,
+        ids.SCHEMA_PROGRESS_LABEL,
+        ids.MATCHING_FLAG, ids.MATCHING_PROGRESS, ids.SCHEMA_RESULT, ids.SCHEMA_QUEUED, ids.SCHEMA_GO,
+    )  # fmt: skip
+    return training, comparison, mapping, matching
 
 
-TRAINING, COMPARISON, MAP = _panels()
-"""The job panels of the Train, Compare and Maps pages (in this order in the shell's queue poll)."""
-PANELS = (TRAINING, COMPARISON, MAP)
+TRAINING, COMPARISON, MAP, SCHEMA = _panels()
+"""The job panels of the Train, Compare and Maps pages (the map and its schema match; in this order in the shell's
+queue poll)."""
+PANELS = (TRAINING, COMPARISON, MAP, SCHEMA)

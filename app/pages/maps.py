@@ -1,6 +1,7 @@
 """Maps page (issue 37, cognitive maps): type a room (or upload a walk), learn a CHMM with actions from a walk in it
 as a background job, and explore the learned map: its clones laid out like the room, a clone's place field, a route
-planned between two clones, Infomap's modules; download the map's model and graph."""
+planned between two clones and its detour around closed clones, Infomap's modules; download the map's model and graph;
+match a walk in a new room to a library of maps (the schema view, :mod:`app.pages.mapping.schemas`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from dash.exceptions import PreventUpdate
 
 from app import figures, ids, jobs, services, sessions, ui
 from app.jobs import panel
-from app.services import maps
+from app.pages.mapping import schemas
+from app.services import map_routes, maps
 from engine import api
 
 dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
@@ -23,6 +25,8 @@ dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · 
 QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 ROUTE_COLOUR = "#e6007e"
 """The planned route's colour: apart from every observation's colour (the palette's red is an observation's)."""
+DETOUR_COLOUR = "#111111"
+"""The detour's colour (dashed), and a closed clone's."""
 BASE_STYLE = [
     {
         "selector": "node",
@@ -153,18 +157,29 @@ def layout(**_query: Any) -> html.Div:
                     "A click on a clone sets",
                     dcc.RadioItems(
                         id=ids.MAP_CLICK_SETS,
-                        options=[{"label": " the start", "value": "start"}, {"label": " the goal", "value": "goal"}],
+                        options=[
+                            {"label": " the start", "value": "start"},
+                            {"label": " the goal", "value": "goal"},
+                            {"label": " closes it (a door)", "value": "close"},
+                        ],
                         value="start",
                         inline=True,
                     ),
-                    "and shows its place field; after a start the next click sets the goal",
+                    "and shows its place field; after a start the next click sets the goal; a click on a closed "
+                    "clone opens it again",
                 ),
                 ui.field("Start", dcc.Dropdown(id=ids.MAP_ROUTE_START, options=[], placeholder="click a clone")),
                 ui.field("Goal", dcc.Dropdown(id=ids.MAP_ROUTE_GOAL, options=[], placeholder="click a second clone")),
+                ui.field(
+                    "Closed clones",
+                    dcc.Dropdown(id=ids.MAP_BLOCKED, options=[], multi=True, placeholder="none"),
+                    "no move enters a closed clone: the route is planned again around it (the detour, dashed)",
+                ),
             ],
             className="form-grid",
         ),
         html.Div(id=ids.MAP_ROUTE_TEXT),
+        html.Div(id=ids.MAP_DETOUR_TEXT),
         html.Div(
             [
                 html.Div(
@@ -199,6 +214,7 @@ def layout(**_query: Any) -> html.Div:
         dcc.Interval(id=ids.MAP_WATCH, interval=1000),
         dcc.Store(id=ids.MAP_WATCH_STATE, storage_type="memory", data=False),
         dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
+        dcc.Store(id=ids.MAP_DETOUR, storage_type="memory"),
         dcc.Store(id=ids.MAP_SELECTED, storage_type="memory"),
     )
     return html.Div(
@@ -211,6 +227,7 @@ def layout(**_query: Any) -> html.Div:
             ),
             html.Div([room, learn], className="two-columns"),
             learned,
+            schemas.schema_card(),
         ]
     )
 
@@ -380,6 +397,8 @@ follow_job = panel.MAP.register_follow(
     Output(ids.MAP_ROUTE_START, "value"),
     Output(ids.MAP_ROUTE_GOAL, "value"),
     Output(ids.MAP_SELECTED, "data"),
+    Output(ids.MAP_BLOCKED, "options"),
+    Output(ids.MAP_BLOCKED, "value"),
     Input(ids.SESSION, "data"),
     Input(ids.MAP_VERSION, "data"),
 )
@@ -388,7 +407,7 @@ def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
     try:
         view = maps.load_view(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS as exc:
-        return [], ui.error_message(exc), [], [], None, None, None
+        return [], ui.error_message(exc), [], [], None, None, None, [], []
     if view is None:
         return (
             [],
@@ -398,6 +417,8 @@ def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
             None,
             None,
             None,
+            [],
+            [],
         )
     kind = "ok" if view.get("recovers_room") else "info"
     placed = (
@@ -415,7 +436,7 @@ def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
         ]
     )
     options = maps.clone_options(view)
-    return maps.map_elements(view), summary, options, options, None, None, None
+    return maps.map_elements(view), summary, options, options, None, None, None, options, []
 
 
 @callback(
@@ -423,19 +444,24 @@ def show_map(session_id: str | None, _version: Any) -> tuple[Any, ...]:
     Output(ids.MAP_ROUTE_START, "value", allow_duplicate=True),
     Output(ids.MAP_ROUTE_GOAL, "value", allow_duplicate=True),
     Output(ids.MAP_CLICK_SETS, "value"),
+    Output(ids.MAP_BLOCKED, "value", allow_duplicate=True),
     Input(ids.MAP_GRAPH, "tapNodeData"),
     State(ids.MAP_CLICK_SETS, "value"),
+    State(ids.MAP_BLOCKED, "value"),
     prevent_initial_call=True,
 )
-def click_clone(node: dict[str, Any] | None, sets: str | None) -> tuple[Any, Any, Any, Any]:
+def click_clone(node: dict[str, Any] | None, sets: str | None, closed: list[int] | None) -> tuple[Any, ...]:
     """A clicked clone: its place field is shown, and it becomes the start (then the next click sets the goal) or
-    the goal."""
+    the goal; or, when clicks close clones, it is closed (opened again when it was)."""
     if not node or node.get("clone") is None:
         raise PreventUpdate
     clone = int(node["clone"])
+    if sets == "close":
+        shut = [c for c in (closed or []) if c != clone]
+        return no_update, no_update, no_update, no_update, shut if len(shut) < len(closed or []) else [*shut, clone]
     if sets == "goal":
-        return clone, no_update, clone, "start"
-    return clone, clone, no_update, "goal"
+        return clone, no_update, clone, "start", no_update
+    return clone, clone, no_update, "goal", no_update
 
 
 @callback(
@@ -481,13 +507,42 @@ def plan_route(start: Any, goal: Any, session_id: str | None) -> tuple[Any, Any]
 
 
 @callback(
+    Output(ids.MAP_DETOUR, "data"),
+    Output(ids.MAP_DETOUR_TEXT, "children"),
+    Input(ids.MAP_ROUTE_START, "value"),
+    Input(ids.MAP_ROUTE_GOAL, "value"),
+    Input(ids.MAP_BLOCKED, "value"),
+    State(ids.SESSION, "data"),
+)
+def plan_detour(start: Any, goal: Any, closed: list[int] | None, session_id: str | None) -> tuple[Any, Any]:
+    """The route planned again with the closed clones blocked (every way into them), once a start, a goal and a
+    closed clone are picked."""
+    if start is None or goal is None or not closed:
+        return None, None
+    try:
+        detour = map_routes.plan_detour(sessions.session_folder(session_id), start, goal, closed)
+    except ui.EXPECTED_ERRORS as exc:
+        return None, ui.error_message(exc)
+    if detour is None:
+        return None, None
+    return detour["route"], html.Div(
+        [html.Strong("Detour: "), html.Span(detour["text"], className="route-actions")], className="message message-ok"
+    )
+
+
+@callback(
     Output(ids.MAP_GRAPH, "stylesheet"),
     Input(ids.MAP_COLOUR, "value"),
     Input(ids.MAP_ROUTE, "data"),
     Input(ids.MAP_SELECTED, "data"),
+    Input(ids.MAP_DETOUR, "data"),
+    Input(ids.MAP_BLOCKED, "value"),
 )
-def style_map(colour: str | None, route: list[int] | None, selected: Any) -> list[dict[str, Any]]:
-    """Clones coloured by observation or by Infomap module; the planned route and the selected clone marked."""
+def style_map(
+    colour: str | None, route: list[int] | None, selected: Any, detour: list[int] | None, closed: list[int] | None
+) -> list[dict[str, Any]]:
+    """Clones coloured by observation or by Infomap module; the planned route, its detour around the closed clones,
+    the closed clones and the selected clone marked."""
     field = "module_colour" if colour == "module" else "obs_colour"
     rules = [*BASE_STYLE, {"selector": "node", "style": {"background-color": f"data({field})"}}]
     nodes, edges = maps.route_elements(route)
@@ -495,6 +550,16 @@ def style_map(colour: str | None, route: list[int] | None, selected: Any) -> lis
         rules.append({"selector": f"#{node}", "style": {"border-width": 4, "border-color": ROUTE_COLOUR}})
     for edge in edges:
         rules.append({"selector": f"#{edge}", "style": {"line-color": ROUTE_COLOUR, "width": 6, "opacity": 1}})
+    nodes, edges = maps.route_elements(detour)
+    for edge in edges:
+        rules.append(
+            {"selector": f"#{edge}", "style": {"line-color": DETOUR_COLOUR, "line-style": "dashed", "width": 5}}
+        )
+    for clone in closed or []:
+        rules.append(
+            {"selector": f"#c{int(clone)}", "style": {"shape": "rectangle", "background-color": DETOUR_COLOUR,
+                                                       "color": "#fff"}}
+        )  # fmt: skip
     if selected is not None:
         rules.append({"selector": f"#c{int(selected)}", "style": {"width": 34, "height": 34, "font-weight": "bold"}})
     return rules

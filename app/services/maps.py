@@ -335,7 +335,7 @@ def run_map_job(
     try:
         files.heartbeat.touch()
         publish(force=True)
-        prepared = _prepare_walk(folder, request)
+        prepared = prepare_walk(folder, request)
     except (ValueError, OSError) as exc:
         return finish(REFUSED, describe_error(exc))
     with files.alive():
@@ -400,7 +400,7 @@ def _learn(
     return None
 
 
-def _prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
+def prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
     """The walk the job learns from, the room when known, and the walk's CSV or JSON text (kept with the map)."""
     if request.source == "room":
         room = parse_room(request.room)

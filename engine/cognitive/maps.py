@@ -4,6 +4,7 @@ merging of clones with the same future, and walks sampled from it given their ac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -184,14 +185,21 @@ def transfer_transitions(model: ActionCHMM) -> tuple[np.ndarray, np.ndarray]:
 
 
 def learn_emissions(
-    model: ActionCHMM, x: np.ndarray, a: np.ndarray, n_observations: int, iterations: int = 50, seed: int = 0
+    model: ActionCHMM,
+    x: np.ndarray,
+    a: np.ndarray,
+    n_observations: int,
+    iterations: int = 50,
+    seed: int = 0,
+    progress: Callable[[int, float], None] | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Transfer a map to a room with the same layout and new observations: EM on the emission matrix
     E(u, o) = P(x_n = o | z_n = u) of the map's clones (:func:`used_clones`) with their transitions T[a] fixed
     (the paper's code's ``learn_em_E``). Scaled forward-backward over the clones: alpha(n+1) = (alpha(n) T[a_n]) o
     E(., x_{n+1}), normalised; E = row-normalise(sum_n gamma(n) [x_n = o]). Returns E over every clone, shape
     (H, n_observations) (zero rows for clones outside the map), and the bits per step each iteration started from.
-    A (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
+    A (clone, action) the map never took keeps the clone where it is (a step into a wall). ``progress(iteration,
+    bits)`` is called after each iteration (an exception it raises stops the fit: a cancel)."""
     x, a = check_walk(x, a, n_observations, model.n_actions)
     clones, transitions = transfer_transitions(model)
     m = len(clones)
@@ -217,6 +225,8 @@ def learn_emissions(
             message = transitions[a[step]] @ (beta[step + 1] * emissions[:, x[step + 1]])
             beta[step] = message / message.sum()
         history.append(-log_likelihood / n / np.log(2.0))
+        if progress is not None:
+            progress(len(history) - 1, history[-1])
         gamma = alpha * beta
         gamma /= gamma.sum(axis=1, keepdims=True)
         counts = np.zeros((m, n_observations))

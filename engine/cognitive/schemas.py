@@ -12,6 +12,7 @@ observation worse, however its emissions are set.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,10 +105,16 @@ def match_schemas(
     iterations: int = 50,
     held_out: float = HELD_OUT,
     seed: int = 0,
+    action_names: list[str] | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> list[SchemaFit]:
     """Fit every map of ``library`` to the walk (its emissions only, :func:`engine.cognitive.maps.learn_emissions`
     on the head of the walk, ``iterations`` at most) and score it on the tail (the last ``held_out`` of the steps,
-    :func:`emission_bits`); the fits, best (lowest held-out bits per step) first."""
+    :func:`emission_bits`); the fits, best (lowest held-out bits per step) first. With ``action_names`` (the walk's
+    action k is named ``action_names[k]``) each map's actions are matched by name, so maps whose actions come in
+    another order fit too, and a map without one of the walk's actions is refused by name; without them the walk's
+    action numbers are the maps'. ``progress(map, iteration, bits)`` is called as each map's fit goes on (the index
+    of the map in ``library``'s order; an exception it raises stops the match)."""
     if not library:
         raise ValueError("the library holds no maps to match")
     x = np.asarray(x)
@@ -118,14 +125,35 @@ def match_schemas(
     cut = int(round(len(x) * (1.0 - held_out)))
     if cut < 2 or len(x) - cut < 2:
         raise ValueError(f"a walk of {len(x)} steps is too short to fit on one part and compare on the other")
+    moves = {name: _actions_of(name, model, a, action_names) for name, model in library.items()}
     fits = []
-    for name, model in library.items():
-        if model.n_actions <= int(a.max()):
-            raise ValueError(f"the walk takes action {int(a.max())}, which the map {name!r} does not have")
-        emissions, history = learn_emissions(model, x[:cut], a[:cut], n_observations, iterations, seed)
-        bits = emission_bits(model, emissions, x[cut:], a[cut:])
+    for index, (name, model) in enumerate(library.items()):
+        told = None if progress is None else (lambda i, bits, m=index: progress(m, i, bits))
+        emissions, history = learn_emissions(
+            model, x[:cut], moves[name][:cut], n_observations, iterations, seed, progress=told
+        )
+        bits = emission_bits(model, emissions, x[cut:], moves[name][cut:])
         fits.append(SchemaFit(name, bits, history[-1] if history else float("nan"), emissions, len(history)))
     return sorted(fits, key=lambda fit: fit.held_out_bits)
+
+
+def _actions_of(name: str, model: ActionCHMM, a: np.ndarray, action_names: list[str] | None) -> np.ndarray:
+    """The walk's actions ``a`` as the map ``name`` numbers them (by name with ``action_names``); ValueError in one
+    sentence when the map lacks one of them."""
+    if action_names is None:
+        if model.n_actions <= int(a.max()):
+            raise ValueError(f"the walk takes action {int(a.max())}, which the map {name!r} does not have")
+        return a
+    if int(a.max()) >= len(action_names):
+        raise ValueError(f"the walk takes action {int(a.max())} but names only {len(action_names)} actions")
+    taken = [action_names[k] for k in sorted(set(a[:-1].tolist()))]
+    missing = [action for action in taken if action not in model.actions]
+    if missing:
+        raise ValueError(
+            f"the map {name!r} has the actions {', '.join(model.actions)}, not the walk's {', '.join(missing)}"
+        )
+    order = np.array([model.actions.index(n) if n in model.actions else 0 for n in action_names], dtype=np.int64)
+    return order[a]
 
 
 def read_library(paths: list[str | os.PathLike[str]]) -> dict[str, ActionCHMM]:
