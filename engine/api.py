@@ -40,6 +40,7 @@ from engine.cognitive.actions import viterbi as decode_walk
 from engine.cognitive.evidence import (
     MAX_NOISE,
     MAX_SOFT_CLONES,
+    evidence_reading,
     learn_map_from_evidence,
     learn_map_through_noise,
     noisy_readings,
@@ -65,6 +66,7 @@ from engine.cognitive.walks import (
     MapOptions,
     WalkFile,
     format_walk,
+    format_walk_file,
     learn_map,
     parse_room,
     parse_walk,
@@ -180,7 +182,7 @@ __all__ = [  # fmt: skip
     "TrainOptions", "WalkFile", "write_communities", "write_walk",
     # schemas: a walk in a new room matched to stored maps (issue 50)
     "match_schemas", "read_library", "SCHEMA_HELD_OUT", "learn_map_through_noise",
-    "learn_map_from_evidence", "read_evidence",
+    "learn_map_from_evidence", "read_evidence", "evidence_reading", "format_walk_file",
     "noisy_readings", "Walk", "MAX_NOISE", "MAX_SOFT_CLONES",
     # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
     "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",

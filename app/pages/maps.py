@@ -17,7 +17,7 @@ from dash.exceptions import PreventUpdate
 from app import figures, ids, jobs, services, sessions, ui
 from app.jobs import panel
 from app.pages.mapping import schemas
-from app.services import map_routes, maps
+from app.services import map_routes, map_uploads, maps
 from engine import api
 
 dash.register_page(__name__, path="/maps", name="Maps", title="CHMM Explorer · Maps", order=8)
@@ -123,6 +123,29 @@ def layout(**_query: Any) -> html.Div:
             "laid out like the room and clones have place fields.",
         ),
         html.Div(id=ids.MAP_UPLOAD_MESSAGE),
+        ui.field(
+            "And the sensor's likelihoods (optional)",
+            ui.told_upload(
+                dcc.Upload(
+                    html.Div(
+                        [
+                            "Drop the uploaded walk's likelihood file here (.npy, .csv or .txt), or ",
+                            html.A("choose a file"),
+                        ]
+                    ),
+                    id=ids.MAP_EVIDENCE_UPLOAD,
+                    className="upload",
+                ),
+                map_uploads.MAX_EVIDENCE_UPLOAD_BYTES,
+                ids.MAP_EVIDENCE_MESSAGE,
+            ),
+            "For a sensor that is not symmetric (`chmm map WALK --evidence FILE`): one row per step of the uploaded "
+            "walk and one column per observation, P(reading | observation), as a .npy array in the walk's order of "
+            "observations or a table whose optional first line names them. The map is then learned from this soft "
+            "evidence (transitions held dense); it applies to an uploaded walk, and a new walk forgets it.",
+        ),
+        html.Div(id=ids.MAP_EVIDENCE_MESSAGE),
+        ui.buttons(html.Button("Forget the likelihood file", id=ids.MAP_EVIDENCE_FORGET, className="button")),
     )
     learn = ui.card(
         "Learn the map",
@@ -252,18 +275,49 @@ def show_room(content: str | None) -> tuple[Any, Any]:
 @callback(
     Output(ids.MAP_UPLOAD_MESSAGE, "children"),
     Output(ids.MAP_SOURCE, "value"),
+    Output(ids.MAP_EVIDENCE_MESSAGE, "children"),
     Input(ids.MAP_UPLOAD, "contents"),
     State(ids.MAP_UPLOAD, "filename"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def upload_walk(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any]:
+def upload_walk(contents: str | None, filename: str | None, session_id: str | None) -> tuple[Any, Any, Any]:
+    """Keep the uploaded walk (learn from it next), forgetting the previous walk's likelihood file."""
     ui.require_click(contents)
     try:
-        info = maps.store_walk_upload(sessions.session_folder(session_id), contents, filename)
+        folder = sessions.session_folder(session_id)
+        previous = map_uploads.evidence_info(folder)
+        info = maps.store_walk_upload(folder, contents, filename)
+    except ui.EXPECTED_ERRORS as exc:
+        return ui.error_message(exc), no_update, no_update
+    forgot = f"The likelihood file {previous['name']} went with the previous walk." if previous else None
+    return ui.message(maps.describe_upload(info), "ok"), "walk", forgot and ui.message(forgot)
+
+
+@callback(
+    Output(ids.MAP_EVIDENCE_MESSAGE, "children", allow_duplicate=True),
+    Output(ids.MAP_SOURCE, "value", allow_duplicate=True),
+    Input(ids.MAP_EVIDENCE_UPLOAD, "contents"),
+    Input(ids.MAP_EVIDENCE_FORGET, "n_clicks"),
+    State(ids.MAP_EVIDENCE_UPLOAD, "filename"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def upload_evidence(contents: str | None, forget: int | None, filename: str | None, session_id: str | None) -> Any:
+    """Keep the uploaded walk's likelihood file, read as the engine reads it (the map of the uploaded walk is
+    learned from it next), or forget it; a bad file is refused in one sentence."""
+    forgetting = ctx.triggered_id == ids.MAP_EVIDENCE_FORGET
+    ui.require_click(forget if forgetting else contents)
+    try:
+        folder = sessions.session_folder(session_id)
+        if forgetting:
+            gone = map_uploads.forget_evidence(folder)
+            said = f"Forgot the likelihood file {gone['name']}." if gone else "There is no likelihood file to forget."
+            return ui.message(said), no_update
+        info = map_uploads.store_evidence_upload(folder, contents, filename)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc), no_update
-    return ui.message(maps.describe_upload(info), "ok"), "walk"
+    return ui.message(map_uploads.describe_evidence(info), "ok"), "walk"
 
 
 # ------------------------------------------------------------------------------------------ the job

@@ -8,7 +8,7 @@ input, runs the job and turns the engine's results into what the page draws. A s
     map-job.json      the latest map job: key, status, message, stage, iteration and bits per step (its progress)
     map-heartbeat     touched every second while the job runs
     map-cancel        the cancel flag: the job stops within an EM iteration when it appears
-    map-upload.csv    the uploaded walk (map-upload.json: its name and size)
+    map-upload.csv    the uploaded walk, map-evidence/ its likelihood file (:mod:`app.services.map_uploads`)
     maps/KEY/         a learned map: model.npz, walk.csv, room.csv (when the room is known), view.json (its clone
                       graph, node places, modules and summary, computed once by the job)
     map.json          which map is the session's current one ({"key": KEY}); replaced atomically when a job
@@ -31,8 +31,7 @@ import numpy as np
 from app import config, jobs, sessions
 from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.jobs.kinds import JobKind, new_key
-from app.services import UserError, describe_error, map_noise, whole_number
-from app.services.corpus import decode_upload
+from app.services import UserError, describe_error, map_noise, map_uploads, whole_number
 from app.services.map_drawing import CELL as CELL
 from app.services.map_drawing import MODULE_PALETTE as MODULE_PALETTE
 from app.services.map_drawing import PALETTE as PALETTE
@@ -41,6 +40,14 @@ from app.services.map_drawing import edge_id as edge_id
 from app.services.map_drawing import map_elements as map_elements
 from app.services.map_drawing import observation_colour as observation_colour
 from app.services.map_drawing import route_elements as route_elements
+from app.services.map_uploads import MAX_WALK_LENGTH as MAX_WALK_LENGTH
+from app.services.map_uploads import MAX_WALK_UPLOAD_BYTES as MAX_WALK_UPLOAD_BYTES
+from app.services.map_uploads import UPLOAD as UPLOAD
+from app.services.map_uploads import UPLOAD_INFO as UPLOAD_INFO
+from app.services.map_uploads import describe_upload as describe_upload
+from app.services.map_uploads import sentence as _sentence
+from app.services.map_uploads import store_walk_upload as store_walk_upload
+from app.services.map_uploads import upload_info as upload_info
 from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
@@ -58,16 +65,13 @@ APP_CLONES = 20
 the notebook's room from a 10,000-step walk in about 3 s a restart on 2 cores (70: about four times as long), and
 recover it; the page's 4 restarts (the engine's default) run one after the other in the job's process (such maps are
 below :data:`engine.cognitive.restarts.MAP_PROCESS_WORK`)."""
-MAX_WALK_LENGTH = 200_000
 MAX_CLONES = 200
 MAX_TOTAL_CLONES = 5_000
 """Clones per observation times observations at most (the job's memory and time grow with it)."""
 MAX_ROOM_CELLS = 2_500
-MAX_WALK_UPLOAD_BYTES = 20_000_000
 MAX_ROOM_CHARACTERS = 50_000
 
 JOB, HEARTBEAT, CANCEL = "map-job.json", "map-heartbeat", "map-cancel"
-UPLOAD, UPLOAD_INFO = "map-upload.csv", "map-upload.json"
 MAPS, CURRENT = "maps", "map.json"
 MODEL, WALK, ROOM, VIEW = "model.npz", "walk.csv", "room.csv", "view.json"
 MAP_KIND = "map"
@@ -81,17 +85,6 @@ ProgressReport = Callable[[dict[str, Any]], None]
 
 
 # ------------------------------------------------------------------------------------------ input
-def _sentence(exc: Exception) -> str:
-    """An engine's ValueError as a sentence: capitalised (unless it begins with a file name) and ending in a full
-    stop."""
-    message = str(exc).strip().rstrip(".")
-    if not message:
-        return "The input could not be read."
-    if message[:1].islower() and message.split(" ", 1)[0].isalpha():
-        message = message[:1].upper() + message[1:]
-    return message + "."
-
-
 def parse_room(content: Any) -> np.ndarray:
     """The room typed in the page (rows of whole numbers, -1 for a wall); UserError in one sentence otherwise."""
     if not isinstance(content, str) or not content.strip():
@@ -117,7 +110,9 @@ class MapRequest:
     walk (source "walk"), with ``clones`` per observation, ``seed`` (the walk's and the model's) and ``restarts``
     (the engine's :attr:`engine.cognitive.walks.MapOptions.restarts`; a job queued before it existed ran one); with
     ``noise``, the walk in the room is read by a sensor wrong with that probability and the map is learned from the
-    readings' soft evidence (:func:`engine.cognitive.evidence.learn_map_through_noise`, with the restarts)."""
+    readings' soft evidence (:func:`engine.cognitive.evidence.learn_map_through_noise`, with the restarts); with
+    ``evidence`` (the name of the uploaded walk's likelihood file), from that file's soft evidence
+    (:func:`engine.cognitive.evidence.learn_map_from_evidence`)."""
 
     source: str
     clones: int
@@ -126,6 +121,7 @@ class MapRequest:
     length: int | None = None
     restarts: int = 1
     noise: float = 0.0
+    evidence: str | None = None
 
     def options(self) -> api.MapOptions:
         return api.MapOptions(clones=self.clones, seed=self.seed, restarts=self.restarts)
@@ -150,6 +146,7 @@ def check_request(
     restarts = api.MAP_DEFAULTS.restarts if restarts is None else restarts
     restarts_n = whole_number(restarts, "the number of restarts", 1, api.MAX_RESTARTS)
     noise_p = map_noise.check_noise(noise)
+    evidence = map_uploads.check_evidence_request(folder, source, noise_p, clones_n)
     if noise_p and source != "room":
         raise UserError("Sensor noise applies to a walk the page makes in the room; an upload is learned as read.")
     if source == "room":
@@ -162,7 +159,7 @@ def check_request(
         if info is None:
             raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
         observations = int(info["observations"])
-        request = MapRequest("walk", clones_n, seed_n, restarts=restarts_n)
+        request = MapRequest("walk", clones_n, seed_n, restarts=restarts_n, evidence=evidence)
     if clones_n * observations > MAX_TOTAL_CLONES:
         raise UserError(
             f"{clones_n} clones for each of {observations} observations make {clones_n * observations:,} clones; the "
@@ -174,51 +171,6 @@ def check_request(
             f"{clones_n} for each of {observations} observations make {clones_n * observations:,}: choose fewer."
         )
     return request
-
-
-def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, Any]:
-    """Keep an uploaded walk (CSV with the columns action and observation, or JSON) in the session folder after
-    reading it as the engine does; returns its name, steps, observations, actions and whether it has true places.
-    UserError in one sentence on a bad file (the previous upload is kept)."""
-    name = filename if isinstance(filename, str) and filename else "the walk"
-    data = decode_upload(contents, name, MAX_WALK_UPLOAD_BYTES)
-    try:
-        content = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{name} is not UTF-8 text (a walk is a CSV or JSON file).") from None
-    try:
-        walk = api.parse_walk(content, name)
-    except ValueError as exc:
-        raise UserError(_sentence(exc)) from None
-    if len(walk.observations) > MAX_WALK_LENGTH:
-        raise UserError(f"{name} has {len(walk.observations):,} steps; the page takes at most {MAX_WALK_LENGTH:,}.")
-    sessions.check_space(folder, len(data), "The walk")
-    info = {
-        "name": name,
-        "steps": int(len(walk.observations)),
-        "walks": max(1, len(walk.documents)),
-        "observations": len(walk.symbols),
-        "actions": list(walk.action_names),
-        "places": walk.positions is not None,
-    }
-    atomic_write_bytes(folder / UPLOAD, data)
-    atomic_write_json(folder / UPLOAD_INFO, info)
-    return info
-
-
-def upload_info(folder: Path) -> dict[str, Any] | None:
-    """The session's uploaded walk (name, steps, observations, actions, places), or None."""
-    info = jobs.read_json(folder / UPLOAD_INFO)
-    return info if info and (folder / UPLOAD).is_file() else None
-
-
-def describe_upload(info: dict[str, Any]) -> str:
-    places = "with true places (row, column)" if info.get("places") else "without true places (no place fields)"
-    walks_in = f" in {info['walks']} walks" if info.get("walks", 1) > 1 else ""
-    return (
-        f"Uploaded {info['name']}: {info['steps']:,} steps{walks_in}, {info['observations']} observations, actions "
-        f"{', '.join(info['actions'])}, {places}."
-    )
 
 
 # ------------------------------------------------------------------------------------------ the job
@@ -336,10 +288,11 @@ def run_map_job(
         files.heartbeat.touch()
         publish(force=True)
         prepared = prepare_walk(folder, request)
+        likelihood = map_uploads.job_evidence(folder, request.evidence) if request.evidence else None
     except (ValueError, OSError) as exc:
         return finish(REFUSED, describe_error(exc))
     with files.alive():
-        ended = _learn(folder, request, key, ticket, prepared, record, publish)
+        ended = _learn(folder, request, key, ticket, prepared, record, publish, likelihood)
         if ended is not None:
             return finish(*ended)
     return finish(FINISHED, summary_sentence(load_view(folder)))
@@ -353,10 +306,12 @@ def _learn(
     prepared: tuple[api.WalkFile, np.ndarray | None, str],
     record: dict[str, Any],
     publish: Callable[[], None],
+    likelihood: np.ndarray | None = None,
 ) -> tuple[str, str] | None:
     """Take a place (at once with the started ``ticket`` of a queued job) and learn the map from the ``prepared``
-    walk into the session folder, its stage, iteration and bits per step in ``record`` (``publish`` writes it): None
-    when it finished, else how it ended (a status and a sentence; the previous map is kept)."""
+    walk (with ``likelihood``, from the sensor's likelihoods of its steps) into the session folder, its stage,
+    iteration and bits per step in ``record`` (``publish`` writes it): None when it finished, else how it ended (a
+    status and a sentence; the previous map is kept)."""
     walk, room, walk_text = prepared
     files = map_files(folder)
     deadline = time.time() + config.max_job_seconds()
@@ -378,6 +333,9 @@ def _learn(
             record["message"] = "Learning the map."
             if request.noise:
                 model, summary = map_noise.learn_through_noise(walk, request, progress)
+            elif likelihood is not None:
+                model, summary, walk = map_uploads.learn_from_evidence(walk, likelihood, request, progress)
+                walk_text = api.format_walk_file(walk)
             else:
                 model, summary = api.learn_map(walk, request.options(), progress)
             _install(folder, key, model, summary, walk, walk_text, room)
@@ -406,10 +364,8 @@ def prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.nd
         room = parse_room(request.room)
         walk_text = api.format_walk(api.generate_walk(room, int(request.length or 0), seed=request.seed))
         return api.parse_walk(walk_text, "the walk"), room, walk_text
-    if upload_info(folder) is None:
-        raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
-    walk_text = (folder / UPLOAD).read_text(encoding="utf-8")
-    return api.parse_walk(walk_text, (upload_info(folder) or {}).get("name", "the walk")), None, walk_text
+    walk, walk_text = map_uploads.read_uploaded_walk(folder)
+    return walk, None, walk_text
 
 
 def _install(
@@ -518,6 +474,13 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
             f" Learned through a sensor wrong with probability {s['noise']:g} ({s['read_wrong']:.1%} of the readings "
             "wrong), from the readings' soft evidence."
         )
+    if s.get("evidence"):
+        text += f" Learned from the sensor's likelihoods in {s['evidence']} (soft evidence)."
+        if s.get("read_other"):
+            text += (
+                f" The map reads {s['read_other']:.1%} of the steps as another observation than the walk file's; the "
+                "walk is drawn as the map reads it."
+            )
     if s.get("restarts"):
         text += (
             f" Restart {s['kept_restart'] + 1} of {len(s['restarts'])} kept: its map predicted the walk's held-out "

@@ -452,6 +452,20 @@ def learn_map_from_evidence(
     return model, summary
 
 
+def evidence_reading(model: ActionCHMM, likelihood: Any, a: Any) -> np.ndarray:
+    """The observations a map reads a walk of soft evidence as: the symbol of each step's clone on the MAP clone
+    path under the evidence (:func:`soft_viterbi_path`), an int64 array of the walk's length; ValueError in one
+    sentence when the evidence is not the map's or no clone path can explain it."""
+    evidence, actions = check_evidence(likelihood, a, model.n_symbols, model.n_actions)
+    clone_symbol = model.clone_symbol()
+    path, log_probability = soft_viterbi_path(
+        dense_transitions(model), clone_symbol, np.asarray(model.pi, dtype=np.float64), evidence, actions
+    )
+    if not np.isfinite(log_probability):
+        raise ValueError("no clone path of the map can explain this soft evidence")
+    return clone_symbol[path].astype(np.int64)
+
+
 def random_dense_model(
     n_clones: Any, n_actions: int, seed: int = 0, symbols: list[str] | None = None, actions: list[str] | None = None
 ) -> ActionCHMM:
