@@ -36,7 +36,21 @@ def learn_through_noise(
     model, summary = api.learn_map_through_noise(
         readings.symbols, walk.actions, walk.symbols, walk.action_names, request.noise, request.clones,
         options.iterations, options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
-        lambda iteration, bits: progress("em", iteration, bits, 0), request.restarts,
+        restarts=request.restarts, **soft_progress(progress, request.restarts),
     )  # fmt: skip
     summary["read_wrong"] = float(np.mean(readings.symbols != walk.observations))
     return model, summary
+
+
+def soft_progress(progress: Callable[..., None], restarts: int) -> dict[str, Any]:
+    """The engine's progress callbacks (keyword arguments ``progress`` and ``restart_progress``) of a map learned
+    from soft evidence, as the map job's ``progress(stage, iteration, bits, restart)`` hears them: with one restart
+    its iterations are stage "em"; with several, each restart's are stage "em" of that restart and the kept one's on
+    the whole walk stage "soft-refit" (:func:`app.services.maps.progress_of`). A cancel raised by ``progress`` stops
+    the engine in either."""
+    if restarts > 1:
+        return {
+            "progress": lambda iteration, bits: progress("soft-refit", iteration, bits, 0),
+            "restart_progress": lambda restart, iteration, bits: progress("em", iteration, bits, restart),
+        }
+    return {"progress": lambda iteration, bits: progress("em", iteration, bits, 0), "restart_progress": None}

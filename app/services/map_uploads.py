@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app import jobs, sessions
-from app.services import UserError
+from app.services import UserError, map_noise
 from app.services.corpus import decode_upload
 from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
@@ -137,7 +137,7 @@ def store_evidence_upload(folder: Path, contents: Any, filename: Any) -> dict[st
     path = fresh / _kept_name(name, suffix)
     try:
         path.write_bytes(data)
-        likelihood = read_evidence(folder, path, walk)
+        likelihood = read_evidence(folder, path, walk, name)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise
@@ -148,14 +148,15 @@ def store_evidence_upload(folder: Path, contents: Any, filename: Any) -> dict[st
     return info
 
 
-def read_evidence(folder: Path, path: Path, walk: dict[str, Any]) -> np.ndarray:
-    """The likelihood file at ``path`` read for the session's uploaded walk (``walk``: its upload info) as the engine
-    reads it, its size bounded by the walk's; UserError in the engine's one sentence otherwise."""
+def read_evidence(folder: Path, path: Path, walk: dict[str, Any], name: str = "") -> np.ndarray:
+    """The likelihood file at ``path`` (uploaded as ``name``) read for the session's uploaded walk (``walk``: its
+    upload info) as the engine reads it, its size bounded by the walk's; UserError in the engine's one sentence
+    otherwise (naming the file as uploaded)."""
     symbols = api.parse_walk((folder / UPLOAD).read_text(encoding="utf-8"), walk.get("name", "the walk")).symbols
     try:
         return api.read_evidence(path, int(walk["steps"]), list(symbols))
     except ValueError as exc:
-        raise UserError(sentence(exc)) from None
+        raise UserError(sentence(exc).replace(path.name, name or path.name)) from None
 
 
 def evidence_info(folder: Path) -> dict[str, Any] | None:
@@ -216,7 +217,7 @@ def job_evidence(folder: Path, name: str) -> np.ndarray:
     info, walk = evidence_info(folder), upload_info(folder)
     if info is None or walk is None or info.get("name") != name:
         raise UserError(f"The likelihood file {name} is gone (a new walk forgets it): upload it again.")
-    return read_evidence(folder, folder / EVIDENCE / info["file"], walk)
+    return read_evidence(folder, folder / EVIDENCE / info["file"], walk, name)
 
 
 def learn_from_evidence(
@@ -232,7 +233,7 @@ def learn_from_evidence(
     model, summary = api.learn_map_from_evidence(
         likelihood, walk.actions, list(walk.symbols), list(walk.action_names), request.clones, options.iterations,
         options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
-        lambda iteration, bits: progress("em", iteration, bits, 0), request.restarts,
+        restarts=request.restarts, **map_noise.soft_progress(progress, request.restarts),
     )  # fmt: skip
     reading = api.evidence_reading(model, likelihood, walk.actions)
     summary |= {"evidence": request.evidence, "read_other": float(np.mean(reading != walk.observations))}

@@ -229,13 +229,18 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     if status != RUNNING:
         return (100 if status == FINISHED else 0), record.get("message", "")
     stage, iteration, bits = record.get("stage"), record.get("iteration"), record.get("bits")
-    if stage not in ("em", "viterbi", "refit") or iteration is None:
+    if stage not in ("em", "viterbi", "refit", "soft-refit") or iteration is None:
         return 0, record.get("message", "Starting.")
     options = api.MAP_DEFAULTS
     restart, restarts = int(record.get("restart") or 0), int(((record.get("request") or {}).get("restarts")) or 1)
     share = 90 / restarts if restarts > 1 else 90
     which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
-    if stage == "em":
+    if stage == "soft-refit":  # a map learned from soft evidence: the kept restart's EM, then Viterbi EM, in one
+        value = 90 + 10 * (iteration + 1) / (options.iterations + options.viterbi_iterations)
+        label = (
+            f"The kept restart on the whole walk: iteration {iteration + 1:,} (it stops when the fit stops improving)"
+        )
+    elif stage == "em":
         value = share * (restart + (0.9 if restarts > 1 else 1.0) * (iteration + 1) / options.iterations)
         label = (
             f"EM iteration {iteration + 1:,} (at most {options.iterations:,}; it stops when the fit stops improving)"
@@ -481,9 +486,10 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
                 f" The map reads {s['read_other']:.1%} of the steps as another observation than the walk file's; the "
                 "walk is drawn as the map reads it."
             )
-    if s.get("restarts"):
+    if s.get("restarts") or s.get("held_out_bits_per_step"):  # a map of clean observations, or of soft evidence
         text += (
-            f" Restart {s['kept_restart'] + 1} of {len(s['restarts'])} kept: its map predicted the walk's held-out "
+            f" Restart {s['kept_restart'] + 1} of {len(s.get('restarts') or s['held_out_bits_per_step'])} kept: its "
+            "map predicted the walk's held-out "
             f"last {s['held_out_steps']:,} steps best."
         )
     if view.get("recovers_room") is not None:

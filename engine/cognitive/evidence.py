@@ -23,6 +23,7 @@ in :data:`PIECE_STEPS`: the pieces are the walk as several walks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,8 @@ recipe's stop when worse alone, the Maps page's test job (a 4,000-step walk in a
 iterations in 42 s; with this bound it takes 2 s and still recovers the room."""
 
 Progress = Callable[[int, float], None]
+RestartProgress = Callable[[int, int, float], None]
+"""A restart's progress: the restart (from 0), the iteration (from 0) and the bits per step."""
 
 
 @dataclass(frozen=True)
@@ -303,8 +306,8 @@ def read_evidence(path: Any, n_steps: int, symbols: list[str]) -> np.ndarray:
             raise ValueError(f"the evidence file {path.name} is larger than {n_steps:,} rows of {E} numbers can be")
         try:
             table = np.load(path, allow_pickle=False, mmap_mode="r")
-        except (ValueError, OSError, EOFError) as error:
-            raise ValueError(f"the evidence file {path.name} is not a readable .npy array ({error})") from None
+        except (ValueError, OSError, EOFError):  # numpy's own reason runs to several sentences (pickled data, ...)
+            raise ValueError(f"the evidence file {path.name} is not a readable .npy array of numbers") from None
         if table.dtype.kind not in "biuf":
             raise ValueError(f"the evidence file {path.name} holds {table.dtype} values, not numbers")
         table = np.array(table, dtype=np.float64)
@@ -371,6 +374,7 @@ def learn_map_through_noise(
     merge: bool = True,
     progress: Progress | None = None,
     restarts: int = 1,
+    restart_progress: RestartProgress | None = None,
 ) -> tuple[ActionCHMM, dict[str, Any]]:
     """``chmm map --noise``: a map of a walk whose observations ``x`` are a symmetric noisy sensor's readings (wrong
     with probability ``noise``): :func:`learn_soft` on their evidence (:func:`reading_evidence`) from a random dense
@@ -387,7 +391,7 @@ def learn_map_through_noise(
     likelihood = reading_evidence(np.asarray(x, dtype=np.int64), len(symbols), noise)
     model, summary = learn_map_from_evidence(
         likelihood, a, symbols, action_names, clones, iterations, pseudocount, viterbi_iterations, seed, merge,
-        progress, restarts,
+        progress, restarts, restart_progress,
     )  # fmt: skip
     return model, summary | {"noise": float(noise)}
 
@@ -405,13 +409,16 @@ def learn_map_from_evidence(
     merge: bool = True,
     progress: Progress | None = None,
     restarts: int = 1,
+    restart_progress: RestartProgress | None = None,
 ) -> tuple[ActionCHMM, dict[str, Any]]:
     """``chmm map --evidence``: a map of a walk (actions ``a``) whose observations are soft evidence, ``likelihood``
     (N x E, L_n(i) = P(reading_n | x_n = i); a file of them: :func:`read_evidence`): :func:`learn_soft` from a random
     dense start with ``clones`` per observation, merged with ``merge``, with ``restarts`` chosen on the held-out tail
-    as :func:`learn_map_through_noise` says (which calls this with a symmetric sensor's evidence). Returns the map and
+    as :func:`learn_map_through_noise` says (which calls this with a symmetric sensor's evidence); ``progress`` hears
+    the iterations of the learning on the whole walk, ``restart_progress`` (restart, iteration, bits per step) those
+    of each restart's on the walk without its tail (a callback that raises stops either). Returns the map and
     its summary (the bits per step of the evidence under it, iterations, clones, each restart's held-out bits per
-    step)."""
+    step, and with restarts the kept one and the held-out steps)."""
     from engine.cognitive.maps import merge_equivalent_clones, used_clones
     from engine.cognitive.walks import MAP_HELD_OUT_SHARE
 
@@ -431,7 +438,10 @@ def learn_map_from_evidence(
             raise ValueError(f"a walk of {len(likelihood)} steps is too short to choose among restarts; use 1")
         for r in range(int(restarts)):
             start = random_dense_model(np.full(E, clones), len(action_names), seed + r, symbols, action_names)
-            trial, _ = learn_soft(start, likelihood[:cut], a[:cut], iterations, pseudocount, viterbi_iterations)
+            heard = None if restart_progress is None else functools.partial(restart_progress, r)
+            trial, _ = learn_soft(
+                start, likelihood[:cut], a[:cut], iterations, pseudocount, viterbi_iterations, progress=heard
+            )
             tail = soft_e_step(
                 dense_transitions(trial), trial.clone_symbol(), np.asarray(trial.pi, dtype=np.float64),
                 likelihood[cut:], a[cut:],
@@ -449,6 +459,8 @@ def learn_map_from_evidence(
         "steps": int(len(likelihood)), "seed": int(seed),
         "held_out_bits_per_step": [float(v) for v in held_out],
     }  # fmt: skip
+    if held_out:  # which restart was kept, and on how many steps it was chosen
+        summary |= {"kept_restart": int(np.argmin(held_out)), "held_out_steps": int(len(likelihood) - cut)}
     return model, summary
 
 
