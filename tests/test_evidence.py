@@ -297,3 +297,48 @@ def test_chmm_map_learns_a_room_through_a_sensor_that_confuses_two_observations(
     assert main([*command, "--evidence", str(tmp_path / "evidence.csv"), "--noise", "0.1"]) != 0
     error = capsys.readouterr().err.strip()
     assert "give one" in error and "\n" not in error
+
+
+def test_each_restart_reports_its_iterations_and_a_raise_stops_them():
+    """``restart_progress`` hears each restart's soft EM on the walk without its tail (restart, iteration, bits per
+    step), ``progress`` the kept restart's on the whole walk; the summary names the kept restart and the held-out
+    steps; an exception raised by ``restart_progress`` stops learning at once (the Maps page's Cancel)."""
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 1_000, seed=7)
+    likelihood = evidence.reading_evidence(walk.observations, 3, 0.05)
+    heard, refit = [], []
+    arguments = (likelihood, walk.actions, ["a", "b", "c"], list(actions.MOVES), 2, 30, 1e-3, 2)
+    _, summary = evidence.learn_map_from_evidence(
+        *arguments, seed=3, progress=lambda i, bits: refit.append(i), restarts=3,
+        restart_progress=lambda r, i, bits: heard.append((r, i, bits)),
+    )  # fmt: skip
+    assert sorted({r for r, _, _ in heard}) == [0, 1, 2] and all(np.isfinite(b) for _, _, b in heard)
+    assert refit[0] == 0 and summary["kept_restart"] == int(np.argmin(summary["held_out_bits_per_step"]))
+    assert summary["held_out_steps"] == 100 and summary["seed"] == 3 + summary["kept_restart"]
+
+    class Stop(Exception):
+        pass
+
+    def stop(restart, iteration, bits):
+        raise Stop
+
+    with pytest.raises(Stop):
+        evidence.learn_map_from_evidence(*arguments, restarts=2, restart_progress=stop)
+
+
+def test_a_map_reads_soft_evidence_as_the_symbols_of_its_best_clone_path():
+    """``evidence_reading``: a map learned from a symmetric sensor's evidence reads the walk as its true observations
+    where the sensor read 10% of them wrong; evidence no clone path explains is refused in one sentence."""
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 2_000, seed=7)
+    readings = evidence.noisy_readings(walk.observations, 3, 0.1, seed=8)
+    model, _ = evidence.learn_map_through_noise(
+        readings.symbols, walk.actions, ["a", "b", "c"], list(actions.MOVES), 0.1, 4, 100, 1e-3, 10, seed=9
+    )
+    reading = evidence.evidence_reading(model, readings.likelihood, walk.actions)
+    assert np.mean(readings.symbols != walk.observations) > 0.05
+    assert reading.dtype == np.int64 and np.mean(reading != walk.observations) < 0.01
+    impossible = np.zeros((2, 3))
+    impossible[:, 0] = 1.0
+    with pytest.raises(ValueError, match="no clone path of the map can explain this soft evidence"):
+        evidence.evidence_reading(model.with_T(np.zeros_like(model.T)), impossible, walk.actions[:2])

@@ -93,6 +93,10 @@ def test_a_walk_and_its_sensors_likelihoods_learn_a_map_that_recovers_the_room(f
     stages = {(r.get("stage"), r.get("restart")) for r in reports}
     assert {("em", 0), ("em", 1), ("soft-refit", 0)} <= stages  # each restart's iterations, then the kept one's
     assert all(0 <= maps.progress_of(r)[0] <= 100 for r in reports)
+    refit = next(r for r in reports if r.get("stage") == "soft-refit")
+    value, label = maps.progress_of(refit)
+    assert 90 <= value <= 99 and "Restart" not in label
+    assert label.startswith("The kept restart on the whole walk: iteration ")
     model = api.load_map(maps.model_file(folder)[0])
     assert api.recovers_room(model, walk.observations, walk.actions, ROOM)
     view = maps.load_view(folder)
@@ -111,8 +115,11 @@ def test_a_walk_file_of_the_sensors_readings_is_drawn_as_the_map_reads_it(folder
     upload_walk(folder, actions.Walk(readings, walk.actions, walk.positions), "readings.csv")
     npy = data_uri(as_npy(likelihood), "application/octet-stream")
     assert map_uploads.store_evidence_upload(folder, npy, "sensor.npy")["steps"] == 3000
-    outcome = maps.run_map_job(folder, request(folder))
+    maps.queue_map(folder, request(folder))  # as Start does: the request travels in the queue's ticket
+    _, go = maps.queue_view(folder, None)
+    outcome = maps.run_queued_map(folder, go["ticket"])
     assert outcome["status"] == jobs.FINISHED, outcome
+    assert "Learned from the sensor's likelihoods in sensor.npy (soft evidence)." in outcome["message"]
     share = float(np.mean(readings != walk.observations))
     assert f"The map reads {share:.1%} of the steps as another observation than the walk file's" in outcome["message"]
     view = maps.load_view(folder)

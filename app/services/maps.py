@@ -237,9 +237,8 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
     if stage == "soft-refit":  # a map learned from soft evidence: the kept restart's EM, then Viterbi EM, in one
         value = 90 + 10 * (iteration + 1) / (options.iterations + options.viterbi_iterations)
-        label = (
-            f"The kept restart on the whole walk: iteration {iteration + 1:,} (it stops when the fit stops improving)"
-        )
+        which = "The kept restart on the whole walk: "
+        label = f"iteration {iteration + 1:,} (it stops when the fit stops improving)"
     elif stage == "em":
         value = share * (restart + (0.9 if restarts > 1 else 1.0) * (iteration + 1) / options.iterations)
         label = (
