@@ -180,3 +180,33 @@ def test_a_graph_unmounted_while_its_layout_refresh_waits_logs_no_error(browser:
     browser.wait_for_element("#_pages_content h2")
     time.sleep(0.5)  # past the debounce
     test_browser.assert_no_errors(browser)
+
+
+def test_a_walk_and_its_sensors_likelihoods_learn_a_map(browser: Any, data_dir: Path, tmp_path: Path) -> None:
+    """The uploaded walk's likelihood file (``chmm map --evidence`` on the page): a walk of the 3 x 3 room and a
+    sensor's likelihoods that confuse observations 0 and 1 are uploaded, Learn the map says it learned from them,
+    and the map has the room's 9 cells."""
+    from engine.cognitive import actions, walks
+
+    room = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    walk = actions.generate_walk(room, 2000, seed=7)
+    confusion = np.array([[0.7, 0.3, 0.0], [0.3, 0.7, 0.0], [0.05, 0.0, 0.95]])
+    rng = np.random.default_rng(8)
+    readings = (rng.random(len(walk))[:, None] > np.cumsum(confusion, axis=1)[walk.observations]).sum(axis=1)
+    (tmp_path / "walk.csv").write_text(walks.format_walk(walk))
+    rows = "\n".join(",".join(f"{v:g}" for v in row) for row in confusion[:, readings].T)
+    (tmp_path / "ev.csv").write_text("0,1,2\n" + rows)
+    open_page(browser, "/maps")
+    set_number(browser, ids.MAP_CLONES, 4)
+    set_number(browser, ids.MAP_RESTARTS, 1)
+    upload(browser, ids.MAP_UPLOAD, tmp_path / "walk.csv")
+    browser.wait_for_contains_text(f"#{ids.MAP_UPLOAD_MESSAGE}", "Uploaded walk.csv: 2,000 steps")
+    upload(browser, ids.MAP_EVIDENCE_UPLOAD, tmp_path / "ev.csv")
+    browser.wait_for_contains_text(f"#{ids.MAP_EVIDENCE_MESSAGE}", "Uploaded ev.csv: the sensor's likelihoods")
+    wait_idle(browser)
+    browser.find_element(f"#{ids.MAP_START}").click()
+    browser.wait_for_contains_text(
+        f"#{ids.MAP_STATUS}", "Learned from the sensor's likelihoods in ev.csv", timeout=JOB_TIMEOUT
+    )
+    wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, "return cy.nodes().length;") == 9, 10, "no map drawn")
+    test_browser.assert_no_errors(browser)
