@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app import jobs, sessions
+from app.jobs.kinds import new_key
 from app.services import UserError, map_noise
 from app.services.corpus import decode_upload
 from engine import api
@@ -131,8 +132,7 @@ def store_evidence_upload(folder: Path, contents: Any, filename: Any) -> dict[st
         raise UserError(f"A likelihood file learns from one walk, and {walk['name']} holds {walk['walks']} walks.")
     data = decode_upload(contents, name, MAX_EVIDENCE_UPLOAD_BYTES)
     sessions.check_space(folder, len(data), "The likelihood file")
-    fresh = folder / f"{EVIDENCE}-new"
-    shutil.rmtree(fresh, ignore_errors=True)
+    fresh = folder / f".{EVIDENCE}-{new_key()}"  # read there first: a bad file leaves the kept one as it was
     fresh.mkdir()
     path = fresh / _kept_name(name, suffix)
     try:
