@@ -93,7 +93,8 @@ def test_the_library_is_read_from_files_and_folders(tmp_path):
 
 def test_chmm_schema_names_the_layout_of_a_walk(tmp_path, capsys):
     """``chmm schema WALK --library FOLDER``: a walk made by ``chmm walk`` in a repainted ring is matched to the
-    ring's map among three, in JSON and in words; a walk with an action the maps lack is refused in one line."""
+    ring's map among three, in JSON and in words, and a map stored with its actions in another order fits as before
+    (actions matched by name); a walk with an action the maps lack is refused in one line."""
     from engine.cli import main
 
     folder = tmp_path / "library"
@@ -108,8 +109,19 @@ def test_chmm_schema_names_the_layout_of_a_walk(tmp_path, capsys):
     assert main(["schema", str(walk), "--library", str(folder), "--iterations", "30", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["best"] == "ring" and [m["map"] for m in result["maps"]][0] == "ring"
+    fitted = {m["map"]: m["held_out_bits_per_step"] for m in result["maps"]}
     assert main(["schema", str(walk), "--library", str(folder), "--iterations", "30"]) == 0
     assert "the walk follows 'ring'" in capsys.readouterr().out
+    reordered = schemas.map_of_room(SQUARE)  # the same room with its actions stored in another order
+    order = [2, 0, 3, 1]
+    reordered = actions.from_dense(
+        np.stack([reordered.transition(k) for k in order]), reordered.n_clones, reordered.pi,
+        symbols=reordered.symbols, actions=[reordered.actions[k] for k in order],
+    )  # fmt: skip
+    reordered.save(folder / "square.npz")
+    assert main(["schema", str(walk), "--library", str(folder), "--iterations", "30", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["best"] == "ring" and {m["map"]: m["held_out_bits_per_step"] for m in result["maps"]} == fitted
     strange = tmp_path / "strange.csv"
     strange.write_text("action,observation\njump,0\nleft,1\nleft,0\n")
     assert main(["schema", str(strange), "--library", str(folder)]) != 0

@@ -40,14 +40,13 @@ def run(args: argparse.Namespace) -> int:
     x, a = walk.walks()
     if isinstance(x, list):
         raise ValueError("chmm schema matches one walk; the file holds several (give one walk)")
-    names = next(iter(library.values())).actions
-    if any(model.actions != names for model in library.values()):
-        raise ValueError("the library's maps take different actions; match against maps of one kind of walk")
-    unknown = sorted(set(walk.action_names) - set(names))
+    known = set().union(*(model.actions for model in library.values()))
+    unknown = sorted({walk.action_names[k] for k in np.unique(a[:-1])} - known) if len(a) > 1 else []
     if unknown:
         raise ValueError(f"the walk takes actions the maps do not have: {', '.join(unknown)}")
-    a = np.array([names.index(walk.action_names[k]) for k in a], dtype=np.int64)  # the maps' order of actions
-    fits = api.match_schemas(library, x, a, len(walk.symbols), args.iterations, args.held_out, args.seed)
+    fits = api.match_schemas(  # each map's actions matched to the walk's by name, in whatever order it has them
+        library, x, a, len(walk.symbols), args.iterations, args.held_out, args.seed, action_names=walk.action_names
+    )
     rows = [
         {"map": f.name, "held_out_bits_per_step": f.held_out_bits, "fitted_bits_per_step": f.fitted_bits,
          "iterations": f.iterations, "clones": int(library[f.name].n_states)}
