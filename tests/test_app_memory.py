@@ -416,3 +416,14 @@ def test_a_job_start_without_room_forks_nothing_and_says_the_server_is_busy(
     with pytest.raises(OSError, match="Resource temporarily unavailable"):
         manager.call_job_fn("k", job, (), {})
     assert memory.in_use() == 0 and memory.held_here() == 0
+
+
+def test_a_jobs_sentinel_imports_no_numpy() -> None:
+    """A sentinel (``python -m app.jobs.sentinel``, one beside every job) costs a few megabytes: it imports the
+    :mod:`app.jobs` package but not the engine (an import of :mod:`app.memory` at the top of :mod:`app.jobs.process`
+    brought NumPy and the engine into each, 50 MB each: 608 MB of sentinels in the concurrency bench's burst)."""
+    heavy = "('numpy', 'engine.api', 'app.memory')"
+    code = f"import sys, app.jobs.sentinel; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout

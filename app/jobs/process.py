@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app import config, memory
+from app import config
 from app.jobs.records import JobFiles
 
 # ------------------------------------------------------------------------------------------ forking from a worker
@@ -110,6 +110,8 @@ def diskcache_manager(folder: Path) -> Any:
                 self.__dict__.setdefault("charged", set()).add(key)
 
         def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
+            from app import memory  # here: a sentinel imports app.jobs, and app.memory brings in the engine
+
             if not any(self.func_registry.get(k) is job_fn for k in self.__dict__.get("charged", ())):
                 return self._fork(key, job_fn, args, context)
             try:  # before the fork and outside its locks: a wait for room holds up no other page
