@@ -147,6 +147,15 @@ class Reservation:
         """In a forked child: the parent's reservation, not this process's (:mod:`app.handles` closed the copy)."""
         self._released = True
 
+    def _adopt(self) -> None:
+        """In the job a reservation was handed to: its file renamed to this process's id (the same file, so its lock
+        is kept), so that the ledger says who holds it."""
+        size, _, rest = self.path.name.partition("-")
+        target = self.folder / HELD / f"{size}-{os.getpid()}-{rest.partition('-')[2]}"
+        with _locked(self.folder):
+            os.replace(self.path, target)
+            self.path = target
+
     def _hand_over(self) -> None:
         """In the parent, once a fork took this reservation over (:func:`handing`): this process's part ends, its copy
         of the file closed; the file, and the lock the child's copy holds, stay the child's and go with it."""
@@ -268,7 +277,9 @@ def job_room() -> Reservation:
     if sentence is not None:
         raise ServerBusy(sentence)
     if _HANDED:
-        return _HANDED.pop()
+        room = _HANDED.pop()
+        room._adopt()
+        return room
     return reserve(JOB_BYTES, JOB_WHAT, wait=JOB_WAIT_S)
 
 

@@ -340,10 +340,12 @@ def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
     from app import jobs
 
     at_fork: list[int] = []
+    held_at_fork: list[str] = []
     real_start = multiprocess.Process.start
 
     def start(process: object) -> None:
         at_fork.append(memory.in_use())  # what the budget holds as the worker forks
+        held_at_fork.extend(path.name for path in (memory.ledger() / memory.HELD).iterdir())
         real_start(process)
 
     monkeypatch.setattr(multiprocess.Process, "start", start)
@@ -362,7 +364,10 @@ def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
     wait_until(lambda: (tmp_path / "one.json").exists())
     seen = json.loads((tmp_path / "one.json").read_text())
     assert seen["first"] == memory.JOB_BYTES  # charged before the job's body began
-    assert seen["room"].split("-")[1] == str(os.getpid())  # the very reservation the worker made
+    (made,) = held_at_fork
+    assert made.split("-")[1] == str(os.getpid())  # the worker's, as it forked
+    size, job_pid, key = seen["room"].split("-")
+    assert (size, key) == (made.split("-")[0], made.split("-")[2]) and job_pid == str(ended)  # the job's own now
     assert memory.in_use() == memory.JOB_BYTES
     (tmp_path / "one.go").touch()
     wait_until(lambda: manager.handle.get("k1") == "one done")
