@@ -3,19 +3,23 @@
 descriptor of it. A web worker forks its jobs from any of its 16 threads; a job forked while another thread had such a
 file open kept a descriptor of it, and with it the lock, for the job's whole life, even after the worker closed its
 own (the concurrency bench stood still: every process waited for the memory ledger's lock, held by a score's copy of
-it). Files opened here are closed in a forked child at once, and no fork happens between the opening of one and its
-record here."""
+it). Files opened here are closed in a forked child at once (but the one a reservation handed to the child holds,
+:func:`handed_to_child`), and no fork happens between the opening of one and its record here."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 _LOCK = threading.Lock()
 _OPEN: set[IO[Any]] = set()
+_HANDED: dict[int, IO[Any]] = {}
+"""By the id of a thread about to fork: the one file its child keeps (:func:`handed_to_child`)."""
 
 
 def open_private(path: Path | str, mode: str = "a+b") -> IO[Any]:
@@ -36,6 +40,19 @@ def close_private(handle: IO[Any]) -> None:
         handle.close()
 
 
+@contextmanager
+def handed_to_child(handle: IO[Any]) -> Iterator[None]:
+    """For the block: a process this thread forks keeps its copy of ``handle`` open (and with it the lock the file
+    holds, shared by the copies) where it closes every other file of :func:`open_private`. How a web worker hands a
+    job the reservation it made for it (:func:`app.memory.handing`)."""
+    ident = threading.get_ident()
+    _HANDED[ident] = handle
+    try:
+        yield
+    finally:
+        _HANDED.pop(ident, None)
+
+
 def _before_fork() -> None:
     _LOCK.acquire()  # no file is between its opening and its record while the child is made
 
@@ -46,10 +63,14 @@ def _after_fork_in_parent() -> None:
 
 def _after_fork_in_child() -> None:
     global _LOCK
-    for handle in _OPEN:
+    kept = _HANDED.get(threading.get_ident())  # the forking thread is this process's only one, with its id
+    for handle in _OPEN - {kept}:
         with contextlib.suppress(OSError):
             handle.close()  # the child's copy: the parent's lock stays the parent's
     _OPEN.clear()
+    _HANDED.clear()
+    if kept is not None:
+        _OPEN.add(kept)  # the child's own now (its parent closes its copy)
     _LOCK = threading.Lock()
 
 

@@ -15,7 +15,11 @@ The budget is shared across processes through the data folder (``<data>/.memory/
 made, and the others counted, under a lock on ``.memory/lock``. The kernel drops the ``flock`` of a process that dies,
 so a killed worker or job never keeps its bytes: a file nobody holds is stale and deleted by the next count. A forked
 child (a Dash background job) closes its copies of its parent's reservations at once (:func:`os.register_at_fork`),
-so the parent's reservations end when the parent releases them. Nothing of a user lives here.
+so the parent's reservations end when the parent releases them, but for the one its parent handed it: a request's or
+Infomap's job is charged from its fork (:func:`handing`, :func:`job_room`), the web worker reserving the room of the
+job's own process before it forks it, or, with no room, forking nothing (issue 51: 24 jobs forked at once, each
+charged nothing until it reserved its room, took a 40 MB model's server to 796 MB against a 600 MB budget). Nothing
+of a user lives here.
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ JOB_BYTES = 60_000_000
 sharing with the worker, and its sentinel, 11 MB): ``bench/bench_concurrency.py`` with 6 jobs at once measured about
 35 MB each beyond their reservations before they were charged this."""
 JOB_WAIT_S = 1.0
-"""How long a job process waits for room for itself before it is refused: a job that waits is a process already
-(Dash forked it), whose memory nothing charges while it waits."""
+"""How long the start of a job waits for room for the job's own process (:data:`JOB_BYTES`) before it is refused: the
+web worker waits so, before it forks the job (:func:`handing`), in the thread of the page's request."""
+JOB_WHAT = "Starting this job"
 
 
 MMAP_THRESHOLD = 1 << 17
@@ -142,6 +147,25 @@ class Reservation:
         """In a forked child: the parent's reservation, not this process's (:mod:`app.handles` closed the copy)."""
         self._released = True
 
+    def _adopt(self) -> None:
+        """In the job a reservation was handed to: its file renamed to this process's id (the same file, so its lock
+        is kept), so that the ledger says who holds it."""
+        size, _, rest = self.path.name.partition("-")
+        target = self.folder / HELD / f"{size}-{os.getpid()}-{rest.partition('-')[2]}"
+        with _locked(self.folder):
+            os.replace(self.path, target)
+            self.path = target
+
+    def _hand_over(self) -> None:
+        """In the parent, once a fork took this reservation over (:func:`handing`): this process's part ends, its copy
+        of the file closed; the file, and the lock the child's copy holds, stay the child's and go with it."""
+        with _LOCK:
+            if self._released:
+                return
+            self._released = True
+            _OPEN.discard(self)
+        handles.close_private(self._handle)
+
     def __enter__(self) -> Reservation:
         return self
 
@@ -153,6 +177,14 @@ _LOCK = threading.Lock()
 _OPEN: set[Reservation] = set()
 _RELIEFS: list[Callable[[], int]] = []
 _TO_RELEASE: collections.deque[Reservation] = collections.deque()
+_HANDING: dict[int, Reservation] = {}
+"""By the id of a thread about to fork a job: the reservation the job takes over (:func:`handing`)."""
+_FORKED: set[int] = set()
+"""The threads whose fork took the reservation they were handing (set in the parent, after the fork)."""
+_HANDED: list[Reservation] = []
+"""In a job: the reservation its web worker handed it, until its body takes it (:func:`job_room`)."""
+_REFUSED: dict[int, str] = {}
+"""By the id of a thread: the sentence refusing the job whose body it runs without forking it (:func:`refusing`)."""
 
 
 def release_soon(reservation: Reservation) -> None:
@@ -175,16 +207,80 @@ def drain() -> None:
 
 def _after_fork_in_child() -> None:
     """A forked child holds none of its parent's reservations (:mod:`app.handles` closes its copies of their files and
-    of the ledger's lock: a copy kept open would hold a lock for the child's life)."""
+    of the ledger's lock: a copy kept open would hold a lock for the child's life), but for the one the forking
+    thread was handing it (:func:`handing`), which is its own from here."""
     global _LOCK
     _LOCK = threading.Lock()  # another thread may have held it at the fork
+    handed = _HANDING.get(threading.get_ident())  # the forking thread is this process's only one, with its id
     for reservation in list(_OPEN):
-        reservation._forget()
+        if reservation is not handed:
+            reservation._forget()
     _OPEN.clear()
     _TO_RELEASE.clear()
+    _HANDING.clear()
+    _FORKED.clear()
+    _HANDED.clear()
+    _REFUSED.clear()
+    if handed is not None:
+        _OPEN.add(handed)
+        _HANDED.append(handed)
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+def _after_fork_in_parent() -> None:
+    ident = threading.get_ident()
+    if ident in _HANDING:
+        _FORKED.add(ident)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child, after_in_parent=_after_fork_in_parent)
+
+
+@contextmanager
+def handing(reservation: Reservation) -> Iterator[None]:
+    """For the block: the process this thread forks (a job) takes ``reservation`` over, so the job is charged from its
+    fork, and holds it until its body releases it (:func:`job_room`) or it ends (the kernel lets the lock go with
+    it: a killed job leaves nothing held). After the block this process's part ends: its copy of the file is closed
+    when a fork took the reservation, and the reservation released when none did (the fork failed)."""
+    ident = threading.get_ident()
+    _HANDING[ident] = reservation
+    try:
+        with handles.handed_to_child(reservation._handle):
+            yield
+    finally:
+        _HANDING.pop(ident, None)
+        if ident in _FORKED:
+            _FORKED.discard(ident)
+            reservation._hand_over()
+        else:
+            reservation.release()
+
+
+@contextmanager
+def refusing(sentence: str) -> Iterator[None]:
+    """For the block: the job body this thread runs, not forked for want of room, is refused with ``sentence`` where
+    it asks for its room (:func:`job_room`), so that it answers its page as it answers any refusal."""
+    ident = threading.get_ident()
+    _REFUSED[ident] = sentence
+    try:
+        yield
+    finally:
+        _REFUSED.pop(ident, None)
+
+
+def job_room() -> Reservation:
+    """The room of a request's or an Infomap run's job process (:data:`JOB_BYTES`), for its body to hold while it runs
+    and release: the reservation its web worker made before forking it and handed to it (:func:`handing`, charged
+    from the fork); :class:`ServerBusy` with the worker's sentence where the worker found no room and forked nothing
+    (:func:`refusing`: the body runs in the worker only to say so); reserved here, waiting at most
+    :data:`JOB_WAIT_S`, where nothing was handed (a Celery worker's job, a body called directly)."""
+    sentence = _REFUSED.get(threading.get_ident())
+    if sentence is not None:
+        raise ServerBusy(sentence)
+    if _HANDED:
+        room = _HANDED.pop()
+        room._adopt()
+        return room
+    return reserve(JOB_BYTES, JOB_WHAT, wait=JOB_WAIT_S)
 
 
 def ledger(root: Path | None = None) -> Path:

@@ -33,7 +33,7 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
     limit = config.max_request_seconds()
     advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
-    held = memory.reserve(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S)  # before its sentinel starts
+    held = memory.job_room()  # reserved by the web worker before it forked this job (before its sentinel starts)
     try:
         with jobs.job_process(time_limit=limit, notice=notice):
             yield

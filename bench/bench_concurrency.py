@@ -144,6 +144,7 @@ class Sampler(threading.Thread):
         self.process, self.data_dir = psutil.Process(root), data_dir
         self.peak = self.peak_reserved = self.processes = 0
         self.parts: dict[str, int] = {}
+        self.parts_reserved: dict[str, int] = {}
         self.done = threading.Event()
 
     def memory(self) -> tuple[int, int]:
@@ -159,6 +160,11 @@ class Sampler(threading.Thread):
         except psutil.Error:
             return 0, 0
         worker_pids = {self.process.pid} | {worker.pid for worker in workers}
+        held = self.held_by()
+        reserved = {
+            "workers": sum(v for pid, v in held.items() if pid in worker_pids),
+            "jobs": sum(v for pid, v in held.items() if pid not in worker_pids),
+        }
         for process in tree:
             with contextlib.suppress(psutil.Error):
                 pss = process.memory_full_info().pss
@@ -171,8 +177,19 @@ class Sampler(threading.Thread):
                 count += 1
         total = sum(parts.values())
         if total > self.peak:
-            self.parts = parts
+            self.parts, self.parts_reserved = parts, reserved
         return total, count
+
+    def held_by(self) -> dict[int, int]:
+        """The bytes reserved in the budget now, by the id of the process that holds them (a reservation's file is
+        ``<bytes>-<pid>-<id>``)."""
+        held: dict[int, int] = {}
+        with contextlib.suppress(OSError):
+            for path in (self.data_dir / ".memory" / "held").iterdir():
+                size, pid, _ = (path.name.split("-", 2) + ["", ""])[:3]
+                if size.isdigit() and pid.isdigit():
+                    held[int(pid)] = held.get(int(pid), 0) + int(size)
+        return held
 
     def reserved(self) -> int:
         held = self.data_dir / ".memory" / "held"
@@ -372,6 +389,7 @@ def round_of(
             "wall": wall,
             "died": died(data_dir),
             "parts": {k: (v - idle_parts.get(k, 0)) / 1e6 for k, v in sampler.parts.items()},
+            "parts_reserved": {k: v / 1e6 for k, v in sampler.parts_reserved.items()},
         }
 
 
@@ -465,6 +483,8 @@ def main() -> None:
                   flush=True)  # fmt: skip
             parts = ", ".join(f"{k} {v:,.0f}" for k, v in figures["parts"].items())
             print(f"    at the peak, above idle (MB): {parts}")
+            held = ", ".join(f"{k} {v:,.0f}" for k, v in figures["parts_reserved"].items())
+            print(f"    at the peak, reserved (MB): {held}")
             for error in outcomes.errors[:8]:
                 print(f"    error: {error}")
             for line in figures["died"][:5]:

@@ -309,3 +309,126 @@ def test_the_charge_of_a_model_covers_what_loading_it_takes(tmp_path: Path) -> N
         added = int(done.stdout.strip())
         assert api.model_load_bytes(path) >= added, (path.name, api.model_load_bytes(path), added)
     assert api.model_load_bytes(braces) > 3 * 268_000_000  # the parsed header alone: 16 MiB x 51
+
+
+def charged_manager(tmp_path: Path, body: object) -> tuple[object, object]:
+    """A web worker's Dash manager (:func:`app.jobs.diskcache_manager`) with ``body`` registered as a background
+    callback charged from its fork, and its job function as Dash calls it."""
+    from app import jobs
+
+    manager = jobs.diskcache_manager(tmp_path / "store")
+    manager.register("body", jobs.charged_from_fork(body), False)
+    return manager, manager.func_registry["body"]
+
+
+def wait_until(condition: object, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.02)
+
+
+def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: 24 jobs forked at once on a 40 MB model took the server to 796 MB against a 600 MB budget, each
+    process charged nothing between its fork and its own reservation. The web worker reserves the job's room before it
+    forks it and hands the reservation over: the job holds it from its first instruction, as its own, and gives it back
+    when it ends, or the kernel does when it is killed; the worker keeps nothing of it."""
+    import multiprocess
+
+    from app import jobs
+
+    at_fork: list[int] = []
+    held_at_fork: list[str] = []
+    real_start = multiprocess.Process.start
+
+    def start(process: object) -> None:
+        at_fork.append(memory.in_use())  # what the budget holds as the worker forks
+        held_at_fork.extend(path.name for path in (memory.ledger() / memory.HELD).iterdir())
+        real_start(process)
+
+    monkeypatch.setattr(multiprocess.Process, "start", start)
+
+    def body(name: str) -> str:
+        first = memory.in_use()  # the job's first look, before it asks for its room
+        with memory.job_room() as room:
+            (tmp_path / f"{name}.json").write_text(json.dumps({"first": first, "room": room.path.name}))
+            wait_until(lambda: (tmp_path / f"{name}.go").exists(), 60.0)
+        return f"{name} done"
+
+    manager, job = charged_manager(tmp_path, body)
+    ended = manager.call_job_fn("k1", job, ("one",), {})
+    assert at_fork == [memory.JOB_BYTES] and ended != jobs.process.NOT_FORKED
+    assert memory.held_here() == 0  # handed over: the worker holds nothing of it
+    wait_until(lambda: (tmp_path / "one.json").exists())
+    seen = json.loads((tmp_path / "one.json").read_text())
+    assert seen["first"] == memory.JOB_BYTES  # charged before the job's body began
+    (made,) = held_at_fork
+    assert made.split("-")[1] == str(os.getpid())  # the worker's, as it forked
+    size, job_pid, key = seen["room"].split("-")
+    assert (size, key) == (made.split("-")[0], made.split("-")[2]) and job_pid == str(ended)  # the job's own now
+    assert memory.in_use() == memory.JOB_BYTES
+    (tmp_path / "one.go").touch()
+    wait_until(lambda: manager.handle.get("k1") == "one done")
+    wait_until(lambda: memory.in_use() == 0)  # given back when the job ends
+    killed = manager.call_job_fn("k2", job, ("two",), {})
+    wait_until(lambda: (tmp_path / "two.json").exists())
+    assert memory.in_use() == memory.JOB_BYTES
+    os.kill(killed, signal.SIGKILL)
+    wait_until(lambda: not manager.job_running(killed))
+    assert memory.in_use() == 0  # a killed job leaves nothing held
+    jobs.reap_finished_children()
+
+
+def test_a_job_start_without_room_forks_nothing_and_says_the_server_is_busy(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no room for the job's own process the worker forks nothing: the callback's body runs in the request's
+    thread only to answer with the refusal, stored as a job's answer for the page's poll, and Dash's look at and end
+    of that job touch no process. A fork that fails gives the reservation back."""
+    import multiprocess
+
+    from app import jobs
+
+    monkeypatch.setenv("CHMM_SERVER_MEMORY_MB", str(1.5 * memory.JOB_BYTES / config.MEGABYTE))
+    forks: list[object] = []
+    monkeypatch.setattr(multiprocess.Process, "start", lambda process: forks.append(process))
+
+    def body() -> str:
+        try:
+            with memory.job_room():
+                return "ran"
+        except memory.ServerBusy as exc:
+            return f"{os.getpid()}: {exc}"
+
+    manager, job = charged_manager(tmp_path, body)
+    with memory.reserved(memory.JOB_BYTES, "Another session's score"):
+        started = manager.call_job_fn("k", job, (), {})
+        assert started == jobs.process.NOT_FORKED and forks == []
+        answer = manager.get_result("k", str(started))  # as the page's poll reads it: no process is ended
+        assert answer.startswith(f"{os.getpid()}: The server is busy: starting this job needs about")
+        assert answer.endswith("; try again in a moment.")
+        assert manager.job_running(str(started)) is False
+        assert memory.in_use() == memory.JOB_BYTES  # nothing left reserved by the refused start
+    assert memory.in_use() == 0
+
+    def fail(process: object) -> None:
+        assert memory.in_use() == memory.JOB_BYTES  # reserved as the fork is tried
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(multiprocess.Process, "start", fail)
+    with pytest.raises(OSError, match="Resource temporarily unavailable"):
+        manager.call_job_fn("k", job, (), {})
+    assert memory.in_use() == 0 and memory.held_here() == 0
+
+
+def test_a_jobs_sentinel_imports_no_numpy() -> None:
+    """A sentinel (``python -m app.jobs.sentinel``, one beside every job) costs a few megabytes: it imports the
+    :mod:`app.jobs` package but not the engine (an import of :mod:`app.memory` at the top of :mod:`app.jobs.process`
+    brought NumPy and the engine into each, 50 MB each: 608 MB of sentinels in the concurrency bench's burst)."""
+    heavy = "('numpy', 'engine.api', 'app.memory')"
+    code = f"import sys, app.jobs.sentinel; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stdout

@@ -80,16 +80,50 @@ class SerialisedStore:
             yield transaction
 
 
+CHARGED_FROM_FORK = "_chmm_charged_from_fork"
+NOT_FORKED = 0
+"""The job that Dash keeps for a start refused before its fork: no process, nothing to look at or to end."""
+
+
+def charged_from_fork(fn: Any) -> Any:
+    """Mark ``fn``, a background callback whose body holds :func:`app.memory.job_room` while it runs (a request's or an
+    Infomap run's job), as charged to the server's memory budget from its fork: the web worker reserves the room of
+    the job's own process before forking it and hands the reservation over, or, with no room, forks nothing and runs
+    the body in the request's thread only for it to say "The server is busy: ...; try again in a moment."
+    (:func:`diskcache_manager`). Put it under ``@callback``."""
+    setattr(fn, CHARGED_FROM_FORK, True)
+    return fn
+
+
 def diskcache_manager(folder: Path) -> Any:
     """Dash's Diskcache manager over the store in ``folder``, its calls serialised and its forks outside SQLite
-    (:class:`SerialisedStore`) and outside numba's compilations, and a job's process that ends while Dash looks at it
-    taken as ended (Dash raised)."""
+    (:class:`SerialisedStore`) and outside numba's compilations, the jobs of :func:`charged_from_fork` callbacks
+    charged from their fork, and a job's process that ends while Dash looks at it taken as ended (Dash raised)."""
     import dash
     import diskcache
     import psutil
 
     class ForkSafeDiskcacheManager(dash.DiskcacheManager):
+        def register(self, key: Any, fn: Any, progress: Any) -> None:
+            super().register(key, fn, progress)
+            if getattr(fn, CHARGED_FROM_FORK, False):  # (called by Dash's own __init__: the set is made here)
+                self.__dict__.setdefault("charged", set()).add(key)
+
         def call_job_fn(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
+            from app import memory  # here: a sentinel imports app.jobs, and app.memory brings in the engine
+
+            if not any(self.func_registry.get(k) is job_fn for k in self.__dict__.get("charged", ())):
+                return self._fork(key, job_fn, args, context)
+            try:  # before the fork and outside its locks: a wait for room holds up no other page
+                held = memory.reserve(memory.JOB_BYTES, memory.JOB_WHAT, wait=memory.JOB_WAIT_S)
+            except memory.ServerBusy as exc:
+                with memory.refusing(str(exc)):  # the body says so here, its answer stored as a job's: no process
+                    job_fn(key, self._make_progress_key(key), args, context)
+                return NOT_FORKED
+            with memory.handing(held):  # the job holds it from its fork; released here if the fork fails
+                return self._fork(key, job_fn, args, context)
+
+        def _fork(self, key: Any, job_fn: Any, args: Any, context: Any) -> Any:
             # no thread of this process is inside SQLite, nor compiling with numba, while the job is forked: a job
             # forked while another thread compiled waited for ever for numba's lock at its first compilation
             # (faulthandler: compiler_lock.acquire, under row_sums of an Infomap run; the concurrency bench)
@@ -98,6 +132,8 @@ def diskcache_manager(folder: Path) -> Any:
                 return super().call_job_fn(key, job_fn, args, context)
 
         def terminate_job(self, job: Any) -> None:
+            if job is not None and str(job) == str(NOT_FORKED):  # psutil takes pid 0 for a process
+                return
             # Dash reads the answer, then ends the job's process: one that ended by itself meanwhile raised
             # NoSuchProcess out of the page's poll (HTTP 500), and the answer was lost (seen under load)
             with contextlib.suppress(psutil.NoSuchProcess):

@@ -8,7 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import ids, sessions, ui
+from app import ids, jobs, sessions, ui
 from app.services import decode as decode_service
 
 dash.register_page(__name__, path="/decode", name="Decode", title="CHMM Explorer · Decode", order=3)
@@ -124,6 +124,7 @@ def scramble(
     running=[(Output(ids.DECODE_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def decode(
     _clicks: int | None,
     raw_text: str | None,

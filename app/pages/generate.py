@@ -7,7 +7,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from app import ids, services, sessions, ui
+from app import ids, jobs, services, sessions, ui
 from app.services import generate as generate_service
 
 dash.register_page(__name__, path="/generate", name="Generate", title="CHMM Explorer · Generate", order=2)
@@ -135,6 +135,7 @@ def sample(
     running=[(Output(ids.SCORE_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def score(_clicks: int | None, raw_text: str | None, placeholder: Any, session_id: str | None) -> Any:
     ui.require_click(_clicks)
     try:

@@ -9,7 +9,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
-from app import figures, ids, sessions, ui
+from app import figures, ids, jobs, sessions, ui
 from app.services import pruning as prune_service
 
 dash.register_page(__name__, path="/prune", name="Prune", title="CHMM Explorer · Prune", order=4)
@@ -92,6 +92,7 @@ def sync_threshold(exponent: Any, typed: Any) -> tuple[Any, Any, Any]:
     running=[(Output(ids.PRUNE_SWEEP_BUTTON, "disabled"), True, False)],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def sweep(_clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
     ui.require_click(_clicks)
     try:

@@ -5,9 +5,16 @@ The expected counts of independent sequences add up (paper, section 3: the M-ste
 corpus of many documents trains exactly on many machines: every worker runs the protocol's E-step
 (:func:`engine.backends.engines.e_step_sequences`) on its shard of the documents, the partial counts are summed on the
 workers in a tree (pairs of partials, then pairs of those), and only the total comes back to the client, which runs the
-M-step. Per iteration the model goes to the workers once (scattered to every worker), not once per task; the shards go
-once per training (scattered at the start, each held by two workers where there are two, so that a worker that dies
-mid-iteration leaves a copy from which Dask recomputes its tasks). Shards are balanced by symbols, not by documents.
+M-step. Per iteration the model goes to the cluster once (scattered to one worker) and to each worker once (the
+first of its tasks fetches it from a worker holding it), not once per task; the shards go once per training
+(scattered at the start, one copy each, each shard's task pinned to the worker that holds it), and again after a
+worker took some of them with it. Shards are balanced by symbols, not by documents.
+
+Nothing here asks Dask's scheduler to replicate data (``scatter(broadcast=True)``, ``client.replicate``): its
+``replicate`` copies to a list of workers taken when it starts and, holding the scheduler's replica lock, tries again
+for ever to reach one that died meanwhile, so every later broadcast on that scheduler waited for ever too (issue 51:
+a worker killed as an iteration began, on a loaded machine, hung the run's model broadcast on every try and the
+runs after it).
 
 This module is the only one that imports Dask (the ``distributed`` package, the optional extra ``[cluster]``), and
 only when a cluster is asked for: ``--workers N`` starts a local cluster of N processes (no server to install),
@@ -140,13 +147,14 @@ def _capture(call: Callable[[], Any], outcome: dict[str, Any]) -> None:
         outcome["error"] = exc
 
 
-def _send(client: Any, data: Any, broadcast: bool, timeout: float, outcome: dict[str, Any]) -> None:
-    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome`` (:func:`_capture`). Each
-    scatter gets keys of its own (``hash=False``): under content-hash keys, data equal to data whose futures are
-    being released (a retried try's model and documents, an unchanged model, the same documents from a second
-    :class:`ClusterEStep`) takes the old key, and the release can drop the new copy as it arrives (seen in CI: an
-    iteration retried with the same model lost it again, "Could not find data")."""
-    _capture(lambda: client.scatter(data, broadcast=broadcast, timeout=timeout, hash=False), outcome)
+def _send(client: Any, data: Any, timeout: float, outcome: dict[str, Any]) -> None:
+    """``client.scatter`` with its futures, or the exception it raised, put in ``outcome`` (:func:`_capture`): each
+    item to one worker, never broadcast (see the module docstring). Each scatter gets keys of its own
+    (``hash=False``): under content-hash keys, data equal to data whose futures are being released (a retried try's
+    model and documents, an unchanged model, the same documents from a second :class:`ClusterEStep`) takes the old
+    key, and the release can drop the new copy as it arrives (seen in CI: an iteration retried with the same model
+    lost it again, "Could not find data")."""
+    _capture(lambda: client.scatter(data, broadcast=False, timeout=timeout, hash=False), outcome)
 
 
 def _model_bytes(model: Any) -> int:
@@ -243,38 +251,16 @@ class ClusterEStep:
             self._send_documents()
 
     def _send_documents(self) -> list[Any]:
-        """Scatter the documents' shards (again, after a worker took some with it), two copies each where there
-        are two workers; their futures in ``self.futures``. Dask's memory manager may drop the second copy later,
-        so a lost shard is sent again from this process (:meth:`_run`)."""
-        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        """Scatter the documents' shards (again, after a worker took some with it), one copy each; their futures in
+        ``self.futures``. A shard lost with its worker is sent again from this process (:meth:`_run`)."""
         self.futures = []  # the old copies (keys of their own) go before the new ones come
         try:
-            nbytes = sum(int(x.nbytes) for g in self._groups for x in g)
-            self.futures = self._scatter(self._groups, nbytes)
-            if workers > 1:
-                self._replicate(SCATTER_SECONDS + nbytes / SCATTER_BYTES_PER_SECOND)
+            self.futures = self._scatter(self._groups, sum(int(x.nbytes) for g in self._groups for x in g))
         except ClusterError:
             raise
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"the Dask cluster went away while the documents were sent ({exc})") from None
         return self.futures
-
-    def _replicate(self, timeout: float) -> None:
-        """A second copy of every shard on another worker, waited for at most ``timeout`` seconds: the copies are a
-        spare (a shard lost with its worker is sent again, :meth:`_run`), and ``client.replicate`` has no timeout
-        of its own (seen under load: it waited for ever on a cluster whose worker had just been killed). An error
-        it raised in time is raised here."""
-        outcome: dict[str, Any] = {}
-        replicator = threading.Thread(
-            target=_capture,
-            args=(lambda: self.client.replicate(self.futures, n=2), outcome),
-            name="chmm-replicate",
-            daemon=True,
-        )
-        replicator.start()
-        replicator.join(timeout)
-        if "error" in outcome:
-            raise outcome["error"]
 
     def batch(
         self, engine: engines.Engine, state: Any, x: np.ndarray, initial: np.ndarray | None, cancel: Any = None
@@ -296,33 +282,45 @@ class ClusterEStep:
         pieces_sent = [[p] for p in pieces]
         return self._run(engine, state, lambda _: self._scatter(pieces_sent, int(x.nbytes), cancel=cancel), cancel)
 
-    def _scatter(self, data: Any, nbytes: int, broadcast: bool = False, cancel: Any = None) -> Any:
-        """``client.scatter`` that cannot hang: a scatter that reaches a worker dying at that moment never returns
-        (seen in CI: a worker killed as an iteration began held the run for ever), so each try has a timeout
-        (:data:`SCATTER_SECONDS` plus the data at :data:`SCATTER_BYTES_PER_SECOND`) and is repeated, against the
-        workers alive then, up to :data:`SCATTER_TRIES` times; then :class:`ClusterError`. None when ``cancel``
-        was set between tries."""
+    def _scatter(self, data: Any, nbytes: int, cancel: Any = None) -> Any:
+        """``client.scatter`` that cannot hang: a scatter that reaches a worker dying at that moment may never return
+        (seen in CI: a worker killed as an iteration began held the run for ever) or fail on its closed connection,
+        so each try has a timeout (:data:`SCATTER_SECONDS` plus the data at :data:`SCATTER_BYTES_PER_SECOND`), and a
+        try that timed out or lost its connection is repeated, against the workers alive then, up to
+        :data:`SCATTER_TRIES` times; then :class:`ClusterError`. None when ``cancel`` was set between tries."""
         timeout = SCATTER_SECONDS + nbytes / SCATTER_BYTES_PER_SECOND
+        failure = "timed out"
         for _ in range(SCATTER_TRIES):
             self._check_client()
             if cancel is not None and cancel.cancelled:
                 return None
             outcome: dict[str, Any] = {}
             # in a thread of its own, waited for with a timeout: the hang is inside the client's own wait, which
-            # its timeout argument does not bound (a hung try's thread is a daemon and is left behind)
+            # its timeout argument does not bound (a hung try's thread is a daemon and is left behind; its futures,
+            # should it return, are dropped with it and released)
             sender = threading.Thread(
-                target=_send, args=(self.client, data, broadcast, timeout, outcome), name="chmm-scatter", daemon=True
+                target=_send, args=(self.client, data, timeout, outcome), name="chmm-scatter", daemon=True
             )
             sender.start()
             sender.join(timeout)
-            if sender.is_alive() or isinstance(outcome.get("error"), TimeoutError):
+            error = outcome.get("error")
+            if sender.is_alive() or isinstance(error, (TimeoutError, OSError)):  # a comm error: a worker died
+                failure = "timed out" if error is None else f"{type(error).__name__}: {error}"
                 continue
-            if "error" in outcome:
-                raise outcome["error"]
+            if error is not None:
+                raise error
             return outcome["value"]
         raise ClusterError(
-            f"the Dask cluster did not take the data in {SCATTER_TRIES} tries of {timeout:.0f} s (workers dying?)"
+            f"the Dask cluster did not take the data in {SCATTER_TRIES} tries of {timeout:.0f} s (workers dying?"
+            f" the last: {failure})"
         )
+
+    def _holders(self, shards: list[Any]) -> list[list[str] | None]:
+        """The workers that hold each shard's future (None where the scheduler lists none): where its task runs, so
+        that the tasks go where the documents are and each worker fetches the model once, rather than to the worker
+        the model was scattered to."""
+        who_has = self.client.who_has(shards)
+        return [list(who_has.get(f.key, ())) or None for f in shards]
 
     def _check_client(self) -> None:
         """ClusterError unless the client is connected to its scheduler."""
@@ -356,10 +354,15 @@ class ClusterEStep:
         model = engine.host(state)
         try:
             self._check_client()
-            shared = self._scatter(model, _model_bytes(model), broadcast=True, cancel=cancel)
+            shared = self._scatter(model, _model_bytes(model), cancel=cancel)
             if shared is None:
                 return None
-            partials = [self.client.submit(shard_e_step, shared, shard, self.backend, pure=False) for shard in shards]
+            partials = [
+                self.client.submit(
+                    shard_e_step, shared, shard, self.backend, pure=False, workers=where, allow_other_workers=True
+                )
+                for shard, where in zip(shards, self._holders(shards), strict=True)
+            ]
             while len(partials) > 1:  # a tree sum on the workers: only the total comes back
                 pairs = [
                     self.client.submit(operator.add, a, b, pure=False)

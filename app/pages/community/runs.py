@@ -58,6 +58,7 @@ def show_hierarchy(_version: Any, _model: Any, session_id: str | None) -> tuple[
     ],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def run(
     _clicks: int | None,
     trials: Any,
@@ -72,7 +73,7 @@ def run(
     try:
         folder = sessions.session_folder(session_id)
         with (
-            memory.reserved(memory.JOB_BYTES, "Starting this job", wait=memory.JOB_WAIT_S),  # before its sentinel
+            memory.job_room(),  # reserved by the web worker before it forked this job (before its sentinel)
             jobs.job_process(record=graph_service.communities_files(folder)),
         ):
             saved = graph_service.run_communities(folder, trials, bool(two_level), seed, threshold, markov_time)
