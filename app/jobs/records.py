@@ -95,6 +95,24 @@ class JobFiles:
         """Replace the job's record atomically."""
         atomic_write_json(self.record, record)
 
+    def publisher(
+        self, record: dict[str, Any], report: Callable[[dict[str, Any]], None] | None = None, every: float = 0.25
+    ) -> Callable[..., None]:
+        """A ``publish(force=False)`` that writes ``record`` (stamped "updated") and hands a copy to ``report`` (a
+        background callback's progress), at most once per ``every`` seconds unless ``force``d (a job's end)."""
+        last = [0.0]
+
+        def publish(force: bool = False) -> None:
+            now = time.time()
+            if force or now - last[0] >= every:
+                last[0] = now
+                record["updated"] = now
+                self.write(record)
+                if report is not None:
+                    report(dict(record))
+
+        return publish
+
     def running(self, now: float | None = None, record: dict[str, Any] | None = None) -> bool:
         """Whether the job is running: status ``running`` with a heartbeat in the last :data:`STALE_AFTER_S`."""
         record = self.read() if record is None else record

@@ -199,16 +199,7 @@ def run_schema_job(
     if SCHEMA.runs_another(folder, key):
         return {"key": key, "status": REFUSED, "message": "A schema match is already running in this session."}
     record = SCHEMA.new_record(folder, key, "Reading the library and the walk.", request=asdict(request))
-    last = {"at": 0.0}
-
-    def publish(force: bool = False) -> None:
-        now = time.time()
-        if force or now - last["at"] >= 0.25:
-            last["at"] = now
-            record["updated"] = now
-            files.write(record)
-            if report is not None:
-                report(dict(record))
+    publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
         record.update(status=status, message=message, finished=time.time())

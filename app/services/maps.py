@@ -271,16 +271,7 @@ def run_map_job(
     if MAP.runs_another(folder, key):
         return {"key": key, "status": REFUSED, "message": "A map job is already running in this session."}
     record = MAP.new_record(folder, key, "Preparing the walk.", request=asdict(request))
-    last = {"at": 0.0}
-
-    def publish(force: bool = False) -> None:
-        now = time.time()
-        if force or now - last["at"] >= 0.25:
-            last["at"] = now
-            record["updated"] = now
-            files.write(record)
-            if report is not None:
-                report(dict(record))
+    publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
         record.update(status=status, message=message, finished=time.time())
