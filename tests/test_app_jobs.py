@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dash import no_update
 from support import TINY_FORM
 
 from app import config, figures, forms, jobs, sessions
@@ -209,6 +210,50 @@ def test_a_cancel_is_said_as_the_users_whichever_comes_first(with_corpus: Path) 
     files.write(files.read() | {"finished": time.time() - 120})
     training_jobs.request_cancel(with_corpus)
     assert training_jobs.read_job(with_corpus)["message"] == training_jobs.SERVER_STOPPED
+
+
+def test_a_progress_arriving_after_a_cancel_does_not_stand_over_it(with_corpus: Path) -> None:
+    """A CI run: the running job's last progress reached the page after the Cancel's answer, and its "Training for
+    3.0 s: restart 1 of 4." stood for good (the killed job sends nothing more). A late progress says how the job
+    ended; a page opened again mid-job says it when the job ends."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import train as train_page
+
+    child = _start_long_job(with_corpus)
+    try:
+        session_id = f"{with_corpus.name}.{sessions._signature(with_corpus.name)}"
+        progress = training_jobs.read_progress(with_corpus)
+        assert progress["status"] == jobs.RUNNING
+        shown = train_page.show_progress(progress, session_id)
+        assert "Training for" in str(shown[3])  # running: the stage
+        assert training_jobs.request_cancel(with_corpus) == training_jobs.USER_CANCELLED
+        late = train_page.show_progress(progress, session_id)  # the same progress, after the Cancel
+        assert "Training cancelled" in str(late[3]) and "Training for" not in str(late[3])
+        followed, ended = train_page._followed(with_corpus, False)
+        assert "Training cancelled" in str(ended[0])
+        assert train_page._followed(with_corpus, True)[1] == (no_update,)  # while it runs, the line is left
+    finally:
+        child.terminate()
+        child.join(timeout=15)
+
+
+@pytest.mark.parametrize("which", ["COMPARISON", "MAP", "SCHEMA"])
+def test_every_job_page_says_how_a_job_ended_over_a_late_progress(folder: Path, which: str) -> None:
+    """The other job pages keep their status lines the same way: a running record leaves the running stage, an
+    ended one of the same job is said, another job's record is not."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.jobs import panel
+
+    job = getattr(panel, which)
+    session_id = f"{folder.name}.{sessions._signature(folder.name)}"
+    progress = {"key": "k1", "status": jobs.RUNNING, "started": time.time()}
+    assert job.ended_outcome(session_id, progress) is None  # no record yet
+    job.kind.files(folder).write({"key": "k1", "status": jobs.RUNNING})
+    assert job.ended_outcome(session_id, progress) is None
+    job.kind.files(folder).write({"key": "k1", "status": jobs.CANCELLED, "message": "The job was cancelled."})
+    assert "The job was cancelled." in str(job.ended_outcome(session_id, progress))
+    assert job.ended_outcome(session_id, progress | {"key": "k2"}) is None  # a later job's progress
+    assert job.ended_outcome("not a session", progress) is None
 
 
 def test_jobs_beyond_the_server_limit_wait_in_a_queue(

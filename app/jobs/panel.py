@@ -32,7 +32,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import ids, services, sessions, ui
-from app.jobs import FAILED, REFUSED, JobMemoryError, job_process
+from app.jobs import FAILED, REFUSED, RUNNING, JobMemoryError, job_process
 from app.jobs.kinds import JobKind
 
 QUEUE_ACTIVE = ("waiting", "starting")
@@ -131,6 +131,22 @@ class JobPanel:
             return view, go
 
         return start
+
+    def ended_outcome(self, session_id: str | None, progress: dict[str, Any]) -> Any:
+        """How the job whose ``progress`` just reached the page ended, as the status line's message, when the
+        session's record of the kind says it has ended (None while it runs, or for another job's record). A
+        progress answered just before a Cancel killed the job reaches the page after the Cancel's answer; its
+        running stage ("Training for 3.0 s: restart 1 of 4.") then stood for good, the killed job sending nothing
+        more (a CI run)."""
+        try:
+            record = self.kind.read(sessions.session_folder(session_id))
+        except ui.EXPECTED_ERRORS:
+            return None
+        if not record or record.get("status") in (None, RUNNING):
+            return None
+        if record.get("key") and progress.get("key") and record["key"] != progress["key"]:
+            return None
+        return ui.outcome_message(record)
 
     def register_cancel(
         self, request_cancel: Callable[[Path], str], reset: Callable[[str], tuple[str, str] | None] | None = None

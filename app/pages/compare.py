@@ -196,15 +196,20 @@ def show_estimate(
     Output(ids.COMPARE_CHART, "figure"),
     Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
     Input(ids.COMPARING_PROGRESS, "data"),
+    State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def show_progress(saved: dict[str, Any] | None) -> tuple[Any, ...]:
-    """The running comparison as its background callback reports it, and the status line kept current."""
+def show_progress(saved: dict[str, Any] | None, session_id: str | None) -> tuple[Any, ...]:
+    """The running comparison as its background callback reports it, and the status line kept current (how the job
+    ended instead, for a progress that arrives after it: :meth:`app.jobs.panel.JobPanel.ended_outcome`)."""
     if not saved:
         return (no_update,) * 5
     view = _view(saved)
     status = figures.job_status("Comparing", saved, view[1])
-    return (*view, ui.message(status) if status else no_update)
+    if status is None:
+        return (*view, no_update)
+    ended = panel.COMPARISON.ended_outcome(session_id, saved)
+    return (no_update,) * 4 + (ended,) if ended is not None else (*view, ui.message(status))
 
 
 @callback(

@@ -354,16 +354,21 @@ learn, show_queued, show_running = panel.MAP.register(_map_job, "The map job sto
     Output(ids.MAP_PROGRESS_LABEL, "children"),
     Output(ids.MAP_STATUS, "children", allow_duplicate=True),
     Input(ids.MAPPING_PROGRESS, "data"),
+    State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def show_progress(record: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tuple[Any, Any, Any]:
     """The running job's stage, iteration and bits per step, as its background callback reports them, and the
-    status line kept current."""
+    status line kept current (how the job ended instead, for a progress that arrives after it:
+    :meth:`app.jobs.panel.JobPanel.ended_outcome`)."""
     if not record:
         return no_update, no_update, no_update
     value, label = maps.progress_of(record)
     status = figures.job_status("Learning the map", record, label)
-    return str(value), label, ui.message(status) if status else no_update
+    if status is None:
+        return str(value), label, no_update
+    ended = panel.MAP.ended_outcome(session_id, record)
+    return (no_update, no_update, ended) if ended is not None else (str(value), label, ui.message(status))
 
 
 @callback(

@@ -397,15 +397,24 @@ QUEUE_ACTIVE = panel.QUEUE_ACTIVE
     Output(ids.TRAIN_CHART, "figure"),
     Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
     Input(ids.TRAINING_PROGRESS, "data"),
+    State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def show_progress(progress: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
-    """The running job's progress, as its background callback reports it, and the status line kept current."""
+def show_progress(progress: dict[str, Any] | None, session_id: str | None) -> tuple[Any, Any, Any, Any]:
+    """The running job's progress, as its background callback reports it, and the status line kept current. A
+    progress that reaches the page after its job ended (a poll answered just before a Cancel killed the job) says
+    how the job ended instead of its running stage: it once left "Training for 3.0 s: restart 1 of 4." standing
+    over the Cancel's "cancelled" for good (:meth:`app.jobs.panel.JobPanel.ended_outcome`)."""
     if not progress:
         return no_update, no_update, no_update, no_update
     value, label, figure = figures.progress_view(progress)
     status = figures.running_status(progress)
-    return str(value), label, figure, ui.message(status) if status else no_update
+    if status is None:
+        return str(value), label, figure, no_update
+    ended = panel.TRAINING.ended_outcome(session_id, progress)
+    if ended is not None:
+        return no_update, no_update, no_update, ended
+    return str(value), label, figure, ui.message(status)
 
 
 @callback(
@@ -452,10 +461,12 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     return str(value), label, figure
 
 
-def _followed(folder: Path, _running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The training job's progress as the page shows it (its bar, label and chart); nothing more when it ends."""
+def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The training job's progress as the page shows it (its bar, label and chart) and, once it has ended, how it
+    ended in the status line (a job cancelled from a page opened again mid-job returns no result to say it)."""
     value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
-    return (str(value), label, figure), (no_update,)
+    record = None if running else training_jobs.read_job(folder)
+    return (str(value), label, figure), (ui.outcome_message(record) if record else no_update,)
 
 
 follow_job = panel.TRAINING.register_follow(

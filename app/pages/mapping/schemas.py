@@ -162,15 +162,20 @@ match, show_queued, show_running = panel.SCHEMA.register(_schema_job, "The schem
     Output(ids.SCHEMA_PROGRESS_LABEL, "children"),
     Output(ids.SCHEMA_STATUS, "children", allow_duplicate=True),
     Input(ids.MATCHING_PROGRESS, "data"),
+    State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def show_progress(record: dict[str, Any] | None) -> tuple[Any, Any, Any]:
-    """The running match's map, iteration and bits per step, as its background callback reports them."""
+def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tuple[Any, Any, Any]:
+    """The running match's map, iteration and bits per step, as its background callback reports them (how the job
+    ended instead, for a progress that arrives after it: :meth:`app.jobs.panel.JobPanel.ended_outcome`)."""
     if not record:
         return no_update, no_update, no_update
     value, label = map_schemas.progress_of(record)
     status = figures.job_status("Matching the walk", record, label)
-    return str(value), label, ui.message(status) if status else no_update
+    if status is None:
+        return str(value), label, no_update
+    ended = panel.SCHEMA.ended_outcome(session_id, record)
+    return (no_update, no_update, ended) if ended is not None else (str(value), label, ui.message(status))
 
 
 @callback(
