@@ -194,10 +194,13 @@ def _form() -> list[tuple[str, str]]:
 
 
 def job_processes(before: set[int]) -> list[psutil.Process]:
-    """This process's descendants started since ``before`` that still run, the jobs' sentinels aside."""
+    """This process's children started since ``before`` that still run (Dash's Diskcache manager forks each job
+    from this process), the jobs' sentinels aside. Not its descendants: a sentinel that its job has forked but that
+    has not yet run ``python -m app.jobs.sentinel`` still has its job's command line, and was counted as a second
+    job process (a CI failure under load: "a waiting job holds a process", two processes of consecutive ids)."""
     return [
         child
-        for child in psutil.Process().children(recursive=True)
+        for child in psutil.Process().children()
         if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE and not is_sentinel(child)
     ]
 
