@@ -65,6 +65,56 @@ def test_restarts_keep_the_map_that_predicts_the_held_out_tail_best_and_it_recov
     assert model.metadata["recipe"]["restarts"] == 4 and model.metadata["kept_restart"] == 1
 
 
+AISLE = np.array([[0, 1, 2, 3], [4, 5, 5, 6], [7, 5, 5, 8], [9, 10, 11, 12]])
+"""A 4 x 4 room whose four inner cells look alike: with 3 clones per observation and the 2,000-step walk of seed 1,
+the starts of seeds 0 and 1 end in maps that give the walk's held-out tail probability 0, those of seeds 2 and 3
+do not."""
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_when_every_restart_misses_the_tail_another_round_runs(processes: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round of restarts whose maps all give the held-out tail probability 0 found no room: another round runs
+    (seeds continuing), and stops at the first round with a map that gives the tail a probability, or at
+    ``max_restarts``; the scores are each restart's own, by hand."""
+    monkeypatch.setenv(training.RESTART_PROCESSES_ENV, processes)
+    monkeypatch.setattr(restarts, "MAP_PROCESS_WORK", 10**12 if processes == "1" else 0)
+    walk = walks.parse_walk(walks.format_walk(actions.generate_walk(AISLE, 2000, seed=1)), "the walk")
+    x, a = walk.observations, walk.actions
+    learned_from, held_out = restarts.hold_out_tail([(x, a)], walks.MAP_HELD_OUT_SHARE)
+    clones = np.full(len(walk.symbols), 3, dtype=np.int64)
+    own = walks.MapOptions(clones=3, seed=0, restarts=1)
+    job = (x, a, learned_from, held_out, clones, walk.symbols, walk.action_names, own)
+    by_hand = [restarts.run_restart(*job, r).held_out_bits for r in range(4)]
+    assert np.isinf(by_hand[:2]).all() and np.isfinite(by_hand[2:]).all()
+
+    seen: list[tuple] = []
+    model, summary = walks.learn_map(
+        walk, walks.MapOptions(clones=3, seed=0, restarts=2, max_restarts=6), lambda *record: seen.append(record)
+    )
+    lines = summary["restarts"]
+    assert [line["restart"] for line in lines] == [0, 1, 2, 3]  # one more round of 2, then a finite score
+    assert [line["held_out_bits_per_step"] for line in lines[:2]] == [None, None]
+    assert [line["held_out_bits_per_step"] for line in lines[2:]] == pytest.approx(by_hand[2:], rel=1e-9)
+    assert summary["kept_restart"] == 2 + int(np.argmin(by_hand[2:]))
+    assert np.isfinite(summary["bits_per_step"])
+    learning = [r[3] for r in seen if r[0] != "refit"]
+    assert learning == sorted(learning) and set(learning) == {0, 1, 2, 3}  # progress restart by restart
+    assert summary["restarts_note"] == (
+        "The first 2 restarts' maps all gave the held-out steps probability 0 (none found the room), so 2 more ran."
+    )
+
+    _, alone = walks.learn_map(walk, walks.MapOptions(clones=3, seed=0, restarts=2, max_restarts=2))
+    assert [line["restart"] for line in alone["restarts"]] == [0, 1]  # no more than asked
+    assert alone["restarts_note"].startswith("All 2 restarts' maps gave the held-out steps probability 0: the room")
+    with pytest.raises(ValueError, match="the most restarts must be a whole number from 1 to 64, got 0"):
+        walks.learn_map(walk, walks.MapOptions(clones=3, restarts=2, max_restarts=0))
+    capped, _ = restarts.run_restarts(
+        x, a, clones, walk.symbols, walk.action_names, walks.MapOptions(clones=3, seed=0, restarts=2, max_restarts=3),
+        walks.MAP_HELD_OUT_SHARE,
+    )
+    assert [r.restart for r in capped] == [0, 1, 2]  # the last round cut at the most
+
+
 def test_the_held_out_tail_is_the_last_tenth_of_the_steps_over_several_walks() -> None:
     def walk(n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.arange(n), np.zeros(n, dtype=np.int64)
@@ -110,14 +160,18 @@ def test_restarts_in_processes_learn_what_one_process_learns(monkeypatch: pytest
         ("0", "--restarts must be from 1 to 64, got 0"),
         ("65", "--restarts must be from 1 to 64, got 65"),
         ("two", "argument --restarts: invalid int value: 'two'"),
+        ("max 0", "--max-restarts must be from 1 to 64, got 0"),
+        ("max 65", "--max-restarts must be from 1 to 64, got 65"),
     ],
 )
 def test_bad_restarts_are_refused_in_one_sentence(tmp_path: Path, capsys, value: str, message: str) -> None:
     from engine.cli import main
 
     (tmp_path / "walk.csv").write_text(walks.format_walk(actions.generate_walk(WALLED, 200, seed=0)))
+    flag, _, value = value.rpartition(" ")
+    flag = "--max-restarts" if flag == "max" else "--restarts"
     with pytest.raises(SystemExit) if value == "two" else _nothing():
-        assert main(["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz"), "--restarts", value]) == 1
+        assert main(["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz"), flag, value]) == 1
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1, error
     assert not (tmp_path / "map.npz").exists()
@@ -187,6 +241,11 @@ def test_the_maps_page_learns_with_restarts_and_says_which_it_kept(folder: Path)
     assert value >= 90 and label.startswith("The kept restart (3 of 3): Viterbi EM iteration 2")
     value, label = page_maps.progress_of(running | {"stage": "em", "iteration": 0, "bits": 1.0, "restart": 1})
     assert 30 <= value < 60 and label.startswith("Restart 2 of 3: EM iteration 1 ")
+    # a further round (the first three all gave the held-out steps probability 0): the bar waits, the label says so
+    value, label = page_maps.progress_of(running | {"stage": "em", "iteration": 5, "bits": 1.0, "restart": 4})
+    assert value == 89 and label.startswith("Restart 5 (the first 3 found no room; at most 12): EM iteration 6 ")
+    value, label = page_maps.progress_of(running | {"stage": "refit", "iteration": 0, "bits": 0.01, "restart": 4})
+    assert value >= 90 and label.startswith("The kept restart (restart 5): Viterbi EM")
 
 
 def test_a_cancelled_map_job_with_restarts_keeps_the_previous_map_and_writes_nothing(

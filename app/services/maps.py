@@ -235,6 +235,10 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     restart, restarts = int(record.get("restart") or 0), int(((record.get("request") or {}).get("restarts")) or 1)
     share = 90 / restarts if restarts > 1 else 90
     which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
+    further = restart >= restarts > 1  # a further round: every restart so far gave the held-out steps probability 0
+    if further:
+        most = max(restarts, options.max_restarts)
+        which = f"Restart {restart + 1} (the first {restarts} found no room; at most {most}): "
     if stage == "soft-refit":  # a map learned from soft evidence: the kept restart's EM, then Viterbi EM, in one
         value = 90 + 10 * (iteration + 1) / (options.iterations + options.viterbi_iterations)
         which = "The kept restart on the whole walk: "
@@ -251,7 +255,10 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
         value = 90 + 10 * (iteration + 1) / options.viterbi_iterations
         label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
         if stage == "refit":
-            which, label = f"The kept restart ({restart + 1} of {restarts}): ", label + " on the whole walk"
+            kept = f"restart {restart + 1}" if further else f"{restart + 1} of {restarts}"
+            which, label = f"The kept restart ({kept}): ", label + " on the whole walk"
+    if further and stage in ("em", "viterbi"):
+        value = 89  # the bar waits at the first round's end: how many more rounds run is not known
     return int(min(value, 99)), f"{which}{label}: {bits:.4f} bits per step."
 
 
@@ -482,6 +489,8 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
             "map predicted the walk's held-out "
             f"last {s['held_out_steps']:,} steps best."
         )
+        if s.get("restarts_note"):
+            text += " " + s["restarts_note"]
     if view.get("recovers_room") is not None:
         cells = view["cells"]
         if view["recovers_room"]:

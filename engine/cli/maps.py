@@ -39,6 +39,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "start on the whole walk",
     )
     learn.add_argument(
+        "--max-restarts",
+        type=int,
+        default=defaults.max_restarts,
+        help="the most restarts in all: while every restart's map gives the held-out steps probability 0 (none found "
+        "the room), another round of --restarts runs, up to this many (1 to 64; never fewer than --restarts)",
+    )
+    learn.add_argument(
         "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
     )
     learn.add_argument(
@@ -78,15 +85,20 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
     if not 1 <= args.restarts <= api.MAX_RESTARTS:
         raise ValueError(f"--restarts must be from 1 to {api.MAX_RESTARTS}, got {args.restarts}")
+    if not 1 <= args.max_restarts <= api.MAX_RESTARTS:
+        raise ValueError(f"--max-restarts must be from 1 to {api.MAX_RESTARTS}, got {args.max_restarts}")
     room = api.read_room(args.room) if args.room else None
     walk = api.read_walk(args.walk)
     options = api.MapOptions(
-        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts
-    )
+        args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts,
+        args.max_restarts,
+    )  # fmt: skip
 
     def progress(stage: str, iteration: int, bits: float, restart: int, restarts: int = args.restarts) -> None:
         if not args.json and (iteration % 25 == 0):
             which = f"restart {restart + 1} of {restarts}  " if restarts > 1 else ""
+            if restart >= restarts > 1:  # a further round: the restarts so far all missed the held-out steps
+                which = f"restart {restart + 1} of at most {max(restarts, args.max_restarts)}  "
             print(
                 f"{which}{stage:8s} iteration {iteration + 1:4d}  {bits:.4f} bits per step", file=sys.stderr, flush=True
             )
@@ -129,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{'infinite' if held is None else f'{held:.5f}'} held-out bits per step, "
                 f"{line['clones_used']} clones{'  <- kept' if line['restart'] == summary['kept_restart'] else ''}"
             )
+        if summary.get("restarts_note"):
+            print(summary["restarts_note"])
         print(
             f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
             f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "
