@@ -71,22 +71,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Learn the map, save it, and say whether it recovers the room when one is given."""
-    check_output(args.output, [args.walk] + [path for path in (args.room, args.evidence) if path])
-    if args.noise and args.evidence:
-        raise ValueError("--noise and --evidence both say what the sensor read; give one")
-    for name, value, lowest in (
-        ("--clones", args.clones, 1),
-        ("--iterations", args.iterations, 0),
-        ("--viterbi-iterations", args.viterbi_iterations, 0),
-    ):
-        if value < lowest:
-            raise ValueError(f"{name} must be at least {lowest}, got {value}")
-    if not args.pseudocount >= 0:
-        raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
-    if not 1 <= args.restarts <= api.MAX_RESTARTS:
-        raise ValueError(f"--restarts must be from 1 to {api.MAX_RESTARTS}, got {args.restarts}")
-    if not 1 <= args.max_restarts <= api.MAX_RESTARTS:
-        raise ValueError(f"--max-restarts must be from 1 to {api.MAX_RESTARTS}, got {args.max_restarts}")
+    _check(args)
     room = api.read_room(args.room) if args.room else None
     walk = api.read_walk(args.walk)
     options = api.MapOptions(
@@ -134,27 +119,52 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        for line in summary.get("restarts", []):
-            held = line["held_out_bits_per_step"]
-            print(
-                f"restart {line['restart'] + 1} (seed {line['seed']}): "
-                f"{'infinite' if held is None else f'{held:.5f}'} held-out bits per step, "
-                f"{line['clones_used']} clones{'  <- kept' if line['restart'] == summary['kept_restart'] else ''}"
-            )
-        if summary.get("restarts_note"):
-            print(summary["restarts_note"])
-        print(
-            f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
-            f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "
-            f"{summary['clones']} clones; saved to {args.output}"
-        )
-        if room is not None:
-            cells = int((room >= 0).sum())
-            verdict = "recovers" if summary["recovers_room"] else "does not recover"
-            print(f"the map {verdict} the room's grid of {cells} cells (self-loops aside)")
-            if "rooms" in summary:
-                print(plan.rooms_sentence(summary["rooms"]))
+        _say(summary, room, args.output)
     return 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Refuse bad numbers and files of ``chmm map`` in one sentence, before anything is read."""
+    check_output(args.output, [args.walk] + [path for path in (args.room, args.evidence) if path])
+    if args.noise and args.evidence:
+        raise ValueError("--noise and --evidence both say what the sensor read; give one")
+    for name, value, lowest in (
+        ("--clones", args.clones, 1),
+        ("--iterations", args.iterations, 0),
+        ("--viterbi-iterations", args.viterbi_iterations, 0),
+    ):
+        if value < lowest:
+            raise ValueError(f"{name} must be at least {lowest}, got {value}")
+    if not args.pseudocount >= 0:
+        raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
+    for name, value in (("--restarts", args.restarts), ("--max-restarts", args.max_restarts)):
+        if not 1 <= value <= api.MAX_RESTARTS:
+            raise ValueError(f"{name} must be from 1 to {api.MAX_RESTARTS}, got {value}")
+
+
+def _say(summary: dict[str, Any], room: Any, output: str) -> None:
+    """The map's summary in lines: each restart's held-out score and the one kept, the bits per step and clones, and
+    whether it recovers ``room`` when one was given."""
+    for line in summary.get("restarts", []):
+        held = line["held_out_bits_per_step"]
+        print(
+            f"restart {line['restart'] + 1} (seed {line['seed']}): "
+            f"{'infinite' if held is None else f'{held:.5f}'} held-out bits per step, "
+            f"{line['clones_used']} clones{'  <- kept' if line['restart'] == summary['kept_restart'] else ''}"
+        )
+    if summary.get("restarts_note"):
+        print(summary["restarts_note"])
+    print(
+        f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
+        f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "
+        f"{summary['clones']} clones; saved to {output}"
+    )
+    if room is not None:
+        cells = int((room >= 0).sum())
+        verdict = "recovers" if summary["recovers_room"] else "does not recover"
+        print(f"the map {verdict} the room's grid of {cells} cells (self-loops aside)")
+        if "rooms" in summary:
+            print(plan.rooms_sentence(summary["rooms"]))
 
 
 def _true_observations(walk: api.WalkFile, room: Any) -> api.WalkFile:
