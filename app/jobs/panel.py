@@ -23,6 +23,7 @@ Start (:meth:`JobPanel.register_start`: check, queue, the queue's view), the bac
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import ids, services, sessions, ui
-from app.jobs import FAILED, REFUSED, RUNNING, JobMemoryError, job_process
+from app.jobs import FAILED, FINISHED, REFUSED, RUNNING, JobMemoryError, job_process
 from app.jobs.kinds import JobKind
 
 QUEUE_ACTIVE = ("waiting", "starting")
@@ -147,6 +148,17 @@ class JobPanel:
         if record.get("key") and progress.get("key") and record["key"] != progress["key"]:
             return None
         return ui.outcome_message(record)
+
+    def progress_outputs(
+        self, session_id: str | None, progress: dict[str, Any], shown: tuple[Any, ...], status: str | None
+    ) -> tuple[Any, ...]:
+        """A page's outputs for a running job's ``progress``: ``shown`` (the bar, its label, ...) and the status
+        line ``status`` (left as it is when None); once the job has ended (:meth:`ended_outcome`), nothing of
+        ``shown`` and how the job ended in the status line."""
+        if status is None:
+            return (*shown, no_update)
+        ended = self.ended_outcome(session_id, progress)
+        return (*(no_update,) * len(shown), ended) if ended is not None else (*shown, ui.message(status))
 
     def register_cancel(
         self, request_cancel: Callable[[Path], str], reset: Callable[[str], tuple[str, str] | None] | None = None
@@ -337,3 +349,17 @@ TRAINING, COMPARISON, MAP, SCHEMA = _panels()
 """The job panels of the Train, Compare and Maps pages (the map and its schema match; in this order in the shell's
 queue poll)."""
 PANELS = (TRAINING, COMPARISON, MAP, SCHEMA)
+
+
+def result_outputs(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
+    """A map or schema job's result as its page shows it: the status line, the bar and its label, and a new
+    version stamp for what the job made when it finished (unchanged otherwise)."""
+    if not result:
+        return (no_update,) * 4
+    finished = result.get("status", "") == FINISHED
+    return (
+        ui.outcome_message(result),
+        "100" if finished else "0",
+        "Finished." if finished else result.get("message", ""),
+        time.time() if finished else no_update,
+    )

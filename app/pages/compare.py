@@ -206,10 +206,7 @@ def show_progress(saved: dict[str, Any] | None, session_id: str | None) -> tuple
         return (no_update,) * 5
     view = _view(saved)
     status = figures.job_status("Comparing", saved, view[1])
-    if status is None:
-        return (*view, no_update)
-    ended = panel.COMPARISON.ended_outcome(session_id, saved)
-    return (no_update,) * 4 + (ended,) if ended is not None else (*view, ui.message(status))
+    return panel.COMPARISON.progress_outputs(session_id, saved, view, status)
 
 
 @callback(

@@ -409,12 +409,7 @@ def show_progress(progress: dict[str, Any] | None, session_id: str | None) -> tu
         return no_update, no_update, no_update, no_update
     value, label, figure = figures.progress_view(progress)
     status = figures.running_status(progress)
-    if status is None:
-        return str(value), label, figure, no_update
-    ended = panel.TRAINING.ended_outcome(session_id, progress)
-    if ended is not None:
-        return no_update, no_update, no_update, ended
-    return str(value), label, figure, ui.message(status)
+    return panel.TRAINING.progress_outputs(session_id, progress, (str(value), label, figure), status)
 
 
 @callback(

@@ -172,10 +172,7 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
         return no_update, no_update, no_update
     value, label = map_schemas.progress_of(record)
     status = figures.job_status("Matching the walk", record, label)
-    if status is None:
-        return str(value), label, no_update
-    ended = panel.SCHEMA.ended_outcome(session_id, record)
-    return (no_update, no_update, ended) if ended is not None else (str(value), label, ui.message(status))
+    return panel.SCHEMA.progress_outputs(session_id, record, (str(value), label), status)
 
 
 @callback(
@@ -188,15 +185,7 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
 )
 def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     """The job's message when it ends; a finished match is drawn (the match version changes)."""
-    if not result:
-        return (no_update,) * 4
-    finished = result.get("status", "") == jobs.FINISHED
-    return (
-        ui.outcome_message(result),
-        "100" if finished else "0",
-        "Finished." if finished else result.get("message", ""),
-        time.time() if finished else no_update,
-    )
+    return panel.result_outputs(result)
 
 
 cancel = panel.SCHEMA.register_cancel(map_schemas.request_cancel, lambda message: ("0", message))
