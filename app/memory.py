@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from app import config, handles
 from app.services import UserError
@@ -69,6 +70,12 @@ MALLOC_ARENAS = 2
 threads kept the freed memory of each thread's own heap)."""
 
 
+TRIM_BYTES = 8_000_000
+"""A reservation of this size or more gives the process's freed heap back to the system before it goes
+(:func:`trim`)."""
+_LIBC: list[Any] = []
+
+
 def _give_freed_memory_back() -> None:
     """Fix glibc's mapping threshold at :data:`MMAP_THRESHOLD` and its heaps at :data:`MALLOC_ARENAS` in this process
     (nothing where glibc is absent)."""
@@ -78,9 +85,19 @@ def _give_freed_memory_back() -> None:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, MMAP_THRESHOLD)  # -3: M_MMAP_THRESHOLD
         libc.mallopt(-8, MALLOC_ARENAS)  # -8: M_ARENA_MAX
+        _LIBC.append(libc)
 
 
 _give_freed_memory_back()
+
+
+def trim() -> None:
+    """Give the pages of the heap that nothing uses back to the system (glibc's ``malloc_trim``): what a computation
+    of many small objects freed (an Infomap run, a module's networkx subgraph) stayed in the process, 131-203 MB of
+    an Infomap job of a 40 MB model after its reservation had gone back (4-43 MB with this)."""
+    for libc in _LIBC:
+        with contextlib.suppress(OSError, AttributeError):
+            libc.malloc_trim(0)
 
 
 def _freeze_before_fork() -> None:
@@ -134,7 +151,10 @@ class Reservation:
         return True
 
     def release(self) -> None:
-        """Give the bytes back (idempotent)."""
+        """Give the bytes back (idempotent); a large reservation gives the process's freed heap back first
+        (:func:`trim`), so that the memory the budget frees is free."""
+        if not self._released and self.nbytes >= TRIM_BYTES:
+            trim()
         with _LOCK:
             if self._released:
                 return

@@ -217,3 +217,42 @@ def test_no_job_is_forked_while_another_thread_compiles(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the forked job could not compile"
         time.sleep(0.05)
     jobs.reap_finished_children()
+
+
+def test_no_job_is_forked_while_another_thread_imports_a_module(tmp_path: Path) -> None:
+    """A Score job of the concurrency bench never answered: forked while another thread of the worker imported a
+    module (zipfile's ``cp437`` codec, at the worker's first model file), it inherited that module's import lock held
+    by a thread it does not have, and waited for ever at its own import of the module. A fork waits for the import in
+    flight, and the job imports the module as it needs."""
+    import sys
+    import threading
+
+    (tmp_path / "slow_module_of_a_test.py").write_text("import time\ntime.sleep(1.0)\nVALUE = 7\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        manager = jobs.diskcache_manager(tmp_path / "store")
+        importer = threading.Thread(target=lambda: __import__("slow_module_of_a_test"))
+        importer.start()
+        time.sleep(0.2)  # the import is in flight
+        forked: list[int] = []
+
+        def job(result_key: str, _progress_key: str, _args: object, _context: object) -> None:
+            import slow_module_of_a_test  # type: ignore[import-not-found]
+
+            manager.handle.set(result_key, slow_module_of_a_test.VALUE)
+
+        fork = threading.Thread(target=lambda: forked.append(manager.call_job_fn("k", job, (), {})))
+        fork.start()
+        fork.join(0.3)
+        assert forked == []  # the fork waits for the import in flight
+        importer.join(10)
+        fork.join(10)
+        assert len(forked) == 1
+        deadline = time.monotonic() + 30
+        while manager.handle.get("k") != 7:
+            assert time.monotonic() < deadline, "the forked job could not import the module"
+            time.sleep(0.05)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("slow_module_of_a_test", None)
+        jobs.reap_finished_children()

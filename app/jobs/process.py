@@ -49,6 +49,32 @@ def _numba_compiler_lock() -> Any:
 
 os.register_at_fork(after_in_child=_fresh_store_lock)
 
+IMPORT_WAIT_S = 2.0
+"""How long a fork waits for another thread of the worker to finish importing a module (:func:`_imports_elsewhere`)."""
+
+
+def _imports_elsewhere() -> bool:
+    """Whether another thread of this process is importing a module now: it holds that module's import lock, which
+    a job forked meanwhile inherits held by a thread it does not have, and waits for at its first import of the
+    module (a Score job asleep for ever in ``_lock_unlock_module`` under zipfile's first ``cp437`` decoding, while
+    a thread of its worker imported that codec; the concurrency bench)."""
+    import importlib._bootstrap as bootstrap
+
+    me = threading.get_ident()
+    for ref in list(getattr(bootstrap, "_module_locks", {}).values()):
+        lock = ref() if callable(ref) else None
+        owner = getattr(lock, "owner", None)
+        if owner not in (None, 0, me) and getattr(lock, "count", 0):
+            return True
+    return False
+
+
+def _wait_for_imports() -> None:
+    """Wait up to :data:`IMPORT_WAIT_S` until no other thread imports a module (see :func:`_imports_elsewhere`)."""
+    deadline = time.monotonic() + IMPORT_WAIT_S
+    while _imports_elsewhere() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
 
 class SerialisedStore:
     """The background store (a ``diskcache.Cache``) with every call made under :data:`_STORE_LOCK`, transactions
@@ -99,6 +125,8 @@ def diskcache_manager(folder: Path) -> Any:
     """Dash's Diskcache manager over the store in ``folder``, its calls serialised and its forks outside SQLite
     (:class:`SerialisedStore`) and outside numba's compilations, the jobs of :func:`charged_from_fork` callbacks
     charged from their fork, and a job's process that ends while Dash looks at it taken as ended (Dash raised)."""
+    import encodings.cp437  # noqa: F401  (zipfile's names: imported once here, not by a thread racing a fork)
+
     import dash
     import diskcache
     import psutil
@@ -127,8 +155,10 @@ def diskcache_manager(folder: Path) -> Any:
             # no thread of this process is inside SQLite, nor compiling with numba, while the job is forked: a job
             # forked while another thread compiled waited for ever for numba's lock at its first compilation
             # (faulthandler: compiler_lock.acquire, under row_sums of an Infomap run; the concurrency bench)
+            # nor importing a module (see _imports_elsewhere), whose codec every model's zip directory needs
             compiler = _numba_compiler_lock()
             with _STORE_LOCK, compiler if compiler is not None else contextlib.nullcontext():
+                _wait_for_imports()
                 return super().call_job_fn(key, job_fn, args, context)
 
         def terminate_job(self, job: Any) -> None:

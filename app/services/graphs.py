@@ -34,8 +34,15 @@ from app.services.drawing_colours import KAMADA_KAWAI_NODES as KAMADA_KAWAI_NODE
 from app.services.drawing_colours import char_colour as char_colour
 from app.services.drawing_colours import graph_positions as graph_positions
 from app.services.drawing_colours import module_colour as module_colour
+from app.services.models import (
+    DETAIL_BYTES,
+    DETAIL_EDGE_BYTES,
+    INCOMING_EDGE_BYTES,
+    graph_bytes,
+    infomap_bytes,
+    view_model,
+)
 from app.services.models import load_current as load_current  # the tests and the pages read it from here
-from app.services.models import prune_bytes, view_model
 from engine import api
 from engine.files import atomic_write_bytes
 
@@ -209,26 +216,6 @@ def communities_files(folder: Path) -> JobFiles:
     return INFOMAP.files(folder)
 
 
-GRAPH_EDGE_BYTES = 64
-"""What the clone graph takes per edge beside the pruning that makes it (its CSR arrays, flows and attributes)."""
-INFOMAP_EDGE_BYTES = 300
-"""What an Infomap run takes per edge of the clone graph it partitions, the graph included, beside the pruning that
-makes it: a model of 40 MB of T with 776,648 edges at 1e-3 took +157 MB to build its graph, +297 MB to run Infomap
-(one trial), against 189 and 372 MB charged."""
-
-
-def graph_bytes(model: Any, threshold: float) -> int:
-    """The most memory building ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
-    (:func:`app.services.models.prune_bytes`) and :data:`GRAPH_EDGE_BYTES` per edge."""
-    return prune_bytes(model) + GRAPH_EDGE_BYTES * api.graph_edges(model, threshold)
-
-
-def infomap_bytes(model: Any, threshold: float) -> int:
-    """The most memory an Infomap run on ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
-    and :data:`INFOMAP_EDGE_BYTES` per edge."""
-    return prune_bytes(model) + INFOMAP_EDGE_BYTES * api.graph_edges(model, threshold)
-
-
 def _communities(folder: Path, options: api.CommunityOptions, threshold: float) -> dict[str, Any]:
     model = view_model(folder)  # in the job's process: the web worker's copy when it keeps one, else loaded here
     corpus_text = reference_corpus(folder, model)
@@ -327,10 +314,17 @@ def session_graph(folder: Path, threshold: float) -> Any:
     return kept.kept(
         ("graph", float(threshold)),
         [path],
-        lambda: api.model_graph(view_model(folder), threshold),
+        lambda: _indexed(api.model_graph(view_model(folder), threshold)),
         charge=lambda: graph_bytes(view_model(folder), threshold),  # +850 MB a module click before (issue 51)
         label="Building this model's clone graph",
     )
+
+
+def _indexed(graph: Any) -> Any:
+    """``graph`` with its index of edges by target built (:meth:`CloneGraph.incoming_index`), so that
+    the size kept for it counts the index a module's degree builds later (12 MB of 776,648 edges, uncounted before)."""
+    graph.incoming_index()
+    return graph
 
 
 def run_file(folder: Path, run: str = "current") -> Path:
@@ -338,12 +332,16 @@ def run_file(folder: Path, run: str = "current") -> Path:
     return folder / (PREVIOUS_COMMUNITIES if run == PREVIOUS_RUN else COMMUNITIES)
 
 
-def kept_of_run(folder: Path, run: str, what: tuple[Any, ...], compute: Callable[[], Any], model: bool = True) -> Any:
+def kept_of_run(
+    folder: Path, run: str, what: tuple[Any, ...], compute: Callable[[], Any], model: bool = True,
+    charge: Callable[[], int] | None = None, label: str = "This view",
+) -> Any:  # fmt: skip
     """``compute()`` of the session's community run ``run`` (a UserError saying why when there is none), kept per
-    version of the run's file and, with ``model``, of the current model's (:mod:`app.services.kept`)."""
+    version of the run's file and, with ``model``, of the current model's (:mod:`app.services.kept`; ``charge``
+    and ``label`` as there)."""
     read_run(folder, run)
     files = [run_file(folder, run), *([sessions.current_model_path(folder)] if model else [])]
-    return kept.kept(what, files, compute)
+    return kept.kept(what, files, compute, charge, label)
 
 
 def deepest_modules(folder: Path, saved: dict[str, Any], run: str = "current") -> dict[int, str]:
@@ -544,7 +542,12 @@ def _incoming_shares(graph: Any) -> Any:
 def module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
     """:func:`computed_module_detail`, computed once per version of the run's and the model's files and kept."""
     key = str(module_id).strip() if module_id is not None else ""
-    return kept_of_run(folder, run, ("detail", key, seed), lambda: computed_module_detail(folder, key, seed, run))
+
+    def charge() -> int:  # read when the card is computed, not when it is kept
+        return DETAIL_BYTES + DETAIL_EDGE_BYTES * session_graph(folder, read_run(folder, run)["threshold"]).n_edges
+
+    compute = lambda: computed_module_detail(folder, key, seed, run)  # noqa: E731
+    return kept_of_run(folder, run, ("detail", key, seed), compute, charge=charge, label="Opening this module")
 
 
 def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str = CURRENT_RUN) -> dict[str, Any]:
@@ -564,16 +567,15 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
     graph = session_graph(folder, saved["threshold"])
     flows = {node: float(graph.flow[node]) for node in module["nodes"]}
     nodes = sorted(module["nodes"], key=lambda n: -flows[n])[:MAX_GRAPH_ELEMENTS]
-    G = api.to_networkx(graph, nodes=nodes, ids="state")
-    edges = sorted(G.edges(data=True), key=lambda e: -e[2]["weight"])[: max(0, MAX_GRAPH_ELEMENTS - len(nodes))]
-    drawn = nx.DiGraph(**G.graph)
-    drawn.add_nodes_from(G.nodes(data=True))
-    drawn.add_edges_from(edges)
-    total = module["size"] + G.number_of_edges()
+    drawn = api.to_networkx(graph, nodes=nodes, ids="state", most_edges=MAX_GRAPH_ELEMENTS - len(nodes))
+    total = module["size"] + graph.link_counts(np.asarray(nodes, dtype=np.int64))["within"]
     positions = graph_positions(drawn, seed)
     elements = api.cytoscape_elements(drawn)
     path = sessions.current_model_path(folder)
-    incoming = kept.kept(("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph))
+    incoming = kept.kept(
+        ("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph),
+        charge=INCOMING_EDGE_BYTES * graph.n_edges, label="Opening this module",
+    )  # fmt: skip
     deepest = deepest_modules(folder, saved, run)
     degree = kept.kept(("degree", saved["threshold"]), [path], graph.degree)
     for element in elements:

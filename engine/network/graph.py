@@ -194,6 +194,19 @@ class CloneGraph:
         sources = np.repeat(np.arange(self.n_states), np.diff(self.weight.indptr))
         return sources, self.weight.indices.astype(np.int64)
 
+    def edges_among(self, nodes: np.ndarray) -> np.ndarray:
+        """Edge indices (CSR order) with both ends in the sorted node set ``nodes``, found through the nodes' own
+        rows, so the cost grows with their degree, not the graph."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        inside = np.zeros(self.n_states, dtype=bool)
+        inside[nodes] = True
+        out_edges = _ranges(self.weight.indptr[nodes], self.weight.indptr[nodes + 1])
+        return out_edges[inside[self.weight.indices[out_edges]]]
+
+    def edge_sources(self, edges: np.ndarray) -> np.ndarray:
+        """The source clone of each of the edge indices ``edges`` (CSR order)."""
+        return np.searchsorted(self.weight.indptr, np.asarray(edges, dtype=np.int64), side="right") - 1
+
     def incident_edges(self, nodes: np.ndarray, inside: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Edge indices (CSR order) entering and leaving the node set ``nodes`` (``inside``: its mask, if known),
         found through the nodes' own rows and columns, so the cost grows with their degree, not the graph."""
@@ -204,13 +217,14 @@ class CloneGraph:
         indptr = self.weight.indptr
         out_edges = _ranges(indptr[nodes], indptr[nodes + 1])
         leaving = out_edges[~inside[self.weight.indices[out_edges]]]
-        in_ptr, in_edges_all, in_sources = self._incoming()
+        in_ptr, in_edges_all, in_sources = self.incoming_index()
         in_edges = _ranges(in_ptr[nodes], in_ptr[nodes + 1])
         entering = in_edges_all[in_edges][~inside[in_sources[in_edges]]]
         return entering, leaving
 
-    def _incoming(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(indptr by target, edge index, source) of the edges sorted by target (computed once)."""
+    def incoming_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr by target, edge index, source) of the edges sorted by target: computed at the first call and kept
+        with the graph (two integers an edge), which a holder that accounts for the graph's size calls first."""
         cached = self.__dict__.get("_incoming_cache")
         if cached is None:
             sources, targets = self.edges()
