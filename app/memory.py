@@ -127,6 +127,7 @@ class Reservation:
         with contextlib.suppress(OSError):
             self._handle.write(what.encode("utf-8", "replace")[:200])
         self._released = False
+        self.to_exit = False  # held until the process ends, whatever releases it before (see job_room)
         with _LOCK:
             _OPEN.add(self)
 
@@ -155,6 +156,8 @@ class Reservation:
         (:func:`trim`), so that the memory the budget frees is free."""
         if not self._released and self.nbytes >= TRIM_BYTES:
             trim()
+        if self.to_exit:
+            return
         with _LOCK:
             if self._released:
                 return
@@ -292,13 +295,16 @@ def job_room() -> Reservation:
     and release: the reservation its web worker made before forking it and handed to it (:func:`handing`, charged
     from the fork); :class:`ServerBusy` with the worker's sentence where the worker found no room and forked nothing
     (:func:`refusing`: the body runs in the worker only to say so); reserved here, waiting at most
-    :data:`JOB_WAIT_S`, where nothing was handed (a Celery worker's job, a body called directly)."""
+    :data:`JOB_WAIT_S`, where nothing was handed (a Celery worker's job, a body called directly). A handed room is
+    held until the job's process ends (the kernel lets it go), not released with the body: the process lives on
+    while Dash stores its answer, and 4-5 jobs so ending at once held 176 MB that the budget had given back."""
     sentence = _REFUSED.get(threading.get_ident())
     if sentence is not None:
         raise ServerBusy(sentence)
     if _HANDED:
         room = _HANDED.pop()
         room._adopt()
+        room.to_exit = True  # the process ends with its job: its memory is the job's until then
         return room
     return reserve(JOB_BYTES, JOB_WHAT, wait=JOB_WAIT_S)
 

@@ -333,8 +333,9 @@ def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
 ) -> None:
     """Issue 51: 24 jobs forked at once on a 40 MB model took the server to 796 MB against a 600 MB budget, each
     process charged nothing between its fork and its own reservation. The web worker reserves the job's room before it
-    forks it and hands the reservation over: the job holds it from its first instruction, as its own, and gives it back
-    when it ends, or the kernel does when it is killed; the worker keeps nothing of it."""
+    forks it and hands the reservation over: the job holds it from its first instruction, as its own, until its process
+    ends (not with its body: the process lives on while Dash stores its answer) or is killed; the worker keeps nothing
+    of it."""
     import multiprocess
 
     from app import jobs
@@ -355,6 +356,7 @@ def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
         with memory.job_room() as room:
             (tmp_path / f"{name}.json").write_text(json.dumps({"first": first, "room": room.path.name}))
             wait_until(lambda: (tmp_path / f"{name}.go").exists(), 60.0)
+        (tmp_path / f"{name}.after").write_text(str(memory.in_use()))  # the body done, its process not yet
         return f"{name} done"
 
     manager, job = charged_manager(tmp_path, body)
@@ -371,7 +373,8 @@ def test_a_job_is_charged_from_before_its_fork_until_it_ends_or_is_killed(
     assert memory.in_use() == memory.JOB_BYTES
     (tmp_path / "one.go").touch()
     wait_until(lambda: manager.handle.get("k1") == "one done")
-    wait_until(lambda: memory.in_use() == 0)  # given back when the job ends
+    assert int((tmp_path / "one.after").read_text()) == memory.JOB_BYTES  # held while the process lives on
+    wait_until(lambda: memory.in_use() == 0)  # given back when the job's process ends
     killed = manager.call_job_fn("k2", job, ("two",), {})
     wait_until(lambda: (tmp_path / "two.json").exists())
     assert memory.in_use() == memory.JOB_BYTES
