@@ -35,7 +35,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="chmm-map-") as folder:
         os.environ["CHMM_DATA_DIR"] = folder
         from app import sessions
-        from app.services import graphs
+        from app.services import graphs, tables
         from engine import training
         from engine.backends import model_files
         from engine.corpora import text
@@ -68,7 +68,7 @@ def main() -> None:
         _, clashes = graphs.place_labels(
             xy[: len(labelled)], sizes[: len(labelled)], [e["data"]["label"] for e in labelled], font
         )
-        tables = graphs.graph_tables(session)
+        tables = tables.graph_tables(session)
         started = time.perf_counter()
         for key in ("flow", "betweenness", "clone"):
             sorted(tables["clones"], key=lambda row, key=key: row[key])

@@ -16,6 +16,7 @@ from app.services import UserError, overviews
 from app.services import graphs as graph_service
 from app.services import models as model_service
 from app.services import pruning as prune_service
+from app.services import tables as table_service
 from engine import api
 
 TINY = TINY_FORM
@@ -314,7 +315,7 @@ def test_clone_and_transition_tables(folder: Path) -> None:
 
     saved = graph_service.read_communities(folder)
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
-    tables = graph_service.graph_tables(folder, module["id"])
+    tables = table_service.graph_tables(folder, module["id"])
     clones, transitions = tables["clones"], tables["transitions"]
     assert {c["state"] for c in clones} == set(module["nodes"])
     assert sum(c["exit_flow"] for c in clones) == pytest.approx(module["exit_flow"], rel=1e-4)
@@ -327,11 +328,11 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     inner.add_edges_from((t["from"], t["to"]) for t in transitions if not t["boundary"])
     expected = nx.betweenness_centrality(inner)
     assert all(c["betweenness"] == pytest.approx(expected[c["clone"]], abs=1e-6) for c in clones)
-    whole = graph_service.graph_tables(folder)
+    whole = table_service.graph_tables(folder)
     assert whole["module"] == "" and len(whole["clones"]) >= len(clones)
     assert all(t["boundary"] == "" for t in whole["transitions"])
     with pytest.raises(UserError, match="does not exist"):
-        graph_service.graph_tables(folder, "999")
+        table_service.graph_tables(folder, "999")
 
 
 def test_clone_size_and_colour_show_any_numeric_column_of_the_clone_table(folder: Path) -> None:
@@ -343,7 +344,7 @@ def test_clone_size_and_colour_show_any_numeric_column_of_the_clone_table(folder
 
     saved = graph_service.read_communities(folder)
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
-    clones = graph_service.graph_tables(folder, module["id"])["clones"]
+    clones = table_service.graph_tables(folder, module["id"])["clones"]
     elements = [{"data": {"id": str(c["state"]), "label": c["clone"], "flow": c["flow"]}} for c in clones]
     assert {o["value"] for o in communities_page.MAPPED_OPTIONS} == set(communities_page.MAPPED_COLUMNS)
     for key in communities_page.MAPPED_COLUMNS:

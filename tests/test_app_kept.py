@@ -14,6 +14,7 @@ from app import sessions
 from app.services import graphs as graph_service
 from app.services import kept
 from app.services import models as model_service
+from app.services import tables as table_service
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +67,7 @@ def test_a_session_reads_its_model_and_run_once(folder: Path, monkeypatch: pytes
     real = model_service.api.load_model
     monkeypatch.setattr(model_service.api, "load_model", lambda path, **kw: loads.append(path) or real(path, **kw))
     graph_service.module_detail(folder, module)
-    graph_service.graph_tables(folder, module)
+    table_service.graph_tables(folder, module)
     graph_service.find_word(folder, "alice")
     assert loads == []
     path = sessions.current_model_path(folder)

@@ -437,21 +437,26 @@ def test_a_jobs_sentinel_imports_no_numpy() -> None:
     assert done.stdout.strip() == "[]", done.stdout
 
 
-@pytest.fixture
-def large_run(folder: Path) -> Path:
-    """A session whose model has 1,080 clones and a clone graph of about 85,000 edges at 1e-3 (a random model over
-    the sample's symbol pairs, sharp transitions), with an Infomap run of it."""
+def random_run(folder: Path, clones: int) -> Path:
+    """The session ``folder`` with a random model of ``clones`` clones per symbol over the sample's symbol pairs
+    (sharp transitions: 40 give 1,080 clones and about 85,000 edges at 1e-3) and an Infomap run of it."""
     from app.services import graphs
     from engine.model.dense import random_model
 
     sample = api.load_model(config.SAMPLE_MODEL)
     model = random_model(
-        list(sample.symbols), np.full(sample.n_symbols, 40), np.asarray(sample.layout.block_pairs),
+        list(sample.symbols), np.full(sample.n_symbols, clones), np.asarray(sample.layout.block_pairs),
         np.random.default_rng(0), codec=sample.codec, concentration=0.05,
     )  # fmt: skip
     api.save_model(model, sessions.current_model_path(folder))
     graphs.run_communities(folder, trials=1, threshold=1e-3)
     return folder
+
+
+@pytest.fixture
+def large_run(folder: Path) -> Path:
+    """A session of 1,080 clones and about 85,000 edges, with an Infomap run (:func:`random_run`)."""
+    return random_run(folder, 40)
 
 
 def test_opening_a_module_reserves_what_computing_its_card_takes(
@@ -526,3 +531,34 @@ def test_a_large_reservation_gives_the_freed_heap_back_before_it_goes(data_dir: 
     grown, left = map(int, done.stdout.split())
     assert grown > 140_000_000
     assert left < 0.2 * grown, (grown, left)
+
+
+def test_the_tables_are_charged_what_computing_them_takes(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Communities page's tables (up to 200,000 rows as Python objects, 93 MB at 776,648 edges) were computed
+    with nothing reserved (issue 51). They are now charged before they are computed, at least what they allocate at
+    their peak (traced), for the whole graph and for a module with betweenness (324 clones: exact and quick)."""
+    import tracemalloc
+
+    from app.services import graphs, tables
+
+    large_run = random_run(folder, 12)
+    graphs.session_graph(large_run, 1e-3)
+    charges: list[tuple[str, int]] = []
+    real = memory.reserve
+
+    def recording(nbytes: int, what: str, wait: float | None = None) -> memory.Reservation:
+        charges.append((what, int(nbytes)))
+        return real(nbytes, what, wait)
+
+    monkeypatch.setattr(memory, "reserve", recording)
+    for key in ("", "1"):
+        tracemalloc.start()
+        try:
+            made = tables.graph_tables(large_run, key)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert made["transitions"] and made["clones"]
+        (charge,) = [nbytes for what, nbytes in charges if what == "Making these tables"]
+        assert charge == tables.tables_bytes(large_run, key) >= peak, (key, charge, peak)
+        charges.clear()

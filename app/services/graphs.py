@@ -11,7 +11,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
@@ -412,103 +411,6 @@ def module_trail(saved: dict[str, Any], module_id: str) -> list[tuple[str, str]]
 
 NEIGHBOURS = 5
 """Transitions in and out listed for a clone when it is inspected."""
-
-MAX_TABLE_ROWS = 200_000
-"""Rows the clone and transition tables send at most (the most flow first; the page says "showing N of M" when a
-table has more): the grid's virtual rows scroll 100,000 lean rows without paging."""
-
-EXACT_BETWEENNESS_NODES = 500
-"""Up to this many clones betweenness centrality is exact; above, estimated from this many sampled sources."""
-
-MAX_BETWEENNESS_NODES = 2_000
-"""Above this many clones the tables leave betweenness out (None): estimated from 500 sources it took 24 s for the
-5,000 clones of a user's model (networkx, on 2 cores), while a module's own subgraph takes milliseconds."""
-
-
-def graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
-    """:func:`computed_graph_tables`, computed once per version of the run's and the model's files and kept."""
-    key = "" if module_id in (None, "") else str(module_id).strip()
-    return kept_of_run(folder, run, ("tables", key), lambda: computed_graph_tables(folder, key, run))
-
-
-def computed_graph_tables(folder: Path, module_id: Any = None, run: str = CURRENT_RUN) -> dict[str, Any]:
-    """The clone and transition tables of a community run (``run``; as Gephi's data laboratory), for the module
-    ``module_id`` (its clones and the transitions among them) or, without one, the whole graph: per clone its
-    label, character, deepest module, flow, in/out flow, the flow it sends out of the module (``exit_flow``: its
-    part of the module's boundary), degree and betweenness centrality (on the module's subgraph, unweighted); per
-    transition its clones, T and flow, and whether it crosses the module's boundary. At most
-    :data:`MAX_TABLE_ROWS` rows each, the most flow first; ``clone_count`` and ``transition_count`` say how many
-    there are in all."""
-    saved = read_run(folder, run)
-    graph = session_graph(folder, saved["threshold"])
-    deepest = deepest_modules(folder, saved, run)
-    if module_id in (None, ""):
-        members = np.flatnonzero(graph.active())
-        key = ""
-    else:
-        key = str(module_id).strip()
-        module = next((m for m in saved["modules"] if m["id"] == key), None)
-        if module is None:
-            raise UserError(f"Module {key!r} does not exist in the community run shown.")
-        members = np.asarray(module["nodes"], dtype=np.int64)
-    inside = np.zeros(graph.n_states, dtype=bool)
-    inside[members] = True  # every member, also those beyond the rows sent
-    clone_count = len(members)
-    members = members[np.argsort(-graph.flow[members], kind="stable")][:MAX_TABLE_ROWS]
-    sources, targets = graph.edges()
-    flows = graph.edge_flow
-    out_flow = np.bincount(sources, weights=flows, minlength=graph.n_states)
-    in_flow = np.bincount(targets, weights=flows, minlength=graph.n_states)
-    crossing = inside[sources] & ~inside[targets]
-    exit_flow = np.bincount(sources[crossing], weights=flows[crossing], minlength=graph.n_states)
-    entering = ~inside[sources] & inside[targets]
-    enter_flow = np.bincount(targets[entering], weights=flows[entering], minlength=graph.n_states)
-    measured = 2 < clone_count <= MAX_BETWEENNESS_NODES
-    betweenness: dict[int, float] = {}
-    if measured:
-        within = inside[sources] & inside[targets]
-        subgraph = nx.DiGraph()
-        subgraph.add_nodes_from(int(n) for n in members)
-        subgraph.add_edges_from(zip(sources[within].tolist(), targets[within].tolist(), strict=True))
-        sample = None if clone_count <= EXACT_BETWEENNESS_NODES else EXACT_BETWEENNESS_NODES
-        betweenness = nx.betweenness_centrality(subgraph, k=sample, seed=0)
-    degree = np.bincount(sources, minlength=graph.n_states) + np.bincount(targets, minlength=graph.n_states)
-    clones = [
-        {
-            "clone": graph.label(int(n)),
-            "state": int(n),
-            "character": visible(graph.char(int(n))),
-            "module": deepest.get(int(n), ""),
-            "flow": round(float(graph.flow[n]), 8),
-            "in_flow": round(float(in_flow[n]), 8),
-            "out_flow": round(float(out_flow[n]), 8),
-            "exit_flow": round(float(exit_flow[n]), 8),
-            "enter_flow": round(float(enter_flow[n]), 8),
-            "degree": int(degree[n]),
-            "betweenness": round(float(betweenness.get(int(n), 0.0)), 6) if measured or clone_count <= 2 else None,
-        }
-        for n in members
-    ]
-    touching = np.flatnonzero(inside[sources] | inside[targets])
-    transition_count = len(touching)
-    touching = touching[np.argsort(-flows[touching], kind="stable")][:MAX_TABLE_ROWS]
-    transitions = [
-        {
-            "from": graph.label(int(sources[e])),
-            "to": graph.label(int(targets[e])),
-            "probability": round(float(graph.weight.data[e]), 6),
-            "flow": round(float(flows[e]), 8),
-            "boundary": "out" if inside[sources[e]] and not inside[targets[e]] else (
-                "in" if inside[targets[e]] and not inside[sources[e]] else ""
-            ),
-        }
-        for e in touching
-    ]  # fmt: skip
-    return {
-        "module": key, "clones": clones, "transitions": transitions, "clone_count": clone_count,
-        "transition_count": transition_count,
-    }  # fmt: skip
-
 
 def _deepest_modules(saved: dict[str, Any]) -> dict[int, str]:
     """Clone -> the id of the deepest module of the saved result that holds it."""

@@ -23,6 +23,7 @@ from app.pages.community.look import (
     word_mark,
 )
 from app.services import graphs as graph_service
+from app.services import tables as table_service
 
 
 @callback(
@@ -43,13 +44,13 @@ def show_tables(
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The clone and transition tables of the module open below the map, or, when asked, of the whole graph (made
     only then: 57,000 transitions at 5,000 clones), every row (the grids scroll them; "showing N of M" if a table
-    has more than :data:`graph_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
+    has more than :data:`table_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
     one module does not hide rows of the next."""
     if not selected and not whole:
         hint = "Open a module to see its clones and transitions, or show the whole graph's."
         return [], [], ui.message(hint), [], {}, {}
     try:
-        tables = graph_service.graph_tables(
+        tables = table_service.graph_tables(
             sessions.session_folder(session_id), selected, run or graph_service.CURRENT_RUN
         )
     except ui.EXPECTED_ERRORS as exc:
