@@ -459,21 +459,8 @@ def large_run(folder: Path) -> Path:
     return random_run(folder, 40)
 
 
-def test_opening_a_module_reserves_what_computing_its_card_takes(
-    large_run: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Opening a module computed its card (its subgraph as networkx objects: every edge of the module, 93 MB on a
-    graph of 776,648 edges) and the graph's incoming shares with nothing reserved (issue 51: the web workers' memory
-    past the budget at 12 sessions). Each is now charged before it is computed, at least what it allocates at its
-    peak (traced), and the kept graph does not grow afterwards where its size is not counted (the index of edges by
-    target that a module's degree builds)."""
-    import tracemalloc
-
-    from app.services import graphs
-
-    graph = graphs.session_graph(large_run, 1e-3)
-    assert graph.n_edges > 50_000
-    size = kept.size_of(graph)
+def recorded_charges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every reservation asked for from here on, as (what, bytes)."""
     charges: list[tuple[str, int]] = []
     real = memory.reserve
 
@@ -482,24 +469,43 @@ def test_opening_a_module_reserves_what_computing_its_card_takes(
         return real(nbytes, what, wait)
 
     monkeypatch.setattr(memory, "reserve", recording)
+    return charges
+
+
+def traced_peak(compute: object) -> tuple[object, int]:
+    """``compute()`` and the most memory it allocated at once (traced: Python objects and NumPy arrays)."""
+    import tracemalloc
+
     tracemalloc.start()
     try:
-        graphs.module_detail(large_run, "1")
-        _, peak = tracemalloc.get_traced_memory()
+        value = compute()  # type: ignore[operator]
+        return value, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_opening_a_module_reserves_what_computing_its_card_takes(
+    large_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a module computed its card (its subgraph as networkx objects: every edge of the module, 93 MB on a
+    graph of 776,648 edges) and the graph's incoming shares with nothing reserved (issue 51: the web workers' memory
+    past the budget at 12 sessions). Each is now charged before it is computed, at least what it allocates at its
+    peak (traced), and the kept graph does not grow afterwards where its size is not counted (the index of edges by
+    target that a module's degree builds)."""
+    from app.services import graphs
+
+    graph = graphs.session_graph(large_run, 1e-3)
+    assert graph.n_edges > 50_000
+    size = kept.size_of(graph)
+    charges = recorded_charges(monkeypatch)
+    _, peak = traced_peak(lambda: graphs.module_detail(large_run, "1"))
     opening = [nbytes for what, nbytes in charges if what == "Opening this module"]
     assert len(opening) == 2  # the card, and the incoming shares within it
     assert sum(opening) >= peak, (opening, peak)
     assert kept.size_of(graph) == size
     for what, compute in (("card", lambda: graphs.computed_module_detail(large_run, "1")),
                           ("incoming", lambda: graphs._incoming_shares(graph))):  # fmt: skip
-        tracemalloc.start()
-        try:
-            compute()
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        _, peak = traced_peak(compute)
         charge = (graphs.DETAIL_BYTES + graphs.DETAIL_EDGE_BYTES * graph.n_edges if what == "card"
                   else graphs.INCOMING_EDGE_BYTES * graph.n_edges)  # fmt: skip
         assert charge >= peak, (what, charge, peak)
@@ -537,28 +543,14 @@ def test_the_tables_are_charged_what_computing_them_takes(folder: Path, monkeypa
     """The Communities page's tables (up to 200,000 rows as Python objects, 93 MB at 776,648 edges) were computed
     with nothing reserved (issue 51). They are now charged before they are computed, at least what they allocate at
     their peak (traced), for the whole graph and for a module with betweenness (324 clones: exact and quick)."""
-    import tracemalloc
-
     from app.services import graphs, tables
 
-    large_run = random_run(folder, 12)
-    graphs.session_graph(large_run, 1e-3)
-    charges: list[tuple[str, int]] = []
-    real = memory.reserve
-
-    def recording(nbytes: int, what: str, wait: float | None = None) -> memory.Reservation:
-        charges.append((what, int(nbytes)))
-        return real(nbytes, what, wait)
-
-    monkeypatch.setattr(memory, "reserve", recording)
+    run = random_run(folder, 12)
+    graphs.session_graph(run, 1e-3)
+    charges = recorded_charges(monkeypatch)
     for key in ("", "1"):
-        tracemalloc.start()
-        try:
-            made = tables.graph_tables(large_run, key)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        assert made["transitions"] and made["clones"]
+        made, peak = traced_peak(lambda key=key: tables.graph_tables(run, key))
+        assert made["transitions"] and made["clones"]  # type: ignore[index]
         (charge,) = [nbytes for what, nbytes in charges if what == "Making these tables"]
-        assert charge == tables.tables_bytes(large_run, key) >= peak, (key, charge, peak)
+        assert charge == tables.tables_bytes(run, key) >= peak, (key, charge, peak)
         charges.clear()
