@@ -75,11 +75,6 @@ def select_nodes(
     return np.flatnonzero(graph.active())
 
 
-def _edge_subset(graph: CloneGraph, nodes: np.ndarray) -> np.ndarray:
-    """Indices (CSR order) of the edges with both ends in ``nodes`` (sorted)."""
-    return graph.edges_among(nodes)
-
-
 @dataclass
 class Scope:
     """What one export holds and how it numbers it.
@@ -220,7 +215,7 @@ def _positions(graph: CloneGraph, scope: Scope, seed: int = 0) -> dict[int, tupl
     :func:`engine.network.drawing.force_layout` without communities), scaled to :data:`POSITION_SCALE`."""
     vertex = scope.vertex
     sources, targets = graph.edges()
-    edges = _edge_subset(graph, scope.nodes)
+    edges = graph.edges_among(scope.nodes)
     a = np.array([vertex[int(s)] - 1 for s in sources[edges]], dtype=np.int64)
     b = np.array([vertex[int(t)] - 1 for t in targets[edges]], dtype=np.int64)
     weights = graph.edge_flow[edges]
@@ -275,7 +270,7 @@ def to_networkx(
             data |= {"x": round(x, 3), "y": round(y, 3), "size": _node_size(data["flow"], top)}
             data["colour"] = drawing.module_colour(data["module"]) if "module" in data else "#7f7f7f"
         G.add_node(name(node), **data)
-    edges = _edge_subset(graph, scope.nodes)
+    edges = graph.edges_among(scope.nodes)
     if most_edges is not None:
         edges = edges[np.argsort(-graph.weight.data[edges], kind="stable")[: max(int(most_edges), 0)]]
     sources, targets = graph.edge_sources(edges), graph.weight.indices[edges]
@@ -358,7 +353,7 @@ def pajek_text(graph: CloneGraph, scope: Scope, weights: np.ndarray, header: lis
     lines += [f'{i} "{graph.label(node)}"' for node, i in vertex.items()]
     lines.append("*Arcs")
     sources, targets = graph.edges()
-    for e in _edge_subset(graph, scope.nodes).tolist():
+    for e in graph.edges_among(scope.nodes).tolist():
         lines.append(f"{vertex[int(sources[e])]} {vertex[int(targets[e])]} {float(weights[e])!r}")
     return "\n".join(lines) + "\n"
 
@@ -469,7 +464,7 @@ def npz_arrays(
     index, ``label``, ``char``, ``clone``, ``flow``, ``module``, ``path``) and edge arrays (``source``,
     ``target`` as vertex ids, ``weight``, ``count``, ``edge_flow``), plus ``metadata_json``."""
     nodes, vertex = scope.nodes, scope.vertex
-    edges = _edge_subset(graph, nodes)
+    edges = graph.edges_among(nodes)
     sources, targets = graph.edges()
     arrays: dict[str, np.ndarray] = {
         "vertex": np.arange(1, len(nodes) + 1, dtype=np.int64),
@@ -525,7 +520,7 @@ def export_graph(
     scope = export_scope(graph, communities, module)  # raises before anything is written
     description = describe_export(graph, communities, scope)
     header = _header_lines(description)
-    n_edges = len(_edge_subset(graph, scope.nodes))
+    n_edges = len(graph.edges_among(scope.nodes))
     if fmt in ("graphml", "gexf", "cyjs"):
         G = to_networkx(graph, communities, module, positions=fmt != "graphml")
         if fmt == "graphml":
