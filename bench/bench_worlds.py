@@ -11,8 +11,10 @@ the seed), Infomap on the map (``hierarchy.map_communities``) and the NMI of its
 (``hierarchy.match_rooms``: each clone placed where the walk decoded on the map is at it most often). Then
 ``--routes`` routes between two places in different rooms, drawn at random among the places the walk visits (not
 doors), each planned on the learned map flat (``planning.plan_flat``) and across the modules
-(``planning.plan_hierarchical``): steps (against the grid's shortest path), the messages each held (sum over
-iterations of the clones holding one; the hierarchical plan's include those on the module graph), the dense count
+(``planning.plan_hierarchical`` on the map's exit fields, ``planning.exit_fields``, made once per map as its
+modules are): steps (against the grid's shortest path), the messages each held (sum over iterations of the clones
+holding one; the hierarchical plan's include those on the module graph; the fields' messages, per map, are shown
+apart, shared among the map's routes, and counted once in the totals), the dense count
 (every clone of the searched set at every iteration, as the paper's code's vectors) and the clones reached; a route
 is valid when its moves, taken in the world, lead from the start to the goal. Finally for each route, the first
 door its flat route passes is blocked (every way into the clones placed there set to zero, ``planning.block``) and
@@ -79,6 +81,7 @@ def trial(spec: str, doors: int, seed: int, args: argparse.Namespace) -> dict:
     modules = hierarchy.clone_modules(communities)
     clone_of = hierarchy.place_clones(model, x, a, walk.positions)
     places = hierarchy.clone_places(model, x, a, walk.positions)
+    fields = planning.exit_fields(model, modules)  # once for the map, as its modules
     grid_graph = maps.room_graph(world.grid)
     rng = np.random.default_rng(1000 + seed)
     candidates = [cell for cell in clone_of if world.rooms[cell] >= 0]
@@ -89,7 +92,7 @@ def trial(spec: str, doors: int, seed: int, args: argparse.Namespace) -> dict:
             continue
         try:
             flat = planning.plan_flat(model, clone_of[s], clone_of[g])
-            tiered = planning.plan_hierarchical(model, modules, clone_of[s], clone_of[g])
+            tiered = planning.plan_hierarchical(model, modules, clone_of[s], clone_of[g], fields=fields)
         except ValueError:  # a map that misses a way: said in the table
             unplanned += 1
             continue
@@ -101,7 +104,7 @@ def trial(spec: str, doors: int, seed: int, args: argparse.Namespace) -> dict:
         blocked_rows.append(block_a_door(world, model, modules, clone_of, places, s, g, flat))
     return dict(spec=spec, doors=doors, seed=seed, learned_seconds=learned, summary=summary, nmi=match.nmi,
                 modules=match.modules, rooms=match.rooms, routes=rows, blocked=blocked_rows, unplanned=unplanned,
-                cells=int((world.grid >= 0).sum()))  # fmt: skip
+                cells=int((world.grid >= 0).sum()), fields=[fields.updates, fields.dense_updates, 0])  # fmt: skip
 
 
 def block_a_door(world, model, modules, clone_of, places, start, goal, flat) -> dict:  # noqa: ANN001
@@ -139,6 +142,10 @@ def report(name: str, results: list[dict]) -> dict:
     flat = np.array([r["flat_messages"] for r in routes], dtype=float)
     tiered = np.array([r["tiered_messages"] for r in routes], dtype=float)
     ratio = tiered / flat
+    # the map's exit fields, made once per map: shared among its routes, or counted once in the totals
+    share = np.concatenate([np.tile(np.array(t["fields"], dtype=float) / len(t["routes"]), (len(t["routes"]), 1))
+                            for t in results])  # fmt: skip
+    fields_once = np.sum([t["fields"] for t in results], axis=0)
     detours = sum(1 for b in blocked if b["flat"] not in (None, -1) and b["tiered"] not in (None, -1))
     blocked_doors = sum(1 for b in blocked if not b.get("no_door"))
     optimal = [sum(1 for b in blocked if b["shortest"] is not None and b[k] == b["shortest"]) for k in PLANNERS]
@@ -150,7 +157,9 @@ def report(name: str, results: list[dict]) -> dict:
         unplanned=sum(t["unplanned"] for t in results),
         steps=[float(np.mean([r[k] for r in routes])) for k in ("shortest", "flat", "tiered")],
         tiered_longer=sum(r["tiered"] > r["flat"] for r in routes), fallbacks=sum(r["fallback"] for r in routes),
-        ratio_mean=ratio.mean(axis=0).tolist(), ratio_total=(tiered.sum(axis=0) / flat.sum(axis=0)).tolist(),
+        ratio_mean=ratio.mean(axis=0).tolist(), ratio_shared=((tiered + share) / flat).mean(axis=0).tolist(),
+        ratio_total=((tiered.sum(axis=0) + fields_once) / flat.sum(axis=0)).tolist(),
+        fields=(fields_once / len(results)).tolist(),
         detours=detours, blocked=blocked_doors, detour_optimal=optimal,
         detour_steps=[float(np.mean([b[k] for b in blocked if b[k] not in (None, -1)] or [np.nan]))
                       for k in ("shortest", "flat", "tiered")],
@@ -187,10 +196,11 @@ def main() -> None:
         lines.append(report(f"**{name}, all seeds**", results))
     print(
         "\n| world | cells | NMI | modules (rooms) | routes valid | steps: grid / flat / "
-        "hierarchical | hierarchical longer | messages held, hierarchical / flat (mean; total) | dense count | "
+        "hierarchical | hierarchical longer | messages held, hierarchical / flat: mean of routes; with the map's "
+        "exit fields shared among its routes; of totals, fields once | exit fields' messages per map | dense count | "
         "clones reached | blocked door: detours found | detour steps: grid / flat / hierarchical |"
     )
-    print("|---|---:|---|---|---:|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for line in lines:
         nmi = " / ".join(f"{v:.3f}" for v in line["nmi"])
         modules = " / ".join(str(v) for v in line["modules"])
@@ -200,7 +210,8 @@ def main() -> None:
         unplanned = f" ({line['unplanned']} pairs without a route on the map)" if line["unplanned"] else ""
         print(f"| {line['world']} ({line['spec']}) | {line['cells']} | {nmi} | {modules} ({line['rooms']}) | "
               f"{line['valid']} of {line['routes']}{unplanned} | {steps} | {line['tiered_longer']} | {held:.3f}; "
-              f"{line['ratio_total'][0]:.3f} | {dense:.3f} | {reached:.3f} | {line['detours']} of {line['blocked']} "
+              f"{line['ratio_shared'][0]:.3f}; {line['ratio_total'][0]:.3f} | {line['fields'][0]:,.0f} | "
+              f"{dense:.3f} | {reached:.3f} | {line['detours']} of {line['blocked']} "
               f"(shortest: flat {line['detour_optimal'][0]}, hierarchical {line['detour_optimal'][1]}) "
               f"| {detour} |")  # fmt: skip
     if args.json:

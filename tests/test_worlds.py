@@ -328,3 +328,78 @@ def test_any_door_of_a_ring_blocked_is_planned_around_without_falling_back() -> 
         flat = planning.plan_flat(blocked, clone_of[start], clone_of[goal])
         tiered = planning.plan_hierarchical(blocked, modules, clone_of[start], clone_of[goal])
         assert tiered.steps == flat.steps and not tiered.fallback and clone_of[door] not in tiered.route
+
+
+def _weighted(model, seed: int = 0):
+    """The map with every transition scaled by a random factor in [0.2, 1): routes of one length differ in
+    probability, so the most probable of the shortest is one route."""
+    rng = np.random.default_rng(seed)
+    return model.with_T(model.T * rng.uniform(0.2, 1.0, size=model.T.shape).astype(model.T.dtype))
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_exit_fields_lead_every_clone_by_the_most_probable_shortest_route_inside_its_module(cut: bool) -> None:
+    """Brute force over every shortest route: for each pair of joined modules (M, N) and each clone of M, the
+    field's leg stays inside M, takes the map's ways (and their most probable actions), ends at a clone with a way
+    into N after as few steps as any route inside M, and is the most probable of those routes; it is None exactly
+    where no route inside M leads there (the ring's top-left room cut by a wall of blocked cells)."""
+    world, model, _, clone_of = true_map("3x4,3x4/3x4,3x4", seed=0)
+    modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
+    model = _weighted(model)
+    if cut:
+        barrier = [clone_of[(r, 3)] for r in range(3)]
+        model = planning.block(model, [way for c in barrier for way in planning.ways_into(model, c)])
+    fields = planning.exit_fields(model, modules)
+    ways = planning.successors(model)
+    way_of = {(u, int(ways.target[e])): (float(ways.log_p[e]), int(ways.action[e]))
+              for u in range(model.n_states) for e in range(ways.indptr[u], ways.indptr[u + 1])}  # fmt: skip
+    assert len(fields.fields) == 8  # the ring's four doors, each way
+    unreached = 0
+    for (m, n), _ in fields.fields.items():
+        inside = nx.DiGraph([(u, v) for u, v in way_of if modules[u] == m and modules[v] == m])
+        inside.add_nodes_from(np.flatnonzero(modules == m).tolist())
+        exits = {u for u, v in way_of if modules[u] == m and modules[v] == n}
+        inside.add_edges_from((u, "exit") for u in exits)
+        for clone in np.flatnonzero(modules == m).tolist():
+            leg = fields.leg(clone, m, n)
+            if not nx.has_path(inside, clone, "exit"):
+                assert leg is None
+                unreached += 1
+                continue
+            routes = [r[:-1] for r in nx.all_shortest_paths(inside, clone, "exit")]
+            best = max(sum(way_of[u, v][0] for u, v in itertools.pairwise(r)) for r in routes)
+            route, moves = leg
+            assert route[0] == clone and route[-1] in exits and len(route) == len(routes[0])
+            assert all(modules[c] == m for c in route)
+            assert moves == [way_of[u, v][1] for u, v in itertools.pairwise(route)]
+            assert math.isclose(sum(way_of[u, v][0] for u, v in itertools.pairwise(route)), best, abs_tol=1e-9)
+    assert (unreached > 0) == cut
+
+
+def test_a_plan_on_the_maps_fields_passes_messages_only_in_the_goals_module() -> None:
+    """Three 5 x 5 rooms in a row, routes from the first room to the last: with the map's exit fields made once and
+    given, the plan is the one made with its own fields, its messages are those of the module graph and of one
+    search inside the goal's module (none in the rooms it crosses), and the fields' messages are counted only where
+    the plan made them; fields of another map are refused in one sentence."""
+    world, model, _, clone_of = true_map("5x5,5x5,5x5")
+    modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
+    model = _weighted(model, seed=1)
+    fields = planning.exit_fields(model, modules)
+    ways = planning.successors(model)
+    for start, goal in [((0, 0), (4, 16)), ((4, 0), (0, 16)), ((2, 2), (2, 14))]:
+        shared = planning.plan_hierarchical(model, modules, clone_of[start], clone_of[goal], fields=fields)
+        own = planning.plan_hierarchical(model, modules, clone_of[start], clone_of[goal])
+        assert shared.route == own.route and shared.moves == own.moves and len(shared.modules) == 3
+        assert (shared.field_updates, own.field_updates) == (0, fields.updates) and fields.updates > 0
+        assert walk_the_moves(world.grid, start, shared.moves)[-1] == goal
+        entry = next(c for c in shared.route if modules[c] == modules[clone_of[goal]])
+        goals = np.zeros(model.n_states, dtype=bool)
+        goals[clone_of[goal]] = True
+        inside = planning.pass_messages(ways, entry, goals, modules == modules[clone_of[goal]])
+        assert shared.updates == inside.updates and shared.reached == inside.reached
+        flat = planning.plan_flat(model, clone_of[start], clone_of[goal])
+        assert shared.steps == flat.steps and shared.summary()["updates"] < flat.updates / 3
+    blocked = planning.block(model, planning.ways_into(model, clone_of[world.doors[0]]))
+    with pytest.raises(ValueError, match="made for another map") as error:
+        planning.plan_hierarchical(blocked, modules, clone_of[(0, 0)], clone_of[(4, 16)], fields=fields)
+    assert "\n" not in str(error.value)

@@ -102,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if room is not None and (found := rooms_found(model, walk, room, communities)):
         out["rooms"] = found
     start, goal = clone_of[args.start], clone_of[args.goal]
+    fields = {"fields": api.exit_fields(model, modules)}  # made once for the map and its modules
     plans = {"flat": api.plan_flat(model, start, goal), "hierarchical": None}
-    plans["hierarchical"] = api.plan_hierarchical(model, modules, start, goal)
+    plans["hierarchical"] = api.plan_hierarchical(model, modules, start, goal, fields=fields["fields"])
     if args.block:
         closed = {clone_of[c] for c in args.block} | {
             clone for clone, cell in enumerate(places.tolist()) if tuple(cell) in set(args.block)
@@ -111,9 +112,13 @@ def run(args: argparse.Namespace) -> int:
         if start in closed or goal in closed:
             raise ValueError("the start and the goal cannot be blocked places")
         blocked = api.block(model, sorted({way for c in closed for way in api.ways_into(model, c)}))
+        fields["blocked fields"] = api.exit_fields(blocked, modules)
         plans["blocked flat"] = api.plan_flat(blocked, start, goal)
-        plans["blocked hierarchical"] = api.plan_hierarchical(blocked, modules, start, goal)
+        plans["blocked hierarchical"] = api.plan_hierarchical(
+            blocked, modules, start, goal, fields=fields["blocked fields"]
+        )
     out |= {name.replace(" ", "_"): plan.summary() for name, plan in plans.items()}
+    out |= {name.replace(" ", "_"): _field_figures(made) for name, made in fields.items()}
     if args.json:
         print(json.dumps(out))
         return 0
@@ -121,8 +126,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"from {args.start[0]},{args.start[1]} (clone {start}) to {args.goal[0]},{args.goal[1]} (clone {goal})")
     print(_line("flat", plans["flat"]))
     print(_line("hierarchical", plans["hierarchical"], plans["flat"]))
+    print(_fields_line(fields["fields"]))
     if args.block:
         print("with " + ", ".join(f"{r},{c}" for r, c in args.block) + " blocked:")
         print(_line("flat", plans["blocked flat"]))
         print(_line("hierarchical", plans["blocked hierarchical"], plans["blocked flat"]))
+        print(_fields_line(fields["blocked fields"]))
     return 0
+
+
+def _field_figures(fields: api.ExitFields) -> dict[str, int]:
+    return {"pairs": len(fields.fields), "updates": fields.updates, "dense_updates": fields.dense_updates}
+
+
+def _fields_line(fields: api.ExitFields) -> str:
+    """The messages of the map's exit fields, made once and shared by every hierarchical plan on it."""
+    return (
+        f"  (the map's exit fields, made once for its modules and shared by every hierarchical plan: "
+        f"{len(fields.fields)} pairs of modules, messages held {fields.updates:,} (dense {fields.dense_updates:,}))"
+    )
