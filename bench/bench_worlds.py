@@ -99,7 +99,7 @@ def trial(spec: str, doors: int, seed: int, args: argparse.Namespace) -> dict:
         rows.append(
             dict(shortest=nx.shortest_path_length(grid_graph, s, g), flat=flat.steps, tiered=tiered.steps,
                  valid=replay(world.grid, s, flat.moves) == g and replay(world.grid, s, tiered.moves) == g,
-                 flat_messages=messages(flat), tiered_messages=messages(tiered), fallback=tiered.fallback)
+                 flat_messages=messages(flat), tiered_messages=messages(tiered))
         )  # fmt: skip
         blocked_rows.append(block_a_door(world, model, modules, clone_of, places, s, g, flat))
     return dict(spec=spec, doors=doors, seed=seed, learned_seconds=learned, summary=summary, nmi=match.nmi,
@@ -156,7 +156,7 @@ def report(name: str, results: list[dict]) -> dict:
         cells=results[0]["cells"], routes=len(routes), valid=sum(r["valid"] for r in routes),
         unplanned=sum(t["unplanned"] for t in results),
         steps=[float(np.mean([r[k] for r in routes])) for k in ("shortest", "flat", "tiered")],
-        tiered_longer=sum(r["tiered"] > r["flat"] for r in routes), fallbacks=sum(r["fallback"] for r in routes),
+        tiered_longer=sum(r["tiered"] > r["flat"] for r in routes),
         ratio_mean=ratio.mean(axis=0).tolist(), ratio_shared=((tiered + share) / flat).mean(axis=0).tolist(),
         ratio_total=((tiered.sum(axis=0) + fields_once) / flat.sum(axis=0)).tolist(),
         fields=(fields_once / len(results)).tolist(),

@@ -78,8 +78,6 @@ def _line(name: str, plan: api.Plan, flat: api.Plan | None = None) -> str:
             f": {figures['updates'] / flat_figures['updates']:.2f} of flat's messages "
             f"(dense {figures['dense_updates'] / flat_figures['dense_updates']:.2f})"
         )
-    if plan.fallback:
-        text += " (a module could not be crossed inside itself: the rest planned flat)"
     return text + f"\n  moves: {_moves(plan.moves)}"
 
 
@@ -136,12 +134,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _field_figures(fields: api.ExitFields) -> dict[str, int]:
-    return {"pairs": len(fields.fields), "updates": fields.updates, "dense_updates": fields.dense_updates}
+    return {"exits": len(fields.exits), "updates": fields.updates, "dense_updates": fields.dense_updates}
 
 
 def _fields_line(fields: api.ExitFields) -> str:
     """The messages of the map's exit fields, made once and shared by every hierarchical plan on it."""
     return (
         f"  (the map's exit fields, made once for its modules and shared by every hierarchical plan: "
-        f"{len(fields.fields)} pairs of modules, messages held {fields.updates:,} (dense {fields.dense_updates:,}))"
+        f"{len(fields.exits)} exits, messages held {fields.updates:,} (dense {fields.dense_updates:,}))"
     )

@@ -9,19 +9,22 @@ Its work is counted as the messages it holds: sum over iterations t = 0..T of th
 (``updates``; the sparse work), and the clones of the searched set times T + 1 (``dense_updates``; the work of the
 paper's dense vectors).
 
-Hierarchical planning (:func:`plan_hierarchical`) first passes messages on the module graph (modules joined where a
-transition leads from a clone of one into a clone of the other) to find the sequence of modules. Inside each module
-but the goal's, the route follows the map's exit fields (:func:`exit_fields`, made once for a map and its modules,
-as the modules are: for each module and each module a way leads into, messages passed backwards inside the module
-from its clones with a way there, so that every clone of the module knows its next step towards the nearest of them)
-and steps across; inside the goal's module, messages pass from where the route entered it to the goal, as flat
-planning's do over the whole map.
+Hierarchical planning (:func:`plan_hierarchical`) plans on the modules' doors (hierarchical path-finding): each
+module's exits (clones with a way into another module) keep exit fields, made once for a map and its modules as the
+modules are (:func:`exit_fields`: messages passed backwards inside the module from the exit, so that every clone of
+the module knows its next step towards it). A plan passes messages inside the goal's module alone, backwards from
+the goal, and then on the small graph whose links are the routes inside a module to its exits (their lengths read
+from the fields), the ways across, and the routes inside the goal's module to the goal; the route is read back
+along the fields. Any route of the map is a chain of routes inside modules and steps across, so the hierarchical
+route is as short as the flat one, and as probable among the shortest.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,10 +36,10 @@ from engine.cognitive.hierarchy import THRESHOLD, transition_entries
 class Plan:
     """A planned route: its ``route`` (clones, start to goal) and ``moves`` (action names, one per step), the
     messages its planning held (``updates``, ``dense_updates``: see the module docstring), how many distinct clones
-    they reached (``reached``); for a hierarchical plan, the messages on the module graph (``module_updates``,
-    ``module_dense_updates``), the sequence of ``modules``, whether a module could not be crossed inside itself
-    so that the rest was planned flat (``fallback``), and the messages of the map's exit fields when this plan made
-    them (``field_updates``, ``field_dense_updates``; 0 when it was given fields made once for the map)."""
+    they reached (``reached``); for a hierarchical plan, the messages on the graph of the modules' doors
+    (``module_updates``, ``module_dense_updates``: the links tried), the ``modules`` the route passes, and the
+    messages of the map's exit fields when this plan made them (``field_updates``, ``field_dense_updates``; 0 when
+    it was given fields made once for the map)."""
 
     route: list[int]
     moves: list[str]
@@ -46,7 +49,6 @@ class Plan:
     module_updates: int = 0
     module_dense_updates: int = 0
     modules: tuple[int, ...] = ()
-    fallback: bool = False
     field_updates: int = 0
     field_dense_updates: int = 0
 
@@ -64,7 +66,6 @@ class Plan:
             "dense_updates": self.dense_updates + self.module_dense_updates,
             "reached": self.reached,
             "modules": list(self.modules),
-            "fallback": self.fallback,
             "field_updates": self.field_updates,
             "field_dense_updates": self.field_dense_updates,
         }
@@ -118,10 +119,12 @@ class _Search:
 
 @dataclass(frozen=True)
 class _Spread:
-    """Messages spread from a set of clones: ``value`` (-inf where none arrived), the clone each came from
-    (``back``) and the action of that way (``back_action``); the goals reached first (``found``) and the counts."""
+    """Messages spread from a set of clones: ``value`` (-inf where none arrived), how many steps each came
+    (``depth``, -1 where none arrived), the clone each came from (``back``) and the action of that way
+    (``back_action``); the goals reached first (``found``) and the counts."""
 
     value: np.ndarray
+    depth: np.ndarray
     back: np.ndarray
     back_action: np.ndarray
     found: np.ndarray
@@ -130,21 +133,25 @@ class _Spread:
     held: int
 
 
-def _spread(ways: Successors, starts: np.ndarray, goals: np.ndarray | None, allowed: np.ndarray) -> _Spread:
+def _spread(
+    ways: Successors, starts: np.ndarray, allowed: np.ndarray, goals: np.ndarray | None = None, every: bool = False
+) -> _Spread:
     """Max-product messages from every clone of ``starts`` (log-probability 0) over the clones of the mask
-    ``allowed``, each clone keeping the most probable message of the first iteration that reaches it, until a clone
-    of the mask ``goals`` holds one (``found``; empty when the messages stop spreading first) or, without goals,
-    until they stop spreading."""
+    ``allowed``, each clone keeping the most probable message of the first iteration that reaches it (so its
+    message is the log-probability of the most probable of its shortest routes), until a clone of the mask
+    ``goals`` holds one (``found``; every clone of it with ``every``), or until they stop spreading."""
     H = ways.n_states
     value = np.full(H, -np.inf)
+    depth = np.full(H, -1, dtype=np.int64)
     back = np.full(H, -1, dtype=np.int64)
     back_action = np.full(H, -1, dtype=np.int64)
     frontier = np.asarray(starts, dtype=np.int64)
-    value[frontier] = 0.0
+    value[frontier], depth[frontier] = 0.0, 0
     held = updates = len(frontier)
     iterations = 1
     found = frontier[goals[frontier]] if goals is not None else frontier[:0]
-    while not found.size:
+    left = int(goals.sum()) - len(found) if goals is not None else -1
+    while left != 0 and (every or not found.size):
         edges = _ranges(ways.indptr[frontier], ways.indptr[frontier + 1])
         source = np.repeat(frontier, np.diff(ways.indptr)[frontier])
         target = ways.target[edges]
@@ -156,21 +163,22 @@ def _spread(ways: Successors, starts: np.ndarray, goals: np.ndarray | None, allo
         order = np.lexsort((-score, target))
         best = order[np.r_[True, target[order][1:] != target[order][:-1]]]
         frontier = target[best]
-        value[frontier] = score[best]
+        value[frontier], depth[frontier] = score[best], iterations
         back[frontier], back_action[frontier] = source[best], ways.action[edges[best]]
         held += len(frontier)
         updates += held
         iterations += 1
         if goals is not None:
-            found = frontier[goals[frontier]]
-    return _Spread(value, back, back_action, found, updates, iterations, held)
+            found = np.concatenate([found, frontier[goals[frontier]]]) if every else frontier[goals[frontier]]
+            left -= int(goals[frontier].sum())
+    return _Spread(value, depth, back, back_action, found, updates, iterations, held)
 
 
 def pass_messages(ways: Successors, start: int, goals: np.ndarray, allowed: np.ndarray) -> _Search | None:
     """Max-product messages from ``start`` over the clones of the mask ``allowed`` until one of the mask ``goals``
     holds a message (see the module docstring): the route to the most probable goal reached first and the actions
     along it (indices), with the messages held; None when the messages stop spreading before any goal."""
-    spread = _spread(ways, np.array([start]), goals, allowed)
+    spread = _spread(ways, np.array([start]), allowed, goals)
     if not spread.found.size:
         return None
     clone = int(spread.found[np.argmax(spread.value[spread.found])])
@@ -207,25 +215,6 @@ def plan_flat(model: ActionCHMM, start: int, goal: int, threshold: float = THRES
     )
 
 
-def module_graph(
-    ways: Successors, modules: np.ndarray, sources: np.ndarray | None = None, banned: Iterable[tuple[int, int]] = ()
-) -> Successors:
-    """The modules as a graph: nodes 0..max(modules) (0: clones in no module, which no route goes through), an edge
-    M -> N where a way leads from a clone of module M (one of the mask ``sources``, all by default) into a clone of
-    module N != M (log-probability 0), but for the ``banned`` (M, N) pairs."""
-    source = np.repeat(np.arange(ways.n_states), np.diff(ways.indptr))
-    keep = np.ones(len(source), dtype=bool) if sources is None else sources[source]
-    pairs = np.unique(np.stack([modules[source[keep]], modules[ways.target[keep]]], axis=1).reshape(-1, 2), axis=0)
-    pairs = pairs[(pairs[:, 0] != pairs[:, 1]) & (pairs[:, 0] > 0) & (pairs[:, 1] > 0)]
-    banned = set(banned)
-    pairs = pairs[[(int(m), int(n)) not in banned for m, n in pairs]].reshape(-1, 2)
-    n = int(modules.max()) + 1
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pairs[:, 0], minlength=n), out=indptr[1:])
-    zeros = np.zeros(len(pairs))
-    return Successors(indptr, pairs[:, 1].astype(np.int64), zeros, np.zeros(len(pairs), dtype=np.int64))
-
-
 def reversed_ways(ways: Successors) -> Successors:
     """The ways turned round: for clone v, the clones u with a way u -> v, with that way's log-probability and
     action (messages over them run from a goal back towards the clones that lead to it)."""
@@ -239,54 +228,58 @@ def reversed_ways(ways: Successors) -> Successors:
 @dataclass(frozen=True)
 class ExitFields:
     """The map's exit fields, made once for a map and its modules (as Infomap's modules are) and shared by every
-    hierarchical plan on it: for each pair (M, N) of modules that a way joins, ``fields[M, N]`` holds for every
-    clone of M the next clone and the action on its shortest route inside M to a clone with a way into N (the most
-    probable among the shortest; -1 at those exit clones, -2 where no route inside M leads to one). ``updates``
-    and ``dense_updates`` are the messages their making held (see the module docstring)."""
+    hierarchical plan on it. The ``exits`` are the clones with a way into another module (the modules' doors); for
+    exit k and every clone c of its module, ``length[k, c]`` is the number of steps of the shortest route from c to
+    the exit inside the module (-1 where there is none), ``log_p[k, c]`` the log-probability of the most probable
+    of those routes, and ``step[k, c]``, ``action[k, c]`` c's next clone and action on it (-1 at the exit).
+    ``updates`` and ``dense_updates`` are the messages their making held (see the module docstring)."""
 
     model: ActionCHMM
     modules: np.ndarray
     threshold: float
     ways: Successors
-    fields: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
+    backwards: Successors
+    exits: np.ndarray
+    length: np.ndarray
+    log_p: np.ndarray
+    step: np.ndarray
+    action: np.ndarray
     updates: int
     dense_updates: int
 
-    def leg(self, clone: int, module: int, into: int) -> tuple[list[int], list[int]] | None:
-        """The route (clones) and actions from ``clone`` inside ``module`` to its nearest clone with a way into
-        module ``into``; None when no route inside the module leads there."""
-        field = self.fields.get((module, into))
-        if field is None or field[0][clone] == -2:
-            return None
-        step, action = field
+    def of_module(self, module: int) -> np.ndarray:
+        """The indices k of the exits of ``module``."""
+        return np.flatnonzero(self.modules[self.exits] == module)
+
+    def leg(self, k: int, clone: int) -> tuple[list[int], list[int]]:
+        """The route (clones) and actions from ``clone`` to exit k inside their module (the clone must reach it)."""
         route, moves = [clone], []
-        while step[route[-1]] >= 0:
-            moves.append(int(action[route[-1]]))
-            route.append(int(step[route[-1]]))
+        while route[-1] != self.exits[k]:
+            moves.append(int(self.action[k, route[-1]]))
+            route.append(int(self.step[k, route[-1]]))
         return route, moves
 
 
 def exit_fields(model: ActionCHMM, modules: np.ndarray, threshold: float = THRESHOLD) -> ExitFields:
-    """The exit fields of a map and its ``modules`` (see :class:`ExitFields`): for every pair (M, N) joined by a
-    way, max-product messages from the clones of M with a way into N, passed backwards over M's ways until they
-    stop spreading. Each clone's message is then the log-probability of its most probable shortest route to that
-    exit, and the way it came along is the clone's next step."""
+    """The exit fields of a map and its ``modules`` (see :class:`ExitFields`): for every clone with a way into
+    another module, max-product messages from it passed backwards over its module's ways until they stop spreading;
+    each clone's message is then the log-probability of its most probable shortest route to the exit, and the way
+    it came along is the clone's next step."""
     modules = _checked_modules(model, modules)
     ways = successors(model, threshold)
-    back = reversed_ways(ways)
+    backwards = reversed_ways(ways)
     source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
-    crossing = modules[source] != modules[ways.target]
-    crossing &= (modules[source] > 0) & (modules[ways.target] > 0)
-    pairs = np.unique(np.stack([modules[source[crossing]], modules[ways.target[crossing]]], axis=1), axis=0)
-    fields, updates, dense = {}, 0, 0
-    for m, n in pairs.reshape(-1, 2).tolist():
-        exits = np.unique(source[crossing & (modules[source] == m) & (modules[ways.target] == n)])
-        inside = modules == m
-        spread = _spread(back, exits, None, inside)
-        step = np.where(np.isneginf(spread.value), -2, spread.back)
-        fields[m, n] = (step, spread.back_action)
+    exits = np.unique(source[modules[source] != modules[ways.target]])
+    shape = (len(exits), model.n_states)
+    length, step, action = (np.full(shape, -1, dtype=np.int32) for _ in range(3))
+    log_p = np.full(shape, -np.inf)
+    updates = dense = 0
+    for k, exit_clone in enumerate(exits.tolist()):
+        inside = modules == modules[exit_clone]
+        spread = _spread(backwards, np.array([exit_clone]), inside)
+        length[k], log_p[k], step[k], action[k] = spread.depth, spread.value, spread.back, spread.back_action
         updates, dense = updates + spread.updates, dense + int(inside.sum()) * spread.iterations
-    return ExitFields(model, modules, threshold, ways, fields, updates, dense)
+    return ExitFields(model, modules, threshold, ways, backwards, exits, length, log_p, step, action, updates, dense)
 
 
 def _checked_modules(model: ActionCHMM, modules: np.ndarray) -> np.ndarray:
@@ -300,87 +293,106 @@ def plan_hierarchical(
     model: ActionCHMM, modules: np.ndarray, start: int, goal: int, threshold: float = THRESHOLD,
     fields: ExitFields | None = None,
 ) -> Plan:  # fmt: skip
-    """A route from clone ``start`` to clone ``goal`` planned over the map's ``modules`` (the module of every clone,
-    1, 2, ...; 0 for none: :func:`engine.cognitive.hierarchy.clone_modules`): messages on the module graph
-    (:func:`module_graph` of the map's ways now, from the clones some way still enters, so a blocked passage
-    counts) give the fewest modules to cross; the route follows the map's exit ``fields`` (:func:`exit_fields`,
-    made here and counted in the plan's ``field_updates`` when not given) inside each module to its nearest clone
-    with a way into the next, steps across, and messages inside the goal's module alone lead to the goal. Where a
-    module cannot be crossed inside itself into the next, that step of the module graph is struck out and the
-    modules are planned again from there; where no sequence of modules is left, or the start or goal is in no
-    module, the rest is planned flat (``fallback``). ValueError in one sentence when the goal cannot be reached or
-    the fields were made for another map, other modules or another threshold."""
+    """The shortest route from clone ``start`` to clone ``goal`` (the most probable among the shortest, as
+    :func:`plan_flat`'s) planned over the map's ``modules`` (the module of every clone: 1, 2, ...; 0 for none,
+    taken as one more set of clones: :func:`engine.cognitive.hierarchy.clone_modules`). Messages pass inside the
+    goal's module alone, backwards from the goal until every clone a way enters it by (and the start, if there)
+    holds one; then messages pass on the graph of the modules' doors: from a clone where the route enters a module
+    (or the start) to each exit of that module, by the exit fields (:func:`exit_fields`, made once for the map and
+    its modules; made here and counted in the plan's ``field_updates`` when not given), from an exit across its
+    ways into other modules, and into the goal (a shortest-route search, steps first and then probability). The
+    route is read back along the fields. Any route of the map is a chain of routes inside modules and steps across,
+    so the route is as short as the flat one. ValueError in one sentence when the goal cannot be reached or the
+    fields were made for another map, other modules or another threshold."""
     _check_clones(model, start=start, goal=goal)
     modules = _checked_modules(model, modules)
     if fields is not None and (
         fields.model is not model or fields.threshold != threshold or not np.array_equal(fields.modules, modules)
     ):
         raise ValueError("the exit fields were made for another map, other modules or another threshold")
-    ways = successors(model, threshold) if fields is None else fields.ways
-    if modules[start] == 0 or modules[goal] == 0:
-        return _flat_rest(model, ways, [start], [], start, goal, Plan([], [], 0, 0, 0))
     made = fields is None
     fields = exit_fields(model, modules, threshold) if fields is None else fields
-    entered = np.zeros(model.n_states, dtype=bool)
-    entered[ways.target] = True
-    entered[start] = True
-    banned: set[tuple[int, int]] = set()
-    tally = Plan([], [], 0, 0, 0, field_updates=fields.updates * made, field_dense_updates=fields.dense_updates * made)
-    route, moves, clone, reached, followed = [start], [], start, 0, []
-    while True:
-        graph = module_graph(ways, modules, entered, banned)
-        ends = np.zeros(graph.n_states, dtype=bool)
-        ends[modules[goal]] = True
-        path = pass_messages(graph, int(modules[clone]), ends, np.r_[False, np.ones(graph.n_states - 1, dtype=bool)])
-        if path is None:
-            if not banned:
-                raise _unreachable(start, goal)
-            return _flat_rest(model, ways, route, moves, clone, goal, tally, reached)
-        tally = replace(tally, module_updates=tally.module_updates + path.updates,
-                        module_dense_updates=tally.module_dense_updates + path.dense_updates)  # fmt: skip
-        for k, module in enumerate(path.route):
-            followed += [int(module)] if not followed or followed[-1] != module else []
-            if k + 1 == len(path.route):
-                goals = np.zeros(model.n_states, dtype=bool)
-                goals[goal] = True
-                found = pass_messages(ways, clone, goals, modules == module)
-                if found is None:
-                    return _flat_rest(model, ways, route, moves, clone, goal, tally, reached, followed)
-                moves += [model.actions[a] for a in found.actions]
-                return replace(_add(tally, found), route=route + found.route[1:], moves=moves,
-                               reached=reached + found.reached, modules=tuple(followed))  # fmt: skip
-            leg = fields.leg(clone, int(module), int(path.route[k + 1]))
-            if leg is None:
-                banned.add((int(module), int(path.route[k + 1])))
-                break
-            route, clone = route + leg[0][1:], leg[0][-1]
-            moves += [model.actions[a] for a in leg[1]]
-            lo, hi = ways.indptr[clone], ways.indptr[clone + 1]  # step across by the most probable way
-            into = np.flatnonzero(modules[ways.target[lo:hi]] == path.route[k + 1]) + lo
-            way = int(into[np.argmax(ways.log_p[into])])
-            clone = int(ways.target[way])
+    ways, home = fields.ways, modules == modules[goal]
+    source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
+    entries = np.zeros(model.n_states, dtype=bool)
+    entries[ways.target[modules[source] != modules[ways.target]]] = True
+    entries[start] = True
+    to_goal = _spread(fields.backwards, np.array([goal]), home, entries & home, every=True)
+    doors = _door_search(fields, modules, start, goal, to_goal)
+    if doors is None:
+        raise _unreachable(start, goal)
+    prev, relaxed, touched = doors
+    route, moves = _read_route(fields, prev, to_goal, start, goal)
+    touched[to_goal.depth >= 0] = True
+    followed = [int(m) for m, _ in itertools.groupby(modules[route].tolist()) if m > 0]
+    return Plan(
+        route, [model.actions[a] for a in moves], to_goal.updates, int(home.sum()) * to_goal.iterations,
+        int(touched.sum()), relaxed, relaxed, tuple(followed), fields.updates * made, fields.dense_updates * made,
+    )  # fmt: skip
+
+
+def _door_search(
+    fields: ExitFields, modules: np.ndarray, start: int, goal: int, to_goal: _Spread
+) -> tuple[dict[int, tuple[str, int, int]], int, np.ndarray] | None:
+    """The shortest route from ``start`` to ``goal`` on the graph of the modules' doors (Dijkstra's search on
+    (steps, -log-probability)): for each clone reached, the link it was reached by ("leg": inside a module to an
+    exit k, by the fields; "across": by way e; "home": inside the goal's module to the goal) and the clone before;
+    the messages passed (links tried) and the clones they reached. None when the goal is not reached."""
+    ways = fields.ways
+    best = {start: (0, 0.0)}
+    prev: dict[int, tuple[str, int, int]] = {}
+    heap = [(0, 0.0, start)]
+    exit_index = {int(x): k for k, x in enumerate(fields.exits.tolist())}
+    touched = np.zeros(ways.n_states, dtype=bool)
+    relaxed = 0
+    while heap:
+        steps, cost, clone = heapq.heappop(heap)
+        if (steps, cost) > best[clone]:
+            continue
+        if clone == goal:
+            return prev, relaxed, touched
+        links = []
+        if to_goal.depth[clone] >= 0:
+            links.append(("home", goal, int(to_goal.depth[clone]), -float(to_goal.value[clone]), 0))
+        for k in fields.of_module(modules[clone]).tolist():
+            if fields.length[k, clone] >= 0:
+                links.append(("leg", int(fields.exits[k]), int(fields.length[k, clone]), -fields.log_p[k, clone], k))
+        if clone in exit_index:
+            for e in range(ways.indptr[clone], ways.indptr[clone + 1]):
+                if modules[ways.target[e]] != modules[clone]:
+                    links.append(("across", int(ways.target[e]), 1, -float(ways.log_p[e]), e))
+        for kind, to, more, less_likely, detail in links:
+            relaxed += 1
+            touched[to] = True
+            score = (steps + more, cost + float(less_likely))
+            if to not in best or score < best[to]:
+                best[to], prev[to] = score, (kind, clone, detail)
+                heapq.heappush(heap, (*score, to))
+    return None
+
+
+def _read_route(
+    fields: ExitFields, prev: dict[int, tuple[str, int, int]], to_goal: _Spread, start: int, goal: int
+) -> tuple[list[int], list[int]]:
+    """The route (clones) and actions (indices) the door search found, read back along its links."""
+    links, clone = [], goal
+    while clone != start:
+        kind, before, detail = prev[clone]
+        links.append((kind, before, detail, clone))
+        clone = before
+    route, moves = [start], []
+    for kind, before, detail, clone in reversed(links):
+        if kind == "leg":
+            leg, actions = fields.leg(detail, before)
+            route, moves = route + leg[1:], moves + actions
+        elif kind == "across":
             route.append(clone)
-            moves.append(model.actions[int(ways.action[way])])
-
-
-def _add(plan: Plan, found: _Search) -> Plan:
-    """``plan``'s message counts with those of one more search."""
-    return replace(plan, updates=plan.updates + found.updates, dense_updates=plan.dense_updates + found.dense_updates)
-
-
-def _flat_rest(
-    model: ActionCHMM, ways: Successors, route: list[int], moves: list[str], clone: int, goal: int, tally: Plan,
-    reached: int = 0, followed: list[int] | None = None,
-) -> Plan:  # fmt: skip
-    """The route so far completed by flat messages from ``clone`` to ``goal`` (a hierarchical plan's fallback)."""
-    goals = np.zeros(model.n_states, dtype=bool)
-    goals[goal] = True
-    found = pass_messages(ways, clone, goals, np.ones(model.n_states, dtype=bool))
-    if found is None:
-        raise _unreachable(route[0], goal)
-    return replace(_add(tally, found), route=route + found.route[1:], reached=reached + found.reached,
-                   moves=moves + [model.actions[a] for a in found.actions], modules=tuple(followed or ()),
-                   fallback=True)  # fmt: skip
+            moves.append(int(fields.ways.action[detail]))
+        else:
+            while route[-1] != goal:
+                moves.append(int(to_goal.back_action[route[-1]]))
+                route.append(int(to_goal.back[route[-1]]))
+    return route, moves
 
 
 def ways_into(model: ActionCHMM, clone: int, threshold: float = THRESHOLD) -> list[tuple[int, int]]:
