@@ -11,7 +11,7 @@ the seed), Infomap on the map (``hierarchy.map_communities``) and the NMI of its
 (``hierarchy.match_rooms``: each clone placed where the walk decoded on the map is at it most often). Then
 ``--routes`` routes between two places in different rooms, drawn at random among the places the walk visits (not
 doors), each planned on the learned map flat (``planning.plan_flat``) and across the modules
-(``planning.plan_hierarchical`` on the map's exit fields, ``planning.exit_fields``, made once per map as its
+(``planning.plan_hierarchical`` on the map's door fields, ``planning.door_fields``, made once per map as its
 modules are): steps (against the grid's shortest path), the messages each held (sum over iterations of the clones
 holding one; the hierarchical plan's include those on the module graph; the fields' messages, per map, are shown
 apart, shared among the map's routes, and counted once in the totals), the dense count
@@ -81,7 +81,7 @@ def trial(spec: str, doors: int, seed: int, args: argparse.Namespace) -> dict:
     modules = hierarchy.clone_modules(communities)
     clone_of = hierarchy.place_clones(model, x, a, walk.positions)
     places = hierarchy.clone_places(model, x, a, walk.positions)
-    fields = planning.exit_fields(model, modules)  # once for the map, as its modules
+    fields = planning.door_fields(model, modules)  # once for the map, as its modules
     grid_graph = maps.room_graph(world.grid)
     rng = np.random.default_rng(1000 + seed)
     candidates = [cell for cell in clone_of if world.rooms[cell] >= 0]
@@ -142,7 +142,7 @@ def report(name: str, results: list[dict]) -> dict:
     flat = np.array([r["flat_messages"] for r in routes], dtype=float)
     tiered = np.array([r["tiered_messages"] for r in routes], dtype=float)
     ratio = tiered / flat
-    # the map's exit fields, made once per map: shared among its routes, or counted once in the totals
+    # the map's door fields, made once per map: shared among its routes, or counted once in the totals
     share = np.concatenate([np.tile(np.array(t["fields"], dtype=float) / len(t["routes"]), (len(t["routes"]), 1))
                             for t in results])  # fmt: skip
     fields_once = np.sum([t["fields"] for t in results], axis=0)
@@ -160,6 +160,7 @@ def report(name: str, results: list[dict]) -> dict:
         ratio_mean=ratio.mean(axis=0).tolist(), ratio_shared=((tiered + share) / flat).mean(axis=0).tolist(),
         ratio_total=((tiered.sum(axis=0) + fields_once) / flat.sum(axis=0)).tolist(),
         fields=(fields_once / len(results)).tolist(),
+        paid_back=float(fields_once[0] / (flat[:, 0] - tiered[:, 0]).sum() * len(routes) / len(results)),
         detours=detours, blocked=blocked_doors, detour_optimal=optimal,
         detour_steps=[float(np.mean([b[k] for b in blocked if b[k] not in (None, -1)] or [np.nan]))
                       for k in ("shortest", "flat", "tiered")],
@@ -197,7 +198,7 @@ def main() -> None:
     print(
         "\n| world | cells | NMI | modules (rooms) | routes valid | steps: grid / flat / "
         "hierarchical | hierarchical longer | messages held, hierarchical / flat: mean of routes; with the map's "
-        "exit fields shared among its routes; of totals, fields once | exit fields' messages per map | dense count | "
+        "door fields shared among its routes; of totals, fields once | door fields' messages per map | dense count | "
         "clones reached | blocked door: detours found | detour steps: grid / flat / hierarchical |"
     )
     print("|---|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
@@ -210,7 +211,8 @@ def main() -> None:
         unplanned = f" ({line['unplanned']} pairs without a route on the map)" if line["unplanned"] else ""
         print(f"| {line['world']} ({line['spec']}) | {line['cells']} | {nmi} | {modules} ({line['rooms']}) | "
               f"{line['valid']} of {line['routes']}{unplanned} | {steps} | {line['tiered_longer']} | {held:.3f}; "
-              f"{line['ratio_shared'][0]:.3f}; {line['ratio_total'][0]:.3f} | {line['fields'][0]:,.0f} | "
+              f"{line['ratio_shared'][0]:.3f}; {line['ratio_total'][0]:.3f} | {line['fields'][0]:,.0f}, paid back "
+              f"after {line['paid_back']:.1f} routes | "
               f"{dense:.3f} | {reached:.3f} | {line['detours']} of {line['blocked']} "
               f"(shortest: flat {line['detour_optimal'][0]}, hierarchical {line['detour_optimal'][1]}) "
               f"| {detour} |")  # fmt: skip

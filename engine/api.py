@@ -57,7 +57,7 @@ from engine.cognitive.hierarchy import (
 )
 from engine.cognitive.maps import clone_graph as map_clone_graph
 from engine.cognitive.maps import place_field, plan_route, recovers_room
-from engine.cognitive.planning import ExitFields, Plan, block, exit_fields, plan_flat, plan_hierarchical, ways_into
+from engine.cognitive.planning import DoorFields, Plan, block, door_fields, plan_flat, plan_hierarchical, ways_into
 from engine.cognitive.schemas import HELD_OUT as SCHEMA_HELD_OUT
 from engine.cognitive.schemas import match_schemas, read_library
 from engine.cognitive.walks import (
@@ -187,7 +187,7 @@ __all__ = [  # fmt: skip
     # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
     "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",
     "match_rooms", "place_clones", "Plan", "plan_flat", "plan_hierarchical", "room_text", "RoomMatch", "ways_into",
-    "World", "world_model", "world_rooms", "ExitFields", "exit_fields",
+    "World", "world_model", "world_rooms", "DoorFields", "door_fields",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 

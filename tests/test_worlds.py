@@ -336,42 +336,47 @@ def _weighted(model, seed: int = 0):
 
 
 @pytest.mark.parametrize("cut", [False, True])
-def test_exit_fields_lead_every_clone_by_the_most_probable_shortest_route_inside_its_module(cut: bool) -> None:
-    """Brute force over every shortest route: the exits are the clones with a way into another module; for each
-    exit and each clone of its module, the field's length is that of the shortest route inside the module (-1
-    where there is none: the ring's top-left room cut by a wall of blocked cells), its log-probability that of the
-    most probable of those routes, and its leg takes that route by the map's ways and their most probable
-    actions."""
+def test_door_fields_hold_the_most_probable_shortest_routes_inside_each_module(cut: bool) -> None:
+    """Brute force over every shortest route: the exits are the clones with a way into another module and the
+    entries the clones such a way leads into; for each exit (entry) and each clone of its module, the field's
+    length is that of the shortest route inside the module from the clone to the exit (from the entry to the
+    clone), -1 where there is none (the ring's top-left room cut by a wall of blocked cells); its log-probability
+    that of the most probable of those routes, which its steps take by the map's ways and their actions."""
     world, model, _, clone_of = true_map("3x4,3x4/3x4,3x4", seed=0)
     modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
     model = _weighted(model)
     if cut:
         barrier = [clone_of[(r, 3)] for r in range(3)]
         model = planning.block(model, [way for c in barrier for way in planning.ways_into(model, c)])
-    fields = planning.exit_fields(model, modules)
+    fields = planning.door_fields(model, modules)
     ways = planning.successors(model)
     way_of = {(u, int(ways.target[e])): (float(ways.log_p[e]), int(ways.action[e]))
               for u in range(model.n_states) for e in range(ways.indptr[u], ways.indptr[u + 1])}  # fmt: skip
-    assert fields.exits.tolist() == sorted({u for u, v in way_of if modules[u] != modules[v]})
+    assert fields.exits.clones.tolist() == sorted({u for u, v in way_of if modules[u] != modules[v]})
+    assert fields.entries.clones.tolist() == sorted({v for u, v in way_of if modules[u] != modules[v]})
     unreached = 0
-    for k, exit_clone in enumerate(fields.exits.tolist()):
-        m = modules[exit_clone]
-        inside = nx.DiGraph([(u, v) for u, v in way_of if modules[u] == m and modules[v] == m])
-        inside.add_nodes_from(np.flatnonzero(modules == m).tolist())
-        assert (fields.length[k][modules != m] == -1).all()
-        for clone in np.flatnonzero(modules == m).tolist():
-            if not nx.has_path(inside, clone, exit_clone):
-                assert fields.length[k, clone] == -1
-                unreached += 1
-                continue
-            routes = list(nx.all_shortest_paths(inside, clone, exit_clone))
-            best = max(sum(way_of[u, v][0] for u, v in itertools.pairwise(r)) for r in routes)
-            route, moves = fields.leg(k, clone)
-            assert fields.length[k, clone] == len(route) - 1 == len(routes[0]) - 1 and route[-1] == exit_clone
-            assert all(modules[c] == m for c in route)
-            assert moves == [way_of[u, v][1] for u, v in itertools.pairwise(route)]
-            assert math.isclose(sum(way_of[u, v][0] for u, v in itertools.pairwise(route)), best, abs_tol=1e-9)
-            assert math.isclose(fields.log_p[k, clone], best, abs_tol=1e-9)
+    for side, forwards in ((fields.exits, False), (fields.entries, True)):
+        for k, door in enumerate(side.clones.tolist()):
+            m = modules[door]
+            inside = nx.DiGraph([(u, v) for u, v in way_of if modules[u] == m and modules[v] == m])
+            inside.add_nodes_from(np.flatnonzero(modules == m).tolist())
+            assert (side.length[k][modules != m] == -1).all()
+            for clone in np.flatnonzero(modules == m).tolist():
+                ends = (door, clone) if forwards else (clone, door)
+                if not nx.has_path(inside, *ends):
+                    assert side.length[k, clone] == -1
+                    unreached += 1
+                    continue
+                routes = list(nx.all_shortest_paths(inside, *ends))
+                best = max(sum(way_of[u, v][0] for u, v in itertools.pairwise(r)) for r in routes)
+                route, moves = side.walk(k, clone)
+                route, moves = (route[::-1], moves[::-1]) if forwards else (route, moves)
+                assert route[0] == ends[0] and route[-1] == ends[1]
+                assert side.length[k, clone] == len(route) - 1 == len(routes[0]) - 1
+                assert all(modules[c] == m for c in route)
+                assert moves == [way_of[u, v][1] for u, v in itertools.pairwise(route)]
+                assert math.isclose(sum(way_of[u, v][0] for u, v in itertools.pairwise(route)), best, abs_tol=1e-9)
+                assert math.isclose(side.log_p[k, clone], best, abs_tol=1e-9)
     assert (unreached > 0) == cut
 
 
@@ -384,7 +389,7 @@ def test_a_hierarchical_route_is_the_flat_route_between_any_two_clones(spec: str
     modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
     model = _weighted(model, seed=2)
     for this in (model, planning.block(model, planning.ways_into(model, clone_of[world.doors[0]]))):
-        fields = planning.exit_fields(this, modules)
+        fields = planning.door_fields(this, modules)
         for start, goal in itertools.permutations(range(0, this.n_states, 3), 2):
             try:
                 flat = planning.plan_flat(this, start, goal)
@@ -397,14 +402,14 @@ def test_a_hierarchical_route_is_the_flat_route_between_any_two_clones(spec: str
 
 
 def test_a_plan_on_the_maps_fields_counts_them_apart_and_holds_few_messages() -> None:
-    """Three 5 x 5 rooms in a row, routes from the first room to the last: the plan on exit fields made once is
+    """Three 5 x 5 rooms in a row, routes from the first room to the last: the plan on door fields made once is
     the plan made with its own, whose fields' messages it counts; with shared fields it holds under a third of
-    flat planning's messages (those inside the goal's module and on the doors' graph); fields of another map are
+    flat planning's messages (those on the doors' graph) and reaches under half its clones; fields of another map are
     refused in one sentence."""
     world, model, _, clone_of = true_map("5x5,5x5,5x5")
     modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
     model = _weighted(model, seed=1)
-    fields = planning.exit_fields(model, modules)
+    fields = planning.door_fields(model, modules)
     for start, goal in [((0, 0), (4, 16)), ((4, 0), (0, 16)), ((2, 2), (2, 14))]:
         shared = planning.plan_hierarchical(model, modules, clone_of[start], clone_of[goal], fields=fields)
         own = planning.plan_hierarchical(model, modules, clone_of[start], clone_of[goal])

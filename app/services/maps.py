@@ -595,7 +595,7 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
 
 def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end: int) -> str:
     """The same route planned by messages across the map's modules against on the whole map
-    (:func:`engine.cognitive.planning.plan_hierarchical` on the map's exit fields,
+    (:func:`engine.cognitive.planning.plan_hierarchical` on the map's door fields,
     :func:`~engine.cognitive.planning.plan_flat`), in a sentence; empty when the map has one module or either cannot
     plan it."""
     if view.get("modules", 0) < 2:
@@ -604,7 +604,7 @@ def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end
     for node in view["nodes"]:
         modules[node["clone"]] = node["module"] + 1
     try:
-        fields = api.exit_fields(model, modules)
+        fields = api.door_fields(model, modules)
         flat = api.plan_flat(model, begin, end)
         tiered = api.plan_hierarchical(model, modules, begin, end, fields=fields)
     except ValueError:
@@ -613,7 +613,7 @@ def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end
     path = " -> ".join(str(m - 1) for m in tiered.modules)
     return (
         f" Planned across the modules ({path}): {tiered.steps} steps, {held:,} messages against {flat_held:,} on "
-        f"the whole map ({held / flat_held:.0%}), once the map's exit fields are made ({fields.updates:,} messages, "
+        f"the whole map ({held / flat_held:.0%}), once the map's door fields are made ({fields.updates:,} messages, "
         "which serve every route on this map)."
     )
 

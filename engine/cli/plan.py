@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if room is not None and (found := rooms_found(model, walk, room, communities)):
         out["rooms"] = found
     start, goal = clone_of[args.start], clone_of[args.goal]
-    fields = {"fields": api.exit_fields(model, modules)}  # made once for the map and its modules
+    fields = {"fields": api.door_fields(model, modules)}  # made once for the map and its modules
     plans = {"flat": api.plan_flat(model, start, goal), "hierarchical": None}
     plans["hierarchical"] = api.plan_hierarchical(model, modules, start, goal, fields=fields["fields"])
     if args.block:
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         if start in closed or goal in closed:
             raise ValueError("the start and the goal cannot be blocked places")
         blocked = api.block(model, sorted({way for c in closed for way in api.ways_into(model, c)}))
-        fields["blocked fields"] = api.exit_fields(blocked, modules)
+        fields["blocked fields"] = api.door_fields(blocked, modules)
         plans["blocked flat"] = api.plan_flat(blocked, start, goal)
         plans["blocked hierarchical"] = api.plan_hierarchical(
             blocked, modules, start, goal, fields=fields["blocked fields"]
@@ -133,13 +133,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _field_figures(fields: api.ExitFields) -> dict[str, int]:
-    return {"exits": len(fields.exits), "updates": fields.updates, "dense_updates": fields.dense_updates}
+def _field_figures(fields: api.DoorFields) -> dict[str, int]:
+    return {
+        "exits": len(fields.exits.clones), "entries": len(fields.entries.clones), "updates": fields.updates,
+        "dense_updates": fields.dense_updates,
+    }
 
 
-def _fields_line(fields: api.ExitFields) -> str:
-    """The messages of the map's exit fields, made once and shared by every hierarchical plan on it."""
+def _fields_line(fields: api.DoorFields) -> str:
+    """The messages of the map's door fields, made once and shared by every hierarchical plan on it."""
     return (
-        f"  (the map's exit fields, made once for its modules and shared by every hierarchical plan: "
-        f"{len(fields.exits)} exits, messages held {fields.updates:,} (dense {fields.dense_updates:,}))"
+        f"  (the map's door fields, made once for its modules and shared by every hierarchical plan: "
+        f"{len(fields.exits.clones)} exits and {len(fields.entries.clones)} entries, messages held "
+        f"{fields.updates:,} (dense {fields.dense_updates:,}))"
     )

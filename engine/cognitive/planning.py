@@ -9,14 +9,14 @@ Its work is counted as the messages it holds: sum over iterations t = 0..T of th
 (``updates``; the sparse work), and the clones of the searched set times T + 1 (``dense_updates``; the work of the
 paper's dense vectors).
 
-Hierarchical planning (:func:`plan_hierarchical`) plans on the modules' doors (hierarchical path-finding): each
-module's exits (clones with a way into another module) keep exit fields, made once for a map and its modules as the
-modules are (:func:`exit_fields`: messages passed backwards inside the module from the exit, so that every clone of
-the module knows its next step towards it). A plan passes messages inside the goal's module alone, backwards from
-the goal, and then on the small graph whose links are the routes inside a module to its exits (their lengths read
-from the fields), the ways across, and the routes inside the goal's module to the goal; the route is read back
-along the fields. Any route of the map is a chain of routes inside modules and steps across, so the hierarchical
-route is as short as the flat one, and as probable among the shortest.
+Hierarchical planning (:func:`plan_hierarchical`) plans on the modules' doors (hierarchical path-finding). The
+door fields are made once for a map and its modules, as the modules are (:func:`door_fields`): messages passed inside
+a module backwards from each of its exits (clones with a way into another module) and forwards from each of its
+entries (clones a way from another module leads into), so that every clone of the module knows its shortest route to
+each exit and from each entry. A plan then passes messages on the small graph of the doors, whose links are those
+routes (their lengths read from the fields) and the ways across, and reads the route back along the fields. Any
+route of the map is a chain of routes inside modules and steps across, so the hierarchical route is as short as the
+flat one, and as probable among the shortest up to rounding.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Plan:
     messages its planning held (``updates``, ``dense_updates``: see the module docstring), how many distinct clones
     they reached (``reached``); for a hierarchical plan, the messages on the graph of the modules' doors
     (``module_updates``, ``module_dense_updates``: the links tried), the ``modules`` the route passes, and the
-    messages of the map's exit fields when this plan made them (``field_updates``, ``field_dense_updates``; 0 when
+    messages of the map's door fields when this plan made them (``field_updates``, ``field_dense_updates``; 0 when
     it was given fields made once for the map)."""
 
     route: list[int]
@@ -226,60 +226,74 @@ def reversed_ways(ways: Successors) -> Successors:
 
 
 @dataclass(frozen=True)
-class ExitFields:
-    """The map's exit fields, made once for a map and its modules (as Infomap's modules are) and shared by every
-    hierarchical plan on it. The ``exits`` are the clones with a way into another module (the modules' doors); for
-    exit k and every clone c of its module, ``length[k, c]`` is the number of steps of the shortest route from c to
-    the exit inside the module (-1 where there is none), ``log_p[k, c]`` the log-probability of the most probable
-    of those routes, and ``step[k, c]``, ``action[k, c]`` c's next clone and action on it (-1 at the exit).
-    ``updates`` and ``dense_updates`` are the messages their making held (see the module docstring)."""
+class Fields:
+    """Messages spread inside a module from each of some ``clones`` (its exits, backwards; or its entries,
+    forwards): for clone k of them and every clone c of its module, ``length[k, c]`` is the number of steps of the
+    shortest route between them inside the module (-1 where there is none), ``log_p[k, c]`` the log-probability of
+    the most probable of those routes, and ``step[k, c]``, ``action[k, c]`` the clone next to c on it, towards
+    clone k, and the action of that step (-1 at clone k)."""
+
+    clones: np.ndarray
+    length: np.ndarray
+    log_p: np.ndarray
+    step: np.ndarray
+    action: np.ndarray
+
+    def walk(self, k: int, clone: int) -> tuple[list[int], list[int]]:
+        """The clones from ``clone`` to clone k of the fields along their steps, and the actions of the steps
+        (the clone must reach it)."""
+        route, actions = [clone], []
+        while route[-1] != self.clones[k]:
+            actions.append(int(self.action[k, route[-1]]))
+            route.append(int(self.step[k, route[-1]]))
+        return route, actions
+
+
+def _fields(ways: Successors, modules: np.ndarray, clones: np.ndarray) -> tuple[Fields, int, int]:
+    """The fields of messages from each of ``clones`` over ``ways`` inside its module, and the messages held."""
+    shape = (len(clones), ways.n_states)
+    length, step, action = (np.full(shape, -1, dtype=np.int32) for _ in range(3))
+    log_p = np.full(shape, -np.inf)
+    updates = dense = 0
+    for k, clone in enumerate(clones.tolist()):
+        inside = modules == modules[clone]
+        spread = _spread(ways, np.array([clone]), inside)
+        length[k], log_p[k], step[k], action[k] = spread.depth, spread.value, spread.back, spread.back_action
+        updates, dense = updates + spread.updates, dense + int(inside.sum()) * spread.iterations
+    return Fields(clones, length, log_p, step, action), updates, dense
+
+
+@dataclass(frozen=True)
+class DoorFields:
+    """The map's door fields, made once for a map and its modules (as Infomap's modules are) and shared by every
+    hierarchical plan on it: ``exits``, the fields of the clones with a way into another module (messages passed
+    backwards inside the module from each: every clone's shortest route to it), and ``entries``, those of the
+    clones a way from another module leads into (messages passed forwards: the shortest route from it to every
+    clone). ``updates`` and ``dense_updates`` are the messages their making held (see the module docstring)."""
 
     model: ActionCHMM
     modules: np.ndarray
     threshold: float
     ways: Successors
-    backwards: Successors
-    exits: np.ndarray
-    length: np.ndarray
-    log_p: np.ndarray
-    step: np.ndarray
-    action: np.ndarray
+    exits: Fields
+    entries: Fields
     updates: int
     dense_updates: int
 
-    def of_module(self, module: int) -> np.ndarray:
-        """The indices k of the exits of ``module``."""
-        return np.flatnonzero(self.modules[self.exits] == module)
 
-    def leg(self, k: int, clone: int) -> tuple[list[int], list[int]]:
-        """The route (clones) and actions from ``clone`` to exit k inside their module (the clone must reach it)."""
-        route, moves = [clone], []
-        while route[-1] != self.exits[k]:
-            moves.append(int(self.action[k, route[-1]]))
-            route.append(int(self.step[k, route[-1]]))
-        return route, moves
-
-
-def exit_fields(model: ActionCHMM, modules: np.ndarray, threshold: float = THRESHOLD) -> ExitFields:
-    """The exit fields of a map and its ``modules`` (see :class:`ExitFields`): for every clone with a way into
-    another module, max-product messages from it passed backwards over its module's ways until they stop spreading;
-    each clone's message is then the log-probability of its most probable shortest route to the exit, and the way
-    it came along is the clone's next step."""
+def door_fields(model: ActionCHMM, modules: np.ndarray, threshold: float = THRESHOLD) -> DoorFields:
+    """The door fields of a map and its ``modules`` (see :class:`DoorFields`). Max-product messages from a clone
+    keep, at every clone they reach, the log-probability of the most probable of its shortest routes and the way
+    it came along: backwards from an exit, that way is the clone's next step towards the exit; forwards from an
+    entry, its last step from the entry."""
     modules = _checked_modules(model, modules)
     ways = successors(model, threshold)
-    backwards = reversed_ways(ways)
     source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
-    exits = np.unique(source[modules[source] != modules[ways.target]])
-    shape = (len(exits), model.n_states)
-    length, step, action = (np.full(shape, -1, dtype=np.int32) for _ in range(3))
-    log_p = np.full(shape, -np.inf)
-    updates = dense = 0
-    for k, exit_clone in enumerate(exits.tolist()):
-        inside = modules == modules[exit_clone]
-        spread = _spread(backwards, np.array([exit_clone]), inside)
-        length[k], log_p[k], step[k], action[k] = spread.depth, spread.value, spread.back, spread.back_action
-        updates, dense = updates + spread.updates, dense + int(inside.sum()) * spread.iterations
-    return ExitFields(model, modules, threshold, ways, backwards, exits, length, log_p, step, action, updates, dense)
+    across = modules[source] != modules[ways.target]
+    exits, exit_updates, exit_dense = _fields(reversed_ways(ways), modules, np.unique(source[across]))
+    entries, entry_updates, entry_dense = _fields(ways, modules, np.unique(ways.target[across]))
+    return DoorFields(model, modules, threshold, ways, exits, entries, exit_updates + entry_updates,
+                      exit_dense + entry_dense)  # fmt: skip
 
 
 def _checked_modules(model: ActionCHMM, modules: np.ndarray) -> np.ndarray:
@@ -291,59 +305,64 @@ def _checked_modules(model: ActionCHMM, modules: np.ndarray) -> np.ndarray:
 
 def plan_hierarchical(
     model: ActionCHMM, modules: np.ndarray, start: int, goal: int, threshold: float = THRESHOLD,
-    fields: ExitFields | None = None,
+    fields: DoorFields | None = None,
 ) -> Plan:  # fmt: skip
     """The shortest route from clone ``start`` to clone ``goal`` (the most probable among the shortest, as
-    :func:`plan_flat`'s) planned over the map's ``modules`` (the module of every clone: 1, 2, ...; 0 for none,
-    taken as one more set of clones: :func:`engine.cognitive.hierarchy.clone_modules`). Messages pass inside the
-    goal's module alone, backwards from the goal until every clone a way enters it by (and the start, if there)
-    holds one; then messages pass on the graph of the modules' doors: from a clone where the route enters a module
-    (or the start) to each exit of that module, by the exit fields (:func:`exit_fields`, made once for the map and
-    its modules; made here and counted in the plan's ``field_updates`` when not given), from an exit across its
-    ways into other modules, and into the goal (a shortest-route search, steps first and then probability). The
-    route is read back along the fields. Any route of the map is a chain of routes inside modules and steps across,
-    so the route is as short as the flat one. ValueError in one sentence when the goal cannot be reached or the
-    fields were made for another map, other modules or another threshold."""
+    :func:`plan_flat`'s, up to rounding) planned over the map's ``modules`` (the module of every clone: 1, 2, ...;
+    0 for none, taken as one more set of clones: :func:`engine.cognitive.hierarchy.clone_modules`) and their door
+    fields (:func:`door_fields`, made once for the map and its modules; made here and counted in the plan's
+    ``field_updates`` when not given). Messages pass on the graph of the modules' doors (a shortest-route search,
+    steps first and then probability) along its links: from the start or an entry to each exit of its module and
+    into the goal when it is in the goal's module (their lengths read from the fields), and from an exit across
+    its ways into other modules. Only where the start shares the goal's module and is no entry do messages pass
+    inside that module from the start. The route is read back along the fields. Any route of the map is a chain of
+    routes inside modules and steps across, so the route is as short as the flat one. ValueError in one sentence
+    when the goal cannot be reached or the fields were made for another map, other modules or another
+    threshold."""
     _check_clones(model, start=start, goal=goal)
     modules = _checked_modules(model, modules)
     if fields is not None and (
         fields.model is not model or fields.threshold != threshold or not np.array_equal(fields.modules, modules)
     ):
-        raise ValueError("the exit fields were made for another map, other modules or another threshold")
+        raise ValueError("the door fields were made for another map, other modules or another threshold")
     made = fields is None
-    fields = exit_fields(model, modules, threshold) if fields is None else fields
-    ways, home = fields.ways, modules == modules[goal]
-    source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
-    entries = np.zeros(model.n_states, dtype=bool)
-    entries[ways.target[modules[source] != modules[ways.target]]] = True
-    entries[start] = True
-    to_goal = _spread(fields.backwards, np.array([goal]), home, entries & home, every=True)
-    doors = _door_search(fields, modules, start, goal, to_goal)
+    fields = door_fields(model, modules, threshold) if fields is None else fields
+    direct, updates, dense = None, 0, 0
+    if modules[start] == modules[goal] and start not in set(fields.entries.clones.tolist()):
+        goals = np.zeros(model.n_states, dtype=bool)
+        goals[goal] = True
+        direct = pass_messages(fields.ways, start, goals, modules == modules[goal])
+        updates, dense = (direct.updates, direct.dense_updates) if direct is not None else (0, 0)
+    doors = _door_search(fields, start, goal, direct)
     if doors is None:
         raise _unreachable(start, goal)
     prev, relaxed, touched = doors
-    route, moves = _read_route(fields, prev, to_goal, start, goal)
-    touched[to_goal.depth >= 0] = True
+    route, moves = _read_route(fields, prev, start, goal, direct)
+    if direct is not None:
+        touched[direct.route] = True
     followed = [int(m) for m, _ in itertools.groupby(modules[route].tolist()) if m > 0]
     return Plan(
-        route, [model.actions[a] for a in moves], to_goal.updates, int(home.sum()) * to_goal.iterations,
-        int(touched.sum()), relaxed, relaxed, tuple(followed), fields.updates * made, fields.dense_updates * made,
+        route, [model.actions[a] for a in moves], updates, dense, int(touched.sum()), relaxed, relaxed,
+        tuple(followed), fields.updates * made, fields.dense_updates * made,
     )  # fmt: skip
 
 
 def _door_search(
-    fields: ExitFields, modules: np.ndarray, start: int, goal: int, to_goal: _Spread
+    fields: DoorFields, start: int, goal: int, direct: _Search | None
 ) -> tuple[dict[int, tuple[str, int, int]], int, np.ndarray] | None:
     """The shortest route from ``start`` to ``goal`` on the graph of the modules' doors (Dijkstra's search on
-    (steps, -log-probability)): for each clone reached, the link it was reached by ("leg": inside a module to an
-    exit k, by the fields; "across": by way e; "home": inside the goal's module to the goal) and the clone before;
-    the messages passed (links tried) and the clones they reached. None when the goal is not reached."""
-    ways = fields.ways
+    (steps, -log-probability)): for each clone reached, the link it was reached by ("exit": inside a module to
+    exit k; "across": by way e; "entry": inside the goal's module from entry k to the goal; "direct": the search
+    from the start inside the goal's module) and the clone before; the links tried and the clones they reached.
+    None when the goal is not reached."""
+    ways, modules, exits, entries = fields.ways, fields.modules, fields.exits, fields.entries
     best = {start: (0, 0.0)}
     prev: dict[int, tuple[str, int, int]] = {}
     heap = [(0, 0.0, start)]
-    exit_index = {int(x): k for k, x in enumerate(fields.exits.tolist())}
+    exit_of = {int(x): k for k, x in enumerate(exits.clones.tolist())}
+    entry_of = {int(x): k for k, x in enumerate(entries.clones.tolist())}
     touched = np.zeros(ways.n_states, dtype=bool)
+    touched[start] = True
     relaxed = 0
     while heap:
         steps, cost, clone = heapq.heappop(heap)
@@ -352,12 +371,17 @@ def _door_search(
         if clone == goal:
             return prev, relaxed, touched
         links = []
-        if to_goal.depth[clone] >= 0:
-            links.append(("home", goal, int(to_goal.depth[clone]), -float(to_goal.value[clone]), 0))
-        for k in fields.of_module(modules[clone]).tolist():
-            if fields.length[k, clone] >= 0:
-                links.append(("leg", int(fields.exits[k]), int(fields.length[k, clone]), -fields.log_p[k, clone], k))
-        if clone in exit_index:
+        if clone == start and direct is not None:
+            log_p = sum(float(ways.log_p[_way(ways, u, v)]) for u, v in itertools.pairwise(direct.route))
+            links.append(("direct", goal, len(direct.actions), -log_p, 0))
+        if clone == start or clone in entry_of:
+            for k in np.flatnonzero(modules[exits.clones] == modules[clone]).tolist():
+                if exits.length[k, clone] >= 0:
+                    links.append(("exit", int(exits.clones[k]), int(exits.length[k, clone]), -exits.log_p[k, clone], k))
+        if clone in entry_of and entries.length[entry_of[clone], goal] >= 0:
+            k = entry_of[clone]
+            links.append(("entry", goal, int(entries.length[k, goal]), -float(entries.log_p[k, goal]), k))
+        if clone in exit_of:
             for e in range(ways.indptr[clone], ways.indptr[clone + 1]):
                 if modules[ways.target[e]] != modules[clone]:
                     links.append(("across", int(ways.target[e]), 1, -float(ways.log_p[e]), e))
@@ -371,8 +395,14 @@ def _door_search(
     return None
 
 
+def _way(ways: Successors, u: int, v: int) -> int:
+    """The index of the way u -> v."""
+    lo = ways.indptr[u]
+    return int(lo + np.flatnonzero(ways.target[lo : ways.indptr[u + 1]] == v)[0])
+
+
 def _read_route(
-    fields: ExitFields, prev: dict[int, tuple[str, int, int]], to_goal: _Spread, start: int, goal: int
+    fields: DoorFields, prev: dict[int, tuple[str, int, int]], start: int, goal: int, direct: _Search | None
 ) -> tuple[list[int], list[int]]:
     """The route (clones) and actions (indices) the door search found, read back along its links."""
     links, clone = [], goal
@@ -382,16 +412,16 @@ def _read_route(
         clone = before
     route, moves = [start], []
     for kind, before, detail, clone in reversed(links):
-        if kind == "leg":
-            leg, actions = fields.leg(detail, before)
-            route, moves = route + leg[1:], moves + actions
+        if kind == "exit":
+            leg, actions = fields.exits.walk(detail, before)
+        elif kind == "entry":
+            back, back_actions = fields.entries.walk(detail, clone)
+            leg, actions = back[::-1], back_actions[::-1]
         elif kind == "across":
-            route.append(clone)
-            moves.append(int(fields.ways.action[detail]))
+            leg, actions = [before, clone], [int(fields.ways.action[detail])]
         else:
-            while route[-1] != goal:
-                moves.append(int(to_goal.back_action[route[-1]]))
-                route.append(int(to_goal.back[route[-1]]))
+            leg, actions = direct.route, direct.actions
+        route, moves = route + leg[1:], moves + actions
     return route, moves
 
 
