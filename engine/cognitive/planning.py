@@ -115,6 +115,7 @@ class _Search:
     updates: int
     dense_updates: int
     reached: int
+    touched: np.ndarray  # the mask of the clones a message reached
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,10 @@ def pass_messages(ways: Successors, start: int, goals: np.ndarray, allowed: np.n
         moves.append(int(spread.back_action[clone]))
         clone = int(spread.back[clone])
         route.append(clone)
-    return _Search(route[::-1], moves[::-1], spread.updates, int(allowed.sum()) * spread.iterations, spread.held)
+    return _Search(
+        route[::-1], moves[::-1], spread.updates, int(allowed.sum()) * spread.iterations, spread.held,
+        spread.depth >= 0,
+    )  # fmt: skip
 
 
 def _check_clones(model: ActionCHMM, **clones: int) -> None:
@@ -339,7 +343,7 @@ def plan_hierarchical(
     prev, relaxed, touched = doors
     route, moves = _read_route(fields, prev, start, goal, direct)
     if direct is not None:
-        touched[direct.route] = True
+        touched |= direct.touched
     followed = [int(m) for m, _ in itertools.groupby(modules[route].tolist()) if m > 0]
     return Plan(
         route, [model.actions[a] for a in moves], updates, dense, int(touched.sum()), relaxed, relaxed,
