@@ -13,8 +13,8 @@ the seed), Infomap on the map (``hierarchy.map_communities``) and the NMI of its
 doors), each planned on the learned map flat (``planning.plan_flat``) and across the modules
 (``planning.plan_hierarchical`` on the map's door fields, ``planning.door_fields``, made once per map as its
 modules are): steps (against the grid's shortest path), the messages each held (sum over iterations of the clones
-holding one; the hierarchical plan's include those on the module graph; the fields' messages, per map, are shown
-apart, shared among the map's routes, and counted once in the totals), the dense count
+holding one; the hierarchical plan's include those on the doors' graph, one per link tried; the fields' messages,
+per map, are shown apart, shared among the map's routes, and counted once in the totals), the dense count
 (every clone of the searched set at every iteration, as the paper's code's vectors) and the clones reached; a route
 is valid when its moves, taken in the world, lead from the start to the goal. Finally for each route, the first
 door its flat route passes is blocked (every way into the clones placed there set to zero, ``planning.block``) and
@@ -63,7 +63,7 @@ def replay(grid: np.ndarray, start: tuple[int, int], moves: list[str]) -> tuple[
 
 
 def messages(plan: planning.Plan) -> tuple[int, int, int]:
-    """(messages held, dense count, clones reached) of a plan, the module graph's included."""
+    """(messages held, dense count, clones reached) of a plan, the doors' graph's included."""
     figures = plan.summary()
     return int(figures["updates"]), int(figures["dense_updates"]), plan.reached
 

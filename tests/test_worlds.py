@@ -182,8 +182,7 @@ def test_a_hierarchical_route_is_as_short_as_the_flat_one_and_holds_fewer_messag
         cells = walk_the_moves(world.grid, start, plan.moves)
         assert cells[-1] == goal and plan.route[0] == clone_of[start] and plan.route[-1] == clone_of[goal]
     assert len(tiered.modules) == len({int(world.rooms[c]) for c in cells if world.rooms[c] >= 0})
-    assert tiered.updates + tiered.module_updates < flat.updates
-    assert tiered.dense_updates + tiered.module_dense_updates < flat.dense_updates
+    assert tiered.summary()["updates"] < flat.updates and tiered.summary()["dense_updates"] < flat.dense_updates
     assert tiered.reached <= flat.reached
 
 
@@ -422,3 +421,7 @@ def test_a_plan_on_the_maps_fields_counts_them_apart_and_holds_few_messages() ->
     with pytest.raises(ValueError, match="made for another map") as error:
         planning.plan_hierarchical(blocked, modules, clone_of[(0, 0)], clone_of[(4, 16)], fields=fields)
     assert "\n" not in str(error.value)
+    modules[modules == 1] = 4  # the caller's modules changed in place: the fields kept their own
+    assert not fields.modules.flags.writeable and (fields.modules != modules).any()
+    with pytest.raises(ValueError, match="other modules"):
+        planning.plan_hierarchical(model, modules, clone_of[(0, 0)], clone_of[(4, 16)], fields=fields)

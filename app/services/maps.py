@@ -613,8 +613,8 @@ def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end
     path = " -> ".join(str(m - 1) for m in tiered.modules)
     return (
         f" Planned across the modules ({path}): {tiered.steps} steps, {held:,} messages against {flat_held:,} on "
-        f"the whole map ({held / flat_held:.0%}), once the map's door fields are made ({fields.updates:,} messages, "
-        "which serve every route on this map)."
+        f"the whole map ({held / flat_held:.0%}), plus {fields.updates:,} to make the map's door fields, which "
+        "every route on a map can share."
     )
 
 

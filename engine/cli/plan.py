@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _field_figures(fields: api.DoorFields) -> dict[str, int]:
     return {
-        "exits": len(fields.exits.clones), "entries": len(fields.entries.clones), "updates": fields.updates,
+        "exits": len(fields.exits.clones),
+        "entries": len(fields.entries.clones),
+        "updates": fields.updates,
         "dense_updates": fields.dense_updates,
     }
 

@@ -36,8 +36,9 @@ from engine.cognitive.hierarchy import THRESHOLD, transition_entries
 class Plan:
     """A planned route: its ``route`` (clones, start to goal) and ``moves`` (action names, one per step), the
     messages its planning held (``updates``, ``dense_updates``: see the module docstring), how many distinct clones
-    they reached (``reached``); for a hierarchical plan, the messages on the graph of the modules' doors
-    (``module_updates``, ``module_dense_updates``: the links tried), the ``modules`` the route passes, and the
+    they reached (``reached``; a hierarchical plan's count the route's clones too); for a hierarchical plan, the
+    messages on the graph of the modules' doors (``door_updates``: one per link tried, in the dense count too), the
+    ``modules`` the route passes, and the
     messages of the map's door fields when this plan made them (``field_updates``, ``field_dense_updates``; 0 when
     it was given fields made once for the map)."""
 
@@ -46,8 +47,7 @@ class Plan:
     updates: int
     dense_updates: int
     reached: int
-    module_updates: int = 0
-    module_dense_updates: int = 0
+    door_updates: int = 0
     modules: tuple[int, ...] = ()
     field_updates: int = 0
     field_dense_updates: int = 0
@@ -62,8 +62,8 @@ class Plan:
             "steps": self.steps,
             "route": list(self.route),
             "moves": list(self.moves),
-            "updates": self.updates + self.module_updates,
-            "dense_updates": self.dense_updates + self.module_dense_updates,
+            "updates": self.updates + self.door_updates,
+            "dense_updates": self.dense_updates + self.door_updates,
             "reached": self.reached,
             "modules": list(self.modules),
             "field_updates": self.field_updates,
@@ -134,29 +134,25 @@ class _Spread:
     held: int
 
 
-def _spread(
-    ways: Successors, starts: np.ndarray, allowed: np.ndarray, goals: np.ndarray | None = None, every: bool = False
-) -> _Spread:
-    """Max-product messages from every clone of ``starts`` (log-probability 0) over the clones of the mask
-    ``allowed``, each clone keeping the most probable message of the first iteration that reaches it (so its
-    message is the log-probability of the most probable of its shortest routes), until a clone of the mask
-    ``goals`` holds one (``found``; every clone of it with ``every``), or until they stop spreading."""
+def _spread(ways: Successors, start: int, allowed: np.ndarray, goals: np.ndarray | None = None) -> _Spread:
+    """Max-product messages from ``start`` (log-probability 0) over the clones of the mask ``allowed``, each clone
+    keeping the most probable message of the first iteration that reaches it (so its message is the log-probability
+    of the most probable of its shortest routes), until a clone of the mask ``goals`` holds one (``found``), or,
+    without goals, until they stop spreading."""
     H = ways.n_states
     value = np.full(H, -np.inf)
     depth = np.full(H, -1, dtype=np.int64)
     back = np.full(H, -1, dtype=np.int64)
     back_action = np.full(H, -1, dtype=np.int64)
-    frontier = np.asarray(starts, dtype=np.int64)
-    value[frontier], depth[frontier] = 0.0, 0
-    held = updates = len(frontier)
-    iterations = 1
+    frontier = np.array([start], dtype=np.int64)
+    value[start], depth[start] = 0.0, 0
+    held = updates = iterations = 1
     found = frontier[goals[frontier]] if goals is not None else frontier[:0]
-    left = int(goals.sum()) - len(found) if goals is not None else -1
-    while left != 0 and (every or not found.size):
+    while not found.size:
         edges = _ranges(ways.indptr[frontier], ways.indptr[frontier + 1])
         source = np.repeat(frontier, np.diff(ways.indptr)[frontier])
         target = ways.target[edges]
-        new = allowed[target] & np.isneginf(value[target])
+        new = allowed[target] & (depth[target] < 0)
         source, target, edges = source[new], target[new], edges[new]
         if not target.size:
             break
@@ -170,8 +166,7 @@ def _spread(
         updates += held
         iterations += 1
         if goals is not None:
-            found = np.concatenate([found, frontier[goals[frontier]]]) if every else frontier[goals[frontier]]
-            left -= int(goals[frontier].sum())
+            found = frontier[goals[frontier]]
     return _Spread(value, depth, back, back_action, found, updates, iterations, held)
 
 
@@ -179,7 +174,7 @@ def pass_messages(ways: Successors, start: int, goals: np.ndarray, allowed: np.n
     """Max-product messages from ``start`` over the clones of the mask ``allowed`` until one of the mask ``goals``
     holds a message (see the module docstring): the route to the most probable goal reached first and the actions
     along it (indices), with the messages held; None when the messages stop spreading before any goal."""
-    spread = _spread(ways, np.array([start]), allowed, goals)
+    spread = _spread(ways, start, allowed, goals)
     if not spread.found.size:
         return None
     clone = int(spread.found[np.argmax(spread.value[spread.found])])
@@ -261,7 +256,7 @@ def _fields(ways: Successors, modules: np.ndarray, clones: np.ndarray) -> tuple[
     updates = dense = 0
     for k, clone in enumerate(clones.tolist()):
         inside = modules == modules[clone]
-        spread = _spread(ways, np.array([clone]), inside)
+        spread = _spread(ways, clone, inside)
         length[k], log_p[k], step[k], action[k] = spread.depth, spread.value, spread.back, spread.back_action
         updates, dense = updates + spread.updates, dense + int(inside.sum()) * spread.iterations
     return Fields(clones, length, log_p, step, action), updates, dense
@@ -273,7 +268,9 @@ class DoorFields:
     hierarchical plan on it: ``exits``, the fields of the clones with a way into another module (messages passed
     backwards inside the module from each: every clone's shortest route to it), and ``entries``, those of the
     clones a way from another module leads into (messages passed forwards: the shortest route from it to every
-    clone). ``updates`` and ``dense_updates`` are the messages their making held (see the module docstring)."""
+    clone). ``updates`` and ``dense_updates`` are the messages their making held (see the module docstring). They
+    belong to the ``model`` object they were made for (a model is not changed in place: :func:`block` returns a new
+    one), a copy of the ``modules`` and the ``threshold``; their arrays are (doors x clones)."""
 
     model: ActionCHMM
     modules: np.ndarray
@@ -290,7 +287,8 @@ def door_fields(model: ActionCHMM, modules: np.ndarray, threshold: float = THRES
     keep, at every clone they reach, the log-probability of the most probable of its shortest routes and the way
     it came along: backwards from an exit, that way is the clone's next step towards the exit; forwards from an
     entry, its last step from the entry."""
-    modules = _checked_modules(model, modules)
+    modules = _checked_modules(model, modules).copy()  # kept: the caller's array may change
+    modules.setflags(write=False)
     ways = successors(model, threshold)
     source = np.repeat(np.arange(model.n_states), np.diff(ways.indptr))
     across = modules[source] != modules[ways.target]
@@ -342,12 +340,13 @@ def plan_hierarchical(
         raise _unreachable(start, goal)
     prev, relaxed, touched = doors
     route, moves = _read_route(fields, prev, start, goal, direct)
+    touched[route] = True
     if direct is not None:
         touched |= direct.touched
     followed = [int(m) for m, _ in itertools.groupby(modules[route].tolist()) if m > 0]
     return Plan(
-        route, [model.actions[a] for a in moves], updates, dense, int(touched.sum()), relaxed, relaxed,
-        tuple(followed), fields.updates * made, fields.dense_updates * made,
+        route, [model.actions[a] for a in moves], updates, dense, int(touched.sum()), relaxed, tuple(followed),
+        fields.updates * made, fields.dense_updates * made,
     )  # fmt: skip
 
 
@@ -423,7 +422,8 @@ def _read_route(
             leg, actions = back[::-1], back_actions[::-1]
         elif kind == "across":
             leg, actions = [before, clone], [int(fields.ways.action[detail])]
-        else:
+        else:  # "direct": only ever a link when the search inside the goal's module was made
+            assert direct is not None
             leg, actions = direct.route, direct.actions
         route, moves = route + leg[1:], moves + actions
     return route, moves
