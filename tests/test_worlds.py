@@ -400,6 +400,30 @@ def test_a_hierarchical_route_is_the_flat_route_between_any_two_clones(spec: str
             assert tiered.route == flat.route and tiered.moves == flat.moves
 
 
+def test_any_labelling_of_the_clones_gives_the_flat_route() -> None:
+    """The door fields hold for any modules, not only rooms: random labellings of a weighted map's clones (0, in no
+    module, among the labels; one clone per module; one module for all), with one move of random clones blocked
+    in one direction, give the flat route between every two of every fourth clone, and both planners refuse the
+    same pairs."""
+    world, model, _, clone_of = true_map("4x4,4x4/4x4,4x4", seed=1)
+    rng = np.random.default_rng(5)
+    model = _weighted(model, seed=3)
+    passages = [(int(c), int(rng.integers(len(actions.MOVES)))) for c in rng.choice(model.n_states, 6, replace=False)]
+    model = planning.block(model, passages)
+    labellings = [rng.integers(0, k, model.n_states) for k in (2, 3, 6)]
+    labellings += [np.arange(model.n_states), np.zeros(model.n_states, dtype=np.int64)]
+    for modules in labellings:
+        fields = planning.door_fields(model, modules)
+        for start, goal in itertools.permutations(range(0, model.n_states, 4), 2):
+            try:
+                flat = planning.plan_flat(model, start, goal)
+            except ValueError:
+                with pytest.raises(ValueError, match="cannot be reached"):
+                    planning.plan_hierarchical(model, modules, start, goal, fields=fields)
+                continue
+            assert planning.plan_hierarchical(model, modules, start, goal, fields=fields).route == flat.route
+
+
 def test_a_plan_on_the_maps_fields_counts_them_apart_and_holds_few_messages() -> None:
     """Three 5 x 5 rooms in a row, routes from the first room to the last: the plan on door fields made once is
     the plan made with its own, whose fields' messages it counts; with shared fields it holds under a third of
