@@ -14,7 +14,8 @@ doors), each planned on the learned map flat (``planning.plan_flat``) and across
 (``planning.plan_hierarchical`` on the map's door fields, ``planning.door_fields``, made once per map as its
 modules are): steps (against the grid's shortest path), the messages each held (sum over iterations of the clones
 holding one; the hierarchical plan's include those on the doors' graph, one per link tried; the fields' messages,
-per map, are shown apart, shared among the map's routes, and counted once in the totals), the dense count
+per map, are shown apart, shared among the map's routes, counted once in the totals, and paid back after their
+messages over the mean saving of a route, flat's minus the hierarchical plan's, routes), the dense count
 (every clone of the searched set at every iteration, as the paper's code's vectors) and the clones reached; a route
 is valid when its moves, taken in the world, lead from the start to the goal. Finally for each route, the first
 door its flat route passes is blocked (every way into the clones placed there set to zero, ``planning.block``) and
