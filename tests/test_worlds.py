@@ -379,6 +379,21 @@ def test_door_fields_hold_the_most_probable_shortest_routes_inside_each_module(c
     assert (unreached > 0) == cut
 
 
+def assert_the_flat_routes(model, modules: np.ndarray, clones: range) -> None:  # noqa: ANN001
+    """Between every two of ``clones``, the hierarchical plan on the map's door fields is the flat route, clone for
+    clone and move for move, or both planners refuse the pair in one sentence."""
+    fields = planning.door_fields(model, modules)
+    for start, goal in itertools.permutations(clones, 2):
+        try:
+            flat = planning.plan_flat(model, start, goal)
+        except ValueError:
+            with pytest.raises(ValueError, match="cannot be reached"):
+                planning.plan_hierarchical(model, modules, start, goal, fields=fields)
+            continue
+        tiered = planning.plan_hierarchical(model, modules, start, goal, fields=fields)
+        assert tiered.route == flat.route and tiered.moves == flat.moves
+
+
 @pytest.mark.parametrize(("spec", "doors"), [("5x5,5x5,5x5", 1), ("4x5,4x5", 2), ("3x4,3x4/3x4,3x4", 1)])
 def test_a_hierarchical_route_is_the_flat_route_between_any_two_clones(spec: str, doors: int) -> None:
     """On a map whose routes differ in probability, open and with a door blocked, the hierarchical route between
@@ -388,16 +403,7 @@ def test_a_hierarchical_route_is_the_flat_route_between_any_two_clones(spec: str
     modules = hierarchy.match_rooms(model, *_walk(world), world.grid).module
     model = _weighted(model, seed=2)
     for this in (model, planning.block(model, planning.ways_into(model, clone_of[world.doors[0]]))):
-        fields = planning.door_fields(this, modules)
-        for start, goal in itertools.permutations(range(0, this.n_states, 3), 2):
-            try:
-                flat = planning.plan_flat(this, start, goal)
-            except ValueError:
-                with pytest.raises(ValueError, match="cannot be reached"):
-                    planning.plan_hierarchical(this, modules, start, goal, fields=fields)
-                continue
-            tiered = planning.plan_hierarchical(this, modules, start, goal, fields=fields)
-            assert tiered.route == flat.route and tiered.moves == flat.moves
+        assert_the_flat_routes(this, modules, range(0, this.n_states, 3))
 
 
 def test_any_labelling_of_the_clones_gives_the_flat_route() -> None:
@@ -413,15 +419,7 @@ def test_any_labelling_of_the_clones_gives_the_flat_route() -> None:
     labellings = [rng.integers(0, k, model.n_states) for k in (2, 3, 6)]
     labellings += [np.arange(model.n_states), np.zeros(model.n_states, dtype=np.int64)]
     for modules in labellings:
-        fields = planning.door_fields(model, modules)
-        for start, goal in itertools.permutations(range(0, model.n_states, 4), 2):
-            try:
-                flat = planning.plan_flat(model, start, goal)
-            except ValueError:
-                with pytest.raises(ValueError, match="cannot be reached"):
-                    planning.plan_hierarchical(model, modules, start, goal, fields=fields)
-                continue
-            assert planning.plan_hierarchical(model, modules, start, goal, fields=fields).route == flat.route
+        assert_the_flat_routes(model, modules, range(0, model.n_states, 4))
 
 
 def test_a_plan_on_the_maps_fields_counts_them_apart_and_holds_few_messages() -> None:

@@ -116,6 +116,7 @@ class _Search:
     dense_updates: int
     reached: int
     touched: np.ndarray  # the mask of the clones a message reached
+    log_p: float  # the route's log-probability (the goal's message)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def pass_messages(ways: Successors, start: int, goals: np.ndarray, allowed: np.n
         route.append(clone)
     return _Search(
         route[::-1], moves[::-1], spread.updates, int(allowed.sum()) * spread.iterations, spread.held,
-        spread.depth >= 0,
+        spread.depth >= 0, float(spread.value[route[0]]),
     )  # fmt: skip
 
 
@@ -375,8 +376,7 @@ def _door_search(
             return prev, relaxed, touched
         links = []
         if clone == start and direct is not None:
-            log_p = sum(float(ways.log_p[_way(ways, u, v)]) for u, v in itertools.pairwise(direct.route))
-            links.append(("direct", goal, len(direct.actions), -log_p, 0))
+            links.append(("direct", goal, len(direct.actions), -direct.log_p, 0))
         if clone == start or clone in entry_of:
             for k in np.flatnonzero(modules[exits.clones] == modules[clone]).tolist():
                 if exits.length[k, clone] >= 0:
@@ -396,12 +396,6 @@ def _door_search(
                 best[to], prev[to] = score, (kind, clone, detail)
                 heapq.heappush(heap, (*score, to))
     return None
-
-
-def _way(ways: Successors, u: int, v: int) -> int:
-    """The index of the way u -> v."""
-    lo = ways.indptr[u]
-    return int(lo + np.flatnonzero(ways.target[lo : ways.indptr[u + 1]] == v)[0])
 
 
 def _read_route(
