@@ -212,6 +212,80 @@ def test_a_cancel_is_said_as_the_users_whichever_comes_first(with_corpus: Path) 
     assert training_jobs.read_job(with_corpus)["message"] == training_jobs.SERVER_STOPPED
 
 
+def test_a_cancel_between_the_jobs_check_and_its_record_is_said_as_the_users(
+    with_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI run (Celery): the job, stopped by the revoke's SIGTERM, read no cancel flag; the Cancel's request then
+    raised it and recorded the user's cancel; the job's record "the server stopped the training job" came last and
+    stood. The job's end now holds off the Cancel until it has written, and the Cancel reads it as just stopped."""
+    real_finish = training_jobs._finish
+    reached = with_corpus / "reached"
+
+    def slow_finish(folder: Path, job: dict, progress: object, status: str, message: str) -> object:
+        if message == training_jobs.SERVER_STOPPED:  # between the flag's check and the record's write
+            reached.touch()
+            time.sleep(1.5)
+        return real_finish(folder, job, progress, status, message)
+
+    monkeypatch.setattr(training_jobs, "_finish", slow_finish)  # the forked job inherits it
+    child = _start_long_job(with_corpus)
+    child.terminate()
+    deadline = time.time() + 15
+    while not reached.exists():
+        assert time.time() < deadline and child.is_alive(), "the stopped job did not reach its record"
+        time.sleep(0.02)
+    assert training_jobs.request_cancel(with_corpus) == training_jobs.USER_CANCELLED
+    child.join(timeout=15)
+    assert child.exitcode == 0
+    assert training_jobs.read_job(with_corpus)["message"] == training_jobs.USER_CANCELLED
+    assert training_jobs.read_progress(with_corpus)["message"] == training_jobs.USER_CANCELLED
+
+
+@pytest.mark.parametrize("which", ["maps", "map_schemas"])
+def test_a_map_or_schema_cancel_is_said_as_the_users_in_either_order(folder: Path, which: str) -> None:
+    """The map and schema jobs end the same way under Celery's Cancel (flag and SIGTERM): the server's stop is
+    recorded as the user's cancel whether the flag came first, between the job's check and its write, or after."""
+    import importlib
+    import threading
+
+    service = importlib.import_module(f"app.services.{which}")
+    kind = service.MAP if which == "maps" else service.SCHEMA
+    files = kind.files(folder)
+
+    def end_of_a_stopped_job(pause: float, reached: threading.Event | None = None) -> None:
+        with kind.ending(folder, service.SERVER_STOPPED, service.SERVER_STOPPED, service.USER_CANCELLED) as said:
+            if reached is not None:
+                reached.set()
+            time.sleep(pause)
+            files.write(files.read() | {"status": jobs.CANCELLED, "message": said, "finished": time.time()})
+
+    # the Cancel between the job's check of the flag and its record
+    files.write(kind.new_record(folder, "k1", "Running."))
+    reached = threading.Event()
+    job = threading.Thread(target=end_of_a_stopped_job, args=(1.0, reached))
+    job.start()
+    assert reached.wait(10)
+    assert service.request_cancel(folder) == service.USER_CANCELLED
+    job.join(timeout=10)
+    assert files.read()["message"] == service.USER_CANCELLED
+    # the flag first
+    files.write(kind.new_record(folder, "k2", "Running."))
+    assert service.request_cancel(folder) == service.USER_CANCELLED
+    end_of_a_stopped_job(0.0)
+    assert files.read()["message"] == service.USER_CANCELLED
+    # SIGTERM first: the Cancel that follows says it was the user's; long after, it does not
+    files.write(kind.new_record(folder, "k3", "Running."))
+    end_of_a_stopped_job(0.0)
+    assert files.read()["message"] == service.SERVER_STOPPED
+    service.request_cancel(folder)
+    assert files.read()["message"] == service.USER_CANCELLED
+    files.write(kind.new_record(folder, "k4", "Running."))
+    end_of_a_stopped_job(0.0)
+    files.write(files.read() | {"finished": time.time() - 120})
+    service.request_cancel(folder)
+    assert files.read()["message"] == service.SERVER_STOPPED
+
+
 def test_a_progress_arriving_after_a_cancel_does_not_stand_over_it(with_corpus: Path) -> None:
     """A CI run: the running job's last progress reached the page after the Cancel's answer, and its "Training for
     3.0 s: restart 1 of 4." stood for good (the killed job sends nothing more). A late progress says how the job

@@ -33,9 +33,21 @@ from typing import Any, TypeVar
 
 from app import sessions
 from app.jobs import queue
-from app.jobs.records import DIED, RUNNING, JobFiles, sweep_temporary
+from app.jobs.records import CANCELLED, DIED, RUNNING, JobFiles, sweep_temporary
 
 T = TypeVar("T")
+
+
+JUST_STOPPED_S = 30.0
+"""How long after the server stopped a job (SIGTERM) a Cancel of its session is taken as the cause."""
+
+
+def stopped_just_now(record: dict[str, Any] | None, stopped: str) -> bool:
+    """Whether the job ``record`` ended with the server's stop sentence ``stopped`` in the last
+    :data:`JUST_STOPPED_S` seconds: under Celery, Cancel revokes the task (SIGTERM) as well as raising the flag."""
+    if not record or record.get("message") != stopped:
+        return False
+    return time.time() - record.get("finished", 0) < JUST_STOPPED_S
 
 
 def new_key() -> str:
@@ -130,6 +142,32 @@ class JobKind:
         one."""
         with self._holding(folder, "install"):
             yield
+
+    @contextlib.contextmanager
+    def ending(self, folder: Path, message: str, stopped: str, cancelled: str) -> Iterator[str]:
+        """The sentence a job's end records, held for the block against a Cancel of the session (the lock of
+        :meth:`installing`, taken only when ``message`` is ``stopped``, the server's stop): ``cancelled`` when the
+        session's cancel flag is up. Under Celery one click raises the flag and revokes the task (SIGTERM to the
+        job); a job that read no flag, then recorded that the server stopped it, wrote over the record of a Cancel
+        that came between the two. Under the lock the Cancel comes before the read or after the write (and then
+        reads a job the server stopped just now, :meth:`cancel_running`)."""
+        if message != stopped:
+            yield message
+            return
+        with self._holding(folder, "install"):
+            yield cancelled if self.files(folder).cancel.exists() else message
+
+    def cancel_running(self, folder: Path, sentence: str, stopped: str) -> tuple[bool, dict[str, Any] | None]:
+        """A Cancel of the session's job (:meth:`cancel`, under the lock of :meth:`ending`): a running job, or one
+        the server stopped (its sentence ``stopped``) in the last :data:`JUST_STOPPED_S` seconds (Celery's revoke
+        of the same click came first), is recorded cancelled with ``sentence``. Returns :meth:`cancel`'s pair,
+        the record as it now stands."""
+        with self._holding(folder, "install"):
+            waited, record = self.cancel(folder)
+            if not waited and record and (record.get("status") == RUNNING or stopped_just_now(record, stopped)):
+                record.update(status=CANCELLED, message=sentence, finished=time.time())
+                self.files(folder).write(record)
+        return waited, record
 
     def enter(self, folder: Path, payload: dict[str, Any]) -> queue.Ticket:
         """Put a job of the kind for the session into the server's queue, holding a new key and ``payload`` (the

@@ -17,6 +17,7 @@ what the page shows. In a session folder::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import shutil
@@ -47,6 +48,8 @@ ITERATIONS = 50
 """The most EM iterations fitting a map's emissions (the engine's default, ``chmm schema --iterations``)."""
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 WAITED_CANCELLED = "The schema match was cancelled while it waited."
+USER_CANCELLED = "Schema match cancelled."
+SERVER_STOPPED = "The server stopped the schema match."
 
 ProgressReport = Callable[[dict[str, Any]], None]
 
@@ -202,12 +205,11 @@ def run_schema_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        record.update(status=status, message=message, finished=time.time())
-        try:
-            publish(force=True)
-        except OSError:
-            pass
-        return {"key": key, "status": status, "message": message}
+        with SCHEMA.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said:
+            record.update(status=status, message=said, finished=time.time())
+            with contextlib.suppress(OSError):
+                publish(force=True)
+        return {"key": key, "status": status, "message": said}
 
     try:
         files.heartbeat.touch()
@@ -264,10 +266,10 @@ def _match(
         return REFUSED, str(exc)
     except _Stopped:
         if files.cancel.exists():
-            return CANCELLED, "Schema match cancelled."
+            return CANCELLED, USER_CANCELLED
         return FAILED, f"The schema match reached the server's time limit of {config.max_job_seconds() / 60:g} minutes."
     except jobs.JobTerminated:
-        return CANCELLED, "The server stopped the schema match."
+        return CANCELLED, SERVER_STOPPED
     except MemoryError as exc:
         return FAILED, f"The schema match ran out of memory ({exc}); use a shorter walk or smaller maps."
     except Exception as exc:  # a map the walk does not fit becomes a sentence in the page
@@ -341,15 +343,12 @@ def schema_sentence(record: dict[str, Any] | None) -> str:
 
 def request_cancel(folder: Path) -> str:
     """Stop the session's schema job (its cancel flag; a waiting one leaves the queue) and say so."""
-    waited, record = SCHEMA.cancel(folder)
+    waited, record = SCHEMA.cancel_running(folder, USER_CANCELLED, SERVER_STOPPED)
     if waited:
         return WAITED_CANCELLED
-    if record and record.get("status") == RUNNING:
-        record.update(status=CANCELLED, message="Schema match cancelled.", finished=time.time())
-        SCHEMA.files(folder).write(record)
-    elif record and record.get("status") == FINISHED:
+    if record and record.get("status") == FINISHED:
         return "The schema match had already finished; its result is shown."
-    return "Schema match cancelled."
+    return USER_CANCELLED
 
 
 def reap_dead_job(folder: Path) -> str | None:

@@ -79,6 +79,8 @@ MAP_KIND = "map"
 MAP = JobKind(MAP_KIND, "map", (JOB, HEARTBEAT, CANCEL))
 """The map job's lifecycle (:class:`app.jobs.kinds.JobKind`)."""
 WAITED_CANCELLED = "The map job was cancelled while it waited; the previous map is kept."
+USER_CANCELLED = "Map job cancelled; the previous map is kept."
+SERVER_STOPPED = "The server stopped the map job; the previous map is kept."
 SOURCES = {"room": "a random walk in the room above", "walk": "the uploaded walk"}
 
 ProgressReport = Callable[[dict[str, Any]], None]
@@ -281,10 +283,11 @@ def run_map_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        record.update(status=status, message=message, finished=time.time())
-        with contextlib.suppress(OSError):
-            publish(force=True)
-        return {"key": key, "status": status, "message": message}
+        with MAP.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said:
+            record.update(status=status, message=said, finished=time.time())
+            with contextlib.suppress(OSError):
+                publish(force=True)
+        return {"key": key, "status": status, "message": said}
 
     try:
         files.heartbeat.touch()
@@ -345,14 +348,14 @@ def _learn(
         return REFUSED, str(exc)
     except _Stopped:
         if files.cancel.exists():
-            return CANCELLED, "Map job cancelled; the previous map is kept."
+            return CANCELLED, USER_CANCELLED
         return (
             FAILED,
             f"The map job reached the server's time limit of {config.max_job_seconds() / 60:g} minutes "
             "(CHMM_MAX_JOB_MINUTES); choose a shorter walk or fewer clones. The previous map is kept.",
         )
     except jobs.JobTerminated:
-        return CANCELLED, "The server stopped the map job; the previous map is kept."
+        return CANCELLED, SERVER_STOPPED
     except MemoryError as exc:
         return FAILED, f"The map job ran out of memory ({exc}); choose fewer clones. The previous map is kept."
     except Exception as exc:  # an engine error becomes a sentence in the page; the previous map is untouched
@@ -652,17 +655,12 @@ def graphml(folder: Path) -> tuple[str, str]:
 
 def request_cancel(folder: Path) -> str:
     """Stop the session's map job (its cancel flag; a waiting one leaves the queue) and say what the page shows."""
-    files = map_files(folder)
-    waited, record = MAP.cancel(folder)
+    waited, record = MAP.cancel_running(folder, USER_CANCELLED, SERVER_STOPPED)
     if waited:
         return WAITED_CANCELLED
-    message = "Map job cancelled; the previous map is kept."
-    if record and record.get("status") == RUNNING:
-        record.update(status=CANCELLED, message=message, finished=time.time())
-        files.write(record)
-    elif record and record.get("status") == FINISHED:
+    if record and record.get("status") == FINISHED:
         return "The map job had already finished; its map is shown."
-    return message
+    return USER_CANCELLED
 
 
 def reap_dead_job(folder: Path) -> str | None:

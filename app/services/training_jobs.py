@@ -32,7 +32,7 @@ from typing import Any
 
 from app import config, services, sessions
 from app.jobs import JobFiles, JobMemoryError, JobTerminated, QueueFull, Ticket, held_place, memory_exceeded
-from app.jobs.kinds import JobKind, new_key
+from app.jobs.kinds import JobKind, new_key, stopped_just_now
 from app.jobs.queue import place_message
 from app.jobs.records import CANCELLED, DIED, FAILED, FINISHED, REFUSED, RUNNING, read_json
 from app.services import comparisons
@@ -424,11 +424,11 @@ def run_training_job(
     ended: list[JobOutcome] = []
 
     def end(status: str, message: str) -> tuple[str, str]:
-        """Record how the job ended (the record, the progress, the session's runs)."""
-        if message == SERVER_STOPPED and files.cancel.exists():  # the flag may have come while the job ended
-            message = USER_CANCELLED
-        ended.append(_finish(folder, job, progress, status, message))
-        return status, message
+        """Record how the job ended (the record, the progress, the session's runs); stopped by the server while
+        the user's Cancel came, it is the user's cancel (:meth:`app.jobs.JobKind.ending`)."""
+        with TRAINING.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said:
+            ended.append(_finish(folder, job, progress, status, said))
+        return status, said
 
     status, message = _run(folder, options, check, progress, key, ticket, report, end)
     if not ended:  # it ended before it had a place (cancelled while it waited, refused, failed)
@@ -598,8 +598,7 @@ def request_cancel(folder: Path) -> str:
     if job and (job.get("status") == FINISHED or job.get("installed")):
         return "The job had already finished; its model is current (use Undo on the Model page to go back)."
     message = USER_CANCELLED
-    just_stopped = job and job.get("message") == SERVER_STOPPED and time.time() - job.get("finished", 0) < 30
-    if job and (job.get("status") == RUNNING or just_stopped):
+    if job and (job.get("status") == RUNNING or stopped_just_now(job, SERVER_STOPPED)):
         job.update(status=CANCELLED, message=message, finished=time.time())
         files.write(job)
         progress = read_progress(folder)
