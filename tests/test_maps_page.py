@@ -377,11 +377,18 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
     assert label.startswith("The map job stopped without finishing") and "previous map is kept" in label
 
 
-def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_across_them(folder: Path) -> None:
+def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_across_them(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 50: a world typed as the room (``chmm world``'s file) learns a map whose Infomap modules (the engine's)
     are its rooms, said with their NMI; a route from one room to the other says what planning across the modules
-    cost against planning on the whole map."""
+    cost against planning on the whole map. The map's door fields are made once and kept for every route on it."""
+    from engine import api
     from engine.cognitive import worlds
+
+    made: list[int] = []
+    door_fields = api.door_fields
+    monkeypatch.setattr(api, "door_fields", lambda *args: made.append(1) or door_fields(*args))
 
     world = worlds.make_world("3x3,3x3", observations=4, seed=0)
     room = worlds.room_text(world.grid)
@@ -396,7 +403,16 @@ def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_acro
     route = maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])
     assert len(route["actions"]) == 8
     assert "Planned across the modules (" in route["text"] and "8 steps," in route["text"]
-    assert " to make the map's door fields, which every route on a map can share." in route["text"]
+    fields = re.search(r"door fields, made once for it and kept for every route, held ([\d,]+)\.", route["text"])
+    assert fields and int(fields.group(1).replace(",", "")) > 0 and made == [1]
+    back = maps.plan_route(folder, by_place[(2, 6)], by_place[(0, 0)])
+    assert len(back["actions"]) == 8 and "Planned across the modules (" in back["text"] and made == [1]
+    outcome = maps.run_map_job(folder, small_request(folder, room=room, length=4000, clones=12, seed=1))
+    assert outcome["status"] == jobs.FINISHED, outcome  # a new map: its own fields
+    view = maps.load_view(folder)
+    by_place = {(round(n["row"]), round(n["column"])): n["clone"] for n in view["nodes"]}
+    assert "Planned across the modules (" in maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])["text"]
+    assert made == [1, 1]
 
 
 def test_a_map_learned_through_sensor_noise_says_so_and_recovers_the_room(folder: Path) -> None:

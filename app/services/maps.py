@@ -31,7 +31,7 @@ import numpy as np
 from app import config, jobs, sessions
 from app.jobs import CANCELLED, FAILED, FINISHED, REFUSED, RUNNING, JobFiles, QueueFull, Ticket
 from app.jobs.kinds import JobKind, new_key
-from app.services import UserError, describe_error, map_noise, map_uploads, whole_number
+from app.services import UserError, describe_error, kept, map_noise, map_uploads, whole_number
 from app.services.map_drawing import CELL as CELL
 from app.services.map_drawing import MODULE_PALETTE as MODULE_PALETTE
 from app.services.map_drawing import PALETTE as PALETTE
@@ -539,10 +539,14 @@ def _need_map(folder: Path) -> Path:
 
 
 def _load(folder: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
+    """The session's map and its walk, read once per version of their files and kept (:mod:`app.services.kept`)."""
     path = _need_map(folder)
-    model = api.load_map(path / MODEL)
-    walk = api.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
-    return model, walk
+
+    def read() -> tuple[api.ActionCHMM, api.WalkFile]:
+        walk = api.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
+        return api.load_map(path / MODEL), walk
+
+    return kept.kept(("map",), [path / MODEL, path / WALK], read, label="The map")
 
 
 def _clone(value: Any, view: dict[str, Any], what: str) -> int:
@@ -592,32 +596,37 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
         text = (
             f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}."
         )
-        text += _across_modules(model, view, begin, end)
+        text += _across_modules(folder, model, view, begin, end)
     return {"route": route, "actions": moves, "text": text}
 
 
-def _across_modules(model: api.ActionCHMM, view: dict[str, Any], begin: int, end: int) -> str:
+def _across_modules(folder: Path, model: api.ActionCHMM, view: dict[str, Any], begin: int, end: int) -> str:
     """The same route planned by messages across the map's modules against on the whole map
     (:func:`engine.cognitive.planning.plan_hierarchical` on the map's door fields,
     :func:`~engine.cognitive.planning.plan_flat`), in a sentence; empty when the map has one module or either cannot
-    plan it."""
+    plan it. The door fields are made once per version of the map's files and kept for every route on it."""
     if view.get("modules", 0) < 2:
         return ""
-    modules = np.zeros(model.n_states, dtype=np.int64)
-    for node in view["nodes"]:
-        modules[node["clone"]] = node["module"] + 1
+    path = _need_map(folder)
+
+    def make() -> api.DoorFields:
+        modules = np.zeros(model.n_states, dtype=np.int64)
+        for node in view["nodes"]:
+            modules[node["clone"]] = node["module"] + 1
+        return api.door_fields(model, modules)
+
     try:
-        fields = api.door_fields(model, modules)
-        flat = api.plan_flat(model, begin, end)
-        tiered = api.plan_hierarchical(model, modules, begin, end, fields=fields)
+        fields = kept.kept(("door fields",), [path / MODEL, path / WALK, path / VIEW], make, label="The map")
+        flat = api.plan_flat(fields.model, begin, end)
+        tiered = api.plan_hierarchical(fields.model, fields.modules, begin, end, fields=fields)
     except ValueError:
         return ""
     held, flat_held = tiered.summary()["updates"], flat.summary()["updates"]
-    path = " -> ".join(str(m - 1) for m in tiered.modules)
+    modules = " -> ".join(str(m - 1) for m in tiered.modules)
     return (
-        f" Planned across the modules ({path}): {tiered.steps} steps, {held:,} messages against {flat_held:,} on "
-        f"the whole map ({held / flat_held:.0%}), plus {fields.updates:,} to make the map's door fields, which "
-        "every route on a map can share."
+        f" Planned across the modules ({modules}): {tiered.steps} steps, {held:,} messages against {flat_held:,} "
+        f"on the whole map ({held / flat_held:.0%}); the map's door fields, made once for it and kept for every "
+        f"route, held {fields.updates:,}."
     )
 
 
