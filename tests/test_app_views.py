@@ -115,6 +115,11 @@ def test_the_view_callback_reads_the_url_or_writes_it_never_both(pages: Any) -> 
     # Back to a URL without a view: nothing open
     out = navigate(view, f"{ids.COMMUNITIES_URL}.search", search="", selected=modules[2], session_id=sid)
     assert out["selected"] is None and out["table"] == {"ids": []} and out["search"] is no_update
+    # Back or Forward draws the page anew, and the first call of its fresh callbacks can be said as the grid's (a
+    # browser test: its rows None, the fresh stores empty): the URL's view is opened, as when the page opens
+    out = navigate(view, f"{ids.COMMUNITIES_TABLE}.selectedRows", table_rows=None, search=f"?module={modules[2]}",
+                   session_id=sid)  # fmt: skip
+    assert out["selected"] == modules[2] and out["table"] == {"ids": [modules[2]]} and out["search"] is no_update
     # a click on a row: the module opens, the URL gets it, the table (already selected) is left alone
     picked = [{"id": modules[3]}]
     out = navigate(view, f"{ids.COMMUNITIES_TABLE}.selectedRows", table_rows=picked, selected=modules[2])

@@ -178,6 +178,8 @@ def navigate(
     note: Any = no_update
     if trigger == ids.COMMUNITIES_WHOLE_CLICKED and not (clicked or {}).get("count"):
         trigger = None  # the click store set up as the page opens (a memory store sets its data once mounted)
+    if trigger == ids.COMMUNITIES_TABLE and table_rows is None:
+        trigger = None  # the grid mounted with the page (Back / Forward draws the page anew): no row was clicked
     if trigger is None or trigger == ids.COMMUNITIES_URL:  # the page opened, or Back / Forward
         asked, problems = parse_view(search)
         if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:
