@@ -286,6 +286,28 @@ def test_a_map_or_schema_cancel_is_said_as_the_users_in_either_order(folder: Pat
     assert files.read()["message"] == service.SERVER_STOPPED
 
 
+def test_a_map_job_stopped_by_the_server_after_the_users_cancel_says_the_users(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The map job's own end (not only its kind's lock): stopped by the server (SIGTERM) when the user's cancel flag
+    is up, its outcome and its record say the user's cancel; without the flag, the server's stop."""
+    from app.services import maps
+
+    flag = [True]
+
+    def stopped(folder: Path, *_: object) -> tuple[str, str]:
+        if flag[0]:
+            maps.MAP.files(folder).request_cancel()
+        return jobs.CANCELLED, maps.SERVER_STOPPED
+
+    monkeypatch.setattr(maps, "_learn", stopped)
+    request = maps.check_request(folder, "room", "0,1,2\n2,0,1", 1000, 2, 0, None, None)
+    for flag[0], said in ((True, maps.USER_CANCELLED), (False, maps.SERVER_STOPPED)):
+        outcome = maps.run_map_job(folder, request)
+        assert outcome["status"] == jobs.CANCELLED and outcome["message"] == said
+        assert maps.map_files(folder).read()["message"] == said
+
+
 def test_a_progress_arriving_after_a_cancel_does_not_stand_over_it(with_corpus: Path) -> None:
     """A CI run: the running job's last progress reached the page after the Cancel's answer, and its "Training for
     3.0 s: restart 1 of 4." stood for good (the killed job sends nothing more). A late progress says how the job

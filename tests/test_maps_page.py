@@ -403,7 +403,7 @@ def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_acro
     route = maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])
     assert len(route["actions"]) == 8
     assert "Planned across the modules (" in route["text"] and "8 steps," in route["text"]
-    fields = re.search(r"door fields, made once for it and kept for every route, held ([\d,]+)\.", route["text"])
+    fields = re.search(r"door fields, once for the map and kept for its routes, took ([\d,]+)\.", route["text"])
     assert fields and int(fields.group(1).replace(",", "")) > 0 and made == [1]
     back = maps.plan_route(folder, by_place[(2, 6)], by_place[(0, 0)])
     assert len(back["actions"]) == 8 and "Planned across the modules (" in back["text"] and made == [1]

@@ -205,10 +205,11 @@ def run_schema_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        with SCHEMA.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said:
+        with SCHEMA.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said, contextlib.suppress(OSError):
             record.update(status=status, message=said, finished=time.time())
-            with contextlib.suppress(OSError):
-                publish(force=True)
+            files.write(record)  # under the lock; the page's progress (Redis under Celery) after it
+        with contextlib.suppress(OSError):
+            publish(force=True)
         return {"key": key, "status": status, "message": said}
 
     try:

@@ -283,10 +283,11 @@ def run_map_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        with MAP.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said:
+        with MAP.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said, contextlib.suppress(OSError):
             record.update(status=status, message=said, finished=time.time())
-            with contextlib.suppress(OSError):
-                publish(force=True)
+            files.write(record)  # under the lock; the page's progress (Redis under Celery) after it
+        with contextlib.suppress(OSError):
+            publish(force=True)
         return {"key": key, "status": status, "message": said}
 
     try:
@@ -539,8 +540,12 @@ def _need_map(folder: Path) -> Path:
 
 
 def _load(folder: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
-    """The session's map and its walk, read once per version of their files and kept (:mod:`app.services.kept`)."""
-    path = _need_map(folder)
+    return _load_at(_need_map(folder))
+
+
+def _load_at(path: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
+    """The map in folder ``path`` and its walk, read once per version of their files and kept
+    (:mod:`app.services.kept`)."""
 
     def read() -> tuple[api.ActionCHMM, api.WalkFile]:
         walk = api.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
@@ -581,11 +586,12 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
     """The most probable route on the map from one clone to another (:func:`engine.cognitive.maps.plan_route`): its
     clones, its actions and the actions in words ("right, right, down"). UserError in one sentence when a clone is
     missing or the goal cannot be reached."""
-    view = load_view(folder)
+    path = _need_map(folder)  # once: a map job may install another meanwhile
+    view = jobs.read_json(path / VIEW)
     if view is None:
         raise UserError("This session has no map yet: learn one first.")
     begin, end = _clone(start, view, "start"), _clone(goal, view, "goal")
-    model, _ = _load(folder)
+    model, _ = _load_at(path)
     try:
         route, moves = api.plan_route(model, begin, end)
     except ValueError as exc:
@@ -596,22 +602,22 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
         text = (
             f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}."
         )
-        text += _across_modules(folder, model, view, begin, end)
+        text += _across_modules(path, view, begin, end)
     return {"route": route, "actions": moves, "text": text}
 
 
-def _across_modules(folder: Path, model: api.ActionCHMM, view: dict[str, Any], begin: int, end: int) -> str:
-    """The same route planned by messages across the map's modules against on the whole map
+def _across_modules(path: Path, view: dict[str, Any], begin: int, end: int) -> str:
+    """The same route planned by messages across the modules of the map in folder ``path`` against on the whole map
     (:func:`engine.cognitive.planning.plan_hierarchical` on the map's door fields,
     :func:`~engine.cognitive.planning.plan_flat`), in a sentence; empty when the map has one module or either cannot
-    plan it. The door fields are made once per version of the map's files and kept for every route on it."""
+    plan it. The door fields are made once per version of the map's files (from those files alone) and kept."""
     if view.get("modules", 0) < 2:
         return ""
-    path = _need_map(folder)
 
     def make() -> api.DoorFields:
+        model, _ = _load_at(path)
         modules = np.zeros(model.n_states, dtype=np.int64)
-        for node in view["nodes"]:
+        for node in (jobs.read_json(path / VIEW) or {}).get("nodes", []):
             modules[node["clone"]] = node["module"] + 1
         return api.door_fields(model, modules)
 
@@ -625,8 +631,8 @@ def _across_modules(folder: Path, model: api.ActionCHMM, view: dict[str, Any], b
     modules = " -> ".join(str(m - 1) for m in tiered.modules)
     return (
         f" Planned across the modules ({modules}): {tiered.steps} steps, {held:,} messages against {flat_held:,} "
-        f"on the whole map ({held / flat_held:.0%}); the map's door fields, made once for it and kept for every "
-        f"route, held {fields.updates:,}."
+        f"on the whole map ({held / flat_held:.0%}); making the map's door fields, once for the map and kept for "
+        f"its routes, took {fields.updates:,}."
     )
 
 

@@ -589,7 +589,8 @@ USER_CANCELLED = "Training cancelled; the previous model is still current."
 def request_cancel(folder: Path) -> str:
     """Ask the session's running job to stop (the cancel flag file) and say what the page should show. Under Celery
     the same click revokes the task, whose SIGTERM may end the job before this flag is written: a job just ended
-    as stopped by the server is then recorded as the user's cancel."""
+    as stopped by the server is then recorded as the user's cancel. (Not :meth:`app.jobs.JobKind.cancel_running`:
+    a training's record may say its model is installed already, and its progress and runs are rewritten too.)"""
     files = training_files(folder)
     with TRAINING.installing(folder):  # never between the job's check of the flag and its install
         waited, job = TRAINING.cancel(folder)
