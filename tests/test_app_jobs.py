@@ -308,6 +308,34 @@ def test_a_map_job_stopped_by_the_server_after_the_users_cancel_says_the_users(
         assert maps.map_files(folder).read()["message"] == said
 
 
+def test_a_cancel_while_a_map_is_installed_says_the_map_job_finished(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Cancel that comes while the map job installs its map waits for it, and says the job finished (its map is
+    current); before, it recorded "cancelled; the previous map is kept" over the new map."""
+    import threading
+
+    from app.services import maps
+
+    real_install, said = maps._install, []
+
+    def install_then_cancel(*args: object) -> None:
+        real_install(*args)
+        cancel = threading.Thread(target=lambda: said.append(maps.request_cancel(folder)))
+        cancel.start()
+        cancel.join(timeout=0.5)  # the Cancel comes now, and waits for the job's lock
+
+    monkeypatch.setattr(maps, "_install", install_then_cancel)
+    request = maps.check_request(folder, "room", "0,1,2\n2,0,1", 1000, 2, 0, None, None)
+    outcome = maps.run_map_job(folder, request)
+    deadline = time.time() + 10
+    while not said and time.time() < deadline:
+        time.sleep(0.05)
+    assert outcome["status"] == jobs.FINISHED and said == ["The map job had already finished; its map is shown."]
+    assert maps.map_files(folder).read()["status"] == jobs.FINISHED
+    assert maps.current_map(folder).name == outcome["key"]
+
+
 def test_a_progress_arriving_after_a_cancel_does_not_stand_over_it(with_corpus: Path) -> None:
     """A CI run: the running job's last progress reached the page after the Cancel's answer, and its "Training for
     3.0 s: restart 1 of 4." stood for good (the killed job sends nothing more). A late progress says how the job

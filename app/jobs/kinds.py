@@ -161,10 +161,11 @@ class JobKind:
         """A Cancel of the session's job (:meth:`cancel`, under the lock of :meth:`ending`): a running job, or one
         the server stopped (its sentence ``stopped``) in the last :data:`JUST_STOPPED_S` seconds (Celery's revoke
         of the same click came first), is recorded cancelled with ``sentence``. Returns :meth:`cancel`'s pair,
-        the record as it now stands."""
+        the record as it now stands. A job whose record says its result is ``installed`` is left to finish."""
         with self._holding(folder, "install"):
             waited, record = self.cancel(folder)
-            if not waited and record and (record.get("status") == RUNNING or stopped_just_now(record, stopped)):
+            running = record and not record.get("installed") and record.get("status") == RUNNING
+            if not waited and record and (running or stopped_just_now(record, stopped)):
                 record.update(status=CANCELLED, message=sentence, finished=time.time())
                 self.files(folder).write(record)
         return waited, record

@@ -344,7 +344,12 @@ def _learn(
                 walk_text = api.format_walk_file(walk)
             else:
                 model, summary = api.learn_map(walk, request.options(), progress)
-            _install(folder, key, model, summary, walk, walk_text, room)
+            with MAP.installing(folder):  # against a Cancel, which takes the same lock (JobKind.cancel_running)
+                if files.cancel.exists():
+                    return CANCELLED, USER_CANCELLED
+                _install(folder, key, model, summary, walk, walk_text, room)
+                record["installed"] = True
+                files.write(record)
     except QueueFull as exc:
         return REFUSED, str(exc)
     except _Stopped:
@@ -673,7 +678,7 @@ def request_cancel(folder: Path) -> str:
     waited, record = MAP.cancel_running(folder, USER_CANCELLED, SERVER_STOPPED)
     if waited:
         return WAITED_CANCELLED
-    if record and record.get("status") == FINISHED:
+    if record and (record.get("status") == FINISHED or record.get("installed")):
         return "The map job had already finished; its map is shown."
     return USER_CANCELLED
 
