@@ -157,6 +157,20 @@ class JobKind:
         with self._holding(folder, "install"):
             yield cancelled if self.files(folder).cancel.exists() else message
 
+    def record_end(
+        self, folder: Path, record: dict[str, Any], publish: Callable[..., None], status: str, message: str,
+        stopped: str, cancelled: str,
+    ) -> str:
+        """Record how a job ended (its ``status``, and its sentence as :meth:`ending` says it, which is returned):
+        written under the lock, then handed to the page (``publish``, Redis under Celery) after it; a full disk
+        costs the record, never the outcome."""
+        with self.ending(folder, message, stopped, cancelled) as said, contextlib.suppress(OSError):
+            record.update(status=status, message=said, finished=time.time())
+            self.files(folder).write(record)
+        with contextlib.suppress(OSError):
+            publish(force=True)
+        return said
+
     def cancel_running(self, folder: Path, sentence: str, stopped: str) -> tuple[bool, dict[str, Any] | None]:
         """A Cancel of the session's job (:meth:`cancel`, under the lock of :meth:`ending`): a running job, or one
         the server stopped (its sentence ``stopped``) in the last :data:`JUST_STOPPED_S` seconds (Celery's revoke

@@ -17,7 +17,6 @@ what the page shows. In a session folder::
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import shutil
@@ -205,11 +204,7 @@ def run_schema_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        with SCHEMA.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said, contextlib.suppress(OSError):
-            record.update(status=status, message=said, finished=time.time())
-            files.write(record)  # under the lock; the page's progress (Redis under Celery) after it
-        with contextlib.suppress(OSError):
-            publish(force=True)
+        said = SCHEMA.record_end(folder, record, publish, status, message, SERVER_STOPPED, USER_CANCELLED)
         return {"key": key, "status": status, "message": said}
 
     try:

@@ -17,7 +17,6 @@ input, runs the job and turns the engine's results into what the page draws. A s
 
 from __future__ import annotations
 
-import contextlib
 import io
 import shutil
 import time
@@ -283,11 +282,7 @@ def run_map_job(
     publish = files.publisher(record, report)
 
     def finish(status: str, message: str) -> dict[str, str]:
-        with MAP.ending(folder, message, SERVER_STOPPED, USER_CANCELLED) as said, contextlib.suppress(OSError):
-            record.update(status=status, message=said, finished=time.time())
-            files.write(record)  # under the lock; the page's progress (Redis under Celery) after it
-        with contextlib.suppress(OSError):
-            publish(force=True)
+        said = MAP.record_end(folder, record, publish, status, message, SERVER_STOPPED, USER_CANCELLED)
         return {"key": key, "status": status, "message": said}
 
     try:
