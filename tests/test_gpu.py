@@ -392,7 +392,7 @@ def test_every_cuda_kernel_has_a_twin():
     kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
     defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
     assert defined == set(TWINS) == set(cuda_kernels.KERNELS)
-    for constant in ("LOCKSTEP_TILE_MAX",):  # the host cuts work as the kernel expects
+    for constant in ("LOCKSTEP_TILE_MAX", "LOCKSTEP_LOADS"):  # the host cuts work and picks kernels as they expect
         defined_as = re.search(rf"#define {constant} (\d+)", cuda_kernels.SOURCE).group(1)
         assert defined_as == str(getattr(cuda_kernels, constant))
     source = open(device_blocks.__file__, encoding="utf-8").read()
@@ -486,27 +486,32 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
 
 
 def test_lockstep_loads_in_flight_give_the_same_pass(name):
-    """The float32 lockstep kernels with 1, 4 and 8 loads of a row in flight per lane (rows of 150 to 600 entries,
-    so the batched loop, its remainder and both run) give the same predictive probabilities to float32 rounding;
-    any other number is refused in one sentence."""
+    """The float32 lockstep kernels with 1, 4 and 8 loads of a row in flight per lane, and with 4 loads of each of
+    two rows per warp (rows of 150 to 600 entries, so the batched loop, its remainder and both run; 40 rows per item,
+    so a warp's last turn holds one row in some items) give the same predictive probabilities to float32 rounding;
+    any other number, and two rows with other than 4 loads, is refused in one sentence."""
     model, x, _ = _model_and_sequence(172, 5, 1500, 2000)
     blocks = blocks_for(name, model)
     state = blocks.upload(model)
     schedule = chunks.LockstepSchedule.build(model.layout, [x[:700], x[700:1300], x[1300:]])
     passes = {}
-    for loads in (1, 4, 8):
-        blocks.lockstep_loads = loads
-        passes[loads] = blocks.lockstep_forward(state, schedule)
-    for loads in (4, 8):
-        for these, single in zip(passes[loads], passes[1], strict=True):
+    for loads, in_flight, rows in ((1, 1, 128), (4, 1, 128), (8, 1, 128), (4, 2, 128), (4, 2, 40)):
+        blocks.lockstep_loads, blocks.lockstep_rows_in_flight, blocks.lockstep_rows = loads, in_flight, rows
+        passes[loads, in_flight, rows] = blocks.lockstep_forward(state, schedule)
+    for key in ((4, 1, 128), (8, 1, 128), (4, 2, 128), (4, 2, 40)):
+        for these, single in zip(passes[key], passes[1, 1, 128], strict=True):
             np.testing.assert_allclose(these, single, rtol=1e-6)
-    blocks.lockstep_loads = 3
+    blocks.lockstep_loads, blocks.lockstep_rows_in_flight = 3, 1
     with pytest.raises(ValueError, match="lockstep_loads is one of"):
         blocks.lockstep_forward(state, schedule)
+    for loads, in_flight in ((4, 3), (8, 2)):
+        blocks.lockstep_loads, blocks.lockstep_rows_in_flight = loads, in_flight
+        with pytest.raises(ValueError, match="lockstep_rows_in_flight is one of"):
+            blocks.lockstep_forward(state, schedule)
 
 
-@pytest.mark.parametrize("rows, loads", [(64, 4), (32, 1), (160, 8)])
-def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, loads):
+@pytest.mark.parametrize("rows, loads, in_flight", [(64, 4, 1), (32, 1, 1), (160, 8, 1), (40, 4, 2)])
+def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, loads, in_flight):
     """On the float16 copy of the blocks (odd and even block widths, so rows start on and off a pair of entries),
     whole documents in lockstep: each one's predictive probabilities are those of its own sequential float16 pass
     to float32 rounding (the blocks' scale taken out), and the E-step's counts, log-likelihood and zero events are
@@ -519,6 +524,7 @@ def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, l
     half = blocks_for(name, model, "float16")
     half.lockstep_rows = rows
     half.lockstep_loads = loads
+    half.lockstep_rows_in_flight = in_flight
     state = half.upload(model)
     documents = [x[:1200], x[1200:1202], x[1202:1900], x[1900:]]
     together = half.lockstep_forward(state, chunks.LockstepSchedule.build(model.layout, documents))
@@ -679,7 +685,7 @@ def test_the_cuda_source_compiles(tmp_path):
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
 def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass (float32, and
-    float16 with 32 rows per item) on the GPU,
+    float16 with 32 rows per item, and with 40 rows per item read two rows per warp at once) on the GPU,
     repeated on the simulated device from the same inputs: each output agrees with its twin's."""
     from engine.backends.chunks import LockstepSchedule
 
@@ -699,6 +705,8 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
         half.lockstep_rows = 32
         schedule = LockstepSchedule.build(model.layout, [x[:900], x])
         lockstep16 = np.concatenate(half.lockstep_forward(half.upload(model), schedule))
+        half.lockstep_rows, half.lockstep_rows_in_flight = 40, 2
+        lockstep16_rows2 = np.concatenate(half.lockstep_forward(half.upload(model), schedule))
         outputs[which] = (
             host(which, e.counts),
             host(which, T),
@@ -709,6 +717,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
             lockstep,
             lockstep16,
             host(which, batch),
+            lockstep16_rows2,
         )
     cuda, twin = outputs["gpu"], outputs["gpu-sim"]
     scale = np.abs(twin[0]).max()
@@ -721,6 +730,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     assert abs(cuda[5] - twin[5]) <= 1e-6 * abs(twin[5])
     np.testing.assert_allclose(cuda[6], twin[6], rtol=1e-5, atol=1e-30)
     np.testing.assert_allclose(cuda[7], twin[7], rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(cuda[9], twin[9], rtol=1e-5, atol=1e-30)
 
 
 # ----------------------------------------------------------------------------------------------- walks with actions

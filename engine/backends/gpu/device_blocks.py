@@ -108,15 +108,18 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         self._pair_counts = device.kernel("pair_counts")
         self.pair_counts_max_occurrences = kernels.PAIR_COUNTS_MAX_OCCURRENCES
         self._lockstep = {
-            ("float32", 4): device.kernel("lockstep_chain_f32"),
-            ("float16", 4): device.kernel("lockstep_chain_f16"),
-            ("float32", 1): device.kernel("lockstep_chain_f32_loads1"),
-            ("float16", 1): device.kernel("lockstep_chain_f16_loads1"),
-            ("float32", 8): device.kernel("lockstep_chain_f32_loads8"),
-            ("float16", 8): device.kernel("lockstep_chain_f16_loads8"),
-        }
+            ("float32", 4, 1): device.kernel("lockstep_chain_f32"),
+            ("float16", 4, 1): device.kernel("lockstep_chain_f16"),
+            ("float32", 1, 1): device.kernel("lockstep_chain_f32_loads1"),
+            ("float16", 1, 1): device.kernel("lockstep_chain_f16_loads1"),
+            ("float32", 8, 1): device.kernel("lockstep_chain_f32_loads8"),
+            ("float16", 8, 1): device.kernel("lockstep_chain_f16_loads8"),
+            ("float32", 4, 2): device.kernel("lockstep_chain_f32_rows2"),
+            ("float16", 4, 2): device.kernel("lockstep_chain_f16_rows2"),
+        }  # by (precision, loads in flight per lane, rows in flight per warp)
         self.lockstep_rows = kernels.LOCKSTEP_ROWS
         self.lockstep_loads = kernels.LOCKSTEP_LOADS
+        self.lockstep_rows_in_flight = kernels.LOCKSTEP_ROWS_IN_FLIGHT
 
     # ------------------------------------------------------------------------------------------- transfers
     def upload(self, model: CHMM) -> DeviceModel:

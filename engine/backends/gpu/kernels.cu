@@ -522,88 +522,119 @@ __device__ __forceinline__ void lockstep_row(const __half* __restrict__ row, con
     }
 }
 
-// The same dot products with LOADS loads of the row in flight per lane (each lane reads its entries u, u + 32, ...
-// LOADS at a time, then multiplies; the sums keep the order of lockstep_row, so the results are the same) and K, the
-// staged messages, a compile-time count (no branch per message in the inner loop). A row of a few hundred entries
-// is otherwise a chain of dependent loads, one HBM latency each (issue 49: 34% of the copy bandwidth at 30,000
-// states).
-template <int K, int LOADS>
-__device__ __forceinline__ void row_dots(const float* __restrict__ row, const float* staged, int m_in, int lane,
-                                         float* acc) {
+// The same dot products for R rows of the block at once (rows[0..R), m_in entries each), with LOADS loads of each
+// row in flight per lane (each lane reads its entries u, u + 32, ... LOADS at a time, then multiplies; the sums of
+// every row keep the order of lockstep_row, so the results are the same) and K, the staged messages, a compile-time
+// count (no branch per message in the inner loop). A row of a few hundred entries is otherwise a chain of dependent
+// loads, one HBM latency each (issue 49: 34% of the copy bandwidth at 30,000 states); with R = 2 a warp also keeps
+// its loads in flight across the end of a row, where with R = 1 it drains them before its sums and writes.
+template <int R, int K, int LOADS>
+__device__ __forceinline__ void row_dots(const float* const* rows, const float* staged, int m_in, int lane,
+                                         float (*acc)[LOCKSTEP_TILE_MAX]) {
     int u = lane;
     for (; u + 32 * (LOADS - 1) < m_in; u += 32 * LOADS) {
-        float r[LOADS];
+        float r[R][LOADS];
 #pragma unroll
-        for (int q = 0; q < LOADS; ++q) r[q] = __ldg(row + u + 32 * q);
+        for (int w = 0; w < R; ++w) {
 #pragma unroll
-        for (int q = 0; q < LOADS; ++q) {
+            for (int q = 0; q < LOADS; ++q) r[w][q] = __ldg(rows[w] + u + 32 * q);
+        }
 #pragma unroll
-            for (int k = 0; k < K; ++k) acc[k] += r[q] * staged[k * m_in + u + 32 * q];
+        for (int w = 0; w < R; ++w) {
+#pragma unroll
+            for (int q = 0; q < LOADS; ++q) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) acc[w][k] += r[w][q] * staged[k * m_in + u + 32 * q];
+            }
         }
     }
     for (; u < m_in; u += 32) {
-        const float r = __ldg(row + u);
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in + u];
+        for (int w = 0; w < R; ++w) {
+            const float r = __ldg(rows[w] + u);
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[w][k] += r * staged[k * m_in + u];
+        }
     }
 }
 
-template <int K, int LOADS>
-__device__ __forceinline__ void row_dots(const __half* __restrict__ row, const float* staged, int m_in, int lane,
-                                         float* acc) {
-    const int head = (reinterpret_cast<unsigned long long>(row) & 3ull) ? 1 : 0;  // an entry before the first pair
+// On float16 rows a lane reads two entries per load; the R rows start at the same offset modulo two entries (the
+// caller's rows are an even number of rows apart), so they share the entry before the first pair, if any.
+template <int R, int K, int LOADS>
+__device__ __forceinline__ void row_dots(const __half* const* rows, const float* staged, int m_in, int lane,
+                                         float (*acc)[LOCKSTEP_TILE_MAX]) {
+    const int head = (reinterpret_cast<unsigned long long>(rows[0]) & 3ull) ? 1 : 0;  // an entry before the 1st pair
     if (head && lane == 0 && m_in > 0) {
-        const float r = __half2float(row[0]);
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in];
+        for (int w = 0; w < R; ++w) {
+            const float r = __half2float(rows[w][0]);
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[w][k] += r * staged[k * m_in];
+        }
     }
     const int n_pairs = (m_in - head) >> 1;
-    const __half2* pairs = reinterpret_cast<const __half2*>(row + head);
+    const __half2* pairs[R];
+#pragma unroll
+    for (int w = 0; w < R; ++w) pairs[w] = reinterpret_cast<const __half2*>(rows[w] + head);
     int p = lane;
     for (; p + 32 * (LOADS - 1) < n_pairs; p += 32 * LOADS) {
-        float2 r[LOADS];
+        float2 r[R][LOADS];
 #pragma unroll
-        for (int q = 0; q < LOADS; ++q) r[q] = __half22float2(__ldg(pairs + p + 32 * q));
+        for (int w = 0; w < R; ++w) {
 #pragma unroll
-        for (int q = 0; q < LOADS; ++q) {
-            const int u = head + 2 * (p + 32 * q);
+            for (int q = 0; q < LOADS; ++q) r[w][q] = __half22float2(__ldg(pairs[w] + p + 32 * q));
+        }
 #pragma unroll
-            for (int k = 0; k < K; ++k) acc[k] += r[q].x * staged[k * m_in + u] + r[q].y * staged[k * m_in + u + 1];
+        for (int w = 0; w < R; ++w) {
+#pragma unroll
+            for (int q = 0; q < LOADS; ++q) {
+                const int u = head + 2 * (p + 32 * q);
+#pragma unroll
+                for (int k = 0; k < K; ++k)
+                    acc[w][k] += r[w][q].x * staged[k * m_in + u] + r[w][q].y * staged[k * m_in + u + 1];
+            }
         }
     }
     for (; p < n_pairs; p += 32) {
-        const float2 r = __half22float2(__ldg(pairs + p));
-        const int u = head + 2 * p;
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] += r.x * staged[k * m_in + u] + r.y * staged[k * m_in + u + 1];
+        for (int w = 0; w < R; ++w) {
+            const float2 r = __half22float2(__ldg(pairs[w] + p));
+            const int u = head + 2 * p;
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[w][k] += r.x * staged[k * m_in + u] + r.y * staged[k * m_in + u + 1];
+        }
     }
     const int tail = head + 2 * n_pairs;  // an entry after the last pair
     if (tail < m_in && lane == 0) {
-        const float r = __half2float(row[tail]);
 #pragma unroll
-        for (int k = 0; k < K; ++k) acc[k] += r * staged[k * m_in + tail];
+        for (int w = 0; w < R; ++w) {
+            const float r = __half2float(rows[w][tail]);
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[w][k] += r * staged[k * m_in + tail];
+        }
     }
 }
 
 static_assert(LOCKSTEP_TILE_MAX == 8, "lockstep_row_loads dispatches on 1 to 8 staged messages");
 
-// lockstep_row with LOADS loads in flight per lane (row_dots), dispatched on the number of staged messages.
-template <int LOADS, typename Matrix>
-__device__ __forceinline__ void lockstep_row_loads(const Matrix* __restrict__ row, const float* staged, int m_in,
-                                                   int k_count, int lane, float* acc) {
+// R rows' dot products with LOADS loads of each in flight per lane (row_dots), dispatched on the number of staged
+// messages.
+template <int R, int LOADS, typename Matrix>
+__device__ __forceinline__ void lockstep_row_loads(const Matrix* const* rows, const float* staged, int m_in,
+                                                   int k_count, int lane, float (*acc)[LOCKSTEP_TILE_MAX]) {
     switch (k_count) {
-        case 1: row_dots<1, LOADS>(row, staged, m_in, lane, acc); break;
-        case 2: row_dots<2, LOADS>(row, staged, m_in, lane, acc); break;
-        case 3: row_dots<3, LOADS>(row, staged, m_in, lane, acc); break;
-        case 4: row_dots<4, LOADS>(row, staged, m_in, lane, acc); break;
-        case 5: row_dots<5, LOADS>(row, staged, m_in, lane, acc); break;
-        case 6: row_dots<6, LOADS>(row, staged, m_in, lane, acc); break;
-        case 7: row_dots<7, LOADS>(row, staged, m_in, lane, acc); break;
-        default: row_dots<8, LOADS>(row, staged, m_in, lane, acc); break;
+        case 1: row_dots<R, 1, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 2: row_dots<R, 2, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 3: row_dots<R, 3, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 4: row_dots<R, 4, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 5: row_dots<R, 5, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 6: row_dots<R, 6, LOADS>(rows, staged, m_in, lane, acc); break;
+        case 7: row_dots<R, 7, LOADS>(rows, staged, m_in, lane, acc); break;
+        default: row_dots<R, 8, LOADS>(rows, staged, m_in, lane, acc); break;
     }
 }
 
-template <typename Matrix, int LOADS>
+template <typename Matrix, int LOADS, int IN_FLIGHT>
 __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int n_steps, int length, int tile,
                    int rows, const int* __restrict__ step_group_start, const int* __restrict__ step_items,
                    const long long* __restrict__ group_offset, const int* __restrict__ group_in,
@@ -648,20 +679,37 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
             }
             __syncthreads();
             const int v_end = min(m_out, (row_block + 1) * rows);
-            for (int v = row_block * rows + warp; v < v_end; v += warps) {
-                float acc[LOCKSTEP_TILE_MAX];
+            // A warp takes rows v, v + warps, ..., IN_FLIGHT of them at once (warps is even, so the rows of a
+            // float16 block start at the same offset modulo two entries); the last turn may hold fewer.
+            for (int v = row_block * rows + warp; v < v_end; v += IN_FLIGHT * warps) {
+                float acc[IN_FLIGHT][LOCKSTEP_TILE_MAX];
+                const Matrix* row_at[IN_FLIGHT];
 #pragma unroll
-                for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[k] = 0.f;
-                const Matrix* row = M + group_offset[g] + (long long)v * m_in;
-                if constexpr (LOADS == 1) lockstep_row(row, staged, m_in, k_count, lane, acc);
-                else lockstep_row_loads<LOADS>(row, staged, m_in, k_count, lane, acc);
+                for (int w = 0; w < IN_FLIGHT; ++w) {
 #pragma unroll
-                for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
-                    if (k < k_count) {
-                        const float value = warp_sum_f(acc[k]);
-                        if (lane == 0) {
-                            store[offsets[out_at[k]] + v] = value;
-                            atomicAdd(norm + out_at[k], (double)value);
+                    for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) acc[w][k] = 0.f;
+                    row_at[w] = M + group_offset[g] + (long long)(v + w * warps) * m_in;
+                }
+                int here = 1;  // the rows of this turn below v_end
+#pragma unroll
+                for (int w = 1; w < IN_FLIGHT; ++w) here += v + w * warps < v_end ? 1 : 0;
+                if constexpr (LOADS == 1) lockstep_row(row_at[0], staged, m_in, k_count, lane, acc[0]);
+                else if (here == IN_FLIGHT) lockstep_row_loads<IN_FLIGHT, LOADS>(row_at, staged, m_in, k_count, lane, acc);
+                else {  // fewer rows than IN_FLIGHT left in the item: each alone
+#pragma unroll
+                    for (int w = 0; w < IN_FLIGHT; ++w)
+                        if (w < here) lockstep_row_loads<1, LOADS>(row_at + w, staged, m_in, k_count, lane, acc + w);
+                }
+#pragma unroll
+                for (int w = 0; w < IN_FLIGHT; ++w) {
+#pragma unroll
+                    for (int k = 0; k < LOCKSTEP_TILE_MAX; ++k) {
+                        if (w < here && k < k_count) {
+                            const float value = warp_sum_f(acc[w][k]);
+                            if (lane == 0) {
+                                store[offsets[out_at[k]] + v + w * warps] = value;
+                                atomicAdd(norm + out_at[k], (double)value);
+                            }
                         }
                     }
                 }
@@ -682,30 +730,46 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
 
 // The lockstep pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic), with
 // LOCKSTEP_LOADS loads of a block row in flight per lane; the _loads1 kernels read one at a time (the kernel before
-// issue 49's second measure) and the _loads8 kernels eight, kept to measure against (DeviceBlocks.lockstep_loads).
+// issue 49's second measure) and the _loads8 kernels eight, kept to measure against (DeviceBlocks.lockstep_loads);
+// the _rows2 kernels keep LOCKSTEP_LOADS loads of each of two rows in flight per warp, to measure against
+// (DeviceBlocks.lockstep_rows_in_flight).
 #define LOCKSTEP_LOADS 4
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32(const float* __restrict__ M, LOCKSTEP_ARGS) {
-    lockstep_chain<float, LOCKSTEP_LOADS>(M, LOCKSTEP_PASS);
+    lockstep_chain<float, LOCKSTEP_LOADS, 1>(M, LOCKSTEP_PASS);
 }
+
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16(const __half* __restrict__ M, LOCKSTEP_ARGS) {
-    lockstep_chain<__half, LOCKSTEP_LOADS>(M, LOCKSTEP_PASS);
+    lockstep_chain<__half, LOCKSTEP_LOADS, 1>(M, LOCKSTEP_PASS);
 }
+
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32_loads1(const float* __restrict__ M,
                                                                                LOCKSTEP_ARGS) {
-    lockstep_chain<float, 1>(M, LOCKSTEP_PASS);
+    lockstep_chain<float, 1, 1>(M, LOCKSTEP_PASS);
 }
+
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16_loads1(const __half* __restrict__ M,
                                                                                LOCKSTEP_ARGS) {
-    lockstep_chain<__half, 1>(M, LOCKSTEP_PASS);
+    lockstep_chain<__half, 1, 1>(M, LOCKSTEP_PASS);
 }
 
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32_loads8(const float* __restrict__ M,
                                                                                LOCKSTEP_ARGS) {
-    lockstep_chain<float, 8>(M, LOCKSTEP_PASS);
+    lockstep_chain<float, 8, 1>(M, LOCKSTEP_PASS);
 }
+
 extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16_loads8(const __half* __restrict__ M,
                                                                                LOCKSTEP_ARGS) {
-    lockstep_chain<__half, 8>(M, LOCKSTEP_PASS);
+    lockstep_chain<__half, 8, 1>(M, LOCKSTEP_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f32_rows2(const float* __restrict__ M,
+                                                                              LOCKSTEP_ARGS) {
+    lockstep_chain<float, LOCKSTEP_LOADS, 2>(M, LOCKSTEP_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512, 2) lockstep_chain_f16_rows2(const __half* __restrict__ M,
+                                                                              LOCKSTEP_ARGS) {
+    lockstep_chain<__half, LOCKSTEP_LOADS, 2>(M, LOCKSTEP_PASS);
 }
 
 // Sample a clone path by following T from first_clone (one warp; see engine.kernels.cpu.sample_path).

@@ -45,6 +45,13 @@ few hundred entries is a chain of dependent loads, one memory latency each. Meas
 against 2.76 s with 1 and 2.50 s with 8; the forward pass over 42,297 symbols 0.123 s / 0.169 s / 0.119 s."""
 LOCKSTEP_LOADS_CHOICES = (1, 4, 8)
 """The ``lockstep_loads`` the CUDA source has kernels for."""
+LOCKSTEP_ROWS_IN_FLIGHT = 1
+"""Rows of a block each warp of the lockstep kernels reads at once by default (``DeviceBlocks.lockstep_rows_in_flight``
+picks 1 or 2; 2 with the default loads only: the ``_rows2`` kernels). With one, a warp drains its loads at the end of
+every row before its sums and writes; with two it keeps 2 x 4 loads of two rows in flight. Not yet measured on a GPU
+(the forward pass over 42,297 symbols is at half the copy bandwidth, issue 49), hence not the default."""
+LOCKSTEP_ROWS_IN_FLIGHT_CHOICES = (1, 2)
+"""The ``lockstep_rows_in_flight`` the CUDA source has kernels for (2 with :data:`LOCKSTEP_LOADS` loads only)."""
 
 PAIR_TILE = 1024
 """Entries of one work item of ``pair_counts`` (its ``#define``)."""
@@ -70,6 +77,8 @@ KERNELS = (
     "lockstep_chain_f16_loads1",
     "lockstep_chain_f32_loads8",
     "lockstep_chain_f16_loads8",
+    "lockstep_chain_f32_rows2",
+    "lockstep_chain_f16_rows2",
 )
 """The kernels of :data:`SOURCE`; each has a NumPy/numba twin of the same signature in
 :mod:`engine.backends.gpu.twins`."""

@@ -75,6 +75,7 @@ class LockstepPasses:
     _pass_matrices: Any
     lockstep_rows: int
     lockstep_loads: int
+    lockstep_rows_in_flight: int
     lockstep_precision: str
 
     def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,11 +96,19 @@ class LockstepPasses:
         """``schedule`` on the device, its groups cut into the work items of ``lockstep_chain_f32`` (up to ``tile``
         chunks by ``lockstep_rows`` rows, :data:`kernels.LOCKSTEP_ROWS` by default; ``tile`` as many staged messages
         of the widest symbol as the shared memory the kernel is granted holds), run by the kernel of the blocks'
-        ``precision`` (default: ``lockstep_precision``)."""
+        ``precision`` (default: ``lockstep_precision``), ``lockstep_loads`` and ``lockstep_rows_in_flight``."""
         xp, layout = self.xp, self.layout
         if self.lockstep_loads not in kernels.LOCKSTEP_LOADS_CHOICES:
             raise ValueError(f"lockstep_loads is one of {kernels.LOCKSTEP_LOADS_CHOICES}, not {self.lockstep_loads!r}")
-        kernel = self._lockstep[(precision or self.lockstep_precision, self.lockstep_loads)]
+        in_flight = self.lockstep_rows_in_flight
+        if in_flight not in kernels.LOCKSTEP_ROWS_IN_FLIGHT_CHOICES or (
+            in_flight > 1 and self.lockstep_loads != kernels.LOCKSTEP_LOADS
+        ):
+            raise ValueError(
+                f"lockstep_rows_in_flight is one of {kernels.LOCKSTEP_ROWS_IN_FLIGHT_CHOICES} (above 1 only with "
+                f"{kernels.LOCKSTEP_LOADS} loads in flight), not {in_flight!r} with {self.lockstep_loads!r} loads"
+            )
+        kernel = self._lockstep[(precision or self.lockstep_precision, self.lockstep_loads, in_flight)]
         granted = self.device.allow_shared(kernel, LOCKSTEP_SHARED)
         tile = min(kernels.LOCKSTEP_TILE_MAX, granted // (4 * self.width))
         if tile < 1:

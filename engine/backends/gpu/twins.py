@@ -302,10 +302,10 @@ def _lockstep_chain(M, n_steps, length, step_group_start, group_offset, group_in
 
 
 def lockstep_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> None:
-    """Twin of ``lockstep_chain_f32`` and ``lockstep_chain_f16`` (and their ``_loads1`` / ``_loads8`` forms, which
-    differ only in how many loads of a row a lane keeps in flight): the lockstep pass, group by group and chunk by
-    chunk (the items, tiles and rows of the CUDA kernel only share its work out; float16 blocks are widened to
-    float32 on load, as the CUDA kernel does)."""
+    """Twin of ``lockstep_chain_f32`` and ``lockstep_chain_f16`` (and their ``_loads1`` / ``_loads8`` / ``_rows2``
+    forms, which differ only in how many loads of a row a lane, or rows a warp, keeps in flight): the lockstep pass,
+    group by group and chunk by chunk (the items, tiles and rows of the CUDA kernel only share its work out; float16
+    blocks are widened to float32 on load, as the CUDA kernel does)."""
     (M, n_steps, length, _, _, step_group_start, _, group_offset, group_in, group_out, _, group_chunk_start,
      chunk_ids, offsets, store, norm, _, _) = args  # fmt: skip
     if M.dtype == np.float16:
@@ -332,5 +332,7 @@ TWINS: dict[str, Callable[..., None]] = {
     "lockstep_chain_f16_loads1": lockstep_chain,
     "lockstep_chain_f32_loads8": lockstep_chain,
     "lockstep_chain_f16_loads8": lockstep_chain,
+    "lockstep_chain_f32_rows2": lockstep_chain,
+    "lockstep_chain_f16_rows2": lockstep_chain,
 }
 """Every kernel of :data:`engine.backends.gpu.kernels.KERNELS`, by name, as its twin."""
