@@ -11,7 +11,7 @@ scaled x10: EM work is linear in the sequence length) gives the ratios.
     python bench/bench_gpu.py --crossover 3000 10000 --symbols 200000 750000 --chunks 512 1024 2048 4096
     python bench/bench_gpu.py --table4 30000 [--corpora-names carroll-alice milton-paradise]
     python bench/bench_gpu.py --lockstep 30000 --rows 64 128 256      (float32 against float16 lockstep kernels)
-    python bench/bench_gpu.py --lockstep 30000 --rows 64 --rows-in-flight 1 2 --precisions float16
+    python bench/bench_gpu.py --lockstep 30000 --rows 64 --rows-in-flight 1 2 --dynamic 0 1 --precisions float16
     python bench/bench_gpu.py --precision-bps 3000 --corpora-names carroll-alice milton-paradise melville-moby_dick
 
 ``--table4`` trains like the paper (online EM, then batch EM, early stopping on validation) on the GPU and prints
@@ -293,19 +293,26 @@ def crossover(states_list: list[int], symbol_counts: list[int], chunk_counts: li
 
 
 def _settings(
-    rows_list: list[int], loads_list: tuple[int, ...], in_flight_list: tuple[int, ...]
-) -> list[tuple[int, int, int]]:
-    """The (rows per item, loads in flight per lane, rows in flight per warp) the lockstep sweep times: every
-    combination the CUDA source has kernels for (rows in flight above 1 with the default loads only)."""
+    rows_list: list[int], loads_list: tuple[int, ...], in_flight_list: tuple[int, ...], dynamic_list: tuple[bool, ...]
+) -> list[tuple[int, int, int, bool]]:
+    """The (rows per item, loads in flight per lane, rows in flight per warp, items taken dynamically) the lockstep
+    sweep times: every combination the CUDA source has kernels for (rows in flight above 1 with the default loads
+    only)."""
     from engine.backends.gpu import kernels
 
     return [
-        (rows, loads, in_flight)
+        (rows, loads, in_flight, dynamic)
         for rows in rows_list
         for loads in loads_list
         for in_flight in in_flight_list
+        for dynamic in dynamic_list
         if in_flight == 1 or loads == kernels.LOCKSTEP_LOADS
     ]
+
+
+def _items(cell: dict) -> str:
+    """How a lockstep sweep cell's thread blocks took their work items."""
+    return "dynamic" if cell.get("dynamic") else "in turn"
 
 
 def lockstep_sweep(
@@ -316,10 +323,12 @@ def lockstep_sweep(
     loads_list: tuple[int, ...] = (4,),
     precisions: tuple[str, ...] = ("float32", "float16"),
     in_flight_list: tuple[int, ...] = (1,),
+    dynamic_list: tuple[bool, ...] = (False,),
 ) -> dict:
     """The lockstep kernels on float32 and float16 blocks (``precisions``), by output rows per work item
     (``DeviceBlocks.lockstep_rows``), loads of a row in flight per lane (``lockstep_loads``) and rows in flight per
-    warp (``lockstep_rows_in_flight``; above 1 with the default loads only), timed in turn:
+    warp (``lockstep_rows_in_flight``; above 1 with the default loads only) and whether thread blocks take the work
+    items as they come free (``lockstep_dynamic``), timed in turn:
     seconds of the lockstep forward pass over the first 42,297 milton symbols (and its BPS difference from the
     sequential float32 pass), and of a batch-EM iteration over 750,000 moby symbols, split into the E-step's passes,
     its counts (``_counts``: pair weights, message scaling and one product per block) and the M-step, with the
@@ -351,8 +360,9 @@ def lockstep_sweep(
             schedule = LockstepSchedule.build(model.layout, chunk([x], size, burn_in))
             group_blocks = schedule.group_block[schedule.group_block >= 0]
             read = int(sizes[group_blocks].sum()) * (4 if precision == "float32" else 2)
-            for rows, loads, in_flight in _settings(rows_list, loads_list, in_flight_list):
+            for rows, loads, in_flight, dynamic in _settings(rows_list, loads_list, in_flight_list, dynamic_list):
                 blocks.lockstep_rows, blocks.lockstep_loads, blocks.lockstep_rows_in_flight = rows, loads, in_flight
+                blocks.lockstep_dynamic = dynamic
                 seconds = _timed(cp, lambda b=blocks, d=device_model, s=schedule: b.lockstep_forward(d, s), 3)
                 together = counted_log_likelihood(
                     as_chunks(schedule.pieces), blocks.lockstep_forward(device_model, schedule)
@@ -360,7 +370,7 @@ def lockstep_sweep(
                 exact = out["sequential_float32"]["log_likelihood"]
                 cell = {
                     "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "loads": loads,
-                    "rows_in_flight": in_flight, "s": seconds,
+                    "rows_in_flight": in_flight, "dynamic": dynamic, "s": seconds,
                     "gb_read": read / 1e9, "bandwidth_fraction": read / seconds / bandwidth,
                     "bps_difference": (exact - together) / len(x) / np.log(2),
                 }  # fmt: skip
@@ -373,7 +383,7 @@ def lockstep_sweep(
     for chunks, burn_in in em_chunks:
         reference = None
         for precision in precisions:
-            for rows, loads, in_flight in _settings(rows_list[:2], loads_list, in_flight_list):
+            for rows, loads, in_flight, dynamic in _settings(rows_list[:2], loads_list, in_flight_list, dynamic_list):
                 pool.free_all_blocks()
                 engine = implementation.GpuDenseEngine(
                     devices.cuda_device(),
@@ -381,7 +391,7 @@ def lockstep_sweep(
                 )
                 current = engine.load(model)
                 current.blocks.lockstep_rows, current.blocks.lockstep_loads = rows, loads
-                current.blocks.lockstep_rows_in_flight = in_flight
+                current.blocks.lockstep_rows_in_flight, current.blocks.lockstep_dynamic = in_flight, dynamic
                 length = -(-(len(x_moby) - 1) // chunks)
                 plan = engine.plan(current, x_moby, "em", len(x_moby), chunk=length, burn_in=burn_in)
                 counting = [0.0]
@@ -411,8 +421,8 @@ def lockstep_sweep(
                 reference = bps if reference is None else reference
                 cell = {
                     "precision": precision, "chunks": chunks, "burn_in": burn_in, "rows": rows, "loads": loads,
-                    "rows_in_flight": in_flight, "e_step_s": e_seconds / 2, "counts_s": counting[0] / 2,
-                    "m_step_s": m_seconds / 2,
+                    "rows_in_flight": in_flight, "dynamic": dynamic, "e_step_s": e_seconds / 2,
+                    "counts_s": counting[0] / 2, "m_step_s": m_seconds / 2,
                     "iteration_s": (e_seconds + m_seconds) / 2, "train_bps": bps,
                     "bps_difference": bps - reference, "peak_gib": pool.total_bytes() / 2**30,
                 }  # fmt: skip
@@ -429,26 +439,26 @@ def lockstep_sweep(
         f"{out['sequential_float16']['s']:.3f} s fp16"
     )
     print(
-        "| precision | chunks | burn-in | rows per item | loads in flight | rows in flight | forward s | GB read "
-        "| of copy bandwidth | BPS difference |"
+        "| precision | chunks | burn-in | rows per item | loads in flight | rows in flight | items | forward s "
+        "| GB read | of copy bandwidth | BPS difference |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for c in out["forward"]:
         print(
             f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['loads']} | "
-            f"{c['rows_in_flight']} | {c['s']:.3f} | "
+            f"{c['rows_in_flight']} | {_items(c)} | {c['s']:.3f} | "
             f"{c['gb_read']:.0f} | {c['bandwidth_fraction']:.0%} | {c['bps_difference']:+.1e} |"
         )
     print(f"\nbatch-EM iteration over {EM_SYMBOLS:,} moby symbols (s; training BPS minus float32 after 2 iterations):")
     print(
-        "| precision | chunks | burn-in | rows per item | loads in flight | rows in flight | iteration | E-step "
-        "| of which counts | M-step | BPS diff | peak GiB |"
+        "| precision | chunks | burn-in | rows per item | loads in flight | rows in flight | items | iteration "
+        "| E-step | of which counts | M-step | BPS diff | peak GiB |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for c in out["em"]:
         print(
             f"| {c['precision']} | {c['chunks']:,} | {c['burn_in']} | {c['rows']} | {c['loads']} | "
-            f"{c['rows_in_flight']} | {c['iteration_s']:.2f} | "
+            f"{c['rows_in_flight']} | {_items(c)} | {c['iteration_s']:.2f} | "
             f"{c['e_step_s']:.2f} | {c['counts_s']:.2f} | {c['m_step_s']:.2f} | {c['bps_difference']:+.1e} | "
             f"{c['peak_gib']:.0f} |"
         )
@@ -690,6 +700,9 @@ def main() -> None:
         "--rows-in-flight", type=int, nargs="*", default=[1], help="--lockstep: rows in flight per warp (1, 2)"
     )
     parser.add_argument(
+        "--dynamic", type=int, nargs="*", default=[0], help="--lockstep: 0 items taken in turn, 1 as blocks come free"
+    )
+    parser.add_argument(
         "--precisions", nargs="*", default=["float32", "float16"], help="--lockstep: block precisions to time"
     )
     parser.add_argument(
@@ -710,7 +723,7 @@ def main() -> None:
 
         results["lockstep"] = lockstep_sweep(
             args.lockstep, args.rows, pairs(args.forward_chunks), pairs(args.em_chunks), tuple(args.loads),
-            tuple(args.precisions), tuple(args.rows_in_flight),
+            tuple(args.precisions), tuple(args.rows_in_flight), tuple(bool(d) for d in args.dynamic),
         )  # fmt: skip
     if args.precision_bps:
         results["precision_bps"] = precision_bps(args.precision_bps, args.corpora_names, args.iterations)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The device check for whoever holds a GPU, in parts that each fit one device call (under ten minutes), the open
 # figures of issue 49 first, every log in one folder:
-#   first (the default, about 9 minutes at most; run it first):
+#   first (the default, 9.5 minutes at most; run it first):
 #     1. the GPU tests: tests/test_gpu.py on CUDA (each kernel against its NumPy twin, the _rows2 lockstep kernels
 #        among them), the GPU column of the engines matrix and the GPU cases of the cognitive maps (pytest -m gpu);
 #     2. the forward goal (0.1 s over 42,297 symbols at 30,000 states): bench/bench_gpu.py --lockstep 30000 on float16
-#        blocks, 64 rows per item, 4 or 8 loads in flight per lane, one or two rows in flight per warp, 32 and 64
-#        chunks, and the batch-EM iteration over 750,000 symbols in 2,048 chunks with the same kernels;
+#        blocks, 64 rows per item, 4 or 8 loads in flight per lane, one or two rows in flight per warp, work items
+#        taken in turn or as thread blocks come free, 32 and 64 chunks, and the batch-EM iteration over 750,000
+#        symbols in 2,048 chunks with the same kernels;
 #     3. where an online epoch's seconds go on War and Peace at 10,000 states (bench/bench_online_batches.py
 #        --profile: 300 batches under cProfile; the pair_counts kernel's first measure).
 #   war-and-peace (two calls, about 13 minutes): the plain `chmm train --backend gpu` on War and Peace with the default
@@ -55,15 +56,15 @@ have() {  # have CORPUS...: every corpus is in $CORPORA, else one summary line s
 }
 
 first() {
-    step tests 180 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_engines.py \
+    step tests 150 "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_engines.py \
         tests/test_actions.py
     if have lockstep milton-paradise melville-moby_dick; then
-        step lockstep 240 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --lockstep 30000 --rows 64 \
-            --loads 4 8 --rows-in-flight 1 2 --precisions float16 --forward-chunks 32:100 64:100 \
+        step lockstep 300 env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_gpu.py --lockstep 30000 --rows 64 \
+            --loads 4 8 --rows-in-flight 1 2 --dynamic 0 1 --precisions float16 --forward-chunks 32:100 64:100 \
             --em-chunks 2048:50 --json "$DIR/lockstep.json"
     fi
     if have online_profile war-and-peace; then
-        step online_profile 150 "$PYTHON" bench/bench_online_batches.py "$CORPORA/war-and-peace.txt" \
+        step online_profile 120 "$PYTHON" bench/bench_online_batches.py "$CORPORA/war-and-peace.txt" \
             --states 10000 --profile 300 --backend gpu
     fi
 }

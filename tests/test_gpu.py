@@ -488,18 +488,22 @@ def test_lockstep_e_step_with_a_burn_in_stays_within_the_bound(name):
 def test_lockstep_loads_in_flight_give_the_same_pass(name):
     """The float32 lockstep kernels with 1, 4 and 8 loads of a row in flight per lane, and with 4 loads of each of
     two rows per warp (rows of 150 to 600 entries, so the batched loop, its remainder and both run; 40 rows per item,
-    so a warp's last turn holds one row in some items) give the same predictive probabilities to float32 rounding;
-    any other number, and two rows with other than 4 loads, is refused in one sentence."""
+    so a warp's last turn holds one row in some items), their work items taken in turn or as thread blocks come free,
+    give the same predictive probabilities to float32 rounding; any other number, and two rows with other than 4
+    loads, is refused in one sentence."""
     model, x, _ = _model_and_sequence(172, 5, 1500, 2000)
     blocks = blocks_for(name, model)
     state = blocks.upload(model)
     schedule = chunks.LockstepSchedule.build(model.layout, [x[:700], x[700:1300], x[1300:]])
     passes = {}
-    for loads, in_flight, rows in ((1, 1, 128), (4, 1, 128), (8, 1, 128), (4, 2, 128), (4, 2, 40)):
+    settings = [(1, 1, 128, False), (4, 1, 128, False), (8, 1, 128, False), (4, 2, 128, False), (4, 2, 40, False)]
+    settings += [(4, 1, 40, True), (4, 2, 40, True), (1, 1, 128, True)]  # work items taken as thread blocks come free
+    for loads, in_flight, rows, dynamic in settings:
         blocks.lockstep_loads, blocks.lockstep_rows_in_flight, blocks.lockstep_rows = loads, in_flight, rows
-        passes[loads, in_flight, rows] = blocks.lockstep_forward(state, schedule)
-    for key in ((4, 1, 128), (8, 1, 128), (4, 2, 128), (4, 2, 40)):
-        for these, single in zip(passes[key], passes[1, 1, 128], strict=True):
+        blocks.lockstep_dynamic = dynamic
+        passes[loads, in_flight, rows, dynamic] = blocks.lockstep_forward(state, schedule)
+    for key in settings[1:]:
+        for these, single in zip(passes[key], passes[settings[0]], strict=True):
             np.testing.assert_allclose(these, single, rtol=1e-6)
     blocks.lockstep_loads, blocks.lockstep_rows_in_flight = 3, 1
     with pytest.raises(ValueError, match="lockstep_loads is one of"):
@@ -510,13 +514,15 @@ def test_lockstep_loads_in_flight_give_the_same_pass(name):
             blocks.lockstep_forward(state, schedule)
 
 
-@pytest.mark.parametrize("rows, loads, in_flight", [(64, 4, 1), (32, 1, 1), (160, 8, 1), (40, 4, 2)])
-def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, loads, in_flight):
+@pytest.mark.parametrize(
+    "rows, loads, in_flight, dynamic", [(64, 4, 1, False), (32, 1, 1, False), (160, 8, 1, True), (40, 4, 2, True)]
+)
+def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, loads, in_flight, dynamic):
     """On the float16 copy of the blocks (odd and even block widths, so rows start on and off a pair of entries),
     whole documents in lockstep: each one's predictive probabilities are those of its own sequential float16 pass
     to float32 rounding (the blocks' scale taken out), and the E-step's counts, log-likelihood and zero events are
-    the sum of each document's float16 E-step; any number of output rows per work item and of loads in flight per
-    lane gives the same."""
+    the sum of each document's float16 E-step; any number of output rows per work item, of loads in flight per lane
+    and of rows per warp, the items taken in turn or as thread blocks come free, gives the same."""
     from engine.backends.chunks import LockstepPlan
 
     model, x, _ = _model_and_sequence(170, 6, 151, 3000, drop_pairs=2)
@@ -525,6 +531,7 @@ def test_float16_lockstep_passes_are_the_sequential_float16_passes(name, rows, l
     half.lockstep_rows = rows
     half.lockstep_loads = loads
     half.lockstep_rows_in_flight = in_flight
+    half.lockstep_dynamic = dynamic
     state = half.upload(model)
     documents = [x[:1200], x[1200:1202], x[1202:1900], x[1900:]]
     together = half.lockstep_forward(state, chunks.LockstepSchedule.build(model.layout, documents))
@@ -685,7 +692,8 @@ def test_the_cuda_source_compiles(tmp_path):
 @pytest.mark.parametrize("seed,n_symbols,states,length", CASES[:3])
 def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
     """Every launch of one E-step, one M-step, one Viterbi pass, one sample and one lockstep pass (float32, and
-    float16 with 32 rows per item, and with 40 rows per item read two rows per warp at once) on the GPU,
+    float16 with 32 rows per item, and with 40 rows per item read two rows per warp at once, the items taken as
+    thread blocks come free) on the GPU,
     repeated on the simulated device from the same inputs: each output agrees with its twin's."""
     from engine.backends.chunks import LockstepSchedule
 
@@ -705,7 +713,7 @@ def test_each_cuda_kernel_matches_its_twin(seed, n_symbols, states, length):
         half.lockstep_rows = 32
         schedule = LockstepSchedule.build(model.layout, [x[:900], x])
         lockstep16 = np.concatenate(half.lockstep_forward(half.upload(model), schedule))
-        half.lockstep_rows, half.lockstep_rows_in_flight = 40, 2
+        half.lockstep_rows, half.lockstep_rows_in_flight, half.lockstep_dynamic = 40, 2, True
         lockstep16_rows2 = np.concatenate(half.lockstep_forward(half.upload(model), schedule))
         outputs[which] = (
             host(which, e.counts),

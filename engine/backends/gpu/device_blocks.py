@@ -120,6 +120,7 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         self.lockstep_rows = kernels.LOCKSTEP_ROWS
         self.lockstep_loads = kernels.LOCKSTEP_LOADS
         self.lockstep_rows_in_flight = kernels.LOCKSTEP_ROWS_IN_FLIGHT
+        self.lockstep_dynamic = kernels.LOCKSTEP_DYNAMIC
 
     # ------------------------------------------------------------------------------------------- transfers
     def upload(self, model: CHMM) -> DeviceModel:

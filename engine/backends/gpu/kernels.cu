@@ -474,7 +474,8 @@ viterbi_chain(const float* __restrict__ TT, const long long* __restrict__ block_
 // message of chunk c at position s lives in store at offsets[c * length + s] (the host's choice: two planes used in
 // turn for a pass that keeps nothing, or a slot per position for an E-step). The chunks standing at one block at step
 // s form a group; its work is cut into items of up to `tile` chunks by `rows` output rows (group_item_base: each
-// group's first item among the step's step_items[s]). A thread block takes an item: it stages the previous messages
+// group's first item among the step's step_items[s]). A thread block takes an item (in turn, or with item_counter
+// the next one not yet taken: DeviceBlocks.lockstep_dynamic): it stages the previous messages
 // of its chunks in shared memory, each times 1 / norm[c][s] (the sum of the stored raw message), or uniform where
 // that sum is 0 (a zero-probability step: a group without a block has no rows, so no items), or as stored at s = 0
 // (normalised); then each warp reads a row of the block once (the memory floor) and takes its dot product with
@@ -641,17 +642,27 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
                    const int* __restrict__ group_out, const int* __restrict__ group_item_base,
                    const int* __restrict__ group_chunk_start, const int* __restrict__ chunk_ids,
                    const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier,
-                   int* abort_flag)
+                   int* abort_flag, int* item_counter)
 {
     extern __shared__ float staged[];
     __shared__ long long out_at[LOCKSTEP_TILE_MAX];
+    __shared__ int taken;  // the item a thread block took from item_counter
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
     const int G = gridDim.x;
     for (int s = 0; s < n_steps; ++s) {
         const int g0 = step_group_start[s], g1 = step_group_start[s + 1];
-        for (int item = blockIdx.x; item < step_items[s]; item += G) {
+        // Items in turn: blockIdx.x, + G, ... (round robin), or with item_counter (zero on entry, one per step) the
+        // next one not yet taken, whenever this thread block is free (dynamic). Every thread reads `taken` before
+        // thread 0 writes it again: the item's body and the grid barrier begin with a __syncthreads().
+        int item = blockIdx.x;
+        if (item_counter) {
+            if (threadIdx.x == 0) taken = atomicAdd(item_counter + s, 1);
+            __syncthreads();
+            item = taken;
+        }
+        for (; item < step_items[s];) {
             int lo = g0, hi = g1 - 1;  // the group of this item: the last one whose first item is <= item
             while (lo < hi) {
                 const int mid = (lo + hi + 1) >> 1;
@@ -715,6 +726,13 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
                 }
             }
             __syncthreads();
+            if (item_counter) {
+                if (threadIdx.x == 0) taken = atomicAdd(item_counter + s, 1);
+                __syncthreads();
+                item = taken;
+            } else {
+                item += G;
+            }
         }
         if (!grid_barrier(barrier, (unsigned int)(s + 1) * (unsigned int)G, abort_flag)) return;
     }
@@ -724,9 +742,10 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
     const int* __restrict__ step_items, const long long* __restrict__ group_offset, const int* __restrict__ group_in, \
     const int* __restrict__ group_out, const int* __restrict__ group_item_base, \
     const int* __restrict__ group_chunk_start, const int* __restrict__ chunk_ids, \
-    const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier, int* abort_flag
+    const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier, int* abort_flag, \
+    int* item_counter
 #define LOCKSTEP_PASS n_steps, length, tile, rows, step_group_start, step_items, group_offset, group_in, group_out, \
-    group_item_base, group_chunk_start, chunk_ids, offsets, store, norm, barrier, abort_flag
+    group_item_base, group_chunk_start, chunk_ids, offsets, store, norm, barrier, abort_flag, item_counter
 
 // The lockstep pass on float32 blocks, and on a float16 copy of them (half the bytes; float32 arithmetic), with
 // LOCKSTEP_LOADS loads of a block row in flight per lane; the _loads1 kernels read one at a time (the kernel before

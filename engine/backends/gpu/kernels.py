@@ -50,6 +50,11 @@ LOCKSTEP_ROWS_IN_FLIGHT = 1
 picks 1 or 2; 2 with the default loads only: the ``_rows2`` kernels). With one, a warp drains its loads at the end of
 every row before its sums and writes; with two it keeps 2 x 4 loads of two rows in flight. Not yet measured on a GPU
 (the forward pass over 42,297 symbols is at half the copy bandwidth, issue 49), hence not the default."""
+LOCKSTEP_DYNAMIC = False
+"""Whether the thread blocks of the lockstep kernels take a step's work items as they come free (an atomic counter per
+step; ``DeviceBlocks.lockstep_dynamic``) rather than in turn (thread block b: items b, b + G, ...). A step ends at
+the grid barrier; ``bench/bench_lockstep_items.py`` puts the busiest thread block's bytes at 1.2-1.5 times the mean
+in turn and 1.0-1.1 dynamically on the forward pass of issue 49. Not yet measured on a GPU, hence not the default."""
 LOCKSTEP_ROWS_IN_FLIGHT_CHOICES = (1, 2)
 """The ``lockstep_rows_in_flight`` the CUDA source has kernels for (2 with :data:`LOCKSTEP_LOADS` loads only)."""
 

@@ -35,6 +35,23 @@ class DeviceSchedule:
     arrays: tuple
 
 
+def work_items(schedule: LockstepSchedule, tile: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How the lockstep kernels share out a step's work: each group's items (its chunks cut into tiles of up to
+    ``tile``, times its output rows cut into runs of ``rows``; a group without a block has none), each group's first
+    item among its step's (``group_item_base``, counted from 0 at every step) and each step's items. A thread block
+    takes items blockIdx.x, blockIdx.x + gridDim.x, ... of every step."""
+    n_steps = schedule.n_steps
+    blocked = schedule.group_block >= 0
+    out_rows = np.where(blocked, schedule.group_out, 0).astype(np.int64)
+    chunks = np.diff(schedule.group_chunk_start).astype(np.int64)
+    items = -(-chunks // tile) * -(-out_rows // rows)
+    group_step = np.repeat(np.arange(n_steps), np.diff(schedule.step_group_start))
+    before = np.cumsum(items) - items
+    group_item_base = before - before[schedule.step_group_start[group_step]] if len(items) else before
+    step_items = np.bincount(group_step, weights=items, minlength=n_steps).astype(np.int64)
+    return items, group_item_base, step_items
+
+
 @dataclass
 class DeviceLockstep:
     """A :class:`LockstepPlan` on the device (see :meth:`DeviceBlocks.upload_lockstep`)."""
@@ -76,6 +93,7 @@ class LockstepPasses:
     lockstep_rows: int
     lockstep_loads: int
     lockstep_rows_in_flight: int
+    lockstep_dynamic: bool
     lockstep_precision: str
 
     def _first_messages(self, start: np.ndarray, symbols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,15 +134,8 @@ class LockstepPasses:
                 f"a lockstep pass stages a message of the widest symbol ({self.width:,} clones) in shared memory, "
                 f"which holds {granted // 4:,}; use fewer clones per symbol or the sequential passes"
             )
-        n_steps = schedule.n_steps
+        _, group_item_base, step_items = work_items(schedule, tile, self.lockstep_rows)
         blocked = schedule.group_block >= 0
-        rows = np.where(blocked, schedule.group_out, 0).astype(np.int64)
-        chunks = np.diff(schedule.group_chunk_start).astype(np.int64)
-        items = -(-chunks // tile) * -(-rows // self.lockstep_rows)
-        group_step = np.repeat(np.arange(n_steps), np.diff(schedule.step_group_start))
-        before = np.cumsum(items) - items
-        group_item_base = before - before[schedule.step_group_start[group_step]] if len(items) else before
-        step_items = np.bincount(group_step, weights=items, minlength=n_steps)
         group_offset = np.where(blocked, layout.block_offset[np.maximum(schedule.group_block, 0)], -1)
         arrays = (
             xp.asarray(schedule.step_group_start), xp.asarray(step_items.astype(np.int32)),
@@ -138,19 +149,22 @@ class LockstepPasses:
         self, M: Any, schedule: DeviceSchedule, offsets: Any, store: Any, norm: Any, grid: int, stream: Any
     ) -> tuple[Any, Any]:
         """One launch of the lockstep kernel of ``schedule`` (messages at ``offsets`` in ``store``, sums into
-        ``norm``) on ``stream``; returns its abort flag and barrier (kept until the stream is synchronised)."""
+        ``norm``) on ``stream``, its thread blocks taking the work items in turn or, with ``lockstep_dynamic``, as
+        they come free; returns its abort flag and its barrier and item counter (kept until the stream is
+        synchronised)."""
         xp = self.xp
+        n_steps = schedule.schedule.n_steps
         with stream:
             abort = xp.zeros(1, dtype=xp.int32)
             barrier = xp.zeros(1, dtype=xp.uint32)
-            if schedule.schedule.n_steps > 0:
+            counter = xp.zeros(n_steps, dtype=xp.int32) if self.lockstep_dynamic else None
+            if n_steps > 0:
                 args = (
-                    M, np.int32(schedule.schedule.n_steps), np.int32(schedule.schedule.length),
-                    np.int32(schedule.tile), np.int32(schedule.rows), *schedule.arrays, offsets, store, norm, barrier,
-                    abort,
+                    M, np.int32(n_steps), np.int32(schedule.schedule.length), np.int32(schedule.tile),
+                    np.int32(schedule.rows), *schedule.arrays, offsets, store, norm, barrier, abort, counter,
                 )  # fmt: skip
                 schedule.kernel((grid,), (kernels.THREADS,), args, shared_mem=schedule.shared_bytes)
-        return abort, barrier
+        return abort, (barrier, counter)
 
     def upload_lockstep(self, plan: LockstepPlan) -> DeviceLockstep:
         """What every lockstep E-step over ``plan`` reads, on the device once (both schedules, the message slots and

@@ -307,7 +307,7 @@ def lockstep_chain(grid: Any, block: Any, args: tuple, shared_mem: int = 0) -> N
     group by group and chunk by chunk (the items, tiles and rows of the CUDA kernel only share its work out; float16
     blocks are widened to float32 on load, as the CUDA kernel does)."""
     (M, n_steps, length, _, _, step_group_start, _, group_offset, group_in, group_out, _, group_chunk_start,
-     chunk_ids, offsets, store, norm, _, _) = args  # fmt: skip
+     chunk_ids, offsets, store, norm, _, _, _) = args  # fmt: skip
     if M.dtype == np.float16:
         M = M.astype(np.float32)
     _lockstep_chain(
