@@ -39,9 +39,11 @@ SETTINGS = ("32:100:64", "32:100:32", "64:100:64", "64:100:128", "128:100:64", "
 """(chunks, burn-in, rows per item) of the settings measured on an H200 (bench/RESULTS.md, "Loads in flight")."""
 
 
-def item_bytes(schedule: LockstepSchedule, tile: int, rows: int, entry_bytes: int) -> list[np.ndarray]:
+def item_bytes(
+    schedule: LockstepSchedule, tile: int, rows: int, entry_bytes: int
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Each step's items' bytes, in the kernel's item order (group by group; within a group, tile by tile and run
-    of rows by run of rows)."""
+    of rows by run of rows); and every item's staged messages and bytes of block rows, end to end."""
     items, _, step_items = work_items(schedule, tile, rows)
     out_rows = np.where(schedule.group_block >= 0, schedule.group_out, 0).astype(np.int64)
     chunks = np.diff(schedule.group_chunk_start).astype(np.int64)
@@ -52,8 +54,9 @@ def item_bytes(schedule: LockstepSchedule, tile: int, rows: int, entry_bytes: in
     staged = np.minimum(tile, chunks[group] - part * tile)
     row_count = np.minimum(rows, out_rows[group] - run * rows)
     m_in = schedule.group_in[group].astype(np.int64)
-    cost = (row_count * m_in * entry_bytes + staged * m_in * 4).astype(np.float64)
-    return np.split(cost, np.cumsum(step_items)[:-1])
+    block_bytes = (row_count * m_in * entry_bytes).astype(np.float64)
+    cost = block_bytes + staged * m_in * 4
+    return np.split(cost, np.cumsum(step_items)[:-1]), staged, block_bytes
 
 
 def shares(costs: list[np.ndarray], grid: int) -> tuple[float, float]:
@@ -85,20 +88,21 @@ def main() -> None:
     width = int(layout.n_clones.max())
     tile = min(kernels.LOCKSTEP_TILE_MAX, LOCKSTEP_SHARED // (4 * width))
     print(f"{args.states:,} states, widest symbol {width:,} clones, {tile} chunks a tile, grid {args.grid}")
-    print("| chunks | burn-in | rows per item | steps | items a step | GB of blocks read (float16) | round robin: "
-          "busiest / mean | dynamic, largest first: busiest / mean |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| chunks | burn-in | rows per item | steps | items a step | GB of blocks read (float16) | messages a row "
+          "read serves | round robin: busiest / mean | dynamic, largest first: busiest / mean |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for setting in args.settings:
         chunks, burn_in, rows = (int(v) for v in setting.split(":"))
         size = -(-(len(x) - 1) // chunks)
         schedule = LockstepSchedule.build(layout, chunk([x], size, burn_in))
-        costs = item_bytes(schedule, tile, rows, 2)
+        costs, staged, block_bytes = item_bytes(schedule, tile, rows, 2)
+        serves = float((staged * block_bytes).sum() / block_bytes.sum())  # the mean over the bytes read
         blocks = schedule.group_block[schedule.group_block >= 0]
         read = 2 * float(np.diff(layout.block_offset)[blocks].sum())
         robin, dynamic = shares(costs, args.grid)
         items = np.mean([len(c) for c in costs])
         print(f"| {chunks:,} | {burn_in} | {rows} | {schedule.n_steps:,} | {items:,.0f} | {read / 1e9:.0f} | "
-              f"{robin:.2f} | {dynamic:.2f} |", flush=True)  # fmt: skip
+              f"{serves:.2f} | {robin:.2f} | {dynamic:.2f} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
