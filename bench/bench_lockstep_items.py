@@ -1,9 +1,10 @@
 """How the lockstep forward pass shares out its work, on the CPU (no GPU needed): for the pass `bench_gpu.py
 --lockstep` times (30,000 states, n-gram allocation of order 5, the first 42,297 symbols of milton-paradise), each
 setting's steps, work items a step, bytes of blocks read, and how evenly the kernel's round robin (thread block b
-takes items b, b + G, ... of every step) spreads a step's bytes over the G thread blocks, against a dynamic share
-(the next free thread block takes the next item, largest first). A step ends at the grid barrier, so a step's time
-follows its busiest thread block where the memory system is not the limit.
+takes items b, b + G, ... of every step) spreads a step's bytes over the G thread blocks, against the dynamic share
+of ``DeviceBlocks.lockstep_dynamic`` (the next free thread block takes the next item, in the same order). A step
+ends at the grid barrier, so a step's time follows its busiest thread block where the memory system is not the
+limit.
 
 An item's bytes: its rows of the block (rows x the pair's first symbol's clones, 2 bytes an entry on float16 blocks)
 plus its staged messages (chunks x clones x 4 bytes). The cut into items is the engine's own
@@ -61,7 +62,7 @@ def item_bytes(
 
 def shares(costs: list[np.ndarray], grid: int) -> tuple[float, float]:
     """The sum over steps of the busiest thread block's bytes, over the sum of the mean's: under the kernel's round
-    robin, and under a dynamic share taking the largest items first."""
+    robin, and under its dynamic share (each item, in order, to the thread block that is free first)."""
     mean = robin = dynamic = 0.0
     for step in costs:
         if not len(step):
@@ -69,7 +70,7 @@ def shares(costs: list[np.ndarray], grid: int) -> tuple[float, float]:
         mean += step.sum() / grid
         robin += np.bincount(np.arange(len(step)) % grid, weights=step, minlength=grid).max()
         free = [0.0] * grid
-        for c in np.sort(step)[::-1]:
+        for c in step:
             heapq.heappush(free, heapq.heappop(free) + c)
         dynamic += max(free)
     return robin / mean, dynamic / mean
@@ -89,7 +90,7 @@ def main() -> None:
     tile = min(kernels.LOCKSTEP_TILE_MAX, LOCKSTEP_SHARED // (4 * width))
     print(f"{args.states:,} states, widest symbol {width:,} clones, {tile} chunks a tile, grid {args.grid}")
     print("| chunks | burn-in | rows per item | steps | items a step | GB of blocks read (float16) | messages a row "
-          "read serves | round robin: busiest / mean | dynamic, largest first: busiest / mean |")  # fmt: skip
+          "read serves | round robin: busiest / mean | dynamic: busiest / mean |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for setting in args.settings:
         chunks, burn_in, rows = (int(v) for v in setting.split(":"))

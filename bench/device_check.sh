@@ -14,7 +14,8 @@
 #     budget (10 minutes of search, then the refit and the scores), beside our n-gram (bench/bench_defaults.py). The
 #     run is started in its own process session, so that it outlives the call; each call waits for it up to about
 #     9.5 minutes and copies what it has written so far. Call the part again at once (the machine stays warm 30 s)
-#     to collect the rest.
+#     to collect the rest; the summary says the run's exit status, or that it stopped without one.
+#   With a lease of 15 minutes, first and war-and-peace each need a lease of their own.
 #   rest (about 30 minutes, for a longer lease): bench/bench_gpu.py --states 30000, the training BPS on float16 blocks
 #     against float32 (--precision-bps 10000), the plain command on Calgary, Tiny Shakespeare and Moby Dick (budget 4),
 #     online EM's batch on War and Peace (1, 4 and 16 times the automatic one) and one online training on the bundled
@@ -72,19 +73,27 @@ first() {
 war_and_peace() {  # the plain command at the default budget, in its own process session; wait, then copy its files
     have war_and_peace war-and-peace || return
     local run=/tmp/device-check-war-and-peace started=$SECONDS
-    if [ ! -f "$run/pid" ]; then
+    if [ ! -d "$run" ]; then  # the shell in the new session writes its own id, then the run's exit status
         mkdir -p "$run"
-        setsid env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_defaults.py --backend gpu --only war-and-peace \
-            --out "$run" > "$run/run.log" 2>&1 < /dev/null &
-        echo $! > "$run/pid"
+        setsid sh -c 'dir=$1; shift; echo $$ > "$dir/pid"; "$@" > "$dir/run.log" 2>&1 < /dev/null; echo $? > "$dir/rc"' \
+            sh "$run" env CHMM_CORPORA="$CORPORA" "$PYTHON" bench/bench_defaults.py --backend gpu \
+            --only war-and-peace --out "$run" < /dev/null > /dev/null 2>&1 &
+        while [ ! -s "$run/pid" ] && [ $((SECONDS - started)) -lt 10 ]; do sleep 1; done
     fi
-    while kill -0 "$(cat "$run/pid")" 2>/dev/null && [ $((SECONDS - started)) -lt 560 ]; do sleep 5; done
+    while [ ! -f "$run/rc" ] && kill -0 "$(cat "$run/pid" 2>/dev/null)" 2>/dev/null \
+        && [ $((SECONDS - started)) -lt 560 ]; do
+        sleep 5
+    done
     cp -r "$run/." "$DIR/"
-    if kill -0 "$(cat "$run/pid")" 2>/dev/null; then
+    if [ -f "$run/rc" ]; then
+        echo "war_and_peace: ended, exit $(cat "$run/rc"); its row is the last table line of run.log" \
+            | tee -a "$DIR/summary.txt"
+    elif kill -0 "$(cat "$run/pid" 2>/dev/null)" 2>/dev/null; then
         echo "war_and_peace: still running after $((SECONDS - started)) s; call this part again to collect it" \
             | tee -a "$DIR/summary.txt"
     else
-        echo "war_and_peace: ended; its row is the last line of run.log" | tee -a "$DIR/summary.txt"
+        echo "war_and_peace: stopped without an exit status (killed with the call?); see run.log" \
+            | tee -a "$DIR/summary.txt"
     fi
 }
 

@@ -392,6 +392,8 @@ def test_every_cuda_kernel_has_a_twin():
     kernel_name = r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\('
     defined = set(re.findall(kernel_name, cuda_kernels.SOURCE))
     assert defined == set(TWINS) == set(cuda_kernels.KERNELS)
+    # the _rows2 kernels read two rows of a float16 block an even number of rows (the warps) apart, which start alike
+    assert cuda_kernels.THREADS % 64 == 0
     for constant in ("LOCKSTEP_TILE_MAX", "LOCKSTEP_LOADS"):  # the host cuts work and picks kernels as they expect
         defined_as = re.search(rf"#define {constant} (\d+)", cuda_kernels.SOURCE).group(1)
         assert defined_as == str(getattr(cuda_kernels, constant))

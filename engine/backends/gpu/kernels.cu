@@ -644,6 +644,7 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
                    const long long* __restrict__ offsets, float* store, double* norm, unsigned int* barrier,
                    int* abort_flag, int* item_counter)
 {
+    static_assert(LOADS > 1 || IN_FLIGHT == 1, "one load in flight reads one row at a time");
     extern __shared__ float staged[];
     __shared__ long long out_at[LOCKSTEP_TILE_MAX];
     __shared__ int taken;  // the item a thread block took from item_counter
@@ -655,7 +656,7 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
         const int g0 = step_group_start[s], g1 = step_group_start[s + 1];
         // Items in turn: blockIdx.x, + G, ... (round robin), or with item_counter (zero on entry, one per step) the
         // next one not yet taken, whenever this thread block is free (dynamic). Every thread reads `taken` before
-        // thread 0 writes it again: the item's body and the grid barrier begin with a __syncthreads().
+        // thread 0 writes it again: the item's body ends, and the grid barrier begins, with a __syncthreads().
         int item = blockIdx.x;
         if (item_counter) {
             if (threadIdx.x == 0) taken = atomicAdd(item_counter + s, 1);

@@ -54,7 +54,7 @@ LOCKSTEP_DYNAMIC = False
 """Whether the thread blocks of the lockstep kernels take a step's work items as they come free (an atomic counter per
 step; ``DeviceBlocks.lockstep_dynamic``) rather than in turn (thread block b: items b, b + G, ...). A step ends at
 the grid barrier; ``bench/bench_lockstep_items.py`` puts the busiest thread block's bytes at 1.2-1.5 times the mean
-in turn and 1.0-1.1 dynamically on the forward pass of issue 49. Not yet measured on a GPU, hence not the default."""
+in turn and 1.0-1.15 dynamically on the forward pass of issue 49. Not yet measured on a GPU, hence not the default."""
 LOCKSTEP_ROWS_IN_FLIGHT_CHOICES = (1, 2)
 """The ``lockstep_rows_in_flight`` the CUDA source has kernels for (2 with :data:`LOCKSTEP_LOADS` loads only)."""
 

@@ -39,7 +39,8 @@ def work_items(schedule: LockstepSchedule, tile: int, rows: int) -> tuple[np.nda
     """How the lockstep kernels share out a step's work: each group's items (its chunks cut into tiles of up to
     ``tile``, times its output rows cut into runs of ``rows``; a group without a block has none), each group's first
     item among its step's (``group_item_base``, counted from 0 at every step) and each step's items. A thread block
-    takes items blockIdx.x, blockIdx.x + gridDim.x, ... of every step."""
+    takes items blockIdx.x, blockIdx.x + gridDim.x, ... of every step, or with ``lockstep_dynamic`` the next item
+    not yet taken, in this order, whenever it is free."""
     n_steps = schedule.n_steps
     blocked = schedule.group_block >= 0
     out_rows = np.where(blocked, schedule.group_out, 0).astype(np.int64)
