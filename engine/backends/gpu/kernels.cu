@@ -635,6 +635,17 @@ __device__ __forceinline__ void lockstep_row_loads(const Matrix* const* rows, co
     }
 }
 
+// The work item of step s this thread block takes after `item` (-1: its first): in turn, blockIdx.x, + gridDim.x, ...
+// (round robin), or with item_counter (zero on entry, one per step) the next one not yet taken (dynamic: whenever
+// the thread block is free). Every thread reads *taken before thread 0 writes it again: an item's body ends, and the
+// grid barrier begins, with a __syncthreads().
+__device__ __forceinline__ int next_item(int* item_counter, int s, int item, int* taken) {
+    if (!item_counter) return item < 0 ? blockIdx.x : item + gridDim.x;
+    if (threadIdx.x == 0) *taken = atomicAdd(item_counter + s, 1);
+    __syncthreads();
+    return *taken;
+}
+
 template <typename Matrix, int LOADS, int IN_FLIGHT>
 __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int n_steps, int length, int tile,
                    int rows, const int* __restrict__ step_group_start, const int* __restrict__ step_items,
@@ -654,16 +665,8 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
     const int G = gridDim.x;
     for (int s = 0; s < n_steps; ++s) {
         const int g0 = step_group_start[s], g1 = step_group_start[s + 1];
-        // Items in turn: blockIdx.x, + G, ... (round robin), or with item_counter (zero on entry, one per step) the
-        // next one not yet taken, whenever this thread block is free (dynamic). Every thread reads `taken` before
-        // thread 0 writes it again: the item's body ends, and the grid barrier begins, with a __syncthreads().
-        int item = blockIdx.x;
-        if (item_counter) {
-            if (threadIdx.x == 0) taken = atomicAdd(item_counter + s, 1);
-            __syncthreads();
-            item = taken;
-        }
-        for (; item < step_items[s];) {
+        for (int item = next_item(item_counter, s, -1, &taken); item < step_items[s];
+             item = next_item(item_counter, s, item, &taken)) {
             int lo = g0, hi = g1 - 1;  // the group of this item: the last one whose first item is <= item
             while (lo < hi) {
                 const int mid = (lo + hi + 1) >> 1;
@@ -727,13 +730,6 @@ __device__ __forceinline__ void lockstep_chain(const Matrix* __restrict__ M, int
                 }
             }
             __syncthreads();
-            if (item_counter) {
-                if (threadIdx.x == 0) taken = atomicAdd(item_counter + s, 1);
-                __syncthreads();
-                item = taken;
-            } else {
-                item += G;
-            }
         }
         if (!grid_barrier(barrier, (unsigned int)(s + 1) * (unsigned int)G, abort_flag)) return;
     }
