@@ -169,6 +169,16 @@ def _timing(records: list[dict[str, Any]], remaining: int) -> str:
     return text
 
 
+def _time_left(progress: dict[str, Any]) -> str:
+    """' · at most T left' of a run with a bound stated at its start (``expected_seconds``: the automatic search's
+    budget, a deadline, then the refit's window), from its start to its last progress; '' without one."""
+    bound = progress.get("expected_seconds")
+    if not bound:
+        return ""
+    spent = float(progress.get("updated") or 0.0) - float(progress.get("started") or 0.0)
+    return f" · at most {duration(max(float(bound) - spent, 0.0))} left"
+
+
 def _best_iteration(history: list[dict[str, Any]]) -> int:
     """The iterations the refit runs: the kept run's best iteration on validation (its length without validation),
     less its online EM epochs (the refit continues from the online stage's model with batch EM alone)."""
@@ -247,7 +257,7 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         best = _best_iteration(history)
         value = SELECTION_SHARE + (100.0 - SELECTION_SHARE) * min(len(refit), best) / best
         label = f"Refit on training + validation text: iteration {len(refit)} of {best} (as the kept run chose)"
-        label += _timing(refit, best - len(refit))
+        label += _timing(refit, best - len(refit)) if not progress.get("expected_seconds") else _time_left(progress)
     else:
         value, label = _selection_progress(progress, history, planned)
         if progress.get("refits"):
@@ -257,7 +267,9 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
             label += f": train {last['train_bps']:.4f} bps"
             if last.get("validation_bps") is not None:
                 label += f", validation {last['validation_bps']:.4f} bps"
-            if not progress.get("searching"):
+            if progress.get("searching"):
+                label += _time_left(progress)
+            else:
                 restarts = max(int(progress.get("restarts") or 1), 1)
                 later = restarts - int(progress.get("finished_runs") or 0) - 1  # restarts still to come after this
                 label += _timing(history, planned - len(history) + max(later, 0) * planned)

@@ -3,7 +3,7 @@ batch EM, states and pseudocount chosen on validation within the default budget,
 beside our Kneser-Ney n-gram (on the same split, as ``chmm train`` reports it) and the paper's CHMM (Table 4).
 
     python bench/bench_defaults.py [--only carroll-alice shakespeare-macbeth] [--budget MINUTES] [--backend gpu]
-        [--stages] [--checkout PATH] [--cpu-clock]
+        [--stages] [--checkout PATH] [--cpu-clock] [--load 0 2 4]
 
 Each corpus runs ``python -m engine.cli train`` in a subprocess, one after another (run it alone on the machine: the
 search's budget is wall-clock time). Prints one table row per corpus as it finishes, and keeps each corpus's JSON
@@ -13,6 +13,13 @@ recorded them) and as measured, and what the search's whole-candidate prediction
 have said from the same record; then the refit predicted and measured. ``--checkout`` runs ``chmm train`` from
 another checkout (e.g. a worktree of an earlier commit; its JSON files are named after its folder). ``--cpu-clock``
 runs it on its own CPU seconds (:data:`CPU_CLOCK`), for a machine shared with other work.
+
+``--load N [N ...]`` runs each corpus once per N, in turn (interleaved: corpus by corpus, the loads one after the
+other), with N busy processes beside ``chmm train`` (:func:`busy`: each spins one core, niced not at all, and is
+killed when the run ends; each also ends itself after :data:`BUSY_LIMIT_MINUTES`): the machine a user shares with a
+browser, the app's other jobs or a CI box. Its table has a row per corpus and load: states, test BPS, our n-gram's,
+minutes against the bound stated at the start, the load average over the run, and, for N > 0, the test BPS less the
+same corpus's figure with N = 0 in the same run.
 """
 
 from __future__ import annotations
@@ -54,6 +61,40 @@ CPU_CLOCK = (
 """``python -c`` code that runs ``chmm`` with the process's CPU seconds (all its threads) as its clock: the search's
 budget and every iteration's seconds (``--cpu-clock``, for a shared machine, where wall-clock seconds follow the other
 processes' load)."""
+
+
+BUSY_LIMIT_MINUTES = 60.0
+"""A busy process of ``--load`` ends itself after this long, should the benchmark die without killing it."""
+
+BUSY_CODE = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    sum(range(10_000))\n"
+"""What a busy process runs: pure Python arithmetic on one core until its time is up."""
+
+
+class busy:
+    """``with busy(n):`` n processes that each keep a core busy (:data:`BUSY_CODE`), killed on leaving."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self.children: list[subprocess.Popen] = []
+
+    def __enter__(self) -> busy:
+        code = BUSY_CODE.format(seconds=60.0 * BUSY_LIMIT_MINUTES)
+        self.children = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.processes)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self.children:
+            child.kill()
+        for child in self.children:
+            child.wait()
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
 
 
 def run(
@@ -162,7 +203,11 @@ def main() -> None:
     parser.add_argument("--stages", action="store_true", help="a line per candidate: its stages predicted, measured")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="run chmm train from this checkout")
     parser.add_argument("--cpu-clock", action="store_true", help="chmm's clock: its CPU seconds (a shared machine)")
+    parser.add_argument("--load", nargs="*", type=int, help="busy processes beside each run, one run per number")
     args = parser.parse_args()
+    if args.load:
+        load_table(args)
+        return
     corpora = sorted(CORPORA.glob("*.txt"), key=lambda p: p.stat().st_size)
     if args.only:
         corpora = [p for p in corpora if p.stem in args.only]
@@ -195,6 +240,47 @@ def main() -> None:
         )
         if args.stages:
             print("\n".join(["", *stage_table(corpus, row), ""]), flush=True)
+
+
+def load_table(args: argparse.Namespace) -> None:
+    """The ``--load`` table: each corpus once per number of busy processes, interleaved (see the module's text)."""
+    corpora = sorted(CORPORA.glob("*.txt"), key=lambda p: p.stat().st_size)
+    if args.only:
+        corpora = [p for p in corpora if p.stem in args.only]
+    print(describe_machine())
+    budget = "" if args.budget is None else f" --budget {args.budget:g}"
+    print(f"command: chmm train CORPUS -o m.npz{budget} --json, beside N busy processes (one core each)")
+    print()
+    print(
+        "| corpus | busy | load avg (start-end) | states | candidates | test BPS | our KN n-gram | CHMM - n-gram "
+        "| - alone | minutes | stated bound | within |"
+    )
+    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for corpus in corpora:
+        alone = None
+        for processes in args.load:
+            before = load_average()
+            with busy(processes):
+                row = run(corpus, args.budget, args.backend, args.checkout.resolve(), args.cpu_clock)
+                after = load_average()
+            (args.out / f"defaults-{corpus.stem}-busy{processes}.json").write_text(json.dumps(row, indent=1))
+            if "error" in row:
+                print(f"| {corpus.stem} | {processes} | | error: {row['error']} | | | | | | | | |", flush=True)
+                continue
+            test, ngram = row["test_bps"], row["ngram"]["test_bps"]
+            alone = test if processes == 0 else alone
+            versus = "" if processes == 0 or alone is None else f"{test - alone:+.3f}"
+            tried = ", ".join(
+                f"{line['states']:,}{'*' if line.get('stopped') == 'budget' else ''}" for line in row.get("search", [])
+            )
+            bound = row.get("expected_minutes") or float("nan")
+            print(
+                f"| {corpus.stem} | {processes} | {before:.1f}-{after:.1f} | {row['states']:,} | {tried} | {test:.3f} "
+                f"| {ngram:.3f} | {test - ngram:+.3f} | {versus} | {row['minutes']:.2f} | {bound:.2f} "
+                f"| {'yes' if row['minutes'] <= bound else 'NO'} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -317,6 +318,9 @@ def surface_search(
     monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options, backend=None: sorted(level))
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(training_search, "predict_stages", lambda *args, **kwargs: exactly(seconds[args[2]]))
+    monkeypatch.setattr(
+        training_search, "probe_online", lambda *args: {"batches": 1.0, "seconds": 0.0, "epoch_seconds": 1.0}
+    )
     options = training.TrainOptions(algorithm="em", states="auto", pseudocount="auto", restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[], train=[0], train_full=[0])
     selection, record = training.search_settings("", corpus, options, training.RunContext(), "surface", fake_select)
@@ -526,13 +530,21 @@ def timed_search(
     runs: dict[int, dict[str, Any]],
     lines: list[str],
     backend: str = "cpu",
+    pace: Callable[[float], float] | None = None,
+    events: list[tuple[str, int, float]] | None = None,
 ) -> tuple[training.Selection, list[dict[str, Any]]]:
     """:func:`training.search_settings` over the states of ``runs`` (pseudocount given) on a fake clock: each
     candidate runs ``runs[states]``'s online epochs, then its batch EM iterations (seconds each; validation BPS
     ``level`` less ``drop(j)`` after iteration j, :func:`linear` unless given), the clock advancing by each as it
-    ends, the search's cancel token followed between them; the stored entries are ``entries``. Batch EM continued
-    by the search (``learning.fit``) goes on along the same curve to the candidate's iterations."""
+    ends, the search's cancel token followed between them; the stored entries are ``entries``. An online epoch runs
+    in ``batches`` steps (default 1) and follows the run's ``hand_over`` token before each, as online EM does: a cut
+    epoch is lost, and batch EM follows a hand-over. Every unit's seconds are multiplied by ``pace(clock)`` at its
+    start (the machine's pace, which the test controls; 1 unless given), the probe's too. Batch EM continued by the
+    search (``learning.fit``) goes on along the same curve to the candidate's iterations. ``events`` receives
+    ("start", states, clock) and ("end", states, clock) for each candidate and ("probe", states, clock)."""
     clock = [0.0]
+    pace = pace or (lambda now: 1.0)
+    events = [] if events is None else events
 
     def curve(spec: dict[str, Any], j: int) -> float:
         return spec["level"] - spec.get("drop", linear)(j)
@@ -540,18 +552,42 @@ def timed_search(
     def fake_select(corpus_text, corpus, options, init_model, run, name, restarts=None):
         spec, history, stopped = runs[options.states], [], "early_stopping"
         epochs, batch = spec["online"], spec["batch"]
-        for i in range(epochs[0] + batch[0]):
+        online_stop = run.hand_over or run.cancel
+        steps = spec.get("batches", 1)
+        events.append(("start", options.states, clock[0]))
+        online_done = 0
+        for i in range(epochs[0]):  # online EM, its batches following the hand-over token
+            begun, cut = clock[0], False
+            for _ in range(steps):
+                if online_stop.cancelled:
+                    cut = True
+                    break
+                clock[0] += epochs[1] / steps * pace(clock[0])
+            if cut:
+                break
+            value = spec["level"] + 0.3 - 0.01 * i
+            history.append(learning.IterationRecord(i + 1, value, value, clock[0] - begun, online=True))
+            run.callback(history[-1])
+            online_done += 1
+        if online_done < epochs[0] and (run.cancel.cancelled or not history):  # cut in its online stage
+            best = min(history, key=lambda r: r.validation_bps)
+            result = learning.TrainingResult(model=(options.states, best.validation_bps), history=history)
+            result.stopped, result.best_iteration = "cancelled", best.iteration
+            events.append(("end", options.states, clock[0]))
+            return training.Selection(options, None, result, options.training_config())
+        for j in range(1, batch[0] + 1):
             if run.cancel.cancelled:
                 stopped = "cancelled"
                 break
-            online, seconds = i < epochs[0], epochs[1] if i < epochs[0] else batch[1]
+            seconds = batch[1] * pace(clock[0])
             clock[0] += seconds
-            value = spec["level"] + 0.3 - 0.01 * i if online else curve(spec, i + 1 - epochs[0])
-            history.append(learning.IterationRecord(i + 1, value, value, seconds, online=online))
+            value = curve(spec, j)
+            history.append(learning.IterationRecord(online_done + j, value, value, seconds))
             run.callback(history[-1])
         best = min(history, key=lambda r: r.validation_bps)
         result = learning.TrainingResult(model=(options.states, best.validation_bps), history=history, stopped=stopped)
-        result.best_iteration, result.online_iterations, result.online_model = best.iteration, epochs[0], "online"
+        result.best_iteration, result.online_iterations, result.online_model = best.iteration, online_done, "online"
+        events.append(("end", options.states, clock[0]))
         return training.Selection(options, None, result, options.training_config())
 
     def fake_fit(model, train, validation, config, callback, cancel, backend):  # batch EM continued
@@ -563,68 +599,85 @@ def timed_search(
             if cancel.cancelled:
                 result.stopped = "cancelled"
                 break
-            clock[0] += spec["batch"][1]
-            result.history.append(learning.IterationRecord(j - done, 0.0, curve(spec, j), spec["batch"][1]))
+            seconds = spec["batch"][1] * pace(clock[0])
+            clock[0] += seconds
+            result.history.append(learning.IterationRecord(j - done, 0.0, curve(spec, j), seconds))
             result.model, result.best_iteration = (states, curve(spec, j)), j - done
             callback(result.history[-1])
         return result
+
+    def fake_probe(corpus, options, backend, seconds):  # the probe's seconds on the clock, its pace as the units'
+        events.append(("probe", options.states, clock[0]))
+        factor = pace(clock[0])
+        clock[0] += seconds
+        return {"batches": 10.0, "seconds": seconds, "epoch_seconds": runs[options.states]["online"][1] * factor}
 
     monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: model[1])
     monkeypatch.setattr(training_search, "states_candidates", lambda corpus, options, backend=None: sorted(runs))
     monkeypatch.setattr(training_search, "stored_entries", lambda corpus, options: runs[options.states]["entries"])
     monkeypatch.setattr(training_search.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(learning, "fit", fake_fit)
+    monkeypatch.setattr(training_search, "probe_online", fake_probe)
     options = training.TrainOptions(states="auto", pseudocount=1e-4, restarts=1, budget=minutes)
-    corpus = SimpleNamespace(validation_parts=[], train_parts=[], train=[0] * 90, train_full=[0] * 100)
+    corpus = SimpleNamespace(validation_parts=[[0]], train_parts=[], train=[0] * 90, train_full=[0] * 100)
     run = training.RunContext(backend=backend, log=lines.append)
-    return training.search_settings("", corpus, options, run, "timed", fake_select)
+    selection, record = training.search_settings("", corpus, options, run, "timed", fake_select)
+    events.append(("search ends", 0, clock[0]))
+    return selection, record
 
 
 def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     """After the first number of states, the next is the largest whose useful part (online stage and
-    USEFUL_BATCH_ITERATIONS batch iterations) fits the budget, or the next rung on the way to it when the next
-    one's whole run and then that useful part fit with PREDICTION_MARGIN to spare; batch EM stops at the budget's
-    end, keeping its best model so far. The fake timings grow
-    with the stored entries (3 s an online epoch and 0.5 s a batch iteration per million), as measured on Calgary;
-    the decisions below are computed by hand from them."""
+    USEFUL_BATCH_ITERATIONS batch iterations) fits the budget with START_MARGIN, or the next rung on the way to it
+    when the next one's whole run and then that useful part fit with PREDICTION_MARGIN to spare; a target more than
+    one rung above what was measured is probed first (PROBE_SHARE of the budget); batch EM does not start an
+    iteration that would end past the budget's end, keeping its best model so far. The fake timings grow with the
+    stored entries (3 s an online epoch and 0.5 s a batch iteration per million), as measured on Calgary; the
+    decisions below are computed by hand from them."""
     runs = {
         1000: {"entries": 1e6, "online": (4, 3.0), "batch": (40, 0.5), "level": 1.85},
         3000: {"entries": 9e6, "online": (4, 27.0), "batch": (15, 4.5), "level": 1.73},
         5000: {"entries": 25e6, "online": (4, 75.0), "batch": (12, 12.5), "level": 1.70},
     }
-    useful = training.USEFUL_BATCH_ITERATIONS
+    useful, start, margin = (
+        training.USEFUL_BATCH_ITERATIONS,
+        training_search.START_MARGIN,
+        training_search.PREDICTION_MARGIN,
+    )
     first = 4 * 3.0 + 40 * 0.5  # 32 s
     # predicted after the first (its epochs and iterations, its rates times the entries' ratio): 3,000 states whole
-    # 4 * 27 + 40 * 4.5 = 288 s, 5,000 states' useful part 4 * 75 + 3 * 12.5 = 337.5 s
+    # 4 * 27 + 40 * 4.5 = 288 s, 5,000 states' useful part 4 * 75 + 3 * 12.5 = 337.5 s (so its probe says too)
     whole_3000, useful_5000 = 4 * 27.0 + 40 * 4.5, 4 * 75.0 + useful * 12.5
     useful_3000 = 4 * 27.0 + useful * 4.5
 
-    # 7 minutes: 3,000 then 5,000 do not fit (657.5 s), 5,000 alone does (369.5 s): 3,000 states are skipped
+    # 7 minutes: 3,000 then 5,000 do not fit, 5,000 alone does, probed first: 3,000 states are skipped
     budget = 420.0
-    assert first + whole_3000 + useful_5000 > budget >= first + useful_5000
+    probe = training_search.PROBE_SHARE * budget
+    assert first + probe + start * useful_5000 <= budget < first + probe + margin * (whole_3000 + useful_5000)
     lines: list[str] = []
     selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 5000]
+    assert any(line.startswith("probed 5,000 states") for line in lines), lines
     assert any("3,000 states skipped" in line for line in lines), lines
-    # 5,000 states' batch EM ran until an iteration ended past 420 s: 32 + 300 + 12.5 k >= 420, k = 8
-    cut = math.ceil((budget - first - 4 * 75.0) / 12.5)
-    assert record[1]["stopped"] == "budget" and record[1]["batch_iterations"] == cut == 8
+    # 5,000 states' batch EM ran while the next iteration ended before 420 s: 32 + probe + 300 + 12.5 (k + 1) < 420
+    cut = math.ceil((budget - first - probe - 4 * 75.0) / 12.5) - 1
+    assert record[1]["stopped"] == "budget" and record[1]["batch_iterations"] == cut == 6
     assert selection.options.states == 5000 and selection.result.stopped == "budget"  # it won, and is refitted
     assert record[1]["predicted"]["online_seconds"] == pytest.approx(300.0)  # the rates scale exactly here
     assert record[1]["refit_iterations"] == cut  # its best so far: the last iteration it ran
-    # its refit, predicted from its own batch iterations: 8 of 12.5 s over 100 / 90 of the symbols
+    # its refit, predicted from its own batch iterations: 6 of 12.5 s over 100 / 90 of the symbols
     assert selection.refit_seconds == pytest.approx(cut * 12.5 * 100 / 90)
 
-    # 12 minutes: 3,000 then 5,000 fit (657.5 s), but not with the margin for the predictions' error (970 s)
-    margin = training_search.PREDICTION_MARGIN
+    # 12 minutes: 3,000 then 5,000 fit (657.5 s), but not with the margin for the predictions' error
     budget = 720.0
-    assert first + whole_3000 + useful_5000 <= budget < first + margin * (whole_3000 + useful_5000)
+    probe = training_search.PROBE_SHARE * budget
+    assert first + whole_3000 + useful_5000 <= budget < first + probe + margin * (whole_3000 + useful_5000)
     selection, record = timed_search(monkeypatch, budget / 60, runs, [])
     assert [line["states"] for line in record] == [1000, 5000] and "stopped" not in record[1]
 
     # 25 minutes: the ladder goes on, 1,000, 3,000, 5,000 states, none cut
     budget = 1500.0
-    assert first + margin * (whole_3000 + useful_5000) <= budget
+    assert first + training_search.PROBE_SHARE * budget + margin * (whole_3000 + useful_5000) <= budget
     selection, record = timed_search(monkeypatch, budget / 60, runs, [])
     assert [line["states"] for line in record] == [1000, 3000, 5000] and "stopped" not in record[2]
     # 3,000 states were predicted with the first one's 40 batch iterations and ran 15 (larger models stop sooner);
@@ -633,13 +686,14 @@ def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest
     assert record[2]["predicted"]["seconds"] == pytest.approx(4 * 75.0 + 15 * 12.5)
     assert selection.options.states == 5000
 
-    # 5 minutes: 5,000 states' useful part does not fit, 3,000's does (153.5 s), whole it would not; it ends at
-    # 32 + 175.5 s, and then 5,000 states' useful part (predicted from 3,000's rates: 337.5 s) is left out
+    # 5 minutes: 5,000 states' useful part does not fit, 3,000's does (one rung: no probe), whole it would not; it
+    # ends at 32 + 175.5 s, and then 5,000 states' useful part (predicted from 3,000's rates: 337.5 s) is left out
     budget = 300.0
-    assert first + useful_5000 > budget >= first + useful_3000 and first + whole_3000 > budget
+    assert first + start * useful_5000 > budget >= first + start * useful_3000 and first + whole_3000 > budget
     lines = []
     selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 3000] and selection.options.states == 3000
+    assert not any(line.startswith("probed") for line in lines)
     assert any("candidate 3: 5,000 states, pseudocount 0.0001 left out" in line for line in lines), lines
 
 
@@ -690,9 +744,10 @@ def test_a_settled_smaller_candidate_goes_on_if_chosen(monkeypatch: pytest.Monke
     assert result.stopped == "early_stopping" and result.best_iteration == 4 + 40 and len(result.history) == 44
     assert [r.iteration for r in result.history] == list(range(1, 45))
     assert any("its batch EM goes on" in line for line in lines), lines
-    # half a minute: the budget's end stops it again, 18 + 0.5 k >= 30 after k = 24 more iterations
+    # half a minute: the budget's end stops it again, before an iteration that would end past it: 18 + 0.5 (k + 1)
+    # >= 30 after k = 23 more iterations
     selection, record = timed_search(monkeypatch, 0.5, runs, [])
-    more = math.ceil((30.0 - first) / 0.5)
+    more = math.ceil((30.0 - first) / 0.5) - 1
     assert record[0]["resumed"]["iterations"] == more and selection.result.stopped == "budget"
     assert selection.result.best_iteration == 4 + settle + more
 

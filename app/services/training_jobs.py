@@ -177,6 +177,8 @@ class _Progress:
             "candidate": 0,
             "searching": options.searches,
             "budget_seconds": 60.0 * options.budget if options.searches and options.budget else None,
+            # the whole run's bound, stated before it starts (the search's deadline, then the refit's window)
+            "expected_seconds": 60.0 * minutes if (minutes := api.expected_minutes(options)) is not None else None,
             "online_then_batch": options.algorithm == "online" and bool(options.validation),
             "refits": bool(options.refit and options.validation),
             "iterations": options.iterations,

@@ -118,8 +118,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="MINUTES",
         help=f"wall-clock minutes the choice of states and pseudocount on validation may take (default "
-        f"{TRAIN_DEFAULTS.budget:g}): candidates and restarts predicted to pass it are left out, batch EM stops at its "
-        "end; the refit comes after",
+        f"{TRAIN_DEFAULTS.budget:g}), a deadline: candidates predicted at the machine's current pace to pass it are "
+        "left out, and whatever runs at its end stops there; the refit comes after, only if it ends within the time "
+        "stated at the start",
     )
     train.add_argument(
         "--support-bound",

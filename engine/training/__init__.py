@@ -46,6 +46,15 @@ from engine.training.options import (  # noqa: F401
     states_candidates,
     stored_entries,
 )
+from engine.training.pacing import (  # noqa: F401
+    PREDICTION_EXPONENTS,
+    USEFUL_BATCH_ITERATIONS,
+    Pace,
+    StagePrediction,
+    candidate_stages,
+    predict_stages,
+    probe_online,
+)
 from engine.training.protocol import (  # noqa: F401
     grown_starts,
     select_stage,
@@ -66,11 +75,6 @@ from engine.training.saving import (  # noqa: F401
     prune_for_saving,
 )
 from engine.training.search import (  # noqa: F401
-    PREDICTION_EXPONENTS,
-    USEFUL_BATCH_ITERATIONS,
-    StagePrediction,
-    candidate_stages,
-    predict_stages,
     pseudocount_start,
     restarts_within,
     search_settings,

@@ -329,14 +329,16 @@ class TrainOptions:
 class RunContext:
     """Who a training run reports to and who may stop it, passed as one value through the protocol's stages: the
     resolved ``backend`` (no "auto"), the progress ``callback`` (a record per iteration), the ``cancel`` token, the
-    ``log`` (a line per stage) and the Dask ``cluster`` (a ``distributed.Client``) that runs batch EM's E-steps, or
-    None."""
+    ``log`` (a line per stage), the Dask ``cluster`` (a ``distributed.Client``) that runs batch EM's E-steps, or
+    None, and the ``hand_over`` token that ends online EM's stage before its own stop (the automatic search sets it
+    when the next epoch would pass the budget's end: a cut epoch is lost, while batch EM can still use the time)."""
 
     backend: str = "cpu"
     callback: learning.ProgressCallback | None = None
     cancel: learning.CancelToken | None = None
     log: Callable[[str], None] | None = None
     cluster: Any = None
+    hand_over: learning.CancelToken | None = None  # ends online EM's stage early; batch EM follows from its best epoch
 
     def say(self, line: str) -> None:
         """Log ``line`` where the run has a log."""

@@ -35,7 +35,7 @@ from engine.training.options import (
     expected_sentence,
 )
 from engine.training.restarts import best_of_restarts
-from engine.training.search import search_settings
+from engine.training.search import deadline_token, search_settings
 from engine.training.stages import (
     corpus_pairs,
     extend_model,
@@ -89,7 +89,7 @@ def train_text(
     search: list[dict[str, Any]] = []
     try:
         if options.searches:
-            selection, search = search_settings(corpus_text, corpus, options, run, name, select_stage)
+            selection, search = search_settings(corpus_text, corpus, options, run, name, select_stage, started)
         else:
             selection = select_stage(corpus_text, corpus, options, init_model, run, name)
     except _StageStopped as stopped:  # cancelled or failed in the dense stage: report that run as it ended
@@ -100,16 +100,9 @@ def train_text(
     validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
     trained, refit_iterations, refitted = selected, 0, False
     refit_started = time.perf_counter()
-    if options.refit and has_validation and result.stopped not in STOPPED_BAD:
-        # a grown model refits from the grown dense refit (it exists whenever the dense stage refitted)
-        trained, refit_iterations, refitted = refit_stage(
-            selection.refit_start if selection.refit_start is not None else selection.start,
-            result,
-            corpus,
-            selection.config,
-            run,
-            grown=selection.refit_start is not None,
-        )
+    end = None if expected is None else started + 60.0 * expected - _finish_seconds(selection)
+    if options.refit and has_validation and result.stopped not in STOPPED_BAD and _refit_fits(selection, end, run):
+        trained, refit_iterations, refitted = _refit_by(selection, corpus, run, end)
     refit_seconds = time.perf_counter() - refit_started
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
     outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
@@ -120,6 +113,60 @@ def train_text(
             outcome.summary["refit_predicted_seconds"] = selection.refit_seconds
     outcome.model.metadata["corpus_sha256"] = text.corpus_fingerprint(corpus_text)  # the text by content
     return outcome
+
+
+FINISH_ITERATIONS = 2.0
+"""What the run does after the refit (its figures on the training and test text, then, in ``chmm train``, our n-gram
+on the same split, the pruning bound's trials on the validation text and the file), in batch EM iterations of the
+chosen model: the time the refit leaves before the end stated at the start."""
+
+
+def _finish_seconds(selection: Selection) -> float:
+    """The seconds kept for the run's end after the refit (:data:`FINISH_ITERATIONS` of the chosen model's batch EM
+    iterations, as the search predicted them; 0 without a prediction)."""
+    result = selection.result
+    iterations = max(int(result.best_iteration) - int(result.online_iterations or 0), 1)
+    if selection.refit_seconds is None:
+        return 0.0
+    return FINISH_ITERATIONS * selection.refit_seconds / iterations
+
+
+def _refit_by(selection: Selection, corpus: text.Corpus, run: RunContext, end: float | None) -> tuple[Any, int, bool]:
+    """:func:`refit_stage` of ``selection``, stopped at ``end`` (a :func:`time.perf_counter` time; None: never): a
+    refit cut there gives way to the model chosen on validation (the log says so). A grown model refits from the
+    grown dense refit (it exists whenever the dense stage refitted)."""
+    result = selection.result
+    kept = (result.stopped, result.error)
+    bounded = run if end is None else replace(run, cancel=deadline_token(run.cancel, end))
+    start = selection.refit_start if selection.refit_start is not None else selection.start
+    refitted = refit_stage(start, result, corpus, selection.config, bounded, grown=selection.refit_start is not None)
+    if result.stopped == "cancelled" and not (run.cancel is not None and run.cancel.cancelled):
+        run.say("the refit was cut at the time stated at the start: the model chosen on validation is kept")
+        result.stopped, result.error = kept
+        return result.model, 0, False
+    return refitted
+
+
+def _refit_fits(selection: Selection, end: float | None, run: RunContext) -> bool:
+    """Whether the refit of ``selection`` is predicted to end by ``end`` (a :func:`time.perf_counter` time; None:
+    no bound), whole: a refit cut short is a model validation never saw, so it runs whole or not at all (the model
+    chosen on validation is kept, and the log says why). A selection cut before any batch EM iteration (at the
+    budget's end, in its online stage) has no refit."""
+    result = selection.result
+    if result.stopped == "budget" and result.online_model is None and selection.config.algorithm == "online":
+        run.say("no refit: the chosen run was cut at the budget's end before its batch EM")
+        return False
+    if end is None or selection.refit_seconds is None:
+        return True
+    left = end - time.perf_counter()
+    if selection.refit_seconds <= left:
+        return True
+    run.say(
+        f"no refit: it would take about {selection.refit_seconds / 60:.1f} min at the machine's current pace, and "
+        f"{max(left, 0.0) / 60:.1f} min are left of the time stated at the start; the model chosen on validation is "
+        "kept"
+    )
+    return False
 
 
 def _outcome(

@@ -6,10 +6,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
-
-import numpy as np
 
 from engine.backends import engines
 from engine.corpora import text
@@ -26,6 +24,15 @@ from engine.training.options import (
     TrainOptions,
     states_candidates,
     stored_entries,
+)
+from engine.training.pacing import PROBE_SHARE as PROBE_SHARE
+from engine.training.pacing import USEFUL_BATCH_ITERATIONS as USEFUL_BATCH_ITERATIONS
+from engine.training.pacing import (
+    Pace,
+    StagePrediction,
+    candidate_stages,
+    predict_stages,
+    probe_online,
 )
 from engine.training.restarts import best_of_restarts, restart_line, restart_processes
 
@@ -63,22 +70,6 @@ def _walk(values: dict[int, float], position: int, step: int, length: int, evalu
     return min(values, key=values.get) != position
 
 
-PREDICTION_EXPONENTS = (0.5, 1.5)
-"""The range of the exponent :func:`predict_stages` fits to a stage's seconds per epoch or iteration against the
-stored transition entries: at least the square root of the entries' ratio (small models' seconds hold per-batch and
-per-step work that does not grow with the states), at most 1.5. Measured on calgary-book1 (2-core Xeon): seconds per
-online epoch 2.9 / 37 / 83 and per batch-EM iteration 0.56 / 5.0 / 14.3 at 1,000 / 3,000 / 5,000 states, stored
-entries in the ratio 1 : 9.0 : 25.1 (exponents 0.79-1.16)."""
-
-
-USEFUL_BATCH_ITERATIONS = 3
-"""Batch EM iterations a larger candidate of the search needs before the budget's end for it to be worth starting
-(with its online stage before them): batch EM's first iteration from the online stage brings most of its gain
-(Moby Dick, bench/HISTORY.md: the online stage's 2.06 validation BPS at 5,000 and 10,000 states, 1.828 and 1.802
-after one batch iteration, 1.768 and 1.743 at batch EM's best), and the budget's end stops batch EM keeping its best
-model so far (:class:`_Judge`)."""
-
-
 PREDICTION_MARGIN = 1.5
 """The factor the search allows for its predictions' errors where a wrong one costs a larger number of states: it
 takes a smaller number of states on the way to the largest that fits (:meth:`_Search.next_rung`) only when the
@@ -87,151 +78,11 @@ calgary-book1: the 3,000-state candidate's seconds per batch iteration predicted
 online epochs 0.9 times (bench/RESULTS.md, issue 48, item 2)."""
 
 
-def candidate_stages(result: learning.TrainingResult, seconds: float) -> dict[str, Any]:
-    """A search candidate's run (its selection ``result``, which took ``seconds`` in all) split by stage: online EM's
-    epochs, their seconds and the median epoch's, batch EM's iterations, their seconds and the median iteration's (the
-    whole run for batch or Viterbi EM alone; on the support where it ran there), the other seconds (the start, the
-    passes' plans, the validation scores outside the iterations, the support's choice: ``seconds`` less the
-    iterations'), and the batch iterations the refit would run (validation's best batch iteration, as
-    :func:`engine.training.stages.refit_stage` counts)."""
-    online = [r.seconds for r in result.history if r.online]
-    batch = [r.seconds for r in result.history if not r.online]
-    refit = result.best_iteration
-    if result.online_model is not None:
-        refit = max(0, refit - result.online_iterations)
-    return {
-        "online_epochs": len(online),
-        "online_seconds": float(sum(online)),
-        "online_epoch_seconds": float(np.median(online)) if online else 0.0,
-        "batch_iterations": len(batch),
-        "batch_seconds": float(sum(batch)),
-        "batch_iteration_seconds": float(np.median(batch)) if batch else 0.0,
-        "other_seconds": max(float(seconds) - float(sum(online)) - float(sum(batch)), 0.0),
-        "refit_iterations": int(refit),
-    }
-
-
-@dataclass(frozen=True)
-class StagePrediction:
-    """The seconds a search candidate is expected to take, stage by stage (:func:`predict_stages`): online EM's
-    epochs and seconds per epoch, batch EM's iterations and seconds per iteration, the other seconds of the run, and
-    the refit's iterations and seconds per iteration should it be chosen."""
-
-    online_epochs: float
-    online_epoch_seconds: float
-    batch_iterations: float
-    batch_iteration_seconds: float
-    other_seconds: float
-    refit_iterations: float
-    refit_iteration_seconds: float
-
-    @property
-    def online_seconds(self) -> float:
-        return self.online_epochs * self.online_epoch_seconds
-
-    @property
-    def batch_seconds(self) -> float:
-        return self.batch_iterations * self.batch_iteration_seconds
-
-    @property
-    def seconds(self) -> float:
-        """The whole candidate: the other seconds, online EM's epochs and batch EM's iterations."""
-        return self.other_seconds + self.online_seconds + self.batch_seconds
-
-    @property
-    def useful_seconds(self) -> float:
-        """The candidate up to the point where it is worth having: the other seconds, online EM's epochs and the
-        first :data:`USEFUL_BATCH_ITERATIONS` batch EM iterations (all of them when it is predicted fewer)."""
-        iterations = min(self.batch_iterations, USEFUL_BATCH_ITERATIONS)
-        return self.other_seconds + self.online_seconds + iterations * self.batch_iteration_seconds
-
-    @property
-    def refit_seconds(self) -> float:
-        """The refit's seconds, should the candidate be chosen: its iterations times its seconds per iteration."""
-        return self.refit_iterations * self.refit_iteration_seconds
-
-    def line(self) -> dict[str, float]:
-        """The prediction as the search's record keeps it, beside the measured stages (:func:`candidate_stages`)."""
-        return {
-            "online_epochs": self.online_epochs,
-            "online_seconds": self.online_seconds,
-            "batch_iterations": self.batch_iterations,
-            "batch_seconds": self.batch_seconds,
-            "other_seconds": self.other_seconds,
-            "seconds": self.seconds,
-            "refit_iterations": self.refit_iterations,
-            "refit_seconds": self.refit_seconds,
-        }
-
-
-def _stage_rate(
-    record: Sequence[dict[str, Any]], stage: str, cost: Callable[[int], float], states: int, first_exponent: float
-) -> tuple[float, float]:
-    """The seconds per unit (epoch or iteration) of ``stage`` ("online" or "batch") for a candidate of ``states``,
-    and the exponent used: the largest number of states that ran the stage, its candidates' median seconds per unit
-    (the first unit of a process holds its compiling), weighted by their units, times (cost(states) / cost(those
-    states)) ** e, e fitted on the two largest numbers of states that ran it (``first_exponent`` with one) within
-    :data:`PREDICTION_EXPONENTS`; (0, first_exponent) where none ran it."""
-    unit = "epoch" if stage == "online" else "iteration"
-    units, median = f"{stage}_{unit}s", f"{stage}_{unit}_seconds"
-    totals: dict[int, list[float]] = {}
-    for line in record:
-        if line.get(units):
-            total = totals.setdefault(int(line["states"]), [0.0, 0.0])
-            total[0] += float(line[median]) * float(line[units])
-            total[1] += float(line[units])
-    if not totals:
-        return 0.0, first_exponent
-    rate = {n: total / count for n, (total, count) in totals.items()}
-    measured = sorted(rate)
-    reference = measured[-1]
-    exponent = first_exponent
-    if len(measured) >= 2:
-        small = measured[-2]
-        grown, cost_grown = rate[reference] / max(rate[small], 1e-12), cost(reference) / max(cost(small), 1.0)
-        if cost_grown > 1.0 and grown > 0.0:
-            low, high = PREDICTION_EXPONENTS
-            exponent = min(max(math.log(grown) / math.log(cost_grown), low), high)
-    return rate[reference] * (cost(states) / max(cost(reference), 1.0)) ** exponent, exponent
-
-
-def predict_stages(
-    record: Sequence[dict[str, Any]],
-    cost: Callable[[int], float],
-    states: int,
-    first_exponent: float = 1.0,
-    refit_scale: float = 1.0,
-) -> StagePrediction:
-    """The seconds a search candidate with ``states`` is expected to take, stage by stage, from the candidates run so
-    far (``record``: their lines, with the stages :func:`candidate_stages` measured). Each stage's seconds per epoch
-    or iteration are the largest number of states' that ran it, scaled by (cost(states) / cost(those states)) ** e
-    (:func:`_stage_rate`; ``cost`` is the stored transition entries, which each stage's work grows with; e is fitted
-    per stage, ``first_exponent`` before two numbers of states ran it). The number of online epochs is the mean of
-    the largest number of states' candidates (each runs its online stage to its end); the batch iterations and the
-    refit's are the most that a candidate ran to its own end or until it :func:`settled` (not stopped as hopeless or
-    at the budget's end) at the largest number of states that has one (larger models stop sooner: calgary-book1 ran
-    106, 19 and 15 at 1,000, 3,000 and 5,000 states, so this bounds them from above). The other seconds are the
-    least of the largest number of states' candidates (the first candidate's hold one-off work: compiling, caches),
-    scaled as batch EM's iterations are. The refit's iterations cost what batch EM's do times ``refit_scale`` (its
-    E-steps run over training + validation text: their symbols over the training part's; after batch EM on the
-    support, the refit runs there too)."""
-    largest = max(int(line["states"]) for line in record)
-    online_rate, _ = _stage_rate(record, "online", cost, states, first_exponent)
-    batch_rate, batch_exponent = _stage_rate(record, "batch", cost, states, first_exponent)
-    at_largest = [line for line in record if int(line["states"]) == largest]
-    epochs = float(np.mean([float(line.get("online_epochs", 0)) for line in at_largest]))
-    ended = [line for line in record if line.get("stopped", "settled") == "settled" and line.get("batch_iterations")]
-    if ended:
-        top = max(int(line["states"]) for line in ended)
-        ended = [line for line in ended if int(line["states"]) == top]
-        iterations = float(max(line["batch_iterations"] for line in ended))
-        refit = float(max(line.get("refit_iterations", 0) for line in ended))
-    else:
-        iterations = float(max(line.get("batch_iterations", 0) for line in record))
-        refit = iterations
-    other = min(float(line.get("other_seconds", line["seconds"])) for line in at_largest)
-    other *= (cost(states) / max(cost(largest), 1.0)) ** batch_exponent
-    return StagePrediction(epochs, online_rate, iterations, batch_rate, other, refit, batch_rate * refit_scale)
+START_MARGIN = 1.1
+"""The factor the search allows for its predictions' errors before it starts any candidate after the first: the
+part of it that must run (its whole run for the pseudocount walk, its useful part for a larger number of states)
+times this must fit what is left of the budget. The budget's end cuts what overruns (:class:`_Judge`); the margin
+keeps the search from starting a candidate it can finish only if every prediction holds."""
 
 
 HOPELESS_AFTER = 3
@@ -280,27 +131,70 @@ class _Judge:
     """Watches one candidate's validation curve (its progress records: batch EM's iterations, after online EM's
     epochs, which start slowly: the 3,000-state candidates of a novel were stopped after 3 epochs while they would
     have won) and asks it to stop once it is :func:`hopeless` against the best candidate so far (``reason``
-    "hopeless"), once it has :func:`settled` where ``settle`` allows it ("settled"), or once a batch EM iteration
-    ends past ``deadline`` (a :func:`time.perf_counter` time: the search's budget; "budget"); the run keeps its best
-    model so far. ``cancel`` also follows the run's own cancel token."""
+    "hopeless"), once it has :func:`settled` where ``settle`` allows it ("settled"), or at the budget's end
+    (``deadline``, a :func:`time.perf_counter` time; "budget"), keeping its best model so far.
 
-    def __init__(self, best_so_far: float, cancel: Any, deadline: float | None = None, settle: bool = False) -> None:
+    The budget's end is a deadline, held once the candidate has a model to give (any candidate after the first; the
+    first after its first epoch or iteration). Online EM's stage follows ``hand_over``, which it checks before each
+    batch: set once the next batch, as long as the time since the last check, would end past the deadline (the run
+    stops), or once an epoch ends and the next one, as long as it, would (a cut epoch is lost: the stage hands over
+    to batch EM). Batch EM follows ``cancel``, which
+    it checks before each iteration: set once the next iteration (as long as the last one, or ``batch_seconds``,
+    predicted, before the first) would end past the deadline. Both also follow the run's own token ``outer``."""
+
+    def __init__(
+        self,
+        best_so_far: float,
+        cancel: Any,
+        deadline: float | None = None,
+        settle: bool = False,
+        batch_seconds: float = 0.0,
+    ) -> None:
         self.best_so_far, self.outer, self.curve, self.stopped = best_so_far, cancel, [], False
-        self.deadline, self.settle, self.reason = deadline, settle, ""
-        self.cancel = learning.CancelToken(poll=lambda: self.stopped or bool(self.outer and self.outer.cancelled))
+        self.deadline, self.settle, self.reason, self.batch_seconds = deadline, settle, "", batch_seconds
+        self.has_model, self.online_ends = math.isfinite(best_so_far), False
+        self.polled: float | None = None  # when online EM last asked: the gap between two asks is one batch
+        self.cancel = learning.CancelToken(poll=lambda: self._stop(self.batch_seconds))
+        self.hand_over = learning.CancelToken(poll=self._online_poll)
+
+    def _online_poll(self) -> bool:
+        now = time.perf_counter()
+        batch = 0.0 if self.polled is None else now - self.polled
+        self.polled = now
+        return self._stop(batch) or self.online_ends
+
+    def _stop(self, ahead: float) -> bool:
+        """Whether the run stops: stopped, cancelled, or ``ahead`` seconds from now pass the deadline."""
+        if not self.stopped and self.has_model and self.passed(ahead):
+            self.stopped, self.reason = True, "budget"
+        return self.stopped or bool(self.outer and self.outer.cancelled)
+
+    def passed(self, seconds: float) -> bool:
+        """Whether ``seconds`` from now is at or past the deadline (never without one)."""
+        return self.deadline is not None and time.perf_counter() + seconds >= self.deadline
 
     def observe(self, record: learning.IterationRecord) -> None:
+        self.has_model = True
         if record.online:  # online EM starts slowly and crawls along plateaus: only batch EM's curve is judged
+            self.online_ends = self.online_ends or self.passed(record.seconds)
             return
         self.curve.append(record.validation_bps)
+        self.batch_seconds = record.seconds
         if self.stopped:
             return
         if hopeless(self.curve, self.best_so_far):
             self.stopped, self.reason = True, "hopeless"
-        elif self.deadline is not None and time.perf_counter() >= self.deadline:
+        elif self.passed(record.seconds):
             self.stopped, self.reason = True, "budget"
         elif self.settle and settled(self.curve):
             self.stopped, self.reason = True, "settled"
+
+
+def deadline_token(outer: Any, deadline: float | None) -> learning.CancelToken:
+    """A token set by ``outer`` or once :func:`time.perf_counter` reaches ``deadline`` (None: never)."""
+    return learning.CancelToken(
+        poll=lambda: bool(outer and outer.cancelled) or (deadline is not None and time.perf_counter() >= deadline)
+    )
 
 
 def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
@@ -321,6 +215,7 @@ def search_settings(
     run: RunContext,
     name: str,
     run_candidate: Callable[..., Selection],
+    started: float | None = None,
 ) -> tuple[Selection, list[dict[str, Any]]]:
     """Choose the number of states and/or the pseudocount (whichever is :data:`AUTO`) on the validation text, as the
     paper suggests for its Table 4 (section 4.2): every candidate is a selection run (stage 3, restart 0) scored by
@@ -347,8 +242,15 @@ def search_settings(
     measured stages of :func:`candidate_stages` and, with a budget, from the second candidate on, the stages
     predicted before it ran, "predicted"). ``run_candidate`` runs one candidate (it has the signature of
     :func:`engine.training.protocol.select_stage`, which :func:`train_text` passes). Candidates run in this process,
-    without ``run``'s cluster."""
-    search = _Search(corpus_text, corpus, options, run, name, run_candidate)
+    without ``run``'s cluster.
+
+    The budget counts from ``started`` (a :func:`time.perf_counter` time; default now) and its end is a deadline
+    (:class:`_Judge`): no candidate, online epoch, batch iteration, continuation or restart runs past it. A
+    candidate cut before its batch EM began gives way to the best one so far (it is chosen only when it is the
+    first). Predictions follow the machine's current pace (:class:`Pace`), come from the nearest number of states
+    measured, and a number of states more than one rung above the largest measured is first probed
+    (:func:`probe_online`: a few seconds of its online EM) before it is started on a prediction."""
+    search = _Search(corpus_text, corpus, options, run, name, run_candidate, started)
     try:
         search.candidates()
     except _SearchStopped as stopped:
@@ -369,6 +271,7 @@ class _Search:
         run: RunContext,
         name: str,
         run_candidate: Callable[..., Selection],
+        started: float | None = None,
     ) -> None:
         self.corpus_text, self.corpus, self.options, self.name = corpus_text, corpus, options, name
         self.run, self.alone, self.run_candidate = run, replace(run, cluster=None), run_candidate
@@ -382,7 +285,10 @@ class _Search:
         self.best_line = 0  # the best candidate's line in the record
         self.ended = "every candidate was tried"  # why the search ended where it did
         self.entries: dict[int, float] = {}
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if started is None else started
+        self.pace = Pace()
+        self.probes: dict[int, dict[str, float]] = {}  # a probe's figures by number of states
+        self.waits: dict[int, int] = {}
 
     def cost(self, states: int) -> float:
         """The stored transition entries of a candidate with ``states`` (:func:`stored_entries`), once each."""
@@ -395,7 +301,18 @@ class _Search:
         """:func:`predict_stages` for a candidate with ``states`` from the candidates run so far (the refit's
         iterations over training + validation text)."""
         refit_scale = len(self.corpus.train_full) / max(len(self.corpus.train), 1)
-        return predict_stages(self.record, self.cost, states, self.first_exponent, refit_scale)
+        return predict_stages(self.record, self.cost, states, self.first_exponent, refit_scale, self.pace, self.wait)
+
+    def wait(self, states: int) -> int:
+        """The epochs online EM waits for a gain at ``states`` (:func:`~engine.training.learning.online_wait`)."""
+        if states not in self.waits:
+            config = replace(self.options, states=states, pseudocount=FIRST_PSEUDOCOUNT).training_config()
+            if config.batch_size is None:
+                pairs = getattr(self.corpus, "train_full_parts", None)
+                blocks = len(stages.corpus_pairs(self.corpus)) if pairs else 0
+                config = replace(config, batch_size=learning.automatic_batch_size(blocks))
+            self.waits[states] = learning.online_wait(config, len(self.corpus.train), int(self.cost(states)))
+        return self.waits[states]
 
     def spent(self) -> float:
         """The seconds since the search started."""
@@ -415,15 +332,27 @@ class _Search:
             return True
         predicted = self.prediction(states)
         need = predicted.seconds if whole else predicted.useful_seconds
-        return self.spent() + margin * (before + need) <= 60.0 * self.options.budget
+        return self.spent() + max(margin, START_MARGIN) * (before + need) <= 60.0 * self.options.budget
 
     def next_rung(self, number: int) -> int | None:
         """The index (into the states grid) of the number of states to try after the grid's ``number``: the largest
         later one whose useful part fits (the target; None when none does, :meth:`fits`), or the next one on the way
         to it when the next one's whole run and then the target's useful part fit with :data:`PREDICTION_MARGIN` to
-        spare (the rungs between the two are skipped otherwise: capacity first)."""
+        spare (the rungs between the two are skipped otherwise: capacity first). A target more than one rung above the
+        largest number of states measured is probed first (:meth:`probe`), and left for a smaller one when its probed
+        pace does not fit."""
         states_list = self.states_list
         fitting = [m for m in range(number + 1, len(states_list)) if self.fits(states_list[m])]
+        measured = max(states_list.index(int(line["states"])) for line in self.record if line["states"] in states_list)
+        while (
+            self.options.budget is not None
+            and fitting
+            and fitting[-1] > measured + 1
+            and states_list[fitting[-1]] not in self.probes
+        ):
+            self.probe(states_list[fitting[-1]])  # more than one rung past what was measured: its pace probed first
+            if not self.fits(states_list[fitting[-1]]):
+                fitting.pop()
         if not fitting:
             return None
         following, target = number + 1, fitting[-1]
@@ -431,6 +360,28 @@ class _Search:
             return following
         step = self.prediction(states_list[following]).seconds
         return following if self.fits(states_list[target], before=step, margin=PREDICTION_MARGIN) else target
+
+    def probe(self, states: int) -> None:
+        """Measure online EM's pace at ``states`` now (:func:`probe_online`, for at most :data:`PROBE_SHARE` of the
+        budget) and keep it as that number of states' online reference (:class:`Pace`); a probe that cannot run
+        (memory) leaves the states without one, and they do not fit."""
+        seconds = min(PROBE_SHARE * 60.0 * float(self.options.budget or 0.0), max(self.deadline_left(), 0.0) / 4)
+        figures = probe_online(
+            self.corpus, replace(self.options, states=states, pseudocount=FIRST_PSEUDOCOUNT), self.run.backend, seconds
+        )
+        self.probes[states] = figures or {}
+        if figures is None:
+            self.run.say(f"{states:,} states left out: their model does not fit this machine's memory")
+            return
+        self.pace.probe(states, "online", figures["epoch_seconds"])
+        self.run.say(
+            f"probed {states:,} states: {figures['batches']:.0f} online batches in {figures['seconds']:.1f} s, "
+            f"about {figures['epoch_seconds'] / 60:.1f} min an online epoch at the machine's current pace"
+        )
+
+    def deadline_left(self) -> float:
+        """The seconds left before the budget's end (infinite without a budget)."""
+        return math.inf if self.options.budget is None else 60.0 * self.options.budget - self.spent()
 
     def evaluate(self, states: int, pseudocount: float, whole: bool = True) -> float:
         """Run the candidate (``states``, ``pseudocount``) and return its validation BPS; :class:`_OverBudget` if it
@@ -442,22 +393,33 @@ class _Search:
         predicted = self.prediction(states) if self.record and self.options.budget is not None else None
         callback = run.callback
         settle = self.options.budget is not None and states < max(self.states_list)  # more states are to come
-        judge = _Judge(self.best[0] if self.best is not None else math.inf, run.cancel, self.deadline(), settle)
+        first_batch = predicted.batch_iteration_seconds if predicted is not None else 0.0
+        best_so_far = self.best[0] if self.best is not None else math.inf
+        judge = _Judge(best_so_far, run.cancel, self.deadline(), settle, first_batch)
 
         def tagged(record: learning.IterationRecord, c: int = candidate) -> None:
+            self.pace.observe(states, "online" if record.online else "batch", record.seconds)
             judge.observe(record)
             if callback is not None:
                 callback(record._replace(candidate=c))
 
         concrete = replace(self.options, states=states, pseudocount=pseudocount)
+        options_budget = self.options.budget is not None
         started = time.perf_counter()
         expect = "" if predicted is None else f" (predicted {predicted.seconds / 60:.1f} min)"
         run.say(f"candidate {candidate + 1}: {states:,} states, pseudocount {pseudocount:g}{expect}")
-        selection = self.run_candidate(
-            self.corpus_text, self.corpus, concrete, None, replace(self.alone, callback=tagged, cancel=judge.cancel),
-            self.name, restarts=1,
-        )  # fmt: skip
+        watched = replace(self.alone, callback=tagged, cancel=judge.cancel, hand_over=judge.hand_over)
+        selection = self.run_candidate(self.corpus_text, self.corpus, concrete, None, watched, self.name, restarts=1)
         stopped_early = judge.stopped and not (run.cancel is not None and run.cancel.cancelled)
+        # cut before its batch EM began: its online model gives way to the best so far (the refit continues an
+        # online stage's model with batch EM, and this one has none)
+        cut_online = (
+            stopped_early
+            and judge.reason == "budget"
+            and concrete.algorithm == "online"
+            and bool(self.corpus.validation_parts)
+            and selection.result.online_model is None
+        )
         if selection.result.stopped in STOPPED_BAD and not stopped_early:
             raise _SearchStopped(selection)
         if stopped_early and judge.reason in ("budget", "settled"):
@@ -474,15 +436,19 @@ class _Search:
                 **candidate_stages(selection.result, seconds),
                 **({"predicted": predicted.line()} if predicted is not None else {}),
                 **({"stopped": judge.reason} if stopped_early else {}),
+                **({"cut": "online"} if cut_online else {}),
+                **({"online_wait": self.wait(states)} if concrete.algorithm == "online" and options_budget else {}),
             }
         )
         note = {
             "hopeless": "; stopped early: it could not reach the best so far",
-            "budget": "; its batch EM stopped at the budget's end",
+            "budget": "; cut at the budget's end in its online stage, before batch EM"
+            if cut_online
+            else "; its batch EM stopped at the budget's end",
             "settled": "; its batch EM stopped as it settled, to go on should it be chosen",
         }.get(judge.reason if stopped_early else "", "")
         run.say(f"candidate {candidate + 1}: validation BPS {value:.4f} ({seconds / 60:.1f} min{note})")
-        if stopped_early and judge.reason == "hopeless":
+        if stopped_early and judge.reason == "hopeless" or (cut_online and self.best is not None):
             return value
         if self.best is None or value < self.best[0]:
             self.best, self.best_line = (value, selection, seconds), candidate
@@ -581,14 +547,19 @@ class _Search:
         if restarts > 1:  # the other restarts of the chosen setting (a grown model has none)
             chosen, callback = len(self.record), run.callback
             tagged = None if callback is None else (lambda r: callback(r._replace(candidate=chosen)))
+            bounded = deadline_token(run.cancel, self.deadline())
             start, result, lines = best_of_restarts(
-                self.corpus, selection.options, selection.config, replace(self.alone, callback=tagged),
+                self.corpus, selection.options, selection.config, replace(self.alone, callback=tagged, cancel=bounded),
                 range(1, restarts),
             )  # fmt: skip
             lines = [restart_line(0, value, selection.result, selection.options), *lines]
-            if result.stopped in STOPPED_BAD:
+            cut = result.stopped == "cancelled" and not (run.cancel is not None and run.cancel.cancelled)
+            if cut:  # the budget's end came first: the chosen run without the restarts still running
+                run.say("the chosen setting's other restarts were cut at the budget's end; its first run is kept")
+                lines = lines[:1]
+            elif result.stopped in STOPPED_BAD:
                 return replace(selection, start=start, result=result, restarts=lines)
-            if min(line["bps"] for line in lines[1:]) < value:
+            if len(lines) > 1 and min(line["bps"] for line in lines[1:]) < value:
                 selection = replace(selection, start=start, result=result)
                 value = min(line["bps"] for line in lines[1:])
             selection = replace(selection, restarts=lines)
@@ -612,6 +583,8 @@ class _Search:
         if not ran:
             return None
         rate = sum(line["batch_seconds"] for line in ran) / sum(line["batch_iterations"] for line in ran)
+        if self.pace.reference(states, "batch"):  # at the machine's current pace
+            rate = self.pace.reference(states, "batch") * self.pace.now()
         iterations = candidate_stages(selection.result, 0.0)["refit_iterations"]
         return iterations * rate * len(self.corpus.train_full) / max(len(self.corpus.train), 1)
 
@@ -625,9 +598,13 @@ class _Search:
         if result.stopped != "settled" or self.spent() >= 60.0 * float(self.options.budget or 0.0):
             return value, selection, seconds
         chosen, offset, callback = self.best_line, len(result.history), run.callback
-        judge = _Judge(math.inf, run.cancel, self.deadline())
+        batch = [r.seconds for r in result.history if not r.online]
+        judge = _Judge(math.inf, run.cancel, self.deadline(), batch_seconds=batch[-1] if batch else 0.0)
+        judge.has_model = True  # the settled model is there to give
+        states = int(selection.options.states)
 
         def tagged(record: learning.IterationRecord) -> None:
+            self.pace.observe(states, "batch", record.seconds)
             judge.observe(record)
             if callback is not None:
                 callback(record._replace(iteration=record.iteration + offset, candidate=chosen))

@@ -86,9 +86,12 @@ def select_on_validation(
     threshold that costs at most that many bits of validation BPS, in CSR form; ``support`` records the choice."""
     validation = corpus.validation_parts or None
     callback = run.callback
+    online_stop = _online_stop(run) if config.algorithm == "online" and validation is not None else run.cancel
     result = learning.fit(
-        start, corpus.train_parts, validation, config, callback, run.cancel, backend=run.backend, cluster=run.cluster
+        start, corpus.train_parts, validation, config, callback, online_stop, backend=run.backend, cluster=run.cluster
     )
+    if _handed_over(result, run):  # online EM's stage ended early: batch EM goes on from its best epoch
+        result.stopped = "handed_over"
     if config.algorithm != "online" or validation is None or result.stopped in STOPPED_BAD:
         return result
     online_epochs = len(result.history)
@@ -119,6 +122,24 @@ def select_on_validation(
     batch.online_iterations = online_epochs
     batch.best_iteration = online_epochs + batch.best_iteration if batch.best_iteration else result.best_iteration
     return batch
+
+
+def _online_stop(run: RunContext) -> learning.CancelToken | None:
+    """The token online EM's stage follows: ``run.hand_over`` where set (it follows the run's cancel token too), else
+    the run's cancel token."""
+    return run.hand_over if run.hand_over is not None else run.cancel
+
+
+def _handed_over(result: learning.TrainingResult, run: RunContext) -> bool:
+    """Whether a stage that stopped as cancelled was in fact handed over (``run.hand_over`` set, the run's own
+    cancel token not) after at least one epoch."""
+    return (
+        result.stopped == "cancelled"
+        and run.hand_over is not None
+        and run.hand_over.cancelled
+        and not (run.cancel is not None and run.cancel.cancelled)
+        and bool(result.history)
+    )
 
 
 def refit_stage(
