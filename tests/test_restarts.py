@@ -629,11 +629,11 @@ def timed_search(
 def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     """After the first number of states, the next is the largest whose useful part (online stage and
     USEFUL_BATCH_ITERATIONS batch iterations) fits the budget with START_MARGIN, or the next rung on the way to it
-    when the next one's whole run and then that useful part fit with PREDICTION_MARGIN to spare; a target more than
-    one rung above what was measured is probed first (PROBE_SHARE of the budget); batch EM does not start an
-    iteration that would end past the budget's end, keeping its best model so far. The fake timings grow with the
-    stored entries (3 s an online epoch and 0.5 s a batch iteration per million), as measured on Calgary; the
-    decisions below are computed by hand from them."""
+    when the next one's whole run and then that useful part fit with PREDICTION_MARGIN to spare; a number of states
+    that would be predicted by extrapolation alone is probed first (PROBE_SHARE of the budget each: here the next
+    rung, as one number of states ran, and the target); batch EM does not start an iteration that would end past the
+    budget's end, keeping its best model so far. The fake timings grow with the stored entries (3 s an online epoch
+    and 0.5 s a batch iteration per million), as measured on Calgary; the decisions below are computed by hand."""
     runs = {
         1000: {"entries": 1e6, "online": (4, 3.0), "batch": (40, 0.5), "level": 1.85},
         3000: {"entries": 9e6, "online": (4, 27.0), "batch": (15, 4.5), "level": 1.73},
@@ -645,78 +645,86 @@ def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest
         training_search.PREDICTION_MARGIN,
     )
     first = 4 * 3.0 + 40 * 0.5  # 32 s
-    # predicted after the first (its epochs and iterations, its rates times the entries' ratio): 3,000 states whole
-    # 4 * 27 + 40 * 4.5 = 288 s, 5,000 states' useful part 4 * 75 + 3 * 12.5 = 337.5 s (so its probe says too)
+    # predicted after the first (its epochs and iterations, the probes' rates): 3,000 states whole 4 * 27 + 40 * 4.5
+    # = 288 s, 5,000 states' useful part 4 * 75 + 3 * 12.5 = 337.5 s
     whole_3000, useful_5000 = 4 * 27.0 + 40 * 4.5, 4 * 75.0 + useful * 12.5
     useful_3000 = 4 * 27.0 + useful * 4.5
 
-    # 7 minutes: 3,000 then 5,000 do not fit, 5,000 alone does, probed first: 3,000 states are skipped
-    budget = 420.0
-    probe = training_search.PROBE_SHARE * budget
-    assert first + probe + start * useful_5000 <= budget < first + probe + margin * (whole_3000 + useful_5000)
+    # 440 s: after two probes, 3,000 then 5,000 do not fit with the margin, 5,000 alone does: 3,000 are skipped
+    budget = 440.0
+    probes = 2 * training_search.PROBE_SHARE * budget
+    assert first + probes + start * useful_5000 <= budget < first + probes + margin * (whole_3000 + useful_5000)
     lines: list[str] = []
     selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 5000]
-    assert any(line.startswith("probed 5,000 states") for line in lines), lines
+    assert [line.split(":")[0] for line in lines if line.startswith("probed")] == [
+        "probed 3,000 states",
+        "probed 5,000 states",
+    ]
     assert any("3,000 states skipped" in line for line in lines), lines
-    # 5,000 states' batch EM ran while the next iteration ended before 420 s: 32 + probe + 300 + 12.5 (k + 1) < 420
-    cut = math.ceil((budget - first - probe - 4 * 75.0) / 12.5) - 1
-    assert record[1]["stopped"] == "budget" and record[1]["batch_iterations"] == cut == 6
+    # 5,000 states' batch EM ran while the next iteration ended before the budget: 32 + probes + 300 + 12.5 (k + 1)
+    cut = math.ceil((budget - first - probes - 4 * 75.0) / 12.5) - 1
+    assert record[1]["stopped"] == "budget" and record[1]["batch_iterations"] == cut == 7
     assert selection.options.states == 5000 and selection.result.stopped == "budget"  # it won, and is refitted
-    assert record[1]["predicted"]["online_seconds"] == pytest.approx(300.0)  # the rates scale exactly here
+    assert record[1]["predicted"]["online_seconds"] == pytest.approx(300.0)  # the probe's pace
     assert record[1]["refit_iterations"] == cut  # its best so far: the last iteration it ran
-    # its refit, predicted from its own batch iterations: 6 of 12.5 s over 100 / 90 of the symbols
+    # its refit, predicted from its own batch iterations: 7 of 12.5 s over 100 / 90 of the symbols
     assert selection.refit_seconds == pytest.approx(cut * 12.5 * 100 / 90)
 
     # 12 minutes: 3,000 then 5,000 fit (657.5 s), but not with the margin for the predictions' error
     budget = 720.0
-    probe = training_search.PROBE_SHARE * budget
-    assert first + whole_3000 + useful_5000 <= budget < first + probe + margin * (whole_3000 + useful_5000)
+    probes = 2 * training_search.PROBE_SHARE * budget
+    assert first + probes + whole_3000 + useful_5000 <= budget < first + probes + margin * (whole_3000 + useful_5000)
     selection, record = timed_search(monkeypatch, budget / 60, runs, [])
     assert [line["states"] for line in record] == [1000, 5000] and "stopped" not in record[1]
 
     # 25 minutes: the ladder goes on, 1,000, 3,000, 5,000 states, none cut
     budget = 1500.0
-    assert first + training_search.PROBE_SHARE * budget + margin * (whole_3000 + useful_5000) <= budget
-    selection, record = timed_search(monkeypatch, budget / 60, runs, [])
+    assert first + 2 * training_search.PROBE_SHARE * budget + margin * (whole_3000 + useful_5000) <= budget
+    lines = []
+    selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 3000, 5000] and "stopped" not in record[2]
+    assert sum(line.startswith("probed") for line in lines) == 2  # 5,000 states were not probed again
     # 3,000 states were predicted with the first one's 40 batch iterations and ran 15 (larger models stop sooner);
     # 5,000 states were then predicted with 3,000's 15 and ran 12
     assert record[1]["predicted"]["seconds"] == pytest.approx(whole_3000) and record[1]["seconds"] == 4 * 27 + 15 * 4.5
     assert record[2]["predicted"]["seconds"] == pytest.approx(4 * 75.0 + 15 * 12.5)
     assert selection.options.states == 5000
 
-    # 5 minutes: 5,000 states' useful part does not fit, 3,000's does (one rung: no probe), whole it would not; it
-    # ends at 32 + 175.5 s, and then 5,000 states' useful part (predicted from 3,000's rates: 337.5 s) is left out
+    # 5 minutes: 3,000 states probed, their useful part fits, 5,000 states' does not; 3,000 run whole (then two
+    # numbers of states ran, and 5,000 states, one rung above, are predicted without a probe) and 5,000 are left out
     budget = 300.0
-    assert first + start * useful_5000 > budget >= first + start * useful_3000 and first + whole_3000 > budget
+    probe = training_search.PROBE_SHARE * budget
+    assert first + probe + start * useful_5000 > budget >= first + probe + start * useful_3000
     lines = []
     selection, record = timed_search(monkeypatch, budget / 60, runs, lines)
     assert [line["states"] for line in record] == [1000, 3000] and selection.options.states == 3000
-    assert not any(line.startswith("probed") for line in lines)
+    assert [line.split(":")[0] for line in lines if line.startswith("probed")] == ["probed 3,000 states"]
     assert any("candidate 3: 5,000 states, pseudocount 0.0001 left out" in line for line in lines), lines
 
 
-def test_a_latency_bound_implementation_predicts_with_its_own_exponent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a latency-bound implementation (the GPU; no device is touched: the candidates are faked) the second
-    number of states is predicted from the first one's own seconds scaled by the entries' ratio to the power
-    DEVICE_PREDICTION_EXPONENT (0.5), not 1: there 30,000 states' online epochs were predicted 3 times 10,000's for 9
-    times the entries, so 30,000 states fit a budget that the CPU's prediction (9 times) leaves them out of."""
+def test_a_latency_bound_implementation_follows_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a latency-bound implementation (the GPU; no device is touched: the candidates are faked) the search starts
+    at 10,000 states and the same rules hold: 30,000 states, one rung up from one number of states run, are probed
+    first, and predicted from the probe's pace (3 times 10,000's for 9 times the entries), not from an exponent;
+    the budget's end cuts their batch EM. Without a probe, the GPU's first exponent (0.5) would predict the same and
+    the CPU's (1) three times more (``predict_stages``, test_stage_prediction_from_recorded_seconds)."""
     runs = {
         10_000: {"entries": 1e8, "online": (2, 10.0), "batch": (10, 2.0), "level": 1.70},
         30_000: {"entries": 9e8, "online": (2, 30.0), "batch": (8, 6.0), "level": 1.65},
     }
-    exponent = training.DEVICE_PREDICTION_EXPONENT
-    first = 2 * 10.0 + 10 * 2.0  # 40 s
-    on_a_gpu = 2 * 10.0 * 9**exponent + training.USEFUL_BATCH_ITERATIONS * 2.0 * 9**exponent  # 78 s
-    on_the_cpu = 2 * 10.0 * 9 + training.USEFUL_BATCH_ITERATIONS * 2.0 * 9  # 234 s
     budget = 150.0
-    assert first + on_a_gpu <= budget < first + on_the_cpu
-    selection, record = timed_search(monkeypatch, budget / 60, runs, [], backend="gpu")
+    lines: list[str] = []
+    selection, record = timed_search(monkeypatch, budget / 60, runs, lines, backend="gpu")
     assert [line["states"] for line in record] == [10_000, 30_000]
-    assert record[1]["predicted"]["online_seconds"] == pytest.approx(2 * 10.0 * 9**exponent)
-    selection, record = timed_search(monkeypatch, budget / 60, runs, [], backend="cpu")
-    assert [line["states"] for line in record] == [10_000]
+    assert any(line.startswith("probed 30,000 states") for line in lines)
+    assert record[1]["predicted"]["online_seconds"] == pytest.approx(2 * 30.0)
+    first, probe = 2 * 10.0 + 10 * 2.0, training_search.PROBE_SHARE * budget
+    # 30,000 states' batch EM: 40 + 3 + 60 s, then iterations of 6 s while the next ends before 150 s
+    assert (
+        record[1]["stopped"] == "budget"
+        and record[1]["batch_iterations"] == math.ceil((budget - first - probe - 60.0) / 6.0) - 1
+    )
 
 
 def test_a_settled_smaller_candidate_goes_on_if_chosen(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -252,8 +252,7 @@ def _stage_rate(
     if pace is not None and pace.sizes(stage):
         measured = pace.sizes(stage)
         rate = {n: pace.reference(n, stage) for n in measured}
-        measured_only = [n for n in measured if pace.units.get((n, stage))]
-        exponent = _fitted_exponent(rate, measured_only, cost, first_exponent)
+        exponent = _fitted_exponent(rate, measured, cost, first_exponent)
         other = "online" if stage == "batch" else "batch"
         if (states, other) in pace.probed and states not in rate:
             both = [n for n in pace.sizes(other) if n in rate and pace.units.get((n, other))]
@@ -352,6 +351,6 @@ def _epochs_at(line: dict[str, Any], states: int, wait: Callable[[int], int] | N
     """A record line's online epochs as a candidate of ``states`` would run them (:func:`online_epochs_with`)."""
     epochs = float(line.get("online_epochs", 0))
     curve, ran_with = line.get("online_curve"), line.get("online_wait")
-    if wait is None or not curve or ran_with is None or "stopped" in line:
+    if wait is None or not curve or ran_with is None or "cut" in line:  # a cut online stage ran short of its rule
         return epochs
     return online_epochs_with(curve, wait(states), int(ran_with))

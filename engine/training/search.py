@@ -70,6 +70,11 @@ def _walk(values: dict[int, float], position: int, step: int, length: int, evalu
     return min(values, key=values.get) != position
 
 
+PROBE_RANGE = 10.0
+"""The next number of states is probed (:meth:`_Search.next_rung`) unless its extrapolated useful part passes what is
+left of the budget this many times over: an extrapolation from one number of states has been 6 times too long."""
+
+
 PREDICTION_MARGIN = 1.5
 """The factor the search allows for its predictions' errors where a wrong one costs a larger number of states: it
 takes a smaller number of states on the way to the largest that fits (:meth:`_Search.next_rung`) only when the
@@ -195,6 +200,11 @@ def deadline_token(outer: Any, deadline: float | None) -> learning.CancelToken:
     return learning.CancelToken(
         poll=lambda: bool(outer and outer.cancelled) or (deadline is not None and time.perf_counter() >= deadline)
     )
+
+
+def _duration(seconds: float) -> str:
+    """Seconds for people: '42 s' under two minutes, '3.5 min' above."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def restarts_within(wanted: int, seconds: float, budget: float, backend: str) -> int:
@@ -330,6 +340,8 @@ class _Search:
         candidate always fits, and every one without a budget."""
         if self.options.budget is None or not self.record:
             return True
+        if self.probes.get(states) == {}:  # its probe found no room for the model
+            return False
         predicted = self.prediction(states)
         need = predicted.seconds if whole else predicted.useful_seconds
         return self.spent() + max(margin, START_MARGIN) * (before + need) <= 60.0 * self.options.budget
@@ -338,28 +350,39 @@ class _Search:
         """The index (into the states grid) of the number of states to try after the grid's ``number``: the largest
         later one whose useful part fits (the target; None when none does, :meth:`fits`), or the next one on the way
         to it when the next one's whole run and then the target's useful part fit with :data:`PREDICTION_MARGIN` to
-        spare (the rungs between the two are skipped otherwise: capacity first). A target more than one rung above the
-        largest number of states measured is probed first (:meth:`probe`), and left for a smaller one when its probed
-        pace does not fit."""
+        spare (the rungs between the two are skipped otherwise: capacity first). A number of states whose prediction
+        would be an extrapolation (:meth:`unmeasured`) is probed first (:meth:`probe`): the next one, unless its
+        extrapolation passes what is left :data:`PROBE_RANGE` times over, and the target, which is left for a smaller
+        one when its probed pace does not fit."""
         states_list = self.states_list
-        fitting = [m for m in range(number + 1, len(states_list)) if self.fits(states_list[m])]
-        measured = max(states_list.index(int(line["states"])) for line in self.record if line["states"] in states_list)
-        while (
-            self.options.budget is not None
-            and fitting
-            and fitting[-1] > measured + 1
-            and states_list[fitting[-1]] not in self.probes
-        ):
-            self.probe(states_list[fitting[-1]])  # more than one rung past what was measured: its pace probed first
+        following = number + 1
+        if following < len(states_list) and self.unmeasured(following):
+            if self.prediction(states_list[following]).useful_seconds <= PROBE_RANGE * self.deadline_left():
+                self.probe(states_list[following])
+        fitting = [m for m in range(following, len(states_list)) if self.fits(states_list[m])]
+        while fitting and self.unmeasured(fitting[-1]):
+            self.probe(states_list[fitting[-1]])
             if not self.fits(states_list[fitting[-1]]):
                 fitting.pop()
         if not fitting:
             return None
-        following, target = number + 1, fitting[-1]
+        target = fitting[-1]
         if target == following:
             return following
         step = self.prediction(states_list[following]).seconds
         return following if self.fits(states_list[target], before=step, margin=PREDICTION_MARGIN) else target
+
+    def unmeasured(self, index: int) -> bool:
+        """Whether the grid's ``index`` would be predicted by extrapolation alone, so a probe comes first: with a
+        budget, neither run nor probed, and either more than one rung above the largest number of states run, or one
+        rung above it with a single number of states run (no growth of the seconds fitted yet: from 300 to 1,000
+        states on alice the first exponent predicted 3.1 s an online epoch, 0.5 s measured)."""
+        states = self.states_list[index]
+        ran = {int(line["states"]) for line in self.record}
+        if self.options.budget is None or states in self.probes or states in ran:
+            return False
+        top = max(self.states_list.index(n) for n in ran if n in self.states_list)
+        return index > top + 1 or len(ran) < 2
 
     def probe(self, states: int) -> None:
         """Measure online EM's pace at ``states`` now (:func:`probe_online`, for at most :data:`PROBE_SHARE` of the
@@ -376,7 +399,7 @@ class _Search:
         self.pace.probe(states, "online", figures["epoch_seconds"])
         self.run.say(
             f"probed {states:,} states: {figures['batches']:.0f} online batches in {figures['seconds']:.1f} s, "
-            f"about {figures['epoch_seconds'] / 60:.1f} min an online epoch at the machine's current pace"
+            f"about {_duration(figures['epoch_seconds'])} an online epoch at the machine's current pace"
         )
 
     def deadline_left(self) -> float:
