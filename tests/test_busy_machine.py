@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 import pytest
-from test_restarts import alice, geometric, timed_search
+from test_restarts import alice, geometric, surface_search, timed_search
 
 from engine import training
 from engine.training import learning, pacing
@@ -123,6 +123,22 @@ def test_a_uniformly_slower_machine_decides_as_a_smaller_budget(budget: float, f
     (slow, slow_states, slow_best, slow_end), (small, small_states, small_best, small_end) = outcomes
     assert slow == small and slow_states == small_states and slow_best == small_best
     assert slow_end == pytest.approx(factor * small_end)
+
+
+def test_a_tight_budget_puts_capacity_before_the_first_walk() -> None:
+    """On a budget where the first number of states' pseudocount walk (two more candidates of 10 s) would leave no
+    room for the next number of states (30 s, with START_MARGIN), the walk waits: 1,000 states start one decade
+    below the step above 300 states' start (where the first walk usually ends), and win; with a budget that holds
+    both, the walk comes first, as on a quiet machine."""
+    best_index = {300: 4, 1000: 3}
+    level = {300: 2.0, 1000: 1.9}
+    seconds = {300: 10.0, 1000: 30.0}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        selection, tried = surface_search(monkeypatch, level, best_index, minutes=1.0, seconds=seconds)
+    assert tried == [(300, 1e-4), (1000, 1e-4)] and selection.options.states == 1000
+    with pytest.MonkeyPatch.context() as monkeypatch:  # without the wait, the walk would leave 1,000 states out
+        selection, tried = surface_search(monkeypatch, level, best_index, minutes=3.0, seconds=seconds)
+    assert tried[:3] == [(300, 1e-4), (300, 1e-3), (300, 1e-2)] and tried[3][0] == 1000
 
 
 def test_the_pace_is_the_latest_units_against_their_references() -> None:
