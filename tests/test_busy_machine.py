@@ -142,22 +142,29 @@ def test_a_tight_budget_puts_capacity_before_the_first_walk() -> None:
 
 
 def test_the_pace_is_the_latest_units_against_their_references() -> None:
+    """References are the median of every unit at a number of states and stage; the pace is the latest units'
+    ratio to them; a prediction, reference times pace, is the recent rate, carried to other numbers of states."""
     pace = pacing.Pace()
-    for seconds in (3.0, 3.2, 2.8):  # the first units at 1,000 states set its reference, 3 s
+    for seconds in (9.0, 3.0, 3.2, 2.8):  # the first unit compiles the kernels
         pace.observe(1000, "online", seconds)
-    assert pace.reference(1000, "online") == pytest.approx(3.0) and pace.now() == pytest.approx(1.0, abs=0.07)
+    assert pace.reference(1000, "online") == pytest.approx(3.1) and pace.now() == pytest.approx(1.0, abs=0.05)
     for seconds in (12.0, 12.5, 11.5):  # then the same work takes four times as long
         pace.observe(1000, "online", seconds)
-    assert pace.now() == pytest.approx(4.0) and pace.reference(1000, "online") == pytest.approx(3.0)
-    pace.probe(5000, "online", 300.0)  # probed at four times the pace: a reference of 75 s
-    assert pace.reference(5000, "online") == pytest.approx(75.0) and pace.sizes("online") == [1000, 5000]
+    recent = pace.reference(1000, "online") * pace.now()
+    assert recent == pytest.approx(12.0)  # the latest units' rate, not the quiet one
+    pace.probe(5000, "online", 300.0)  # probed at that pace
+    assert pace.reference(5000, "online") * pace.now() == pytest.approx(300.0)
+    assert pace.sizes("online") == [1000, 5000]
     entries = {1000: 1e6, 3000: 9e6, 5000: 25e6}
     record = [{"states": 1000, "online_epochs": 3, "batch_iterations": 0, "seconds": 9.0}]
-    # 5,000 states: their own (probed) reference, at the current pace; 3,000: the nearest by entries, 5,000's
-    rate, _ = pacing._stage_rate(record, "online", entries.__getitem__, 5000, 1.0, pace)
-    assert rate == pytest.approx(300.0)
+    # 5,000 states: their own (probed) reference at the current pace; 3,000: the nearest by entries, 5,000's,
+    # scaled by the growth fitted on 1,000 and 5,000 (their references: 25 times for 25 times the entries)
+    rate, exponent = pacing._stage_rate(record, "online", entries.__getitem__, 5000, 1.0, pace)
+    assert rate == pytest.approx(300.0) and exponent == pytest.approx(1.0)
     rate, _ = pacing._stage_rate(record, "online", entries.__getitem__, 3000, 1.0, pace)
-    assert rate == pytest.approx(75.0 * 9 / 25 * 4.0)
+    assert rate == pytest.approx(300.0 * 9 / 25)
+    pace.observe(1000, "batch", 4.0)  # a unit of another stage: its own reference
+    assert pace.reference(1000, "batch") == 4.0
 
 
 def test_online_epochs_are_predicted_per_size() -> None:

@@ -164,32 +164,30 @@ class StagePrediction:
 
 
 PACE_UNITS = 3
-"""How many of the latest epochs or iterations set the machine's current pace (:class:`Pace`), and how many of the
-first at a number of states and stage set its reference seconds there."""
+"""How many of the latest epochs or iterations set the machine's current pace (:class:`Pace`)."""
 
 
 class Pace:
-    """The machine's pace as the search goes, measured on its own candidates: every online epoch and batch EM
-    iteration (a unit) is compared with the reference seconds of its number of states and stage (the median of the
-    first :data:`PACE_UNITS` units there, or a probe's), and the current pace is the median ratio of the latest
-    :data:`PACE_UNITS` units (1 on the machine as it was when the references were taken; 2 when the same work now
-    takes twice as long, as when other processes come to share the cores). A prediction is a reference times the
-    current pace, so that the rate of a quiet machine is not carried into a busy one, nor the reverse."""
+    """The machine's pace as the search goes, measured on its own candidates: each number of states and stage has
+    a reference, the median seconds of all its units (online epochs, batch EM iterations) so far, or a probe's; the
+    current pace is the median ratio of the latest :data:`PACE_UNITS` units to their references (1 where the load
+    has not changed; 2 when the same work now takes twice as long, as when other processes come to share the cores).
+    A prediction is a reference times the current pace: the recent rate at the reference's number of states, carried
+    to the others, so that the rate of a quiet machine is not carried into a busy one, nor the reverse. (A
+    reference of the first units alone made the pace look 3 times too fast on a busy machine, where a process's first
+    units, which compile the kernels, were slower than the rest.)"""
 
     def __init__(self) -> None:
         self.units: dict[tuple[int, str], list[float]] = {}
         self.probed: dict[tuple[int, str], float] = {}
-        self.ratios: list[float] = []
+        self.latest: list[tuple[int, str, float]] = []
 
     def observe(self, states: int, stage: str, seconds: float) -> None:
         """One unit of ``stage`` ("online" or "batch") at ``states`` took ``seconds``."""
         if not seconds > 0.0:
             return
-        units = self.units.setdefault((states, stage), [])
-        units.append(float(seconds))
-        reference = self.reference(states, stage)
-        if reference:
-            self.ratios.append(float(seconds) / reference)
+        self.units.setdefault((states, stage), []).append(float(seconds))
+        self.latest = [*self.latest[-(PACE_UNITS - 1) :], (states, stage, float(seconds))]
 
     def probe(self, states: int, stage: str, seconds: float) -> None:
         """A probe measured ``seconds`` per unit of ``stage`` at ``states`` now: kept as the reference there,
@@ -200,7 +198,7 @@ class Pace:
         """The reference seconds of a unit of ``stage`` at ``states`` (0 where none was measured nor probed)."""
         units = self.units.get((states, stage))
         if units:
-            return float(np.median(units[:PACE_UNITS]))
+            return float(np.median(units))
         return self.probed.get((states, stage), 0.0)
 
     def sizes(self, stage: str) -> list[int]:
@@ -211,7 +209,9 @@ class Pace:
     def now(self) -> float:
         """The current pace: the median ratio of the latest :data:`PACE_UNITS` units to their references (1 before
         any)."""
-        return float(np.median(self.ratios[-PACE_UNITS:])) if self.ratios else 1.0
+        if not self.latest:
+            return 1.0
+        return float(np.median([seconds / self.reference(n, g) for n, g, seconds in self.latest]))
 
 
 def _nearest(sizes: Sequence[int], states: int, cost: Callable[[int], float]) -> int:

@@ -238,7 +238,8 @@ def search_settings(
     validation BPS. The number of states goes up :func:`states_candidates` until it stops helping, capacity first.
     The first number of states walks the pseudocount over :data:`PSEUDOCOUNT_GRID` from :data:`FIRST_PSEUDOCOUNT`
     upwards while validation improves (downwards only if that did not help), unless the walk would crowd the next
-    number of states out of the budget (:meth:`_Search.walk_crowds_out`: then it waits, capacity first). Each larger one starts below the
+    number of states out of the budget (:meth:`_Search.walk_crowds_out`: then it waits, capacity first).
+    Each larger one starts below the
     previous start or best by :func:`pseudocount_start`; when that start beats every smaller number of states and
     a larger number of states fits the budget, the search goes on to it, and the walk (downwards first) is made
     only for the number of states that ends best; otherwise it walks at once. (Capacity first: on Calgary, War and
