@@ -8,7 +8,7 @@ to this module, :mod:`engine.errors` and :mod:`engine.files`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.backends import engines
 from engine.backends.chunks import DEFAULT_BURN_IN, EXACT, LOCKSTEP_BURN_IN, LOCKSTEP_MIN_SYMBOLS, LOCKSTEP_STEPS
+from engine.backends.cpu.inference import ScoreResult
 from engine.backends.engines import backend_choices, backend_status, on_host, supports
 from engine.backends.model_files import load_bytes as model_load_bytes
 from engine.backends.model_files import load_model, save_model
@@ -78,9 +79,14 @@ from engine.cognitive.worlds import World, make_world, room_text, world_model, w
 from engine.corpora import text
 from engine.corpora.allocation import ALLOCATION_METHODS
 from engine.corpora.documents import Document, corpus_name, read_documents, read_zip_bytes
+from engine.corpora.sequences import FORMATS as CORPUS_FORMATS
+from engine.corpora.sequences import read_event_log, read_lines, sequences_from_tokens
 from engine.corpora.text import (
+    MIN_COUNT,
     NORMALISATIONS,
+    RARE_TOKEN,
     RARE_WORD,
+    UNITS,
     Corpus,
     CorpusError,
     corpus_fingerprint,
@@ -190,6 +196,9 @@ __all__ = [  # fmt: skip
     "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",
     "match_rooms", "place_clones", "Plan", "plan_flat", "plan_hierarchical", "room_text", "RoomMatch", "ways_into",
     "World", "world_model", "world_rooms", "DoorFields", "door_fields",
+    # symbols beyond characters: units, sequences from files and from memory
+    "CORPUS_FORMATS", "MIN_COUNT", "RARE_TOKEN", "read_event_log", "read_lines", "score_tokens",
+    "sequences_from_tokens", "train_tokens", "UNITS",
 ]
 """What the front ends may use: the names below, and nothing else of the engine."""
 
@@ -382,3 +391,44 @@ def clone_path(model: CHMM, raw_text: str) -> ClonePath:
     if not np.isfinite(result.log_probability):
         raise ValueError("the model gives this text probability zero, so it has no clone path")
     return ClonePath(spaced, np.asarray(result.clones, dtype=np.int64), float(result.log_probability), replaced)
+
+
+def _token_sequences(sequences: Any, lengths: Any = None) -> list[Document]:
+    """Token sequences in memory as documents: a list of sequences (lists of strings or integers), or one flat
+    sequence cut into sequences of ``lengths`` (as hmmlearn takes ``X`` and ``lengths``)."""
+    if lengths is not None:
+        flat = list(np.asarray(sequences).ravel()) if isinstance(sequences, np.ndarray) else list(sequences)
+        sizes = [int(n) for n in np.asarray(lengths).ravel()]
+        if any(n < 1 for n in sizes) or sum(sizes) != len(flat):
+            raise CorpusError(f"the lengths must be positive and add up to the {len(flat):,} tokens given")
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        sequences = [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    elif isinstance(sequences, np.ndarray) and sequences.ndim == 1:
+        sequences = [list(sequences)]
+    return sequences_from_tokens([list(np.asarray(x).ravel()) if isinstance(x, np.ndarray) else x for x in sequences])
+
+
+def train_tokens(
+    sequences: Any,
+    lengths: Any = None,
+    options: TrainOptions | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Train a CHMM on token sequences held in memory (lists of strings or integers, or one flat sequence with
+    ``lengths``): the unit is tokens, several sequences are split by sequence (the last tenth is the test part),
+    one is split within; ``options`` (default :class:`TrainOptions`) as for :func:`train_text`, whose other keywords
+    ``kwargs`` are. Returns :func:`train_text`'s outcome."""
+    documents = _token_sequences(sequences, lengths)
+    options = replace(options or TrainOptions(), unit="tokens", by_sequence=len(documents) > 1)
+    corpus: Any = documents if len(documents) > 1 else documents[0].text
+    return train_text(corpus, options, **kwargs)
+
+
+def score_tokens(model: CHMM, sequences: Any, lengths: Any = None, backend: str = "cpu") -> ScoreResult:
+    """Bits per token of token sequences in memory (as :func:`train_tokens` takes them) under a model of tokens or
+    words, each sequence from its own start, tokens outside the model's vocabulary read as its placeholder."""
+    if model.codec.characters:
+        raise ValueError("this model reads characters; score its text with score_text")
+    engine = engines.engine_for(model, backend)
+    parts = [encode_for_model(model, d.text) for d in _token_sequences(sequences, lengths)]
+    return engines.score_sequences(engine, engine.load(model), parts)

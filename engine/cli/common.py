@@ -53,11 +53,27 @@ def check_output(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLik
             raise ValueError(f"{target} is also an input of this command; write the output to another file")
 
 
-def read_corpus(paths: list[str]) -> tuple[str | list[api.Document], str]:
+def read_corpus(
+    paths: list[str],
+    fmt: str = "text",
+    sequence_column: str | None = None,
+    token_column: str | None = None,
+    order_column: str | None = None,
+) -> tuple[str | list[api.Document], str]:
     """The corpus of ``chmm train``: one file's text (exactly as before), or the documents of several files, folders
-    and zip archives (see :mod:`engine.corpora.documents`); and the name the model records."""
+    and zip archives (see :mod:`engine.corpora.documents`); for ``fmt`` "lines" every line of them one sequence, for
+    "csv" every case of their event logs (:mod:`engine.corpora.sequences`); and the name the model records."""
     read = api.read_documents(paths)
     name = api.corpus_name(paths, read)
+    if fmt == "lines":
+        return [line for document in read for line in api.read_lines(document.text, document.name)], name
+    if fmt == "csv":
+        assert sequence_column is not None and token_column is not None
+        return [
+            case
+            for document in read
+            for case in api.read_event_log(document.text, sequence_column, token_column, order_column, document.name)
+        ], name
     return (read[0].text if len(read) == 1 else read), name
 
 

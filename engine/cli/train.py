@@ -67,6 +67,31 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"default {TRAIN_DEFAULTS.normalisation}",
     )
     train.add_argument(
+        "--unit",
+        choices=api.UNITS,
+        default=None,
+        help=f"what one symbol is (default {TRAIN_DEFAULTS.unit}): characters; words (lowercase, numbers written out); "
+        "tokens as given, separated by whitespace",
+    )
+    train.add_argument(
+        "--min-count",
+        type=int,
+        default=None,
+        help="words and tokens seen fewer times in training become one rare symbol "
+        f"(default {TRAIN_DEFAULTS.min_count})",
+    )
+    train.add_argument(
+        "--format",
+        choices=api.CORPUS_FORMATS,
+        default=api.CORPUS_FORMATS[0],
+        help="text: each file one sequence (default); lines: one sequence per line; csv: an event log, one sequence "
+        "per case (--sequence-column, --token-column, --order-column); lines and csv keep the last tenth of the "
+        "sequences for the test",
+    )
+    train.add_argument("--sequence-column", default=None, help="the CSV column naming each row's sequence (case)")
+    train.add_argument("--token-column", default=None, help="the CSV column of each row's token (activity)")
+    train.add_argument("--order-column", default=None, help="the CSV column that orders a case's rows (a time)")
+    train.add_argument(
         "--algorithm",
         choices=api.ALGORITHMS,
         default=None,
@@ -221,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     options.validate(cluster=bool(args.cluster or args.workers))
     if args.workers is not None:
         api.check_workers(args.workers)
-    corpus_text, name = read_corpus(args.corpus)
+    corpus_text, name = read_corpus(args.corpus, **corpus_format(args))
     cancel = api.CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
     previous_term = signal.signal(signal.SIGTERM, lambda *_: cancel.cancel())  # training stops as on Ctrl-C
@@ -250,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     summary = outcome.summary
     ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
+    summary["symbol"] = outcome.model.codec.unit
     model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics)
     summary["saved"] = saved
     summary["ngram"] = model.metadata["ngram"] = ngram
@@ -305,8 +331,12 @@ def train_options(args: argparse.Namespace) -> api.TrainOptions:
     """The CHMM training options of ``chmm train``'s arguments: each option given, else the engine's default
     (``api.TrainOptions``: the same object the app's form and the Python API read)."""
     given = {
-        name: getattr(args, name) for name in (*CHMM_ONLY_OPTIONS, "normalisation") if getattr(args, name) is not None
+        name: getattr(args, name)
+        for name in (*CHMM_ONLY_OPTIONS, "normalisation", "unit", "min_count")
+        if getattr(args, name) is not None
     }
+    if args.format != api.CORPUS_FORMATS[0]:
+        given |= {"by_sequence": True, "unit": _format_unit(args)}
     return api.TrainOptions(
         states=CHMM_DEFAULT_STATES if args.states is None else args.states,
         iterations=CHMM_DEFAULT_ITERATIONS if args.iterations is None else args.iterations,
@@ -322,6 +352,25 @@ def train_options(args: argparse.Namespace) -> api.TrainOptions:
         **({"burn_in": args.burn_in} if args.burn_in is not None else {}),
         **given,
     )
+
+
+def _format_unit(args: argparse.Namespace) -> str:
+    """The unit of a corpus of sequences: as given, tokens for a CSV (its cells are tokens); ValueError for a CSV
+    read as characters."""
+    if args.format == "csv" and args.unit not in (None, "tokens"):
+        raise ValueError("a CSV event log holds one token per row: leave out --unit or give --unit tokens")
+    return args.unit or ("tokens" if args.format == "csv" else TRAIN_DEFAULTS.unit)
+
+
+def corpus_format(args: argparse.Namespace) -> dict[str, Any]:
+    """How ``chmm train`` reads its corpus files (:func:`engine.cli.common.read_corpus`'s keywords); ValueError for a
+    CSV without its two columns, or columns given for another format."""
+    columns = {"sequence_column": args.sequence_column, "token_column": args.token_column}
+    if args.format == "csv" and not all(columns.values()):
+        raise ValueError("--format csv needs the CSV's --sequence-column and --token-column")
+    if args.format != "csv" and any([*columns.values(), args.order_column]):
+        raise ValueError("--sequence-column, --token-column and --order-column belong to --format csv")
+    return {"fmt": args.format, "order_column": args.order_column, **columns}
 
 
 def _report_training(args: argparse.Namespace, summary: dict, what: str) -> None:
@@ -415,13 +464,16 @@ def _train_peer(args: argparse.Namespace) -> int:
     check_output(args.output, args.corpus)
     options = _peer_options(args)
     api.make_learner(args.learner, **options)  # bad options fail before the corpus is read
-    corpus_text, name = read_corpus(args.corpus)
+    corpus_text, name = read_corpus(args.corpus, **corpus_format(args))
     try:
         learner, summary = api.train_peer_text(
             corpus_text,
             args.learner,
             options,
             normalisation=args.normalisation or "paper",
+            unit=_format_unit(args) if args.format != api.CORPUS_FORMATS[0] else args.unit or TRAIN_DEFAULTS.unit,
+            min_count=TRAIN_DEFAULTS.min_count if args.min_count is None else args.min_count,
+            by_sequence=args.format != api.CORPUS_FORMATS[0],
             validation=args.validation,
             max_train=args.max_train,
             refit=not args.no_refit,

@@ -1,33 +1,52 @@
-"""Reading, normalising and splitting text corpora for character-level CHMMs.
+"""Reading, normalising and splitting text corpora for CHMMs, whose symbols are characters, words or tokens.
 
 The "paper" normalisation follows Dedieu et al. (2019), section 4.2: numbers are
 written out as words, every character other than the 26 letters and the space is
 removed (lowercased), words seen fewer than twice in the training part are replaced
 by the word ``rare``, the first 90% is the training part and the rest the test part.
 The "raw" normalisation keeps every character (Unicode NFC only).
+
+The unit says what one symbol is (:data:`UNITS`): a character (either normalisation above), a word (the paper's
+normalisation at word level: lowercase words, numbers written out, words seen fewer than ``min_count`` times in the
+training part become the one symbol ``<rare>``), or a whitespace-separated token as given (the same rare rule). A
+text of words or tokens is held as its symbols joined by single spaces, so the cuts below fall between symbols.
 """
 
 from __future__ import annotations
 
-import hashlib
 import operator
-import os
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.corpora.normalising import (  # noqa: F401 (text.apply_normalisation and the others, as before)
+    NORMALISATIONS,
+    RARE_WORD,
+    _check_normalisation,
+    _replace_rare,
+    apply_normalisation,
+    normalise_paper_base,
+)
 from engine.corpora.numbers import numbers_to_words
+from engine.corpora.reading import (  # noqa: F401 (text.read_text and the others, as before)
+    MAX_CORPUS_BYTES,
+    CorpusError,
+    corpus_fingerprint,
+    decode_bytes,
+    read_text,
+)
 
 __all__ = [
+    "MIN_COUNT",
     "NORMALISATIONS",
     "PAPER_SYMBOLS",
+    "RARE_TOKEN",
+    "UNITS",
     "Corpus",
     "CorpusError",
     "apply_normalisation",
@@ -39,161 +58,15 @@ __all__ = [
     "read_text",
 ]
 
-MAX_CORPUS_BYTES = 200_000_000
-"""The largest corpus read, per file and in all (bytes)."""
 PAPER_SYMBOLS: list[str] = [" "] + list("abcdefghijklmnopqrstuvwxyz")
-NORMALISATIONS: tuple[str, ...] = ("paper", "raw")
-RARE_WORD = "rare"
-
-
-class CorpusError(ValueError):
-    """A problem with a user-supplied corpus or corpus parameter (one-sentence message)."""
-
-
-# --------------------------------------------------------------------------- reading
-
-# Control bytes that are fine in a text file: \t \n \v \f \r and 0x1A (DOS end-of-file).
-_ALLOWED_CONTROL = frozenset({0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1A})
-_CONTROL_BYTES = np.array([b for b in list(range(0x20)) + [0x7F] if b not in _ALLOWED_CONTROL], dtype=np.intp)
-_MAX_CONTROL_SHARE = 0.01
-_MAX_NUL_SHARE = 0.0001
-
-
-def _looks_utf16(data: bytes) -> bool:
-    """UTF-16 text without a byte-order mark: most ASCII characters come with a NUL in every second byte."""
-    sample = data[:4096]
-    if len(sample) < 8:
-        return False
-    even, odd = sample[0::2], sample[1::2]
-    return max(even.count(0), odd.count(0)) > 0.6 * (len(sample) // 2)
-
-
-def decode_bytes(data: bytes, name: str = "corpus", max_bytes: int = MAX_CORPUS_BYTES) -> str:
-    """Decode a corpus file's bytes as UTF-8 text (BOM removed), rejecting non-text input.
-
-    Raises CorpusError if the data is larger than ``max_bytes``, looks binary (NUL bytes beyond
-    one in 10,000, or more than 1% control bytes other than tab, newline, CR, form feed, vertical
-    tab and 0x1A), is not valid UTF-8, or is empty or whitespace-only.
-    """
-    size = len(data)
-    if size > max_bytes:
-        raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
-    if size == 0:
-        raise CorpusError(f"{name} is empty.")
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or _looks_utf16(data):
-        raise CorpusError(f"{name} is UTF-16 text; save it as UTF-8 and try again.")
-    counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    # A stray NUL is tolerated (the Calgary corpus's book1 has one); a binary file has many.
-    if counts[0] > max(1, _MAX_NUL_SHARE * size):
-        raise CorpusError(f"{name} looks like a binary file (it contains {int(counts[0]):,} NUL bytes).")
-    n_control = int(counts[_CONTROL_BYTES].sum())
-    if n_control > _MAX_CONTROL_SHARE * size:
-        raise CorpusError(
-            f"{name} looks like a binary file ({n_control / size:.1%} of its bytes are control characters)."
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            f"{name} is not valid UTF-8 text (first invalid byte 0x{data[exc.start]:02x} at byte offset {exc.start:,})."
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if not text.strip():
-        raise CorpusError(f"{name} contains only whitespace.")
-    return text
-
-
-def corpus_fingerprint(corpus: str | Sequence[Any]) -> str:
-    """SHA-256 of a corpus as a trainer is given it (one text, or documents with a ``text`` each, separated by a
-    NUL), so that a model names its training text by content: the app finds it again in an upload of the same
-    file, whatever the file was called or where it lay."""
-    digest = hashlib.sha256()
-    if isinstance(corpus, str):
-        digest.update(corpus.encode("utf-8", "surrogatepass"))
-    else:
-        for number, document in enumerate(corpus):
-            digest.update(b"\x00" if number else b"")
-            digest.update(str(getattr(document, "text", document)).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-def read_text(path: str | os.PathLike[str], max_bytes: int = MAX_CORPUS_BYTES) -> str:
-    """Read a corpus file and return its decoded text (see ``decode_bytes`` for the checks)."""
-    p = Path(path)
-    name = p.name or str(p)
-    if not p.exists():
-        raise CorpusError(f"Corpus file {name} was not found ({p}).")
-    if p.is_dir():
-        raise CorpusError(f"{name} is a directory, not a text file.")
-    if not p.is_file():  # a device (/dev/zero) or a pipe would be read without end
-        raise CorpusError(f"{name} is not a regular file (a device or a pipe); save the text to a file first.")
-    try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise CorpusError(f"{name} is too large: {size:,} bytes, the limit is {max_bytes:,} bytes.")
-        with p.open("rb") as handle:
-            data = handle.read(max_bytes + 1)  # bounded even if the file grows while it is read
-        if len(data) > max_bytes:
-            raise CorpusError(f"{name} is too large: over {max_bytes:,} bytes, the limit.")
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise CorpusError(f"{name} cannot be read ({reason}).") from None
-    return decode_bytes(data, name=name, max_bytes=max_bytes)
-
-
-# --------------------------------------------------------------------------- normalisation
-
-_NOT_LETTER = re.compile("[^a-z]+")
-
-
-def _fold_accents(text: str) -> str:
-    """NFKD-decompose and drop combining marks ("é" -> "e", "ﬁ" -> "fi")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def normalise_paper_base(text: str) -> str:
-    """The paper's character normalisation without rare-word replacement.
-
-    NFC, lowercase, accents folded to plain letters, numbers written as words, every character
-    outside a-z (apostrophes included) turned into a space, runs of spaces collapsed, ends
-    stripped: "Don't PANIC: 42 cats!" -> "don t panic forty two cats". Treating apostrophes as
-    spaces reproduces the 118,788 training characters of carroll-alice.txt that the reference
-    implementation's figures were measured on.
-    """
-    text = unicodedata.normalize("NFC", text).lower()
-    text = _fold_accents(text).lower()  # lower again: compatibility forms such as "Ⅻ" fold to capitals
-    text = numbers_to_words(text)
-    return _NOT_LETTER.sub(" ", text).strip()
-
-
-def _replace_rare(text: str, vocabulary: set[str] | frozenset[str]) -> str:
-    """Replace every space-separated word not in ``vocabulary`` by "rare"."""
-    if not text:
-        return text
-    return " ".join(w if w in vocabulary else RARE_WORD for w in text.split(" "))
-
-
-def _check_normalisation(normalisation: str) -> None:
-    """Raise CorpusError unless ``normalisation`` is a known normalisation name."""
-    if normalisation not in NORMALISATIONS:
-        raise CorpusError(f"Unknown normalisation {normalisation!r}; choose one of {', '.join(NORMALISATIONS)}.")
-
-
-def apply_normalisation(text: str, normalisation: str, vocabulary: list[str] | None) -> str:
-    """Normalise ``text`` the way a corpus was normalised.
-
-    "paper": ``normalise_paper_base`` then every word not in ``vocabulary`` becomes "rare"
-    (no replacement when ``vocabulary`` is None); "raw": Unicode NFC only.
-    """
-    _check_normalisation(normalisation)
-    if normalisation == "raw":
-        return unicodedata.normalize("NFC", text)
-    base = normalise_paper_base(text)
-    if vocabulary is None:
-        return base
-    return _replace_rare(base, frozenset(vocabulary))
+UNITS: tuple[str, ...] = ("characters", "words", "tokens")
+"""What one symbol of a model is; the first is the default."""
+UNIT_NORMALISATION = {"words": "paper", "tokens": "raw"}
+"""The normalisation a unit other than characters implies (words: the paper's, at word level; tokens: as given)."""
+MIN_COUNT = 2
+"""Words and tokens seen fewer times than this in the training part become :data:`RARE_TOKEN` (the paper's rule)."""
+RARE_TOKEN = "<rare>"
+"""The one symbol of every word or token under the minimum count (and of those never seen in training)."""
 
 
 # --------------------------------------------------------------------------- corpus
@@ -233,6 +106,7 @@ class Corpus:
     test_text: str
     documents: list[str] = field(default_factory=list)
     split_texts: list[tuple[str, str, str]] | None = None  # per document (train, validation, test); None: one
+    unit: str = UNITS[0]
 
     def _parts(self, which: int) -> list[np.ndarray]:
         if self.split_texts is None:
@@ -263,6 +137,13 @@ class Corpus:
         return [self.encode(t + v) for t, v, _ in self.split_texts if t + v]
 
     def __post_init__(self) -> None:
+        if self.unit != UNITS[0]:
+            if any(not s or len(s.split()) != 1 or s.strip() != s for s in self.symbols):
+                raise CorpusError(f"Corpus symbols of unit {self.unit} must be non-empty and without whitespace.")
+            self._index = {s: i for i, s in enumerate(self.symbols)}
+            if len(self._index) != len(self.symbols):
+                raise CorpusError("Corpus symbols must be distinct.")
+            return
         if any(len(s) != 1 for s in self.symbols) or len(set(self.symbols)) != len(self.symbols):
             raise CorpusError("Corpus symbols must be distinct single characters.")
         codes = np.array([ord(s) for s in self.symbols], dtype=np.int64)
@@ -282,15 +163,18 @@ class Corpus:
     @property
     def train_full_text(self) -> str:
         """The whole training part as text (train followed by validation)."""
-        return self.train_text + self.validation_text
+        return _join_parts([self.train_text, self.validation_text], self.unit)
 
     def encode(self, text: str) -> np.ndarray:
         """Map each character of ``text`` to its symbol index (int64 array).
 
-        Raises CorpusError listing up to 10 characters that are not in ``symbols``.
+        Raises CorpusError listing up to 10 characters that are not in ``symbols``. A text of words or tokens is
+        read as its space-separated symbols.
         """
         if not text:
             return np.zeros(0, dtype=np.int64)
+        if self.unit != UNITS[0]:
+            return encode_symbols(text.split(" "), self._index, self.unit)
         points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
         pos = np.searchsorted(self._codes, points)
         pos_clipped = np.minimum(pos, len(self._codes) - 1)
@@ -303,8 +187,31 @@ class Corpus:
         return self._order[pos_clipped].astype(np.int64)
 
     def decode(self, indices: np.ndarray) -> str:
-        """Map symbol indices back to text."""
-        return "".join(self.symbols[int(i)] for i in np.asarray(indices).ravel())
+        """Map symbol indices back to text (words and tokens joined by spaces)."""
+        return join_symbols([self.symbols[int(i)] for i in np.asarray(indices).ravel()], self.unit)
+
+
+def _join_parts(parts: list[str], unit: str) -> str:
+    """Parts of a text joined as the corpus joins them: characters side by side, words and tokens with one space."""
+    if unit == UNITS[0]:
+        return "".join(parts)
+    return " ".join(p.strip(" ") for p in parts if p.strip(" "))
+
+
+def join_symbols(symbols: list[str], unit: str) -> str:
+    """Symbols as text: characters side by side, words and tokens separated by single spaces."""
+    return "".join(symbols) if unit == UNITS[0] else " ".join(symbols)
+
+
+def encode_symbols(tokens: Sequence[str], index: dict[str, int], unit: str) -> np.ndarray:
+    """The indices of ``tokens`` (empty strings skipped) in ``index``; CorpusError listing the unknown ones."""
+    tokens = [t for t in tokens if t]
+    unknown = sorted({t for t in tokens if t not in index})
+    if unknown:
+        raise CorpusError(
+            f"The text contains {len(unknown)} {unit} not in the corpus alphabet: {_describe_chars(unknown)}."
+        )
+    return np.fromiter((index[t] for t in tokens), dtype=np.int64, count=len(tokens))
 
 
 def _cut(text: str, position: int, at_space: bool, keep_space: bool = False) -> tuple[str, str]:
@@ -364,6 +271,9 @@ def prepare_corpus(
     max_train: int | None = None,
     name: str = "corpus",
     fixed_alphabet: tuple[list[str], list[str] | None] | None = None,
+    unit: str = UNITS[0],
+    min_count: int = MIN_COUNT,
+    by_sequence: bool = False,
 ) -> Corpus:
     """Normalise ``text`` (one string, or a list of documents with ``name`` and ``text``) and split it as in the
     paper.
@@ -388,38 +298,66 @@ def prepare_corpus(
     document past the cap keeps only its test part). A document too short to give a part of at least two
     symbols gives none: it is all training text, or, for its validation share, all train text; a
     document empty after normalisation is left out. A list of one document is that document's text.
+
+    ``unit`` (:data:`UNITS`) says what a symbol is; words and tokens under ``min_count`` in the training part become
+    :data:`RARE_TOKEN`, and the cuts fall between them. ``by_sequence``: the documents are many short sequences
+    (lines, cases, sentences), split whole: the last ``test_fraction`` of them is the test part and the last
+    ``validation`` share of the rest the validation part (:func:`_split_by_sequence`).
     """
+    unit, normalisation = _check_unit(unit, normalisation, min_count)
     if not isinstance(text, str):
         documents = list(text)
+        if by_sequence:
+            _check_arguments(normalisation, test_fraction, validation, max_train)
+            return _split_by_sequence(
+                documents, normalisation, unit, min_count, test_fraction, validation, max_train, name, fixed_alphabet
+            )
         if len(documents) == 1:
             text = documents[0].text
         else:
             return _prepare_documents(
-                documents, normalisation, test_fraction, validation, max_train, name, fixed_alphabet
+                documents, normalisation, test_fraction, validation, max_train, name, fixed_alphabet, unit, min_count
             )
     _check_arguments(normalisation, test_fraction, validation, max_train)
+    shares = (test_fraction, validation, max_train)
+    return _prepare_text(text, normalisation, unit, min_count, *shares, name, fixed_alphabet)
+
+
+def _prepare_text(
+    text: str,
+    normalisation: str,
+    unit: str,
+    min_count: int,
+    test_fraction: float,
+    validation: float,
+    max_train: int | None,
+    name: str,
+    fixed_alphabet: tuple[list[str], list[str] | None] | None,
+) -> Corpus:
+    """:func:`prepare_corpus` of one text (the rule is in its docstring)."""
     paper = normalisation == "paper"
-    norm = _normalise(text, paper)
+    spaced = paper or unit != UNITS[0]
+    norm = normalise_unit(text, normalisation, unit)
     if not norm.strip():
         raise CorpusError(f"{name} is empty after {normalisation} normalisation ({_empty_because(paper)}).")
-    distinct = set(norm)
+    distinct = set(symbols_of(norm, unit))
     if len(distinct) < 2:
         raise CorpusError(
             f"{name} contains only the symbol {next(iter(distinct))!r} after {normalisation} "
             "normalisation; a CHMM needs at least two distinct symbols."
         )
     if test_fraction > 0:
-        train_part, test_part = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=paper)
+        train_part, test_part = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=spaced)
     else:
         train_part, test_part = norm, ""
     if max_train is not None:
-        train_part = _cap(train_part, max_train, at_space=paper)
-    symbols, vocabulary = _alphabet([train_part], paper, fixed_alphabet, name)
-    [(train_part, test_part)] = _in_alphabet([(train_part, test_part)], paper, symbols, vocabulary)
-    _check_two_symbols([train_part], name)
+        train_part = _cap(train_part, max_train, at_space=spaced)
+    symbols, vocabulary = alphabet_of([train_part], normalisation, unit, min_count, fixed_alphabet, name)
+    [(train_part, test_part)] = in_alphabet([(train_part, test_part)], normalisation, unit, symbols, vocabulary)
+    check_two_symbols([train_part], name, unit)
     if validation > 0:
         train_text, validation_text = _cut(
-            train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True
+            train_part, int((1.0 - validation) * len(train_part)), at_space=spaced, keep_space=True
         )
     else:
         train_text, validation_text = train_part, ""
@@ -435,7 +373,33 @@ def prepare_corpus(
         )
     if test_fraction > 0 and len(test_part) < 2:
         raise CorpusError(f"{name} ({len(norm)} symbols) is too short for a test share of {test_fraction:g}.")
-    return _encoded_corpus(normalisation, symbols, vocabulary, [(train_text, validation_text, test_part)], [name])
+    return encoded_corpus(
+        normalisation, symbols, vocabulary, [(train_text, validation_text, test_part)], [name], unit=unit
+    )
+
+
+def _check_unit(unit: str, normalisation: str, min_count: int) -> tuple[str, str]:
+    """The unit and the normalisation it reads with (a unit other than characters implies its own), or one
+    CorpusError sentence for an unknown unit or a minimum count below 1."""
+    if unit not in UNITS:
+        raise CorpusError(f"Unknown unit {unit!r}; choose one of {', '.join(UNITS)}.")
+    if isinstance(min_count, bool) or not _is_integer(min_count) or min_count < 1:
+        raise CorpusError(f"The minimum count must be an integer of at least 1, got {min_count!r}.")
+    return unit, UNIT_NORMALISATION.get(unit, normalisation)
+
+
+def symbols_of(norm: str, unit: str) -> list[str]:
+    """The symbols of a normalised text: its characters, or its space-separated words or tokens."""
+    return list(norm) if unit == UNITS[0] else [t for t in norm.split(" ") if t]
+
+
+def normalise_unit(raw: str, normalisation: str, unit: str) -> str:
+    """``raw`` normalised for ``unit`` without the rare-word rule: characters by ``normalisation``; words by the
+    paper's normalisation (lowercase words, numbers written out, one space between words); tokens as given, one
+    space between them (every run of whitespace is one separator)."""
+    if unit == "tokens":
+        return " ".join(unicodedata.normalize("NFC", raw).split())
+    return _normalise(raw, normalisation == "paper" or unit == "words")
 
 
 def _check_arguments(normalisation: str, test_fraction: float, validation: float, max_train: int | None) -> None:
@@ -461,6 +425,51 @@ def normalise_characters(raw: str, normalisation: str) -> str:
 
 def _empty_because(paper: bool) -> str:
     return "no letters a-z left" if paper else "only whitespace"
+
+
+def alphabet_of(
+    train_parts: list[str],
+    normalisation: str,
+    unit: str,
+    min_count: int,
+    fixed_alphabet: tuple[list[str], list[str] | None] | None,
+    name: str,
+) -> tuple[list[str], list[str] | None]:
+    """The symbols and the vocabulary of a corpus from its training parts (:func:`_alphabet` for characters); for
+    words and tokens, the vocabulary is the sorted words seen at least ``min_count`` times and the symbols are it and
+    :data:`RARE_TOKEN` (an existing model's when ``fixed_alphabet`` is given)."""
+    if unit == UNITS[0]:
+        return _alphabet(train_parts, normalisation == "paper", fixed_alphabet, name)
+    if fixed_alphabet is not None:
+        return list(fixed_alphabet[0]), fixed_alphabet[1]
+    counts: Counter[str] = Counter()
+    for part in train_parts:
+        counts.update(symbols_of(part, unit))
+    vocabulary = sorted(w for w, c in counts.items() if c >= min_count)
+    return vocabulary + [RARE_TOKEN], vocabulary
+
+
+def in_alphabet(
+    splits: list[tuple[str, str]], normalisation: str, unit: str, symbols: list[str], vocabulary: list[str] | None
+) -> list[tuple[str, str]]:
+    """:func:`_in_alphabet` for any unit: words and tokens outside the vocabulary become :data:`RARE_TOKEN`."""
+    if unit == UNITS[0]:
+        return _in_alphabet(splits, normalisation == "paper", symbols, vocabulary)
+    known = frozenset(vocabulary or [])
+
+    def rare(part: str) -> str:
+        return " ".join(t if t in known else RARE_TOKEN for t in symbols_of(part, unit))
+
+    return [(rare(t), rare(x)) for t, x in splits]
+
+
+def check_two_symbols(train_parts: list[str], name: str, unit: str = UNITS[0]) -> None:
+    """One CorpusError sentence unless the training parts hold at least two distinct symbols."""
+    if len({s for part in train_parts for s in symbols_of(part, unit)}) < 2:
+        raise CorpusError(
+            f"The training part of {name} has fewer than two distinct symbols; "
+            "a CHMM needs at least two distinct symbols."
+        )
 
 
 def _alphabet(
@@ -497,21 +506,14 @@ def _in_alphabet(
     return [(t, "".join(c for c in x if c in known)) for t, x in splits]
 
 
-def _check_two_symbols(train_parts: list[str], name: str) -> None:
-    if len(set("".join(train_parts))) < 2:
-        raise CorpusError(
-            f"The training part of {name} has fewer than two distinct symbols; "
-            "a CHMM needs at least two distinct symbols."
-        )
-
-
-def _encoded_corpus(
+def encoded_corpus(
     normalisation: str,
     symbols: list[str],
     vocabulary: list[str] | None,
     split_texts: list[tuple[str, str, str]],
     names: list[str],
     several: bool = False,
+    unit: str = UNITS[0],
 ) -> Corpus:
     """The corpus of (training, validation, test) texts per document, encoded with ``symbols``; ``several`` keeps
     the documents apart (a corpus given as several documents)."""
@@ -522,11 +524,12 @@ def _encoded_corpus(
         train=np.zeros(0, dtype=np.int64),
         validation=np.zeros(0, dtype=np.int64),
         test=np.zeros(0, dtype=np.int64),
-        train_text="".join(t for t, _, _ in split_texts),
-        validation_text="".join(v for _, v, _ in split_texts),
-        test_text="".join(x for _, _, x in split_texts),
+        train_text=_join_parts([t for t, _, _ in split_texts], unit),
+        validation_text=_join_parts([v for _, v, _ in split_texts], unit),
+        test_text=_join_parts([x for _, _, x in split_texts], unit),
         documents=names,
         split_texts=split_texts if several else None,
+        unit=unit,
     )
     corpus.train = corpus.encode(corpus.train_text)
     corpus.validation = corpus.encode(corpus.validation_text)
@@ -542,38 +545,41 @@ def _prepare_documents(
     max_train: int | None,
     name: str,
     fixed_alphabet: tuple[list[str], list[str] | None] | None,
+    unit: str = UNITS[0],
+    min_count: int = MIN_COUNT,
 ) -> Corpus:
     """:func:`prepare_corpus` for two or more documents (the rule is in its docstring)."""
     _check_arguments(normalisation, test_fraction, validation, max_train)
     if not documents:
         raise CorpusError(f"{name} has no documents.")
     paper = normalisation == "paper"
+    spaced = paper or unit != UNITS[0]
     names, splits = [], []
     room = max_train
     for document in documents:
-        norm = _normalise(document.text, paper)
+        norm = normalise_unit(document.text, normalisation, unit)
         if not norm.strip():
             continue
         train_part, test_part = norm, ""
         if test_fraction > 0:
-            head, tail = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=paper)
+            head, tail = _cut(norm, int((1.0 - test_fraction) * len(norm)), at_space=spaced)
             if len(head) >= 2 and len(tail) >= 2:
                 train_part, test_part = head, tail
         if room is not None:
-            train_part = _cap(train_part, room, at_space=paper) if room >= 2 else ""
+            train_part = _cap(train_part, room, at_space=spaced) if room >= 2 else ""
             room -= len(train_part)
         names.append(str(document.name))
         splits.append((train_part, test_part))
     if not splits:
         raise CorpusError(f"{name} is empty after {normalisation} normalisation ({_empty_because(paper)}).")
-    symbols, vocabulary = _alphabet([t for t, _ in splits], paper, fixed_alphabet, name)
-    splits = _in_alphabet(splits, paper, symbols, vocabulary)
-    _check_two_symbols([t for t, _ in splits], name)
+    symbols, vocabulary = alphabet_of([t for t, _ in splits], normalisation, unit, min_count, fixed_alphabet, name)
+    splits = in_alphabet(splits, normalisation, unit, symbols, vocabulary)
+    check_two_symbols([t for t, _ in splits], name, unit)
     split_texts = []
     for train_part, test_part in splits:
         train_text, validation_text = train_part, ""
         if validation > 0 and train_part:
-            head, tail = _cut(train_part, int((1.0 - validation) * len(train_part)), at_space=paper, keep_space=True)
+            head, tail = _cut(train_part, int((1.0 - validation) * len(train_part)), at_space=spaced, keep_space=True)
             if len(head) >= 2 and len(tail) >= 2:
                 train_text, validation_text = head, tail
         split_texts.append((train_text, validation_text, test_part if len(test_part) >= 2 else ""))
@@ -584,10 +590,71 @@ def _prepare_documents(
         raise CorpusError(f"The documents of {name} are too short for a validation share of {validation:g}.")
     if test_fraction > 0 and not any(x for _, _, x in split_texts):
         raise CorpusError(f"The documents of {name} are too short for a test share of {test_fraction:g}.")
-    return _encoded_corpus(normalisation, symbols, vocabulary, split_texts, names, several=True)
+    return encoded_corpus(normalisation, symbols, vocabulary, split_texts, names, several=True, unit=unit)
 
 
-def placeholder_share(normalised_text: str) -> float:
-    """The share of the placeholder ``rare`` among the words of an already normalised text."""
+def placeholder_share(normalised_text: str, unit: str = UNITS[0]) -> float:
+    """The share of the placeholder (``rare``; :data:`RARE_TOKEN` for words and tokens) among the words of an
+    already normalised text."""
     words = [w for w in normalised_text.split(" ") if w]
-    return sum(1 for w in words if w == RARE_WORD) / len(words) if words else 0.0
+    placeholder = RARE_WORD if unit == UNITS[0] else RARE_TOKEN
+    return sum(1 for w in words if w == placeholder) / len(words) if words else 0.0
+
+
+def _counts(n: int, test_fraction: float, validation: float, name: str) -> tuple[int, int]:
+    """How many of ``n`` sequences are test and validation sequences (at least one of each share above 0), or a
+    CorpusError when no training sequence would be left."""
+    n_test = max(1, round(test_fraction * n)) if test_fraction > 0 else 0
+    n_validation = max(1, round(validation * (n - n_test))) if validation > 0 else 0
+    if n - n_test - n_validation < 1:
+        raise CorpusError(
+            f"{name} has {n} sequence(s), too few to keep a test share of {test_fraction:g} and a validation share "
+            f"of {validation:g} of them apart; give more sequences or smaller shares."
+        )
+    return n_test, n_validation
+
+
+def _split_by_sequence(
+    documents: list[Any],
+    normalisation: str,
+    unit: str,
+    min_count: int,
+    test_fraction: float,
+    validation: float,
+    max_train: int | None,
+    name: str,
+    fixed_alphabet: tuple[list[str], list[str] | None] | None,
+) -> Corpus:
+    """A corpus of many short sequences split whole: the last ``test_fraction`` of the (non-empty) sequences is
+    the test part, the last ``validation`` share of the others the validation part, the rest the training part
+    (``max_train``: training symbols kept, whole sequences in order). The vocabulary comes from the training and
+    validation sequences, as :func:`engine.corpora.text.prepare_corpus` takes it from the training part."""
+    normalised = [(str(d.name), normalise_unit(d.text, normalisation, unit)) for d in documents]
+    normalised = [(n, t) for n, t in normalised if t.strip()]
+    if not normalised:
+        raise CorpusError(f"{name} is empty after {normalisation} normalisation.")
+    n_test, n_validation = _counts(len(normalised), test_fraction, validation, name)
+    n_fit = len(normalised) - n_test
+    fit, tests = normalised[:n_fit], normalised[n_fit:]
+    train, held = fit[: n_fit - n_validation], fit[n_fit - n_validation :]
+    if max_train is not None:
+        kept, room = [], max_train
+        for sequence_name, sequence in train:
+            size = len(symbols_of(sequence, unit))
+            if size > room:
+                break
+            kept.append((sequence_name, sequence))
+            room -= size
+        train = kept or train[:1]
+    parts = [t for _, t in train] + [t for _, t in held]
+    symbols, vocabulary = alphabet_of(parts, normalisation, unit, min_count, fixed_alphabet, name)
+    splits = in_alphabet([(t, x) for t, x in zip(parts, [""] * len(parts), strict=True)] +
+                                  [("", t) for _, t in tests], normalisation, unit, symbols, vocabulary)
+    check_two_symbols([t for t, _ in splits[: len(train)]], name, unit)
+    split_texts = (
+        [(t, "", "") for t, _ in splits[: len(train)]]
+        + [("", t, "") for t, _ in splits[len(train) : len(parts)]]
+        + [("", "", x) for _, x in splits[len(parts) :]]
+    )
+    names = [n for n, _ in train] + [n for n, _ in held] + [n for n, _ in tests]
+    return encoded_corpus(normalisation, symbols, vocabulary, split_texts, names, several=True, unit=unit)

@@ -74,19 +74,22 @@ class CloneModel:
         return {s: i for i, s in enumerate(self.symbols)}
 
     def encode(self, text: str) -> np.ndarray:
-        """Map already-normalised text to symbol indices; unknown characters raise a clear ValueError."""
+        """Map already-normalised text to symbol indices (its characters, or its space-separated words or tokens, by
+        the codec's unit); unknown symbols raise a clear ValueError."""
         index = self.symbol_index()
-        unknown = sorted({c for c in text if c not in index})
+        symbols = self.codec.split(text)
+        unknown = sorted({c for c in symbols if c not in index})
         if unknown:
             shown = ", ".join(repr(c) for c in unknown[:10])
             raise ValueError(
-                f"the text has {len(unknown)} character(s) outside the model's alphabet: {shown}"
+                f"the text has {len(unknown)} {self.codec.unit} outside the model's alphabet: {shown}"
                 + (" ..." if len(unknown) > 10 else "")
             )
-        return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+        return np.fromiter((index[c] for c in symbols), dtype=np.int64, count=len(symbols))
 
     def decode_symbols(self, x: np.ndarray) -> str:
-        return "".join(self.symbols[int(s)] for s in x)
+        """Symbol indices as text (characters side by side, words and tokens separated by spaces)."""
+        return self.codec.join([self.symbols[int(s)] for s in x])
 
     def with_arrays(self, **changes: Any) -> Any:
         """The same model (alphabet, codec, back-off, metadata) with the given fields replaced (T, pi, counts,

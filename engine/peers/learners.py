@@ -36,6 +36,7 @@ from engine import training
 from engine.backends import engines, model_files, reading
 from engine.backends.cpu import inference
 from engine.corpora import text
+from engine.model.codec import TextCodec
 from engine.peers.base import PeerFormatError, PeerLearner, bits_per_symbol, read_header
 from engine.training import learning
 
@@ -193,6 +194,9 @@ def train_peer_text(
     refit: bool = True,
     name: str = "corpus",
     log: Callable[[str], None] | None = None,
+    unit: str = text.UNITS[0],
+    min_count: int = text.MIN_COUNT,
+    by_sequence: bool = False,
 ) -> tuple[PeerLearner, dict[str, Any]]:
     """Train peer learner ``kind`` (options over :data:`DEFAULT_OPTIONS`) on ``corpus_text`` by the CHMM's text
     protocol (module docstring) and return it with its figures: learner, train_bps (on the text it was last fitted
@@ -202,14 +206,9 @@ def train_peer_text(
     kind = _check_kind(kind, peers_only=True)
     options = dict(options or {})
     started = time.perf_counter()
-    corpus = text.prepare_corpus(
-        corpus_text,
-        normalisation=normalisation,
-        test_fraction=test_fraction,
-        validation=validation,
-        max_train=max_train,
-        name=name,
-    )
+    shares = {"test_fraction": test_fraction, "validation": validation, "max_train": max_train}
+    reading = {"normalisation": normalisation, "unit": unit, "min_count": min_count, "by_sequence": by_sequence}
+    corpus = text.prepare_corpus(corpus_text, name=name, **shares, **reading)
     learner: Any = make_learner(kind, **options)
     if log:
         log(
@@ -242,6 +241,7 @@ def train_peer_text(
         "learner": kind,
         "normalisation": corpus.normalisation,
         "vocabulary": corpus.vocabulary,
+        **({"unit": corpus.unit} if corpus.unit != text.UNITS[0] else {}),
         "symbols": list(corpus.symbols),
         "settings": {
             "normalisation": normalisation,
@@ -275,6 +275,9 @@ def ngram_beside(
         max_train=options.max_train,
         refit=options.refit,
         name=name,
+        unit=options.unit,
+        min_count=options.min_count,
+        by_sequence=options.by_sequence,
     )
     return {key: summary[key] for key in ("validation_bps", "test_bps", "seconds")}
 
@@ -454,7 +457,13 @@ def encode_for_learner(learner: PeerLearner, raw_text: str) -> np.ndarray:
     symbols = metadata.get("symbols")
     if not symbols:
         raise ValueError(f"this {learner.kind} model has no alphabet in its metadata (it was not saved by chmm train)")
-    normalised = text.apply_normalisation(raw_text, metadata.get("normalisation", "raw"), metadata.get("vocabulary"))
+    vocabulary = metadata.get("vocabulary")
+    codec = TextCodec(
+        metadata.get("normalisation", "raw"),
+        None if vocabulary is None else tuple(vocabulary),
+        metadata.get("unit", text.UNITS[0]),
+    )
+    normalised = codec.split(codec.normalise(raw_text))
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     index = {symbol: i for i, symbol in enumerate(symbols)}
@@ -463,7 +472,7 @@ def encode_for_learner(learner: PeerLearner, raw_text: str) -> np.ndarray:
         shown = ", ".join(repr(c) for c in unknown[:10]) + (
             f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
         )
-        raise text.CorpusError(f"the text has {len(unknown)} character(s) outside the model's alphabet: {shown}")
+        raise text.CorpusError(f"the text has {len(unknown)} {codec.unit} outside the model's alphabet: {shown}")
     return np.fromiter((index[c] for c in normalised), dtype=np.int64, count=len(normalised))
 
 

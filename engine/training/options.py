@@ -173,6 +173,9 @@ class TrainOptions:
     allocation: str = "ngram"
     ngram_order: int = DEFAULT_NGRAM_ORDER
     normalisation: str = "paper"
+    unit: str = text.UNITS[0]  # what one symbol is: characters, words or tokens
+    min_count: int = text.MIN_COUNT  # words and tokens seen fewer times in training become one rare symbol
+    by_sequence: bool = False  # many short sequences (lines, cases): the last tenth of them is the test part
     algorithm: str = "online"
     iterations: int = 100
     batch_size: int | None = None
@@ -254,6 +257,10 @@ class TrainOptions:
             raise ValueError(
                 f"unknown normalisation {self.normalisation!r}; choose one of {', '.join(text.NORMALISATIONS)}"
             )
+        if self.unit not in text.UNITS:
+            raise ValueError(f"unknown unit {self.unit!r}; choose one of {', '.join(text.UNITS)}")
+        if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count < 1:
+            raise ValueError(f"the minimum count must be an integer of at least 1, got {self.min_count!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
         if self.start not in STARTS:
@@ -322,6 +329,7 @@ class TrainOptions:
             memory=self.memory,
             chunk=self.chunk,
             burn_in=self.burn_in,
+            update_pi=self.by_sequence,  # many short sequences (cases) tell where a sequence starts
         )
 
 
@@ -381,6 +389,8 @@ def states_candidates(corpus: text.Corpus, options: TrainOptions, backend: str |
     (:func:`estimate_training_memory`). On a latency-bound ``backend`` (a GPU) the first is the largest of the grid up
     to :data:`DEVICE_FIRST_STATES` that the text allows (one state per :data:`SYMBOLS_PER_STATE` symbols)."""
     n_train = max(1, len(corpus.train_full))
+    if corpus.unit != text.UNITS[0]:
+        return _token_states(corpus, options, n_train)
     low = max(2 * corpus.n_symbols, min(n_train // MOST_SYMBOLS_PER_STATE, LARGEST_FIRST_STATES))
     high = n_train // SYMBOLS_PER_STATE
     if backend is not None and engines.supports(backend, "latency_bound"):
@@ -390,6 +400,19 @@ def states_candidates(corpus: text.Corpus, options: TrainOptions, backend: str |
         fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
         grid = fits or grid[:1]
     return grid
+
+
+def _token_states(corpus: text.Corpus, options: TrainOptions, n_train: int) -> list[int]:
+    """The numbers of states tried for words and tokens: one clone per symbol plus :data:`STATES_GRID` more (shared
+    out by the allocation, so frequent words get many clones and a word seen twice keeps one), as long as the extra
+    states are at most one per :data:`SYMBOLS_PER_STATE` training symbols (the smallest always), within
+    ``options.max_memory`` when set."""
+    extra = [n for n in STATES_GRID if n <= n_train // SYMBOLS_PER_STATE] or [STATES_GRID[0]]
+    grid = [min(corpus.n_symbols + n, MAX_STATES) for n in extra]
+    if options.max_memory is not None:
+        fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
+        grid = fits or grid[:1]
+    return sorted(set(grid))
 
 
 DENSE_STATE_LIMIT = 10_000

@@ -16,7 +16,6 @@ from engine.backends.model_files import load_model
 from engine.corpora import allocation, text
 from engine.corpora.text import placeholder_share
 from engine.model import pruning
-from engine.model.codec import TextCodec
 from engine.model.dense import CHMM
 from engine.training import growing, learning, stages
 from engine.training.options import (
@@ -97,6 +96,8 @@ def train_text(
     options, result = selection.options, selection.result
     selected = result.model
     has_validation = bool(corpus.validation_parts)
+    if has_validation and corpus.unit != text.UNITS[0]:  # the back-off's weight, on the model validation chose
+        selected = selection.result.model = stages.with_backoff_weight(selected, corpus.validation_parts, backend, run)
     validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
     trained, refit_iterations, refitted = selected, 0, False
     refit_started = time.perf_counter()
@@ -104,6 +105,8 @@ def train_text(
     if options.refit and has_validation and result.stopped not in STOPPED_BAD and _refit_fits(selection, end, run):
         trained, refit_iterations, refitted = _refit_by(selection, corpus, run, end)
     refit_seconds = time.perf_counter() - refit_started
+    if refitted and trained.backoff_weight != selected.backoff_weight:  # the weight validation chose
+        trained = trained.with_arrays(backoff_weight=selected.backoff_weight)
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
     outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)
     outcome.summary["expected_minutes"] = expected  # stated before the start, beside the seconds it took
@@ -204,9 +207,9 @@ def _outcome(
         "refit_iterations": refit_iterations,
         "history": [r._asdict() for r in result.history],
         "sizes": {"train": len(corpus.train), "validation": len(corpus.validation), "test": len(corpus.test)},
-        **({"rare_share": placeholder_share(corpus.train_full_text)} if corpus.vocabulary is not None else {}),
+        **({"rare_share": placeholder_share(corpus.train_full_text, corpus.unit)} if corpus.vocabulary else {}),
         **(
-            {"heldout_rare_share": placeholder_share(corpus.validation_text + " " + corpus.test_text)}
+            {"heldout_rare_share": placeholder_share(corpus.validation_text + " " + corpus.test_text, corpus.unit)}
             if corpus.vocabulary is not None and (corpus.validation_text or corpus.test_text)
             else {}
         ),
@@ -220,7 +223,7 @@ def _outcome(
         **({"search": search} if search else {}),
         **({"chosen": _chosen(selection)} if search else {}),
     }
-    trained.codec = TextCodec(corpus.normalisation, corpus.vocabulary)
+    trained.codec = stages.corpus_codec(corpus)
     summary = {
         **figures,
         "iterations": len(result.history),
@@ -278,7 +281,8 @@ def select_stage(
     :class:`_StageStopped` when a grown model's dense stage was cancelled or failed."""
     grow_from = options.grow_from
     grows = engines.supports(run.backend, "grows")
-    if grow_from is None and grows and options.states > DENSE_STATE_LIMIT and init_model is None:
+    words = corpus.unit != text.UNITS[0]  # a word model's blocks are few and small: nothing to grow from
+    if grow_from is None and grows and options.states > DENSE_STATE_LIMIT and init_model is None and not words:
         grow_from = options.states // GROW_FACTOR
     config = options.training_config()
     schedule: dict[str, Any] = {}

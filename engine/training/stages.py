@@ -9,9 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends import engines
+from engine.backends.cpu import inference
 from engine.corpora import allocation, text
 from engine.model import blocks
+from engine.model.backoff import choose_weight
 from engine.model.blocks import pairs_in_sequence
+from engine.model.codec import TextCodec
 from engine.model.dense import BACKOFF_WEIGHT, CHMM, random_model
 from engine.training import learning, support
 from engine.training.options import (
@@ -41,15 +45,19 @@ def prepare_training_corpus(
         max_train=options.max_train,
         name=name,
         fixed_alphabet=(init_model.symbols, codec.vocabulary_list) if init_model is not None else None,
+        unit=codec.unit if codec is not None else options.unit,
+        min_count=options.min_count,
+        by_sequence=options.by_sequence,
     )
     if init_model is None and options.states != AUTO:
         allocation.check_states(options.states, corpus.n_symbols)  # before any candidate or restart starts
     return corpus
 
 
-def corpus_pairs(corpus: text.Corpus) -> np.ndarray:
-    """The distinct symbol pairs of the training part (train + validation), within documents."""
-    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in corpus.train_full_parts]
+def corpus_pairs(corpus: text.Corpus, full: bool = True) -> np.ndarray:
+    """The distinct symbol pairs of the training part (train + validation; without ``full``, train only), within
+    documents."""
+    codes = [pairs_in_sequence(x, corpus.n_symbols) for x in (corpus.train_full_parts if full else corpus.train_parts)]
     if not codes:
         return np.zeros((0, 2), dtype=np.int64)
     return np.unique(np.concatenate(codes), axis=0)
@@ -58,21 +66,46 @@ def corpus_pairs(corpus: text.Corpus) -> np.ndarray:
 def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int = 0) -> CHMM:
     """Stage 2 of a new model: clones allocated by ``options.allocation`` over the training part, T random on the
     symbol pairs it has, seeded by ``options.seed`` (restart 0) or by (``options.seed``, ``restart``); aligned or
-    uniform as :func:`restart_plan` says for ``options.start``."""
+    uniform as :func:`restart_plan` says for ``options.start``. A model of words or tokens stores the blocks of the
+    train text's pairs only, so that the validation text meets pairs never seen as the test text will (half of a
+    novel's word pairs): the back-off's weight and the stopping point are chosen on what the test will be like; the
+    refit adds the validation text's pairs (:func:`refit_stage`)."""
     n_clones = allocation.allocate_clones(
         corpus.train_full_parts, corpus.n_symbols, options.states, options.allocation, options.ngram_order
     )
     rng = np.random.default_rng(options.seed if restart == 0 else [options.seed, restart])
     aligned = restart_plan(restart, options.start)[0]
-    return random_model(
+    model = random_model(
         corpus.symbols,
         n_clones,
-        corpus_pairs(corpus),
+        corpus_pairs(corpus, full=corpus.unit == text.UNITS[0]),
         rng,
         DTYPES[options.dtype],
+        codec=corpus_codec(corpus),
         concentration=SHARP_CONCENTRATION if aligned else None,
         aligned_share=ALIGNED_SHARE if aligned else 0.0,
     )
+    if corpus.unit == text.UNITS[0]:
+        return model
+    return model.with_arrays(backoff_weight=unseen_share(corpus))
+
+
+def unseen_share(corpus: text.Corpus) -> float:
+    """The share of the validation text's symbol pairs that the train text never has, within [0.01, 0.9]: the
+    back-off weight a model of words or tokens is selected with (its early stopping and the search compare
+    candidates with it; :func:`with_backoff_weight` then chooses it on validation)."""
+    stored = corpus_pairs(corpus, full=False)
+    codes = stored[:, 0] * corpus.n_symbols + stored[:, 1]
+    steps = [x[:-1] * corpus.n_symbols + x[1:] for x in corpus.validation_parts if len(x) > 1]
+    if not steps:
+        return 0.5
+    wanted = np.concatenate(steps)
+    return float(np.clip(np.mean(~np.isin(wanted, codes)), 0.01, 0.9))
+
+
+def corpus_codec(corpus: text.Corpus) -> TextCodec:
+    """How a model of ``corpus`` reads text: its unit, normalisation and vocabulary."""
+    return TextCodec(corpus.normalisation, corpus.vocabulary, corpus.unit)
 
 
 def select_on_validation(
@@ -164,6 +197,8 @@ def refit_stage(
         config = replace(config, algorithm="em")
     if iterations == 0:
         return (start, 0, True) if grown else (selection.model, 0, False)
+    if corpus.unit != text.UNITS[0]:  # the validation text's pairs join the train text's (initial_model_for)
+        start = extend_model(start, corpus_pairs(corpus), np.random.default_rng(0), start.T.dtype)
     run.say(f"refitting on training + validation text for {iterations} iteration(s)")
     refit_config = replace(config, iterations=iterations, tolerance=0.0)
     callback = run.callback
@@ -206,3 +241,18 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
             raw[lo:hi] = 1e-3 * rng.random(hi - lo) / new_layout.n_clones[j]
     T = blocks.normalise_rows(new_layout, raw, 0.0, dtype)
     return model.with_arrays(layout=new_layout, T=T, pi=model.pi.astype(dtype), counts=None)
+
+
+def with_backoff_weight(model: Any, parts: list[np.ndarray], backend: str, run: RunContext) -> Any:
+    """``model`` with the weight w of its back-off (:mod:`engine.model.backoff`) that gives ``parts`` (validation
+    text) the highest likelihood (:func:`engine.model.backoff.choose_weight`), from the CHMM's own predictions
+    (w = 0, on the implementation that runs it) and the back-off's at every position."""
+    engine = engines.engine_for(model, backend)
+    state = engine.load(model.with_arrays(backoff_weight=0.0))
+    with np.errstate(over="ignore"):
+        predictive = np.concatenate([np.exp2(-engine.surprisal(state, x)) for x in parts])
+    table = inference.model_backoff(model)
+    weight = choose_weight(predictive, np.concatenate([table.sequence(x) for x in parts]))
+    unseen = float(np.mean(predictive == 0.0))
+    run.say(f"back-off weight {weight:.3f} chosen on validation (the CHMM gives {unseen:.0%} of it probability 0)")
+    return model.with_arrays(backoff_weight=weight)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine.backends.cpu import kernels as cpu
 from engine.model import row_keys
+from engine.model.backoff import Backoff, backoff_kind
 from engine.model.blocks import BlockLayout
 from engine.model.dense import BACKOFF_WEIGHT as BACKOFF_WEIGHT  # the back-off weight of :func:`score`
 from engine.model.dense import CHMM
@@ -148,29 +149,23 @@ def log_likelihood(model: CHMM, x: np.ndarray, row_key: np.ndarray | None = None
     return float(np.sum(np.log(result.predictive)))
 
 
-def symbol_bigram(model: CHMM) -> np.ndarray:
-    """Symbol bigram P(j | i) from the model's expected counts summed per block (the pair counts of the training
-    text: from ``counts``, or ``pair_counts`` in a model saved without them, :meth:`CHMM.block_counts`), add-1/2
-    smoothed; uniform rows where the model keeps neither."""
+def model_backoff(model: Any) -> Backoff:
+    """The back-off Q of ``model`` (:mod:`engine.model.backoff`; its unit's kind) from its expected counts summed per
+    block (the pair counts of the training text: from ``counts``, or ``pair_counts`` in a model saved without them,
+    :meth:`CHMM.block_counts`); none kept: no counts."""
     if hasattr(model, "block_counts"):
         sums = model.block_counts()
     elif model.counts is not None and model.layout.n_blocks:
         sums = np.add.reduceat(model.counts, model.layout.block_offset[:-1])
     else:
         sums = None
-    return symbol_bigram_from_block_sums(model.layout, sums if sums is not None and sums.size else None)
+    return backoff_from_block_sums(model, sums if sums is not None and sums.size else None)
 
 
-def symbol_bigram_from_block_sums(layout: BlockLayout, block_sums: np.ndarray | None) -> np.ndarray:
-    """Symbol bigram P(j | i) from the summed expected counts of each stored block (None: no counts kept), add-1/2
-    smoothed (see :func:`symbol_bigram`)."""
-    n = layout.n_symbols
-    table = np.zeros((n, n))
-    if block_sums is not None:
-        for k, (i, j) in enumerate(layout.block_pairs):
-            table[i, j] = block_sums[k]
-    table += 0.5
-    return table / table.sum(axis=1, keepdims=True)
+def backoff_from_block_sums(model: Any, block_sums: np.ndarray | None) -> Backoff:
+    """The back-off of ``model`` (its layout and its codec's unit) from the summed expected counts of each stored
+    block (None: no counts kept)."""
+    return Backoff.build(model.layout, block_sums, backoff_kind(model.codec.unit))
 
 
 def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> ScoreResult:
@@ -193,34 +188,31 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
     if not 0.0 <= backoff_weight < 1.0:
         raise ValueError("backoff_weight must lie in [0, 1)")
     result = forward(model, x)
-    return score_from_predictive(x, result.predictive, result.zero_events, symbol_bigram(model), backoff_weight)
+    return score_from_predictive(x, result.predictive, result.zero_events, model_backoff(model), backoff_weight)
 
 
 def score_from_predictive(
-    x: np.ndarray, predictive: np.ndarray, zero_events: int, bigram: np.ndarray, backoff_weight: float
+    x: np.ndarray, predictive: np.ndarray, zero_events: int, backoff: Backoff, backoff_weight: float
 ) -> ScoreResult:
     """The BPS of :func:`score` from the forward pass's predictive probabilities and the back-off bigram: the mean
     of :func:`surprisal_from_predictive` (every implementation scores through these two functions)."""
-    log2_probability = -float(np.sum(surprisal_from_predictive(x, predictive, bigram, backoff_weight)))
+    log2_probability = -float(np.sum(surprisal_from_predictive(x, predictive, backoff, backoff_weight)))
     return ScoreResult(-log2_probability / len(x), log2_probability, len(x), int(zero_events))
 
 
 def surprisal_from_predictive(
-    x: np.ndarray, predictive: np.ndarray, bigram: np.ndarray, backoff_weight: float
+    x: np.ndarray, predictive: np.ndarray, backoff: Backoff, backoff_weight: float
 ) -> np.ndarray:
     """-log2 of each symbol's probability as :func:`score` counts it (:func:`predictive_with_backoff`), in bits."""
     with np.errstate(divide="ignore"):
-        return -np.log2(predictive_with_backoff(x, predictive, bigram, backoff_weight))
+        return -np.log2(predictive_with_backoff(x, predictive, backoff, backoff_weight))
 
 
 def predictive_with_backoff(
-    x: np.ndarray, predictive: np.ndarray, bigram: np.ndarray, backoff_weight: float
+    x: np.ndarray, predictive: np.ndarray, backoff: Backoff, backoff_weight: float
 ) -> np.ndarray:
     """Each symbol's probability as :func:`score` counts it: (1 - w) P_CHMM(x_n | x_<n) + w Q(x_n | x_{n-1})."""
-    q = np.empty(len(x))
-    q[0] = 1.0 / bigram.shape[0]
-    q[1:] = bigram[x[:-1], x[1:]]
-    return (1.0 - backoff_weight) * predictive + backoff_weight * q
+    return (1.0 - backoff_weight) * predictive + backoff_weight * backoff.sequence(x)
 
 
 def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> np.ndarray:
@@ -229,7 +221,7 @@ def surprisal(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     predictive = forward(model, x).predictive
-    return surprisal_from_predictive(x, predictive, symbol_bigram(model), backoff_weight)
+    return surprisal_from_predictive(x, predictive, model_backoff(model), backoff_weight)
 
 
 # ------------------------------------------------------------------------------------------------ backward

@@ -95,6 +95,10 @@ class SparseCHMM(CloneModel):
         """The same model with new values of the stored entries (and counts, and pi if given)."""
         return replace(self, data=data, counts=counts, pi=self.pi if pi is None else pi)
 
+    def block_counts(self) -> np.ndarray | None:
+        """The expected counts summed over each stored block (:func:`block_sums`), or None without counts."""
+        return block_sums(self)
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save to ``path`` (see :func:`save`)."""
         save(self, path)
@@ -258,8 +262,8 @@ def score(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None)
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     result = forward(model, x)
-    bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
-    return inference.score_from_predictive(x, result.predictive, result.zero_events, bigram, backoff_weight)
+    backoff = inference.backoff_from_block_sums(model, block_sums(model))
+    return inference.score_from_predictive(x, result.predictive, result.zero_events, backoff, backoff_weight)
 
 
 def surprisal(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = None) -> np.ndarray:
@@ -267,8 +271,8 @@ def surprisal(model: SparseCHMM, x: np.ndarray, backoff_weight: float | None = N
     x = np.ascontiguousarray(x, dtype=np.int64)
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
-    bigram = inference.symbol_bigram_from_block_sums(model.layout, block_sums(model))
-    return inference.surprisal_from_predictive(x, forward(model, x).predictive, bigram, backoff_weight)
+    backoff = inference.backoff_from_block_sums(model, block_sums(model))
+    return inference.surprisal_from_predictive(x, forward(model, x).predictive, backoff, backoff_weight)
 
 
 @dataclass

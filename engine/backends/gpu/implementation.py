@@ -16,6 +16,7 @@ from engine.backends.gpu.device_blocks import PASS_PRECISIONS, DeviceBlocks
 from engine.backends.gpu.devices import Device, DeviceMemoryError, DeviceModel, estimate_device_bytes
 from engine.backends.gpu.lockstep import DeviceLockstep
 from engine.model import pruning, row_keys
+from engine.model.backoff import Backoff
 from engine.model.blocks import BlockLayout
 from engine.model.dense import CHMM
 
@@ -106,22 +107,22 @@ class GpuDenseEngine:
             row_key = row_keys.check_row_key(state.blocks.layout, x, row_key)
         return state.blocks.forward_messages(state, x, initial, row_key, store)
 
-    def _bigram(self, state: DeviceModel) -> np.ndarray:
+    def _backoff(self, state: DeviceModel) -> Backoff:
         # the device's counts when it has them, else the model file's sums per block (a model saved without counts)
         sums = state.template.block_counts() if state.counts is None else state.blocks.block_sums(state.counts)
-        return inference.symbol_bigram_from_block_sums(state.blocks.layout, sums)
+        return inference.backoff_from_block_sums(state.template, sums)
 
     def score(self, state: DeviceModel, x: np.ndarray) -> inference.ScoreResult:
         x = np.asarray(x, dtype=np.int64)
         predictive, zero_events = state.blocks.forward(state, x)
         return inference.score_from_predictive(
-            x, predictive, zero_events, self._bigram(state), state.template.backoff_weight
+            x, predictive, zero_events, self._backoff(state), state.template.backoff_weight
         )
 
     def surprisal(self, state: DeviceModel, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
         predictive, _ = state.blocks.forward(state, x)
-        return inference.surprisal_from_predictive(x, predictive, self._bigram(state), state.template.backoff_weight)
+        return inference.surprisal_from_predictive(x, predictive, self._backoff(state), state.template.backoff_weight)
 
     # learning
     def plan(
