@@ -50,6 +50,14 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
     return _number(form, name, label, kind, low, high)
 
 
+def _choice(form: dict[str, Any], name: str, choices: tuple[str, ...], default: str) -> str:
+    """The form's ``name`` if it is one of ``choices`` (empty: ``default``), else ValueError in one sentence."""
+    value = form.get(name) or default
+    if value not in choices:
+        raise ValueError(f"Unknown {name} {value!r}; choose one of {', '.join(choices)}.")
+    return value
+
+
 def options_from_form(form: dict[str, Any]) -> api.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
     iterations, batch_size, restarts, start, pseudocount, budget, validation, seed, backend), with a clear
@@ -80,6 +88,7 @@ def options_from_form(form: dict[str, Any]) -> api.TrainOptions:
         max_memory=config.max_train_bytes(),
         allocation=form.get("allocation") or DEFAULTS.allocation,
         normalisation=form.get("normalisation") or DEFAULTS.normalisation,
+        unit=_choice(form, "unit", api.UNITS, DEFAULTS.unit),
         algorithm=algorithm,
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
         batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),

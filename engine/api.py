@@ -283,6 +283,8 @@ def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
             validation=settings.get("validation", 0.1),
             max_train=settings.get("max_train"),
             fixed_alphabet=(model.symbols, model.codec.vocabulary_list),
+            unit=model.codec.unit,
+            by_sequence=bool(settings.get("by_sequence")),
         )
     except (text.CorpusError, ValueError):
         return None
@@ -299,7 +301,7 @@ def held_out_split_text(model: CHMM, raw_text: str) -> tuple[str, str] | None:
 def reference_text(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised like the model's corpus, every word kept (no "rare" replacement): the reference that
     marks generalized words seen or novel, so that "novel" means absent from the whole raw text."""
-    return text.normalise_characters(raw_text, model.codec.normalisation)
+    return model.codec.normalise_all(raw_text)
 
 
 def model_communities(
@@ -383,8 +385,9 @@ def clone_path(model: CHMM, raw_text: str) -> ClonePath:
     normalised = model.codec.normalise(raw_text).strip(" ")
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
-    base = text.apply_normalisation(raw_text, model.codec.normalisation, None).strip(" ").split(" ")
-    replaced = [w for w, n in zip(base, normalised.split(" "), strict=False) if n == text.RARE_WORD != w]
+    base = model.codec.normalise_all(raw_text).split()
+    placeholder = text.RARE_WORD if model.codec.characters else text.RARE_TOKEN
+    replaced = [w for w, n in zip(base, normalised.split(), strict=False) if n == placeholder != w]
     spaced = f" {normalised} " if " " in model.symbols else normalised
     engine = engines.engine_for(model)
     result = engine.viterbi(engine.load(model), model.encode(spaced))

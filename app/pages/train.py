@@ -26,6 +26,7 @@ from engine.api import (
     STARTS,
     STATES_GRID,
     SYMBOLS_PER_STATE,
+    UNITS,
     TrainOptions,
     backend_choices,
     backend_status,
@@ -52,6 +53,7 @@ FORM = [
     ("states", ids.TRAIN_STATES),
     ("allocation", ids.TRAIN_ALLOCATION),
     ("normalisation", ids.TRAIN_NORMALISATION),
+    ("unit", ids.TRAIN_UNIT),
     ("algorithm", ids.TRAIN_ALGORITHM),
     ("iterations", ids.TRAIN_ITERATIONS),
     ("batch_size", ids.TRAIN_BATCH_SIZE),
@@ -162,6 +164,18 @@ def layout(**_query: Any) -> html.Div:
                         inline=True,
                     ),
                     "paper: lowercase letters and spaces, rare words replaced; raw: every character",
+                ),
+                ui.field(
+                    "Symbol",
+                    dcc.RadioItems(
+                        id=ids.TRAIN_UNIT,
+                        **REMEMBERED,
+                        options=list(UNITS),
+                        value=DEFAULTS.unit,
+                        inline=True,
+                    ),
+                    "what one symbol is: a character; a word (lowercase, numbers written out, words seen once as "
+                    "<rare>); a token as given, between spaces",
                 ),
                 ui.field(
                     "Algorithm",
@@ -321,6 +335,7 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
                     ),
                     ("Alphabet", f"{preview['alphabet_size']} symbols: {preview['alphabet']}"),
                     ("Vocabulary", None if vocabulary is None else f"{vocabulary:,} words seen at least twice"),
+                    ("Symbol", preview.get("unit")),
                     (
                         "Symbols",
                         f"{preview['train']:,} train, {preview['validation']:,} validation, {preview['test']:,} test",
@@ -337,16 +352,19 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
     Output(ids.CORPUS_PREVIEW, "children"),
     Input(ids.CORPUS_VERSION, "data"),
     Input(ids.TRAIN_NORMALISATION, "value"),
+    Input(ids.TRAIN_UNIT, "value"),
     Input(ids.TRAIN_VALIDATION, "value"),
     Input(ids.SESSION, "data"),
 )
-def show_preview(_version: Any, normalisation: str, validation: Any, session_id: str | None) -> Any:
+def show_preview(_version: Any, normalisation: str, unit: str, validation: Any, session_id: str | None) -> Any:
     try:
         folder = sessions.session_folder(session_id)
         if corpus_service.corpus_info(folder) is None:
             return ui.message("No corpus yet: upload a .txt file or use the sample corpus.")
         share = float(validation) if validation not in (None, "") else 0.1
-        return preview_view(corpus_service.corpus_preview(folder, normalisation or "paper", share))
+        return preview_view(
+            corpus_service.corpus_preview(folder, normalisation or "paper", share, unit or "characters")
+        )
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
 

@@ -15,6 +15,8 @@ from engine import api
 from engine.files import atomic_write_bytes, atomic_write_json
 
 PREVIEW_CHARS = 600
+PREVIEW_SYMBOLS = 300
+"""The most symbols of the alphabet the preview lists (a word model has thousands)."""
 
 
 def _over(size: int, limit: int) -> str:
@@ -187,19 +189,27 @@ def joined_corpus_text(folder: Path) -> str | None:
     return (folder / sessions.CORPUS).read_text(encoding="utf-8")
 
 
-def corpus_preview(folder: Path, normalisation: str = "paper", validation: float = 0.1) -> dict[str, Any]:
+def corpus_preview(
+    folder: Path, normalisation: str = "paper", validation: float = 0.1, unit: str = "characters"
+) -> dict[str, Any]:
     """Size, alphabet, split sizes and the start of the normalised training text of the session's corpus, as
-    ``engine.corpora.text.prepare_corpus`` prepares it for training (CorpusError when it cannot be trained on)."""
+    ``engine.corpora.text.prepare_corpus`` prepares it for training with symbols of ``unit`` (CorpusError when it
+    cannot be trained on)."""
     given, info = read_corpus(folder)
-    corpus = api.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name)
+    corpus = api.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name, unit=unit)
+    shown = corpus.symbols[:PREVIEW_SYMBOLS]
+    alphabet = "".join(visible(s) for s in shown) if unit == "characters" else " ".join(shown)
+    if len(corpus.symbols) > len(shown):
+        alphabet += f" … and {len(corpus.symbols) - len(shown):,} more"
     return {
         "name": info.name,
         "documents": info.documents,
         "bytes": info.bytes,
         "characters": info.characters,
-        "normalisation": normalisation,
+        "normalisation": corpus.normalisation,
+        "unit": unit,
         "alphabet_size": corpus.n_symbols,
-        "alphabet": "".join(visible(s) for s in corpus.symbols),
+        "alphabet": alphabet,
         "vocabulary": len(corpus.vocabulary) if corpus.vocabulary is not None else None,
         "train": len(corpus.train),
         "validation": len(corpus.validation),

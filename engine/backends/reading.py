@@ -30,10 +30,7 @@ def encode_for_model(model: CHMM, raw_text: str, placeholder: bool = True) -> np
     read letter by letter, also the words outside the model's vocabulary that its corpus wrote as ``rare``: the
     honest reading of a text that is not the model's own (``rare`` is easy to predict, so a text full of unknown
     words, a foreign one, scored too well with it)."""
-    if placeholder:
-        normalised = model.codec.normalise(raw_text)
-    else:
-        normalised = text.normalise_characters(raw_text, model.codec.normalisation)
+    normalised = model.codec.normalise(raw_text) if placeholder else model.codec.normalise_all(raw_text)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     return model.encode(normalised)
@@ -74,8 +71,7 @@ def rare_words(model: CHMM, raw_text: str, examples: int = 8) -> RareWords:
     """Count the words of ``raw_text`` the model reads as the placeholder ``rare`` (:class:`RareWords`; none for a
     model without a vocabulary)."""
     codec = model.codec
-    base = text.apply_normalisation(raw_text, codec.normalisation, None)
-    words = [w for w in base.split(" ") if w]
+    words = [w for w in codec.normalise_all(raw_text).split() if w]
     share = model.metadata.get("heldout_rare_share", model.metadata.get("rare_share"))
     training = float(share) if isinstance(share, (int, float)) else None
     if codec.vocabulary is None:
@@ -100,7 +96,7 @@ def surprisal_text(model: CHMM, raw_text: str, placeholder: bool = True) -> tupl
     x = encode_for_model(model, raw_text, placeholder)
     engine = engines.engine_for(model)
     bits = engine.surprisal(engine.load(model), x)
-    return "".join(model.symbols[int(i)] for i in x), bits
+    return model.decode_symbols(x), bits
 
 
 MAX_PREFIX_CHARACTERS = 100_000
@@ -128,11 +124,21 @@ def sample_text(model: CHMM, length: int, seed: int = 0, prefix: str | None = No
     return model.decode_symbols(engine.sample(engine.load(model), length, rng, encoded))
 
 
+def check_characters(model: Any, what: str) -> None:
+    """One ValueError sentence unless ``model`` reads characters: ``what`` (a tool that permutes or colours letters)
+    makes sense for characters only."""
+    if not model.codec.characters:
+        raise ValueError(
+            f"{what} works on the letters of a character model; this model's symbols are {model.codec.unit}."
+        )
+
+
 def decode_text(model: CHMM, raw_text: str, constrained: bool = False) -> scramble.DecodeResult:
     """Decode scrambled text (word interiors permuted) by MAP inference with uncertain evidence for the word
     interiors (paper, section 4.2.2; see :func:`engine.backends.scramble.decode_scrambled`). The result holds the
     decoded text, the changed positions against the normalised input (``scramble.mark_changes(result.scrambled,
     result.decoded)`` marks them) and the log-probability of the decoding."""
+    check_characters(model, "Scrambled-letter decoding")
     return scramble.decode_scrambled(dense_for_tools(model, "decoding"), raw_text, constrained=constrained)
 
 
@@ -148,6 +154,7 @@ def decoding_text(model: CHMM, raw_text: str) -> str:
     """``raw_text`` normalised as :func:`decode_text` and :func:`scramble_for_model` normalise it (the text a
     decoding is compared with). ValueError for text that is empty after normalisation or has characters outside
     the model's alphabet."""
+    check_characters(model, "Scrambled-letter decoding")
     normalised = scramble.normalise_for_decoding(model, raw_text)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")

@@ -268,7 +268,7 @@ def clone_graph(model: CHMM, teleportation: float = TELEPORTATION) -> CloneGraph
     metadata = {k: model.metadata[k] for k in ("pruned", "corpus", "test_bps") if k in model.metadata}
     return transition_graph(
         weight, layout.clone_symbol(), list(model.symbols), count, teleportation,
-        metadata | {"normalisation": model.codec.normalisation},
+        metadata | {"normalisation": model.codec.normalisation, "unit": model.codec.unit},
     )  # fmt: skip
 
 

@@ -112,7 +112,9 @@ def generalized_words(
         if start.sum() <= 0:
             start = np.ones(len(nodes))
         found = _walks(graph, nodes, inside, start / start.sum(), k, beam, max_length, whole_words=False)
-    placeholder = graph.metadata.get("normalisation") == "paper"
+    placeholder = (
+        graph.metadata.get("normalisation") == "paper" and graph.metadata.get("unit", "characters") == "characters"
+    )
     words = []
     for word, probability in found:
         seen = None
@@ -139,6 +141,7 @@ def _walks(
     is_space = graph.is_space()
     W = graph.weight
     chars = [graph.symbols[int(s)] for s in graph.clone_symbol]
+    gap = "" if graph.metadata.get("unit", "characters") == "characters" else " "  # words and tokens: phrases
     internal: dict[int, list[tuple[int, float]]] = {}
     stop: dict[int, float] = {}
     for node in nodes.tolist():
@@ -171,9 +174,9 @@ def _walks(
                         finished[text] += p * t
                     else:
                         following[(succ, "")] += p * t
-                elif len(text) < max_length and not text.endswith(chars[succ] * 2):
+                elif len(text) < max_length and not text.endswith(gap.join([chars[succ]] * 2)):
                     # a loop is walked once: no symbol three times running ("ellllllliot", "gooooood")
-                    following[(succ, text + chars[succ])] += p * t
+                    following[(succ, text + gap + chars[succ] if text else chars[succ])] += p * t
         if len(following) > beam:
             states = dict(sorted(following.items(), key=lambda item: -item[1])[:beam])
         else:

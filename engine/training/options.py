@@ -408,11 +408,18 @@ def _token_states(corpus: text.Corpus, options: TrainOptions, n_train: int) -> l
     states are at most one per :data:`SYMBOLS_PER_STATE` training symbols (the smallest always), within
     ``options.max_memory`` when set."""
     extra = [n for n in STATES_GRID if n <= n_train // SYMBOLS_PER_STATE] or [STATES_GRID[0]]
-    grid = [min(corpus.n_symbols + n, MAX_STATES) for n in extra]
-    if options.max_memory is not None:
-        fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory]
+    grid = sorted({min(corpus.n_symbols + n, MAX_STATES) for n in extra})
+    limit = options.max_memory if options.max_memory is not None else machine_memory_bytes()
+    if limit is not None:  # frequent words pair with frequent words: the blocks grow fast with the states
+        share = 1.0 if options.max_memory is not None else TOKEN_MEMORY_SHARE
+        fits = [n for n in grid if estimate_training_memory(corpus, replace(options, states=n)) <= share * limit]
         grid = fits or grid[:1]
-    return sorted(set(grid))
+    return grid
+
+
+TOKEN_MEMORY_SHARE = 0.5
+"""The share of this machine's memory a candidate number of states of words or tokens may need (the search runs
+its candidates one after another, but keeps the best model beside the one training)."""
 
 
 DENSE_STATE_LIMIT = 10_000
