@@ -184,6 +184,14 @@ def test_a_word_model_is_trained_scored_and_beside_the_ngram_on_the_same_tokens(
     model = outcome.model
     assert model.codec.unit == "words" and model.symbols[-1] == text.RARE_TOKEN
     assert 1e-6 <= model.backoff_weight <= 0.999
+    # the back-off reads the exact pair counts of the text the model was refitted on, one per stored block
+    corpus = text.prepare_corpus(TALE * 3, unit="words")
+    x = corpus.train_full
+    brute = {}
+    for i, j in zip(x[:-1], x[1:], strict=True):
+        brute[(int(i), int(j))] = brute.get((int(i), int(j)), 0) + 1
+    stored = {(int(i), int(j)): c for (i, j), c in zip(model.layout.block_pairs, model.pair_counts, strict=True)}
+    assert stored == brute and model.counts is None
     assert outcome.summary["test_bps"] is not None and np.isfinite(outcome.summary["test_bps"])
     beside = api.ngram_beside(TALE * 3, options, model.codec.normalisation)
     assert np.isfinite(beside["test_bps"])

@@ -96,7 +96,10 @@ def train_text(
     options, result = selection.options, selection.result
     selected = result.model
     has_validation = bool(corpus.validation_parts)
-    if has_validation and corpus.unit != text.UNITS[0]:  # the back-off's weight, on the model validation chose
+    words = corpus.unit != text.UNITS[0]
+    if words:  # the back-off's counts, and its weight on the model validation chose
+        selected = selection.result.model = stages.with_pair_counts(selected, corpus.train_parts)
+    if has_validation and words:
         selected = selection.result.model = stages.with_backoff_weight(selected, corpus.validation_parts, backend, run)
     validation_bps = stages.sequences_bps(selected, corpus.validation_parts, backend) if has_validation else None
     trained, refit_iterations, refitted = selected, 0, False
@@ -105,7 +108,8 @@ def train_text(
     if options.refit and has_validation and result.stopped not in STOPPED_BAD and _refit_fits(selection, end, run):
         trained, refit_iterations, refitted = _refit_by(selection, corpus, run, end)
     refit_seconds = time.perf_counter() - refit_started
-    if refitted and trained.backoff_weight != selected.backoff_weight:  # the weight validation chose
+    if refitted and words:  # the weight validation chose, the counts of the text refitted on
+        trained = stages.with_pair_counts(trained, corpus.train_full_parts)
         trained = trained.with_arrays(backoff_weight=selected.backoff_weight)
     run_figures = (validation_bps, refit_iterations, refitted, time.perf_counter() - started)
     outcome = _outcome(trained, selection, corpus, run_figures, search, init_model, backend, name)

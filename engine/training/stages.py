@@ -243,6 +243,17 @@ def extend_model(model: CHMM, pairs: np.ndarray, rng: np.random.Generator, dtype
     return model.with_arrays(layout=new_layout, T=T, pi=model.pi.astype(dtype), counts=None)
 
 
+def with_pair_counts(model: Any, parts: list[np.ndarray]) -> Any:
+    """``model`` with the exact symbol-pair counts of ``parts`` (the text it was trained on) as its ``pair_counts``,
+    one per stored block, in place of its expected counts: what its back-off is built from. Online EM's statistics
+    are running averages, not counts (a Kneser-Ney back-off built from them cost 0.6 bits per word on Moby Dick)."""
+    layout = model.layout
+    found = [layout.find_blocks(x[:-1], x[1:]) for x in parts if len(x) > 1]
+    blocks = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    exact = np.bincount(blocks[blocks >= 0], minlength=layout.n_blocks).astype(np.float64)
+    return model.with_arrays(counts=None, pair_counts=exact)
+
+
 def with_backoff_weight(model: Any, parts: list[np.ndarray], backend: str, run: RunContext) -> Any:
     """``model`` with the weight w of its back-off (:mod:`engine.model.backoff`) that gives ``parts`` (validation
     text) the highest likelihood (:func:`engine.model.backoff.choose_weight`), from the CHMM's own predictions
