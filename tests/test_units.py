@@ -118,6 +118,16 @@ def test_bad_corpora_of_other_units_are_refused_in_one_sentence() -> None:
         sequences.sequences_from_tokens([["a"], ["a b"]])
 
 
+def test_a_vocabulary_past_the_limit_and_a_model_past_the_memory_are_refused(monkeypatch) -> None:
+    monkeypatch.setattr(text, "MAX_SYMBOLS", 10)
+    with pytest.raises(text.CorpusError, match=r"has 1\d distinct words seen at least 2 time\(s\), more than the 10"):
+        text.prepare_corpus(TALE, unit="words")
+    monkeypatch.undo()
+    options = api.TrainOptions(unit="words", states=5_000, pseudocount=0.01, max_memory=1_000)
+    with pytest.raises(ValueError, match="5,000 states would need about .* GiB to train on this corpus, more than"):
+        api.train_text(TALE, options)
+
+
 # ------------------------------------------------------------------------------------------------ back-off
 def _tiny_token_model(kind_unit: str, seed: int = 0):
     """A model of 3 symbols and 2 clones each whose blocks miss some pairs, with expected counts on its blocks."""

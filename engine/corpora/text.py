@@ -65,6 +65,10 @@ UNIT_NORMALISATION = {"words": "paper", "tokens": "raw"}
 """The normalisation a unit other than characters implies (words: the paper's, at word level; tokens: as given)."""
 MIN_COUNT = 2
 """Words and tokens seen fewer times than this in the training part become :data:`RARE_TOKEN` (the paper's rule)."""
+MAX_SYMBOLS = 200_000
+"""The largest vocabulary of words or tokens read (each symbol needs a clone, the search a few states more per
+frequent one; 50,000 is the scale this round aims at): past it, a corpus is refused with the advice to raise the
+minimum count."""
 RARE_TOKEN = "<rare>"
 """The one symbol of every word or token under the minimum count (and of those never seen in training)."""
 
@@ -446,6 +450,11 @@ def alphabet_of(
     for part in train_parts:
         counts.update(symbols_of(part, unit))
     vocabulary = sorted(w for w, c in counts.items() if c >= min_count)
+    if len(vocabulary) >= MAX_SYMBOLS:
+        raise CorpusError(
+            f"{name} has {len(vocabulary):,} distinct {unit} seen at least {min_count} time(s), more than the "
+            f"{MAX_SYMBOLS:,} a model takes; raise the minimum count (--min-count)."
+        )
     return vocabulary + [RARE_TOKEN], vocabulary
 
 
