@@ -240,7 +240,7 @@ def test_the_command_line_trains_on_an_event_log(tmp_path, capsys) -> None:
     args += ["--quiet", "--json"]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["symbol"] == "tokens" and summary["test_bps"] < 0.1  # the cases are deterministic
+    assert summary["unit"] == "tokens" and summary["test_bps"] < 0.1  # the cases are deterministic
     assert api.load_model(out).codec.unit == "tokens"
     assert main(["train", str(log), "-o", str(out), "--format", "csv", "--token-column", "activity"]) == 1
     assert "needs the CSV's --sequence-column and --token-column" in capsys.readouterr().err

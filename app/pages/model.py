@@ -121,7 +121,7 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
     table = ui.facts(
         [
             (term("States (clones)", CLONE), f"{summary['states']:,}"),
-            ("Alphabet", f"{summary['alphabet_size']} symbols: {''.join(summary['symbols'])}"),
+            ("Alphabet", alphabet_text(summary)),
             (term("Transitions", STORED), model_service.transitions_text(summary)),
             ("Pruned", pruned_text(pruned) if pruned else "no (Prune page: remove the small transitions)"),
             (term("BPS train" + when, BPS), ui.bps(summary.get("train_bps"))),
@@ -130,6 +130,7 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
             ("Corpus", summary.get("corpus")),
             ("Symbols (train/validation/test)", size_text),
             ("Normalisation", summary.get("normalisation")),
+            ("Unit", summary.get("unit")),
             ("Algorithm", summary.get("algorithm")),
             ("Allocation", summary.get("allocation")),
             ("Seed", summary.get("seed")),
@@ -139,6 +140,19 @@ def summary_view(summary: dict[str, Any] | None) -> tuple[Any, Any, Any]:
         ]
     )
     return table, figures.clones_figure(summary), figures.history_figure(summary.get("history") or [])
+
+
+ALPHABET_SHOWN = 200
+"""The most symbols the Model page lists (a model of words has thousands)."""
+
+
+def alphabet_text(summary: dict[str, Any]) -> str:
+    """The alphabet in one line: its characters side by side, or its first words separated by spaces."""
+    symbols = summary["symbols"]
+    if summary.get("unit", "characters") == "characters":
+        return f"{summary['alphabet_size']} symbols: {''.join(symbols)}"
+    more = f" … and {len(symbols) - ALPHABET_SHOWN:,} more" if len(symbols) > ALPHABET_SHOWN else ""
+    return f"{summary['alphabet_size']:,} {summary['unit']}: {' '.join(symbols[:ALPHABET_SHOWN])}{more}"
 
 
 def pruned_text(record: dict[str, Any]) -> str:

@@ -166,7 +166,7 @@ def layout(**_query: Any) -> html.Div:
                     "paper: lowercase letters and spaces, rare words replaced; raw: every character",
                 ),
                 ui.field(
-                    "Symbol",
+                    "Unit",
                     dcc.RadioItems(
                         id=ids.TRAIN_UNIT,
                         **REMEMBERED,
@@ -335,7 +335,7 @@ def preview_view(preview: dict[str, Any]) -> html.Div:
                     ),
                     ("Alphabet", f"{preview['alphabet_size']} symbols: {preview['alphabet']}"),
                     ("Vocabulary", None if vocabulary is None else f"{vocabulary:,} words seen at least twice"),
-                    ("Symbol", preview.get("unit")),
+                    ("Unit", preview.get("unit")),
                     (
                         "Symbols",
                         f"{preview['train']:,} train, {preview['validation']:,} validation, {preview['test']:,} test",

@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     summary = outcome.summary
     ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
-    summary["symbol"] = outcome.model.codec.unit
+    summary["unit"] = outcome.model.codec.unit
     model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics)
     summary["saved"] = saved
     summary["ngram"] = model.metadata["ngram"] = ngram
