@@ -602,3 +602,28 @@ def test_the_start_model_is_summarised_once_for_every_new_session(data_dir: Path
     own.write_bytes(data)  # the session's own copy now: not shared
     model_service.model_summary(second)
     assert len(loads) == 2
+
+
+def test_a_word_model_samples_scores_and_is_found_word_by_word(folder: Path, tmp_path: Path) -> None:
+    """A model whose symbols are words on the Generate and Communities services: the surprisal has one piece per
+    word (with its space), a prefix is joined to its continuation by a space, the placeholder <rare> is marked, a
+    phrase is found clone by clone, and decoding scrambled letters says in one sentence that it is for characters."""
+    corpus = api.prepare_corpus(SHORT_TEXT, unit="words")
+    options = training.TrainOptions(unit="words", algorithm="em", pseudocount=1e-3, states=corpus.n_symbols + 50)
+    outcome = training.train_text(SHORT_TEXT, options)
+    saved = tmp_path / "words.npz"
+    model_files.save_model(outcome.model, saved)
+    model_service.load_model_upload(folder, data_uri(saved.read_bytes(), "application/octet-stream"), "words.npz")
+    words = corpus.decode(corpus.train[:3]).split()  # a phrase of the model's own text
+    scored = generate_service.score(folder, " ".join(words), placeholder=True)
+    assert [piece for piece, _ in scored["surprisal"]] == [f"{w} " for w in words]
+    assert generate_service.reading(folder) == (" ", api.RARE_TOKEN)
+    assert generate_service.placeholder_pieces(f"a {api.RARE_TOKEN} b", api.RARE_TOKEN) == [
+        ("a ", False), (api.RARE_TOKEN, True), (" b", False),
+    ]  # fmt: skip
+    assert len(generate_service.sample(folder, 20, 0, words[0]).split()) == 20
+    graph_service.run_communities(folder, trials=1)
+    found = graph_service.find_word(folder, " ".join(words[:2]))
+    assert [s["char"] for s in found["steps"]] == words[:2] and len(found["clones"]) == 2
+    with pytest.raises(UserError, match="Scrambled-letter decoding works on the letters of a character model"):
+        decode_service.decode(folder, "the cat")

@@ -9,6 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from app import ids, jobs, services, sessions, ui
 from app.services import generate as generate_service
+from engine.api import RARE_WORD
 
 dash.register_page(__name__, path="/generate", name="Generate", title="CHMM Explorer · Generate", order=2)
 
@@ -19,8 +20,9 @@ def layout(**_query: Any) -> html.Div:
         html.Div(
             [
                 ui.field(
-                    "Characters",
+                    "Symbols",
                     dcc.Input(id=ids.SAMPLE_LENGTH, type="number", value=300, step="any"),
+                    "characters, or words for a model of words",
                 ),
                 ui.field("Seed", dcc.Input(id=ids.SAMPLE_SEED, type="number", value=0, step="any")),
                 ui.field(
@@ -57,7 +59,8 @@ def layout(**_query: Any) -> html.Div:
             ),
             html.Span(
                 "Off (the default for a text that is not the model's own): every word is read letter by letter, "
-                "so an unknown or foreign word costs what its letters cost. On: the paper's test protocol.",
+                "so an unknown or foreign word costs what its letters cost. On: the paper's test protocol (a model "
+                "of words or tokens always reads an unknown one as its placeholder <rare>).",
                 className="hint",
             ),
         ),
@@ -79,15 +82,16 @@ def prefix_for_model(session_id: str | None, _version: Any) -> str:
         return ""
 
 
-def marked(sample_text: str, mark_rare: bool) -> list[Any]:
-    """The sampled text with the placeholder ``rare`` marked as a token (when asked)."""
+def marked(sample_text: str, mark_rare: bool, placeholder: str = RARE_WORD) -> list[Any]:
+    """The sampled text with the placeholder (``rare``, or ``<rare>`` in a model of words) marked as a token (when
+    asked)."""
     if not mark_rare:
         return [sample_text]
     return [
         html.Mark(piece, className="rare-token", title="the placeholder for a word outside the vocabulary")
         if is_placeholder
         else piece
-        for piece, is_placeholder in generate_service.placeholder_pieces(sample_text)
+        for piece, is_placeholder in generate_service.placeholder_pieces(sample_text, placeholder)
     ]
 
 
@@ -109,11 +113,16 @@ def sample(
         folder = sessions.session_folder(session_id)
         generated = generate_service.sample(folder, length, seed, prefix)
         shown = generate_service.as_model_reads(folder, prefix) if prefix else ""
+        gap, placeholder = generate_service.reading(folder)
     except ui.EXPECTED_ERRORS as exc:
         return ui.error_message(exc)
     # the prefix (as the model read it) in muted type, then the sampled continuation
+    shown += gap if shown else ""
     text = html.Pre(
-        [html.Span(marked(shown, bool(mark_rare)), className="prefix"), html.Span(marked(generated, bool(mark_rare)))],
+        [
+            html.Span(marked(shown, bool(mark_rare), placeholder), className="prefix"),
+            html.Span(marked(generated, bool(mark_rare), placeholder)),
+        ],
         className="preview",
     )
     if len(generated) >= int(float(length)):

@@ -83,7 +83,9 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
             normalised, bits = api.surprisal_text(model, shown, placeholder=placeholder)
         except ValueError as exc:
             raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
-    characters = [(char, round(float(b), 3)) for char, b in zip(normalised, bits, strict=True)]
+    gap = "" if model.codec.characters else " "  # a word's piece carries the space that follows it
+    pieces = model.codec.split(normalised)
+    characters = [(piece + gap, round(float(b), 3)) for piece, b in zip(pieces, bits, strict=True)]
     rare = api.rare_words(model, raw_text)
     training = rare.training_share
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
@@ -143,11 +145,18 @@ def common_phrase(model: CHMM, corpus_text: str) -> str:
     return " ".join(phrases.most_common(1)[0][0]) if phrases else ""
 
 
-def placeholder_pieces(sample_text: str) -> list[tuple[str, bool]]:
-    """``sample_text`` cut into (piece, is the placeholder ``rare`` as a whole word) pieces, in order."""
+def reading(folder: Path) -> tuple[str, str]:
+    """How the current model's text reads: what joins a prefix to its continuation ("" for characters, a space for
+    words and tokens) and its placeholder for words outside the vocabulary (``rare``, or ``<rare>``)."""
+    codec = view_model(folder).codec
+    return ("", api.RARE_WORD) if codec.characters else (" ", api.RARE_TOKEN)
+
+
+def placeholder_pieces(sample_text: str, placeholder: str = api.RARE_WORD) -> list[tuple[str, bool]]:
+    """``sample_text`` cut into (piece, is the placeholder as a whole word) pieces, in order."""
     pieces: list[tuple[str, bool]] = []
     position = 0
-    for match in re.finditer(rf"(?<![^\s]){api.RARE_WORD}(?![^\s])", sample_text):
+    for match in re.finditer(rf"(?<![^\s]){re.escape(placeholder)}(?![^\s])", sample_text):
         if match.start() > position:
             pieces.append((sample_text[position : match.start()], False))
         pieces.append((match.group(0), True))

@@ -569,7 +569,7 @@ def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, An
     layout_ = model.layout
     symbols = layout_.clone_symbol()
     steps = []
-    for char, clone in zip(found.text, found.clones.tolist(), strict=True):
+    for char, clone in zip(model.codec.split(found.text), found.clones.tolist(), strict=True):
         module = deepest.get(int(clone))
         top = module.split(":")[0] if module else None
         rank = int(clone - layout_.clone_start[symbols[clone]])
@@ -593,6 +593,6 @@ def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, An
         "modules": modules,
         "clones": [s["clone"] for s in steps],
         "replaced": found.replaced,
-        "bps": -found.log_probability / np.log(2) / len(found.text),
+        "bps": -found.log_probability / np.log(2) / len(found.clones),
         "outside": sum(1 for s in steps if s["module"] is None),
     }

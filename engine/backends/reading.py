@@ -29,8 +29,10 @@ def encode_for_model(model: CHMM, raw_text: str, placeholder: bool = True) -> np
     characters outside the alphabet raise a clear ValueError. With ``placeholder`` False every word is kept and
     read letter by letter, also the words outside the model's vocabulary that its corpus wrote as ``rare``: the
     honest reading of a text that is not the model's own (``rare`` is easy to predict, so a text full of unknown
-    words, a foreign one, scored too well with it)."""
-    normalised = model.codec.normalise(raw_text) if placeholder else model.codec.normalise_all(raw_text)
+    words, a foreign one, scored too well with it). A model of words or tokens always reads an unknown one as its
+    placeholder: it has no letters to spell it with."""
+    keep = placeholder or not model.codec.characters  # a model of words has no letters to read an unknown word by
+    normalised = model.codec.normalise(raw_text) if keep else model.codec.normalise_all(raw_text)
     if not normalised:
         raise text.CorpusError("the text is empty after the model's normalisation")
     return model.encode(normalised)
