@@ -244,6 +244,13 @@ def test_the_command_line_trains_on_an_event_log(tmp_path, capsys) -> None:
     assert api.load_model(out).codec.unit == "tokens"
     assert main(["train", str(log), "-o", str(out), "--format", "csv", "--token-column", "activity"]) == 1
     assert "needs the CSV's --sequence-column and --token-column" in capsys.readouterr().err
+    again = ["train", str(log), "-o", str(tmp_path / "again.npz"), "--init", str(out), "--unit", "words"]
+    assert main(again) == 1
+    assert "the model to continue reads tokens, not words: leave out the unit" in capsys.readouterr().err
+    assert main(["train", str(log), "-o", str(out), "--format", "csv", "--unit", "characters", *columns]) == 1
+    assert "a CSV event log holds one token per row" in capsys.readouterr().err
+    assert main(["train", str(log), "-o", str(out), "--format", "csv", "--token-column", "activity"]) == 1
+    assert "needs the CSV's --sequence-column and --token-column" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("implementation", ["dense", "sparse", "gpu-sim"])

@@ -213,6 +213,11 @@ class TrainOptions:
         """These options for continuing ``model``: its number of states, and where the pseudocount is :data:`AUTO`
         the one ``model`` was trained with (:data:`FIRST_PSEUDOCOUNT` when its file does not say); ``init`` is spent
         (validate the options as given first: the rules of continuing a model read it)."""
+        if self.unit not in (text.UNITS[0], model.codec.unit):
+            raise ValueError(
+                f"the model to continue reads {model.codec.unit}, not {self.unit}: leave out the unit (--unit), "
+                "a continued model keeps its own"
+            )
         pseudocount = self.pseudocount
         if pseudocount == AUTO:
             recorded = (model.metadata.get("settings") or {}).get("pseudocount")
