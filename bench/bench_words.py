@@ -3,13 +3,15 @@ beside our Kneser-Ney n-gram on the same tokens, vocabulary and split (as ``chmm
 word and perplexity, states, the back-off weight chosen on validation, minutes.
 
     python bench/bench_words.py [--only carroll-alice ...] [--budget MINUTES]
-    python bench/bench_words.py --speed [--states 11945 30000 50000] [--corpus war-and-peace]
+    python bench/bench_words.py --speed [--states 11945 30000 50000] [--corpus war-and-peace] [--unit words]
+    python bench/bench_words.py --speed --corpus all --unit tokens --states 0 1000   (0, 1000: the vocabulary plus)
 
 Each corpus runs ``python -m engine.cli train`` in a subprocess, one after another (run it alone: the search's budget
 is wall-clock time); its JSON summary goes to ``bench/out/words-CORPUS.json``. ``--speed``: seconds of one batch EM
 iteration (E-step and M-step on the training words) of a new model of each number of states on one corpus's words,
 and the peak memory of the process that ran it (each size in its own subprocess; a size over this machine's memory
-is refused by the engine's own check, and the table says so).
+is refused by the engine's own check, and the table says so). ``--corpus all`` reads every corpus as one document
+each; a number of states below the vocabulary is that many states above it.
 """
 
 from __future__ import annotations
@@ -33,37 +35,42 @@ MORE = ("chesterton-brown", "tiny-shakespeare")
 
 SPEED = """
 import json, resource, sys, time
-import numpy as np
+from dataclasses import replace
 from engine import api
 from engine.training import learning, options as opts, stages
-raw = open(sys.argv[1], encoding="utf-8").read()
-corpus = api.prepare_corpus(raw, unit="words")
-options = api.TrainOptions(unit="words", states=int(sys.argv[2]), pseudocount=1e-3)
+paths, unit = sys.argv[1].split(","), sys.argv[3]
+raw = [api.Document(p, open(p, encoding="utf-8").read()) for p in paths]
+corpus = api.prepare_corpus(raw if len(raw) > 1 else raw[0].text, unit=unit)
+states = int(sys.argv[2])
+states = states if states >= corpus.n_symbols else corpus.n_symbols + states
+options = api.TrainOptions(unit=unit, states=states, pseudocount=1e-3)
 try:
     opts.check_memory(corpus, options)
 except ValueError as exc:
     print(json.dumps({"refused": str(exc), "symbols": corpus.n_symbols})); sys.exit(0)
 model = stages.initial_model_for(corpus, options)
-config = options.training_config()
+one = replace(options.training_config(), iterations=1, algorithm="em")
 seconds = []
 for _ in range(2):
     started = time.perf_counter()
-    model, _ = learning.em_iteration(model, corpus.train_full, config)
+    model = learning.fit(model, corpus.train_full_parts, None, one).model
     seconds.append(time.perf_counter() - started)
-print(json.dumps({"symbols": corpus.n_symbols, "words": len(corpus.train_full), "entries": model.layout.size,
+print(json.dumps({"states": states, "symbols": corpus.n_symbols, "words": sum(len(p) for p in corpus.train_full_parts),
+                  "entries": model.layout.size,
                   "blocks": model.layout.n_blocks, "seconds": seconds,
                   "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 """
 
 
-def speed(corpus: str, sizes: list[int]) -> None:
+def speed(corpus: str, sizes: list[int], unit: str) -> None:
     """The ``--speed`` table: one batch EM iteration per number of states, in a subprocess each."""
-    path = CORPORA / f"{corpus}.txt"
-    print(f"batch EM at word level on {corpus}; {describe_machine()}")
-    print("| states | symbols | blocks | transition entries | s / iteration (2nd) | peak memory (GiB) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    paths = sorted(CORPORA.glob("*.txt")) if corpus == "all" else [CORPORA / f"{corpus}.txt"]
+    print(f"batch EM on the {unit} of {corpus}; {describe_machine()}")
+    print("| states | symbols | training symbols | blocks | entries | s / iteration (2nd) | peak memory (GiB) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for states in sizes:
-        done = subprocess.run([sys.executable, "-c", SPEED, str(path), str(states)], capture_output=True, text=True)
+        command = [sys.executable, "-c", SPEED, ",".join(map(str, paths)), str(states), unit]
+        done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"| {states:,} | failed: {done.stderr.strip().splitlines()[-1]} |||||")
             continue
@@ -72,8 +79,8 @@ def speed(corpus: str, sizes: list[int]) -> None:
             print(f"| {states:,} | {row['symbols']:,} | refused: {row['refused']} ||||")
             continue
         print(
-            f"| {states:,} | {row['symbols']:,} | {row['blocks']:,} | {row['entries']:,} | {row['seconds'][-1]:.2f} | "
-            f"{row['peak_gib']:.2f} |",
+            f"| {row['states']:,} | {row['symbols']:,} | {row['words']:,} | {row['blocks']:,} | {row['entries']:,} | "
+            f"{row['seconds'][-1]:.2f} | {row['peak_gib']:.2f} |",
             flush=True,
         )
 
@@ -124,10 +131,11 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=None, help="minutes (default: chmm train's own)")
     parser.add_argument("--speed", action="store_true")
     parser.add_argument("--states", nargs="+", type=int, default=[11_945, 30_000, 50_000])
-    parser.add_argument("--corpus", default="war-and-peace")
+    parser.add_argument("--corpus", default="war-and-peace", help="a corpus's name, or all")
+    parser.add_argument("--unit", default="words", choices=["words", "tokens"])
     args = parser.parse_args()
     if args.speed:
-        speed(args.corpus, args.states)
+        speed(args.corpus, args.states, args.unit)
         return
     plain(args.only or [*PAPER_CHMM, *MORE], args.budget)
 
