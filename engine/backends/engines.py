@@ -177,6 +177,11 @@ def score_sequences(engine: Engine, state: Any, sequences: np.ndarray | Sequence
     return inference.ScoreResult(-log2_probability / symbols, log2_probability, symbols, zero_events)
 
 
+FEW_BLOCKS = 64
+"""A sequence whose E-step touches fewer blocks than this adds its counts block by block (a sentence's few, not
+the whole of T)."""
+
+
 def e_step_sequences(
     engine: Engine,
     state: Any,
@@ -193,12 +198,18 @@ def e_step_sequences(
     zero_events = 0
     touched = None
     last = None
+    offsets = getattr(getattr(state, "layout", None), "block_offset", None)
     for k, x in enumerate(sequences):
         e = engine.e_step(
             state, x, plan=None if plans is None else plans[k], row_key=None if row_keys is None else row_keys[k]
         )
         if total is None:
             total, gamma_first, touched = e.counts, e.gamma_first.astype(np.float64), e.touched.copy()
+        elif isinstance(total, np.ndarray) and offsets is not None and np.count_nonzero(e.touched) < FEW_BLOCKS:
+            for block in np.flatnonzero(e.touched):  # a short sequence's few blocks, not the whole of T
+                total[offsets[block] : offsets[block + 1]] += e.counts[offsets[block] : offsets[block + 1]]
+            gamma_first = gamma_first + e.gamma_first
+            touched |= e.touched
         else:
             total += e.counts
             gamma_first = gamma_first + e.gamma_first

@@ -13,6 +13,7 @@ flat layout works for NumPy and CuPy arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -69,12 +70,17 @@ class BlockLayout:
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         n_symbols = self.n_symbols
-        codes = self.block_pairs[:, 0] * n_symbols + self.block_pairs[:, 1]
+        codes = self._pair_codes
         wanted = rows * n_symbols + cols
         if len(codes) == 0:
             return np.full(wanted.shape, -1, dtype=np.int64)
         found = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
         return np.where(codes[found] == wanted, found, -1).astype(np.int64)
+
+    @cached_property
+    def _pair_codes(self) -> np.ndarray:
+        """The stored pairs' codes i * E + j, sorted (made once per layout: a sentence's lookup is then O(log K))."""
+        return self.block_pairs[:, 0] * self.n_symbols + self.block_pairs[:, 1]
 
     def find_block(self, i: int, j: int) -> int:
         """The block number of the pair (i, j), or -1 when it has no block."""

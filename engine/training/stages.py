@@ -87,7 +87,7 @@ def initial_model_for(corpus: text.Corpus, options: TrainOptions, restart: int =
     )
     if corpus.unit == text.UNITS[0]:
         return model
-    return model.with_arrays(backoff_weight=unseen_share(corpus))
+    return with_pair_counts(model, corpus.train_parts).with_arrays(backoff_weight=unseen_share(corpus))
 
 
 def unseen_share(corpus: text.Corpus) -> float:

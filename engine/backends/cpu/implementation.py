@@ -126,6 +126,12 @@ def refuse_lockstep(name: str, chunk: int | None) -> None:
         )
 
 
+SHORT_SEQUENCE_SHARE = 16
+"""An E-step keeps T's transposed blocks for the next ones when its sequence has fewer than 1/16 as many symbols as
+T has entries: one of many short sequences (sentences, a log's cases), where transposing T per sequence was half the
+E-step's time (26,000 lines of Tiny Shakespeare); a long document transposes once within its own E-step."""
+
+
 class DenseEngine:
     """Dense blocks on the CPU (numba kernels of :mod:`engine.backends.cpu.kernels`); the state is the :class:`CHMM`."""
 
@@ -194,6 +200,8 @@ class DenseEngine:
     ) -> inference.EStepResult:
         cached = self._transposed
         transposed = cached[1] if cached is not None and cached[0] is state.T else None
+        if transposed is None and len(x) * SHORT_SEQUENCE_SHARE < state.layout.size:
+            transposed = self._transpose(state)  # a short sequence, one of many: transpose T once, not per sequence
         return inference.e_step(
             state,
             x,
@@ -216,18 +224,21 @@ class DenseEngine:
         update written once, :func:`engine.training.learning.online_update`, then runs)."""
         if state.support() is not None:
             return None
-        cached = self._transposed
-        if cached is None or cached[0] is not state.T:
-            cached = self._transposed = (
-                state.T,
-                cpu.transpose_blocks(
-                    state.T, state.layout.block_pairs, state.layout.block_offset, state.layout.n_clones
-                ),
-            )
+        transposed = self._transpose(state)
         # a batch's counts in T's dtype when they are one matrix product per block (the product's own precision:
         # exact, and half the bytes of float64 for float32 models); per-step sums ("loop") accumulate in float64
         counts_dtype = state.T.dtype if self.count_method == "gemm" else np.float64
-        return LazyOnlineUpdate(state, statistic, memory, cached[1], np.zeros(state.layout.size, dtype=counts_dtype))
+        return LazyOnlineUpdate(state, statistic, memory, transposed, np.zeros(state.layout.size, dtype=counts_dtype))
+
+    def _transpose(self, state: CHMM) -> np.ndarray:
+        """The blocks of ``state``'s T transposed (:func:`engine.backends.cpu.kernels.transpose_blocks`), kept for
+        the next E-steps while T is the same array."""
+        cached = self._transposed
+        if cached is None or cached[0] is not state.T:
+            layout = state.layout
+            transposed = cpu.transpose_blocks(state.T, layout.block_pairs, layout.block_offset, layout.n_clones)
+            cached = self._transposed = (state.T, transposed)
+        return cached[1]
 
     def with_counts(self, state: CHMM, counts: np.ndarray) -> CHMM:
         return state.with_arrays(counts=counts)

@@ -8,6 +8,7 @@ clones of x_n, gamma(n) the posterior of the clone at n, xi(n) the posterior of 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -164,8 +165,24 @@ def model_backoff(model: Any) -> Backoff:
 
 def backoff_from_block_sums(model: Any, block_sums: np.ndarray | None) -> Backoff:
     """The back-off of ``model`` (its layout and its codec's unit) from the summed expected counts of each stored
-    block (None: no counts kept)."""
-    return Backoff.build(model.layout, block_sums, backoff_kind(model.codec.unit))
+    block (None: no counts kept). A model of words or tokens reads the exact pair counts of its text instead
+    (``pair_counts``, set from its start: :func:`engine.training.stages.with_pair_counts`), and its back-off is made
+    once per such array: a corpus of many sentences is scored sentence by sentence."""
+    pairs = getattr(model, "pair_counts", None)
+    if model.codec.characters or pairs is None:
+        return Backoff.build(model.layout, block_sums, backoff_kind(model.codec.unit))
+    kept = _BACKOFFS.get(id(pairs))
+    if kept is not None and kept[0]() is pairs and kept[1] is model.layout:
+        return kept[2]
+    made = Backoff.build(model.layout, pairs, backoff_kind(model.codec.unit))
+    if len(_BACKOFFS) >= 8:
+        _BACKOFFS.clear()
+    _BACKOFFS[id(pairs)] = (weakref.ref(pairs), model.layout, made)
+    return made
+
+
+_BACKOFFS: dict[int, tuple[Any, Any, Backoff]] = {}
+"""The back-offs made from a word model's pair counts, by the array (a weak reference checks it is the same)."""
 
 
 def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> ScoreResult:
@@ -297,8 +314,9 @@ def pair_sorted_offsets(
     sorted_pairs = pair[order]
     valid = sorted_pairs >= 0
     pair_count = np.bincount(sorted_pairs[valid], minlength=layout.n_blocks)
-    first_sorted = np.searchsorted(sorted_pairs, np.arange(layout.n_blocks), side="left")
-    pair_first = order[np.minimum(first_sorted, max(len(order) - 1, 0))] if len(order) else first_sorted
+    pair_first = np.zeros(layout.n_blocks, dtype=np.int64)  # set for the blocks the sequence touches only
+    present, first_sorted = np.unique(sorted_pairs, return_index=True)
+    pair_first[present[present >= 0]] = order[first_sorted[present >= 0]]
     return PairLayout(alpha_offsets, beta_offsets, alpha_size, beta_size, pair_first, pair_count)
 
 
