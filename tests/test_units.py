@@ -275,3 +275,20 @@ def test_em_on_a_token_model_never_lowers_the_likelihood(implementation: str) ->
         assert log_likelihood == pytest.approx(reference, rel=1e-5)  # the likelihood of the model before the step
         assert log_likelihood >= previous - 1e-6 * abs(previous if np.isfinite(previous) else 1.0)
         previous = log_likelihood
+
+
+def test_the_e_step_of_many_short_sequences_is_the_sum_of_theirs() -> None:
+    """Many sentences share one transposition of T and add their counts block by block: the same counts, gamma(1)
+    and likelihood as each sequence's own E-step on a fresh engine, summed."""
+    rng = np.random.default_rng(5)
+    corpus = text.prepare_corpus(sequences.read_lines(TALE.replace(". ", ".\n")), unit="words", by_sequence=True)
+    model = random_model(corpus.symbols, np.full(corpus.n_symbols, 3), _pairs(corpus), rng, np.float64,
+                         codec=TextCodec("paper", tuple(corpus.vocabulary), "words"))  # fmt: skip
+    parts = [x for x in corpus.train_parts if len(x) >= 2]
+    engine = engines.engine_for(model)
+    together = engines.e_step_sequences(engine, engine.load(model), parts)
+    alone = [inference.e_step(model, x) for x in parts]
+    np.testing.assert_allclose(together.counts, sum(e.counts for e in alone), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(together.gamma_first, sum(e.gamma_first for e in alone) / len(parts), rtol=1e-12)
+    assert together.log_likelihood == pytest.approx(sum(e.log_likelihood for e in alone), rel=1e-12)
+    assert len(parts) > 20
