@@ -198,7 +198,7 @@ def e_step_sequences(
     zero_events = 0
     touched = None
     last = None
-    offsets = getattr(getattr(state, "layout", None), "block_offset", None)
+    offsets = state.layout.block_offset if isinstance(state, CHMM) else None  # counts in the flat block layout
     for k, x in enumerate(sequences):
         e = engine.e_step(
             state, x, plan=None if plans is None else plans[k], row_key=None if row_keys is None else row_keys[k]
