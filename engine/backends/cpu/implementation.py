@@ -126,10 +126,12 @@ def refuse_lockstep(name: str, chunk: int | None) -> None:
         )
 
 
+SHORT_SEQUENCE = 10_000
 SHORT_SEQUENCE_SHARE = 16
-"""An E-step keeps T's transposed blocks for the next ones when its sequence has fewer than 1/16 as many symbols as
-T has entries: one of many short sequences (sentences, a log's cases), where transposing T per sequence was half the
-E-step's time (26,000 lines of Tiny Shakespeare); a long document transposes once within its own E-step."""
+"""An E-step keeps T's transposed blocks for the next ones when its sequence has at most :data:`SHORT_SEQUENCE`
+symbols and fewer than 1/16 as many as T has entries: one of many short sequences (sentences, a log's cases), where
+transposing T per sequence was half the E-step's time (26,000 lines of Tiny Shakespeare). A long document transposes
+within its own E-step, as before, and T's copy is not kept beside the next M-step."""
 
 
 class DenseEngine:
@@ -200,7 +202,7 @@ class DenseEngine:
     ) -> inference.EStepResult:
         cached = self._transposed
         transposed = cached[1] if cached is not None and cached[0] is state.T else None
-        if transposed is None and len(x) * SHORT_SEQUENCE_SHARE < state.layout.size:
+        if transposed is None and len(x) <= SHORT_SEQUENCE and len(x) * SHORT_SEQUENCE_SHARE < state.layout.size:
             transposed = self._transpose(state)  # a short sequence, one of many: transpose T once, not per sequence
         return inference.e_step(
             state,
