@@ -242,6 +242,10 @@ def test_the_command_line_trains_on_an_event_log(tmp_path, capsys) -> None:
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["unit"] == "tokens" and summary["test_bps"] < 0.1  # the cases are deterministic
     assert api.load_model(out).codec.unit == "tokens"
+    cases = tmp_path / "cases.txt"
+    cases.write_text("open check pay close\n" * 3)
+    assert main(["score", str(out), str(cases)]) == 0
+    assert capsys.readouterr().out.endswith("bits per token over 12 tokens\n")
     assert main(["train", str(log), "-o", str(out), "--format", "csv", "--token-column", "activity"]) == 1
     assert "needs the CSV's --sequence-column and --token-column" in capsys.readouterr().err
     again = ["train", str(log), "-o", str(tmp_path / "again.npz"), "--init", str(out), "--unit", "words"]

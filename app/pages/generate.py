@@ -155,7 +155,7 @@ def score(_clicks: int | None, raw_text: str | None, placeholder: Any, session_i
         return ui.error_message(exc)
     note = ""
     if result["zero_probability_events"]:
-        note = f"; {result['zero_probability_events']:,} zero-probability transition(s) scored by the bigram back-off"
+        note = f"; {result['zero_probability_events']:,} zero-probability transition(s) scored by the back-off"
     symbols = services.plural(result["symbols"], "symbol")
     return html.Div(
         [

@@ -35,10 +35,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json_line(figures))
     else:
-        print(f"{result.bps:.4f} bits per symbol over {result.symbols} symbols")
+        codec = getattr(model, "codec", None)
+        unit = "symbol" if codec is None or codec.characters else codec.unit.rstrip("s")
+        print(f"{result.bps:.4f} bits per {unit} over {result.symbols} {unit}s")
         if result.zero_probability_events:
             print(
-                f"{result.zero_probability_events} zero-probability transition(s) were scored by the bigram back-off",
+                f"{result.zero_probability_events} zero-probability transition(s) were scored by the back-off",
                 file=sys.stderr,
             )
     return 0
