@@ -296,3 +296,19 @@ def test_the_e_step_of_many_short_sequences_is_the_sum_of_theirs() -> None:
     np.testing.assert_allclose(together.gamma_first, sum(e.gamma_first for e in alone) / len(parts), rtol=1e-12)
     assert together.log_likelihood == pytest.approx(sum(e.log_likelihood for e in alone), rel=1e-12)
     assert len(parts) > 20
+
+
+def test_word_candidates_are_the_vocabulary_plus_the_grid_within_the_memory_given() -> None:
+    from dataclasses import replace
+
+    from engine.training.options import estimate_training_memory, states_candidates
+
+    corpus = text.prepare_corpus(TALE * 40, unit="words")
+    every = states_candidates(corpus, api.TrainOptions(unit="words", max_memory=2**40))
+    assert every[0] == corpus.n_symbols + api.STATES_GRID[0] and every == sorted(every) and len(every) >= 2
+    assert all(n - corpus.n_symbols in api.STATES_GRID for n in every)
+    options = api.TrainOptions(unit="words", max_memory=estimate_training_memory(
+        corpus, api.TrainOptions(unit="words", states=every[0], pseudocount=0.01)))  # fmt: skip
+    fitting = states_candidates(corpus, options)
+    assert fitting == every[:1]
+    assert all(estimate_training_memory(corpus, replace(options, states=n)) <= options.max_memory for n in fitting)
