@@ -10,6 +10,8 @@ import unicodedata
 from engine.corpora.numbers import numbers_to_words
 from engine.corpora.reading import CorpusError
 
+__all__ = ["NORMALISATIONS", "RARE_WORD", "apply_normalisation", "normalise_paper_base"]
+
 NORMALISATIONS: tuple[str, ...] = ("paper", "raw")
 RARE_WORD = "rare"
 

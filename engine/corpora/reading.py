@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["MAX_CORPUS_BYTES", "CorpusError", "corpus_fingerprint", "decode_bytes", "read_text"]
+
 MAX_CORPUS_BYTES = 200_000_000
 """The largest corpus read, per file and in all (bytes)."""
 
