@@ -11,7 +11,8 @@ variable                    meaning                                             
 ``CHMM_MAX_MODEL_MB``        largest model upload accepted                                400
 ``CHMM_MAX_MODEL_MEMORY_MB`` largest memory a model's arrays may take once loaded          2000
 ``CHMM_MAX_TRAIN_MB``       largest estimated training memory accepted                   half the machine's RAM
-``CHMM_MAX_SESSIONS``       live sessions the server keeps at most                        500
+``CHMM_MAX_SESSIONS``       sessions past which idle ones give way to newcomers           500
+``CHMM_MAX_SESSIONS_DISK_MB`` disk all sessions' files may take before recent ones give way 10000
 ``CHMM_MAX_SESSION_MB``     disk a session's files may take                              2000
 ``CHMM_SECRET_KEY``         the key session ids are signed with                          random, kept in the data folder
 ``CHMM_MAX_JOBS``           training and comparison jobs running at once on the server   cores - 1 (at least 1)
@@ -39,6 +40,7 @@ ASSETS = REPOSITORY / "assets"
 
 DEFAULT_TTL_HOURS = 24.0
 DEFAULT_MAX_SESSIONS = 500
+DEFAULT_SESSIONS_DISK_MB = 10_000.0
 DEFAULT_MAX_EXPORT_EDGES = 1_000_000  # a 30,000-state model at 1e-3: 524,624 edges, GEXF 19 s
 DEFAULT_KEPT_MB = 1000.0
 DEFAULT_MAX_JOB_MINUTES = 120.0
@@ -88,8 +90,15 @@ def secret_key() -> str | None:
 
 
 def max_sessions() -> int:
-    """Live sessions the server keeps at most (a new one past it is refused until old ones expire)."""
+    """The sessions past which idle ones give way to a newcomer, least recently used first (a newcomer is never
+    refused; :func:`app.sessions.make_room`)."""
     return int(_float_env("CHMM_MAX_SESSIONS", DEFAULT_MAX_SESSIONS))
+
+
+def max_sessions_disk_bytes() -> int:
+    """The disk all session folders may take (``CHMM_MAX_SESSIONS_DISK_MB``) before sessions used within the last
+    hour give way too, least recently used first."""
+    return int(_float_env("CHMM_MAX_SESSIONS_DISK_MB", DEFAULT_SESSIONS_DISK_MB) * MEGABYTE)
 
 
 def max_session_bytes() -> int:

@@ -4,9 +4,9 @@ A session id is issued by the server (:func:`new_session_id`, called by the layo
 ``dcc.Store(storage_type="session")``, one per browser tab): a uuid4 and its HMAC-SHA256 under the server's secret
 (``CHMM_SECRET_KEY``, else a random key kept in ``CHMM_DATA_DIR/.secret``, shared by every worker), so a client
 cannot invent one; the session's folder is named by the uuid. Every callback receives the id as State and calls
-:func:`session_folder`, which refuses an id the server did not sign and a new session past
-``CHMM_MAX_SESSIONS``. Nothing per-user lives in module globals, so the app works with several gunicorn workers and
-with background jobs in other processes.
+:func:`session_folder`, which refuses an id the server did not sign; past ``CHMM_MAX_SESSIONS`` idle sessions
+give way to a newcomer (:func:`make_room`). Nothing per-user lives in module globals, so the app works with
+several gunicorn workers and with background jobs in other processes.
 
 A session folder holds::
 
@@ -137,8 +137,9 @@ def session_folders(root: Path | None = None) -> list[Path]:
 
 def session_folder(session_id: object, root: Path | None = None) -> Path:
     """The session's folder, created on first use with the start model as its current model (shared, not
-    copied); touching it keeps the session alive. A new session past ``CHMM_MAX_SESSIONS`` live ones (after
-    deleting expired ones) raises SessionError. Runs the periodic cleanup of expired sessions."""
+    copied); touching it keeps the session alive. A newcomer is never refused because others exist: past
+    ``CHMM_MAX_SESSIONS`` live ones, idle sessions give way (:func:`make_room`). Runs the periodic cleanup of
+    expired sessions."""
     root = root or config.data_dir()
     sid = check_session_id(session_id, root)
     folder = root / sid
@@ -147,8 +148,6 @@ def session_folder(session_id: object, root: Path | None = None) -> Path:
         if len(session_folders(root)) >= limit:
             cleanup_sessions(root)
             make_room(root, limit)
-            if len(session_folders(root)) >= limit:
-                raise SessionError(f"the server already holds its limit of {limit:,} sessions; try again later")
         folder.mkdir(parents=True, exist_ok=True)
     if not (folder / CURRENT).exists() and not (folder / PREVIOUS).exists():
         # a new session, or one whose start failed (a full disk): it gets the start model once it can
@@ -315,13 +314,16 @@ def swap_previous(folder: Path) -> bool:
 
 def last_used(folder: Path) -> float:
     """Newest modification time among the folder, its ``last_used`` mark and its files (a running job writes
-    its progress file, which keeps its session alive)."""
+    its progress file, which keeps its session alive); a file shared with other sessions (the start model's hard
+    link) says nothing of this one's use and is not counted."""
     times = [folder.stat().st_mtime]
     for entry in folder.iterdir():
         try:
-            times.append(entry.stat().st_mtime)
+            stat = entry.stat()
         except OSError:
-            pass
+            continue
+        if stat.st_nlink == 1 or entry.is_dir():
+            times.append(stat.st_mtime)
     return max(times)
 
 
@@ -363,18 +365,83 @@ def untouched(folder: Path) -> bool:
     return names <= UNTOUCHED and not (folder / PREVIOUS).exists()
 
 
-def make_room(root: Path, limit: int) -> list[str]:
-    """At the session limit, delete untouched sessions (:func:`untouched`), least recently seen first, until a new
-    one fits: a flood of sessions that never did anything (a script fetching the page) cannot lock out visitors, and
-    a visitor whose untouched session went gets a fresh one on the next request, losing nothing. Returns the ids."""
-    candidates = sorted((f for f in session_folders(root) if untouched(f)), key=last_used)
+RECENT_S = 3600.0
+"""A session used within this many seconds keeps its files when sessions pass the count limit: only the disk budget
+(:func:`app.config.max_sessions_disk_bytes`) or :data:`OVERFLOW` times the count limit makes it give way."""
+
+OVERFLOW = 4
+"""How many times ``CHMM_MAX_SESSIONS`` the sessions may number while the recent ones are kept (a bound on the
+folders a flood can make within :data:`RECENT_S`, whatever their size)."""
+
+
+def _stored_bytes(folders: list[Path], own: bool = False) -> int:
+    """The bytes the files of ``folders`` take, each file counted once (the shared start model's hard links once);
+    ``own``: only the files no other folder links (what removing the folders frees)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder in folders:
+        for path in folder.rglob("*"):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            if path.is_file() and (stat.st_dev, stat.st_ino) not in seen and not (own and stat.st_nlink > 1):
+                seen.add((stat.st_dev, stat.st_ino))
+                total += stat.st_size
+    return total
+
+
+FRESH_S = 60.0
+"""A session in which nothing was done yet is kept this long after its last request before it makes room under the
+count limit (its first upload may still be on its way)."""
+
+
+def make_room(root: Path, limit: int, now: float | None = None) -> list[str]:
+    """Make room for a new session when ``limit`` (the count) or the disk budget is reached, by least recent use:
+    first sessions in which nothing was done (:func:`untouched`: nothing is lost) and not used in the last
+    :data:`FRESH_S`, then sessions idle for longer than :data:`RECENT_S`. Sessions used more recently stay while
+    there is room (fewer than :data:`OVERFLOW` times the limit and their files within
+    :func:`app.config.max_sessions_disk_bytes`); past it the untouched ones go first, then the working ones. So
+    neither a flood of minted sessions nor one of sessions that each upload a little locks out a newcomer or takes
+    a working visitor's model within the hour. A session whose job is running is kept. Returns the ids removed."""
+    now = time.time() if now is None else now
+    folders = session_folders(root)
+    seen = {folder: last_used(folder) for folder in folders}
+    by_use = sorted(folders, key=seen.__getitem__)
+    empty = {f for f in by_use if untouched(f)}
+    old = [f for f in by_use if now - seen[f] > (FRESH_S if f in empty else RECENT_S)]
+    first = [f for f in old if f in empty] + [f for f in old if f not in empty]
+    recent = [f for f in by_use if f not in old and f in empty]
+    recent += [f for f in by_use if f not in old and f not in empty and not _job_running(f, now)]
     removed: list[str] = []
-    for folder in candidates:
-        if len(session_folders(root)) < limit:
-            break
+
+    def remove(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
+        folders.remove(folder)
         removed.append(folder.name)
+
+    for folder in first:
+        if len(folders) < limit:
+            break
+        remove(folder)
+    budget, used = config.max_sessions_disk_bytes(), _stored_bytes(folders)
+    for folder in recent:
+        if len(folders) < OVERFLOW * limit and used <= budget:
+            break
+        used -= _stored_bytes([folder], own=True)
+        remove(folder)
     return removed
+
+
+def _job_running(folder: Path, now: float) -> bool:
+    """Whether a job of the session beats its heartbeat (a file named ``*heartbeat`` touched in the last 30 s)."""
+    for path in folder.glob("*heartbeat"):
+        try:
+            if now - path.stat().st_mtime < 30.0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def maybe_cleanup(root: Path | None = None) -> None:

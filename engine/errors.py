@@ -10,10 +10,20 @@ class BackendError(RuntimeError):
     """The requested backend cannot be used on this machine."""
 
 
+MAX_MESSAGE_CHARACTERS = 600
+"""The longest line a person is shown or a job keeps (a refusal that quoted a forged file's names ran to 4.39 MB)."""
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
+    """``message`` cut to ``limit`` characters, ending in an ellipsis when cut."""
+    return message if len(message) <= limit else message[: limit - 1].rstrip() + "\u2026"
+
+
 def error_message(exc: BaseException) -> str:
-    """The first line of the exception's message, or the exception's type name when it has none."""
+    """The first line of the exception's message (at most :data:`MAX_MESSAGE_CHARACTERS`), or the exception's type
+    name when it has none."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return bounded(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def sentence(exc: BaseException) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -88,11 +89,18 @@ def test_a_flood_of_untouched_sessions_locks_out_nobody(data_dir: Path, monkeypa
     (working / sessions.CORPUS).write_text("a corpus")
     flood_ids = [sessions.new_session_id() for _ in range(30)]  # a script fetching the page
     flood = [sessions.session_folder(sid) for sid in flood_ids]
-    assert working.exists() and [f.exists() for f in flood[-3:]] == [False, True, True]  # the newest two remain
+    limit = sessions.OVERFLOW * 3  # fresh untouched sessions are kept a minute (a first upload may be on its way)
+    assert working.exists() and [f.exists() for f in flood[-limit:]] == [False] + [True] * (limit - 1)
     assert sessions.session_folder(sessions.new_session_id()).exists()  # a new visitor is served
     assert working.exists() and (working / sessions.CORPUS).exists()
     assert sessions.session_folder(flood_ids[0]).exists()  # an evicted id comes back to a fresh session
-    assert len(sessions.session_folders(data_dir)) == 3
+    assert len(sessions.session_folders(data_dir)) == limit
+    a_minute_ago = time.time() - 2 * sessions.FRESH_S  # once idle for a minute, the untouched ones make room
+    for folder in sessions.session_folders(data_dir):
+        for path in [folder, *folder.iterdir()]:
+            os.utime(path, (a_minute_ago, a_minute_ago)) if path.stat().st_nlink == 1 or path.is_dir() else None
+    assert sessions.session_folder(sessions.new_session_id()).exists()
+    assert working.exists() and len(sessions.session_folders(data_dir)) == 3
 
 
 def test_sessions_that_only_loaded_pages_make_room(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +115,7 @@ def test_sessions_that_only_loaded_pages_make_room(data_dir: Path, monkeypatch: 
     corpus_service.store_corpus(uploaded, data_uri(b"hello world, hello there"), "a.txt")
     loaded = sessions.session_folder(sessions.new_session_id())
     model_service.load_model_upload(loaded, data_uri(config.SAMPLE_MODEL.read_bytes()), "mine.npz")
-    long_ago = time.time() - 3600  # seen before the flood: the least recently seen, yet not evicted
+    long_ago = time.time() - 1800  # seen before the flood: the least recently seen, yet not evicted
     for path in [uploaded, *uploaded.iterdir(), loaded, *loaded.iterdir()]:
         os.utime(path, (long_ago, long_ago))
 
@@ -116,29 +124,71 @@ def test_sessions_that_only_loaded_pages_make_room(data_dir: Path, monkeypatch: 
         assert main.show_model_badge(sid, None).startswith("current model:")  # each page load's badge
         folder = data_dir / sid.split(".")[0]
         assert (folder / sessions.SUMMARY).is_file() and sessions.untouched(folder)
-    assert len(sessions.session_folders(data_dir)) == 4
+    assert len(sessions.session_folders(data_dir)) == 2 + 12  # within four times the count, fresh ones stay a minute
 
     visitor = sessions.new_session_id()
     assert main.show_model_badge(visitor, None).startswith("current model:")  # a new visitor is served
     assert (data_dir / visitor.split(".")[0]).is_dir()
     assert (uploaded / sessions.CORPUS).is_file() and (loaded / sessions.PREVIOUS).is_file()
     assert not sessions.untouched(uploaded) and not sessions.untouched(loaded)
-    assert len(sessions.session_folders(data_dir)) == 4
+    for sid in [sessions.new_session_id() for _ in range(8)]:  # past four times the count: untouched ones go first
+        main.show_model_badge(sid, None)
+    assert len(sessions.session_folders(data_dir)) == sessions.OVERFLOW * 4
+    assert (uploaded / sessions.CORPUS).is_file() and (loaded / sessions.PREVIOUS).is_file()
 
 
-def test_live_sessions_are_capped(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idle_sessions_give_way_to_a_newcomer(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the count limit a newcomer is never refused: working sessions idle for over an hour give way, least
+    recently used first; the ones used within the hour keep their files."""
     monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
     kept = [sessions.session_folder(sessions.new_session_id()) for _ in range(3)]
     for folder in kept:  # sessions that did something (an untouched one would make room)
         (folder / sessions.CORPUS).write_text("a corpus")
-    with pytest.raises(sessions.SessionError, match="limit of 3 sessions"):
-        sessions.session_folder(sessions.new_session_id())
-    assert len(sessions.session_folders(data_dir)) == 3
-    long_ago = time.time() - 2 * 86400
-    for path in [kept[0], *kept[0].iterdir()]:
-        os.utime(path, (long_ago, long_ago))
-    assert sessions.session_folder(sessions.new_session_id()).exists()  # an expired session made room
-    assert not kept[0].exists() and kept[1].exists()
+    for age, folder in ((3 * 3600, kept[0]), (2 * 3600, kept[1])):
+        for path in [folder, folder / sessions.CORPUS, folder / sessions.LAST_USED]:  # not the shared start model
+            os.utime(path, (time.time() - age, time.time() - age))
+
+    def newcomer() -> Path:
+        folder = sessions.session_folder(sessions.new_session_id())
+        (folder / sessions.CORPUS).write_text("a corpus")  # each does something (else it would make room first)
+        return folder
+
+    assert newcomer().exists()  # the least recently used one made room
+    assert not kept[0].exists() and kept[1].exists() and kept[2].exists()
+    assert newcomer().exists()
+    assert not kept[1].exists() and (kept[2] / sessions.CORPUS).exists()
+    assert newcomer().exists()  # only recent ones left: past the count
+    assert (kept[2] / sessions.CORPUS).exists() and len(sessions.session_folders(data_dir)) == 4
+
+
+def test_a_flood_of_working_sessions_locks_out_nobody(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flood of minted sessions that each upload a small corpus filled the 500 places and every newcomer was told
+    "the server already holds its limit of 500 sessions" for 24 hours. Now a newcomer is served at once, and a
+    session used in the last hour keeps its model while there is room; past four times the count (or the disk
+    budget) the least recently used go, the visitor's too, but never a session whose job runs."""
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    visitor = sessions.session_folder(sessions.new_session_id())
+    model_service.load_model_upload(visitor, data_uri(config.SAMPLE_MODEL.read_bytes()), "mine.npz")
+    half_an_hour = time.time() - 1800
+    for path in [visitor, *visitor.iterdir()]:
+        os.utime(path, (half_an_hour, half_an_hour))
+    flood = []
+    for _ in range(10):  # each minted session uploads a corpus
+        folder = sessions.session_folder(sessions.new_session_id())
+        corpus_service.store_corpus(folder, data_uri(b"flood " * 100), "f.txt")
+        flood.append(folder)
+    newcomer = sessions.session_folder(sessions.new_session_id())
+    assert newcomer.exists() and (visitor / sessions.PREVIOUS).is_file()  # served, and the visitor keeps its model
+    corpus_service.store_corpus(newcomer, data_uri(b"a newcomer's corpus"), "n.txt")
+    assert len(sessions.session_folders(data_dir)) == 12 == 4 * 3
+
+    running = flood[0]  # the oldest of the flood, with a job beating its heartbeat
+    (running / sessions.HEARTBEAT).touch()
+    sessions.session_folder(sessions.new_session_id())  # four times the count: the least recently used go
+    assert running.exists() and not visitor.exists() and flood[1].exists()
+    monkeypatch.setenv("CHMM_MAX_SESSIONS_DISK_MB", "0.001")  # the disk budget reached: recent ones go
+    sessions.session_folder(sessions.new_session_id())
+    assert running.exists() and not any(f.exists() for f in flood[1:])
 
 
 def test_sessions_share_the_start_model_until_they_change_it(data_dir: Path, with_corpus: Path) -> None:
@@ -312,3 +362,22 @@ def test_the_model_stamp_survives_the_browser(data_dir: Path) -> None:
     os.utime(sessions.current_model_path(folder), ns=(time.time_ns(), 1_795_000_000_123_456_790))  # 1 ns later
     changed, version = main.watch_model(3, sid, returned)
     assert changed != stamp and isinstance(version, float)
+
+
+def test_a_session_cleared_during_its_request_is_told_so(data_dir: Path) -> None:
+    """A visitor whose session was removed to make room while its own request ran read "[Errno 2] No such file or
+    directory"; now a sentence that says what happened and what to do."""
+    folder = sessions.session_folder(sessions.new_session_id())
+    shutil.rmtree(folder)  # removed by another visitor's request, while this one runs
+    with pytest.raises(OSError) as caught:  # a write into it, as an upload's temporary file
+        (folder / "upload-1234.npz").write_bytes(b"a model")
+    said = services.describe_error(caught.value)
+    assert said == services.SESSION_GONE and "Errno" not in said
+    assert services.describe_error(FileNotFoundError(2, "No such file", str(data_dir / "x.npz"))) != said
+
+
+def test_every_message_is_bounded() -> None:
+    """A refusal that quotes what it refuses (a forged file's 4.39 MB list) is cut to a bounded sentence."""
+    said = services.describe_error(services.UserError("The map's actions are " + ", ".join(["a"] * 2_000_000)))
+    assert len(said) <= services.MAX_MESSAGE_CHARACTERS and said.endswith("\u2026")
+    assert services.describe_error(services.UserError("Short and whole.")) == "Short and whole."

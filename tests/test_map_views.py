@@ -215,3 +215,20 @@ def test_the_page_shows_the_last_match_and_follows_one_of_another_tab(data_dir: 
     assert "Matched a 500-step walk" in str(status) and isinstance(version, float)
     chart, sentence = part.show_match(session, version)
     assert list(chart.data[0].y) == ["open"] and "The walk follows 'open'" in str(sentence)
+
+
+def test_an_uploaded_map_meets_the_limits_of_a_learned_one(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library admitted forged maps (1,000,000 clones: +289 MB; 500,000 actions: +497 MB) and the refusal was a
+    4.39 MB sentence: an upload is held to the clones and actions a learned map may have, checked before any table
+    of it is built, and refused in one bounded sentence."""
+    monkeypatch.setattr(maps, "MAX_TOTAL_CLONES", 20)  # the open room has 21 clones
+    with pytest.raises(UserError, match="21 clones, more than the 20 allowed") as caught:
+        upload_map(folder, schemas.map_of_room(OPEN), "open.npz", tmp_path)
+    assert one_sentence(str(caught.value)) and len(str(caught.value)) < 200
+    monkeypatch.setattr(maps, "MAX_TOTAL_CLONES", 5_000)
+    monkeypatch.setattr(map_schemas, "MAX_MAP_ACTIONS", 3)  # it has four
+    with pytest.raises(UserError, match="4 actions, more than the 3 allowed"):
+        upload_map(folder, schemas.map_of_room(OPEN), "open.npz", tmp_path)
+    assert map_schemas.library(folder) == [] and not list(folder.glob(".map-upload-*"))

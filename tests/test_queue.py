@@ -603,6 +603,11 @@ def test_temporary_files_a_killed_write_left_are_swept(data_dir: Path) -> None:
     assert not stale.exists() and fresh.exists()
     training_jobs.request_cancel(folder)
 
+    (folder / sessions.JOBS).mkdir(exist_ok=True)  # a Cancel during the job's write left its file in jobs/
+    stale, candidate = leave("jobs/.tmp-k-model.npz", True), leave("jobs/upload-1.npz", True)
+    assert sorted(jobs.sweep_temporary(folder)) == sorted([stale.name, candidate.name])
+    assert fresh.exists() and kept.exists()
+
     files = training_jobs.training_files(folder)  # a job whose heartbeat stopped: its reap sweeps too
     files.write({"key": "k", "status": jobs.RUNNING, "started": old})
     files.heartbeat.touch()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import bounded
 from engine.files import atomic_write_json
 
 RUNNING, FINISHED, CANCELLED, FAILED, REFUSED = "running", "finished", "cancelled", "failed", "refused"
@@ -31,24 +32,26 @@ DIED = "stopped without finishing: its process or worker died (killed, out of me
 
 TEMPORARY_PREFIX = ".tmp-"
 """How the files of an atomic write in progress begin (:func:`engine.files.atomic_write`, the session's model swap)."""
+TEMPORARY_PATTERNS = (f"{TEMPORARY_PREFIX}*", ".map-upload-*", "upload-*.npz", "prune-*.npz")
+"""The working files a request or a job writes before it checks or installs them (an atomic write in progress, an
+uploaded model or map on trial, a pruned model), in the session folder or any folder under it (``jobs/``)."""
 STALE_TEMPORARY_S = 120.0
 """A temporary file not written for this long belongs to no live write: a job killed or cancelled while it wrote
 left it (a live write keeps touching its file as the data goes out)."""
 
 
 def sweep_temporary(folder: Path, now: float | None = None) -> list[str]:
-    """Remove the temporary files of a session folder (``.tmp-*``) last written more than
-    :data:`STALE_TEMPORARY_S` ago, which a job killed or cancelled mid-write left behind (36-80 MB each, counted
-    against the session's disk); returns their names. Files being written now are left alone."""
+    """Remove the working files (:data:`TEMPORARY_PATTERNS`) of a session folder and every folder under it (a
+    cancelled job's ``jobs/.tmp-*.npz``) last written more than :data:`STALE_TEMPORARY_S` ago, which a job killed
+    or cancelled mid-write left behind (36-121 MB each, counted against the session's disk); returns their names.
+    Files being written now are left alone."""
     now = time.time() if now is None else now
     removed = []
     try:
-        entries = list(folder.iterdir())
+        entries = [path for pattern in TEMPORARY_PATTERNS for path in folder.rglob(pattern)]
     except OSError:
         return removed
     for path in entries:
-        if not path.name.startswith(TEMPORARY_PREFIX):
-            continue
         try:
             if now - path.stat().st_mtime > STALE_TEMPORARY_S and path.is_file():
                 path.unlink()
@@ -92,7 +95,9 @@ class JobFiles:
         return read_json(self.record)
 
     def write(self, record: dict[str, Any]) -> None:
-        """Replace the job's record atomically."""
+        """Replace the job's record atomically, its message bounded (:func:`engine.errors.bounded`)."""
+        if isinstance(record.get("message"), str):
+            record["message"] = bounded(record["message"])
         atomic_write_json(self.record, record)
 
     def publisher(

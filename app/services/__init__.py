@@ -22,6 +22,7 @@ This module holds what they share: the error type, messages, number formats and 
 from __future__ import annotations
 
 import errno
+import os
 import re
 from typing import Any
 
@@ -93,12 +94,33 @@ def describe_error(exc: BaseException) -> str:
         return DISK_FULL
     if isinstance(exc, MemoryError):  # a job's limit says its own clause; the machine's says nothing
         said = str(exc).strip()
-        return f"This stopped: {said}." if said else OUT_OF_MEMORY
+        return bounded(f"This stopped: {said}." if said else OUT_OF_MEMORY)
+    if isinstance(exc, FileNotFoundError) and _session_gone(exc):
+        return SESSION_GONE
     message = _PATH.sub(_user_name, errors.sentence(exc))
     message = _UUID.sub("this session", message)
     if message[:1].islower() and message.split(" ", 1)[0].isalpha():
         message = message[:1].upper() + message[1:]  # "the current model: ..." begins a sentence
-    return message
+    return bounded(message)
+
+
+SESSION_GONE = (
+    "This session's files were cleared while this ran (the server made room for other visitors after a long idle "
+    "time); reload the page to start afresh."
+)
+MAX_MESSAGE_CHARACTERS = errors.MAX_MESSAGE_CHARACTERS
+bounded = errors.bounded
+
+
+def _session_gone(exc: FileNotFoundError) -> bool:
+    """Whether a missing file lay in a session folder that is gone (removed to make room while a request ran)."""
+    for name in (exc.filename, exc.filename2):
+        match = _UUID.search(str(name or ""))
+        if match is not None:
+            folder = str(name)[: match.start()] + match.group(0).split(".")[0]
+            if not os.path.isdir(folder):
+                return True
+    return False
 
 
 STOP_REASONS = {

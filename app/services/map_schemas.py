@@ -41,6 +41,9 @@ SCHEMA = JobKind("schema", "schema match", (JOB, HEARTBEAT, CANCEL))
 MAX_MAPS = 12
 """The most maps a session's library holds (the job fits each in turn)."""
 MAX_MAP_UPLOAD_BYTES = 20_000_000
+MAX_MAP_ACTIONS = api.MAX_OBSERVATION + 1
+"""The most actions an uploaded map may have: as many as a walk may name (a learned map's limits; its clones
+:data:`app.services.maps.MAX_TOTAL_CLONES`)."""
 MAX_SCHEMA_STEPS = 50_000
 """The longest walk the job matches (its emission EM runs step by step in Python: about 5 s a map at 10,000 steps)."""
 ITERATIONS = 50
@@ -112,7 +115,7 @@ def store_map_upload(folder: Path, contents: Any, filename: Any) -> str:
     try:
         atomic_write_bytes(trial, data)
         try:
-            model = api.load_map(trial)
+            model = api.load_map(trial, max_clones=maps.MAX_TOTAL_CLONES, max_actions=MAX_MAP_ACTIONS)
         except ValueError as exc:
             reason = str(exc).split(": ", 1)[-1].rstrip(".")
             raise UserError(f"{shown} is not a map with actions: {reason}.") from None

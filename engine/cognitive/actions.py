@@ -293,10 +293,14 @@ def _names_in(path: Any, header: dict[str, Any], key: str) -> list[str]:
     return names
 
 
-def load(path: Any, max_bytes: int = MAX_MODEL_BYTES) -> ActionCHMM:
+def load(
+    path: Any, max_bytes: int = MAX_MODEL_BYTES, max_clones: int | None = None, max_actions: int | None = None
+) -> ActionCHMM:
     """Load a model saved by :meth:`ActionCHMM.save`, read as untrusted input: every array's size checked against
     the layout and the byte budget before it is inflated, and every stored row of every T[a] summing to 1 (or 0);
-    a missing, damaged or foreign file raises :class:`ModelFormatError` in one sentence."""
+    a missing, damaged or foreign file raises :class:`ModelFormatError` in one sentence. ``max_clones`` and
+    ``max_actions``: the most clones and actions a model may have (a front end's limits on what it learns), checked
+    before any table is built."""
     if not Path(path).is_file():
         raise ModelFormatError(f"{path}: no such model file")
     try:
@@ -308,7 +312,14 @@ def load(path: Any, max_bytes: int = MAX_MODEL_BYTES) -> ActionCHMM:
             if version != FORMAT_VERSION:
                 raise ModelFormatError(f"{path}: model format version {version!r} is not supported")
             symbols, names = _names_in(path, header, "symbols"), _names_in(path, header, "actions")
+            if max_actions is not None and len(names) > max_actions:
+                raise ModelFormatError(f"{path}: a map of {len(names):,} actions, more than the {max_actions} allowed")
             n_clones = archive.array("n_clones", shape=(len(symbols),), kind="iu").astype(np.int64)
+            if max_clones is not None and (len(symbols) > max_clones or int(n_clones.sum()) > max_clones):
+                raise ModelFormatError(
+                    f"{path}: a map of {max(len(symbols), int(n_clones.sum())):,} clones, more than the "
+                    f"{max_clones:,} allowed"
+                )
             triples = archive.array("block_triples", ndim=2, kind="iu").astype(np.int64)
             if triples.shape[1:] != (3,) or np.any(n_clones < 1):
                 raise ModelFormatError(f"{path}: damaged model with actions (its block table or clone counts)")
