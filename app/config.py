@@ -9,6 +9,7 @@ variable                    meaning                                             
 ``CHMM_SESSION_TTL_HOURS``  session folders untouched for longer are deleted             24
 ``CHMM_MAX_UPLOAD_MB``      largest corpus upload accepted                               20
 ``CHMM_MAX_MODEL_MB``        largest model upload accepted                                400
+``CHMM_MAX_CALLBACK_MB``     largest body of any other request (a callback's)             8
 ``CHMM_MAX_MODEL_MEMORY_MB`` largest memory a model's arrays may take once loaded          2000
 ``CHMM_MAX_TRAIN_MB``       largest estimated training memory accepted                   half the machine's RAM
 ``CHMM_MAX_SESSIONS``       sessions past which idle ones give way to newcomers           500
@@ -53,6 +54,7 @@ cost more than the prune bound there) and a few MB where it prunes; files saved 
 made before it (163 MB with their counts) fit too."""
 DEFAULT_MAX_MODEL_MEMORY_MB = 2000.0
 DEFAULT_MIN_FREE_MB = 200.0
+DEFAULT_MAX_CALLBACK_MB = 8.0
 MEGABYTE = 1_000_000
 BROWSER_SLACK = 1.25
 """The browser refuses a file over this multiple of its limit outright (without a word: ``dcc.Upload`` gives no
@@ -138,10 +140,10 @@ def max_request_seconds() -> float:
 
 
 def max_export_edges() -> int:
-    """The largest clone graph (in edges) the Export page writes in a web request: the page exports the Infomap
-    run on screen (no new run), so what it costs is the writer's: at 524,624 edges (a 30,000-state model at 1e-3)
-    GraphML 10 s, GEXF 19 s, Pajek and ``.npz`` under 1 s on 2 cores, within gunicorn's 120 s at this bound;
-    ``chmm export`` has no such bound."""
+    """The largest clone graph (in edges) the Export page writes: its background job (bounded by
+    :func:`max_request_seconds`, its memory reserved) writes the Infomap run on screen, or runs Infomap first at a
+    threshold without one; at 524,624 edges (a 30,000-state model at 1e-3) the writers took GraphML 10 s, GEXF 19 s,
+    Pajek and ``.npz`` under 1 s on 2 cores. ``chmm export`` has no such bound."""
     return int(_float_env("CHMM_MAX_EXPORT_EDGES", DEFAULT_MAX_EXPORT_EDGES))
 
 
@@ -190,12 +192,11 @@ def browser_upload_bytes(limit: int) -> int:
     return int(BROWSER_SLACK * limit)
 
 
-def max_request_bytes() -> int:
-    """The largest request body the server reads (Flask's ``MAX_CONTENT_LENGTH``, refused with HTTP 413 before the
-    body is read or parsed): the largest file the browser sends, base64-encoded (4/3), plus 1 MB for the rest of
-    the request."""
-    largest = browser_upload_bytes(max(max_upload_bytes(), max_model_upload_bytes()))
-    return -(-largest * 4 // 3) + MEGABYTE
+def max_callback_bytes() -> int:
+    """The largest body of any request but an upload (``CHMM_MAX_CALLBACK_MB``): a callback carries form values (a
+    text to score is at most 1,000,000 characters), never a file; refused with HTTP 413 before it is read. Files go
+    through the upload route (:mod:`app.transfers`) under their own limits."""
+    return int(_float_env("CHMM_MAX_CALLBACK_MB", DEFAULT_MAX_CALLBACK_MB) * MEGABYTE)
 
 
 def max_job_bytes() -> int:

@@ -21,7 +21,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app import config, ids, jobs, services, sessions, ui
+from app import config, ids, jobs, panels, services, sessions, transfers, ui
 from app.jobs import panel
 from app.services import models as model_service
 from app.services import training_jobs
@@ -75,10 +75,11 @@ def serve_layout() -> html.Div:
             # the Train, Compare and Maps pages' background jobs report here, in the shell, so that leaving the page
             # mid-job leaves the renderer with components to update (and the page, opened again, reads them); a job
             # waiting for a place is a ticket that this tab keeps alive and starts when its turn comes (app.jobs.panel)
-            *(store for job_panel in panel.PANELS for store in job_panel.stores()),
+            *(store for job_panel in panels.PANELS for store in job_panel.stores()),
             dcc.Interval(id=ids.QUEUE_WATCH, interval=QUEUE_WATCH_MS, disabled=True),
             dcc.Interval(id=ids.MODEL_WATCH, interval=MODEL_WATCH_MS),
             dcc.Store(id=ids.NOTICE_SHOWN, storage_type="memory"),
+            dcc.Store(id=ids.WATCH_SEEN, storage_type="memory"),
             navigation(),
             html.Div(id=ids.NOTICE, className="notice"),
             html.Main(dash.page_container, className="page"),
@@ -92,6 +93,7 @@ def create_app() -> tuple[Dash, Any]:
     sessions.cleanup_sessions()
     for folder in sessions.session_folders():
         jobs.sweep_temporary(folder)
+        transfers.uploads_expired(folder)
     manager, celery = background_manager()
     dash_app = Dash(
         "app",  # the package: pages are imported as app.pages.<name>
@@ -103,7 +105,7 @@ def create_app() -> tuple[Dash, Any]:
         update_title=None,
     )
     dash_app.layout = serve_layout
-    dash_app.server.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes()  # HTTP 413 before the body is read
+    transfers.install(dash_app.server)  # files by routes of their own; every other body capped before it is read
     # every request collects the worker's ended job processes, so none stays a zombie until a page polls (the load
     # bench's clients, which never poll, left 7 behind)
     dash_app.server.before_request(jobs.reap_finished_children)
@@ -114,18 +116,55 @@ def create_app() -> tuple[Dash, Any]:
     return dash_app, celery
 
 
+WATCH_REFRESH_S = 30.0
+"""However quiet the session's folder, the watch looks again this often (a job whose heartbeat stopped changes no
+file; its badge goes within this)."""
+
+
+def session_change(folder: Any) -> str:
+    """One stat that says whether anything the watch shows may have changed: the session folder's modification time
+    (every model install, job record, notice and progress is written by a rename into it), the disk's state and the
+    time in :data:`WATCH_REFRESH_S` buckets."""
+    full = sessions.disk_full() is not None
+    return f"{folder.stat().st_mtime_ns}:{full}:{int(time.time() // WATCH_REFRESH_S)}"
+
+
 @dash.callback(
     Output(ids.MODEL_STAMP, "data"),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
+    Output(ids.NOTICE, "children"),
+    Output(ids.NOTICE_SHOWN, "data"),
+    Output(ids.JOB_BADGE, "children", allow_duplicate=True),
+    Output(ids.WATCH_SEEN, "data"),
     Input(ids.MODEL_WATCH, "n_intervals"),
     State(ids.SESSION, "data"),
     State(ids.MODEL_STAMP, "data"),
+    State(ids.NOTICE_SHOWN, "data"),
+    State(ids.WATCH_SEEN, "data"),
     prevent_initial_call=True,
 )
-def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
-    """Every few seconds: when the session's current model file was replaced (a training job that finished while
-    its page was closed, another tab), bump the model version so that the badge and the open page follow."""
+def watch_session(
+    ticks: int | None, session_id: str | None, stamp: Any, shown: float | None, seen: str | None
+) -> tuple[Any, ...]:
+    """The tab's one question every few seconds, answered with one stat when nothing changed
+    (:func:`session_change`): else whether the current model was replaced (:func:`watch_model`), the session's
+    notice (:func:`show_notice`) and its running jobs (:func:`running_jobs`)."""
     jobs.reap_finished_children()  # a cancelled job's process is not left a zombie until the next job
+    quiet = (no_update,) * 6
+    try:
+        folder = sessions.session_folder(session_id)
+        change = session_change(folder)
+    except ui.EXPECTED_ERRORS:
+        return quiet
+    if change == seen:
+        return quiet
+    return (*watch_model(ticks, session_id, stamp), *show_notice(ticks, session_id, shown),
+            running_jobs(session_id), change)  # fmt: skip
+
+
+def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple[Any, Any]:
+    """When the session's current model file was replaced (a training job that finished while its page was closed,
+    another tab): its new stamp, and a new model version, so that the badge and the open page follow."""
     try:
         now = sessions.model_stamp(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
@@ -135,19 +174,11 @@ def watch_model(_ticks: int | None, session_id: str | None, stamp: Any) -> tuple
     return now, (time.time() if stamp is not None else no_update)
 
 
-@dash.callback(
-    Output(ids.NOTICE, "children"),
-    Output(ids.NOTICE_SHOWN, "data"),
-    Input(ids.MODEL_WATCH, "n_intervals"),
-    State(ids.SESSION, "data"),
-    State(ids.NOTICE_SHOWN, "data"),
-    prevent_initial_call=True,
-)
 def show_notice(_ticks: int | None, session_id: str | None, shown: float | None) -> tuple[Any, Any]:
-    """Every few seconds: the session's notice (a request job that its sentinel had to kill, and why) above the
-    page, for :data:`jobs.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process
-    being gone. While the server's disk is full (:func:`sessions.disk_full`), that instead: no job or request can
-    store its answer then."""
+    """The session's notice (a request job that its sentinel had to kill, and why) above the page, for
+    :data:`jobs.NOTICE_SHOWN_S` seconds; the request's own callback could not say it, its process being gone. While
+    the server's disk is full (:func:`sessions.disk_full`), that instead: no job or request can store its answer
+    then."""
     try:
         notice = jobs.read_notice(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:
@@ -162,10 +193,10 @@ def show_notice(_ticks: int | None, session_id: str | None, shown: float | None)
 
 
 @dash.callback(
-    *(Output(store, "data") for job_panel in panel.PANELS for store in (job_panel.queued, job_panel.go)),
+    *(Output(store, "data") for job_panel in panels.PANELS for store in (job_panel.queued, job_panel.go)),
     Input(ids.QUEUE_WATCH, "n_intervals"),
     Input(ids.SESSION, "data"),
-    *(State(job_panel.queued, "data") for job_panel in panel.PANELS),
+    *(State(job_panel.queued, "data") for job_panel in panels.PANELS),
 )
 def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any] | None) -> tuple[Any, ...]:
     """Every second while a job of this tab waits for a place, and once when the tab opens (which finds a job the
@@ -175,9 +206,9 @@ def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any
     try:
         folder = sessions.session_folder(session_id)
     except ui.EXPECTED_ERRORS:
-        return (no_update,) * (2 * len(panel.PANELS))
+        return (no_update,) * (2 * len(panels.PANELS))
     outputs: list[Any] = []
-    for job_panel, before in zip(panel.PANELS, shown, strict=True):
+    for job_panel, before in zip(panels.PANELS, shown, strict=True):
         view, go = job_panel.kind.queue_view(folder, before)
         if view and before and before.get("note") and view.get("state") in ("waiting", "starting"):
             view = view | {"note": before["note"]}  # e.g. that no Celery worker runs
@@ -187,7 +218,7 @@ def tend_queue(_ticks: int | None, session_id: str | None, *shown: dict[str, Any
 
 @dash.callback(
     Output(ids.QUEUE_WATCH, "disabled"),
-    *(Input(job_panel.queued, "data") for job_panel in panel.PANELS),
+    *(Input(job_panel.queued, "data") for job_panel in panels.PANELS),
 )
 def watch_queue(*views: dict[str, Any] | None) -> bool:
     """The queue's polling runs only while a job of this tab waits for a place or starts."""
@@ -196,15 +227,19 @@ def watch_queue(*views: dict[str, Any] | None) -> bool:
 
 @dash.callback(
     Output(ids.JOB_BADGE, "children"),
-    Input(ids.MODEL_WATCH, "n_intervals"),
     Input(ids.SESSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
     Input(ids.TRAINING_FLAG, "data"),
     Input(ids.COMPARING_FLAG, "data"),
 )
-def show_running_jobs(_ticks: int | None, session_id: str | None, *_changes: Any) -> Any:
-    """On every page, every few seconds and when a job of this tab starts or ends: the session's running training
-    or comparison, linking to its page."""
+def show_running_jobs(session_id: str | None, *_changes: Any) -> Any:
+    """On every page, when a job of this tab starts or ends (and with the tab's watch, :func:`watch_session`): the
+    session's running training or comparison, linking to its page."""
+    return running_jobs(session_id)
+
+
+def running_jobs(session_id: str | None) -> Any:
+    """The session's running training or comparison, as links to its page (None when none runs)."""
     try:
         running = training_jobs.running_summary(sessions.session_folder(session_id))
     except ui.EXPECTED_ERRORS:

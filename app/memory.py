@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, handles
-from app.services import UserError
+from app.errors import UserError
 
 _LOG = logging.getLogger(__name__)
 LEDGER = ".memory"

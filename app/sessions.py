@@ -37,11 +37,14 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import time
 import uuid
 from pathlib import Path
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from app import config
 from engine.files import atomic_write_bytes
@@ -60,6 +63,11 @@ LAST_USED = "last_used"
 COMMUNITIES = "communities.json"
 NOTICE = "notice.json"  # why a request job of the session was killed (app.jobs.read_notice)
 SUMMARY = "summary.json"  # the current model's summary, cached by a page load (app.services.models.model_summary)
+UPLOADS = "uploads"  # files sent through the upload route (app.transfers), each named by its token
+UPLOAD_REFERENCE = "chmm-upload:"
+"""How an upload widget's ``contents`` name a file that arrived through the upload route: this prefix and its token
+(the file itself never travels in a callback's body)."""
+_TOKEN = re.compile(r"[0-9a-f]{32}")
 CLEANUP_EVERY_S = 3600.0
 
 _last_cleanup = {"at": 0.0}  # process-wide throttle of the periodic cleanup (no per-user state)
@@ -278,6 +286,51 @@ def _link_or_copy(source: Path, target: Path) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def upload_path(folder: Path, contents: object) -> Path | None:
+    """The file in the session's uploads that an upload widget's ``contents`` name (:data:`UPLOAD_REFERENCE`), or
+    None when ``contents`` is something else (a data URI); SessionError when it names none of this session's."""
+    if not isinstance(contents, str) or not contents.startswith(UPLOAD_REFERENCE):
+        return None
+    token = contents[len(UPLOAD_REFERENCE) :]
+    path = folder / UPLOADS / token
+    if not _TOKEN.fullmatch(token) or not path.is_file():
+        raise SessionError("the uploaded file is no longer on the server (uploads are kept an hour); send it again")
+    return path
+
+
+DOWNLOAD_TTL_S = 3600.0
+"""How long a download link stays valid."""
+
+
+def _download_signer() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(server_secret(), salt="chmm-download")
+
+
+def download_link(folder: Path, path: Path, name: str) -> str:
+    """A URL (``/download/<token>``, served by :mod:`app.transfers`) that downloads ``path``, a file of the session
+    ``folder``, as ``name`` for :data:`DOWNLOAD_TTL_S`: the token, signed with the server's secret, names the session
+    and the file, so the session id never appears in a URL."""
+    relative = path.resolve().relative_to(folder.resolve()).as_posix()
+    return "/download/" + _download_signer().dumps({"session": folder.name, "file": relative, "name": name})
+
+
+def download_target(token: str) -> tuple[Path, str]:
+    """The file a download token names and the name it is saved under; SessionError in one sentence for a token
+    that is forged, expired, or names a file outside its session or no longer there."""
+    try:
+        said = _download_signer().loads(token, max_age=DOWNLOAD_TTL_S)
+        folder = config.data_dir() / said["session"]
+        path = (folder / said["file"]).resolve()
+        path.relative_to(folder.resolve())  # nothing outside the session's folder
+        name = str(said.get("name") or path.name)
+    except (BadSignature, KeyError, TypeError, ValueError):
+        raise SessionError("This download link is not valid or has expired; export again.") from None
+    if not path.is_file():
+        raise SessionError("This file is no longer on the server; export again.")
+    (folder / LAST_USED).touch()
+    return path, name
 
 
 def current_model_path(folder: Path) -> Path:

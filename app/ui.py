@@ -8,12 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import config, ids, jobs, memory, services, sessions
-from app.services import UserError
-from app.services import models as model_service
+from app import config, ids, jobs, memory, sessions
+from app.errors import UserError, describe_error
 from engine.api import CorpusError, ModelFormatError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
@@ -21,7 +20,7 @@ EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatErr
 
 
 @contextmanager
-def request_job(folder: Path, what: str) -> Iterator[None]:
+def request_job(folder: Path, what: str, advice: str = "try a shorter text or a smaller model.") -> Iterator[None]:
     """The body of a scoring, decoding or prune-sweep callback, which runs as a background job (never in a web
     worker: on a 24,000-state model a sweep drove a worker to the OOM killer and a score ran into gunicorn's 120 s):
     a job process (:func:`jobs.job_process`) stopped after :func:`config.max_request_seconds` or past the
@@ -31,7 +30,6 @@ def request_job(folder: Path, what: str) -> Iterator[None]:
     "Scoring") naming the job in it."""
     sessions.check_disk(what)  # on a full disk its answer could not be stored: said at once instead
     limit = config.max_request_seconds()
-    advice = "try a shorter text or a smaller model."
     notice = (folder / sessions.NOTICE, f"{what} stopped: {{cause}}; {advice}")
     held = memory.job_room()  # reserved by the web worker before it forked this job (before its sentinel starts)
     try:
@@ -58,7 +56,7 @@ def queue_start(enter: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
     except jobs.QueueFull as exc:
         return {"state": "refused", "message": str(exc)}, no_update
     except EXPECTED_ERRORS as exc:
-        return {"state": "refused", "message": services.describe_error(exc)}, no_update
+        return {"state": "refused", "message": describe_error(exc)}, no_update
     return view, go or no_update
 
 
@@ -97,26 +95,54 @@ def outcome_message(outcome: dict[str, Any] | None) -> html.Div:
 
 
 def error_message(exc: BaseException) -> html.Div:
-    return message(services.describe_error(exc), "error")
+    return message(describe_error(exc), "error")
+
+
+MODEL_DOWNLOAD_NAME = "chmm-model.npz"
+"""The name the browser saves the current model under."""
 
 
 def send_current_model(clicks: int | None, session_id: str | None) -> tuple[Any, Any]:
-    """The (download data, message) pair of a "download the current model" button: the session's current model file
-    as a download, or an error message (and no download)."""
+    """The (download link, message) pair of a "download the current model" button: a link that streams the
+    session's current model file from disk (:func:`app.sessions.download_link`: never base64 in a callback's
+    answer), or an error message (and no link)."""
     require_click(clicks)
     try:
-        path, name = model_service.model_download(sessions.session_folder(session_id))
+        folder = sessions.session_folder(session_id)
+        path = sessions.current_model_path(folder)
+        if not path.is_file():
+            raise UserError("This session has no model to download yet.")
     except EXPECTED_ERRORS as exc:
         return no_update, error_message(exc)
-    return dcc.send_file(str(path), filename=name), no_update
+    return sessions.download_link(folder, path, MODEL_DOWNLOAD_NAME), no_update
 
 
-def told_upload(upload: Any, limit: int, message: str, remedy: str = "") -> html.Div:
+def start_downloads(store: str) -> None:
+    """Register, once per page module, the browser's start of a download whenever the store ``store`` (a
+    ``dcc.Store`` in the page) is given a download link (:func:`app.sessions.download_link`): the file is streamed
+    by its route (``assets/downloads.js``)."""
+    clientside_callback(
+        ClientsideFunction("chmm", "startDownload"),
+        Output(store, "clear_data"),
+        Input(store, "data"),
+        prevent_initial_call=True,
+    )
+
+
+def told_upload(upload: Any, kind: str, limit: int, message: str, remedy: str = "") -> html.Div:
     """``upload`` (a ``dcc.Upload``) in a wrapper that ``assets/upload_limit.js`` reads: when a file is chosen or
-    dropped, the browser says at once in the box ``message`` why a file over ``limit`` bytes is refused (the server's
-    sentence, ending with ``remedy``; the drop zone itself would drop a file over its ``max_size`` without a word) or
-    that it is sending one within it (a large model took 90 s to answer, silent until then)."""
-    attributes = {"data-upload-limit": str(int(limit)), "data-upload-message": message, "data-upload-remedy": remedy}
+    dropped, the browser says at once in the box ``message`` why a file over ``limit`` bytes, the limit of uploads of
+    ``kind`` (:data:`app.transfers.UPLOAD_LIMITS`), is refused (the server's sentence, ending with ``remedy``), or else
+    sends it through the upload route with its progress and then hands the upload its reference as ``contents``: the
+    file never travels in a callback's body."""
+    attributes = {
+        "data-upload-limit": str(int(limit)),
+        "data-upload-message": message,
+        "data-upload-remedy": remedy,
+        "data-upload-kind": kind,
+        "data-upload-target": upload.id,
+        "data-upload-multiple": "true" if getattr(upload, "multiple", False) else "false",
+    }
     return html.Div(upload, className="told-upload", **attributes)
 
 

@@ -79,6 +79,33 @@ def test_a_disk_that_fills_mid_training_is_said_as_such(with_corpus: Path, monke
     assert "died" not in reaped["message"]
 
 
+def test_a_disk_that_filled_mid_training_is_said_so_after_space_returns(
+    with_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that filled during training was reported, once space had returned, as "its process or worker died":
+    the record could not be written, and the reaper looked at the disk only later. The job leaves its cause in a
+    file it made at its start, overwritten in place (no block to allocate), and the reaper says it."""
+    writes = {"n": 0}
+    real = training_jobs.atomic_write_json
+
+    def filling(path: Path, value: object) -> None:
+        writes["n"] += 1
+        if writes["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, value)
+
+    monkeypatch.setattr(training_jobs, "atomic_write_json", filling)
+    monkeypatch.setattr(jobs.records, "atomic_write_json", lambda path, value: filling(path, value))
+    outcome = training_jobs.run_training_job(with_corpus, forms.options_from_form(TINY_FORM))
+    assert outcome.status == jobs.FAILED
+    files = training_jobs.training_files(with_corpus)
+    assert files.read()["status"] == jobs.RUNNING  # its end could not be recorded
+    monkeypatch.undo()  # space has returned
+    said = training_jobs.reap_dead_job(with_corpus, now=time.time() + 60)
+    assert said is not None and "the server's disk filled up while it ran" in said
+    assert "died" not in said and files.read()["status"] == jobs.FAILED
+
+
 def test_the_progress_stores_full_disk_is_said_as_a_full_disk() -> None:
     from app import services
 

@@ -336,6 +336,20 @@ def test_a_cancel_while_a_map_is_installed_says_the_map_job_finished(
     assert maps.current_map(folder).name == outcome["key"]
 
 
+def test_a_job_killed_by_a_cancel_after_its_install_is_said_as_finished(with_corpus: Path) -> None:
+    """A Cancel at the moment of install was answered truly, but the job was killed (Dash's cancel) before it wrote
+    its end, so the page said it "died ... the previous model is still current" over the new model. A record that
+    says its model was installed is reaped as finished, and the page says the new model is current."""
+    files = training_jobs.training_files(with_corpus)
+    record = {"key": "k1", "status": jobs.RUNNING, "started": time.time(), "installed": True}
+    files.write(record)
+    files.heartbeat.touch()
+    assert training_jobs.reap_dead_job(with_corpus, now=time.time() + jobs.STALE_AFTER_S + 1) is None
+    ended = files.read()
+    assert ended["status"] == jobs.FINISHED and "its result is current" in ended["message"]
+    assert "previous model" not in ended["message"]
+
+
 def test_a_progress_arriving_after_a_cancel_does_not_stand_over_it(with_corpus: Path) -> None:
     """A CI run: the running job's last progress reached the page after the Cancel's answer, and its "Training for
     3.0 s: restart 1 of 4." stood for good (the killed job sends nothing more). A late progress says how the job

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from support import SHORT_TEXT, TINY_FORM, data_uri
 
-from app import config, figures, forms, jobs, sessions
+from app import config, figures, forms, jobs, sessions, ui
 from app.services import UserError, training_jobs
 from app.services import corpus as corpus_service
 from app.services import decode as decode_service
@@ -71,8 +71,9 @@ def test_loading_a_model_makes_it_current(folder: Path, tmp_path: Path) -> None:
     )
     assert "40 states" in message
     assert model_service.model_summary(folder)["states"] == 40 and model_service.model_summary(folder)["has_previous"]
-    path, name = model_service.model_download(folder)
-    assert path.read_bytes() == saved.read_bytes() and name.endswith(".npz")
+    link, said = ui.send_current_model(1, f"{folder.name}.{sessions._signature(folder.name)}")
+    path, name = sessions.download_target(link.removeprefix("/download/"))
+    assert said is ui.no_update and path.read_bytes() == saved.read_bytes() and name == "chmm-model.npz"
 
 
 def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import TINY_FORM, data_uri
 
-from app import config, forms, jobs, services, sessions
+from app import config, forms, ids, jobs, services, sessions
 from app.services import UserError, training_jobs
 from app.services import corpus as corpus_service
 from app.services import generate as generate_service
@@ -362,6 +362,31 @@ def test_the_model_stamp_survives_the_browser(data_dir: Path) -> None:
     os.utime(sessions.current_model_path(folder), ns=(time.time_ns(), 1_795_000_000_123_456_790))  # 1 ns later
     changed, version = main.watch_model(3, sid, returned)
     assert changed != stamp and isinstance(version, float)
+
+
+def test_an_idle_tab_asks_one_question_answered_by_one_stat(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every idle page asked the server four questions every 2 s (the model stamp, the badge, the notice, the job
+    badge: 500 idle tabs were 1,000 requests a second). Now the shell has one interval callback, and while the
+    session's folder is unchanged it answers from one stat, reading no model stamp, notice or job record."""
+    import dash
+
+    from app import main
+
+    registered = {**dash._callback.GLOBAL_CALLBACK_MAP, **main.app.callback_map}  # (moved there once the app serves)
+    on_tick = [k for k, v in registered.items() if any(i["id"] == ids.MODEL_WATCH for i in v["inputs"])]
+    assert len(on_tick) == 1
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    first = main.watch_session(1, sid, None, None, None)
+    stamp, _, _, _, badge, seen = first
+    assert stamp == sessions.model_stamp(folder) and badge is None and seen
+    read: list[str] = []
+    monkeypatch.setattr(main.sessions, "model_stamp", lambda f: read.append("stamp") or sessions.file_stamp(
+        sessions.current_model_path(f).stat()))  # fmt: skip
+    assert main.watch_session(2, sid, stamp, None, seen) == (main.no_update,) * 6 and read == []
+    prune_service.apply_prune(folder, -2)  # a new current model
+    changed = main.watch_session(3, sid, stamp, None, seen)
+    assert read == ["stamp"] and changed[0] != stamp and isinstance(changed[1], float) and changed[5] != seen
 
 
 def test_a_session_cleared_during_its_request_is_told_so(data_dir: Path) -> None:

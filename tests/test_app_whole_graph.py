@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from app import ids, sessions
+from app.services import UserError, visible
 from app.services import graphs as graph_service
 from app.services import pruning as prune_service
-from app.services import visible
 from app.services import whole_graph as whole_service
+from engine import api
 
 
 @pytest.fixture(autouse=True)
@@ -121,3 +122,32 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
         y, y_others = np.array(clones["y"], dtype=float)[symbols == s], np.array(clones["y"], dtype=float)[symbols != s]
         overlap = (others >= mine.min()) & (others <= mine.max()) & (y_others >= y.min()) & (y_others <= y.max())
         assert not overlap.any()
+
+
+def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.2 MB model file of 300,000 symbols made the view run 177 s in the web worker and send 20.7 MB: a model
+    past the clone bound is refused at once in one sentence, and past the group bound the symbols of least flow
+    share one group, so what is sent grows with the clones alone."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    prune_service.apply_prune(folder, -2)  # no run for this model: grouped by symbol
+    model = graph_service.load_current(folder)
+    monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states - 1)
+    with pytest.raises(UserError, match=f"at most {model.n_states - 1:,} clones and this model has"):
+        whole_service.whole_graph(folder)
+    _, _, said, _ = page.show_whole_graph(1, 5000, 1, 0, None, sid)
+    assert "at most" in str(said)
+    monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states)
+    monkeypatch.setattr(whole_service, "MAX_GROUPS", 5)
+    drawn = whole_service.whole_graph(folder)
+    assert len(drawn["groups"]) == 5 and set(np.unique(drawn["group"])) == set(range(5))
+    assert drawn["groups"][-1]["text"].startswith(f"one of the {len(model.symbols) - 4:,} other symbols")
+    assert len(drawn["x"]) == model.n_states
+    shown = [g["text"].split(" ", 1)[1] for g in drawn["groups"][:4]]
+    graph = graph_service.session_graph(folder, api.DEFAULT_PRUNE_THRESHOLD)
+    symbol_flow = np.bincount(graph.clone_symbol, weights=graph.flow)
+    top = sorted(np.argsort(-symbol_flow, kind="stable")[:4])
+    assert shown == [visible(model.symbols[k]) for k in top]  # the symbols of most flow keep their own

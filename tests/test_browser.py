@@ -194,6 +194,8 @@ def test_train_then_cancel_a_second_training(
     upload(browser, ids.CORPUS_UPLOAD, corpus)
     browser.wait_for_contains_text(f"#{ids.CORPUS_MESSAGE}", "Uploaded alice-short.txt")
     browser.wait_for_contains_text(f"#{ids.CORPUS_PREVIEW}", "27 symbols")
+    sent = list((session_folder(browser, data_dir) / sessions.UPLOADS).iterdir())  # by the upload route, not base64
+    assert [path.read_text(encoding="utf-8") for path in sent] == [SHORT_TEXT]
     set_number(browser, ids.TRAIN_STATES, 60)
     set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 3)

@@ -13,6 +13,7 @@ import pytest
 from support import data_uri
 
 from app import figures, jobs, sessions
+from app.jobs import panel
 from app.services import UserError, map_routes, map_schemas, maps
 from engine.cognitive import actions, schemas, worlds
 
@@ -196,7 +197,7 @@ def test_the_page_shows_the_last_match_and_follows_one_of_another_tab(data_dir: 
     folder = sessions.session_folder(session)
     chart, sentence = part.show_match(session, 0)
     assert sentence is None and not chart.data
-    assert part.follow_job(1, session, False, False, None) == (dash.no_update,) * 7
+    assert part.follow_job(1, session, False, False, None) == (dash.no_update,) * 7 + (panel.IDLE_FOLLOW_MS,)
     upload_map(folder, schemas.map_of_room(OPEN), "open.npz", tmp_path)
     request = map_schemas.check_request(folder, "room", maps.room_text(OPEN), 500, 0)
     seen: list[tuple] = []
@@ -206,12 +207,13 @@ def test_the_page_shows_the_last_match_and_follows_one_of_another_tab(data_dir: 
             seen.append(part.follow_job(2, session, False, False, None))
 
     assert map_schemas.run_schema_job(folder, request, report=look)["status"] == jobs.FINISHED
-    value, label, start_disabled, cancel_disabled, watching, status, version = seen[0]
-    assert (start_disabled, cancel_disabled, watching) == (True, False, True)
-    value, label, start_disabled, cancel_disabled, watching, status, version = part.follow_job(
+    value, label, start_disabled, cancel_disabled, watching, status, version, interval = seen[0]
+    assert (start_disabled, cancel_disabled, watching, interval) == (True, False, True, panel.FOLLOW_MS)
+    value, label, start_disabled, cancel_disabled, watching, status, version, interval = part.follow_job(
         3, session, True, False, None
     )
     assert (value, start_disabled, cancel_disabled, watching) == ("100", False, True, False)
+    assert interval == panel.IDLE_FOLLOW_MS  # the job ended: the page looks again every few seconds only
     assert "Matched a 500-step walk" in str(status) and isinstance(version, float)
     chart, sentence = part.show_match(session, version)
     assert list(chart.data[0].y) == ["open"] and "The walk follows 'open'" in str(sentence)

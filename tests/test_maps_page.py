@@ -15,6 +15,7 @@ import pytest
 from support import data_uri
 
 from app import figures, jobs, sessions
+from app.jobs import panel
 from app.services import UserError, maps
 from engine.cognitive import actions, walks
 
@@ -349,7 +350,8 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
 
     session = sessions.new_session_id()
     folder = sessions.session_folder(session)
-    assert page.follow_job(1, session, False, False, None) == (dash.no_update,) * 7  # nothing runs
+    nothing = (dash.no_update,) * 7 + (panel.IDLE_FOLLOW_MS,)
+    assert page.follow_job(1, session, False, False, None) == nothing  # nothing runs
     seen: list[tuple] = []
 
     def look(record: dict) -> None:
@@ -360,20 +362,22 @@ def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
 
     outcome = maps.run_map_job(folder, small_request(folder), report=look)
     assert outcome["status"] == jobs.FINISHED
-    value, label, start_disabled, cancel_disabled, watching, status, version = seen[0]
-    assert (start_disabled, cancel_disabled, watching) == (True, False, True)
+    value, label, start_disabled, cancel_disabled, watching, status, version, interval = seen[0]
+    assert (start_disabled, cancel_disabled, watching, interval) == (True, False, True, panel.FOLLOW_MS)
     assert (value, label) == (str(seen[1][0]), seen[1][1]) and label, label
-    assert seen[2] == (dash.no_update,) * 7
-    value, label, start_disabled, cancel_disabled, watching, status, version = page.follow_job(
+    assert seen[2] == (dash.no_update,) * 7 + (panel.FOLLOW_MS,)  # its own callback follows it
+    value, label, start_disabled, cancel_disabled, watching, status, version, interval = page.follow_job(
         4, session, True, False, None
     )
     assert (value, start_disabled, cancel_disabled, watching) == ("100", False, True, False)
+    assert interval == panel.IDLE_FOLLOW_MS  # the job ended: the page looks again every few seconds only
     assert "message-ok" in json.dumps(status.to_plotly_json(), default=str) and isinstance(version, float)
     files = maps.map_files(folder)
     files.write({"key": "k", "status": jobs.RUNNING, "started": 0.0})
     files.heartbeat.touch()
     os.utime(files.heartbeat, (1.0, 1.0))  # its heartbeat stopped long ago
-    value, label, *_, status, version = page.follow_job(5, session, False, False, None)
+    value, label, *_, status, version, interval = page.follow_job(5, session, False, False, None)
+    assert interval == panel.IDLE_FOLLOW_MS
     assert label.startswith("The map job stopped without finishing") and "previous map is kept" in label
 
 

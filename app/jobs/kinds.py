@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app import sessions
 from app.jobs import queue
 from app.jobs.records import CANCELLED, DIED, RUNNING, JobFiles, sweep_temporary
 
@@ -96,13 +95,11 @@ class JobKind:
         record = self.files(folder).reap(now)
         if record is None:
             return None
+        if record.get("disk_full"):
+            return f"{subject} stopped: the server's disk filled up while it ran. {kept}"
         cause = record.get("cause")
         if cause:
             return f"{subject} stopped: {cause}; {remedy}. {kept}"
-        try:
-            sessions.check_disk(subject)
-        except sessions.SessionError:
-            return f"{subject} stopped: the server's disk is full. {kept}"
         return f"{subject} {DIED}. {kept}"
 
     def ticket(self, folder: Path) -> queue.Ticket | None:

@@ -32,11 +32,17 @@ from typing import Any
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import ids, services, sessions, ui
+from app import ids, sessions, ui
+from app.errors import describe_error
 from app.jobs import FAILED, FINISHED, REFUSED, RUNNING, JobMemoryError, job_process
 from app.jobs.kinds import JobKind
 
 QUEUE_ACTIVE = ("waiting", "starting")
+FOLLOW_MS = 1000
+"""How often a page follows a job of its kind that it did not start (another tab's) while one runs."""
+IDLE_FOLLOW_MS = 10_000
+"""How often an idle page looks for a job of its kind that another tab started, or one that died (its pages' watch
+intervals start here, and come back here when the job ends)."""
 """The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
 
 Report = Callable[[dict[str, Any]], None]
@@ -202,7 +208,8 @@ class JobPanel:
         after: tuple[Output, ...] = (),
         died_view: Callable[[Path, str], tuple[Any, ...]] | None = None,
     ) -> Callable[..., tuple[Any, ...]]:
-        """Register the page's one-second follow (``watch``, an interval; ``watch_state``, whether it follows a job):
+        """Register the page's follow (``watch``, an interval of this panel's own, every :data:`IDLE_FOLLOW_MS` while
+        nothing runs and :data:`FOLLOW_MS` while a job runs; ``watch_state``, whether it follows a job):
         a job whose process or worker died (``reap(folder)``, the kind's, says so) is said as failed, whichever tab
         started it. A job this page did not start (``mine(*mine_states' values)`` is false: started in another tab
         of the session, or before the page was opened again) is followed: ``view(folder, running)`` gives the values
@@ -210,7 +217,7 @@ class JobPanel:
         Start stays disabled and Cancel enabled while it runs, and they are given back when it ends. A job started
         from this page is followed by its own background callback. ``died_view(folder, sentence)`` gives the bar's,
         its label's and ``shown``'s values for a job that died (by default ``view``'s)."""
-        quiet = (no_update,) * (6 + len(shown) + len(after))
+        quiet = (no_update,) * (7 + len(shown) + len(after))
         untouched = (no_update,) * len(after)
 
         @callback(
@@ -222,10 +229,11 @@ class JobPanel:
             Output(watch_state, "data"),
             Output(self.status, "children", allow_duplicate=True),
             *after,
+            Output(watch, "interval"),
             Input(watch, "n_intervals"),
             State(ids.SESSION, "data"),
             State(watch_state, "data"),
-            *mine_states,
+            *(Input(state.component_id, state.component_property) for state in mine_states),  # at once on a change
             prevent_initial_call=True,
         )
         def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, *states: Any) -> tuple:
@@ -236,16 +244,16 @@ class JobPanel:
                 return quiet
             if died is not None:
                 values = died_view(folder, died) if died_view is not None else view(folder, False)[0]
-                return (*values, False, True, False, ui.message(died, "error"), *untouched)
-            if mine(*states):
-                return quiet
+                return (*values, False, True, False, ui.message(died, "error"), *untouched, IDLE_FOLLOW_MS)
+            if mine(*states):  # this tab's job: its own callback follows it, this only watches for its death
+                return (*quiet[:-1], FOLLOW_MS)
             running = self.kind.running(folder)
             if not running and not watching:
-                return quiet
+                return (*quiet[:-1], IDLE_FOLLOW_MS)
             values, ended = view(folder, running)
             if running:
-                return (*values, True, False, True, no_update, *untouched)
-            return (*values, False, True, False, *ended)
+                return (*values, True, False, True, no_update, *untouched, FOLLOW_MS)
+            return (*values, False, True, False, *ended, IDLE_FOLLOW_MS)
 
         return follow_job
 
@@ -270,7 +278,7 @@ class JobPanel:
             try:
                 folder = sessions.session_folder(session_id)
             except ui.EXPECTED_ERRORS as exc:
-                return self.outcome(REFUSED, services.describe_error(exc))
+                return self.outcome(REFUSED, describe_error(exc))
 
             def report(progress: dict[str, Any]) -> None:
                 set_progress((progress,))
@@ -317,38 +325,6 @@ class JobPanel:
             return busy, not busy
 
         return show_running
-
-
-def _panels() -> tuple[JobPanel, JobPanel, JobPanel, JobPanel]:
-    from app.services import comparisons, map_schemas, maps, training_jobs  # the kinds (import app.jobs, not this)
-
-    training = JobPanel(
-        training_jobs.TRAINING, ids.TRAIN_START, ids.TRAIN_CANCEL, ids.TRAIN_STATUS, ids.TRAIN_PROGRESS,
-        ids.TRAIN_PROGRESS_LABEL,
-        ids.TRAINING_FLAG, ids.TRAINING_PROGRESS, ids.TRAIN_RESULT, ids.TRAIN_QUEUED, ids.TRAIN_GO,
-    )  # fmt: skip
-    comparison = JobPanel(
-        comparisons.COMPARISON, ids.COMPARE_START, ids.COMPARE_CANCEL, ids.COMPARE_MESSAGE, ids.COMPARE_PROGRESS,
-        ids.COMPARE_PROGRESS_LABEL,
-        ids.COMPARING_FLAG, ids.COMPARING_PROGRESS, ids.COMPARE_RESULT, ids.COMPARE_QUEUED, ids.COMPARE_GO,
-        keyed=False,
-    )  # fmt: skip
-    mapping = JobPanel(
-        maps.MAP, ids.MAP_START, ids.MAP_CANCEL, ids.MAP_STATUS, ids.MAP_PROGRESS, ids.MAP_PROGRESS_LABEL,
-        ids.MAPPING_FLAG, ids.MAPPING_PROGRESS, ids.MAP_RESULT, ids.MAP_QUEUED, ids.MAP_GO,
-    )  # fmt: skip
-    matching = JobPanel(
-        map_schemas.SCHEMA, ids.SCHEMA_START, ids.SCHEMA_CANCEL, ids.SCHEMA_STATUS, ids.SCHEMA_PROGRESS,
-        ids.SCHEMA_PROGRESS_LABEL,
-        ids.MATCHING_FLAG, ids.MATCHING_PROGRESS, ids.SCHEMA_RESULT, ids.SCHEMA_QUEUED, ids.SCHEMA_GO,
-    )  # fmt: skip
-    return training, comparison, mapping, matching
-
-
-TRAINING, COMPARISON, MAP, SCHEMA = _panels()
-"""The job panels of the Train, Compare and Maps pages (the map and its schema match; in this order in the shell's
-queue poll)."""
-PANELS = (TRAINING, COMPARISON, MAP, SCHEMA)
 
 
 def result_outputs(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:

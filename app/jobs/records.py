@@ -10,6 +10,7 @@ so the page says so within seconds instead of showing its last progress forever.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import threading
 import time
@@ -29,6 +30,10 @@ STALE_AFTER_S = 6.0
 engine's kernels release the GIL, so a busy job still beats)."""
 DIED = "stopped without finishing: its process or worker died (killed, out of memory, or the server restarted)"
 
+
+LAST_WORDS_BYTES = 1024
+DISK_FILLED = "the server's disk filled up while it ran, so it could not save its work"
+INSTALLED_THEN_ENDED = "Finished: its result is current (the job's process ended as it was saying so)."
 
 TEMPORARY_PREFIX = ".tmp-"
 """How the files of an atomic write in progress begin (:func:`engine.files.atomic_write`, the session's model swap)."""
@@ -94,11 +99,36 @@ class JobFiles:
         """The job's record (None before any job)."""
         return read_json(self.record)
 
+    @property
+    def last_words(self) -> Path:
+        """A file of :data:`LAST_WORDS_BYTES` made when the job starts (:meth:`alive`), overwritten in place (no block
+        to allocate) with why the job could not write its record when the disk filled up."""
+        return self.heartbeat.with_name(self.heartbeat.name + "-last-words")
+
     def write(self, record: dict[str, Any]) -> None:
-        """Replace the job's record atomically, its message bounded (:func:`engine.errors.bounded`)."""
+        """Replace the job's record atomically, its message bounded (:func:`engine.errors.bounded`). When the disk is
+        full, the cause is left in :attr:`last_words` before the error goes on, for :meth:`reap` to say once space
+        has returned (it was said as "its process or worker died")."""
         if isinstance(record.get("message"), str):
             record["message"] = bounded(record["message"])
-        atomic_write_json(self.record, record)
+        try:
+            atomic_write_json(self.record, record)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                self._leave_last_words(DISK_FILLED)
+            raise
+
+    def _leave_last_words(self, cause: str) -> None:
+        data = json.dumps({"cause": cause}).encode("utf-8")[:LAST_WORDS_BYTES]
+        with contextlib.suppress(OSError), open(self.last_words, "r+b") as handle:
+            handle.write(data.ljust(LAST_WORDS_BYTES))
+
+    def _read_last_words(self) -> str | None:
+        try:
+            said = json.loads(self.last_words.read_bytes().strip() or b"null")
+        except (OSError, ValueError):
+            return None
+        return said.get("cause") if isinstance(said, dict) and isinstance(said.get("cause"), str) else None
 
     def publisher(
         self, record: dict[str, Any], report: Callable[[dict[str, Any]], None] | None = None, every: float = 0.25
@@ -132,16 +162,23 @@ class JobFiles:
 
     def reap(self, now: float | None = None) -> dict[str, Any] | None:
         """If the job's record says running but its heartbeat is stale, record it as failed (and raise its cancel
-        flag, so that a job that was only stalled stops without installing anything) and return the record;
-        else None."""
+        flag, so that a job that was only stalled stops without installing anything) and return the record, its
+        ``disk_full`` saying whether the disk filled up (full now, or the job's :attr:`last_words` say so); else None.
+        A job whose record says its result was installed is recorded as finished instead (None)."""
         record = self.read()
         if not record or record.get("status") != RUNNING or self.running(now, record):
             return None
+        if record.get("installed"):  # killed (a Cancel's) after its result became current, before it said so
+            record.update(status=FINISHED, message=INSTALLED_THEN_ENDED, finished=time.time())
+            with contextlib.suppress(OSError):
+                self.write(record)
+            return None
         with contextlib.suppress(OSError):
             self.request_cancel()
-        cause = record.get("cause") or _disk_cause(self.record.parent)
+        disk = None if record.get("cause") else (_disk_cause(self.record.parent) or self._read_last_words())
+        cause = record.get("cause") or disk
         message = f"The job stopped: {cause}." if cause else f"The job {DIED}."
-        record.update(status=FAILED, message=message, finished=time.time())
+        record.update(status=FAILED, message=message, finished=time.time(), disk_full=disk is not None)
         with contextlib.suppress(OSError):  # a full disk: the page is told all the same
             self.write(record)
         sweep_temporary(self.record.parent)  # what it was writing when it died
@@ -167,6 +204,12 @@ class JobFiles:
         progress store raises ``sqlite3.OperationalError``) costs that beat's progress, never the heartbeat: a thread
         that died on it left a running job to be reaped as dead, and said as such (issue 51)."""
         self.heartbeat.touch()
+        blank = b" " * LAST_WORDS_BYTES
+        with contextlib.suppress(OSError):
+            if self.last_words.read_bytes() == blank:
+                blank = b""  # there already, and blank: nothing to write
+        if blank:
+            self.last_words.write_bytes(blank)  # room for the cause, should the disk fill up
         stop = threading.Event()
 
         def beat() -> None:

@@ -51,7 +51,7 @@ from app.pages.community.runs import show_hierarchy
 from app.services.graphs import MAP_MAX_MODULES
 from app.services.overviews import MAP_LIMIT
 
-WATCH_MS = 2000
+WATCH_MS = 10_000
 """How often the page looks for an Infomap run whose process died (``JobKind.reap_said``)."""
 
 cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a function)

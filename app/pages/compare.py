@@ -9,7 +9,7 @@ from typing import Any
 import dash
 from dash import ALL, Input, Output, State, callback, dcc, html, no_update
 
-from app import figures, forms, grids, ids, jobs, sessions, ui
+from app import figures, forms, grids, ids, jobs, panels, sessions, ui
 from app.jobs import panel
 from app.services import comparisons
 
@@ -83,9 +83,9 @@ def layout(**_query: Any) -> html.Div:
             f"The training part is capped at {comparisons.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
-        panel.COMPARISON.buttons("Compare"),
-        *panel.COMPARISON.progress_bar(),
-        dcc.Interval(id=ids.COMPARE_WATCH, interval=1000),
+        panels.COMPARISON.buttons("Compare"),
+        *panels.COMPARISON.progress_bar(),
+        dcc.Interval(id=ids.COMPARE_WATCH, interval=panel.IDLE_FOLLOW_MS),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
     results = ui.card(
@@ -119,7 +119,7 @@ def _queue(folder: Path, learners: Any, corpus: Any, values: list[Any], setting_
     comparisons.queue_comparison(folder, learners, corpus, options)
 
 
-start = panel.COMPARISON.register_start(
+start = panels.COMPARISON.register_start(
     _queue,
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
@@ -135,7 +135,7 @@ def _compare_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
     return {"status": saved["status"], "message": saved.get("message", "")}
 
 
-run, show_queued, show_running = panel.COMPARISON.register(_compare_job, "The comparison stopped: {exc}.")
+run, show_queued, show_running = panels.COMPARISON.register(_compare_job, "The comparison stopped: {exc}.")
 
 
 def typed_settings(values: list[Any], setting_ids: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
@@ -206,7 +206,7 @@ def show_progress(saved: dict[str, Any] | None, session_id: str | None) -> tuple
         return (no_update,) * 5
     view = _view(saved)
     status = figures.job_status("Comparing", saved, view[1])
-    return panel.COMPARISON.progress_outputs(session_id, saved, view, status)
+    return panels.COMPARISON.progress_outputs(session_id, saved, view, status)
 
 
 @callback(
@@ -257,7 +257,7 @@ def show_result(result: dict[str, str] | None, session_id: str | None) -> tuple[
     return (*_view(saved), message)
 
 
-cancel = panel.COMPARISON.register_cancel(comparisons.request_cancel)
+cancel = panels.COMPARISON.register_cancel(comparisons.request_cancel)
 """Cancel: a waiting comparison leaves the queue, a running one stops before the next learner."""
 
 

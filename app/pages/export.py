@@ -8,10 +8,13 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import ids, sessions, ui
+from app import ids, jobs, sessions, ui
 from app.services import graphs as graph_service
 
 dash.register_page(__name__, path="/export", name="Export", title="CHMM Explorer · Export", order=6)
+ui.start_downloads(ids.EXPORT_DOWNLOAD)
+HIDDEN, SHOWN = {"display": "none"}, {}
+ADVICE = "raise the pruning threshold, or export with `chmm export`."
 
 
 def layout(module: str | None = None, **_query: Any) -> html.Div:
@@ -58,10 +61,17 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
                 ),
                 ui.buttons(
                     html.Button("Export", id=ids.EXPORT_BUTTON, className="button primary"),
+                    html.Button("Cancel", id=ids.EXPORT_CANCEL, className="button", style=HIDDEN),
                     html.Button("Download the current model (.npz)", id=ids.EXPORT_MODEL_BUTTON, className="button"),
                 ),
-                dcc.Download(id=ids.EXPORT_DOWNLOAD),
-                dcc.Loading(html.Div(id=ids.EXPORT_MESSAGE)),
+                html.Div(
+                    "Exporting in the background (an Infomap run first, at a threshold without one) ...",
+                    id=ids.EXPORT_RUNNING,
+                    className="message message-info",
+                    style=HIDDEN,
+                ),
+                dcc.Store(id=ids.EXPORT_DOWNLOAD),  # a download link (the file by its route)
+                html.Div(id=ids.EXPORT_MESSAGE),
             ),
         ]
     )
@@ -75,15 +85,28 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
     State(ids.EXPORT_THRESHOLD, "value"),
     State(ids.EXPORT_MODULE, "value"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[
+        (Output(ids.EXPORT_BUTTON, "disabled"), True, False),
+        (Output(ids.EXPORT_CANCEL, "style"), SHOWN, HIDDEN),
+        (Output(ids.EXPORT_RUNNING, "style"), SHOWN, HIDDEN),
+    ],
+    cancel=[Input(ids.EXPORT_CANCEL, "n_clicks")],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None) -> tuple[Any, Any]:
+    """The background job: the export (and the Infomap run it needs at a threshold without one) in a job process,
+    bounded in time and memory (:func:`app.ui.request_job`); the answer is a download link, not the file."""
     ui.require_click(_clicks)
     try:
-        path, name, note = graph_service.export_graph(sessions.session_folder(session_id), fmt, threshold, module)
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "The export", ADVICE):
+            path, name, note = graph_service.export_graph(folder, fmt, threshold, module)
+        link = sessions.download_link(folder, path, name)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, ui.error_message(exc)
-    return dcc.send_file(str(path), filename=name), ui.message(note, "ok")
+    return link, ui.message([f"{note} ", html.A("Download it again", href=link)], "ok")
 
 
 @callback(

@@ -14,7 +14,7 @@ import dash_cytoscape as cyto
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from app import figures, ids, jobs, services, sessions, ui
+from app import figures, ids, jobs, panels, services, sessions, transfers, ui
 from app.jobs import panel
 from app.pages.mapping import schemas
 from app.services import map_routes, map_uploads, maps
@@ -116,7 +116,8 @@ def layout(**_query: Any) -> html.Div:
                     id=ids.MAP_UPLOAD,
                     className="upload",
                 ),
-                maps.MAX_WALK_UPLOAD_BYTES,
+                "walk",
+                transfers.UPLOAD_LIMITS["walk"](),
                 ids.MAP_UPLOAD_MESSAGE,
             ),
             "A walk written by `chmm walk` also has the columns row and column (the true places): then the map is "
@@ -136,7 +137,8 @@ def layout(**_query: Any) -> html.Div:
                     id=ids.MAP_EVIDENCE_UPLOAD,
                     className="upload",
                 ),
-                map_uploads.MAX_EVIDENCE_UPLOAD_BYTES,
+                "evidence",
+                transfers.UPLOAD_LIMITS["evidence"](),
                 ids.MAP_EVIDENCE_MESSAGE,
             ),
             "For a sensor that is not symmetric (`chmm map WALK --evidence FILE`): one row per step of the uploaded "
@@ -155,8 +157,8 @@ def layout(**_query: Any) -> html.Div:
             "keeps the previous map.",
             className="hint",
         ),
-        panel.MAP.buttons("Learn the map"),
-        *panel.MAP.progress_bar(),
+        panels.MAP.buttons("Learn the map"),
+        *panels.MAP.progress_bar(),
         html.Div(id=ids.MAP_STATUS),
     )
     learned = ui.card(
@@ -234,7 +236,7 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),
         dcc.Store(id=ids.MAP_VERSION, storage_type="memory", data=0),
-        dcc.Interval(id=ids.MAP_WATCH, interval=1000),
+        dcc.Interval(id=ids.MAP_WATCH, interval=panel.IDLE_FOLLOW_MS),
         dcc.Store(id=ids.MAP_WATCH_STATE, storage_type="memory", data=False),
         dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
         dcc.Store(id=ids.MAP_DETOUR, storage_type="memory"),
@@ -328,7 +330,7 @@ def _queue(
     maps.queue_map(folder, maps.check_request(folder, source, room, length, clones, seed, restarts, noise))
 
 
-start = panel.MAP.register_start(
+start = panels.MAP.register_start(
     _queue,
     State(ids.MAP_SOURCE, "value"),
     State(ids.MAP_ROOM, "value"),
@@ -346,7 +348,7 @@ def _map_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
     return maps.run_queued_map(folder, ticket, report=report)
 
 
-learn, show_queued, show_running = panel.MAP.register(_map_job, "The map job stopped: {exc}.")
+learn, show_queued, show_running = panels.MAP.register(_map_job, "The map job stopped: {exc}.")
 
 
 @callback(
@@ -365,7 +367,7 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
         return no_update, no_update, no_update
     value, label = maps.progress_of(record)
     status = figures.job_status("Learning the map", record, label)
-    return panel.MAP.progress_outputs(session_id, record, (str(value), label), status)
+    return panels.MAP.progress_outputs(session_id, record, (str(value), label), status)
 
 
 @callback(
@@ -381,7 +383,7 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     return panel.result_outputs(result)
 
 
-cancel = panel.MAP.register_cancel(maps.request_cancel, lambda message: ("0", message))
+cancel = panels.MAP.register_cancel(maps.request_cancel, lambda message: ("0", message))
 """Cancel: a waiting job leaves the queue, a running one gets its cancel flag; the previous map stays."""
 
 
@@ -424,7 +426,7 @@ def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
     return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
 
 
-follow_job = panel.MAP.register_follow(
+follow_job = panels.MAP.register_follow(
     ids.MAP_WATCH,
     ids.MAP_WATCH_STATE,
     maps.reap_dead_job,

@@ -8,10 +8,11 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html
 
-from app import config, figures, ids, services, sessions, ui
+from app import config, figures, ids, services, sessions, transfers, ui
 from app.services import models as model_service
 
 dash.register_page(__name__, path="/", name="Model", title="CHMM Explorer · Model", order=0)
+ui.start_downloads(ids.MODEL_DOWNLOAD)
 
 
 def term(label: str, explanation: str) -> html.Abbr:
@@ -87,7 +88,8 @@ def layout(**_query: Any) -> html.Div:
                         max_size=config.browser_upload_bytes(config.max_model_upload_bytes()),
                         className="upload",
                     ),
-                    config.max_model_upload_bytes(),
+                    "model",
+                    transfers.UPLOAD_LIMITS["model"](),
                     ids.MODEL_MESSAGE,
                     model_service.MODEL_TOO_LARGE,
                 ),
@@ -95,7 +97,7 @@ def layout(**_query: Any) -> html.Div:
                     html.Button("Download the current model", id=ids.MODEL_DOWNLOAD_BUTTON, className="button"),
                     html.Button("Undo (back to the previous model)", id=ids.MODEL_UNDO, className="button"),
                 ),
-                dcc.Download(id=ids.MODEL_DOWNLOAD),
+                dcc.Store(id=ids.MODEL_DOWNLOAD),  # a download link (the file by its route)
                 html.Div(id=ids.MODEL_MESSAGE),
             ),
         ]

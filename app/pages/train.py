@@ -9,7 +9,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from app import config, figures, forms, ids, services, sessions, ui
+from app import config, figures, forms, ids, panels, services, sessions, transfers, ui
 from app.jobs import panel
 from app.services import corpus as corpus_service
 from app.services import training_jobs
@@ -119,7 +119,8 @@ def layout(**_query: Any) -> html.Div:
                 max_size=config.browser_upload_bytes(limit),  # beyond it the browser refuses (the script says why)
                 className="upload",
             ),
-            limit,
+            "corpus",
+            transfers.UPLOAD_LIMITS["corpus"](),
             ids.CORPUS_MESSAGE,
         ),
         ui.buttons(
@@ -248,14 +249,14 @@ def layout(**_query: Any) -> html.Div:
             className="form-grid",
         ),
         html.Div(id=ids.TRAIN_ESTIMATE),
-        panel.TRAINING.buttons("Start training"),
+        panels.TRAINING.buttons("Start training"),
     )
     progress = ui.card(
         "Progress",
-        *panel.TRAINING.progress_bar(),
+        *panels.TRAINING.progress_bar(),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
         html.Div(id=ids.TRAIN_STATUS),
-        dcc.Interval(id=ids.TRAIN_WATCH, interval=1000),
+        dcc.Interval(id=ids.TRAIN_WATCH, interval=panel.IDLE_FOLLOW_MS),
         dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
     )
     runs = ui.card(
@@ -393,7 +394,7 @@ def _queue(folder: Path, *values: Any) -> None:
     training_jobs.queue_training(folder, forms.options_from_form(form_values(values)))
 
 
-start = panel.TRAINING.register_start(_queue, *FORM_STATES, note=training_jobs.worker_note)
+start = panels.TRAINING.register_start(_queue, *FORM_STATES, note=training_jobs.worker_note)
 """Start: with Celery, a view that waits says when no worker runs (the job would only wait)."""
 
 
@@ -403,7 +404,7 @@ def _train_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
     return training_jobs.run_queued_training(folder, ticket, report=report).as_dict()
 
 
-train, show_queued, show_running = panel.TRAINING.register(
+train, show_queued, show_running = panels.TRAINING.register(
     _train_job, "Training stopped: {exc}. The previous model is still current."
 )
 QUEUE_ACTIVE = panel.QUEUE_ACTIVE
@@ -427,7 +428,7 @@ def show_progress(progress: dict[str, Any] | None, session_id: str | None) -> tu
         return no_update, no_update, no_update, no_update
     value, label, figure = figures.progress_view(progress)
     status = figures.running_status(progress)
-    return panel.TRAINING.progress_outputs(session_id, progress, (str(value), label, figure), status)
+    return panels.TRAINING.progress_outputs(session_id, progress, (str(value), label, figure), status)
 
 
 @callback(
@@ -450,7 +451,7 @@ def _cancelled(message: str) -> tuple[str, str] | None:
     return None if message.startswith("The job had already finished") else ("0", f"Cancelled: {message}")
 
 
-cancel = panel.TRAINING.register_cancel(training_jobs.request_cancel, _cancelled)
+cancel = panels.TRAINING.register_cancel(training_jobs.request_cancel, _cancelled)
 
 
 @callback(
@@ -482,12 +483,12 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
     return (str(value), label, figure), (ui.outcome_message(record) if record else no_update,)
 
 
-follow_job = panel.TRAINING.register_follow(
+follow_job = panels.TRAINING.register_follow(
     ids.TRAIN_WATCH,
     ids.TRAIN_WATCH_STATE,
     training_jobs.reap_dead_job,
     _followed,
-    mine=bool,  # this page pressed Start: its own background callback follows the job
-    mine_states=(State(ids.TRAIN_START, "n_clicks"),),
+    mine=lambda flag, queued: bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE,  # this tab's own job
+    mine_states=(State(ids.TRAINING_FLAG, "data"), State(ids.TRAIN_QUEUED, "data")),
     shown=(Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),),
 )

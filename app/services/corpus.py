@@ -26,13 +26,22 @@ def _over(size: int, limit: int) -> str:
     return f"{format_bytes(size)}, the limit is {format_bytes(limit)}"
 
 
-def decode_upload(contents: str | None, filename: str | None, max_bytes: int, remedy: str = "") -> bytes:
-    """The bytes of a ``dcc.Upload`` ``contents`` data URI (``data:<type>;base64,<payload>``); UserError when
-    nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before decoding; the
-    sentence ends with ``remedy``, what to do, when given)."""
+def decode_upload(
+    contents: str | None, filename: str | None, max_bytes: int, remedy: str = "", folder: Path | None = None
+) -> bytes:
+    """The bytes of an upload widget's ``contents``: a file that arrived through the upload route into ``folder``'s
+    uploads (:func:`app.sessions.upload_path`), or a ``dcc.Upload`` data URI (``data:<type>;base64,<payload>``);
+    UserError when nothing arrived, the payload is damaged, or the file is larger than ``max_bytes`` (checked before
+    reading or decoding; the sentence ends with ``remedy``, what to do, when given)."""
     name = filename if isinstance(filename, str) and filename else "the file"
     if not contents:
         raise UserError("No file arrived; choose or drop a file.")
+    path = sessions.upload_path(folder, contents) if folder is not None else None
+    if path is not None:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise UserError(f"{name} is too large: {_over(size, max_bytes)}{remedy}.")
+        return path.read_bytes()
     if not isinstance(contents, str):
         raise UserError(f"{name} arrived damaged (not a base64 data URI); try again.")
     header, sep, payload = contents.partition(",")
@@ -48,6 +57,13 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int, re
     if len(data) > max_bytes:
         raise UserError(f"{name} is too large: {_over(len(data), max_bytes)}{remedy}.")
     return data
+
+
+def upload_size(folder: Path, contents: str | None) -> int:
+    """The bytes of an upload widget's ``contents`` (its file's size, or a data URI's payload estimated), before any
+    of it is read."""
+    path = sessions.upload_path(folder, contents)
+    return path.stat().st_size if path is not None else len(contents or "") * 3 // 4
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -73,7 +89,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
     if not all(c is None or isinstance(c, str) for c in contents_list):  # a forged request (was an HTTP 500)
         raise UserError("The upload arrived damaged (its contents are not a file's data); try again.")
     limit = config.max_upload_bytes()
-    estimated = sum(len(c or "") * 3 // 4 for c in contents_list)
+    estimated = sum(upload_size(folder, c) for c in contents_list)
     if len(contents_list) > 1 and estimated > limit + 2 * len(contents_list):
         raise UserError(
             f"The {len(contents_list)} files are too large together: about {format_bytes(estimated)}, the limit is "
@@ -83,7 +99,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
     size = 0
     for data_uri, given in zip(contents_list, names, strict=True):
         name = given or "upload.txt"
-        data = decode_upload(data_uri, name, limit - size)
+        data = decode_upload(data_uri, name, limit - size, folder=folder)
         size += len(data)
         if name.lower().endswith(".zip"):
             read += _zip_documents(data, name, limit)

@@ -123,17 +123,19 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
     out = folder / EXPORTS
     out.mkdir(exist_ok=True)
     written = out / f"export{api.EXTENSIONS[fmt]}"
+    need = graph_bytes(model, cut) if shown is not None else infomap_bytes(model, cut)  # the run it makes, if any
     try:
-        figures = api.export_model_graph(
-            model,
-            written,
-            fmt,
-            module=module_id,
-            threshold=cut,
-            options=None if saved is None else api.CommunityOptions(**saved["options"]),
-            corpus_text=None if same else reference_corpus(folder, model),
-            communities=shown,
-        )
+        with memory.reserved(need, "Exporting this clone graph"):
+            figures = api.export_model_graph(
+                model,
+                written,
+                fmt,
+                module=module_id,
+                threshold=cut,
+                options=None if saved is None else api.CommunityOptions(**saved["options"]),
+                corpus_text=None if same else reference_corpus(folder, model),
+                communities=shown,
+            )
     except api.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     what = "the whole clone graph" if module_id is None else f"module {module_id}"

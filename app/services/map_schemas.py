@@ -109,7 +109,7 @@ def store_map_upload(folder: Path, contents: Any, filename: Any) -> str:
     name, after reading it as the engine reads untrusted models; UserError in one sentence on a bad file."""
     shown = filename if isinstance(filename, str) and filename else "the map file"
     label = check_name(Path(shown).name)
-    data = decode_upload(contents, shown, MAX_MAP_UPLOAD_BYTES)
+    data = decode_upload(contents, shown, MAX_MAP_UPLOAD_BYTES, folder=folder)
     sessions.check_space(folder, len(data), "The map")
     trial = folder / f".map-upload-{new_key()}.npz"
     try:

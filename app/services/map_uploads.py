@@ -58,7 +58,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
     observations, actions and whether it has true places. UserError in one sentence on a bad file (the previous
     upload, and its likelihood file, are kept)."""
     name = filename if isinstance(filename, str) and filename else "the walk"
-    data = decode_upload(contents, name, MAX_WALK_UPLOAD_BYTES)
+    data = decode_upload(contents, name, MAX_WALK_UPLOAD_BYTES, folder=folder)
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -130,7 +130,7 @@ def store_evidence_upload(folder: Path, contents: Any, filename: Any) -> dict[st
         raise UserError(f"{name}: a likelihood file is a .npy array or a .csv or .txt table of numbers.")
     if walk.get("walks", 1) > 1:
         raise UserError(f"A likelihood file learns from one walk, and {walk['name']} holds {walk['walks']} walks.")
-    data = decode_upload(contents, name, MAX_EVIDENCE_UPLOAD_BYTES)
+    data = decode_upload(contents, name, MAX_EVIDENCE_UPLOAD_BYTES, folder=folder)
     sessions.check_space(folder, len(data), "The likelihood file")
     fresh = folder / f".{EVIDENCE}-{new_key()}"  # read there first: a bad file leaves the kept one as it was
     fresh.mkdir()

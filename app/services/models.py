@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -205,12 +206,16 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
     """Make an uploaded ``.npz`` model current (the old one becomes the previous model). A file that is not a
     model raises UserError and leaves the current model as it was."""
     name = filename or "the file"
-    data = decode_upload(contents, name, config.max_model_upload_bytes(), MODEL_TOO_LARGE)
-    sessions.check_space(folder, len(data), "This model")
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)
     candidate = jobs_dir / f"upload-{uuid.uuid4().hex}.npz"
-    atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
+    sent, limit = sessions.upload_path(folder, contents), config.max_model_upload_bytes()
+    if sent is not None and sent.stat().st_size <= limit:  # arrived through the upload route: moved, not read
+        os.replace(sent, candidate)
+    else:
+        data = decode_upload(contents, name, limit, MODEL_TOO_LARGE, folder=folder)
+        sessions.check_space(folder, len(data), "This model")
+        atomic_write_bytes(candidate, data)  # a full disk leaves no partial file
     try:
         with memory.reserved(load_charge(candidate), "Checking this model"):
             model = api.load_model(candidate, max_bytes=config.max_model_memory_bytes())
@@ -238,11 +243,3 @@ def undo_model(folder: Path) -> str:
     if not sessions.swap_previous(folder):
         raise UserError("There is no previous model to go back to.")
     return "Restored the previous model (the one it replaced is kept: undo again to switch back)."
-
-
-def model_download(folder: Path) -> tuple[Path, str]:
-    """The current model's file and the name the browser saves it under."""
-    path = sessions.current_model_path(folder)
-    if not path.is_file():
-        raise UserError("This session has no model to download yet.")
-    return path, "chmm-model.npz"

@@ -94,9 +94,7 @@ def reap_dead_job(folder: Path, now: float | None = None) -> str | None:
     message = f"The training job {DIED}. The previous model is still current."
     if cause:
         message = f"The training job stopped: {cause}; choose fewer states. The previous model is still current."
-    try:
-        sessions.check_disk("A job")
-    except sessions.SessionError:  # its records could not be written: the true cause, not "out of memory"
+    if record.get("disk_full"):  # its records could not be written: the true cause, not "out of memory"
         message = (
             "The training job stopped: the server's disk filled up while it ran, so it could not record its "
             "progress or its model. The previous model is still current."

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from app import sessions
+from app.services import UserError, kept, visible
 from app.services import graphs as graph_service
-from app.services import kept, visible
 from engine import api
 
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
@@ -24,6 +24,13 @@ ASPECT = 1.6
 
 LABELLED_MODULES = 12
 """The top modules with the most flow whose names are written on the view."""
+
+MAX_CLONES = 100_000
+"""The most clones the whole graph draws (what it sends grows with them: about 60 bytes a clone); a larger model is
+refused at once, before any of its graph is built."""
+
+MAX_GROUPS = 2_000
+"""The most colour groups the whole graph has: leaf modules (or symbols) past it, those of least flow, share one."""
 
 OUTSIDE = "#bbbbbb"
 """The colour of clones in no module (no transition above the threshold: Infomap never saw them)."""
@@ -45,15 +52,28 @@ def _module_tree(saved: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray,
 
 
 def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """The same tree with one module per symbol (no Infomap run yet): clones grouped by the character they emit."""
+    """The same tree with one module per symbol (no Infomap run yet): clones grouped by the symbol they emit; past
+    :data:`MAX_GROUPS` symbols, those of least flow share the last group ("other symbols")."""
     symbols = graph.symbols
     counts = np.bincount(graph.clone_symbol, minlength=len(symbols))
+    flows = np.bincount(graph.clone_symbol, weights=graph.flow, minlength=len(symbols))
+    kept_symbols = np.arange(len(symbols))
+    if len(symbols) > MAX_GROUPS:
+        kept_symbols = np.sort(np.argsort(-flows, kind="stable")[: MAX_GROUPS - 1])
+    group_of = np.full(len(symbols), len(kept_symbols), dtype=np.int64)
+    group_of[kept_symbols] = np.arange(len(kept_symbols))
     modules = [
-        {"id": "", "name": visible(s), "flow": float(graph.flow[graph.clone_symbol == k].sum()), "size": int(c)}
-        for k, (s, c) in enumerate(zip(symbols, counts, strict=True))
+        {"id": "", "name": visible(symbols[k]), "flow": float(flows[k]), "size": int(counts[k]), "symbol": symbols[k]}
+        for k in kept_symbols
     ]
-    weights = np.maximum(counts, 1).astype(np.float64)
-    return np.full(len(symbols), -1, dtype=np.int64), weights, graph.clone_symbol.astype(np.int64), modules
+    if len(kept_symbols) < len(symbols):
+        rest = group_of == len(kept_symbols)
+        modules.append({
+            "id": "", "name": f"{int(rest.sum()):,} other symbols", "flow": float(flows[rest].sum()),
+            "size": int(counts[rest].sum()), "symbol": None,
+        })  # fmt: skip
+    weights = np.maximum([m["size"] for m in modules], 1).astype(np.float64)
+    return np.full(len(modules), -1, dtype=np.int64), weights, group_of[graph.clone_symbol], modules
 
 
 def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
@@ -67,6 +87,12 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
         limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
     except (TypeError, ValueError):
         limit = DEFAULT_EDGES
+    clones = graph_service.view_model(folder).n_states
+    if clones > MAX_CLONES:
+        raise UserError(
+            f"The whole graph draws at most {MAX_CLONES:,} clones and this model has {clones:,}; browse it by "
+            "module in the table, or export it for Gephi or Cytoscape."
+        )
     saved = graph_service.read_communities(folder)
     files = [folder / graph_service.COMMUNITIES] if saved else []
     files.append(sessions.current_model_path(folder))
@@ -76,6 +102,7 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
 def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict[str, Any]:
     """:func:`whole_graph` computed (``saved``: the run, None without one)."""
     graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    unit = graph_service.view_model(folder).codec.unit.removesuffix("s")  # "character", "word" or "token"
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
     layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
@@ -95,10 +122,12 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict
         group = np.where(members >= 0, group_of[np.maximum(members, 0)], len(leaves))  # the last: in none
     else:
         groups = [
-            {"text": f"character {visible(s)}", "colour": graph_service.char_colour(s), "module": ""}
-            for s in graph.symbols
+            {"text": f"{unit} {m['name']}", "colour": graph_service.char_colour(m["symbol"]), "module": ""}
+            if m["symbol"] is not None
+            else {"text": f"one of the {m['name']} (of least flow)", "colour": OUTSIDE, "module": ""}
+            for m in modules
         ]
-        group = graph.clone_symbol.astype(np.int64)
+        group = members
     sources, targets = graph.edges()
     loops = sources == targets
     order = np.flatnonzero(~loops)[np.argsort(-graph.edge_flow[~loops], kind="stable")][:limit]

@@ -11,7 +11,7 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
-from app import figures, ids, jobs, services, sessions, ui
+from app import figures, ids, jobs, panels, services, sessions, transfers, ui
 from app.jobs import panel
 from app.services import map_schemas
 
@@ -44,7 +44,8 @@ def schema_card() -> html.Section:
                             id=ids.SCHEMA_UPLOAD,
                             className="upload",
                         ),
-                        map_schemas.MAX_MAP_UPLOAD_BYTES,
+                        "map",
+                        transfers.UPLOAD_LIMITS["map"](),
                         ids.SCHEMA_UPLOAD_MESSAGE,
                     ),
                     "a map written by `chmm map` or downloaded above; its file name is its name",
@@ -59,14 +60,15 @@ def schema_card() -> html.Section:
         html.Div(id=ids.SCHEMA_UPLOAD_MESSAGE),
         html.Div(id=ids.SCHEMA_LIBRARY_MESSAGE),
         html.Div(id=ids.SCHEMA_LIBRARY),
-        panel.SCHEMA.buttons("Match the walk to the library"),
-        *panel.SCHEMA.progress_bar(),
+        panels.SCHEMA.buttons("Match the walk to the library"),
+        *panels.SCHEMA.progress_bar(),
         html.Div(id=ids.SCHEMA_STATUS),
         html.Div(id=ids.SCHEMA_SENTENCE),
         dcc.Graph(id=ids.SCHEMA_CHART, figure=figures.schema_figure(None), config={"displaylogo": False}),
         dcc.Store(id=ids.SCHEMA_LIBRARY_VERSION, storage_type="memory", data=0),
         dcc.Store(id=ids.SCHEMA_MATCH_VERSION, storage_type="memory", data=0),
         dcc.Store(id=ids.SCHEMA_WATCH_STATE, storage_type="memory", data=False),
+        dcc.Interval(id=ids.SCHEMA_WATCH, interval=panel.IDLE_FOLLOW_MS),
     )
 
 
@@ -140,7 +142,7 @@ def _queue(folder: Path, source: Any, room: Any, length: Any, seed: Any) -> None
     map_schemas.queue_schema(folder, map_schemas.check_request(folder, source, room, length, seed))
 
 
-start = panel.SCHEMA.register_start(
+start = panels.SCHEMA.register_start(
     _queue,
     State(ids.MAP_SOURCE, "value"),
     State(ids.MAP_ROOM, "value"),
@@ -154,7 +156,7 @@ def _schema_job(folder: Path, ticket: Any, report: Any) -> dict[str, str]:
     return map_schemas.run_queued_schema(folder, ticket, report=report)
 
 
-match, show_queued, show_running = panel.SCHEMA.register(_schema_job, "The schema match stopped: {exc}.")
+match, show_queued, show_running = panels.SCHEMA.register(_schema_job, "The schema match stopped: {exc}.")
 
 
 @callback(
@@ -172,7 +174,7 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
         return no_update, no_update, no_update
     value, label = map_schemas.progress_of(record)
     status = figures.job_status("Matching the walk", record, label)
-    return panel.SCHEMA.progress_outputs(session_id, record, (str(value), label), status)
+    return panels.SCHEMA.progress_outputs(session_id, record, (str(value), label), status)
 
 
 @callback(
@@ -188,7 +190,7 @@ def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
     return panel.result_outputs(result)
 
 
-cancel = panel.SCHEMA.register_cancel(map_schemas.request_cancel, lambda message: ("0", message))
+cancel = panels.SCHEMA.register_cancel(map_schemas.request_cancel, lambda message: ("0", message))
 """Cancel: a waiting match leaves the queue, a running one gets its cancel flag."""
 
 
@@ -248,8 +250,8 @@ def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
     return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
 
 
-follow_job = panel.SCHEMA.register_follow(
-    ids.MAP_WATCH,
+follow_job = panels.SCHEMA.register_follow(
+    ids.SCHEMA_WATCH,
     ids.SCHEMA_WATCH_STATE,
     map_schemas.reap_dead_job,
     _followed,
