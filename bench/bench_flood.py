@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import numpy as np  # noqa: E402
+from support import callback_request  # noqa: E402
 
 from app import ids  # noqa: E402
 from bench import bench_concurrency as burst  # noqa: E402
@@ -43,6 +44,13 @@ def send(client: burst.Client, kind: str, data: bytes, name: str) -> str:
         return json.loads(response.read())["reference"]
 
 
+def upload_callback(client: burst.Client, writes: str, changed: str) -> dict[str, Any]:
+    """The callback that writes ``writes`` when the upload ``changed`` ("id.contents") is given its reference (the
+    page's values as they stand: not a click's count)."""
+    body = callback_request(client.dependencies, writes, changed, client.values)
+    return json.loads(client.request("/_dash-update-component", body) or b"{}").get("response") or {}
+
+
 def said(response: dict[str, Any], component: str) -> str:
     return " ".join(burst.texts(response.get(component, {}))).strip()
 
@@ -55,7 +63,7 @@ def flooder(url: str, dependencies: list[dict[str, Any]], count: int, waits: lis
             reference = send(client, "corpus", (f"flood {n} " * 120).encode()[:1000], "flood.txt")
             client.values |= {f"{ids.CORPUS_UPLOAD}.filename": "flood.txt"}
             client.values[f"{ids.CORPUS_UPLOAD}.contents"] = reference
-            answer = client.fire(ids.CORPUS_MESSAGE, f"{ids.CORPUS_UPLOAD}.contents")
+            answer = upload_callback(client, ids.CORPUS_MESSAGE, f"{ids.CORPUS_UPLOAD}.contents")
             if not said(answer, ids.CORPUS_MESSAGE).startswith("Uploaded flood.txt"):
                 errors.append(said(answer, ids.CORPUS_MESSAGE)[:200])
         except Exception as exc:  # noqa: BLE001 (every failure is counted)
@@ -77,7 +85,7 @@ def main() -> None:
         model = (REPOSITORY / "sample_models" / "alice-600.npz").read_bytes()
         visitor.values[f"{ids.MODEL_UPLOAD}.contents"] = send(visitor, "model", model, "mine.npz")
         visitor.values[f"{ids.MODEL_UPLOAD}.filename"] = "mine.npz"
-        loaded = said(visitor.fire(ids.MODEL_MESSAGE, f"{ids.MODEL_UPLOAD}.contents"), ids.MODEL_MESSAGE)
+        loaded = said(upload_callback(visitor, ids.MODEL_MESSAGE, f"{ids.MODEL_UPLOAD}.contents"), ids.MODEL_MESSAGE)
         folder = data_dir / visitor.session.split(".")[0]
         before = (folder / "current.npz").stat().st_ino
         half_an_hour = time.time() - 1800

@@ -153,8 +153,11 @@ def bystander(url: str, dependencies: list[dict[str, Any]], stop: threading.Even
         stop.wait(0.25)
 
 
+ACTIONS = ("Export", "module", "Generate", "largest body", "body over the cap", "upload", "whole graph")
+
+
 def round_of(n: int, run: Path, wide: Path, work: Path, environment: dict[str, str],
-             sizes: dict[str, int], threshold: str) -> dict[str, Any]:  # fmt: skip
+             sizes: dict[str, int], threshold: str, actions: tuple[str, ...] = ACTIONS) -> dict[str, Any]:  # fmt: skip
     data_dir = work / f"data-{n}"
     with burst.server(data_dir, environment, work / f"gunicorn-{n}.log") as (url, master):
         dependencies = json.loads(urllib.request.urlopen(url + "/_dash-dependencies", timeout=60).read())
@@ -176,9 +179,10 @@ def round_of(n: int, run: Path, wide: Path, work: Path, environment: dict[str, s
         sampler.peak = 0
         sampler.start()
         tally, start, stop, waits = Tally(), threading.Event(), threading.Event(), []
-        actions = ("Export", "module", "Generate", "largest body", "body over the cap", "upload")
-        threads = [threading.Thread(target=act, args=(c, a, tally, start, sizes)) for c in deep for a in actions]
-        threads += [threading.Thread(target=act, args=(c, "whole graph", tally, start, sizes)) for c in broad]
+        threads = [threading.Thread(target=act, args=(c, a, tally, start, sizes)) for c in deep for a in actions
+                   if a != "whole graph"]  # fmt: skip
+        if "whole graph" in actions:
+            threads += [threading.Thread(target=act, args=(c, "whole graph", tally, start, sizes)) for c in broad]
         watcher = threading.Thread(target=bystander, args=(url, dependencies, stop, waits))
         watcher.start()
         time.sleep(1.0)
@@ -205,6 +209,7 @@ def main() -> None:
     parser.add_argument("--export-threshold", default="3e-4", help="the threshold of the export (no run there)")
     parser.add_argument("--symbols", type=int, default=300_000, help="the symbols of the whole graph's model")
     parser.add_argument("--upload-mb", type=float, default=60.0, help="CHMM_MAX_MODEL_MB: each session uploads it")
+    parser.add_argument("--actions", nargs="+", default=list(ACTIONS), choices=ACTIONS, help="what each session does")
     args = parser.parse_args()
     print(describe_machine())
     work = Path(tempfile.mkdtemp(prefix="chmm-public-"))
@@ -213,6 +218,9 @@ def main() -> None:
         burst.make_model(model, args.model_mb)
         wide_model(wide, args.symbols)
         run = burst.prepare_run(model, work, 1e-3)
+        from engine import api
+
+        edges = api.graph_edges(api.load_model(model), float(args.export_threshold))
         from app import config
 
         sizes = {"callback": config.max_callback_bytes(), "upload": int(args.upload_mb * 1e6)}
@@ -223,13 +231,13 @@ def main() -> None:
         }
         print(f"model: {model.stat().st_size / 1e6:,.0f} MB file; wide model: {args.symbols:,} symbols, "
               f"{wide.stat().st_size / 1e6:,.1f} MB file; budget {args.budget_mb:g} MB; export at "
-              f"{args.export_threshold} (no run there); callback cap {sizes['callback'] / 1e6:g} MB; uploads of "
-              f"{args.upload_mb:g} MB")  # fmt: skip
+              f"{args.export_threshold} (no run there: {edges:,} edges); callback cap {sizes['callback'] / 1e6:g} "
+              f"MB; uploads of {args.upload_mb:g} MB")  # fmt: skip
         print("\n| sessions | requests | done | told in one sentence | errors | killed | peak PSS above idle MB "
               "| budget MB | peak reserved MB | bystander p50 / p95 s | wall s |")  # fmt: skip
         print("|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|")
         for n in args.sessions:
-            figures = round_of(n, run, wide, work, environment, sizes, args.export_threshold)
+            figures = round_of(n, run, wide, work, environment, sizes, args.export_threshold, tuple(args.actions))
             tally: Tally = figures["tally"]
             done = ", ".join(f"{k} {v}" for k, v in sorted(tally.done.items())) or "none"
             told = ", ".join(f"{k} {v}" for k, v in sorted(tally.told.items())) or "none"

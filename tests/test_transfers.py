@@ -127,3 +127,23 @@ def test_a_download_link_streams_a_session_file_and_cannot_be_forged(server) -> 
     assert server.test_client().get(link[:-3] + "abc").status_code == 404
     outside = sessions._download_signer().dumps({"session": folder.name, "file": "../.secret", "name": "s"})
     assert server.test_client().get(f"/download/{outside}").status_code == 404
+
+
+def test_a_large_callback_body_is_charged_to_the_memory_budget(server, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Twelve callback bodies of the largest size at once took about 290 MB that nothing counted: a body over 1 MB
+    is charged to the server's memory budget before it is read (three times its size), refused unread with HTTP 503
+    and the budget's sentence without room, and given back when its request ends."""
+    from app import memory
+
+    length = 4 * config.MEGABYTE
+    monkeypatch.setenv("CHMM_SERVER_MEMORY_MB", str(2 * length / config.MEGABYTE))  # less than 3 x the body
+    assert _status(server, "/_dash-update-component", length, {"Content-Type": "application/json"}).startswith("503")
+    monkeypatch.setenv("CHMM_SERVER_MEMORY_MB", str(4 * length / config.MEGABYTE))
+    charges: list[int] = []
+    real = memory.reserve
+    monkeypatch.setattr(memory, "reserve", lambda n, what, wait=None: charges.append(n) or real(n, what, wait))
+    body = b'{"output": "x"}'.ljust(length)
+    response = server.test_client().post("/_dash-update-component", data=body,
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+    assert response.status_code != 503 and charges == [transfers.BODY_BYTES_FACTOR * length]
+    assert memory.held_here() == 0  # given back with the request
