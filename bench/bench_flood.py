@@ -7,12 +7,13 @@ session), send a 1 kB corpus through the upload route and make it their corpus, 
 Reported: the flood's pace, the sessions and disk on the server after it, how long a newcomer waits for the page and
 its model badge and what the badge says, and whether the visitor's model is still its current model.
 
-    python bench/bench_flood.py [--flood 1100] [--threads 8]
+    python bench/bench_flood.py [--flood 1100] [--threads 8] [--data-uri]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -34,6 +35,9 @@ from bench import bench_concurrency as burst  # noqa: E402
 from bench.machine import describe_machine  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+DATA_URI = [False]
+"""Whether the flood sends its corpora as data URIs in the callback (``--data-uri``: what a server before the upload
+route took), not through the upload route."""
 
 
 def send(client: burst.Client, kind: str, data: bytes, name: str) -> str:
@@ -60,7 +64,11 @@ def flooder(url: str, dependencies: list[dict[str, Any]], count: int, waits: lis
         began = time.perf_counter()
         try:
             client = burst.Client(url, dependencies)  # the page's layout: a new session id
-            reference = send(client, "corpus", (f"flood {n} " * 120).encode()[:1000], "flood.txt")
+            corpus = (f"flood {n} " * 120).encode()[:1000]
+            if DATA_URI[0]:  # as the page sent it before the upload route (base64 in the callback's body)
+                reference = "data:text/plain;base64," + base64.b64encode(corpus).decode()
+            else:
+                reference = send(client, "corpus", corpus, "flood.txt")
             client.values |= {f"{ids.CORPUS_UPLOAD}.filename": "flood.txt"}
             client.values[f"{ids.CORPUS_UPLOAD}.contents"] = reference
             answer = upload_callback(client, ids.CORPUS_MESSAGE, f"{ids.CORPUS_UPLOAD}.contents")
@@ -75,7 +83,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flood", type=int, default=1100)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--data-uri", action="store_true", help="corpora as data URIs in the callback")
     args = parser.parse_args()
+    DATA_URI[0] = args.data_uri
     print(describe_machine())
     work = Path(tempfile.mkdtemp(prefix="chmm-flood-"))
     data_dir = work / "data"
@@ -83,7 +93,11 @@ def main() -> None:
         dependencies = json.loads(urllib.request.urlopen(url + "/_dash-dependencies", timeout=60).read())
         visitor = burst.Client(url, dependencies)
         model = (REPOSITORY / "sample_models" / "alice-600.npz").read_bytes()
-        visitor.values[f"{ids.MODEL_UPLOAD}.contents"] = send(visitor, "model", model, "mine.npz")
+        visitor.values[f"{ids.MODEL_UPLOAD}.contents"] = (
+            "data:application/octet-stream;base64," + base64.b64encode(model).decode()
+            if args.data_uri
+            else send(visitor, "model", model, "mine.npz")
+        )
         visitor.values[f"{ids.MODEL_UPLOAD}.filename"] = "mine.npz"
         loaded = said(upload_callback(visitor, ids.MODEL_MESSAGE, f"{ids.MODEL_UPLOAD}.contents"), ids.MODEL_MESSAGE)
         folder = data_dir / visitor.session.split(".")[0]
