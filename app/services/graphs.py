@@ -37,6 +37,7 @@ from app.services.models import (
     DETAIL_BYTES,
     DETAIL_EDGE_BYTES,
     INCOMING_EDGE_BYTES,
+    export_bytes,
     graph_bytes,
     infomap_bytes,
     view_model,
@@ -123,7 +124,7 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
     out = folder / EXPORTS
     out.mkdir(exist_ok=True)
     written = out / f"export{api.EXTENSIONS[fmt]}"
-    need = graph_bytes(model, cut) if shown is not None else infomap_bytes(model, cut)  # the run it makes, if any
+    need = export_bytes(model, cut, fmt, infomap=shown is None)  # the run it makes, if any, and the writer
     try:
         with memory.reserved(need, "Exporting this clone graph"):
             figures = api.export_model_graph(
