@@ -120,9 +120,15 @@ def act(client: burst.Client, action: str, tally: Tally, start: threading.Event,
             body = callback_request(client.dependencies, ids.MODEL_BADGE, f"{ids.MODEL_VERSION}.data", client.values)
             data = json.dumps(body).encode()
             body["padding"] = "x" * (sizes["callback"] - len(data) - 20)
-            status, answer = post(client.url, "/_dash-update-component", json.dumps(body).encode(),
-                                  {"Content-Type": "application/json"})  # fmt: skip
-            tally.add(action, None, None if status == 200 else f"HTTP {status}")
+            try:
+                status, answer = post(client.url, "/_dash-update-component", json.dumps(body).encode(),
+                                      {"Content-Type": "application/json"})  # fmt: skip
+            except urllib.error.URLError as exc:  # refused unread (no room in the budget) while it was being sent
+                status, answer = (503, b"") if "Broken pipe" in str(exc) else (0, str(exc).encode())
+            if status == 503:
+                tally.add(action, ["Refused unread, the budget full (HTTP 503)."])
+            else:
+                tally.add(action, None, None if status == 200 else f"HTTP {status}")
         elif action == "body over the cap":  # the headers alone: the server answers before the body is sent
             status = headers_only(client.url, "/_dash-update-component", sizes["callback"] + 1)
             tally.add(action, ["Refused unread (HTTP 413)."] if status == 413 else None,
@@ -176,7 +182,7 @@ def round_of(n: int, run: Path, wide: Path, work: Path, environment: dict[str, s
         time.sleep(2.0)
         sampler = burst.Sampler(master.pid, data_dir)
         idle, _ = sampler.memory()
-        sampler.peak = 0
+        idle_parts, sampler.peak = dict(sampler.parts), 0
         sampler.start()
         tally, start, stop, waits = Tally(), threading.Event(), threading.Event(), []
         threads = [threading.Thread(target=act, args=(c, a, tally, start, sizes)) for c in deep for a in actions
@@ -197,7 +203,10 @@ def round_of(n: int, run: Path, wide: Path, work: Path, environment: dict[str, s
         watcher.join()
         sampler.done.set()
         sampler.join()
+        parts = {k: (v - idle_parts.get(k, 0)) / 1e6 for k, v in sampler.parts.items()}
+        held = {k: v / 1e6 for k, v in sampler.parts_reserved.items()}
         return {"tally": tally, "idle": idle, "peak": sampler.peak, "reserved": sampler.peak_reserved, "wall": wall,
+                "parts": parts, "held": held,
                 "waits": waits, "requests": len(threads), "died": burst.died(data_dir)}  # fmt: skip
 
 
@@ -246,6 +255,9 @@ def main() -> None:
                   f"| {(figures['peak'] - figures['idle']) / 1e6:,.0f} | {args.budget_mb:,.0f} "
                   f"| {figures['reserved'] / 1e6:,.0f} | {np.percentile(waits, 50):.2f} / "
                   f"{np.percentile(waits, 95):.2f} | {figures['wall']:.0f} |", flush=True)  # fmt: skip
+            above = ", ".join(f"{k} {v:,.0f}" for k, v in figures["parts"].items())
+            held = ", ".join(f"{k} {v:,.0f}" for k, v in figures["held"].items())
+            print(f"    at the peak, above idle (MB): {above}; reserved (MB): {held}")
             for error in tally.errors[:6]:
                 print(f"    error: {error}")
             for sentence in sorted(tally.sentences)[:6]:
