@@ -97,6 +97,7 @@ from engine.corpora.text import (
 )
 from engine.errors import BackendError
 from engine.model import pruning
+from engine.model.archive import stored_states as model_file_states
 from engine.model.dense import CHMM, ModelFormatError
 from engine.model.pruning import check_threshold
 from engine.network import communities as communities_mod
@@ -175,7 +176,7 @@ __all__ = [  # fmt: skip
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",
-    "model_communities", "model_graph", "model_load_bytes",
+    "model_communities", "model_file_states", "model_graph", "model_load_bytes",
     "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult", "ngram_beside",
     "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout",
     "packed_layout", "PALETTE",

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app import ids, sessions
+from app import config, ids, sessions
 from app.services import UserError, visible
 from app.services import graphs as graph_service
 from app.services import pruning as prune_service
@@ -136,8 +136,12 @@ def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> No
     prune_service.apply_prune(folder, -2)  # no run for this model: grouped by symbol
     model = graph_service.load_current(folder)
     monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states - 1)
-    with pytest.raises(UserError, match=f"at most {model.n_states - 1:,} clones and this model has"):
-        whole_service.whole_graph(folder)
+    assert api.model_file_states(sessions.current_model_path(folder)) == model.n_states
+    with monkeypatch.context() as unloaded:  # refused from the file's clone table: the model is never loaded
+        unloaded.setattr(graph_service, "view_model", lambda _folder: pytest.fail("the model was loaded"))
+        with pytest.raises(UserError, match=f"at most {model.n_states - 1:,} clones and this model has"):
+            whole_service.whole_graph(folder)
+    assert api.model_file_states(config.SAMPLE_CORPUS) is None  # not a model file
     _, _, said, _ = page.show_whole_graph(1, 5000, 1, 0, None, sid)
     assert "at most" in str(said)
     monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states)

@@ -27,7 +27,7 @@ LABELLED_MODULES = 12
 
 MAX_CLONES = 100_000
 """The most clones the whole graph draws (what it sends grows with them: about 60 bytes a clone); a larger model is
-refused at once, before any of its graph is built."""
+refused at once, from its file's clone table, before the model is loaded."""
 
 MAX_GROUPS = 2_000
 """The most colour groups the whole graph has: leaf modules (or symbols) past it, those of least flow, share one."""
@@ -87,7 +87,9 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
         limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
     except (TypeError, ValueError):
         limit = DEFAULT_EDGES
-    clones = graph_service.view_model(folder).n_states
+    clones = api.model_file_states(sessions.current_model_path(folder))  # from the file, before any load
+    if clones is None:
+        clones = graph_service.view_model(folder).n_states  # (says why the file cannot be read)
     if clones > MAX_CLONES:
         raise UserError(
             f"The whole graph draws at most {MAX_CLONES:,} clones and this model has {clones:,}; browse it by "
