@@ -380,9 +380,9 @@ def test_every_job_page_says_how_a_job_ended_over_a_late_progress(folder: Path, 
     """The other job pages keep their status lines the same way: a running record leaves the running stage, an
     ended one of the same job is said, another job's record is not."""
     import app.main  # noqa: F401  (registers the pages)
-    from app.jobs import panel
+    from app import panels
 
-    job = getattr(panel, which)
+    job = getattr(panels, which)
     session_id = f"{folder.name}.{sessions._signature(folder.name)}"
     progress = {"key": "k1", "status": jobs.RUNNING, "started": time.time()}
     assert job.ended_outcome(session_id, progress) is None  # no record yet
