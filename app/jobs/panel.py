@@ -42,7 +42,8 @@ FOLLOW_MS = 1000
 """How often a page follows a job of its kind that it did not start (another tab's) while one runs."""
 IDLE_FOLLOW_MS = 10_000
 """How often an idle page looks for a job of its kind that another tab started, or one that died (its pages' watch
-intervals start here, and come back here when the job ends)."""
+intervals start at :data:`FOLLOW_MS`, so that a page opened again mid-job follows it at once, and come here at the
+first look that finds nothing running)."""
 """The states of a job in the queue (:data:`app.jobs.QueueView`) during which Start waits and Cancel works."""
 
 Report = Callable[[dict[str, Any]], None]

@@ -85,7 +85,7 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
         panels.COMPARISON.buttons("Compare"),
         *panels.COMPARISON.progress_bar(),
-        dcc.Interval(id=ids.COMPARE_WATCH, interval=panel.IDLE_FOLLOW_MS),
+        dcc.Interval(id=ids.COMPARE_WATCH, interval=panel.FOLLOW_MS),
         html.Div(id=ids.COMPARE_MESSAGE),
     )
     results = ui.card(

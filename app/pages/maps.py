@@ -236,7 +236,7 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),
         dcc.Store(id=ids.MAP_VERSION, storage_type="memory", data=0),
-        dcc.Interval(id=ids.MAP_WATCH, interval=panel.IDLE_FOLLOW_MS),
+        dcc.Interval(id=ids.MAP_WATCH, interval=panel.FOLLOW_MS),
         dcc.Store(id=ids.MAP_WATCH_STATE, storage_type="memory", data=False),
         dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
         dcc.Store(id=ids.MAP_DETOUR, storage_type="memory"),

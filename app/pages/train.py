@@ -256,7 +256,7 @@ def layout(**_query: Any) -> html.Div:
         *panels.TRAINING.progress_bar(),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
         html.Div(id=ids.TRAIN_STATUS),
-        dcc.Interval(id=ids.TRAIN_WATCH, interval=panel.IDLE_FOLLOW_MS),
+        dcc.Interval(id=ids.TRAIN_WATCH, interval=panel.FOLLOW_MS),
         dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
     )
     runs = ui.card(

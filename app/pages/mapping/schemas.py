@@ -68,7 +68,7 @@ def schema_card() -> html.Section:
         dcc.Store(id=ids.SCHEMA_LIBRARY_VERSION, storage_type="memory", data=0),
         dcc.Store(id=ids.SCHEMA_MATCH_VERSION, storage_type="memory", data=0),
         dcc.Store(id=ids.SCHEMA_WATCH_STATE, storage_type="memory", data=False),
-        dcc.Interval(id=ids.SCHEMA_WATCH, interval=panel.IDLE_FOLLOW_MS),
+        dcc.Interval(id=ids.SCHEMA_WATCH, interval=panel.FOLLOW_MS),
     )
 
 
