@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ALICE, SHORT_TEXT, data_uri
@@ -34,6 +36,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     if _skip_is_failure(report) and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where it must run: {report.longrepr}"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _test_process_keeps_its_priority() -> Iterator[None]:
+    """A job body that a test runs in the test process (a callback called directly) must not lower that process's
+    CPU priority, or the process-wide things a job process does: every later test, and the browser and servers they
+    start, would run at the jobs' niceness, starved by any normal-priority work beside the suite. A process forked
+    from the test process (a job's, as the app makes them) still lowers its own; its listeners are still closed."""
+    from app.jobs import process
+
+    test_process = os.getpid()
+    lower, close = process.lower_priority, process.close_inherited_listeners
+
+    def lower_elsewhere(*args: Any, **kwargs: Any) -> None:
+        if os.getpid() != test_process:
+            lower(*args, **kwargs)
+
+    def close_elsewhere() -> int:
+        return close() if os.getpid() != test_process else 0
+
+    process.lower_priority, process.close_inherited_listeners = lower_elsewhere, close_elsewhere
+    yield
+    process.lower_priority, process.close_inherited_listeners = lower, close
 
 
 @pytest.fixture

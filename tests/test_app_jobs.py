@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dash import no_update
@@ -164,6 +165,31 @@ def test_a_job_process_frees_the_server_port_and_ends_on_sigterm(with_corpus: Pa
     record = training_jobs.read_job(with_corpus)
     assert record["status"] == jobs.CANCELLED and "server stopped the training job" in record["message"]
     assert not list((with_corpus / sessions.JOBS).glob("*.npz"))
+
+
+def _report_priority(pipe: Any) -> None:
+    with jobs.job_process(memory_limit=1 << 40):
+        pipe.send(os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def test_a_job_process_runs_below_the_server_and_leaves_it_where_it_was() -> None:
+    """A job runs at :data:`app.jobs.process.JOB_NICENESS` (below the web workers, so that pages stay fast while jobs
+    use every core), in its own process only: the process that forked it keeps its priority, and so does the test
+    process when a test runs a job body in it (the suite's guard: it would otherwise run on at the jobs' niceness)."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if before >= jobs.process.JOB_NICENESS:
+        pytest.skip(f"this test process already runs at nice {before}")
+    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_report_priority, args=(send,))
+    child.start()
+    assert receive.poll(60), "the job process said nothing"
+    assert receive.recv() == jobs.process.JOB_NICENESS
+    child.join(timeout=30)
+    assert child.exitcode == 0
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    with jobs.job_process(memory_limit=1 << 40):
+        pass
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
 
 
 def _start_long_job(folder: Path) -> multiprocessing.process.BaseProcess:
