@@ -22,6 +22,10 @@ def run_app(args: argparse.Namespace) -> int:
     if args.model:
         api.load_model(args.model)  # refuse a file that is not a model before starting anything
         os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
+    if args.corpus:
+        if not os.path.isfile(args.corpus) or not os.access(args.corpus, os.R_OK):
+            raise ValueError(f"--corpus {args.corpus}: no readable file there")
+        os.environ["CHMM_START_CORPUS"] = os.path.abspath(args.corpus)
     try:  # a clear message for an address that cannot be used, before Dash prints its own
         with socket.create_server((args.host, args.port)):
             pass
@@ -41,6 +45,11 @@ def register(commands: Any) -> None:
     """Add the ``app`` command to the ``chmm`` subcommands (an ``argparse`` subparsers action)."""
     web = commands.add_parser("app", help="start the web app (Dash) on the sample model or --model")
     web.add_argument("--model", default=None, help="model new sessions start with (default: the bundled sample)")
+    web.add_argument(
+        "--corpus",
+        default=None,
+        help="the text --model was trained on: its generalized words marked seen or novel, Generate's prefix",
+    )
     web.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     web.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     web.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, error pop-ups)")

@@ -6,6 +6,7 @@ variable                    meaning                                             
 ==========================  ===========================================================  ====================
 ``CHMM_DATA_DIR``           folder holding one sub-folder per browser session            ``<tmp>/chmm-explorer``
 ``CHMM_START_MODEL``        model every new session starts with                          ``sample_models/alice-600.npz``
+``CHMM_START_CORPUS``       the start model's training text (seen/novel words, prefix)   unset
 ``CHMM_SESSION_TTL_HOURS``  session folders untouched for longer are deleted             24
 ``CHMM_MAX_UPLOAD_MB``      largest corpus upload accepted                               20
 ``CHMM_MAX_MODEL_MB``        largest model upload accepted                                400
@@ -84,6 +85,14 @@ def start_model() -> Path:
     """The model a new session starts with (``chmm app --model`` sets ``CHMM_START_MODEL``)."""
     raw = os.environ.get("CHMM_START_MODEL", "").strip()
     return Path(raw) if raw else SAMPLE_MODEL
+
+
+def start_corpus() -> Path | None:
+    """The training text of the start model, when the operator gave it (``chmm app --corpus`` sets
+    ``CHMM_START_CORPUS``): it marks generalized words seen or novel and gives Generate's default prefix for every
+    model trained on it (matched by content, :func:`app.services.corpus.reference_corpus`)."""
+    raw = os.environ.get("CHMM_START_CORPUS", "").strip()
+    return Path(raw) if raw else None
 
 
 def secret_key() -> str | None:

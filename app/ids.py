@@ -1,4 +1,6 @@
-"""Every component id of the app, in one place (pages import these; tests and browser tests use them too)."""
+"""Every component id of the app, in one place (pages import these; tests and browser tests use them too), except
+the job panels' parts, which are made from their job's kind (:class:`app.jobs.panel.JobPanel`, :mod:`app.panels`:
+``training-start``, ``map-progress``, ...)."""
 
 # app shell (app/main.py)
 SESSION = "session-id"  # dcc.Store(storage_type="session"): this tab's session id
@@ -40,18 +42,8 @@ TRAIN_VALIDATION = "train-validation"
 TRAIN_SEED = "train-seed"
 TRAIN_BACKEND = "train-backend"
 TRAIN_ESTIMATE = "train-estimate"
-TRAIN_START = "train-start"
-TRAIN_CANCEL = "train-cancel"
-TRAIN_PROGRESS = "train-progress"
-TRAIN_PROGRESS_LABEL = "train-progress-label"
 TRAIN_RUNS_CHART = "train-runs-chart"
 TRAIN_CHART = "train-chart"
-TRAIN_RESULT = "train-result"  # dcc.Store in the app shell: what the training job returned (status and message)
-TRAIN_QUEUED = "train-queued"  # dcc.Store in the app shell: the session's training in the queue (its place)
-TRAIN_GO = "train-go"  # dcc.Store in the app shell: set when the queued training's turn has come, which starts it
-TRAIN_STATUS = "train-status"
-TRAIN_WATCH = "train-watch"
-TRAIN_WATCH_STATE = "train-watch-state"
 
 # Generate page
 SAMPLE_LENGTH = "sample-length"
@@ -168,20 +160,11 @@ COMMUNITIES_WHOLE_NOTE = "communities-whole-note"
 # Compare page
 COMPARE_LEARNERS = "compare-learners"
 COMPARE_CORPUS = "compare-corpus"
-COMPARE_START = "compare-start"
-COMPARE_CANCEL = "compare-cancel"
-COMPARE_PROGRESS = "compare-progress"
-COMPARE_PROGRESS_LABEL = "compare-progress-label"
-COMPARE_RESULT = "compare-result"  # dcc.Store in the app shell: what the background job returned (status and message)
-COMPARE_QUEUED = "compare-queued"  # dcc.Store in the app shell: the session's comparison in the queue (its place)
-COMPARE_GO = "compare-go"  # dcc.Store in the app shell: set when the queued comparison's turn has come, which starts it
-COMPARE_MESSAGE = "compare-message"
 COMPARE_TABLE = "compare-table"
 COMPARE_TABLE_CSV = "compare-table-csv"
 COMPARE_CHART = "compare-chart"
 COMPARE_SETTING = "compare-setting"  # pattern-matching type: {"learner": kind, "option": name}
 COMPARE_ESTIMATE = "compare-estimate"
-COMPARE_WATCH = "compare-watch"
 COMPARE_MAKE_CURRENT = "compare-make-current"
 
 MODEL_WATCH = "model-watch"
@@ -189,10 +172,6 @@ NOTICE = "notice"  # the shell's line for a request job the server had to kill (
 NOTICE_SHOWN = "notice-shown"  # dcc.Store: the time of the notice shown
 QUEUE_WATCH = "queue-watch"  # dcc.Interval in the app shell: every second while a job of this tab waits for a place
 MODEL_STAMP = "model-stamp"
-TRAINING_FLAG = "training-flag"
-TRAINING_PROGRESS = "training-progress"
-COMPARING_FLAG = "comparing-flag"
-COMPARING_PROGRESS = "comparing-progress"
 
 # Maps page (cognitive maps: a CHMM with actions learned from a walk in a room)
 MAP_ROOM = "map-room"
@@ -209,14 +188,6 @@ MAP_UPLOAD_MESSAGE = "map-upload-message"
 MAP_EVIDENCE_UPLOAD = "map-evidence-upload"  # the uploaded walk's likelihood file (a sensor's soft evidence)
 MAP_EVIDENCE_MESSAGE = "map-evidence-message"
 MAP_EVIDENCE_FORGET = "map-evidence-forget"  # button: forget the likelihood file
-MAP_START = "map-start"
-MAP_CANCEL = "map-cancel"
-MAP_PROGRESS = "map-progress"
-MAP_PROGRESS_LABEL = "map-progress-label"
-MAP_STATUS = "map-status"
-MAP_WATCH = "map-watch"  # dcc.Interval: a map job this page did not start (another tab's), or one that died
-SCHEMA_WATCH = "schema-watch"  # dcc.Interval: the same for the schema match
-MAP_WATCH_STATE = "map-watch-state"  # dcc.Store: whether the page follows such a job
 MAP_VERSION = "map-version"  # dcc.Store: changes whenever the session's map is replaced (a job ended)
 MAP_GRAPH = "map-graph"
 MAP_SUMMARY = "map-summary"
@@ -233,11 +204,6 @@ MAP_DOWNLOAD_MODEL = "map-download-model"
 MAP_DOWNLOAD_GRAPHML = "map-download-graphml"
 MAP_DOWNLOAD = "map-download"
 MAP_EXPORT_MESSAGE = "map-export-message"
-MAP_RESULT = "map-result"  # dcc.Store in the app shell: what the map job returned (status and message)
-MAP_QUEUED = "map-queued"  # dcc.Store in the app shell: the session's map job in the queue (its place)
-MAP_GO = "map-go"  # dcc.Store in the app shell: set when the queued map job's turn has come, which starts it
-MAPPING_FLAG = "mapping-flag"
-MAPPING_PROGRESS = "mapping-progress"
 MAP_BLOCKED = "map-blocked"  # dropdown: the clones closed (no move enters them) for the detour
 MAP_DETOUR = "map-detour"  # dcc.Store: the detour's clones (the route planned with the closed clones blocked)
 MAP_DETOUR_TEXT = "map-detour-text"
@@ -249,18 +215,7 @@ SCHEMA_LIBRARY = "schema-library"
 SCHEMA_LIBRARY_MESSAGE = "schema-library-message"
 SCHEMA_CLEAR = "schema-clear"
 SCHEMA_LIBRARY_VERSION = "schema-library-version"  # dcc.Store: changes whenever the session's library changes
-SCHEMA_START = "schema-start"
-SCHEMA_CANCEL = "schema-cancel"
-SCHEMA_PROGRESS = "schema-progress"
-SCHEMA_PROGRESS_LABEL = "schema-progress-label"
-SCHEMA_STATUS = "schema-status"
-SCHEMA_WATCH_STATE = "schema-watch-state"  # dcc.Store: whether the page follows a schema job of another tab
 SCHEMA_CHART = "schema-chart"
 SCHEMA_SENTENCE = "schema-sentence"
-SCHEMA_RESULT = "schema-result"  # dcc.Store in the app shell: what the schema job returned (status and message)
-SCHEMA_QUEUED = "schema-queued"  # dcc.Store in the app shell: the session's schema job in the queue
-SCHEMA_GO = "schema-go"  # dcc.Store in the app shell: set when the queued schema job's turn has come
-MATCHING_FLAG = "matching-flag"
-MATCHING_PROGRESS = "matching-progress"
 SCHEMA_MATCH_VERSION = "schema-match-version"  # dcc.Store: changes when a schema job ends (its result is drawn)
 WATCH_SEEN = "watch-seen"  # what the tab's watch last saw of its session (app.main.session_change)

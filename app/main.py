@@ -229,8 +229,8 @@ def watch_queue(*views: dict[str, Any] | None) -> bool:
     Output(ids.JOB_BADGE, "children"),
     Input(ids.SESSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
-    Input(ids.TRAINING_FLAG, "data"),
-    Input(ids.COMPARING_FLAG, "data"),
+    Input(panels.TRAINING.flag, "data"),
+    Input(panels.COMPARISON.flag, "data"),
 )
 def show_running_jobs(session_id: str | None, *_changes: Any) -> Any:
     """On every page, when a job of this tab starts or ends (and with the tab's watch, :func:`watch_session`): the

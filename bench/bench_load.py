@@ -43,8 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support import callback_request, store_data  # noqa: E402 (the renderer's protocol, shared with the tests)
 
-from app import ids  # noqa: E402
+from app import ids, panels  # noqa: E402
 from bench.machine import describe_machine  # noqa: E402
+
+TRAINING = panels.TRAINING
+"""The Train page's job panel (its component ids)."""
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -170,18 +173,18 @@ class Client:
         """Pick the sample corpus, then start a training and poll it to its end; returns the job's status."""
         sample = f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks"
         self.fire(ids.CORPUS_MESSAGE, sample, {sample: 1})
-        start = f"{ids.TRAIN_START}.n_clicks"
+        start = f"{TRAINING.start}.n_clicks"
         if self.queues():
-            body = self.body(ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data", {f"{ids.TRAIN_GO}.data": self.wait_turn()})
+            body = self.body(TRAINING.result, f"{TRAINING.go}.data", {f"{TRAINING.go}.data": self.wait_turn()})
         else:  # a checkout before the queue of tickets: Start starts the background callback itself
-            body = self.body(ids.TRAIN_RESULT, start, {start: 1})  # the form's values are the session's (self.values)
+            body = self.body(TRAINING.result, start, {start: 1})  # the form's values are the session's (self.values)
         handles = json.loads(self.request("/_dash-update-component", body))
         query = urllib.parse.urlencode({"cacheKey": handles["cacheKey"], "job": handles["job"]})
         end = time.monotonic() + 600
         while time.monotonic() < end:
             time.sleep(1.0)
             answer = json.loads(self.request(f"/_dash-update-component?{query}", body) or b"{}")
-            result = (answer.get("response") or {}).get(ids.TRAIN_RESULT, {}).get("data")
+            result = (answer.get("response") or {}).get(TRAINING.result, {}).get("data")
             if result:
                 if result.get("status") not in ("finished", "cancelled"):
                     raise RuntimeError(f"{result.get('status')}: {result.get('message')}")
@@ -190,9 +193,9 @@ class Client:
 
     def queues(self) -> bool:
         """Whether the server puts a started job into its queue of tickets (Start writes the queue's store)."""
-        start = f"{ids.TRAIN_START}.n_clicks"
+        start = f"{TRAINING.start}.n_clicks"
         return any(
-            ids.TRAIN_QUEUED in dependency["output"]
+            TRAINING.queued in dependency["output"]
             and start in {f"{i['id']}.{i['property']}" for i in dependency["inputs"]}
             for dependency in self.dependencies
         )
@@ -200,20 +203,20 @@ class Client:
     def wait_turn(self) -> Any:
         """Press Start, then ask every second, as the app shell's queue polling does, until the job's turn has come;
         what the background callback then starts with. A refusal (the server is busy) raises."""
-        start, ticks = f"{ids.TRAIN_START}.n_clicks", f"{ids.QUEUE_WATCH}.n_intervals"
-        answer = self.fire(ids.TRAIN_QUEUED, start, {start: 1}) or {}
+        start, ticks = f"{TRAINING.start}.n_clicks", f"{ids.QUEUE_WATCH}.n_intervals"
+        answer = self.fire(TRAINING.queued, start, {start: 1}) or {}
         view, tick, end = None, 0, time.monotonic() + 600
         while time.monotonic() < end:
             response = answer.get("response") or {}
-            view = response.get(ids.TRAIN_QUEUED, {}).get("data", view)
-            go = response.get(ids.TRAIN_GO, {}).get("data")
+            view = response.get(TRAINING.queued, {}).get("data", view)
+            go = response.get(TRAINING.go, {}).get("data")
             if go:
                 return go
             if not view or view.get("state") not in ("waiting", "starting"):
                 raise RuntimeError(f"{(view or {}).get('state')}: {(view or {}).get('message')}")
             time.sleep(1.0)
             tick += 1
-            answer = self.fire(ids.TRAIN_QUEUED, ticks, {ticks: tick, f"{ids.TRAIN_QUEUED}.data": view}) or {}
+            answer = self.fire(TRAINING.queued, ticks, {ticks: tick, f"{TRAINING.queued}.data": view}) or {}
         raise RuntimeError("waited 600 s for a place")
 
 

@@ -78,7 +78,7 @@ from engine.cognitive.walks import (
 from engine.cognitive.worlds import World, make_world, room_text, world_model, world_rooms
 from engine.corpora import text
 from engine.corpora.allocation import ALLOCATION_METHODS
-from engine.corpora.documents import Document, corpus_name, read_documents, read_zip_bytes
+from engine.corpora.documents import Document, corpus_file_name, corpus_name, read_documents, read_zip_bytes
 from engine.corpora.sequences import FORMATS as CORPUS_FORMATS
 from engine.corpora.sequences import read_event_log, read_lines, sequences_from_tokens
 from engine.corpora.text import (
@@ -166,8 +166,8 @@ from engine.training.learning import (
 __all__ = [  # fmt: skip
     "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
     "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "check_workers", "CHMM",
-    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "corpus_fingerprint", "Corpus", "corpus_name",
-    "CorpusError",
+    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "corpus_file_name", "corpus_fingerprint",
+    "Corpus", "corpus_name", "CorpusError",
     "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
     "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
     "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS",

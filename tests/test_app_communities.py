@@ -6,6 +6,7 @@ own ``CHMM_DATA_DIR``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -474,3 +475,28 @@ def test_a_clone_is_found_beyond_the_open_module(data_dir: Path) -> None:
     assert button.id == {"type": ids.COMMUNITIES_PATH_MODULE, "index": 10_000, "module": second["id"]}
     assert module_card.find_clone(label, second["id"], "current", sid) is None  # marked in the open module
     assert "a character, a colon and a number" in str(module_card.find_clone("zz:999", None, "current", sid))
+
+
+def test_the_whole_graphs_tables_show_while_a_module_is_open(folder: Path) -> None:
+    """"Show the whole graph's tables" did nothing while a module was open (the open module won). The click shows
+    the whole graph's rows; opening a module afterwards shows that module's again."""
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+
+    import app.main  # noqa: F401  (registers the pages)
+    from app import ids
+    from app.pages.community import module_card
+
+    session = f"{folder.name}.{sessions._signature(folder.name)}"
+    saved = graph_service.read_communities(folder)
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    whole = table_service.graph_tables(folder)
+
+    def tables(trigger: str) -> tuple[Any, ...]:
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
+        return module_card.show_tables(module["id"], None, None, 1, session)
+
+    clones, _edges, note, *_ = tables(f"{ids.COMMUNITIES_TABLES_WHOLE}.n_clicks")
+    assert len(clones) == len(whole["clones"]) > module["size"] and "of the whole graph" in str(note)
+    clones, _edges, note, *_ = tables(f"{ids.COMMUNITIES_SELECTED}.data")
+    assert len(clones) == module["size"] and f"of module {module['id']}" in str(note)

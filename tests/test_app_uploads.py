@@ -220,6 +220,41 @@ def test_a_model_finds_its_training_text_by_content(folder: Path, tmp_path: Path
     assert corpus_service.reference_corpus(folder, current) is None  # the same name, another text
 
 
+def test_a_start_model_given_its_text_marks_its_words_seen_or_novel(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model opened with ``chmm app --model`` showed no seen/novel words: the app had no text to check them
+    against. ``chmm app --model M --corpus T`` gives it, matched by content (a model of another text is not
+    given it); the command refuses a corpus file that is not there."""
+    import argparse
+
+    from app import cli, sessions
+    from app.services import graphs as graph_service
+    from engine import api
+
+    text = SHORT_TEXT[:12_000]
+    options = api.TrainOptions(states=40, pseudocount=1e-3, iterations=2, algorithm="em", validation=0.1)
+    model_path, corpus_path = tmp_path / "start.npz", tmp_path / "elsewhere" / "start.txt"
+    api.save_model(api.train_text(text, options, name=str(corpus_path)).model, model_path)
+    corpus_path.parent.mkdir()
+    corpus_path.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("CHMM_START_MODEL", str(model_path))
+    folder = sessions.session_folder(sessions.new_session_id())
+    current = model_service.load_current(folder)
+    assert current.metadata["corpus"] == "start.txt"  # the file's name, never its folders
+    assert corpus_service.reference_corpus(folder, current) is None  # no text given
+    monkeypatch.setenv("CHMM_START_CORPUS", str(corpus_path))
+    assert corpus_service.reference_corpus(folder, current) == text
+    saved = graph_service.run_communities(folder, trials=1, two_level=True, seed=0)
+    module = graph_service.module_detail(folder, saved["modules"][0]["id"])
+    assert module["words"] and module["reference"] and all(word["seen"] is not None for word in module["words"])
+    corpus_path.write_text(SHORT_TEXT[12_000:24_000], encoding="utf-8")  # the same name, another text
+    assert corpus_service.reference_corpus(folder, current) is None
+    bad = argparse.Namespace(model=str(model_path), corpus=str(tmp_path / "missing.txt"), port=8050, host="127.0.0.1")
+    with pytest.raises(ValueError, match="no readable file there"):
+        cli.run_app(bad)
+
+
 def test_the_prune_sweep_never_scores_a_model_on_another_text(folder: Path, tmp_path: Path) -> None:
     """Issue 47: a model opened with ``--model`` had its prune sweep scored on the bundled sample corpus, which is
     not its text; with no corpus of its own in the session the sweep asks for it by name."""

@@ -155,3 +155,14 @@ def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> No
     symbol_flow = np.bincount(graph.clone_symbol, weights=graph.flow)
     top = sorted(np.argsort(-symbol_flow, kind="stable")[:4])
     assert shown == [visible(model.symbols[k]) for k in top]  # the symbols of most flow keep their own
+
+
+def test_the_whole_graphs_hint_names_the_renderer_its_script_uses() -> None:
+    """The hint said "drawn with WebGL" over a Canvas 2D renderer."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages import communities
+
+    script = (Path(__file__).parents[1] / "assets" / "whole_graph.js").read_text()
+    assert "getContext('2d'" in script and "webgl" not in script.lower()
+    text = json.dumps(communities.layout().to_plotly_json(), default=str)
+    assert "drawn on a 2D canvas" in text and "WebGL" not in text

@@ -57,8 +57,11 @@ from dash.testing.composite import DashComposite  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
-from app import ids, sessions  # noqa: E402
+from app import ids, panels, sessions  # noqa: E402
 from engine.backends import model_files  # noqa: E402
+
+TRAINING = panels.TRAINING
+"""The Train page's job panel (its component ids)."""
 
 pytestmark = [
     pytest.mark.browser,
@@ -200,9 +203,9 @@ def test_train_then_cancel_a_second_training(
     set_number(browser, ids.TRAIN_PSEUDOCOUNT, 1e-3)  # given: no choice on validation
     set_number(browser, ids.TRAIN_ITERATIONS, 3)
     wait_idle(browser)
-    browser.find_element(f"#{ids.TRAIN_START}").click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "Trained 60 states", timeout=JOB_TIMEOUT)
-    assert "early_stopping" not in browser.find_element(f"#{ids.TRAIN_STATUS}").text  # stop reasons in words
+    browser.find_element(f"#{TRAINING.start}").click()
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "Trained 60 states", timeout=JOB_TIMEOUT)
+    assert "early_stopping" not in browser.find_element(f"#{TRAINING.status}").text  # stop reasons in words
     ticks = browser.driver.execute_script(
         "const g = document.querySelector(arguments[0] + ' .js-plotly-plot');"
         "return g ? Array.from(g.querySelectorAll('.xtick text')).map(t => t.textContent) : [];",
@@ -210,8 +213,8 @@ def test_train_then_cancel_a_second_training(
     )
     assert ticks and len(ticks) == len(set(ticks)), f"repeated iteration ticks: {ticks}"  # not "0 1 1 2 2"
     wait_until(lambda: any(graph_points(browser, ids.TRAIN_CHART)), 10, "the progress chart shows no iteration")
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished")
-    assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "100"
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Finished")
+    assert browser.find_element(f"#{TRAINING.bar}").get_attribute("value") == "100"
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states")
     wait_idle(browser)
     screenshot(browser, "train", max_height=1500)  # the form, the progress and the chart
@@ -222,28 +225,28 @@ def test_train_then_cancel_a_second_training(
     set_number(browser, ids.TRAIN_ITERATIONS, 2000)
     set_number(browser, ids.TRAIN_VALIDATION, 0)  # no validation text: no early stopping, it runs until cancelled
     wait_idle(browser)
-    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+    start, cancel = browser.find_element(f"#{TRAINING.start}"), browser.find_element(f"#{TRAINING.cancel}")
 
     def cancel_button() -> Any:
-        return browser.find_element(f"#{ids.TRAIN_CANCEL}")
+        return browser.find_element(f"#{TRAINING.cancel}")
 
     start.click()
     wait_until(lambda: not cancel.get_attribute("disabled"), 15, "the Cancel button was not enabled")
     assert start.get_attribute("disabled")
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "of at most 2000", timeout=JOB_TIMEOUT)
     # every page's navigation bar says a training runs, and links to it
     open_page(browser, "/generate")
     browser.wait_for_contains_text(f"#{ids.JOB_BADGE}", "Training: iteration", timeout=10)
     open_page(browser, "/train")
     wait_until(lambda: not cancel_button().get_attribute("disabled"), 15, "Cancel is not enabled on coming back")
-    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), cancel_button()
+    start, cancel = browser.find_element(f"#{TRAINING.start}"), cancel_button()
     # the form kept the values of the run (they were typed before it started)
     assert browser.find_element(f"#{ids.TRAIN_STATES}").get_attribute("value") == "400"
     cancel.click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "cancelled", timeout=JOB_TIMEOUT)
     # the progress line is reset, not left at "iteration N of at most 2000, ... left"
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Cancelled")
-    assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "0"
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Cancelled")
+    assert browser.find_element(f"#{TRAINING.bar}").get_attribute("value") == "0"
     wait_until(lambda: not browser.find_element(f"#{ids.JOB_BADGE}").text, 10, "the running-job indicator stayed")
     # both trainings overlaid on the session's chart, named by their settings
     names = lambda: browser.driver.execute_script(  # noqa: E731
@@ -332,16 +335,16 @@ def test_a_training_job_is_followed_across_pages(browser: DashComposite) -> None
     component not found in layout" every second (the job's running/progress outputs were on the page that was
     left; they are in the app shell now)."""
     prepare_training(browser, states=60, iterations=3000, validation=0)  # no early stopping: runs until cancelled
-    browser.find_element(f"#{ids.TRAIN_START}").click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 3000", timeout=JOB_TIMEOUT)
+    browser.find_element(f"#{TRAINING.start}").click()
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "of at most 3000", timeout=JOB_TIMEOUT)
     open_page(browser, "/")
     open_page(browser, "/train")  # a new page instance while the job runs
-    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+    start, cancel = browser.find_element(f"#{TRAINING.start}"), browser.find_element(f"#{TRAINING.cancel}")
     wait_until(lambda: start.get_attribute("disabled") and not cancel.get_attribute("disabled"), 10, "Start/Cancel")
-    first = browser.find_element(f"#{ids.TRAIN_PROGRESS_LABEL}").text
-    wait_until(lambda: browser.find_element(f"#{ids.TRAIN_PROGRESS_LABEL}").text != first, 10, "no progress shown")
+    first = browser.find_element(f"#{TRAINING.label}").text
+    wait_until(lambda: browser.find_element(f"#{TRAINING.label}").text != first, 10, "no progress shown")
     cancel.click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "cancelled", timeout=JOB_TIMEOUT)
     wait_until(lambda: not start.get_attribute("disabled"), 15, "Start stayed disabled after the cancel")
     # a short job that finishes while the Model page is open: the badge follows without a reload
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 600 states")
@@ -361,20 +364,20 @@ def test_a_killed_job_is_reported_as_failed(browser: DashComposite, data_dir: Pa
     prepare_training(browser, states=60, iterations=3000, validation=0)
     folder = session_folder(browser, data_dir)
     before = sessions.current_model_path(folder).read_bytes()
-    browser.find_element(f"#{ids.TRAIN_START}").click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 3000", timeout=JOB_TIMEOUT)
+    browser.find_element(f"#{TRAINING.start}").click()
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "of at most 3000", timeout=JOB_TIMEOUT)
     pid = json.loads((folder / sessions.JOB).read_text())["pid"]
     assert pid != os.getpid()
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "died", timeout=10)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "died", timeout=10)
     assert time.time() - killed < 10
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
-    start = browser.find_element(f"#{ids.TRAIN_START}")
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Failed")
+    start = browser.find_element(f"#{TRAINING.start}")
     wait_until(lambda: not start.get_attribute("disabled"), 5, "Start stayed disabled after the job died")
     assert sessions.current_model_path(folder).read_bytes() == before
     open_page(browser, "/train")  # and after a reload
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Failed")
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Failed")
 
 
 def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
@@ -393,9 +396,9 @@ def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
     try:
         prepare_training(browser, states=60, iterations=3)
         before = {child.pid for child in psutil.Process().children(recursive=True)}
-        start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+        start, cancel = browser.find_element(f"#{TRAINING.start}"), browser.find_element(f"#{TRAINING.cancel}")
         start.click()
-        browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "number 1 in the queue", timeout=15)
+        browser.wait_for_contains_text(f"#{TRAINING.label}", "number 1 in the queue", timeout=15)
         wait_until(lambda: not cancel.get_attribute("disabled"), 10, "Cancel was not enabled while the job waits")
         assert start.get_attribute("disabled")
         time.sleep(2)  # two turns of the queue's polling
@@ -407,7 +410,7 @@ def test_a_job_waits_for_a_place_without_a_process_and_starts_on_any_page(
         held.release()
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 60 states", timeout=JOB_TIMEOUT)
     open_page(browser, "/train")
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished: Trained 60 states")
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Finished: Trained 60 states")
     assert not list((data_dir / jobs.QUEUE).glob("*"))
 
 
@@ -888,18 +891,18 @@ def test_compare_two_learners_and_make_the_chmm_current(
         box.send_keys(Keys.CONTROL, "a")
         box.send_keys(str(value), Keys.ENTER)
     wait_idle(browser)
-    browser.find_element(f"#{ids.COMPARE_START}").click()
+    browser.find_element(f"#{panels.COMPARISON.start}").click()
     browser.wait_for_contains_text(f"#{ids.COMPARE_TABLE}", "Kneser-Ney", timeout=JOB_TIMEOUT)
     wait_until(
-        lambda: not browser.find_element(f"#{ids.COMPARE_START}").get_attribute("disabled"),
+        lambda: not browser.find_element(f"#{panels.COMPARISON.start}").get_attribute("disabled"),
         JOB_TIMEOUT,
         "the comparison did not finish",
     )
     wait_idle(browser)
     rows = grid_rows(browser, ids.COMPARE_TABLE)
     assert [row for row in rows if "Kneser-Ney" in row["learner"]], rows
-    assert browser.find_elements(f"#{ids.COMPARE_MESSAGE} .message-ok"), browser.find_element(
-        f"#{ids.COMPARE_MESSAGE}"
+    assert browser.find_elements(f"#{panels.COMPARISON.status} .message-ok"), browser.find_element(
+        f"#{panels.COMPARISON.status}"
     ).text
     assert any(graph_points(browser, ids.COMPARE_CHART))
     saved = json.loads((session_folder(browser, data_dir) / "compare.json").read_text())
@@ -908,7 +911,7 @@ def test_compare_two_learners_and_make_the_chmm_current(
     make = browser.find_element(f"#{ids.COMPARE_MAKE_CURRENT}")
     wait_until(lambda: not make.get_attribute("disabled"), 10, "the make-current button stayed disabled")
     make.click()
-    browser.wait_for_contains_text(f"#{ids.COMPARE_MESSAGE}", "is now the current model")
+    browser.wait_for_contains_text(f"#{panels.COMPARISON.status}", "is now the current model")
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", "current model: 80 states")
     screenshot(browser, "compare")
 
@@ -930,10 +933,10 @@ def test_maps_learn_a_room_click_a_clone_and_plan_a_route(
     set_number(browser, ids.MAP_CLONES, 3)
     set_number(browser, ids.MAP_LENGTH, 5000)
     wait_idle(browser)
-    browser.find_element(f"#{ids.MAP_START}").click()
-    browser.wait_for_contains_text(f"#{ids.MAP_STATUS}", "It recovers the room", timeout=JOB_TIMEOUT)
+    browser.find_element(f"#{panels.MAP.start}").click()
+    browser.wait_for_contains_text(f"#{panels.MAP.status}", "It recovers the room", timeout=JOB_TIMEOUT)
     browser.wait_for_contains_text(f"#{ids.MAP_SUMMARY}", "12 clones used for 12 cells")
-    assert browser.find_element(f"#{ids.MAP_PROGRESS}").get_attribute("value") == "100"
+    assert browser.find_element(f"#{panels.MAP.bar}").get_attribute("value") == "100"
     wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, "return cy.nodes().length;") == 12, 10, "no map drawn")
     assert cy_script(browser, ids.MAP_GRAPH, "return cy.edges().length;") == 17  # the 3 x 4 grid's edges
     # the map looks like the room: the clones' x and y take 4 and 3 values (columns and rows)

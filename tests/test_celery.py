@@ -81,8 +81,11 @@ pytest.importorskip("redis", reason="the Celery end-to-end test needs celery[red
 
 from dash.testing.browser import Browser  # noqa: E402
 
-from app import ids, sessions  # noqa: E402
+from app import ids, panels, sessions  # noqa: E402
 from engine.backends import model_files  # noqa: E402
+
+TRAINING = panels.TRAINING
+"""The Train page's job panel (its component ids)."""
 
 pytestmark = [
     pytest.mark.browser,
@@ -302,11 +305,11 @@ def served_by(stack: Stack) -> list[str]:
 def wait_trained(browser: Browser, stack: Stack, states: int) -> None:
     """Until the page reports the finished job and the navigation bar shows its model as current."""
     wait_until(
-        lambda: f"Trained {states} states" in text_of(browser, ids.TRAIN_STATUS),
+        lambda: f"Trained {states} states" in text_of(browser, TRAINING.status),
         JOB_TIMEOUT,
         lambda: (
-            f"no 'Trained {states} states' after {JOB_TIMEOUT} s: status {text_of(browser, ids.TRAIN_STATUS)!r}, "
-            f"progress {text_of(browser, ids.TRAIN_PROGRESS_LABEL)!r}"
+            f"no 'Trained {states} states' after {JOB_TIMEOUT} s: status {text_of(browser, TRAINING.status)!r}, "
+            f"progress {text_of(browser, TRAINING.label)!r}"
         ),
     )
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", f"current model: {states} states")
@@ -318,16 +321,16 @@ def test_training_runs_on_the_celery_worker(stack: Stack, new_browser: Callable[
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
     prepare_training(browser, states=60, iterations=3)
     received = set(stack.tasks_received())
-    browser.find_element(f"#{ids.TRAIN_START}").click()
+    browser.find_element(f"#{TRAINING.start}").click()
     wait_trained(browser, stack, 60)
-    status = text_of(browser, ids.TRAIN_STATUS)
+    status = text_of(browser, TRAINING.status)
     # the page's online EM: at most 3 epochs, then at most 3 batch EM iterations (the paper's recipe)
     done = re.search(r"in (\d+) online EM epoch\(s\) and (\d+) batch EM iteration", status)
     assert done and 1 <= int(done.group(1)) <= 3 and int(done.group(2)) <= 3, status
     wait_until(lambda: any(graph_points(browser, ids.TRAIN_CHART)), 10, "the progress chart shows no iteration")
     assert max(graph_points(browser, ids.TRAIN_CHART)) <= 6
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "Finished: Trained 60 states")
-    assert browser.find_element(f"#{ids.TRAIN_PROGRESS}").get_attribute("value") == "100"
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "Finished: Trained 60 states")
+    assert browser.find_element(f"#{TRAINING.bar}").get_attribute("value") == "100"
     assert "carroll-alice.txt" in text_of(browser, ids.MODEL_BADGE)
     wait_idle(browser)
 
@@ -350,13 +353,13 @@ def test_cancelling_keeps_the_previous_model(stack: Stack, new_browser: Callable
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
     prepare_training(browser, states=400, iterations=2000, validation=0)  # no early stopping: runs until cancelled
     received = set(stack.tasks_received())
-    start, cancel = browser.find_element(f"#{ids.TRAIN_START}"), browser.find_element(f"#{ids.TRAIN_CANCEL}")
+    start, cancel = browser.find_element(f"#{TRAINING.start}"), browser.find_element(f"#{TRAINING.cancel}")
     start.click()
     wait_until(lambda: not cancel.get_attribute("disabled"), 15, "the Cancel button was not enabled")
     assert start.get_attribute("disabled")
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "of at most 2000", timeout=JOB_TIMEOUT)
     cancel.click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "cancelled", timeout=JOB_TIMEOUT)
     wait_until(lambda: not start.get_attribute("disabled"), 15, "the Start button stayed disabled")
     wait_idle(browser)
     browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
@@ -402,7 +405,7 @@ def test_two_sessions_see_their_own_model(stack: Stack, new_browser: Callable[[]
     for browser, states in ((first, 60), (second, 45)):
         prepare_training(browser, states=states, iterations=2)
     for browser in (first, second):  # both jobs queued at once; the single-process worker runs them in turn
-        browser.find_element(f"#{ids.TRAIN_START}").click()
+        browser.find_element(f"#{TRAINING.start}").click()
     for browser, states in ((first, 60), (second, 45)):
         wait_trained(browser, stack, states)
         wait_idle(browser)
@@ -434,22 +437,22 @@ def test_cancelling_a_queued_job(stack: Stack, new_browser: Callable[[], Browser
     prepare_training(busy, states=400, iterations=2000, validation=0)
     prepare_training(waiting, states=60, iterations=2)
     received = set(stack.tasks_received())
-    busy.find_element(f"#{ids.TRAIN_START}").click()
-    busy.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
-    start, cancel = waiting.find_element(f"#{ids.TRAIN_START}"), waiting.find_element(f"#{ids.TRAIN_CANCEL}")
+    busy.find_element(f"#{TRAINING.start}").click()
+    busy.wait_for_contains_text(f"#{TRAINING.label}", "of at most 2000", timeout=JOB_TIMEOUT)
+    start, cancel = waiting.find_element(f"#{TRAINING.start}"), waiting.find_element(f"#{TRAINING.cancel}")
     start.click()
     wait_until(lambda: not cancel.get_attribute("disabled"), 15, "the waiting session's Cancel button was not enabled")
-    waiting.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "number 1 in the queue", timeout=15)
+    waiting.wait_for_contains_text(f"#{TRAINING.label}", "number 1 in the queue", timeout=15)
     assert start.get_attribute("disabled")
     time.sleep(3)  # three more turns of the waiting page's polling: still only the busy session's task
     assert len([task for task in stack.tasks_received() if task not in received]) == 1
     assert list((stack.data_dir / ".queue").glob("*.wait")), "the waiting job has no ticket"
     cancel.click()
-    waiting.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled while it waited", timeout=JOB_TIMEOUT)
+    waiting.wait_for_contains_text(f"#{TRAINING.status}", "cancelled while it waited", timeout=JOB_TIMEOUT)
     wait_until(lambda: not start.get_attribute("disabled"), 15, "the waiting session's Start button stayed disabled")
     assert not list((stack.data_dir / ".queue").glob("*")), "the cancelled job left its ticket in the queue"
-    busy.find_element(f"#{ids.TRAIN_CANCEL}").click()
-    busy.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "cancelled", timeout=JOB_TIMEOUT)
+    busy.find_element(f"#{TRAINING.cancel}").click()
+    busy.wait_for_contains_text(f"#{TRAINING.status}", "cancelled", timeout=JOB_TIMEOUT)
     for browser in (busy, waiting):
         wait_idle(browser)
         browser.wait_for_contains_text(f"#{ids.MODEL_BADGE}", START_BADGE)
@@ -472,14 +475,14 @@ def test_a_killed_worker_is_reported_failed(stack: Stack, new_browser: Callable[
     prepare_training(browser, states=400, iterations=2000, validation=0)
     folder = session_folder(browser, stack.data_dir)
     before = sessions.current_model_path(folder).read_bytes()
-    start = browser.find_element(f"#{ids.TRAIN_START}")
+    start = browser.find_element(f"#{TRAINING.start}")
     start.click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_PROGRESS_LABEL}", "of at most 2000", timeout=JOB_TIMEOUT)
+    browser.wait_for_contains_text(f"#{TRAINING.label}", "of at most 2000", timeout=JOB_TIMEOUT)
     os.killpg(stack.pids["celery"], signal.SIGKILL)  # the worker and its pool process
     killed = time.time()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "died", timeout=10)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "died", timeout=10)
     assert time.time() - killed < 10
     wait_until(lambda: not start.get_attribute("disabled"), 5, "Start stayed disabled after the worker died")
     assert sessions.current_model_path(folder).read_bytes() == before
     start.click()
-    browser.wait_for_contains_text(f"#{ids.TRAIN_STATUS}", "No Celery worker is running", timeout=15)
+    browser.wait_for_contains_text(f"#{TRAINING.status}", "No Celery worker is running", timeout=15)

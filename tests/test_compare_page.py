@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import data_uri
 
-from app import figures, forms, jobs
+from app import figures, forms, jobs, panels
 from app.services import UserError, comparisons
 from app.services import corpus as corpus_service
 
@@ -239,7 +239,7 @@ def test_compare_page_registers_and_serves(data_dir: Path) -> None:
     for component in (
         ids.COMPARE_LEARNERS,
         ids.COMPARE_CORPUS,
-        ids.COMPARE_START,
+        panels.COMPARISON.start,
         ids.COMPARE_TABLE,
         ids.COMPARE_CHART,
     ):
@@ -247,7 +247,7 @@ def test_compare_page_registers_and_serves(data_dir: Path) -> None:
     client = main.server.test_client()
     assert client.get("/compare").status_code == 200
     dependencies = client.get("/_dash-dependencies").get_data(as_text=True)
-    assert ids.COMPARE_RESULT in dependencies and ids.COMPARE_TABLE in dependencies
+    assert panels.COMPARISON.result in dependencies and ids.COMPARE_TABLE in dependencies
 
 
 def test_the_chmm_estimate_counts_its_restarts_and_batch_stage(monkeypatch: pytest.MonkeyPatch) -> None:

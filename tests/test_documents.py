@@ -51,7 +51,7 @@ def test_one_file_is_one_document_as_today() -> None:
         assert len(getattr(today, f"{part}_parts")) == 1
         np.testing.assert_array_equal(getattr(today, f"{part}_parts")[0], getattr(today, part))
     np.testing.assert_array_equal(today.train_full_parts[0], today.train_full)
-    assert corpus_name([str(ALICE)], documents) == str(ALICE)
+    assert corpus_name([str(ALICE)], documents) == ALICE.name  # never the folder it lay in
 
 
 def test_a_folder_and_a_zip_of_chapters_read_the_same(chapters: tuple[Path, Path, list[str]]) -> None:

@@ -562,3 +562,21 @@ def test_most_edges_builds_only_the_most_probable_edges(result: cm.Communities, 
     assert list(drawn.nodes(data=True)) == list(before.nodes(data=True))
     assert list(drawn.edges(data=True)) == list(before.edges(data=True))
     assert drawn.number_of_edges() == min(most, whole.number_of_edges())
+
+
+def test_headers_name_the_corpus_file_never_the_machines_folders(model: CHMM, tmp_path: Path) -> None:
+    """A model trained with an absolute path recorded it, and every export's header (GraphML, .clu, .net, .tree)
+    carried the server's folders. Exports name the file only; so does the file name they suggest."""
+    import copy
+
+    travelled = copy.deepcopy(model)
+    travelled.metadata["corpus"] = "/srv/private/alice/carroll-alice.txt"
+    result = api.model_communities(travelled, THRESHOLD, cm.CommunityOptions(trials=1, seed=1))
+    files = export_all(result, tmp_path)
+    files["gexf"] = tmp_path / "g.gexf"
+    export.export_graph(result.graph, files["gexf"], "gexf", result)
+    for path in files.values():
+        written = path.read_text(encoding="utf-8")
+        assert "/srv/private" not in written, path.suffix
+        assert "carroll-alice.txt" in written, path.suffix
+    assert export.export_file_name(result.graph, "clu").startswith("carroll-alice-")

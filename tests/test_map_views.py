@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support import data_uri
 
-from app import figures, jobs, sessions
+from app import figures, jobs, panels, sessions
 from app.jobs import panel
 from app.services import UserError, map_routes, map_schemas, maps
 from engine.cognitive import actions, schemas, worlds
@@ -179,10 +179,10 @@ def test_the_page_serves_the_schema_view_and_the_detour(data_dir: Path) -> None:
 
     pages = {page["path"]: page for page in dash.page_registry.values()}
     layout = str(pages["/maps"]["layout"]())
-    for component in (ids.SCHEMA_START, ids.SCHEMA_CHART, ids.SCHEMA_UPLOAD, ids.MAP_BLOCKED, ids.MAP_DETOUR_TEXT):
+    for component in (panels.SCHEMA.start, ids.SCHEMA_CHART, ids.SCHEMA_UPLOAD, ids.MAP_BLOCKED, ids.MAP_DETOUR_TEXT):
         assert component in layout
     dependencies = main.server.test_client().get("/_dash-dependencies").get_data(as_text=True)
-    assert ids.SCHEMA_GO in dependencies and ids.SCHEMA_RESULT in dependencies and ids.MAP_DETOUR in dependencies
+    assert panels.SCHEMA.go in dependencies and panels.SCHEMA.result in dependencies and ids.MAP_DETOUR in dependencies
 
 
 def test_the_page_shows_the_last_match_and_follows_one_of_another_tab(data_dir: Path, tmp_path: Path) -> None:

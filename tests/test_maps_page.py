@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 from support import data_uri
 
-from app import figures, jobs, sessions
+from app import figures, jobs, panels, sessions
 from app.jobs import panel
 from app.services import UserError, maps
 from engine.cognitive import actions, walks
@@ -174,7 +174,12 @@ def test_place_field_and_route_through_the_service(folder: Path) -> None:
     assert figures.place_field_figure(field).data[0].z is not None
     route = maps.plan_route(folder, corner, by_place[(2, 3)])
     assert len(route["actions"]) == 5 and sorted(route["actions"]) == ["down", "down", "right", "right", "right"]
-    assert route["text"] == f"5 steps from clone {corner} to clone {by_place[(2, 3)]}: {', '.join(route['actions'])}."
+    clones = ", ".join(str(c) for c in route["route"])
+    assert route["text"] == (
+        f"5 steps from clone {corner} to clone {by_place[(2, 3)]}: {', '.join(route['actions'])}"
+        f" (through clones {clones})."
+    )
+    assert len(route["route"]) == 6
     assert route["route"][0] == corner and route["route"][-1] == by_place[(2, 3)]
     nodes, edges = maps.route_elements(route["route"])
     drawn = {e["data"]["id"] for e in maps.map_elements(view)}
@@ -332,12 +337,12 @@ def test_maps_page_registers_and_serves(data_dir: Path) -> None:
     pages = {page["path"]: page for page in dash.page_registry.values()}
     assert "/maps" in pages and pages["/maps"]["module"] == "app.pages.maps"
     layout = str(pages["/maps"]["layout"]())
-    for component in (ids.MAP_ROOM, ids.MAP_START, ids.MAP_GRAPH, ids.MAP_FIELD, ids.MAP_ROUTE_TEXT):
+    for component in (ids.MAP_ROOM, panels.MAP.start, ids.MAP_GRAPH, ids.MAP_FIELD, ids.MAP_ROUTE_TEXT):
         assert component in layout
     client = main.server.test_client()
     assert client.get("/maps").status_code == 200
     dependencies = client.get("/_dash-dependencies").get_data(as_text=True)
-    assert ids.MAP_RESULT in dependencies and ids.MAP_GO in dependencies
+    assert panels.MAP.result in dependencies and panels.MAP.go in dependencies
 
 
 def test_the_page_follows_a_map_job_started_in_another_tab() -> None:
@@ -407,7 +412,9 @@ def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_acro
     route = maps.plan_route(folder, by_place[(0, 0)], by_place[(2, 6)])
     assert len(route["actions"]) == 8
     assert "Planned across the modules (" in route["text"] and "8 steps," in route["text"]
-    fields = re.search(r"door fields, once for the map and kept for its routes, took ([\d,]+)\.", route["text"])
+    fields = re.search(
+        r"door fields, once for the map and kept for its routes, took ([\d,]+) messages\.", route["text"]
+    )
     assert fields and int(fields.group(1).replace(",", "")) > 0 and made == [1]
     back = maps.plan_route(folder, by_place[(2, 6)], by_place[(0, 0)])
     assert len(back["actions"]) == 8 and "Planned across the modules (" in back["text"] and made == [1]
@@ -430,3 +437,12 @@ def test_a_map_learned_through_sensor_noise_says_so_and_recovers_the_room(folder
     assert "It recovers the room:" in outcome["message"]
     summary = maps.load_view(folder)["summary"]
     assert 0.08 < summary["read_wrong"] < 0.12
+
+
+def test_a_long_route_names_its_first_and_last_clones_and_how_many_between() -> None:
+    """The route sentence names the clones it passes (it said only the actions); a long route names the first and
+    last :data:`app.services.maps.ROUTE_CLONES_SHOWN` and counts the rest."""
+    route = list(range(100, 130))
+    said = maps._clone_list(route)
+    assert said == "100, 101, 102, 103, 104, 105, ... 18 more ..., 124, 125, 126, 127, 128, 129"
+    assert maps._clone_list([7, 3]) == "7, 3"

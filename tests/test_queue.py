@@ -24,9 +24,12 @@ import psutil
 import pytest
 from support import SHORT_TEXT, TINY_FORM, callback_request, data_uri, store_data
 
-from app import config, forms, ids, jobs, sessions
+from app import config, forms, ids, jobs, panels, sessions
 from app.services import UserError, comparisons, training_jobs
 from app.services import corpus as corpus_service
+
+TRAINING = panels.TRAINING
+"""The Train page's job panel (its component ids)."""
 
 JOB_TIMEOUT = 120.0
 
@@ -162,29 +165,29 @@ class Page:
 
     def outputs(self, answer: dict[str, Any]) -> None:
         """Hold what a callback wrote to the shell's queue stores, as the renderer does."""
-        for component in (ids.TRAIN_QUEUED, ids.TRAIN_GO):
+        for component in (TRAINING.queued, TRAINING.go):
             if component in (answer.get("response") or {}):
                 self.values[f"{component}.data"] = answer["response"][component]["data"]
 
     def start(self) -> None:
-        self.values[f"{ids.TRAIN_START}.n_clicks"] = 1
-        self.outputs(self.post(ids.TRAIN_QUEUED, f"{ids.TRAIN_START}.n_clicks"))
+        self.values[f"{TRAINING.start}.n_clicks"] = 1
+        self.outputs(self.post(TRAINING.queued, f"{TRAINING.start}.n_clicks"))
         self.go()
 
     def tend(self) -> None:
         """One tick of the shell's queue polling; starts the job when its turn has come."""
         self.values[f"{ids.QUEUE_WATCH}.n_intervals"] = (self.values.get(f"{ids.QUEUE_WATCH}.n_intervals") or 0) + 1
-        go_before = self.values.get(f"{ids.TRAIN_GO}.data")
-        self.outputs(self.post(ids.TRAIN_QUEUED, f"{ids.QUEUE_WATCH}.n_intervals"))
-        if self.values.get(f"{ids.TRAIN_GO}.data") != go_before:
+        go_before = self.values.get(f"{TRAINING.go}.data")
+        self.outputs(self.post(TRAINING.queued, f"{ids.QUEUE_WATCH}.n_intervals"))
+        if self.values.get(f"{TRAINING.go}.data") != go_before:
             self.go()
 
     def go(self) -> None:
-        if self.queued().get("state") == "starting" and self.values.get(f"{ids.TRAIN_GO}.data"):
-            self.post(ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data")  # the background callback: a forked job process
+        if self.queued().get("state") == "starting" and self.values.get(f"{TRAINING.go}.data"):
+            self.post(TRAINING.result, f"{TRAINING.go}.data")  # the background callback: a forked job process
 
     def queued(self) -> dict[str, Any]:
-        return self.values.get(f"{ids.TRAIN_QUEUED}.data") or {}
+        return self.values.get(f"{TRAINING.queued}.data") or {}
 
 
 def _form() -> list[tuple[str, str]]:

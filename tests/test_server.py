@@ -26,7 +26,10 @@ import psutil
 import pytest
 from support import callback_request, store_data
 
-from app import config, ids
+from app import config, ids, panels
+
+TRAINING = panels.TRAINING
+"""The Train page's job panel (its component ids)."""
 
 GUNICORN = shutil.which("gunicorn") or str(Path(sys.executable).parent / "gunicorn")
 if not os.access(GUNICORN, os.X_OK):
@@ -91,12 +94,12 @@ def start_training(url: str, data_dir: Path) -> tuple[Path, int]:
     values = {f"{ids.SESSION}.data": session, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks": 1}
     post(url, callback_request(dependencies, ids.CORPUS_MESSAGE, f"{ids.CORPUS_SAMPLE_BUTTON}.n_clicks", values))
     values |= {f"{component}.value": value for component, value in FORM.items()}
-    values[f"{ids.TRAIN_START}.n_clicks"] = 1
+    values[f"{TRAINING.start}.n_clicks"] = 1
     # Start puts the job into the queue; with a place free it answers at once with the job to start, which the
     # renderer then starts as the Train page's background callback
-    answer = post(url, callback_request(dependencies, ids.TRAIN_QUEUED, f"{ids.TRAIN_START}.n_clicks", values))
-    values[f"{ids.TRAIN_GO}.data"] = answer["response"][ids.TRAIN_GO]["data"]
-    post(url, callback_request(dependencies, ids.TRAIN_RESULT, f"{ids.TRAIN_GO}.data", values))
+    answer = post(url, callback_request(dependencies, TRAINING.queued, f"{TRAINING.start}.n_clicks", values))
+    values[f"{TRAINING.go}.data"] = answer["response"][TRAINING.go]["data"]
+    post(url, callback_request(dependencies, TRAINING.result, f"{TRAINING.go}.data", values))
     folder = data_dir / session.split(".")[0]
     progress = folder / "progress.json"
     wait(

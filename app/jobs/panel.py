@@ -52,25 +52,56 @@ JobBody = Callable[[Path, Any, Report], dict[str, Any]]
 with ``status`` and ``message``; never a model)."""
 
 
+PARTS = {
+    "start": "start", "cancel": "cancel", "status": "status", "bar": "progress", "label": "progress-label",
+    "flag": "running", "progress": "reported", "result": "result", "queued": "queued", "go": "go", "watch": "watch",
+    "watch_state": "watch-state",
+}  # fmt: skip
+"""A panel's parts and the word each one's component id adds to its kind's name (:meth:`JobPanel.part`)."""
+
+
 @dataclass(frozen=True)
 class JobPanel:
-    """One page's job panel: the ``kind`` of its job, its buttons (``start``, ``cancel``), where it says the queue's
-    sentences (``status``, and ``label`` under its progress ``bar``) and its state in the app shell (``flag``,
-    ``progress``, ``result``, ``queued``, ``go``; see the module docstring)."""
+    """One page's job panel, made from the ``kind`` of its job alone: every component id is the kind's name and
+    the part's word (:data:`PARTS`; the Train page's Start button is ``training-start``). Its buttons (``start``,
+    ``cancel``), where it says the queue's sentences (``status``, and ``label`` under its progress ``bar``), its
+    state in the app shell (``flag``, ``progress``, ``result``, ``queued``, ``go``; see the module docstring) and the
+    page's follow of a job another tab started (``watch``, an interval, and ``watch_state``, whether it follows one).
+
+    The panel's callbacks are registered per kind with these string ids, not once with ``MATCH`` over ids made of
+    dicts: Dash refuses pattern-matching ids in a background callback's ``progress=`` and ``cancel=``
+    (``WildcardInLongCallback``), and the Cancel button and the progress store are the job's own."""
 
     kind: JobKind
-    start: str
-    cancel: str
-    status: str
-    bar: str
-    label: str
-    flag: str
-    progress: str
-    result: str
-    queued: str
-    go: str
     keyed: bool = True
     """Whether the job's result carries its key (an empty one when the job never began)."""
+
+    def part(self, name: str) -> str:
+        """The component id of the panel's part ``name`` (a key of :data:`PARTS`)."""
+        return f"{self.kind.name}-{PARTS[name]}"
+
+    start = property(lambda self: self.part("start"))
+    cancel = property(lambda self: self.part("cancel"))
+    status = property(lambda self: self.part("status"))
+    bar = property(lambda self: self.part("bar"))
+    label = property(lambda self: self.part("label"))
+    flag = property(lambda self: self.part("flag"))
+    progress = property(lambda self: self.part("progress"))
+    result = property(lambda self: self.part("result"))
+    queued = property(lambda self: self.part("queued"))
+    go = property(lambda self: self.part("go"))
+    watch = property(lambda self: self.part("watch"))
+    watch_state = property(lambda self: self.part("watch_state"))
+
+    def status_line(self) -> html.Div:
+        """The status line, for the page's layout."""
+        return html.Div(id=self.status)
+
+    def watchers(self, state: bool = True) -> list[Any]:
+        """The page's follow of a job another tab started (:meth:`register_follow`): its interval, starting at
+        :data:`FOLLOW_MS`, and (with ``state``) whether it follows one, for the page's layout."""
+        interval = dcc.Interval(id=self.watch, interval=FOLLOW_MS)
+        return [interval, dcc.Store(id=self.watch_state, storage_type="memory", data=False)] if state else [interval]
 
     def buttons(self, start_label: str) -> html.Div:
         """Start (named ``start_label``) and Cancel, for the page's layout (Cancel works while a job runs or
@@ -199,25 +230,22 @@ class JobPanel:
 
     def register_follow(
         self,
-        watch: str,
-        watch_state: str,
         reap: Callable[[Path], str | None],
         view: Callable[[Path, bool], tuple[tuple[Any, ...], tuple[Any, ...]]],
-        mine: Callable[..., bool],
-        mine_states: tuple[State, ...] = (),
         shown: tuple[Output, ...] = (),
         after: tuple[Output, ...] = (),
         died_view: Callable[[Path, str], tuple[Any, ...]] | None = None,
     ) -> Callable[..., tuple[Any, ...]]:
-        """Register the page's follow (``watch``, an interval of this panel's own, every :data:`IDLE_FOLLOW_MS` while
-        nothing runs and :data:`FOLLOW_MS` while a job runs; ``watch_state``, whether it follows a job):
-        a job whose process or worker died (``reap(folder)``, the kind's, says so) is said as failed, whichever tab
-        started it. A job this page did not start (``mine(*mine_states' values)`` is false: started in another tab
-        of the session, or before the page was opened again) is followed: ``view(folder, running)`` gives the values
-        of the bar, its label and ``shown``, and once the job has ended those of the status line and ``after``;
-        Start stays disabled and Cancel enabled while it runs, and they are given back when it ends. A job started
-        from this page is followed by its own background callback. ``died_view(folder, sentence)`` gives the bar's,
-        its label's and ``shown``'s values for a job that died (by default ``view``'s)."""
+        """Register the page's follow (:meth:`watchers`: ``watch``, every :data:`IDLE_FOLLOW_MS` while nothing runs
+        and :data:`FOLLOW_MS` while a job runs; ``watch_state``, whether it follows a job): a job whose process or
+        worker died (``reap(folder)``, the kind's, says so) is said as failed, whichever tab started it. A job this
+        page did not start (neither running nor waiting in this tab, :func:`own_job`: started in another tab of the
+        session, or before the page was opened again) is followed: ``view(folder, running)`` gives the values of
+        the bar, its label and ``shown``, and once the job has ended those of the status line and ``after``; Start
+        stays disabled and Cancel enabled while it runs, and they are given back when it ends. A job started from
+        this page is followed by its own background callback. ``died_view(folder, sentence)`` gives the bar's, its
+        label's and ``shown``'s values for a job that died (by default ``view``'s)."""
+        watch, watch_state = self.watch, self.watch_state
         quiet = (no_update,) * (7 + len(shown) + len(after))
         untouched = (no_update,) * len(after)
 
@@ -234,10 +262,13 @@ class JobPanel:
             Input(watch, "n_intervals"),
             State(ids.SESSION, "data"),
             State(watch_state, "data"),
-            *(Input(state.component_id, state.component_property) for state in mine_states),  # at once on a change
+            Input(self.flag, "data"),  # at once when this tab's job starts or ends
+            Input(self.queued, "data"),
             prevent_initial_call=True,
         )
-        def follow_job(_ticks: int | None, session_id: str | None, watching: bool | None, *states: Any) -> tuple:
+        def follow_job(
+            _ticks: int | None, session_id: str | None, watching: bool | None, flag: Any, queued: Any
+        ) -> tuple:
             try:
                 folder = sessions.session_folder(session_id)
                 died = reap(folder)
@@ -246,7 +277,7 @@ class JobPanel:
             if died is not None:
                 values = died_view(folder, died) if died_view is not None else view(folder, False)[0]
                 return (*values, False, True, False, ui.message(died, "error"), *untouched, IDLE_FOLLOW_MS)
-            if mine(*states):  # this tab's job: its own callback follows it, this only watches for its death
+            if own_job(flag, queued):  # this tab's job: its own callback follows it, this only watches for its death
                 return (*quiet[:-1], FOLLOW_MS)
             running = self.kind.running(folder)
             if not running and not watching:
@@ -322,10 +353,16 @@ class JobPanel:
         def show_running(running: bool | None, queued: dict[str, Any] | None) -> tuple[bool, bool]:
             """Start while no job of this tab runs or waits, Cancel while one does (the flag and the queue's view
             live in the app shell, so they are right when the page is opened again mid-job)."""
-            busy = bool(running) or (queued or {}).get("state") in QUEUE_ACTIVE
+            busy = own_job(running, queued)
             return busy, not busy
 
         return show_running
+
+
+def own_job(flag: bool | None, queued: dict[str, Any] | None) -> bool:
+    """Whether this tab's own background callback follows its panel's job: it runs (``flag``), or waits in the
+    queue (``queued``)."""
+    return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
 
 
 def result_outputs(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:

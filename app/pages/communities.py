@@ -192,8 +192,8 @@ def layout(**query: Any) -> html.Div:
             ui.card(
                 "The whole graph",
                 html.Div(
-                    "Every clone of the model at once, placed by its modules (drawn with WebGL, when asked: a large "
-                    "model takes a few seconds).",
+                    "Every clone of the model at once, placed by its modules (drawn on a 2D canvas, when asked: a "
+                    "large model takes a few seconds).",
                     className="hint",
                 ),
                 whole_graph.controls(),

@@ -85,8 +85,8 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
         panels.COMPARISON.buttons("Compare"),
         *panels.COMPARISON.progress_bar(),
-        dcc.Interval(id=ids.COMPARE_WATCH, interval=panel.FOLLOW_MS),
-        html.Div(id=ids.COMPARE_MESSAGE),
+        *panels.COMPARISON.watchers(state=False),
+        panels.COMPARISON.status_line(),
     )
     results = ui.card(
         "Results",
@@ -190,12 +190,12 @@ def show_estimate(
 
 
 @callback(
-    Output(ids.COMPARE_PROGRESS, "value"),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children"),
+    Output(panels.COMPARISON.bar, "value"),
+    Output(panels.COMPARISON.label, "children"),
     Output(ids.COMPARE_TABLE, "rowData"),
     Output(ids.COMPARE_CHART, "figure"),
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Input(ids.COMPARING_PROGRESS, "data"),
+    Output(panels.COMPARISON.status, "children", allow_duplicate=True),
+    Input(panels.COMPARISON.progress, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
@@ -210,13 +210,13 @@ def show_progress(saved: dict[str, Any] | None, session_id: str | None) -> tuple
 
 
 @callback(
-    Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.COMPARISON.bar, "value", allow_duplicate=True),
+    Output(panels.COMPARISON.label, "children", allow_duplicate=True),
     Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
     Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
-    Output(ids.COMPARE_MESSAGE, "children"),
+    Output(panels.COMPARISON.status, "children"),
     Input(ids.SESSION, "data"),
-    State(ids.COMPARE_QUEUED, "data"),
+    State(panels.COMPARISON.queued, "data"),
     prevent_initial_call="initial_duplicate",
 )
 def show(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -234,12 +234,12 @@ def show(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, ..
 
 
 @callback(
-    Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.COMPARISON.bar, "value", allow_duplicate=True),
+    Output(panels.COMPARISON.label, "children", allow_duplicate=True),
     Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
     Output(ids.COMPARE_CHART, "figure", allow_duplicate=True),
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
-    Input(ids.COMPARE_RESULT, "data"),
+    Output(panels.COMPARISON.status, "children", allow_duplicate=True),
+    Input(panels.COMPARISON.result, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
@@ -262,31 +262,33 @@ cancel = panels.COMPARISON.register_cancel(comparisons.request_cancel)
 
 
 @callback(
-    Output(ids.COMPARE_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.COMPARE_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.COMPARISON.bar, "value", allow_duplicate=True),
+    Output(panels.COMPARISON.label, "children", allow_duplicate=True),
     Output(ids.COMPARE_TABLE, "rowData", allow_duplicate=True),
-    Input(ids.COMPARE_WATCH, "n_intervals"),
+    Output(panels.COMPARISON.watch, "interval"),
+    Input(panels.COMPARISON.watch, "n_intervals"),
+    Input(panels.COMPARISON.flag, "data"),  # at once when this tab's comparison starts
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def follow(_ticks: Any, session_id: str | None) -> tuple[Any, ...]:
+def follow(_ticks: Any, _running: Any, session_id: str | None) -> tuple[Any, ...]:
     """Every second while a comparison runs: per-learner progress (iterations, or time against the estimate), so
-    the bar moves while a learner trains."""
+    the bar moves while a learner trains; every :data:`app.jobs.panel.IDLE_FOLLOW_MS` while none does."""
     try:
         folder = sessions.session_folder(session_id)
         if not comparisons.compare_running(folder):
-            return (no_update,) * 3
+            return (no_update,) * 3 + (panel.IDLE_FOLLOW_MS,)
         saved = comparisons.latest_compare(folder)
     except ui.EXPECTED_ERRORS:
-        return (no_update,) * 3
+        return (no_update,) * 3 + (panel.IDLE_FOLLOW_MS,)
     value, label = figures.compare_progress(saved)
-    return str(value), label, figures.compare_rows(saved)
+    return str(value), label, figures.compare_rows(saved), panel.FOLLOW_MS
 
 
 @callback(
     Output(ids.COMPARE_MAKE_CURRENT, "disabled"),
     Input(ids.SESSION, "data"),
-    Input(ids.COMPARING_FLAG, "data"),
+    Input(panels.COMPARISON.flag, "data"),
 )
 def allow_make_current(session_id: str | None, _running: Any) -> bool:
     """The button works when the last comparison kept a CHMM (asked on opening the page and when a job ends)."""
@@ -298,7 +300,7 @@ def allow_make_current(session_id: str | None, _running: Any) -> bool:
 
 
 make_current = ui.session_action(
-    Output(ids.COMPARE_MESSAGE, "children", allow_duplicate=True),
+    Output(panels.COMPARISON.status, "children", allow_duplicate=True),
     Output(ids.MODEL_VERSION, "data", allow_duplicate=True),
     Input(ids.COMPARE_MAKE_CURRENT, "n_clicks"),
     lambda folder, _clicks: comparisons.make_compared_current(folder),

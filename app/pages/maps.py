@@ -159,7 +159,7 @@ def layout(**_query: Any) -> html.Div:
         ),
         panels.MAP.buttons("Learn the map"),
         *panels.MAP.progress_bar(),
-        html.Div(id=ids.MAP_STATUS),
+        panels.MAP.status_line(),
     )
     learned = ui.card(
         "The learned map",
@@ -236,8 +236,7 @@ def layout(**_query: Any) -> html.Div:
         html.Div(id=ids.MAP_EXPORT_MESSAGE),
         dcc.Download(id=ids.MAP_DOWNLOAD),
         dcc.Store(id=ids.MAP_VERSION, storage_type="memory", data=0),
-        dcc.Interval(id=ids.MAP_WATCH, interval=panel.FOLLOW_MS),
-        dcc.Store(id=ids.MAP_WATCH_STATE, storage_type="memory", data=False),
+        *panels.MAP.watchers(),
         dcc.Store(id=ids.MAP_ROUTE, storage_type="memory"),
         dcc.Store(id=ids.MAP_DETOUR, storage_type="memory"),
         dcc.Store(id=ids.MAP_SELECTED, storage_type="memory"),
@@ -352,10 +351,10 @@ learn, show_queued, show_running = panels.MAP.register(_map_job, "The map job st
 
 
 @callback(
-    Output(ids.MAP_PROGRESS, "value"),
-    Output(ids.MAP_PROGRESS_LABEL, "children"),
-    Output(ids.MAP_STATUS, "children", allow_duplicate=True),
-    Input(ids.MAPPING_PROGRESS, "data"),
+    Output(panels.MAP.bar, "value"),
+    Output(panels.MAP.label, "children"),
+    Output(panels.MAP.status, "children", allow_duplicate=True),
+    Input(panels.MAP.progress, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
@@ -371,11 +370,11 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
 
 
 @callback(
-    Output(ids.MAP_STATUS, "children"),
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.MAP.status, "children"),
+    Output(panels.MAP.bar, "value", allow_duplicate=True),
+    Output(panels.MAP.label, "children", allow_duplicate=True),
     Output(ids.MAP_VERSION, "data"),
-    Input(ids.MAP_RESULT, "data"),
+    Input(panels.MAP.result, "data"),
     prevent_initial_call=True,
 )
 def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
@@ -388,10 +387,10 @@ cancel = panels.MAP.register_cancel(maps.request_cancel, lambda message: ("0", m
 
 
 @callback(
-    Output(ids.MAP_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.MAP_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.MAP.bar, "value", allow_duplicate=True),
+    Output(panels.MAP.label, "children", allow_duplicate=True),
     Input(ids.SESSION, "data"),
-    State(ids.MAP_QUEUED, "data"),
+    State(panels.MAP.queued, "data"),
     prevent_initial_call="initial_duplicate",
 )
 def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, Any]:
@@ -421,18 +420,9 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
     return (str(value), label), (ui.outcome_message(record), time.time() if finished else no_update)
 
 
-def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
-    """Whether this tab's own background callback follows the job (it runs, or waits in the queue)."""
-    return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
-
-
 follow_job = panels.MAP.register_follow(
-    ids.MAP_WATCH,
-    ids.MAP_WATCH_STATE,
     maps.reap_dead_job,
     _followed,
-    mine=_mine,
-    mine_states=(State(ids.MAPPING_FLAG, "data"), State(ids.MAP_QUEUED, "data")),
     after=(Output(ids.MAP_VERSION, "data", allow_duplicate=True),),
     died_view=lambda _folder, died: ("0", died),
 )

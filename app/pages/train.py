@@ -255,9 +255,8 @@ def layout(**_query: Any) -> html.Div:
         "Progress",
         *panels.TRAINING.progress_bar(),
         dcc.Graph(id=ids.TRAIN_CHART, figure=figures.empty_figure(), config={"displaylogo": False}),
-        html.Div(id=ids.TRAIN_STATUS),
-        dcc.Interval(id=ids.TRAIN_WATCH, interval=panel.FOLLOW_MS),
-        dcc.Store(id=ids.TRAIN_WATCH_STATE, storage_type="memory", data=False),
+        panels.TRAINING.status_line(),
+        *panels.TRAINING.watchers(),
     )
     runs = ui.card(
         "This session's trainings",
@@ -274,7 +273,7 @@ def layout(**_query: Any) -> html.Div:
 @callback(
     Output(ids.TRAIN_RUNS_CHART, "figure"),
     Input(ids.SESSION, "data"),
-    Input(ids.TRAINING_FLAG, "data"),
+    Input(panels.TRAINING.flag, "data"),
 )
 def show_runs(session_id: str | None, _running: Any) -> Any:
     """The session's trainings overlaid, on opening the page and after every training that ends (not on the job's
@@ -411,11 +410,11 @@ QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 
 
 @callback(
-    Output(ids.TRAIN_PROGRESS, "value"),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children"),
+    Output(panels.TRAINING.bar, "value"),
+    Output(panels.TRAINING.label, "children"),
     Output(ids.TRAIN_CHART, "figure"),
-    Output(ids.TRAIN_STATUS, "children", allow_duplicate=True),
-    Input(ids.TRAINING_PROGRESS, "data"),
+    Output(panels.TRAINING.status, "children", allow_duplicate=True),
+    Input(panels.TRAINING.progress, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
@@ -432,8 +431,8 @@ def show_progress(progress: dict[str, Any] | None, session_id: str | None) -> tu
 
 
 @callback(
-    Output(ids.TRAIN_STATUS, "children"),
-    Input(ids.TRAIN_RESULT, "data"),
+    Output(panels.TRAINING.status, "children"),
+    Input(panels.TRAINING.result, "data"),
     prevent_initial_call=True,
 )
 def show_result(result: dict[str, str] | None) -> Any:
@@ -455,11 +454,11 @@ cancel = panels.TRAINING.register_cancel(training_jobs.request_cancel, _cancelle
 
 
 @callback(
-    Output(ids.TRAIN_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.TRAIN_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.TRAINING.bar, "value", allow_duplicate=True),
+    Output(panels.TRAINING.label, "children", allow_duplicate=True),
     Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),
     Input(ids.SESSION, "data"),
-    State(ids.TRAIN_QUEUED, "data"),
+    State(panels.TRAINING.queued, "data"),
     prevent_initial_call="initial_duplicate",
 )
 def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, Any, Any]:
@@ -484,11 +483,7 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
 
 
 follow_job = panels.TRAINING.register_follow(
-    ids.TRAIN_WATCH,
-    ids.TRAIN_WATCH_STATE,
     training_jobs.reap_dead_job,
     _followed,
-    mine=lambda flag, queued: bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE,  # this tab's own job
-    mine_states=(State(ids.TRAINING_FLAG, "data"), State(ids.TRAIN_QUEUED, "data")),
     shown=(Output(ids.TRAIN_CHART, "figure", allow_duplicate=True),),
 )

@@ -33,7 +33,7 @@ from app.errors import UserError as UserError
 from app.errors import bounded as bounded
 from app.errors import describe_error as describe_error
 from app.errors import disk_full_error as disk_full_error
-from engine.api import check_threshold
+from engine.api import check_threshold, corpus_file_name
 
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
 
@@ -43,10 +43,9 @@ def visible(symbol: str) -> str:
     return VISIBLE.get(symbol, symbol)
 
 
-def file_name(path: object) -> str:
-    """The last part of a path as a model's metadata records it (either slash; "" for none): the corpus's file name,
-    never the folder it lay in on another machine."""
-    return str(path or "").replace("\\", "/").rsplit("/", 1)[-1]
+file_name = corpus_file_name
+"""The last part of a path as a model's metadata records it: the corpus's file name, never the folder it lay in on
+another machine (:func:`engine.api.corpus_file_name`)."""
 
 
 STOP_REASONS = {

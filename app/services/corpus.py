@@ -251,10 +251,20 @@ def reference_corpus(folder: Path, model: Any) -> str | None:
     names it as its corpus (the models trained in this session), the bundled sample corpus when the model was
     trained on that; None otherwise (an uploaded model, or one trained before another corpus was uploaded). It
     marks generalized words seen/novel and gives the default prefix and the placeholder's share in training."""
-    trained_on = model.metadata.get("corpus")
     info = corpus_info(folder)
     if info is not None and _trained_on_session_corpus(folder, model, info):
         return (folder / sessions.CORPUS).read_text(encoding="utf-8")  # what joined_corpus_text reads, checked once
-    if trained_on == config.SAMPLE_CORPUS.name and config.SAMPLE_CORPUS.is_file():
-        return api.read_text(config.SAMPLE_CORPUS)
+    for text in (config.SAMPLE_CORPUS, config.start_corpus()):
+        if text is not None and text.is_file() and _trained_on_file(model, text):
+            return api.read_text(text)
     return None
+
+
+def _trained_on_file(model: Any, path: Path) -> bool:
+    """Whether ``model`` was trained on the server's text file ``path`` (the sample corpus, or the start model's
+    text that the operator gave with ``chmm app --corpus``): by content where the model names its text so, else by
+    the file's name. The file's fingerprint is kept while it is unchanged."""
+    wanted = model.metadata.get("corpus_sha256")
+    if isinstance(wanted, str) and wanted:
+        return kept.kept(("fingerprint",), [path], lambda: api.corpus_fingerprint(api.read_text(path))) == wanted
+    return file_name(model.metadata.get("corpus")) == path.name

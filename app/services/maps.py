@@ -600,10 +600,25 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
         text = f"Clone {begin} is already the goal: no action needed."
     else:
         text = (
-            f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}."
+            f"{len(moves)} step{'s' if len(moves) != 1 else ''} from clone {begin} to clone {end}: {', '.join(moves)}"
+            f" (through clones {_clone_list(route)})."
         )
         text += _across_modules(path, view, begin, end)
     return {"route": route, "actions": moves, "text": text}
+
+
+ROUTE_CLONES_SHOWN = 12
+"""The most clones a route's sentence names (the first and last ones of a longer route, with how many between)."""
+
+
+def _clone_list(route: list[int]) -> str:
+    """A route's clones in a sentence ("4, 9, 17"); past :data:`ROUTE_CLONES_SHOWN`, the first and last few and how
+    many lie between."""
+    clones = [str(int(c)) for c in route]
+    if len(clones) <= ROUTE_CLONES_SHOWN:
+        return ", ".join(clones)
+    half = ROUTE_CLONES_SHOWN // 2
+    return f"{', '.join(clones[:half])}, ... {len(clones) - 2 * half} more ..., {', '.join(clones[-half:])}"
 
 
 def _across_modules(path: Path, view: dict[str, Any], begin: int, end: int) -> str:
@@ -632,7 +647,7 @@ def _across_modules(path: Path, view: dict[str, Any], begin: int, end: int) -> s
     return (
         f" Planned across the modules ({modules}): {tiered.steps} steps, {held:,} messages against {flat_held:,} "
         f"on the whole map ({held / flat_held:.0%}); making the map's door fields, once for the map and kept for "
-        f"its routes, took {fields.updates:,}."
+        f"its routes, took {fields.updates:,} messages."
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from app import config, memory, sessions
 from app.jobs import read_json
-from app.services import UserError, kept, visible
+from app.services import UserError, file_name, kept, visible
 from app.services.corpus import decode_upload
 from engine import api
 from engine.api import CHMM, ModelFormatError
@@ -174,7 +174,7 @@ def _summarise(path: Path) -> dict[str, Any]:
         "nonzeros": model.n_nonzero(),
         "above_floor": api.graph_edges(model, NOISE_FLOOR),
         "file_bytes": path.stat().st_size,
-        "corpus": meta.get("corpus"),
+        "corpus": file_name(meta.get("corpus")) or None,
         "normalisation": model.codec.normalisation,
         "unit": model.codec.unit,
         "algorithm": settings.get("algorithm"),

@@ -158,10 +158,17 @@ def read_zip_bytes(data: bytes, name: str, max_bytes: int = MAX_CORPUS_BYTES) ->
     return _read_zip(io.BytesIO(data), name, _Budget(max_bytes))
 
 
+def corpus_file_name(recorded: object) -> str:
+    """The last part of a corpus's path as a model's metadata records it (either slash; "" for none): the file's
+    name, never the folder it lay in (models made before names were recorded alone carry the whole path)."""
+    return str(recorded or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def corpus_name(paths: Sequence[str | os.PathLike[str]], documents: Sequence[Document]) -> str:
-    """The name a model records for its corpus: the path as given for one file, else the paths' names with the
-    number of documents ("chapters (12 documents)")."""
+    """The name a model records for its corpus: the file's name for one file, else the paths' names with the number
+    of documents ("chapters (12 documents)"); never the folders they lay in (a model file travels, and its
+    summary and exports would show the machine's paths)."""
     if len(paths) == 1 and len(documents) == 1 and not Path(paths[0]).is_dir():
-        return str(paths[0])
+        return corpus_file_name(paths[0])
     names = ", ".join(Path(p).name or str(p) for p in paths)
     return f"{names} ({len(documents)} documents)"

@@ -33,6 +33,7 @@ from xml.etree.ElementTree import SubElement
 import networkx as nx
 import numpy as np
 
+from engine.corpora.documents import corpus_file_name
 from engine.files import atomic_write
 from engine.network import drawing
 from engine.network.communities import Communities, _link_flow
@@ -152,7 +153,7 @@ def describe_export(
     what = "whole clone graph" if scope is None or scope.module is None else f"module {scope.module}"
     described: dict[str, Any] = {
         "title": f"CHMM clone graph: {what}",
-        "corpus": str(meta.get("corpus") or "unknown"),
+        "corpus": corpus_file_name(meta.get("corpus")) or "unknown",
         "states": int(graph.n_states),
         "symbols": len(graph.symbols),
         "threshold": float(threshold) if threshold is not None else 0.0,  # 0: not pruned
@@ -492,7 +493,7 @@ def npz_arrays(
 def export_file_name(graph: CloneGraph, fmt: str, module: str | None = None) -> str:
     """An informative file name: corpus, states, pruning threshold and the module (or "whole"), e.g.
     ``carroll-alice-600-states-pruned-0.001-module-3-2.gexf``."""
-    corpus = str(graph.metadata.get("corpus") or "model")
+    corpus = corpus_file_name(graph.metadata.get("corpus")) or "model"
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.splitext(os.path.basename(corpus))[0]).strip("-.") or "model"
     threshold = (graph.metadata.get("pruned") or {}).get("threshold")
     parts = [stem[:60], f"{graph.n_states}-states"]

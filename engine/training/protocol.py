@@ -14,6 +14,7 @@ import numpy as np
 from engine.backends import engines
 from engine.backends.model_files import load_model
 from engine.corpora import allocation, text
+from engine.corpora.documents import corpus_file_name
 from engine.corpora.text import placeholder_share
 from engine.model import pruning
 from engine.model.dense import CHMM
@@ -201,7 +202,7 @@ def _outcome(
     trained.metadata = {
         "engine_version": ENGINE_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "corpus": name,
+        "corpus": corpus_file_name(name),  # the file's name, never the folders it lay in
         "documents": len(corpus.documents),
         "allocation": options.allocation if init_model is None else init_model.metadata.get("allocation"),
         "settings": asdict(options) | {"backend": backend},

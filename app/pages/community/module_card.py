@@ -45,7 +45,10 @@ def show_tables(
     """The clone and transition tables of the module open below the map, or, when asked, of the whole graph (made
     only then: 57,000 transitions at 5,000 clones), every row (the grids scroll them; "showing N of M" if a table
     has more than :data:`table_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
-    one module does not hide rows of the next."""
+    one module does not hide rows of the next. The button shows the whole graph's tables even while a module is
+    open (its click was ignored then); opening another module shows that module's."""
+    if ctx.triggered_id == ids.COMMUNITIES_TABLES_WHOLE:
+        selected = None
     if not selected and not whole:
         hint = "Open a module to see its clones and transitions, or show the whole graph's."
         return [], [], ui.message(hint), [], {}, {}

@@ -62,13 +62,12 @@ def schema_card() -> html.Section:
         html.Div(id=ids.SCHEMA_LIBRARY),
         panels.SCHEMA.buttons("Match the walk to the library"),
         *panels.SCHEMA.progress_bar(),
-        html.Div(id=ids.SCHEMA_STATUS),
+        panels.SCHEMA.status_line(),
         html.Div(id=ids.SCHEMA_SENTENCE),
         dcc.Graph(id=ids.SCHEMA_CHART, figure=figures.schema_figure(None), config={"displaylogo": False}),
         dcc.Store(id=ids.SCHEMA_LIBRARY_VERSION, storage_type="memory", data=0),
         dcc.Store(id=ids.SCHEMA_MATCH_VERSION, storage_type="memory", data=0),
-        dcc.Store(id=ids.SCHEMA_WATCH_STATE, storage_type="memory", data=False),
-        dcc.Interval(id=ids.SCHEMA_WATCH, interval=panel.FOLLOW_MS),
+        *panels.SCHEMA.watchers(),
     )
 
 
@@ -160,10 +159,10 @@ match, show_queued, show_running = panels.SCHEMA.register(_schema_job, "The sche
 
 
 @callback(
-    Output(ids.SCHEMA_PROGRESS, "value"),
-    Output(ids.SCHEMA_PROGRESS_LABEL, "children"),
-    Output(ids.SCHEMA_STATUS, "children", allow_duplicate=True),
-    Input(ids.MATCHING_PROGRESS, "data"),
+    Output(panels.SCHEMA.bar, "value"),
+    Output(panels.SCHEMA.label, "children"),
+    Output(panels.SCHEMA.status, "children", allow_duplicate=True),
+    Input(panels.SCHEMA.progress, "data"),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
@@ -178,11 +177,11 @@ def show_progress(record: dict[str, Any] | None, session_id: str | None) -> tupl
 
 
 @callback(
-    Output(ids.SCHEMA_STATUS, "children"),
-    Output(ids.SCHEMA_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.SCHEMA_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.SCHEMA.status, "children"),
+    Output(panels.SCHEMA.bar, "value", allow_duplicate=True),
+    Output(panels.SCHEMA.label, "children", allow_duplicate=True),
     Output(ids.SCHEMA_MATCH_VERSION, "data"),
-    Input(ids.SCHEMA_RESULT, "data"),
+    Input(panels.SCHEMA.result, "data"),
     prevent_initial_call=True,
 )
 def show_result(result: dict[str, str] | None) -> tuple[Any, Any, Any, Any]:
@@ -213,10 +212,10 @@ def show_match(session_id: str | None, _version: Any) -> tuple[Any, Any]:
 
 
 @callback(
-    Output(ids.SCHEMA_PROGRESS, "value", allow_duplicate=True),
-    Output(ids.SCHEMA_PROGRESS_LABEL, "children", allow_duplicate=True),
+    Output(panels.SCHEMA.bar, "value", allow_duplicate=True),
+    Output(panels.SCHEMA.label, "children", allow_duplicate=True),
     Input(ids.SESSION, "data"),
-    State(ids.SCHEMA_QUEUED, "data"),
+    State(panels.SCHEMA.queued, "data"),
     prevent_initial_call="initial_duplicate",
 )
 def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tuple[Any, Any]:
@@ -245,18 +244,9 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
     return (str(value), label), (ui.outcome_message(record), time.time() if finished else no_update)
 
 
-def _mine(flag: bool | None, queued: dict[str, Any] | None) -> bool:
-    """Whether this tab's own background callback follows the job (it runs, or waits in the queue)."""
-    return bool(flag) or (queued or {}).get("state") in QUEUE_ACTIVE
-
-
 follow_job = panels.SCHEMA.register_follow(
-    ids.SCHEMA_WATCH,
-    ids.SCHEMA_WATCH_STATE,
     map_schemas.reap_dead_job,
     _followed,
-    mine=_mine,
-    mine_states=(State(ids.MATCHING_FLAG, "data"), State(ids.SCHEMA_QUEUED, "data")),
     after=(Output(ids.SCHEMA_MATCH_VERSION, "data", allow_duplicate=True),),
     died_view=lambda _folder, died: ("0", died),
 )
