@@ -116,6 +116,8 @@ from engine.network.drawing import PALETTE, force_layout, module_colour
 from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
 from engine.network.export import FORMATS as EXPORT_FORMATS
 from engine.network.packing import PackedLayout, packed_layout
+from engine.network.senses import Sense, Senses
+from engine.network.senses import symbol_senses as _symbol_senses
 from engine.peers.learners import (
     ITERATIONS_OPTION,
     LEARNERS,
@@ -188,7 +190,7 @@ __all__ = [  # fmt: skip
     "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
     "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
-    "TrainOptions", "WalkFile", "write_communities", "write_walk",
+    "TrainOptions", "WalkFile", "word_senses", "Sense", "Senses", "write_communities", "write_walk",
     # schemas: a walk in a new room matched to stored maps (issue 50)
     "match_schemas", "read_library", "SCHEMA_HELD_OUT", "learn_map_through_noise",
     "learn_map_from_evidence", "read_evidence", "evidence_reading", "format_walk_file",
@@ -395,6 +397,29 @@ def clone_path(model: CHMM, raw_text: str) -> ClonePath:
     if not np.isfinite(result.log_probability):
         raise ValueError("the model gives this text probability zero, so it has no clone path")
     return ClonePath(spaced, np.asarray(result.clones, dtype=np.int64), float(result.log_probability), replaced)
+
+
+def word_senses(model: CHMM, graph: graph_mod.CloneGraph, symbol: str, codes: np.ndarray | None = None) -> Senses:
+    """What each clone of ``symbol`` (a word, token or character of the model's alphabet) stands for
+    (:func:`engine.network.senses.symbol_senses`): per clone, its previous and next symbols in the clone ``graph``
+    and, with ``codes`` (a text's symbols under the model, :func:`encode_for_model`; the training text, say), how
+    often it reads the symbol there by Viterbi on a window around each occurrence (at most
+    :data:`engine.network.senses.MAX_OCCURRENCES`), with an example. ValueError for a symbol outside the
+    alphabet."""
+    index = model.symbol_index()
+    if symbol not in index:
+        raise ValueError(f"{symbol[:40]!r} is not one of the model's {model.codec.unit}")
+    decode = None
+    if codes is not None:
+        engine = engines.engine_for(model)
+        loaded = engine.load(model)
+
+        def decode(window: np.ndarray) -> np.ndarray:
+            result = engine.viterbi(loaded, window)
+            path = np.asarray(result.clones, dtype=np.int64)
+            return path if np.isfinite(result.log_probability) else np.full(len(window), -1, dtype=np.int64)
+
+    return _symbol_senses(graph, index[symbol], codes, decode)
 
 
 def _token_sequences(sequences: Any, lengths: Any = None) -> list[Document]:

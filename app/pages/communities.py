@@ -79,7 +79,9 @@ def layout(**query: Any) -> html.Div:
             html.P(
                 "Infomap groups the clone graph's clones into modules where the flow of text stays for long (the map "
                 "equation). In a character model a module is a “generalized word”: it generates a family "
-                "of words (paper, 4.2.1). Run Infomap, then explore the module map, find a word, or open a module.",
+                "of words (paper, 4.2.1); in a model of words or tokens, a family of phrases. Run Infomap, then "
+                "explore the module map, find a word (a word alone shows its senses: what each of its clones "
+                "stands for), or open a module.",
                 className="intro",
             ),
             dcc.Store(id=ids.COMMUNITIES_VERSION, storage_type="memory", data=0),
@@ -209,7 +211,7 @@ def layout(**query: Any) -> html.Div:
                         placeholder="a word (e.g. the) or a character",
                     ),
                     "Filters as you type: keeps modules whose generalized words contain the text, or (one "
-                    "character) whose clones emit it. Click a row to open its module.",
+                    "symbol: a character, word or token) whose clones emit it. Click a row to open its module.",
                 ),
                 grids.grid(
                     ids.COMMUNITIES_TABLE,
@@ -292,7 +294,7 @@ def layout(**query: Any) -> html.Div:
                             dcc.Dropdown(
                                 id=ids.COMMUNITIES_NODE_COLOUR,
                                 options=[
-                                    {"label": "by character", "value": "character"},
+                                    {"label": "by symbol (character or word)", "value": "character"},
                                     {"label": "by (sub)module", "value": "module"},
                                     {"label": "by the boundary (flow in, out)", "value": "boundary"},
                                     *MAPPED_OPTIONS,
@@ -322,8 +324,9 @@ def layout(**query: Any) -> html.Div:
                                 ids.COMMUNITIES_GRAPH,
                                 STYLESHEET,
                                 520,
-                                "Nodes: clones, labelled by their character and coloured by it. Arrows: transitions, "
-                                "width by probability. Hover or click a clone, or click an arrow.",
+                                "Nodes: clones, labelled by their symbol (character or word) and coloured by it. "
+                                "Arrows: transitions, width by probability. Hover or click a clone, or click an "
+                                "arrow.",
                             ),
                             className="module-graph",
                         ),

@@ -521,6 +521,7 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
         "exit_flow": module.get("exit_flow"),
         "links": graph.link_counts(np.asarray(module["nodes"], dtype=np.int64)),
         "chars": module["chars"],
+        "unit": graph.metadata.get("unit", "characters"),
         "words": module["words"],
         "submodules": len(module.get("children", [])),
         "reference": saved["reference"],
@@ -542,7 +543,10 @@ def find_clone(folder: Path, label: Any, run: str = CURRENT_RUN) -> dict[str, An
         lambda: {graph.label(node): node for node in range(graph.n_states)},
     )
     if text_in not in labels:
-        raise UserError(f"No clone is labelled {text_in[:20]!r}: a label is a character, a colon and a number (h:3).")
+        unit = str(graph.metadata.get("unit", "characters")).rstrip("s")
+        example = "h:3" if unit == "character" else "the:3"
+        said = f"a label is a {unit}, a colon and a number ({example})"
+        raise UserError(f"No clone is labelled {text_in[:20]!r}: {said}.")
     node = labels[text_in]
     return {"label": text_in, "state": int(node), "module": deepest_modules(folder, saved, run).get(int(node), "")}
 

@@ -13,7 +13,8 @@ from app import grids, ids
 TOOLTIPS = {
     "flow": "Flow: the share of time a random walk on the text (following T) spends in the module's clones; the "
     "top modules' flows sum to 1.",
-    "size": "Clones: hidden states, each emitting one character; a character's clones tell its contexts apart.",
+    "size": "Clones: hidden states, each emitting one symbol (a character, word or token); a symbol's clones tell its "
+    "contexts apart.",
     "name": "The module's most probable generalized word(s); -ell- marks a fragment (the module holds no word start).",
     "submodules": "Modules nested in this one (Infomap's multilevel result); 0 for a leaf module.",
 }
@@ -109,7 +110,7 @@ GRAPH_LAYOUTS = {
 
 CLONE_COLUMNS = [
     ("clone", "clone"),
-    ("character", "character"),
+    ("character", "symbol"),
     ("module", "module"),
     ("flow", "flow"),
     ("in_flow", "in flow"),

@@ -134,6 +134,8 @@ def show_module(selected: str | None, run: str | None, session_id: str | None) -
     words = [
         html.Li([html.Code(word["text"]), f"  {word['probability']:.3f} ", word_mark(word)]) for word in detail["words"]
     ]
+    characters = detail.get("unit", "characters") == "characters"
+    heading = "Generalized words" if characters else "Generalized phrases"
     summary = ui.facts(
         [
             ("Module", f"{detail['id']}: {detail['name']}"),
@@ -141,19 +143,27 @@ def show_module(selected: str | None, run: str | None, session_id: str | None) -
             ("Flow", f"{detail['flow']:.4f}"),
             *module_flow_facts(detail),
             ("Submodules", f"{detail['submodules']:,}" if detail["submodules"] else "none"),
-            ("Characters", detail["chars"]),
+            ("Characters" if characters else "Symbols", detail["chars"]),
         ]
     )
     reference = "" if detail["reference"] else " (no reference corpus: seen/novel not checked)"
     fragments = any(word.get("kind") == "fragment" for word in detail["words"])
-    explain = html.Div(
-        "Fragments: this module completes no whole word (it holds the middle or the end of words), so these are the "
-        "strings it generates from where flow enters it to where it leaves."
-        if fragments
-        else "Whole words the module generates from a word start to a space; seen = a word of the training text, "
-        "novel = a word the text never has (the paper's rattle).",
-        className="hint",
-    )
+    if not characters:
+        said = (
+            f"The phrases of {detail.get('unit', 'words')} the module generates from where flow enters it to where it "
+            "leaves; seen = a phrase of the training text, novel = one the text never has."
+        )
+    elif fragments:
+        said = (
+            "Fragments: this module completes no whole word (it holds the middle or the end of words), so these are "
+            "the strings it generates from where flow enters it to where it leaves."
+        )
+    else:
+        said = (
+            "Whole words the module generates from a word start to a space; seen = a word of the training text, "
+            "novel = a word the text never has (the paper's rattle)."
+        )
+    explain = html.Div(said, className="hint")
     export = dcc.Link(
         f"Export module {detail['id']}'s subgraph",
         href=f"/export?{urlencode({'module': detail['id']})}",
@@ -162,7 +172,7 @@ def show_module(selected: str | None, run: str | None, session_id: str | None) -
     )
     inspect = html.Div("Hover or click a clone, or click an arrow, to inspect it here.", className="hint")
     return (
-        html.Div([summary, html.H4("Generalized words" + reference), explain, html.Ol(words), export]),
+        html.Div([summary, html.H4(heading + reference), explain, html.Ol(words), export]),
         detail["elements"],
         detail["note"],
         not detail["submodules"],

@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 from app import ids, sessions, ui
 from app.services import graphs as graph_service
 from app.services import overviews
+from app.services import senses as sense_service
 
 
 @callback(
@@ -195,4 +196,52 @@ def find_word(
         )
     if found["outside"]:
         notes.append(f"{found['outside']} of the path's clones are not in the pruned graph's modules.")
-    return html.Div([path, modules, *[html.Div(n, className="hint") for n in notes]]), found
+    shown = [path, modules, *[html.Div(n, className="hint") for n in notes]]
+    return html.Div(shown + _senses(sessions.session_folder(session_id), phrase, run)), found
+
+
+def _senses(folder: Any, phrase: str, run: str | None) -> list[Any]:
+    """The senses of a word found alone (:func:`app.services.senses.word_senses`): its clones, each with the
+    company it keeps, as a table under the path; nothing for a phrase."""
+    model = graph_service.view_model(folder)
+    if sense_service.single_symbol(model, phrase) is None:
+        return []
+    try:
+        found = sense_service.word_senses(folder, phrase, run or graph_service.CURRENT_RUN)
+    except ui.EXPECTED_ERRORS as exc:
+        return [ui.error_message(exc)]
+    unit = model.codec.unit.rstrip("s")
+    heads = ["Clone", "Module", "Share", "Previous", "Next", "Reads", "Example"]
+    rows = [
+        html.Tr(
+            [
+                html.Td(row["label"]),
+                html.Td(row["module"] or "-"),
+                html.Td(f"{row['share']:.0%}"),
+                html.Td(row["previous"]),
+                html.Td(row["next"]),
+                html.Td(row["reads"] if found["reference"] else "-"),
+                html.Td(row["example"], className="sense-example"),
+            ]
+        )
+        for row in found["rows"]
+    ]
+    if found["reference"]:
+        where = (
+            f"“Reads”: of {found['decoded']:,} of its {found['occurrences']:,} occurrences in the training text, "
+            f"each decoded by Viterbi on the {found['window']} symbols either side, how many this clone reads"
+            + (f" ({found['unread']:,} had no clone path)" if found["unread"] else "")
+            + "; the example is one of them."
+        )
+    else:
+        where = "Upload the model's training text to see how often each clone reads it there, with an example."
+    more = f" {found['more']:,} clones of less flow are not listed." if found["more"] else ""
+    return [
+        html.H4(f"The senses of “{found['symbol']}”: its {len(found['rows']) + found['more']:,} clones"),
+        html.Div(
+            f"Each clone reads the {unit} in its own company: the previous {unit}s by the flow they send it, the next "
+            f"by the transition probabilities (the clone graph of the run on screen). {where}{more}",
+            className="hint",
+        ),
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in heads])), html.Tbody(rows)], className="senses-table"),
+    ]

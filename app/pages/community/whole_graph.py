@@ -90,7 +90,7 @@ def note(drawn: dict[str, Any]) -> list[Any]:
         edges = f"all {drawn['edges']:,} transitions (T at least {drawn['threshold']:.2g})"
     head = f"{drawn['clones']:,} clones and {edges} drawn. "
     if not drawn["by_module"]:
-        return [head + "No Infomap run for this model yet, so the clones are grouped and coloured by character; "
+        return [head + "No Infomap run for this model yet, so the clones are grouped and coloured by symbol; "
                 "run Infomap to see its modules."]  # fmt: skip
     outside = f" {drawn['outside']:,} clones in no module are grey, bottom right." if drawn["outside"] else ""
     return [
