@@ -160,6 +160,7 @@ COMMUNITIES_WHOLE_NOTE = "communities-whole-note"
 # Compare page
 COMPARE_LEARNERS = "compare-learners"
 COMPARE_CORPUS = "compare-corpus"
+COMPARE_UNIT = "compare-unit"  # what one symbol is for every learner: characters, words or tokens
 COMPARE_TABLE = "compare-table"
 COMPARE_TABLE_CSV = "compare-table-csv"
 COMPARE_CHART = "compare-chart"

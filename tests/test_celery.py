@@ -94,7 +94,7 @@ pytestmark = [
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60  # seconds for Redis, the Celery worker and gunicorn to come up
-JOB_TIMEOUT = 90  # seconds for a training job on the worker to report back
+JOB_TIMEOUT = 180  # seconds for a training job on the worker to report back (a liveness bound: jobs run at nice 10)
 STOP_GRACE = 10  # seconds between SIGTERM and SIGKILL at teardown
 LOG_TAIL = 12_000  # characters of each log appended to a failure report
 START_BADGE = "current model: 600 states"  # the start model every new session gets (sample_models/alice-600.npz)

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support import data_uri
+from support import SHORT_TEXT, data_uri
 
-from app import figures, forms, jobs, panels
+from app import figures, forms, jobs, panels, sessions
 from app.services import UserError, comparisons
 from app.services import corpus as corpus_service
+from engine import api
 
 TINY = {
     "chmm": {"states": 60, "iterations": 2},
@@ -270,3 +271,21 @@ def test_a_learner_expected_to_pass_the_job_limit_is_refused(folder: Path, monke
     assert saved["status"] == jobs.REFUSED
     assert "would take about" in saved["message"] and "limit of 60 minutes per job" in saved["message"]
     assert comparisons.read_compare(folder) is None  # nothing started, nothing written
+
+
+def test_a_comparison_of_words_trains_every_learner_on_words(with_corpus: Path) -> None:
+    """The Compare page compared characters only. With the unit "words" every learner reads the same words (the
+    n-gram and the CHMM score per word), and the CHMM gets a clone per word and some to spare."""
+    picked = {"chmm": TINY["chmm"], "ngram": {}}
+    saved = comparisons.run_compare_job(with_corpus, list(picked), "session", options=picked, unit="words")
+    assert saved["status"] == jobs.FINISHED and saved["unit"] == "words", saved
+    prepared = api.prepare_corpus(SHORT_TEXT, normalisation="paper", unit="words")
+    assert saved["symbols"]["test"] == len(prepared.test)
+    chmm, ngram = saved["results"]
+    assert chmm["status"] == ngram["status"] == comparisons.DONE
+    assert chmm["settings"]["states"] == prepared.n_symbols + comparisons.SPARE_STATES
+    assert 2 < ngram["test_bps"] < 12 and 2 < chmm["test_bps"] < 14  # bits per word, not per character
+    model = api.load_model(with_corpus / sessions.JOBS / comparisons.COMPARED_CHMM)
+    assert model.codec.unit == "words"
+    with pytest.raises(UserError, match="Unknown unit 'syllables'"):
+        comparisons.check_comparison(with_corpus, ["ngram"], "session", None, "syllables")

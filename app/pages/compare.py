@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, callback, dcc, html, no_update
 from app import figures, forms, grids, ids, jobs, panels, sessions, ui
 from app.jobs import panel
 from app.services import comparisons
+from engine import api
 
 dash.register_page(__name__, path="/compare", name="Compare", title="CHMM Explorer · Compare", order=7)
 
@@ -82,6 +83,18 @@ def layout(**_query: Any) -> html.Div:
             ),
             f"The training part is capped at {comparisons.MAX_TRAIN_SYMBOLS:,} symbols.",
         ),
+        ui.field(
+            "Unit",
+            dcc.RadioItems(
+                id=ids.COMPARE_UNIT,
+                options=list(api.UNITS),
+                value=api.UNITS[0],
+                inline=True,
+                persistence=True,
+                persistence_type="session",
+            ),
+            "what one symbol is, for every learner: a character, a word (words seen once as <rare>), a token",
+        ),
         html.Div(id=ids.COMPARE_ESTIMATE, className="hint"),
         panels.COMPARISON.buttons("Compare"),
         *panels.COMPARISON.progress_bar(),
@@ -113,16 +126,19 @@ def _view(saved: dict[str, Any] | None) -> tuple[str, str, list[dict[str, Any]],
     return str(value), label, figures.compare_rows(saved), figures.compare_figure(saved)
 
 
-def _queue(folder: Path, learners: Any, corpus: Any, values: list[Any], setting_ids: list[dict[str, str]]) -> None:
+def _queue(
+    folder: Path, learners: Any, corpus: Any, unit: Any, values: list[Any], setting_ids: list[dict[str, str]]
+) -> None:
     """Check a comparison of the picked learners with the typed settings and put it into the server's queue."""
     options = forms.learner_settings(typed_settings(values, setting_ids))
-    comparisons.queue_comparison(folder, learners, corpus, options)
+    comparisons.queue_comparison(folder, learners, corpus, options, unit)
 
 
 start = panels.COMPARISON.register_start(
     _queue,
     State(ids.COMPARE_LEARNERS, "value"),
     State(ids.COMPARE_CORPUS, "value"),
+    State(ids.COMPARE_UNIT, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "value"),
     State({"type": ids.COMPARE_SETTING, "learner": ALL, "option": ALL}, "id"),
 )

@@ -118,10 +118,23 @@ def training_symbols(folder: Path, choice: Any) -> int:
     return min(int(characters * 0.9), MAX_TRAIN_SYMBOLS)
 
 
-def _check_corpus(corpus_text: str, name: str) -> api.Corpus:
-    """The corpus as every learner will see it (paper normalisation, default splits, capped training part);
-    CorpusError with the reason when it cannot be trained on."""
-    return api.prepare_corpus(corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name)
+def _check_corpus(corpus_text: str, name: str, unit: str) -> api.Corpus:
+    """The corpus as every learner will see it (paper normalisation, ``unit`` symbols, default splits, capped
+    training part); CorpusError with the reason when it cannot be trained on."""
+    return api.prepare_corpus(corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name, unit=unit)
+
+
+SPARE_STATES = 300
+"""The clones a CHMM of words or tokens gets beyond one per symbol when its states setting is below that (a word
+model needs a clone per word: the search's smallest candidate, the vocabulary plus 300)."""
+
+
+def check_unit(unit: Any) -> str:
+    """The unit of a comparison (characters when none is given); UserError for another."""
+    unit = unit or api.UNITS[0]
+    if unit not in api.UNITS:
+        raise UserError(f"Unknown unit {str(unit)[:20]!r}; choose one of {', '.join(api.UNITS)}.")
+    return str(unit)
 
 
 def _check_chmm_memory(corpus: api.Corpus, options: dict[str, Any]) -> None:
@@ -151,15 +164,19 @@ WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
 
 
 def check_comparison(
-    folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None
+    folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None, unit: Any = None
 ) -> tuple[list[str], tuple[str, str, api.Corpus], dict[str, dict[str, Any]]]:
-    """The learners, the corpus (its text, name and prepared split) and each learner's settings of a comparison that
-    can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or corpus, a corpus that
-    cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose slot it would hold)."""
+    """The learners, the corpus (its text, name and prepared split in ``unit`` symbols) and each learner's settings
+    of a comparison that can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or
+    corpus, a corpus that cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose
+    slot it would hold). A CHMM of words or tokens gets at least one clone per symbol and :data:`SPARE_STATES`."""
     kinds = check_learners(picked)
     corpus_text, name = compare_corpus(folder, corpus)
-    prepared = _check_corpus(corpus_text, name)
+    prepared = _check_corpus(corpus_text, name, check_unit(unit))
     settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
+    if "chmm" in settings and prepared.unit != api.UNITS[0]:
+        least = prepared.n_symbols + SPARE_STATES
+        settings["chmm"] = settings["chmm"] | {"states": max(int(settings["chmm"].get("states", 0)), least)}
     symbols = len(prepared.train_full)
     limit = config.max_job_seconds()
     for kind in kinds:
@@ -173,7 +190,9 @@ def check_comparison(
     return kinds, (corpus_text, name, prepared), settings
 
 
-def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None) -> Ticket:
+def queue_comparison(
+    folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None, unit: Any = None
+) -> Ticket:
     """Put a comparison into the server's queue when the user presses Compare (the web worker: no process waits,
     see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence (a
     comparison already running or waiting in the session, :func:`check_comparison`, a full queue:
@@ -181,8 +200,9 @@ def queue_comparison(folder: Path, picked: Any, corpus: Any, options: dict[str, 
     with COMPARISON.entering(folder):  # two tabs pressing Compare at once: the second sees the first's ticket
         if compare_running(folder) or comparison_ticket(folder) is not None:
             raise UserError("A comparison is already running or waiting in this session; wait for it.")
-        check_comparison(folder, picked, corpus, options)
-        return COMPARISON.enter(folder, {"learners": picked, "corpus": corpus, "options": options})
+        check_comparison(folder, picked, corpus, options, unit)
+        data = {"learners": picked, "corpus": corpus, "options": options, "unit": check_unit(unit)}
+        return COMPARISON.enter(folder, data)
 
 
 def comparison_ticket(folder: Path) -> Ticket | None:
@@ -202,8 +222,8 @@ def run_queued_comparison(folder: Path, ticket_name: Any, report: ProgressReport
     gone when it ends."""
 
     def start(data: dict[str, Any], ticket: Ticket) -> dict[str, Any]:
-        picked, corpus, options = data["learners"], data["corpus"], data.get("options")
-        return run_compare_job(folder, picked, corpus, report, options, key=str(data["key"]), ticket=ticket)
+        picked, corpus, options, unit = data["learners"], data["corpus"], data.get("options"), data.get("unit")
+        return run_compare_job(folder, picked, corpus, report, options, key=str(data["key"]), ticket=ticket, unit=unit)
 
     return COMPARISON.run_queued(folder, ticket_name, start, {"status": CANCELLED, "message": WAITED_CANCELLED})
 
@@ -216,12 +236,13 @@ def run_compare_job(
     options: dict[str, dict[str, Any]] | None = None,
     key: str | None = None,
     ticket: Ticket | None = None,
+    unit: Any = None,
 ) -> dict[str, Any]:
-    """Train each picked learner on the chosen corpus (``options`` override :data:`APP_OPTIONS` per learner) and
-    keep the figures in ``compare.json``; returns what was saved. Bad input or a second job in the same session
-    gives status ``refused`` with a message (nothing raises, and the last comparison's file is left as it was);
-    ``report`` gets the saved dict after every change. With the started ``ticket`` of a queued comparison it takes
-    its place at once; without one it waits in this process."""
+    """Train each picked learner on the chosen corpus, in ``unit`` symbols (characters when None; ``options``
+    override :data:`APP_OPTIONS` per learner) and keep the figures in ``compare.json``; returns what was saved.
+    Bad input or a second job in the same session gives status ``refused`` with a message (nothing raises, and the
+    last comparison's file is left as it was); ``report`` gets the saved dict after every change. With the started
+    ``ticket`` of a queued comparison it takes its place at once; without one it waits in this process."""
     key = key or new_key()
     saved: dict[str, Any] = {"key": key, "status": RUNNING, "corpus": None, "results": [], "started": time.time()}
 
@@ -237,7 +258,7 @@ def run_compare_job(
     if compare_running(folder):
         return saved | {"status": REFUSED, "message": "A comparison is already running in this session; wait for it."}
     try:
-        kinds, (corpus_text, name, prepared), settings = check_comparison(folder, picked, corpus, options)
+        kinds, (corpus_text, name, prepared), settings = check_comparison(folder, picked, corpus, options, unit)
     except (ValueError, OSError) as exc:
         return refuse(services.describe_error(exc))
     files = compare_files(folder)
@@ -246,6 +267,7 @@ def run_compare_job(
     symbols = len(prepared.train_full)
     saved.update(
         corpus=name,
+        unit=prepared.unit,
         symbols={"train": symbols, "test": len(prepared.test)},
         results=[
             _row(kind, shown_settings(kind, settings[kind]))
@@ -346,6 +368,7 @@ def _train_one(
             options,
             max_train=MAX_TRAIN_SYMBOLS,
             name=name,
+            unit=prepared.unit,
             callback=iteration if kind == "chmm" else None,
             cancel=api.CancelToken(poll=cancel.exists),
         )

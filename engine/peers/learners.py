@@ -337,11 +337,13 @@ def _train_chmm_text(
     callback: learning.ProgressCallback | None = None,
     cancel: learning.CancelToken | None = None,
     log: Callable[[str], None] | None = None,
+    unit: str = text.UNITS[0],
 ) -> tuple[Any, dict[str, Any]]:
     """The CHMM as a text learner: ``options`` are :class:`engine.training.TrainOptions` fields over the protocol's
     settings, trained by :func:`engine.training.train_text` (``callback`` and ``cancel`` reach its loop); a cancelled
     or failed run raises :class:`TrainingStopped`."""
     fields = {"normalisation": normalisation, "validation": validation, "max_train": max_train, "refit": refit}
+    fields["unit"] = unit
     train_options = training.TrainOptions(**(fields | dict(options or {})))
     outcome = training.train_text(corpus_text, train_options, callback=callback, cancel=cancel, name=name, log=log)
     if outcome.result.stopped in training.STOPPED_BAD:
@@ -397,10 +399,12 @@ def train_learner_text(
     callback: learning.ProgressCallback | None = None,
     cancel: learning.CancelToken | None = None,
     log: Callable[[str], None] | None = None,
+    unit: str = text.UNITS[0],
 ) -> tuple[Any, dict[str, Any]]:
     """Train any learner of :data:`LEARNERS` on ``corpus_text`` by the same protocol and return the model and figures
     with the same keys (learner, train_bps, validation_bps, test_bps, seconds, parameters, ...): ``options`` are the
-    learner's (:class:`engine.training.TrainOptions` fields for "chmm", a peer's constructor options otherwise)."""
+    learner's (:class:`engine.training.TrainOptions` fields for "chmm", a peer's constructor options otherwise);
+    ``unit``: what one symbol is (characters, words or tokens), for every learner alike."""
     return TEXT_LEARNERS[_check_kind(kind)].train(
         corpus_text,
         options,
@@ -412,6 +416,7 @@ def train_learner_text(
         callback=callback,
         cancel=cancel,
         log=log,
+        unit=unit,
     )
 
 
