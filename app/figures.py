@@ -192,9 +192,12 @@ SELECTION_SHARE = 80.0
 never goes back when the refit starts (it fell from 95% to 17%)."""
 
 
-def _selection_progress(progress: dict[str, Any], history: list[dict[str, Any]], planned: int) -> tuple[float, str]:
+def _selection_progress(
+    progress: dict[str, Any], history: list[dict[str, Any]], planned: int
+) -> tuple[float | None, str]:
     """The bar (0-100) and the label of the selection stage: over all restarts (the finished ones and this one's
-    iterations), or, for an automatic search, the time spent of its budget; the bar never goes back."""
+    iterations); for an automatic search, None (the bar runs without a value: its work is known only at its end);
+    the bar never goes back."""
     done = min(len(history), planned) / planned
     iterations = int(progress.get("iterations") or planned)
     what = f" ({iterations} online EM epochs, then {iterations} batch EM iterations)" if progress.get(
@@ -203,12 +206,13 @@ def _selection_progress(progress: dict[str, Any], history: list[dict[str, Any]],
     label = f"Iteration {len(history)} of at most {planned}{what}"
     restarts = max(int(progress.get("restarts") or 1), 1)
     if progress.get("searching"):
+        # how much work the search does is not known before it ends (its candidates stop early, or are skipped),
+        # only its bound: the bar runs without a value (the label says what is left of the bound); paced on the
+        # budget it sat at 7% for a minute and jumped to 87% when an early search ended
         budget = float(progress.get("budget_seconds") or 0.0)
-        spent = float(progress.get("updated") or 0.0) - float(progress.get("started") or 0.0)
-        value = min(95.0, 100.0 * spent / budget) if budget > 0 else 100.0 * done
         within = f" (the choice within {budget / 60:g} min)" if budget > 0 else ""
         label = f"Candidate setting {int(progress.get('candidate') or 0) + 1}{within}, " + label[0].lower() + label[1:]
-        return value, label
+        return None, label
     finished = min(int(progress.get("finished_runs") or 0), restarts - 1)
     if restarts > 1:
         label = f"Restart {finished + 1} of {restarts}, " + label[0].lower() + label[1:]
@@ -246,8 +250,14 @@ def job_status(what: str, record: dict[str, Any] | None, label: str) -> str | No
     return f"{what} for {spent}" + (f": {label.rstrip('.')}." if label else ".")
 
 
-def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figure]:
-    """Progress bar value (0-100), its label and the live BPS chart for a job's progress file."""
+def bar_value(value: float | None) -> str | None:
+    """A progress bar's ``value`` property: None (no value: the bar runs without one) while the work is unknown."""
+    return None if value is None else str(value)
+
+
+def progress_view(progress: dict[str, Any] | None) -> tuple[float | None, str, go.Figure]:
+    """Progress bar value (0-100; None during an automatic search, whose work is known only at its end), its
+    label and the live BPS chart for a job's progress file."""
     if not progress:
         return 0.0, "No training job yet.", empty_figure("Training progress", "start a training job")
     history, refit = progress.get("history") or [], progress.get("refit") or []
@@ -260,7 +270,7 @@ def progress_view(progress: dict[str, Any] | None) -> tuple[float, str, go.Figur
         label += _timing(refit, best - len(refit)) if not progress.get("expected_seconds") else _time_left(progress)
     else:
         value, label = _selection_progress(progress, history, planned)
-        if progress.get("refits"):
+        if progress.get("refits") and value is not None:
             value *= SELECTION_SHARE / 100.0
         if history:
             last = history[-1]

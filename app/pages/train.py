@@ -427,7 +427,7 @@ def show_progress(progress: dict[str, Any] | None, session_id: str | None) -> tu
         return no_update, no_update, no_update, no_update
     value, label, figure = figures.progress_view(progress)
     status = figures.running_status(progress)
-    return panels.TRAINING.progress_outputs(session_id, progress, (str(value), label, figure), status)
+    return panels.TRAINING.progress_outputs(session_id, progress, (figures.bar_value(value), label, figure), status)
 
 
 @callback(
@@ -471,7 +471,7 @@ def show_last_job(session_id: str | None, queued: dict[str, Any] | None) -> tupl
     value, label, figure = figures.progress_view(progress)
     if (queued or {}).get("state") in QUEUE_ACTIVE:
         return "0", queued.get("message", ""), figure
-    return str(value), label, figure
+    return figures.bar_value(value), label, figure
 
 
 def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -479,7 +479,7 @@ def _followed(folder: Path, running: bool) -> tuple[tuple[Any, ...], tuple[Any, 
     ended in the status line (a job cancelled from a page opened again mid-job returns no result to say it)."""
     value, label, figure = figures.progress_view(training_jobs.read_progress(folder))
     record = None if running else training_jobs.read_job(folder)
-    return (str(value), label, figure), (ui.outcome_message(record) if record else no_update,)
+    return (figures.bar_value(value), label, figure), (ui.outcome_message(record) if record else no_update,)
 
 
 follow_job = panels.TRAINING.register_follow(
