@@ -150,6 +150,7 @@ COMMUNITIES_VIEW_NOTE = "communities-view-note"  # what of a link's view could n
 COMMUNITIES_RUN_SHOWN = "communities-run-shown"  # which Infomap run the page shows: the last or the one before
 COMMUNITIES_WHOLE_SHOW = "communities-whole-show"  # the button that draws the whole graph
 COMMUNITIES_WHOLE_EDGES = "communities-whole-edges"  # how many transitions the whole graph draws
+COMMUNITIES_WHOLE_LAYOUT = "communities-whole-layout"  # how it places the clones: by modules or by transitions
 COMMUNITIES_WHOLE_GRAPH = "communities-whole-graph"  # html.Div: the canvas of every clone (assets/whole_graph.js)
 COMMUNITIES_WHOLE_DATA = "communities-whole-data"  # store: the whole graph's columns, drawn by the canvas
 COMMUNITIES_WHOLE_MARKED = "communities-whole-marked"  # store: the selected module's clones, bright in the canvas

@@ -21,8 +21,15 @@ drives a fresh browser session through what a user does, timing each step from t
 
 Medians of ``--repeats`` (default 5). Prints a table; nothing is asserted (speed goals are read off the table).
 
+With ``--layouts``, no browser: the whole graph's two layouts (``app.services.whole_graph.LAYOUTS``) computed by the
+app's service for a new session on each model (Infomap run first, at the default threshold), one row per model and
+layout: seconds, and the layout's quality (``engine.api.layout_quality``: ``stretch``, the flow-weighted length of
+the transitions over the distance between random clones, lower is better; ``purity``, the share of each clone's
+five nearest clones in its own top module, higher is better).
+
     python bench/bench_explorer.py --model /work/models/brown5000.npz
     python bench/bench_explorer.py --model M.npz --against /tmp/before   # the same steps on another checkout
+    python bench/bench_explorer.py --layouts --model A.npz B.npz
 """
 
 from __future__ import annotations
@@ -278,12 +285,41 @@ def steps(server: Server, repeats: int) -> dict[str, list[float]]:
     return times
 
 
+def layout_rows(models: list[Path]) -> None:
+    """The whole graph's layouts on each model, timed through the app's service (see the module docstring)."""
+    os.environ["CHMM_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-layouts-")
+    from app import sessions
+    from app.services import graphs, whole_graph
+
+    print("| model | clones | top modules | layout | seconds | stretch | purity |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for model in models:
+        os.environ["CHMM_START_MODEL"] = str(model.resolve())
+        folder = sessions.session_folder(sessions.new_session_id())
+        graphs.run_communities(folder, trials=1)
+        for layout in whole_graph.LAYOUTS:
+            started = time.perf_counter()
+            drawn = whole_graph.whole_graph(folder, 2_000, layout)
+            seconds = time.perf_counter() - started
+            quality = drawn["quality"]
+            print(
+                f"| {model.name} | {drawn['clones']:,} | {drawn['top_modules']:,} | {layout} | {seconds:.2f} | "
+                f"{quality['stretch']:.3f} | {quality['purity']:.3f} |",
+                flush=True,
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--model", type=Path, required=True, nargs="+")
     parser.add_argument("--against", type=Path, default=None, help="another checkout, timed in turn with this one")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--layouts", action="store_true", help="time the whole graph's layouts (no browser)")
     args = parser.parse_args()
+    if args.layouts:
+        layout_rows(args.model)
+        return 0
+    args.model = args.model[0]
     checkouts = [("this", HERE)] + ([("against", args.against.resolve())] if args.against else [])
     servers = [Server(path, args.model.resolve(), name) for name, path in checkouts]
     results: dict[str, dict[str, list[Any]]] = {s.name: {} for s in servers}

@@ -112,7 +112,7 @@ from engine.network.communities import (
     node_flows,
     restore_communities,
 )
-from engine.network.drawing import PALETTE, force_layout, module_colour
+from engine.network.drawing import PALETTE, force_layout, grouped_layout, layout_quality, module_colour
 from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
 from engine.network.export import FORMATS as EXPORT_FORMATS
 from engine.network.packing import PackedLayout, packed_layout
@@ -175,6 +175,7 @@ __all__ = [  # fmt: skip
     "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS",
     "export_model_graph", "EXTENSIONS",
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
+    "grouped_layout", "layout_quality",
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",

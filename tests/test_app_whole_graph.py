@@ -33,9 +33,9 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     folder = sessions.session_folder(sid)
     saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # multilevel: submodules
     n = graph_service.load_current(folder).n_states
-    not_asked = page.show_whole_graph(None, 2000, 1, 0, None, sid)
+    not_asked = page.show_whole_graph(None, 2000, "packed", 1, 0, None, sid)
     assert not_asked == (page.no_update,) * 4  # not asked yet
-    clones, marked, note, style = page.show_whole_graph(1, 2000, 1, 0, None, sid)
+    clones, marked, note, style = page.show_whole_graph(1, 2000, "packed", 1, 0, None, sid)
     assert marked is None and style == page.SHOWN
     assert len(clones["x"]) == len(clones["y"]) == len(clones["group"]) == len(clones["labels"]) == n
     assert np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"])).all()
@@ -69,7 +69,7 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     text = str(note)
     assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
     assert "No Infomap run" not in text
-    none = page.show_whole_graph(1, 0, 1, 0, None, sid)[0]
+    none = page.show_whole_graph(1, 0, "packed", 1, 0, None, sid)[0]
     assert none["source"] == none["target"] == [] and len(none["x"]) == n
 
 
@@ -98,7 +98,7 @@ def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
     assert page.mark_module(module["id"], 1, sid) == sorted(module["nodes"])
     assert page.mark_module(None, 1, sid) is None  # none selected: none marked
     assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn
-    _, marked, _, _ = page.show_whole_graph(1, 0, 1, 0, module["id"], sid)  # drawn with a module selected: marked
+    _, marked, _, _ = page.show_whole_graph(1, 0, "packed", 1, 0, module["id"], sid)  # drawn, a module selected
     assert marked == sorted(module["nodes"])
 
 
@@ -111,7 +111,7 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
     prune_service.apply_prune(folder, -2)  # a new current model: no run for it
     assert graph_service.read_communities(folder) is None
     model = graph_service.load_current(folder)
-    clones, _, note, _ = page.show_whole_graph(1, 5000, 1, 0, None, sid)
+    clones, _, note, _ = page.show_whole_graph(1, 5000, "packed", 1, 0, None, sid)
     assert len(clones["x"]) == model.n_states and set(clones["groups"]["module"]) == {""}
     assert [clones["groups"]["text"][g] for g in clones["group"][:1]] == [f"character {visible(model.symbols[0])}"]
     assert "No Infomap run for this model yet" in str(note)
@@ -142,7 +142,7 @@ def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> No
         with pytest.raises(UserError, match=f"at most {model.n_states - 1:,} clones and this model has"):
             whole_service.whole_graph(folder)
     assert api.model_file_states(config.SAMPLE_CORPUS) is None  # not a model file
-    _, _, said, _ = page.show_whole_graph(1, 5000, 1, 0, None, sid)
+    _, _, said, _ = page.show_whole_graph(1, 5000, "packed", 1, 0, None, sid)
     assert "at most" in str(said)
     monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states)
     monkeypatch.setattr(whole_service, "MAX_GROUPS", 5)
@@ -166,3 +166,37 @@ def test_the_whole_graphs_hint_names_the_renderer_its_script_uses() -> None:
     assert "getContext('2d'" in script and "webgl" not in script.lower()
     text = json.dumps(communities.layout().to_plotly_json(), default=str)
     assert "drawn on a 2D canvas" in text and "WebGL" not in text
+
+
+def test_the_layout_by_transitions_keeps_transitions_short_and_modules_together(folder: Path, monkeypatch) -> None:
+    """The packed layout ignores the transitions, so drawn transitions cross the canvas. The layout by transitions
+    places top modules by the flow between them and clones by the flow within: on the sample model its
+    flow-weighted transitions are shorter and more of each clone's nearest clones share its top module (the
+    measure the page states); it stays in the view's frame, and past its work bound it is refused in a sentence."""
+    packed = whole_service.whole_graph(folder, 2_000, "packed")
+    force = whole_service.whole_graph(folder, 2_000, "transitions")
+    assert packed["layout"] == "packed" and force["layout"] == "transitions"
+    assert force["quality"]["stretch"] < 0.85 * packed["quality"]["stretch"]
+    assert force["quality"]["purity"] > packed["quality"]["purity"]
+    x, y = np.asarray(force["x"]), np.asarray(force["y"])
+    assert x.min() >= -1e-9 and y.min() >= -1e-9 and x.max() <= whole_service.ASPECT + 1e-9 and y.max() <= 1 + 1e-9
+    assert np.array_equal(force["group"], packed["group"]) and len(x) == packed["clones"]
+    assert whole_service.whole_graph(folder, 2_000, "nonsense")["layout"] == whole_service.DEFAULT_LAYOUT
+    monkeypatch.setattr(whole_service, "MAX_FORCE_WORK", 10)
+    with pytest.raises(UserError, match="The layout by transitions would weigh"):
+        whole_service.whole_graph(folder, 1_000, "transitions")
+
+
+def test_the_layout_measure_tells_apart_grouped_and_scattered_places() -> None:
+    rng = np.random.default_rng(0)
+    groups = np.repeat([0, 1], 50)
+    sources = rng.integers(0, 50, 200) + 50 * np.repeat([0, 1], 100)  # links within each group
+    targets = rng.integers(0, 50, 200) + 50 * np.repeat([0, 1], 100)
+    flow = np.ones(200)
+    apart = np.vstack([rng.normal(0, 0.05, (50, 2)), rng.normal(0, 0.05, (50, 2)) + 5])
+    scattered = rng.uniform(0, 5, (100, 2))
+    good, bad = api.layout_quality(apart, sources, targets, flow, groups), api.layout_quality(
+        scattered, sources, targets, flow, groups
+    )
+    assert good["purity"] == 1.0 and good["stretch"] < 0.1
+    assert 0.3 < bad["purity"] < 0.7 and 0.8 < bad["stretch"] < 1.2

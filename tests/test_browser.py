@@ -955,9 +955,9 @@ def test_maps_learn_a_room_click_a_clone_and_plan_a_route(
     last = cy_script(browser, ids.MAP_GRAPH, "const n = cy.nodes()[11]; n.emit('tap'); return n.data('clone');")
     browser.wait_for_contains_text(f"#{ids.MAP_ROUTE_TEXT}", f"from clone {first} to clone {last}:")
     route = browser.find_element(f"#{ids.MAP_ROUTE_TEXT}").text
-    assert re.search(r": (left|right|up|down)(, (left|right|up|down))*\.$", route), route
+    assert re.search(r": (left|right|up|down)(, (left|right|up|down))* \(through clones [\d, ]+\)\.$", route), route
     marked = "return cy.edges().filter(e => e.style('line-color') === 'rgb(230,0,126)').length;"
-    steps = route.split(": ")[-1].count(",") + 1
+    steps = route.split(": ")[-1].split(" (through")[0].count(",") + 1
     wait_until(lambda: cy_script(browser, ids.MAP_GRAPH, marked) == steps, 10, "the route is not marked on the map")
     # colour by Infomap's modules
     colour = "return cy.nodes().map(n => n.style('background-color')).join(';');"

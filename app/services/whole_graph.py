@@ -3,6 +3,7 @@ run's tree, :func:`engine.api.packed_layout`), coloured by top module, with the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,20 @@ refused at once, from its file's clone table, before the model is loaded."""
 
 MAX_GROUPS = 2_000
 """The most colour groups the whole graph has: leaf modules (or symbols) past it, those of least flow, share one."""
+
+LAYOUTS = {
+    "packed": "by modules: a treemap of cells",
+    "transitions": "by transitions: modules and clones pulled together by their flow",
+}
+"""How the whole graph places its clones: by the module tree alone (:func:`engine.api.packed_layout`: instant, the
+transitions ignored), or by the transitions (:func:`engine.api.grouped_layout`: the top modules placed by the flow
+between them, each one's clones by the flow within it; bench/bench_explorer.py measures both)."""
+DEFAULT_LAYOUT = "packed"
+
+MAX_FORCE_WORK = 20_000_000
+"""The most work the layout by transitions takes in a request: the sum over top modules of their clones squared
+(the pairs its force layout weighs each of 120 iterations; 47 million took 12 s here). Past it the layout is refused
+at once, before any work."""
 
 OUTSIDE = "#bbbbbb"
 """The colour of clones in no module (no transition above the threshold: Infomap never saw them)."""
@@ -76,17 +91,18 @@ def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dic
     return np.full(len(modules), -1, dtype=np.int64), weights, group_of[graph.clone_symbol], modules
 
 
-def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
+def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES, layout: Any = DEFAULT_LAYOUT) -> dict[str, Any]:
     """Every clone of the session's current model with its position (in [0, 1.6] x [0, 1], y downwards), label and
     group, and the ``max_edges`` transitions of most flow as segment ends. Laid out by the last Infomap run's modules
     (a group per leaf module and one for the clones in no module), or, with none for this model, grouped by
     character (``by_module`` False); each group has its hover text, colour (of its top module, or character) and
     top module (the click's module; "" for none). Also the counts the page states and the labels of the
-    :data:`LABELLED_MODULES` top modules with the most flow."""
+    :data:`LABELLED_MODULES` top modules with the most flow. ``layout``: a key of :data:`LAYOUTS`."""
     try:
         limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
     except (TypeError, ValueError):
         limit = DEFAULT_EDGES
+    layout = layout if layout in LAYOUTS else DEFAULT_LAYOUT
     clones = api.model_file_states(sessions.current_model_path(folder))  # from the file, before any load
     if clones is None:
         clones = graph_service.view_model(folder).n_states  # (says why the file cannot be read)
@@ -98,16 +114,18 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES) -> dict[str, Any]:
     saved = graph_service.read_communities(folder)
     files = [folder / graph_service.COMMUNITIES] if saved else []
     files.append(sessions.current_model_path(folder))
-    return kept.kept(("whole graph", limit), files, lambda: _whole_graph(folder, saved, limit))
+    return kept.kept(("whole graph", limit, layout), files, lambda: _whole_graph(folder, saved, limit, layout))
 
 
-def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict[str, Any]:
+def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_name: str) -> dict[str, Any]:
     """:func:`whole_graph` computed (``saved``: the run, None without one)."""
     graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
     unit = graph_service.view_model(folder).codec.unit.removesuffix("s")  # "character", "word" or "token"
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
     layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
+    if layout_name == "transitions":
+        layout = _by_transitions(graph, parents, members, layout)
     if saved:
         leaves = [i for i in range(len(modules)) if not modules[i].get("children")]
         group_of = np.full(len(modules), len(leaves), dtype=np.int64)
@@ -160,7 +178,43 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int) -> dict
         "outside": int(np.sum(members < 0)),
         "threshold": saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD,
         "module_labels": module_labels,
+        "layout": layout_name,
+        "quality": api.layout_quality(
+            layout.positions, sources[~loops], targets[~loops], graph.edge_flow[~loops], _top_groups(parents, members)
+        ),
     }
+
+
+def _top_groups(parents: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Each clone's top module (its index; the number of modules for a clone in none)."""
+    top_of = np.array([_top(parents, i) for i in range(len(parents))], dtype=np.int64)
+    return np.where(members >= 0, top_of[np.maximum(members, 0)], len(parents))
+
+
+def _by_transitions(graph: Any, parents: np.ndarray, members: np.ndarray, packed: Any) -> Any:
+    """The layout by transitions (:data:`LAYOUTS`): each top module's clones placed by the flow of the transitions
+    within it, the top modules by the flow between them (:func:`engine.api.grouped_layout`), scaled into the
+    packed layout's frame; each top module's cell (where its label goes) becomes the box around its clones.
+    UserError when its work passes :data:`MAX_FORCE_WORK`."""
+    groups = _top_groups(parents, members)
+    work = float(np.sum(np.bincount(groups).astype(np.float64) ** 2))
+    if work > MAX_FORCE_WORK:
+        raise UserError(
+            f"The layout by transitions would weigh {work:,.0f} pairs of clones in a module, past this server's "
+            f"bound of {MAX_FORCE_WORK:,}; use the layout by modules, or a run with smaller top modules."
+        )
+    sources, targets = graph.edges()
+    keep = sources != targets
+    xy = api.grouped_layout(groups, sources[keep], targets[keep], graph.edge_flow[keep])
+    span = np.ptp(xy, axis=0)
+    scale = min(ASPECT / span[0] if span[0] > 0 else 1.0, 1.0 / span[1] if span[1] > 0 else 1.0)
+    xy = (xy - xy.min(axis=0)) * scale
+    cells = np.array(packed.cells, copy=True)
+    for module in range(len(parents)):
+        inside = groups == module
+        if inside.any():
+            cells[module] = [*xy[inside].min(axis=0), *xy[inside].max(axis=0)]
+    return replace(packed, positions=xy, cells=cells)
 
 
 def _top(parents: np.ndarray, module: int) -> int:

@@ -206,3 +206,35 @@ def grouped_layout(
         positions[nodes] = centres[g] + radius[g] * inner
     extent = float(np.abs(positions).max())
     return positions / extent if extent > 0 else positions
+
+
+def layout_quality(
+    positions: np.ndarray,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    flow: np.ndarray,
+    groups: np.ndarray,
+    neighbours: int = 5,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How well ``positions`` (n x 2) show a clustered graph: ``stretch``, the flow-weighted mean length of the links
+    ``sources[e]`` -- ``targets[e]`` (weights ``flow``) over the mean distance between random pairs of nodes (lower:
+    links are short; 1: no better than random places), and ``purity``, the share of each node's ``neighbours``
+    nearest nodes that are in its own group (higher: groups stand apart; the chance level is about the share of the
+    nodes a node's group holds)."""
+    from scipy.spatial import cKDTree
+
+    positions = np.asarray(positions, dtype=np.float64)
+    n = len(positions)
+    sources, targets = np.asarray(sources, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+    flow = np.asarray(flow, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    pairs = rng.integers(0, n, size=(min(200_000, 20 * n), 2))
+    random_length = float(np.mean(np.linalg.norm(positions[pairs[:, 0]] - positions[pairs[:, 1]], axis=1)))
+    lengths = np.linalg.norm(positions[sources] - positions[targets], axis=1)
+    stretch = float(np.sum(flow * lengths) / np.sum(flow) / random_length) if np.sum(flow) > 0 else float("nan")
+    k = min(neighbours, n - 1)
+    _, nearest = cKDTree(positions).query(positions, k=k + 1)
+    groups = np.asarray(groups)
+    purity = float(np.mean(groups[nearest[:, 1:]] == groups[:, None])) if k > 0 else float("nan")
+    return {"stretch": stretch, "purity": purity}

@@ -40,6 +40,16 @@ def controls() -> html.Div:
                         style={"minWidth": "16em"},
                     ),
                 ),
+                ui.field(
+                    "Layout",
+                    dcc.Dropdown(
+                        id=ids.COMMUNITIES_WHOLE_LAYOUT,
+                        options=[{"label": label, "value": key} for key, label in whole_service.LAYOUTS.items()],
+                        value=whole_service.DEFAULT_LAYOUT,
+                        clearable=False,
+                        style={"minWidth": "22em"},
+                    ),
+                ),
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
@@ -92,11 +102,29 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     if not drawn["by_module"]:
         return [head + "No Infomap run for this model yet, so the clones are grouped and coloured by symbol; "
                 "run Infomap to see its modules."]  # fmt: skip
-    outside = f" {drawn['outside']:,} clones in no module are grey, bottom right." if drawn["outside"] else ""
+    corner = ", bottom right" if drawn.get("layout") != "transitions" else ""
+    outside = f" {drawn['outside']:,} clones in no module are grey{corner}." if drawn["outside"] else ""
+    quality = drawn.get("quality") or {}
+    measure = (
+        f" Transitions are {quality['stretch']:.2f} times as long as the distance between two clones at random "
+        f"(flow-weighted; lower: shorter), and {quality['purity']:.0%} of each clone's five nearest clones share "
+        "its top module."
+        if quality
+        else ""
+    )
+    if drawn.get("layout") == "transitions":
+        placed = (
+            f"The {drawn['top_modules']:,} top modules (colours as in the table) placed by the flow between them, "
+            "each one's clones by the flow within it."
+        )
+    else:
+        placed = (
+            f"Cells: the {drawn['top_modules']:,} top modules (area by clones, colours as in the table) and their "
+            "submodules; the clones with the most flow sit at each cell's centre."
+        )
     return [
-        head + f"Cells: the {drawn['top_modules']:,} top modules (area by clones, colours as in the table) and their "
-        f"submodules; the clones with the most flow sit at each cell's centre.{outside} Drag to pan, scroll to "
-        "zoom (Fit or a double click: all in view), hover a clone for its module, click it to open its module below."
+        head + placed + outside + measure + " Drag to pan, scroll to zoom (Fit or a double click: all in view), "
+        "hover a clone for its module, click it to open its module below."
     ]
 
 
@@ -107,6 +135,7 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     Output(ids.COMMUNITIES_WHOLE_GRAPH, "style"),
     Input(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
+    Input(ids.COMMUNITIES_WHOLE_LAYOUT, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
@@ -114,7 +143,13 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     prevent_initial_call=True,
 )
 def show_whole_graph(
-    clicks: int | None, max_edges: Any, _version: Any, _model: Any, selected: str | None, session_id: str | None
+    clicks: int | None,
+    max_edges: Any,
+    layout: Any,
+    _version: Any,
+    _model: Any,
+    selected: str | None,
+    session_id: str | None,
 ) -> tuple[Any, Any, Any, Any]:
     """Draw the whole graph once asked (the button), and again after a new Infomap run or model while shown: the
     columns for the canvas, the selected module's clones, the note, and the canvas's height."""
@@ -122,7 +157,7 @@ def show_whole_graph(
         return no_update, no_update, no_update, no_update
     try:
         folder = sessions.session_folder(session_id)
-        drawn = whole_service.whole_graph(folder, max_edges)
+        drawn = whole_service.whole_graph(folder, max_edges, layout)
         marked = whole_service.module_clones(folder, selected)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, no_update, ui.error_message(exc), no_update
