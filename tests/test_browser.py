@@ -780,6 +780,18 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
         10,
         "the clicked clone's module is not marked in the whole graph",
     )
+    # the layout by transitions: the same clones, placed by their flow, with the layout's measure stated
+    placed = browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone)
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_LAYOUT}", index=1)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", "placed by the flow between them", 30)
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", "times as long as the distance")
+    moved = wait_until(
+        lambda: browser.driver.execute_script(WHOLE_GRAPH_POINT, view, clone) != placed and state(),
+        15,
+        "the layout by transitions is not drawn",
+    )
+    assert moved["clones"] == n and moved["inked"] > 600
+    screenshot(browser, "whole-graph-transitions", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
 
 
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:

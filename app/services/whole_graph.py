@@ -205,10 +205,11 @@ def _by_transitions(graph: Any, parents: np.ndarray, members: np.ndarray, packed
         )
     sources, targets = graph.edges()
     keep = sources != targets
-    xy = api.grouped_layout(groups, sources[keep], targets[keep], graph.edge_flow[keep])
+    xy = api.grouped_layout(groups, sources[keep], targets[keep], graph.edge_flow[keep], spread=True)
     span = np.ptp(xy, axis=0)
     scale = min(ASPECT / span[0] if span[0] > 0 else 1.0, 1.0 / span[1] if span[1] > 0 else 1.0)
     xy = (xy - xy.min(axis=0)) * scale
+    xy += (np.array([ASPECT, 1.0]) - np.ptp(xy, axis=0)) / 2  # centred in the frame
     cells = np.array(packed.cells, copy=True)
     for module in range(len(parents)):
         inside = groups == module

@@ -162,17 +162,36 @@ def force_layout(
     return positions / extent if extent > 0 else positions
 
 
+def spread_evenly(centres: np.ndarray) -> np.ndarray:
+    """Centres (m x 2) moved along their rays from their mean so that their ranks by distance fill a unit disc
+    evenly (the k-th nearest at radius sqrt((k + 1/2) / m)): a force layout of many weakly linked groups packs most
+    into a dense core and flings a few far out, and a view fitted to those hid the core's groups in one blob; the
+    directions, and so which groups lie side by side, are kept."""
+    m = len(centres)
+    if m < 2:
+        return np.zeros_like(centres)
+    offsets = centres - centres.mean(axis=0)
+    radius = np.linalg.norm(offsets, axis=1)
+    angle = np.arctan2(offsets[:, 1], offsets[:, 0])
+    rank = np.empty(m)
+    rank[np.argsort(radius, kind="stable")] = np.arange(m)
+    even = np.sqrt((rank + 0.5) / m)
+    return np.column_stack([even * np.cos(angle), even * np.sin(angle)])
+
+
 def grouped_layout(
     groups: np.ndarray,
     sources: np.ndarray,
     targets: np.ndarray,
     weights: np.ndarray | None = None,
     seed: int = 0,
+    spread: bool = False,
 ) -> np.ndarray:
     """Positions (n x 2, within [-1, 1]) of n nodes in groups (``groups[i]``: node i's group, any integers; the
     modules of a clone graph): the groups are laid out by :func:`force_layout` on the summed weights of the links
-    between them, each group gets a disc of radius proportional to sqrt(its size) and its nodes are laid out
-    inside it on the links within it, so modules stay together and apart."""
+    between them (with ``spread``, then :func:`spread_evenly`), each group gets a disc of radius proportional to
+    sqrt(its size) and its nodes are laid out inside it on the links within it, so modules stay together and
+    apart."""
     groups = np.asarray(groups)
     n = len(groups)
     if n == 0:
@@ -193,6 +212,9 @@ def grouped_layout(
     sizes = np.bincount(index, minlength=m)
     spacing = 1.0 / np.sqrt(m) if m > 1 else 1.0
     radius = spacing * 0.45 * np.sqrt(sizes / sizes.max())
+    if spread:  # even rings: each group's share of the disc by its size (about pi / m each on average)
+        centres = spread_evenly(centres)
+        radius = 0.9 * spacing * np.sqrt(sizes / sizes.mean()) / 2
     positions = np.zeros((n, 2))
     members = np.argsort(index, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(sizes)])
