@@ -185,9 +185,39 @@ class CloneGraph:
         return f"{visible_char(self.char(node))}:{int(self.clone_rank[node])}"
 
     def is_space(self) -> np.ndarray:
-        """Mask of the clones that emit a whitespace symbol (word boundaries)."""
-        space = np.array([s.isspace() for s in self.symbols], dtype=bool)
-        return space[self.clone_symbol]
+        """Mask of the clones that emit a whitespace symbol (word boundaries); computed at the first call and kept
+        with the graph, read-only (the generalized words of every module read it)."""
+        cached = self.__dict__.get("_space_cache")
+        if cached is None:
+            space = np.array([s.isspace() for s in self.symbols], dtype=bool)
+            cached = space[self.clone_symbol]
+            cached.setflags(write=False)
+            self.__dict__["_space_cache"] = cached
+        return cached
+
+    def clone_chars(self) -> list[str]:
+        """Each clone's symbol, in state order (kept with the graph after the first call)."""
+        cached = self.__dict__.get("_chars_cache")
+        if cached is None:
+            cached = [self.symbols[int(s)] for s in self.clone_symbol]
+            self.__dict__["_chars_cache"] = cached
+        return cached
+
+    def word_start_flow(self, flows: np.ndarray | None = None) -> np.ndarray:
+        """Per clone, the flow of the edges into it from space clones (the word starts at it), by ``flows`` per
+        edge (default ``edge_flow``; Infomap's link flow for a run): read-only, kept with the graph for the last
+        ``flows`` asked (the generalized words of every module of a run read their clones' values)."""
+        flows = self.edge_flow if flows is None else flows
+        cached = self.__dict__.get("_word_start_cache")
+        if cached is None or cached[0] is not flows:
+            space = self.is_space()
+            sources, targets = self.edges()
+            start = space[sources] & ~space[targets]
+            values = np.bincount(targets[start], weights=np.asarray(flows)[start], minlength=self.n_states)
+            values.setflags(write=False)
+            cached = (flows, values)
+            self.__dict__["_word_start_cache"] = cached
+        return cached[1]
 
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """(sources, targets) of the edges, in CSR order (aligned with ``weight.data``, ``count``, ``edge_flow``)."""

@@ -93,11 +93,8 @@ def generalized_words(
     known = Reference.of(reference)
     inside = np.zeros(graph.n_states, dtype=bool)
     inside[nodes] = True
-    is_space = graph.is_space()
     flows = graph.edge_flow if link_flow is None else link_flow
-    sources, targets = graph.edges()
-    word_start = is_space[sources] & ~is_space[targets] & inside[targets]
-    starts = np.bincount(targets[word_start], weights=flows[word_start], minlength=graph.n_states)[nodes]
+    starts = graph.word_start_flow(flows)[nodes]  # one pass over the edges for every module of a run
     entering, _ = graph.incident_edges(nodes, inside)
     entering_flow = float(flows[entering].sum())
     found: list[tuple[str, float]] = []
@@ -106,6 +103,7 @@ def generalized_words(
         found = _walks(graph, nodes, inside, starts / starts.sum(), k, beam, max_length, whole_words=True)
     if not found:
         kind = FRAGMENT
+        targets = graph.weight.indices
         start = np.bincount(targets[entering], weights=flows[entering], minlength=graph.n_states)[nodes]
         if start.sum() <= 0:  # nothing enters (the module is all the graph, or a closed class): start by node flow
             start = graph.flow[nodes].astype(np.float64)
@@ -140,7 +138,7 @@ def _walks(
     drops the walk); else also by leaving the module or a dead end (fragments), and a leading space is skipped."""
     is_space = graph.is_space()
     W = graph.weight
-    chars = [graph.symbols[int(s)] for s in graph.clone_symbol]
+    chars = graph.clone_chars()
     gap = "" if graph.metadata.get("unit", "characters") == "characters" else " "  # words and tokens: phrases
     internal: dict[int, list[tuple[int, float]]] = {}
     stop: dict[int, float] = {}
