@@ -2,9 +2,9 @@
 two: the map and its schema match) does with its Start and Cancel buttons, its status line and its progress label,
 written once (:class:`JobPanel`).
 
-A panel is built from a job kind (:class:`app.jobs.kinds.JobKind`) and its component ids (:mod:`app.ids` names each
-once). Its state lives in the app shell (:meth:`JobPanel.stores`), so that a job started on a page goes on, and
-reports, while another page is open:
+A panel is built from a job kind (:class:`app.jobs.kinds.JobKind`) alone: its component ids are the kind's name and
+each part's word (:data:`PARTS`). Its state lives in the app shell (:meth:`JobPanel.stores`), so that a job started
+on a page goes on, and reports, while another page is open:
 
 * ``flag``: whether this tab's job runs (the background callback's ``running=``);
 * ``progress``: what the running job reported last (its ``progress=``);
