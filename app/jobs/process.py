@@ -443,17 +443,20 @@ def job_process(
     notice: tuple[Path, str] | None = None,
 ) -> Iterator[None]:
     """Run a background job's body as a well-behaved process: the web server's listening sockets closed, its CPU
-    priority below the web workers' (:func:`lower_priority`), its memory limited to ``memory_limit`` bytes (default
-    :func:`app.config.max_job_bytes`) by a :class:`MemoryWatch` (whose sentinel tells ``record``, or writes
-    ``notice``'s sentence into its file, if it must kill the job), and SIGTERM (which gunicorn's handlers, inherited
-    by a forked job, would ignore) raising :class:`JobTerminated` so that the job records how it ended and exits;
-    with ``time_limit``, :class:`JobTimeout` raised in the body after that many seconds (a timer signal; the
-    sentinel kills a body that has not stopped :data:`MEMORY_GRACE_S` seconds later, C code that holds the GIL for
-    instance). The previous handlers are restored afterwards (a Celery pool process runs further tasks)."""
+    priority below the web workers' (:func:`lower_priority`; its sentinel's is not lowered), its memory limited to
+    ``memory_limit`` bytes (default :func:`app.config.max_job_bytes`) by a :class:`MemoryWatch` (whose sentinel tells
+    ``record``, or writes ``notice``'s sentence into its file, if it must kill the job), and SIGTERM (which
+    gunicorn's handlers, inherited by a forked job, would ignore) raising :class:`JobTerminated` so that the job
+    records how it ended and exits; with ``time_limit``, :class:`JobTimeout` raised in the body after that many
+    seconds (a timer signal; the sentinel kills a body that has not stopped :data:`MEMORY_GRACE_S` seconds later, C
+    code that holds the GIL for instance). The previous handlers are restored afterwards (a Celery pool process runs
+    further tasks)."""
     close_inherited_listeners()
-    lower_priority()
     limit = config.max_job_bytes() if memory_limit is None else memory_limit
     watch = MemoryWatch(limit, record, deadline=time_limit, notice=notice).start()
+    # lowered after the sentinel started: it keeps the server's priority, so that its heartbeat and its kill stay
+    # on time beside normal-priority work (at the job's nice 10 a beat came 2.6 s late beside two trainings)
+    lower_priority()
     _WATCHES.append(watch)
     try:
         if threading.current_thread() is not threading.main_thread():
