@@ -8,6 +8,7 @@ to this module, :mod:`engine.errors` and :mod:`engine.files`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,7 @@ __all__ = [  # fmt: skip
     "Corpus", "corpus_name", "CorpusError",
     "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
     "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
-    "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS",
+    "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS", "EXPORT_STAGES",
     "export_model_graph", "EXTENSIONS",
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
     "grouped_layout", "layout_quality",
@@ -347,6 +348,10 @@ def graph_edges(model: CHMM, threshold: float) -> int:
     return sum(int(np.count_nonzero(values[i : i + step] >= threshold)) for i in range(0, values.size, step))
 
 
+EXPORT_STAGES = ("graph", "infomap", "writing")
+"""The stages :func:`export_model_graph` reports, in order: the clone graph built, Infomap run, the file written."""
+
+
 def export_model_graph(
     model: CHMM,
     path: str | Path,
@@ -356,16 +361,29 @@ def export_model_graph(
     options: communities_mod.CommunityOptions | None = None,
     corpus_text: str | None = None,
     communities: communities_mod.Communities | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Export the clone graph of ``model`` (pruned at ``threshold``), or one module's subgraph, in ``fmt`` (see
     :data:`engine.network.export.FORMATS`), its nodes carrying ``module`` and ``path``: of ``communities`` when
     given (a run already made, e.g. :func:`restore_communities` of the one a user was shown; its graph is
     exported and ``threshold``, ``options`` and ``corpus_text`` are not used), else of an Infomap run made first
-    with ``options``. Returns the export's figures, with an informative ``file_name``
-    (:func:`engine.network.export.export_file_name`)."""
+    with ``options``. ``progress`` is told each stage as it begins (:data:`EXPORT_STAGES`: ``"graph"`` and
+    ``"infomap"`` for a run made here, then ``"writing"``). Returns the export's figures, with an informative
+    ``file_name`` (:func:`engine.network.export.export_file_name`)."""
     if fmt not in export_mod.FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
-    result = communities if communities is not None else model_communities(model, threshold, options, corpus_text)
+    report = progress or (lambda _stage: None)
+    result = communities
+    if result is None:
+        options = options or communities_mod.CommunityOptions()
+        options.validate()
+        report("graph")
+        graph = model_graph(model, threshold)
+        report("infomap")
+        reference = reference_text(model, corpus_text) if corpus_text else None
+        result = communities_mod.find_communities(graph, options, reference)
+        del graph
+    report("writing")
     summary = export_mod.export_graph(result.graph, path, fmt, result, module)
     name = export_mod.export_file_name(result.graph, fmt, module)
     return summary | {"modules": len(result.top_modules), "file_name": name}

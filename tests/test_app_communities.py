@@ -418,16 +418,22 @@ def test_export_writes_the_run_on_screen(folder: Path) -> None:
     }
     path.write_text(json.dumps(saved), encoding="utf-8")
     shown = {int(n): m["id"] for m in saved["modules"] for n in m["nodes"]}
-    written, _, note = graph_service.export_graph(folder, "clu", "")
+    said: list[str] = []
+    written, _, note = graph_service.export_graph(folder, "clu", "", report=said.append)
     assert "the modules on the Communities page" in note and "pruned at 0.002" in note
+    assert said == ["Writing the Infomap .clu (top modules) file."]  # the run on screen: no Infomap
     text = written.read_text(encoding="utf-8")
     assert "# modules: the Infomap run shown on the Communities page" in text
     rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
     graph = graph_service.session_graph(folder, 2e-3)
     vertex_state = np.flatnonzero(graph.active())  # vertices 1..n are the active clones by index
     assert {int(vertex_state[int(v) - 1]): module for v, module, _ in rows} == shown
-    _, _, other = graph_service.export_graph(folder, "clu", "1e-3")
+    said.clear()
+    _, _, other = graph_service.export_graph(folder, "clu", "1e-3", report=said.append)
     assert "an Infomap run made for this export" in other and "at threshold 0.002" in other
+    edges = f"{api.graph_edges(graph_service.view_model(folder), 1e-3):,} edges"
+    assert [s.split(" ")[0] for s in said] == ["Building", "Running", "Writing"]  # each stage as it begins
+    assert edges in said[0] and "2 trials" in said[1]  # the run's settings
 
 
 def test_an_empty_subgraph_is_not_downloaded() -> None:

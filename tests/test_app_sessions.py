@@ -28,8 +28,10 @@ TINY = TINY_FORM
 
 
 @pytest.fixture(autouse=True)
-def _isolated(data_dir: Path) -> Path:
-    """Every test in its own data folder."""
+def _isolated(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test in its own data folder, room made for every newcomer past the count (not once an interval), so
+    that the tests below follow eviction newcomer by newcomer."""
+    monkeypatch.setattr(sessions, "ROOM_EVERY_S", 0.0)
     return data_dir
 
 
@@ -101,6 +103,35 @@ def test_a_flood_of_untouched_sessions_locks_out_nobody(data_dir: Path, monkeypa
             os.utime(path, (a_minute_ago, a_minute_ago)) if path.stat().st_nlink == 1 or path.is_dir() else None
     assert sessions.session_folder(sessions.new_session_id()).exists()
     assert working.exists() and len(sessions.session_folders(data_dir)) == 3
+
+
+def test_a_flood_past_the_count_makes_room_once_an_interval(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the count limit every newcomer walked over every session folder (twice: the expiry sweep and the room
+    made): O(sessions) per newcomer in a flood. Room is made once an interval on the whole server; the newcomers in
+    between are let in at once, and the next one after the interval makes room again."""
+    monkeypatch.setattr(sessions, "ROOM_EVERY_S", 3600.0)
+    monkeypatch.setenv("CHMM_MAX_SESSIONS", "3")
+    made: list[int] = []
+    real = sessions.make_room
+    monkeypatch.setattr(sessions, "make_room", lambda root, limit: made.append(limit) or real(root, limit))
+    for _ in range(3):
+        sessions.session_folder(sessions.new_session_id())
+    assert made == []  # under the count: nothing to make
+    flood = [sessions.session_folder(sessions.new_session_id()) for _ in range(20)]
+    assert made == [3] and all(f.exists() for f in flood)  # once, by the first newcomer past the count
+    assert len(sessions.session_folders(data_dir)) == 23  # the newcomers of one interval pass the count
+    a_minute_ago = time.time() - 2 * sessions.FRESH_S
+    for folder in sessions.session_folders(data_dir):  # all untouched, idle past a minute: they may give way
+        for path in [folder, *folder.iterdir()]:
+            os.utime(path, (a_minute_ago, a_minute_ago)) if path.stat().st_nlink == 1 or path.is_dir() else None
+    sessions.session_folder(sessions.new_session_id())
+    assert made == [3] and len(sessions.session_folders(data_dir)) == 24  # still within the interval
+    stamp = data_dir / sessions.ROOM_STAMP
+    os.utime(stamp, (time.time() - 3601, time.time() - 3601))  # the interval has passed
+    newcomer = sessions.session_folder(sessions.new_session_id())
+    assert made == [3, 3] and newcomer.exists() and len(sessions.session_folders(data_dir)) == 3
 
 
 def test_sessions_that_only_loaded_pages_make_room(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,17 +92,23 @@ def layout(module: str | None = None, **_query: Any) -> html.Div:
         (Output(ids.EXPORT_RUNNING, "style"), SHOWN, HIDDEN),
     ],
     cancel=[Input(ids.EXPORT_CANCEL, "n_clicks")],
+    progress=[Output(ids.EXPORT_RUNNING, "children")],
     prevent_initial_call=True,
 )
 @jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
-def export(_clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None) -> tuple[Any, Any]:
+def export(
+    set_progress: Any, _clicks: int | None, fmt: Any, threshold: Any, module: Any, session_id: str | None
+) -> tuple[Any, Any]:
     """The background job: the export (and the Infomap run it needs at a threshold without one) in a job process,
-    bounded in time and memory (:func:`app.ui.request_job`); the answer is a download link, not the file."""
+    bounded in time and memory (:func:`app.ui.request_job`), each stage said as it begins; the answer is a download
+    link, not the file."""
     ui.require_click(_clicks)
     try:
         folder = sessions.session_folder(session_id)
         with ui.request_job(folder, "The export", ADVICE):
-            path, name, note = graph_service.export_graph(folder, fmt, threshold, module)
+            path, name, note = graph_service.export_graph(
+                folder, fmt, threshold, module, report=lambda said: set_progress((said,))
+            )
         link = sessions.download_link(folder, path, name)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, ui.error_message(exc)

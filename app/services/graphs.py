@@ -97,12 +97,30 @@ def shown_run(folder: Path, saved: dict[str, Any]) -> Any:
     return kept.kept(("restored",), [path], lambda: api.restore_communities(graph, saved, origin))
 
 
-def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = None) -> tuple[Path, str, str]:
+def export_stage(
+    stage: str, fmt: str, threshold: float, edges: int, options: api.CommunityOptions | None = None
+) -> str:
+    """What an export does now, in a sentence for its page: one of :data:`engine.api.EXPORT_STAGES` (the clone graph
+    of ``edges`` edges at ``threshold`` built, Infomap run on it with ``options``' trials, the ``fmt`` file written)."""
+    trials = (options or api.CommunityOptions()).trials
+    said = {
+        "graph": f"Building the clone graph at threshold {threshold:.2g} ({edges:,} edges).",
+        "infomap": f"Running Infomap on the clone graph ({edges:,} edges, {trials} trial{'s' if trials != 1 else ''})"
+        " for the export; this is the long part.",
+        "writing": f"Writing the {EXPORT_DESCRIPTIONS[fmt]} file.",
+    }
+    return said[stage]
+
+
+def export_graph(
+    folder: Path, fmt: Any, threshold: Any = None, module: Any = None, report: Callable[[str], None] | None = None
+) -> tuple[Path, str, str]:
     """Export the current model's clone graph, or one module's subgraph, in ``fmt`` (:data:`EXPORT_FORMATS`) into
     the session's ``exports`` folder, with the modules shown on the Communities page: its last Infomap run, at the
     run's threshold (``threshold`` empty or equal to it). At another threshold, or with no run, Infomap runs for the
-    export with the run's settings (its defaults with no run), and the file and the note say so. Returns the file,
-    the name the browser saves it under and a one-line description."""
+    export with the run's settings (its defaults with no run), and the file and the note say so. ``report`` is told
+    each stage as it begins, in a sentence (:func:`export_stage`). Returns the file, the name the browser saves it
+    under and a one-line description."""
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"Choose an export format: one of {', '.join(EXPORT_FORMATS)}.")
     saved = read_communities(folder)
@@ -125,6 +143,12 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
     out.mkdir(exist_ok=True)
     written = out / f"export{api.EXTENSIONS[fmt]}"
     need = export_bytes(model, cut, fmt, infomap=shown is None)  # the run it makes, if any, and the writer
+    options = None if saved is None else api.CommunityOptions(**saved["options"])
+    tell = report or (lambda _sentence: None)
+
+    def stage(name: str) -> None:
+        tell(export_stage(name, fmt, cut, edges, options))
+
     try:
         with memory.reserved(need, "Exporting this clone graph"):
             figures = api.export_model_graph(
@@ -133,9 +157,10 @@ def export_graph(folder: Path, fmt: Any, threshold: Any = None, module: Any = No
                 fmt,
                 module=module_id,
                 threshold=cut,
-                options=None if saved is None else api.CommunityOptions(**saved["options"]),
+                options=options,
                 corpus_text=None if same else reference_corpus(folder, model),
                 communities=shown,
+                progress=stage,
             )
     except api.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
