@@ -157,6 +157,17 @@ COMMUNITIES_WHOLE_MARKED = "communities-whole-marked"  # store: the selected mod
 COMMUNITIES_WHOLE_CLICKED = "communities-whole-clicked"  # store: the clone clicked in the canvas and its top module
 COMMUNITIES_WHOLE_FIT = "communities-whole-fit"  # button: every clone in view again
 COMMUNITIES_WHOLE_NOTE = "communities-whole-note"
+COMMUNITIES_WHOLE_MIN_DEGREE = "communities-whole-min-degree"  # the whole graph's filter: least degree
+COMMUNITIES_WHOLE_MAX_DEGREE = "communities-whole-max-degree"  # ... greatest degree
+COMMUNITIES_WHOLE_MIN_FLOW = "communities-whole-min-flow"  # ... least flow
+COMMUNITIES_WHOLE_CORE = "communities-whole-core"  # ... the k of a k-core
+COMMUNITIES_WHOLE_LARGEST = "communities-whole-largest"  # ... the largest component only (a checklist)
+COMMUNITIES_WHOLE_CENTRE = "communities-whole-centre"  # ... an ego network's clone (filled by a click on a clone)
+COMMUNITIES_WHOLE_STEPS = "communities-whole-steps"  # ... its steps
+COMMUNITIES_WHOLE_FILTER = "communities-whole-filter"  # button: apply the filter
+COMMUNITIES_WHOLE_UNFILTER = "communities-whole-unfilter"  # button: show every clone again
+COMMUNITIES_WHOLE_SHOWN = "communities-whole-shown"  # store: the clones the filter keeps (None: all)
+COMMUNITIES_WHOLE_FILTER_NOTE = "communities-whole-filter-note"  # what the filter keeps, in a sentence
 
 # Compare page
 COMPARE_LEARNERS = "compare-learners"

@@ -1,8 +1,9 @@
 /* The Communities page's whole graph: every clone of a model drawn with the Canvas 2D API (issue 47, item 2).
  *
  * Dash serves this file from assets/. The page's clientside callbacks call
- * window.dash_clientside.whole_graph.draw(data, marked, containerId, clickedId) when the drawn data (a dcc.Store
- * filled by app/pages/community/whole_graph.py) or the marked clones change, and .fit(clicks, containerId) for the
+ * window.dash_clientside.whole_graph.draw(data, marked, shown, containerId, clickedId) when the drawn data (a dcc.Store
+ * filled by app/pages/community/whole_graph.py), the marked clones or the filter's clones (shown: the clones and
+ * the transitions among them; null: all) change, and .fit(clicks, containerId) for the
  * "Fit" button. The renderer lives on its container element (container.wholeGraph), one per page.
  *
  * How it stays fast without a GPU (bench/bench_whole_graph.py, bench/RESULTS.md):
@@ -44,6 +45,7 @@
       this.cacheView = null;             // the view the cache was drawn at (null: no cache)
       this.width = 0; this.height = 0; this.dpr = 1; this.margin = 0;
       this.n = 0; this.edges = 0; this.marked = null; this.markedCount = 0;
+      this.shown = null; this.shownCount = 0;  // the filter's clones (null: every clone)
       this.draws = 0;          // full scene draws so far (tests and benchmarks read it)
       this.frames = 0;         // frames presented so far
       this.lastDrawMs = 0;     // the last full scene draw's time
@@ -83,9 +85,28 @@
         bounds: {x0: x0, x1: Math.max(x1, x0 + 1e-9), y0: y0, y1: Math.max(y1, y0 + 1e-9)},
       });
       this.edges = this.source.length;
+      this.allSource = this.source; this.allTarget = this.target;
       this.marked = null; this.markedCount = 0;
+      this.shown = null; this.shownCount = n;
       this.buildGrid();
     }
+
+    /** Show only the filter's clones and the transitions among them ({clones, source, target}); null: all. */
+    setShown(shown) {
+      if (!shown || !shown.clones) {
+        this.shown = null; this.shownCount = this.n;
+        this.source = this.allSource; this.target = this.allTarget;
+      } else {
+        this.shown = new Uint8Array(this.n);
+        for (const i of shown.clones) if (i >= 0 && i < this.n) this.shown[i] = 1;
+        this.shownCount = this.shown.reduce((a, b) => a + b, 0);
+        this.source = Int32Array.from(shown.source || []); this.target = Int32Array.from(shown.target || []);
+      }
+      this.edges = this.source.length;
+    }
+
+    /** Whether clone i is drawn (the filter keeps it). */
+    isShown(i) { return this.shown === null || this.shown[i] === 1; }
 
     /** Mark the clones of a module (the others faded); null or [] marks none. */
     setMarked(marked) {
@@ -123,6 +144,7 @@
           const k = r * g.cols + c;
           for (let j = g.start[k]; j < g.start[k + 1]; j++) {
             const i = g.items[j], dx = this.x[i] - wx, dy = this.y[i] - wy, d = dx * dx + dy * dy;
+            if (!this.isShown(i)) continue;
             if (d <= bestD) { bestD = d; best = i; }
           }
         }
@@ -150,9 +172,22 @@
       return w > 0 && h > 0;
     }
 
-    /** The view that shows every clone, centred, and a full draw of it. */
+    /** The bounds of the clones shown (all, or the filter's, at least a hundredth of the whole's side). */
+    shownBounds() {
+      if (this.shown === null || this.shownCount === 0) return this.bounds;
+      let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+      for (let i = 0; i < this.n; i++) {
+        if (!this.shown[i]) continue;
+        if (this.x[i] < x0) x0 = this.x[i]; if (this.x[i] > x1) x1 = this.x[i];
+        if (this.y[i] < y0) y0 = this.y[i]; if (this.y[i] > y1) y1 = this.y[i];
+      }
+      const b = this.bounds, pad = 0.01 * Math.max(b.x1 - b.x0, b.y1 - b.y0);
+      return {x0: x0 - pad, x1: x1 + pad, y0: y0 - pad, y1: y1 + pad};
+    }
+
+    /** The view that shows every clone shown, centred, and a full draw of it. */
     fit() {
-      const b = this.bounds, w = this.width, h = this.height;
+      const b = this.shownBounds(), w = this.width, h = this.height;
       this.fitScale = 0;
       if (!b || !w || !h) return;  // no size yet: resize() fits once there is one
       const s = 0.96 * Math.min(w / (b.x1 - b.x0), h / (b.y1 - b.y0));
@@ -199,6 +234,7 @@
           for (let j = 0; j < members.length; j++) {
             const i = members[j];
             if (marking && this.marked[i] !== pass) continue;
+            if (this.shown !== null && !this.shown[i]) continue;
             const px = s * x[i] + ox, py = s * y[i] + oy;
             if (px < -half || py < -half || px > cw + half || py > ch + half) continue;
             if (discs) { ctx.moveTo(px + half, py); ctx.arc(px, py, half, 0, 2 * Math.PI); }
@@ -208,6 +244,15 @@
         });
       }
       ctx.globalAlpha = 1;
+      // the ego network's clone, ringed
+      const centre = this.shownData && Number.isInteger(this.shownData.centre) ? this.shownData.centre : -1;
+      if (centre >= 0 && centre < this.n) {
+        ctx.strokeStyle = '#000';
+        ctx.lineWidth = 2;
+        ctx.beginPath();
+        ctx.arc(s * x[centre] + ox, s * y[centre] + oy, half + 4, 0, 2 * Math.PI);
+        ctx.stroke();
+      }
       // the clones' labels, once few clones are in view
       ctx.font = '10px sans-serif';
       ctx.textBaseline = 'middle';
@@ -215,11 +260,12 @@
       if (this.labels.length === this.n && this.inView() <= MAX_CLONE_LABELS) {
         for (let i = 0; i < this.n; i++) {
           const px = s * x[i] + ox, py = s * y[i] + oy;
+          if (!this.isShown(i)) continue;
           if (px >= 0 && py >= 0 && px <= cw && py <= ch) ctx.fillText(this.labels[i], px + half + 2, py);
         }
       }
       // the top modules' names on a light box, while the view is not zoomed in far
-      if (s < 6 * this.fitScale) {
+      if (s < 6 * this.fitScale && this.shown === null) {
         ctx.font = '11px sans-serif';
         ctx.textBaseline = 'top';
         for (const label of this.moduleLabels) {
@@ -239,6 +285,7 @@
     inView() {
       const v = this.view; let count = 0;
       for (let i = 0; i < this.n; i++) {
+        if (!this.isShown(i)) continue;
         const px = v.s * this.x[i] + v.ox, py = v.s * this.y[i] + v.oy;
         if (px >= 0 && py >= 0 && px <= this.width && py <= this.height) count++;
       }
@@ -388,16 +435,20 @@
   window.WholeGraph = WholeGraph;  // for the benchmark's page (bench/bench_whole_graph.py)
   window.dash_clientside = Object.assign({}, window.dash_clientside, {
     whole_graph: {
-      /** Draw the store's data (null: nothing yet) with the marked clones; returns how many clones are drawn. */
-      draw: function (data, marked, containerId, clickedId) {
+      /** Draw the store's data (null: nothing yet) with the marked clones and the filter's (shown); returns how
+       * many clones are drawn. */
+      draw: function (data, marked, shown, containerId, clickedId) {
         const view = renderer(containerId, clickedId);
         if (!view || !data || !data.x) return 0;
         const fresh = view.data !== data, kept = view.n === data.x.length && view.fitScale > 0;
+        const filtered = view.shownData !== shown;
         if (fresh) { view.data = data; view.setData(data); }
+        view.shownData = shown;
+        view.setShown(shown);
         view.setMarked(marked);
-        if (fresh && !kept) view.fit();  // new clones: every one in view
+        if ((fresh && !kept) || filtered) view.fit();  // new clones or a new filter: every one shown in view
         else { view.drawScene(); view.present(); }  // the same clones (other transitions, marks): the view stays
-        return view.n;
+        return view.shownCount;
       },
       /** The "Fit" button: every clone in view again. */
       fit: function (clicks, containerId) {

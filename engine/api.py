@@ -116,6 +116,8 @@ from engine.network.communities import (
 from engine.network.drawing import PALETTE, force_layout, grouped_layout, layout_quality, module_colour
 from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
 from engine.network.export import FORMATS as EXPORT_FORMATS
+from engine.network.filters import MAX_STEPS as MAX_EGO_STEPS
+from engine.network.filters import CloneFilter, filter_clones
 from engine.network.packing import PackedLayout, packed_layout
 from engine.network.senses import Sense, Senses
 from engine.network.senses import symbol_senses as _symbol_senses
@@ -169,14 +171,14 @@ from engine.training.learning import (
 __all__ = [  # fmt: skip
     "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
     "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "check_workers", "CHMM",
-    "clone_path", "ClonePath", "codelength_terms", "CommunityOptions", "corpus_file_name", "corpus_fingerprint",
-    "Corpus", "corpus_name", "CorpusError",
+    "clone_path", "ClonePath", "CloneFilter", "codelength_terms", "CommunityOptions", "corpus_file_name",
+    "corpus_fingerprint", "Corpus", "corpus_name", "CorpusError",
     "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
     "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
     "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS", "EXPORT_STAGES",
-    "export_model_graph", "EXTENSIONS",
+    "export_model_graph", "EXTENSIONS", "filter_clones",
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
-    "grouped_layout", "layout_quality",
+    "grouped_layout", "layout_quality", "MAX_EGO_STEPS",
     "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,3 +201,50 @@ def test_the_layout_measure_tells_apart_grouped_and_scattered_places() -> None:
     )
     assert good["purity"] == 1.0 and good["stretch"] < 0.1
     assert 0.3 < bad["purity"] < 0.7 and 0.8 < bad["stretch"] < 1.2
+
+
+def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_them() -> None:
+    """The whole graph's filter (degree, flow, k-core, largest component, the ego network of a clone): the page's
+    callback hands the canvas the clones :func:`engine.api.filter_clones` keeps on the graph drawn, and the
+    transitions among them with the most flow; a bad value is one sentence; "Show every clone" clears it."""
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.run_communities(folder, trials=1, seed=0)
+    graph = graph_service.session_graph(folder, saved["threshold"])
+
+    def press(button: str, *fields: Any, edges: int = 2000) -> tuple[Any, Any]:
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": f"{button}.n_clicks", "value": 1}]))
+        return page.filter_graph(1, None, {"x": []}, edges, *fields, sid)
+
+    centre = int(np.argmax(graph.flow))
+    shown, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1")
+    expected = api.filter_clones(graph, api.CloneFilter(centre=centre, steps=1))
+    assert shown["clones"] == expected.tolist() and centre in shown["clones"] and len(expected) < graph.n_states
+    sources, targets = graph.edges()
+    inside = np.isin(sources, expected) & np.isin(targets, expected) & (sources != targets)
+    assert shown["among"] == int(inside.sum()) == len(shown["source"])  # fewer than 2,000: all drawn
+    pairs = set(zip(shown["source"], shown["target"], strict=True))
+    assert pairs == set(zip(sources[inside].tolist(), targets[inside].tolist(), strict=True))
+    assert f"Showing {len(expected):,} of {graph.n_states:,} clones (within 1 step of clone {centre})" in str(said)
+    few, _ = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1", edges=5)
+    order = np.argsort(-graph.edge_flow[inside], kind="stable")[:5]  # the 5 with the most flow
+    assert few["source"] == sources[inside][order].tolist() and few["clones"] == shown["clones"]
+
+    shown, _ = press(ids.COMMUNITIES_WHOLE_FILTER, "4", "", "", "3", ["largest"], "", "")
+    spec = api.CloneFilter(min_degree=4, core=3, largest_component=True)
+    assert shown["clones"] == api.filter_clones(graph, spec).tolist() and shown["filter"] == spec.describe()
+
+    kept_before, said = press(ids.COMMUNITIES_WHOLE_FILTER, "5", "2", "", "", [], "", "")
+    assert kept_before is page.no_update and "The greatest degree (2) is below the least (5)." in str(said)
+    _, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(graph.n_states), "1")
+    assert f"There is no clone {graph.n_states}" in str(said)
+    _, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "2", "", [], "", "")
+    assert "between 0 and 1" in str(said)
+    assert press(ids.COMMUNITIES_WHOLE_UNFILTER, "4", "", "", "", [], "", "") == (None, None)
+    assert press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], "", "") == (None, None)  # nothing set: all

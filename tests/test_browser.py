@@ -58,6 +58,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from app import ids, panels, sessions  # noqa: E402
+from engine import api  # noqa: E402
 from engine.backends import model_files  # noqa: E402
 
 TRAINING = panels.TRAINING
@@ -706,7 +707,8 @@ let inked = 0;
 for (let k = 0; k < pixels.length; k += 4) {
   if (pixels[k] < 250 || pixels[k + 1] < 250 || pixels[k + 2] < 250) { inked++; }
 }
-return {clones: v.n, edges: v.edges, draws: v.draws, marked: v.markedCount, inked: inked, pixels: pixels.length / 4};
+return {clones: v.n, edges: v.edges, draws: v.draws, marked: v.markedCount, inked: inked, pixels: pixels.length / 4,
+        shown: v.shownCount};
 """
 # a clone on the canvas: from its top left, and from its centre (where Selenium's moves start)
 WHOLE_GRAPH_POINT = """
@@ -725,6 +727,7 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     from selenium.webdriver.common.action_chains import ActionChains
 
     from app.services import graphs as graph_service
+    from app.services import whole_graph as whole_service
 
     run_infomap(browser)
     view = f"#{ids.COMMUNITIES_WHOLE_GRAPH}"
@@ -792,6 +795,37 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     )
     assert moved["clones"] == n and moved["inked"] > 600
     screenshot(browser, "whole-graph-transitions", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    # the clicked clone filled in the filter's ego network: Filter shows it and its neighbours within a step
+    centre_box = browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CENTRE}")
+    centre = int(wait_until(lambda: centre_box.get_attribute("value"), 5, "the click did not fill in the clone"))
+    graph = graph_service.session_graph(folder, saved["threshold"])
+    ego = api.filter_clones(graph, api.CloneFilter(centre=centre, steps=1))
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", index=2)  # the 2,000 of most flow
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions", 30)
+    browser.find_element(".whole-graph-filters summary").click()
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FILTER}").click()
+    said = f"Showing {len(ego):,} of {n:,} clones (within 1 step of clone {centre})"
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
+    among = whole_service.shown_clones(folder, api.CloneFilter(centre=centre, steps=1))[0]["among"]
+    wait_until(
+        lambda: (state() or {}).get("shown") == len(ego) < n and state()["edges"] == min(among, 2000) > 0,
+        10,
+        lambda: f"not {len(ego)} clones and {among} transitions shown: {state()}",
+    )
+    screenshot(browser, "whole-graph-ego", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    # a degree range, a k-core and the largest component instead
+    centre_box.send_keys(Keys.CONTROL, "a")
+    centre_box.send_keys(Keys.BACKSPACE)
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_MIN_DEGREE}").send_keys("4")
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CORE}").send_keys("3")
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_LARGEST} input").click()
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FILTER}").click()
+    core = api.filter_clones(graph, api.CloneFilter(min_degree=4, core=3, largest_component=True))
+    said = f"Showing {len(core):,} of {n:,} clones (degree at least 4, the 3-core, the largest component)"
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
+    wait_until(lambda: (state() or {}).get("shown") == len(core), 10, lambda: f"not {len(core)} shown: {state()}")
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_UNFILTER}").click()  # every clone again
+    wait_until(lambda: (state() or {}).get("shown") == n, 10, lambda: f"not every clone shown: {state()}")
 
 
 def test_generate_and_decode(browser: DashComposite, screenshot: Callable) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from app import sessions
-from app.services import UserError, kept, visible
+from app.services import UserError, kept, visible, whole_number
 from app.services import graphs as graph_service
 from engine import api
 
@@ -233,3 +233,80 @@ def module_clones(folder: Path, module_id: Any) -> list[int]:
         return []
     module = next((m for m in saved["modules"] if m["id"] == key), None)
     return sorted(int(v) for v in module["nodes"]) if module else []
+
+
+# ------------------------------------------------------------------------------------------ filters
+def _optional_whole(value: Any, what: str, low: int, high: int) -> int | None:
+    """A whole number typed in a filter's field, None when the field is empty."""
+    if value is None or str(value).strip() == "":
+        return None
+    return whole_number(value, what, low, high)
+
+
+def check_filter(
+    min_degree: Any = None, max_degree: Any = None, min_flow: Any = None, core: Any = None,
+    largest: Any = None, centre: Any = None, steps: Any = None,
+) -> api.CloneFilter:  # fmt: skip
+    """The whole graph's filter from its fields (empty: no bound); UserError in one sentence for a value out of
+    range. ``largest`` is truthy for "the largest component only"."""
+    flow = 0.0
+    if min_flow is not None and str(min_flow).strip() != "":
+        try:
+            flow = float(str(min_flow).strip())
+        except ValueError:
+            raise UserError(f"The least flow must be a number between 0 and 1, got {str(min_flow)[:40]!r}.") from None
+        if not 0.0 <= flow <= 1.0:
+            raise UserError("The least flow is a share of the graph's flow: a number between 0 and 1.")
+    low = _optional_whole(min_degree, "the least degree", 0, 10**9) or 0
+    high = _optional_whole(max_degree, "the greatest degree", 0, 10**9)
+    if high is not None and high < low:
+        raise UserError(f"The greatest degree ({high:,}) is below the least ({low:,}).")
+    return api.CloneFilter(
+        min_degree=low, max_degree=high, min_flow=flow, core=_optional_whole(core, "the core", 0, 10**6) or 0,
+        largest_component=bool(largest), centre=_optional_whole(centre, "the clone", 0, MAX_CLONES),
+        steps=_optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1,
+    )  # fmt: skip
+
+
+def shown_clones(
+    folder: Path, spec: api.CloneFilter, max_edges: Any = DEFAULT_EDGES
+) -> tuple[dict[str, Any] | None, str]:
+    """What the whole graph shows under ``spec``: the clones it keeps (:func:`engine.api.filter_clones` on the clone
+    graph the view draws, at the last run's threshold) and the ``max_edges`` transitions among them with the most
+    flow (self-loops left out, as the view draws none), kept per version of the model and run; and the sentence the
+    view says of them. (None, "") when the filter keeps every clone."""
+    if not spec.active:
+        return None, ""
+    try:
+        limit = max(0, min(int(max_edges), EDGE_CHOICES[-1]))
+    except (TypeError, ValueError):
+        limit = DEFAULT_EDGES
+    saved = graph_service.read_communities(folder)
+    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    try:
+        spec.validate(graph.n_states)
+    except ValueError as exc:
+        raise UserError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
+    files = [folder / graph_service.COMMUNITIES] if saved else []
+    files.append(sessions.current_model_path(folder))
+    shown = kept.kept(("whole filter", spec, limit), files, lambda: _shown(graph, spec, limit))
+    count, among = len(shown["clones"]), shown["among"]
+    drawn = f"the {len(shown['source']):,} with the most flow" if len(shown["source"]) < among else "all"
+    return shown, (
+        f"Showing {count:,} of {graph.n_states:,} clones ({spec.describe()}) and {drawn} of the {among:,} "
+        "transitions between them."
+    )
+
+
+def _shown(graph: Any, spec: api.CloneFilter, limit: int) -> dict[str, Any]:
+    """:func:`shown_clones` computed: the clones, the transitions among them (most flow first) and their count."""
+    clones = api.filter_clones(graph, spec)
+    keep = np.zeros(graph.n_states, dtype=bool)
+    keep[clones] = True
+    sources, targets = graph.edges()
+    among = np.flatnonzero(keep[sources] & keep[targets] & (sources != targets))
+    order = among[np.argsort(-graph.edge_flow[among], kind="stable")][:limit]
+    return {
+        "clones": clones.tolist(), "source": sources[order].tolist(), "target": targets[order].tolist(),
+        "among": int(among.size), "filter": spec.describe(), "centre": spec.centre,
+    }  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, dcc, html, no_update
+from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from app import ids, sessions, ui
 from app.services import whole_graph as whole_service
@@ -52,7 +52,9 @@ def controls() -> html.Div:
                 ),
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
+            filters(),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_SHOWN, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data={}),  # {}: no click yet
             dcc.Loading(
                 [
@@ -64,6 +66,48 @@ def controls() -> html.Div:
                 delay_show=0,
             ),
         ]
+    )
+
+
+def _number_field(label: str, control_id: str, placeholder: str, help_text: str) -> html.Div:
+    return ui.field(
+        label,
+        dcc.Input(id=control_id, type="text", value="", placeholder=placeholder, className="num"),
+        help_text,
+    )
+
+
+def filters() -> html.Details:
+    """The whole graph's filter (:func:`app.services.whole_graph.check_filter`): degree range, least flow, k-core,
+    the largest component, and the ego network of a clone (a click on a clone fills it in)."""
+    return html.Details(
+        [
+            html.Summary("Filter: degree, flow, k-core, largest component, neighbours of a clone"),
+            html.Div(
+                [
+                    _number_field("Degree from", ids.COMMUNITIES_WHOLE_MIN_DEGREE, "0", "edges in plus out"),
+                    _number_field("Degree to", ids.COMMUNITIES_WHOLE_MAX_DEGREE, "any", "empty: no bound"),
+                    _number_field(
+                        "Flow at least", ids.COMMUNITIES_WHOLE_MIN_FLOW, "0", "a share of the flow, e.g. 1e-4"
+                    ),
+                    _number_field("k-core", ids.COMMUNITIES_WHOLE_CORE, "0", "each clone with k neighbours or more"),
+                    _number_field("Neighbours of clone", ids.COMMUNITIES_WHOLE_CENTRE, "none", "a click on a clone"),
+                    _number_field("within steps", ids.COMMUNITIES_WHOLE_STEPS, "1", "either direction"),
+                    dcc.Checklist(
+                        id=ids.COMMUNITIES_WHOLE_LARGEST,
+                        options=[{"label": " the largest component only", "value": "largest"}],
+                        value=[],
+                    ),
+                ],
+                className="form-grid",
+            ),
+            ui.buttons(
+                html.Button("Filter", id=ids.COMMUNITIES_WHOLE_FILTER, className="button"),
+                html.Button("Show every clone", id=ids.COMMUNITIES_WHOLE_UNFILTER, className="button"),
+            ),
+            html.Div(id=ids.COMMUNITIES_WHOLE_FILTER_NOTE),
+        ],
+        className="whole-graph-filters",
     )
 
 
@@ -182,10 +226,57 @@ def mark_module(selected: str | None, clicks: int | None, session_id: str | None
     return marked or None
 
 
+FILTER_FIELDS = (
+    ids.COMMUNITIES_WHOLE_MIN_DEGREE, ids.COMMUNITIES_WHOLE_MAX_DEGREE, ids.COMMUNITIES_WHOLE_MIN_FLOW,
+    ids.COMMUNITIES_WHOLE_CORE, ids.COMMUNITIES_WHOLE_LARGEST, ids.COMMUNITIES_WHOLE_CENTRE,
+    ids.COMMUNITIES_WHOLE_STEPS,
+)  # fmt: skip
+
+
+@callback(
+    Output(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
+    Output(ids.COMMUNITIES_WHOLE_FILTER_NOTE, "children"),
+    Input(ids.COMMUNITIES_WHOLE_FILTER, "n_clicks"),
+    Input(ids.COMMUNITIES_WHOLE_UNFILTER, "n_clicks"),
+    Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
+    Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
+    *(State(field, "value") for field in FILTER_FIELDS),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def filter_graph(_filter: int | None, _clear: int | None, data: Any, max_edges: Any, *values: Any) -> tuple[Any, Any]:
+    """The clones the filter keeps and the transitions among them (None: every clone), and its sentence: on
+    Filter, and again for a newly drawn graph (a new run, model or count of transitions) while a filter is set;
+    "Show every clone" clears it."""
+    *fields, session_id = values
+    if ctx.triggered_id == ids.COMMUNITIES_WHOLE_UNFILTER or data is None:
+        return None, None
+    min_degree, max_degree, min_flow, core, largest, centre, steps = fields
+    try:
+        spec = whole_service.check_filter(min_degree, max_degree, min_flow, core, largest, centre, steps)
+        folder = sessions.session_folder(session_id)
+        shown, said = whole_service.shown_clones(folder, spec, max_edges)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return shown, ui.message(said, "ok") if said else None
+
+
+clientside_callback(  # a click on a clone fills in the ego network's clone
+    """function (clicked) {
+        if (!clicked || clicked.clone === undefined || clicked.clone === null) {
+            return window.dash_clientside.no_update;
+        }
+        return String(clicked.clone);
+    }""",
+    Output(ids.COMMUNITIES_WHOLE_CENTRE, "value"),
+    Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
+    prevent_initial_call=True,
+)
 clientside_callback(  # the canvas draws the columns (assets/whole_graph.js), again when the marked clones change
     ClientsideFunction(namespace="whole_graph", function_name="draw"),
     Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
     Input(ids.COMMUNITIES_WHOLE_MARKED, "data"),
+    Input(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
     State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
     State(ids.COMMUNITIES_WHOLE_CLICKED, "id"),
     prevent_initial_call=True,
