@@ -167,8 +167,8 @@ def session_folder(session_id: object, root: Path | None = None) -> Path:
         if start is not None:
             communities = start.with_name(start.stem + ".communities.json")
             if communities.is_file():
-                _link_or_copy(communities, folder / COMMUNITIES)
-            _link_or_copy(start, folder / CURRENT)
+                link_or_copy(communities, folder / COMMUNITIES)
+            link_or_copy(start, folder / CURRENT)
     (folder / LAST_USED).touch()
     maybe_cleanup(root)
     return folder
@@ -263,7 +263,7 @@ def shared_start_model(root: Path | None = None) -> Path | None:
     if shared.is_file():
         return shared
     shared.parent.mkdir(parents=True, exist_ok=True)
-    _link_or_copy(start, shared)
+    link_or_copy(start, shared)
     precomputed = start.with_name(start.stem + ".communities.json")
     if precomputed.is_file():
         try:
@@ -277,7 +277,7 @@ def shared_start_model(root: Path | None = None) -> Path | None:
     return shared
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
+def link_or_copy(source: Path, target: Path) -> None:
     """Place ``source`` at ``target`` atomically: a hard link when possible (models are never written in place,
     only replaced, so sharing the inode is safe), else a copy; written under a temporary name, then renamed."""
     tmp = target.with_name(f".tmp-{uuid.uuid4().hex}-{target.name}")
@@ -350,7 +350,7 @@ def install_model(folder: Path, source: Path) -> None:
     previous one. Every step is a rename or a link, so ``current.npz`` is at every moment a complete model."""
     current = current_model_path(folder)
     if current.exists():
-        _link_or_copy(current, previous_model_path(folder))
+        link_or_copy(current, previous_model_path(folder))
     os.replace(source, current)
 
 
@@ -363,7 +363,7 @@ def swap_previous(folder: Path) -> bool:
         os.replace(previous, current)
         return True
     hold = folder / f".tmp-{uuid.uuid4().hex}-swap.npz"
-    _link_or_copy(current, hold)
+    link_or_copy(current, hold)
     os.replace(previous, current)
     os.replace(hold, previous)
     return True

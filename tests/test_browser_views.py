@@ -184,3 +184,53 @@ def test_the_layout_chosen_last_comes_back(browser: Any, data_dir: Path) -> None
     open_page(browser, "/communities")
     assert search_of(browser) in ("", "?layout=circle")
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_GRAPH_LAYOUT}", "circular")
+
+
+def test_a_shared_view_opens_in_another_session_and_named_views_come_back(browser: Any, data_dir: Path) -> None:
+    """A link pasted into another tab (a new session, as a colleague's browser) met that session's own model: "Run
+    Infomap first". "Share this view" publishes the model and its run; the link, opened in a fresh session, offers
+    to open them, and then shows the same view. A named view comes back in one click, and Back returns from it."""
+    run_infomap(browser, markov_time="0.5")  # a run of this session's own: a new session has only the bundled one
+    folder = session_folder(browser, data_dir)
+    modules = top_modules(folder)
+    module = modules[1]
+    browser.driver.get(f"{browser.server_url}/communities?module={module}&layout=circle")
+    wait_for_module(browser, module)
+    browser.find_element(f"#{ids.COMMUNITIES_SHARE_BUTTON}").click()
+    anchor = browser.wait_for_element(f"#{ids.COMMUNITIES_SHARE_ANCHOR}")
+    link = anchor.get_attribute("href")
+    assert "share=" in link and f"module={module.replace(':', '%3A')}" in link and "layout=circle" in link
+    # a named view of this one, then another view, then the named one again
+    browser.find_element(f"#{ids.COMMUNITIES_VIEW_NAME}").send_keys("second module")
+    browser.find_element(f"#{ids.COMMUNITIES_SAVE_VIEW}").click()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_VIEWS_MESSAGE}", "Saved this view as 'second module'.")
+    click_grid_row(browser, ids.COMMUNITIES_TABLE, modules[0])
+    wait_for_module(browser, modules[0])
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_SAVED_VIEWS}", "second module")
+    wait_for_module(browser, module)
+    assert "layout=circle" in search_of(browser)
+    browser.driver.back()  # Back: the view before the named one
+    wait_for_module(browser, modules[0])
+
+    first_tab = browser.driver.current_window_handle
+    browser.driver.switch_to.new_window("tab")  # a new tab: a new session (its id lives in the tab's storage)
+    try:
+        browser.driver.get(link)
+        browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SHARE_OFFER}", "This link shows a model another session")
+        other = session_folder(browser, data_dir)
+        assert other != folder and graph_service.read_communities(other)["finished"] != top_finished(folder)
+        browser.find_element(f"#{ids.COMMUNITIES_OPEN_SHARE}").click()
+        wait_for_module(browser, module)  # the page opened afresh at the link's view, on the shared model and run
+        assert top_modules(other) == modules and "circular" in browser.find_element(
+            f"#{ids.COMMUNITIES_GRAPH_LAYOUT}"
+        ).text
+        assert not browser.find_element(f"#{ids.COMMUNITIES_SHARE_BOX}").is_displayed()
+        assert (other / "previous.npz").is_file()  # its own model is one undo away
+    finally:
+        browser.driver.close()
+        browser.driver.switch_to.window(first_tab)
+
+
+def top_finished(folder: Path) -> Any:
+    """When the session's last Infomap run finished (what tells two runs apart)."""
+    return graph_service.read_communities(folder)["finished"]

@@ -24,6 +24,7 @@ from dash import dcc, html
 
 from app import figures, grids, ids, ui
 from app.pages.community import (  # the page's callbacks, by what they hold
+    links,
     module_card,
     module_map,
     overviews,
@@ -48,6 +49,7 @@ from app.pages.community.look import (
 )
 from app.pages.community.module_card import graph_controls, show_module
 from app.pages.community.runs import show_hierarchy
+from app.services import shares
 from app.services.graphs import MAP_MAX_MODULES
 from app.services.overviews import MAP_LIMIT
 
@@ -70,6 +72,7 @@ for _grid, _button in (
 def layout(**query: Any) -> html.Div:
     """The page; ``query``: the URL's query (the view to open, checked by :func:`view.navigate` as the page opens)."""
     asked = {key: str(value)[:300] for key, value in query.items() if key in view.DEFAULT_VIEW}
+    share = query.get("share")  # a shared model's token (app.pages.community.links)
     return html.Div(
         [
             # refresh=False: writing the view here adds an entry to the browser's history, and reloads nothing
@@ -154,6 +157,7 @@ def layout(**query: Any) -> html.Div:
             ui.card(
                 "Module map",
                 html.Div(id=ids.COMMUNITIES_VIEW_NOTE),
+                links.controls(share if isinstance(share, str) and shares.TOKEN.fullmatch(share) else None),
                 ui.field(
                     "Run shown",
                     dcc.RadioItems(
