@@ -179,6 +179,8 @@ COMMUNITIES_WHOLE_CENTRE = "communities-whole-centre"  # ... an ego network's cl
 COMMUNITIES_WHOLE_STEPS = "communities-whole-steps"  # ... its steps
 COMMUNITIES_WHOLE_FILTER = "communities-whole-filter"  # button: apply the filter
 COMMUNITIES_WHOLE_UNFILTER = "communities-whole-unfilter"  # button: show every clone again
+COMMUNITIES_WHOLE_FILTERS = "communities-whole-filters"  # html.Details: the filter's fields, open while one is set
+COMMUNITIES_WHOLE_FILTER_SPEC = "communities-whole-filter-spec"  # store: the filter applied, as the URL writes it
 COMMUNITIES_WHOLE_SHOWN = "communities-whole-shown"  # store: the clones the filter keeps (None: all)
 COMMUNITIES_WHOLE_FILTER_NOTE = "communities-whole-filter-note"  # what the filter keeps, in a sentence
 

@@ -38,7 +38,9 @@ def pages() -> Any:
 def test_a_query_is_read_and_written_back(pages: Any) -> None:
     _, _, view = pages
     asked, problems = view.parse_view("?module=3%3A1&level=3&run=previous&threshold=0.25&layout=circle&x=1")
-    assert asked == {"run": "previous", "module": "3:1", "level": "3", "threshold": 0.25, "layout": "circle"}
+    assert asked == view.DEFAULT_VIEW | {
+        "run": "previous", "module": "3:1", "level": "3", "threshold": 0.25, "layout": "circle"
+    }  # fmt: skip
     assert problems == []  # unknown keys are ignored
     assert view.view_search(asked) == "?run=previous&module=3%3A1&level=3&threshold=0.25&layout=circle"
     assert view.parse_view(view.view_search(asked))[0] == asked
@@ -91,7 +93,8 @@ def navigate(view: Any, trigger: str | None, **values: Any) -> dict[str, Any]:
     arguments = {
         "search": "", "table_rows": [], "tapped": None, "path": [], "crumbs": [], "drill": None, "run": "current",
         "threshold": 0, "layout": "preset", "_version": 0, "clicked": None, "selected": None, "level": "",
-        "session_id": None, "kept_layout": None,
+        "session_id": None, "kept_layout": None, "whole_drawn": None, "whole_layout": "packed", "whole_edges": 2000,
+        "whole_filter": "",
     } | values  # fmt: skip
     triggered = [{"prop_id": trigger, "value": None}] if trigger else []  # the initial call: none
 
@@ -99,7 +102,10 @@ def navigate(view: Any, trigger: str | None, **values: Any) -> dict[str, Any]:
         context_value.set(AttributeDict(triggered_inputs=triggered, inputs_list=[], states_list=[]))
         return view.navigate(**arguments)
 
-    names = ("selected", "level", "run", "threshold", "layout", "table", "search", "note")
+    names = (
+        "selected", "level", "run", "threshold", "layout", "table", "draw", "whole", "edges", "filter", "search",
+        "note",
+    )  # fmt: skip
     return dict(zip(names, copy_context().run(run), strict=True))
 
 
@@ -151,6 +157,31 @@ def test_the_view_callback_reads_the_url_or_writes_it_never_both(pages: Any) -> 
     assert out["selected"] is no_update and out["threshold"] == 0.2
     note = json.dumps(out["note"].to_plotly_json(), default=str)
     assert "module 999 is not in this run" in note and "layout 'zigzag'" in note
+
+
+def test_the_whole_graph_and_its_filter_are_in_the_url(pages: Any) -> None:
+    """Every part of the screen comes from the URL: the whole graph drawn (in its layout), its transitions and its
+    filter open from a link and go back with Back; what the user changes there is written to the URL."""
+    _, _, view = pages
+    sid = sessions.new_session_id()
+    link = "?whole=transitions&edges=5000&filter=degree%3D4-%3Bcore%3D3%3Blargest"
+    out = navigate(view, None, search=link, session_id=sid)
+    assert (out["draw"], out["whole"], out["edges"]) == (1, "transitions", 5000)
+    assert out["filter"] == "degree=4-;core=3;largest" and out["search"] is no_update and out["note"] is None
+    drawn = {"whole_drawn": 1, "whole_layout": "transitions", "whole_edges": 5000, "whole_filter": out["filter"]}
+    out = navigate(view, f"{ids.COMMUNITIES_URL}.search", search="", session_id=sid, **drawn)  # Back: a plain page
+    assert (out["draw"], out["whole"], out["edges"], out["filter"]) == (0, no_update, 2000, "")
+    # the user draws it, picks the layout by modules and filters: each is written to the URL
+    out = navigate(view, f"{ids.COMMUNITIES_WHOLE_SHOW}.n_clicks", whole_drawn=1, session_id=sid)
+    assert out["search"] == "?whole=packed" and out["draw"] is no_update
+    out = navigate(
+        view, f"{ids.COMMUNITIES_WHOLE_FILTER_SPEC}.data", whole_drawn=1, whole_filter="ego=7/2", search="?whole=packed"
+    )
+    assert out["search"] == "?whole=packed&filter=ego%3D7%2F2" and out["filter"] is no_update
+    out = navigate(view, None, search="?whole=spiral&edges=7&filter=nonsense", session_id=sid)
+    note = json.dumps(out["note"].to_plotly_json(), default=str)
+    assert "whole 'spiral'" in note and "edges '7'" in note and "filter 'nonsense'" in note
+    assert out["draw"] is no_update and out["filter"] is no_update
 
 
 def test_the_page_builds_its_url_from_the_query_and_its_tables_are_grids(pages: Any) -> None:

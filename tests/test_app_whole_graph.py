@@ -35,7 +35,7 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # multilevel: submodules
     n = graph_service.load_current(folder).n_states
     not_asked = page.show_whole_graph(None, 2000, "packed", 1, 0, None, sid)
-    assert not_asked == (page.no_update,) * 4  # not asked yet
+    assert not_asked == (None, None, None, page.HIDDEN)  # not asked yet (or hidden again by Back)
     clones, marked, note, style = page.show_whole_graph(1, 2000, "packed", 1, 0, None, sid)
     assert marked is None and style == page.SHOWN
     assert len(clones["x"]) == len(clones["y"]) == len(clones["group"]) == len(clones["labels"]) == n
@@ -219,8 +219,12 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
     graph = graph_service.session_graph(folder, saved["threshold"])
 
     def press(button: str, *fields: Any, edges: int = 2000) -> tuple[Any, Any]:
+        """Filter (or Show every clone) pressed: the filter set, then what the canvas is handed (or the refusal)."""
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": f"{button}.n_clicks", "value": 1}]))
-        return page.filter_graph(1, None, {"x": []}, edges, *fields, sid)
+        query, said = page.apply_filter(1, None, *fields)
+        if query is page.no_update:
+            return query, said
+        return page.filter_graph(query, {"x": []}, edges, sid)
 
     centre = int(np.argmax(graph.flow))
     shown, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1")
@@ -236,7 +240,10 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
     order = np.argsort(-graph.edge_flow[inside], kind="stable")[:5]  # the 5 with the most flow
     assert few["source"] == sources[inside][order].tolist() and few["clones"] == shown["clones"]
 
-    shown, _ = press(ids.COMMUNITIES_WHOLE_FILTER, "4", "", "", "3", ["largest"], "", "")
+    fields = ("4", "", "", "3", ["largest"], "", "")
+    assert page.show_filter_fields("degree=4-;core=3;largest") == (*fields, True)  # a link's filter: seen, open
+    assert page.show_filter_fields("ego=7/2")[5:] == ("7", "2", True)
+    shown, _ = press(ids.COMMUNITIES_WHOLE_FILTER, *fields)
     spec = api.CloneFilter(min_degree=4, core=3, largest_component=True)
     assert shown["clones"] == api.filter_clones(graph, spec).tolist() and shown["filter"] == spec.describe()
 

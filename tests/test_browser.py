@@ -824,6 +824,12 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     said = f"Showing {len(core):,} of {n:,} clones (degree at least 4, the 3-core, the largest component)"
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
     wait_until(lambda: (state() or {}).get("shown") == len(core), 10, lambda: f"not {len(core)} shown: {state()}")
+    search = browser.driver.execute_script("return window.location.search;")
+    assert "whole=transitions" in search and "filter=degree%3D4-%3Bcore%3D3%3Blargest" in search  # the view's URL
+    browser.driver.back()  # Back (the page drawn anew from the URL): the ego network again, in the fields too
+    wait_until(lambda: (state() or {}).get("shown") == len(ego), 15, lambda: f"Back did not undo the filter: {state()}")
+    centre_box = browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CENTRE}")
+    assert centre_box.get_attribute("value") == str(centre)
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_UNFILTER}").click()  # every clone again
     wait_until(lambda: (state() or {}).get("shown") == n, 10, lambda: f"not every clone shown: {state()}")
 

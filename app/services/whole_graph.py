@@ -310,3 +310,42 @@ def _shown(graph: Any, spec: api.CloneFilter, limit: int) -> dict[str, Any]:
         "clones": clones.tolist(), "source": sources[order].tolist(), "target": targets[order].tolist(),
         "among": int(among.size), "filter": spec.describe(), "centre": spec.centre,
     }  # fmt: skip
+
+
+def filter_query(spec: api.CloneFilter) -> str:
+    """The filter as the page's URL writes it ("" for none): its parts joined by ``;`` (``degree=4-9``,
+    ``flow=0.0001``, ``core=3``, ``largest``, ``ego=12/2``); :func:`parse_filter_query` reads it back."""
+    parts = []
+    if spec.min_degree or spec.max_degree is not None:
+        parts.append(f"degree={spec.min_degree}-{'' if spec.max_degree is None else spec.max_degree}")
+    if spec.min_flow:
+        parts.append(f"flow={spec.min_flow:g}")
+    if spec.core:
+        parts.append(f"core={spec.core}")
+    if spec.largest_component:
+        parts.append("largest")
+    if spec.centre is not None:
+        parts.append(f"ego={spec.centre}/{spec.steps}")
+    return ";".join(parts)
+
+
+def parse_filter_query(text: Any) -> api.CloneFilter:
+    """The filter a URL's ``filter`` value names (:func:`filter_query`); UserError in one sentence when it is not
+    one."""
+    fields: dict[str, Any] = {}
+    for part in str(text or "").strip()[:300].split(";"):
+        key, _, value = part.strip().partition("=")
+        low, _, high = value.partition("-") if key == "degree" else value.partition("/")
+        if not key:
+            continue
+        if key == "degree":
+            fields.update(min_degree=low, max_degree=high)
+        elif key in ("flow", "core"):
+            fields["min_flow" if key == "flow" else "core"] = value
+        elif key == "largest" and not value:
+            fields["largest"] = True
+        elif key == "ego":
+            fields.update(centre=low, steps=high)
+        else:
+            raise UserError(f"The link's filter {str(text)[:60]!r} is not one this page knows; it is left out.")
+    return check_filter(**fields)

@@ -23,6 +23,7 @@ from dash import ALL, Input, Output, State, callback, ctx, no_update
 from app import ids, sessions, ui
 from app.pages.community.look import GRAPH_LAYOUTS
 from app.services import graphs as graph_service
+from app.services import whole_graph as whole_service
 
 RUNS = (graph_service.CURRENT_RUN, graph_service.PREVIOUS_RUN)
 DEFAULT_VIEW: dict[str, Any] = {
@@ -31,8 +32,13 @@ DEFAULT_VIEW: dict[str, Any] = {
     "level": "",
     "threshold": 0,
     "layout": "preset",
+    "whole": "",
+    "edges": whole_service.DEFAULT_EDGES,
+    "filter": "",
 }
-"""The view of a URL without a query; a key at its default is left out of the URL."""
+"""The view of a URL without a query; a key at its default is left out of the URL. ``whole``: the whole graph
+drawn, in its layout (a key of :data:`app.services.whole_graph.LAYOUTS`; "" when not drawn), ``edges`` the
+transitions it draws, ``filter`` its filter (:func:`app.services.whole_graph.filter_query`)."""
 MODULE_ID = re.compile(r"\d{1,9}(:\d{1,9}){0,30}")
 """A module id as Infomap's result names them: "3", "3:1", "3:1:2" (the path from the top)."""
 
@@ -48,7 +54,8 @@ def _number(text: str) -> float | None:
 def parse_view(query: dict[str, Any] | str | None) -> tuple[dict[str, Any], list[str]]:
     """The view a query string (or Dash pages' query keywords) asks for, and a sentence for each value that is
     not well formed (left at its default): ``run`` "current" or "previous", ``module`` and ``level`` module ids,
-    ``threshold`` a number from 0 to 1, ``layout`` a key of :data:`GRAPH_LAYOUTS`. Unknown keys are ignored."""
+    ``threshold`` a number from 0 to 1, ``layout`` a key of :data:`GRAPH_LAYOUTS`, and the whole graph's ``whole``,
+    ``edges`` and ``filter`` (:data:`DEFAULT_VIEW`). Unknown keys are ignored."""
     if isinstance(query, str) or query is None:
         parsed = parse_qs((query or "").lstrip("?"), keep_blank_values=True)
         query = {key: values[-1] for key, values in parsed.items()}
@@ -65,6 +72,15 @@ def parse_view(query: dict[str, Any] | str | None) -> tuple[dict[str, Any], list
             view["threshold"] = _number(text)
         elif key == "layout" and text in GRAPH_LAYOUTS:
             view["layout"] = text
+        elif key == "whole" and (text in whole_service.LAYOUTS or text == ""):
+            view["whole"] = text
+        elif key == "edges" and text in {str(k) for k in whole_service.EDGE_CHOICES}:
+            view["edges"] = int(text)
+        elif key == "filter":
+            try:
+                view["filter"] = whole_service.filter_query(whole_service.parse_filter_query(text))
+            except ui.EXPECTED_ERRORS:
+                problems.append(f"The link's filter {text[:60]!r} is not one this page knows; it is left out.")
         else:
             problems.append(f"The link's {key} {text[:40]!r} is not one this page knows; it is left out.")
     return view, problems
@@ -129,6 +145,10 @@ def _picked(
     Output(ids.COMMUNITIES_EDGE_MIN, "value"),
     Output(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
     Output(ids.COMMUNITIES_TABLE, "selectedRows"),
+    Output(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
+    Output(ids.COMMUNITIES_WHOLE_LAYOUT, "value"),
+    Output(ids.COMMUNITIES_WHOLE_EDGES, "value"),
+    Output(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
     Output(ids.COMMUNITIES_URL, "search"),
     Output(ids.COMMUNITIES_VIEW_NOTE, "children"),
     Input(ids.COMMUNITIES_URL, "search"),
@@ -142,6 +162,10 @@ def _picked(
     Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
+    Input(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
+    Input(ids.COMMUNITIES_WHOLE_LAYOUT, "value"),
+    Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
+    Input(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
@@ -159,6 +183,10 @@ def navigate(
     layout: str | None,
     _version: Any,
     clicked: dict[str, Any] | None,
+    whole_drawn: int | None,
+    whole_layout: str | None,
+    whole_edges: Any,
+    whole_filter: str | None,
     selected: str | None,
     level: str | None,
     session_id: str | None,
@@ -174,6 +202,11 @@ def navigate(
         "level": level or "",
         "threshold": _number(str(threshold)) if threshold not in (None, "") else 0,
         "layout": layout if layout in GRAPH_LAYOUTS else "preset",
+        "whole": (whole_layout if whole_layout in whole_service.LAYOUTS else whole_service.DEFAULT_LAYOUT)
+        if whole_drawn
+        else "",
+        "edges": whole_edges if whole_edges in whole_service.EDGE_CHOICES else whole_service.DEFAULT_EDGES,
+        "filter": whole_filter or "",
     }
     note: Any = no_update
     if trigger == ids.COMMUNITIES_WHOLE_CLICKED and not (clicked or {}).get("count"):
@@ -193,12 +226,12 @@ def navigate(
     elif trigger == ids.COMMUNITIES_WHOLE_CLICKED:  # a clone clicked in the whole graph: its top module
         module = (clicked or {}).get("module")
         if not isinstance(module, str) or not module:
-            return (no_update,) * 8
+            return (no_update,) * 12
         view = now | {"module": module, "level": ""}
     else:
         view = _picked(trigger, now, table_rows, tapped, (path, crumbs), drill)
         if view is None or (trigger == ids.COMMUNITIES_TABLE and view == now):
-            return (no_update,) * 8
+            return (no_update,) * 12
     moved = view["module"] != now["module"]
     outputs = [
         view["module"] if moved else no_update,
@@ -210,11 +243,30 @@ def navigate(
         no_update
         if not moved or trigger == ids.COMMUNITIES_TABLE
         else {"ids": [view["module"]] if view["module"] else []},
+        *_whole_outputs(view, now, whole_drawn, whole_layout),
     ]
     written = view_search(view)
     from_url = trigger is None or trigger == ids.COMMUNITIES_URL
     outputs.append(written if not from_url and written != (search or "") else no_update)
     return (*outputs, note)
+
+
+def _whole_outputs(
+    view: dict[str, Any], now: dict[str, Any], drawn: int | None, layout: str | None
+) -> tuple[Any, Any, Any, Any]:
+    """The whole graph's controls as ``view`` has them, where they differ from ``now``: drawn (the button's clicks:
+    1 to draw, 0 to hide), its layout, its transitions and its filter."""
+    draw: Any = no_update
+    if view["whole"] and not drawn:
+        draw = 1
+    elif not view["whole"] and drawn:
+        draw = 0
+    return (
+        draw,
+        view["whole"] if view["whole"] and view["whole"] != layout else no_update,
+        view["edges"] if view["edges"] != now["edges"] else no_update,
+        view["filter"] if view["filter"] != now["filter"] else no_update,
+    )
 
 
 @callback(

@@ -55,6 +55,7 @@ def controls() -> html.Div:
             filters(),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_SHOWN, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_FILTER_SPEC, storage_type="memory", data=""),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data={}),  # {}: no click yet
             dcc.Loading(
                 [
@@ -107,6 +108,7 @@ def filters() -> html.Details:
             ),
             html.Div(id=ids.COMMUNITIES_WHOLE_FILTER_NOTE),
         ],
+        id=ids.COMMUNITIES_WHOLE_FILTERS,
         className="whole-graph-filters",
     )
 
@@ -195,10 +197,11 @@ def show_whole_graph(
     selected: str | None,
     session_id: str | None,
 ) -> tuple[Any, Any, Any, Any]:
-    """Draw the whole graph once asked (the button), and again after a new Infomap run or model while shown: the
-    columns for the canvas, the selected module's clones, the note, and the canvas's height."""
+    """Draw the whole graph once asked (the button, or the view in the URL), and again after a new Infomap run or
+    model while shown: the columns for the canvas, the selected module's clones, the note, and the canvas's height;
+    hidden again when the view in the URL has it not drawn (Back)."""
     if not clicks:
-        return no_update, no_update, no_update, no_update
+        return None, None, None, HIDDEN
     try:
         folder = sessions.session_folder(session_id)
         drawn = whole_service.whole_graph(folder, max_edges, layout)
@@ -234,30 +237,68 @@ FILTER_FIELDS = (
 
 
 @callback(
-    Output(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
+    Output(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data", allow_duplicate=True),
     Output(ids.COMMUNITIES_WHOLE_FILTER_NOTE, "children"),
     Input(ids.COMMUNITIES_WHOLE_FILTER, "n_clicks"),
     Input(ids.COMMUNITIES_WHOLE_UNFILTER, "n_clicks"),
+    *(State(field, "value") for field in FILTER_FIELDS),
+    prevent_initial_call=True,
+)
+def apply_filter(_filter: int | None, _clear: int | None, *fields: Any) -> tuple[Any, Any]:
+    """Filter: the fields checked and the filter set (as the URL writes it: the view follows it, and Back undoes
+    it); a bad value is one sentence. "Show every clone" clears it."""
+    if ctx.triggered_id == ids.COMMUNITIES_WHOLE_UNFILTER:
+        return "", None
+    try:
+        spec = whole_service.check_filter(*fields)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return whole_service.filter_query(spec), no_update
+
+
+@callback(
+    *(Output(field, "value") for field in FILTER_FIELDS),
+    Output(ids.COMMUNITIES_WHOLE_FILTERS, "open"),
+    Input(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
+    prevent_initial_call=True,
+)
+def show_filter_fields(query: str | None) -> tuple[Any, ...]:
+    """The fields as the filter set has them (a link's, or Back's, filter is seen in them, open)."""
+    try:
+        spec = whole_service.parse_filter_query(query or "")
+    except ui.EXPECTED_ERRORS:
+        return (no_update,) * (len(FILTER_FIELDS) + 1)
+    return (
+        str(spec.min_degree) if spec.min_degree else "",
+        "" if spec.max_degree is None else str(spec.max_degree),
+        f"{spec.min_flow:g}" if spec.min_flow else "",
+        str(spec.core) if spec.core else "",
+        ["largest"] if spec.largest_component else [],
+        "" if spec.centre is None else str(spec.centre),
+        str(spec.steps) if spec.centre is not None else "",
+        True if query else no_update,
+    )
+
+
+@callback(
+    Output(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
+    Output(ids.COMMUNITIES_WHOLE_FILTER_NOTE, "children", allow_duplicate=True),
+    Input(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
     Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
-    *(State(field, "value") for field in FILTER_FIELDS),
     State(ids.SESSION, "data"),
     prevent_initial_call=True,
 )
-def filter_graph(_filter: int | None, _clear: int | None, data: Any, max_edges: Any, *values: Any) -> tuple[Any, Any]:
-    """The clones the filter keeps and the transitions among them (None: every clone), and its sentence: on
-    Filter, and again for a newly drawn graph (a new run, model or count of transitions) while a filter is set;
-    "Show every clone" clears it."""
-    *fields, session_id = values
-    if ctx.triggered_id == ids.COMMUNITIES_WHOLE_UNFILTER or data is None:
+def filter_graph(query: str | None, data: Any, max_edges: Any, session_id: str | None) -> tuple[Any, Any]:
+    """The clones the filter set keeps and the transitions among them (None: every clone), and its sentence: when
+    the filter changes, and again for a newly drawn graph (a new run, model or count of transitions)."""
+    if not query or data is None:
         return None, None
-    min_degree, max_degree, min_flow, core, largest, centre, steps = fields
     try:
-        spec = whole_service.check_filter(min_degree, max_degree, min_flow, core, largest, centre, steps)
-        folder = sessions.session_folder(session_id)
-        shown, said = whole_service.shown_clones(folder, spec, max_edges)
+        spec = whole_service.parse_filter_query(query)
+        shown, said = whole_service.shown_clones(sessions.session_folder(session_id), spec, max_edges)
     except ui.EXPECTED_ERRORS as exc:
-        return no_update, ui.error_message(exc)
+        return None, ui.error_message(exc)
     return shown, ui.message(said, "ok") if said else None
 
 
@@ -268,7 +309,7 @@ clientside_callback(  # a click on a clone fills in the ego network's clone
         }
         return String(clicked.clone);
     }""",
-    Output(ids.COMMUNITIES_WHOLE_CENTRE, "value"),
+    Output(ids.COMMUNITIES_WHOLE_CENTRE, "value", allow_duplicate=True),
     Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
     prevent_initial_call=True,
 )
