@@ -116,6 +116,8 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
     assert len(clones["x"]) == model.n_states and set(clones["groups"]["module"]) == {""}
     assert [clones["groups"]["text"][g] for g in clones["group"][:1]] == [f"character {visible(model.symbols[0])}"]
     assert "No Infomap run for this model yet" in str(note)
+    colours = clones["groups"]["colour"]  # a colour per character, none shared (a hash into 20 colours repeated)
+    assert len(colours) == len(model.symbols) == len(set(colours)) == 27
     symbols = np.repeat(np.arange(len(model.symbols)), model.layout.n_clones)
     x = np.array(clones["x"], dtype=float)
     for s in range(len(model.symbols)):  # one cell per character: its clones' x range meets no other character's

@@ -16,9 +16,11 @@ def module_colour(module_id: str) -> str:
     return api.module_colour(int(str(module_id).split(":")[-1]))
 
 
-def char_colour(char: str) -> str:
-    """The colour of a character's clones in the subgraph and the whole graph (a palette entry by its code)."""
-    return api.PALETTE[sum(ord(c) for c in char) % len(api.PALETTE)]
+def symbol_colour(index: int) -> str:
+    """The colour of the clones of the model's symbol ``index`` (its place in the alphabet) in the subgraph and the
+    whole graph: the module colours in order (:func:`engine.api.module_colour`), distinct for the first 3,380
+    symbols (a hash of the character into 20 colours gave two symbols of a 27-letter alphabet the same one)."""
+    return api.module_colour(int(index) + 1)
 
 
 KAMADA_KAWAI_NODES = 150

@@ -30,9 +30,9 @@ from app.services.community_layout import spread_for_labels as spread_for_labels
 from app.services.community_layout import unique_names
 from app.services.corpus import reference_corpus
 from app.services.drawing_colours import KAMADA_KAWAI_NODES as KAMADA_KAWAI_NODES
-from app.services.drawing_colours import char_colour as char_colour
 from app.services.drawing_colours import graph_positions as graph_positions
 from app.services.drawing_colours import module_colour as module_colour
+from app.services.drawing_colours import symbol_colour as symbol_colour
 from app.services.models import (
     DETAIL_BYTES,
     DETAIL_EDGE_BYTES,
@@ -517,8 +517,8 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
             x, y = positions[data["id"]]
             element["position"] = {"x": round(float(x) * 300, 2), "y": round(float(y) * 300, 2)}
             data["char"] = visible(data["char"])
-            data["colour"] = char_colour(data["char"])
             node = int(data["state"])
+            data["colour"] = symbol_colour(int(graph.clone_symbol[node]))
             data["degree"] = int(degree[node])
             data["module"] = deepest.get(node, "")
             data["module_colour"] = module_colour(data["module"]) if data["module"] else "#cccccc"

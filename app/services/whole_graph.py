@@ -78,7 +78,7 @@ def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dic
     group_of = np.full(len(symbols), len(kept_symbols), dtype=np.int64)
     group_of[kept_symbols] = np.arange(len(kept_symbols))
     modules = [
-        {"id": "", "name": visible(symbols[k]), "flow": float(flows[k]), "size": int(counts[k]), "symbol": symbols[k]}
+        {"id": "", "name": visible(symbols[k]), "flow": float(flows[k]), "size": int(counts[k]), "symbol": int(k)}
         for k in kept_symbols
     ]
     if len(kept_symbols) < len(symbols):
@@ -142,7 +142,7 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_
         group = np.where(members >= 0, group_of[np.maximum(members, 0)], len(leaves))  # the last: in none
     else:
         groups = [
-            {"text": f"{unit} {m['name']}", "colour": graph_service.char_colour(m["symbol"]), "module": ""}
+            {"text": f"{unit} {m['name']}", "colour": graph_service.symbol_colour(m["symbol"]), "module": ""}
             if m["symbol"] is not None
             else {"text": f"one of the {m['name']} (of least flow)", "colour": OUTSIDE, "module": ""}
             for m in modules
