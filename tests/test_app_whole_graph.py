@@ -257,3 +257,27 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
     assert "between 0 and 1" in str(said)
     assert press(ids.COMMUNITIES_WHOLE_UNFILTER, "4", "", "", "", [], "", "") == (None, None)
     assert press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], "", "") == (None, None)  # nothing set: all
+
+
+def test_the_clones_shown_are_exported_with_their_filter() -> None:
+    """Export what is on screen: the clones the filter keeps, every transition among them, each clone's module of
+    the run on screen, and the filter written in the file (networkx reads it back); with no filter, a sentence."""
+    import networkx
+
+    folder = sessions.session_folder(sessions.new_session_id())
+    saved = graph_service.run_communities(folder, trials=1, seed=0)
+    graph = graph_service.session_graph(folder, saved["threshold"])
+    spec = api.CloneFilter(min_degree=4, core=3, largest_component=True)
+    path, name, said = whole_service.export_shown(folder, whole_service.filter_query(spec))
+    read = networkx.read_graphml(path)
+    shown = api.filter_clones(graph, spec)
+    assert sorted(int(data["state"]) for _, data in read.nodes(data=True)) == shown.tolist()
+    sources, targets = graph.edges()
+    inside = np.isin(sources, shown) & np.isin(targets, shown)
+    assert read.number_of_edges() == int(inside.sum())  # every transition among them, self-loops too
+    assert read.graph["filter"] == "degree at least 4, the 3-core, the largest component"
+    top = {int(v): m["id"] for m in saved["modules"] if not m["parent"] for v in m["nodes"]}
+    assert all(data["module_id"].split(":")[0] == top[int(data["state"])] for _, data in read.nodes(data=True))
+    assert name == f"clones-shown-{len(shown)}.graphml" and f"Exported the {len(shown):,} clones shown" in said
+    with pytest.raises(UserError, match="No filter is set"):
+        whole_service.export_shown(folder, "")

@@ -824,6 +824,19 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     said = f"Showing {len(core):,} of {n:,} clones (degree at least 4, the 3-core, the largest component)"
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
     wait_until(lambda: (state() or {}).get("shown") == len(core), 10, lambda: f"not {len(core)} shown: {state()}")
+    # what is on screen, downloaded: the clones shown as GraphML (exactly those), the canvas as a PNG image
+    downloads = Path(browser.download_path)
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_EXPORT}").click()
+    exported = wait_until(
+        lambda: [p for p in downloads.glob("clones-shown-*.graphml") if p.stat().st_size > 0], 30, "no GraphML"
+    )
+    import networkx
+
+    read = networkx.read_graphml(exported[0])
+    assert sorted(int(d["state"]) for _, d in read.nodes(data=True)) == core.tolist() and read.graph["filter"]
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_PNG}").click()
+    image = wait_until(lambda: [p for p in downloads.glob("whole-graph*.png") if p.stat().st_size > 0], 10, "no PNG")
+    assert image[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     search = browser.driver.execute_script("return window.location.search;")
     assert "whole=transitions" in search and "filter=degree%3D4-%3Bcore%3D3%3Blargest" in search  # the view's URL
     browser.driver.back()  # Back (the page drawn anew from the URL): the ego network again, in the fields too

@@ -7,12 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import networkx
 import numpy as np
 
-from app import sessions
-from app.services import UserError, kept, visible, whole_number
+from app import memory, sessions
+from app.services import UserError, format_bytes, kept, visible, whole_number
 from app.services import graphs as graph_service
+from app.services.models import export_bytes
 from engine import api
+from engine.files import atomic_write
 
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
 """How many transitions the view may draw (the most flow first)."""
@@ -349,3 +352,35 @@ def parse_filter_query(text: Any) -> api.CloneFilter:
         else:
             raise UserError(f"The link's filter {str(text)[:60]!r} is not one this page knows; it is left out.")
     return check_filter(**fields)
+
+
+def export_shown(folder: Path, query: Any) -> tuple[Path, str, str]:
+    """The whole graph's clones that the filter ``query`` keeps (:func:`parse_filter_query`), with every transition
+    among them, as GraphML in the session's ``exports`` folder: each clone with its module of the run on screen, the
+    filter written in the file's ``filter`` attribute. Returns the file, the name it downloads as, and a sentence."""
+    spec = parse_filter_query(query)
+    if not spec.active:
+        raise UserError("No filter is set: the whole graph is exported from the Export page.")
+    saved = graph_service.read_communities(folder)
+    threshold = saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD
+    model = graph_service.view_model(folder)
+    sessions.check_space(folder, 0, "Another export")
+    need = export_bytes(model, threshold, "graphml", infomap=False)
+    with memory.reserved(need, "Exporting the clones shown"):
+        graph = graph_service.session_graph(folder, threshold)
+        shown = api.filter_clones(graph, spec)
+        communities = graph_service.shown_run(folder, saved) if saved else None
+        network = api.to_networkx(graph, communities, nodes=shown)
+        network.graph["filter"] = spec.describe()
+        network.graph["title"] = f"{network.graph.get('title', 'clone graph')}, filtered: {spec.describe()}"
+        out = folder / graph_service.EXPORTS
+        out.mkdir(exist_ok=True)
+        written = out / "shown.graphml"
+        atomic_write(written, lambda tmp: networkx.write_graphml(network, tmp))
+    name = f"clones-shown-{len(shown)}.graphml"
+    note = (
+        f"Exported the {network.number_of_nodes():,} clones shown ({spec.describe()}) and the "
+        f"{network.number_of_edges():,} transitions among them as GraphML, "
+        f"{format_bytes(written.stat().st_size)}, saved as {name}."
+    )
+    return written, name, note

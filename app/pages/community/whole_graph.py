@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from app import ids, sessions, ui
+from app import ids, jobs, sessions, ui
 from app.services import whole_graph as whole_service
 
 HEIGHT = 640
@@ -105,8 +105,12 @@ def filters() -> html.Details:
             ui.buttons(
                 html.Button("Filter", id=ids.COMMUNITIES_WHOLE_FILTER, className="button"),
                 html.Button("Show every clone", id=ids.COMMUNITIES_WHOLE_UNFILTER, className="button"),
+                html.Button("Download the clones shown (GraphML)", id=ids.COMMUNITIES_WHOLE_EXPORT, className="button"),
+                html.Button("Download the canvas (PNG)", id=ids.COMMUNITIES_WHOLE_PNG, className="button"),
             ),
             html.Div(id=ids.COMMUNITIES_WHOLE_FILTER_NOTE),
+            html.Div(id=ids.COMMUNITIES_WHOLE_EXPORT_NOTE),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_DOWNLOAD),
         ],
         id=ids.COMMUNITIES_WHOLE_FILTERS,
         className="whole-graph-filters",
@@ -302,6 +306,50 @@ def filter_graph(query: str | None, data: Any, max_edges: Any, session_id: str |
     return shown, ui.message(said, "ok") if said else None
 
 
+@callback(
+    Output(ids.COMMUNITIES_WHOLE_DOWNLOAD, "data"),
+    Output(ids.COMMUNITIES_WHOLE_EXPORT_NOTE, "children"),
+    Input(ids.COMMUNITIES_WHOLE_EXPORT, "n_clicks"),
+    State(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
+    State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.COMMUNITIES_WHOLE_EXPORT, "disabled"), True, False)],
+    prevent_initial_call=True,
+)
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
+def export_shown(clicks: int | None, query: str | None, session_id: str | None) -> tuple[Any, Any]:
+    """The clones the filter shows, with the transitions among them and the filter written in the file, as GraphML
+    (a job process bounded in time and memory, :func:`app.ui.request_job`); the answer is a download link."""
+    ui.require_click(clicks)
+    try:
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "The export", "filter the graph further, or use the Export page."):
+            path, name, said = whole_service.export_shown(folder, query)
+        link = sessions.download_link(folder, path, name)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return link, ui.message([f"{said} ", html.A("Download it again", href=link)], "ok")
+
+
+ui.start_downloads(ids.COMMUNITIES_WHOLE_DOWNLOAD)
+clientside_callback(  # the canvas as it is on screen, as a PNG file
+    """function (clicks, containerId) {
+        const container = document.getElementById(containerId);
+        const view = container && container.wholeGraph;
+        if (!clicks || !view || !view.n) { return window.dash_clientside.no_update; }
+        const link = document.createElement("a");
+        link.href = view.canvas.toDataURL("image/png");
+        link.download = "whole-graph.png";
+        document.body.appendChild(link);
+        link.click();
+        link.remove();
+        return "The canvas as it is on screen, as a PNG image";
+    }""",
+    Output(ids.COMMUNITIES_WHOLE_PNG, "title"),
+    Input(ids.COMMUNITIES_WHOLE_PNG, "n_clicks"),
+    State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
+    prevent_initial_call=True,
+)
 clientside_callback(  # a click on a clone fills in the ego network's clone
     """function (clicked) {
         if (!clicked || clicked.clone === undefined || clicked.clone === null) {
