@@ -64,13 +64,17 @@
     setData(data) {
       const n = data.x.length, x = new Float64Array(data.x), y = new Float64Array(data.y);
       const group = Int32Array.from(data.group), groups = data.groups;
-      const colours = [], colourIndex = new Map(), groupColour = new Int32Array(groups.colour.length);
-      groups.colour.forEach((c, g) => {
+      // colours: the groups' (modules or symbols), or those of an attribute's groups (colour_group, colours)
+      const byAttribute = Array.isArray(data.colour_group) && Array.isArray(data.colours);
+      const colourOf = byAttribute ? Int32Array.from(data.colour_group) : group;
+      const paint = byAttribute ? data.colours : groups.colour;
+      const colours = [], colourIndex = new Map(), groupColour = new Int32Array(paint.length);
+      paint.forEach((c, g) => {
         if (!colourIndex.has(c)) { colourIndex.set(c, colours.length); colours.push(c); }
         groupColour[g] = colourIndex.get(c);
       });
       const byColour = colours.map(() => []);  // clone indices per colour: one fill per colour
-      for (let i = 0; i < n; i++) byColour[groupColour[group[i]]].push(i);
+      for (let i = 0; i < n; i++) byColour[groupColour[colourOf[i]]].push(i);
       let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
       for (let i = 0; i < n; i++) {
         if (x[i] < x0) x0 = x[i]; if (x[i] > x1) x1 = x[i];
@@ -82,6 +86,7 @@
         byColour: byColour.map(list => Int32Array.from(list)),
         source: Int32Array.from(data.source || []), target: Int32Array.from(data.target || []),
         labels: data.labels || [], moduleLabels: data.module_labels || [],
+        sizes: Array.isArray(data.sizes) ? Float32Array.from(data.sizes) : null,  // size factors per clone
         bounds: {x0: x0, x1: Math.max(x1, x0 + 1e-9), y0: y0, y1: Math.max(y1, y0 + 1e-9)},
       });
       this.edges = this.source.length;
@@ -236,9 +241,10 @@
             if (marking && this.marked[i] !== pass) continue;
             if (this.shown !== null && !this.shown[i]) continue;
             const px = s * x[i] + ox, py = s * y[i] + oy;
-            if (px < -half || py < -half || px > cw + half || py > ch + half) continue;
-            if (discs) { ctx.moveTo(px + half, py); ctx.arc(px, py, half, 0, 2 * Math.PI); }
-            else ctx.rect(px - half, py - half, size, size);
+            const f = this.sizes ? this.sizes[i] : 1, h = half * f;
+            if (px < -h || py < -h || px > cw + h || py > ch + h) continue;
+            if (discs) { ctx.moveTo(px + h, py); ctx.arc(px, py, h, 0, 2 * Math.PI); }
+            else ctx.rect(px - h, py - h, 2 * h, 2 * h);
           }
           ctx.fill();
         });

@@ -34,9 +34,9 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     folder = sessions.session_folder(sid)
     saved = graph_service.run_communities(folder, trials=1, seed=0, markov_time=0.5)  # multilevel: submodules
     n = graph_service.load_current(folder).n_states
-    not_asked = page.show_whole_graph(None, 2000, "packed", 1, 0, None, sid)
-    assert not_asked == (None, None, None, page.HIDDEN)  # not asked yet (or hidden again by Back)
-    clones, marked, note, style = page.show_whole_graph(1, 2000, "packed", 1, 0, None, sid)
+    not_asked = page.show_whole_graph(None, 2000, "packed", "module", "none", 1, 0, None, sid)
+    assert not_asked == (None, None, None, page.HIDDEN, None)  # not asked yet (or hidden again by Back)
+    clones, marked, note, style, legend = page.show_whole_graph(1, 2000, "packed", "module", "none", 1, 0, None, sid)
     assert marked is None and style == page.SHOWN
     assert len(clones["x"]) == len(clones["y"]) == len(clones["group"]) == len(clones["labels"]) == n
     assert np.isfinite(np.array(clones["x"], dtype=float)).all() and np.isfinite(np.array(clones["y"])).all()
@@ -70,7 +70,7 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     text = str(note)
     assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
     assert "No Infomap run" not in text
-    none = page.show_whole_graph(1, 0, "packed", 1, 0, None, sid)[0]
+    none = page.show_whole_graph(1, 0, "packed", "module", "none", 1, 0, None, sid)[0]
     assert none["source"] == none["target"] == [] and len(none["x"]) == n
 
 
@@ -99,7 +99,9 @@ def test_clicking_a_clone_opens_its_module_and_marks_it() -> None:
     assert page.mark_module(module["id"], 1, sid) == sorted(module["nodes"])
     assert page.mark_module(None, 1, sid) is None  # none selected: none marked
     assert page.mark_module(module["id"], None, sid) is page.no_update  # the view was never drawn
-    _, marked, _, _ = page.show_whole_graph(1, 0, "packed", 1, 0, module["id"], sid)  # drawn, a module selected
+    _, marked, *_ = page.show_whole_graph(
+        1, 0, "packed", "module", "none", 1, 0, module["id"], sid
+    )  # drawn, a module selected
     assert marked == sorted(module["nodes"])
 
 
@@ -112,7 +114,7 @@ def test_without_an_infomap_run_the_clones_are_grouped_by_character() -> None:
     prune_service.apply_prune(folder, -2)  # a new current model: no run for it
     assert graph_service.read_communities(folder) is None
     model = graph_service.load_current(folder)
-    clones, _, note, _ = page.show_whole_graph(1, 5000, "packed", 1, 0, None, sid)
+    clones, _, note, *_ = page.show_whole_graph(1, 5000, "packed", "module", "none", 1, 0, None, sid)
     assert len(clones["x"]) == model.n_states and set(clones["groups"]["module"]) == {""}
     assert [clones["groups"]["text"][g] for g in clones["group"][:1]] == [f"character {visible(model.symbols[0])}"]
     assert "No Infomap run for this model yet" in str(note)
@@ -145,7 +147,7 @@ def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> No
         with pytest.raises(UserError, match=f"at most {model.n_states - 1:,} clones and this model has"):
             whole_service.whole_graph(folder)
     assert api.model_file_states(config.SAMPLE_CORPUS) is None  # not a model file
-    _, _, said, _ = page.show_whole_graph(1, 5000, "packed", 1, 0, None, sid)
+    _, _, said, *_ = page.show_whole_graph(1, 5000, "packed", "module", "none", 1, 0, None, sid)
     assert "at most" in str(said)
     monkeypatch.setattr(whole_service, "MAX_CLONES", model.n_states)
     monkeypatch.setattr(whole_service, "MAX_GROUPS", 5)
@@ -198,8 +200,9 @@ def test_the_layout_measure_tells_apart_grouped_and_scattered_places() -> None:
     flow = np.ones(200)
     apart = np.vstack([rng.normal(0, 0.05, (50, 2)), rng.normal(0, 0.05, (50, 2)) + 5])
     scattered = rng.uniform(0, 5, (100, 2))
-    good, bad = api.layout_quality(apart, sources, targets, flow, groups), api.layout_quality(
-        scattered, sources, targets, flow, groups
+    good, bad = (
+        api.layout_quality(apart, sources, targets, flow, groups),
+        api.layout_quality(scattered, sources, targets, flow, groups),
     )
     assert good["purity"] == 1.0 and good["stretch"] < 0.1
     assert 0.3 < bad["purity"] < 0.7 and 0.8 < bad["stretch"] < 1.2
@@ -281,3 +284,33 @@ def test_the_clones_shown_are_exported_with_their_filter() -> None:
     assert name == f"clones-shown-{len(shown)}.graphml" and f"Exported the {len(shown):,} clones shown" in said
     with pytest.raises(UserError, match="No filter is set"):
         whole_service.export_shown(folder, "")
+
+
+def test_colour_and_size_map_an_attribute_with_a_legend() -> None:
+    """Colour and size by attribute on the whole graph, with a legend: by symbol (a colour per symbol), by degree
+    or flow (ordered bins, low to high, each clone in the bin of its value), sizes growing with flow or degree."""
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import whole_graph as page
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.run_communities(folder, trials=1, seed=0)
+    graph = graph_service.session_graph(folder, saved["threshold"])
+    clones, _, _, _, legend = page.show_whole_graph(1, 0, "packed", "module", "none", 1, 0, None, sid)
+    assert clones["colour_group"] is None and clones["sizes"] is None and legend is None  # the modules' colours
+    clones, *_, legend = page.show_whole_graph(1, 0, "packed", "symbol", "flow", 1, 0, None, sid)
+    assert clones["colour_group"] == graph.clone_symbol.tolist() and len(set(clones["colours"])) == 27
+    assert "Colour: symbol" in str(legend) and "and 15 more symbols" in str(legend) and "Size: larger" in str(legend)
+    sizes, flow = np.array(clones["sizes"]), np.asarray(graph.flow)
+    assert sizes.min() >= 0.5 and sizes.max() <= 2.2 and sizes[np.argmax(flow)] == sizes.max()
+    assert np.all(np.diff(sizes[np.argsort(flow)]) >= 0)  # larger with more flow
+    clones, *_ = page.show_whole_graph(1, 0, "packed", "degree", "none", 1, 0, None, sid)
+    bins, degree = np.array(clones["colour_group"]), graph.degree()
+    assert len(set(bins.tolist())) > 3 and np.all(np.diff(bins[np.argsort(degree, kind="stable")]) >= 0)  # ordered
+    assert clones["colours"] == list(whole_service.SEQUENTIAL[: len(clones["colours"])])
+    mapping = whole_service.attribute_mapping(folder, "degree", "none")
+    for colour, text in mapping["legend"]:  # each bin's range holds exactly its clones' degrees
+        members = degree[bins == whole_service.SEQUENTIAL.index(colour)]
+        assert text == (
+            f"{members.min():,}" if members.min() == members.max() else f"{members.min():,} to {members.max():,}"
+        )

@@ -795,6 +795,19 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     )
     assert moved["clones"] == n and moved["inked"] > 600
     screenshot(browser, "whole-graph-transitions", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    # colour by degree, size by flow: a legend of ordered bins, the canvas drawn again in the new colours
+    inked = state()["inked"]
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_COLOUR}", "degree")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_SIZE}", "flow")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_LEGEND}", "Colour: degree", 15)
+    swatches = browser.driver.find_elements(By.CSS_SELECTOR, f"#{ids.COMMUNITIES_WHOLE_LEGEND} .legend-swatch")
+    assert len(swatches) >= 4
+    drawn_colours = "return document.querySelector(arguments[0]).wholeGraph.colours;"
+    wait_until(lambda: browser.driver.execute_script(drawn_colours, view)[0] == "#440154", 10, "not by degree")
+    assert state()["inked"] != inked
+    screenshot(browser, "whole-graph-degree", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_COLOUR}", "top module")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_SIZE}", "all alike")
     # the clicked clone filled in the filter's ego network: Filter shows it and its neighbours within a step
     centre_box = browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CENTRE}")
     centre = int(wait_until(lambda: centre_box.get_attribute("value"), 5, "the click did not fill in the clone"))

@@ -384,3 +384,69 @@ def export_shown(folder: Path, query: Any) -> tuple[Path, str, str]:
         f"{format_bytes(written.stat().st_size)}, saved as {name}."
     )
     return written, name, note
+
+
+# ------------------------------------------------------------------------------------------ colour and size
+COLOUR_BY = {"module": "top module", "symbol": "symbol", "degree": "degree", "flow": "flow"}
+"""What the whole graph's colours map (the first: its modules' colours, as the table's)."""
+SIZE_BY = {"none": "all alike", "flow": "flow", "degree": "degree"}
+"""What the whole graph's clone sizes map."""
+SEQUENTIAL = ("#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c", "#28ae80", "#5ec962", "#addc30", "#fde725")
+"""The colours of a measure's bins, low to high (viridis: ordered, and readable by colour-blind eyes)."""
+LEGEND_ENTRIES = 12
+"""The most entries a categorical legend lists (the rest summed up in one line)."""
+
+
+def _bins(values: np.ndarray, log: bool) -> tuple[np.ndarray, list[str]]:
+    """Each value's bin among up to ``len(SEQUENTIAL)`` quantile bins (on log10 for ``log``) and each bin's range."""
+    keyed = np.log10(np.maximum(values, 1e-300)) if log else values.astype(np.float64)
+    cuts = np.unique(np.quantile(keyed, np.linspace(0, 1, len(SEQUENTIAL) + 1)[1:-1]))
+    index = np.searchsorted(cuts, keyed, side="right")
+    texts = []
+    for b in range(len(cuts) + 1):
+        members = values[index == b]
+        if members.size == 0:
+            texts.append("")
+            continue
+        low, high = members.min(), members.max()
+        show = (lambda v: f"{v:.2g}") if log else (lambda v: f"{int(v):,}")
+        texts.append(show(low) if low == high else f"{show(low)} to {show(high)}")
+    return index, texts
+
+
+def attribute_mapping(folder: Path, colour_by: Any, size_by: Any) -> dict[str, Any]:
+    """The whole graph's colour and size by an attribute of its clones (:data:`COLOUR_BY`, :data:`SIZE_BY`) on the
+    clone graph it draws: per clone a colour group (None: the modules' colours) and a size factor (None: alike),
+    the groups' colours, and the legend (colour, text) a reader needs; kept per version of the model and run."""
+    colour = colour_by if colour_by in COLOUR_BY else "module"
+    size = size_by if size_by in SIZE_BY else "none"
+    saved = graph_service.read_communities(folder)
+    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    files = [folder / graph_service.COMMUNITIES] if saved else []
+    files.append(sessions.current_model_path(folder))
+    return kept.kept(("whole mapping", colour, size), files, lambda: _mapping(graph, colour, size))
+
+
+def _mapping(graph: Any, colour: str, size: str) -> dict[str, Any]:
+    """:func:`attribute_mapping` computed."""
+    degree, flow = graph.degree(), np.asarray(graph.flow, dtype=np.float64)
+    out: dict[str, Any] = {
+        "colour_group": None, "colours": None, "sizes": None, "legend": [], "colour_by": colour, "size_by": size,
+    }  # fmt: skip
+    if colour == "symbol":
+        symbol_flow = np.bincount(graph.clone_symbol, weights=flow, minlength=len(graph.symbols))
+        out["colour_group"] = graph.clone_symbol.tolist()
+        out["colours"] = [graph_service.symbol_colour(k) for k in range(len(graph.symbols))]
+        ranked = np.argsort(-symbol_flow, kind="stable")
+        out["legend"] = [(out["colours"][k], visible(graph.symbols[k])) for k in ranked[:LEGEND_ENTRIES]]
+        if len(ranked) > LEGEND_ENTRIES:
+            out["legend"].append(("", f"and {len(ranked) - LEGEND_ENTRIES:,} more symbols of less flow"))
+    elif colour in ("degree", "flow"):
+        index, texts = _bins(flow if colour == "flow" else degree, log=colour == "flow")
+        out["colour_group"] = index.tolist()
+        out["colours"] = list(SEQUENTIAL[: len(texts)])
+        out["legend"] = [(SEQUENTIAL[b], text) for b, text in enumerate(texts) if text]
+    if size != "none":
+        values = np.sqrt(flow / max(flow.max(), 1e-300)) if size == "flow" else degree / max(degree.max(), 1)
+        out["sizes"] = np.round(0.5 + 1.7 * values, 3).tolist()  # 0.5 to 2.2 times the clones' common size
+    return out

@@ -50,6 +50,26 @@ def controls() -> html.Div:
                         style={"minWidth": "22em"},
                     ),
                 ),
+                ui.field(
+                    "Colour by",
+                    dcc.Dropdown(
+                        id=ids.COMMUNITIES_WHOLE_COLOUR,
+                        options=[{"label": label, "value": key} for key, label in whole_service.COLOUR_BY.items()],
+                        value="module",
+                        clearable=False,
+                        style={"minWidth": "10em"},
+                    ),
+                ),
+                ui.field(
+                    "Size by",
+                    dcc.Dropdown(
+                        id=ids.COMMUNITIES_WHOLE_SIZE,
+                        options=[{"label": label, "value": key} for key, label in whole_service.SIZE_BY.items()],
+                        value="none",
+                        clearable=False,
+                        style={"minWidth": "8em"},
+                    ),
+                ),
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
             filters(),
@@ -62,6 +82,7 @@ def controls() -> html.Div:
                     html.Div(id=ids.COMMUNITIES_WHOLE_NOTE, className="hint"),
                     dcc.Store(id=ids.COMMUNITIES_WHOLE_DATA, storage_type="memory", data=None),
                     html.Div(id=ids.COMMUNITIES_WHOLE_GRAPH, style=HIDDEN),
+                    html.Div(id=ids.COMMUNITIES_WHOLE_LEGEND, className="whole-graph-legend"),
                 ],
                 type="default",
                 delay_show=0,
@@ -117,12 +138,29 @@ def filters() -> html.Details:
     )
 
 
-def columns(drawn: dict[str, Any]) -> dict[str, Any]:
+def legend(mapping: dict[str, Any]) -> Any:
+    """The legend of the whole graph's colours and sizes (None with the modules' colours and sizes alike: the
+    module table is their legend)."""
+    parts: list[Any] = []
+    if mapping["legend"]:
+        parts.append(html.Span(f"Colour: {whole_service.COLOUR_BY[mapping['colour_by']]} ", className="legend-title"))
+        for colour, text in mapping["legend"]:
+            swatch = html.Span(className="legend-swatch", style={"background": colour}) if colour else None
+            parts.append(html.Span([swatch, text], className="legend-entry"))
+    if mapping["sizes"] is not None:
+        parts.append(html.Span(" Size: larger with more " + mapping.get("size_by", ""), className="legend-title"))
+    return parts or None
+
+
+def columns(drawn: dict[str, Any], mapping: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole graph as the canvas reads it: per clone its position (5 decimals), group and label; per group its
     hover text, colour and top module; the transitions as source and target clones (most flow first); the top
-    modules' labels. Plain lists: every clone once, in state order."""
+    modules' labels; and, when colour or size map an attribute (:func:`app.services.whole_graph.attribute_mapping`),
+    per clone its colour group and size factor, and the groups' colours. Plain lists: every clone once, in state
+    order."""
     groups = drawn["groups"]
-    return {
+    mapped = {key: (mapping or {}).get(key) for key in ("colour_group", "colours", "sizes")}
+    return mapped | {
         "x": np.round(drawn["x"], 5).tolist(),
         "y": np.round(drawn["y"], 5).tolist(),
         "group": np.asarray(drawn["group"]).tolist(),
@@ -183,9 +221,12 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     Output(ids.COMMUNITIES_WHOLE_MARKED, "data"),
     Output(ids.COMMUNITIES_WHOLE_NOTE, "children"),
     Output(ids.COMMUNITIES_WHOLE_GRAPH, "style"),
+    Output(ids.COMMUNITIES_WHOLE_LEGEND, "children"),
     Input(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
     Input(ids.COMMUNITIES_WHOLE_LAYOUT, "value"),
+    Input(ids.COMMUNITIES_WHOLE_COLOUR, "value"),
+    Input(ids.COMMUNITIES_WHOLE_SIZE, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
@@ -196,6 +237,8 @@ def show_whole_graph(
     clicks: int | None,
     max_edges: Any,
     layout: Any,
+    colour_by: Any,
+    size_by: Any,
     _version: Any,
     _model: Any,
     selected: str | None,
@@ -205,14 +248,15 @@ def show_whole_graph(
     model while shown: the columns for the canvas, the selected module's clones, the note, and the canvas's height;
     hidden again when the view in the URL has it not drawn (Back)."""
     if not clicks:
-        return None, None, None, HIDDEN
+        return None, None, None, HIDDEN, None
     try:
         folder = sessions.session_folder(session_id)
         drawn = whole_service.whole_graph(folder, max_edges, layout)
+        mapping = whole_service.attribute_mapping(folder, colour_by, size_by)
         marked = whole_service.module_clones(folder, selected)
     except ui.EXPECTED_ERRORS as exc:
-        return no_update, no_update, ui.error_message(exc), no_update
-    return columns(drawn), marked or None, note(drawn), SHOWN
+        return no_update, no_update, ui.error_message(exc), no_update, no_update
+    return columns(drawn, mapping), marked or None, note(drawn), SHOWN, legend(mapping)
 
 
 @callback(
