@@ -65,6 +65,7 @@ LAST_USED = "last_used"
 COMMUNITIES = "communities.json"
 NOTICE = "notice.json"  # why a request job of the session was killed (app.jobs.read_notice)
 SUMMARY = "summary.json"  # the current model's summary, cached by a page load (app.services.models.model_summary)
+WHOLE_LAYOUT = "whole-layout.npz"  # the whole graph's layout by transitions, kept (app.services.whole_graph)
 UPLOADS = "uploads"  # files sent through the upload route (app.transfers), each named by its token
 UPLOAD_REFERENCE = "chmm-upload:"
 """How an upload widget's ``contents`` name a file that arrived through the upload route: this prefix and its token
@@ -406,7 +407,7 @@ def cleanup_sessions(root: Path | None = None, ttl_s: float | None = None, now: 
 UNTOUCHED = frozenset({CURRENT, COMMUNITIES, LAST_USED})
 """The files of a session in which the visitor did nothing yet (the shared start model and its communities)."""
 
-CACHES = frozenset({SUMMARY})
+CACHES = frozenset({SUMMARY, WHOLE_LAYOUT})
 """Files a mere page load writes into a session folder (caches of what can be computed again from its model): they
 say nothing of what the visitor did, so :func:`untouched` does not count them (issue 51: the badge's summary made
 every fetched page a session with work, and 520 fetches locked out new visitors for a day)."""

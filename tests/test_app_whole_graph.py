@@ -187,7 +187,12 @@ def test_the_layout_by_transitions_keeps_transitions_short_and_modules_together(
     assert x.min() >= -1e-9 and y.min() >= -1e-9 and x.max() <= whole_service.ASPECT + 1e-9 and y.max() <= 1 + 1e-9
     assert np.array_equal(force["group"], packed["group"]) and len(x) == packed["clones"]
     assert whole_service.whole_graph(folder, 2_000, "nonsense")["layout"] == whole_service.DEFAULT_LAYOUT
+    kept_file = folder / whole_service.KEPT_LAYOUT  # made once per run, kept on disk for any process
+    assert kept_file.is_file() and sessions.untouched(folder)  # a cache: not a session with work
     monkeypatch.setattr(whole_service, "MAX_FORCE_WORK", 10)
+    again = whole_service.whole_graph(folder, 1_000, "transitions")  # another drawing: the kept layout, no work
+    assert np.array_equal(again["x"], force["x"]) and np.array_equal(again["y"], force["y"])
+    graph_service.run_communities(folder, trials=1, seed=5)  # a new run: the kept layout is not its own
     with pytest.raises(UserError, match="The layout by transitions would weigh"):
         whole_service.whole_graph(folder, 1_000, "transitions")
 

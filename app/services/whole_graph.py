@@ -3,6 +3,8 @@ run's tree, :func:`engine.api.packed_layout`), coloured by top module, with the 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,10 +47,14 @@ transitions ignored), or by the transitions (:func:`engine.api.grouped_layout`: 
 between them, each one's clones by the flow within it; bench/bench_explorer.py measures both)."""
 DEFAULT_LAYOUT = "packed"
 
-MAX_FORCE_WORK = 20_000_000
-"""The most work the layout by transitions takes in a request: the sum over top modules of their clones squared
-(the pairs its force layout weighs each of 120 iterations; 47 million took 12 s here). Past it the layout is refused
-at once, before any work."""
+MAX_FORCE_WORK = 200_000_000
+"""The most work the layout by transitions takes: the sum over top modules of their clones squared (the pairs its
+force layout weighs each of 120 iterations; 47 million took 12 s here, so this bound about 50 s, within a job's
+:func:`app.config.max_request_seconds`). Past it the layout is refused at once, before any work. It runs in the
+whole graph's job (never in a web worker) and is kept on disk per run (:data:`KEPT_LAYOUT`)."""
+KEPT_LAYOUT = sessions.WHOLE_LAYOUT
+"""The layout by transitions, kept in the session folder with the model and run it was made for (made once per run,
+read by every later drawing, in any process; a cache, which does not make a session one with work)."""
 
 OUTSIDE = "#bbbbbb"
 """The colour of clones in no module (no transition above the threshold: Infomap never saw them)."""
@@ -128,7 +134,9 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
     layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
     if layout_name == "transitions":
-        layout = _by_transitions(graph, parents, members, layout)
+        layout = _kept_layout(
+            folder, saved, layout_name, layout, lambda: _by_transitions(graph, parents, members, layout)
+        )
     if saved:
         leaves = [i for i in range(len(modules)) if not modules[i].get("children")]
         group_of = np.full(len(modules), len(leaves), dtype=np.int64)
@@ -192,6 +200,33 @@ def _top_groups(parents: np.ndarray, members: np.ndarray) -> np.ndarray:
     """Each clone's top module (its index; the number of modules for a clone in none)."""
     top_of = np.array([_top(parents, i) for i in range(len(parents))], dtype=np.int64)
     return np.where(members >= 0, top_of[np.maximum(members, 0)], len(parents))
+
+
+def _layout_stamp(folder: Path, saved: dict[str, Any] | None) -> str:
+    """What a kept layout was made for: the model file and the run (when it finished)."""
+    return f"{sessions.model_stamp(folder)}|{(saved or {}).get('finished')!r}"
+
+
+def _kept_layout(folder: Path, saved: dict[str, Any] | None, name: str, packed: Any, make: Callable[[], Any]) -> Any:
+    """The layout ``name`` as kept on disk for this model and run (:data:`KEPT_LAYOUT`), else made by ``make`` and
+    kept (read with ``allow_pickle=False``; a file of another model or run, or unreadable, is made again)."""
+    path = folder / KEPT_LAYOUT
+    stamp = f"{name}|{_layout_stamp(folder, saved)}"
+    try:
+        with np.load(path, allow_pickle=False) as kept_file:
+            if str(kept_file["stamp"]) == stamp and kept_file["positions"].shape == packed.positions.shape:
+                return replace(packed, positions=kept_file["positions"], cells=kept_file["cells"])
+    except (OSError, ValueError, KeyError):
+        pass
+    layout = make()
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, positions=layout.positions, cells=layout.cells, stamp=np.array(stamp))
+
+    with contextlib.suppress(OSError):  # a full disk costs the keeping, not the drawing
+        atomic_write(path, write)
+    return layout
 
 
 def _by_transitions(graph: Any, parents: np.ndarray, members: np.ndarray, packed: Any) -> Any:

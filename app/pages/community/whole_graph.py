@@ -18,6 +18,7 @@ from app.services import whole_graph as whole_service
 HEIGHT = 640
 """The canvas's height in CSS pixels once drawn (its width: the card's)."""
 HIDDEN = {"height": "0px", "position": "relative"}
+HIDDEN_NOTE, BUSY_SHOWN = {"display": "none"}, {}
 SHOWN = {"height": f"{HEIGHT}px", "position": "relative", "border": "1px solid #ddd", "overflow": "hidden"}
 
 
@@ -73,6 +74,12 @@ def controls() -> html.Div:
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
             filters(),
+            html.Div(
+                "Drawing the whole graph in the background (the layout by transitions is made once per run) ...",
+                id=ids.COMMUNITIES_WHOLE_BUSY,
+                className="message message-info",
+                style=HIDDEN_NOTE,
+            ),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_SHOWN, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_FILTER_SPEC, storage_type="memory", data=""),
@@ -231,8 +238,14 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     Input(ids.MODEL_VERSION, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.SESSION, "data"),
+    background=True,
+    running=[
+        (Output(ids.COMMUNITIES_WHOLE_SHOW, "disabled"), True, False),
+        (Output(ids.COMMUNITIES_WHOLE_BUSY, "style"), BUSY_SHOWN, HIDDEN_NOTE),
+    ],
     prevent_initial_call=True,
 )
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
 def show_whole_graph(
     clicks: int | None,
     max_edges: Any,
@@ -244,16 +257,19 @@ def show_whole_graph(
     selected: str | None,
     session_id: str | None,
 ) -> tuple[Any, Any, Any, Any]:
-    """Draw the whole graph once asked (the button, or the view in the URL), and again after a new Infomap run or
-    model while shown: the columns for the canvas, the selected module's clones, the note, and the canvas's height;
-    hidden again when the view in the URL has it not drawn (Back)."""
+    """The background job that draws the whole graph once asked (the button, or the view in the URL), and again
+    after a new Infomap run or model while shown, in a job process bounded in time and memory
+    (:func:`app.ui.request_job`; its layout by transitions made once per run and kept on disk): the columns for the
+    canvas, the selected module's clones, the note, the canvas's height and the legend; hidden again when the view
+    in the URL has it not drawn (Back)."""
     if not clicks:
         return None, None, None, HIDDEN, None
     try:
         folder = sessions.session_folder(session_id)
-        drawn = whole_service.whole_graph(folder, max_edges, layout)
-        mapping = whole_service.attribute_mapping(folder, colour_by, size_by)
-        marked = whole_service.module_clones(folder, selected)
+        with ui.request_job(folder, "The whole graph", "use the layout by modules, or browse the model by module."):
+            drawn = whole_service.whole_graph(folder, max_edges, layout)
+            mapping = whole_service.attribute_mapping(folder, colour_by, size_by)
+            marked = whole_service.module_clones(folder, selected)
     except ui.EXPECTED_ERRORS as exc:
         return no_update, no_update, ui.error_message(exc), no_update, no_update
     return columns(drawn, mapping), marked or None, note(drawn), SHOWN, legend(mapping)
