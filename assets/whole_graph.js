@@ -1,9 +1,10 @@
 /* The Communities page's whole graph: every clone of a model drawn with the Canvas 2D API (issue 47, item 2).
  *
  * Dash serves this file from assets/. The page's clientside callbacks call
- * window.dash_clientside.whole_graph.draw(data, marked, shown, containerId, clickedId) when the drawn data (a dcc.Store
- * filled by app/pages/community/whole_graph.py), the marked clones or the filter's clones (shown: the clones and
- * the transitions among them; null: all) change, and .fit(clicks, containerId) for the
+ * window.dash_clientside.whole_graph.draw(data, marked, shown, path, containerId, clickedId) when the drawn data (a
+ * dcc.Store filled by app/pages/community/whole_graph.py), the marked clones, the filter's clones (shown: the clones
+ * and the transitions among them; null: all) or a searched word's clone path change, and .fit(clicks, containerId)
+ * for the
  * "Fit" button. The renderer lives on its container element (container.wholeGraph), one per page.
  *
  * How it stays fast without a GPU (bench/bench_whole_graph.py, bench/RESULTS.md):
@@ -27,6 +28,9 @@
   const MAX_CLONE_LABELS = 400; // clone labels are written when at most this many clones are in view
   const BACKGROUND = '#ffffff';
   const EDGE_RGB = '110, 110, 110';
+  const ARROWS_ZOOM = 3;        // arrowheads on the transitions from this many times the fit's zoom ...
+  const MAX_ARROWS = 3000;      // ... when at most this many transitions are drawn
+  const PATH_COLOUR = '#b2182b';  // a searched word's clone path
 
   /** The renderer of one container: a canvas, a tooltip, the data and the view's transform. */
   class WholeGraph {
@@ -46,6 +50,7 @@
       this.width = 0; this.height = 0; this.dpr = 1; this.margin = 0;
       this.n = 0; this.edges = 0; this.marked = null; this.markedCount = 0;
       this.shown = null; this.shownCount = 0;  // the filter's clones (null: every clone)
+      this.path = null;  // a searched word's clones, in order (null: none)
       this.draws = 0;          // full scene draws so far (tests and benchmarks read it)
       this.frames = 0;         // frames presented so far
       this.lastDrawMs = 0;     // the last full scene draw's time
@@ -108,6 +113,12 @@
         this.source = Int32Array.from(shown.source || []); this.target = Int32Array.from(shown.target || []);
       }
       this.edges = this.source.length;
+    }
+
+    /** Mark a searched word's clone path (its clones in order; null or [] marks none). */
+    setPath(path) {
+      const clones = path && Array.isArray(path.clones) ? path.clones.filter(i => i >= 0 && i < this.n) : [];
+      this.path = clones.length ? Int32Array.from(clones) : null;
     }
 
     /** Whether clone i is drawn (the filter keeps it). */
@@ -228,6 +239,7 @@
           ctx.moveTo(ax, ay); ctx.lineTo(bx, by);
         }
         ctx.stroke();
+        if (s >= ARROWS_ZOOM * this.fitScale && this.edges <= MAX_ARROWS) this.drawArrows(ctx, s, ox, oy, cw, ch);
       }
       // the clones: one path per colour; squares when small, discs when zoomed in; faded when a module is marked
       const size = this.size(), half = size / 2, discs = size >= 5, marking = this.markedCount > 0;
@@ -250,6 +262,23 @@
         });
       }
       ctx.globalAlpha = 1;
+      // a searched word's clone path: a line through its clones in order, each ringed
+      if (this.path) {
+        ctx.strokeStyle = PATH_COLOUR;
+        ctx.lineWidth = 2;
+        ctx.beginPath();
+        this.path.forEach((i, k) => {
+          const px = s * x[i] + ox, py = s * y[i] + oy;
+          if (k === 0) ctx.moveTo(px, py); else ctx.lineTo(px, py);
+        });
+        ctx.stroke();
+        ctx.beginPath();
+        for (const i of this.path) {
+          const px = s * x[i] + ox, py = s * y[i] + oy;
+          ctx.moveTo(px + half + 3, py); ctx.arc(px, py, half + 3, 0, 2 * Math.PI);
+        }
+        ctx.stroke();
+      }
       // the ego network's clone, ringed
       const centre = this.shownData && Number.isInteger(this.shownData.centre) ? this.shownData.centre : -1;
       if (centre >= 0 && centre < this.n) {
@@ -285,6 +314,27 @@
       this.cacheView = {s: v.s, ox: v.ox, oy: v.oy};
       this.draws++;
       this.lastDrawMs = performance.now() - t0;
+    }
+
+    /** Arrowheads at the target end of each drawn transition (zoomed in far enough for them to read). */
+    drawArrows(ctx, s, ox, oy, cw, ch) {
+      const x = this.x, y = this.y, head = Math.max(4, this.size() * 0.8), back = this.size() / 2 + 1;
+      ctx.fillStyle = `rgba(${EDGE_RGB}, 0.6)`;
+      ctx.beginPath();
+      for (let e = 0; e < this.edges; e++) {
+        const a = this.source[e], c = this.target[e];
+        const ax = s * x[a] + ox, ay = s * y[a] + oy, bx = s * x[c] + ox, by = s * y[c] + oy;
+        if (bx < 0 || by < 0 || bx > cw || by > ch) continue;
+        const dx = bx - ax, dy = by - ay, length = Math.hypot(dx, dy);
+        if (length < 2 * head) continue;
+        const ux = dx / length, uy = dy / length, tx = bx - ux * back, ty = by - uy * back;
+        ctx.moveTo(tx, ty);
+        ctx.lineTo(tx - ux * head - uy * head * 0.45, ty - uy * head + ux * head * 0.45);
+        ctx.lineTo(tx - ux * head + uy * head * 0.45, ty - uy * head - ux * head * 0.45);
+        ctx.closePath();
+      }
+      ctx.fill();
+      this.arrows = (this.arrows || 0) + 1;
     }
 
     /** How many clones lie in the view itself (not its margin). */
@@ -443,7 +493,7 @@
     whole_graph: {
       /** Draw the store's data (null: nothing yet) with the marked clones and the filter's (shown); returns how
        * many clones are drawn. */
-      draw: function (data, marked, shown, containerId, clickedId) {
+      draw: function (data, marked, shown, path, containerId, clickedId) {
         const view = renderer(containerId, clickedId);
         if (!view || !data || !data.x) return 0;
         const fresh = view.data !== data, kept = view.n === data.x.length && view.fitScale > 0;
@@ -452,6 +502,7 @@
         view.shownData = shown;
         view.setShown(shown);
         view.setMarked(marked);
+        view.setPath(path);
         if ((fresh && !kept) || filtered) view.fit();  // new clones or a new filter: every one shown in view
         else { view.drawScene(); view.present(); }  // the same clones (other transitions, marks): the view stays
         return view.shownCount;

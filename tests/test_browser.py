@@ -795,6 +795,20 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     )
     assert moved["clones"] == n and moved["inked"] > 600
     screenshot(browser, "whole-graph-transitions", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
+    # a searched word's clone path is drawn on the canvas; zoomed in, the transitions get arrowheads
+    set_number(browser, ids.COMMUNITIES_SEARCH, "alice")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_SEARCH_RESULT}", "Modules on the path")
+    path_length = "const v = document.querySelector(arguments[0]).wholeGraph; return v.path ? v.path.length : 0;"
+    wait_until(lambda: browser.driver.execute_script(path_length, view) == len(" alice "), 10, "no path drawn")
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", index=2)  # the 2,000 of most flow
+    wait_until(lambda: (state() or {}).get("edges") == 2000, 30, "the transitions are not drawn")
+    arrows = "const v = document.querySelector(arguments[0]).wholeGraph; return v.arrows || 0;"
+    before = browser.driver.execute_script(arrows, view)
+    browser.driver.execute_script(
+        "const v = document.querySelector(arguments[0]).wholeGraph; v.view.s = 4 * v.fitScale; v.drawScene();", view
+    )
+    assert browser.driver.execute_script(arrows, view) == before + 1  # drawn with the scene at that zoom
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FIT}").click()
     # colour by degree, size by flow: a legend of ordered bins, the canvas drawn again in the new colours
     inked = state()["inked"]
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_COLOUR}", "degree")
@@ -805,7 +819,6 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     drawn_colours = "return document.querySelector(arguments[0]).wholeGraph.colours;"
     wait_until(lambda: browser.driver.execute_script(drawn_colours, view)[0] == "#440154", 10, "not by degree")
     assert state()["inked"] != inked
-    screenshot(browser, "whole-graph-degree", max_height=720, start=f"#{ids.COMMUNITIES_WHOLE_NOTE}")
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_COLOUR}", "top module")
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_SIZE}", "all alike")
     # the clicked clone filled in the filter's ego network: Filter shows it and its neighbours within a step

@@ -426,6 +426,7 @@ clientside_callback(  # the canvas draws the columns (assets/whole_graph.js), ag
     Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
     Input(ids.COMMUNITIES_WHOLE_MARKED, "data"),
     Input(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
+    Input(ids.COMMUNITIES_PATH, "data"),
     State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
     State(ids.COMMUNITIES_WHOLE_CLICKED, "id"),
     prevent_initial_call=True,
