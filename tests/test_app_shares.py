@@ -13,6 +13,7 @@ from app import config, sessions
 from app.services import UserError, shares
 from app.services import graphs as graph_service
 from app.services import models as model_service
+from app.services import whole_graph as whole_service
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +29,7 @@ def test_a_shared_model_and_run_open_in_another_session_with_its_own_one_undo_aw
     mine = new_session()
     graph_service.run_communities(mine, trials=1, seed=3, markov_time=0.7)  # a run of its own
     run = graph_service.read_communities(mine)
+    whole_service.whole_graph(mine, 1_000, "transitions")  # its whole graph drawn by transitions: layout kept
     token = shares.share_view(mine)
     assert shares.TOKEN.fullmatch(token) and shares.share_view(mine) == token  # shared twice: one share
     share = shares.shared(token)
@@ -45,6 +47,7 @@ def test_a_shared_model_and_run_open_in_another_session_with_its_own_one_undo_aw
     assert sessions.previous_model_path(other).stat().st_ino == own  # its own model: one undo away
     opened = graph_service.read_communities(other)
     assert opened is not None and opened["finished"] == run["finished"] and opened["modules"] == run["modules"]
+    assert (other / sessions.WHOLE_LAYOUT).samefile(mine / sessions.WHOLE_LAYOUT)  # the layout made once, shared
 
     graph_service.run_communities(mine, trials=1, seed=4, markov_time=0.9)  # the sharer moves on ...
     assert shares.share_view(mine) != token  # ... and its new view is a new share

@@ -11,6 +11,7 @@ most :data:`MAX_SHARES`, the oldest going first. In the data folder::
 
     .shared/TOKEN/current.npz        the model (a hard link to the session's file as it was)
     .shared/TOKEN/communities.json   its Infomap run, when it had one
+    .shared/TOKEN/whole-layout.npz   its whole graph's layout by transitions, when it was drawn (made once)
     .shared/TOKEN/share.json         when it was made and what it holds (the model's stamp, the run's)
 
 **Named views.** A session keeps up to :data:`MAX_VIEWS` views under names of its choosing (``views.json``: name
@@ -73,6 +74,8 @@ def share_view(folder: Path) -> str:
         sessions.link_or_copy(sessions.current_model_path(folder), work / sessions.CURRENT)
         if run_stamp is not None:
             sessions.link_or_copy(folder / graph_service.COMMUNITIES, work / graph_service.COMMUNITIES)
+        if (folder / sessions.WHOLE_LAYOUT).is_file():  # its whole graph's layout, made once (it says whose it is)
+            sessions.link_or_copy(folder / sessions.WHOLE_LAYOUT, work / sessions.WHOLE_LAYOUT)
         atomic_write_json(work / INFO, {"created": time.time(), "model": model_stamp, "run": run_stamp})
         os.rename(work, _root() / token)
     finally:
@@ -158,8 +161,9 @@ def open_share(folder: Path, token: Any) -> str:
     candidate = folder / f".share-{token}.npz"
     sessions.link_or_copy(share / sessions.CURRENT, candidate)
     sessions.install_model(folder, candidate)
-    if (share / graph_service.COMMUNITIES).is_file():
-        sessions.link_or_copy(share / graph_service.COMMUNITIES, folder / graph_service.COMMUNITIES)
+    for kept_file in (graph_service.COMMUNITIES, sessions.WHOLE_LAYOUT):  # the run, and its whole graph's layout
+        if (share / kept_file).is_file():
+            sessions.link_or_copy(share / kept_file, folder / kept_file)
     return "Opened the shared model and its run; your previous model is one undo away (Model page)."
 
 
