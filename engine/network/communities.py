@@ -222,7 +222,8 @@ def _infomap_network(graph: CloneGraph, flow: str) -> tuple[Any, str]:
     for node in np.flatnonzero(graph.active()):
         network.add_node(int(node), graph.label(int(node)))
     ok = weights > 0
-    network.add_links(zip(sources[ok].tolist(), targets[ok].tolist(), weights[ok].astype(float).tolist(), strict=True))
+    # as one array, read by Infomap's C++ (a list of tuples went through a Python loop: 5 s of 974,822 links)
+    network.add_links(np.column_stack([sources[ok], targets[ok], weights[ok]]).astype(np.float64))
     return network, flow_model
 
 
@@ -366,10 +367,14 @@ def module_links(communities: Communities) -> dict[str, list[tuple[str, str, flo
         keep = (parent_s >= 0) & (parent_s == parent_t) & (child_s >= 0) & (child_t >= 0) & (child_s != child_t)
         if not keep.any():
             continue
-        pairs = np.stack([parent_s[keep], child_s[keep], child_t[keep]], axis=1)
-        unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        # one int64 key per (parent, child, child), ordered as the triples are (a row-wise np.unique sorted
+        # structured rows: 3 s of a 974,822-edge graph's Infomap run)
+        m = np.int64(len(names))
+        keys = (parent_s[keep] * m + child_s[keep]) * m + child_t[keep]
+        unique, inverse = np.unique(keys, return_inverse=True)
         flows = np.bincount(inverse.ravel(), weights=link_flow[keep], minlength=len(unique))
-        for (parent, a, b), flow in zip(unique.tolist(), flows.tolist(), strict=True):
+        parents, firsts, seconds = unique // (m * m), (unique // m) % m, unique % m
+        for parent, a, b, flow in zip(parents.tolist(), firsts.tolist(), seconds.tolist(), flows.tolist(), strict=True):
             links[names[parent]].append((names[a], names[b], float(flow)))
     return {parent: sorted(items, key=lambda item: -item[2]) for parent, items in links.items()}
 
