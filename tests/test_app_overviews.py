@@ -260,6 +260,8 @@ def test_flow_and_degree_distributions(folder: Path, sid: str, run: dict[str, An
     graph = graph_service.session_graph(folder, run["threshold"])
     assert sum(found["clones"]) == int(graph.active().sum())
     assert sum(d * c for d, c in zip(found["degrees"], found["clones"], strict=True)) == 2 * graph.n_edges
+    saved = graph_service.read_communities(folder)  # saved by the run's job, which had the graph: read, not rebuilt
+    assert saved["degrees"] == graph_service.degree_counts(graph) == {k: found[k] for k in ("degrees", "clones")}
     figure = overview_page.show_distributions(1, 0, sid)
     assert [t.type for t in figure.data] == ["scatter", "scatter"] and figure.layout.xaxis.type == "log"
     assert figures.distributions_figure(None).layout.annotations  # no run: a note

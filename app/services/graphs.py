@@ -267,6 +267,7 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
             else terms | {"levels": {str(k): v for k, v in terms["levels"].items()}},
             "node_flow": {str(int(node)): round(float(flows[node]), 12) for node in result.nodes},
             "node_path": {str(int(node)): ":".join(map(str, path)) for node, path in result.node_path.items()},
+            "degrees": degree_counts(result.graph),  # the page's distribution, without the graph built again
             "finished": time.time(),
         }
         saved = unique_names(saved)  # the names the pages show, in the file too
@@ -275,6 +276,15 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
         atomic_write_bytes(folder / COMMUNITIES, json.dumps(saved, ensure_ascii=False).encode("utf-8"))
         del result  # the run and its graph go before the reservation does
     return saved
+
+
+def degree_counts(graph: Any) -> dict[str, list[int]]:
+    """How many clones of ``graph`` have each degree (edges in plus out; clones without edges left out): the
+    degrees that occur, ascending, and their counts."""
+    degree = graph.degree()
+    counts = np.bincount(degree[degree > 0])
+    seen = np.flatnonzero(counts)
+    return {"degrees": seen.tolist(), "clones": counts[seen].tolist()}
 
 
 def clone_signature(model: Any) -> str:

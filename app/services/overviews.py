@@ -18,6 +18,7 @@ from app.services.graphs import (
     COMMUNITIES,
     CURRENT_RUN,
     MAP_MAX_MODULES,
+    degree_counts,
     kept_of_run,
     module_colour,
     read_communities,
@@ -152,21 +153,16 @@ def path_in_view(drawn: dict[str, Any], modules: list[str]) -> dict[str, Any]:
 
 def distributions(folder: Path) -> dict[str, Any]:
     """The run's flow and degree distributions (kept per version of the run): the top modules' flows, the most
-    first (flow against rank), and how many clones of the pruned clone graph have each degree (edges in plus out,
-    clones without edges left out)."""
+    first (flow against rank), and how many clones of the pruned clone graph have each degree
+    (:func:`degree_counts`, saved with the run by its job; made here from the graph for a run saved without)."""
     saved = read_communities(folder)
     if saved is None:
         raise UserError("Run Infomap first (the current model has no community result yet).")
 
     def measure() -> dict[str, Any]:
-        graph = session_graph(folder, saved["threshold"])
-        degree = graph.degree()
-        counts = np.bincount(degree[degree > 0])
-        seen = np.flatnonzero(counts)
-        return {
-            "flows": sorted((float(m["flow"]) for m in saved["modules"] if not m.get("parent")), reverse=True),
-            "degrees": seen.tolist(),
-            "clones": counts[seen].tolist(),
-        }
+        flows = sorted((float(m["flow"]) for m in saved["modules"] if not m.get("parent")), reverse=True)
+        if isinstance(saved.get("degrees"), dict):  # saved by the run's job, which had the graph
+            return {"flows": flows} | {key: list(saved["degrees"][key]) for key in ("degrees", "clones")}
+        return {"flows": flows} | degree_counts(session_graph(folder, saved["threshold"]))
 
     return kept.kept(("distributions",), [folder / COMMUNITIES], measure)
