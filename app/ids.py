@@ -185,6 +185,7 @@ COMMUNITIES_WHOLE_PNG = "communities-whole-png"  # button: the canvas as a PNG i
 COMMUNITIES_WHOLE_DOWNLOAD = "communities-whole-download"  # store: the download link of the clones shown
 COMMUNITIES_WHOLE_EXPORT_NOTE = "communities-whole-export-note"
 COMMUNITIES_WHOLE_BUSY = "communities-whole-busy"  # shown while the whole graph's job runs
+COMMUNITIES_WHOLE_CANCEL = "communities-whole-cancel"  # button (in it): stop the whole graph's job
 COMMUNITIES_WHOLE_COLOUR = "communities-whole-colour"  # what the whole graph's colours map
 COMMUNITIES_WHOLE_SIZE = "communities-whole-size"  # what its clone sizes map
 COMMUNITIES_WHOLE_LEGEND = "communities-whole-legend"  # its legend

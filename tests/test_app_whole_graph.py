@@ -319,3 +319,20 @@ def test_colour_and_size_map_an_attribute_with_a_legend() -> None:
         assert text == (
             f"{members.min():,}" if members.min() == members.max() else f"{members.min():,} to {members.max():,}"
         )
+
+
+def test_the_whole_graph_is_a_charged_cancellable_job() -> None:
+    """The whole graph ran in the web request, bounded only by its work. It is a background job now, charged to the
+    memory budget from its fork, bounded in time (a request job), with a Cancel while it runs; so is the download
+    of the clones shown."""
+    import dash
+
+    from app import jobs, main
+    from app.pages.community import whole_graph as page
+
+    registered = {**dash._callback.GLOBAL_CALLBACK_MAP, **main.app.callback_map}
+    drawn = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DATA}.data" in k)
+    assert drawn["background"]["cancel"] == [{"id": ids.COMMUNITIES_WHOLE_CANCEL, "property": "n_clicks"}]
+    assert getattr(page.show_whole_graph, jobs.process.CHARGED_FROM_FORK)
+    exported = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DOWNLOAD}.data" in k)
+    assert exported["background"] and getattr(page.export_shown, jobs.process.CHARGED_FROM_FORK)

@@ -75,7 +75,10 @@ def controls() -> html.Div:
             ),
             filters(),
             html.Div(
-                "Drawing the whole graph in the background (the layout by transitions is made once per run) ...",
+                [
+                    "Drawing the whole graph in the background (the layout by transitions is made once per run) ... ",
+                    html.Button("Cancel", id=ids.COMMUNITIES_WHOLE_CANCEL, className="button"),
+                ],
                 id=ids.COMMUNITIES_WHOLE_BUSY,
                 className="message message-info",
                 style=HIDDEN_NOTE,
@@ -243,6 +246,7 @@ def note(drawn: dict[str, Any]) -> list[Any]:
         (Output(ids.COMMUNITIES_WHOLE_SHOW, "disabled"), True, False),
         (Output(ids.COMMUNITIES_WHOLE_BUSY, "style"), BUSY_SHOWN, HIDDEN_NOTE),
     ],
+    cancel=[Input(ids.COMMUNITIES_WHOLE_CANCEL, "n_clicks")],
     prevent_initial_call=True,
 )
 @jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
