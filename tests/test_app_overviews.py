@@ -330,3 +330,26 @@ def test_degree_and_flow_filters_hide_the_clones_below_them(folder: Path, run: d
     _, sheet = module_card.highlight_path(None, "", None, 0, "same", "character", None, None, elements, low_degree, 0)
     assert {"selector": f"node[degree < {float(low_degree)!r}]", "style": {"display": "none"}} in sheet
     assert module_card.clone_filters("abc", -1) == []
+
+
+def test_the_module_map_is_coloured_and_sized_by_a_measure_with_a_legend(folder: Path, sid: str, run: Any) -> None:
+    """Colour and size by attribute on the module map: by flow or clones (log) or submodules, on a sequential
+    scale from the map's least to its greatest, with the legend's ends; area by clones; by default the modules' own
+    colours and areas by flow (no rule added)."""
+    from app.pages.community import module_map as page
+    from app.pages.community.look import MAP_STYLESHEET
+
+    elements = overviews.module_map(folder, "", 100)["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    assert page.map_style(elements, "module", "flow") == (MAP_STYLESHEET, None)
+    sheet, legend = page.map_style(elements, "flow", "clones")
+    colour, size = sheet[len(MAP_STYLESHEET) :]
+    flows = [n["log_flow"] for n in nodes]
+    assert colour["style"]["background-color"] == f"mapData(log_flow, {min(flows)}, {max(flows)}, #440154, #fde725)"
+    clones = [n["log_clones"] for n in nodes]
+    assert size["style"]["width"] == f"mapData(log_clones, {min(clones)}, {max(clones)}, 12.0, 90.0)"
+    text = str(legend)
+    assert "Colour: flow (log)" in text and "Area: more clones" in text
+    assert f"{min(n['flow'] for n in nodes):.2g}" in text
+    for n in nodes:  # the logs the scale reads are the modules' own figures
+        assert abs(10 ** n["log_flow"] - n["flow"]) <= 1e-3 * n["flow"] and round(10 ** n["log_clones"]) == n["clones"]

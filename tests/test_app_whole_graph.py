@@ -331,8 +331,13 @@ def test_the_whole_graph_is_a_charged_cancellable_job() -> None:
     from app.pages.community import whole_graph as page
 
     registered = {**dash._callback.GLOBAL_CALLBACK_MAP, **main.app.callback_map}
-    drawn = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DATA}.data" in k)
+    drawn = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DATA}.data" in k and v["background"])
     assert drawn["background"]["cancel"] == [{"id": ids.COMMUNITIES_WHOLE_CANCEL, "property": "n_clicks"}]
-    assert getattr(page.show_whole_graph, jobs.process.CHARGED_FROM_FORK)
+    assert getattr(page.draw_whole_graph, jobs.process.CHARGED_FROM_FORK)
+    asked = page.ask_whole_graph(None, 2000, "packed", "module", "none", 1, 0)  # not shown: hidden, no job asked
+    assert asked == (None, None, None, None, page.HIDDEN, None)
+    asked = page.ask_whole_graph(1, 2000, "transitions", "degree", "flow", 3, 4)[0]
+    assert asked == {"clicks": 1, "edges": 2000, "layout": "transitions", "colour": "degree", "size": "flow",
+                     "version": [3, 4]}  # fmt: skip
     exported = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DOWNLOAD}.data" in k)
     assert exported["background"] and getattr(page.export_shown, jobs.process.CHARGED_FROM_FORK)

@@ -49,6 +49,7 @@ from app.pages.community.look import (
 )
 from app.pages.community.module_card import graph_controls, show_module
 from app.pages.community.runs import show_hierarchy
+from app.services import overviews as overview_service
 from app.services import shares
 from app.services.graphs import MAP_MAX_MODULES
 from app.services.overviews import MAP_LIMIT
@@ -183,6 +184,32 @@ def layout(**query: Any) -> html.Div:
                     ),
                     "the modules with the most flow; the rest are summed up below the map and listed in the table",
                 ),
+                html.Div(
+                    [
+                        ui.field(
+                            "Colour by",
+                            dcc.Dropdown(
+                                id=ids.COMMUNITIES_MAP_COLOUR,
+                                options=[{"label": v, "value": k} for k, v in overview_service.MAP_COLOUR_BY.items()],
+                                value="module",
+                                clearable=False,
+                                style={"minWidth": "14em"},
+                            ),
+                        ),
+                        ui.field(
+                            "Area by",
+                            dcc.Dropdown(
+                                id=ids.COMMUNITIES_MAP_SIZE,
+                                options=[{"label": v, "value": k} for k, v in overview_service.MAP_SIZE_BY.items()],
+                                value="flow",
+                                clearable=False,
+                                style={"minWidth": "8em"},
+                            ),
+                        ),
+                    ],
+                    className="form-grid",
+                ),
+                html.Div(id=ids.COMMUNITIES_MAP_LEGEND, className="whole-graph-legend"),
                 html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),
                 html.Div(id=ids.COMMUNITIES_MAP_PATH_NOTE),
                 *network_view(

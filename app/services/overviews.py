@@ -75,6 +75,8 @@ def drawn_module_map(folder: Path, parent: Any = "", limit: Any = MAP_LIMIT, run
                     "flow": float(module["flow"]),
                     "clones": int(module["size"]),
                     "submodules": len(module.get("children", [])),
+                    "log_flow": round(float(np.log10(max(float(module["flow"]), 1e-300))), 4),  # mapped colours
+                    "log_clones": round(float(np.log10(max(int(module["size"]), 1))), 4),
                     "size": round(float(sizes[rank]), 2),
                     "font": round(font, 2),
                     "colour": module_colour(module["id"]),
@@ -166,3 +168,54 @@ def distributions(folder: Path) -> dict[str, Any]:
         return {"flows": flows} | degree_counts(session_graph(folder, saved["threshold"]))
 
     return kept.kept(("distributions",), [folder / COMMUNITIES], measure)
+
+
+MAP_COLOUR_BY = {
+    "module": "module (as the table)",
+    "flow": "flow (log)",
+    "clones": "clones (log)",
+    "submodules": "submodules",
+}
+"""What the module map's colours map: the modules' own colours, or a measure on a sequential scale."""
+MAP_SIZE_BY = {"flow": "flow", "clones": "clones"}
+"""What the module map's circle areas map."""
+LOW_COLOUR, HIGH_COLOUR = "#440154", "#fde725"
+"""The ends of the module map's sequential scale (viridis's)."""
+MAP_SIZES = (12.0, 90.0)
+"""The smallest and largest circle of a module map sized by clones (CSS pixels)."""
+
+
+def mapped_style(
+    elements: list[dict[str, Any]], colour_by: Any, size_by: Any
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The module map's node style for a colour and size mapping (:data:`MAP_COLOUR_BY`, :data:`MAP_SIZE_BY`) over
+    the map's ``elements``: Cytoscape ``mapData`` from the measure's least to its greatest on the map (a log scale for
+    flow and clones), and the legend's ends; the modules' own colours and flow-sized circles need no rule."""
+    colour = colour_by if colour_by in MAP_COLOUR_BY else "module"
+    size = size_by if size_by in MAP_SIZE_BY else "flow"
+    nodes = [e["data"] for e in elements if "source" not in e.get("data", {})]
+    rules: list[dict[str, Any]] = []
+    legend: dict[str, Any] = {"colour": None, "size": size}
+    if colour != "module" and nodes:
+        key = {"flow": "log_flow", "clones": "log_clones", "submodules": "submodules"}[colour]
+        values = [float(n.get(key, 0.0)) for n in nodes]
+        low, high = min(values), max(values)
+        high = high if high > low else low + 1.0
+        rules.append(
+            {
+                "selector": "node",
+                "style": {"background-color": f"mapData({key}, {low}, {high}, {LOW_COLOUR}, {HIGH_COLOUR})"},
+            }
+        )
+        shown = (lambda v: f"{10**v:.2g}") if key.startswith("log_") else (lambda v: f"{v:g}")
+        legend["colour"] = {"by": colour, "low": shown(min(values)), "high": shown(max(values))}
+    if size == "clones" and nodes:
+        values = [float(n.get("log_clones", 0.0)) for n in nodes]
+        low, high = min(values), max(values)
+        high = high if high > low else low + 1.0
+        small, large = MAP_SIZES
+        rules.append({"selector": "node", "style": {
+            "width": f"mapData(log_clones, {low}, {high}, {small}, {large})",
+            "height": f"mapData(log_clones, {low}, {high}, {small}, {large})",
+        }})  # fmt: skip
+    return rules, legend

@@ -10,6 +10,7 @@ from typing import Any
 from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 
 from app import ids, sessions, ui
+from app.pages.community.look import MAP_STYLESHEET
 from app.services import graphs as graph_service
 from app.services import overviews
 from app.services import senses as sense_service
@@ -101,6 +102,32 @@ def show_map(
         className="legend",
     )
     return drawn["elements"], [legend, *[html.Div(note) for note in notes]]
+
+
+@callback(
+    Output(ids.COMMUNITIES_MAP, "stylesheet"),
+    Output(ids.COMMUNITIES_MAP_LEGEND, "children"),
+    Input(ids.COMMUNITIES_MAP, "elements"),
+    Input(ids.COMMUNITIES_MAP_COLOUR, "value"),
+    Input(ids.COMMUNITIES_MAP_SIZE, "value"),
+)
+def map_style(elements: list[dict[str, Any]] | None, colour_by: Any, size_by: Any) -> tuple[Any, Any]:
+    """The module map coloured and sized by a measure of its modules (flow, clones, submodules), on a sequential
+    scale with its legend; the modules' own colours, sized by flow, by default."""
+    rules, legend = overviews.mapped_style(elements or [], colour_by, size_by)
+    parts: list[Any] = []
+    if legend["colour"]:
+        scale = legend["colour"]
+        gradient = f"linear-gradient(to right, {overviews.LOW_COLOUR}, #21918c, {overviews.HIGH_COLOUR})"
+        parts += [
+            html.Span(f"Colour: {overviews.MAP_COLOUR_BY[scale['by']]} ", className="legend-title"),
+            html.Span(scale["low"]),
+            html.Span(className="legend-gradient", style={"background": gradient}),
+            html.Span(scale["high"]),
+        ]
+    if legend["size"] != "flow":
+        parts.append(html.Span(f" Area: more {legend['size']}, larger", className="legend-title"))
+    return MAP_STYLESHEET + rules, parts or None
 
 
 @callback(

@@ -85,6 +85,7 @@ def controls() -> html.Div:
             ),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_MARKED, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_SHOWN, storage_type="memory", data=None),
+            dcc.Store(id=ids.COMMUNITIES_WHOLE_REQUEST, storage_type="memory", data=None),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_FILTER_SPEC, storage_type="memory", data=""),
             dcc.Store(id=ids.COMMUNITIES_WHOLE_CLICKED, storage_type="memory", data={}),  # {}: no click yet
             dcc.Loading(
@@ -227,11 +228,12 @@ def note(drawn: dict[str, Any]) -> list[Any]:
 
 
 @callback(
-    Output(ids.COMMUNITIES_WHOLE_DATA, "data"),
-    Output(ids.COMMUNITIES_WHOLE_MARKED, "data"),
-    Output(ids.COMMUNITIES_WHOLE_NOTE, "children"),
-    Output(ids.COMMUNITIES_WHOLE_GRAPH, "style"),
-    Output(ids.COMMUNITIES_WHOLE_LEGEND, "children"),
+    Output(ids.COMMUNITIES_WHOLE_REQUEST, "data"),
+    Output(ids.COMMUNITIES_WHOLE_DATA, "data", allow_duplicate=True),
+    Output(ids.COMMUNITIES_WHOLE_MARKED, "data", allow_duplicate=True),
+    Output(ids.COMMUNITIES_WHOLE_NOTE, "children", allow_duplicate=True),
+    Output(ids.COMMUNITIES_WHOLE_GRAPH, "style", allow_duplicate=True),
+    Output(ids.COMMUNITIES_WHOLE_LEGEND, "children", allow_duplicate=True),
     Input(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
     Input(ids.COMMUNITIES_WHOLE_LAYOUT, "value"),
@@ -239,6 +241,27 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     Input(ids.COMMUNITIES_WHOLE_SIZE, "value"),
     Input(ids.COMMUNITIES_VERSION, "data"),
     Input(ids.MODEL_VERSION, "data"),
+    prevent_initial_call=True,
+)
+def ask_whole_graph(
+    clicks: int | None, max_edges: Any, layout: Any, colour_by: Any, size_by: Any, version: Any, model: Any
+) -> tuple[Any, ...]:
+    """What the whole graph's job is asked to draw (the button, or the view in the URL; again after a new run or
+    model while shown), or, when it is not drawn, the view hidden at once: no job starts for a change while the
+    whole graph is not shown (a job started for nothing kept the button disabled while the user pressed it)."""
+    if not clicks:
+        return None, None, None, None, HIDDEN, None
+    asked = {"clicks": clicks, "edges": max_edges, "layout": layout, "colour": colour_by, "size": size_by}
+    return asked | {"version": [version, model]}, *(no_update,) * 5
+
+
+@callback(
+    Output(ids.COMMUNITIES_WHOLE_DATA, "data"),
+    Output(ids.COMMUNITIES_WHOLE_MARKED, "data"),
+    Output(ids.COMMUNITIES_WHOLE_NOTE, "children"),
+    Output(ids.COMMUNITIES_WHOLE_GRAPH, "style"),
+    Output(ids.COMMUNITIES_WHOLE_LEGEND, "children"),
+    Input(ids.COMMUNITIES_WHOLE_REQUEST, "data"),
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.SESSION, "data"),
     background=True,
@@ -250,6 +273,15 @@ def note(drawn: dict[str, Any]) -> list[Any]:
     prevent_initial_call=True,
 )
 @jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
+def draw_whole_graph(asked: dict[str, Any] | None, selected: str | None, session_id: str | None) -> tuple[Any, ...]:
+    """The background job that draws the whole graph asked for (:func:`ask_whole_graph`), in a job process bounded
+    in time and memory (:func:`app.ui.request_job`; its layout by transitions made once per run and kept on disk)."""
+    if not asked:
+        return (no_update,) * 5
+    values = (asked.get(key) for key in ("clicks", "edges", "layout", "colour", "size"))
+    return show_whole_graph(*values, None, None, selected, session_id)
+
+
 def show_whole_graph(
     clicks: int | None,
     max_edges: Any,
@@ -261,11 +293,9 @@ def show_whole_graph(
     selected: str | None,
     session_id: str | None,
 ) -> tuple[Any, Any, Any, Any]:
-    """The background job that draws the whole graph once asked (the button, or the view in the URL), and again
-    after a new Infomap run or model while shown, in a job process bounded in time and memory
-    (:func:`app.ui.request_job`; its layout by transitions made once per run and kept on disk): the columns for the
-    canvas, the selected module's clones, the note, the canvas's height and the legend; hidden again when the view
-    in the URL has it not drawn (Back)."""
+    """The whole graph drawn (in a job process bounded in time and memory, :func:`app.ui.request_job`): the columns
+    for the canvas, the selected module's clones, the note, the canvas's height and the legend; hidden when it is
+    not asked for (``clicks``)."""
     if not clicks:
         return None, None, None, HIDDEN, None
     try:
