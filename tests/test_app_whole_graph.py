@@ -335,7 +335,7 @@ def test_the_whole_graph_is_a_charged_cancellable_job() -> None:
     assert drawn["background"]["cancel"] == [{"id": ids.COMMUNITIES_WHOLE_CANCEL, "property": "n_clicks"}]
     assert getattr(page.draw_whole_graph, jobs.process.CHARGED_FROM_FORK)
     asked = page.ask_whole_graph(None, 2000, "packed", "module", "none", 1, 0)  # not shown: hidden, no job asked
-    assert asked == (None, None, None, None, page.HIDDEN, None)
+    assert asked == (page.no_update, None, None, None, page.HIDDEN, None)  # the job's store untouched: no job
     asked = page.ask_whole_graph(1, 2000, "transitions", "degree", "flow", 3, 4)[0]
     assert asked == {"clicks": 1, "edges": 2000, "layout": "transitions", "colour": "degree", "size": "flow",
                      "version": [3, 4]}  # fmt: skip

@@ -250,7 +250,7 @@ def ask_whole_graph(
     model while shown), or, when it is not drawn, the view hidden at once: no job starts for a change while the
     whole graph is not shown (a job started for nothing kept the button disabled while the user pressed it)."""
     if not clicks:
-        return None, None, None, None, HIDDEN, None
+        return no_update, None, None, None, HIDDEN, None
     asked = {"clicks": clicks, "edges": max_edges, "layout": layout, "colour": colour_by, "size": size_by}
     return asked | {"version": [version, model]}, *(no_update,) * 5
 
