@@ -94,7 +94,7 @@ def navigate(view: Any, trigger: str | None, **values: Any) -> dict[str, Any]:
         "search": "", "table_rows": [], "tapped": None, "path": [], "crumbs": [], "drill": None, "run": "current",
         "threshold": 0, "layout": "preset", "_version": 0, "clicked": None, "selected": None, "level": "",
         "session_id": None, "kept_layout": None, "whole_drawn": None, "whole_layout": "packed", "whole_edges": 2000,
-        "whole_filter": "",
+        "whole_filter": "", "share": None,
     } | values  # fmt: skip
     triggered = [{"prop_id": trigger, "value": None}] if trigger else []  # the initial call: none
 
@@ -178,6 +178,18 @@ def test_the_whole_graph_and_its_filter_are_in_the_url(pages: Any) -> None:
         view, f"{ids.COMMUNITIES_WHOLE_FILTER_SPEC}.data", whole_drawn=1, whole_filter="ego=7/2", search="?whole=packed"
     )
     assert out["search"] == "?whole=packed&filter=ego%3D7%2F2" and out["filter"] is no_update
+    # a link that carries a share the session does not hold: its whole graph waits for the shared model
+    from app.services import shares
+
+    other = sessions.session_folder(sessions.new_session_id())
+    graph_service.run_communities(other, trials=1, seed=9)
+    token = shares.share_view(other)
+    out = navigate(view, None, search="?whole=packed", session_id=sid, share=token)
+    assert out["draw"] is no_update and out["whole"] is no_update
+    out = navigate(
+        view, None, search="?whole=packed", session_id=sid, share=shares.share_view(sessions.session_folder(sid))
+    )  # its own share: drawn at once
+    assert out["draw"] == 1
     out = navigate(view, None, search="?whole=spiral&edges=7&filter=nonsense", session_id=sid)
     note = json.dumps(out["note"].to_plotly_json(), default=str)
     assert "whole 'spiral'" in note and "edges '7'" in note and "filter 'nonsense'" in note

@@ -23,6 +23,7 @@ from dash import ALL, Input, Output, State, callback, ctx, no_update
 from app import ids, sessions, ui
 from app.pages.community.look import GRAPH_LAYOUTS
 from app.services import graphs as graph_service
+from app.services import shares
 from app.services import whole_graph as whole_service
 
 RUNS = (graph_service.CURRENT_RUN, graph_service.PREVIOUS_RUN)
@@ -170,6 +171,7 @@ def _picked(
     State(ids.COMMUNITIES_LEVEL, "data"),
     State(ids.SESSION, "data"),
     State(ids.COMMUNITIES_LAYOUT_KEPT, "data"),
+    State(ids.COMMUNITIES_SHARE, "data"),
 )
 def navigate(
     search: str | None,
@@ -191,6 +193,7 @@ def navigate(
     level: str | None,
     session_id: str | None,
     kept_layout: str | None = None,
+    share: str | None = None,
 ) -> tuple[Any, ...]:
     """The page's view: from the URL when the page opens or the browser goes back or forward (checked against the
     session's run, a note for what is left out), else from what the user did, written to the URL (a new entry of
@@ -218,6 +221,8 @@ def navigate(
         if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:
             asked["layout"] = kept_layout  # the layout chosen last comes back (issue 47) where a link names none
         view, more = checked_view(asked, session_id)
+        if view["whole"] and share and not _holds(session_id, share):
+            view["whole"] = ""  # the link's whole graph is the shared model's: drawn once it is opened, not before
         note = ui.message(" ".join(problems + more)) if problems or more else None
     elif trigger == ids.COMMUNITIES_VERSION:  # a new run: its top level, nothing open
         view = now | {"run": graph_service.CURRENT_RUN, "module": None, "level": ""}
@@ -249,6 +254,14 @@ def navigate(
     from_url = trigger is None or trigger == ids.COMMUNITIES_URL
     outputs.append(written if not from_url and written != (search or "") else no_update)
     return (*outputs, note)
+
+
+def _holds(session_id: str | None, share: str) -> bool:
+    """Whether the session holds the shared model and run a link carries (:func:`app.services.shares.holds_share`)."""
+    try:
+        return shares.holds_share(sessions.session_folder(session_id), share)
+    except ui.EXPECTED_ERRORS:
+        return False
 
 
 def _whole_outputs(
