@@ -98,10 +98,15 @@ def view_search(view: dict[str, Any]) -> str:
     return f"?{urlencode(pairs)}" if pairs else ""
 
 
-def checked_view(view: dict[str, Any], session_id: str | None) -> tuple[dict[str, Any], list[str]]:
+def checked_view(
+    view: dict[str, Any], session_id: str | None, share: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The view with what the session's run lacks left out (a run before the last, a module, a level), and a
-    sentence for each."""
+    sentence for each; a link's whole graph is not drawn while the session does not hold the model the link shares
+    (``share``: its token), which the page offers to open."""
     view, problems = dict(view), []
+    if view["whole"] and share and not _holds(session_id, share):
+        view["whole"] = ""  # the link's whole graph is the shared model's (``share``): drawn once that is opened
     if view["module"] is None and view["level"] == "" and view["run"] == graph_service.CURRENT_RUN:
         return view, problems
     try:
@@ -220,9 +225,7 @@ def navigate(
         asked, problems = parse_view(search)
         if trigger is None and "layout=" not in (search or "") and kept_layout in GRAPH_LAYOUTS:
             asked["layout"] = kept_layout  # the layout chosen last comes back (issue 47) where a link names none
-        view, more = checked_view(asked, session_id)
-        if view["whole"] and share and not _holds(session_id, share):
-            view["whole"] = ""  # the link's whole graph is the shared model's: drawn once it is opened, not before
+        view, more = checked_view(asked, session_id, share)
         note = ui.message(" ".join(problems + more)) if problems or more else None
     elif trigger == ids.COMMUNITIES_VERSION:  # a new run: its top level, nothing open
         view = now | {"run": graph_service.CURRENT_RUN, "module": None, "level": ""}
