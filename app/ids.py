@@ -142,6 +142,7 @@ COMMUNITIES_MAP_PATH_NOTE = "communities-map-path-note"
 COMMUNITIES_MAP_COLOUR = "communities-map-colour"  # what the module map's colours map
 COMMUNITIES_MAP_SIZE = "communities-map-size"  # what its circles' sizes map
 COMMUNITIES_MAP_LEGEND = "communities-map-legend"  # the legend of a mapped colour or size
+COMMUNITIES_MAP_RULES = "communities-map-rules"  # store: the module map's colour and size rules
 COMMUNITIES_DISTRIBUTIONS = "communities-distributions"
 COMMUNITIES_DEGREE_MIN = "communities-degree-min"
 COMMUNITIES_FLOW_MIN = "communities-flow-min"

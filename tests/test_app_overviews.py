@@ -336,14 +336,17 @@ def test_the_module_map_is_coloured_and_sized_by_a_measure_with_a_legend(folder:
     """Colour and size by attribute on the module map: by flow or clones (log) or submodules, on a sequential
     scale from the map's least to its greatest, with the legend's ends; area by clones; by default the modules' own
     colours and areas by flow (no rule added)."""
+    from app.pages.community import module_card
     from app.pages.community import module_map as page
     from app.pages.community.look import MAP_STYLESHEET
 
     elements = overviews.module_map(folder, "", 100)["elements"]
     nodes = [e["data"] for e in elements if "source" not in e["data"]]
-    assert page.map_style(elements, "module", "flow") == (MAP_STYLESHEET, None)
-    sheet, legend = page.map_style(elements, "flow", "clones")
-    colour, size = sheet[len(MAP_STYLESHEET) :]
+    assert page.map_style(elements, "module", "flow") == ([], None)
+    rules, legend = page.map_style(elements, "flow", "clones")
+    colour, size = rules
+    sheet, _ = module_card.highlight_path(None, "", None, 0, None, None, None, None, None, None, None, rules)
+    assert sheet == MAP_STYLESHEET + rules  # the map's stylesheet: its own, then the mapping
     flows = [n["log_flow"] for n in nodes]
     assert colour["style"]["background-color"] == f"mapData(log_flow, {min(flows)}, {max(flows)}, #440154, #fde725)"
     clones = [n["log_clones"] for n in nodes]

@@ -203,6 +203,23 @@ def test_the_page_builds_its_url_from_the_query_and_its_tables_are_grids(pages: 
     assert page.count("AgGrid(") == 3 and "DataTable" not in page
 
 
+def test_no_output_is_written_by_two_callbacks_unmarked(pages: Any) -> None:
+    """Two callbacks writing one property without ``allow_duplicate`` fight over it (the module map's colour rules
+    and its searched path both set its stylesheet: the last one wrote over the other): every page's outputs are
+    each one callback's, or marked."""
+    main, _, _ = pages
+    client = main.server.test_client()
+    for path in ("/", "/train", "/communities", "/maps", "/compare", "/export", "/prune", "/generate", "/decode"):
+        client.get(path)
+    callbacks = json.loads(client.get("/_dash-dependencies").get_data(as_text=True))
+    written: dict[str, int] = defaultdict(int)
+    for callback in callbacks:
+        text = callback["output"]
+        for part in [p for p in text.strip(".").split("...") if p] if text.startswith("..") else [text]:
+            written[part] += 1  # a marked duplicate carries its own suffix ("@<hash>")
+    assert [output for output, count in written.items() if count > 1] == []
+
+
 def test_no_two_callbacks_form_a_loop(pages: Any) -> None:
     """The renderer refuses a cycle between callbacks (one writes what the other reads and back); the view callback
     reads and writes the URL, the view's stores and the table's selection in one callback."""

@@ -631,6 +631,14 @@ def test_word_search_marks_the_path(browser: DashComposite, screenshot: Callable
     marked = wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, red), 10, "no module marked on the map")
     path_modules = browser.find_elements(f"#{ids.COMMUNITIES_SEARCH_RESULT} .path-module")
     assert marked == len({b.text.split(" ")[0] for b in path_modules}) > 0
+    # the map coloured by flow: a scale and its legend, the path's modules still marked
+    colours = "return new Set(cy.nodes().map(n => n.style('background-color'))).size;"
+    own = cy_script(browser, ids.COMMUNITIES_MAP, colours)
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_MAP_COLOUR}", "flow (log)")
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MAP_LEGEND}", "Colour: flow (log)")
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, colours) != own, 10, "the map kept its colours")
+    assert cy_script(browser, ids.COMMUNITIES_MAP, red) == marked
+    browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_MAP_COLOUR}", "module (as the table)")
     # opening a module of the path shows its subgraph with the path's clones marked
     path_modules[0].click()
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", path_modules[0].text.split(" ")[0] + ":")

@@ -210,6 +210,7 @@ def layout(**query: Any) -> html.Div:
                     className="form-grid",
                 ),
                 html.Div(id=ids.COMMUNITIES_MAP_LEGEND, className="whole-graph-legend"),
+                dcc.Store(id=ids.COMMUNITIES_MAP_RULES, storage_type="memory", data=[]),
                 html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),
                 html.Div(id=ids.COMMUNITIES_MAP_PATH_NOTE),
                 *network_view(

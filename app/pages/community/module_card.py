@@ -352,6 +352,7 @@ def graph_controls(
     State(ids.COMMUNITIES_GRAPH, "elements"),
     Input(ids.COMMUNITIES_DEGREE_MIN, "value"),
     Input(ids.COMMUNITIES_FLOW_MIN, "value"),
+    Input(ids.COMMUNITIES_MAP_RULES, "data"),
 )
 def highlight_path(
     found: dict[str, Any] | None,
@@ -365,15 +366,18 @@ def highlight_path(
     elements: list[dict[str, Any]] | None,
     degree_min: Any = None,
     flow_min: Any = None,
+    map_rules: list[dict[str, Any]] | None = None,
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
-    chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for."""
+    chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for;
+    the module map coloured and sized as asked (``map_rules``, :func:`app.pages.community.module_map.map_style`)."""
+    base = MAP_STYLESHEET + (map_rules or [])
     selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min)
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "state" in rows[0]:
         selected.append({"selector": f'node[id = "{int(rows[0]["state"])}"]', "style": HIGHLIGHT})
     if not found:
-        return MAP_STYLESHEET, STYLESHEET + selected
+        return base, STYLESHEET + selected
     level = level or ""
     depth = len(level.split(":")) if level else 0
     on_map = []
@@ -381,7 +385,7 @@ def highlight_path(
         parts = (step["module"] or "").split(":")
         if step["module"] and ":".join(parts[:depth]) == level and len(parts) > depth:
             on_map.append(":".join(parts[: depth + 1]))
-    map_sheet = MAP_STYLESHEET + [{"selector": f'node[id = "{m}"]', "style": HIGHLIGHT} for m in dict.fromkeys(on_map)]
+    map_sheet = base + [{"selector": f'node[id = "{m}"]', "style": HIGHLIGHT} for m in dict.fromkeys(on_map)]
     clones = found["clones"]
     graph_sheet = (
         STYLESHEET

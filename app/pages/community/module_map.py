@@ -10,7 +10,6 @@ from typing import Any
 from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 
 from app import ids, sessions, ui
-from app.pages.community.look import MAP_STYLESHEET
 from app.services import graphs as graph_service
 from app.services import overviews
 from app.services import senses as sense_service
@@ -105,15 +104,16 @@ def show_map(
 
 
 @callback(
-    Output(ids.COMMUNITIES_MAP, "stylesheet"),
+    Output(ids.COMMUNITIES_MAP_RULES, "data"),
     Output(ids.COMMUNITIES_MAP_LEGEND, "children"),
     Input(ids.COMMUNITIES_MAP, "elements"),
     Input(ids.COMMUNITIES_MAP_COLOUR, "value"),
     Input(ids.COMMUNITIES_MAP_SIZE, "value"),
 )
 def map_style(elements: list[dict[str, Any]] | None, colour_by: Any, size_by: Any) -> tuple[Any, Any]:
-    """The module map coloured and sized by a measure of its modules (flow, clones, submodules), on a sequential
-    scale with its legend; the modules' own colours, sized by flow, by default."""
+    """The module map's colour and size rules for a measure of its modules (flow, clones, submodules), on a
+    sequential scale, with its legend (the map's stylesheet adds them: :func:`.module_card.highlight_path`); the
+    modules' own colours, sized by flow, by default (no rule)."""
     rules, legend = overviews.mapped_style(elements or [], colour_by, size_by)
     parts: list[Any] = []
     if legend["colour"]:
@@ -127,7 +127,7 @@ def map_style(elements: list[dict[str, Any]] | None, colour_by: Any, size_by: An
         ]
     if legend["size"] != "flow":
         parts.append(html.Span(f" Area: more {legend['size']}, larger", className="legend-title"))
-    return MAP_STYLESHEET + rules, parts or None
+    return rules, parts or None
 
 
 @callback(
