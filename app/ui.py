@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, html, no_update
+from dash import ClientsideFunction, Input, Output, State, callback, clientside_callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from app import config, ids, jobs, memory, sessions
@@ -161,6 +161,13 @@ def field(label: str, control: Any, help_text: str | None = None) -> html.Div:
     if help_text:
         parts.append(html.Div(help_text, className="field-help"))
     return html.Div(parts, className="field")
+
+
+def choice(label: str, component_id: str, choices: dict[Any, str], value: Any, width: str = "10em") -> html.Div:
+    """A labelled dropdown of ``choices`` (value -> what the option says, in order), ``value`` chosen, never empty."""
+    options = [{"label": said, "value": key} for key, said in choices.items()]
+    control = dcc.Dropdown(id=component_id, options=options, value=value, clearable=False, style={"minWidth": width})
+    return field(label, control)
 
 
 def facts(rows: list[tuple[str, Any]]) -> html.Table:

@@ -186,26 +186,10 @@ def layout(**query: Any) -> html.Div:
                 ),
                 html.Div(
                     [
-                        ui.field(
-                            "Colour by",
-                            dcc.Dropdown(
-                                id=ids.COMMUNITIES_MAP_COLOUR,
-                                options=[{"label": v, "value": k} for k, v in overview_service.MAP_COLOUR_BY.items()],
-                                value="module",
-                                clearable=False,
-                                style={"minWidth": "14em"},
-                            ),
+                        ui.choice(
+                            "Colour by", ids.COMMUNITIES_MAP_COLOUR, overview_service.MAP_COLOUR_BY, "module", "14em"
                         ),
-                        ui.field(
-                            "Area by",
-                            dcc.Dropdown(
-                                id=ids.COMMUNITIES_MAP_SIZE,
-                                options=[{"label": v, "value": k} for k, v in overview_service.MAP_SIZE_BY.items()],
-                                value="flow",
-                                clearable=False,
-                                style={"minWidth": "8em"},
-                            ),
-                        ),
+                        ui.choice("Area by", ids.COMMUNITIES_MAP_SIZE, overview_service.MAP_SIZE_BY, "flow", "8em"),
                     ],
                     className="form-grid",
                 ),

@@ -20,7 +20,6 @@ most :data:`MAX_SHARES`, the oldest going first. In the data folder::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from app import config, sessions
+from app.jobs import read_json
 from app.services import UserError
 from app.services import graphs as graph_service
 from engine.files import atomic_write_json
@@ -62,7 +62,7 @@ def share_view(folder: Path) -> str:
     """Publish the session's current model and its Infomap run (read-only, hard links) and return the share's
     token; the same model and run shared again give the same token while that share lives."""
     model_stamp, run_stamp = sessions.model_stamp(folder), _run_stamp(folder)
-    own = read_small(folder / SESSION_SHARES)
+    own = read_json(folder / SESSION_SHARES) or {}
     for token, stamps in own.items():
         if stamps == [model_stamp, run_stamp] and (_root() / token / INFO).is_file():
             return token
@@ -86,15 +86,6 @@ def share_view(folder: Path) -> str:
     return token
 
 
-def read_small(path: Path) -> dict[str, Any]:
-    """A small JSON object kept in a session folder ({} when it is missing or not an object)."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _expire(now: float | None = None) -> None:
     """Remove shares older than the session time to live, then the oldest past :data:`MAX_SHARES`."""
     now = time.time() if now is None else now
@@ -107,7 +98,7 @@ def _expire(now: float | None = None) -> None:
             if entry.name.startswith(".tmp-") and now - entry.stat().st_mtime > 3600:
                 shutil.rmtree(entry, ignore_errors=True)  # a share whose making was killed
             continue
-        created = read_small(entry / INFO).get("created", 0.0)
+        created = (read_json(entry / INFO) or {}).get("created", 0.0)
         shares.append((created if isinstance(created, float) else 0.0, entry))
     shares.sort()
     ttl = config.session_ttl_seconds()
@@ -121,7 +112,7 @@ def shared(token: Any) -> Path | None:
     if not isinstance(token, str) or not TOKEN.fullmatch(token):
         return None
     folder = _root() / token
-    created = read_small(folder / INFO).get("created")
+    created = (read_json(folder / INFO) or {}).get("created")
     if not isinstance(created, float) or time.time() - created > config.session_ttl_seconds():
         return None  # never made, or expired (removed at the next share's making)
     return folder if (folder / sessions.CURRENT).is_file() else None
@@ -133,7 +124,7 @@ def holds_share(folder: Path, token: str) -> bool:
     share = shared(token)
     if share is None:
         return False
-    info = read_small(share / INFO)
+    info = read_json(share / INFO) or {}
     with contextlib.suppress(OSError):
         if sessions.current_model_path(folder).samefile(share / sessions.CURRENT):
             return info.get("run") is None or _run_stamp(folder) == info.get("run")
@@ -145,7 +136,7 @@ def share_sentence(token: Any) -> str:
     share = shared(token)
     if share is None:
         raise UserError("This link's shared model is no longer on the server (shares expire with sessions).")
-    summary = read_small(share / INFO)
+    summary = read_json(share / INFO) or {}
     size = (share / sessions.CURRENT).stat().st_size
     run = "with its Infomap run" if summary.get("run") else "without an Infomap run"
     return f"This link shows a model another session shared ({config.format_bytes(size)}, {run})."
@@ -170,7 +161,7 @@ def open_share(folder: Path, token: Any) -> str:
 # ------------------------------------------------------------------------------------------ named views
 def saved_views(folder: Path) -> dict[str, str]:
     """The session's named views: name -> the view's query string, in the order they were saved."""
-    views = read_small(folder / VIEWS)
+    views = read_json(folder / VIEWS) or {}
     return {name: search for name, search in views.items() if isinstance(search, str)}
 
 

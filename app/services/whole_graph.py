@@ -100,6 +100,16 @@ def _by_symbol(graph: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dic
     return np.full(len(modules), -1, dtype=np.int64), weights, group_of[graph.clone_symbol], modules
 
 
+def _view_files(folder: Path, saved: dict[str, Any] | None) -> list[Path]:
+    """The files a whole-graph value is kept by: the run (when there is one) and the current model."""
+    return [*([folder / graph_service.COMMUNITIES] if saved else []), sessions.current_model_path(folder)]
+
+
+def _run_graph(folder: Path, saved: dict[str, Any] | None) -> Any:
+    """The clone graph the whole graph draws: at the run's threshold (``saved``), or the default without a run."""
+    return graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+
+
 def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES, layout: Any = DEFAULT_LAYOUT) -> dict[str, Any]:
     """Every clone of the session's current model with its position (in [0, 1.6] x [0, 1], y downwards), label and
     group, and the ``max_edges`` transitions of most flow as segment ends. Laid out by the last Infomap run's modules
@@ -121,14 +131,13 @@ def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES, layout: Any = DEFA
             "module in the table, or export it for Gephi or Cytoscape."
         )
     saved = graph_service.read_communities(folder)
-    files = [folder / graph_service.COMMUNITIES] if saved else []
-    files.append(sessions.current_model_path(folder))
+    files = _view_files(folder, saved)
     return kept.kept(("whole graph", limit, layout), files, lambda: _whole_graph(folder, saved, limit, layout))
 
 
 def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_name: str) -> dict[str, Any]:
     """:func:`whole_graph` computed (``saved``: the run, None without one)."""
-    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    graph = _run_graph(folder, saved)
     unit = graph_service.view_model(folder).codec.unit.removesuffix("s")  # "character", "word" or "token"
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
@@ -320,13 +329,12 @@ def shown_clones(
     except (TypeError, ValueError):
         limit = DEFAULT_EDGES
     saved = graph_service.read_communities(folder)
-    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    graph = _run_graph(folder, saved)
     try:
         spec.validate(graph.n_states)
     except ValueError as exc:
         raise UserError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
-    files = [folder / graph_service.COMMUNITIES] if saved else []
-    files.append(sessions.current_model_path(folder))
+    files = _view_files(folder, saved)
     shown = kept.kept(("whole filter", spec, limit), files, lambda: _shown(graph, spec, limit))
     count, among = len(shown["clones"]), shown["among"]
     drawn = f"the {len(shown['source']):,} with the most flow" if len(shown["source"]) < among else "all"
@@ -402,8 +410,8 @@ def export_shown(folder: Path, query: Any) -> tuple[Path, str, str]:
     sessions.check_space(folder, 0, "Another export")
     need = export_bytes(model, threshold, "graphml", infomap=False)
     with memory.reserved(need, "Exporting the clones shown"):
-        graph = graph_service.session_graph(folder, threshold)
-        shown = api.filter_clones(graph, spec)
+        graph = _run_graph(folder, saved)
+        shown = np.asarray(shown_clones(folder, spec)[0]["clones"], dtype=np.int64)  # the clones on screen, kept
         communities = graph_service.shown_run(folder, saved) if saved else None
         network = api.to_networkx(graph, communities, nodes=shown)
         network.graph["filter"] = spec.describe()
@@ -456,9 +464,8 @@ def attribute_mapping(folder: Path, colour_by: Any, size_by: Any) -> dict[str, A
     colour = colour_by if colour_by in COLOUR_BY else "module"
     size = size_by if size_by in SIZE_BY else "none"
     saved = graph_service.read_communities(folder)
-    graph = graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
-    files = [folder / graph_service.COMMUNITIES] if saved else []
-    files.append(sessions.current_model_path(folder))
+    graph = _run_graph(folder, saved)
+    files = _view_files(folder, saved)
     return kept.kept(("whole mapping", colour, size), files, lambda: _mapping(graph, colour, size))
 
 

@@ -41,36 +41,11 @@ def controls() -> html.Div:
                         style={"minWidth": "16em"},
                     ),
                 ),
-                ui.field(
-                    "Layout",
-                    dcc.Dropdown(
-                        id=ids.COMMUNITIES_WHOLE_LAYOUT,
-                        options=[{"label": label, "value": key} for key, label in whole_service.LAYOUTS.items()],
-                        value=whole_service.DEFAULT_LAYOUT,
-                        clearable=False,
-                        style={"minWidth": "22em"},
-                    ),
+                ui.choice(
+                    "Layout", ids.COMMUNITIES_WHOLE_LAYOUT, whole_service.LAYOUTS, whole_service.DEFAULT_LAYOUT, "22em"
                 ),
-                ui.field(
-                    "Colour by",
-                    dcc.Dropdown(
-                        id=ids.COMMUNITIES_WHOLE_COLOUR,
-                        options=[{"label": label, "value": key} for key, label in whole_service.COLOUR_BY.items()],
-                        value="module",
-                        clearable=False,
-                        style={"minWidth": "10em"},
-                    ),
-                ),
-                ui.field(
-                    "Size by",
-                    dcc.Dropdown(
-                        id=ids.COMMUNITIES_WHOLE_SIZE,
-                        options=[{"label": label, "value": key} for key, label in whole_service.SIZE_BY.items()],
-                        value="none",
-                        clearable=False,
-                        style={"minWidth": "8em"},
-                    ),
-                ),
+                ui.choice("Colour by", ids.COMMUNITIES_WHOLE_COLOUR, whole_service.COLOUR_BY, "module"),
+                ui.choice("Size by", ids.COMMUNITIES_WHOLE_SIZE, whole_service.SIZE_BY, "none", "8em"),
                 html.Button("Fit", id=ids.COMMUNITIES_WHOLE_FIT, className="button", title="Every clone in view"),
             ),
             filters(),
