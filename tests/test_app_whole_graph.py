@@ -234,7 +234,7 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
         query, said = page.apply_filter(1, None, *fields)
         if query is page.no_update:
             return query, said
-        return page.filter_graph(query, {"x": []}, edges, sid)
+        return page.filter_graph(query, {"clicks": 1}, edges, 1, sid)
 
     centre = int(np.argmax(graph.flow))
     shown, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1")
@@ -339,5 +339,9 @@ def test_the_whole_graph_is_a_charged_cancellable_job() -> None:
     asked = page.ask_whole_graph(1, 2000, "transitions", "degree", "flow", 3, 4)[0]
     assert asked == {"clicks": 1, "edges": 2000, "layout": "transitions", "colour": "degree", "size": "flow",
                      "version": [3, 4]}  # fmt: skip
+    filtered = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_SHOWN}.data" in k)
+    assert filtered["background"] and getattr(page.filter_graph, jobs.process.CHARGED_FROM_FORK)
+    inputs = [i["id"] for i in filtered["inputs"]]  # a few values, never the drawn columns (megabytes a body)
+    assert ids.COMMUNITIES_WHOLE_DATA not in inputs and ids.COMMUNITIES_WHOLE_REQUEST in inputs
     exported = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DOWNLOAD}.data" in k)
     assert exported["background"] and getattr(page.export_shown, jobs.process.CHARGED_FROM_FORK)

@@ -357,19 +357,27 @@ def show_filter_fields(query: str | None) -> tuple[Any, ...]:
     Output(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
     Output(ids.COMMUNITIES_WHOLE_FILTER_NOTE, "children", allow_duplicate=True),
     Input(ids.COMMUNITIES_WHOLE_FILTER_SPEC, "data"),
-    Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
+    Input(ids.COMMUNITIES_WHOLE_REQUEST, "data"),
     Input(ids.COMMUNITIES_WHOLE_EDGES, "value"),
+    State(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     State(ids.SESSION, "data"),
+    background=True,
     prevent_initial_call=True,
 )
-def filter_graph(query: str | None, data: Any, max_edges: Any, session_id: str | None) -> tuple[Any, Any]:
-    """The clones the filter set keeps and the transitions among them (None: every clone), and its sentence: when
-    the filter changes, and again for a newly drawn graph (a new run, model or count of transitions)."""
-    if not query or data is None:
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
+def filter_graph(
+    query: str | None, asked: Any, max_edges: Any, clicks: int | None, session_id: str | None
+) -> tuple[Any, Any]:
+    """The background job of the filter: the clones the filter set keeps and the transitions among them (None:
+    every clone), and its sentence, when the filter changes and again for a graph drawn anew (``asked``: what the
+    whole graph's job was asked, a few values, never the drawn columns); its work grows with the clone graph, so
+    it runs in a job process bounded in time and memory (:func:`app.ui.request_job`)."""
+    if not query or not asked or not clicks:
         return None, None
     try:
-        spec = whole_service.parse_filter_query(query)
-        shown, said = whole_service.shown_clones(sessions.session_folder(session_id), spec, max_edges)
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "The filter", "filter a smaller run, or browse the model by module."):
+            shown, said = whole_service.shown_clones(folder, whole_service.parse_filter_query(query), max_edges)
     except ui.EXPECTED_ERRORS as exc:
         return None, ui.error_message(exc)
     return shown, ui.message(said, "ok") if said else None
