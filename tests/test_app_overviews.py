@@ -342,8 +342,8 @@ def test_the_module_map_is_coloured_and_sized_by_a_measure_with_a_legend(folder:
 
     elements = overviews.module_map(folder, "", 100)["elements"]
     nodes = [e["data"] for e in elements if "source" not in e["data"]]
-    assert page.map_style(elements, "module", "flow") == ([], None)
-    rules, legend = page.map_style(elements, "flow", "clones")
+    assert page.map_style("module", "flow", 1, 0, "", 100, "current", sid) == ([], None)
+    rules, legend = page.map_style("flow", "clones", 1, 0, "", 100, "current", sid)
     colour, size = rules
     sheet, _ = module_card.highlight_path(None, "", None, 0, None, None, None, None, None, None, None, rules)
     assert sheet == MAP_STYLESHEET + rules  # the map's stylesheet: its own, then the mapping

@@ -106,15 +106,33 @@ def show_map(
 @callback(
     Output(ids.COMMUNITIES_MAP_RULES, "data"),
     Output(ids.COMMUNITIES_MAP_LEGEND, "children"),
-    Input(ids.COMMUNITIES_MAP, "elements"),
     Input(ids.COMMUNITIES_MAP_COLOUR, "value"),
     Input(ids.COMMUNITIES_MAP_SIZE, "value"),
+    Input(ids.COMMUNITIES_VERSION, "data"),
+    Input(ids.MODEL_VERSION, "data"),
+    Input(ids.COMMUNITIES_LEVEL, "data"),
+    Input(ids.COMMUNITIES_MAP_LIMIT, "value"),
+    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
+    State(ids.SESSION, "data"),
 )
-def map_style(elements: list[dict[str, Any]] | None, colour_by: Any, size_by: Any) -> tuple[Any, Any]:
+def map_style(
+    colour_by: Any, size_by: Any, _version: Any, _model: Any, level: str | None, limit: Any, run: str | None,
+    session_id: str | None,
+) -> tuple[Any, Any]:  # fmt: skip
     """The module map's colour and size rules for a measure of its modules (flow, clones, submodules), on a
     sequential scale, with its legend (the map's stylesheet adds them: :func:`.module_card.highlight_path`); the
-    modules' own colours, sized by flow, by default (no rule)."""
-    rules, legend = overviews.mapped_style(elements or [], colour_by, size_by)
+    modules' own colours, sized by flow, by default (no rule, no work). The map's modules are read from the map
+    kept on the server (:func:`app.services.overviews.module_map`), never sent back by the page."""
+    if colour_by in (None, "module") and size_by in (None, "flow"):
+        return [], None
+    try:
+        folder = sessions.session_folder(session_id)
+        if graph_service.read_communities(folder) is None:
+            return [], None
+        drawn = overviews.module_map(folder, level or "", limit, run or graph_service.CURRENT_RUN)
+    except ui.EXPECTED_ERRORS:
+        return [], None
+    rules, legend = overviews.mapped_style(drawn["elements"], colour_by, size_by)
     parts: list[Any] = []
     if legend["colour"]:
         scale = legend["colour"]
