@@ -1,11 +1,10 @@
 /* The Communities page's whole graph: every clone of a model drawn with the Canvas 2D API (issue 47, item 2).
  *
  * Dash serves this file from assets/. The page's clientside callbacks call
- * window.dash_clientside.whole_graph.draw(data, marked, shown, path, containerId, clickedId) when the drawn data (a
- * dcc.Store filled by app/pages/community/whole_graph.py), the marked clones, the filter's clones (shown: the clones
- * and the transitions among them; null: all) or a searched word's clone path change, and .fit(clicks, containerId)
- * for the
- * "Fit" button. The renderer lives on its container element (container.wholeGraph), one per page.
+ * window.dash_clientside.whole_graph.draw(data, marked, shown, path, selectedRows, containerId, clickedId) when the
+ * drawn data (a dcc.Store filled by app/pages/community/whole_graph.py), the marked clones, the filter's clones
+ * (shown: the clones and the transitions among them; null: all), a searched word's clone path or the clone table's
+ * selected row change, and .fit(clicks, containerId) for the "Fit" button. The renderer lives on its container element (container.wholeGraph), one per page.
  *
  * How it stays fast without a GPU (bench/bench_whole_graph.py, bench/RESULTS.md):
  * - the full scene (transitions, clones, labels) is drawn once into an offscreen canvas larger than the view by a
@@ -14,7 +13,7 @@
  *   drawn again when the view leaves the cached area, and after the drag when it used up half the margin;
  * - zooming scales the cached bitmap at once and draws the full detail again 120 ms after the last wheel step.
  * Hover and click find the nearest clone through a uniform grid built once per data. A click writes
- * {clone, module, count} into a dcc.Store (dash_clientside.set_props), which the page's navigation reads.
+ * {clone, module, label, count} into a dcc.Store (dash_clientside.set_props), which the page's navigation reads.
  * Plain ES2017, no build step, no dependency.
  */
 (function () {
@@ -31,6 +30,10 @@
   const ARROWS_ZOOM = 3;        // arrowheads on the transitions from this many times the fit's zoom ...
   const MAX_ARROWS = 3000;      // ... when at most this many transitions are drawn
   const PATH_COLOUR = '#b2182b';  // a searched word's clone path
+  const SELECTED_COLOUR = '#ff7f00';  // the clone selected in the clone table (or clicked)
+  const WEIGHT_BANDS = [0.1, 0.3, 0.6, Infinity];  // T's bands, each drawn wider, once arrowheads are drawn
+  const MAX_WEIGHT_LABELS = 200;  // T is written on the transitions when at most this many are in view, zoomed in
+  const LABEL_CELL = 6;  // labels are placed on a grid of this many CSS pixels: one that would overlap is left out
 
   /** The renderer of one container: a canvas, a tooltip, the data and the view's transform. */
   class WholeGraph {
@@ -51,6 +54,8 @@
       this.n = 0; this.edges = 0; this.marked = null; this.markedCount = 0;
       this.shown = null; this.shownCount = 0;  // the filter's clones (null: every clone)
       this.path = null;  // a searched word's clones, in order (null: none)
+      this.selected = -1;  // the clone selected in the clone table (-1: none)
+      this.labelsDrawn = 0; this.weightsDrawn = 0;  // labels written at the last full draw (tests read them)
       this.draws = 0;          // full scene draws so far (tests and benchmarks read it)
       this.frames = 0;         // frames presented so far
       this.lastDrawMs = 0;     // the last full scene draw's time
@@ -90,12 +95,13 @@
         n: n, x: x, y: y, group: group, groups: groups, colours: colours,
         byColour: byColour.map(list => Int32Array.from(list)),
         source: Int32Array.from(data.source || []), target: Int32Array.from(data.target || []),
+        weight: Float32Array.from(data.weight || []),
         labels: data.labels || [], moduleLabels: data.module_labels || [],
         sizes: Array.isArray(data.sizes) ? Float32Array.from(data.sizes) : null,  // size factors per clone
         bounds: {x0: x0, x1: Math.max(x1, x0 + 1e-9), y0: y0, y1: Math.max(y1, y0 + 1e-9)},
       });
       this.edges = this.source.length;
-      this.allSource = this.source; this.allTarget = this.target;
+      this.allSource = this.source; this.allTarget = this.target; this.allWeight = this.weight;
       this.marked = null; this.markedCount = 0;
       this.shown = null; this.shownCount = n;
       this.buildGrid();
@@ -105,12 +111,13 @@
     setShown(shown) {
       if (!shown || !shown.clones) {
         this.shown = null; this.shownCount = this.n;
-        this.source = this.allSource; this.target = this.allTarget;
+        this.source = this.allSource; this.target = this.allTarget; this.weight = this.allWeight;
       } else {
         this.shown = new Uint8Array(this.n);
         for (const i of shown.clones) if (i >= 0 && i < this.n) this.shown[i] = 1;
         this.shownCount = this.shown.reduce((a, b) => a + b, 0);
         this.source = Int32Array.from(shown.source || []); this.target = Int32Array.from(shown.target || []);
+        this.weight = Float32Array.from(shown.weight || []);
       }
       this.edges = this.source.length;
     }
@@ -119,6 +126,24 @@
     setPath(path) {
       const clones = path && Array.isArray(path.clones) ? path.clones.filter(i => i >= 0 && i < this.n) : [];
       this.path = clones.length ? Int32Array.from(clones) : null;
+    }
+
+    /** Select the clone of the clone table's selected row (its "state"; none: -1); true when it changed. */
+    setSelected(rows) {
+      const row = Array.isArray(rows) && rows.length ? rows[0] : null;
+      const i = row && Number.isInteger(row.state) && row.state >= 0 && row.state < this.n ? row.state : -1;
+      const changed = i !== this.selected;
+      this.selected = i;
+      return changed;
+    }
+
+    /** Bring the selected clone into view (the zoom kept) when it lies outside it. */
+    showSelected() {
+      const i = this.selected;
+      if (i < 0 || !this.width || !this.height) return;
+      const [px, py] = this.screenOf(i);
+      if (px >= 0 && py >= 0 && px <= this.width && py <= this.height) return;
+      this.view = {s: this.view.s, ox: this.width / 2 - this.view.s * this.x[i], oy: this.height / 2 - this.view.s * this.y[i]};
     }
 
     /** Whether clone i is drawn (the filter keeps it). */
@@ -228,18 +253,28 @@
       const s = v.s, ox = v.ox + m, oy = v.oy + m, x = this.x, y = this.y;  // cache pixel = s * world + o
       // the transitions: one path, faint, fainter the more there are; a segment wholly on one side of the cache
       // is left out
+      // zoomed in far enough (arrowheads drawn), each transition is as wide as its T's band
+      const zoomed = s >= ARROWS_ZOOM * this.fitScale && this.edges <= MAX_ARROWS;
+      const weighted = zoomed && this.weight.length === this.edges;
+      const space = new LabelSpace();
+      this.labelsDrawn = 0; this.weightsDrawn = 0;
       if (this.edges) {
-        ctx.strokeStyle = `rgba(${EDGE_RGB}, ${this.edges > 5000 ? 0.12 : 0.22})`;
-        ctx.lineWidth = 0.6;
-        ctx.beginPath();
-        for (let e = 0; e < this.edges; e++) {
-          const a = this.source[e], c = this.target[e];
-          const ax = s * x[a] + ox, ay = s * y[a] + oy, bx = s * x[c] + ox, by = s * y[c] + oy;
-          if ((ax < 0 && bx < 0) || (ax > cw && bx > cw) || (ay < 0 && by < 0) || (ay > ch && by > ch)) continue;
-          ctx.moveTo(ax, ay); ctx.lineTo(bx, by);
-        }
-        ctx.stroke();
-        if (s >= ARROWS_ZOOM * this.fitScale && this.edges <= MAX_ARROWS) this.drawArrows(ctx, s, ox, oy, cw, ch);
+        const bands = weighted ? WEIGHT_BANDS : [Infinity];
+        bands.forEach((upper, k) => {
+          const lower = k ? bands[k - 1] : -Infinity;
+          ctx.strokeStyle = `rgba(${EDGE_RGB}, ${weighted ? 0.45 : this.edges > 5000 ? 0.12 : 0.22})`;
+          ctx.lineWidth = weighted ? 0.6 + 2.4 * k / (bands.length - 1) : 0.6;
+          ctx.beginPath();
+          for (let e = 0; e < this.edges; e++) {
+            if (weighted && !(this.weight[e] >= lower && this.weight[e] < upper)) continue;
+            const a = this.source[e], c = this.target[e];
+            const ax = s * x[a] + ox, ay = s * y[a] + oy, bx = s * x[c] + ox, by = s * y[c] + oy;
+            if ((ax < 0 && bx < 0) || (ax > cw && bx > cw) || (ay < 0 && by < 0) || (ay > ch && by > ch)) continue;
+            ctx.moveTo(ax, ay); ctx.lineTo(bx, by);
+          }
+          ctx.stroke();
+        });
+        if (zoomed) this.drawArrows(ctx, s, ox, oy, cw, ch);
       }
       // the clones: one path per colour; squares when small, discs when zoomed in; faded when a module is marked
       const size = this.size(), half = size / 2, discs = size >= 5, marking = this.markedCount > 0;
@@ -288,32 +323,83 @@
         ctx.arc(s * x[centre] + ox, s * y[centre] + oy, half + 4, 0, 2 * Math.PI);
         ctx.stroke();
       }
-      // the clones' labels, once few clones are in view
-      ctx.font = '10px sans-serif';
-      ctx.textBaseline = 'middle';
-      ctx.fillStyle = '#333';
-      if (this.labels.length === this.n && this.inView() <= MAX_CLONE_LABELS) {
-        for (let i = 0; i < this.n; i++) {
-          const px = s * x[i] + ox, py = s * y[i] + oy;
-          if (!this.isShown(i)) continue;
-          if (px >= 0 && py >= 0 && px <= cw && py <= ch) ctx.fillText(this.labels[i], px + half + 2, py);
-        }
+      // the clone selected in the clone table, ringed
+      if (this.selected >= 0 && this.isShown(this.selected)) {
+        ctx.strokeStyle = SELECTED_COLOUR;
+        ctx.lineWidth = 3;
+        ctx.beginPath();
+        ctx.arc(s * x[this.selected] + ox, s * y[this.selected] + oy, half + 6, 0, 2 * Math.PI);
+        ctx.stroke();
       }
-      // the top modules' names on a light box, while the view is not zoomed in far
-      if (s < 6 * this.fitScale && this.shown === null) {
-        ctx.font = '11px sans-serif';
-        ctx.textBaseline = 'top';
-        for (const label of this.moduleLabels) {
-          const px = s * label.x + ox + 2, py = s * label.y + oy + 2, w = ctx.measureText(label.text).width;
-          ctx.fillStyle = 'rgba(255, 255, 255, 0.75)';
-          ctx.fillRect(px - 2, py - 1, w + 4, 14);
-          ctx.fillStyle = '#333';
-          ctx.fillText(label.text, px, py);
-        }
-      }
+      this.drawLabels(ctx, space, s, ox, oy, cw, ch, half);
+      if (weighted) this.drawWeights(ctx, space, s, ox, oy, cw, ch);
+      this.labelBoxes = space.boxes;  // the boxes of every label written (tests read them)
       this.cacheView = {s: v.s, ox: v.ox, oy: v.oy};
       this.draws++;
       this.lastDrawMs = performance.now() - t0;
+    }
+
+    /** The top modules' names on a light box (the most flow first) while the view is not zoomed in far, then the
+     * clones' labels once few clones are in view; a label that would overlap one written before it, or a clone
+     * other than its own, is left out. */
+    drawLabels(ctx, space, s, ox, oy, cw, ch, half) {
+      const x = this.x, y = this.y;
+      const modules = s < 6 * this.fitScale && this.shown === null ? this.moduleLabels : [];
+      const clones = this.labels.length === this.n && this.inView() <= MAX_CLONE_LABELS;
+      const placed = [];
+      ctx.font = '11px sans-serif';
+      for (const label of modules) {
+        const px = s * label.x + ox + 2, py = s * label.y + oy + 2, w = ctx.measureText(label.text).width;
+        if (space.take(px - 2, py - 1, w + 4, 14)) placed.push([label.text, px, py, w]);
+      }
+      const written = [];
+      if (clones) {
+        const inCache = [];
+        for (let i = 0; i < this.n; i++) {
+          const px = s * x[i] + ox, py = s * y[i] + oy;
+          if (this.isShown(i) && px >= 0 && py >= 0 && px <= cw && py <= ch) inCache.push(i);
+        }
+        const own = new Map();  // the clones' squares are taken first: a label does not cover another clone
+        for (const i of inCache) own.set(i, space.mark(s * x[i] + ox - half, s * y[i] + oy - half, 2 * half, 2 * half, i));
+        ctx.font = '10px sans-serif';
+        for (const i of inCache) {
+          const px = s * x[i] + ox + half + 2, py = s * y[i] + oy, w = ctx.measureText(this.labels[i]).width;
+          if (space.take(px, py - 6, w, 12, i)) written.push([this.labels[i], px, py]);
+        }
+      }
+      ctx.textBaseline = 'middle';
+      ctx.fillStyle = '#333';
+      for (const [text, px, py] of written) ctx.fillText(text, px, py);
+      ctx.font = '11px sans-serif';
+      ctx.textBaseline = 'top';
+      for (const [text, px, py, w] of placed) {
+        ctx.fillStyle = 'rgba(255, 255, 255, 0.75)';
+        ctx.fillRect(px - 2, py - 1, w + 4, 14);
+        ctx.fillStyle = '#333';
+        ctx.fillText(text, px, py);
+      }
+      this.labelsDrawn = written.length + placed.length;
+    }
+
+    /** Each drawn transition's T, two decimals at its middle, when at most MAX_WEIGHT_LABELS are in view; one that
+     * would overlap a label or a clone is left out. */
+    drawWeights(ctx, space, s, ox, oy, cw, ch) {
+      const x = this.x, y = this.y, m = this.margin, middles = [];
+      for (let e = 0; e < this.edges; e++) {
+        const a = this.source[e], c = this.target[e];
+        const mx = s * (x[a] + x[c]) / 2 + ox, my = s * (y[a] + y[c]) / 2 + oy;
+        if (mx >= m && my >= m && mx <= m + this.width && my <= m + this.height) middles.push([e, mx, my]);
+        if (middles.length > MAX_WEIGHT_LABELS) return;
+      }
+      ctx.font = '9px sans-serif';
+      ctx.textBaseline = 'middle';
+      ctx.fillStyle = '#555';
+      for (const [e, mx, my] of middles) {
+        const text = this.weight[e].toFixed(2), w = ctx.measureText(text).width;
+        if (!space.take(mx - w / 2, my - 5, w, 10)) continue;
+        ctx.fillText(text, mx - w / 2, my);
+        this.weightsDrawn++;
+      }
     }
 
     /** Arrowheads at the target end of each drawn transition (zoomed in far enough for them to read). */
@@ -474,7 +560,33 @@
       if (i < 0 || !this.clickedId || !window.dash_clientside || !window.dash_clientside.set_props) return;
       this.clicks++;
       const module = this.groups.module[this.group[i]];
-      window.dash_clientside.set_props(this.clickedId, {data: {clone: i, module: module, count: this.clicks}});
+      const label = this.labels[i] === undefined ? null : this.labels[i];
+      window.dash_clientside.set_props(this.clickedId, {data: {clone: i, module: module, label: label, count: this.clicks}});
+    }
+  }
+
+  /** Where labels are written: a grid of LABEL_CELL-pixel cells, each taken by at most one label or clone. */
+  class LabelSpace {
+    constructor() { this.cells = new Map(); this.boxes = []; }
+
+    /** The cells of the box (x, y, w, h). */
+    cellsOf(x, y, w, h) {
+      const out = [], c0 = Math.floor(x / LABEL_CELL), c1 = Math.floor((x + w) / LABEL_CELL);
+      const r0 = Math.floor(y / LABEL_CELL), r1 = Math.floor((y + h) / LABEL_CELL);
+      for (let r = r0; r <= r1; r++) for (let c = c0; c <= c1; c++) out.push(r * 100003 + c);
+      return out;
+    }
+
+    /** Mark the box as taken by ``owner`` (a clone's square; overlaps allowed). */
+    mark(x, y, w, h, owner) { for (const k of this.cellsOf(x, y, w, h)) if (!this.cells.has(k)) this.cells.set(k, owner); }
+
+    /** Take the box when none of its cells is taken but by ``owner``; whether it was taken. */
+    take(x, y, w, h, owner = -2) {
+      const cells = this.cellsOf(x, y, w, h);
+      for (const k of cells) { const held = this.cells.get(k); if (held !== undefined && held !== owner) return false; }
+      for (const k of cells) this.cells.set(k, -1);
+      this.boxes.push([x, y, w, h]);
+      return true;
     }
   }
 
@@ -493,7 +605,7 @@
     whole_graph: {
       /** Draw the store's data (null: nothing yet) with the marked clones and the filter's (shown); returns how
        * many clones are drawn. */
-      draw: function (data, marked, shown, path, containerId, clickedId) {
+      draw: function (data, marked, shown, path, selectedRows, containerId, clickedId) {
         const view = renderer(containerId, clickedId);
         if (!view || !data || !data.x) return 0;
         const fresh = view.data !== data, kept = view.n === data.x.length && view.fitScale > 0;
@@ -503,8 +615,12 @@
         view.setShown(shown);
         view.setMarked(marked);
         view.setPath(path);
+        const moved = view.setSelected(selectedRows);
         if ((fresh && !kept) || filtered) view.fit();  // new clones or a new filter: every one shown in view
-        else { view.drawScene(); view.present(); }  // the same clones (other transitions, marks): the view stays
+        else {  // the same clones (other transitions, marks): the view stays, or goes to a clone newly selected
+          if (moved) view.showSelected();
+          view.drawScene(); view.present();
+        }
         return view.shownCount;
       },
       /** The "Fit" button: every clone in view again. */

@@ -67,6 +67,10 @@ def test_every_clone_is_a_point_in_its_modules_cell_coloured_by_its_top_module()
     drawn_flows = [flow[(a, b)] for a, b in zip(clones["source"], clones["target"], strict=True)]
     assert drawn_flows == sorted(drawn_flows, reverse=True)  # most flow first ...
     assert min(drawn_flows) >= sorted(flow.values(), reverse=True)[1999]  # ... and no transition of more left out
+    # each drawn transition's T in the clone graph drawn (the model pruned at the run's threshold), as the canvas has it
+    T = api.prune_model(graph_service.load_current(folder), saved["threshold"]).model.dense_T()
+    pairs = zip(clones["source"], clones["target"], strict=True)
+    assert clones["weight"] == [round(float(T[a, b]), 4) for a, b in pairs]
     text = str(note)
     assert f"{n:,} clones and the 2,000 transitions with the most flow of {drawn['edges']:,}" in text
     assert "No Infomap run" not in text
@@ -245,6 +249,8 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
     assert shown["among"] == int(inside.sum()) == len(shown["source"])  # fewer than 2,000: all drawn
     pairs = set(zip(shown["source"], shown["target"], strict=True))
     assert pairs == set(zip(sources[inside].tolist(), targets[inside].tolist(), strict=True))
+    T = api.prune_model(graph_service.load_current(folder), saved["threshold"]).model.dense_T()
+    assert shown["weight"] == [round(float(T[a, b]), 4) for a, b in zip(shown["source"], shown["target"], strict=True)]
     assert f"Showing {len(expected):,} of {graph.n_states:,} clones (within 1 step of clone {centre})" in str(said)
     few, _ = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1", edges=5)
     order = np.argsort(-graph.edge_flow[inside], kind="stable")[:5]  # the 5 with the most flow

@@ -234,3 +234,63 @@ def test_a_shared_view_opens_in_another_session_and_named_views_come_back(browse
 def top_finished(folder: Path) -> Any:
     """When the session's last Infomap run finished (what tells two runs apart)."""
     return graph_service.read_communities(folder)["finished"]
+
+
+def test_the_whole_graph_and_the_clone_table_share_the_selected_clone(browser: Any, data_dir: Path) -> None:
+    """A clone clicked in the whole graph opens its module with the clone's row selected in the clone table, and the
+    canvas rings it; a row selected in the table is ringed in the canvas, brought into view. Zoomed in, each drawn
+    transition's T is written on it, and no label written overlaps another."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    run_infomap(browser)
+    view = f"#{ids.COMMUNITIES_WHOLE_GRAPH}"
+    canvas_state = (
+        "const v = document.querySelector(arguments[0]).wholeGraph; if (!v || !v.n) { return null; }"
+        "return {selected: v.selected, weights: v.weightsDrawn, labels: v.labelsDrawn, boxes: v.labelBoxes,"
+        " scale: v.view.s / v.fitScale, edges: v.edges};"
+    )
+    state = lambda: browser.driver.execute_script(canvas_state, view)  # noqa: E731
+    browser.find_element(f"#{ids.COMMUNITIES_WHOLE_SHOW}").click()
+    wait_until(lambda: (state() or {}).get("edges") == 2000, 30, "the whole graph is not drawn")
+    folder = session_folder(browser, data_dir)
+    saved = graph_service.read_communities(folder)
+    graph = graph_service.session_graph(folder, saved["threshold"])
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    clone = int(module["nodes"][0])
+    canvas = browser.find_element(f"{view} canvas")
+    browser.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", canvas)
+    point = "const v = document.querySelector(arguments[0]).wholeGraph, b = v.canvas.getBoundingClientRect();" + (
+        "const [x, y] = v.screenOf(arguments[1]); return [x - b.width / 2, y - b.height / 2];"
+    )
+    x, y = browser.driver.execute_script(point, view, clone)
+    nearest = (
+        "const v = document.querySelector(arguments[0]).wholeGraph; return v.nearest(...v.screenOf(arguments[1]));"
+    )
+    clicked = browser.driver.execute_script(nearest, view, clone)  # the clone a click there reaches
+    ActionChains(browser.driver).move_to_element(canvas).move_by_offset(round(x), round(y)).click().perform()
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_DETAIL}", f"{module['id']}:")
+    label = graph.label(clicked)
+    wait_until(
+        lambda: grid_selected(browser, ids.COMMUNITIES_CLONE_TABLE) == [label],
+        10,
+        lambda: f"the clone table selects {grid_selected(browser, ids.COMMUNITIES_CLONE_TABLE)}, not {label}",
+    )
+    wait_until(lambda: state()["selected"] == clicked, 10, lambda: f"the canvas rings {state()['selected']}")
+    # a row selected in the table: ringed in the canvas
+    rows = grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE)
+    other = next(row for row in rows if row["state"] != clicked)
+    click_grid_row(browser, ids.COMMUNITIES_CLONE_TABLE, other["clone"])
+    wait_until(lambda: state()["selected"] == other["state"], 10, lambda: f"the canvas rings {state()['selected']}")
+    # zoomed in on it: the transitions' T written, labels that never overlap
+    browser.driver.execute_script(
+        "const v = document.querySelector(arguments[0]).wholeGraph, i = arguments[1], s = 8 * v.fitScale;"
+        "v.view = {s: s, ox: v.width / 2 - s * v.x[i], oy: v.height / 2 - s * v.y[i]}; v.drawScene(); v.present();",
+        view,
+        other["state"],
+    )
+    zoomed = state()
+    assert zoomed["weights"] > 0 and zoomed["labels"] > 0, zoomed
+    boxes = zoomed["boxes"]
+    for k, (x0, y0, w0, h0) in enumerate(boxes):
+        for x1, y1, w1, h1 in boxes[k + 1 :]:
+            assert x0 + w0 <= x1 or x1 + w1 <= x0 or y0 + h0 <= y1 or y1 + h1 <= y0, (boxes[k], (x1, y1, w1, h1))

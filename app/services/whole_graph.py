@@ -25,6 +25,8 @@ EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
 DEFAULT_EDGES = 2_000
 """The transitions drawn at first: the canvas pans a cached bitmap, so transitions cost only its full redraws (about
 1 ms a thousand without a GPU: bench/bench_whole_graph.py, bench/RESULTS.md)."""
+WEIGHT_DECIMALS = 4
+"""The decimals of a drawn transition's T sent to the canvas (it writes two, and draws its width by it)."""
 ASPECT = 1.6
 """Width over height of the packed layout (the view is wider than tall)."""
 
@@ -190,6 +192,7 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_
         "clone_labels": [graph.label(v) for v in range(n)],
         "edge_sources": sources[order],
         "edge_targets": targets[order],
+        "edge_weights": graph.weight.data[order],
         "clones": n,
         "edges": int(np.sum(~loops)),
         "drawn_edges": len(order),
@@ -354,6 +357,7 @@ def _shown(graph: Any, spec: api.CloneFilter, limit: int) -> dict[str, Any]:
     order = among[np.argsort(-graph.edge_flow[among], kind="stable")][:limit]
     return {
         "clones": clones.tolist(), "source": sources[order].tolist(), "target": targets[order].tolist(),
+        "weight": np.round(graph.weight.data[order], WEIGHT_DECIMALS).tolist(),
         "among": int(among.size), "filter": spec.describe(), "centre": spec.centre,
     }  # fmt: skip
 

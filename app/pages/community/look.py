@@ -33,6 +33,9 @@ COLUMNS = [
     grids.column("submodules", "Submodules", "number", tooltip=TOOLTIPS["submodules"]),
 ]
 """The module table's columns (the module's colour on the map as the left border of its id)."""
+MIN_LABEL_PX = 7
+"""Labels on the module map and the subgraph are left out while they would read smaller than this on screen (at
+the fit's zoom of a crowded graph they would cover the nodes); zooming in brings them back."""
 MAP_STYLESHEET = [
     {
         "selector": "node",
@@ -47,6 +50,7 @@ MAP_STYLESHEET = [
             "color": "#1f2d3d",
             "text-outline-color": "#fff",
             "text-outline-width": 2,
+            "min-zoomed-font-size": MIN_LABEL_PX,
         },
     },
     {
@@ -81,6 +85,9 @@ STYLESHEET = [
             "font-size": 12,
             "width": 22,
             "height": 22,
+            "min-zoomed-font-size": MIN_LABEL_PX,
+            "text-wrap": "ellipsis",
+            "text-max-width": "60px",
         },
     },
     {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},

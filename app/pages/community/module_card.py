@@ -38,15 +38,22 @@ from app.services import tables as table_service
     Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
     Input(ids.COMMUNITIES_TABLES_WHOLE, "n_clicks"),
     State(ids.SESSION, "data"),
+    State(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
 )
 def show_tables(
-    selected: str | None, _version: Any, run: str | None, whole: int | None, session_id: str | None
+    selected: str | None,
+    _version: Any,
+    run: str | None,
+    whole: int | None,
+    session_id: str | None,
+    clicked: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The clone and transition tables of the module open below the map, or, when asked, of the whole graph (made
     only then: 57,000 transitions at 5,000 clones), every row (the grids scroll them; "showing N of M" if a table
     has more than :data:`table_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
     one module does not hide rows of the next. The button shows the whole graph's tables even while a module is
-    open (its click was ignored then); opening another module shows that module's."""
+    open (its click was ignored then); opening another module shows that module's. A module opened by a click on
+    one of its clones in the whole graph (``clicked``) opens with that clone's row selected."""
     if ctx.triggered_id == ids.COMMUNITIES_TABLES_WHOLE:
         selected = None
     if not selected and not whole:
@@ -70,7 +77,11 @@ def show_tables(
         "header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph; CSV downloads the rows "
         "shown."
     )
-    return tables["clones"], tables["transitions"], note, [], {}, {}
+    clicked = clicked or {}
+    chosen: Any = []
+    if ctx.triggered_id == ids.COMMUNITIES_SELECTED and clicked.get("module") == selected and clicked.get("label"):
+        chosen = {"ids": [str(clicked["label"])]}  # the clone clicked in the whole graph that opened this module
+    return tables["clones"], tables["transitions"], note, chosen, {}, {}
 
 
 @callback(

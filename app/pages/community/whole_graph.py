@@ -140,10 +140,10 @@ def legend(mapping: dict[str, Any]) -> Any:
 
 def columns(drawn: dict[str, Any], mapping: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole graph as the canvas reads it: per clone its position (5 decimals), group and label; per group its
-    hover text, colour and top module; the transitions as source and target clones (most flow first); the top
-    modules' labels; and, when colour or size map an attribute (:func:`app.services.whole_graph.attribute_mapping`),
-    per clone its colour group and size factor, and the groups' colours. Plain lists: every clone once, in state
-    order."""
+    hover text, colour and top module; the transitions as source and target clones and their T (most flow first);
+    the top modules' labels; and, when colour or size map an attribute
+    (:func:`app.services.whole_graph.attribute_mapping`), per clone its colour group and size factor, and the groups'
+    colours. Plain lists: every clone once, in state order."""
     groups = drawn["groups"]
     mapped = {key: (mapping or {}).get(key) for key in ("colour_group", "colours", "sizes")}
     return mapped | {
@@ -154,6 +154,7 @@ def columns(drawn: dict[str, Any], mapping: dict[str, Any] | None = None) -> dic
         "groups": {key: [g[key] for g in groups] for key in ("text", "colour", "module")},
         "source": np.asarray(drawn["edge_sources"]).tolist(),
         "target": np.asarray(drawn["edge_targets"]).tolist(),
+        "weight": np.round(drawn["edge_weights"], whole_service.WEIGHT_DECIMALS).tolist(),
         "module_labels": [
             {"text": label["text"], "x": round(label["x"], 5), "y": round(label["y"], 5)}
             for label in drawn["module_labels"]
@@ -427,6 +428,17 @@ clientside_callback(  # the canvas as it is on screen, as a PNG file
     State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
     prevent_initial_call=True,
 )
+clientside_callback(  # a clone clicked in the canvas is selected in the clone table (rows named by label)
+    """function (clicked) {
+        if (!clicked || clicked.label === undefined || clicked.label === null) {
+            return window.dash_clientside.no_update;
+        }
+        return {ids: [String(clicked.label)]};
+    }""",
+    Output(ids.COMMUNITIES_CLONE_TABLE, "selectedRows", allow_duplicate=True),
+    Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
+    prevent_initial_call=True,
+)
 clientside_callback(  # a click on a clone fills in the ego network's clone
     """function (clicked) {
         if (!clicked || clicked.clone === undefined || clicked.clone === null) {
@@ -438,12 +450,13 @@ clientside_callback(  # a click on a clone fills in the ego network's clone
     Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
     prevent_initial_call=True,
 )
-clientside_callback(  # the canvas draws the columns (assets/whole_graph.js), again when the marked clones change
+clientside_callback(  # the canvas draws the columns (assets/whole_graph.js), again when what it marks changes
     ClientsideFunction(namespace="whole_graph", function_name="draw"),
     Input(ids.COMMUNITIES_WHOLE_DATA, "data"),
     Input(ids.COMMUNITIES_WHOLE_MARKED, "data"),
     Input(ids.COMMUNITIES_WHOLE_SHOWN, "data"),
     Input(ids.COMMUNITIES_PATH, "data"),
+    Input(ids.COMMUNITIES_CLONE_TABLE, "selectedRows"),  # the clone selected in the table, ringed
     State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
     State(ids.COMMUNITIES_WHOLE_CLICKED, "id"),
     prevent_initial_call=True,
