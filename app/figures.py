@@ -158,14 +158,17 @@ def duration(seconds: float) -> str:
 
 
 def _timing(records: list[dict[str, Any]], remaining: int) -> str:
-    """' · S per iteration, at most T left' from the iterations so far (their mean time, the last three)."""
-    seconds = [float(r.get("seconds") or 0.0) for r in records[-3:]]
-    if not seconds or sum(seconds) <= 0:
+    """' · S per iteration, at most T left' from the iterations so far: their median time, which one slow iteration
+    (the first one's warm-up, a burst of a neighbour on a shared machine) does not move, so the time left does not
+    step back up as the mean of the last few did (10, 9, then 10 min)."""
+    seconds = sorted(float(r.get("seconds") or 0.0) for r in records)
+    if not seconds or seconds[-1] <= 0:
         return ""
-    mean = sum(seconds) / len(seconds)
-    text = f" · {duration(mean)} per iteration"
+    middle = len(seconds) // 2
+    typical = seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2
+    text = f" · {duration(typical)} per iteration"
     if remaining > 0:
-        text += f", at most {duration(mean * remaining)} left"
+        text += f", at most {duration(typical * remaining)} left"
     return text
 
 

@@ -520,7 +520,14 @@ def test_running_progress_says_time_per_iteration_and_at_most_how_long_is_left()
     }
     value, label, _ = figures.progress_view(progress)
     assert value == 40.0 and label.startswith("Iteration 4 of at most 10: train 2.5000 bps, validation 2.5600 bps")
-    assert label.endswith("3.0 s per iteration, at most 18 s left")  # the last three iterations' mean, 6 to go
+    assert label.endswith("3.0 s per iteration, at most 18 s left")  # the iterations' median, 6 to go
+    left = []  # one slow iteration among steady ones: the time left never steps back up
+    for k in range(1, 9):
+        times = [3.0, 3.0, 3.0, 3.0, 9.0, 3.0, 3.2, 2.9][:k]
+        steps = [entry | {"iteration": n + 1, "seconds": t} for n, t in enumerate(times)]
+        said = figures.progress_view(progress | {"history": steps})[1]
+        left.append(float(said.split("at most ")[-1].removesuffix(" s left")))
+    assert left == sorted(left, reverse=True) and left[0] == 27.0, left
     refit = progress | {"phase": "refit", "refit": [entry | {"iteration": 1, "seconds": 200.0}]}
     assert figures.progress_view(refit)[1].endswith("3 min 20 s per iteration, at most 10 min 0 s left")
     assert [figures.duration(s) for s in (0.42, 12.4, 185, 7800)] == ["0.4 s", "12 s", "3 min 5 s", "2 h 10 min"]
