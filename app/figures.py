@@ -480,8 +480,9 @@ def hierarchy_figure(tree: dict[str, list[Any]] | None) -> go.Figure:
             parents=tree["parents"],
             values=tree["flows"],
             branchvalues="total",
-            customdata=bits,
-            hovertemplate="%{label}<br>flow %{value:.4f}<br>its codebook %{customdata}<extra></extra>",
+            text=bits,  # not customdata: Dash's graph reads a trace's "mode" for a point of one with custom data
+            texttemplate="%{label}",  # and a treemap has none (a TypeError in the page on its root's hover)
+            hovertemplate="%{label}<br>flow %{value:.4f}<br>its codebook %{text}<extra></extra>",
             maxdepth=3,
         )
     )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import test_browser
 from support import (
+    assert_no_errors,
     click_grid_row,
     grid_rows,
     grid_script,
@@ -294,3 +295,29 @@ def test_the_whole_graph_and_the_clone_table_share_the_selected_clone(browser: A
     for k, (x0, y0, w0, h0) in enumerate(boxes):
         for x1, y1, w1, h1 in boxes[k + 1 :]:
             assert x0 + w0 <= x1 or x1 + w1 <= x0 or y0 + h0 <= y1 or y1 + h1 <= y0, (boxes[k], (x1, y1, w1, h1))
+
+
+def test_hovering_the_hierarchys_first_module_raises_no_error(browser: Any) -> None:
+    """A hover or a click on the first sector of the module hierarchy (point 0) raises no error in the page: Dash's
+    graph read the trace's ``mode`` for such a point of a trace with custom data, and a treemap has none (the
+    console's "async-graph ... reading 'includes'" after an Infomap run)."""
+    run_infomap(browser)
+    graph = f"#{ids.COMMUNITIES_HIERARCHY} .js-plotly-plot"
+    wait_until(
+        lambda: browser.driver.execute_script(
+            "const g = document.querySelector(arguments[0]); return g && g.data && g.data[0] && g.data[0].ids;", graph
+        ),
+        15,
+        "the module hierarchy is not drawn",
+    )
+    browser.get_logs()  # what came before is other tests' concern
+    # a point without a number (the treemap's root): the event handler threw before (a JavascriptException here)
+    browser.driver.execute_script(
+        "const g = document.querySelector(arguments[0]), trace = g.data[0];"
+        "for (const event of ['plotly_hover', 'plotly_click']) {"
+        "  g.emit(event, {points: [{curveNumber: 0, pointNumber: null, data: trace, fullData: g._fullData[0],"
+        "    id: trace.ids[0], label: trace.labels[0]}]}); }",
+        graph,
+    )
+    time.sleep(0.5)
+    assert_no_errors(browser)
