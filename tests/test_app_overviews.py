@@ -342,8 +342,8 @@ def test_the_module_map_is_coloured_and_sized_by_a_measure_with_a_legend(folder:
 
     elements = overviews.module_map(folder, "", 100)["elements"]
     nodes = [e["data"] for e in elements if "source" not in e["data"]]
-    assert page.map_style("module", "flow", 1, 0, "", 100, "current", sid) == ([], None)
-    rules, legend = page.map_style("flow", "clones", 1, 0, "", 100, "current", sid)
+    assert page.map_style("module", "flow", 1, 0, "", 100, "current", "", "", "", "", sid) == ([], None)
+    rules, legend = page.map_style("flow", "clones", 1, 0, "", 100, "current", "", "", "", "", sid)
     colour, size = rules
     sheet, _ = module_card.highlight_path(None, "", None, 0, None, None, None, None, None, None, None, rules)
     assert sheet == MAP_STYLESHEET + rules  # the map's stylesheet: its own, then the mapping
@@ -356,3 +356,74 @@ def test_the_module_map_is_coloured_and_sized_by_a_measure_with_a_legend(folder:
     assert f"{min(n['flow'] for n in nodes):.2g}" in text
     for n in nodes:  # the logs the scale reads are the modules' own figures
         assert abs(10 ** n["log_flow"] - n["flow"]) <= 1e-3 * n["flow"] and round(10 ** n["log_clones"]) == n["clones"]
+
+
+# ------------------------------------------------------------------------------------------ ego networks on the views
+def _shown(rules: list[dict[str, Any]], elements: list[dict[str, Any]]) -> set[str]:
+    """The node ids left shown by rules that hide every node (``node``, ``display: none``) and show some again by id
+    (``node[id = "x"]``, ``display: element``); every node when no rule hides them all."""
+    nodes = {str(e["data"]["id"]) for e in elements if "source" not in e["data"]}
+    if {"selector": "node", "style": {"display": "none"}} not in rules:
+        return nodes
+    return {r["selector"][len('node[id = "') : -2] for r in rules if r["style"].get("display") == "element"}
+
+
+def test_a_neighbourhood_is_the_ego_network_networkx_finds() -> None:
+    import networkx
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        n = int(rng.integers(2, 30))
+        pairs = rng.integers(0, n, size=(int(rng.integers(1, 3 * n)), 2))
+        elements = [{"data": {"id": str(v)}} for v in range(n)]
+        elements += [{"data": {"id": f"{a}-{b}", "source": str(a), "target": str(b)}} for a, b in pairs.tolist()]
+        graph = networkx.Graph()
+        graph.add_nodes_from(str(v) for v in range(n))
+        graph.add_edges_from((str(a), str(b)) for a, b in pairs.tolist())
+        centre, steps = str(int(rng.integers(0, n))), int(rng.integers(0, 4))
+        expected = set(networkx.ego_graph(graph, centre, radius=steps).nodes)
+        assert overviews.neighbourhood(elements, centre, steps) == expected, trial
+        assert _shown(overviews.only_nodes(expected), elements) == expected
+
+
+def test_the_module_map_filter_keeps_flow_clones_and_a_modules_neighbours(folder: Path, sid: str, run: Any) -> None:
+    """The module map's filter: modules of less flow or fewer clones hidden, a module's neighbours within some
+    links, the sentence that says how many are shown; a bad value is one sentence and hides nothing."""
+    from app.pages.community import module_map as page
+
+    elements = overviews.module_map(folder, "", 100)["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    assert overviews.map_filter(elements, "", "", "", "") == ([], "")
+    flows = sorted(n["flow"] for n in nodes)
+    low = flows[len(flows) // 2]
+    rules, said = overviews.map_filter(elements, f"{low!r}", "3", "", "")
+    kept = {n["id"] for n in nodes if n["flow"] >= low and n["clones"] >= 3}
+    assert _shown(rules, elements) == kept and 0 < len(kept) < len(nodes)
+    assert said == f"Showing {len(kept):,} of {len(nodes):,} modules (flow at least {low:g}, at least 3 clones)."
+    centre = max(nodes, key=lambda n: n["flow"])["id"]
+    rules, said = overviews.map_filter(elements, "", "", centre, "1")
+    near = {centre} | {e["data"]["target"] for e in elements if e["data"].get("source") == centre}
+    near |= {e["data"]["source"] for e in elements if e["data"].get("target") == centre}
+    assert _shown(rules, elements) == near and f"within 1 link of module {centre}" in said
+    with pytest.raises(UserError, match="is not on the map"):
+        overviews.map_filter(elements, "", "", "no-such", "1")
+    with pytest.raises(UserError, match="between 0 and 1"):
+        overviews.map_filter(elements, "2", "", "", "")
+    page_rules, legend = page.map_style("module", "flow", 1, 0, "", 100, "current", "", "", centre, "1", sid)
+    assert page_rules == rules and "Showing" in str(legend)  # the page's rules: the filter's, and its sentence
+    page_rules, legend = page.map_style("module", "flow", 1, 0, "", 100, "current", "x", "", "", "", sid)
+    assert page_rules == [] and "must be a number" in str(legend)
+
+
+def test_the_subgraph_shows_a_found_clones_neighbours_within_steps(folder: Path, run: dict[str, Any]) -> None:
+    biggest = max(run["modules"], key=lambda m: m["size"])
+    elements = graph_service.module_detail(folder, biggest["id"])["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    centre = max(nodes, key=lambda n: n["flow"])
+    rules = module_card.graph_controls(0, "same", centre["label"], elements, "character", None, None, None, 1)
+    edges = [e["data"] for e in elements if "source" in e["data"]]
+    near = {str(centre["id"])} | {str(e["target"]) for e in edges if str(e["source"]) == str(centre["id"])}
+    near |= {str(e["source"]) for e in edges if str(e["target"]) == str(centre["id"])}
+    assert _shown(rules, elements) == near and len(near) < len(nodes)
+    assert _shown(module_card.graph_controls(0, "same", centre["label"], elements, "character", None, None, None, 0),
+                  elements) == {str(n["id"]) for n in nodes}  # fmt: skip

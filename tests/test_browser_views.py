@@ -321,3 +321,45 @@ def test_hovering_the_hierarchys_first_module_raises_no_error(browser: Any) -> N
     )
     time.sleep(0.5)
     assert_no_errors(browser)
+
+
+def test_the_module_map_and_the_subgraph_filter_to_a_neighbourhood(browser: Any, data_dir: Path) -> None:
+    """The module map's filter shows the modules it keeps (Cytoscape's visible nodes), with its sentence; the
+    subgraph shows only the found clone's neighbours within the steps asked."""
+    from app.services import overviews
+
+    cy_script = test_browser.cy_script
+    run_infomap(browser)
+    visible = "return cy ? cy.nodes(':visible').map(n => n.id()).sort() : null;"
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, visible), 15, "the module map is not drawn")
+    folder = session_folder(browser, data_dir)
+    elements = overviews.module_map(folder, "", overviews.MAP_LIMIT)["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    centre = max(nodes, key=lambda n: n["flow"])["id"]
+    for field, value in ((ids.COMMUNITIES_MAP_CENTRE, centre), (ids.COMMUNITIES_MAP_STEPS, "1")):
+        box = browser.find_element(f"#{field}")
+        box.send_keys(value)
+        box.send_keys("\n")
+    expected = sorted(overviews.neighbourhood(elements, centre, 1))
+    wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_MAP, visible) == expected,
+        10,
+        lambda: f"the map shows {cy_script(browser, ids.COMMUNITIES_MAP, visible)}, not {expected}",
+    )
+    browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MAP_LEGEND}", f"Showing {len(expected):,} of {len(nodes):,}")
+    # the subgraph of the module with the most flow: its clone of most flow and its neighbours within a step
+    click_grid_row(browser, ids.COMMUNITIES_TABLE, top_modules(folder)[0])
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, visible), 15, "the subgraph is not drawn")
+    graph = cy_script(browser, ids.COMMUNITIES_GRAPH, "return cy.elements().map(e => ({data: e.data()}));")
+    clones = [e["data"] for e in graph if "source" not in e["data"]]
+    found = max(clones, key=lambda n: n["flow"])
+    browser.find_element(f"#{ids.COMMUNITIES_CLONE_SEARCH}").send_keys(found["label"])
+    steps = browser.find_element(f"#{ids.COMMUNITIES_CLONE_STEPS}")
+    steps.send_keys("\b1")
+    near = sorted(overviews.neighbourhood(graph, str(found["id"]), 1))
+    wait_until(
+        lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, visible) == near,
+        10,
+        lambda: f"the subgraph shows {cy_script(browser, ids.COMMUNITIES_GRAPH, visible)}, not {near}",
+    )
+    assert len(near) < len(clones)

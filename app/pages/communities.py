@@ -53,6 +53,7 @@ from app.services import overviews as overview_service
 from app.services import shares
 from app.services.graphs import MAP_MAX_MODULES
 from app.services.overviews import MAP_LIMIT
+from engine import api
 
 WATCH_MS = 10_000
 """How often the page looks for an Infomap run whose process died (``JobKind.reap_said``)."""
@@ -68,6 +69,24 @@ for _grid, _button in (
     (ids.COMMUNITIES_EDGE_TABLE, ids.COMMUNITIES_EDGE_TABLE_CSV),
 ):
     grids.export_on_click(_grid, _button)
+
+
+def map_filter_fields() -> list[Any]:
+    """The module map's filter: least flow, least clones, and a module's neighbours within some links."""
+    fields = (
+        ("Flow at least", ids.COMMUNITIES_MAP_MIN_FLOW, "0", "a share of the flow, e.g. 1e-3"),
+        ("Clones at least", ids.COMMUNITIES_MAP_MIN_CLONES, "0", "the module's clones"),
+        ("Neighbours of module", ids.COMMUNITIES_MAP_CENTRE, "none", "its id on the map, e.g. 3"),
+        ("within links", ids.COMMUNITIES_MAP_STEPS, "1", "either direction"),
+    )
+    return [
+        ui.field(
+            label,
+            dcc.Input(id=key, type="text", value="", placeholder=hint, debounce=True, className="num small"),
+            help_text,
+        )
+        for label, key, hint, help_text in fields
+    ]
 
 
 def layout(**query: Any) -> html.Div:
@@ -190,6 +209,7 @@ def layout(**query: Any) -> html.Div:
                             "Colour by", ids.COMMUNITIES_MAP_COLOUR, overview_service.MAP_COLOUR_BY, "module", "14em"
                         ),
                         ui.choice("Area by", ids.COMMUNITIES_MAP_SIZE, overview_service.MAP_SIZE_BY, "flow", "8em"),
+                        *map_filter_fields(),
                     ],
                     className="form-grid",
                 ),
@@ -327,6 +347,20 @@ def layout(**query: Any) -> html.Div:
                                 placeholder="its label, e.g. h:3",
                                 debounce=0.4,
                             ),
+                        ),
+                        ui.field(
+                            "Its neighbours only",
+                            dcc.Input(
+                                id=ids.COMMUNITIES_CLONE_STEPS,
+                                type="number",
+                                min=0,
+                                max=api.MAX_EGO_STEPS,
+                                step=1,
+                                value=0,
+                                debounce=0.4,
+                                className="num small",
+                            ),
+                            "within this many steps of the clone found (0: every clone)",
                         ),
                     ],
                     className="form-grid controls",

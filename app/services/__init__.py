@@ -82,6 +82,26 @@ def whole_number(value: Any, what: str, low: int, high: int) -> int:
     return int(number)
 
 
+def optional_whole(value: Any, what: str, low: int, high: int) -> int | None:
+    """A whole number typed in a filter's field, None when the field is empty."""
+    if value is None or str(value).strip() == "":
+        return None
+    return whole_number(value, what, low, high)
+
+
+def least_flow(value: Any) -> float:
+    """A filter's least flow, a share of the graph's flow between 0 and 1, typed in a field (0 when empty)."""
+    if value is None or str(value).strip() == "":
+        return 0.0
+    try:
+        share = float(str(value).strip())
+    except ValueError:
+        raise UserError(f"The least flow must be a number between 0 and 1, got {str(value)[:40]!r}.") from None
+    if not 0.0 <= share <= 1.0:
+        raise UserError("The least flow is a share of the graph's flow: a number between 0 and 1.")
+    return share
+
+
 # ------------------------------------------------------------------------------------------ work in a web request
 SCORE_WORK = 4e12
 """Characters times non-zero transitions that scoring may take in a web request (measured about 800 G a second on

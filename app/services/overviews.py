@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from app.services import UserError, kept, whole_number
+from app.services import UserError, kept, least_flow, optional_whole, whole_number
 from app.services.community_layout import MAP_LABELS as MAP_LABELS
 from app.services.community_layout import map_layout, path_view
 from app.services.graphs import (
@@ -25,6 +25,7 @@ from app.services.graphs import (
     read_run,
     session_graph,
 )
+from engine import api
 
 MAP_LIMIT = 100
 """Modules the module map shows unless told otherwise (the most flow first; Network Navigator's node limit)."""
@@ -219,3 +220,52 @@ def mapped_style(
             "height": f"mapData(log_clones, {low}, {high}, {small}, {large})",
         }})  # fmt: skip
     return rules, legend
+
+
+def neighbourhood(elements: list[dict[str, Any]], centre: str, steps: int) -> set[str]:
+    """The ids of the nodes of Cytoscape ``elements`` within ``steps`` links of the node ``centre``, the links read in
+    either direction (as Gephi's and Cytoscape's ego networks read them); the centre itself included."""
+    links: dict[str, set[str]] = {}
+    for element in elements:
+        data = element.get("data", {})
+        if "source" in data:
+            a, b = str(data["source"]), str(data["target"])
+            links.setdefault(a, set()).add(b)
+            links.setdefault(b, set()).add(a)
+    reached, frontier = {centre}, {centre}
+    for _ in range(steps):
+        frontier = {n for node in frontier for n in links.get(node, ())} - reached
+        reached |= frontier
+    return reached
+
+
+def only_nodes(kept_ids: set[str]) -> list[dict[str, Any]]:
+    """Stylesheet rules that hide every node but ``kept_ids`` (Cytoscape hides their links with them)."""
+    shown = [{"selector": f'node[id = "{node.replace(chr(34), "")}"]', "style": {"display": "element"}} for node in
+             sorted(kept_ids)]  # fmt: skip
+    return [{"selector": "node", "style": {"display": "none"}}, *shown]
+
+
+def map_filter(
+    elements: list[dict[str, Any]], min_flow: Any, min_clones: Any, centre: Any, steps: Any
+) -> tuple[list[dict[str, Any]], str]:
+    """The module map's filter as stylesheet rules, and the sentence that says what it shows: modules of flow below
+    ``min_flow`` or with fewer clones than ``min_clones`` hidden, and with a ``centre`` module only the modules
+    within ``steps`` links of it (the ego network). Nothing set: no rules and no sentence; a bad value is a
+    :class:`UserError` of one sentence."""
+    nodes = [e["data"] for e in elements if "source" not in e.get("data", {})]
+    flow = least_flow(min_flow)
+    clones = optional_whole(min_clones, "the least number of clones", 0, 10**9) or 0
+    module = str(centre or "").strip()
+    reach = optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1
+    if not flow and not clones and not module:
+        return [], ""
+    if module and module not in {n["id"] for n in nodes}:
+        raise UserError(f"Module {module[:40]} is not on the map: open its level, or raise “Modules shown”.")
+    near = neighbourhood(elements, module, reach) if module else {n["id"] for n in nodes}
+    kept = {n["id"] for n in nodes if n["id"] in near and n["flow"] >= flow and n["clones"] >= clones}
+    said = [f"flow at least {flow:g}"] if flow else []
+    said += [f"at least {clones:,} clones"] if clones else []
+    said += [f"within {reach} link{'s' if reach != 1 else ''} of module {module}"] if module else []
+    return only_nodes(kept), f"Showing {len(kept):,} of {len(nodes):,} modules ({', '.join(said)})."
+

@@ -13,7 +13,7 @@ import networkx
 import numpy as np
 
 from app import memory, sessions
-from app.services import UserError, format_bytes, kept, visible, whole_number
+from app.services import UserError, format_bytes, kept, least_flow, optional_whole, visible
 from app.services import graphs as graph_service
 from app.services.models import export_bytes
 from engine import api
@@ -286,35 +286,21 @@ def module_clones(folder: Path, module_id: Any) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ filters
-def _optional_whole(value: Any, what: str, low: int, high: int) -> int | None:
-    """A whole number typed in a filter's field, None when the field is empty."""
-    if value is None or str(value).strip() == "":
-        return None
-    return whole_number(value, what, low, high)
-
-
 def check_filter(
     min_degree: Any = None, max_degree: Any = None, min_flow: Any = None, core: Any = None,
     largest: Any = None, centre: Any = None, steps: Any = None,
 ) -> api.CloneFilter:  # fmt: skip
     """The whole graph's filter from its fields (empty: no bound); UserError in one sentence for a value out of
     range. ``largest`` is truthy for "the largest component only"."""
-    flow = 0.0
-    if min_flow is not None and str(min_flow).strip() != "":
-        try:
-            flow = float(str(min_flow).strip())
-        except ValueError:
-            raise UserError(f"The least flow must be a number between 0 and 1, got {str(min_flow)[:40]!r}.") from None
-        if not 0.0 <= flow <= 1.0:
-            raise UserError("The least flow is a share of the graph's flow: a number between 0 and 1.")
-    low = _optional_whole(min_degree, "the least degree", 0, 10**9) or 0
-    high = _optional_whole(max_degree, "the greatest degree", 0, 10**9)
+    flow = least_flow(min_flow)
+    low = optional_whole(min_degree, "the least degree", 0, 10**9) or 0
+    high = optional_whole(max_degree, "the greatest degree", 0, 10**9)
     if high is not None and high < low:
         raise UserError(f"The greatest degree ({high:,}) is below the least ({low:,}).")
     return api.CloneFilter(
-        min_degree=low, max_degree=high, min_flow=flow, core=_optional_whole(core, "the core", 0, 10**6) or 0,
-        largest_component=bool(largest), centre=_optional_whole(centre, "the clone", 0, MAX_CLONES),
-        steps=_optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1,
+        min_degree=low, max_degree=high, min_flow=flow, core=optional_whole(core, "the core", 0, 10**6) or 0,
+        largest_component=bool(largest), centre=optional_whole(centre, "the clone", 0, MAX_CLONES),
+        steps=optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1,
     )  # fmt: skip
 
 

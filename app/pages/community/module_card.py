@@ -23,7 +23,9 @@ from app.pages.community.look import (
     word_mark,
 )
 from app.services import graphs as graph_service
+from app.services import overviews as overview_service
 from app.services import tables as table_service
+from engine import api
 
 
 @callback(
@@ -313,12 +315,15 @@ def graph_controls(
     table: list[dict[str, Any]] | None = None,
     degree_min: Any = None,
     flow_min: Any = None,
+    steps: Any = None,
 ) -> list[dict[str, Any]]:
     """The stylesheet rules of the subgraph's controls: transitions with T below ``edge_min`` hidden, clones of
     degree below ``degree_min`` or flow below ``flow_min`` hidden (with their transitions); clones sized
     and coloured by any numeric column of the clone table (:data:`MAPPED_COLUMNS`, scaled to the subgraph's own
     range: :func:`column_shares`), coloured by their deepest module or by the module's boundary (flow enters or
-    leaves the module there: :data:`BOUNDARY_COLOURS`); the clone whose label is ``clone`` marked."""
+    leaves the module there: :data:`BOUNDARY_COLOURS`); the clone whose label is ``clone`` marked, and with
+    ``steps`` > 0 only the clones within that many steps of it shown (its ego network in the subgraph:
+    :func:`app.services.overviews.neighbourhood`)."""
     rules: list[dict[str, Any]] = []
     if node_colour == "module":
         rules.append({"selector": "node", "style": {"background-color": "data(module_colour)"}})
@@ -346,6 +351,10 @@ def graph_controls(
     label = (clone or "").strip()
     if label:
         rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
+        reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
+        found = [e["data"]["id"] for e in elements or [] if e.get("data", {}).get("label") == label]
+        if reach and found:
+            rules += overview_service.only_nodes(overview_service.neighbourhood(elements or [], str(found[0]), reach))
     return rules
 
 
@@ -364,6 +373,7 @@ def graph_controls(
     Input(ids.COMMUNITIES_DEGREE_MIN, "value"),
     Input(ids.COMMUNITIES_FLOW_MIN, "value"),
     Input(ids.COMMUNITIES_MAP_RULES, "data"),
+    Input(ids.COMMUNITIES_CLONE_STEPS, "value"),
 )
 def highlight_path(
     found: dict[str, Any] | None,
@@ -378,13 +388,14 @@ def highlight_path(
     degree_min: Any = None,
     flow_min: Any = None,
     map_rules: list[dict[str, Any]] | None = None,
+    steps: Any = None,
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
     chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for;
     the module map coloured and sized as asked (``map_rules``, :func:`app.pages.community.module_map.map_style`)."""
     base = MAP_STYLESHEET + (map_rules or [])
-    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min)
+    selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min, steps)
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "state" in rows[0]:
         selected.append({"selector": f'node[id = "{int(rows[0]["state"])}"]', "style": HIGHLIGHT})
     if not found:

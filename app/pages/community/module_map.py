@@ -113,17 +113,25 @@ def show_map(
     Input(ids.COMMUNITIES_LEVEL, "data"),
     Input(ids.COMMUNITIES_MAP_LIMIT, "value"),
     Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
+    Input(ids.COMMUNITIES_MAP_MIN_FLOW, "value"),
+    Input(ids.COMMUNITIES_MAP_MIN_CLONES, "value"),
+    Input(ids.COMMUNITIES_MAP_CENTRE, "value"),
+    Input(ids.COMMUNITIES_MAP_STEPS, "value"),
     State(ids.SESSION, "data"),
 )
 def map_style(
     colour_by: Any, size_by: Any, _version: Any, _model: Any, level: str | None, limit: Any, run: str | None,
-    session_id: str | None,
+    min_flow: Any, min_clones: Any, centre: Any, steps: Any, session_id: str | None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """The module map's colour and size rules for a measure of its modules (flow, clones, submodules), on a
-    sequential scale, with its legend (the map's stylesheet adds them: :func:`.module_card.highlight_path`); the
-    modules' own colours, sized by flow, by default (no rule, no work). The map's modules are read from the map
-    kept on the server (:func:`app.services.overviews.module_map`), never sent back by the page."""
-    if colour_by in (None, "module") and size_by in (None, "flow"):
+    sequential scale, with its legend, and its filter's rules (least flow, least clones, a module's neighbours:
+    :func:`app.services.overviews.map_filter`) with the sentence that says what it shows (the map's stylesheet adds
+    the rules: :func:`.module_card.highlight_path`); the modules' own colours, sized by flow, by default (no rule,
+    no work). The map's modules are read from the map kept on the server
+    (:func:`app.services.overviews.module_map`), never sent back by the page."""
+    fields = (min_flow, min_clones, centre, steps)
+    filtered = any(str(value or "").strip() for value in fields)
+    if colour_by in (None, "module") and size_by in (None, "flow") and not filtered:
         return [], None
     try:
         folder = sessions.session_folder(session_id)
@@ -134,6 +142,14 @@ def map_style(
         return [], None
     rules, legend = overviews.mapped_style(drawn["elements"], colour_by, size_by)
     parts: list[Any] = []
+    try:
+        hidden, said = overviews.map_filter(drawn["elements"], *fields)
+    except ui.EXPECTED_ERRORS as exc:
+        hidden, said = [], ""
+        parts.append(ui.error_message(exc))
+    rules += hidden
+    if said:
+        parts.append(html.Div(said, className="hint"))
     if legend["colour"]:
         scale = legend["colour"]
         gradient = f"linear-gradient(to right, {overviews.LOW_COLOUR}, #21918c, {overviews.HIGH_COLOUR})"
