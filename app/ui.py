@@ -17,6 +17,9 @@ from engine.api import CorpusError, ModelFormatError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
 EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)
+ANSWER_POLL_MS = 250
+"""How often the page asks for the answer of a background callback a person waits on (Dash's default: each second,
+half a second lost on average after the Infomap run, the whole graph's drawing or its filter)."""
 
 
 @contextmanager

@@ -254,12 +254,21 @@ def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
     second = graph_service.run_communities(folder, trials=2, seed=0, markov_time=0.5)
     assert graph_service.read_previous_communities(folder)["options"] == first["options"]
     assert sum(second["codelength"]["levels"].values()) == pytest.approx(second["summary"]["codelength"], abs=1e-5)
-    tree = graph_service.module_tree(second)
+    tree = graph_service.module_tree(second, sectors=10**6)  # every module
     by_id = dict(zip(tree["ids"], tree["flows"], strict=True))
     for module in second["modules"]:
         if module["children"]:
             assert sum(by_id[c] for c in module["children"]) == pytest.approx(by_id[module["id"]], rel=1e-6)
     assert set(tree["parents"]) <= set(tree["ids"]) | {""}
+    small = graph_service.module_tree(second, sectors=6)  # the 6 modules of most flow whose parents are drawn
+    drawn = dict(zip(small["ids"][:-1], small["flows"][:-1], strict=True))
+    assert len(drawn) == 6 and all(parent in drawn or parent == "" for parent in small["parents"][:-1])
+    frontier = [m for m in second["modules"] if m["id"] not in drawn and (not m["parent"] or m["parent"] in drawn)]
+    assert max(m["flow"] for m in frontier) <= min(drawn.values())
+    tops = [m["flow"] for m in second["modules"] if not m["parent"]]
+    left_out = len(tops) - sum(not parent for parent in small["parents"][:-1])
+    assert small["ids"][-1] == "more" and small["labels"][-1].startswith(f"{left_out:,} more top modules")
+    assert sum(f for f, p in zip(small["flows"], small["parents"], strict=True) if not p) == pytest.approx(sum(tops))
     flows = graph_service.alluvial(first, second, top=10_000)  # every module: no "other"
     node_flow = {int(k): v for k, v in second["node_flow"].items()}
     tops = [sorted((m for m in run["modules"] if not m["parent"]), key=lambda m: -m["flow"]) for run in (first, second)]

@@ -478,6 +478,9 @@ def test_module_links_are_the_ftree_link_flows(either: cm.Communities, tmp_path:
         for key, flow in expected.items():
             assert got[key] == pytest.approx(flow, rel=1e-4, abs=1e-9)
     assert all(a != b for items in links.values() for a, b, _ in items)
+    for parent, items in links.items():  # the most flow first; a limit keeps each parent's first links
+        assert [f for _, _, f in items] == sorted((f for _, _, f in items), reverse=True)
+        assert cm.module_links(result, 3).get(parent, []) == items[:3]
 
 
 def _as_kept(result: cm.Communities, with_paths: bool) -> dict[str, object]:

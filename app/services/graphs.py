@@ -259,8 +259,8 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
             "summary": result.summary(),
             "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
             "links": {
-                parent: [[a, b, round(flow, 12)] for a, b, flow in links[:MAX_SAVED_LINKS]]
-                for parent, links in api.module_links(result).items()
+                parent: [[a, b, round(flow, 12)] for a, b, flow in links]
+                for parent, links in api.module_links(result, MAX_SAVED_LINKS).items()
             },
             "codelength": None
             if terms is None

@@ -133,7 +133,7 @@ class Module:
             "exit_flow": float(self.exit_flow),
             "chars": self.chars,
             "children": list(self.children),
-            "words": [asdict(w) for w in self.words],
+            "words": [w.summary() for w in self.words],
         }
 
 
@@ -341,11 +341,12 @@ def module_name(module: Module) -> str:
 
 
 # ================================================================================ module links
-def module_links(communities: Communities) -> dict[str, list[tuple[str, str, float]]]:
+def module_links(communities: Communities, limit: int | None = None) -> dict[str, list[tuple[str, str, float]]]:
     """The module map's links: for the root ("") and every module with submodules, the link flow between its
-    children, ``(child id, child id, flow)`` most flow first, summed over the edges from a clone under one child to
-    a clone under another (the flow Infomap's ``.ftree`` lists in its ``*Links`` sections; normalised link flow,
-    :func:`_link_flow`). Vectorised over the edges, depth by depth."""
+    children, ``(child id, child id, flow)`` most flow first (ties in the children's order), summed over the edges
+    from a clone under one child to a clone under another (the flow Infomap's ``.ftree`` lists in its ``*Links``
+    sections; normalised link flow, :func:`_link_flow`); with ``limit``, each parent's ``limit`` links of most flow.
+    Vectorised over the edges, depth by depth."""
     graph = communities.graph
     link_flow = _link_flow(graph, communities.options.flow)
     sources, targets = graph.edges()
@@ -373,10 +374,20 @@ def module_links(communities: Communities) -> dict[str, list[tuple[str, str, flo
         keys = (parent_s[keep] * m + child_s[keep]) * m + child_t[keep]
         unique, inverse = np.unique(keys, return_inverse=True)
         flows = np.bincount(inverse.ravel(), weights=link_flow[keep], minlength=len(unique))
-        parents, firsts, seconds = unique // (m * m), (unique // m) % m, unique % m
-        for parent, a, b, flow in zip(parents.tolist(), firsts.tolist(), seconds.tolist(), flows.tolist(), strict=True):
+        parents = unique // (m * m)
+        order = np.lexsort((-flows, parents))  # by parent, then the most flow first (stable: the children's order)
+        if limit is not None:  # each parent's first ``limit`` links: rank within its run of the sorted parents
+            sorted_parents = parents[order]
+            starts = np.flatnonzero(np.r_[True, sorted_parents[1:] != sorted_parents[:-1]])
+            rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+            order = order[rank < limit]
+        kept = unique[order]
+        firsts, seconds = (kept // m) % m, kept % m
+        for parent, a, b, flow in zip(
+            parents[order].tolist(), firsts.tolist(), seconds.tolist(), flows[order].tolist(), strict=True
+        ):
             links[names[parent]].append((names[a], names[b], float(flow)))
-    return {parent: sorted(items, key=lambda item: -item[2]) for parent, items in links.items()}
+    return dict(links)
 
 
 # ================================================================================ partitions compared

@@ -52,6 +52,7 @@ def show_hierarchy(_version: Any, _model: Any, session_id: str | None) -> tuple[
     State(ids.COMMUNITIES_MARKOV_TIME, "value"),
     State(ids.SESSION, "data"),
     background=True,
+    interval=ui.ANSWER_POLL_MS,
     running=[
         (Output(ids.COMMUNITIES_RUN, "disabled"), True, False),
         (Output(ids.COMMUNITIES_PROGRESS, "style"), {"display": "block"}, {"display": "none"}),

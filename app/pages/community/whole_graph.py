@@ -241,6 +241,7 @@ def ask_whole_graph(
     State(ids.COMMUNITIES_SELECTED, "data"),
     State(ids.SESSION, "data"),
     background=True,
+    interval=ui.ANSWER_POLL_MS,
     running=[
         (Output(ids.COMMUNITIES_WHOLE_SHOW, "disabled"), True, False),
         (Output(ids.COMMUNITIES_WHOLE_BUSY, "style"), BUSY_SHOWN, HIDDEN_NOTE),
@@ -363,6 +364,7 @@ def show_filter_fields(query: str | None) -> tuple[Any, ...]:
     State(ids.COMMUNITIES_WHOLE_SHOW, "n_clicks"),
     State(ids.SESSION, "data"),
     background=True,
+    interval=ui.ANSWER_POLL_MS,
     prevent_initial_call=True,
 )
 @jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
