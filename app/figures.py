@@ -479,6 +479,7 @@ def hierarchy_figure(tree: dict[str, list[Any]] | None) -> go.Figure:
             labels=[plain(label) for label in tree["labels"]],
             parents=tree["parents"],
             values=tree["flows"],
+            marker_colors=tree.get("colours"),
             branchvalues="total",
             text=bits,  # not customdata: Dash's graph reads a trace's "mode" for a point of one with custom data
             texttemplate="%{label}",  # and a treemap has none (a TypeError in the page on its root's hover)

@@ -12,6 +12,8 @@ from typing import Any
 import dash_ag_grid as dag
 from dash import Input, Output, clientside_callback, html
 
+from app.services.grid_rows import BLOCK_ROWS
+
 THEME = {
     "function": (
         "themeAlpine.withParams({fontFamily: 'inherit', fontSize: 13, headerFontWeight: 600, spacing: 5, "
@@ -23,6 +25,7 @@ THEME = {
 colours."""
 ROW_HEIGHT = 30
 """Pixels per row, so that a table's height can be told in rows."""
+
 
 
 def column(key: str, header: str, kind: str = "text", tooltip: str | None = None, **more: Any) -> dict[str, Any]:
@@ -48,11 +51,15 @@ def grid(
     selectable: bool = False,
     row_id: str | None = None,
     tools: list[Any] | None = None,
+    server_rows: bool = False,
 ) -> html.Div:
     """A grid with its tool row: ``tools`` (e.g. a note) and a "CSV" button that downloads the rows the grid shows
     (sorted and filtered as shown) as ``file_name``. ``rows`` rows show at once (the rest scroll, rendered as they
     come into view); ``selectable``: one row is selected by clicking it (``selectedRows``); ``row_id``: the field
-    that names a row (then a selection can be set by id and survives new row data)."""
+    that names a row (then a selection can be set by id and survives new row data). ``server_rows``: the rows stay
+    on the server and come a block at a time, sorted and filtered there (ag-grid's infinite row model: a callback
+    answers ``getRowsRequest`` with ``getRowsResponse``, :func:`app.services.tables.table_block`), and "CSV"
+    downloads every row the filter keeps, made on the server."""
     options: dict[str, Any] = {
         "theme": THEME,
         "rowHeight": ROW_HEIGHT,
@@ -63,10 +70,14 @@ def grid(
     }
     if selectable:
         options["rowSelection"] = {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True}
+    row_model: dict[str, Any] = {"rowData": []}
+    if server_rows:  # one block asked at a time, so that each answer meets its own request
+        options |= {"cacheBlockSize": BLOCK_ROWS, "maxBlocksInCache": 50, "maxConcurrentDatasourceRequests": 1}
+        row_model = {"rowModelType": "infinite"}
     table = dag.AgGrid(
         id=component,
         columnDefs=columns,
-        rowData=[],
+        **row_model,
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True, "minWidth": 90},
         columnSize="responsiveSizeToFit",
         dashGridOptions=options,

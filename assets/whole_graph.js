@@ -331,8 +331,8 @@
         ctx.arc(s * x[this.selected] + ox, s * y[this.selected] + oy, half + 6, 0, 2 * Math.PI);
         ctx.stroke();
       }
-      this.drawLabels(ctx, space, s, ox, oy, cw, ch, half);
-      if (weighted) this.drawWeights(ctx, space, s, ox, oy, cw, ch);
+      const labelled = this.drawLabels(ctx, space, s, ox, oy, cw, ch, half);
+      if (weighted && labelled) this.drawWeights(ctx, space, s, ox, oy, cw, ch);  // T beside the clones it joins
       this.labelBoxes = space.boxes;  // the boxes of every label written (tests read them)
       this.cacheView = {s: v.s, ox: v.ox, oy: v.oy};
       this.draws++;
@@ -341,7 +341,7 @@
 
     /** The top modules' names on a light box (the most flow first) while the view is not zoomed in far, then the
      * clones' labels once few clones are in view; a label that would overlap one written before it, or a clone
-     * other than its own, is left out. */
+     * other than its own, is left out. Returns whether the clones' labels were written. */
     drawLabels(ctx, space, s, ox, oy, cw, ch, half) {
       const x = this.x, y = this.y;
       const modules = s < 6 * this.fitScale && this.shown === null ? this.moduleLabels : [];
@@ -379,6 +379,7 @@
         ctx.fillText(text, px, py);
       }
       this.labelsDrawn = written.length + placed.length;
+      return clones;
     }
 
     /** Each drawn transition's T, two decimals at its middle, when at most MAX_WEIGHT_LABELS are in view; one that

@@ -241,8 +241,12 @@ def grid_script(browser: Any, component: str, body: str) -> Any:
 
 
 def grid_rows(browser: Any, component: str) -> list[dict[str, Any]]:
-    """The rows the grid ``component`` shows (after its sort and filters), scrolled into view or not."""
-    return grid_script(browser, component, "const rows = []; api.forEachNodeAfterFilterAndSort(n => rows.push(n.data));"
+    """The rows the grid ``component`` shows (after its sort and filters), scrolled into view or not; of a grid whose
+    rows come from the server a block at a time, the rows of the blocks it holds, in order."""
+    return grid_script(browser, component, "const rows = [];"
+                       "if (api.getGridOption('rowModelType') === 'infinite') {"
+                       "  api.forEachNode(n => { if (n.data) { rows.push(n.data); } });"
+                       "} else { api.forEachNodeAfterFilterAndSort(n => rows.push(n.data)); }"
                        "return rows;") or []  # fmt: skip
 
 

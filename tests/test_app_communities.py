@@ -269,6 +269,7 @@ def test_hierarchy_and_two_runs_compared(data_dir: Path) -> None:
     left_out = len(tops) - sum(not parent for parent in small["parents"][:-1])
     assert small["ids"][-1] == "more" and small["labels"][-1].startswith(f"{left_out:,} more top modules")
     assert sum(f for f, p in zip(small["flows"], small["parents"], strict=True) if not p) == pytest.approx(sum(tops))
+    assert small["colours"][:-1] == [graph_service.module_colour(i) for i in small["ids"][:-1]]  # as on the map
     flows = graph_service.alluvial(first, second, top=10_000)  # every module: no "other"
     node_flow = {int(k): v for k, v in second["node_flow"].items()}
     tops = [sorted((m for m in run["modules"] if not m["parent"]), key=lambda m: -m["flow"]) for run in (first, second)]
@@ -326,7 +327,7 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     saved = graph_service.read_communities(folder)
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
     tables = table_service.graph_tables(folder, module["id"])
-    clones, transitions = tables["clones"], tables["transitions"]
+    clones, transitions = (tables[k].rows_of(np.arange(tables[k].rows)) for k in ("clones", "transitions"))
     assert {c["state"] for c in clones} == set(module["nodes"])
     assert sum(c["exit_flow"] for c in clones) == pytest.approx(module["exit_flow"], rel=1e-4)
     assert sum(c["enter_flow"] for c in clones) == pytest.approx(module["enter_flow"], rel=1e-4)
@@ -339,8 +340,8 @@ def test_clone_and_transition_tables(folder: Path) -> None:
     expected = nx.betweenness_centrality(inner)
     assert all(c["betweenness"] == pytest.approx(expected[c["clone"]], abs=1e-6) for c in clones)
     whole = table_service.graph_tables(folder)
-    assert whole["module"] == "" and len(whole["clones"]) >= len(clones)
-    assert all(t["boundary"] == "" for t in whole["transitions"])
+    assert whole["module"] == "" and whole["clone_count"] >= len(clones)
+    assert all(t["boundary"] == "" for t in whole["transitions"].rows_of(np.arange(whole["transition_count"])))
     with pytest.raises(UserError, match="does not exist"):
         table_service.graph_tables(folder, "999")
 
@@ -354,8 +355,11 @@ def test_clone_size_and_colour_show_any_numeric_column_of_the_clone_table(folder
 
     saved = graph_service.read_communities(folder)
     module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
-    clones = table_service.graph_tables(folder, module["id"])["clones"]
+    table = table_service.graph_tables(folder, module["id"])["clones"]
+    clones = table.rows_of(np.arange(table.rows))
     elements = [{"data": {"id": str(c["state"]), "label": c["clone"], "flow": c["flow"]}} for c in clones]
+    states = [c["state"] for c in clones]  # the rows the page reads on the server for the subgraph's clones
+    assert table_service.clone_rows(folder, module["id"], "current", states[::-1]) == clones
     assert {o["value"] for o in communities_page.MAPPED_OPTIONS} == set(communities_page.MAPPED_COLUMNS)
     for key in communities_page.MAPPED_COLUMNS:
         rules = communities_page.graph_controls(0, key, None, elements, key, clones)
@@ -500,7 +504,7 @@ def test_the_whole_graphs_tables_show_while_a_module_is_open(folder: Path) -> No
 
     import app.main  # noqa: F401  (registers the pages)
     from app import ids
-    from app.pages.community import module_card
+    from app.pages.community import tables as tables_page
 
     session = f"{folder.name}.{sessions._signature(folder.name)}"
     saved = graph_service.read_communities(folder)
@@ -509,9 +513,67 @@ def test_the_whole_graphs_tables_show_while_a_module_is_open(folder: Path) -> No
 
     def tables(trigger: str) -> tuple[Any, ...]:
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": trigger, "value": 1}]))
-        return module_card.show_tables(module["id"], None, None, 1, session)
+        return tables_page.show_tables(module["id"], None, None, 1, session)
 
-    clones, _edges, note, *_ = tables(f"{ids.COMMUNITIES_TABLES_WHOLE}.n_clicks")
-    assert len(clones) == len(whole["clones"]) > module["size"] and "of the whole graph" in str(note)
-    clones, _edges, note, *_ = tables(f"{ids.COMMUNITIES_SELECTED}.data")
-    assert len(clones) == module["size"] and f"of module {module['id']}" in str(note)
+    source, note, _ = tables(f"{ids.COMMUNITIES_TABLES_WHOLE}.n_clicks")
+    served = tables_page.serve_clones({"startRow": 0, "endRow": 100}, source, session)
+    assert source["module"] == "" and served["rowCount"] == whole["clone_count"] > module["size"]
+    assert "of the whole graph" in str(note) and len(served["rowData"]) == min(100, whole["clone_count"])
+    source, note, _ = tables(f"{ids.COMMUNITIES_SELECTED}.data")
+    served = tables_page.serve_clones({"startRow": 0, "endRow": 100}, source, session)
+    assert served["rowCount"] == module["size"] and f"of module {module['id']}" in str(note)
+
+
+def test_the_tables_serve_blocks_sorted_and_filtered_as_a_brute_force_reference(folder: Path) -> None:
+    """The clone and transition tables kept in columns on the server serve a grid's blocks: the rows its filter
+    keeps (numbers and text, one condition or two), in its sort (one column or two), a block at a time; the same
+    rows as sorting and filtering every row in Python. CSV holds every row kept, in that order."""
+    import csv
+
+    from app.pages.community.look import EDGE_COLUMNS
+
+    whole = table_service.graph_tables(folder)
+    transitions = whole["transitions"].rows_of(np.arange(whole["transition_count"]))
+    every = whole["transition_count"]
+
+    def served(sort: list[dict[str, Any]], kept: dict[str, Any]) -> list[dict[str, Any]]:
+        rows, start = [], 0
+        while True:
+            request = {"startRow": start, "endRow": start + 100, "sortModel": sort, "filterModel": kept}
+            block = table_service.table_block(folder, None, "current", "transitions", request)
+            rows += block["rowData"]
+            start += 100
+            if start >= block.get("rowCount", 0):
+                return rows
+
+    sort = [{"colId": "from", "sort": "asc"}, {"colId": "flow", "sort": "desc"}]
+    kept = {
+        "probability": {"filterType": "number", "type": "greaterThan", "filter": 0.05},
+        "to": {"filterType": "text", "operator": "OR", "conditions": [
+            {"filterType": "text", "type": "startsWith", "filter": "E"}, {"filterType": "text", "type": "contains",
+                                                                          "filter": ":1"}]},
+    }  # fmt: skip
+    to_kept = [t["to"].lower().startswith("e") or ":1" in t["to"] for t in transitions]
+    expected = [t for t, ok in zip(transitions, to_kept, strict=True) if t["probability"] > 0.05 and ok]
+    expected.sort(key=lambda t: -t["flow"])  # stable sorts: the second key first
+    expected.sort(key=lambda t: t["from"])
+    got = served(sort, kept)
+    assert got == expected and 0 < len(got) < every
+    assert served([], {}) == transitions  # no sort, no filter: the table's own order, the most flow first
+    assert [t["flow"] for t in transitions] == sorted((t["flow"] for t in transitions), reverse=True)
+    in_range = {"flow": {"filterType": "number", "type": "inRange", "filter": 1e-3, "filterTo": 1e-2}}
+    assert served([{"colId": "probability", "sort": "asc"}], in_range) == sorted(
+        (t for t in transitions if 1e-3 < t["flow"] < 1e-2), key=lambda t: t["probability"]
+    )
+    nothing = table_service.table_block(
+        folder, None, "current", "transitions", {"startRow": 0, "endRow": 100, "filterModel": {
+            "flow": {"filterType": "number", "type": "lessThan", "filter": -1}}}  # fmt: skip
+    )
+    assert nothing == {"rowData": []}  # no count of 0 (dash-ag-grid answers the next ask by another path then)
+    request = {"sortModel": sort, "filterModel": kept}
+    path, name, said = table_service.table_csv(folder, None, "current", "transitions", request, EDGE_COLUMNS)
+    with path.open(encoding="utf-8") as f:
+        lines = list(csv.reader(f))
+    assert lines[0] == [header for _, header in EDGE_COLUMNS] and len(lines) == len(expected) + 1
+    assert [row[0] for row in lines[1:]] == [t["from"] for t in expected] and f"{len(expected):,} rows" in said
+    assert name == "transitions-whole-graph.csv"

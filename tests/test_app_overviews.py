@@ -404,7 +404,7 @@ def test_the_module_map_filter_keeps_flow_clones_and_a_modules_neighbours(folder
     rules, said = overviews.map_filter(elements, "", "", centre, "1")
     near = {centre} | {e["data"]["target"] for e in elements if e["data"].get("source") == centre}
     near |= {e["data"]["source"] for e in elements if e["data"].get("target") == centre}
-    assert _shown(rules, elements) == near and f"within 1 link of module {centre}" in said
+    assert _shown(rules, elements) == near and f"within 1 link of module {centre} on the map" in said
     with pytest.raises(UserError, match="is not on the map"):
         overviews.map_filter(elements, "", "", "no-such", "1")
     with pytest.raises(UserError, match="between 0 and 1"):

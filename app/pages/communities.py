@@ -29,6 +29,7 @@ from app.pages.community import (  # the page's callbacks, by what they hold
     module_map,
     overviews,
     runs,
+    tables,
     view,
     whole_graph,
 )
@@ -63,12 +64,7 @@ cyto.load_extra_layouts()  # the bundle with the SVG exporter (cy.svg was not a 
 dash.register_page(__name__, path="/communities", name="Communities", title="CHMM Explorer · Communities", order=5)
 
 
-for _grid, _button in (
-    (ids.COMMUNITIES_TABLE, ids.COMMUNITIES_TABLE_CSV),
-    (ids.COMMUNITIES_CLONE_TABLE, ids.COMMUNITIES_CLONE_TABLE_CSV),
-    (ids.COMMUNITIES_EDGE_TABLE, ids.COMMUNITIES_EDGE_TABLE_CSV),
-):
-    grids.export_on_click(_grid, _button)
+grids.export_on_click(ids.COMMUNITIES_TABLE, ids.COMMUNITIES_TABLE_CSV)  # the clone and transition tables: server
 
 
 def map_filter_fields() -> list[Any]:
@@ -405,6 +401,11 @@ def layout(**query: Any) -> html.Div:
                 ui.buttons(
                     html.Button("Show the whole graph's tables", id=ids.COMMUNITIES_TABLES_WHOLE, className="button")
                 ),
+                html.Div(id=ids.COMMUNITIES_TABLES_CSV_NOTE),
+                dcc.Store(id=ids.COMMUNITIES_TABLES_SOURCE, storage_type="memory", data=None),
+                dcc.Store(id=ids.COMMUNITIES_TABLES_PURGED, storage_type="memory", data=None),
+                dcc.Store(id=ids.COMMUNITIES_TABLES_CLICK_SELECTED, storage_type="memory", data=None),
+                dcc.Store(id=ids.COMMUNITIES_TABLES_DOWNLOAD),
                 html.H4("Clones"),
                 data_table(
                     ids.COMMUNITIES_CLONE_TABLE,
@@ -413,9 +414,16 @@ def layout(**query: Any) -> html.Div:
                     "clones.csv",
                     selectable=True,
                     row_id="clone",
+                    server_rows=True,
                 ),
                 html.H4("Transitions"),
-                data_table(ids.COMMUNITIES_EDGE_TABLE, EDGE_COLUMNS, ids.COMMUNITIES_EDGE_TABLE_CSV, "transitions.csv"),
+                data_table(
+                    ids.COMMUNITIES_EDGE_TABLE,
+                    EDGE_COLUMNS,
+                    ids.COMMUNITIES_EDGE_TABLE_CSV,
+                    "transitions.csv",
+                    server_rows=True,
+                ),
             ),
             ui.card(
                 "Flow and degree",
@@ -456,5 +464,6 @@ def layout(**query: Any) -> html.Div:
 
 __all__ = [
     "BOUNDARY_COLOURS", "BOUNDARY_SHARE", "MAPPED_COLUMNS", "MAPPED_OPTIONS", "NODE_SIZES", "graph_controls", "layout",
-    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module", "view", "whole_graph",
+    "module_card", "module_map", "overviews", "runs", "show_hierarchy", "show_module", "tables", "view",
+    "whole_graph",
 ]  # fmt: skip

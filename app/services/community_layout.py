@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.services import visible
+from app.services.drawing_colours import module_colour
 from engine import api
 
 HIERARCHY_SECTORS = 150
@@ -19,7 +20,8 @@ HIERARCHY_SECTORS = 150
 
 def module_tree(saved: dict[str, Any], sectors: int = HIERARCHY_SECTORS) -> dict[str, list[Any]]:
     """The module tree as a treemap draws it (Infomap Network Navigator's nested view): ids, labels, parents
-    (the root ""), flows (each module's flow contains its submodules') and each module's own codebook bits. At most
+    (the root ""), flows (each module's flow contains its submodules'), each module's own codebook bits and its
+    colour (the table's and the map's). At most
     ``sectors`` modules, those of most flow whose parents are drawn (a module's submodules left out leave its area
     partly empty); the top modules left out are one sector, "N more top modules", of their flow."""
     terms = (saved.get("codelength") or {}).get("modules") or {}
@@ -41,6 +43,7 @@ def module_tree(saved: dict[str, Any], sectors: int = HIERARCHY_SECTORS) -> dict
         "parents": [modules[i]["parent"] for i in chosen],
         "flows": [modules[i]["flow"] for i in chosen],
         "bits": [terms.get(modules[i]["id"]) for i in chosen],
+        "colours": [module_colour(modules[i]["id"]) for i in chosen],  # as the table and the map have them
     }
     left_out = [-flow for flow, i in frontier if not modules[i]["parent"]]
     if left_out:
@@ -49,6 +52,7 @@ def module_tree(saved: dict[str, Any], sectors: int = HIERARCHY_SECTORS) -> dict
         tree["parents"].append("")
         tree["flows"].append(float(sum(left_out)))
         tree["bits"].append(None)
+        tree["colours"].append(OTHER_COLOUR)
     return tree
 
 

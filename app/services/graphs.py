@@ -527,6 +527,7 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
             x, y = positions[data["id"]]
             element["position"] = {"x": round(float(x) * 300, 2), "y": round(float(y) * 300, 2)}
             data["char"] = visible(data["char"])
+            data["long"] = len(data["char"]) > 2  # a word or a token: written under the clone, not inside it
             node = int(data["state"])
             data["colour"] = symbol_colour(int(graph.clone_symbol[node]))
             data["degree"] = int(degree[node])

@@ -251,8 +251,8 @@ def map_filter(
 ) -> tuple[list[dict[str, Any]], str]:
     """The module map's filter as stylesheet rules, and the sentence that says what it shows: modules of flow below
     ``min_flow`` or with fewer clones than ``min_clones`` hidden, and with a ``centre`` module only the modules
-    within ``steps`` links of it (the ego network). Nothing set: no rules and no sentence; a bad value is a
-    :class:`UserError` of one sentence."""
+    within ``steps`` links of it (the ego network over the links the map draws, its links of most flow). Nothing
+    set: no rules and no sentence; a bad value is a :class:`UserError` of one sentence."""
     nodes = [e["data"] for e in elements if "source" not in e.get("data", {})]
     flow = least_flow(min_flow)
     clones = optional_whole(min_clones, "the least number of clones", 0, 10**9) or 0
@@ -266,6 +266,6 @@ def map_filter(
     kept = {n["id"] for n in nodes if n["id"] in near and n["flow"] >= flow and n["clones"] >= clones}
     said = [f"flow at least {flow:g}"] if flow else []
     said += [f"at least {clones:,} clones"] if clones else []
-    said += [f"within {reach} link{'s' if reach != 1 else ''} of module {module}"] if module else []
+    said += [f"within {reach} link{'s' if reach != 1 else ''} of module {module} on the map"] if module else []
     return only_nodes(kept), f"Showing {len(kept):,} of {len(nodes):,} modules ({', '.join(said)})."
 

@@ -89,7 +89,7 @@ class Module:
         nodes: the clones in the module and all its submodules (global clone indices), sorted.
         flow: the module's flow (sum of its clones' flows as Infomap computed them; top modules sum to 1).
         enter_flow, exit_flow: link flow entering / leaving the module from / to the rest of the graph.
-        chars: the symbols its clones emit, most flow first (spaces shown as U+2423).
+        chars: the symbols its clones emit, most flow first (spaces shown as U+2423; words and tokens apart).
         children: ids of its submodules (empty for a leaf module).
         words: its most probable generalized words; name: the default name (the most probable word(s)).
     """
@@ -319,7 +319,8 @@ def _describe_module(
     for node in module.nodes:
         by_symbol[int(graph.clone_symbol[node])] += float(graph.flow[node])
     ranked = sorted(by_symbol, key=lambda s: (-by_symbol[s], s))
-    module.chars = "".join(visible_char(graph.symbols[s]) for s in ranked)
+    gap = "" if graph.metadata.get("unit", "characters") == "characters" else " "  # words and tokens: apart
+    module.chars = gap.join(visible_char(graph.symbols[s]) for s in ranked)
     if options.words:
         module.words = generalized_words(
             graph, module.nodes, options.words, options.beam, options.max_length, reference, link_flow

@@ -90,6 +90,11 @@ STYLESHEET = [
             "text-max-width": "60px",
         },
     },
+    {  # a word or a token: under the clone in dark letters, as wide as a few clones (clipped inside it before)
+        "selector": "node[?long]",
+        "style": {"text-valign": "bottom", "color": "#1f2d3d", "text-outline-color": "#fff", "text-outline-width": 2,
+                  "text-max-width": "90px", "font-size": 11},
+    },  # fmt: skip
     {"selector": "node:selected", "style": {"border-width": 4, "border-color": "#1f2d3d"}},
     {
         "selector": "edge",

@@ -29,64 +29,6 @@ from engine import api
 
 
 @callback(
-    Output(ids.COMMUNITIES_CLONE_TABLE, "rowData"),
-    Output(ids.COMMUNITIES_EDGE_TABLE, "rowData"),
-    Output(ids.COMMUNITIES_TABLES_NOTE, "children"),
-    Output(ids.COMMUNITIES_CLONE_TABLE, "selectedRows"),
-    Output(ids.COMMUNITIES_CLONE_TABLE, "filterModel"),
-    Output(ids.COMMUNITIES_EDGE_TABLE, "filterModel"),
-    Input(ids.COMMUNITIES_SELECTED, "data"),
-    Input(ids.COMMUNITIES_VERSION, "data"),
-    Input(ids.COMMUNITIES_RUN_SHOWN, "value"),
-    Input(ids.COMMUNITIES_TABLES_WHOLE, "n_clicks"),
-    State(ids.SESSION, "data"),
-    State(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
-)
-def show_tables(
-    selected: str | None,
-    _version: Any,
-    run: str | None,
-    whole: int | None,
-    session_id: str | None,
-    clicked: dict[str, Any] | None = None,
-) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """The clone and transition tables of the module open below the map, or, when asked, of the whole graph (made
-    only then: 57,000 transitions at 5,000 clones), every row (the grids scroll them; "showing N of M" if a table
-    has more than :data:`table_service.MAX_TABLE_ROWS`); the tables' filters are cleared, so that a filter set on
-    one module does not hide rows of the next. The button shows the whole graph's tables even while a module is
-    open (its click was ignored then); opening another module shows that module's. A module opened by a click on
-    one of its clones in the whole graph (``clicked``) opens with that clone's row selected."""
-    if ctx.triggered_id == ids.COMMUNITIES_TABLES_WHOLE:
-        selected = None
-    if not selected and not whole:
-        hint = "Open a module to see its clones and transitions, or show the whole graph's."
-        return [], [], ui.message(hint), [], {}, {}
-    try:
-        tables = table_service.graph_tables(
-            sessions.session_folder(session_id), selected, run or graph_service.CURRENT_RUN
-        )
-    except ui.EXPECTED_ERRORS as exc:
-        return [], [], ui.error_message(exc), [], {}, {}
-    where = f"module {tables['module']}" if tables["module"] else "the whole graph (open a module to see its own)"
-
-    def count(rows: list[Any], total: int, what: str) -> str:
-        shown = "" if len(rows) == total else f" (showing the {len(rows):,} with the most flow)"
-        return f"{total:,} {what}{shown}"
-
-    note = (
-        f"{count(tables['clones'], tables['clone_count'], 'clones')} and "
-        f"{count(tables['transitions'], tables['transition_count'], 'transitions')} of {where}; sort by a column's "
-        "header, filter under it (e.g. > 0.01), select a clone to mark it in the subgraph; CSV downloads the rows "
-        "shown."
-    )
-    clicked = clicked or {}
-    chosen: Any = []
-    if ctx.triggered_id == ids.COMMUNITIES_SELECTED and clicked.get("module") == selected and clicked.get("label"):
-        chosen = {"ids": [str(clicked["label"])]}  # the clone clicked in the whole graph that opened this module
-    return tables["clones"], tables["transitions"], note, chosen, {}, {}
-
-
-@callback(
     Output(ids.COMMUNITIES_GRAPH, "layout", allow_duplicate=True),
     Input(ids.COMMUNITIES_GRAPH_LAYOUT, "value"),
     State(ids.COMMUNITIES_GRAPH, "elements"),
@@ -358,6 +300,24 @@ def graph_controls(
     return rules
 
 
+TABLE_MAPPINGS = {*MAPPED_COLUMNS, "boundary"}
+"""The subgraph's colours and sizes that read the clone table's columns."""
+
+
+def _subgraph_rows(
+    source: dict[str, Any] | None, elements: list[dict[str, Any]] | None, session_id: str | None
+) -> list[dict[str, Any]] | None:
+    """The clone table's rows of the subgraph's clones (None without a table shown)."""
+    states = [int(e["data"]["id"]) for e in elements or [] if "source" not in e.get("data", {})]
+    if not source or not states:
+        return None
+    try:
+        folder = sessions.session_folder(session_id)
+        return table_service.clone_rows(folder, source.get("module"), source.get("run"), states)
+    except ui.EXPECTED_ERRORS:
+        return None
+
+
 @callback(
     Output(ids.COMMUNITIES_MAP, "stylesheet"),
     Output(ids.COMMUNITIES_GRAPH, "stylesheet"),
@@ -368,12 +328,13 @@ def graph_controls(
     Input(ids.COMMUNITIES_NODE_SIZE, "value"),
     Input(ids.COMMUNITIES_NODE_COLOUR, "value"),
     Input(ids.COMMUNITIES_CLONE_SEARCH, "value"),
-    State(ids.COMMUNITIES_CLONE_TABLE, "rowData"),
+    State(ids.COMMUNITIES_TABLES_SOURCE, "data"),
     State(ids.COMMUNITIES_GRAPH, "elements"),
     Input(ids.COMMUNITIES_DEGREE_MIN, "value"),
     Input(ids.COMMUNITIES_FLOW_MIN, "value"),
     Input(ids.COMMUNITIES_MAP_RULES, "data"),
     Input(ids.COMMUNITIES_CLONE_STEPS, "value"),
+    State(ids.SESSION, "data"),
 )
 def highlight_path(
     found: dict[str, Any] | None,
@@ -383,18 +344,22 @@ def highlight_path(
     node_size: str | None,
     node_colour: str | None,
     clone: str | None,
-    table: list[dict[str, Any]] | None,
+    source: dict[str, Any] | None,
     elements: list[dict[str, Any]] | None,
     degree_min: Any = None,
     flow_min: Any = None,
     map_rules: list[dict[str, Any]] | None = None,
     steps: Any = None,
+    session_id: str | None = None,
 ) -> tuple[Any, Any]:
     """Mark the searched word's path (the modules of the map's level it passes through, its clones and transitions
     in the subgraph), the clone selected in the clone table or found by its label; hide the transitions below the
     chosen T and the clones below the chosen degree and flow; size and colour the clones by the column asked for;
-    the module map coloured and sized as asked (``map_rules``, :func:`app.pages.community.module_map.map_style`)."""
+    the module map coloured and sized as asked (``map_rules``, :func:`app.pages.community.module_map.map_style`).
+    The clone table's rows of the subgraph's clones are read on the server (``source``: the tables shown) when a
+    colour or size asks for a column."""
     base = MAP_STYLESHEET + (map_rules or [])
+    table = _subgraph_rows(source, elements, session_id) if {node_size, node_colour} & TABLE_MAPPINGS else None
     selected = graph_controls(edge_min, node_size, clone, elements, node_colour, table, degree_min, flow_min, steps)
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "state" in rows[0]:
         selected.append({"selector": f'node[id = "{int(rows[0]["state"])}"]', "style": HIGHLIGHT})

@@ -430,17 +430,6 @@ clientside_callback(  # the canvas as it is on screen, as a PNG file
     State(ids.COMMUNITIES_WHOLE_GRAPH, "id"),
     prevent_initial_call=True,
 )
-clientside_callback(  # a clone clicked in the canvas is selected in the clone table (rows named by label)
-    """function (clicked) {
-        if (!clicked || clicked.label === undefined || clicked.label === null) {
-            return window.dash_clientside.no_update;
-        }
-        return {ids: [String(clicked.label)]};
-    }""",
-    Output(ids.COMMUNITIES_CLONE_TABLE, "selectedRows", allow_duplicate=True),
-    Input(ids.COMMUNITIES_WHOLE_CLICKED, "data"),
-    prevent_initial_call=True,
-)
 clientside_callback(  # a click on a clone fills in the ego network's clone
     """function (clicked) {
         if (!clicked || clicked.clone === undefined || clicked.clone === null) {
