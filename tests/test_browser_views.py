@@ -120,6 +120,28 @@ def test_module_table_opens_modules_and_back_undoes_it(
     wait_until(lambda: exported.is_file() and exported.stat().st_size, 10, "no modules.csv downloaded")
     lines = exported.read_text(encoding="utf-8-sig").splitlines()  # ag-grid writes a byte order mark
     assert lines[0].startswith('"Module","Name') and len(lines) == len(modules) + 1
+    # the clone table's CSV, made on the server: every row its filter keeps, in its sort
+    wait_until(lambda: grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE), 10, "the clone table is empty")
+    rows = grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE)
+    least = sorted(row["degree"] for row in rows)[len(rows) // 2]
+    asked = (
+        "api.setFilterModel({degree: {filterType: 'number', type: 'greaterThanOrEqual', filter: LEAST}});"
+        "api.applyColumnState({state: [{colId: 'degree', sort: 'desc'}]}); return 1;"
+    ).replace("LEAST", str(least))
+    grid_script(browser, ids.COMMUNITIES_CLONE_TABLE, asked)
+    kept = sorted((row for row in rows if row["degree"] >= least), key=lambda row: -row["degree"])
+    wait_until(
+        lambda: [r["clone"] for r in grid_rows(browser, ids.COMMUNITIES_CLONE_TABLE)] == [r["clone"] for r in kept],
+        10,
+        "the clone table is not filtered and sorted as asked",
+    )
+    browser.find_element(f"#{ids.COMMUNITIES_CLONE_TABLE_CSV}").click()
+    made = tmp_path / "downloads" / f"clones-module-{modules[1].replace(':', '-')}.csv"
+    wait_until(lambda: made.is_file() and made.stat().st_size, 20, "no clone table CSV downloaded")
+    lines = made.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("clone,symbol,module") and [line.split(",")[0] for line in lines[1:]] == [
+        r["clone"] for r in kept
+    ]
 
 
 def test_a_selected_row_stays_while_other_callbacks_run(browser: Any, data_dir: Path) -> None:
