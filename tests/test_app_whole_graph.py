@@ -351,3 +351,38 @@ def test_the_whole_graph_is_a_charged_cancellable_job() -> None:
     assert ids.COMMUNITIES_WHOLE_DATA not in inputs and ids.COMMUNITIES_WHOLE_REQUEST in inputs
     exported = next(v for k, v in registered.items() if f"{ids.COMMUNITIES_WHOLE_DOWNLOAD}.data" in k)
     assert exported["background"] and getattr(page.export_shown, jobs.process.CHARGED_FROM_FORK)
+
+
+def test_the_subgraphs_clones_shown_are_exported_with_its_filter() -> None:
+    """Export what is on screen, for a module's subgraph: its clones that the degree minimum and the found clone's
+    neighbourhood keep, the transitions among them of T at least the one asked, and the filter in the file."""
+    import networkx
+
+    import app.main  # noqa: F401  (registers the pages)
+    from app.pages.community import module_card
+
+    sid = sessions.new_session_id()
+    folder = sessions.session_folder(sid)
+    saved = graph_service.run_communities(folder, trials=1, seed=0)
+    module = max((m for m in saved["modules"] if not m["parent"]), key=lambda m: m["size"])
+    elements = graph_service.module_detail(folder, module["id"])["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    centre = max(nodes, key=lambda n: n["flow"])
+    low = sorted(n["degree"] for n in nodes)[len(nodes) // 4]
+    undirected = networkx.Graph([(str(e["data"]["source"]), str(e["data"]["target"])) for e in elements
+                                 if "source" in e["data"]])  # fmt: skip
+    near = set(networkx.ego_graph(undirected, str(centre["id"]), radius=1).nodes)
+    expected = sorted(int(n["id"]) for n in nodes if n["degree"] >= low and str(n["id"]) in near)
+    link, note = module_card.export_subgraph_shown(1, module["id"], elements, "0.2", str(low), None, centre["label"],
+                                                   1, sid)  # fmt: skip
+    path = folder / graph_service.EXPORTS / f"module-{module['id']}-shown.graphml"
+    read = networkx.read_graphml(path)
+    assert sorted(int(data["state"]) for _, data in read.nodes(data=True)) == expected
+    assert 1 < len(expected) < len(nodes)
+    graph = graph_service.session_graph(folder, saved["threshold"])
+    sources, targets = graph.edges()
+    among = np.isin(sources, expected) & np.isin(targets, expected) & (graph.weight.data >= 0.2)
+    assert read.number_of_edges() == int(among.sum()) and all(w >= 0.2 for *_, w in read.edges(data="weight"))
+    said = f"module {module['id']}: degree at least {low:g}, within 1 step of clone {centre['label']}"
+    assert read.graph["filter"] == said + ", transitions of T at least 0.2"
+    assert link.startswith("/download/") and f"Exported the {len(expected):,} clones shown" in str(note)

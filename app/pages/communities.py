@@ -258,6 +258,13 @@ def layout(**query: Any) -> html.Div:
             ui.card(
                 "Module",
                 html.Div(id=ids.COMMUNITIES_GRAPH_NOTE, className="hint"),
+                ui.buttons(
+                    html.Button(
+                        "Download the clones shown (GraphML)", id=ids.COMMUNITIES_GRAPH_EXPORT, className="button small"
+                    )
+                ),
+                html.Div(id=ids.COMMUNITIES_GRAPH_EXPORT_NOTE),
+                dcc.Store(id=ids.COMMUNITIES_GRAPH_DOWNLOAD),
                 html.Div(
                     [
                         ui.field(

@@ -394,6 +394,16 @@ def export_shown(folder: Path, query: Any) -> tuple[Path, str, str]:
     spec = parse_filter_query(query)
     if not spec.active:
         raise UserError("No filter is set: the whole graph is exported from the Export page.")
+    return write_shown(folder, lambda: shown_clones(folder, spec)[0]["clones"], spec.describe(), "clones-shown")
+
+
+def write_shown(
+    folder: Path, shown: Callable[[], Any], described: str, stem: str, least_weight: float = 0.0
+) -> tuple[Path, str, str]:
+    """The clones ``shown()`` (global indices) of the clone graph the run on screen was made on, with every
+    transition among them of T at least ``least_weight``, their modules, and ``described`` (the filter) in the
+    file's ``filter`` attribute, as GraphML in the session's ``exports`` folder, charged to the memory budget.
+    Returns the file, the name it downloads as (``stem``-N.graphml), and a sentence."""
     saved = graph_service.read_communities(folder)
     threshold = saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD
     model = graph_service.view_model(folder)
@@ -401,18 +411,22 @@ def export_shown(folder: Path, query: Any) -> tuple[Path, str, str]:
     need = export_bytes(model, threshold, "graphml", infomap=False)
     with memory.reserved(need, "Exporting the clones shown"):
         graph = _run_graph(folder, saved)
-        shown = np.asarray(shown_clones(folder, spec)[0]["clones"], dtype=np.int64)  # the clones on screen, kept
+        nodes = np.asarray(shown(), dtype=np.int64)
         communities = graph_service.shown_run(folder, saved) if saved else None
-        network = api.to_networkx(graph, communities, nodes=shown)
-        network.graph["filter"] = spec.describe()
-        network.graph["title"] = f"{network.graph.get('title', 'clone graph')}, filtered: {spec.describe()}"
+        network = api.to_networkx(graph, communities, nodes=nodes)
+        if least_weight > 0:
+            network.remove_edges_from(
+                [(a, b) for a, b, weight in network.edges(data="weight") if weight < least_weight]
+            )
+        network.graph["filter"] = described
+        network.graph["title"] = f"{network.graph.get('title', 'clone graph')}, filtered: {described}"
         out = folder / graph_service.EXPORTS
         out.mkdir(exist_ok=True)
-        written = out / "shown.graphml"
+        written = out / f"{stem}.graphml"
         atomic_write(written, lambda tmp: networkx.write_graphml(network, tmp))
-    name = f"clones-shown-{len(shown)}.graphml"
+    name = f"{stem}-{len(nodes)}.graphml"
     note = (
-        f"Exported the {network.number_of_nodes():,} clones shown ({spec.describe()}) and the "
+        f"Exported the {network.number_of_nodes():,} clones shown ({described}) and the "
         f"{network.number_of_edges():,} transitions among them as GraphML, "
         f"{format_bytes(written.stat().st_size)}, saved as {name}."
     )

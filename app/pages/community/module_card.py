@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
-from app import ids, sessions, ui
+from app import ids, jobs, sessions, ui
 from app.pages.community.look import (
     BOUNDARY_COLOURS,
     GRAPH_LAYOUTS,
@@ -25,6 +25,7 @@ from app.pages.community.look import (
 from app.services import graphs as graph_service
 from app.services import overviews as overview_service
 from app.services import tables as table_service
+from app.services import whole_graph as whole_service
 from engine import api
 
 
@@ -284,7 +285,6 @@ def graph_controls(
         low = 0.0
     if low > 0:
         rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
-    rules += clone_filters(degree_min, flow_min)
     if node_size in MAPPED_COLUMNS:
         small, large = NODE_SIZES
         for node, share in column_shares(node_size, table, elements).items():
@@ -297,7 +297,88 @@ def graph_controls(
         found = [e["data"]["id"] for e in elements or [] if e.get("data", {}).get("label") == label]
         if reach and found:
             rules += overview_service.only_nodes(overview_service.neighbourhood(elements or [], str(found[0]), reach))
-    return rules
+    return rules + clone_filters(degree_min, flow_min)  # last: the ego network's own rules show no clone they hide
+
+
+def shown_subgraph(
+    elements: list[dict[str, Any]] | None,
+    edge_min: Any = None,
+    degree_min: Any = None,
+    flow_min: Any = None,
+    clone: str | None = None,
+    steps: Any = None,
+) -> tuple[list[int], float, str]:
+    """What the subgraph shows under its controls (the rules of :func:`graph_controls`): its clones of degree and
+    flow at least the minimums and, with a clone found and ``steps`` > 0, within that many steps of it; the least
+    T of the transitions shown; and the filter in words (for the file it is exported to)."""
+    every = [e["data"] for e in elements or [] if "source" not in e.get("data", {})]
+    nodes, said = every, []
+    for key, value in (("degree", degree_min), ("flow", flow_min)):
+        low = _number(value)
+        if low > 0:
+            nodes = [n for n in nodes if float(n.get(key, 0.0)) >= low]
+            said.append(f"{key} at least {low:g}")
+    label = (clone or "").strip()
+    reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
+    found = [str(n["id"]) for n in every if n.get("label") == label] if label else []
+    if reach and found:
+        near = overview_service.neighbourhood(elements or [], found[0], reach)
+        nodes = [n for n in nodes if str(n["id"]) in near]
+        said.append(f"within {reach} step{'s' if reach > 1 else ''} of clone {label}")
+    least = _number(edge_min)
+    if least > 0:
+        said.append(f"transitions of T at least {least:g}")
+    return sorted(int(n["id"]) for n in nodes), least, ", ".join(said) or "every clone drawn"
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@callback(
+    Output(ids.COMMUNITIES_GRAPH_DOWNLOAD, "data"),
+    Output(ids.COMMUNITIES_GRAPH_EXPORT_NOTE, "children"),
+    Input(ids.COMMUNITIES_GRAPH_EXPORT, "n_clicks"),
+    State(ids.COMMUNITIES_SELECTED, "data"),
+    State(ids.COMMUNITIES_GRAPH, "elements"),
+    State(ids.COMMUNITIES_EDGE_MIN, "value"),
+    State(ids.COMMUNITIES_DEGREE_MIN, "value"),
+    State(ids.COMMUNITIES_FLOW_MIN, "value"),
+    State(ids.COMMUNITIES_CLONE_SEARCH, "value"),
+    State(ids.COMMUNITIES_CLONE_STEPS, "value"),
+    State(ids.SESSION, "data"),
+    background=True,
+    running=[(Output(ids.COMMUNITIES_GRAPH_EXPORT, "disabled"), True, False)],
+    prevent_initial_call=True,
+)
+@jobs.charged_from_fork  # its job's process charged to the memory budget from its fork
+def export_subgraph_shown(
+    clicks: int | None, module: str | None, elements: list[dict[str, Any]] | None, *controls: Any
+) -> tuple[Any, Any]:
+    """The subgraph's clones shown (:func:`shown_subgraph`: the page's own subgraph, bounded by its node limit),
+    with the transitions among them of T at least the one asked, their modules and the filter in the file, as
+    GraphML (a job process bounded in time and memory); the answer is a download link."""
+    ui.require_click(clicks)
+    *filters, session_id = controls
+    nodes, least, said = shown_subgraph(elements, *filters)
+    if not module or not nodes:
+        return no_update, ui.message("Open a module first: its subgraph's clones shown are what is exported.")
+    try:
+        folder = sessions.session_folder(session_id)
+        with ui.request_job(folder, "The export", "use the Export page."):
+            path, name, note = whole_service.write_shown(
+                folder, lambda: nodes, f"module {module}: {said}", f"module-{module.replace(':', '-')}-shown", least
+            )
+        link = sessions.download_link(folder, path, name)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return link, ui.message([f"{note} ", html.A("Download it again", href=link)], "ok")
+
+
+ui.start_downloads(ids.COMMUNITIES_GRAPH_DOWNLOAD)
 
 
 TABLE_MAPPINGS = {*MAPPED_COLUMNS, "boundary"}
