@@ -427,3 +427,25 @@ def test_the_subgraph_shows_a_found_clones_neighbours_within_steps(folder: Path,
     assert _shown(rules, elements) == near and len(near) < len(nodes)
     assert _shown(module_card.graph_controls(0, "same", centre["label"], elements, "character", None, None, None, 0),
                   elements) == {str(n["id"]) for n in nodes}  # fmt: skip
+
+
+def test_the_module_map_shown_is_exported_with_its_filter(folder: Path, sid: str, run: Any) -> None:
+    """Export what is on screen, for the module map: the modules its filter keeps, the map's links among them, and
+    the filter in the file (networkx reads it back)."""
+    import networkx
+
+    from app.pages.community import module_map as page
+
+    elements = overviews.module_map(folder, "", 100)["elements"]
+    nodes = [e["data"] for e in elements if "source" not in e["data"]]
+    centre = max(nodes, key=lambda n: n["flow"])["id"]
+    fields = ("", "2", centre, "1")
+    kept = overviews.neighbourhood(elements, centre, 1) & {n["id"] for n in nodes if n["clones"] >= 2}
+    link, note = page.export_map(1, "", 100, "current", *fields, sid)
+    read = networkx.read_graphml(folder / graph_service.EXPORTS / "module-map.graphml")
+    assert set(read.nodes) == kept and 1 < len(kept) < len(nodes)
+    links = {(e["data"]["source"], e["data"]["target"]) for e in elements if "source" in e["data"]}
+    assert set(read.edges) == {(a, b) for a, b in links if a in kept and b in kept}
+    assert read.graph["filter"].startswith(f"Showing {len(kept):,} of {len(nodes):,} modules (at least 2 clones")
+    assert link.startswith("/download/") and f"Exported the {len(kept):,} modules shown" in str(note)
+    assert "must be" in str(page.export_map(1, "", 100, "current", "x", "", "", "", sid)[1])

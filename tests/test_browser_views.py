@@ -369,6 +369,11 @@ def test_the_module_map_and_the_subgraph_filter_to_a_neighbourhood(browser: Any,
         lambda: f"the map shows {cy_script(browser, ids.COMMUNITIES_MAP, visible)}, not {expected}",
     )
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_MAP_LEGEND}", f"Showing {len(expected):,} of {len(nodes):,}")
+    fills = (
+        "const b = cy.nodes(':visible').renderedBoundingBox();"
+        "return b.w > 0.6 * cy.width() || b.h > 0.6 * cy.height();"
+    )
+    wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, fills), 10, "the map is not fitted to the modules kept")
     # the subgraph of the module with the most flow: its clone of most flow and its neighbours within a step
     click_grid_row(browser, ids.COMMUNITIES_TABLE, top_modules(folder)[0])
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, visible), 15, "the subgraph is not drawn")

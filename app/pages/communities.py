@@ -209,6 +209,14 @@ def layout(**query: Any) -> html.Div:
                     ],
                     className="form-grid",
                 ),
+                ui.buttons(
+                    html.Button(
+                        "Download the modules shown (GraphML)", id=ids.COMMUNITIES_MAP_EXPORT, className="button small"
+                    )
+                ),
+                html.Div(id=ids.COMMUNITIES_MAP_EXPORT_NOTE),
+                dcc.Store(id=ids.COMMUNITIES_MAP_DOWNLOAD),
+                dcc.Store(id=ids.COMMUNITIES_MAP_FITTED),
                 html.Div(id=ids.COMMUNITIES_MAP_LEGEND, className="whole-graph-legend"),
                 dcc.Store(id=ids.COMMUNITIES_MAP_RULES, storage_type="memory", data=[]),
                 html.Div(id=ids.COMMUNITIES_MAP_NOTE, className="hint"),

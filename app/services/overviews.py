@@ -17,6 +17,7 @@ from app.services.community_layout import map_layout, path_view
 from app.services.graphs import (
     COMMUNITIES,
     CURRENT_RUN,
+    EXPORTS,
     MAP_MAX_MODULES,
     degree_counts,
     kept_of_run,
@@ -249,17 +250,26 @@ def only_nodes(kept_ids: set[str]) -> list[dict[str, Any]]:
 def map_filter(
     elements: list[dict[str, Any]], min_flow: Any, min_clones: Any, centre: Any, steps: Any
 ) -> tuple[list[dict[str, Any]], str]:
-    """The module map's filter as stylesheet rules, and the sentence that says what it shows: modules of flow below
-    ``min_flow`` or with fewer clones than ``min_clones`` hidden, and with a ``centre`` module only the modules
+    """The module map's filter as stylesheet rules (:func:`only_nodes` of :func:`map_kept`), and the sentence that
+    says what it shows; nothing set: no rules and no sentence."""
+    kept, said = map_kept(elements, min_flow, min_clones, centre, steps)
+    return (only_nodes(kept), said) if said else ([], "")
+
+
+def map_kept(
+    elements: list[dict[str, Any]], min_flow: Any, min_clones: Any, centre: Any, steps: Any
+) -> tuple[set[str], str]:
+    """The module map's modules its filter keeps, and the sentence that says what it shows: modules of flow below
+    ``min_flow`` or with fewer clones than ``min_clones`` left out, and with a ``centre`` module only the modules
     within ``steps`` links of it (the ego network over the links the map draws, its links of most flow). Nothing
-    set: no rules and no sentence; a bad value is a :class:`UserError` of one sentence."""
+    set: every module and no sentence; a bad value is a :class:`UserError` of one sentence."""
     nodes = [e["data"] for e in elements if "source" not in e.get("data", {})]
     flow = least_flow(min_flow)
     clones = optional_whole(min_clones, "the least number of clones", 0, 10**9) or 0
     module = str(centre or "").strip()
     reach = optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1
     if not flow and not clones and not module:
-        return [], ""
+        return {n["id"] for n in nodes}, ""
     if module and module not in {n["id"] for n in nodes}:
         raise UserError(f"Module {module[:40]} is not on the map: open its level, or raise “Modules shown”.")
     near = neighbourhood(elements, module, reach) if module else {n["id"] for n in nodes}
@@ -267,5 +277,44 @@ def map_filter(
     said = [f"flow at least {flow:g}"] if flow else []
     said += [f"at least {clones:,} clones"] if clones else []
     said += [f"within {reach} link{'s' if reach != 1 else ''} of module {module} on the map"] if module else []
-    return only_nodes(kept), f"Showing {len(kept):,} of {len(nodes):,} modules ({', '.join(said)})."
+    return kept, f"Showing {len(kept):,} of {len(nodes):,} modules ({', '.join(said)})."
+
+
+def export_map(
+    folder: Path, parent: Any, limit: Any, run: str, fields: tuple[Any, Any, Any, Any]
+) -> tuple[Path, str, str]:
+    """What the module map shows, as GraphML in the session's ``exports`` folder: its modules that the filter
+    ``fields`` keeps (:func:`map_filter`: least flow, least clones, a module and its neighbours) with their name,
+    flow, clones, colour and place, the map's links among them with their flow, and the level and the filter in the
+    file's graph attributes. Bounded by the map's limit of modules. Returns the file, its download name, a
+    sentence."""
+    import networkx as nx
+
+    from engine.files import atomic_write
+
+    drawn = module_map(folder, parent, limit, run)
+    elements = drawn["elements"]
+    kept, said = map_kept(elements, *fields)
+    network = nx.DiGraph(level=str(parent or "") or "top", filter=said or "every module the map shows")
+    for element in elements:
+        data = element["data"]
+        if "source" not in data and data["id"] in kept:
+            network.add_node(
+                data["id"], name=data["name"], flow=data["flow"], clones=data["clones"], colour=data["colour"],
+                x=element["position"]["x"], y=element["position"]["y"],
+            )  # fmt: skip
+    for element in elements:
+        data = element["data"]
+        if "source" in data and data["source"] in kept and data["target"] in kept:
+            network.add_edge(data["source"], data["target"], flow=data["flow"])
+    out = folder / EXPORTS
+    out.mkdir(exist_ok=True)
+    path = out / "module-map.graphml"
+    atomic_write(path, lambda tmp: nx.write_graphml(network, tmp))
+    name = f"module-map-{str(parent or 'top').replace(':', '-')}-{network.number_of_nodes()}.graphml"
+    sentence = (
+        f"Exported the {network.number_of_nodes():,} modules shown and the {network.number_of_edges():,} links "
+        f"among them as GraphML, saved as {name}."
+    )
+    return path, name, sentence
 

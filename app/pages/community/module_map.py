@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dash import ALL, Input, Output, State, callback, ctx, html, no_update
+from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, html, no_update
 
 from app import ids, sessions, ui
 from app.services import graphs as graph_service
@@ -306,3 +306,54 @@ def _senses(folder: Any, phrase: str, run: str | None) -> list[Any]:
         ),
         html.Table([html.Thead(html.Tr([html.Th(h) for h in heads])), html.Tbody(rows)], className="senses-table"),
     ]
+
+
+@callback(
+    Output(ids.COMMUNITIES_MAP_DOWNLOAD, "data"),
+    Output(ids.COMMUNITIES_MAP_EXPORT_NOTE, "children"),
+    Input(ids.COMMUNITIES_MAP_EXPORT, "n_clicks"),
+    State(ids.COMMUNITIES_LEVEL, "data"),
+    State(ids.COMMUNITIES_MAP_LIMIT, "value"),
+    State(ids.COMMUNITIES_RUN_SHOWN, "value"),
+    State(ids.COMMUNITIES_MAP_MIN_FLOW, "value"),
+    State(ids.COMMUNITIES_MAP_MIN_CLONES, "value"),
+    State(ids.COMMUNITIES_MAP_CENTRE, "value"),
+    State(ids.COMMUNITIES_MAP_STEPS, "value"),
+    State(ids.SESSION, "data"),
+    prevent_initial_call=True,
+)
+def export_map(
+    clicks: int | None, level: str | None, limit: Any, run: str | None, *fields_and_session: Any
+) -> tuple[Any, Any]:
+    """The modules the map shows (its level, its limit and its filter) with the links among them and the filter in
+    the file, as GraphML (:func:`app.services.overviews.export_map`: bounded by the map's limit of modules, kept
+    map); the answer is a download link."""
+    ui.require_click(clicks)
+    *fields, session_id = fields_and_session
+    try:
+        folder = sessions.session_folder(session_id)
+        path, name, said = overviews.export_map(
+            folder, level or "", limit, run or graph_service.CURRENT_RUN, tuple(fields)  # type: ignore[arg-type]
+        )
+        link = sessions.download_link(folder, path, name)
+    except ui.EXPECTED_ERRORS as exc:
+        return no_update, ui.error_message(exc)
+    return link, ui.message([f"{said} ", html.A("Download it again", href=link)], "ok")
+
+
+ui.start_downloads(ids.COMMUNITIES_MAP_DOWNLOAD)
+clientside_callback(  # a filter set or cleared: the map fits the modules it shows
+    """function (rules, map) {
+        const element = document.getElementById(map);
+        const registry = element && (element._cyreg || (element.firstElementChild || {})._cyreg);
+        const cy = registry && registry.cy;
+        if (cy) {
+            setTimeout(() => { const shown = cy.nodes(':visible'); if (shown.length) { cy.fit(shown, 20); } }, 0);
+        }
+        return Date.now();
+    }""",
+    Output(ids.COMMUNITIES_MAP_FITTED, "data"),
+    Input(ids.COMMUNITIES_MAP_RULES, "data"),
+    State(ids.COMMUNITIES_MAP, "id"),
+    prevent_initial_call=True,
+)
