@@ -374,6 +374,11 @@ def test_the_module_map_and_the_subgraph_filter_to_a_neighbourhood(browser: Any,
         "return b.w > 0.6 * cy.width() || b.h > 0.6 * cy.height();"
     )
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_MAP, fills), 10, "the map is not fitted to the modules kept")
+    listed = "return [...document.querySelectorAll('.legend-item[data-module]')].filter(i => i.offsetParent)" + (
+        ".map(i => i.dataset.module);"
+    )
+    assert set(browser.driver.execute_script(listed)) <= set(expected)  # the legend lists no module the filter hides
+    assert browser.driver.execute_script(listed)
     # the subgraph of the module with the most flow: its clone of most flow and its neighbours within a step
     click_grid_row(browser, ids.COMMUNITIES_TABLE, top_modules(folder)[0])
     wait_until(lambda: cy_script(browser, ids.COMMUNITIES_GRAPH, visible), 15, "the subgraph is not drawn")

@@ -95,6 +95,7 @@ def show_map(
                 ],
                 className="legend-item",
                 title=f"flow {item['flow']:.4f}",
+                **{"data-module": item["id"]},  # a filter hides the entries of the modules it hides
             )
             for item in drawn["legend"]
         ],
@@ -342,18 +343,25 @@ def export_map(
 
 
 ui.start_downloads(ids.COMMUNITIES_MAP_DOWNLOAD)
-clientside_callback(  # a filter set or cleared: the map fits the modules it shows
-    """function (rules, map) {
+clientside_callback(  # a filter set or cleared: the map fits the modules it shows; the legend lists only them
+    """function (rules, map, note) {
         const element = document.getElementById(map);
         const registry = element && (element._cyreg || (element.firstElementChild || {})._cyreg);
         const cy = registry && registry.cy;
         if (cy) {
             setTimeout(() => { const shown = cy.nodes(':visible'); if (shown.length) { cy.fit(shown, 20); } }, 0);
         }
+        const hidesAll = (rules || []).some(r => r.selector === 'node' && r.style && r.style.display === 'none');
+        const kept = new Set((rules || []).filter(r => r.style && r.style.display === 'element')
+            .map(r => r.selector.slice('node[id = "'.length, -2)));
+        for (const item of document.querySelectorAll(`#${note} .legend-item[data-module]`)) {
+            item.style.display = !hidesAll || kept.has(item.dataset.module) ? '' : 'none';
+        }
         return Date.now();
     }""",
     Output(ids.COMMUNITIES_MAP_FITTED, "data"),
     Input(ids.COMMUNITIES_MAP_RULES, "data"),
     State(ids.COMMUNITIES_MAP, "id"),
+    State(ids.COMMUNITIES_MAP_NOTE, "id"),
     prevent_initial_call=True,
 )
