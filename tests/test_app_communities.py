@@ -494,6 +494,15 @@ def test_a_clone_is_found_beyond_the_open_module(data_dir: Path) -> None:
     assert button.id == {"type": ids.COMMUNITIES_PATH_MODULE, "index": 10_000, "module": second["id"]}
     assert module_card.find_clone(label, second["id"], "current", sid) is None  # marked in the open module
     assert "a character, a colon and a number" in str(module_card.find_clone("zz:999", None, "current", sid))
+    graph = graph_service.session_graph(folder, 2e-3)  # a bare symbol: its clone of most flow, in the graph ...
+    symbol = label.rsplit(":", 1)[0]  # as labels show it (a space: ␣)
+    clones = np.flatnonzero(graph.clone_symbol == graph.clone_symbol[int(second["nodes"][0])])
+    best = int(clones[np.argmax(graph.flow[clones])])
+    assert graph_service.find_clone(folder, symbol)["label"] == graph.label(best)
+    elements = graph_service.module_detail(folder, second["id"])["elements"]  # ... and among the subgraph's clones
+    drawn = [e["data"] for e in elements if "source" not in e["data"] and e["data"]["label"].startswith(f"{symbol}:")]
+    top = max(drawn, key=lambda n: n["flow"])["label"]
+    assert module_card.found_label(elements, symbol) == top and module_card.found_label(elements, label) == label
 
 
 def test_the_whole_graphs_tables_show_while_a_module_is_open(folder: Path) -> None:

@@ -355,7 +355,7 @@ def layout(**query: Any) -> html.Div:
                             dcc.Input(
                                 id=ids.COMMUNITIES_CLONE_SEARCH,
                                 type="text",
-                                placeholder="its label, e.g. h:3",
+                                placeholder="a label (h:3) or a symbol (h)",
                                 debounce=0.4,
                             ),
                         ),

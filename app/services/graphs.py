@@ -567,9 +567,10 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
 
 
 def find_clone(folder: Path, label: Any, run: str = CURRENT_RUN) -> dict[str, Any]:
-    """The clone with this label (``h:3``: its symbol as shown, a colon, its rank among the symbol's clones) in the
-    clone graph of a community run, and the deepest module that holds it ("" when pruning left it out of every
-    module); a UserError that says what labels look like when there is none."""
+    """The clone with this label (``h:3``: its symbol as shown, a colon, its rank among the symbol's clones; a bare
+    symbol, ``h``: its clone of most flow) in the clone graph of a community run, and the deepest module that holds
+    it ("" when pruning left it out of every module); a UserError that says what labels look like when there is
+    none."""
     text_in = "" if label is None else str(label).strip()
     saved = read_run(folder, run)
     graph = session_graph(folder, saved["threshold"])
@@ -578,6 +579,10 @@ def find_clone(folder: Path, label: Any, run: str = CURRENT_RUN) -> dict[str, An
         [sessions.current_model_path(folder)],
         lambda: {graph.label(node): node for node in range(graph.n_states)},
     )
+    if text_in not in labels and f"{text_in}:0" in labels:  # a bare symbol: its clone of most flow
+        symbol = int(graph.clone_symbol[labels[f"{text_in}:0"]])
+        clones = np.flatnonzero(graph.clone_symbol == symbol)
+        text_in = graph.label(int(clones[np.argmax(graph.flow[clones])]))
     if text_in not in labels:
         unit = str(graph.metadata.get("unit", "characters")).rstrip("s")
         example = "h:3" if unit == "character" else "the:3"

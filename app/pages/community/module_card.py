@@ -290,7 +290,7 @@ def graph_controls(
         for node, share in column_shares(node_size, table, elements).items():
             size = round(small + (large - small) * share, 1)
             rules.append({"selector": f'node[id = "{node}"]', "style": {"width": size, "height": size}})
-    label = (clone or "").strip()
+    label = found_label(elements, clone)
     if label:
         rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
         reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
@@ -298,6 +298,17 @@ def graph_controls(
         if reach and found:
             rules += overview_service.only_nodes(overview_service.neighbourhood(elements or [], str(found[0]), reach))
     return rules + clone_filters(degree_min, flow_min)  # last: the ego network's own rules show no clone they hide
+
+
+def found_label(elements: list[dict[str, Any]] | None, clone: str | None) -> str:
+    """The label of the subgraph's clone that "Find a clone" names: the label typed (``h:3``), or for a bare symbol
+    (``h``, ``the``) its clone of most flow among those drawn; the text typed when none matches."""
+    label = (clone or "").strip()
+    nodes = [e["data"] for e in elements or [] if "source" not in e.get("data", {})]
+    if not label or ":" in label or any(n.get("label") == label for n in nodes):
+        return label
+    same = [n for n in nodes if str(n.get("label", "")).rsplit(":", 1)[0] == label]
+    return str(max(same, key=lambda n: float(n.get("flow", 0.0)))["label"]) if same else label
 
 
 def shown_subgraph(
@@ -318,7 +329,7 @@ def shown_subgraph(
         if low > 0:
             nodes = [n for n in nodes if float(n.get(key, 0.0)) >= low]
             said.append(f"{key} at least {low:g}")
-    label = (clone or "").strip()
+    label = found_label(elements, clone)
     reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
     found = [str(n["id"]) for n in every if n.get("label") == label] if label else []
     if reach and found:
