@@ -54,10 +54,6 @@ class Table:
     columns: dict[str, np.ndarray | Text]
     rows: int
 
-    def nbytes(self) -> int:
-        """Its arrays' bytes (the categories' strings not counted)."""
-        return sum((c.codes if isinstance(c, Text) else c).nbytes for c in self.columns.values())
-
     def order(self, sort_model: Any = None, filter_model: Any = None) -> np.ndarray:
         """The rows' indices the grid shows: those ``filter_model`` keeps, in the order of ``sort_model`` (ties and
         no sort: the table's own order)."""

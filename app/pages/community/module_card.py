@@ -235,10 +235,7 @@ def clone_filters(degree_min: Any, flow_min: Any) -> list[dict[str, Any]]:
     zero or unreadable minimum."""
     rules = []
     for key, value in (("degree", degree_min), ("flow", flow_min)):
-        try:
-            low = float(value or 0)
-        except (TypeError, ValueError):
-            continue
+        low = _number(value)
         if low > 0:
             rules.append({"selector": f"node[{key} < {low!r}]", "style": {"display": "none"}})
     return rules
@@ -279,10 +276,7 @@ def graph_controls(
         rules += [
             {"selector": f'node[id = "{n}"]', "style": {"background-color": _blend(v)}} for n, v in shares.items()
         ]
-    try:
-        low = float(edge_min or 0)
-    except (TypeError, ValueError):
-        low = 0.0
+    low = _number(edge_min)
     if low > 0:
         rules.append({"selector": f"edge[weight < {low!r}]", "style": {"display": "none"}})
     if node_size in MAPPED_COLUMNS:
@@ -343,6 +337,7 @@ def shown_subgraph(
 
 
 def _number(value: Any) -> float:
+    """A control's number (0 when empty or unreadable: no filter)."""
     try:
         return float(value or 0)
     except (TypeError, ValueError):

@@ -5,6 +5,7 @@ kept on the server in columns and served to the grids a block at a time, sorted 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,7 @@ def show_tables(
     return source, note, []  # a clone clicked in the whole graph is selected once its row comes (below)
 
 
-def serve(which: str, request: Any, source: dict[str, Any] | None, session_id: str | None) -> Any:
+def serve(which: str, request: Any, source: dict[str, Any] | None, session_id: str | None) -> dict[str, Any]:
     """A grid's block of the table ``which`` (:func:`app.services.tables.table_block`); no rows without a table."""
     if not source:
         return EMPTY
@@ -80,28 +81,25 @@ def serve(which: str, request: Any, source: dict[str, Any] | None, session_id: s
         return EMPTY
 
 
-@callback(
-    Output(ids.COMMUNITIES_CLONE_TABLE, "getRowsResponse"),
-    Input(ids.COMMUNITIES_CLONE_TABLE, "getRowsRequest"),
-    State(ids.COMMUNITIES_TABLES_SOURCE, "data"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def serve_clones(request: Any, source: dict[str, Any] | None, session_id: str | None) -> Any:
-    """The clone table's block of rows that its grid asks for."""
-    return serve("clones", request, source, session_id)
+def _server(which: str, grid: str) -> Callable[[Any, dict[str, Any] | None, str | None], dict[str, Any]]:
+    """The callback that answers the grid ``grid``'s asks with blocks of the table ``which``."""
+
+    @callback(
+        Output(grid, "getRowsResponse"),
+        Input(grid, "getRowsRequest"),
+        State(ids.COMMUNITIES_TABLES_SOURCE, "data"),
+        State(ids.SESSION, "data"),
+        prevent_initial_call=True,
+    )
+    def answer(request: Any, source: dict[str, Any] | None, session_id: str | None) -> dict[str, Any]:
+        return serve(which, request, source, session_id)
+
+    answer.__doc__ = f"The {which} table's block of rows that its grid asks for."
+    return answer
 
 
-@callback(
-    Output(ids.COMMUNITIES_EDGE_TABLE, "getRowsResponse"),
-    Input(ids.COMMUNITIES_EDGE_TABLE, "getRowsRequest"),
-    State(ids.COMMUNITIES_TABLES_SOURCE, "data"),
-    State(ids.SESSION, "data"),
-    prevent_initial_call=True,
-)
-def serve_transitions(request: Any, source: dict[str, Any] | None, session_id: str | None) -> Any:
-    """The transition table's block of rows that its grid asks for."""
-    return serve("transitions", request, source, session_id)
+serve_clones = _server("clones", ids.COMMUNITIES_CLONE_TABLE)
+serve_transitions = _server("transitions", ids.COMMUNITIES_EDGE_TABLE)
 
 
 clientside_callback(  # another table: each grid clears its filter or drops its blocks, and asks once again
