@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from app.jobs import RUNNING
 from app.services.comparisons import DONE, PENDING, TRAINING
-from app.services.learner_settings import SHORT_NAMES
+from app.services.learner_settings import LEARNER_COLOURS, SHORT_NAMES
 
 TRAIN_COLOUR = "#1f77b4"
 VALIDATION_COLOUR = "#ff7f0e"
@@ -341,7 +341,6 @@ def prune_figure(sweep: dict[str, Any] | None, selected: float | None = None) ->
 
 
 # ------------------------------------------------------------------------------------------ comparisons
-LEARNER_COLOURS = {"chmm": "#1f77b4", "densehmm": "#9467bd", "hmm": "#d62728", "pdfa": "#2ca02c", "ngram": "#ff7f0e"}
 
 
 def compare_progress(saved: dict[str, Any] | None) -> tuple[int, str]:

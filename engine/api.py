@@ -136,6 +136,9 @@ from engine.peers.learners import (
     train_learner_text,
     train_peer_text,
 )
+from engine.peers.registry import Setting as LearnerSetting
+from engine.peers.registry import available as learner_available
+from engine.peers.registry import registered as registered_learners
 from engine.training import (
     ALIGNED_SHARE,
     AUTO,
@@ -179,7 +182,8 @@ __all__ = [  # fmt: skip
     "export_model_graph", "EXTENSIONS", "filter_clones",
     "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
     "grouped_layout", "layout_quality", "MAX_EGO_STEPS",
-    "IterationRecord", "ITERATIONS_OPTION", "learn_map", "LEARNERS", "load_any", "load_map", "load_model",
+    "IterationRecord", "ITERATIONS_OPTION", "learn_map", "learner_available", "LEARNERS", "LearnerSetting",
+    "load_any", "load_map", "load_model",
     "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
     "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",
     "model_communities", "model_file_states", "model_graph", "model_load_bytes",
@@ -189,7 +193,8 @@ __all__ = [  # fmt: skip
     "parse_room", "parse_walk", "place_field", "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback",
     "prune_model", "prune_sweep_text", "PRUNE_BOUND", "PRUNE_THRESHOLDS", "check_prune_bound", "model_to_save",
     "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",
-    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "restore_communities",
+    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "registered_learners",
+    "restore_communities",
     "RESTART_MEMORY",
     "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
     "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",

@@ -154,9 +154,7 @@ def _row(kind: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def learner_label(kind: str, settings: dict[str, Any]) -> str:
     """A learner with the settings it trained with, e.g. "CHMM (80 clones, 3 iterations)"."""
-    shown = [f"{settings[s.option]:,} {s.label}" for s in SETTINGS[kind] if s.option in settings]
-    if kind == "ngram" and "max_order" in settings:
-        shown = [f"order <= {settings['max_order']}"]
+    shown = [s.shown.format(value=settings[s.option], label=s.label) for s in SETTINGS[kind] if s.option in settings]
     return f"{LEARNER_LABELS[kind]}, {', '.join(shown)}" if shown else LEARNER_LABELS[kind]
 
 

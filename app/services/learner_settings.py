@@ -6,61 +6,39 @@ service (:mod:`app.services.comparisons`) needs nothing from above it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from app.services import UserError
 from engine import api
 
-LEARNER_LABELS = {
-    "chmm": "CHMM (online EM)",
-    "densehmm": "DenseHMM (Sicking et al.)",
-    "hmm": "HMM (Baum-Welch)",
-    "pdfa": "PAC PDFA (Gavaldà et al.)",
-    "ngram": "Kneser-Ney n-gram",
-}
+_REGISTERED = api.registered_learners()
 
+LEARNER_LABELS = {kind: _REGISTERED[kind].label for kind in api.LEARNERS}
+"""Each learner's label on the page (the registry's)."""
 
-SHORT_NAMES = {"chmm": "CHMM", "densehmm": "DenseHMM", "hmm": "HMM", "pdfa": "PAC PDFA", "ngram": "n-gram"}
+SHORT_NAMES = {kind: _REGISTERED[kind].short for kind in api.LEARNERS}
 """Display names of the learners in charts."""
 
+LEARNER_COLOURS = {kind: _REGISTERED[kind].colour for kind in api.LEARNERS}
+"""Each learner's colour in charts."""
 
-APP_OPTIONS: dict[str, dict[str, Any]] = {
-    "chmm": {"states": 1000, "algorithm": "online", "batch_size": 2000, "iterations": 30, "pseudocount": 1e-3},
-    "densehmm": {},
-    "hmm": {},
-    "pdfa": {},
-    "ngram": {},
-}
+APP_OPTIONS: dict[str, dict[str, Any]] = {kind: dict(_REGISTERED[kind].compare_options) for kind in api.LEARNERS}
 """The settings each learner trains with here (the peers: the registry's defaults for text)."""
 
+Setting = api.LearnerSetting
 
-@dataclass(frozen=True)
-class Setting:
-    """A learner setting the page offers: its option name, label, default and range (whole numbers)."""
-
-    option: str
-    label: str
-    default: int
-    low: int
-    high: int
-
-
-SETTINGS: dict[str, tuple[Setting, ...]] = {
-    "chmm": (Setting("states", "clones", 1000, 2, 10_000), Setting("iterations", "iterations", 30, 1, 500)),
-    "densehmm": (Setting("n_states", "states", 100, 2, 1000), Setting("dim", "l (embedding size)", 16, 1, 256)),
-    "hmm": (Setting("n_states", "states", 100, 2, 1000),),
-    "pdfa": (),
-    "ngram": (Setting("max_order", "order at most", 8, 1, 20),),
-}
+SETTINGS: dict[str, tuple[Setting, ...]] = {kind: _REGISTERED[kind].settings for kind in api.LEARNERS}
 """The settings each learner takes on the page (defaults as :data:`APP_OPTIONS` and the registry's)."""
 
-
-SECONDS_PER_SYMBOL = {"chmm": 10 / 106_910, "densehmm": 49 / 106_910, "hmm": 50 / 106_910, "pdfa": 4 / 106_910,
-                      "ngram": 0.4 / 106_910}  # fmt: skip
+SECONDS_PER_SYMBOL = {kind: _REGISTERED[kind].seconds_per_symbol for kind in api.LEARNERS}
 """Training seconds per training symbol at the default settings, measured on carroll-alice.txt (106,910 training
-symbols, 2 cores; engine/peers/learners.py), for the time estimates. The CHMM's is one run of online EM; the run the
-page starts is more (:func:`chmm_runs`)."""
+symbols, 2 cores; the registry's), for the time estimates. The CHMM's is one run of online EM; the run the page
+starts is more (:func:`chmm_runs`)."""
+
+
+def unavailable(kind: str) -> str | None:
+    """None when learner ``kind`` can train on this server, else the sentence that says how to add it."""
+    return api.learner_available(kind)
 
 
 def chmm_runs(settings: dict[str, Any]) -> float:
@@ -81,18 +59,18 @@ def shown_settings(kind: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_seconds(kind: str, settings: dict[str, Any], symbols: int) -> float:
     """A rough training time: the measured rate (:data:`SECONDS_PER_SYMBOL`) times the training symbols, scaled by
-    the settings' cost (states squared for the HMMs and the CHMM's dense blocks, iterations, the n-gram order)."""
+    each page setting's ratio to its default to the setting's cost power (states squared for the HMMs and the
+    CHMM's dense blocks, iterations, the n-gram order), at most the learner's time budget where it has one."""
     seconds = SECONDS_PER_SYMBOL[kind] * symbols
-    defaults = {s.option: s.default for s in SETTINGS[kind]}
     scale = 1.0
-    for option in ("states", "n_states"):
-        if option in defaults and option in settings:
-            scale *= (float(settings[option]) / defaults[option]) ** 2
-    for option in ("iterations", "dim", "max_order"):
-        if option in defaults and option in settings:
-            scale *= float(settings[option]) / defaults[option]
+    for setting in SETTINGS[kind]:
+        if setting.option in settings and setting.cost_power:
+            scale *= (float(settings[setting.option]) / setting.default) ** setting.cost_power
     if kind == "chmm":
         scale *= chmm_runs(settings)
+    budget = _REGISTERED[kind].budget_option
+    if budget and settings.get(budget) is not None:
+        return min(seconds * scale, 60.0 * float(settings[budget]))
     return seconds * scale
 
 

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from engine.peers import registry
 from engine.peers.base import PeerFormatError, load_arrays, save_arrays
 from engine.peers.hmm import (
     ExpectedCounts,
@@ -476,3 +477,32 @@ class DenseHmm:
         model.history = list(header.get("history", []))
         model.metadata = dict(header.get("metadata", {}))
         return model
+
+
+def _refit_options(learner: DenseHmm, options: dict[str, Any]) -> dict[str, Any] | None:
+    """The EM iterations (or Adam steps) with the best validation BPS; "cooc" has no tolerance to clear."""
+    fixed = registry.refit_by_history(learner, options)
+    if fixed is not None and learner.mode == "cooc":
+        fixed.pop("tolerance")
+    return fixed
+
+
+registry.register(
+    registry.Learner(
+        "densehmm",
+        "DenseHMM (Sicking et al.)",
+        "DenseHMM",
+        "#9467bd",
+        factory="engine.peers.densehmm:DenseHmm",
+        defaults={"n_states": 100, "dim": 16, "mode": "em", "iterations": 50},
+        settings=(
+            registry.Setting("n_states", "states", 100, 2, 1000, cost_power=2),
+            registry.Setting("dim", "l (embedding size)", 16, 1, 256),
+        ),
+        seconds_per_symbol=49 / 106_910,
+        states_option="n_states",
+        iterations_option="iterations",
+        seed_option="seed",
+        refit=_refit_options,
+    )
+)

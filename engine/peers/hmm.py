@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
 __all__ = [
@@ -449,3 +450,21 @@ class DiscreteHmm:
         model.history = list(header.get("history", []))
         model.metadata = dict(header.get("metadata", {}))
         return model
+
+
+registry.register(
+    registry.Learner(
+        "hmm",
+        "HMM (Baum-Welch)",
+        "HMM",
+        "#d62728",
+        factory="engine.peers.hmm:DiscreteHmm",
+        defaults={"n_states": 100, "iterations": 50},
+        settings=(registry.Setting("n_states", "states", 100, 2, 1000, cost_power=2),),
+        seconds_per_symbol=50 / 106_910,
+        states_option="n_states",
+        iterations_option="iterations",
+        seed_option="seed",
+        refit=registry.refit_by_history,
+    )
+)

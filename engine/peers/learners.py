@@ -37,6 +37,7 @@ from engine.backends import engines, model_files, reading
 from engine.backends.cpu import inference
 from engine.corpora import text
 from engine.model.codec import TextCodec
+from engine.peers import registry
 from engine.peers.base import PeerFormatError, PeerLearner, bits_per_symbol, read_header
 from engine.training import learning
 
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "LEARNERS",
     "PEER_LEARNERS",
+    "PEER_MODULES",
     "TEXT_LEARNERS",
     "TextLearner",
     "TrainingStopped",
@@ -62,26 +64,54 @@ __all__ = [
     "train_peer_text",
 ]
 
-LEARNERS = ("chmm", "densehmm", "hmm", "pdfa", "ngram")
+PEER_MODULES = (
+    "engine.peers.densehmm",
+    "engine.peers.hmm",
+    "engine.peers.pdfa",
+    "engine.peers.ngram",
+)
+"""The peer learners' modules, in the order the front ends list them; each registers itself on import
+(:func:`engine.peers.registry.register`)."""
+
+registry.register(
+    registry.Learner(
+        "chmm",
+        "CHMM (online EM)",
+        "CHMM",
+        "#1f77b4",
+        compare_options={
+            "states": 1000,
+            "algorithm": "online",
+            "batch_size": 2000,
+            "iterations": 30,
+            "pseudocount": 1e-3,
+        },  # fmt: skip
+        settings=(
+            registry.Setting("states", "clones", 1000, 2, 10_000, cost_power=2),
+            registry.Setting("iterations", "iterations", 30, 1, 500),
+        ),
+        seconds_per_symbol=10 / 106_910,
+        backends=("cpu", "gpu"),
+    )
+)
+for _module in PEER_MODULES:
+    importlib.import_module(_module)
+
+LEARNERS = ("chmm",) + tuple(
+    name for module in PEER_MODULES for name, entry in registry.registered().items()
+    if entry.factory.partition(":")[0] == module
+)  # fmt: skip
+"""Every learner's name: the CHMM, then the peers of :data:`PEER_MODULES`."""
 PEER_LEARNERS = LEARNERS[1:]
-_CLASSES = {
-    "densehmm": ("engine.peers.densehmm", "DenseHmm"),
-    "hmm": ("engine.peers.hmm", "DiscreteHmm"),
-    "pdfa": ("engine.peers.pdfa", "PdfaLearner"),
-    "ngram": ("engine.peers.ngram", "KneserNeyNgram"),
-}
-DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
-    "densehmm": {"n_states": 100, "dim": 16, "mode": "em", "iterations": 50},
-    "hmm": {"n_states": 100, "iterations": 50},
-    "pdfa": {},
-    "ngram": {"max_order": 8},
-}
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {kind: dict(registry.entry(kind).defaults) for kind in PEER_LEARNERS}
 """Options :func:`make_learner` starts from (the learners' own defaults fill the rest)."""
 
-STATES_OPTION = {"densehmm": "n_states", "hmm": "n_states", "pdfa": "n_max_states"}
+STATES_OPTION = {k: registry.entry(k).states_option for k in PEER_LEARNERS if registry.entry(k).states_option}
 """The option that ``chmm train --states`` sets for each peer (the n-gram has no states)."""
-ITERATIONS_OPTION = {"densehmm": "iterations", "hmm": "iterations"}
-SEED_OPTION = {"densehmm": "seed", "hmm": "seed"}
+ITERATIONS_OPTION = {
+    k: registry.entry(k).iterations_option for k in PEER_LEARNERS if registry.entry(k).iterations_option
+}
+SEED_OPTION = {k: registry.entry(k).seed_option for k in PEER_LEARNERS if registry.entry(k).seed_option}
 
 
 class TrainingStopped(RuntimeError):
@@ -114,7 +144,7 @@ def _check_kind(kind: object, peers_only: bool = False) -> str:
 
 def learner_class(kind: str) -> type:
     """The class of peer learner ``kind`` (its module is imported on first use)."""
-    module, name = _CLASSES[_check_kind(kind, peers_only=True)]
+    module, _, name = registry.entry(_check_kind(kind, peers_only=True)).factory.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
@@ -122,6 +152,9 @@ def make_learner(kind: str, **options: Any) -> PeerLearner:
     """A new, untrained peer learner ``kind`` with :data:`DEFAULT_OPTIONS` overridden by ``options``; an option the
     learner does not have raises ValueError naming the ones it has."""
     cls = learner_class(kind)
+    missing = registry.available(kind)
+    if missing:
+        raise ValueError(missing)
     parameters = {name: p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"}
     unknown = sorted(set(options) - set(parameters))
     if unknown:
@@ -165,21 +198,12 @@ def _bps_or_none(learner: PeerLearner, x: np.ndarray) -> float | None:
 
 
 def _refit_learner(learner: Any, kind: str, options: dict[str, Any]) -> Any | None:
-    """A new learner of ``kind`` whose hyper-parameters are fixed to what the validation run chose (to be fitted
-    on training + validation text), or None when validation chose nothing: the n-gram's order, the PDFA's
-    smoothing, and the number of EM iterations (or Adam steps) with the best validation BPS for the HMMs."""
-    if kind == "ngram":
-        return make_learner(kind, **(options | {"order": int(learner.order_)}))
-    if kind == "pdfa":
-        return make_learner(kind, **(options | {"smoothing": float(learner.smoothing_)}))
-    history = [h for h in getattr(learner, "history", []) if h.get("validation_bps") is not None]
-    if not history:
-        return None
-    best = min(history, key=lambda h: h["validation_bps"])
-    fixed = {"iterations": int(best["iteration"]), "tolerance": 0.0}
-    if kind == "densehmm" and getattr(learner, "mode", "em") == "cooc":
-        fixed.pop("tolerance")
-    return make_learner(kind, **(options | fixed))
+    """A new learner of ``kind`` whose hyper-parameters are fixed to what the validation run chose (its registered
+    ``refit``: the n-gram's order, the PDFA's smoothing, the HMMs' best iteration), to be fitted on training +
+    validation text; None when validation chose nothing."""
+    refit = registry.entry(kind).refit
+    fixed = refit(learner, options) if refit is not None else None
+    return None if fixed is None else make_learner(kind, **fixed)
 
 
 def train_peer_text(
@@ -299,9 +323,9 @@ def _peer_summary(
     history = getattr(learner, "history", None)
     if history:  # record k holds the parameters after k updates (record 0: the start), as a CHMM counts them
         summary["iterations"] = int(history[-1]["iteration"])
-    if kind == "ngram":
+    if getattr(learner, "order_", None) is not None:  # the n-gram's chosen order
         summary["order"] = int(learner.order_)
-    else:  # hidden states of the HMMs, learned states of the PDFA
+    elif hasattr(learner, "n_states"):  # hidden states of the HMMs, learned states of the PDFA
         summary["states"] = int(learner.n_states)
     return summary
 

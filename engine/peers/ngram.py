@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
 __all__ = ["KneserNeyNgram", "modified_kn_discounts"]
@@ -330,3 +331,18 @@ class KneserNeyNgram:
         model.validation_bps_ = header.get("validation_bps")
         model._levels = levels
         return model
+
+
+registry.register(
+    registry.Learner(
+        "ngram",
+        "Kneser-Ney n-gram",
+        "n-gram",
+        "#ff7f0e",
+        factory="engine.peers.ngram:KneserNeyNgram",
+        defaults={"max_order": 8},
+        settings=(registry.Setting("max_order", "order at most", 8, 1, 20, shown="order <= {value}"),),
+        seconds_per_symbol=0.4 / 106_910,
+        refit=lambda learner, options: options | {"order": int(learner.order_)},
+    )
+)

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 from engine.peers.pdfa_graph import GraphLearner, word_trajectories
 
@@ -340,3 +341,17 @@ class PdfaLearner:
         except (KeyError, TypeError, ValueError) as exc:
             raise PeerFormatError(f"{path}: damaged PDFA model ({exc})") from exc
         return model
+
+
+registry.register(
+    registry.Learner(
+        "pdfa",
+        "PAC PDFA (Gavaldà et al.)",
+        "PAC PDFA",
+        "#2ca02c",
+        factory="engine.peers.pdfa:PdfaLearner",
+        seconds_per_symbol=4 / 106_910,
+        states_option="n_max_states",
+        refit=lambda learner, options: options | {"smoothing": float(learner.smoothing_)},
+    )
+)
