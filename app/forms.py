@@ -13,6 +13,7 @@ from app import config, services
 from app.services.learner_settings import (  # the learners' settings, below the form layer (re-exported here)
     APP_OPTIONS,
     LEARNER_LABELS,
+    PICKED,
     SECONDS_PER_SYMBOL,
     SETTINGS,
     SHORT_NAMES,
@@ -21,6 +22,7 @@ from app.services.learner_settings import (  # the learners' settings, below the
     chmm_runs,
     estimate_seconds,
     shown_settings,
+    unavailable,
 )
 from engine import api
 from engine.api import ALGORITHMS
@@ -129,6 +131,6 @@ def learner_settings(values: dict[str, dict[str, Any]] | None) -> dict[str, dict
 
 
 __all__ = [
-    "APP_OPTIONS", "LEARNER_LABELS", "SECONDS_PER_SYMBOL", "SETTINGS", "SHORT_NAMES", "Setting", "check_learners",
-    "chmm_runs", "estimate_seconds", "learner_settings", "options_from_form", "shown_settings",
+    "APP_OPTIONS", "LEARNER_LABELS", "PICKED", "SECONDS_PER_SYMBOL", "SETTINGS", "SHORT_NAMES", "Setting", "check_learners",
+    "chmm_runs", "estimate_seconds", "learner_settings", "options_from_form", "shown_settings", "unavailable",
 ]  # fmt: skip

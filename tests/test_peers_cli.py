@@ -124,7 +124,7 @@ def test_raw_normalisation_and_unknown_characters(tmp_path: Path, capsys) -> Non
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
-        (["--learner", "lstm"], "invalid choice: 'lstm'"),
+        (["--learner", "transformer"], "invalid choice: 'transformer'"),
         (["--learner", "ngram", "--states", "50"], "--states does not apply to the ngram learner"),
         (["--learner", "pdfa", "--iterations", "5"], "--iterations does not apply to the pdfa learner"),
         (["--learner", "ngram", "--learner-option", "colour=red"], "has no option colour"),
@@ -189,6 +189,8 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
         "hmm": {"n_states": 4, "iterations": 2},
         "pdfa": {},
         "ngram": {"max_order": 4},
+        "seqm": {},
+        "lstm": {"hidden": 8, "layers": 1, "embedding": 4, "epochs": 2, "chunk": 20, "batch": 4},
     }
     assert tuple(learners.TEXT_LEARNERS) == learners.LEARNERS
     held_out = corpus_text[-3000:]
@@ -202,7 +204,7 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
         own = learners.TEXT_LEARNERS[kind].score(model, held_out, "cpu")
         assert learners.score_any(model, held_out) == own and np.isfinite(own.bps) and own.symbols > 0
     with pytest.raises(ValueError, match="unknown learner"):
-        learners.train_learner_text(corpus_text, "rnn")
+        learners.train_learner_text(corpus_text, "transformer")
     with pytest.raises(ValueError, match="engine.training.train_text"):
         learners.make_learner("chmm")
     learner = learners.make_learner("hmm")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.model import synthetic
 from engine.model.dense import CHMM
 from engine.model.synthetic import (
     BRACKET_SYMBOLS,
@@ -241,3 +242,38 @@ def test_bracket_true_model_depth_limit() -> None:
         bracket_true_model(9)
     with pytest.raises(ValueError):
         bracket_sequence(0, 10, np.random.default_rng(0))
+
+
+# ---------------------------------------------------------------------------------------- Table 3's variants
+def test_the_toy_with_alpha_zero_is_the_toy_fsm_and_its_loops_follow_the_geometric_mixture() -> None:
+    rng = np.random.default_rng(4)
+    plain = synthetic.toy_alpha_sequence(500, rng, alphas=(0.0, 0.0))
+    blocks = plain.reshape(-1, 6)  # k = 2: opening, c_1, 6, 7, c_2, closing
+    assert set(blocks[:, 0]) <= {0, 2} and np.array_equal(blocks[:, 5], blocks[:, 0] + 1)
+    assert np.all(blocks[:, 2:4] == [6, 7]) and set(blocks[:, 1]) <= {4, 5} and set(blocks[:, 4]) <= {8, 9}
+    x = synthetic.toy_alpha_sequence(4000, np.random.default_rng(5))
+    opens = np.flatnonzero((x == 0) | (x == 2))
+    loops = (np.diff(np.append(opens, x.size)) - 3) // 3
+    m = np.arange(1, 400)
+    law = 0.95 * 0.9 ** (m - 1) * 0.1 + 0.05 * 0.1 ** (m - 1) * 0.9
+    assert loops.mean() == pytest.approx(float(np.sum(m * law)), rel=0.05)
+    assert np.mean(loops == 1) == pytest.approx(float(law[0]), abs=0.02)
+    assert synthetic.toy_alpha_optimal_bps((0.0, 0.0)) == pytest.approx(synthetic.toy_fsm_optimal_bps(2))
+    assert synthetic.toy_alpha_optimal_bps() == pytest.approx(0.5105, abs=1e-3)  # the paper's CHMM: 0.512
+
+
+def test_the_bracket_variant_nests_correctly_with_the_asked_probabilities() -> None:
+    x = synthetic.bracket_alpha_sequence(60_000, np.random.default_rng(6), **synthetic.TABLE3_BRACKET_TRAIN)
+    depth, starts, first = 0, [], True
+    for symbol in x[1:]:
+        if symbol in (1, 3):
+            if depth == 0 and first:
+                starts.append(symbol)
+            depth += 1
+        elif symbol in (2, 4):
+            depth -= 1
+        first = symbol == 0
+        assert 0 <= depth <= 2
+    assert np.mean(np.array(starts) == 1) == pytest.approx(15 / 19, abs=0.02)
+    test = synthetic.bracket_alpha_sequence(60_000, np.random.default_rng(7), **synthetic.TABLE3_BRACKET_TEST)
+    assert np.mean(test == 3) > np.mean(test == 1)  # the test text's brackets are mostly square

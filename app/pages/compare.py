@@ -58,7 +58,11 @@ def settings_fields() -> html.Div:
 
 
 def layout(**_query: Any) -> html.Div:
-    learners = [{"label": f" {forms.LEARNER_LABELS[kind]}", "value": kind} for kind in forms.LEARNER_LABELS]
+    learners = [
+        {"label": f" {forms.LEARNER_LABELS[kind]}", "value": kind, "disabled": forms.unavailable(kind) is not None}
+        for kind in forms.LEARNER_LABELS
+    ]
+    missing = " ".join(sentence for kind in forms.LEARNER_LABELS if (sentence := forms.unavailable(kind)))
     setup = ui.card(
         "Learners and corpus",
         ui.field(
@@ -66,12 +70,13 @@ def layout(**_query: Any) -> html.Div:
             dcc.Checklist(
                 id=ids.COMPARE_LEARNERS,
                 options=learners,
-                value=list(forms.LEARNER_LABELS),
+                value=forms.PICKED,
                 persistence=True,
                 persistence_type="session",
             ),
             "Each is trained on the same normalised text (paper normalisation) with the same splits: first 90% for "
-            "training (its last tenth for validation, then a refit on all of it), last 10% for the test BPS.",
+            "training (its last tenth for validation, then a refit on all of it), last 10% for the test BPS."
+            + (f" {missing}" if missing else ""),
         ),
         ui.field("Settings", settings_fields(), "Empty fields take the default shown."),
         ui.field(

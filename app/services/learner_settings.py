@@ -36,6 +36,10 @@ symbols, 2 cores; the registry's), for the time estimates. The CHMM's is one run
 starts is more (:func:`chmm_runs`)."""
 
 
+PICKED = [kind for kind in api.LEARNERS if _REGISTERED[kind].picked and api.learner_available(kind) is None]
+"""The learners the Compare page picks before the user does (those that can train here and take seconds)."""
+
+
 def unavailable(kind: str) -> str | None:
     """None when learner ``kind`` can train on this server, else the sentence that says how to add it."""
     return api.learner_available(kind)

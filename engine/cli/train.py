@@ -437,7 +437,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--grow-from works only with --learner chmm")
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
         raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
-    if not api.on_host(args.backend):
+    on_device = not api.on_host(args.backend)
+    if on_device and "gpu" not in api.registered_learners()[kind].backends:
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
     if chmm_only:
@@ -456,6 +457,8 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         options.setdefault(api.ITERATIONS_OPTION[kind], args.iterations)
     if kind in api.SEED_OPTION:
         options.setdefault(api.SEED_OPTION[kind], args.seed)
+    if on_device:
+        options.setdefault("device", "cuda")
     return options
 
 

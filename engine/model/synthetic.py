@@ -58,6 +58,9 @@ __all__ = [
     "TOY_FSM_PAPER_EXTRA_CLONES",
     "TOY_FSM_SIGNAL_PAIRS",
     "TOY_FSM_TRAINING_SIZES",
+    "TABLE3_BRACKET_TEST",
+    "TABLE3_BRACKET_TRAIN",
+    "bracket_alpha_sequence",
     "bracket_optimal_bps",
     "bracket_sequence",
     "bracket_true_model",
@@ -67,6 +70,8 @@ __all__ = [
     "toy_fsm_optimal_bps",
     "toy_fsm_sequence",
     "toy_fsm_true_model",
+    "toy_alpha_optimal_bps",
+    "toy_alpha_sequence",
 ]
 
 # Training set sizes of the toy FSM experiments, per k (paper, Table 1).
@@ -328,3 +333,88 @@ def bracket_true_model(k: int) -> CHMM:
     pi[index[(_BAR, ())]] = 1.0
     metadata = {"source": "synthetic", "process": "brackets", "k": k}
     return _model_from_dense(list(BRACKET_SYMBOLS), n_clones, dense, pi, metadata)
+
+
+# =============================================================================================== Table 3's variants
+TABLE3_BRACKET_TRAIN = {"start": (15 / 19, 4 / 19), "nested": (15 / 24, 4 / 24, 5 / 24)}
+"""The bracket process of the paper's Table 3 for training (section 4.1.3): a sentence starts with "(" or "[" with
+probabilities alpha^0, and inside one bracket "(" / "[" / close with probabilities alpha^1."""
+TABLE3_BRACKET_TEST = {"start": (4 / 19, 15 / 19), "nested": (4 / 24, 15 / 24, 5 / 24)}
+"""The same for the test text (and the validation text the LSTM stops on): the two bracket types swapped."""
+
+
+def toy_alpha_sequence(
+    blocks: int, rng: np.random.Generator, alphas: tuple[float, float] = (0.9, 0.1), up_share: float = 0.95, k: int = 2
+) -> np.ndarray:
+    """``blocks`` blocks of the toy FSM whose noise has a stochastic length (the paper's Table 3, Fig. 3(a), k = 2):
+    after the noise's last deterministic pair the chain goes back to the noise's first symbol with probability
+    alpha, so the noise is (c_1, 4+2, 4+3, ..., c_{k-1}, 4(k-1)+2, 4(k-1)+3) repeated m >= 1 times, m geometric
+    (P(m) = alpha^(m-1) (1 - alpha)), then c_k and the closing signal; alpha = 0 is the toy FSM of Table 1. Each
+    block draws its alpha: ``alphas[0]`` with probability ``up_share``, else ``alphas[1]``."""
+    k = _check_k(k)
+    if k < 2:
+        raise ValueError("the toy FSM with a looping noise needs k >= 2 (a deterministic pair to loop over)")
+    out: list[int] = []
+    for _ in range(int(blocks)):
+        alpha = alphas[0] if rng.random() < up_share else alphas[1]
+        opening = 2 * int(rng.integers(0, 2))
+        out.append(opening)
+        while True:
+            for n in range(1, k):
+                out.extend((4 * n + int(rng.integers(0, 2)), 4 * n + 2, 4 * n + 3))
+            if rng.random() >= alpha:
+                break
+        out.extend((4 * k + int(rng.integers(0, 2)), opening + 1))
+    return np.asarray(out, dtype=np.int64)
+
+
+def toy_alpha_optimal_bps(alphas: tuple[float, float] = (0.9, 0.1), up_share: float = 0.95, k: int = 2) -> float:
+    """The entropy rate of :func:`toy_alpha_sequence`'s process (bits per symbol): per block, 1 bit for the opening
+    signal, 1 for each c_n drawn, and the entropy of the number m of noise loops (a mixture of two geometric laws),
+    over the expected block length 2 + 3 (k - 1) E[m] + 1."""
+    k = _check_k(k)
+    m = np.arange(1, 20_000, dtype=np.float64)
+    law = up_share * alphas[0] ** (m - 1) * (1 - alphas[0]) + (1 - up_share) * alphas[1] ** (m - 1) * (1 - alphas[1])
+    law = law[law > 0]
+    mean = float(np.sum(np.arange(1, law.size + 1) * law))
+    bits = 1.0 + (k - 1) * mean + 1.0 + float(-np.sum(law * np.log2(law)))
+    return bits / (3.0 + 3.0 * (k - 1) * mean)
+
+
+def bracket_alpha_sequence(
+    length: int, rng: np.random.Generator, start: tuple[float, float], nested: tuple[float, float, float], k: int = 2
+) -> np.ndarray:
+    """``length`` symbols of the bracket process of the paper's Table 3 (indices into ``BRACKET_SYMBOLS``): a
+    sentence opens "(" or "[" with probabilities ``start``; inside brackets below depth k, "(", "[" or closing the
+    innermost bracket with probabilities ``nested``; at depth k the bracket closes. Back at depth 0 inside a
+    sentence (which the paper leaves open) the sentence ends with probability 1/3, as in :func:`bracket_sequence`,
+    and else opens "(" or "[" in the proportions of ``start``."""
+    k = _check_k(k)
+    length = _check_length(length)
+    x = np.empty(length, dtype=np.int64)
+    if length == 0:
+        return x
+    draws = rng.random(length)
+    stack: list[int] = []
+    x[0] = _BAR
+    sentence_start = True
+    for n in range(1, length):
+        u, depth = draws[n], len(stack)
+        if depth == k:
+            action = "close"
+        elif depth > 0:
+            action = "(" if u < nested[0] else "[" if u < nested[0] + nested[1] else "close"
+        elif sentence_start:
+            action = "(" if u < start[0] else "["
+        else:
+            action = "end" if u < 1.0 / 3.0 else "(" if (u - 1.0 / 3.0) * 1.5 < start[0] else "["
+        if action in ("(", "["):
+            t = 0 if action == "(" else 1
+            stack.append(t)
+            x[n] = _OPEN[t]
+        elif action == "close":
+            x[n] = _CLOSE[stack.pop()]
+        else:
+            x[n] = _BAR
+        sentence_start = action == "end"
+    return x

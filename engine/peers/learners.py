@@ -69,6 +69,8 @@ PEER_MODULES = (
     "engine.peers.hmm",
     "engine.peers.pdfa",
     "engine.peers.ngram",
+    "engine.peers.seqm",
+    "engine.peers.rnn",
 )
 """The peer learners' modules, in the order the front ends list them; each registers itself on import
 (:func:`engine.peers.registry.register`)."""

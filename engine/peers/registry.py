@@ -41,7 +41,8 @@ class Learner:
     ``seed_option``: the option ``chmm train --states`` / ``--iterations`` / ``--seed`` sets. ``budget_option``: an
     option in minutes that caps training time (the estimate does not exceed it). ``refit``: the options validation
     fixed, for the refit on training + validation text (None: no refit). ``requires``: a module that must be
-    importable, and ``install`` the sentence that says how to add it. ``backends``: where it trains."""
+    importable, and ``install`` the sentence that says how to add it. ``backends``: where it trains. ``picked``:
+    whether the Compare page picks it before the user does (not for a learner that takes minutes by design)."""
 
     name: str
     label: str
@@ -60,6 +61,7 @@ class Learner:
     requires: str | None = None
     install: str = ""
     backends: tuple[str, ...] = ("cpu",)
+    picked: bool = True
 
 
 _REGISTERED: dict[str, Learner] = {}

@@ -1,0 +1,61 @@
+"""The recurrent network peer: gradients against finite differences, a deterministic text learned, files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.peers import learners
+from engine.peers.base import bits_per_symbol
+
+torch = pytest.importorskip("torch")
+
+from engine.peers.rnn import RecurrentLearner  # noqa: E402
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_training_loss_gradient_matches_finite_differences(cell: str) -> None:
+    learner = RecurrentLearner(cell=cell, hidden=3, layers=2, embedding=2, seed=1, dropout=0.0)
+    learner.n_symbols = 4
+    learner._net = learner._build(4).double()
+    rng = np.random.default_rng(0)
+    inputs, targets = rng.integers(0, 5, size=(2, 7)), rng.integers(0, 4, size=(2, 7))
+    loss = learner.chunk_loss(inputs, targets)
+    loss.backward()
+    for name, parameter in learner._net.named_parameters():
+        flat, grad = parameter.data.view(-1), parameter.grad.view(-1)
+        for index in rng.choice(flat.numel(), size=min(3, flat.numel()), replace=False):
+            keep = float(flat[index])
+            step = 1e-6
+            flat[index] = keep + step
+            up = float(learner.chunk_loss(inputs, targets))
+            flat[index] = keep - step
+            down = float(learner.chunk_loss(inputs, targets))
+            flat[index] = keep
+            assert (up - down) / (2 * step) == pytest.approx(float(grad[index]), rel=1e-5, abs=1e-8), name
+
+
+def test_a_deterministic_text_is_learned_to_near_zero_bits() -> None:
+    cycle = np.tile(np.array([0, 1, 2, 3, 1, 4]), 300)
+    learner = RecurrentLearner(hidden=24, layers=1, embedding=8, chunk=24, batch=8, epochs=60, patience=60,
+                               learning_rate=1e-2)  # fmt: skip
+    learner.fit(cycle[:1500], 5, cycle[1500:])
+    assert bits_per_symbol(learner, cycle[1500:]) < 0.05
+    assert learner.history[0]["validation_bps"] > 1.0
+
+
+def test_the_network_saves_without_pickle_and_loads_the_same(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 6, size=600)
+    learner = RecurrentLearner(hidden=8, layers=1, embedding=4, chunk=20, batch=4, epochs=2).fit(x[:500], 6, x[500:])
+    path = tmp_path / "lstm.npz"
+    learners.save_learner(learner, path)
+    with np.load(path, allow_pickle=False) as archive:
+        assert all(archive[name].dtype != object for name in archive.files)
+    again = learners.load_any(path)
+    np.testing.assert_allclose(again.predictive(x[500:]), learner.predictive(x[500:]), rtol=1e-6)
+    assert again.n_parameters == learner.n_parameters and len(again.history) == 2
+    with pytest.raises(ValueError, match="cell must be one of"):
+        learners.make_learner("lstm", cell="tree")
