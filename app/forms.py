@@ -131,6 +131,7 @@ def learner_settings(values: dict[str, dict[str, Any]] | None) -> dict[str, dict
 
 
 __all__ = [
-    "APP_OPTIONS", "LEARNER_LABELS", "PICKED", "SECONDS_PER_SYMBOL", "SETTINGS", "SHORT_NAMES", "Setting", "check_learners",
-    "chmm_runs", "estimate_seconds", "learner_settings", "options_from_form", "shown_settings", "unavailable",
+    "APP_OPTIONS", "LEARNER_LABELS", "PICKED", "SECONDS_PER_SYMBOL", "SETTINGS", "SHORT_NAMES", "Setting",
+    "check_learners", "chmm_runs", "estimate_seconds", "learner_settings", "options_from_form", "shown_settings",
+    "unavailable",
 ]  # fmt: skip
