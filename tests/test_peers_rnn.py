@@ -59,3 +59,17 @@ def test_the_network_saves_without_pickle_and_loads_the_same(tmp_path: Path) -> 
     assert again.n_parameters == learner.n_parameters and len(again.history) == 2
     with pytest.raises(ValueError, match="cell must be one of"):
         learners.make_learner("lstm", cell="tree")
+
+
+def test_training_reports_each_epoch_and_stops_when_cancelled() -> None:
+    from engine.training.learning import CancelToken
+
+    corpus = "the cat sat on the mat and the dog sat on the log " * 40
+    lines: list[str] = []
+    options = {"hidden": 8, "layers": 1, "embedding": 4, "epochs": 3, "chunk": 20, "batch": 4}
+    learners.train_peer_text(corpus, "lstm", options, log=lines.append, refit=False)
+    assert sum(line.startswith("epoch ") and "validation BPS" in line for line in lines) == 3
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(learners.TrainingStopped, match="cancelled"):
+        learners.train_peer_text(corpus, "lstm", options | {"epochs": 50}, cancel=token)

@@ -223,6 +223,7 @@ def train_peer_text(
     unit: str = text.UNITS[0],
     min_count: int = text.MIN_COUNT,
     by_sequence: bool = False,
+    cancel: learning.CancelToken | None = None,
 ) -> tuple[PeerLearner, dict[str, Any]]:
     """Train peer learner ``kind`` (options over :data:`DEFAULT_OPTIONS`) on ``corpus_text`` by the CHMM's text
     protocol (module docstring) and return it with its figures: learner, train_bps (on the text it was last fitted
@@ -242,7 +243,10 @@ def train_peer_text(
             f"test symbols over {corpus.n_symbols} symbols; {kind} learner"
         )
     has_validation = len(corpus.validation) > 0
+    _follow(learner, log, cancel)
     learner.fit(corpus.train, corpus.n_symbols, corpus.validation if has_validation else None)
+    if getattr(learner, "cancelled_", False):
+        raise TrainingStopped(f"{kind} training cancelled")
     validation_bps = _bps_or_none(learner, corpus.validation)
     refitted = False
     if refit and has_validation:
@@ -284,6 +288,22 @@ def train_peer_text(
         "parameters": int(learner.n_parameters),
     }
     return learner, summary
+
+
+def _follow(learner: Any, log: Callable[[str], None] | None, cancel: learning.CancelToken | None) -> None:
+    """Hand a learner that trains in epochs (one with ``progress`` and ``cancel`` attributes) the log, which gets a
+    line per epoch, and the cancel token it checks as it goes."""
+    if hasattr(learner, "cancel"):
+        learner.cancel = cancel
+    if log is not None and hasattr(learner, "progress"):
+
+        def progress(record: dict[str, Any]) -> None:
+            validation = record.get("validation_bps")
+            shown = "" if validation is None else f", validation BPS {validation:.4f}"
+            seconds = record["seconds"]
+            log(f"epoch {record['iteration']}: training BPS {record['train_bps']:.4f}{shown}, {seconds:.0f} s")
+
+        learner.progress = progress
 
 
 def ngram_beside(
@@ -380,12 +400,11 @@ def _train_chmm_text(
 
 
 def _peer_text_learner(kind: str) -> TextLearner:
-    """Peer learner ``kind`` as a text learner: :func:`train_peer_text` (``callback`` and ``cancel`` are the CHMM
-    loop's and do not apply), scored on the CPU only."""
+    """Peer learner ``kind`` as a text learner: :func:`train_peer_text` (``callback`` is the CHMM loop's and does not
+    apply; ``cancel`` reaches a learner that trains in epochs), scored on the CPU only."""
 
     def train(corpus_text: str, options: dict[str, Any] | None = None, **settings: Any) -> tuple[Any, dict[str, Any]]:
         settings.pop("callback", None)
-        settings.pop("cancel", None)
         return train_peer_text(corpus_text, kind, options, **settings)
 
     def score(model: Any, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:

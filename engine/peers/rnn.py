@@ -133,6 +133,8 @@ class RecurrentLearner:
         self.history: list[dict[str, Any]] = []
         self.metadata: dict[str, Any] = {}
         self.progress: Callable[[dict[str, Any]], None] | None = None
+        self.cancel: Any = None  # an engine.training.learning.CancelToken, checked every chunk
+        self.cancelled_ = False
         self._net: Any = None
 
     # ------------------------------------------------------------------------------------------------ training
@@ -175,6 +177,7 @@ class RecurrentLearner:
             raise ValueError("the training text needs at least 2 symbols")
         val = None if validation is None else as_symbols(validation, n_symbols, "validation", allow_empty=True)
         self.n_symbols = n_symbols
+        self.cancelled_ = False
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         self._net = self._build(n_symbols)
         optimiser = torch.optim.Adam(self._net.parameters(), lr=self.learning_rate)
@@ -205,7 +208,10 @@ class RecurrentLearner:
         return self
 
     def _out_of_time(self, started: float) -> bool:
-        return self.minutes is not None and time.perf_counter() - started >= 60.0 * self.minutes
+        """Whether training must stop: its minutes are spent, or its cancel token was set (``cancelled_``)."""
+        if self.cancel is not None and self.cancel.cancelled:
+            self.cancelled_ = True
+        return self.cancelled_ or (self.minutes is not None and time.perf_counter() - started >= 60.0 * self.minutes)
 
     def _epoch(self, inputs: Any, targets: Any, optimiser: Any, started: float) -> float:
         """One pass over the streams in chunks (truncated backpropagation); the mean training BPS of the chunks."""
