@@ -293,3 +293,30 @@ def test_a_comparison_of_words_trains_every_learner_on_words(with_corpus: Path) 
     assert model.codec.unit == "words"
     with pytest.raises(UserError, match="Unknown unit 'syllables'"):
         comparisons.check_comparison(with_corpus, ["ngram"], "session", None, "syllables")
+
+
+def test_a_learner_whose_library_is_missing_is_offered_disabled_with_how_to_add_it(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dash
+
+    from app import ids
+
+    sentence = 'The LSTM (char-rnn) needs torch, which is not installed here: pip install -e ".[rnn]" adds PyTorch.'
+    monkeypatch.setattr(api, "learner_available", lambda kind: sentence if kind == "lstm" else None)
+    pages = {page["path"]: page for page in dash.page_registry.values()}
+    layout = pages["/compare"]["layout"]()
+    checklist = next(c for c in _walk(layout) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
+    assert [o["value"] for o in checklist.options if o["disabled"]] == ["lstm"]
+    assert "lstm" not in checklist.value and sentence in str(layout)
+    monkeypatch.setattr(api, "learner_available", lambda kind: None)
+    checklist = next(c for c in _walk(pages["/compare"]["layout"]()) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
+    assert not any(o["disabled"] for o in checklist.options) and "lstm" not in checklist.value  # it takes minutes
+
+
+def _walk(component):
+    yield component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        if hasattr(child, "to_plotly_json"):
+            yield from _walk(child)
