@@ -47,6 +47,7 @@ starts with ``|`` (a sentence boundary), like the paper's example.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -231,27 +232,29 @@ def bracket_sequence(k: int, length: int, rng: np.random.Generator) -> np.ndarra
     """
     k = _check_k(k)
     length = _check_length(length)
+    draws = rng.random(length)
+    bracket_type = rng.integers(0, 2, size=length)
+
+    def choose(n: int, depth: int, sentence_start: bool) -> tuple[str, int]:
+        if sentence_start or (depth < k and draws[n] < 2.0 / 3.0):
+            return "open", int(bracket_type[n])
+        return ("close" if depth > 0 else "end"), 0
+
+    return _bracket_walk(length, choose)
+
+
+def _bracket_walk(length: int, choose: Callable[[int, int, bool], tuple[str, int]]) -> np.ndarray:
+    """A bracket sequence of ``length`` symbols starting with ``|``: ``choose(n, depth, sentence_start)`` gives
+    position n's action ("open" with its bracket type, "close" the innermost bracket, or "end" the sentence)."""
     x = np.empty(length, dtype=np.int64)
     if length == 0:
         return x
-    draws = rng.random(length)
-    bracket_type = rng.integers(0, 2, size=length)
     stack: list[int] = []
     x[0] = _BAR
     sentence_start = True
     for n in range(1, length):
-        depth = len(stack)
-        u = draws[n]
-        if sentence_start:
-            action = "open"
-        elif depth == k:
-            action = "close"
-        elif u < 2.0 / 3.0:
-            action = "open"
-        else:
-            action = "close" if depth > 0 else "end"
+        action, t = choose(n, len(stack), sentence_start)
         if action == "open":
-            t = int(bracket_type[n])
             stack.append(t)
             x[n] = _OPEN[t]
         elif action == "close":
@@ -391,30 +394,16 @@ def bracket_alpha_sequence(
     and else opens "(" or "[" in the proportions of ``start``."""
     k = _check_k(k)
     length = _check_length(length)
-    x = np.empty(length, dtype=np.int64)
-    if length == 0:
-        return x
     draws = rng.random(length)
-    stack: list[int] = []
-    x[0] = _BAR
-    sentence_start = True
-    for n in range(1, length):
-        u, depth = draws[n], len(stack)
+
+    def choose(n: int, depth: int, sentence_start: bool) -> tuple[str, int]:
+        u = draws[n]
         if depth == k:
-            action = "close"
-        elif depth > 0:
-            action = "(" if u < nested[0] else "[" if u < nested[0] + nested[1] else "close"
-        elif sentence_start:
-            action = "(" if u < start[0] else "["
-        else:
-            action = "end" if u < 1.0 / 3.0 else "(" if (u - 1.0 / 3.0) * 1.5 < start[0] else "["
-        if action in ("(", "["):
-            t = 0 if action == "(" else 1
-            stack.append(t)
-            x[n] = _OPEN[t]
-        elif action == "close":
-            x[n] = _CLOSE[stack.pop()]
-        else:
-            x[n] = _BAR
-        sentence_start = action == "end"
-    return x
+            return "close", 0
+        if depth > 0:
+            return ("open", int(u >= nested[0])) if u < nested[0] + nested[1] else ("close", 0)
+        if sentence_start:
+            return "open", int(u >= start[0])
+        return ("end", 0) if u < 1.0 / 3.0 else ("open", int((u - 1.0 / 3.0) * 1.5 >= start[0]))
+
+    return _bracket_walk(length, choose)
