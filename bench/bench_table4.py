@@ -14,7 +14,7 @@ LSTM, refitted on training + validation text with what validation chose:
 `--unit words` runs the same at word level. One line per corpus, printed as each finishes.
 
     python bench/bench_table4.py [--only carroll-alice blake-poems] [--learners chmm ngram seqm lstm]
-        [--budget 10] [--lstm-minutes M] [--unit words] [--verbose]
+        [--budget 10] [--lstm-minutes M] [--unit words] [--max-states 3000] [--verbose]
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def main() -> None:
     parser.add_argument("--lstm-minutes", type=float, default=None, help="default: the CHMM's minutes")
     parser.add_argument("--unit", default=text.UNITS[0], choices=text.UNITS)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--max-states", type=int, default=None, help="leave larger states out of the search's grid")
     args = parser.parse_args()
+    if args.max_states is not None:
+        training.STATES_GRID = tuple(n for n in training.STATES_GRID if n <= args.max_states)
     print(describe_machine())
     columns = " | ".join(f"{kind} test BPS (min)" for kind in args.learners)
     print(f"| corpus | {columns} | paper CHMM / n-gram / SEQM / LSTM |")
