@@ -23,7 +23,7 @@ TINY = {
     "pdfa": {},
     "ngram": {"max_order": 3},
     "seqm": {},
-    "lstm": {"hidden": 8, "minutes": 1, "epochs": 2},
+    "rnn": {"hidden": 8, "minutes": 1, "epochs": 2},
 }
 
 
@@ -39,8 +39,8 @@ def test_learners_are_checked_and_ordered() -> None:
     for bad in (None, [], ""):
         with pytest.raises(UserError, match="Pick at least one learner"):
             forms.check_learners(bad)
-    with pytest.raises(UserError, match="Unknown learner 'rnn'"):
-        forms.check_learners(["chmm", "rnn"])
+    with pytest.raises(UserError, match="Unknown learner 'transformer'"):
+        forms.check_learners(["chmm", "transformer"])
 
 
 def test_corpus_choice(folder: Path) -> None:
@@ -97,6 +97,8 @@ def test_settings_estimates_and_the_default_corpus(folder: Path) -> None:
         "hmm": {},
         "pdfa": {},
         "ngram": {"max_order": 5},
+        "seqm": {},
+        "rnn": {},
     }
     with pytest.raises(UserError, match="CHMM's clones must be a whole number from 2 to 10,000"):
         forms.learner_settings({"chmm": {"states": 1e6}})
@@ -105,6 +107,9 @@ def test_settings_estimates_and_the_default_corpus(folder: Path) -> None:
     base = forms.estimate_seconds("hmm", {"n_states": 100}, 106_910)
     assert base == pytest.approx(50) and forms.estimate_seconds("hmm", {"n_states": 200}, 106_910) == pytest.approx(200)
     assert forms.estimate_seconds("ngram", {}, 2 * 106_910) == pytest.approx(0.8)
+    # a learner with a time budget is estimated at most at its budget
+    assert forms.estimate_seconds("rnn", {"hidden": 256, "minutes": 1}, 10 * 106_910) == pytest.approx(60)
+    assert forms.estimate_seconds("rnn", {"hidden": 256, "minutes": 10}, 106_910) == pytest.approx(110)
     assert comparisons.default_corpus(folder) == "sample"
     assert 120_000 < comparisons.training_symbols(folder, "sample") < 135_000
     corpus_service.store_corpus(folder, data_uri(b"abc def " * 100), "small.txt")
@@ -302,16 +307,16 @@ def test_a_learner_whose_library_is_missing_is_offered_disabled_with_how_to_add_
 
     from app import ids
 
-    sentence = 'The LSTM (char-rnn) needs torch, which is not installed here: pip install -e ".[rnn]" adds PyTorch.'
-    monkeypatch.setattr(api, "learner_available", lambda kind: sentence if kind == "lstm" else None)
+    sentence = 'The Recurrent network (char-rnn) needs torch, which is not installed here: pip install -e ".[rnn]".'
+    monkeypatch.setattr(api, "learner_available", lambda kind: sentence if kind == "rnn" else None)
     pages = {page["path"]: page for page in dash.page_registry.values()}
     layout = pages["/compare"]["layout"]()
     checklist = next(c for c in _walk(layout) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
-    assert [o["value"] for o in checklist.options if o["disabled"]] == ["lstm"]
-    assert "lstm" not in checklist.value and sentence in str(layout)
+    assert [o["value"] for o in checklist.options if o["disabled"]] == ["rnn"]
+    assert "rnn" not in checklist.value and sentence in str(layout)
     monkeypatch.setattr(api, "learner_available", lambda kind: None)
     checklist = next(c for c in _walk(pages["/compare"]["layout"]()) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
-    assert not any(o["disabled"] for o in checklist.options) and "lstm" not in checklist.value  # it takes minutes
+    assert not any(o["disabled"] for o in checklist.options) and "rnn" not in checklist.value  # it takes minutes
 
 
 def _walk(component):

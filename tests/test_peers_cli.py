@@ -24,7 +24,7 @@ TINY_OPTIONS = {
     "hmm": ["--states", "6", "--iterations", "3"],
     "densehmm": ["--states", "6", "--iterations", "3", "--learner-option", "dim=3", "--learner-option", "m_steps=3"],
     "seqm": [],
-    "lstm": ["--iterations", "2", *(f"--learner-option={o}" for o in ("hidden=8", "layers=1", "chunk=20", "batch=8"))],
+    "rnn": ["--iterations", "2", *(f"--learner-option={o}" for o in ("hidden=8", "layers=1", "chunk=20", "batch=8"))],
 }
 
 
@@ -75,9 +75,9 @@ def test_train_then_score_gives_the_test_bps(
     assert figures["learner"] == kind and figures["parameters"] > 0 and figures["seconds"] >= 0
     for key in ("train_bps", "validation_bps", "test_bps"):
         assert 0 < figures[key] < np.log2(27) + 1
-    # refit on training + validation by default (the LSTM keeps the epoch validation chose)
-    assert figures["symbols"] == len(blake_corpus.train_full if kind != "lstm" else blake_corpus.train)
-    assert figures["refit"] == (kind != "lstm")
+    # refit on training + validation by default (the recurrent network keeps the epoch validation chose)
+    assert figures["symbols"] == len(blake_corpus.train_full if kind != "rnn" else blake_corpus.train)
+    assert figures["refit"] == (kind != "rnn")
     if "--iterations" in TINY_OPTIONS[kind]:  # updates made, as a CHMM counts them (found by QA: one too many)
         assert 1 <= figures["iterations"] <= 3
     header = read_header(model_path)
@@ -194,7 +194,7 @@ def test_registry_trains_every_learner_with_the_same_keys(blake_corpus: text.Cor
         "pdfa": {},
         "ngram": {"max_order": 4},
         "seqm": {},
-        "lstm": {"hidden": 8, "layers": 1, "embedding": 4, "epochs": 2, "chunk": 20, "batch": 4},
+        "rnn": {"hidden": 8, "layers": 1, "embedding": 4, "epochs": 2, "chunk": 20, "batch": 4},
     }
     assert tuple(learners.TEXT_LEARNERS) == learners.LEARNERS
     held_out = corpus_text[-3000:]

@@ -50,7 +50,7 @@ def test_the_network_saves_without_pickle_and_loads_the_same(tmp_path: Path) -> 
     rng = np.random.default_rng(2)
     x = rng.integers(0, 6, size=600)
     learner = RecurrentLearner(hidden=8, layers=1, embedding=4, chunk=20, batch=4, epochs=2).fit(x[:500], 6, x[500:])
-    path = tmp_path / "lstm.npz"
+    path = tmp_path / "rnn.npz"
     learners.save_learner(learner, path)
     with np.load(path, allow_pickle=False) as archive:
         assert all(archive[name].dtype != object for name in archive.files)
@@ -58,7 +58,7 @@ def test_the_network_saves_without_pickle_and_loads_the_same(tmp_path: Path) -> 
     np.testing.assert_allclose(again.predictive(x[500:]), learner.predictive(x[500:]), rtol=1e-6)
     assert again.n_parameters == learner.n_parameters and len(again.history) == 2
     with pytest.raises(ValueError, match="cell must be one of"):
-        learners.make_learner("lstm", cell="tree")
+        learners.make_learner("rnn", cell="tree")
 
 
 def test_training_reports_each_epoch_and_stops_when_cancelled() -> None:
@@ -67,9 +67,9 @@ def test_training_reports_each_epoch_and_stops_when_cancelled() -> None:
     corpus = "the cat sat on the mat and the dog sat on the log " * 40
     lines: list[str] = []
     options = {"hidden": 8, "layers": 1, "embedding": 4, "epochs": 3, "chunk": 20, "batch": 4}
-    learners.train_peer_text(corpus, "lstm", options, log=lines.append, refit=False)
+    learners.train_peer_text(corpus, "rnn", options, log=lines.append, refit=False)
     assert sum(line.startswith("epoch ") and "validation BPS" in line for line in lines) == 3
     token = CancelToken()
     token.cancel()
     with pytest.raises(learners.TrainingStopped, match="cancelled"):
-        learners.train_peer_text(corpus, "lstm", options | {"epochs": 50}, cancel=token)
+        learners.train_peer_text(corpus, "rnn", options | {"epochs": 50}, cancel=token)

@@ -1,5 +1,6 @@
-"""A recurrent network peer (the paper's LSTM column; kind "lstm"): a character- or token-level LSTM (or GRU) trained
-with truncated backpropagation through time, as Karpathy's char-rnn and its PyTorch port train theirs.
+"""A recurrent network peer (the paper's LSTM column; kind "rnn"): a character- or token-level GRU (or LSTM,
+``cell="lstm"``) trained with truncated backpropagation through time, as Karpathy's char-rnn and its PyTorch port
+train theirs.
 
 The network reads the previous symbol (a start symbol before the first) through an embedding, runs ``layers``
 recurrent layers of ``hidden`` units and a linear layer to the alphabet, so that softmax gives P(x_n | x_<n).
@@ -12,9 +13,11 @@ training stops after ``patience`` such epochs, at ``epochs``, or when ``minutes`
 cannot be replayed without it, so the network kept is the one validation chose (as char-rnn keeps its best
 checkpoint). It runs on a GPU where ``device`` asks for one and PyTorch sees it.
 
-PyTorch is an optional extra (``pip install -e ".[rnn]"``), imported only when a network is built: measured on 2
-cores against a GRU and left as the default cell when it scores better, it installs as one wheel (the CPU build)
-and runs on a GPU with no code of ours. The model is saved as its tensors in an .npz (no pickle).
+PyTorch is an optional extra (``pip install -e ".[rnn]"``), imported only when a network is built: it installs as
+one wheel (the CPU build; JAX with optax would be about 600 MB, and numba would need a backpropagation of our own)
+and runs on a GPU with no code of ours. The default cell is the GRU because it measured better: on Alice, 2 cores,
+2 layers of 256 units, dropout 0.3, the GRU reached validation BPS 1.737 (test 1.567) in 24 epochs of 6.1 s and the
+LSTM 1.756 (test 1.606) in 27 epochs of 5.1 s. The model is saved as its tensors in an .npz (no pickle).
 """
 
 from __future__ import annotations
@@ -85,11 +88,11 @@ class RecurrentLearner:
     start and the streams. ``history`` records each epoch (iteration, train_bps on the chunks seen, validation_bps,
     seconds)."""
 
-    kind = "lstm"
+    kind = "rnn"
 
     def __init__(
         self,
-        cell: str = "lstm",
+        cell: str = "gru",
         hidden: int = 256,
         layers: int = 2,
         embedding: int = 32,
@@ -308,9 +311,9 @@ class RecurrentLearner:
 
 registry.register(
     registry.Learner(
-        "lstm",
-        "LSTM (char-rnn)",
-        "LSTM",
+        "rnn",
+        "Recurrent network (char-rnn)",
+        "RNN",
         "#17becf",
         factory="engine.peers.rnn:RecurrentLearner",
         defaults={"minutes": 10.0},
