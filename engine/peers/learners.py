@@ -7,7 +7,8 @@ benchmarks offer: "chmm" (trained by :func:`engine.training.train_text`) and the
 The text protocol (:func:`train_peer_text`) is the CHMM's (:func:`engine.training.train_text`): the corpus is
 normalised and split by :func:`engine.corpora.text.prepare_corpus` with the same arguments (first 90% train with its
 last ``validation`` share held out, last 10% test); the learner is fitted on the training part with the validation part
-(early stopping for the HMMs, the order for the n-gram, the smoothing for the PDFA); with ``refit`` (on by default,
+(early stopping for the HMMs, the order for the n-gram, the smoothing for the PDFA, the deep discount for the
+sequence memoizer: each learner's registered ``refit``); with ``refit`` (on by default,
 like the CHMM's refit) it is then fitted again on training + validation text with the hyper-parameters the
 validation chose. ``validation_bps`` is always the held-out figure of the selection run. The saved file's metadata
 holds the normalisation, vocabulary and alphabet, so :func:`score_peer_text` treats new text as training did.
@@ -15,8 +16,9 @@ holds the normalisation, vocabulary and alphabet, so :func:`score_peer_text` tre
 Default sizes (:data:`DEFAULT_OPTIONS`) and their cost on ``carroll-alice.txt`` (106,910 training symbols, 2 CPU
 cores shared), measured with the refit: the n-gram 0.4 s (test BPS 1.505), the PDFA 4 s (1.688), the HMM with 100
 states 50 s (2.232; about 0.5 s per EM iteration, 50 at most, plus the refit) and the DenseHMM with 100 states and
-l = 16 49 s (2.373); a CHMM of 1,000 clones by online EM takes 10 s (1.618). Larger settings are in
-``bench/bench_peers.py``.
+l = 16 49 s (2.373), the sequence memoizer 2.7 s (1.517) and the recurrent network (2 layers of 256 GRU units,
+stopped on validation, no refit) about 150 s (1.567); a CHMM of 1,000 clones by online EM takes 10 s (1.618).
+Larger settings are in ``bench/bench_peers.py``.
 """
 
 from __future__ import annotations
