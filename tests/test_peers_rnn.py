@@ -73,3 +73,18 @@ def test_training_reports_each_epoch_and_stops_when_cancelled() -> None:
     token.cancel()
     with pytest.raises(learners.TrainingStopped, match="cancelled"):
         learners.train_peer_text(corpus, "rnn", options | {"epochs": 50}, cancel=token)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA device")
+def test_on_a_gpu_the_network_trains_and_predicts_as_it_would_on_the_cpu(tmp_path: Path) -> None:
+    x = np.tile(np.array([0, 1, 2, 1]), 200)
+    learner = RecurrentLearner(hidden=16, layers=1, embedding=4, chunk=20, batch=4, epochs=3, device="cuda")
+    learner.fit(x[:600], 3, x[600:])
+    assert next(learner._net.parameters()).is_cuda
+    learners.save_learner(learner, tmp_path / "gpu.npz")
+    on_cpu = RecurrentLearner.load(tmp_path / "gpu.npz")
+    assert on_cpu.device == "auto"
+    on_cpu.device = "cpu"
+    on_cpu._net = on_cpu._net.cpu()
+    np.testing.assert_allclose(on_cpu.predictive(x[600:]), learner.predictive(x[600:]), rtol=1e-4)

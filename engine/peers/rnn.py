@@ -293,12 +293,13 @@ class RecurrentLearner:
 
     @classmethod
     def load(cls, path: str | Any) -> RecurrentLearner:
-        """Read a network written by :meth:`save` (PyTorch needed); PeerFormatError if the file is not one."""
+        """Read a network written by :meth:`save` (PyTorch needed) onto a GPU where PyTorch sees one, else the CPU;
+        PeerFormatError if the file is not one."""
         import torch
 
         arrays, header = load_arrays(path, cls.kind)
         try:
-            model = cls(**dict(header["options"]))
+            model = cls(**(dict(header["options"]) | {"device": "auto"}))  # trained on a GPU, read anywhere
             model.n_symbols = _whole(header["n_symbols"], "n_symbols")
             model._net = model._build(model.n_symbols)
             state = {name.replace("__", "."): torch.as_tensor(a) for name, a in arrays.items()}
