@@ -95,6 +95,10 @@ def main() -> None:
     args = parser.parse_args()
     print(describe_machine())
     print(f"toy entropy rate: {synthetic.toy_alpha_optimal_bps():.4f} bits per symbol")
+    test = texts("brackets", 0)[2]
+    train_law = synthetic.bracket_alpha_bits(test, **synthetic.TABLE3_BRACKET_TRAIN)
+    test_law = synthetic.bracket_alpha_bits(test, **synthetic.TABLE3_BRACKET_TEST)
+    print(f"brackets' test text: {train_law:.4f} bits per symbol under the training process, {test_law:.4f} its own")
     print("| data | learner | test BPS mean (sd) | paper | epochs (best) | s/run |")
     print("| --- | --- | --- | --- | ---: | ---: |")
     for kind in args.only:

@@ -277,3 +277,12 @@ def test_the_bracket_variant_nests_correctly_with_the_asked_probabilities() -> N
     assert np.mean(np.array(starts) == 1) == pytest.approx(15 / 19, abs=0.02)
     test = synthetic.bracket_alpha_sequence(60_000, np.random.default_rng(7), **synthetic.TABLE3_BRACKET_TEST)
     assert np.mean(test == 3) > np.mean(test == 1)  # the test text's brackets are mostly square
+
+
+def test_the_bracket_variant_s_bits_are_its_entropy_rate_under_its_own_process() -> None:
+    even = {"start": (0.5, 0.5), "nested": (1 / 3, 1 / 3, 1 / 3)}  # the process of Table 2 ("variant A")
+    x = synthetic.bracket_alpha_sequence(200_000, np.random.default_rng(8), **even)
+    assert synthetic.bracket_alpha_bits(x, **even) == pytest.approx(synthetic.bracket_optimal_bps(2), abs=0.01)
+    test = synthetic.bracket_alpha_sequence(50_000, np.random.default_rng(9), **synthetic.TABLE3_BRACKET_TEST)
+    own = synthetic.bracket_alpha_bits(test, **synthetic.TABLE3_BRACKET_TEST)
+    assert own < synthetic.bracket_alpha_bits(test, **synthetic.TABLE3_BRACKET_TRAIN) - 0.3

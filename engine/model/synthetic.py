@@ -61,6 +61,7 @@ __all__ = [
     "TOY_FSM_TRAINING_SIZES",
     "TABLE3_BRACKET_TEST",
     "TABLE3_BRACKET_TRAIN",
+    "bracket_alpha_bits",
     "bracket_alpha_sequence",
     "bracket_optimal_bps",
     "bracket_sequence",
@@ -407,3 +408,27 @@ def bracket_alpha_sequence(
         return ("end", 0) if u < 1.0 / 3.0 else ("open", int((u - 1.0 / 3.0) * 1.5 >= start[0]))
 
     return _bracket_walk(length, choose)
+
+
+def bracket_alpha_bits(
+    x: np.ndarray, start: tuple[float, float], nested: tuple[float, float, float], k: int = 2
+) -> float:
+    """Bits per symbol of ``x`` (after its first ``|``) under the process of :func:`bracket_alpha_sequence` with
+    ``start`` and ``nested``: exact, since the process's state (the open brackets and whether a sentence just ended)
+    is read off the symbols. Under the training process it is the least any model of the training text can expect
+    on text of another process."""
+    k = _check_k(k)
+    bits, stack, sentence_start = 0.0, 0, True
+    for symbol in np.asarray(x)[1:]:
+        if stack == k:
+            p = 1.0
+        elif stack > 0:
+            p = nested[0] if symbol == _OPEN_PAREN else nested[1] if symbol == _OPEN_SQUARE else nested[2]
+        elif sentence_start:
+            p = start[0] if symbol == _OPEN_PAREN else start[1]
+        else:
+            p = 1.0 / 3.0 if symbol == _BAR else 2.0 / 3.0 * (start[0] if symbol == _OPEN_PAREN else start[1])
+        bits -= math.log2(p)
+        stack += 1 if symbol in _OPEN else -1 if symbol in _CLOSE else 0
+        sentence_start = symbol == _BAR
+    return bits / max(len(x) - 1, 1)
