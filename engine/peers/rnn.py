@@ -320,7 +320,7 @@ registry.register(
         defaults={"minutes": 10.0},
         settings=(
             registry.Setting("hidden", "hidden units", 256, 8, 2048, cost_power=2),
-            registry.Setting("minutes", "minutes at most", 10, 1, 600, shown="{value:g} {label}", cost_power=0),
+            registry.Setting("minutes", "minutes at most", 10, 1, 600, shown="at most {value:g} min", cost_power=0),
         ),
         seconds_per_symbol=110.0 / 106_910,
         iterations_option="epochs",
