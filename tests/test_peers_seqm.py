@@ -79,3 +79,14 @@ def test_validation_chooses_the_deep_discount_and_the_model_saves_and_loads(tmp_
         learners.load_any(path)
     with pytest.raises(ValueError, match="deep_discount"):
         learners.make_learner("seqm", deep_discount=1.5)
+
+
+def test_a_long_match_whose_next_symbol_differs_is_followed_to_its_end() -> None:
+    rng = np.random.default_rng(11)
+    passage = rng.integers(0, 4, size=120)
+    train = np.concatenate([passage, rng.integers(0, 4, size=30), passage[:100]])
+    x = passage[:101].copy()
+    x[100] = (passage[100] + 1) % 4  # the 100-symbol context is found once, followed by another symbol
+    got = SequenceMemoizer(deep_discount=0.5).fit(train, 4).predictive(x)[100]
+    want = _brute_force(train.tolist(), x[:100].tolist(), 4, 0.5)[x[100]]
+    assert got == pytest.approx(want, rel=1e-12) and want < 1e-20  # 0.5 to the 90-odd: past any cutoff

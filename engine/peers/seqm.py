@@ -87,15 +87,16 @@ def _follow_single_matches(
 ) -> None:  # fmt: skip
     """Scored positions whose context of ``depth`` symbols occurs at one training position only: every longer
     context that still matches is a restaurant with one customer, of that position's symbol, so each such depth k
-    gives P <- (1 - d_k) [x_n = train_i] + d_k P. Followed until the match breaks, either text's start is reached,
-    or the remaining depths cannot move P in float64 (their discounts' product below 1e-17)."""
+    gives P <- (1 - d_k) [x_n = train_i] + d_k P. Followed until the match breaks or either text's start is reached;
+    where x_n is that position's symbol P only grows towards 1, and the walk stops once the remaining depths cannot
+    move it by 1e-17 (their discounts' product), which bounds the walk when a text is scored against itself."""
     last = discounts.shape[1] - 1
     for j in range(scored.size):
         n, i = scored[j], matched[j]
         hit = 1.0 if x[n] == train[i] else 0.0
         for c in range(discounts.shape[0]):
             k, weight, q = depth + 1, 1.0, p[c, n]
-            while n - k >= 0 and i - k >= 0 and x[n - k] == train[i - k] and weight > 1e-17:
+            while n - k >= 0 and i - k >= 0 and x[n - k] == train[i - k] and (hit == 0.0 or weight > 1e-17):
                 d = discounts[c, min(k, last)]
                 q = (1.0 - d) * hit + d * q
                 weight *= d
