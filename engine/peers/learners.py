@@ -201,6 +201,14 @@ def _bps_or_none(learner: PeerLearner, x: np.ndarray) -> float | None:
     return bits_per_symbol(learner, x) if len(x) else None
 
 
+def _training_bps(learner: Any, x: np.ndarray) -> float:
+    """BPS of the text the learner was last fitted on: the figure it kept while training where it keeps one
+    (``train_bps_``: a recurrent network scores one symbol after another, so a second pass over its training text
+    would cost as much as an epoch), else scored again."""
+    kept = getattr(learner, "train_bps_", None)
+    return float(kept) if kept is not None else bits_per_symbol(learner, x)
+
+
 def _refit_learner(learner: Any, kind: str, options: dict[str, Any]) -> Any | None:
     """A new learner of ``kind`` whose hyper-parameters are fixed to what the validation run chose (its registered
     ``refit``: the n-gram's order, the PDFA's smoothing, the HMMs' best iteration), to be fitted on training +
@@ -260,7 +268,7 @@ def train_peer_text(
             refitted = True
     train_symbols = corpus.train_full if refitted else corpus.train
     figures = {
-        "train_bps": bits_per_symbol(learner, train_symbols),
+        "train_bps": _training_bps(learner, train_symbols),
         "validation_bps": validation_bps,
         "test_bps": _bps_or_none(learner, corpus.test),
     }

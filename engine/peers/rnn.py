@@ -11,7 +11,9 @@ with the best validation BPS are kept; each epoch without improvement multiplies
 training stops after ``patience`` such epochs, at ``epochs``, or when ``minutes`` of training have passed. Dropout
 (``dropout``) between layers. There is no refit on training + validation text: the schedule validation steered
 cannot be replayed without it, so the network kept is the one validation chose (as char-rnn keeps its best
-checkpoint). It runs on a GPU where ``device`` asks for one and PyTorch sees it.
+checkpoint). Its training BPS is that epoch's mean over its chunks (dropout on), kept as it trained: scoring
+the training text again would cost as much as an epoch. It runs on a GPU where ``device`` asks for one and PyTorch
+sees it.
 
 PyTorch is an optional extra (``pip install -e ".[rnn]"``), imported only when a network is built: it installs as
 one wheel (the CPU build; JAX with optax would be about 600 MB, and numba would need a backpropagation of our own)
@@ -137,6 +139,7 @@ class RecurrentLearner:
         self.metadata: dict[str, Any] = {}
         self.progress: Callable[[dict[str, Any]], None] | None = None
         self.cancel: Any = None  # an engine.training.learning.CancelToken, checked every chunk
+        self.train_bps_: float | None = None  # the kept epoch's mean training BPS (dropout on), as it trained
         self.cancelled_ = False
         self._net: Any = None
 
@@ -208,6 +211,8 @@ class RecurrentLearner:
                 break
         if best_state is not None:
             self._net.load_state_dict(best_state)
+        kept = min(self.history, key=lambda h: h["validation_bps"] or math.inf) if best_state else self.history[-1]
+        self.train_bps_ = kept["train_bps"]
         return self
 
     def _out_of_time(self, started: float) -> bool:
