@@ -438,7 +438,7 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
         raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
     on_device = not api.on_host(args.backend)
-    if on_device and "gpu" not in api.registered_learners()[kind].backends:
+    if on_device and not api.registered_learners()[kind].on_device:
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
     if chmm_only:

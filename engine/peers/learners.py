@@ -95,7 +95,7 @@ registry.register(
             registry.Setting("iterations", "iterations", 30, 1, 500),
         ),
         seconds_per_symbol=10 / 106_910,
-        backends=("cpu", "gpu"),
+        on_device=True,
     )
 )
 for _module in PEER_MODULES:

@@ -41,8 +41,9 @@ class Learner:
     ``seed_option``: the option ``chmm train --states`` / ``--iterations`` / ``--seed`` sets. ``budget_option``: an
     option in minutes that caps training time (the estimate does not exceed it). ``refit``: the options validation
     fixed, for the refit on training + validation text (None: no refit). ``requires``: a module that must be
-    importable, and ``install`` the sentence that says how to add it. ``backends``: where it trains. ``picked``:
-    whether the Compare page picks it before the user does (not for a learner that takes minutes by design)."""
+    importable, and ``install`` the sentence that says how to add it. ``on_device``: whether it trains on a GPU when
+    one is asked for (``--backend gpu``). ``picked``: whether the Compare page picks it before the user does (not
+    for a learner that takes minutes by design)."""
 
     name: str
     label: str
@@ -60,7 +61,7 @@ class Learner:
     refit: Callable[[Any, dict[str, Any]], dict[str, Any] | None] | None = None
     requires: str | None = None
     install: str = ""
-    backends: tuple[str, ...] = ("cpu",)
+    on_device: bool = False
     picked: bool = True
 
 

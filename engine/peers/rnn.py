@@ -38,7 +38,9 @@ from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arr
 __all__ = ["CELLS", "RecurrentLearner"]
 
 CELLS = ("lstm", "gru")
-DEVICES = ("auto", "cpu", "cuda")
+ACCELERATOR = {"auto": None, "cpu": False, "cuda": True}
+"""Whether each ``device`` choice runs on a CUDA device (None: where PyTorch sees one)."""
+DEVICES = tuple(ACCELERATOR)
 SCORE_CHUNK = 4096
 
 
@@ -147,11 +149,11 @@ class RecurrentLearner:
     def _torch_device(self) -> Any:
         import torch
 
-        if self.device == "cuda" or (self.device == "auto" and torch.cuda.is_available()):
-            if not torch.cuda.is_available():
-                raise ValueError("device cuda was asked for, but PyTorch sees no CUDA device here")
-            return torch.device("cuda")
-        return torch.device("cpu")
+        asked = ACCELERATOR[self.device]
+        accelerated = torch.cuda.is_available() if asked is None else asked
+        if accelerated and not torch.cuda.is_available():
+            raise ValueError("device cuda was asked for, but PyTorch sees no CUDA device here")
+        return torch.device("cuda" if accelerated else "cpu")
 
     def _build(self, n_symbols: int) -> Any:
         import torch
@@ -333,7 +335,7 @@ registry.register(
         budget_option="minutes",
         requires="torch",
         install='pip install -e ".[rnn]" adds PyTorch.',
-        backends=("cpu", "gpu"),
+        on_device=True,
         picked=False,
     )
 )
