@@ -6,6 +6,11 @@ the door :mod:`engine.api` names them all.)"""
 from __future__ import annotations
 
 
+class CHMMError(ValueError):
+    """A request the engine refuses: bad input, a bad file, impossible settings; its message is one sentence for a
+    person. The base of the engine's user errors (a ValueError, so code that caught those still does)."""
+
+
 class BackendError(RuntimeError):
     """The requested backend cannot be used on this machine."""
 
