@@ -23,6 +23,7 @@ import inspect
 import math
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -492,13 +493,15 @@ def _print_record(record: Any) -> None:
 class Learner:
     """A peer learner (``kind``: one of the registered learners but the CHMM, e.g. "ngram", "seqm", "hmm") behind
     the estimator's interface: ``fit(X, lengths)`` on the same X as :class:`CHMM` (its own vocabulary of the
-    training symbols, a rare symbol for the rest), :meth:`score` and :meth:`bits_per_symbol`. ``options`` are the
-    learner's (as ``chmm train --learner KIND --option NAME=VALUE``)."""
+    training symbols seen at least ``min_count`` times, as the CHMM's, one rare symbol for the rest), :meth:`score`
+    and :meth:`bits_per_symbol`. ``options`` are the learner's (as ``chmm train --learner KIND --option
+    NAME=VALUE``)."""
 
-    def __init__(self, kind: str = "ngram", **options: Any) -> None:
+    def __init__(self, kind: str = "ngram", min_count: int = _DEFAULTS.min_count, **options: Any) -> None:
         if kind not in LEARNERS or kind == LEARNERS[0]:
             raise CHMMError(f"unknown peer learner {kind!r}; choose one of {', '.join(LEARNERS[1:])}")
         self.kind = kind
+        self.min_count = min_count
         self.options = options
 
     def fit(self, X: Any, lengths: Any = None) -> Learner:
@@ -506,7 +509,8 @@ class Learner:
         it takes one)."""
         sequences, kind = as_sequences(X, lengths)
         symbols = [list(s) for s in sequences]  # a text's characters, or the tokens
-        vocabulary = sorted({str(t) for s in symbols for t in s})
+        counts = Counter(str(t) for s in symbols for t in s)
+        vocabulary = sorted(t for t, n in counts.items() if n >= self.min_count or kind == _TEXT)
         self.kind_ = kind
         self.symbols_ = vocabulary + [RARE_TOKEN]
         x = np.concatenate([self._codes(s) for s in symbols])
