@@ -178,6 +178,7 @@ class CHMM:
             raise CHMMError(f"CHMM has no hyper-parameter {', '.join(unknown)}; it has {', '.join(self.get_params())}")
         for name, value in params.items():
             setattr(self, name, value)
+        self._engine = None  # read again on the backend now named
         return self
 
     def __repr__(self) -> str:

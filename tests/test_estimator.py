@@ -176,3 +176,18 @@ def test_peers_have_the_same_interface() -> None:
     assert 0 < bps < np.log2(4) + 0.5
     with pytest.raises(CHMMError, match="unknown peer learner"):
         Learner("chmm")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_estimator_reads_as_on_the_cpu(fitted: tuple[CHMM, list[list[int]]]) -> None:
+    from engine.backends.gpu import backend
+
+    available, reason = backend.gpu_status()
+    if not available:
+        pytest.skip(reason)
+    model, sequences = fitted
+    on_gpu = pickle.loads(pickle.dumps(model)).set_params(backend="gpu")
+    assert on_gpu.score(sequences[:5]) == pytest.approx(model.score(sequences[:5]), rel=1e-9)
+    np.testing.assert_array_equal(on_gpu.predict(sequences[:5]), model.predict(sequences[:5]))
+    trained = CHMM(**(SMALL | {"backend": "gpu"})).fit(sequences)
+    assert trained.bits_per_symbol(sequences[:5]) == pytest.approx(model.bits_per_symbol(sequences[:5]), abs=0.05)
