@@ -25,7 +25,6 @@ from app.services.learner_settings import (  # the learners' settings, below the
     unavailable,
 )
 from engine import api
-from engine.api import ALGORITHMS
 
 DEFAULTS = api.TrainOptions()
 
@@ -77,11 +76,11 @@ def options_from_form(form: dict[str, Any]) -> api.TrainOptions:
             "backend."
         )
     algorithm = form.get("algorithm") or DEFAULTS.algorithm
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}.")
+    if algorithm not in api.CHOICES.ALGORITHMS:
+        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(api.CHOICES.ALGORITHMS)}.")
     start = form.get("start") or DEFAULTS.start
-    if start not in api.STARTS:
-        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(api.STARTS)}.")
+    if start not in api.CHOICES.STARTS:
+        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(api.CHOICES.STARTS)}.")
     states = _optional_number(form, "states", "number of states", int, 2, 10**8)
     pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
     options = api.TrainOptions(
@@ -90,11 +89,11 @@ def options_from_form(form: dict[str, Any]) -> api.TrainOptions:
         max_memory=config.max_train_bytes(),
         allocation=form.get("allocation") or DEFAULTS.allocation,
         normalisation=form.get("normalisation") or DEFAULTS.normalisation,
-        unit=_choice(form, "unit", api.UNITS, DEFAULTS.unit),
+        unit=_choice(form, "unit", api.CHOICES.UNITS, DEFAULTS.unit),
         algorithm=algorithm,
         iterations=_number(form, "iterations", "number of iterations", int, 1, 100_000),
         batch_size=_optional_number(form, "batch_size", "batch size", int, 2, 10**9),
-        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, api.MAX_RESTARTS),
+        restarts=_optional_number(form, "restarts", "number of restarts", int, 1, api.DEFAULTS.MAX_RESTARTS),
         start=start,
         validation=_number(form, "validation", "validation share", float, 0.0, 0.5),
         seed=_number(form, "seed", "seed", int, 0, 2**32 - 1),

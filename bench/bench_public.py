@@ -229,7 +229,7 @@ def main() -> None:
         run = burst.prepare_run(model, work, 1e-3)
         from engine import api
 
-        edges = api.graph_edges(api.load_model(model), float(args.export_threshold))
+        edges = api.graph.graph_edges(api.load_model(model), float(args.export_threshold))
         from app import config
 
         sizes = {"callback": config.max_callback_bytes(), "upload": int(args.upload_mb * 1e6)}

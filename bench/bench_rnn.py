@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--settings", nargs="*", default=["gru:256:2:0.3", "lstm:256:2:0.3"])
     args = parser.parse_args()
-    corpus = api.prepare_corpus((CORPORA / f"{args.corpus}.txt").read_text(encoding="utf-8"), max_train=750_000)
+    corpus = api.corpora.prepare_corpus((CORPORA / f"{args.corpus}.txt").read_text(encoding="utf-8"), max_train=750_000)
     print(describe_machine())
     print("| cell, layers x units, dropout | epochs | s / epoch | best validation BPS | test BPS | seconds |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -6,7 +6,7 @@ engine.cognitive.schemas).
 
 The library holds three maps of rooms with 12, 12 and 10 cells and 3 aliased observations (a 3 x 4 square, a 2 x 6
 corridor, a 3 x 4 ring around a wall block): either each room's true map (one clone per cell,
-``schemas.map_of_room``) or a map learned from a 20,000-step walk in it by ``chmm map``'s recipe (``api.learn_map``
+``schemas.map_of_room``) or a map learned from a 20,000-step walk in it by ``chmm map``'s recipe (``api.maps.learn_map``
 with ``--clones`` per observation, batch EM then Viterbi EM, merged; restarts as ``chmm map`` defaults them). Each
 trial picks one of the three layouts at random, repaints its cells with 4 new observations at random (not a
 relabelling: new aliasing), walks ``--walk`` steps in it and asks ``schemas.match_schemas`` which stored map the walk
@@ -44,8 +44,8 @@ def learned_map(room: np.ndarray, clones: int, seed: int) -> actions.ActionCHMM:
     walk = actions.generate_walk(room, 20_000, seed=seed)
     names = [str(v) for v in range(int(room.max()) + 1)]
     file = walks.WalkFile(walk.observations, walk.actions, names, list(actions.MOVES), walk.positions)
-    options = api.MapOptions(clones=clones, seed=seed)
-    model, _ = api.learn_map(file, options)
+    options = api.maps.MapOptions(clones=clones, seed=seed)
+    model, _ = api.maps.learn_map(file, options)
     return model
 
 

@@ -48,7 +48,7 @@ def _threshold_table(outcome: training_options.TrainOutcome, folder: str) -> lis
     models = {"saved": model, **({"selection": selected} if selected is not None else {})}
     base = {(m, t): sequences_bps(models[m], texts[t], "cpu") for m in models for t in texts}
     rows = []
-    for threshold in sorted(api.PRUNE_THRESHOLDS, reverse=True):
+    for threshold in sorted(api.CHOICES.PRUNE_THRESHOLDS, reverse=True):
         pruned = {m: prune_for_saving(models[m], threshold) for m in models}
         row: dict[str, float | None] = {
             "threshold": threshold,
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=5000)
     parser.add_argument("--pseudocount", type=float, default=1e-4)
     parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--bound", type=float, default=api.PRUNE_BOUND)
+    parser.add_argument("--bound", type=float, default=api.DEFAULTS.PRUNE_BOUND)
     args = parser.parse_args()
     text = Path(args.corpus).read_text(encoding="utf-8")
     started = time.perf_counter()

@@ -1,6 +1,7 @@
 """Benchmark: drawing the whole clone graph in the browser (the Communities page's whole-graph view), by renderer.
 
-Each case is n clones laid out by :func:`engine.api.packed_layout` on a synthetic module tree (about 8 clones per
+Each case is n clones laid out by :func:`engine.api.drawing.packed_layout` on a synthetic module tree (about 8 clones
+per
 leaf module, 12 leaves per top module; coloured by top module) and E transitions (each clone sends 11, nine of them
 inside its own top module, as in a 5,000-state model of Alice at the default threshold 1e-3: 57,000 edges), the first
 E with the most weight drawn. In headless Chromium (Debian's, software WebGL: SwiftShader), one page per case:
@@ -57,7 +58,7 @@ def synthetic_graph(n: int, seed: int = 0) -> dict[str, list]:
     members = tops + rng.integers(0, leaves, size=n)
     weights = np.bincount(members, minlength=tops + leaves).astype(float)
     np.add.at(weights, parents[tops:], weights[tops:])
-    layout = api.packed_layout(parents, np.maximum(weights, 1), members, rng.random(n), aspect=1.5)
+    layout = api.drawing.packed_layout(parents, np.maximum(weights, 1), members, rng.random(n), aspect=1.5)
     top = parents[members]
     by_top = np.argsort(top, kind="stable")
     starts = np.searchsorted(top[by_top], np.arange(tops))
@@ -71,7 +72,7 @@ def synthetic_graph(n: int, seed: int = 0) -> dict[str, list]:
     return {
         "x": np.round(layout.positions[:, 0], 5).tolist(),
         "y": np.round(layout.positions[:, 1], 5).tolist(),
-        "colour": [api.module_colour(int(t) + 1) for t in top],
+        "colour": [api.drawing.module_colour(int(t) + 1) for t in top],
         "label": [f"c:{i}" for i in range(n)],
         "source": sources[order].tolist(),
         "target": targets[order].tolist(),

@@ -39,8 +39,8 @@ from dataclasses import replace
 from engine import api
 from engine.training import learning, options as opts, stages
 paths, unit = sys.argv[1].split(","), sys.argv[3]
-raw = [api.Document(p, open(p, encoding="utf-8").read()) for p in paths]
-corpus = api.prepare_corpus(raw if len(raw) > 1 else raw[0].text, unit=unit)
+raw = [api.corpora.Document(p, open(p, encoding="utf-8").read()) for p in paths]
+corpus = api.corpora.prepare_corpus(raw if len(raw) > 1 else raw[0].text, unit=unit)
 states = int(sys.argv[2])
 states = states if states >= corpus.n_symbols else corpus.n_symbols + states
 options = api.TrainOptions(unit=unit, states=states, pseudocount=1e-3)

@@ -43,8 +43,8 @@ def imports_of(root: Path, path: Path, known: Iterable[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets.add(base)
-            targets |= {f"{base}.{alias.name}" for alias in node.names}
+            names = {f"{base}.{alias.name}" for alias in node.names}
+            targets |= names if names <= known else names | {base}  # "from package import module" is the module
     found = set()
     for target in targets:
         # "engine.a.b.name" imports the deepest known module it names
@@ -61,11 +61,11 @@ def engine_modules(root: Path) -> dict[str, Path]:
 
 
 def module_graph(root: Path) -> dict[str, set[str]]:
-    """The engine's modules and the engine modules each imports (package ``__init__`` targets left out: importing a
-    submodule runs its package's ``__init__``, which is not an arrow of the code's own)."""
+    """The engine's modules and the engine modules each imports (a package's ``__init__`` only where the code names
+    the package itself, as ``from engine import api`` does: importing a submodule runs its package's ``__init__``,
+    which is not an arrow of the code's own)."""
     modules = engine_modules(root)
-    inits = {name for name, path in modules.items() if path.name == "__init__.py"}
-    return {name: imports_of(root, path, modules) - inits for name, path in modules.items()}
+    return {name: imports_of(root, path, modules) for name, path in modules.items()}
 
 
 def room_of(module: str) -> str:
@@ -140,6 +140,72 @@ def front_end_imports(root: Path) -> dict[str, set[str]]:
     return found
 
 
+NOT_WINGS = {"engine.api", "engine.cli"}
+"""Subpackages of the engine that are not wings: the door and the command line."""
+
+
+def wings(root: Path) -> list[str]:
+    """The engine's wings: its subpackages but the door and the command line."""
+    found = [f"engine.{p.parent.name}" for p in sorted((root / "engine").glob("*/__init__.py"))]
+    return [w for w in found if w not in NOT_WINGS]
+
+
+def declared(root: Path, wing: str) -> list[str]:
+    """The names a wing declares public: its ``__init__``'s ``__all__`` (read from the source), [] without one."""
+    tree = ast.parse((root / Path(*wing.split(".")) / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]  # type: ignore[attr-defined]
+    return []
+
+
+def wing_uses(root: Path) -> dict[str, dict[str, set[str]]]:
+    """For each wing, the names other engine modules (other wings, the door, the command line) take from it, each
+    with the modules that take it: imported by name (``from engine.model.dense import CHMM``, also from the wing's
+    package) or read from a module of the wing imported whole (``engines.engine_for`` after ``from engine.backends
+    import engines``)."""
+    modules = engine_modules(root)
+    wing_names = wings(root)
+    uses: dict[str, dict[str, set[str]]] = {w: {} for w in wing_names}
+
+    def wing_of(module: str) -> str | None:
+        return next((w for w in wing_names if module == w or module.startswith(w + ".")), None)
+
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        whole: dict[str, str] = {}  # local name -> wing of a module imported whole
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                wing = wing_of(node.module)
+                if wing is None or wing == wing_of(name):
+                    continue
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" in modules:
+                        whole[alias.asname or alias.name] = wing
+                    else:
+                        uses[wing].setdefault(alias.name, set()).add(name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    wing = wing_of(alias.name)
+                    if wing is not None and wing != wing_of(name) and alias.asname:
+                        whole[alias.asname] = wing
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in whole:
+                uses[whole[node.value.id]].setdefault(node.attr, set()).add(name)
+    return uses
+
+
+def undeclared_uses(root: Path) -> dict[str, dict[str, set[str]]]:
+    """For each wing, the names other engine modules take from it that its ``__all__`` does not declare."""
+    found = {}
+    for wing, names in wing_uses(root).items():
+        public = set(declared(root, wing))
+        missing = {name: users for name, users in names.items() if name not in public}
+        if missing:
+            found[wing] = missing
+    return found
+
+
 def kernel_importers(root: Path) -> dict[str, set[str]]:
     """The modules (engine and front ends) that import a numeric kernel module (``kernels`` in its name, numba or
     CuPy), and which."""
@@ -195,6 +261,8 @@ def report(root: Path) -> str:
         ("arrows up (rooms)", len(arrows_up(rooms))),
         ("engine modules the front ends import", len(used)),
         ("modules importing kernels, numba or CuPy", len(kernel_importers(root))),
+        ("names the wings declare public (their __all__)", sum(len(declared(root, w)) for w in wings(root))),
+        ("names taken from a wing that it does not declare", sum(len(n) for n in undeclared_uses(root).values())),
         (f"modules above {MODULE_LINES} lines", len(long_modules(root))),
         (f"functions above {FUNCTION_LINES} lines (layout and argument tables aside)", len(long_functions(root))),
     ]
@@ -207,6 +275,7 @@ def report(root: Path) -> str:
         lines.append(f"  {level[room]:>2}  {room}  -> {', '.join(sorted(rooms[room])) or '-'}")
     lines.append("\nengine modules the front ends import: " + ", ".join(used))
     lines.append("modules importing kernels: " + ", ".join(sorted(kernel_importers(root))))
+    lines.append("wings' public names: " + ", ".join(f"{w} {len(declared(root, w))}" for w in wings(root)))
     lines.append("long modules: " + ", ".join(f"{p} {n}" for p, n in long_modules(root).items()))
     lines.append("long functions: " + ", ".join(f"{p} {n}" for p, n in long_functions(root).items()))
     return "\n".join(lines)

@@ -89,7 +89,7 @@ def test_word_search_and_module_map_services(folder: Path) -> None:
     assert found["text"] == " alice " and [s["char"] for s in found["steps"]][1:6] == list("alice")
     assert found["modules"] and found["modules"][0]["id"] == found["steps"][0]["top"] and not found["replaced"]
     model = model_service.load_current(folder)
-    path = api.clone_path(model, "alice")
+    path = api.graph.clone_path(model, "alice")
     assert found["clones"] == path.clones.tolist() and found["bps"] > 0
     assert graph_service.find_word(folder, "zorblax")["replaced"] == ["zorblax"]
     for bad, expected in (("", "Type a word"), ("x" * 300, "at most 200"), ("!!!", "Cannot find '!!!'")):
@@ -444,7 +444,7 @@ def test_export_writes_the_run_on_screen(folder: Path) -> None:
     said.clear()
     _, _, other = graph_service.export_graph(folder, "clu", "1e-3", report=said.append)
     assert "an Infomap run made for this export" in other and "at threshold 0.002" in other
-    edges = f"{api.graph_edges(graph_service.view_model(folder), 1e-3):,} edges"
+    edges = f"{api.graph.graph_edges(graph_service.view_model(folder), 1e-3):,} edges"
     assert [s.split(" ")[0] for s in said] == ["Building", "Running", "Writing"]  # each stage as it begins
     assert edges in said[0] and "2 trials" in said[1]  # the run's settings
 

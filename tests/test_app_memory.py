@@ -602,7 +602,7 @@ def test_an_export_is_a_charged_cancellable_job_and_its_infomap_is_reserved(
     model = graphs.view_model(folder)
     exports = [nbytes for what, nbytes in charges if what == "Exporting this clone graph"]
     assert exports == [model_service.graph_bytes(model, 1e-3), model_service.infomap_bytes(model, 2e-3)]
-    writer = model_service.WRITER_EDGE_BYTES["gexf"] * api.graph_edges(model, 2e-3)  # GEXF's element tree on top
+    writer = model_service.WRITER_EDGE_BYTES["gexf"] * api.graph.graph_edges(model, 2e-3)  # GEXF's element tree on top
     assert model_service.export_bytes(model, 2e-3, "gexf", True) == model_service.infomap_bytes(model, 2e-3) + writer
     monkeypatch.setenv("CHMM_SERVER_MEMORY_MB", str(model_service.infomap_bytes(model, 3e-3) / 2 / config.MEGABYTE))
     written = folder / graphs.EXPORTS / "export.net"

@@ -81,14 +81,14 @@ def test_exports_are_bounded_in_edges(folder: Path, monkeypatch: pytest.MonkeyPa
     on a larger one: the Export page refuses a graph over CHMM_MAX_EXPORT_EDGES before building it."""
     monkeypatch.setenv("CHMM_MAX_EXPORT_EDGES", "50000")
     model = model_files.load_model(sessions.current_model_path(folder))
-    everything = api.graph_edges(model, 1e-300)
+    everything = api.graph.graph_edges(model, 1e-300)
     assert everything == int(np.count_nonzero(model.T)) > config.max_export_edges()
     with monkeypatch.context() as patched:  # refused before Infomap or the writer run
         patched.setattr(api, "model_communities", lambda *_: pytest.fail("the graph was built"))
         with pytest.raises(UserError, match=f"has {everything:,} edges, more than the 50,000"):
             graph_service.export_graph(folder, "graphml", 1e-300)
     assert not (folder / graph_service.EXPORTS).exists() or not any((folder / graph_service.EXPORTS).iterdir())
-    kept = api.graph_edges(model, 1e-2)
+    kept = api.graph.graph_edges(model, 1e-2)
     monkeypatch.setenv("CHMM_MAX_EXPORT_EDGES", str(kept))
     path, _, note = graph_service.export_graph(folder, "graphml", 1e-2)  # exactly at the bound
     assert f"{kept:,} edges" in note and path.is_file()
@@ -260,7 +260,7 @@ def test_trained_models_record_their_placeholder_share(with_corpus: Path) -> Non
     held_out = (corpus.validation_text + " " + corpus.test_text).split()  # what a text like the corpus shows
     assert model.metadata["heldout_rare_share"] == pytest.approx(held_out.count("rare") / len(held_out))
     assert model.metadata["heldout_rare_share"] > model.metadata["rare_share"]  # the vocabulary comes from training
-    assert api.rare_words(model, raw).training_share == model.metadata["heldout_rare_share"]
+    assert api.corpora.rare_words(model, raw).training_share == model.metadata["heldout_rare_share"]
 
 
 def test_default_prefix_of_the_sample_model(folder: Path) -> None:
@@ -559,7 +559,7 @@ def test_a_prefix_is_bounded_before_its_forward_pass(folder: Path, monkeypatch: 
     monkeypatch.setattr(sampling, "forward", no_forward_pass)
     with pytest.raises(AssertionError, match="forward pass ran"):  # the patch is the pass sampling runs
         generate_service.sample(folder, 40, 1, prefix)
-    too_long = "a" * (api.MAX_PREFIX_CHARACTERS + 1)
+    too_long = "a" * (api.DEFAULTS.MAX_PREFIX_CHARACTERS + 1)
     with pytest.raises(UserError, match=r"^The prefix has 100,001 characters, more than the 100,000 a sample may "):
         generate_service.sample(folder, 40, 1, too_long)
     monkeypatch.setattr(generate_service, "PREFIX_WORK", 1000 * nonzeros)  # as a model 1,000 times larger would be
@@ -609,7 +609,7 @@ def test_a_word_model_samples_scores_and_is_found_word_by_word(folder: Path, tmp
     """A model whose symbols are words on the Generate and Communities services: the surprisal has one piece per
     word (with its space), a prefix is joined to its continuation by a space, the placeholder <rare> is marked, a
     phrase is found clone by clone, and decoding scrambled letters says in one sentence that it is for characters."""
-    corpus = api.prepare_corpus(SHORT_TEXT, unit="words")
+    corpus = api.corpora.prepare_corpus(SHORT_TEXT, unit="words")
     options = training.TrainOptions(unit="words", algorithm="em", pseudocount=1e-3, states=corpus.n_symbols + 50)
     outcome = training.train_text(SHORT_TEXT, options)
     saved = tmp_path / "words.npz"
@@ -618,9 +618,9 @@ def test_a_word_model_samples_scores_and_is_found_word_by_word(folder: Path, tmp
     words = corpus.decode(corpus.train[:3]).split()  # a phrase of the model's own text
     scored = generate_service.score(folder, " ".join(words), placeholder=True)
     assert [piece for piece, _ in scored["surprisal"]] == [f"{w} " for w in words]
-    assert generate_service.reading(folder) == (" ", api.RARE_TOKEN)
-    assert generate_service.placeholder_pieces(f"a {api.RARE_TOKEN} b", api.RARE_TOKEN) == [
-        ("a ", False), (api.RARE_TOKEN, True), (" b", False),
+    assert generate_service.reading(folder) == (" ", api.DEFAULTS.RARE_TOKEN)
+    assert generate_service.placeholder_pieces(f"a {api.DEFAULTS.RARE_TOKEN} b", api.DEFAULTS.RARE_TOKEN) == [
+        ("a ", False), (api.DEFAULTS.RARE_TOKEN, True), (" b", False),
     ]  # fmt: skip
     assert len(generate_service.sample(folder, 20, 0, words[0]).split()) == 20
     graph_service.run_communities(folder, trials=1)

@@ -27,7 +27,7 @@ def test_a_characters_clones_each_read_it_in_their_own_company(folder: Path) -> 
     assert sum(row["reads"] for row in found["rows"]) <= found["decoded"] - found["unread"]
     shares = [row["share"] for row in found["rows"]]
     assert shares == sorted(shares, reverse=True) and sum(shares) <= 1.0 + 1e-9
-    text = model.codec.normalise(api.read_text(corpus_service.config.SAMPLE_CORPUS))  # as the model read it
+    text = model.codec.normalise(api.corpora.read_text(corpus_service.config.SAMPLE_CORPUS))  # as the model read it
     for row in found["rows"]:
         assert row["label"].startswith("e:") and row["next"]
         if row["reads"]:
@@ -42,7 +42,7 @@ def test_senses_are_for_one_symbol_of_the_alphabet(folder: Path) -> None:
 
 
 def test_a_word_models_senses_name_words_and_show_them_in_the_text(folder: Path, tmp_path: Path) -> None:
-    corpus = api.prepare_corpus(SHORT_TEXT, unit="words")
+    corpus = api.corpora.prepare_corpus(SHORT_TEXT, unit="words")
     options = training.TrainOptions(unit="words", algorithm="em", pseudocount=1e-3, states=corpus.n_symbols + 60)
     saved = tmp_path / "words.npz"
     model_files.save_model(training.train_text(SHORT_TEXT, options, name="alice-short.txt").model, saved)

@@ -209,7 +209,7 @@ def test_a_model_finds_its_training_text_by_content(folder: Path, tmp_path: Path
     text = SHORT_TEXT[:12_000]
     options = api.TrainOptions(states=40, pseudocount=1e-3, iterations=2, algorithm="em", validation=0.1)
     model = api.train_text(text, options, name="/somewhere/else/alice-part.txt").model
-    assert model.metadata["corpus_sha256"] == api.corpus_fingerprint(text)
+    assert model.metadata["corpus_sha256"] == api.corpora.corpus_fingerprint(text)
     model_path = tmp_path / "made-elsewhere.npz"
     api.save_model(model, model_path)
     model_service.load_model_upload(folder, data_uri(model_path.read_bytes(), "application/octet-stream"), "m.npz")

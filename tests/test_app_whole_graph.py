@@ -160,7 +160,7 @@ def test_the_whole_graph_has_a_work_bound(monkeypatch: pytest.MonkeyPatch) -> No
     assert drawn["groups"][-1]["text"].startswith(f"one of the {len(model.symbols) - 4:,} other symbols")
     assert len(drawn["x"]) == model.n_states
     shown = [g["text"].split(" ", 1)[1] for g in drawn["groups"][:4]]
-    graph = graph_service.session_graph(folder, api.DEFAULT_PRUNE_THRESHOLD)
+    graph = graph_service.session_graph(folder, api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD)
     symbol_flow = np.bincount(graph.clone_symbol, weights=graph.flow)
     top = sorted(np.argsort(-symbol_flow, kind="stable")[:4])
     assert shown == [visible(model.symbols[k]) for k in top]  # the symbols of most flow keep their own
@@ -210,8 +210,8 @@ def test_the_layout_measure_tells_apart_grouped_and_scattered_places() -> None:
     apart = np.vstack([rng.normal(0, 0.05, (50, 2)), rng.normal(0, 0.05, (50, 2)) + 5])
     scattered = rng.uniform(0, 5, (100, 2))
     good, bad = (
-        api.layout_quality(apart, sources, targets, flow, groups),
-        api.layout_quality(scattered, sources, targets, flow, groups),
+        api.drawing.layout_quality(apart, sources, targets, flow, groups),
+        api.drawing.layout_quality(scattered, sources, targets, flow, groups),
     )
     assert good["purity"] == 1.0 and good["stretch"] < 0.1
     assert 0.3 < bad["purity"] < 0.7 and 0.8 < bad["stretch"] < 1.2
@@ -219,7 +219,7 @@ def test_the_layout_measure_tells_apart_grouped_and_scattered_places() -> None:
 
 def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_them() -> None:
     """The whole graph's filter (degree, flow, k-core, largest component, the ego network of a clone): the page's
-    callback hands the canvas the clones :func:`engine.api.filter_clones` keeps on the graph drawn, and the
+    callback hands the canvas the clones :func:`engine.api.graph.filter_clones` keeps on the graph drawn, and the
     transitions among them with the most flow; a bad value is one sentence; "Show every clone" clears it."""
     from dash._callback_context import context_value
     from dash._utils import AttributeDict
@@ -242,7 +242,7 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
 
     centre = int(np.argmax(graph.flow))
     shown, said = press(ids.COMMUNITIES_WHOLE_FILTER, "", "", "", "", [], str(centre), "1")
-    expected = api.filter_clones(graph, api.CloneFilter(centre=centre, steps=1))
+    expected = api.graph.filter_clones(graph, api.graph.CloneFilter(centre=centre, steps=1))
     assert shown["clones"] == expected.tolist() and centre in shown["clones"] and len(expected) < graph.n_states
     sources, targets = graph.edges()
     inside = np.isin(sources, expected) & np.isin(targets, expected) & (sources != targets)
@@ -260,8 +260,8 @@ def test_a_filter_on_the_whole_graph_shows_its_clones_and_the_transitions_among_
     assert page.show_filter_fields("degree=4-;core=3;largest") == (*fields, True)  # a link's filter: seen, open
     assert page.show_filter_fields("ego=7/2")[5:] == ("7", "2", True)
     shown, _ = press(ids.COMMUNITIES_WHOLE_FILTER, *fields)
-    spec = api.CloneFilter(min_degree=4, core=3, largest_component=True)
-    assert shown["clones"] == api.filter_clones(graph, spec).tolist() and shown["filter"] == spec.describe()
+    spec = api.graph.CloneFilter(min_degree=4, core=3, largest_component=True)
+    assert shown["clones"] == api.graph.filter_clones(graph, spec).tolist() and shown["filter"] == spec.describe()
 
     kept_before, said = press(ids.COMMUNITIES_WHOLE_FILTER, "5", "2", "", "", [], "", "")
     assert kept_before is page.no_update and "The greatest degree (2) is below the least (5)." in str(said)
@@ -281,10 +281,10 @@ def test_the_clones_shown_are_exported_with_their_filter() -> None:
     folder = sessions.session_folder(sessions.new_session_id())
     saved = graph_service.run_communities(folder, trials=1, seed=0)
     graph = graph_service.session_graph(folder, saved["threshold"])
-    spec = api.CloneFilter(min_degree=4, core=3, largest_component=True)
+    spec = api.graph.CloneFilter(min_degree=4, core=3, largest_component=True)
     path, name, said = whole_service.export_shown(folder, whole_service.filter_query(spec))
     read = networkx.read_graphml(path)
-    shown = api.filter_clones(graph, spec)
+    shown = api.graph.filter_clones(graph, spec)
     assert sorted(int(data["state"]) for _, data in read.nodes(data=True)) == shown.tolist()
     sources, targets = graph.edges()
     inside = np.isin(sources, shown) & np.isin(targets, shown)

@@ -280,7 +280,7 @@ def test_a_header_nested_too_deeply_is_refused_in_a_sentence(tmp_path: Path) -> 
     walk = tmp_path / "deep.json"
     walk.write_text('{"actions": ' + "[" * 200_000 + "]" * 200_000 + "}", encoding="utf-8")
     with pytest.raises(ValueError, match="nested too deeply to be a walk"):
-        api.read_walk(walk)
+        api.maps.read_walk(walk)
 
 
 def test_a_memory_limit_while_reading_is_not_a_damaged_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -838,14 +838,14 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     centre_box = browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CENTRE}")
     centre = int(wait_until(lambda: centre_box.get_attribute("value"), 5, "the click did not fill in the clone"))
     graph = graph_service.session_graph(folder, saved["threshold"])
-    ego = api.filter_clones(graph, api.CloneFilter(centre=centre, steps=1))
+    ego = api.graph.filter_clones(graph, api.graph.CloneFilter(centre=centre, steps=1))
     browser.select_dcc_dropdown(f"#{ids.COMMUNITIES_WHOLE_EDGES}", index=2)  # the 2,000 of most flow
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_NOTE}", f"{n:,} clones and the 2,000 transitions", 30)
     browser.find_element(".whole-graph-filters summary").click()
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FILTER}").click()
     said = f"Showing {len(ego):,} of {n:,} clones (within 1 step of clone {centre})"
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
-    among = whole_service.shown_clones(folder, api.CloneFilter(centre=centre, steps=1))[0]["among"]
+    among = whole_service.shown_clones(folder, api.graph.CloneFilter(centre=centre, steps=1))[0]["among"]
     wait_until(
         lambda: (state() or {}).get("shown") == len(ego) < n and state()["edges"] == min(among, 2000) > 0,
         10,
@@ -859,7 +859,7 @@ def test_the_whole_graph_draws_every_clone_and_opens_a_clicked_clones_module(
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_CORE}").send_keys("3")
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_LARGEST} input").click()
     browser.find_element(f"#{ids.COMMUNITIES_WHOLE_FILTER}").click()
-    core = api.filter_clones(graph, api.CloneFilter(min_degree=4, core=3, largest_component=True))
+    core = api.graph.filter_clones(graph, api.graph.CloneFilter(min_degree=4, core=3, largest_component=True))
     said = f"Showing {len(core):,} of {n:,} clones (degree at least 4, the 3-core, the largest component)"
     browser.wait_for_contains_text(f"#{ids.COMMUNITIES_WHOLE_FILTER_NOTE}", said, 15)
     wait_until(lambda: (state() or {}).get("shown") == len(core), 10, lambda: f"not {len(core)} shown: {state()}")

@@ -222,7 +222,7 @@ def test_sample_refuses_a_prefix_over_its_bound_before_reading_the_model(
     the model is read (a missing model file is not even noticed) and before any forward pass."""
     from engine.backends.cpu import sampling
 
-    too_long = "a" * (api.MAX_PREFIX_CHARACTERS + 1)
+    too_long = "a" * (api.DEFAULTS.MAX_PREFIX_CHARACTERS + 1)
     expect_error(["sample", tmp_path / "missing.npz", "--prefix", too_long], capsys, "more than the 100,000")
 
     def no_forward_pass(*_args: object, **_kwargs: object) -> None:
@@ -502,6 +502,6 @@ def test_out_of_memory_advice_fits_the_command(tmp_path: Path, monkeypatch: pyte
     def out_of_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(api, "read_walk", out_of_memory)
+    monkeypatch.setattr(api.maps, "read_walk", out_of_memory)
     assert cli.main(["map", str(walk), "-o", str(tmp_path / "m.npz")]) == 1
     assert capsys.readouterr().err.strip() == "chmm: error: out of memory; try fewer clones or a shorter walk"

@@ -160,7 +160,7 @@ def test_flow_sources_on_a_text_model(alice_small: tuple[CHMM, str], flow: str) 
 def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     model, raw = alice_small
     result = api.model_communities(model, 1e-3, cm.CommunityOptions(trials=2), raw)
-    paths = api.write_communities(result, tmp_path / "out")
+    paths = api.graph.write_communities(result, tmp_path / "out")
     names = sorted(Path(p).name for p in paths)
     assert names == ["clones.clu", "clones.ftree", "clones.tree", "modules.csv", "modules.json"]
     with open(tmp_path / "out" / "modules.csv", encoding="utf-8") as handle:
@@ -187,7 +187,7 @@ def test_result_folder(alice_small: tuple[CHMM, str], tmp_path: Path) -> None:
     assert "model:" in tree[1] and "Infomap" in tree[2]  # the export's header: what ran
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     # writing again into the existing folder replaces the files
-    api.write_communities(result, tmp_path / "out")
+    api.graph.write_communities(result, tmp_path / "out")
     assert len(list((tmp_path / "out").iterdir())) == 5
 
 
@@ -250,7 +250,7 @@ def test_novel_means_absent_from_the_whole_raw_text(alice_model: CHMM) -> None:
     """Issue 35, defect 9: the reference was the training text after the "rare" replacement, so a word of the text
     that the vocabulary replaced ("ear") was marked novel."""
     raw = text.read_text(ALICE)
-    reference = api.reference_text(alice_model, raw)
+    reference = api.use.reference_text(alice_model, raw)
     vocabulary = set(alice_model.codec.vocabulary)
     replaced = [w for w in text.normalise_paper_base(raw).split() if w not in vocabulary]
     assert replaced and set(replaced) <= set(reference.split())

@@ -288,7 +288,7 @@ def test_a_comparison_of_words_trains_every_learner_on_words(with_corpus: Path) 
     picked = {"chmm": TINY["chmm"], "ngram": {}}
     saved = comparisons.run_compare_job(with_corpus, list(picked), "session", options=picked, unit="words")
     assert saved["status"] == jobs.FINISHED and saved["unit"] == "words", saved
-    prepared = api.prepare_corpus(SHORT_TEXT, normalisation="paper", unit="words")
+    prepared = api.corpora.prepare_corpus(SHORT_TEXT, normalisation="paper", unit="words")
     assert saved["symbols"]["test"] == len(prepared.test)
     chmm, ngram = saved["results"]
     assert chmm["status"] == ngram["status"] == comparisons.DONE
@@ -308,13 +308,13 @@ def test_a_learner_whose_library_is_missing_is_offered_disabled_with_how_to_add_
     from app import ids
 
     sentence = 'The Recurrent network (char-rnn) needs torch, which is not installed here: pip install -e ".[rnn]".'
-    monkeypatch.setattr(api, "learner_available", lambda kind: sentence if kind == "rnn" else None)
+    monkeypatch.setattr(api.learners, "learner_available", lambda kind: sentence if kind == "rnn" else None)
     pages = {page["path"]: page for page in dash.page_registry.values()}
     layout = pages["/compare"]["layout"]()
     checklist = next(c for c in _walk(layout) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
     assert [o["value"] for o in checklist.options if o["disabled"]] == ["rnn"]
     assert "rnn" not in checklist.value and sentence in str(layout)
-    monkeypatch.setattr(api, "learner_available", lambda kind: None)
+    monkeypatch.setattr(api.learners, "learner_available", lambda kind: None)
     checklist = next(c for c in _walk(pages["/compare"]["layout"]()) if getattr(c, "id", None) == ids.COMPARE_LEARNERS)
     assert not any(o["disabled"] for o in checklist.options) and "rnn" not in checklist.value  # it takes minutes
 

@@ -29,15 +29,15 @@ def _process(cases: int, seed: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def log() -> tuple[list[api.Document], float]:
+def log() -> tuple[list[api.corpora.Document], float]:
     """The cases and the optimal bits per event of the test part (the last tenth of the cases as read): a case
     costs 1 bit for its branch and 1 bit per check (another check or the end, each 1/2)."""
-    cases = api.read_event_log(_process(1_000, seed=4), "case", "activity", "time")
+    cases = api.corpora.read_event_log(_process(1_000, seed=4), "case", "activity", "time")
     test = [case.text.split() for case in cases[len(cases) - len(cases) // 10 :]]
     return cases, sum(1 + steps.count("check") for steps in test) / sum(len(steps) for steps in test)
 
 
-def _train(documents: list[api.Document], states: int) -> api.TrainOptions:
+def _train(documents: list[api.corpora.Document], states: int) -> api.TrainOptions:
     options = api.TrainOptions(
         unit="tokens", by_sequence=True, states=states, pseudocount=1e-4, algorithm="em", iterations=200,
         restarts=4, tolerance=1e-9,
@@ -54,7 +54,7 @@ def test_the_chmm_reaches_the_optimum_a_first_order_model_cannot(log, tmp_path) 
     # the first-order model pays about 1 bit per case at the end: which end follows a check it cannot know
     assert first_order.summary["test_bps"] > optimal + 0.1
     path = tmp_path / "process.graphml"
-    api.export_model_graph(chmm.model, path, "graphml", threshold=0.01)
+    api.graph.export_model_graph(chmm.model, path, "graphml", threshold=0.01)
     graph = nx.read_graphml(path)
     name = {node: data["char"] for node, data in graph.nodes(data=True)}
     checks = [node for node in graph if name[node] == "check"]

@@ -283,7 +283,7 @@ def test_chmm_map_learns_a_room_through_a_sensor_that_confuses_two_observations(
     walk = tmp_path / "walk.csv"
     assert main(["walk", str(room), "--length", "3000", "--seed", "7", "-o", str(walk)]) == 0
     capsys.readouterr()
-    read = api.read_walk(walk)
+    read = api.maps.read_walk(walk)
     x, _ = read.walks()
     confusion = np.array([[0.7, 0.3, 0.0], [0.3, 0.7, 0.0], [0.05, 0.0, 0.95]])
     _, likelihood = _confused_readings(x, confusion, seed=8)

@@ -519,7 +519,7 @@ def test_a_restored_run_exports_the_modules_shown(either: cm.Communities, with_p
     if with_paths:
         assert body(again["tree"]) == body(original["tree"]) and body(again["ftree"]) == body(original["ftree"])
     written = tmp_path / "restored.graphml"
-    api.export_model_graph(None, written, "graphml", communities=restored)  # type: ignore[arg-type]
+    api.graph.export_model_graph(None, written, "graphml", communities=restored)  # type: ignore[arg-type]
     read = nx.read_graphml(written)
     paths = {int(data["state"]): data["path"] for _, data in read.nodes(data=True)}
     assert paths == {node: ":".join(map(str, p)) for node, p in restored.node_path.items()}

@@ -97,8 +97,8 @@ def test_a_walk_and_its_sensors_likelihoods_learn_a_map_that_recovers_the_room(f
     value, label = maps.progress_of(refit)
     assert 90 <= value <= 99 and "Restart" not in label
     assert label.startswith("The kept restart on the whole walk: iteration ")
-    model = api.load_map(maps.model_file(folder)[0])
-    assert api.recovers_room(model, walk.observations, walk.actions, ROOM)
+    model = api.maps.load_map(maps.model_file(folder)[0])
+    assert api.maps.recovers_room(model, walk.observations, walk.actions, ROOM)
     view = maps.load_view(folder)
     assert view["summary"]["evidence"] == "ev.csv" and view["summary"]["read_other"] == 0.0
     assert len(view["nodes"]) == 9 and view["layout"] == "room"
@@ -124,7 +124,7 @@ def test_a_walk_file_of_the_sensors_readings_is_drawn_as_the_map_reads_it(folder
     assert f"The map reads {share:.1%} of the steps as another observation than the walk file's" in outcome["message"]
     view = maps.load_view(folder)
     assert len(view["nodes"]) == 9
-    drawn = api.parse_walk((maps.current_map(folder) / maps.WALK).read_text(), "walk")
+    drawn = api.maps.parse_walk((maps.current_map(folder) / maps.WALK).read_text(), "walk")
     np.testing.assert_array_equal([int(drawn.symbols[i]) for i in drawn.observations], walk.observations)
 
 

@@ -396,8 +396,8 @@ def test_a_world_of_two_rooms_shows_its_modules_against_the_rooms_and_plans_acro
     from engine.cognitive import worlds
 
     made: list[int] = []
-    door_fields = api.door_fields
-    monkeypatch.setattr(api, "door_fields", lambda *args: made.append(1) or door_fields(*args))
+    door_fields = api.maps.door_fields
+    monkeypatch.setattr(api.maps, "door_fields", lambda *args: made.append(1) or door_fields(*args))
 
     world = worlds.make_world("3x3,3x3", observations=4, seed=0)
     room = worlds.room_text(world.grid)

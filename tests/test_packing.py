@@ -55,7 +55,7 @@ def test_squarify_tiles_the_rectangle_with_areas_by_weight() -> None:
 def test_every_node_is_placed_in_its_own_leafs_cell_and_cells_do_not_overlap() -> None:
     parents, weights, members = random_tree(3000, 40)
     members[:25] = -1  # nodes in no module
-    layout = api.packed_layout(parents, weights, members, keys=np.arange(3000.0), aspect=1.5)
+    layout = api.drawing.packed_layout(parents, weights, members, keys=np.arange(3000.0), aspect=1.5)
     xy, cells = layout.positions, layout.cells
     assert xy.shape == (3000, 2) and np.isfinite(xy).all() and np.isfinite(cells).all()
     assert xy[:, 0].min() > 0 and xy[:, 0].max() < 1.5 and xy[:, 1].min() > 0 and xy[:, 1].max() < 1
@@ -80,7 +80,7 @@ def test_every_node_is_placed_in_its_own_leafs_cell_and_cells_do_not_overlap() -
 def test_the_node_with_the_highest_key_sits_at_its_cells_centre() -> None:
     members = np.zeros(50, dtype=np.int64)
     keys = np.random.default_rng(3).random(50)
-    layout = api.packed_layout(np.array([-1]), np.array([50.0]), members, keys)
+    layout = api.drawing.packed_layout(np.array([-1]), np.array([50.0]), members, keys)
     centre = layout.cells[0, :2] / 2 + layout.cells[0, 2:] / 2
     distance = np.hypot(*(layout.positions - centre).T)
     assert np.argmin(distance) == np.argmax(keys)
@@ -92,9 +92,9 @@ def test_the_layout_is_deterministic_and_30000_nodes_take_well_under_a_second() 
     parents, weights, members = random_tree(30_000, 300, seed=1)
     keys = np.random.default_rng(2).random(30_000)
     start = time.perf_counter()
-    first = api.packed_layout(parents, weights, members, keys)
+    first = api.drawing.packed_layout(parents, weights, members, keys)
     seconds = time.perf_counter() - start
-    second = api.packed_layout(parents.copy(), weights.copy(), members.copy(), keys.copy())
+    second = api.drawing.packed_layout(parents.copy(), weights.copy(), members.copy(), keys.copy())
     assert np.array_equal(first.positions, second.positions) and np.array_equal(first.cells, second.cells)
     assert np.isfinite(first.positions).all() and len(parents) > 500
     assert seconds < 1.0, f"{seconds:.2f} s for 30,000 nodes"  # about 0.03 s on 2 cores
@@ -102,10 +102,10 @@ def test_the_layout_is_deterministic_and_30000_nodes_take_well_under_a_second() 
 
 def test_bad_trees_are_refused() -> None:
     with pytest.raises(ValueError, match="leaf modules"):  # a node in a module that has submodules
-        api.packed_layout(np.array([-1, 0]), np.array([2.0, 1.0]), np.array([0, 1]))
+        api.drawing.packed_layout(np.array([-1, 0]), np.array([2.0, 1.0]), np.array([0, 1]))
     with pytest.raises(ValueError, match="cycle"):
-        api.packed_layout(np.array([-1, 2, 1]), np.ones(3), np.array([0, 0]))
+        api.drawing.packed_layout(np.array([-1, 2, 1]), np.ones(3), np.array([0, 0]))
     with pytest.raises(ValueError, match="one tree"):
-        api.packed_layout(np.array([-1]), np.ones(1), np.array([0, 1]))
-    empty = api.packed_layout(np.array([-1]), np.ones(1), np.zeros(0, dtype=np.int64))
+        api.drawing.packed_layout(np.array([-1]), np.ones(1), np.array([0, 1]))
+    empty = api.drawing.packed_layout(np.array([-1]), np.ones(1), np.zeros(0, dtype=np.int64))
     assert empty.positions.shape == (0, 2) and empty.rest is None

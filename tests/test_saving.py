@@ -147,7 +147,9 @@ def test_train_prunes_when_lossless_and_the_file_scores_as_reported(tmp_path: Pa
     assert code == 0
     summary = json.loads(out.strip().splitlines()[-1])
     saved = summary["saved"]
-    assert saved["threshold"] == max(api.PRUNE_THRESHOLDS) and saved["validation_cost"] <= api.PRUNE_BOUND
+    assert (
+        saved["threshold"] == max(api.CHOICES.PRUNE_THRESHOLDS) and saved["validation_cost"] <= api.DEFAULTS.PRUNE_BOUND
+    )
     model = load(out_path)
     assert model.counts is None and model.pair_counts is not None and not model.fixed_zeros
     assert model.metadata["saved"]["threshold"] == saved["threshold"]
@@ -171,7 +173,7 @@ def test_continuing_from_a_file_without_statistics_is_continuing_in_memory(train
     path = tmp_path / "m.npz"
     api.save_model(trained.model.without_statistics(), path)
     text = (DATA / "carroll-alice.txt").read_text(encoding="utf-8")[:20_000]
-    options = small_options(states=api.AUTO, iterations=2)
+    options = small_options(states=api.CHOICES.AUTO, iterations=2)
     from_file = api.train_text(text, api.TrainOptions(**{**options.__dict__, "init": str(path)}))
     in_memory = api.train_text(text, options, initial_model=trained.model)
     np.testing.assert_array_equal(from_file.model.T, in_memory.model.T)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ast
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from engine import cli
+from engine import api, cli
 from engine.backends import engines
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +32,9 @@ IMPLEMENTATIONS = {
 MODEL_CLASSES = {"CHMM", "SparseCHMM", "DeviceModel"}
 KIND_ATTRIBUTES = {"form", "indptr"}
 """Attributes whose value tells the kind of a model (its ``form``; only sparse models have ``indptr``)."""
-DOOR = {"engine.api", "engine.errors", "engine.files"}
+SUB_DOORS = {f"engine.api.{name}" for name in api.__all__ if isinstance(getattr(api, name), types.ModuleType)}
+"""The door's sub-doors (``engine.api.maps`` and the like), which a front end may import by name."""
+DOOR = {"engine.api", "engine.errors", "engine.files"} | SUB_DOORS
 """What a front end may import of the engine."""
 FRONT_END_FILES = sorted((ROOT / "engine" / "cli").rglob("*.py")) + sorted((ROOT / "app").rglob("*.py"))
 """The front ends the allow-list covers: the command line and the app."""
@@ -133,17 +136,21 @@ def test_the_front_ends_import_only_the_door() -> None:
 
 
 def test_the_door_check_finds_a_planted_import(tmp_path: Path) -> None:
+    """A front end may import the door, a sub-door by name, the errors and the files; not a wing's module, nor the
+    door's own workings (``engine.api.use``)."""
     (tmp_path / "engine" / "cli").mkdir(parents=True)
-    for name in ("engine/__init__.py", "engine/api.py", "engine/errors.py", "engine/cli/__init__.py"):
-        (tmp_path / name).write_text("")
+    (tmp_path / "engine" / "api").mkdir()
     (tmp_path / "engine" / "model").mkdir()
-    (tmp_path / "engine" / "model" / "__init__.py").write_text("")
-    (tmp_path / "engine" / "model" / "dense.py").write_text("")
+    for name in ("engine/__init__.py", "engine/api/__init__.py", "engine/api/maps.py", "engine/api/use.py",
+                 "engine/errors.py", "engine/cli/__init__.py", "engine/model/__init__.py", "engine/model/dense.py"):
+        (tmp_path / name).write_text("")  # fmt: skip
     front = tmp_path / "engine" / "cli" / "commands.py"
-    front.write_text("from engine import api, errors\nfrom engine.cli import commands\n")
+    front.write_text("from engine import api, errors\nfrom engine.api import maps\nfrom engine.cli import commands\n")
     assert door_violations(tmp_path, [front]) == {}
     front.write_text("from engine import api\ndef f():\n    from engine.model.dense import CHMM\n")
     assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.model.dense"}}
+    front.write_text("from engine.api.use import prune_model\n")
+    assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.api.use"}}
 
 
 def test_only_the_implementations_import_kernels() -> None:
@@ -183,7 +190,7 @@ def test_no_module_outside_the_implementations_tests_a_backend_or_a_kind_of_mode
     ],
 )
 def test_the_kind_check_finds_a_planted_test(planted: str) -> None:
-    source = (ROOT / "engine" / "api.py").read_text(encoding="utf-8")
+    source = (ROOT / "engine" / "api" / "use.py").read_text(encoding="utf-8")
     assert kind_tests(source, backend_names()) == []
     assert kind_tests(source + "\n\n" + planted + "\n", backend_names()) != []
 

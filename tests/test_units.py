@@ -203,7 +203,7 @@ def test_a_word_model_is_trained_scored_and_beside_the_ngram_on_the_same_tokens(
     stored = {(int(i), int(j)): c for (i, j), c in zip(model.layout.block_pairs, model.pair_counts, strict=True)}
     assert stored == brute and model.counts is None
     assert outcome.summary["test_bps"] is not None and np.isfinite(outcome.summary["test_bps"])
-    beside = api.ngram_beside(TALE * 3, options, model.codec.normalisation)
+    beside = api.learners.ngram_beside(TALE * 3, options, model.codec.normalisation)
     assert np.isfinite(beside["test_bps"])
     again = api.score_text(model, "the cat sat on the unicorn")  # an unseen word and pair: finite
     assert np.isfinite(again.bps)
@@ -305,8 +305,8 @@ def test_word_candidates_are_the_vocabulary_plus_the_grid_within_the_memory_give
 
     corpus = text.prepare_corpus(TALE * 40, unit="words")
     every = states_candidates(corpus, api.TrainOptions(unit="words", max_memory=2**40))
-    assert every[0] == corpus.n_symbols + api.STATES_GRID[0] and every == sorted(every) and len(every) >= 2
-    assert all(n - corpus.n_symbols in api.STATES_GRID for n in every)
+    assert every[0] == corpus.n_symbols + api.CHOICES.STATES_GRID[0] and every == sorted(every) and len(every) >= 2
+    assert all(n - corpus.n_symbols in api.CHOICES.STATES_GRID for n in every)
     options = api.TrainOptions(unit="words", max_memory=estimate_training_memory(
         corpus, api.TrainOptions(unit="words", states=every[0], pseudocount=0.01)))  # fmt: skip
     fitting = states_candidates(corpus, options)

@@ -365,7 +365,7 @@ def layout(**query: Any) -> html.Div:
                                 id=ids.COMMUNITIES_CLONE_STEPS,
                                 type="number",
                                 min=0,
-                                max=api.MAX_EGO_STEPS,
+                                max=api.DEFAULTS.MAX_EGO_STEPS,
                                 step=1,
                                 value=0,
                                 debounce=0.4,

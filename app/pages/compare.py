@@ -92,8 +92,8 @@ def layout(**_query: Any) -> html.Div:
             "Unit",
             dcc.RadioItems(
                 id=ids.COMPARE_UNIT,
-                options=list(api.UNITS),
-                value=api.UNITS[0],
+                options=list(api.CHOICES.UNITS),
+                value=api.CHOICES.UNITS[0],
                 inline=True,
                 persistence=True,
                 persistence_type="session",

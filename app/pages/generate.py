@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from app import ids, jobs, services, sessions, ui
 from app.services import generate as generate_service
-from engine.api import RARE_WORD
+from engine import api
 
 dash.register_page(__name__, path="/generate", name="Generate", title="CHMM Explorer · Generate", order=2)
 
@@ -82,7 +82,7 @@ def prefix_for_model(session_id: str | None, _version: Any) -> str:
         return ""
 
 
-def marked(sample_text: str, mark_rare: bool, placeholder: str = RARE_WORD) -> list[Any]:
+def marked(sample_text: str, mark_rare: bool, placeholder: str = api.DEFAULTS.RARE_WORD) -> list[Any]:
     """The sampled text with the placeholder (``rare``, or ``<rare>`` in a model of words) marked as a token (when
     asked)."""
     if not mark_rare:

@@ -78,8 +78,8 @@ def layout(**_query: Any) -> html.Div:
                 ui.field(
                     "Clones per observation",
                     dcc.Input(id=ids.MAP_CLONES, type="number", step="any", value=maps.APP_CLONES, className="num"),
-                    f"the engine's default is {api.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's room "
-                    "from 10,000 steps in about 3 s a restart on 2 cores (70 take about four times as long)",
+                    f"the engine's default is {api.maps.MAP_DEFAULTS.clones}; {maps.APP_CLONES} learn the notebook's "
+                    "room from 10,000 steps in about 3 s a restart on 2 cores (70 take about four times as long)",
                 ),
                 ui.field("Seed", dcc.Input(id=ids.MAP_SEED, type="number", step="any", value=0, className="num")),
                 ui.field(
@@ -88,17 +88,18 @@ def layout(**_query: Any) -> html.Div:
                         id=ids.MAP_RESTARTS,
                         type="number",
                         step="any",
-                        value=api.MAP_DEFAULTS.restarts,
+                        value=api.maps.MAP_DEFAULTS.restarts,
                         className="num",
                     ),
                     f"learn from this many random starts and keep the one whose map predicts the walk's last "
-                    f"{api.MAP_HELD_OUT_SHARE:.0%} best (1 to {api.MAX_RESTARTS}; 1: one start on the whole walk)",
+                    f"{api.maps.MAP_HELD_OUT_SHARE:.0%} best (1 to {api.DEFAULTS.MAX_RESTARTS}; 1: one start on the "
+                    f"whole walk)",
                 ),
                 ui.field(
                     "Sensor noise",
                     dcc.Input(id=ids.MAP_NOISE, type="number", step="any", value=0, className="num"),
-                    f"0 to {api.MAX_NOISE:g}: the walk in the room is read by a sensor wrong with this probability, "
-                    "and the map is learned from the readings' soft evidence (transitions held dense)",
+                    f"0 to {api.maps.MAX_NOISE:g}: the walk in the room is read by a sensor wrong with this "
+                    "probability, and the map is learned from the readings' soft evidence (transitions held dense)",
                 ),
             ],
             className="form-grid",

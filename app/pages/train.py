@@ -13,24 +13,8 @@ from app import config, figures, forms, ids, panels, services, sessions, transfe
 from app.jobs import panel
 from app.services import corpus as corpus_service
 from app.services import training_jobs
-from engine.api import (
-    ALGORITHMS,
-    ALIGNED_SHARE,
-    ALLOCATION_METHODS,
-    AUTO,
-    BATCH_PER_BLOCK,
-    NORMALISATIONS,
-    ONLINE_BATCH_SIZE,
-    ONLINE_RESTARTS,
-    PSEUDOCOUNT_GRID,
-    STARTS,
-    STATES_GRID,
-    SYMBOLS_PER_STATE,
-    UNITS,
-    TrainOptions,
-    backend_choices,
-    backend_status,
-)
+from engine import api
+from engine.api import TrainOptions, backend_choices, backend_status
 
 dash.register_page(__name__, path="/train", name="Train", title="CHMM Explorer · Train", order=1)
 
@@ -98,7 +82,7 @@ AUTO_PLACEHOLDER = "chosen on validation"
 
 def _shown(value: Any) -> Any:
     """A default as a number field shows it: empty (the placeholder) for one chosen on validation."""
-    return None if value == AUTO else value
+    return None if value == api.CHOICES.AUTO else value
 
 
 def layout(**_query: Any) -> html.Div:
@@ -141,15 +125,15 @@ def layout(**_query: Any) -> html.Div:
                 ui.field(
                     "States (clones)",
                     _number(ids.TRAIN_STATES, _shown(DEFAULTS.states), AUTO_PLACEHOLDER),
-                    f"empty: chosen on validation from {', '.join(f'{n:,}' for n in STATES_GRID)} (up to one per "
-                    f"{SYMBOLS_PER_STATE} training symbols and the memory limit)",
+                    f"empty: chosen on validation from {', '.join(f'{n:,}' for n in api.CHOICES.STATES_GRID)} (up to "
+                    f"one per {api.DEFAULTS.SYMBOLS_PER_STATE} training symbols and the memory limit)",
                 ),
                 ui.field(
                     "Allocation",
                     dcc.Dropdown(
                         id=ids.TRAIN_ALLOCATION,
                         **REMEMBERED,
-                        options=list(ALLOCATION_METHODS),
+                        options=list(api.CHOICES.ALLOCATION_METHODS),
                         value=DEFAULTS.allocation,
                         clearable=False,
                     ),
@@ -160,7 +144,7 @@ def layout(**_query: Any) -> html.Div:
                     dcc.RadioItems(
                         id=ids.TRAIN_NORMALISATION,
                         **REMEMBERED,
-                        options=list(NORMALISATIONS),
+                        options=list(api.CHOICES.NORMALISATIONS),
                         value=DEFAULTS.normalisation,
                         inline=True,
                     ),
@@ -171,7 +155,7 @@ def layout(**_query: Any) -> html.Div:
                     dcc.RadioItems(
                         id=ids.TRAIN_UNIT,
                         **REMEMBERED,
-                        options=list(UNITS),
+                        options=list(api.CHOICES.UNITS),
                         value=DEFAULTS.unit,
                         inline=True,
                     ),
@@ -183,7 +167,7 @@ def layout(**_query: Any) -> html.Div:
                     dcc.RadioItems(
                         id=ids.TRAIN_ALGORITHM,
                         **REMEMBERED,
-                        options=[{"label": ALGORITHM_LABELS[name], "value": name} for name in ALGORITHMS],
+                        options=[{"label": ALGORITHM_LABELS[name], "value": name} for name in api.CHOICES.ALGORITHMS],
                         value=DEFAULTS.algorithm,
                         inline=True,
                     ),
@@ -197,30 +181,33 @@ def layout(**_query: Any) -> html.Div:
                 ui.field(
                     "Batch size (online EM)",
                     _number(ids.TRAIN_BATCH_SIZE, None, "automatic"),
-                    f"empty: {ONLINE_BATCH_SIZE}, or {BATCH_PER_BLOCK} symbols per symbol-pair block when more",
+                    f"empty: {api.DEFAULTS.ONLINE_BATCH_SIZE}, or {api.DEFAULTS.BATCH_PER_BLOCK} symbols per "
+                    f"symbol-pair block when more",
                 ),
                 ui.field(
                     "Restarts",
                     _number(ids.TRAIN_RESTARTS, None, "automatic"),
-                    f"random starts, the best on validation kept; empty: {ONLINE_RESTARTS} for online EM, 1 otherwise",
+                    f"random starts, the best on validation kept; empty: {api.DEFAULTS.ONLINE_RESTARTS} for online "
+                    f"EM, 1 otherwise",
                 ),
                 ui.field(
                     "Start",
                     dcc.RadioItems(
                         id=ids.TRAIN_START_KIND,
                         **REMEMBERED,
-                        options=list(STARTS),
+                        options=list(api.CHOICES.STARTS),
                         value=DEFAULTS.start,
                         inline=True,
                     ),
-                    f"T's random start; aligned: {round(ALIGNED_SHARE * 100)}% of each clone's row on clone c of each "
-                    "next symbol, so a context rides a chain of clones; uniform: the paper's; restarts alternate",
+                    f"T's random start; aligned: {round(api.DEFAULTS.ALIGNED_SHARE * 100)}% of each clone's row on "
+                    "clone c of each next symbol, so a context rides a chain of clones; uniform: the paper's; restarts "
+                    "alternate",
                 ),
                 ui.field(
                     "Pseudocount",
                     _number(ids.TRAIN_PSEUDOCOUNT, _shown(DEFAULTS.pseudocount), AUTO_PLACEHOLDER),
                     "added to every stored transition count in the M-step (smoothing); empty: chosen on validation "
-                    f"from {', '.join(f'{v:g}' for v in PSEUDOCOUNT_GRID)}",
+                    f"from {', '.join(f'{v:g}' for v in api.CHOICES.PSEUDOCOUNT_GRID)}",
                 ),
                 ui.field(
                     "Budget (minutes)",

@@ -33,7 +33,7 @@ from app.errors import UserError as UserError
 from app.errors import bounded as bounded
 from app.errors import describe_error as describe_error
 from app.errors import disk_full_error as disk_full_error
-from engine.api import check_threshold, corpus_file_name
+from engine.api import check_threshold, corpora
 
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
 
@@ -43,9 +43,9 @@ def visible(symbol: str) -> str:
     return VISIBLE.get(symbol, symbol)
 
 
-file_name = corpus_file_name
+file_name = corpora.corpus_file_name
 """The last part of a path as a model's metadata records it: the corpus's file name, never the folder it lay in on
-another machine (:func:`engine.api.corpus_file_name`)."""
+another machine (:func:`engine.api.corpora.corpus_file_name`)."""
 
 
 STOP_REASONS = {
@@ -116,7 +116,8 @@ PREFIX_WORK = 1e12
 """The same for the prefix Generate continues (a forward pass at about scoring's rate: 100,000 characters in 0.04 s
 either way on the sample model, 2 cores), a quarter of scoring's budget, as what is sampled depends on the prefix's
 end (issue 51: a 100,000-character prefix took 55 s in the web worker on a 24,174-state model before this bound).
-Its length alone is bounded by the engine too (:data:`engine.api.MAX_PREFIX_CHARACTERS`, also ``chmm sample``)."""
+Its length alone is bounded by the engine too (:data:`engine.api.DEFAULTS.MAX_PREFIX_CHARACTERS`, also ``chmm
+sample``)."""
 
 
 def check_work(characters: int, nonzeros: int, budget: float, what: str, command: str) -> None:

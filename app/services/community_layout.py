@@ -79,7 +79,7 @@ def alluvial(before: dict[str, Any], after: dict[str, Any], top: int = ALLUVIAL_
         tops = sorted((m for m in saved["modules"] if not m["parent"]), key=lambda m: -m["flow"])
         shown = tops[:top]
         labels = [f"{m['id']} {m['name']}" for m in shown]
-        colours = [api.module_colour(int(m["id"])) for m in shown]
+        colours = [api.drawing.module_colour(int(m["id"])) for m in shown]
         if len(tops) > len(shown):
             labels.append(f"other ({len(tops) - len(shown):,} modules)")
             colours.append(OTHER_COLOUR)
@@ -278,7 +278,7 @@ def map_layout(
     the labels of the :data:`MAP_LABELS` largest fit, :data:`MAP_FONT_PX` pixels high on screen at the fit zoom. Returns
     the positions, the circles' sizes, the labels' font size and each label's place (:func:`place_labels`: "" for a
     label left off, as it would overlap another)."""
-    positions = api.force_layout(
+    positions = api.drawing.force_layout(
         len(modules),
         np.array([a for a, _, _ in links], dtype=np.int64),
         np.array([b for _, b, _ in links], dtype=np.int64),

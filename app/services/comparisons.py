@@ -93,7 +93,7 @@ def compare_corpus(folder: Path, choice: Any) -> tuple[str, str]:
     if choice == "sample":
         if not config.SAMPLE_CORPUS.is_file():
             raise UserError("The bundled sample corpus is missing from this installation.")
-        return api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+        return api.corpora.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     if choice == "session":
         if corpus_service.corpus_info(folder) is None:
             raise UserError("This session has no corpus yet: upload one on the Train page, or use the sample corpus.")
@@ -118,10 +118,12 @@ def training_symbols(folder: Path, choice: Any) -> int:
     return min(int(characters * 0.9), MAX_TRAIN_SYMBOLS)
 
 
-def _check_corpus(corpus_text: str, name: str, unit: str) -> api.Corpus:
+def _check_corpus(corpus_text: str, name: str, unit: str) -> api.corpora.Corpus:
     """The corpus as every learner will see it (paper normalisation, ``unit`` symbols, default splits, capped
     training part); CorpusError with the reason when it cannot be trained on."""
-    return api.prepare_corpus(corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name, unit=unit)
+    return api.corpora.prepare_corpus(
+        corpus_text, normalisation="paper", max_train=MAX_TRAIN_SYMBOLS, name=name, unit=unit
+    )
 
 
 SPARE_STATES = 300
@@ -131,13 +133,13 @@ model needs a clone per word: the search's smallest candidate, the vocabulary pl
 
 def check_unit(unit: Any) -> str:
     """The unit of a comparison (characters when none is given); UserError for another."""
-    unit = unit or api.UNITS[0]
-    if unit not in api.UNITS:
-        raise UserError(f"Unknown unit {str(unit)[:20]!r}; choose one of {', '.join(api.UNITS)}.")
+    unit = unit or api.CHOICES.UNITS[0]
+    if unit not in api.CHOICES.UNITS:
+        raise UserError(f"Unknown unit {str(unit)[:20]!r}; choose one of {', '.join(api.CHOICES.UNITS)}.")
     return str(unit)
 
 
-def _check_chmm_memory(corpus: api.Corpus, options: dict[str, Any]) -> None:
+def _check_chmm_memory(corpus: api.corpora.Corpus, options: dict[str, Any]) -> None:
     """ValueError when the CHMM's estimated training memory exceeds the app's limit (CHMM_MAX_TRAIN_MB)."""
     estimate = api.estimate_training_memory(corpus, api.TrainOptions(**options))
     limit = config.max_train_bytes()
@@ -163,7 +165,7 @@ WAITED_CANCELLED = "Comparison cancelled while it waited; nothing was trained."
 
 def check_comparison(
     folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None, unit: Any = None
-) -> tuple[list[str], tuple[str, str, api.Corpus], dict[str, dict[str, Any]]]:
+) -> tuple[list[str], tuple[str, str, api.corpora.Corpus], dict[str, dict[str, Any]]]:
     """The learners, the corpus (its text, name and prepared split in ``unit`` symbols) and each learner's settings
     of a comparison that can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or
     corpus, a corpus that cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose
@@ -172,7 +174,7 @@ def check_comparison(
     corpus_text, name = compare_corpus(folder, corpus)
     prepared = _check_corpus(corpus_text, name, check_unit(unit))
     settings = {kind: APP_OPTIONS[kind] | (options or {}).get(kind, {}) for kind in kinds}
-    if "chmm" in settings and prepared.unit != api.UNITS[0]:
+    if "chmm" in settings and prepared.unit != api.CHOICES.UNITS[0]:
         least = prepared.n_symbols + SPARE_STATES
         settings["chmm"] = settings["chmm"] | {"states": max(int(settings["chmm"].get("states", 0)), least)}
     symbols = len(prepared.train_full)
@@ -348,7 +350,7 @@ def _train_one(
     row: dict[str, Any],
     corpus_text: str,
     name: str,
-    prepared: api.Corpus,
+    prepared: api.corpora.Corpus,
     options: dict[str, Any],
     cancel: Path,
     iteration: Callable[[Any], None] | None = None,
@@ -360,7 +362,7 @@ def _train_one(
     try:
         if kind == "chmm":
             _check_chmm_memory(prepared, options | {"max_train": MAX_TRAIN_SYMBOLS})
-        model, summary = api.train_learner_text(
+        model, summary = api.learners.train_learner_text(
             corpus_text,
             kind,
             options,
@@ -379,7 +381,7 @@ def _train_one(
         row.update(status=FAILED, message=str(exc) if isinstance(exc, JobMemoryError) else "ran out of memory")
         return
     except Exception as exc:  # one learner failing must not stop the comparison; the row says why
-        stopped = isinstance(exc, api.TrainingStopped) and cancel.exists()
+        stopped = isinstance(exc, api.learners.TrainingStopped) and cancel.exists()
         reason = error_message(exc)
         row.update(status=SKIPPED if stopped else FAILED, message="cancelled" if stopped else reason)
         return

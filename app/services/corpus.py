@@ -95,7 +95,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
             f"The {len(contents_list)} files are too large together: about {format_bytes(estimated)}, the limit is "
             f"{format_bytes(limit)} in all."
         )
-    read: list[api.Document] = []
+    read: list[api.corpora.Document] = []
     size = 0
     for data_uri, given in zip(contents_list, names, strict=True):
         name = given or "upload.txt"
@@ -104,7 +104,7 @@ def store_corpus(folder: Path, contents: str | list[str] | None, filename: str |
         if name.lower().endswith(".zip"):
             read += _zip_documents(data, name, limit)
         else:
-            read.append(api.Document(name, api.decode_bytes(data, name=name, max_bytes=limit)))
+            read.append(api.corpora.Document(name, api.corpora.decode_bytes(data, name=name, max_bytes=limit)))
     _check_trainable(read)
     sessions.check_space(folder, size, "This corpus")
     if len(read) == 1:
@@ -117,7 +117,7 @@ SHORT_CORPUS_CHARACTERS = 10_000
 one): it is refused then, not at Start."""
 
 
-def _check_trainable(read: list[api.Document]) -> None:
+def _check_trainable(read: list[api.corpora.Document]) -> None:
     """UserError (one sentence) for a short upload that no normalisation can split into training, validation and
     test text with the Train page's defaults."""
     if sum(len(d.text) for d in read) >= SHORT_CORPUS_CHARACTERS:
@@ -125,22 +125,22 @@ def _check_trainable(read: list[api.Document]) -> None:
     given: Any = read[0].text if len(read) == 1 else read
     name = read[0].name if len(read) == 1 else "the upload"
     problems = []
-    for normalisation in api.NORMALISATIONS:
+    for normalisation in api.CHOICES.NORMALISATIONS:
         try:
-            api.prepare_corpus(given, normalisation=normalisation, name=name)
+            api.corpora.prepare_corpus(given, normalisation=normalisation, name=name)
             return
         except api.CorpusError as exc:
             problems.append(str(exc))
     raise UserError(f"{problems[0]} It cannot be trained on; upload a longer text.")
 
 
-def _zip_documents(data: bytes, name: str, limit: int) -> list[api.Document]:
+def _zip_documents(data: bytes, name: str, limit: int) -> list[api.corpora.Document]:
     """The documents of an uploaded zip (read in memory by :func:`engine.corpora.documents.read_zip_bytes`, with the
     size checks of every corpus: members and all of them together within ``limit``)."""
-    return [api.Document(f"{name}: {d.name}", d.text) for d in api.read_zip_bytes(data, name, limit)]
+    return [api.corpora.Document(f"{name}: {d.name}", d.text) for d in api.corpora.read_zip_bytes(data, name, limit)]
 
 
-def _keep_documents(folder: Path, read: list[api.Document], name: str, size: int) -> CorpusInfo:
+def _keep_documents(folder: Path, read: list[api.corpora.Document], name: str, size: int) -> CorpusInfo:
     """Keep several documents: their list (``corpus-documents.json``) and, for previews and references, their texts
     joined by blank lines (``corpus.txt``)."""
     info = CorpusInfo(
@@ -159,7 +159,7 @@ def use_sample_corpus(folder: Path) -> CorpusInfo:
     """Make the bundled sample corpus (``sample_models/carroll-alice.txt``) the session's corpus."""
     if not config.SAMPLE_CORPUS.is_file():
         raise UserError("The bundled sample corpus is missing from this installation.")
-    corpus_text = api.read_text(config.SAMPLE_CORPUS)
+    corpus_text = api.corpora.read_text(config.SAMPLE_CORPUS)
     return _keep_corpus(folder, corpus_text, config.SAMPLE_CORPUS.name, config.SAMPLE_CORPUS.stat().st_size)
 
 
@@ -182,7 +182,7 @@ def corpus_info(folder: Path) -> CorpusInfo | None:
         return None
 
 
-def read_corpus(folder: Path) -> tuple[str | list[api.Document], CorpusInfo]:
+def read_corpus(folder: Path) -> tuple[str | list[api.corpora.Document], CorpusInfo]:
     """The session corpus (its text, or its documents when it has several) and info; UserError when there is none
     yet."""
     info = corpus_info(folder)
@@ -191,7 +191,7 @@ def read_corpus(folder: Path) -> tuple[str | list[api.Document], CorpusInfo]:
     if info.documents > 1:
         try:
             listed = json.loads((folder / sessions.CORPUS_DOCUMENTS).read_text(encoding="utf-8"))
-            return [api.Document(str(d["name"]), str(d["text"])) for d in listed], info
+            return [api.corpora.Document(str(d["name"]), str(d["text"])) for d in listed], info
         except (OSError, ValueError, TypeError, KeyError):
             raise UserError("The session's documents cannot be read; upload the corpus again.") from None
     return (folder / sessions.CORPUS).read_text(encoding="utf-8"), info
@@ -212,7 +212,9 @@ def corpus_preview(
     ``engine.corpora.text.prepare_corpus`` prepares it for training with symbols of ``unit`` (CorpusError when it
     cannot be trained on)."""
     given, info = read_corpus(folder)
-    corpus = api.prepare_corpus(given, normalisation=normalisation, validation=validation, name=info.name, unit=unit)
+    corpus = api.corpora.prepare_corpus(
+        given, normalisation=normalisation, validation=validation, name=info.name, unit=unit
+    )
     shown = corpus.symbols[:PREVIEW_SYMBOLS]
     alphabet = "".join(visible(s) for s in shown) if unit == "characters" else " ".join(shown)
     if len(corpus.symbols) > len(shown):
@@ -236,12 +238,16 @@ def corpus_preview(
 
 def _trained_on_session_corpus(folder: Path, model: Any, info: CorpusInfo) -> bool:
     """Whether ``model`` was trained on the session's corpus: by content where the model names its text so
-    (``corpus_sha256``, :func:`engine.api.corpus_fingerprint`: a model made by ``chmm train`` elsewhere and the same
+    (``corpus_sha256``, :func:`engine.api.corpora.corpus_fingerprint`: a model made by ``chmm train`` elsewhere and
+    the same
     file uploaded here), else by the file's name (models made before that; a path's last part)."""
     wanted = model.metadata.get("corpus_sha256")
     if isinstance(wanted, str) and wanted:
         path = folder / sessions.CORPUS
-        return kept.kept(("fingerprint",), [path], lambda: api.corpus_fingerprint(read_corpus(folder)[0])) == wanted
+        return (
+            kept.kept(("fingerprint",), [path], lambda: api.corpora.corpus_fingerprint(read_corpus(folder)[0]))
+            == wanted
+        )
     trained_on = model.metadata.get("corpus")
     return isinstance(trained_on, str) and file_name(trained_on) == info.name
 
@@ -256,7 +262,7 @@ def reference_corpus(folder: Path, model: Any) -> str | None:
         return (folder / sessions.CORPUS).read_text(encoding="utf-8")  # what joined_corpus_text reads, checked once
     for text in (config.SAMPLE_CORPUS, config.start_corpus()):
         if text is not None and text.is_file() and _trained_on_file(model, text):
-            return api.read_text(text)
+            return api.corpora.read_text(text)
     return None
 
 
@@ -266,5 +272,8 @@ def _trained_on_file(model: Any, path: Path) -> bool:
     the file's name. The file's fingerprint is kept while it is unchanged."""
     wanted = model.metadata.get("corpus_sha256")
     if isinstance(wanted, str) and wanted:
-        return kept.kept(("fingerprint",), [path], lambda: api.corpus_fingerprint(api.read_text(path))) == wanted
+        return (
+            kept.kept(("fingerprint",), [path], lambda: api.corpora.corpus_fingerprint(api.corpora.read_text(path)))
+            == wanted
+        )
     return file_name(model.metadata.get("corpus")) == path.name

@@ -13,14 +13,14 @@ from engine import api
 
 def module_colour(module_id: str) -> str:
     """The colour of a module (by its index among its siblings), the same in the table, the map and the exports."""
-    return api.module_colour(int(str(module_id).split(":")[-1]))
+    return api.drawing.module_colour(int(str(module_id).split(":")[-1]))
 
 
 def symbol_colour(index: int) -> str:
     """The colour of the clones of the model's symbol ``index`` (its place in the alphabet) in the subgraph and the
-    whole graph: the module colours in order (:func:`engine.api.module_colour`), distinct for the first 3,380
+    whole graph: the module colours in order (:func:`engine.api.drawing.module_colour`), distinct for the first 3,380
     symbols (a hash of the character into 20 colours gave two symbols of a 27-letter alphabet the same one)."""
-    return api.module_colour(int(index) + 1)
+    return api.drawing.module_colour(int(index) + 1)
 
 
 KAMADA_KAWAI_NODES = 150
@@ -42,7 +42,7 @@ def graph_positions(graph: nx.DiGraph, seed: int = 0) -> dict[Any, tuple[float, 
         names = list(undirected)
         index = {name: i for i, name in enumerate(names)}
         pairs = np.array([(index[a], index[b]) for a, b in undirected.edges()], dtype=np.int64).reshape(-1, 2)
-        xy = api.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
+        xy = api.drawing.force_layout(len(names), pairs[:, 0], pairs[:, 1], seed=seed)
         positions = dict(zip(names, xy, strict=True))
     else:
         hops = dict(nx.shortest_path_length(undirected))

@@ -37,7 +37,8 @@ def score_bytes(model: Any, characters: int) -> int:
 
 def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) -> str:
     """``length`` characters sampled from the current model, continuing ``prefix`` when given. A prefix is bounded
-    before any work: by its length (:data:`engine.api.MAX_PREFIX_CHARACTERS`, before the model is read) and by its
+    before any work: by its length (:data:`engine.api.DEFAULTS.MAX_PREFIX_CHARACTERS`, before the model is read) and
+    by its
     characters times the model's transitions (:data:`app.services.PREFIX_WORK`, before its forward pass)."""
     n = whole_number(length, "the length", 1, MAX_SAMPLE_LENGTH)
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
@@ -86,14 +87,16 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
     gap = "" if model.codec.characters else " "  # a word's piece carries the space that follows it
     pieces = model.codec.split(normalised)
     characters = [(piece + gap, round(float(b), 3)) for piece, b in zip(pieces, bits, strict=True)]
-    rare = api.rare_words(model, raw_text)
+    rare = api.corpora.rare_words(model, raw_text)
     training = rare.training_share
     if training is None and model.codec.vocabulary is not None:  # a model trained before the share was recorded
         corpus_text = reference_corpus(folder, model)
         if corpus_text is not None:  # measured on the held-out part of its corpus, as training records it now
-            corpus = api.prepare_corpus(corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list))
-            training = api.placeholder_share(corpus.validation_text + " " + corpus.test_text)
-            rare = api.RareWords(rare.replaced, rare.words, rare.examples, training)
+            corpus = api.corpora.prepare_corpus(
+                corpus_text, fixed_alphabet=(model.symbols, model.codec.vocabulary_list)
+            )
+            training = api.corpora.placeholder_share(corpus.validation_text + " " + corpus.test_text)
+            rare = api.corpora.RareWords(rare.replaced, rare.words, rare.examples, training)
     return {
         "bps": result.bps,
         "symbols": result.symbols,
@@ -128,7 +131,7 @@ def default_prefix(folder: Path) -> str:
     if corpus_text is not None:
         return common_phrase(model, corpus_text)
     if model.codec.vocabulary:
-        words = [w for w in model.codec.vocabulary if len(w) >= 3 and w != api.RARE_WORD]
+        words = [w for w in model.codec.vocabulary if len(w) >= 3 and w != api.DEFAULTS.RARE_WORD]
         return words[len(words) // 2] if words else ""
     return ""
 
@@ -140,7 +143,7 @@ def common_phrase(model: CHMM, corpus_text: str) -> str:
     phrases = Counter(
         tuple(words[i : i + PREFIX_WORDS])
         for i in range(len(words) - PREFIX_WORDS + 1)
-        if all(len(w) >= 3 and w != api.RARE_WORD and w.isalpha() for w in words[i : i + PREFIX_WORDS])
+        if all(len(w) >= 3 and w != api.DEFAULTS.RARE_WORD and w.isalpha() for w in words[i : i + PREFIX_WORDS])
     )
     return " ".join(phrases.most_common(1)[0][0]) if phrases else ""
 
@@ -149,10 +152,10 @@ def reading(folder: Path) -> tuple[str, str]:
     """How the current model's text reads: what joins a prefix to its continuation ("" for characters, a space for
     words and tokens) and its placeholder for words outside the vocabulary (``rare``, or ``<rare>``)."""
     codec = view_model(folder).codec
-    return ("", api.RARE_WORD) if codec.characters else (" ", api.RARE_TOKEN)
+    return ("", api.DEFAULTS.RARE_WORD) if codec.characters else (" ", api.DEFAULTS.RARE_TOKEN)
 
 
-def placeholder_pieces(sample_text: str, placeholder: str = api.RARE_WORD) -> list[tuple[str, bool]]:
+def placeholder_pieces(sample_text: str, placeholder: str = api.DEFAULTS.RARE_WORD) -> list[tuple[str, bool]]:
     """``sample_text`` cut into (piece, is the placeholder as a whole word) pieces, in order."""
     pieces: list[tuple[str, bool]] = []
     position = 0

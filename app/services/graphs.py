@@ -46,7 +46,7 @@ from app.services.models import load_current as load_current  # the tests and th
 from engine import api
 from engine.files import atomic_write_bytes
 
-EXPORT_FORMATS = api.EXPORT_FORMATS
+EXPORT_FORMATS = api.CHOICES.EXPORT_FORMATS
 
 
 EXPORT_DESCRIPTIONS = {
@@ -84,7 +84,7 @@ MAP_MAX_MODULES = 3_000
 
 def shown_run(folder: Path, saved: dict[str, Any]) -> Any:
     """The Infomap run the Communities page shows (``saved``: the session's last, of the current model) as an engine
-    result on its clone graph (:func:`engine.api.restore_communities`, kept per version of the run's file), its
+    result on its clone graph (:func:`engine.api.graph.restore_communities`, kept per version of the run's file), its
     ``origin`` saying which run it is."""
     finished = saved.get("finished") or (folder / COMMUNITIES).stat().st_mtime
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(finished)))
@@ -94,13 +94,13 @@ def shown_run(folder: Path, saved: dict[str, Any]) -> Any:
     )
     graph = session_graph(folder, saved["threshold"])
     path = folder / COMMUNITIES
-    return kept.kept(("restored",), [path], lambda: api.restore_communities(graph, saved, origin))
+    return kept.kept(("restored",), [path], lambda: api.graph.restore_communities(graph, saved, origin))
 
 
 def export_stage(
     stage: str, fmt: str, threshold: float, edges: int, options: api.CommunityOptions | None = None
 ) -> str:
-    """What an export does now, in a sentence for its page: one of :data:`engine.api.EXPORT_STAGES` (the clone graph
+    """What an export does now, in a sentence for its page: one of :data:`engine.api.use.EXPORT_STAGES` (the clone graph
     of ``edges`` edges at ``threshold`` built, Infomap run on it with ``options``' trials, the ``fmt`` file written)."""
     trials = (options or api.CommunityOptions()).trials
     said = {
@@ -125,7 +125,7 @@ def export_graph(
         raise UserError(f"Choose an export format: one of {', '.join(EXPORT_FORMATS)}.")
     saved = read_communities(folder)
     if threshold is None or not str(threshold).strip():
-        cut = saved["threshold"] if saved is not None else api.DEFAULT_PRUNE_THRESHOLD
+        cut = saved["threshold"] if saved is not None else api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD
     else:
         cut = parse_threshold(threshold)
     same = saved is not None and abs(saved["threshold"] - cut) <= 1e-12 * cut
@@ -133,7 +133,7 @@ def export_graph(
     module_id = str(module).strip() if module is not None and str(module).strip() else None
     sessions.check_space(folder, 0, "Another export")
     model = view_model(folder)
-    edges, limit = api.graph_edges(model, cut), config.max_export_edges()
+    edges, limit = api.graph.graph_edges(model, cut), config.max_export_edges()
     if edges > limit:
         raise UserError(
             f"At threshold {cut:.2g} the clone graph has {edges:,} edges, more than the {limit:,} the Export page "
@@ -141,7 +141,7 @@ def export_graph(
         )
     out = folder / EXPORTS
     out.mkdir(exist_ok=True)
-    written = out / f"export{api.EXTENSIONS[fmt]}"
+    written = out / f"export{api.CHOICES.EXTENSIONS[fmt]}"
     need = export_bytes(model, cut, fmt, infomap=shown is None)  # the run it makes, if any, and the writer
     options = None if saved is None else api.CommunityOptions(**saved["options"])
     tell = report or (lambda _sentence: None)
@@ -151,7 +151,7 @@ def export_graph(
 
     try:
         with memory.reserved(need, "Exporting this clone graph"):
-            figures = api.export_model_graph(
+            figures = api.graph.export_model_graph(
                 model,
                 written,
                 fmt,
@@ -162,7 +162,7 @@ def export_graph(
                 communities=shown,
                 progress=stage,
             )
-    except api.ModuleNotFoundInResult as exc:
+    except api.graph.ModuleNotFoundInResult as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     what = "the whole clone graph" if module_id is None else f"module {module_id}"
     if shown is not None:
@@ -217,7 +217,7 @@ def run_communities(
         seed=_option_number(seed, "the seed", 0, 2**31 - 1, 0),
         markov_time=parse_markov_time(markov_time),
     )
-    threshold = api.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
+    threshold = api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD if threshold in (None, "") else parse_threshold(threshold)
     files = communities_files(folder)
     if files.running():
         raise UserError("Infomap is already running in this session; wait for it to finish.")
@@ -248,8 +248,8 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
     corpus_text = reference_corpus(folder, model)
     with memory.reserved(infomap_bytes(model, threshold), "Running Infomap on this model"):
         result = api.model_communities(model, threshold, options, corpus_text)
-        terms = api.codelength_terms(result)
-        flows = api.node_flows(result)
+        terms = api.graph.codelength_terms(result)
+        flows = api.graph.node_flows(result)
         saved = {
             "model": sessions.model_stamp(folder),
             "clones": clone_signature(model),
@@ -260,7 +260,7 @@ def _communities(folder: Path, options: api.CommunityOptions, threshold: float) 
             "modules": [m.summary() | {"nodes": m.nodes.tolist()} for m in result.modules.values()],
             "links": {
                 parent: [[a, b, round(flow, 12)] for a, b, flow in links]
-                for parent, links in api.module_links(result, MAX_SAVED_LINKS).items()
+                for parent, links in api.graph.module_links(result, MAX_SAVED_LINKS).items()
             },
             "codelength": None
             if terms is None
@@ -510,7 +510,7 @@ def computed_module_detail(folder: Path, module_id: Any, seed: int = 0, run: str
     drawn = api.to_networkx(graph, nodes=nodes, ids="state", most_edges=MAX_GRAPH_ELEMENTS - len(nodes))
     total = module["size"] + graph.link_counts(np.asarray(nodes, dtype=np.int64))["within"]
     positions = graph_positions(drawn, seed)
-    elements = api.cytoscape_elements(drawn)
+    elements = api.graph.cytoscape_elements(drawn)
     path = sessions.current_model_path(folder)
     incoming = kept.kept(
         ("incoming", saved["threshold"]), [path], lambda: _incoming_shares(graph),
@@ -597,7 +597,7 @@ MAX_SEARCH_CHARS = 200
 
 def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, Any]:
     """Where a word or phrase lives in the clone graph: its Viterbi clone path under the current model
-    (:func:`engine.api.clone_path`: normalised as the corpus was, with spaces around it), each position's
+    (:func:`engine.api.graph.clone_path`: normalised as the corpus was, with spaces around it), each position's
     clone and the deepest module of the last community run that holds it, and the top modules the path passes
     through in order. Returns the steps, the modules, the clones, the words the normalisation read as ``rare`` and
     the path's bits per symbol."""
@@ -609,7 +609,7 @@ def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, An
     saved = read_run(folder, run, "Run Infomap first: a word is found in the modules of the current community result.")
     model = view_model(folder)
     try:
-        found = api.clone_path(model, text_in)
+        found = api.graph.clone_path(model, text_in)
     except ValueError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
     deepest = deepest_modules(folder, saved, run)

@@ -11,7 +11,7 @@ from typing import Any
 from app.services import UserError
 from engine import api
 
-_REGISTERED = api.registered_learners()
+_REGISTERED = api.learners.registered_learners()
 
 LEARNER_LABELS = {kind: _REGISTERED[kind].label for kind in api.LEARNERS}
 """Each learner's label on the page (the registry's)."""
@@ -25,7 +25,7 @@ LEARNER_COLOURS = {kind: _REGISTERED[kind].colour for kind in api.LEARNERS}
 APP_OPTIONS: dict[str, dict[str, Any]] = {kind: dict(_REGISTERED[kind].compare_options) for kind in api.LEARNERS}
 """The settings each learner trains with here (the peers: the registry's defaults for text)."""
 
-Setting = api.LearnerSetting
+Setting = api.learners.LearnerSetting
 
 SETTINGS: dict[str, tuple[Setting, ...]] = {kind: _REGISTERED[kind].settings for kind in api.LEARNERS}
 """The settings each learner takes on the page (defaults as :data:`APP_OPTIONS` and the registry's)."""
@@ -36,13 +36,13 @@ symbols, 2 cores; the registry's), for the time estimates. The CHMM's is one run
 starts is more (:func:`chmm_runs`)."""
 
 
-PICKED = [kind for kind in api.LEARNERS if _REGISTERED[kind].picked and api.learner_available(kind) is None]
+PICKED = [kind for kind in api.LEARNERS if _REGISTERED[kind].picked and api.learners.learner_available(kind) is None]
 """The learners the Compare page picks before the user does (those that can train here and take seconds)."""
 
 
 def unavailable(kind: str) -> str | None:
     """None when learner ``kind`` can train on this server, else the sentence that says how to add it."""
-    return api.learner_available(kind)
+    return api.learners.learner_available(kind)
 
 
 def chmm_runs(settings: dict[str, Any]) -> float:

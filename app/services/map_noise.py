@@ -13,27 +13,27 @@ from engine import api
 
 
 def check_noise(value: Any) -> float:
-    """The form's sensor noise as a probability from 0 to :data:`engine.api.MAX_NOISE` (empty: 0)."""
+    """The form's sensor noise as a probability from 0 to :data:`engine.api.maps.MAX_NOISE` (empty: 0)."""
     if value is None or value == "":
         return 0.0
     try:
         noise = float(value)
     except (TypeError, ValueError):
         noise = float("nan")
-    if not 0.0 <= noise <= api.MAX_NOISE:
-        raise UserError(f"The sensor noise must be a number from 0 to {api.MAX_NOISE:g}, got {value!r}.")
+    if not 0.0 <= noise <= api.maps.MAX_NOISE:
+        raise UserError(f"The sensor noise must be a number from 0 to {api.maps.MAX_NOISE:g}, got {value!r}.")
     return noise
 
 
 def learn_through_noise(
-    walk: api.WalkFile, request: Any, progress: Callable[..., None]
-) -> tuple[api.ActionCHMM, dict[str, Any]]:
+    walk: api.maps.WalkFile, request: Any, progress: Callable[..., None]
+) -> tuple[api.maps.ActionCHMM, dict[str, Any]]:
     """The map of ``walk`` as a sensor wrong with probability ``request.noise`` reads it (its readings drawn with the
     request's seed), learned from their soft evidence with the engine's map defaults; the summary says how many
     readings were wrong. The walk itself (the true observations) stays what the page shows and keeps."""
-    readings = api.noisy_readings(walk.observations, len(walk.symbols), request.noise, seed=request.seed)
-    options = api.MAP_DEFAULTS
-    model, summary = api.learn_map_through_noise(
+    readings = api.maps.noisy_readings(walk.observations, len(walk.symbols), request.noise, seed=request.seed)
+    options = api.maps.MAP_DEFAULTS
+    model, summary = api.maps.learn_map_through_noise(
         readings.symbols, walk.actions, walk.symbols, walk.action_names, request.noise, request.clones,
         options.iterations, options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
         restarts=request.restarts, **soft_progress(progress, request.restarts),

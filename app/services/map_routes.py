@@ -32,14 +32,14 @@ def plan_detour(folder: Path, start: Any, goal: Any, closed: Any) -> dict[str, A
     model, _ = maps._load(folder)
     names = ", ".join(str(c) for c in shut)
     closed_text = f"clone{'s' if len(shut) != 1 else ''} {names} closed"
-    blocked = api.block(model, sorted({way for c in shut for way in api.ways_into(model, c)}))
+    blocked = api.maps.block(model, sorted({way for c in shut for way in api.maps.ways_into(model, c)}))
     try:
-        detour = api.plan_flat(blocked, begin, end)
+        detour = api.maps.plan_flat(blocked, begin, end)
     except ValueError:
         unreachable = f"With {closed_text}, clone {end} cannot be reached from clone {begin}: no way is left."
         raise UserError(unreachable) from None
     try:
-        open_steps = f"the open map's shortest route takes {api.plan_flat(model, begin, end).steps}"
+        open_steps = f"the open map's shortest route takes {api.maps.plan_flat(model, begin, end).steps}"
     except ValueError:
         open_steps = "the open map has no route the planner finds"
     moves = ", ".join(detour.moves) or "none"

@@ -41,7 +41,7 @@ SCHEMA = JobKind("schema", "schema match", (JOB, HEARTBEAT, CANCEL))
 MAX_MAPS = 12
 """The most maps a session's library holds (the job fits each in turn)."""
 MAX_MAP_UPLOAD_BYTES = 20_000_000
-MAX_MAP_ACTIONS = api.MAX_OBSERVATION + 1
+MAX_MAP_ACTIONS = api.maps.MAX_OBSERVATION + 1
 """The most actions an uploaded map may have: as many as a walk may name (a learned map's limits; its clones
 :data:`app.services.maps.MAX_TOTAL_CLONES`)."""
 MAX_SCHEMA_STEPS = 50_000
@@ -78,7 +78,7 @@ def check_name(name: Any) -> str:
     return text
 
 
-def _add(folder: Path, name: str, model: api.ActionCHMM, origin: str, write: Callable[[Path], None]) -> str:
+def _add(folder: Path, name: str, model: api.maps.ActionCHMM, origin: str, write: Callable[[Path], None]) -> str:
     """Write a map into the library under ``name`` (replacing a map of that name) and index it; the sentence."""
     index = jobs.read_json(folder / LIBRARY_INDEX) or {}
     replaced = name in index
@@ -99,7 +99,7 @@ def add_current_map(folder: Path, name: Any) -> str:
     """Put a copy of the session's current map into the library under ``name``; the sentence the page shows."""
     label = check_name(name)
     source, _ = maps.model_file(folder)
-    model = api.load_map(source)
+    model = api.maps.load_map(source)
     sessions.check_space(folder, source.stat().st_size, "The map")
     return _add(folder, label, model, "learned here", lambda target: shutil.copyfile(source, target))
 
@@ -115,7 +115,7 @@ def store_map_upload(folder: Path, contents: Any, filename: Any) -> str:
     try:
         atomic_write_bytes(trial, data)
         try:
-            model = api.load_map(trial, max_clones=maps.MAX_TOTAL_CLONES, max_actions=MAX_MAP_ACTIONS)
+            model = api.maps.load_map(trial, max_clones=maps.MAX_TOTAL_CLONES, max_actions=MAX_MAP_ACTIONS)
         except ValueError as exc:
             reason = str(exc).split(": ", 1)[-1].rstrip(".")
             raise UserError(f"{shown} is not a map with actions: {reason}.") from None
@@ -216,7 +216,7 @@ def run_schema_job(
         names = [entry["name"] for entry in library(folder)]
         if not names:
             raise UserError("The library holds no maps: add the learned map or upload map files first.")
-        found = api.read_library([folder / LIBRARY / f"{name}.npz" for name in names])
+        found = api.maps.read_library([folder / LIBRARY / f"{name}.npz" for name in names])
         walk, _, _ = maps.prepare_walk(folder, request.walk_request())
         if len(walk.documents) > 1:
             raise UserError("The schema match takes one walk; the uploaded file holds several.")
@@ -229,8 +229,8 @@ def run_schema_job(
 
 def _match(
     folder: Path,
-    library_maps: dict[str, api.ActionCHMM],
-    walk: api.WalkFile,
+    library_maps: dict[str, api.maps.ActionCHMM],
+    walk: api.maps.WalkFile,
     ticket: Ticket | None,
     record: dict[str, Any],
     publish: Callable[..., None],
@@ -257,8 +257,8 @@ def _match(
             if not placed:
                 return CANCELLED, WAITED_CANCELLED
             record["message"] = "Matching the walk to the library."
-            fits = api.match_schemas(
-                library_maps, walk.observations, walk.actions, len(walk.symbols), ITERATIONS, api.SCHEMA_HELD_OUT,
+            fits = api.maps.match_schemas(
+                library_maps, walk.observations, walk.actions, len(walk.symbols), ITERATIONS, api.maps.SCHEMA_HELD_OUT,
                 0, list(walk.action_names), progress,
             )  # fmt: skip
     except QueueFull as exc:
@@ -274,7 +274,7 @@ def _match(
     except Exception as exc:  # a map the walk does not fit becomes a sentence in the page
         return REFUSED, _said(exc)
     steps = len(walk.observations)
-    held = steps - int(round(steps * (1.0 - api.SCHEMA_HELD_OUT)))
+    held = steps - int(round(steps * (1.0 - api.maps.SCHEMA_HELD_OUT)))
     record["fits"] = [
         {"name": f.name, "held_out_bits": _finite(f.held_out_bits), "fitted_bits": _finite(f.fitted_bits),
          "iterations": f.iterations, "clones": int(library_maps[f.name].n_states)}

@@ -64,7 +64,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
     except UnicodeDecodeError:
         raise UserError(f"{name} is not UTF-8 text (a walk is a CSV or JSON file).") from None
     try:
-        walk = api.parse_walk(content, name)
+        walk = api.maps.parse_walk(content, name)
     except ValueError as exc:
         raise UserError(sentence(exc)) from None
     if len(walk.observations) > MAX_WALK_LENGTH:
@@ -99,13 +99,13 @@ def describe_upload(info: dict[str, Any]) -> str:
     )
 
 
-def read_uploaded_walk(folder: Path) -> tuple[api.WalkFile, str]:
+def read_uploaded_walk(folder: Path) -> tuple[api.maps.WalkFile, str]:
     """The session's uploaded walk and its text; UserError when there is none."""
     info = upload_info(folder)
     if info is None:
         raise UserError("No walk uploaded yet: drop a walk file (CSV or JSON) on the upload field first.")
     walk_text = (folder / UPLOAD).read_text(encoding="utf-8")
-    return api.parse_walk(walk_text, info.get("name", "the walk")), walk_text
+    return api.maps.parse_walk(walk_text, info.get("name", "the walk")), walk_text
 
 
 # ------------------------------------------------------------------------------------------ the likelihood file
@@ -152,9 +152,9 @@ def read_evidence(folder: Path, path: Path, walk: dict[str, Any], name: str = ""
     """The likelihood file at ``path`` (uploaded as ``name``) read for the session's uploaded walk (``walk``: its
     upload info) as the engine reads it, its size bounded by the walk's; UserError in the engine's one sentence
     otherwise (naming the file as uploaded)."""
-    symbols = api.parse_walk((folder / UPLOAD).read_text(encoding="utf-8"), walk.get("name", "the walk")).symbols
+    symbols = api.maps.parse_walk((folder / UPLOAD).read_text(encoding="utf-8"), walk.get("name", "the walk")).symbols
     try:
-        return api.read_evidence(path, int(walk["steps"]), list(symbols))
+        return api.maps.read_evidence(path, int(walk["steps"]), list(symbols))
     except ValueError as exc:
         raise UserError(sentence(exc).replace(path.name, name or path.name)) from None
 
@@ -202,9 +202,9 @@ def check_evidence_request(folder: Path, source: str, noise: float, clones: int)
     walk = upload_info(folder) or {}
     if walk.get("steps") != info["steps"] or walk.get("observations") != info["observations"]:
         raise UserError(f"The likelihood file {info['name']} is not the uploaded walk's: upload it again.")
-    if clones * info["observations"] > api.MAX_SOFT_CLONES:
+    if clones * info["observations"] > api.maps.MAX_SOFT_CLONES:
         raise UserError(
-            f"A map learned from a likelihood file holds its transitions dense, at most {api.MAX_SOFT_CLONES:,} "
+            f"A map learned from a likelihood file holds its transitions dense, at most {api.maps.MAX_SOFT_CLONES:,} "
             f"clones; {clones} for each of {info['observations']} observations make {clones * info['observations']:,}"
             ": choose fewer."
         )
@@ -221,20 +221,20 @@ def job_evidence(folder: Path, name: str) -> np.ndarray:
 
 
 def learn_from_evidence(
-    walk: api.WalkFile, likelihood: np.ndarray, request: Any, progress: Callable[..., None]
-) -> tuple[api.ActionCHMM, dict[str, Any], api.WalkFile]:
+    walk: api.maps.WalkFile, likelihood: np.ndarray, request: Any, progress: Callable[..., None]
+) -> tuple[api.maps.ActionCHMM, dict[str, Any], api.maps.WalkFile]:
     """The map of ``walk`` learned from the sensor's likelihoods (:func:`engine.cognitive.evidence.
     learn_map_from_evidence`, with the request's clones, seed and restarts and the engine's map defaults), its
     summary naming the file, and the walk as the map reads the likelihoods (each step's observation the symbol of its
     clone on the MAP clone path, :func:`engine.cognitive.evidence.evidence_reading`), which the page draws: a walk
     file whose observation column holds the sensor's wrong readings would else be drawn through them. The summary
     says the share of steps the map reads otherwise than the file's observation column (``read_other``)."""
-    options = api.MAP_DEFAULTS
-    model, summary = api.learn_map_from_evidence(
+    options = api.maps.MAP_DEFAULTS
+    model, summary = api.maps.learn_map_from_evidence(
         likelihood, walk.actions, list(walk.symbols), list(walk.action_names), request.clones, options.iterations,
         options.pseudocount, options.viterbi_iterations, request.seed, options.merge,
         restarts=request.restarts, **map_noise.soft_progress(progress, request.restarts),
     )  # fmt: skip
-    reading = api.evidence_reading(model, likelihood, walk.actions)
+    reading = api.maps.evidence_reading(model, likelihood, walk.actions)
     summary |= {"evidence": request.evidence, "read_other": float(np.mean(reading != walk.observations))}
     return model, summary, dataclasses.replace(walk, observations=reading)

@@ -93,7 +93,7 @@ def parse_room(content: Any) -> np.ndarray:
     if len(content) > MAX_ROOM_CHARACTERS:
         raise UserError(f"The room is too long: {len(content):,} characters, at most {MAX_ROOM_CHARACTERS:,}.")
     try:
-        room = api.parse_room(content, "The room")
+        room = api.maps.parse_room(content, "The room")
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if room.size > MAX_ROOM_CELLS:
@@ -124,8 +124,8 @@ class MapRequest:
     noise: float = 0.0
     evidence: str | None = None
 
-    def options(self) -> api.MapOptions:
-        return api.MapOptions(clones=self.clones, seed=self.seed, restarts=self.restarts)
+    def options(self) -> api.maps.MapOptions:
+        return api.maps.MapOptions(clones=self.clones, seed=self.seed, restarts=self.restarts)
 
 
 def check_request(
@@ -144,8 +144,8 @@ def check_request(
         raise UserError("Choose what to learn from: a walk in the room, or an uploaded walk.")
     clones_n = whole_number(clones, "the clones per observation", 1, MAX_CLONES)
     seed_n = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**31 - 1)
-    restarts = api.MAP_DEFAULTS.restarts if restarts is None else restarts
-    restarts_n = whole_number(restarts, "the number of restarts", 1, api.MAX_RESTARTS)
+    restarts = api.maps.MAP_DEFAULTS.restarts if restarts is None else restarts
+    restarts_n = whole_number(restarts, "the number of restarts", 1, api.DEFAULTS.MAX_RESTARTS)
     noise_p = map_noise.check_noise(noise)
     evidence = map_uploads.check_evidence_request(folder, source, noise_p, clones_n)
     if noise_p and source != "room":
@@ -166,9 +166,10 @@ def check_request(
             f"{clones_n} clones for each of {observations} observations make {clones_n * observations:,} clones; the "
             f"page takes at most {MAX_TOTAL_CLONES:,}: choose fewer clones per observation."
         )
-    if noise_p and clones_n * observations > api.MAX_SOFT_CLONES:
+    if noise_p and clones_n * observations > api.maps.MAX_SOFT_CLONES:
         raise UserError(
-            f"A map learned through sensor noise holds its transitions dense, at most {api.MAX_SOFT_CLONES:,} clones; "
+            f"A map learned through sensor noise holds its transitions dense, at most {api.maps.MAX_SOFT_CLONES:,} "
+            f"clones; "
             f"{clones_n} for each of {observations} observations make {clones_n * observations:,}: choose fewer."
         )
     return request
@@ -232,7 +233,7 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     stage, iteration, bits = record.get("stage"), record.get("iteration"), record.get("bits")
     if stage not in ("em", "viterbi", "refit", "soft-refit") or iteration is None:
         return 0, record.get("message", "Starting.")
-    options = api.MAP_DEFAULTS
+    options = api.maps.MAP_DEFAULTS
     restart, restarts = int(record.get("restart") or 0), int(((record.get("request") or {}).get("restarts")) or 1)
     share = 90 / restarts if restarts > 1 else 90
     which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
@@ -304,7 +305,7 @@ def _learn(
     request: MapRequest,
     key: str,
     ticket: Ticket | None,
-    prepared: tuple[api.WalkFile, np.ndarray | None, str],
+    prepared: tuple[api.maps.WalkFile, np.ndarray | None, str],
     record: dict[str, Any],
     publish: Callable[[], None],
     likelihood: np.ndarray | None = None,
@@ -336,9 +337,9 @@ def _learn(
                 model, summary = map_noise.learn_through_noise(walk, request, progress)
             elif likelihood is not None:
                 model, summary, walk = map_uploads.learn_from_evidence(walk, likelihood, request, progress)
-                walk_text = api.format_walk_file(walk)
+                walk_text = api.maps.format_walk_file(walk)
             else:
-                model, summary = api.learn_map(walk, request.options(), progress)
+                model, summary = api.maps.learn_map(walk, request.options(), progress)
             with MAP.installing(folder):  # against a Cancel, which takes the same lock (JobKind.cancel_running)
                 if files.cancel.exists():
                     return CANCELLED, USER_CANCELLED
@@ -364,12 +365,12 @@ def _learn(
     return None
 
 
-def prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.ndarray | None, str]:
+def prepare_walk(folder: Path, request: MapRequest) -> tuple[api.maps.WalkFile, np.ndarray | None, str]:
     """The walk the job learns from, the room when known, and the walk's CSV or JSON text (kept with the map)."""
     if request.source == "room":
         room = parse_room(request.room)
-        walk_text = api.format_walk(api.generate_walk(room, int(request.length or 0), seed=request.seed))
-        return api.parse_walk(walk_text, "the walk"), room, walk_text
+        walk_text = api.maps.format_walk(api.maps.generate_walk(room, int(request.length or 0), seed=request.seed))
+        return api.maps.parse_walk(walk_text, "the walk"), room, walk_text
     walk, walk_text = map_uploads.read_uploaded_walk(folder)
     return walk, None, walk_text
 
@@ -377,9 +378,9 @@ def prepare_walk(folder: Path, request: MapRequest) -> tuple[api.WalkFile, np.nd
 def _install(
     folder: Path,
     key: str,
-    model: api.ActionCHMM,
+    model: api.maps.ActionCHMM,
     summary: dict[str, Any],
-    walk: api.WalkFile,
+    walk: api.maps.WalkFile,
     walk_text: str,
     room: np.ndarray | None,
 ) -> None:
@@ -402,18 +403,18 @@ def _install(
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _modules(model: api.ActionCHMM) -> dict[int, int]:
+def _modules(model: api.maps.ActionCHMM) -> dict[int, int]:
     """The map's Infomap modules (:func:`engine.cognitive.hierarchy.map_communities`: the top modules of the map's
     transitions averaged over its actions, which find the rooms of a world), as a module index from 0 by clone."""
     try:
-        found = api.clone_modules(api.map_communities(model))
+        found = api.maps.clone_modules(api.maps.map_communities(model))
     except ValueError:  # a map without transitions: one module
         return {}
     return {clone: max(int(module) - 1, 0) for clone, module in enumerate(found.tolist())}
 
 
 def build_view(
-    model: api.ActionCHMM, walk: api.WalkFile, room: np.ndarray | None, summary: dict[str, Any]
+    model: api.maps.ActionCHMM, walk: api.maps.WalkFile, room: np.ndarray | None, summary: dict[str, Any]
 ) -> dict[str, Any]:
     """What the page draws of a map, computed once: the clones of the walk's MAP path with their observation, place
     (the mean (row, column) of the steps on them when the walk has true places, else a force layout) and Infomap
@@ -422,8 +423,8 @@ def build_view(
     import networkx as nx
 
     x, a = walk.walks()  # a file of several documents: each walk decoded from its own start
-    graph = api.map_clone_graph(model, x, a)
-    paths, _ = api.decode_walk(model, x, a)
+    graph = api.maps.map_clone_graph(model, x, a)
+    paths, _ = api.maps.decode_walk(model, x, a)
     path = np.concatenate(paths) if isinstance(paths, list) else paths
     nodes = sorted(int(n) for n in graph.nodes)
     places: dict[int, tuple[float, float]] = {}
@@ -456,11 +457,11 @@ def build_view(
         "room": None if room is None else room.tolist(),
     }
     if room is not None:
-        view["recovers_room"] = api.recovers_room(model, x, a, room)
+        view["recovers_room"] = api.maps.recovers_room(model, x, a, room)
         view["cells"] = int(np.sum(room >= 0))
-        rooms, _ = api.world_rooms(room)
+        rooms, _ = api.maps.world_rooms(room)
         if rooms.max() >= 1 and walk.positions is not None:  # a world of several rooms: do the modules find them?
-            view["rooms"] = api.match_rooms(model, x, a, walk.positions, room).summary()
+            view["rooms"] = api.maps.match_rooms(model, x, a, walk.positions, room).summary()
     return view
 
 
@@ -539,17 +540,17 @@ def _need_map(folder: Path) -> Path:
     return path
 
 
-def _load(folder: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
+def _load(folder: Path) -> tuple[api.maps.ActionCHMM, api.maps.WalkFile]:
     return _load_at(_need_map(folder))
 
 
-def _load_at(path: Path) -> tuple[api.ActionCHMM, api.WalkFile]:
+def _load_at(path: Path) -> tuple[api.maps.ActionCHMM, api.maps.WalkFile]:
     """The map in folder ``path`` and its walk, read once per version of their files and kept
     (:mod:`app.services.kept`)."""
 
-    def read() -> tuple[api.ActionCHMM, api.WalkFile]:
-        walk = api.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
-        return api.load_map(path / MODEL), walk
+    def read() -> tuple[api.maps.ActionCHMM, api.maps.WalkFile]:
+        walk = api.maps.parse_walk((path / WALK).read_text(encoding="utf-8"), "the map's walk")
+        return api.maps.load_map(path / MODEL), walk
 
     return kept.kept(("map",), [path / MODEL, path / WALK], read, label="The map")
 
@@ -576,7 +577,7 @@ def place_field(folder: Path, clone: Any) -> dict[str, Any]:
     if not view.get("places"):
         raise UserError("This walk has no true places (row and column columns), so its clones have no place fields.")
     model, walk = _load(folder)
-    field = api.place_field(model, *walk.walks(), walk.positions, number)
+    field = api.maps.place_field(model, *walk.walks(), walk.positions, number)
     symbol = next(node["symbol"] for node in view["nodes"] if node["clone"] == number)
     rows = [[None if np.isnan(v) else float(v) for v in row] for row in field]
     return {"clone": number, "symbol": symbol, "field": rows}
@@ -593,7 +594,7 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
     begin, end = _clone(start, view, "start"), _clone(goal, view, "goal")
     model, _ = _load_at(path)
     try:
-        route, moves = api.plan_route(model, begin, end)
+        route, moves = api.maps.plan_route(model, begin, end)
     except ValueError as exc:
         raise UserError(_sentence(exc)) from None
     if not moves:
@@ -629,17 +630,17 @@ def _across_modules(path: Path, view: dict[str, Any], begin: int, end: int) -> s
     if view.get("modules", 0) < 2:
         return ""
 
-    def make() -> api.DoorFields:
+    def make() -> api.maps.DoorFields:
         model, _ = _load_at(path)
         modules = np.zeros(model.n_states, dtype=np.int64)
         for node in (jobs.read_json(path / VIEW) or {}).get("nodes", []):
             modules[node["clone"]] = node["module"] + 1
-        return api.door_fields(model, modules)
+        return api.maps.door_fields(model, modules)
 
     try:
         fields = kept.kept(("door fields",), [path / MODEL, path / WALK, path / VIEW], make, label="The map")
-        flat = api.plan_flat(fields.model, begin, end)
-        tiered = api.plan_hierarchical(fields.model, fields.modules, begin, end, fields=fields)
+        flat = api.maps.plan_flat(fields.model, begin, end)
+        tiered = api.maps.plan_hierarchical(fields.model, fields.modules, begin, end, fields=fields)
     except ValueError:
         return ""
     held, flat_held = tiered.summary()["updates"], flat.summary()["updates"]

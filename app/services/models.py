@@ -97,13 +97,13 @@ clone of a graph of 776,648 edges: +31-37 MB beside the graph)."""
 def graph_bytes(model: Any, threshold: float) -> int:
     """The most memory building ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
     (:func:`app.services.models.prune_bytes`) and :data:`GRAPH_EDGE_BYTES` per edge."""
-    return prune_bytes(model) + GRAPH_EDGE_BYTES * api.graph_edges(model, threshold)
+    return prune_bytes(model) + GRAPH_EDGE_BYTES * api.graph.graph_edges(model, threshold)
 
 
 def infomap_bytes(model: Any, threshold: float) -> int:
     """The most memory an Infomap run on ``model``'s clone graph at ``threshold`` takes beside the model: the pruning
     and :data:`INFOMAP_EDGE_BYTES` per edge."""
-    return prune_bytes(model) + INFOMAP_EDGE_BYTES * api.graph_edges(model, threshold)
+    return prune_bytes(model) + INFOMAP_EDGE_BYTES * api.graph.graph_edges(model, threshold)
 
 
 WRITER_EDGE_BYTES = {"gexf": 2_000, "cyjs": 500}
@@ -117,7 +117,7 @@ def export_bytes(model: Any, threshold: float, fmt: str, infomap: bool) -> int:
     graph and, with ``infomap``, an Infomap run made for the export (:func:`infomap_bytes`, else :func:`graph_bytes`),
     and the writer's own (:data:`WRITER_EDGE_BYTES`)."""
     base = infomap_bytes(model, threshold) if infomap else graph_bytes(model, threshold)
-    return base + WRITER_EDGE_BYTES.get(fmt, 0) * api.graph_edges(model, threshold)
+    return base + WRITER_EDGE_BYTES.get(fmt, 0) * api.graph.graph_edges(model, threshold)
 
 
 SUMMARY = sessions.SUMMARY
@@ -172,7 +172,7 @@ def _summarise(path: Path) -> dict[str, Any]:
         "clones": [int(c) for c in model.n_clones],
         "stored_entries": int(model.layout.size),
         "nonzeros": model.n_nonzero(),
-        "above_floor": api.graph_edges(model, NOISE_FLOOR),
+        "above_floor": api.graph.graph_edges(model, NOISE_FLOOR),
         "file_bytes": path.stat().st_size,
         "corpus": file_name(meta.get("corpus")) or None,
         "normalisation": model.codec.normalisation,

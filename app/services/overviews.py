@@ -267,7 +267,7 @@ def map_kept(
     flow = least_flow(min_flow)
     clones = optional_whole(min_clones, "the least number of clones", 0, 10**9) or 0
     module = str(centre or "").strip()
-    reach = optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1
+    reach = optional_whole(steps, "the steps", 1, api.DEFAULTS.MAX_EGO_STEPS) or 1
     if not flow and not clones and not module:
         return {n["id"] for n in nodes}, ""
     if module and module not in {n["id"] for n in nodes}:

@@ -58,7 +58,7 @@ def prune_validation_text(folder: Path, model: CHMM | None = None) -> tuple[str,
             # the sample corpus is not this model's text (issue 47: a model opened with --model was scored on it)
             what = f"its training text ({trained_on})" if trained_on else "a text like its training text"
             raise UserError(f"There is no text to score this model on: upload {what} on the Train page first.")
-        corpus_text, name = api.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
+        corpus_text, name = api.corpora.read_text(config.SAMPLE_CORPUS), config.SAMPLE_CORPUS.name
     held_out = api.held_out_split_text(model, given if info is not None else corpus_text)
     if held_out:
         split, part = held_out

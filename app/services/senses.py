@@ -1,7 +1,7 @@
 """The senses of a word (or token, or character) on the Communities page: each of its clones with the company it
 keeps, its previous and next words in the clone graph of the run on screen and, where the session has the model's
 training text (:func:`app.services.corpus.reference_corpus`), how often it reads the word there with an example
-(:func:`engine.api.word_senses`)."""
+(:func:`engine.api.graph.word_senses`)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def word_senses(folder: Path, phrase: Any, run: str = graph_service.CURRENT_RUN)
     if text is not None:  # the training text's symbols, read once per model and text
         codes = kept.kept(("reference codes", text_key), model_file, lambda: api.encode_for_model(model, text))
     key = ("senses", symbol, saved["threshold"], text_key)
-    found = kept.kept(key, model_file, lambda: api.word_senses(model, graph, symbol, codes))
+    found = kept.kept(key, model_file, lambda: api.graph.word_senses(model, graph, symbol, codes))
     deepest = graph_service.deepest_modules(folder, saved, run)
     total = sum(s.flow for s in found.senses) or 1.0
     rows = [

@@ -133,7 +133,7 @@ def check_training(folder: Path, options: api.TrainOptions) -> TrainingCheck:
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
     sessions.check_space(folder, 0, "Another model")
     corpus_text, info = corpus_service.read_corpus(folder)
-    corpus = api.prepare_corpus(
+    corpus = api.corpora.prepare_corpus(
         corpus_text,
         normalisation=options.normalisation,
         test_fraction=options.test_fraction,
@@ -144,7 +144,7 @@ def check_training(folder: Path, options: api.TrainOptions) -> TrainingCheck:
     estimate = api.estimate_training_memory(corpus, options)
     limit = config.max_train_bytes()
     if estimate > limit:
-        states = "The fewest candidate" if options.states == api.AUTO else f"{options.states:,}"
+        states = "The fewest candidate" if options.states == api.CHOICES.AUTO else f"{options.states:,}"
         raise ValueError(
             f"{states} states would need about {services.format_bytes(estimate)} of memory to train on "
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
@@ -551,7 +551,7 @@ def _train_and_install(
         if exceeded:
             return FAILED, f"Training stopped: {exceeded}; choose fewer states. The previous model is still current."
         return FAILED, f"Training failed ({reason}); the previous model is still current."
-    ngram = api.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
+    ngram = api.learners.ngram_beside(check.corpus_text, options, outcome.model.codec.normalisation, check.name)
     outcome.summary["ngram"] = outcome.model.metadata["ngram"] = ngram
     jobs_dir = folder / sessions.JOBS
     jobs_dir.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """The Communities page's whole-graph view: every clone of the current model placed by its modules (the last Infomap
-run's tree, :func:`engine.api.packed_layout`), coloured by top module, with the transitions of most flow."""
+run's tree, :func:`engine.api.drawing.packed_layout`), coloured by top module, with the transitions of most flow."""
 
 from __future__ import annotations
 
@@ -44,8 +44,10 @@ LAYOUTS = {
     "packed": "by modules: a treemap of cells",
     "transitions": "by transitions: modules and clones pulled together by their flow",
 }
-"""How the whole graph places its clones: by the module tree alone (:func:`engine.api.packed_layout`: instant, the
-transitions ignored), or by the transitions (:func:`engine.api.grouped_layout`: the top modules placed by the flow
+"""How the whole graph places its clones: by the module tree alone (:func:`engine.api.drawing.packed_layout`: instant,
+the
+transitions ignored), or by the transitions (:func:`engine.api.drawing.grouped_layout`: the top modules placed by the
+flow
 between them, each one's clones by the flow within it; bench/bench_explorer.py measures both)."""
 DEFAULT_LAYOUT = "packed"
 
@@ -63,7 +65,8 @@ OUTSIDE = "#bbbbbb"
 
 
 def _module_tree(saved: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """(parents, weights, members, modules) of a saved Infomap run for :func:`engine.api.packed_layout`: modules in
+    """(parents, weights, members, modules) of a saved Infomap run for :func:`engine.api.drawing.packed_layout`:
+    modules in
     the saved order, each clone's leaf module (-1: in none), weights the modules' clone counts."""
     modules = saved["modules"]
     index = {m["id"]: i for i, m in enumerate(modules)}
@@ -109,7 +112,7 @@ def _view_files(folder: Path, saved: dict[str, Any] | None) -> list[Path]:
 
 def _run_graph(folder: Path, saved: dict[str, Any] | None) -> Any:
     """The clone graph the whole graph draws: at the run's threshold (``saved``), or the default without a run."""
-    return graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD)
+    return graph_service.session_graph(folder, saved["threshold"] if saved else api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD)
 
 
 def whole_graph(folder: Path, max_edges: Any = DEFAULT_EDGES, layout: Any = DEFAULT_LAYOUT) -> dict[str, Any]:
@@ -143,7 +146,7 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_
     unit = graph_service.view_model(folder).codec.unit.removesuffix("s")  # "character", "word" or "token"
     n = graph.n_states
     parents, weights, members, modules = _module_tree(saved, n) if saved else _by_symbol(graph)
-    layout = api.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
+    layout = api.drawing.packed_layout(parents, weights, members, keys=graph.flow, aspect=ASPECT)
     if layout_name == "transitions":
         layout = _kept_layout(
             folder, saved, layout_name, layout, lambda: _by_transitions(graph, parents, members, layout)
@@ -199,10 +202,10 @@ def _whole_graph(folder: Path, saved: dict[str, Any] | None, limit: int, layout_
         "by_module": saved is not None,
         "top_modules": int(np.sum(parents < 0)),
         "outside": int(np.sum(members < 0)),
-        "threshold": saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD,
+        "threshold": saved["threshold"] if saved else api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD,
         "module_labels": module_labels,
         "layout": layout_name,
-        "quality": api.layout_quality(
+        "quality": api.drawing.layout_quality(
             layout.positions, sources[~loops], targets[~loops], graph.edge_flow[~loops], _top_groups(parents, members)
         ),
     }
@@ -243,7 +246,7 @@ def _kept_layout(folder: Path, saved: dict[str, Any] | None, name: str, packed: 
 
 def _by_transitions(graph: Any, parents: np.ndarray, members: np.ndarray, packed: Any) -> Any:
     """The layout by transitions (:data:`LAYOUTS`): each top module's clones placed by the flow of the transitions
-    within it, the top modules by the flow between them (:func:`engine.api.grouped_layout`), scaled into the
+    within it, the top modules by the flow between them (:func:`engine.api.drawing.grouped_layout`), scaled into the
     packed layout's frame; each top module's cell (where its label goes) becomes the box around its clones.
     UserError when its work passes :data:`MAX_FORCE_WORK`."""
     groups = _top_groups(parents, members)
@@ -255,7 +258,7 @@ def _by_transitions(graph: Any, parents: np.ndarray, members: np.ndarray, packed
         )
     sources, targets = graph.edges()
     keep = sources != targets
-    xy = api.grouped_layout(groups, sources[keep], targets[keep], graph.edge_flow[keep], spread=True)
+    xy = api.drawing.grouped_layout(groups, sources[keep], targets[keep], graph.edge_flow[keep], spread=True)
     span = np.ptp(xy, axis=0)
     scale = min(ASPECT / span[0] if span[0] > 0 else 1.0, 1.0 / span[1] if span[1] > 0 else 1.0)
     xy = (xy - xy.min(axis=0)) * scale
@@ -289,7 +292,7 @@ def module_clones(folder: Path, module_id: Any) -> list[int]:
 def check_filter(
     min_degree: Any = None, max_degree: Any = None, min_flow: Any = None, core: Any = None,
     largest: Any = None, centre: Any = None, steps: Any = None,
-) -> api.CloneFilter:  # fmt: skip
+) -> api.graph.CloneFilter:  # fmt: skip
     """The whole graph's filter from its fields (empty: no bound); UserError in one sentence for a value out of
     range. ``largest`` is truthy for "the largest component only"."""
     flow = least_flow(min_flow)
@@ -297,17 +300,18 @@ def check_filter(
     high = optional_whole(max_degree, "the greatest degree", 0, 10**9)
     if high is not None and high < low:
         raise UserError(f"The greatest degree ({high:,}) is below the least ({low:,}).")
-    return api.CloneFilter(
+    return api.graph.CloneFilter(
         min_degree=low, max_degree=high, min_flow=flow, core=optional_whole(core, "the core", 0, 10**6) or 0,
         largest_component=bool(largest), centre=optional_whole(centre, "the clone", 0, MAX_CLONES),
-        steps=optional_whole(steps, "the steps", 1, api.MAX_EGO_STEPS) or 1,
+        steps=optional_whole(steps, "the steps", 1, api.DEFAULTS.MAX_EGO_STEPS) or 1,
     )  # fmt: skip
 
 
 def shown_clones(
-    folder: Path, spec: api.CloneFilter, max_edges: Any = DEFAULT_EDGES
+    folder: Path, spec: api.graph.CloneFilter, max_edges: Any = DEFAULT_EDGES
 ) -> tuple[dict[str, Any] | None, str]:
-    """What the whole graph shows under ``spec``: the clones it keeps (:func:`engine.api.filter_clones` on the clone
+    """What the whole graph shows under ``spec``: the clones it keeps (:func:`engine.api.graph.filter_clones` on the
+    clone
     graph the view draws, at the last run's threshold) and the ``max_edges`` transitions among them with the most
     flow (self-loops left out, as the view draws none), kept per version of the model and run; and the sentence the
     view says of them. (None, "") when the filter keeps every clone."""
@@ -333,9 +337,9 @@ def shown_clones(
     )
 
 
-def _shown(graph: Any, spec: api.CloneFilter, limit: int) -> dict[str, Any]:
+def _shown(graph: Any, spec: api.graph.CloneFilter, limit: int) -> dict[str, Any]:
     """:func:`shown_clones` computed: the clones, the transitions among them (most flow first) and their count."""
-    clones = api.filter_clones(graph, spec)
+    clones = api.graph.filter_clones(graph, spec)
     keep = np.zeros(graph.n_states, dtype=bool)
     keep[clones] = True
     sources, targets = graph.edges()
@@ -348,7 +352,7 @@ def _shown(graph: Any, spec: api.CloneFilter, limit: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def filter_query(spec: api.CloneFilter) -> str:
+def filter_query(spec: api.graph.CloneFilter) -> str:
     """The filter as the page's URL writes it ("" for none): its parts joined by ``;`` (``degree=4-9``,
     ``flow=0.0001``, ``core=3``, ``largest``, ``ego=12/2``); :func:`parse_filter_query` reads it back."""
     parts = []
@@ -365,7 +369,7 @@ def filter_query(spec: api.CloneFilter) -> str:
     return ";".join(parts)
 
 
-def parse_filter_query(text: Any) -> api.CloneFilter:
+def parse_filter_query(text: Any) -> api.graph.CloneFilter:
     """The filter a URL's ``filter`` value names (:func:`filter_query`); UserError in one sentence when it is not
     one."""
     fields: dict[str, Any] = {}
@@ -405,7 +409,7 @@ def write_shown(
     file's ``filter`` attribute, as GraphML in the session's ``exports`` folder, charged to the memory budget.
     Returns the file, the name it downloads as (``stem``-N.graphml), and a sentence."""
     saved = graph_service.read_communities(folder)
-    threshold = saved["threshold"] if saved else api.DEFAULT_PRUNE_THRESHOLD
+    threshold = saved["threshold"] if saved else api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD
     model = graph_service.view_model(folder)
     sessions.check_space(folder, 0, "Another export")
     need = export_bytes(model, threshold, "graphml", infomap=False)

@@ -59,20 +59,22 @@ def read_corpus(
     sequence_column: str | None = None,
     token_column: str | None = None,
     order_column: str | None = None,
-) -> tuple[str | list[api.Document], str]:
+) -> tuple[str | list[api.corpora.Document], str]:
     """The corpus of ``chmm train``: one file's text (exactly as before), or the documents of several files, folders
     and zip archives (see :mod:`engine.corpora.documents`); for ``fmt`` "lines" every line of them one sequence, for
     "csv" every case of their event logs (:mod:`engine.corpora.sequences`); and the name the model records."""
-    read = api.read_documents(paths)
-    name = api.corpus_name(paths, read)
+    read = api.corpora.read_documents(paths)
+    name = api.corpora.corpus_name(paths, read)
     if fmt == "lines":
-        return [line for document in read for line in api.read_lines(document.text, document.name)], name
+        return [line for document in read for line in api.corpora.read_lines(document.text, document.name)], name
     if fmt == "csv":
         assert sequence_column is not None and token_column is not None
         return [
             case
             for document in read
-            for case in api.read_event_log(document.text, sequence_column, token_column, order_column, document.name)
+            for case in api.corpora.read_event_log(
+                document.text, sequence_column, token_column, order_column, document.name
+            )
         ], name
     return (read[0].text if len(read) == 1 else read), name
 
@@ -81,12 +83,12 @@ def number_or_auto(kind: type) -> Callable[[str], Any]:
     """An argparse type: a number of ``kind``, or :data:`engine.training.AUTO` (chosen on validation)."""
 
     def parse(value: str) -> Any:
-        if value.strip().lower() == api.AUTO:
-            return api.AUTO
+        if value.strip().lower() == api.CHOICES.AUTO:
+            return api.CHOICES.AUTO
         try:
             return kind(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number or {api.AUTO!r}, got {value!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a number or {api.CHOICES.AUTO!r}, got {value!r}") from None
 
     parse.__name__ = kind.__name__
     return parse
@@ -95,7 +97,7 @@ def number_or_auto(kind: type) -> Callable[[str], Any]:
 COMMUNITY_DEFAULTS = api.CommunityOptions()
 """The community options the help texts quote: the engine's own defaults."""
 
-DEFAULT_PRUNE_THRESHOLD = api.DEFAULT_PRUNE_THRESHOLD
+DEFAULT_PRUNE_THRESHOLD = api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD
 """The pruning threshold of ``prune``, ``communities`` and ``export``."""
 
 
@@ -129,7 +131,7 @@ def add_community_arguments(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument(
         "--flow",
-        choices=api.FLOW_SOURCES,
+        choices=api.CHOICES.FLOW_SOURCES,
         default=COMMUNITY_DEFAULTS.flow,
         help="link flow given to Infomap: node flow x T (rawdir, default), expected counts (rawdir), or T "
         "with Infomap's directed model",

@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     options.validate()
     check_output(args.output, [args.model, *([args.corpus] if args.corpus else [])])
     model = api.load_model(args.model)
-    corpus = api.read_text(args.corpus) if args.corpus else None
+    corpus = api.corpora.read_text(args.corpus) if args.corpus else None
     result = api.model_communities(model, args.threshold, options, corpus)
-    api.write_communities(result, args.output)
+    api.graph.write_communities(result, args.output)
     figures = result.summary()
     if args.json:
         print(json_line(figures))

@@ -29,7 +29,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the decoded text (or its figures with ``--json``)."""
     model = api.load_model(args.model)
-    scrambled = api.read_text(args.scrambled)
+    scrambled = api.corpora.read_text(args.scrambled)
     started = time.perf_counter()
     result = api.decode_text(model, scrambled, constrained=args.constrained)
     seconds = time.perf_counter() - started

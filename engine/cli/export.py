@@ -13,7 +13,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     """``chmm export``: its arguments."""
     export = commands.add_parser("export", help="export the clone graph or one module's subgraph")
     export.add_argument("model")
-    export.add_argument("--format", required=True, choices=api.EXPORT_FORMATS)
+    export.add_argument("--format", required=True, choices=api.CHOICES.EXPORT_FORMATS)
     export.add_argument("-o", "--output", required=True, help="file to write")
     export.add_argument("--module", default=None, help="export only this module (id as in the module table: 3 or 3:2)")
     add_community_arguments(export)
@@ -28,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
     options = community_options(args)
     options.validate()
     model = api.load_model(args.model)
-    corpus = api.read_text(args.corpus) if args.corpus else None
-    figures = api.export_model_graph(
+    corpus = api.corpora.read_text(args.corpus) if args.corpus else None
+    figures = api.graph.export_model_graph(
         model,
         args.output,
         args.format,

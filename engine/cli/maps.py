@@ -19,7 +19,7 @@ from engine.cli.common import check_output
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """``chmm map``: its arguments."""
-    defaults = api.MAP_DEFAULTS
+    defaults = api.maps.MAP_DEFAULTS
     learn = commands.add_parser("map", help="learn a cognitive map (a CHMM whose transitions depend on actions)")
     learn.add_argument("walk", help="CSV walk with the columns action and observation (or JSON)")
     learn.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
@@ -34,9 +34,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--restarts",
         type=int,
         default=defaults.restarts,
-        help=f"learn from this many random starts (1 to {api.MAX_RESTARTS}) and keep the one whose map predicts the "
-        f"walk's held-out last {api.MAP_HELD_OUT_SHARE * 100:g}%% of steps best, refitted on the whole walk; 1: one "
-        "start on the whole walk",
+        help=f"learn from this many random starts (1 to {api.DEFAULTS.MAX_RESTARTS}) and keep the one whose map "
+        f"predicts the "
+        f"walk's held-out last {api.maps.MAP_HELD_OUT_SHARE * 100:g}%% of steps best, refitted on the whole walk; 1: "
+        "one start on the whole walk",
     )
     learn.add_argument(
         "--max-restarts",
@@ -72,9 +73,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Learn the map, save it, and say whether it recovers the room when one is given."""
     _check(args)
-    room = api.read_room(args.room) if args.room else None
-    walk = api.read_walk(args.walk)
-    options = api.MapOptions(
+    room = api.maps.read_room(args.room) if args.room else None
+    walk = api.maps.read_walk(args.walk)
+    options = api.maps.MapOptions(
         args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts,
         args.max_restarts,
     )  # fmt: skip
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         x, a = walk.walks()
         if isinstance(x, list):
             raise ValueError("--noise learns from one walk; the file holds several")
-        model, summary = api.learn_map_through_noise(
+        model, summary = api.maps.learn_map_through_noise(
             x, a, walk.symbols, walk.action_names, args.noise, args.clones, args.iterations, args.pseudocount,
             args.viterbi_iterations, args.seed, args.merge,
             None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)), args.restarts,
@@ -101,19 +102,19 @@ def run(args: argparse.Namespace) -> int:
         x, a = walk.walks()
         if isinstance(x, list):
             raise ValueError("--evidence learns from one walk; the file holds several")
-        likelihood = api.read_evidence(args.evidence, len(x), walk.symbols)
-        model, summary = api.learn_map_from_evidence(
+        likelihood = api.maps.read_evidence(args.evidence, len(x), walk.symbols)
+        model, summary = api.maps.learn_map_from_evidence(
             likelihood, a, walk.symbols, walk.action_names, args.clones, args.iterations, args.pseudocount,
             args.viterbi_iterations, args.seed, args.merge,
             None if args.json else (lambda iteration, bits: progress("soft EM", iteration, bits, 0, 1)), args.restarts,
         )  # fmt: skip
         summary["evidence"] = os.path.basename(args.evidence)
     else:
-        model, summary = api.learn_map(walk, options, progress)
+        model, summary = api.maps.learn_map(walk, options, progress)
     if room is not None and (args.noise or args.evidence):  # judged on what the room shows at the walk's true places
         walk = _true_observations(walk, room)
     if room is not None:
-        summary["recovers_room"] = api.recovers_room(model, *walk.walks(), room)
+        summary["recovers_room"] = api.maps.recovers_room(model, *walk.walks(), room)
         summary |= {"rooms": found} if (found := plan.rooms_found(model, walk, room)) else {}
     model.save(args.output)
     if args.json:
@@ -138,8 +139,8 @@ def _check(args: argparse.Namespace) -> None:
     if not args.pseudocount >= 0:
         raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
     for name, value in (("--restarts", args.restarts), ("--max-restarts", args.max_restarts)):
-        if not 1 <= value <= api.MAX_RESTARTS:
-            raise ValueError(f"{name} must be from 1 to {api.MAX_RESTARTS}, got {value}")
+        if not 1 <= value <= api.DEFAULTS.MAX_RESTARTS:
+            raise ValueError(f"{name} must be from 1 to {api.DEFAULTS.MAX_RESTARTS}, got {value}")
 
 
 def _say(summary: dict[str, Any], room: Any, output: str) -> None:
@@ -167,7 +168,7 @@ def _say(summary: dict[str, Any], room: Any, output: str) -> None:
             print(plan.rooms_sentence(summary["rooms"]))
 
 
-def _true_observations(walk: api.WalkFile, room: Any) -> api.WalkFile:
+def _true_observations(walk: api.maps.WalkFile, room: Any) -> api.maps.WalkFile:
     """``walk`` with the observations of its true places in ``room`` instead of a noisy sensor's readings."""
     if walk.positions is None:
         raise ValueError("--room with --noise or --evidence needs the walk's true places (its row and column columns)")

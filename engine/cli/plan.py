@@ -40,13 +40,13 @@ def place(text: str) -> tuple[int, int]:
     return row, column
 
 
-def rooms_found(model: api.ActionCHMM, walk: api.WalkFile, room: Any, communities: Any = None) -> dict:
-    """The map's Infomap modules against the rooms of ``room`` (:func:`engine.api.match_rooms`) as figures, or {}
+def rooms_found(model: api.maps.ActionCHMM, walk: api.maps.WalkFile, room: Any, communities: Any = None) -> dict:
+    """The map's Infomap modules against the rooms of ``room`` (:func:`engine.api.maps.match_rooms`) as figures, or {}
     when the room has fewer than 2 rooms or the walk has no true places."""
-    rooms, _ = api.world_rooms(room)
+    rooms, _ = api.maps.world_rooms(room)
     if rooms.max() < 1 or walk.positions is None:
         return {}
-    return api.match_rooms(model, *walk.walks(), walk.positions, room, communities).summary()
+    return api.maps.match_rooms(model, *walk.walks(), walk.positions, room, communities).summary()
 
 
 def rooms_sentence(found: dict) -> str:
@@ -65,7 +65,7 @@ def _moves(moves: list[str]) -> str:
     return ", ".join(f"{len(list(group))} {move}" for move, group in itertools.groupby(moves)) or "none"
 
 
-def _line(name: str, plan: api.Plan, flat: api.Plan | None = None) -> str:
+def _line(name: str, plan: api.maps.Plan, flat: api.maps.Plan | None = None) -> str:
     figures = plan.summary()
     text = f"{name}: {plan.steps} steps"
     if plan.modules:
@@ -83,36 +83,36 @@ def _line(name: str, plan: api.Plan, flat: api.Plan | None = None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Plan flat and hierarchically between the two places, then again with the blocked places closed."""
-    model = api.load_map(args.map)
-    walk = api.read_walk(args.walk)
+    model = api.maps.load_map(args.map)
+    walk = api.maps.read_walk(args.walk)
     if walk.positions is None:
         raise ValueError(f"{args.walk} has no row and column columns: the places of the map's clones are unknown")
-    room = api.read_room(args.room) if args.room else None
+    room = api.maps.read_room(args.room) if args.room else None
     x, a = walk.walks()
-    clone_of = api.place_clones(model, x, a, walk.positions)
-    places = api.clone_places(model, x, a, walk.positions)
+    clone_of = api.maps.place_clones(model, x, a, walk.positions)
+    places = api.maps.clone_places(model, x, a, walk.positions)
     for name, cell in (("start", args.start), ("goal", args.goal), *(("blocked place", c) for c in args.block)):
         if cell not in clone_of:
             raise ValueError(f"the walk never visits the {name} {cell[0]},{cell[1]}: no clone of the map stands for it")
-    communities = api.map_communities(model)
-    modules = api.clone_modules(communities)
+    communities = api.maps.map_communities(model)
+    modules = api.maps.clone_modules(communities)
     out: dict[str, Any] = {"modules": len(communities.top_modules)}
     if room is not None and (found := rooms_found(model, walk, room, communities)):
         out["rooms"] = found
     start, goal = clone_of[args.start], clone_of[args.goal]
-    fields = {"fields": api.door_fields(model, modules)}  # made once for the map and its modules
-    plans = {"flat": api.plan_flat(model, start, goal), "hierarchical": None}
-    plans["hierarchical"] = api.plan_hierarchical(model, modules, start, goal, fields=fields["fields"])
+    fields = {"fields": api.maps.door_fields(model, modules)}  # made once for the map and its modules
+    plans = {"flat": api.maps.plan_flat(model, start, goal), "hierarchical": None}
+    plans["hierarchical"] = api.maps.plan_hierarchical(model, modules, start, goal, fields=fields["fields"])
     if args.block:
         closed = {clone_of[c] for c in args.block} | {
             clone for clone, cell in enumerate(places.tolist()) if tuple(cell) in set(args.block)
         }  # the clones placed there, and the clone most often there
         if start in closed or goal in closed:
             raise ValueError("the start and the goal cannot be blocked places")
-        blocked = api.block(model, sorted({way for c in closed for way in api.ways_into(model, c)}))
-        fields["blocked fields"] = api.door_fields(blocked, modules)
-        plans["blocked flat"] = api.plan_flat(blocked, start, goal)
-        plans["blocked hierarchical"] = api.plan_hierarchical(
+        blocked = api.maps.block(model, sorted({way for c in closed for way in api.maps.ways_into(model, c)}))
+        fields["blocked fields"] = api.maps.door_fields(blocked, modules)
+        plans["blocked flat"] = api.maps.plan_flat(blocked, start, goal)
+        plans["blocked hierarchical"] = api.maps.plan_hierarchical(
             blocked, modules, start, goal, fields=fields["blocked fields"]
         )
     out |= {name.replace(" ", "_"): plan.summary() for name, plan in plans.items()}
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _field_figures(fields: api.DoorFields) -> dict[str, int]:
+def _field_figures(fields: api.maps.DoorFields) -> dict[str, int]:
     return {
         "exits": len(fields.exits.clones),
         "entries": len(fields.entries.clones),
@@ -142,7 +142,7 @@ def _field_figures(fields: api.DoorFields) -> dict[str, int]:
     }
 
 
-def _fields_line(fields: api.DoorFields) -> str:
+def _fields_line(fields: api.maps.DoorFields) -> str:
     """The messages of the map's door fields, made once and shared by every hierarchical plan on it."""
     return (
         f"  (the map's door fields, made once for its modules and shared by every hierarchical plan: "

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     """Prune the model and save it."""
     threshold = args.threshold
     if threshold is None and args.top_mass is None and args.viterbi is None:
-        threshold = api.DEFAULT_PRUNE_THRESHOLD
+        threshold = api.DEFAULTS.DEFAULT_PRUNE_THRESHOLD
     check_threshold_argument(threshold)
     check_output(args.output, [args.model])
     model = api.load_model(args.model)
@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
         model,
         threshold=threshold,
         top_mass=args.top_mass,
-        viterbi_text=api.read_text(args.viterbi) if args.viterbi else None,
-        validation_text=api.read_text(args.validation) if args.validation else None,
+        viterbi_text=api.corpora.read_text(args.viterbi) if args.viterbi else None,
+        validation_text=api.corpora.read_text(args.validation) if args.validation else None,
     )
     api.save_model(outcome.model, args.output)
     summary = outcome.summary

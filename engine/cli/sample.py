@@ -14,7 +14,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     sample.add_argument("model")
     sample.add_argument("--length", type=int, default=500)
     sample.add_argument(
-        "--prefix", default=None, help=f"text to continue (at most {api.MAX_PREFIX_CHARACTERS:,} characters)"
+        "--prefix", default=None, help=f"text to continue (at most {api.DEFAULTS.MAX_PREFIX_CHARACTERS:,} characters)"
     )
     sample.add_argument("--seed", type=int, default=0)
     sample.set_defaults(run=run)

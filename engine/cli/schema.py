@@ -23,7 +23,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     schema.add_argument("--iterations", type=int, default=50, help="most EM iterations fitting each map's emissions")
     schema.add_argument(
-        "--held-out", type=float, default=api.SCHEMA_HELD_OUT, help="share of the walk's steps, at its end, scored"
+        "--held-out", type=float, default=api.maps.SCHEMA_HELD_OUT, help="share of the walk's steps, at its end, scored"
     )
     schema.add_argument("--seed", type=int, default=0, help="seed of the emissions' random start")
     schema.add_argument("--json", action="store_true")
@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     """Fit every map of the library to the walk and print them, best first."""
     if args.iterations < 1:
         raise ValueError(f"--iterations must be at least 1, got {args.iterations}")
-    library = api.read_library(args.library)
-    walk = api.read_walk(args.walk)
+    library = api.maps.read_library(args.library)
+    walk = api.maps.read_walk(args.walk)
     x, a = walk.walks()
     if isinstance(x, list):
         raise ValueError("chmm schema matches one walk; the file holds several (give one walk)")
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted({walk.action_names[k] for k in np.unique(a[:-1])} - known) if len(a) > 1 else []
     if unknown:
         raise ValueError(f"the walk takes actions the maps do not have: {', '.join(unknown)}")
-    fits = api.match_schemas(  # each map's actions matched to the walk's by name, in whatever order it has them
+    fits = api.maps.match_schemas(  # each map's actions matched to the walk's by name, in whatever order it has them
         library, x, a, len(walk.symbols), args.iterations, args.held_out, args.seed, action_names=walk.action_names
     )
     rows = [

@@ -24,13 +24,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the text's BPS under the model."""
     model = api.load_any(args.model)  # a CHMM or a peer learner, told apart by the file's header
-    result = api.score_any(model, api.read_text(args.corpus), backend=args.backend)
+    result = api.learners.score_any(model, api.corpora.read_text(args.corpus), backend=args.backend)
     figures = {
         "bps": result.bps,
         "symbols": result.symbols,
         "zero_probability_events": result.zero_probability_events,
     }
-    if api.is_peer(model):
+    if api.learners.is_peer(model):
         figures["learner"] = model.kind
     if args.json:
         print(json_line(figures))

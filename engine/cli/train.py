@@ -40,11 +40,15 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--states",
         type=number_or_auto(int),
         default=None,
-        help=f"total number of clones (default '{api.AUTO}': chosen on validation from "
-        f"{', '.join(map(str, api.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the PDFA's bound",
+        help=f"total number of clones (default '{api.CHOICES.AUTO}': chosen on validation from "
+        f"{', '.join(map(str, api.CHOICES.STATES_GRID))}); hidden states of hmm/densehmm (default 100), the "
+        "PDFA's bound",
     )
     train.add_argument(
-        "--allocation", choices=api.ALLOCATION_METHODS, default=None, help=f"default {TRAIN_DEFAULTS.allocation}"
+        "--allocation",
+        choices=api.CHOICES.ALLOCATION_METHODS,
+        default=None,
+        help=f"default {TRAIN_DEFAULTS.allocation}",
     )
     train.add_argument(
         "--ngram-order",
@@ -62,13 +66,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--normalisation",
         "--normalise",
         dest="normalisation",
-        choices=api.NORMALISATIONS,
+        choices=api.CHOICES.NORMALISATIONS,
         default=None,
         help=f"default {TRAIN_DEFAULTS.normalisation}",
     )
     train.add_argument(
         "--unit",
-        choices=api.UNITS,
+        choices=api.CHOICES.UNITS,
         default=None,
         help=f"what one symbol is (default {TRAIN_DEFAULTS.unit}): characters; words (lowercase, numbers written out); "
         "tokens as given, separated by whitespace",
@@ -82,8 +86,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--format",
-        choices=api.CORPUS_FORMATS,
-        default=api.CORPUS_FORMATS[0],
+        choices=api.CHOICES.CORPUS_FORMATS,
+        default=api.CHOICES.CORPUS_FORMATS[0],
         help="text: each file one sequence (default); lines: one sequence per line; csv: an event log, one sequence "
         "per case (--sequence-column, --token-column, --order-column); lines and csv keep the last tenth of the "
         "sequences for the test",
@@ -93,7 +97,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     train.add_argument("--order-column", default=None, help="the CSV column that orders a case's rows (a time)")
     train.add_argument(
         "--algorithm",
-        choices=api.ALGORITHMS,
+        choices=api.CHOICES.ALGORITHMS,
         default=None,
         help=f"default {TRAIN_DEFAULTS.algorithm} (online EM, then batch EM from its best epoch)",
     )
@@ -107,7 +111,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=None,
-        help=f"online EM batch length (default: {api.ONLINE_BATCH_SIZE} symbols, or {api.BATCH_PER_BLOCK} "
+        help=f"online EM batch length (default: {api.DEFAULTS.ONLINE_BATCH_SIZE} symbols, or "
+        f"{api.DEFAULTS.BATCH_PER_BLOCK} "
         "per stored symbol-pair block when that is more)",
     )
     train.add_argument(
@@ -115,15 +120,15 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"train from this many random starts and keep the best on validation (default "
-        f"{api.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
-        f"and online EM's 3rd and 4th of every four use lambda {api.RESTART_MEMORY}",
+        f"{api.DEFAULTS.ONLINE_RESTARTS} for online EM, 1 otherwise); they alternate between the two kinds of --start, "
+        f"and online EM's 3rd and 4th of every four use lambda {api.DEFAULTS.RESTART_MEMORY}",
     )
     train.add_argument(
         "--start",
-        choices=api.STARTS,
+        choices=api.CHOICES.STARTS,
         default=None,
         help=f"T's random start (default {TRAIN_DEFAULTS.start}): aligned puts "
-        f"{round(api.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
+        f"{round(api.DEFAULTS.ALIGNED_SHARE * 100)}%% of each clone's row on clone c of each next symbol for clone c, "
         "so a context can ride a chain of clones; uniform is the paper's random T",
     )
     train.add_argument("--memory", type=float, default=None, help=f"online EM lambda (default {TRAIN_DEFAULTS.memory})")
@@ -134,8 +139,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--pseudocount",
         type=number_or_auto(float),
         default=None,
-        help=f"added to every stored count in the M-step (default '{api.AUTO}': chosen on validation from "
-        f"{', '.join(f'{v:g}' for v in api.PSEUDOCOUNT_GRID)})",
+        help=f"added to every stored count in the M-step (default '{api.CHOICES.AUTO}': chosen on validation from "
+        f"{', '.join(f'{v:g}' for v in api.CHOICES.PSEUDOCOUNT_GRID)})",
     )
     train.add_argument(
         "--budget",
@@ -171,7 +176,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     train.add_argument("--max-train", type=int, default=None, help="cap the training part (symbols)")
     train.add_argument("--seed", type=int, default=TRAIN_DEFAULTS.seed)
     train.add_argument("--backend", choices=api.backend_choices(), default=TRAIN_DEFAULTS.backend)
-    train.add_argument("--dtype", choices=list(api.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}")
+    train.add_argument(
+        "--dtype", choices=list(api.CHOICES.DTYPES), default=None, help=f"default {TRAIN_DEFAULTS.dtype}"
+    )
     train.add_argument("--init", default=None, help="continue training from this model")
     train.add_argument(
         "--workers",
@@ -188,15 +195,17 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=None,
         help="batch EM cuts documents longer than this many symbols into chunks, each with a burn-in: on a cluster "
         "(--workers/--cluster), one chunk per task; on the GPU (--backend gpu), passes over all chunks in lockstep "
-        f"(dense models; by default the GPU chooses chunks of at least {api.LOCKSTEP_STEPS} steps for documents of "
-        f"{api.LOCKSTEP_MIN_SYMBOLS:,} symbols or more); {api.EXACT}: exact passes, no chunks",
+        f"(dense models; by default the GPU chooses chunks of at least {api.DEFAULTS.LOCKSTEP_STEPS} steps for "
+        f"documents of "
+        f"{api.DEFAULTS.LOCKSTEP_MIN_SYMBOLS:,} symbols or more); {api.DEFAULTS.EXACT}: exact passes, no chunks",
     )
     train.add_argument(
         "--burn-in",
         type=int,
         default=None,
-        help=f"symbols before and after a chunk whose steps are not counted (default {api.DEFAULT_BURN_IN:,} on a "
-        f"cluster, {api.LOCKSTEP_BURN_IN} in lockstep on the GPU)",
+        help=f"symbols before and after a chunk whose steps are not counted (default "
+        f"{api.DEFAULTS.DEFAULT_BURN_IN:,} on a "
+        f"cluster, {api.DEFAULTS.LOCKSTEP_BURN_IN} in lockstep on the GPU)",
     )
     train.add_argument(
         "--grow-from",
@@ -215,10 +224,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     train.add_argument(
         "--prune-bound",
         type=float,
-        default=api.PRUNE_BOUND,
+        default=api.DEFAULTS.PRUNE_BOUND,
         metavar="BITS",
-        help=f"save T pruned at the largest of {', '.join(f'{t:g}' for t in api.PRUNE_THRESHOLDS)} whose validation "
-        f"BPS cost is at most this many bits per symbol (default {api.PRUNE_BOUND:g}; 0 saves T dense)",
+        help=f"save T pruned at the largest of {', '.join(f'{t:g}' for t in api.CHOICES.PRUNE_THRESHOLDS)} whose "
+        f"validation "
+        f"BPS cost is at most this many bits per symbol (default {api.DEFAULTS.PRUNE_BOUND:g}; 0 saves T dense)",
     )
     train.add_argument(
         "--keep-statistics",
@@ -274,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"chmm: error: training failed ({outcome.result.error}); no model written", file=sys.stderr)
         return 1
     summary = outcome.summary
-    ngram = api.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
+    ngram = api.learners.ngram_beside(corpus_text, options, outcome.model.codec.normalisation, name)
     summary["unit"] = outcome.model.codec.unit
     model, saved = api.model_to_save(outcome, args.prune_bound, args.keep_statistics)
     summary["saved"] = saved
@@ -335,7 +345,7 @@ def train_options(args: argparse.Namespace) -> api.TrainOptions:
         for name in (*CHMM_ONLY_OPTIONS, "normalisation", "unit", "min_count")
         if getattr(args, name) is not None
     }
-    if args.format != api.CORPUS_FORMATS[0]:
+    if args.format != api.CHOICES.CORPUS_FORMATS[0]:
         given |= {"by_sequence": True, "unit": _format_unit(args)}
     return api.TrainOptions(
         states=CHMM_DEFAULT_STATES if args.states is None else args.states,
@@ -431,14 +441,14 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
     kind = args.learner
     if args.init:
         raise ValueError("--init works only with --learner chmm")
-    if args.keep_statistics or args.prune_bound != api.PRUNE_BOUND:
+    if args.keep_statistics or args.prune_bound != api.DEFAULTS.PRUNE_BOUND:
         raise ValueError("--prune-bound and --keep-statistics apply to CHMMs only (--learner chmm)")
     if args.grow_from is not None:
         raise ValueError("--grow-from works only with --learner chmm")
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
         raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
     on_device = not api.on_host(args.backend)
-    if on_device and not api.registered_learners()[kind].on_device:
+    if on_device and not api.learners.registered_learners()[kind].on_device:
         raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
     if chmm_only:
@@ -446,17 +456,17 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
     options = dict(_parse_learner_option(item) for item in args.learner_option or [])
     if args.states is not None:
-        if args.states == api.AUTO:
-            raise ValueError(f"--states {api.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
-        if kind not in api.STATES_OPTION:
+        if args.states == api.CHOICES.AUTO:
+            raise ValueError(f"--states {api.CHOICES.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
+        if kind not in api.learners.STATES_OPTION:
             raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
-        options.setdefault(api.STATES_OPTION[kind], args.states)
+        options.setdefault(api.learners.STATES_OPTION[kind], args.states)
     if args.iterations is not None:
-        if kind not in api.ITERATIONS_OPTION:
+        if kind not in api.learners.ITERATIONS_OPTION:
             raise ValueError(f"--iterations does not apply to the {kind} learner; use --learner-option")
-        options.setdefault(api.ITERATIONS_OPTION[kind], args.iterations)
-    if kind in api.SEED_OPTION:
-        options.setdefault(api.SEED_OPTION[kind], args.seed)
+        options.setdefault(api.learners.ITERATIONS_OPTION[kind], args.iterations)
+    if kind in api.learners.SEED_OPTION:
+        options.setdefault(api.learners.SEED_OPTION[kind], args.seed)
     if on_device:
         options.setdefault("device", "cuda")
     return options
@@ -469,14 +479,16 @@ def _train_peer(args: argparse.Namespace) -> int:
     api.make_learner(args.learner, **options)  # bad options fail before the corpus is read
     corpus_text, name = read_corpus(args.corpus, **corpus_format(args))
     try:
-        learner, summary = api.train_peer_text(
+        learner, summary = api.learners.train_peer_text(
             corpus_text,
             args.learner,
             options,
             normalisation=args.normalisation or "paper",
-            unit=_format_unit(args) if args.format != api.CORPUS_FORMATS[0] else args.unit or TRAIN_DEFAULTS.unit,
+            unit=_format_unit(args)
+            if args.format != api.CHOICES.CORPUS_FORMATS[0]
+            else args.unit or TRAIN_DEFAULTS.unit,
             min_count=TRAIN_DEFAULTS.min_count if args.min_count is None else args.min_count,
-            by_sequence=args.format != api.CORPUS_FORMATS[0],
+            by_sequence=args.format != api.CHOICES.CORPUS_FORMATS[0],
             validation=args.validation,
             max_train=args.max_train,
             refit=not args.no_refit,
@@ -486,6 +498,6 @@ def _train_peer(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("chmm: training cancelled; no model written", file=sys.stderr)
         return 130
-    api.save_learner(learner, args.output)
+    api.learners.save_learner(learner, args.output)
     _report_training(args, summary, f"{summary['learner']} learner, {summary['parameters']:,} parameters")
     return 0

@@ -26,13 +26,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Write the walk's CSV."""
     check_output(args.output, [args.room])
-    room = api.read_room(args.room)
-    walk = api.generate_walk(room, args.length, seed=args.seed)
+    room = api.maps.read_room(args.room)
+    walk = api.maps.generate_walk(room, args.length, seed=args.seed)
     read = ""
     if args.noise:
-        readings = api.noisy_readings(walk.observations, int(room.max()) + 1, args.noise, seed=args.seed)
+        readings = api.maps.noisy_readings(walk.observations, int(room.max()) + 1, args.noise, seed=args.seed)
         read = f", as a sensor read it ({(readings.symbols != walk.observations).mean():.1%} of the steps wrong)"
-        walk = api.Walk(readings.symbols, walk.actions, walk.positions)
-    api.write_walk(walk, args.output)
+        walk = api.maps.Walk(readings.symbols, walk.actions, walk.positions)
+    api.maps.write_walk(walk, args.output)
     print(f"wrote a walk of {len(walk):,} steps in a {room.shape[0]} x {room.shape[1]} room{read} to {args.output}")
     return 0

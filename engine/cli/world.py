@@ -32,8 +32,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Write the world's room file and say what it holds."""
     check_output(args.output)
-    world = api.make_world(args.rooms, args.observations, args.doors, args.seed)
-    atomic_write_bytes(args.output, api.room_text(world.grid).encode("utf-8"))
+    world = api.maps.make_world(args.rooms, args.observations, args.doors, args.seed)
+    atomic_write_bytes(args.output, api.maps.room_text(world.grid).encode("utf-8"))
     figures = {
         "rooms": world.n_rooms,
         "doors": len(world.doors),

@@ -287,7 +287,7 @@ def graph_controls(
     label = found_label(elements, clone)
     if label:
         rules.append({"selector": f'node[label = "{label.replace(chr(34), "")}"]', "style": HIGHLIGHT})
-        reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
+        reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.DEFAULTS.MAX_EGO_STEPS else 0
         found = [e["data"]["id"] for e in elements or [] if e.get("data", {}).get("label") == label]
         if reach and found:
             rules += overview_service.only_nodes(overview_service.neighbourhood(elements or [], str(found[0]), reach))
@@ -324,7 +324,7 @@ def shown_subgraph(
             nodes = [n for n in nodes if float(n.get(key, 0.0)) >= low]
             said.append(f"{key} at least {low:g}")
     label = found_label(elements, clone)
-    reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.MAX_EGO_STEPS else 0
+    reach = int(steps) if isinstance(steps, int | float) and 0 < steps <= api.DEFAULTS.MAX_EGO_STEPS else 0
     found = [str(n["id"]) for n in every if n.get("label") == label] if label else []
     if reach and found:
         near = overview_service.neighbourhood(elements or [], found[0], reach)

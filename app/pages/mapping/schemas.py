@@ -14,6 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from app import figures, ids, jobs, panels, services, sessions, transfers, ui
 from app.jobs import panel
 from app.services import map_schemas
+from engine import api
 
 QUEUE_ACTIVE = panel.QUEUE_ACTIVE
 
@@ -26,7 +27,7 @@ def schema_card() -> html.Section:
             "A map learned in one room is that room's layout. A room of the same layout with other observations (new "
             "wallpaper) is recognised by keeping each stored map's transitions and learning only which observation "
             "each clone shows, from the walk above (a walk in the room typed above, or the uploaded walk); the map "
-            f"that then predicts the walk's last {map_schemas.api.SCHEMA_HELD_OUT:.0%} best is its schema.",
+            f"that then predicts the walk's last {api.maps.SCHEMA_HELD_OUT:.0%} best is its schema.",
             className="hint",
         ),
         html.Div(

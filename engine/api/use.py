@@ -1,10 +1,6 @@
-"""The engine's one door: everything the front ends (the ``chmm`` command line of :mod:`engine.cli` and the Dash app)
-call, by one name each. Training (:func:`train_text`; the peers' :func:`train_learner_text`), model files, reading
-text with a model (score, surprisal, sample, decode), pruning, the clone graph, communities and exports, cognitive
-maps, and the choices and defaults every form and flag offers. The functions that only combine the wings for a front
-end (prune a model given text, its communities, its exports, a word's clone path) are written here; the rest is
-named here from the wing that owns it (:data:`__all__` lists them). ``tests/test_structure.py`` keeps the front ends
-to this module, :mod:`engine.errors` and :mod:`engine.files`."""
+"""What the door writes itself: the functions that combine the wings for a front end (prune a model given text,
+its clone graph and communities, their exports, a word's clone path and senses, tokens held in memory). The door
+:mod:`engine.api` and its sub-doors name them."""
 
 from __future__ import annotations
 
@@ -16,203 +12,20 @@ from typing import Any
 import numpy as np
 
 from engine.backends import engines
-from engine.backends.chunks import DEFAULT_BURN_IN, EXACT, LOCKSTEP_BURN_IN, LOCKSTEP_MIN_SYMBOLS, LOCKSTEP_STEPS
 from engine.backends.cpu.inference import ScoreResult
-from engine.backends.engines import backend_choices, backend_status, on_host, supports
-from engine.backends.model_files import load_bytes as model_load_bytes
-from engine.backends.model_files import load_model, save_model
-from engine.backends.reading import (
-    MAX_PREFIX_CHARACTERS,
-    RareWords,
-    check_prefix,
-    decode_text,
-    decoding_text,
-    dense_for_tools,
-    encode_for_model,
-    rare_words,
-    sample_text,
-    score_text,
-    scramble_for_model,
-    surprisal_text,
-)
-from engine.backends.scramble import change_spans, restoration
-from engine.cognitive.actions import MAX_OBSERVATION, ActionCHMM, Walk, generate_walk
-from engine.cognitive.actions import load as load_map
-from engine.cognitive.actions import viterbi as decode_walk
-from engine.cognitive.evidence import (
-    MAX_NOISE,
-    MAX_SOFT_CLONES,
-    evidence_reading,
-    learn_map_from_evidence,
-    learn_map_through_noise,
-    noisy_readings,
-    read_evidence,
-)
-from engine.cognitive.hierarchy import (
-    MAP_COMMUNITY_OPTIONS,
-    RoomMatch,
-    clone_modules,
-    clone_places,
-    map_communities,
-    match_rooms,
-    place_clones,
-)
-from engine.cognitive.maps import clone_graph as map_clone_graph
-from engine.cognitive.maps import place_field, plan_route, recovers_room
-from engine.cognitive.planning import DoorFields, Plan, block, door_fields, plan_flat, plan_hierarchical, ways_into
-from engine.cognitive.schemas import HELD_OUT as SCHEMA_HELD_OUT
-from engine.cognitive.schemas import match_schemas, read_library
-from engine.cognitive.walks import (
-    MAP_DEFAULTS,
-    MAP_HELD_OUT_SHARE,
-    MapOptions,
-    WalkFile,
-    format_walk,
-    format_walk_file,
-    learn_map,
-    parse_room,
-    parse_walk,
-    read_room,
-    read_walk,
-    write_walk,
-)
-from engine.cognitive.worlds import World, make_world, room_text, world_model, world_rooms
+from engine.backends.reading import dense_for_tools, encode_for_model
 from engine.corpora import text
-from engine.corpora.allocation import ALLOCATION_METHODS
-from engine.corpora.documents import Document, corpus_file_name, corpus_name, read_documents, read_zip_bytes
-from engine.corpora.sequences import FORMATS as CORPUS_FORMATS
-from engine.corpora.sequences import read_event_log, read_lines, sequences_from_tokens
-from engine.corpora.text import (
-    MIN_COUNT,
-    NORMALISATIONS,
-    RARE_TOKEN,
-    RARE_WORD,
-    UNITS,
-    Corpus,
-    CorpusError,
-    corpus_fingerprint,
-    decode_bytes,
-    placeholder_share,
-    prepare_corpus,
-    read_text,
-)
-from engine.errors import BackendError
+from engine.corpora.documents import Document
+from engine.corpora.sequences import sequences_from_tokens
+from engine.corpora.text import CorpusError
 from engine.model import pruning
-from engine.model.archive import stored_states as model_file_states
-from engine.model.dense import CHMM, ModelFormatError
-from engine.model.pruning import check_threshold
+from engine.model.dense import CHMM
 from engine.network import communities as communities_mod
 from engine.network import export as export_mod
 from engine.network import graph as graph_mod
-from engine.network.communities import (
-    FLOW_SOURCES,
-    CommunityOptions,
-    ModuleNotFoundInResult,
-    codelength_terms,
-    module_links,
-    node_flows,
-    restore_communities,
-)
-from engine.network.drawing import PALETTE, force_layout, grouped_layout, layout_quality, module_colour
-from engine.network.export import EXTENSIONS, cytoscape_elements, to_networkx
-from engine.network.export import FORMATS as EXPORT_FORMATS
-from engine.network.filters import MAX_STEPS as MAX_EGO_STEPS
-from engine.network.filters import CloneFilter, filter_clones
-from engine.network.packing import PackedLayout, packed_layout
-from engine.network.senses import Sense, Senses
+from engine.network.senses import Senses
 from engine.network.senses import symbol_senses as _symbol_senses
-from engine.peers.learners import (
-    ITERATIONS_OPTION,
-    LEARNERS,
-    SEED_OPTION,
-    STATES_OPTION,
-    TrainingStopped,
-    is_peer,
-    load_any,
-    make_learner,
-    ngram_beside,
-    save_learner,
-    score_any,
-    train_learner_text,
-    train_peer_text,
-)
-from engine.peers.registry import Setting as LearnerSetting
-from engine.peers.registry import available as learner_available
-from engine.peers.registry import registered as registered_learners
-from engine.training import (
-    ALIGNED_SHARE,
-    AUTO,
-    DTYPES,
-    MAX_RESTARTS,
-    ONLINE_RESTARTS,
-    PRUNE_BOUND,
-    PRUNE_THRESHOLDS,
-    PSEUDOCOUNT_GRID,
-    RESTART_MEMORY,
-    STARTS,
-    STATES_GRID,
-    SYMBOLS_PER_STATE,
-    TrainOptions,
-    check_prune_bound,
-    estimate_training_memory,
-    expected_minutes,
-    expected_sentence,
-    model_to_save,
-    restart_processes,
-    train_text,
-)
-from engine.training.distributed import check_workers, open_cluster
-from engine.training.learning import (
-    ALGORITHMS,
-    BATCH_PER_BLOCK,
-    ONLINE_BATCH_SIZE,
-    CancelToken,
-    IterationRecord,
-    ProgressCallback,
-)
-
-__all__ = [  # fmt: skip
-    "ActionCHMM", "ALGORITHMS", "ALIGNED_SHARE", "ALLOCATION_METHODS", "AUTO", "backend_choices", "backend_status",
-    "BackendError", "BATCH_PER_BLOCK", "CancelToken", "change_spans", "check_threshold", "check_workers", "CHMM",
-    "clone_path", "ClonePath", "CloneFilter", "codelength_terms", "CommunityOptions", "corpus_file_name",
-    "corpus_fingerprint", "Corpus", "corpus_name", "CorpusError",
-    "cytoscape_elements", "decode_bytes", "decode_text", "decode_walk", "decoding_text", "DEFAULT_BURN_IN",
-    "DEFAULT_PRUNE_THRESHOLD", "dense_for_tools", "Document", "DTYPES", "encode_for_model",
-    "estimate_training_memory", "EXACT", "expected_minutes", "expected_sentence", "EXPORT_FORMATS", "EXPORT_STAGES",
-    "export_model_graph", "EXTENSIONS", "filter_clones",
-    "FLOW_SOURCES", "force_layout", "format_walk", "generate_walk", "graph_edges", "held_out_split_text", "is_peer",
-    "grouped_layout", "layout_quality", "MAX_EGO_STEPS",
-    "IterationRecord", "ITERATIONS_OPTION", "learn_map", "learner_available", "LEARNERS", "LearnerSetting",
-    "load_any", "load_map", "load_model",
-    "LOCKSTEP_BURN_IN", "LOCKSTEP_MIN_SYMBOLS", "LOCKSTEP_STEPS", "make_learner", "map_clone_graph", "MAP_DEFAULTS",
-    "MAP_HELD_OUT_SHARE", "MapOptions", "MAX_OBSERVATION", "MAX_PREFIX_CHARACTERS", "MAX_RESTARTS",
-    "model_communities", "model_file_states", "model_graph", "model_load_bytes",
-    "ModelFormatError", "module_colour", "check_prefix", "module_links", "ModuleNotFoundInResult", "ngram_beside",
-    "node_flows", "NORMALISATIONS", "on_host", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster", "PackedLayout",
-    "packed_layout", "PALETTE",
-    "parse_room", "parse_walk", "place_field", "placeholder_share", "plan_route", "prepare_corpus", "ProgressCallback",
-    "prune_model", "prune_sweep_text", "PRUNE_BOUND", "PRUNE_THRESHOLDS", "check_prune_bound", "model_to_save",
-    "PruneOutcome", "PSEUDOCOUNT_GRID", "RARE_WORD", "rare_words", "RareWords", "read_documents", "read_room",
-    "read_text", "read_walk", "read_zip_bytes", "recovers_room", "reference_text", "registered_learners",
-    "restore_communities",
-    "RESTART_MEMORY",
-    "restart_processes", "restoration", "sample_text", "save_learner", "save_model", "score_any", "score_text",
-    "scramble_for_model", "SEED_OPTION", "STARTS", "STATES_GRID", "STATES_OPTION", "supports", "surprisal_text",
-    "SYMBOLS_PER_STATE", "to_networkx", "train_learner_text", "train_peer_text", "train_text", "TrainingStopped",
-    "TrainOptions", "WalkFile", "word_senses", "Sense", "Senses", "write_communities", "write_walk",
-    # schemas: a walk in a new room matched to stored maps (issue 50)
-    "match_schemas", "read_library", "SCHEMA_HELD_OUT", "learn_map_through_noise",
-    "learn_map_from_evidence", "read_evidence", "evidence_reading", "format_walk_file",
-    "noisy_readings", "Walk", "MAX_NOISE", "MAX_SOFT_CLONES",
-    # worlds of several rooms, the rooms a map finds, planning over them (issue 50)
-    "block", "clone_modules", "clone_places", "make_world", "map_communities", "MAP_COMMUNITY_OPTIONS",
-    "match_rooms", "place_clones", "Plan", "plan_flat", "plan_hierarchical", "room_text", "RoomMatch", "ways_into",
-    "World", "world_model", "world_rooms", "DoorFields", "door_fields",
-    # symbols beyond characters: units, sequences from files and from memory
-    "CORPUS_FORMATS", "MIN_COUNT", "RARE_TOKEN", "read_event_log", "read_lines", "score_tokens",
-    "sequences_from_tokens", "train_tokens", "UNITS",
-]
-"""What the front ends may use: the names below, and nothing else of the engine."""
+from engine.training import TrainOptions, train_text
 
 DEFAULT_PRUNE_THRESHOLD = 1e-3
 
