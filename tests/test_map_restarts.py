@@ -307,8 +307,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_chmm_map_stopped_during_its_restarts_writes_no_file_and_leaves_no_worker(tmp_path: Path) -> None:
-    """``chmm map --restarts 2`` in worker processes (20,000 steps x 100 clones), stopped by SIGTERM (as Ctrl-C)
-    once its first restart learns: exit 130, no model file (not even a temporary one), and its workers end."""
+    """``chmm map --restarts 2`` (20,000 steps x 100 clones: its restarts race in two threads of the one process),
+    stopped by SIGTERM (as Ctrl-C) once its first restart learns: exit 130 within the minute, no model file (not even
+    a temporary one), and no process left behind."""
     walk = tmp_path / "walk.csv"
     walk.write_text(walks.format_walk(actions.generate_walk(WALLED, 20_000, seed=0)))
     output = tmp_path / "map.npz"
@@ -320,8 +321,7 @@ def test_chmm_map_stopped_during_its_restarts_writes_no_file_and_leaves_no_worke
     try:
         line = process.stderr.readline()
         assert line.startswith("restart 1 of 2  em       iteration    1"), line
-        workers = _children(process.pid)
-        assert len(workers) >= 2
+        workers = _children(process.pid)  # none while the restarts race (threads); any there must end
         process.send_signal(signal.SIGTERM)
         rest = process.communicate(timeout=60)[1]
     finally:

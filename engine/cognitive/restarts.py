@@ -8,15 +8,23 @@ each walk of the tail from the map's uniform pi (:func:`engine.cognitive.actions
 not found the room confuses places, so it predicts the tail worse (or gives it probability 0: infinite bits); of two
 maps that predict it as well, the one with fewer clones costs less on the tail's first step. The restart of the
 lowest held-out bits is kept (:func:`chosen`) and refitted on the whole walk (:func:`refit`: Viterbi EM from its
-batch-EM model, then merging). The restarts run in worker processes, one core each, when there are cores to spare
-and a restart is worth a process's start (:func:`map_restart_processes`), through the text restarts' own pool
-(:func:`engine.training.restarts.run_in_processes`)."""
+batch-EM model, then merging).
+
+With ``options.race`` (the default) the restarts race (:func:`race`): each runs batch EM in segments of
+``options.race_every`` iterations (:func:`em_segment`: the iterations of one run, ended by stop when worse or once
+EM has settled, :func:`on_plateau`), is scored on the held-out tail after each segment (the tail's bits per step
+under its current EM model), and :func:`judge` stops the racers far behind the leader; the others finish the recipe
+and the map kept is chosen among them as without the race. The racers run in threads of this process, as many at
+once as :func:`map_restart_processes` allows. Without it the restarts run to the end in worker processes, one core
+each, when there are cores to spare and a restart is worth a process's start (:func:`map_restart_processes`),
+through the text restarts' own pool (:func:`engine.training.restarts.run_in_processes`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +70,7 @@ class MapRestart:
     held_out_bits: float
     bits_per_step: float
     seconds: float = 0.0
+    stopped: str | None = None
 
     def line(self) -> dict[str, Any]:
         """The restart's line in the map's summary (infinite bits as None, so that it stays JSON)."""
@@ -75,6 +84,7 @@ class MapRestart:
             "viterbi_iterations": self.run.viterbi_iterations,
             "clones_used": int(len(maps.used_clones(self.run.model))),
             "seconds": round(self.seconds, 3),
+            "stopped_by_race": self.stopped,
         }
 
 
@@ -95,11 +105,77 @@ def recipe(
         return None if progress is None else progress(name)
 
     em_model, em = actions.learn_em(model, x, a, options.iterations, options.pseudocount, progress=stage("em"))
-    learned, hard = actions.learn_viterbi(em_model, x, a, options.viterbi_iterations, 0.0, progress=stage("viterbi"))
+    return refine(em_model, len(em), x, a, options, stage("viterbi"))
+
+
+def refine(
+    em_model: actions.ActionCHMM,
+    em_iterations: int,
+    x: actions.Walks,
+    a: actions.Walks,
+    options: Any,
+    progress: actions.Progress | None = None,
+) -> MapRun:
+    """The recipe after batch EM: Viterbi EM from ``em_model`` (``options.viterbi_iterations`` at most, pseudocount
+    0; ``progress`` sees its iterations), then, when ``options.merge``, the clones with the same future merged; the
+    run of ``em_iterations`` batch-EM iterations that ended on ``em_model``."""
+    learned, hard = actions.learn_viterbi(em_model, x, a, options.viterbi_iterations, 0.0, progress=progress)
     split = len(maps.used_clones(learned))
     if options.merge:
         learned, _ = maps.merge_equivalent_clones(learned)
-    return MapRun(em_model, learned, len(em), len(hard), split)
+    return MapRun(em_model, learned, em_iterations, len(hard), split)
+
+
+class _Worse(Exception):
+    """Raised in a segment's first iteration when it is not better than the last one before the segment."""
+
+
+def em_segment(
+    model: actions.ActionCHMM,
+    x: actions.Walks,
+    a: actions.Walks,
+    options: Any,
+    history: list[float],
+    length: int,
+    progress: actions.Progress | None = None,
+) -> tuple[actions.ActionCHMM, bool]:
+    """Up to ``length`` more iterations of the recipe's batch EM (``options.pseudocount``) from ``model``, the model
+    the iterations so far (their bits per step in ``history``, which grows by this segment's) ended on: what one run
+    of :func:`engine.cognitive.actions.learn_em` does over the same iterations, stop when worse included across the
+    segments' seams (batch EM keeps no state but T). Returns the model and whether EM has ended: stopped when worse
+    (the model that entered the iteration that did not improve kept), ``options.iterations`` reached, or on a
+    plateau (:func:`on_plateau`). ``progress`` sees each iteration, numbered from the first segment's."""
+    before = len(history)
+    length = min(int(length), int(options.iterations) - before)
+    if length < 1:
+        return model, True
+
+    def each(iteration: int, bits: float) -> None:
+        if iteration == 0 and history and not bits < history[-1]:
+            history.append(bits)
+            raise _Worse
+        if progress is not None:
+            progress(before + iteration, bits)
+
+    try:
+        learned, bits = actions.learn_em(model, x, a, length, options.pseudocount, progress=each)
+    except _Worse:
+        if progress is not None:
+            progress(before, history[-1])
+        return model, True
+    history.extend(bits)
+    worse = len(bits) > 1 and not bits[-1] < bits[-2]
+    ended = worse or len(history) >= int(options.iterations) or on_plateau(history, options)
+    return learned, ended
+
+
+def on_plateau(history: Sequence[float], options: Any) -> bool:
+    """Whether batch EM has settled: its bits per step improved by less than ``options.plateau_gain`` over the last
+    ``options.plateau_window`` iterations (never with a window of 0)."""
+    window = int(getattr(options, "plateau_window", 0))
+    if window < 1 or len(history) <= window:
+        return False
+    return history[-1 - window] - history[-1] < float(options.plateau_gain)
 
 
 def hold_out_tail(
@@ -215,7 +291,9 @@ def run_restarts(
         first = len(tried)  # a round: the next restarts, as many as options.restarts (the last may be fewer)
         jobs = [(*job, r) for r in range(first, min(first + options.restarts, most))]
         processes = map_restart_processes(len(jobs), steps, int(np.sum(n_clones)))
-        if processes > 1:
+        if getattr(options, "race", False) and len(jobs) > 1:
+            results = race(job, [j[-1] for j in jobs], processes, progress)
+        elif processes > 1:
             callback = None if progress is None else (lambda r, record, first=first: progress(*record, first + r))
             results = run_in_processes(_in_worker, jobs, processes, callback)
         else:
@@ -241,8 +319,10 @@ def _report(progress: Callable[[str, int, float, int], None], restart: int) -> R
 
 def chosen(restarts: Sequence[MapRestart]) -> MapRestart:
     """The restart kept: the lowest held-out bits per step, then the lowest bits per step on the rest of the walk
-    (when every map gives the tail probability 0), then the first."""
-    return min(restarts, key=lambda r: (r.held_out_bits, r.bits_per_step, r.restart))
+    (when every map gives the tail probability 0), then the first; among the restarts that finished (not stopped by
+    the race: :func:`race`) when any did."""
+    finished = [r for r in restarts if r.stopped is None] or list(restarts)
+    return min(finished, key=lambda r: (r.held_out_bits, r.bits_per_step, r.restart))
 
 
 def best_of_restarts(
@@ -272,8 +352,145 @@ def refit(
     """The kept restart's map on the whole walk (its tail included): Viterbi EM from the restart's batch-EM model
     (``options.viterbi_iterations`` at most, pseudocount 0) on every step, then, when ``options.merge``, the clones
     with the same future merged; ``progress(iteration, bits)`` sees the Viterbi iterations."""
-    learned, hard = actions.learn_viterbi(kept.run.em_model, x, a, options.viterbi_iterations, 0.0, progress=progress)
-    split = len(maps.used_clones(learned))
-    if options.merge:
-        learned, _ = maps.merge_equivalent_clones(learned)
-    return MapRun(kept.run.em_model, learned, kept.run.em_iterations, len(hard), split)
+    return refine(kept.run.em_model, kept.run.em_iterations, x, a, options, progress)
+
+
+@dataclass
+class Racer:
+    """A restart in the race: its number and seed, its batch-EM model so far with the bits per step of each
+    iteration (``history``), the held-out tail's bits per step under that model after each segment (``tail``:
+    (iterations, bits)), whether its EM has ended, and, once it ends, its :class:`MapRestart` (``result``) or why
+    the race stopped it (``stopped``); ``records`` are the progress records (stage, iteration, bits) of its last
+    step, ``seconds`` the time it has taken."""
+
+    restart: int
+    seed: int
+    model: actions.ActionCHMM
+    history: list[float] = field(default_factory=list)
+    tail: list[tuple[int, float]] = field(default_factory=list)
+    em_ended: bool = False
+    result: MapRestart | None = None
+    stopped: str | None = None
+    records: list[tuple[str, int, float]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        """Whether the racer still runs (neither finished nor stopped)."""
+        return self.result is None and self.stopped is None
+
+    @property
+    def score(self) -> float:
+        """The held-out tail's bits per step under its latest batch-EM model (infinite before the first)."""
+        return self.tail[-1][1] if self.tail else np.inf
+
+    def advance(self, learned_from: Sequence, held_out: Sequence, options: Any) -> None:
+        """One step: ``options.race_every`` more batch-EM iterations (:func:`em_segment`) and the tail's score under
+        the model they end on; once EM has ended, the rest of the recipe (:func:`refine`) and the map's bits per
+        step on the tail and on the rest (:class:`MapRestart`)."""
+        began, self.records = time.perf_counter(), []
+        head, tail = _lists(learned_from), _lists(held_out)
+        if not self.em_ended:
+            each = lambda i, bits: self.records.append(("em", i, bits))  # noqa: E731
+            self.model, self.em_ended = em_segment(self.model, *head, options, self.history, options.race_every, each)
+            self.tail.append((len(self.history), actions.bits_per_step(self.model, *tail)))
+        else:
+            each = lambda i, bits: self.records.append(("viterbi", i, bits))  # noqa: E731
+            run = refine(self.model, len(self.history), *head, options, each)
+            held, learned = actions.bits_per_step(run.model, *tail), actions.bits_per_step(run.model, *head)
+            self.result = MapRestart(self.restart, self.seed, run, held, learned)
+        self.seconds += time.perf_counter() - began
+
+    def restart_line(self) -> MapRestart:
+        """The racer as a :class:`MapRestart`: its finished map, or, stopped, its batch-EM model so far (no map:
+        infinite bits) with why."""
+        if self.result is not None:
+            result = self.result
+        else:
+            run = MapRun(self.model, self.model, len(self.history), 0, 0)
+            result = MapRestart(self.restart, self.seed, run, np.inf, np.inf)
+        result.seconds, result.stopped = self.seconds, self.stopped
+        return result
+
+
+def judge(racers: Sequence[Racer], options: Any) -> list[Racer]:
+    """The race's rule after a step, in place: the leader is the racer of the lowest tail score (:attr:`Racer.score`)
+    among those not stopped whose map, when finished, gives the tail a probability; a racer still in batch EM after
+    at least ``options.race_grace`` iterations whose score is above the leader's by more than ``options.race_margin``
+    times the leader's is stopped (it cannot catch the leader), and a finished racer whose map gives the tail
+    probability 0 where a finished one's does not is stopped at once. Returns the racers stopped now."""
+    contenders = [r for r in racers if r.stopped is None and (r.result is None or np.isfinite(r.result.held_out_bits))]
+    if not contenders:
+        return []
+    leader = min(contenders, key=lambda r: (r.score, r.restart))
+    found = sorted((r for r in contenders if r.result is not None), key=lambda r: r.result.held_out_bits)
+    now = []
+    for racer in racers:
+        if racer.stopped is not None or racer is leader:
+            continue
+        if racer.result is not None and found and not np.isfinite(racer.result.held_out_bits):
+            racer.stopped = f"its map gives the held-out tail probability 0 where restart {found[0].restart}'s does not"
+        elif (
+            racer.result is None
+            and not racer.em_ended
+            and len(racer.history) >= int(options.race_grace)
+            and (racer.score > leader.score * (1.0 + float(options.race_margin)))
+        ):
+            racer.stopped = (
+                f"stopped at EM iteration {len(racer.history)}: tail {racer.score:.3f} bits per step against the "
+                f"leader's {leader.score:.3f} (restart {leader.restart})"
+            )
+        else:
+            continue
+        now.append(racer)
+    return now
+
+
+def race(
+    job: tuple[Any, ...],
+    numbers: Sequence[int],
+    workers: int,
+    progress: Callable[[str, int, float, int], None] | None = None,
+) -> list[MapRestart]:
+    """The restarts ``numbers`` of ``job`` (:func:`run_restart`'s arguments before the restart) raced: each a
+    :class:`Racer` from its random start (seed ``options.seed + restart``), the live ones advanced a step each in
+    turn (``workers`` at once, in threads: the compiled kernels release the GIL), :func:`judge` after every round,
+    until every racer has finished or been stopped. ``progress(stage, iteration, bits, restart)`` sees every
+    iteration restart by restart (:func:`_show`); a raise in it stops the race (between rounds) and is raised again.
+    Returns the racers as :class:`MapRestart` in the order of ``numbers``."""
+    x, a, learned_from, held_out, n_clones, symbols, action_names, options = job
+    racers = []
+    for number in numbers:
+        seed = int(options.seed) + number
+        racers.append(Racer(number, seed, actions.random_action_model(n_clones, x, a, seed, symbols, action_names)))
+    step = lambda racer: racer.advance(learned_from, held_out, options)  # noqa: E731
+    waiting: dict[int, list[tuple[str, int, float]]] = {r.restart: [] for r in racers}
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        while live := [r for r in racers if r.live]:
+            if workers > 1 and len(live) > 1:
+                list(pool.map(step, live))
+            else:
+                for racer in live:
+                    step(racer)
+            for racer in live:
+                waiting[racer.restart] += racer.records
+            judge(racers, options)
+            if progress is not None:
+                _show(racers, waiting, progress)
+    return [r.restart_line() for r in racers]
+
+
+def _show(
+    racers: Sequence[Racer],
+    waiting: dict[int, list[tuple[str, int, float]]],
+    progress: Callable[[str, int, float, int], None],
+) -> None:
+    """The racers' waiting progress records to ``progress``, restart by restart as if they ran one after the other
+    (as :func:`engine.training.restarts.run_in_processes` shows them): the lowest racer still running live, each
+    later one's once every racer before it has finished or been stopped."""
+    for racer in racers:
+        records, waiting[racer.restart] = waiting[racer.restart], []
+        for record in records:
+            progress(*record, racer.restart)
+        if racer.live:
+            return

@@ -55,7 +55,17 @@ class MapOptions:
     (:func:`engine.cognitive.restarts.run_restarts`); never fewer than ``restarts``. On the notebook's empty room at
     10,000 steps one start finds the room 6 times in 20, so four restarts miss it about once in four maps, twelve
     about once in seventy; the rounds after the first cost time only on the walks where the first missed. With
-    ``restarts`` 1 no tail is held out and the recipe runs once."""
+    ``restarts`` 1 no tail is held out and the recipe runs once.
+
+    ``race``: the restarts race (:func:`engine.cognitive.restarts.race`): batch EM in segments of ``race_every``
+    iterations, each restart scored after each segment by the held-out tail's bits per step under its EM model; one
+    past ``race_grace`` iterations whose score is more than ``race_margin`` times the leader's above it is stopped
+    (it cannot catch the leader), the others finish the recipe and the map kept is chosen among them. In the race
+    batch EM also ends once it has settled: when its bits per step improved by less than ``plateau_gain`` over the
+    last ``plateau_window`` iterations (0: only stop when worse), then Viterbi EM starts. The rule and its numbers
+    were chosen on the trajectories of every restart of the four rooms of bench/bench_rooms.py
+    (bench/bench_race.py): no rule of those that stopped the restart the full run keeps, the plateau that kept every
+    room's recovery."""
 
     clones: int = 70
     iterations: int = 4000
@@ -65,6 +75,12 @@ class MapOptions:
     merge: bool = True
     restarts: int = 4
     max_restarts: int = 12
+    plateau_window: int = 100
+    plateau_gain: float = 3e-5
+    race: bool = True
+    race_every: int = 25
+    race_grace: int = 200
+    race_margin: float = 1.0
 
 
 MAP_DEFAULTS = MapOptions()
@@ -482,6 +498,7 @@ def learn_map(
             x, a, n_clones, walk.symbols, walk.action_names, options, MAP_HELD_OUT_SHARE, progress
         )
         extra = {"restarts": [r.line() for r in tried], "kept_restart": kept.restart, "held_out_steps": held_steps}
+        extra["restarts_stopped"] = sum(r.stopped is not None for r in tried)
         if (said := restarts_sentence(tried, options.restarts)) is not None:
             extra["restarts_note"] = said
     model = run.model

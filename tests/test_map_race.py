@@ -1,0 +1,135 @@
+"""Restarts of a map that race (:func:`engine.cognitive.restarts.race`): batch EM in segments is one run of batch EM,
+the plateau rule ends EM once it has settled, a race of one start is the start alone, the race keeps the map the
+full run keeps on a small room, and the rule stops only racers far behind the leader (never the leader, never before
+the grace), each with the reason in the map's summary."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from engine.cognitive import actions, maps, restarts, walks
+
+WALLED = np.array([[0, 1, 2, 0], [2, -1, 1, 3], [1, 0, -1, 2], [3, 2, 0, 1]])
+"""The 4 x 4 room of tests/test_map_restarts.py: one start fails on the walk of seed 3, the second finds it."""
+
+
+def walled_walk(seed: int = 3, length: int = 3000) -> walks.WalkFile:
+    return walks.parse_walk(walks.format_walk(actions.generate_walk(WALLED, length, seed=seed)), "the walk")
+
+
+def options(**change: object) -> walks.MapOptions:
+    return walks.MapOptions(**({"clones": 5, "seed": 3, "restarts": 4} | change))
+
+
+@pytest.mark.parametrize("length", [1, 7, 40])
+def test_batch_em_in_segments_is_one_run_of_batch_em(length: int) -> None:
+    """Segments of any length, stop when worse across their seams: the bits of every iteration and the final T of
+    one :func:`engine.cognitive.actions.learn_em` run, to the bit."""
+    walk = walled_walk()
+    x, a = walk.observations, walk.actions
+    recipe = options(plateau_window=0)
+    for seed in (3, 5):
+        start = actions.random_action_model(np.full(4, 5), x, a, seed, walk.symbols, walk.action_names)
+        whole, bits = actions.learn_em(start, x, a, recipe.iterations, recipe.pseudocount)
+        model, history, ended, segments = start, [], False, 0
+        while not ended:
+            model, ended = restarts.em_segment(model, x, a, recipe, history, length)
+            segments += 1
+        assert history == bits and len(bits) < recipe.iterations  # stopped when worse, not at the cap
+        assert np.array_equal(model.T, whole.T)
+        assert segments == -(-len(bits) // length) or segments == -(-len(bits) // length) + 1
+
+
+def test_the_plateau_rule_ends_em_once_it_gains_less_than_its_gain_over_its_window() -> None:
+    """On a recorded trajectory: EM ends at the first segment's end where the bits per step of the last ``window``
+    iterations improved by less than ``gain``, never with a window of 0, and never before ``window`` iterations."""
+    rule = types.SimpleNamespace(plateau_window=3, plateau_gain=0.01)
+    assert not restarts.on_plateau([1.0, 0.9, 0.8], rule)  # fewer iterations than the window
+    assert not restarts.on_plateau([1.0, 0.9, 0.8, 0.7], rule)  # 0.3 gained over 3 iterations
+    assert restarts.on_plateau([1.0, 0.9, 0.8, 0.7, 0.699, 0.698, 0.695], rule)  # 0.005 over the last 3
+    assert not restarts.on_plateau([1.0, 1.0, 1.0, 1.0, 1.0], types.SimpleNamespace(plateau_window=0, plateau_gain=1))
+
+
+def test_the_plateau_rule_stops_em_earlier_than_stop_when_worse_with_the_same_recovery() -> None:
+    """With 20 clones per observation batch EM crawls for hundreds of iterations before the likelihood stops
+    improving (583 on the walk of seed 3); the default plateau rule ends it sooner, and the map after Viterbi EM and
+    merging recovers the room as well."""
+    walk = walled_walk(seed=3)
+    x, a = walk.observations, walk.actions
+    start = actions.random_action_model(np.full(4, 20), x, a, 3, walk.symbols, walk.action_names)
+    ends = {}
+    for name, recipe in (("worse", options(clones=20, plateau_window=0)), ("plateau", options(clones=20))):
+        model, history, ended = start, [], False
+        while not ended:
+            model, ended = restarts.em_segment(model, x, a, recipe, history, recipe.race_every)
+        learned = restarts.refine(model, len(history), x, a, recipe)
+        ends[name] = (len(history), maps.recovers_room(learned.model, x, a, WALLED))
+    assert ends["worse"][0] == 583 and ends["plateau"][0] < ends["worse"][0]
+    assert ends["plateau"][1] and ends["worse"][1]
+
+
+def test_a_race_of_one_start_is_the_start_alone() -> None:
+    """One restart: ``chmm map`` runs the recipe once on the whole walk, race or not; and a race of one racer (the
+    plateau off) learns what :func:`engine.cognitive.restarts.run_restart` learns."""
+    walk = walled_walk()
+    alone, summary = walks.learn_map(walk, options(restarts=1, race=False))
+    raced, summary_raced = walks.learn_map(walk, options(restarts=1, race=True))
+    assert np.array_equal(alone.T, raced.T) and summary == summary_raced and "restarts" not in summary_raced
+
+    x, a = walk.walks()
+    head, tail = restarts.hold_out_tail([(x, a)], walks.MAP_HELD_OUT_SHARE)
+    recipe = options(plateau_window=0)
+    job = (x, a, head, tail, np.full(4, 5), walk.symbols, walk.action_names, recipe)
+    one = restarts.run_restart(*job, 1)
+    (racer,) = restarts.race(job, [1], 1)
+    assert racer.stopped is None and racer.held_out_bits == one.held_out_bits
+    assert racer.run.em_iterations == one.run.em_iterations and np.array_equal(racer.run.model.T, one.run.model.T)
+
+
+def test_the_race_keeps_the_map_the_full_run_keeps_on_a_small_room() -> None:
+    """With and without the race on the walk where one start fails: the same restart kept, the same map, which
+    recovers the room; every restart's line says whether the race stopped it, and the summary how many."""
+    walk = walled_walk()
+    x, a = walk.observations, walk.actions
+    full, summary_full = walks.learn_map(walk, options(race=False, plateau_window=0))
+    raced, summary = walks.learn_map(walk, options())
+    assert summary["kept_restart"] == summary_full["kept_restart"] == 1
+    assert np.array_equal(raced.T, full.T) and maps.recovers_room(raced, x, a, WALLED)
+    assert all("stopped_by_race" in line for line in summary["restarts"])
+    assert summary["restarts_stopped"] == sum(line["stopped_by_race"] is not None for line in summary["restarts"])
+
+
+def _racer(restart: int, iterations: int, tails: list[float], model: actions.ActionCHMM) -> restarts.Racer:
+    """A racer with a synthetic trajectory (made up here, not learned): ``iterations`` of EM behind it and the tail's
+    bits per step after each of its segments."""
+    racer = restarts.Racer(restart, restart, model, history=[1.0] * iterations)
+    racer.tail = [(iterations * (i + 1) // len(tails), bits) for i, bits in enumerate(tails)]
+    return racer
+
+
+def test_the_rule_stops_only_racers_past_the_grace_far_behind_the_leader_on_synthetic_trajectories() -> None:
+    """Synthetic trajectories (not learned): the leader (lowest tail bits) is never stopped; a racer more than the
+    margin behind it is stopped once past the grace, with the reason; one within the margin, or still in its grace,
+    runs on; a finished map that gives the tail probability 0 is stopped where a finished one gives it a
+    probability; and a stopped racer is no candidate for the map kept."""
+    walk = walled_walk()
+    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, 0)
+    rule = types.SimpleNamespace(race_grace=100, race_margin=0.5)
+    leader, close, far, young = (_racer(0, 150, [0.9, 0.10], model), _racer(1, 150, [0.8, 0.14], model),
+                                 _racer(2, 150, [0.7, 0.16], model), _racer(3, 75, [0.9, 0.5], model))  # fmt: skip
+    assert restarts.judge([leader, close, far, young], rule) == [far]
+    assert far.stopped == "stopped at EM iteration 150: tail 0.160 bits per step against the leader's 0.100 (restart 0)"
+    assert leader.stopped is close.stopped is young.stopped is None
+    assert restarts.judge([leader, close, far, young], rule) == []  # nothing stopped twice
+
+    for racer, held in ((leader, 0.02), (close, np.inf)):
+        run = restarts.MapRun(model, model, 150, 3, 8)
+        racer.result, racer.em_ended = restarts.MapRestart(racer.restart, racer.restart, run, held, 0.01), True
+    assert restarts.judge([leader, close, far, young], rule) == [close]
+    assert close.stopped == "its map gives the held-out tail probability 0 where restart 0's does not"
+    lines = [r.restart_line() for r in (leader, close, far)]
+    assert restarts.chosen(lines).restart == 0 and lines[2].held_out_bits == np.inf
+    assert [line.line()["stopped_by_race"] is None for line in lines] == [True, False, False]
