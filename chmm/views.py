@@ -8,9 +8,11 @@ the app's, y downwards as on screen (the figures reverse their y axis)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,17 @@ from engine import api
 from engine.errors import CHMMError
 
 __all__ = ["Explorer", "clone_graph", "module_map", "module_subgraph", "training_curves", "whole_graph_figure"]
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The app's refusals (its own ValueError, one sentence for a person) as the engine's error base."""
+    try:
+        yield
+    except CHMMError:
+        raise
+    except ValueError as exc:
+        raise CHMMError(str(exc)) from None
 
 
 def engine_model(model: Any) -> Any:
@@ -68,7 +81,8 @@ class Explorer:
     ) -> list[dict[str, Any]]:
         """Run Infomap on the clone graph (pruned at ``threshold``, default the app's) as the Communities page does
         and keep the run for the views; returns its modules (id, parent, name, flow, size, words, ...)."""
-        self._run = graphs.run_communities(self.folder, trials, two_level, seed, threshold)
+        with _refusals():
+            self._run = graphs.run_communities(self.folder, trials, two_level, seed, threshold)
         return [{k: v for k, v in m.items() if k != "nodes"} for m in self._run["modules"]]
 
     def _saved(self) -> dict[str, Any]:
@@ -80,8 +94,11 @@ class Explorer:
     def module_map(self, parent: str = "", limit: int = overviews.MAP_LIMIT) -> go.Figure:
         """The module map of one level (``parent`` "" for the top modules): the app's circles sized by flow, in
         the modules' colours, linked by the flow between them, at the app's positions."""
-        self._saved()
-        drawn = overviews.drawn_module_map(self.folder, parent, limit)
+        saved = self._saved()
+        if parent and not any(m["id"] == parent for m in saved["modules"]):
+            raise CHMMError(f"module {parent!r} does not exist; the top modules are 1..{_tops(saved)}")
+        with _refusals():
+            drawn = overviews.drawn_module_map(self.folder, parent, limit)
         title = f"Module map ({drawn['shown']} of {drawn['modules']} modules{' in ' + parent if parent else ''})"
         return elements_figure(drawn["elements"], title, hover="full_label")
 
@@ -89,7 +106,8 @@ class Explorer:
         """A module's subgraph as the app's module card draws it: its clones (coloured by symbol) and transitions
         at the app's positions."""
         self._saved()
-        detail = graphs.computed_module_detail(self.folder, module)
+        with _refusals():
+            detail = graphs.computed_module_detail(self.folder, module)
         return elements_figure(detail["elements"], f"Module {detail['id']} {detail['name']}", hover="char")
 
     def whole_graph(
@@ -97,7 +115,13 @@ class Explorer:
     ) -> go.Figure:
         """Every clone at the app's position for the whole graph, coloured by its top module (by symbol before
         any Infomap run), with the ``max_edges`` transitions of most flow."""
-        drawn = whole_graph.whole_graph(self.folder, max_edges, layout)
+        if max_edges not in whole_graph.EDGE_CHOICES or layout not in whole_graph.LAYOUTS:
+            raise CHMMError(
+                f"max_edges is one of {', '.join(map(str, whole_graph.EDGE_CHOICES))} and layout one of "
+                f"{', '.join(whole_graph.LAYOUTS)}"
+            )
+        with _refusals():
+            drawn = whole_graph.whole_graph(self.folder, max_edges, layout)
         return whole_figure(drawn)
 
     def training_curves(self) -> go.Figure:
@@ -109,7 +133,8 @@ class Explorer:
         symbol, flow and, after an Infomap run, its module and path (the export's attributes)."""
         saved = self._run
         chosen = threshold if threshold is not None else (saved["threshold"] if saved else None)
-        graph = api.model_graph(self.model) if chosen is None else api.model_graph(self.model, chosen)
+        with _refusals():
+            graph = api.model_graph(self.model) if chosen is None else api.model_graph(self.model, chosen)
         drawn = api.to_networkx(graph, ids="state")
         if saved is not None and saved["threshold"] == (chosen if chosen is not None else saved["threshold"]):
             for node, path in saved.get("node_path", {}).items():
@@ -117,6 +142,10 @@ class Explorer:
                     drawn.nodes[node]["path"] = path
                     drawn.nodes[node]["module"] = path.split(":")[0]
         return drawn
+
+
+def _tops(saved: dict[str, Any]) -> int:
+    return sum(1 for m in saved["modules"] if not m.get("parent"))
 
 
 def _node_text(data: dict[str, Any], hover: str) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -21,7 +22,10 @@ def _signature(obj: object) -> str:
 
 
 def _doc(obj: object) -> str:
-    return inspect.cleandoc(obj.__doc__ or "(no docstring)")
+    """The docstring as Markdown: reStructuredText's roles (``:meth:`x` ``) and literals as code."""
+    text = inspect.cleandoc(obj.__doc__ or "(no docstring)")
+    text = re.sub(r":(?:meth|func|class|data|mod|attr):`~?([^`]+)`", r"`\1`", text)
+    return text.replace("``", "`")
 
 
 def _members(cls: type) -> list[str]:

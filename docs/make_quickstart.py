@@ -69,7 +69,8 @@ def case():
 cases = [case() for _ in range(400)]
 log = chmm.CHMM(states=40, pseudocount=1e-4, iterations=30, min_count=1, jobs=1).fit(cases)
 print(cases[0], log.predict([cases[0]]))
-print(log.decode(evidence=[{"create": 1.0}, {"check": 1.0}, {"approve": 0.5, "reject": 0.5}, {"ship": 1.0}])[1])"""),
+_, clones = log.decode(evidence=[{"create": 1.0}, {"check": 1.0}, {"approve": 0.5, "reject": 0.5}, {"ship": 1.0}])
+print([log.symbols_[k] for k in log.clone_symbol_[clones]])"""),
     ("markdown", """## The graph
 
 Infomap on the clone graph, as the Communities page runs it: the module map, a module's subgraph and the whole graph
@@ -82,7 +83,8 @@ module."""),
 print(graph.number_of_nodes(), "clones,", graph.number_of_edges(), "transitions")"""),
     ("markdown", """## The explorer
 
-`chmm.explore(model)` opens the app, with every page, in the cell's output (`mode="tab"` or `"external"` elsewhere).
+`chmm.explore(model)` opens the app, with every page, in the cell's output (`mode="tab"`, `"jupyterlab"` or
+`"external"` elsewhere); called again with another model, the open tabs change to it.
 """),
     ("code", """import socket
 

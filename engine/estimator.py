@@ -23,7 +23,6 @@ import inspect
 import math
 import os
 import tempfile
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,10 +37,9 @@ from engine.backends.model_files import load_model, save_model
 from engine.backends.reading import encode_for_model
 from engine.corpora.documents import Document
 from engine.corpora.sequences import sequences_from_tokens
-from engine.corpora.text import RARE_TOKEN, UNITS
+from engine.corpora.text import UNITS
 from engine.errors import CHMMError
-from engine.peers import base as peer_base
-from engine.peers.learners import LEARNERS, make_learner
+from engine.peers.learners import LEARNERS, score_any, train_peer_text
 from engine.training import TrainOptions, train_text
 from engine.training.learning import IterationRecord
 from engine.training.restarts import RESTART_PROCESSES_ENV
@@ -73,38 +71,66 @@ def _is_integer(token: Any) -> bool:
     return isinstance(token, (int, np.integer)) and not isinstance(token, (bool, np.bool_))
 
 
+def _scalar(token: Any) -> bool:
+    return isinstance(token, (str, np.str_)) or _is_integer(token)
+
+
 def as_sequences(X: Any, lengths: Any = None) -> tuple[list[Any], str]:
-    """``X`` (and ``lengths``) as a list of sequences and their kind: text (strings read as characters), integers or
-    tokens. CHMMError in one sentence for anything else."""
+    """``X`` (and ``lengths``) as a list of sequences and their kind: text (a string, or a list of strings with
+    whitespace inside: documents, read as characters), integers or tokens. A list of one-symbol lists reads as
+    hmmlearn's (n, 1) X. CHMMError in one sentence for anything else."""
     if isinstance(X, str):
         if lengths is not None:
             raise CHMMError("lengths cut token sequences; text is given as one string or a list of strings")
         return [X], _TEXT
+    if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and all(
+            isinstance(s, (list, tuple)) and len(s) == 1 for s in X) and lengths is not None):  # fmt: skip
+        array = np.asarray(X, dtype=object)
+        if array.ndim == 2 and array.shape[1] != 1 or array.ndim > 2:
+            raise CHMMError(f"X must have shape (n, 1) or (n,) as hmmlearn's categorical X, got {array.shape}")
+        X = list(array.ravel())
     if lengths is not None:
-        flat = list(np.asarray(X).ravel()) if isinstance(X, np.ndarray) else list(X)
+        flat = list(X)
         sizes = [int(n) for n in np.asarray(lengths).ravel()]
         if any(n < 1 for n in sizes) or sum(sizes) != len(flat):
             raise CHMMError(f"the lengths must be positive and add up to the {len(flat):,} symbols of X")
         bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         sequences = [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    elif isinstance(X, np.ndarray):
-        if X.ndim == 2 and X.shape[1] == 1 or X.ndim == 1:
-            sequences = [list(X.ravel())]
-        else:
-            raise CHMMError(f"X must have shape (n, 1) or (n,) as hmmlearn's categorical X, got {X.shape}")
     else:
         items = list(X)
-        if items and all(isinstance(s, str) for s in items) and any(len(s.split()) > 1 for s in items):
+        if items and all(isinstance(t, str) for t in items) and any(len(t.split()) > 1 for t in items):
             return items, _TEXT  # documents of text
-        scalar = all(isinstance(t, str) or _is_integer(t) for t in items)
-        sequences = [items] if scalar else [list(np.asarray(s).ravel()) if isinstance(s, np.ndarray) else list(s)
-                                            for s in items]  # fmt: skip
+        if all(isinstance(t, (list, tuple)) and len(t) == 1 for t in items) and items:
+            items = [t[0] for t in items]  # hmmlearn's X of shape (n, 1), as a list
+        if all(_scalar(t) or isinstance(t, float) for t in items):
+            sequences = [items]
+        else:
+            sequences = [list(np.asarray(t).ravel()) if isinstance(t, np.ndarray) else list(t)
+                         if isinstance(t, (list, tuple)) else [t] for t in items]  # fmt: skip
     if not sequences or any(len(s) == 0 for s in sequences):
         raise CHMMError("every sequence of X needs at least one symbol")
-    integers = all(_is_integer(t) for s in sequences for t in s)
-    if not integers and not all(isinstance(t, (str, np.str_)) or _is_integer(t) for s in sequences for t in s):
-        raise CHMMError("X's symbols must be integers or strings")
-    return sequences, _INTEGERS if integers else _TOKENS
+    if not all(_scalar(t) for s in sequences for t in s):
+        raise CHMMError("X's symbols must be integers or strings (tokens), or X a string of text")
+    return sequences, _INTEGERS if all(_is_integer(t) for s in sequences for t in s) else _TOKENS
+
+
+def _corpus(sequences: list[Any], kind: str) -> tuple[Any, str, bool]:
+    """What training reads for these sequences: the text (one) or its documents, or the token sequences as
+    documents (several split by sequence, one within), with the unit and whether it is split by sequence."""
+    if kind == _TEXT:
+        documents = [Document(f"document {n}", s) for n, s in enumerate(sequences)]
+        return (sequences[0] if len(sequences) == 1 else documents), UNITS[0], False
+    documents = sequences_from_tokens(sequences)
+    return (documents if len(documents) > 1 else documents[0].text), _TOKEN_UNIT, len(documents) > 1
+
+
+def _texts(X: Any, lengths: Any, fitted_kind: str) -> list[str]:
+    """Each sequence of X as raw text of the fitted model's kind (tokens joined by spaces); CHMMError when X holds
+    text and the model reads tokens, or the other way."""
+    sequences, kind = as_sequences(X, lengths)
+    if (kind == _TEXT) != (fitted_kind == _TEXT):
+        raise CHMMError(f"this model reads {'text' if fitted_kind == _TEXT else 'tokens'}; X holds {kind}")
+    return sequences if kind == _TEXT else [" ".join(str(t) for t in s) for s in sequences]
 
 
 @contextlib.contextmanager
@@ -127,14 +153,28 @@ def _restart_processes(jobs: int | None) -> Iterator[None]:
 class CHMM:
     """A cloned HMM estimator (Dedieu et al. 2019) with hmmlearn's interface.
 
-    Hyper-parameters are the plain ``chmm train``'s, with its defaults: ``states`` and ``pseudocount``
-    (``"auto"``: chosen on the held-out tenth within ``budget`` minutes, then refitted on all of ``X``),
-    ``algorithm`` (online, batch or viterbi EM), ``iterations``, ``restarts`` (None: the command's), ``min_count``
-    (tokens seen fewer times become one rare symbol), ``seed``, ``backend`` ("cpu" or "gpu"), ``dtype`` (of T:
-    "float32", or "float64" where a comparison needs every digit); ``jobs`` restarts at
-    once in worker processes (None: one per core; in a script, call :meth:`fit` under ``if __name__ ==
-    "__main__":``, as for any library that starts processes, or give 1); ``verbose`` prints a line per iteration.
-    hmmlearn's ``n_components``, ``n_iter`` and ``random_state`` are ``states``, ``iterations`` and ``seed``.
+    **X** (for ``fit`` and every method that reads sequences): a string (text, read as characters and normalised
+    the paper's way: lowercase letters and spaces, numbers written out, and, when scoring, words the training text
+    never had as "rare"); a list of tokens (strings or integers); a list of such lists (independent sequences of
+    different lengths); or hmmlearn's form, an integer array of shape (n, 1) or (n,), or such a list, cut into
+    sequences by ``lengths``. A list of strings with spaces inside is a list of text documents. Results per symbol
+    come for all sequences in order, as hmmlearn's do.
+
+    **Hyper-parameters** are the plain ``chmm train``'s, with its defaults: ``states`` and ``pseudocount``
+    (``"auto"``: chosen on a held-out tenth of X within ``budget`` minutes, default 10, then refitted on all of X);
+    ``algorithm`` (online, batch or viterbi EM); ``iterations`` (the most EM iterations of each run: of each restart
+    on 90% of X and of the refit on all of it, so not hmmlearn's ``n_iter`` of one run); ``restarts`` (None: the
+    command's; ``restarts=1`` with ``states`` and ``pseudocount`` given is the nearest to hmmlearn's one run);
+    ``min_count`` (tokens seen fewer times become one rare symbol); ``seed``; ``backend`` ("cpu" or "gpu");
+    ``dtype`` of T ("float32", or "float64" where a comparison needs every digit); ``jobs`` restarts at once in
+    worker processes (None: one per core; in a script call :meth:`fit` under ``if __name__ == "__main__":``, as for
+    any library that starts processes, or give 1); ``verbose`` prints a line per iteration. hmmlearn's
+    ``n_components`` and ``random_state`` are ``states`` and ``seed``.
+
+    **Fitted attributes**: ``model_`` (the engine's model), ``symbols_``, ``n_states_``, ``n_features_``,
+    ``clone_symbol_``, ``startprob_``, ``transitions_`` (sparse T), ``transmat_`` and ``emissionprob_`` (dense, for
+    models of at most 5,000 clones), ``history_`` (each EM iteration), ``monitor_`` (bits per symbol by iteration:
+    lower is better), ``summary_`` (what ``chmm train --json`` prints).
     """
 
     def __init__(
@@ -212,15 +252,9 @@ class CHMM:
         of ``X``. Returns the estimator, fitted."""
         sequences, kind = as_sequences(X, lengths)
         callback = _print_record if self.verbose else None
+        corpus, unit, by_sequence = _corpus(sequences, kind)
         with _restart_processes(self.jobs):
-            if kind == _TEXT:
-                corpus: Any = sequences[0] if len(sequences) == 1 else [Document(f"document {n}", s)
-                                                                        for n, s in enumerate(sequences)]  # fmt: skip
-                outcome = train_text(corpus, self._options(UNITS[0]), callback=callback)
-            else:  # as the command reads a file of token sequences: several split by sequence, one within
-                documents = sequences_from_tokens(sequences)
-                corpus = documents if len(documents) > 1 else documents[0].text
-                outcome = train_text(corpus, self._options(_TOKEN_UNIT, len(documents) > 1), callback=callback)
+            outcome = train_text(corpus, self._options(unit, by_sequence), callback=callback)
         self._fitted(outcome.model, kind, outcome.summary, list(outcome.result.history), outcome.result.stopped)
         return self
 
@@ -239,14 +273,24 @@ class CHMM:
         return self.model_
 
     # ------------------------------------------------------------------ fitted attributes
-    @property
-    def symbols_(self) -> list[Any]:
-        """The alphabet: symbol k is emitted by the clones with ``clone_symbol_ == k`` (integers as given; the rare
-        symbol, where there is one, as its name)."""
+    def _order(self) -> np.ndarray:
+        """The model's symbol indices in the order of ``symbols_``: integers by value, the rare symbol last."""
         model = self._check_fitted()
         if self.kind_ != _INTEGERS:
-            return list(model.symbols)
-        return [int(s) if s.lstrip("-").isdigit() else s for s in model.symbols]
+            return np.arange(model.n_symbols)
+        numeric = [(0, int(s)) if s.lstrip("-").isdigit() else (1, 0) for s in model.symbols]
+        return np.array(sorted(range(model.n_symbols), key=lambda k: numeric[k]), dtype=np.int64)
+
+    @property
+    def symbols_(self) -> list[Any]:
+        """The alphabet, symbol k emitted by the clones with ``clone_symbol_ == k`` (column k of
+        ``emissionprob_``): integers as given and in their order, so that where X holds 0..K-1 symbol k is k; the
+        rare symbol (tokens seen fewer than ``min_count`` times, and unseen ones) last."""
+        model = self._check_fitted()
+        names = [model.symbols[k] for k in self._order()]
+        if self.kind_ != _INTEGERS:
+            return names
+        return [int(s) if s.lstrip("-").isdigit() else s for s in names]
 
     @property
     def n_states_(self) -> int:
@@ -260,8 +304,10 @@ class CHMM:
 
     @property
     def clone_symbol_(self) -> np.ndarray:
-        """The symbol each clone emits, shape (n_states_,)."""
-        return np.asarray(self._check_fitted().layout.clone_symbol(), dtype=np.int64)
+        """The symbol each clone emits (its index in ``symbols_``), shape (n_states_,)."""
+        position = np.empty(self.n_features_, dtype=np.int64)
+        position[self._order()] = np.arange(self.n_features_)
+        return position[np.asarray(self._check_fitted().layout.clone_symbol(), dtype=np.int64)]
 
     @property
     def startprob_(self) -> np.ndarray:
@@ -279,7 +325,7 @@ class CHMM:
         if self.n_states_ > DENSE_STATES:
             raise CHMMError(
                 f"{what} is made dense for models of at most {DENSE_STATES:,} clones and this one has "
-                f"{self.n_states_:,}; use transitions_ and clone_symbol_"
+                f"{self.n_states_:,}; predict and decode give the MAP clones, transitions_ and clone_symbol_ the model"
             )
 
     @property
@@ -304,10 +350,7 @@ class CHMM:
         """``X`` as the model's symbol indices, one array per sequence: text normalised as in training, tokens
         outside the vocabulary read as its rare symbol (CHMMError where it has none)."""
         model = self._check_fitted()
-        sequences, kind = as_sequences(X, lengths)
-        if (kind == _TEXT) != (self.kind_ == _TEXT):
-            raise CHMMError(f"this CHMM reads {'text' if self.kind_ == _TEXT else 'tokens'}; X holds {kind}")
-        texts = sequences if kind == _TEXT else [" ".join(str(t) for t in s) for s in sequences]
+        texts = _texts(X, lengths, self.kind_)
         return [encode_for_model(model, t) for t in texts]
 
     def _state(self) -> tuple[Any, Any]:
@@ -327,8 +370,8 @@ class CHMM:
         return total
 
     def bits_per_symbol(self, X: Any, lengths: Any = None) -> float:
-        """Bits per symbol of X as ``chmm score`` reads it: each sequence from its start, a pair never seen in
-        training given its due by the model's back-off."""
+        """Bits per symbol of X with the model's back-off (a pair never seen in training given its due), as
+        ``chmm score`` reads a text; each sequence of X from its own start (``chmm score`` reads a file as one)."""
         engine, state = self._state()
         return float(engines.score_sequences(engine, state, self.encode(X, lengths)).bps)
 
@@ -346,7 +389,7 @@ class CHMM:
         if evidence is not None:
             if X is not None:
                 raise CHMMError("give X or evidence, not both")
-            index = {s: k for k, s in enumerate(self.symbols_)}
+            index = dict(zip(self.symbols_, self._order().tolist(), strict=True))
             unknown = sorted({str(s) for position in evidence for s in position if s not in index})
             if unknown:
                 raise CHMMError(f"the evidence names symbols outside the model's alphabet: {', '.join(unknown[:10])}")
@@ -387,16 +430,18 @@ class CHMM:
         sampling from the forward messages), which together is a draw of (symbols, clones) from the CHMM. Symbols
         come as X came: an (n, 1) integer array, a list of tokens, or a string. Fewer come back where the walk
         reaches a clone that no transition leaves."""
+        if not _is_integer(n_samples) or n_samples < 1:
+            raise CHMMError(f"n_samples must be a whole number at least 1, got {n_samples!r}")
         engine, state = self._state()
         rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
         x = np.asarray(engine.sample(state, int(n_samples), rng), dtype=np.int64)
         clones = _clones_given_symbols(engine.as_dense(state, "sampling clones"), x, rng)
         if self.kind_ == _TEXT:
             return self.model_.decode_symbols(x), clones
-        symbols = self.symbols_
         if self.kind_ == _INTEGERS:
-            return np.array([symbols[s] if _is_integer(symbols[s]) else -1 for s in x], dtype=np.int64)[:, None], clones
-        return [symbols[s] for s in x], clones
+            names = self.model_.symbols
+            return np.array([int(names[s]) if names[s].lstrip("-").isdigit() else -1 for s in x])[:, None], clones
+        return [self.model_.symbols[s] for s in x], clones
 
     def n_parameters(self) -> int:
         """The free parameters: each clone's non-zero transitions less one (its row sums to 1); pi and the one-hot
@@ -433,9 +478,9 @@ class CHMM:
         estimator = cls(**{k: v for k, v in params.items() if k in known})
         kind = saved.get("kind") if saved.get("kind") in (_TEXT, _INTEGERS, _TOKENS) else None
         kind = kind or (_TEXT if model.codec.unit == UNITS[0] else _TOKENS)
-        history = model.metadata.get("history") if isinstance(model.metadata.get("history"), list) else []
-        estimator._fitted(model, kind, {}, [], str(model.metadata.get("stopped", "")))
-        estimator.summary_ = {"history": history}
+        records = model.metadata.get("history") if isinstance(model.metadata.get("history"), list) else []
+        history = [_record(r) for r in records if isinstance(r, dict)]
+        estimator._fitted(model, kind, {}, [r for r in history if r is not None], str(model.metadata.get("stopped")))
         return estimator
 
     def __getstate__(self) -> dict[str, Any]:
@@ -485,6 +530,17 @@ def _clones_given_symbols(model: Any, x: np.ndarray, rng: np.random.Generator) -
     return clones
 
 
+def _record(saved: dict[str, Any]) -> IterationRecord | None:
+    """An iteration as a model file's history keeps it (a JSON object), or None when it does not read as one."""
+    try:
+        keys = ("train_bps", "validation_bps")
+        numbers = {k: float(saved[k]) if saved.get(k) is not None else math.nan for k in keys}
+        return IterationRecord(int(saved["iteration"]), numbers["train_bps"], numbers["validation_bps"],
+                               float(saved.get("seconds", 0.0)), refit=bool(saved.get("refit", False)))  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _print_record(record: Any) -> None:
     stage = "refit" if record.refit else f"setting {record.candidate + 1}, restart {record.restart}"
     print(f"{stage}: iteration {record.iteration}, train {record.train_bps:.4f}, validation "
@@ -493,10 +549,10 @@ def _print_record(record: Any) -> None:
 
 class Learner:
     """A peer learner (``kind``: one of the registered learners but the CHMM, e.g. "ngram", "seqm", "hmm") behind
-    the estimator's interface: ``fit(X, lengths)`` on the same X as :class:`CHMM` (its own vocabulary of the
-    training symbols seen at least ``min_count`` times, as the CHMM's, one rare symbol for the rest), :meth:`score`
-    and :meth:`bits_per_symbol`. ``options`` are the learner's (as ``chmm train --learner KIND --option
-    NAME=VALUE``)."""
+    the estimator's interface: ``fit(X, lengths)`` on the same X as :class:`CHMM`, read as the CHMM reads it (text
+    normalised the paper's way, tokens seen fewer than ``min_count`` times as one rare symbol, several sequences split
+    by sequence) and trained by the same protocol (``chmm train --learner KIND``) on all of X; :meth:`score` and
+    :meth:`bits_per_symbol` as the CHMM's. ``options`` are the learner's (``--option NAME=VALUE``)."""
 
     def __init__(self, kind: str = "ngram", min_count: int = _DEFAULTS.min_count, **options: Any) -> None:
         if kind not in LEARNERS or kind == LEARNERS[0]:
@@ -506,42 +562,27 @@ class Learner:
         self.options = options
 
     def fit(self, X: Any, lengths: Any = None) -> Learner:
-        """Train on all of X (its sequences joined in order; the last tenth is the learner's validation text where
-        it takes one)."""
+        """Train on all of X (its last tenth chooses what validation chooses, then the refit)."""
         sequences, kind = as_sequences(X, lengths)
-        symbols = [list(s) for s in sequences]  # a text's characters, or the tokens
-        counts = Counter(str(t) for s in symbols for t in s)
-        vocabulary = sorted(t for t, n in counts.items() if n >= self.min_count or kind == _TEXT)
+        corpus, unit, by_sequence = _corpus(sequences, kind)
+        self.learner_, self.summary_ = train_peer_text(
+            corpus, self.kind, self.options, normalisation=_DEFAULTS.normalisation, test_fraction=0.0, unit=unit,
+            min_count=self.min_count, by_sequence=by_sequence,
+        )  # fmt: skip
         self.kind_ = kind
-        self.symbols_ = vocabulary + [RARE_TOKEN]
-        x = np.concatenate([self._codes(s) for s in symbols])
-        cut = len(x) - max(1, len(x) // 10)
-        learner = make_learner(self.kind, **self.options)
-        self.learner_ = learner.fit(x[:cut], len(self.symbols_), validation=x[cut:]) if cut > 0 else learner.fit(
-            x, len(self.symbols_)
-        )
         return self
 
-    def _codes(self, sequence: Any) -> np.ndarray:
-        index = {s: k for k, s in enumerate(self.symbols_)}
-        rare = len(self.symbols_) - 1
-        return np.fromiter((index.get(str(t), rare) for t in sequence), dtype=np.int64, count=len(sequence))
-
-    def _parts(self, X: Any, lengths: Any) -> list[np.ndarray]:
+    def _scores(self, X: Any, lengths: Any) -> tuple[float, int]:
         if getattr(self, "learner_", None) is None:
             raise CHMMError(f"this {self.kind} learner is not fitted yet: call fit(X) first")
-        sequences, _ = as_sequences(X, lengths)
-        return [self._codes(list(s)) for s in sequences]
+        found = [score_any(self.learner_, t) for t in _texts(X, lengths, self.kind_)]
+        return float(sum(-r.log2_probability for r in found)), int(sum(r.symbols for r in found))
 
     def bits_per_symbol(self, X: Any, lengths: Any = None) -> float:
         """Bits per symbol of X, each sequence from its start."""
-        parts = self._parts(X, lengths)
-        bits = sum(peer_base.bits_per_symbol(self.learner_, x) * len(x) for x in parts)
-        return float(bits / sum(len(x) for x in parts))
+        bits, symbols = self._scores(X, lengths)
+        return bits / max(symbols, 1)
 
     def score(self, X: Any, lengths: Any = None) -> float:
         """log P(X) in nats, summed over the sequences."""
-        parts = self._parts(X, lengths)
-        return float(-sum(peer_base.bits_per_symbol(self.learner_, x) * len(x) for x in parts) * math.log(2))
-
-
+        return -self._scores(X, lengths)[0] * math.log(2)

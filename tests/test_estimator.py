@@ -135,6 +135,7 @@ def test_a_fitted_model_pickles_and_saves_without_changing_what_it_computes(
     loaded = CHMM.load(tmp_path / "m.npz")
     assert loaded.score(sequences[:5]) == expected and loaded.symbols_ == model.symbols_
     assert loaded.states == model.states and loaded.dtype == "float64"
+    assert [r.train_bps for r in loaded.history_] == pytest.approx([r.train_bps for r in model.history_])
     assert load_model(tmp_path / "m.npz").n_states == model.n_states_  # the project's own format
 
 
@@ -165,6 +166,33 @@ def test_the_dense_matrices_are_refused_for_a_large_model(fitted, monkeypatch) -
     with pytest.raises(CHMMError, match="transitions_"):
         _ = model.transmat_
     assert model.transitions_.shape == (model.n_states_, model.n_states_)
+
+
+def test_integer_symbols_are_in_their_order_so_that_symbol_k_is_k() -> None:
+    sequences = [[t % 12 for t in s] for s in _sequences(60, 5, symbols=12)]
+    model = CHMM(**(SMALL | {"states": 30})).fit(sequences)
+    assert model.symbols_[:12] == list(range(12)) and model.symbols_[12:] == ["<rare>"]
+    x = sequences[0][:6]
+    _, clones = model.decode([x])
+    assert np.all(clones >= 0)
+    np.testing.assert_array_equal(model.clone_symbol_[clones], x)
+    np.testing.assert_array_equal(model.emissionprob_[clones].argmax(axis=1), x)
+    flat = np.array([t for s in sequences[:4] for t in s])
+    as_lists = flat[:, None].tolist()  # hmmlearn's X as a list of one-symbol lists
+    lengths = [len(s) for s in sequences[:4]]
+    assert model.score(as_lists, lengths) == model.score(flat[:, None], lengths) == model.score(sequences[:4])
+    with pytest.raises(CHMMError, match="integers or strings"):
+        model.score([0.5, 1.5])
+
+
+def test_a_peer_reads_x_as_the_chmm_does() -> None:
+    text = "The Cat sat on the Mat, 12 times. " * 40
+    ngram = Learner("ngram").fit(text)
+    chmm_model = CHMM(states=40, pseudocount=1e-3, iterations=3, jobs=1).fit(text)
+    assert ngram.learner_.metadata["symbols"] == chmm_model.model_.symbols  # the same normalised alphabet
+    assert ngram.bits_per_symbol("the cat sat") < 1.5
+    with pytest.raises(CHMMError, match="reads text"):
+        ngram.bits_per_symbol([["the", "cat"]])
 
 
 def test_peers_have_the_same_interface() -> None:
