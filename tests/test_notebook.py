@@ -54,3 +54,27 @@ def test_the_quickstart_notebook_runs() -> None:
     printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "bits per character" in printed and "bits per word" in printed
     assert printed.rstrip().endswith(" 200")  # the explorer answered from the kernel
+
+
+def test_exploring_another_model_changes_the_open_tabs_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app import config, sessions
+    from app.main import app as dash_app
+    from engine import api
+
+    for name in ("CHMM_START_MODEL", "CHMM_DATA_DIR", "CHMM_START_CORPUS"):
+        monkeypatch.setenv(name, "")  # restored after the test: explore sets them for its kernel
+    served: list[dict] = []
+    monkeypatch.setattr(dash_app, "run", lambda **kwargs: served.append(kwargs))
+    first = api.load_model(config.SAMPLE_MODEL)
+    url = chmm.explore(first, mode="external", port=8123)
+    assert url == "http://127.0.0.1:8123/" and served[-1]["jupyter_mode"] == "external"
+    root = config.data_dir()
+    tab = sessions.session_folder(sessions.new_session_id(root), root)  # a browser tab's session
+    assert api.load_model(sessions.current_model_path(tab)).n_states == first.n_states
+    second = chmm.CHMM(states=30, pseudocount=1e-3, iterations=2, jobs=1).fit("abc abd abe " * 50)
+    chmm.explore(second, mode="external", port=8123)
+    assert config.data_dir() == root  # the same sessions, so the tab's session stays valid
+    assert api.load_model(sessions.current_model_path(tab)).n_states == second.n_states_
+    assert api.load_model(sessions.previous_model_path(tab)).n_states == first.n_states  # Undo
+    with pytest.raises(chmm.CHMMError, match="unknown mode"):
+        chmm.explore(second, mode="popup")
