@@ -146,7 +146,7 @@ def stage_table(corpus: Path, row: dict) -> list[str]:
     from engine import training
 
     options = training.TrainOptions()
-    prepared = training.prepare_training_corpus(corpus.read_text(encoding="utf-8"), options, corpus.stem, None)
+    prepared = training.stages.prepare_training_corpus(corpus.read_text(encoding="utf-8"), options, corpus.stem, None)
     memory: dict[int, float] = {}
 
     def cost(n: int) -> float:
@@ -191,7 +191,7 @@ def options_for(options, states: int):
 
     from engine import training
 
-    return replace(options, states=states, pseudocount=training.FIRST_PSEUDOCOUNT)
+    return replace(options, states=states, pseudocount=training.options.FIRST_PSEUDOCOUNT)
 
 
 def main() -> None:

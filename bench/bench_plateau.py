@@ -3,7 +3,7 @@ seed that stays on the first-order plateau and one that leaves it, for the kinds
 
 Every run is `learning.fit` with online EM (batches of 400, the automatic size here), no early stopping and no
 tolerance, from the start and with the lambda of a restart of `chmm train --start uniform`
-(engine/training.restart_plan: 0 uniform T and lambda 0.9, 2 uniform and 0.5, 3 aligned and 0.5, where the
+(engine/training.options.restart_plan: 0 uniform T and lambda 0.9, 2 uniform and 0.5, 3 aligned and 0.5, where the
 curves of bench/RESULTS.md had a plain sharp start; 2 clones per symbol), on the toy FSM with
 k = 3 holes (the paper's 33,750 training symbols, its last tenth held out for validation). Prints a table of the
 epoch at which each run's validation BPS first comes within 0.008 of the entropy rate, and writes the curves as an
@@ -49,9 +49,9 @@ def curves(seed: int, restart: int, epochs: int) -> tuple[list[float], list[floa
         dtype="float64",
         start="uniform",  # the restarts of `chmm train --start uniform`: the plateau is the uniform start's
     )
-    corpus = training.prepare_training_corpus(text, options, "toy", None)
-    start = training.initial_model_for(corpus, options, restart)
-    memory = training.RESTART_MEMORY if training.restart_plan(restart)[1] else options.memory
+    corpus = training.stages.prepare_training_corpus(text, options, "toy", None)
+    start = training.stages.initial_model_for(corpus, options, restart)
+    memory = training.RESTART_MEMORY if training.options.restart_plan(restart)[1] else options.memory
     config = learning.TrainingConfig(
         algorithm="online",
         iterations=epochs,
@@ -128,7 +128,7 @@ def main() -> None:
     series = []
     for seed in args.seeds:
         for restart in args.restarts:
-            aligned, larger_steps = training.restart_plan(restart, "uniform")
+            aligned, larger_steps = training.options.restart_plan(restart, "uniform")
             start, memory = (
                 "aligned" if aligned else "uniform",
                 training.RESTART_MEMORY if larger_steps else training.TrainOptions().memory,

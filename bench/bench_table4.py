@@ -77,7 +77,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="corpus file stems, e.g. carroll-alice")
     parser.add_argument("--learners", nargs="*", default=["chmm", "ngram", "seqm", "rnn"])
-    parser.add_argument("--budget", type=float, default=training.BUDGET_MINUTES, help="the CHMM's search (minutes)")
+    parser.add_argument(
+        "--budget", type=float, default=training.options.BUDGET_MINUTES, help="the CHMM's search (minutes)"
+    )
     parser.add_argument("--rnn-minutes", type=float, default=None, help="default: the CHMM's minutes")
     parser.add_argument("--unit", default=text.UNITS[0], choices=text.UNITS)
     parser.add_argument("--verbose", action="store_true")

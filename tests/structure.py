@@ -175,7 +175,11 @@ def wing_uses(root: Path) -> dict[str, dict[str, set[str]]]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         whole: dict[str, str] = {}  # local name -> wing of a module imported whole
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "engine":
+                for alias in node.names:  # a wing imported whole: "from engine import training"
+                    if f"engine.{alias.name}" in wing_names and f"engine.{alias.name}" != wing_of(name):
+                        whole[alias.asname or alias.name] = f"engine.{alias.name}"
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 wing = wing_of(node.module)
                 if wing is None or wing == wing_of(name):
                     continue

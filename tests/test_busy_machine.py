@@ -182,16 +182,16 @@ def test_online_epochs_are_predicted_per_size() -> None:
         "refit_iterations": 5, "online_curve": curve, "online_wait": 10,
     }  # fmt: skip
     waits = {300: 10, 1000: 1}
-    got = training.predict_stages([line], entries.__getitem__, 1000, pace=pacing.Pace(), wait=waits.get)
+    got = training.pacing.predict_stages([line], entries.__getitem__, 1000, pace=pacing.Pace(), wait=waits.get)
     assert got.online_epochs == 13.0
-    assert training.predict_stages([line], entries.__getitem__, 1000).online_epochs == 32.0  # the old copy
+    assert training.pacing.predict_stages([line], entries.__getitem__, 1000).online_epochs == 32.0  # the old copy
 
 
 def test_probe_measures_online_em_at_a_size_it_has_not_run() -> None:
     """A probe runs a new model's online batches for about the seconds it is given and returns an epoch's seconds
     from them; a size that does not fit the memory limit is not probed."""
     options = training.TrainOptions(states=400, pseudocount=1e-3, refit=False)
-    corpus = training.prepare_training_corpus(alice(40_000), options, "alice", None)
+    corpus = training.stages.prepare_training_corpus(alice(40_000), options, "alice", None)
     figures = pacing.probe_online(corpus, options, "cpu", 0.3)
     assert figures is not None and figures["batches"] >= 1 and figures["epoch_seconds"] > 0
     batches = learning.online_batches([len(x) for x in corpus.train_parts], learning.ONLINE_BATCH_SIZE)
@@ -204,8 +204,8 @@ def test_the_online_stage_hands_over_to_batch_em() -> None:
     """A real online stage whose hand-over token is set after two epochs: online EM stops there and batch EM
     follows from its best epoch (not a cancelled run)."""
     options = training.TrainOptions(states=200, pseudocount=1e-3, iterations=6, refit=False, restarts=1)
-    corpus = training.prepare_training_corpus(alice(20_000), options, "alice", None)
-    start = training.initial_model_for(corpus, options)
+    corpus = training.stages.prepare_training_corpus(alice(20_000), options, "alice", None)
+    start = training.stages.initial_model_for(corpus, options)
     epochs: list[int] = []
     hand_over = learning.CancelToken(poll=lambda: len(epochs) >= 2)
 
@@ -213,10 +213,10 @@ def test_the_online_stage_hands_over_to_batch_em() -> None:
         if record.online:
             epochs.append(record.iteration)
 
-    run = training.RunContext(callback=callback, hand_over=hand_over)
-    result = training.select_on_validation(start, corpus, options.training_config(), run)
+    run = training.options.RunContext(callback=callback, hand_over=hand_over)
+    result = training.stages.select_on_validation(start, corpus, options.training_config(), run)
     assert result.online_iterations == 2 and len(epochs) == 2
-    assert result.online_model is not None and result.stopped not in training.STOPPED_BAD
+    assert result.online_model is not None and result.stopped not in training.options.STOPPED_BAD
     assert len(result.history) > 2  # batch EM's iterations after the two epochs
 
 

@@ -23,7 +23,7 @@ def test_the_defaults_are_the_recipe() -> None:
     defaults = training.TrainOptions()
     assert defaults.algorithm == "online"
     assert defaults.states == training.AUTO and defaults.pseudocount == training.AUTO and defaults.searches
-    assert defaults.budget == training.BUDGET_MINUTES > 0
+    assert defaults.budget == training.options.BUDGET_MINUTES > 0
     assert defaults.refit
 
 
@@ -65,12 +65,12 @@ def test_a_continued_model_keeps_its_states_and_pseudocount(tmp_path: Path) -> N
     assert continuing.states == model.n_states and continuing.pseudocount == 1e-3 and not continuing.searches
     assert training.TrainOptions(pseudocount=1e-5).continuing(model).pseudocount == 1e-5  # given: kept
     model.metadata = {}  # a file that does not say how it was trained
-    assert training.TrainOptions().continuing(model).pseudocount == training.FIRST_PSEUDOCOUNT
+    assert training.TrainOptions().continuing(model).pseudocount == training.options.FIRST_PSEUDOCOUNT
     path = tmp_path / "m.npz"
     model_files.save_model(model, path)
     again = training.train_text(BLAKE.read_text(encoding="utf-8"), training.TrainOptions(init=str(path), iterations=1))
     assert again.model.n_states == model.n_states
-    assert asdict(training.TrainOptions())["budget"] == training.BUDGET_MINUTES
+    assert asdict(training.TrainOptions())["budget"] == training.options.BUDGET_MINUTES
 
 
 @pytest.mark.parametrize("given", [["--states", "60", "--pseudocount", "1e-3"], ["--init", "MODEL"]])
@@ -141,12 +141,14 @@ def test_the_search_stops_a_hopeless_candidate_early(monkeypatch: pytest.MonkeyP
             history.append(record)
             run.callback(record)
         result = learning.TrainingResult(model=min(r.validation_bps for r in history), history=history, stopped=stopped)
-        return training.Selection(options, None, result, None)
+        return training.options.Selection(options, None, result, None)
 
     monkeypatch.setattr(stages, "sequences_bps", lambda model, sequences, backend: model)
     options = training.TrainOptions(states=300, pseudocount=training.AUTO, restarts=1, budget=None)
     corpus = SimpleNamespace(validation_parts=[], train=[0], train_full=[0])
-    selection, record = search_mod.search_settings("", corpus, options, training.RunContext(), "curve", fake_select)
+    selection, record = search_mod.search_settings(
+        "", corpus, options, training.options.RunContext(), "curve", fake_select
+    )
     assert [line["pseudocount"] for line in record] == [1e-4, 1e-3, 1e-5]
     assert record[1]["stopped"] == "hopeless" and record[1]["iterations"] == search_mod.HOPELESS_AFTER
     assert "stopped" not in record[0] and "stopped" not in record[2] and record[2]["iterations"] == 6
@@ -159,9 +161,11 @@ def test_the_time_is_stated_before_the_start_and_kept_beside_what_it_took(
     import json
 
     defaults = training.TrainOptions()
-    assert training.expected_minutes(defaults) == pytest.approx(training.BUDGET_MINUTES * (1 + training.REFIT_SHARE))
+    assert training.expected_minutes(defaults) == pytest.approx(
+        training.options.BUDGET_MINUTES * (1 + training.options.REFIT_SHARE)
+    )
     assert training.expected_sentence(defaults).startswith("At most about 13 minutes: the states and pseudocount")
-    assert training.expected_minutes(replace(defaults, refit=False)) == training.BUDGET_MINUTES
+    assert training.expected_minutes(replace(defaults, refit=False)) == training.options.BUDGET_MINUTES
     assert training.expected_sentence(replace(defaults, budget=0.5, refit=False)).startswith("Under a minute")
     assert training.expected_minutes(replace(defaults, states=300, pseudocount=1e-3)) is None  # nothing to choose
     out = tmp_path / "m.npz"
@@ -170,7 +174,7 @@ def test_the_time_is_stated_before_the_start_and_kept_beside_what_it_took(
     captured = capsys.readouterr()
     assert "Under a minute: the states and pseudocount chosen on validation within 0.2 min" in captured.err
     summary = json.loads(captured.out.strip().splitlines()[-1])
-    assert summary["expected_minutes"] == pytest.approx(0.2 * (1 + training.REFIT_SHARE))
+    assert summary["expected_minutes"] == pytest.approx(0.2 * (1 + training.options.REFIT_SHARE))
     assert summary["chosen"]["states"] == 60 and "lowest validation BPS" in summary["chosen"]["reason"]
     assert model_files.load_model(out).metadata["chosen"] == summary["chosen"]
 

@@ -54,12 +54,12 @@ def test_restarts_keep_the_best_on_validation() -> None:
 
 
 def test_restarts_start_from_different_models() -> None:
-    corpus = training.prepare_training_corpus(toy_text(2, 3000, 1), options(), "toy", None)
-    first = training.initial_model_for(corpus, options(), 0)
-    second = training.initial_model_for(corpus, options(), 1)
-    third = training.initial_model_for(corpus, options(), 2)
+    corpus = training.stages.prepare_training_corpus(toy_text(2, 3000, 1), options(), "toy", None)
+    first = training.stages.initial_model_for(corpus, options(), 0)
+    second = training.stages.initial_model_for(corpus, options(), 1)
+    third = training.stages.initial_model_for(corpus, options(), 2)
     assert not np.allclose(first.T, second.T) and not np.allclose(first.T, third.T)
-    assert np.array_equal(first.T, training.initial_model_for(corpus, options(), 0).T)
+    assert np.array_equal(first.T, training.stages.initial_model_for(corpus, options(), 0).T)
 
 
 def test_online_em_then_batch_em_and_the_refit_continues_from_online() -> None:
@@ -184,7 +184,7 @@ def test_restart_workers_end_when_their_job_is_killed(tmp_path: Path) -> None:
         assert workers and all(pid != holder.pid for pid in workers)
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
-        deadline = time.time() + 10 * training.ORPHAN_CHECK_S
+        deadline = time.time() + 10 * training.restarts.ORPHAN_CHECK_S
         alive = workers
         while alive and time.time() < deadline:
             time.sleep(0.2)
@@ -235,7 +235,7 @@ def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
     outcome = training.train_text(corpus, options_with(base, pseudocount="auto"), callback=records.append)
     search = outcome.summary["search"]
     values = [line["pseudocount"] for line in search]
-    assert values[0] == training.FIRST_PSEUDOCOUNT and set(values) <= set(training.PSEUDOCOUNT_GRID)
+    assert values[0] == training.options.FIRST_PSEUDOCOUNT and set(values) <= set(training.PSEUDOCOUNT_GRID)
     assert len(values) == len(set(values)) >= 2  # the walk tried neighbours and never a value twice
     best = min(search, key=lambda line: line["validation_bps"])
     assert outcome.summary["pseudocount"] == best["pseudocount"]
@@ -261,21 +261,23 @@ def test_auto_pseudocount_keeps_the_candidate_best_on_validation() -> None:
 def test_auto_states_grid_and_choice() -> None:
     corpus = alice(24_000)
     base = training.TrainOptions(algorithm="em", states="auto", iterations=4, allocation="uniform", pseudocount=1e-3)
-    prepared = training.prepare_training_corpus(corpus, base, "alice", None)
-    grid = training.states_candidates(prepared, base)
+    prepared = training.stages.prepare_training_corpus(corpus, base, "alice", None)
+    grid = training.options.states_candidates(prepared, base)
     assert grid == [n for n in training.STATES_GRID if n <= len(prepared.train_full) // training.SYMBOLS_PER_STATE]
     assert grid == [300, 1000]
     big = dataclasses.replace(prepared, train=np.resize(prepared.train, 400_000))  # a long text skips the smallest
-    assert training.states_candidates(big, base)[0] == 1000 and 300 not in training.states_candidates(big, base)
+    assert training.options.states_candidates(big, base)[0] == 1000 and 300 not in training.options.states_candidates(
+        big, base
+    )
     huge = dataclasses.replace(prepared, train=np.resize(prepared.train, 4_000_000))  # the first stays affordable
-    assert training.states_candidates(huge, base)[0] == training.LARGEST_FIRST_STATES
+    assert training.options.states_candidates(huge, base)[0] == training.options.LARGEST_FIRST_STATES
     # on a latency-bound backend (the GPU) the first is the largest of the grid up to DEVICE_FIRST_STATES the text
     # allows; the CPU's grid is unchanged
-    assert training.states_candidates(big, base, "gpu") == [10_000, 30_000]
-    assert training.states_candidates(big, base, "cpu") == training.states_candidates(big, base)
-    assert training.states_candidates(prepared, base, "gpu") == [1000]  # 1,919 states at most: 1,000 first
+    assert training.options.states_candidates(big, base, "gpu") == [10_000, 30_000]
+    assert training.options.states_candidates(big, base, "cpu") == training.options.states_candidates(big, base)
+    assert training.options.states_candidates(prepared, base, "gpu") == [1000]  # 1,919 states at most: 1,000 first
     small = training.estimate_training_memory(prepared, options_with(base, states=300))
-    assert training.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
+    assert training.options.states_candidates(prepared, options_with(base, max_memory=small)) == [300]
     assert training.estimate_training_memory(prepared, base) == training.estimate_training_memory(
         prepared, options_with(base, states=1000)
     )
@@ -287,9 +289,9 @@ def test_auto_states_grid_and_choice() -> None:
     assert outcome.model.metadata["search"] == search
 
 
-def exactly(seconds: float) -> training.StagePrediction:
+def exactly(seconds: float) -> training.pacing.StagePrediction:
     """A prediction of ``seconds`` whole, all of them needed (no stage that the budget's end could cut), no refit."""
-    return training.StagePrediction(0, 0.0, 0, 0.0, seconds, 0, 0.0)
+    return training.pacing.StagePrediction(0, 0.0, 0, 0.0, seconds, 0, 0.0)
 
 
 def surface_search(
@@ -298,8 +300,8 @@ def surface_search(
     best_index: dict[int, int],
     minutes: float | None = None,
     seconds: dict[int, float] | None = None,
-) -> tuple[training.Selection, list[tuple[int, float]]]:
-    """:func:`training.search_settings` on a validation surface: ``level[states]`` plus 0.01 per grid step away
+) -> tuple[training.options.Selection, list[tuple[int, float]]]:
+    """:func:`training.search.search_settings` on a validation surface: ``level[states]`` plus 0.01 per grid step away
     from ``best_index[states]`` (an index into PSEUDOCOUNT_GRID), each candidate taking ``seconds[states]`` of a
     fake clock (predicted exactly); returns the selection and the (states, pseudocount) tried in order."""
     grid = list(training.PSEUDOCOUNT_GRID)
@@ -309,7 +311,7 @@ def surface_search(
     def fake_select(corpus_text, corpus, options, init_model, run, name, restarts=None):
         clock[0] += seconds[options.states]
         result = learning.TrainingResult(model=(options.states, options.pseudocount), stopped="converged")
-        return training.Selection(options, None, result, None)
+        return training.options.Selection(options, None, result, None)
 
     def surface(states: int, pseudocount: float) -> float:
         return level[states] + 0.01 * abs(grid.index(pseudocount) - best_index[states])
@@ -323,7 +325,9 @@ def surface_search(
     )
     options = training.TrainOptions(algorithm="em", states="auto", pseudocount="auto", restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[], train=[0], train_full=[0])
-    selection, record = training.search_settings("", corpus, options, training.RunContext(), "surface", fake_select)
+    selection, record = training.search.search_settings(
+        "", corpus, options, training.options.RunContext(), "surface", fake_select
+    )
     tried = [(line["states"], line["pseudocount"]) for line in record]
     assert len(set(tried)) == len(tried)  # each candidate once
     return selection, tried
@@ -390,23 +394,23 @@ def test_auto_search_walks_at_once_when_more_states_do_not_fit(monkeypatch: pyte
 def test_pseudocount_start_falls_with_the_square_of_the_states() -> None:
     grid = training.PSEUDOCOUNT_GRID
     at = grid.index
-    assert training.pseudocount_start(grid, at(1e-3), 1000, 300) == at(1e-4)  # 3.3 times: one decade
-    assert training.pseudocount_start(grid, at(1e-3), 3000, 1000) == at(1e-4)
-    assert training.pseudocount_start(grid, at(1e-4), 5000, 3000) == at(1e-4)  # 1.7 times: 0.44 decade, none
-    assert training.pseudocount_start(grid, at(1e-4), 10_000, 5000) == at(1e-5)  # twice: 0.6 decade, one
-    assert training.pseudocount_start(grid, at(1e-4), 30_000, 300) == at(1e-6)  # four decades, within the grid
-    assert training.pseudocount_start(grid, at(1e-6), 3000, 1000) == 0
+    assert training.search.pseudocount_start(grid, at(1e-3), 1000, 300) == at(1e-4)  # 3.3 times: one decade
+    assert training.search.pseudocount_start(grid, at(1e-3), 3000, 1000) == at(1e-4)
+    assert training.search.pseudocount_start(grid, at(1e-4), 5000, 3000) == at(1e-4)  # 1.7 times: 0.44 decade, none
+    assert training.search.pseudocount_start(grid, at(1e-4), 10_000, 5000) == at(1e-5)  # twice: 0.6 decade, one
+    assert training.search.pseudocount_start(grid, at(1e-4), 30_000, 300) == at(1e-6)  # four decades, within the grid
+    assert training.search.pseudocount_start(grid, at(1e-6), 3000, 1000) == 0
 
 
 def test_restarts_within_count_rounds_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """n restarts in p one-core processes take ceil(n / p) rounds of p times a run that had every core."""
     monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "2")
-    assert training.restarts_within(3, 10.0, 40.0, "cpu") == 3  # two rounds of 20 s
-    assert training.restarts_within(3, 10.0, 39.0, "cpu") == 2  # one round
-    assert training.restarts_within(3, 10.0, 19.0, "cpu") == 1  # alone, with every core
-    assert training.restarts_within(3, 10.0, 9.0, "cpu") == 0
+    assert training.search.restarts_within(3, 10.0, 40.0, "cpu") == 3  # two rounds of 20 s
+    assert training.search.restarts_within(3, 10.0, 39.0, "cpu") == 2  # one round
+    assert training.search.restarts_within(3, 10.0, 19.0, "cpu") == 1  # alone, with every core
+    assert training.search.restarts_within(3, 10.0, 9.0, "cpu") == 0
     monkeypatch.setenv(training.RESTART_PROCESSES_ENV, "1")
-    assert training.restarts_within(3, 10.0, 35.0, "cpu") == 3
+    assert training.search.restarts_within(3, 10.0, 35.0, "cpu") == 3
 
 
 def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -417,14 +421,14 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     def fake_select(corpus_text, corpus, options, init_model, run, name, restarts=None):
         clock[0] += 10.0  # every candidate takes 10 s
         result = learning.TrainingResult(model=options.states, stopped="converged")
-        return training.Selection(options, None, result, None)
+        return training.options.Selection(options, None, result, None)
 
     ran: list[range] = []
 
     def fake_restarts(corpus, options, config, run, which):
         ran.append(which)
         result = learning.TrainingResult(model=options.states, stopped="converged")
-        return None, result, [training.restart_line(r, 9.0, result, options) for r in which]
+        return None, result, [training.restarts.restart_line(r, 9.0, result, options) for r in which]
 
     monkeypatch.setattr(training_search, "best_of_restarts", fake_restarts)
     monkeypatch.setattr(training_stages, "sequences_bps", lambda model, sequences, backend: 2.0)
@@ -438,7 +442,9 @@ def test_search_budget_covers_the_chosen_settings_restarts(monkeypatch: pytest.M
     def search(minutes: float | None) -> None:
         ran.clear()
         budget = dataclasses.replace(options, budget=minutes)
-        training.search_settings("", corpus, budget, training.RunContext(log=lines.append), "budget", fake_select)
+        training.search.search_settings(
+            "", corpus, budget, training.options.RunContext(log=lines.append), "budget", fake_select
+        )
 
     search(75.0 / 60)
     # 1e-4, 1e-3 and 1e-5 take 30 s (all equal: the walk stops at once each way); the 45 s left hold three restarts
@@ -477,7 +483,7 @@ def test_stage_prediction_from_recorded_seconds() -> None:
         stage_line(3000, (3, 108.0), (20, 100.0), 4.0, 14),  # 36 s an epoch, 5 s an iteration
         stage_line(3000, (5, 180.0), (3, 15.0), 6.0, 2, stopped="hopeless"),  # the same rates; it ran 3 iterations
     ]
-    got = training.predict_stages(record, entries.__getitem__, 5000, refit_scale=1.1)
+    got = training.pacing.predict_stages(record, entries.__getitem__, 5000, refit_scale=1.1)
     # online: 36 s an epoch at 3,000 states (288 s over 8 epochs), 3 at 1,000: 12 times for 9 times the entries
     online_exponent = math.log(36.0 / 3.0) / math.log(9.0)
     assert got.online_epoch_seconds == pytest.approx(36.0 * (25 / 9) ** online_exponent)  # 114.3 s
@@ -490,27 +496,27 @@ def test_stage_prediction_from_recorded_seconds() -> None:
     assert got.refit_iteration_seconds == pytest.approx(1.1 * got.batch_iteration_seconds)
     whole = got.other_seconds + 4.0 * got.online_epoch_seconds + 20 * got.batch_iteration_seconds
     assert got.seconds == pytest.approx(whole)  # 11.7 + 457.2 + 291.7 = 760.6 s
-    useful = got.other_seconds + 4.0 * got.online_epoch_seconds + training.USEFUL_BATCH_ITERATIONS * 14.59
+    useful = got.other_seconds + 4.0 * got.online_epoch_seconds + training.pacing.USEFUL_BATCH_ITERATIONS * 14.59
     assert got.useful_seconds == pytest.approx(useful, rel=1e-3)
     assert got.refit_seconds == pytest.approx(14 * 1.1 * got.batch_iteration_seconds)
     # one number of states: the first exponent (1 on the CPU, 0.5 on a latency-bound implementation, the GPU)
     first = record[:1]
-    assert training.predict_stages(first, entries.__getitem__, 3000).online_epoch_seconds == pytest.approx(27.0)
-    on_a_gpu = training.predict_stages(first, entries.__getitem__, 3000, first_exponent=0.5)
+    assert training.pacing.predict_stages(first, entries.__getitem__, 3000).online_epoch_seconds == pytest.approx(27.0)
+    on_a_gpu = training.pacing.predict_stages(first, entries.__getitem__, 3000, first_exponent=0.5)
     assert on_a_gpu.online_epoch_seconds == pytest.approx(9.0) and on_a_gpu.batch_iteration_seconds == 1.5
     assert on_a_gpu.batch_iterations == 100 and on_a_gpu.other_seconds == pytest.approx(6.0)
     # a fitted exponent stays within PREDICTION_EXPONENTS: 3,000 states 100 times 1,000's seconds an iteration
     steep = [*first, stage_line(3000, (3, 900.0), (20, 1000.0), 4.0, 14)]
-    low, high = training.PREDICTION_EXPONENTS
-    assert training.predict_stages(steep, entries.__getitem__, 5000).batch_iteration_seconds == pytest.approx(
+    low, high = training.pacing.PREDICTION_EXPONENTS
+    assert training.pacing.predict_stages(steep, entries.__getitem__, 5000).batch_iteration_seconds == pytest.approx(
         50.0 * (25 / 9) ** high
     )
     flat = [*first, stage_line(3000, (3, 9.0), (20, 10.0), 4.0, 14)]  # 3,000 states as fast as 1,000
-    assert training.predict_stages(flat, entries.__getitem__, 5000).online_epoch_seconds == pytest.approx(
+    assert training.pacing.predict_stages(flat, entries.__getitem__, 5000).online_epoch_seconds == pytest.approx(
         3.0 * (25 / 9) ** low
     )
     # the same number of states: its own rates, unscaled
-    same = training.predict_stages(record, entries.__getitem__, 3000)
+    same = training.pacing.predict_stages(record, entries.__getitem__, 3000)
     assert same.online_epoch_seconds == pytest.approx(36.0) and same.batch_iteration_seconds == pytest.approx(5.0)
 
 
@@ -532,8 +538,8 @@ def timed_search(
     backend: str = "cpu",
     pace: Callable[[float], float] | None = None,
     events: list[tuple[str, int, float]] | None = None,
-) -> tuple[training.Selection, list[dict[str, Any]]]:
-    """:func:`training.search_settings` over the states of ``runs`` (pseudocount given) on a fake clock: each
+) -> tuple[training.options.Selection, list[dict[str, Any]]]:
+    """:func:`training.search.search_settings` over the states of ``runs`` (pseudocount given) on a fake clock: each
     candidate runs ``runs[states]``'s online epochs, then its batch EM iterations (seconds each; validation BPS
     ``level`` less ``drop(j)`` after iteration j, :func:`linear` unless given), the clock advancing by each as it
     ends, the search's cancel token followed between them; the stored entries are ``entries``. An online epoch runs
@@ -574,7 +580,7 @@ def timed_search(
             result = learning.TrainingResult(model=(options.states, best.validation_bps), history=history)
             result.stopped, result.best_iteration = "cancelled", best.iteration
             events.append(("end", options.states, clock[0]))
-            return training.Selection(options, None, result, options.training_config())
+            return training.options.Selection(options, None, result, options.training_config())
         for j in range(1, batch[0] + 1):
             if run.cancel.cancelled:
                 stopped = "cancelled"
@@ -588,7 +594,7 @@ def timed_search(
         result = learning.TrainingResult(model=(options.states, best.validation_bps), history=history, stopped=stopped)
         result.best_iteration, result.online_iterations, result.online_model = best.iteration, online_done, "online"
         events.append(("end", options.states, clock[0]))
-        return training.Selection(options, None, result, options.training_config())
+        return training.options.Selection(options, None, result, options.training_config())
 
     def fake_fit(model, train, validation, config, callback, cancel, backend):  # batch EM continued
         states, value = model
@@ -620,8 +626,8 @@ def timed_search(
     monkeypatch.setattr(training_search, "probe_online", fake_probe)
     options = training.TrainOptions(states="auto", pseudocount=1e-4, restarts=1, budget=minutes)
     corpus = SimpleNamespace(validation_parts=[[0]], train_parts=[], train=[0] * 90, train_full=[0] * 100)
-    run = training.RunContext(backend=backend, log=lines.append)
-    selection, record = training.search_settings("", corpus, options, run, "timed", fake_select)
+    run = training.options.RunContext(backend=backend, log=lines.append)
+    selection, record = training.search.search_settings("", corpus, options, run, "timed", fake_select)
     events.append(("search ends", 0, clock[0]))
     return selection, record
 
@@ -640,7 +646,7 @@ def test_the_search_skips_a_rung_when_only_a_larger_one_fits(monkeypatch: pytest
         5000: {"entries": 25e6, "online": (4, 75.0), "batch": (12, 12.5), "level": 1.70},
     }
     useful, start, margin = (
-        training.USEFUL_BATCH_ITERATIONS,
+        training.pacing.USEFUL_BATCH_ITERATIONS,
         training_search.START_MARGIN,
         training_search.PREDICTION_MARGIN,
     )
@@ -741,7 +747,9 @@ def test_a_settled_smaller_candidate_goes_on_if_chosen(monkeypatch: pytest.Monke
     settle = next(j for j in range(3, 41) if 4 * max(gains[j - 1], gains[j - 2]) < training_search.SETTLED_BITS)
     assert settle == 12  # 0.015 * 0.7 ** 10 = 0.00042 < 0.0005 < 0.015 * 0.7 ** 9
     first = 4 * 3.0 + settle * 0.5  # 18 s
-    assert first + 4 * 75.0 + training.USEFUL_BATCH_ITERATIONS * 12.5 > 300.0  # 5,000 states do not fit 5 minutes
+    assert (
+        first + 4 * 75.0 + training.pacing.USEFUL_BATCH_ITERATIONS * 12.5 > 300.0
+    )  # 5,000 states do not fit 5 minutes
     lines: list[str] = []
     selection, record = timed_search(monkeypatch, 5.0, runs, lines)
     assert [line["states"] for line in record] == [1000]
@@ -874,20 +882,20 @@ def test_online_restarts_vary_start_and_step() -> None:
         ("uniform", training.RESTART_MEMORY),
     ]
     # restart 2 is online EM (then batch EM) from its aligned start with lambda RESTART_MEMORY, run by hand
-    corpus = training.prepare_training_corpus(text, chosen, "toy", None)
+    corpus = training.stages.prepare_training_corpus(text, chosen, "toy", None)
     config = dataclasses.replace(chosen.training_config(), memory=training.RESTART_MEMORY)
-    start = training.initial_model_for(corpus, chosen, 2)
-    by_hand = training.select_on_validation(start, corpus, config, training.RunContext())
-    expected = training.sequences_bps(by_hand.model, corpus.validation_parts, "cpu")
+    start = training.stages.initial_model_for(corpus, chosen, 2)
+    by_hand = training.stages.select_on_validation(start, corpus, config, training.options.RunContext())
+    expected = training.thresholds.sequences_bps(by_hand.model, corpus.validation_parts, "cpu")
     assert lines[2]["bps"] == pytest.approx(expected, abs=1e-9)
     # --start uniform begins with the paper's uniform start and alternates the other way
     uniform_first = options_with(chosen, start="uniform", restarts=2)
     kinds = [line["start"] for line in training.train_text(text, uniform_first).summary["restarts"]]
     assert kinds == ["uniform", "aligned"]
-    assert training.restart_plan(0, "uniform") == (False, False)
-    assert training.restart_plan(3, "uniform") == (True, True)
-    uniform_start = training.initial_model_for(corpus, uniform_first, 0)
-    aligned_start = training.initial_model_for(corpus, chosen, 0)
+    assert training.options.restart_plan(0, "uniform") == (False, False)
+    assert training.options.restart_plan(3, "uniform") == (True, True)
+    uniform_start = training.stages.initial_model_for(corpus, uniform_first, 0)
+    aligned_start = training.stages.initial_model_for(corpus, chosen, 0)
     positions, rows = aligned_entries(aligned_start.layout)
 
     def on_aligned(start_model: api.CHMM) -> np.ndarray:

@@ -10,6 +10,7 @@ limit."""
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -151,6 +152,43 @@ def test_the_door_check_finds_a_planted_import(tmp_path: Path) -> None:
     assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.model.dense"}}
     front.write_text("from engine.api.use import prune_model\n")
     assert door_violations(tmp_path, [front]) == {"engine/cli/commands.py": {"engine.api.use"}}
+
+
+def test_the_wings_declare_what_the_rest_of_the_engine_takes() -> None:
+    """Each wing's ``__all__`` declares every name another room (another wing, the door, the command line) takes
+    from it, by name or from one of its modules imported whole."""
+    assert structure.undeclared_uses(ROOT) == {}
+
+
+@pytest.mark.parametrize("wing", structure.wings(ROOT))
+def test_a_wing_s_public_names_are_importable_from_it(wing: str) -> None:
+    module = importlib.import_module(wing)
+    names = structure.declared(ROOT, wing)
+    assert names == module.__all__ and len(set(names)) == len(names)
+    assert [name for name in names if not hasattr(module, name)] == []
+    assert set(structure.wing_uses(ROOT)[wing]) <= set(names)
+
+
+def test_the_wing_check_finds_a_planted_use(tmp_path: Path) -> None:
+    """A name another wing takes from a wing without the wing declaring it is found (imported by name or read from
+    a module imported whole); a use inside the wing is the wing's own."""
+    for folder in ("engine/model", "engine/network"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "model" / "__init__.py").write_text('__all__ = ["CHMM"]\n')
+    (tmp_path / "engine" / "model" / "dense.py").write_text("class CHMM: ...\ndef load(): ...\n")
+    (tmp_path / "engine" / "model" / "pruning.py").write_text("from engine.model.dense import load\ndef prune(): ...\n")
+    (tmp_path / "engine" / "network" / "__init__.py").write_text("__all__ = []\n")
+    graph = tmp_path / "engine" / "network" / "graph.py"
+    graph.write_text("from engine.model.dense import CHMM\n")
+    assert structure.wings(tmp_path) == ["engine.model", "engine.network"]
+    assert structure.undeclared_uses(tmp_path) == {}
+    graph.write_text("from engine.model.dense import CHMM, load\nfrom engine.model import pruning\npruning.prune()\n")
+    assert structure.undeclared_uses(tmp_path) == {
+        "engine.model": {"load": {"engine.network.graph"}, "prune": {"engine.network.graph"}}
+    }
+    graph.write_text("from engine import model\nmodel.CHMM()\nmodel.random_model()\n")
+    assert structure.undeclared_uses(tmp_path) == {"engine.model": {"random_model": {"engine.network.graph"}}}
 
 
 def test_only_the_implementations_import_kernels() -> None:
