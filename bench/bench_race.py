@@ -14,7 +14,12 @@ of EM. One JSON line per restart, restarts in ``--processes`` worker processes.
 
 rules: the race rules evaluated offline on those trajectories (the restarts in lockstep, one score each
 ``every`` iterations): for each rule, the maps where it would stop the restart the full run keeps (lowest held-out
-bits after Viterbi EM), the share of EM iterations it saves, and the plateau candidates' recovery and iterations.
+bits after Viterbi EM, the first of equals) and those where the map it keeps has worse held-out bits than that one,
+whether the kept map recovers the room, the share of EM iterations it saves; and the plateau candidates' recovery
+and iterations. The rules: "margin" (stop a racer past the grace more than ``margin`` bits per step above the
+leader), "relative" (more than ``margin`` times the leader's above it), "halving" (successive
+halving from the grace on), "catch" (behind the leader by more than it gained over the last ``margin`` iterations),
+"relative+catch" (either; ``window`` iterations for catch: the engine's rule).
 
 compare: the map of each room and seed learned with the race (the defaults) and without it
 (``MapOptions(race=False)``), the two in turn (interleaved), minutes on the wall clock, the map recovered or not, the
@@ -149,17 +154,26 @@ def simulate(lines: list[dict], rule: dict, plateau: str | None) -> dict:
                 halving *= 2
                 stopped |= set(sorted(in_em, key=lambda r: scores[r])[(len(in_em) + 1) // 2 :])
             continue
+        if rule["kind"] in ("catch", "relative+catch"):  # behind by more than it gained over the last window
+            window = int(rule.get("window", rule["margin"]))
+            stopped |= {r for r in in_em if scores[r] > best and ran[r] >= window
+                        and _score(lines[r], ran[r] - window) - scores[r] < scores[r] - best}  # fmt: skip
+            if rule["kind"] == "catch":
+                continue
         bar = best + rule["margin"] if rule["kind"] == "margin" else best * (1 + rule["margin"])
         stopped |= {r for r in in_em if scores[r] > bar}
     finished = [r for r in range(len(lines)) if r not in stopped]
     kept = min(finished, key=lambda r: (held(ends[r][1]), r))
-    return dict(kept=kept, stopped=stopped, ran=sum(ran), recovered=ends[kept][1]["recovered"])
+    end = ends[kept][1]
+    return dict(kept=kept, stopped=stopped, ran=sum(ran), recovered=end["recovered"], held=held(end))
 
 
 RULES = (
     [dict(kind="margin", every=25, grace=g, margin=m) for g in (50, 100, 200) for m in (0.005, 0.02, 0.1)]
     + [dict(kind="relative", every=25, grace=g, margin=m) for g in (50, 100, 200) for m in (0.1, 0.25, 0.5, 1.0)]
     + [dict(kind="halving", every=25, grace=g, margin=0) for g in (50, 100, 200)]
+    + [dict(kind="catch", every=25, grace=g, margin=w) for g in (200, 300) for w in (50, 100)]
+    + [dict(kind="relative+catch", every=25, grace=g, margin=1.0, window=w) for g in (100, 200) for w in (100, 200)]
 )
 
 
@@ -181,14 +195,18 @@ def rules(args: argparse.Namespace) -> None:
               f"{sum(e[0] for e in ends)} ({sum(e[0] for e in ends) / total:.0%}) |")  # fmt: skip
     for plateau in (None, args.plateau):
         print(f"\n## race rules, EM {'stopped when worse' if plateau is None else 'on plateau ' + plateau}\n")
-        print("| rule | every | grace | margin | maps where it stops the full run's kept | kept recovers | "
+        print("| rule | every | grace | margin | maps where it stops the full run's kept | maps where it keeps a worse "
+              "map (held-out bits) | kept recovers | "
               "restarts stopped | EM iterations (share of the full run's) |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for rule in RULES:
             out = {k: simulate(v, rule, plateau) for k, v in recorded.items()}
             lost = sum(full_kept[k]["kept"] in out[k]["stopped"] for k in out)
             ran = sum(o["ran"] for o in out.values())
-            print(f"| {rule['kind']} | {rule['every']} | {rule['grace']} | {rule['margin']} | {lost}/{len(out)} | "
+            worse = sum(out[k]["held"] > full_kept[k]["held"] * (1 + 1e-6) for k in out)
+            margin = f"{rule['margin']}" + (f" / window {rule['window']}" if "window" in rule else "")
+            print(f"| {rule['kind']} | {rule['every']} | {rule['grace']} | {margin} | {lost}/{len(out)} | "
+                  f"{worse}/{len(out)} | "
                   f"{sum(o['recovered'] for o in out.values())}/{len(out)} | "
                   f"{sum(len(o['stopped']) for o in out.values())} | {ran} ({ran / total:.0%}) |")  # fmt: skip
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from engine.cognitive import actions, maps
+from engine.errors import CHMMError
 from engine.training.restarts import restart_processes, run_in_processes
 
 MAP_PROCESS_WORK = 2_000_000
@@ -198,7 +199,7 @@ def hold_out_tail(
             held.insert(0, (x[-want:], a[-want:]))
             want = 0
     if not kept:
-        raise ValueError(
+        raise CHMMError(
             f"a walk of {total} steps is too short to hold out its tail for choosing among restarts; learn with 1 "
             "restart"
         )
@@ -384,6 +385,13 @@ class Racer:
         """The held-out tail's bits per step under its latest batch-EM model (infinite before the first)."""
         return self.tail[-1][1] if self.tail else np.inf
 
+    def gain(self, window: int) -> float:
+        """How much its tail score fell over the last ``window`` iterations (from the last score at or before them;
+        infinite when it has run fewer)."""
+        then = len(self.history) - int(window)
+        before = [bits for iterations, bits in self.tail if iterations <= then]
+        return before[-1] - self.score if then >= 0 and before else np.inf
+
     def advance(self, learned_from: Sequence, held_out: Sequence, options: Any) -> None:
         """One step: ``options.race_every`` more batch-EM iterations (:func:`em_segment`) and the tail's score under
         the model they end on; once EM has ended, the rest of the recipe (:func:`refine`) and the map's bits per
@@ -416,9 +424,9 @@ class Racer:
 def judge(racers: Sequence[Racer], options: Any) -> list[Racer]:
     """The race's rule after a step, in place: the leader is the racer of the lowest tail score (:attr:`Racer.score`)
     among those not stopped whose map, when finished, gives the tail a probability; a racer still in batch EM after
-    at least ``options.race_grace`` iterations whose score is above the leader's by more than ``options.race_margin``
-    times the leader's is stopped (it cannot catch the leader), and a finished racer whose map gives the tail
-    probability 0 where a finished one's does not is stopped at once. Returns the racers stopped now."""
+    at least ``options.race_grace`` iterations that cannot catch the leader (:func:`_behind`) is stopped, and a
+    finished racer whose map gives the tail probability 0 where a finished one's does not is stopped at once.
+    Returns the racers stopped now."""
     contenders = [r for r in racers if r.stopped is None and (r.result is None or np.isfinite(r.result.held_out_bits))]
     if not contenders:
         return []
@@ -430,20 +438,29 @@ def judge(racers: Sequence[Racer], options: Any) -> list[Racer]:
             continue
         if racer.result is not None and found and not np.isfinite(racer.result.held_out_bits):
             racer.stopped = f"its map gives the held-out tail probability 0 where restart {found[0].restart}'s does not"
-        elif (
-            racer.result is None
-            and not racer.em_ended
-            and len(racer.history) >= int(options.race_grace)
-            and (racer.score > leader.score * (1.0 + float(options.race_margin)))
-        ):
+        elif racer.result is None and not racer.em_ended and (why := _behind(racer, leader, options)) is not None:
             racer.stopped = (
-                f"stopped at EM iteration {len(racer.history)}: tail {racer.score:.3f} bits per step against the "
-                f"leader's {leader.score:.3f} (restart {leader.restart})"
+                f"stopped at EM iteration {len(racer.history)}: tail {racer.score:.4f} bits per step against the "
+                f"leader's {leader.score:.4f} (restart {leader.restart}), {why}"
             )
         else:
             continue
         now.append(racer)
     return now
+
+
+def _behind(racer: Racer, leader: Racer, options: Any) -> str | None:
+    """Why ``racer`` (in batch EM) cannot catch ``leader`` (None while it may, or within ``options.race_grace``
+    iterations): its tail score more than ``options.race_margin`` times the leader's above it, or above it by more
+    than its score fell over the last ``options.race_window`` iterations (when that is not 0)."""
+    if len(racer.history) < int(options.race_grace) or not racer.score > leader.score:
+        return None
+    if racer.score > leader.score * (1.0 + float(options.race_margin)):
+        return f"more than {1.0 + float(options.race_margin):g} times it"
+    window = int(getattr(options, "race_window", 0))
+    if window > 0 and (gain := racer.gain(window)) < racer.score - leader.score:
+        return f"behind by more than it gained over the last {window} iterations ({gain:.4f})"
+    return None
 
 
 def race(

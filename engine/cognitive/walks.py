@@ -28,6 +28,7 @@ import numpy as np
 
 from engine.cognitive import actions, restarts
 from engine.corpora import text
+from engine.errors import CHMMError
 from engine.files import atomic_write
 from engine.training.options import MAX_RESTARTS
 
@@ -59,13 +60,16 @@ class MapOptions:
 
     ``race``: the restarts race (:func:`engine.cognitive.restarts.race`): batch EM in segments of ``race_every``
     iterations, each restart scored after each segment by the held-out tail's bits per step under its EM model; one
-    past ``race_grace`` iterations whose score is more than ``race_margin`` times the leader's above it is stopped
-    (it cannot catch the leader), the others finish the recipe and the map kept is chosen among them. In the race
+    past ``race_grace`` iterations that cannot catch the leader is stopped: its score more than ``race_margin``
+    times the leader's above it, or, with a ``race_window``, above it by more than it fell over the last
+    ``race_window`` iterations (off: on a 4 x 4 room with 10 clones per observation the tail's score rises and
+    falls again, and that rule stopped the restarts that would have won). The others finish the recipe and the map
+    kept is chosen among them. In the race
     batch EM also ends once it has settled: when its bits per step improved by less than ``plateau_gain`` over the
     last ``plateau_window`` iterations (0: only stop when worse), then Viterbi EM starts. The rule and its numbers
     were chosen on the trajectories of every restart of the four rooms of bench/bench_rooms.py
-    (bench/bench_race.py): no rule of those that stopped the restart the full run keeps, the plateau that kept every
-    room's recovery."""
+    (bench/bench_race.py): the rule saving the most EM iterations of those that never stopped the restart the full
+    run keeps, and the plateau that kept every room's recovery."""
 
     clones: int = 70
     iterations: int = 4000
@@ -81,6 +85,7 @@ class MapOptions:
     race_every: int = 25
     race_grace: int = 200
     race_margin: float = 1.0
+    race_window: int = 0
 
 
 MAP_DEFAULTS = MapOptions()
@@ -122,14 +127,14 @@ def parse_room(content: str, name: str = "room") -> np.ndarray:
         try:
             row = [int(cell) for cell in cells]
         except ValueError:
-            raise ValueError(f"{name}: line {number} holds a cell that is not a whole number") from None
+            raise CHMMError(f"{name}: line {number} holds a cell that is not a whole number") from None
         if any(not actions.WALL <= value <= actions.MAX_OBSERVATION for value in row):
-            raise ValueError(f"{name}: line {number}: {actions.ROOM_VALUES}")
+            raise CHMMError(f"{name}: line {number}: {actions.ROOM_VALUES}")
         rows.append(row)
     if not rows:
-        raise ValueError(f"{name}: the room file is empty")
+        raise CHMMError(f"{name}: the room file is empty")
     if len({len(row) for row in rows}) != 1:
-        raise ValueError(f"{name}: the room's rows have different lengths (a room must be rectangular)")
+        raise CHMMError(f"{name}: the room's rows have different lengths (a room must be rectangular)")
     return actions.check_room(np.array(rows, dtype=np.int64))
 
 
@@ -212,7 +217,7 @@ class _WalkBuilder:
         code = codes.get(label)
         if code is None:
             if len(codes) >= MAX_WALK_NAMES:
-                raise ValueError(f"{self.name}: the walk names more than {MAX_WALK_NAMES:,} different {what}")
+                raise CHMMError(f"{self.name}: the walk names more than {MAX_WALK_NAMES:,} different {what}")
             code = codes[label] = len(codes)
         return code
 
@@ -221,7 +226,7 @@ class _WalkBuilder:
     ) -> None:
         """One step: its action and observation (stripped names), its document's name, its (row, column)."""
         if not observation:
-            raise ValueError(f"{self.name}: a step has an empty action or observation")
+            raise CHMMError(f"{self.name}: a step has an empty action or observation")
         self.observations.append(self._code(self.symbol_codes, observation, "observations"))
         self.actions.append(self._code(self.action_codes, action, "actions") if action else -1)
         if document is not None:
@@ -232,11 +237,11 @@ class _WalkBuilder:
 
     def _document(self, label: str) -> None:
         if not label:
-            raise ValueError(f"{self.name}: step {self.steps + 1} has an empty document name")
+            raise CHMMError(f"{self.name}: step {self.steps + 1} has an empty document name")
         if self.names and label == self.names[-1]:
             return
         if label in self.seen:
-            raise ValueError(f"{self.name}: the steps of document {label!r} are not consecutive rows")
+            raise CHMMError(f"{self.name}: the steps of document {label!r} are not consecutive rows")
         self.names.append(label)
         self.starts.append(self.steps)
         self.seen.add(label)
@@ -262,18 +267,18 @@ class _WalkBuilder:
     def finish(self) -> WalkFile:
         name, n = self.name, self.steps
         if n < 2:
-            raise ValueError(f"{name}: a walk needs at least 2 steps")
+            raise CHMMError(f"{name}: a walk needs at least 2 steps")
         documents, starts = (tuple(self.names), tuple(self.starts)) if self.documents else ((), (0,))
         bounds = [*starts, n]
         for d in range(len(documents)):
             if bounds[d + 1] - bounds[d] < 2:
-                raise ValueError(f"{name}: document {documents[d]!r} has fewer than 2 steps")
+                raise CHMMError(f"{name}: document {documents[d]!r} has fewer than 2 steps")
         last = np.array([lo - 1 for lo in starts[1:]] + [n - 1], dtype=np.int64)  # each walk's last step
         codes = self.actions.take()
         inner = np.ones(n, dtype=bool)
         inner[last] = False  # the last action of each walk is not used
         if np.any(codes[inner] < 0):
-            raise ValueError(f"{name}: a step has an empty action or observation")
+            raise CHMMError(f"{name}: a step has an empty action or observation")
         used = np.zeros(len(self.action_codes), dtype=bool)
         used[codes[inner]] = True
         del inner
@@ -289,7 +294,7 @@ class _WalkBuilder:
         x = np.array([position[label] for label in labels], dtype=np.int64)[self.observations.take()]
         positions = None
         if self.places and self.bad_place:
-            raise ValueError(f"{name}: the row and column columns must hold whole numbers")
+            raise CHMMError(f"{name}: the row and column columns must hold whole numbers")
         if self.places:
             positions = np.stack([self.rows.take(), self.columns.take()], axis=1)
         return WalkFile(x, a, symbols, action_names, positions, documents, starts)
@@ -298,27 +303,27 @@ class _WalkBuilder:
 def _json_walk(content: str, name: str) -> WalkFile:
     """A JSON walk (at most :data:`MAX_JSON_WALK_BYTES` of text)."""
     if len(content) > MAX_JSON_WALK_BYTES:
-        raise ValueError(
+        raise CHMMError(
             f"{name}: a JSON walk may take at most {MAX_JSON_WALK_BYTES:,} characters; write a longer walk as CSV"
         )
     try:
         value = json.loads(content)
     except ValueError:
-        raise ValueError(f"{name}: not valid JSON") from None
+        raise CHMMError(f"{name}: not valid JSON") from None
     except RecursionError:  # nested deeper than the parser goes (a hostile file; was an HTTP 500)
-        raise ValueError(f"{name}: nested too deeply to be a walk") from None
+        raise CHMMError(f"{name}: nested too deeply to be a walk") from None
     if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
-        raise ValueError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
+        raise CHMMError(f'{name}: a JSON walk must be an object with the lists "actions" and "observations"')
     moves, seen = value.get("actions") or [], value.get("observations") or []
     if not isinstance(seen, list) or len(moves) != len(seen):
-        raise ValueError(f"{name}: a walk needs one action per observation")
+        raise CHMMError(f"{name}: a walk needs one action per observation")
     labels = value.get("documents")
     if labels is not None and (
         not isinstance(labels, list)
         or len(labels) != len(seen)
         or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in labels)
     ):
-        raise ValueError(f'{name}: "documents" must be a list of one name (a string or a whole number) per step')
+        raise CHMMError(f'{name}: "documents" must be a list of one name (a string or a whole number) per step')
     builder = _WalkBuilder(name, labels is not None, places=False)
     for step, (move, observation) in enumerate(zip(moves, seen, strict=True)):
         builder.add(str(move).strip(), str(observation).strip(), None if labels is None else str(labels[step]).strip())
@@ -332,7 +337,7 @@ def _csv_walk(lines: Any, name: str) -> WalkFile:
         header = next(reader, None)
         fields = [f.strip().lower() for f in header or []]
         if "action" not in fields or "observation" not in fields:
-            raise ValueError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
+            raise CHMMError(f'{name}: a walk file needs a header with the columns "action" and "observation"')
 
         def column(field: str) -> int | None:  # the last column of that name, as a dict of the row would read it
             return len(fields) - 1 - fields[::-1].index(field) if field in fields else None
@@ -345,14 +350,14 @@ def _csv_walk(lines: Any, name: str) -> WalkFile:
             if not row:
                 continue  # a blank line
             if len(row) < width:
-                raise ValueError(f"{name}: line {reader.line_num} has fewer cells than the header")
+                raise CHMMError(f"{name}: line {reader.line_num} has fewer cells than the header")
             document = row[at_document].strip() if at_document is not None else None
             place = (row[at_row], row[at_column]) if at_row is not None and at_column is not None else ("", "")
             builder.add(row[at_action].strip(), row[at_observation].strip(), document, place)
     except csv.Error as exc:  # a NUL byte, an unterminated quote at the end of the file, a field past csv's limit
-        raise ValueError(f"{name}: line {reader.line_num} cannot be read as CSV ({exc})") from None
+        raise CHMMError(f"{name}: line {reader.line_num} cannot be read as CSV ({exc})") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{name}: after line {reader.line_num} it is not UTF-8 text; save the walk as UTF-8") from None
+        raise CHMMError(f"{name}: after line {reader.line_num} it is not UTF-8 text; save the walk as UTF-8") from None
     return builder.finish()
 
 
@@ -448,7 +453,7 @@ def check_restarts(restarts: Any, what: str = "the number of restarts") -> int:
     """``restarts`` (``what``, for the message) as a number of restarts of a map, a whole number from 1 to
     :data:`engine.training.options.MAX_RESTARTS`; ValueError in one sentence otherwise."""
     if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or not 1 <= restarts <= MAX_RESTARTS:
-        raise ValueError(f"{what} must be a whole number from 1 to {MAX_RESTARTS}, got {restarts!r}")
+        raise CHMMError(f"{what} must be a whole number from 1 to {MAX_RESTARTS}, got {restarts!r}")
     return int(restarts)
 
 
@@ -480,7 +485,7 @@ def learn_map(
     is raised again. ValueError in one sentence for bad options, or when the learned map cannot make the walk
     (:func:`check_map`)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
-        raise ValueError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
+        raise CHMMError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
     check_restarts(options.restarts)
     check_restarts(options.max_restarts, "the most restarts")
     x, a = walk.walks()
@@ -524,7 +529,7 @@ def check_map(summary: dict[str, Any]) -> None:
     ValueError in one sentence naming both, so that no caller keeps it as a finished map."""
     bits, used = float(summary["bits_per_step"]), int(summary["clones_used"])
     if not np.isfinite(bits) or used == 0:
-        raise ValueError(
+        raise CHMMError(
             f"the learned map cannot make its walk ({bits:g} bits per step, the walk uses {used} of "
             f"{summary['clones']} clones)"
         )
