@@ -161,3 +161,19 @@ def test_with_the_plateau_and_the_race_the_map_kept_predicts_the_tail_as_well_an
     iterations = {name: sum(line["em_iterations"] for line in s["restarts"]) for name, s in
                   (("full", summary_full), ("race", summary))}  # fmt: skip
     assert iterations["race"] < iterations["full"]
+
+
+def test_a_map_says_which_restarts_the_race_stopped_and_why() -> None:
+    """A race with no margin (any racer behind the leader after 25 iterations stopped): the stopped restarts' lines
+    say at which EM iteration and against which leader, they have no map (no held-out bits), the kept restart is
+    one that finished, and the summary counts them and names them in one sentence."""
+    walk = walled_walk(seed=3)
+    _, summary = walks.learn_map(walk, options(clones=10, race_margin=0.0, race_grace=25))
+    lines = summary["restarts"]
+    stopped = [line for line in lines if line["stopped_by_race"] is not None]
+    assert 1 <= summary["restarts_stopped"] == len(stopped) <= 3
+    for line in stopped:
+        assert line["stopped_by_race"].startswith(f"stopped at EM iteration {line['em_iterations']}: tail ")
+        assert "against the leader's" in line["stopped_by_race"] and line["held_out_bits_per_step"] is None
+    assert lines[summary["kept_restart"]]["stopped_by_race"] is None
+    assert summary["race_note"].startswith(f"The race stopped {len(stopped)} of the 4 restarts: restart ")

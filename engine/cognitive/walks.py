@@ -481,9 +481,10 @@ def learn_map(
     recipe (:func:`engine.cognitive.restarts.recipe`), from ``options.restarts`` random starts, the one whose map
     predicts the walk's held-out tail best kept (:mod:`engine.cognitive.restarts`); returns the model and a summary
     (iterations, bits per step, clones the MAP paths use; with restarts, a line per restart, the one kept and the
-    held-out steps). ``progress`` sees every iteration (:data:`MapProgress`); a raise in it stops the learning and
-    is raised again. ValueError in one sentence for bad options, or when the learned map cannot make the walk
-    (:func:`check_map`)."""
+    held-out steps; with the race, how many it stopped, ``restarts_stopped``, each line's ``stopped_by_race`` and,
+    when any was stopped, ``race_note``: a sentence naming them and why). ``progress`` sees every iteration
+    (:data:`MapProgress`); a raise in it stops the learning and is raised again. ValueError in one sentence for bad
+    options, or when the learned map cannot make the walk (:func:`check_map`)."""
     if not (isinstance(options.clones, int) and options.clones >= 1):
         raise CHMMError(f"the clones per observation must be a positive whole number, got {options.clones!r}")
     check_restarts(options.restarts)
@@ -504,6 +505,12 @@ def learn_map(
         )
         extra = {"restarts": [r.line() for r in tried], "kept_restart": kept.restart, "held_out_steps": held_steps}
         extra["restarts_stopped"] = sum(r.stopped is not None for r in tried)
+        if extra["restarts_stopped"]:
+            extra["race_note"] = (
+                f"The race stopped {extra['restarts_stopped']} of the {len(tried)} restarts: "
+                + "; ".join(f"restart {r.restart + 1} {r.stopped}" for r in tried if r.stopped is not None)
+                + "."
+            )
         if (said := restarts_sentence(tried, options.restarts)) is not None:
             extra["restarts_note"] = said
     model = run.model
