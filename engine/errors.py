@@ -1,7 +1,9 @@
 """One line for a person from an exception: what the command line prints after ``chmm: error:``, what a web page
-shows, and what a job records; and the engine's errors that every layer raises and the front ends catch by name.
-(Errors of one wing stay in it: :class:`engine.corpora.text.CorpusError`, :class:`engine.model.dense.ModelFormatError`;
-the door :mod:`engine.api` names them all.)"""
+shows, and what a job records; and the base of the engine's refusals, :class:`CHMMError`, which every layer raises
+and the front ends catch by name. (The errors of one wing stay in it and subclass the base:
+:class:`engine.corpora.reading.CorpusError`, :class:`engine.model.dense.ModelFormatError`,
+:class:`engine.model.archive.ArchiveError`, :class:`engine.peers.base.PeerFormatError`,
+:class:`engine.network.communities.ModuleNotFoundInResult`; :class:`BackendError` is here.)"""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ class CHMMError(ValueError):
     person. The base of the engine's user errors (a ValueError, so code that caught those still does)."""
 
 
-class BackendError(RuntimeError):
-    """The requested backend cannot be used on this machine."""
+class BackendError(CHMMError, RuntimeError):
+    """The requested backend cannot be used on this machine (a refusal, and a RuntimeError as it always was)."""
 
 
 MAX_MESSAGE_CHARACTERS = 600

@@ -18,6 +18,7 @@ from engine.corpora import text
 from engine.corpora.documents import Document
 from engine.corpora.sequences import sequences_from_tokens
 from engine.corpora.text import CorpusError
+from engine.errors import CHMMError
 from engine.model import pruning
 from engine.model.dense import CHMM
 from engine.network import communities as communities_mod
@@ -191,7 +192,7 @@ def export_model_graph(
     ``"infomap"`` for a run made here, then ``"writing"``). Returns the export's figures, with an informative
     ``file_name`` (:func:`engine.network.export.export_file_name`)."""
     if fmt not in export_mod.FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
+        raise CHMMError(f"unknown export format {fmt!r}; choose one of {', '.join(export_mod.FORMATS)}")
     report = progress or (lambda _stage: None)
     result = communities
     if result is None:
@@ -234,7 +235,7 @@ def clone_path(model: CHMM, raw_text: str) -> ClonePath:
     engine = engines.engine_for(model)
     result = engine.viterbi(engine.load(model), model.encode(spaced))
     if not np.isfinite(result.log_probability):
-        raise ValueError("the model gives this text probability zero, so it has no clone path")
+        raise CHMMError("the model gives this text probability zero, so it has no clone path")
     return ClonePath(spaced, np.asarray(result.clones, dtype=np.int64), float(result.log_probability), replaced)
 
 
@@ -247,7 +248,7 @@ def word_senses(model: CHMM, graph: graph_mod.CloneGraph, symbol: str, codes: np
     alphabet."""
     index = model.symbol_index()
     if symbol not in index:
-        raise ValueError(f"{symbol[:40]!r} is not one of the model's {model.codec.unit}")
+        raise CHMMError(f"{symbol[:40]!r} is not one of the model's {model.codec.unit}")
     decode = None
     if codes is not None:
         engine = engines.engine_for(model)
@@ -296,7 +297,7 @@ def score_tokens(model: CHMM, sequences: Any, lengths: Any = None, backend: str 
     """Bits per token of token sequences in memory (as :func:`train_tokens` takes them) under a model of tokens or
     words, each sequence from its own start, tokens outside the model's vocabulary read as its placeholder."""
     if model.codec.characters:
-        raise ValueError("this model reads characters; score its text with score_text")
+        raise CHMMError("this model reads characters; score its text with score_text")
     engine = engines.engine_for(model, backend)
     parts = [encode_for_model(model, d.text) for d in _token_sequences(sequences, lengths)]
     return engines.score_sequences(engine, engine.load(model), parts)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.cpu.inference import PairLayout, pair_sorted_offsets
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout
 
 DEFAULT_BURN_IN = 1000
@@ -78,7 +79,7 @@ def chunk(sequences: Sequence[np.ndarray], size: int | None, burn_in: int = DEFA
     if size is None:
         return list(sequences)
     if size < 2 or burn_in < 0:
-        raise ValueError("a chunk needs at least 2 symbols and a burn-in of at least 0")
+        raise CHMMError("a chunk needs at least 2 symbols and a burn-in of at least 0")
     out: list[Any] = []
     for x in sequences:
         if len(x) <= size:
@@ -143,7 +144,7 @@ class LockstepSchedule:
         if backward:
             pieces = [Chunk(p.x[::-1], 0, len(p.x) - 1, False) for p in pieces]
         if not pieces or any(len(p.x) < 1 for p in pieces):
-            raise ValueError("a lockstep pass needs at least one non-empty sequence")
+            raise CHMMError("a lockstep pass needs at least one non-empty sequence")
         length = max(len(p.x) for p in pieces)
         symbols = np.full((len(pieces), length), -1, dtype=np.int64)
         for c, p in enumerate(pieces):
@@ -219,7 +220,7 @@ class LockstepPlan:
         carried message (online EM) are refused."""
         pieces = as_chunks(sequences)
         if any(p.initial is not None for p in pieces):
-            raise ValueError("a lockstep E-step starts every piece from pi; carried messages are not supported")
+            raise CHMMError("a lockstep E-step starts every piece from pi; carried messages are not supported")
         forward = LockstepSchedule.build(layout, pieces)
         backward = LockstepSchedule.build(layout, pieces, backward=True)
         lengths = np.array([len(p.x) for p in pieces], dtype=np.int64)

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from engine.backends.cpu import inference
-from engine.errors import BackendError
+from engine.errors import BackendError, CHMMError
 from engine.model import dense as model_io
 from engine.model.dense import CHMM, CloneModel
 
@@ -169,7 +169,7 @@ def score_sequences(engine: Engine, state: Any, sequences: np.ndarray | Sequence
     """The BPS of independent sequences together: -sum log2 P(x^d) / sum |x^d| (each sequence from its own start)."""
     parts = as_sequences(sequences)
     if not parts:
-        raise ValueError("there is no text to score")
+        raise CHMMError("there is no text to score")
     results = [engine.score(state, x) for x in parts]
     log2_probability = float(sum(r.log2_probability for r in results))
     symbols = int(sum(r.symbols for r in results))
@@ -218,7 +218,7 @@ def e_step_sequences(
         zero_events += e.zero_events
         last = e
     if last is None:
-        raise ValueError("the E-step needs at least one sequence")
+        raise CHMMError("the E-step needs at least one sequence")
     return inference.EStepResult(
         total, gamma_first / len(sequences), log_likelihood, zero_events, last.last_alpha, touched
     )
@@ -360,7 +360,7 @@ def implementation_for(model: Model, backend: str = "cpu") -> Implementation:
         resolve_backend(chosen)  # the reason, when the backend cannot run here or is unknown
     candidates += [i for i in _REGISTRY.values() if i.host and i.accepts(model)]
     if not candidates:
-        raise ValueError(f"no implementation runs this model on the {chosen} backend")
+        raise CHMMError(f"no implementation runs this model on the {chosen} backend")
     return candidates[0]
 
 
@@ -382,7 +382,7 @@ def in_form_for(model: Model, name: str) -> tuple[Model, str]:
         return model, name
     if not chosen.accepts(model):
         if chosen.adopt is None:
-            raise ValueError(f"the {name} implementation cannot take this model")
+            raise CHMMError(f"the {name} implementation cannot take this model")
         model = chosen.adopt(model)
     return model, chosen.backend
 

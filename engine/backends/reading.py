@@ -13,6 +13,7 @@ import numpy as np
 from engine.backends import engines, scramble
 from engine.backends.cpu import inference
 from engine.corpora import text
+from engine.errors import CHMMError
 from engine.model.dense import CHMM
 
 
@@ -110,7 +111,7 @@ on a 24,174-state model); what is sampled depends on the prefix's end, so a long
 def check_prefix(prefix: str | None) -> None:
     """Refuse (ValueError, one sentence) a prefix longer than :data:`MAX_PREFIX_CHARACTERS`, before any work."""
     if prefix and len(prefix) > MAX_PREFIX_CHARACTERS:
-        raise ValueError(
+        raise CHMMError(
             f"the prefix has {len(prefix):,} characters, more than the {MAX_PREFIX_CHARACTERS:,} a sample may "
             "continue; give only its last part"
         )
@@ -130,7 +131,7 @@ def check_characters(model: Any, what: str) -> None:
     """One ValueError sentence unless ``model`` reads characters: ``what`` (a tool that permutes or colours letters)
     makes sense for characters only."""
     if not model.codec.characters:
-        raise ValueError(
+        raise CHMMError(
             f"{what} works on the letters of a character model; this model's symbols are {model.codec.unit}."
         )
 

@@ -35,6 +35,7 @@ from engine.backends import engines
 from engine.backends.cpu import inference
 from engine.backends.cpu.inference import Evidence
 from engine.corpora import text
+from engine.errors import CHMMError
 from engine.model.dense import CHMM
 
 __all__ = [
@@ -100,7 +101,7 @@ def _symbol_indices(model: CHMM, s: str) -> np.ndarray:
     unknown = sorted({c for c in s if c not in index})
     if unknown:
         shown = ", ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-        raise ValueError(
+        raise CHMMError(
             f"the text has {len(unknown)} character(s) outside the model's alphabet, which cannot be decoded: {shown}"
         )
     return np.fromiter((index[c] for c in s), dtype=np.int64, count=len(s))
@@ -119,7 +120,7 @@ def scramble_evidence(model: CHMM, scrambled: str) -> Evidence:
 
     Raises ValueError naming the characters that are not in the model's alphabet."""
     if not scrambled:
-        raise ValueError("there is no text to decode")
+        raise CHMMError("there is no text to decode")
     x = _symbol_indices(model, scrambled)
     index = model.symbol_index()
     options: list[dict[int, float]] = [{int(s): 1.0} for s in x]
@@ -135,7 +136,7 @@ def scramble_evidence(model: CHMM, scrambled: str) -> Evidence:
 def changed_positions(original: str, decoded: str) -> list[int]:
     """Positions where ``decoded`` differs from ``original`` (strings of the same length)."""
     if len(original) != len(decoded):
-        raise ValueError(f"the texts differ in length ({len(original)} and {len(decoded)} characters)")
+        raise CHMMError(f"the texts differ in length ({len(original)} and {len(decoded)} characters)")
     return [n for n, (a, b) in enumerate(zip(original, decoded, strict=True)) if a != b]
 
 
@@ -164,7 +165,7 @@ def restoration(original: str, decoded: str) -> Restoration:
     """Word and character accuracy of ``decoded`` against ``original`` (the text before scrambling, normalised
     the same way, so of the same length), the paper's figures for section 4.2.2."""
     if len(original) != len(decoded):
-        raise ValueError(f"the texts differ in length ({len(original)} and {len(decoded)} characters)")
+        raise CHMMError(f"the texts differ in length ({len(original)} and {len(decoded)} characters)")
     spans = word_spans(original)
     return Restoration(
         words_restored=sum(original[a:b] == decoded[a:b] for a, b in spans),
@@ -297,7 +298,7 @@ def normalise_for_decoding(model: CHMM, raw_text: str) -> str:
         return text.normalise_paper_base(raw_text)
     if normalisation == "raw":
         return unicodedata.normalize("NFC", raw_text)
-    raise ValueError(f"the model has an unknown normalisation {normalisation!r}")
+    raise CHMMError(f"the model has an unknown normalisation {normalisation!r}")
 
 
 def decode_scrambled(
@@ -322,7 +323,7 @@ def decode_scrambled(
     lattice runs on the host's dense blocks (the protocol's ``as_dense``).
     Raises ValueError for empty text or characters outside the model's alphabet."""
     if max_subsets < 1:
-        raise ValueError("max_subsets must be at least 1")
+        raise CHMMError("max_subsets must be at least 1")
     scrambled = normalise_for_decoding(model, scrambled_text)
     if not scrambled:
         raise text.CorpusError("the text is empty after the model's normalisation")

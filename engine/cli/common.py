@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import api
+from engine.errors import CHMMError
 
 
 def json_line(figures: dict[str, Any]) -> str:
@@ -44,13 +45,13 @@ def check_output(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLik
     model the command reads, which it would overwrite)."""
     target = Path(path)
     if target.is_dir():
-        raise ValueError(f"{target} is a folder; give a file name, such as {target / 'model.npz'}")
+        raise CHMMError(f"{target} is a folder; give a file name, such as {target / 'model.npz'}")
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise ValueError(f"the folder {folder} does not exist; create it first, or write the file elsewhere")
+        raise CHMMError(f"the folder {folder} does not exist; create it first, or write the file elsewhere")
     for given in inputs:
         if Path(given).exists() and target.exists() and target.resolve() == Path(given).resolve():
-            raise ValueError(f"{target} is also an input of this command; write the output to another file")
+            raise CHMMError(f"{target} is also an input of this command; write the output to another file")
 
 
 def read_corpus(
@@ -87,7 +88,7 @@ def number_or_auto(kind: type) -> Callable[[str], Any]:
             return api.CHOICES.AUTO
         try:
             return kind(value)
-        except ValueError:
+        except ValueError:  # int() or float() of the flag's text
             raise argparse.ArgumentTypeError(f"expected a number or {api.CHOICES.AUTO!r}, got {value!r}") from None
 
     parse.__name__ = kind.__name__

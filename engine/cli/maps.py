@@ -15,6 +15,7 @@ import numpy as np
 from engine import api
 from engine.cli import plan
 from engine.cli.common import check_output
+from engine.errors import CHMMError
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.noise:
         x, a = walk.walks()
         if isinstance(x, list):
-            raise ValueError("--noise learns from one walk; the file holds several")
+            raise CHMMError("--noise learns from one walk; the file holds several")
         model, summary = api.maps.learn_map_through_noise(
             x, a, walk.symbols, walk.action_names, args.noise, args.clones, args.iterations, args.pseudocount,
             args.viterbi_iterations, args.seed, args.merge,
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.evidence:
         x, a = walk.walks()
         if isinstance(x, list):
-            raise ValueError("--evidence learns from one walk; the file holds several")
+            raise CHMMError("--evidence learns from one walk; the file holds several")
         likelihood = api.maps.read_evidence(args.evidence, len(x), walk.symbols)
         model, summary = api.maps.learn_map_from_evidence(
             likelihood, a, walk.symbols, walk.action_names, args.clones, args.iterations, args.pseudocount,
@@ -128,19 +129,19 @@ def _check(args: argparse.Namespace) -> None:
     """Refuse bad numbers and files of ``chmm map`` in one sentence, before anything is read."""
     check_output(args.output, [args.walk] + [path for path in (args.room, args.evidence) if path])
     if args.noise and args.evidence:
-        raise ValueError("--noise and --evidence both say what the sensor read; give one")
+        raise CHMMError("--noise and --evidence both say what the sensor read; give one")
     for name, value, lowest in (
         ("--clones", args.clones, 1),
         ("--iterations", args.iterations, 0),
         ("--viterbi-iterations", args.viterbi_iterations, 0),
     ):
         if value < lowest:
-            raise ValueError(f"{name} must be at least {lowest}, got {value}")
+            raise CHMMError(f"{name} must be at least {lowest}, got {value}")
     if not args.pseudocount >= 0:
-        raise ValueError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
+        raise CHMMError(f"--pseudocount must be 0 or more, got {args.pseudocount}")
     for name, value in (("--restarts", args.restarts), ("--max-restarts", args.max_restarts)):
         if not 1 <= value <= api.DEFAULTS.MAX_RESTARTS:
-            raise ValueError(f"{name} must be from 1 to {api.DEFAULTS.MAX_RESTARTS}, got {value}")
+            raise CHMMError(f"{name} must be from 1 to {api.DEFAULTS.MAX_RESTARTS}, got {value}")
 
 
 def _say(summary: dict[str, Any], room: Any, output: str) -> None:
@@ -171,10 +172,10 @@ def _say(summary: dict[str, Any], room: Any, output: str) -> None:
 def _true_observations(walk: api.maps.WalkFile, room: Any) -> api.maps.WalkFile:
     """``walk`` with the observations of its true places in ``room`` instead of a noisy sensor's readings."""
     if walk.positions is None:
-        raise ValueError("--room with --noise or --evidence needs the walk's true places (its row and column columns)")
+        raise CHMMError("--room with --noise or --evidence needs the walk's true places (its row and column columns)")
     index = {name: i for i, name in enumerate(walk.symbols)}
     truth = [str(v) for v in room[walk.positions[:, 0], walk.positions[:, 1]].tolist()]
     unread = sorted(set(truth) - set(index), key=str)
     if unread:
-        raise ValueError(f"the sensor never read the room's observation {unread[0]}, so the map has no clone for it")
+        raise CHMMError(f"the sensor never read the room's observation {unread[0]}, so the map has no clone for it")
     return dataclasses.replace(walk, observations=np.array([index[v] for v in truth], dtype=np.int64))

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from engine import api
+from engine.errors import CHMMError
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -86,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
     model = api.maps.load_map(args.map)
     walk = api.maps.read_walk(args.walk)
     if walk.positions is None:
-        raise ValueError(f"{args.walk} has no row and column columns: the places of the map's clones are unknown")
+        raise CHMMError(f"{args.walk} has no row and column columns: the places of the map's clones are unknown")
     room = api.maps.read_room(args.room) if args.room else None
     x, a = walk.walks()
     clone_of = api.maps.place_clones(model, x, a, walk.positions)
     places = api.maps.clone_places(model, x, a, walk.positions)
     for name, cell in (("start", args.start), ("goal", args.goal), *(("blocked place", c) for c in args.block)):
         if cell not in clone_of:
-            raise ValueError(f"the walk never visits the {name} {cell[0]},{cell[1]}: no clone of the map stands for it")
+            raise CHMMError(f"the walk never visits the {name} {cell[0]},{cell[1]}: no clone of the map stands for it")
     communities = api.maps.map_communities(model)
     modules = api.maps.clone_modules(communities)
     out: dict[str, Any] = {"modules": len(communities.top_modules)}
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             clone for clone, cell in enumerate(places.tolist()) if tuple(cell) in set(args.block)
         }  # the clones placed there, and the clone most often there
         if start in closed or goal in closed:
-            raise ValueError("the start and the goal cannot be blocked places")
+            raise CHMMError("the start and the goal cannot be blocked places")
         blocked = api.maps.block(model, sorted({way for c in closed for way in api.maps.ways_into(model, c)}))
         fields["blocked fields"] = api.maps.door_fields(blocked, modules)
         plans["blocked flat"] = api.maps.plan_flat(blocked, start, goal)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from engine import api
+from engine.errors import CHMMError
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print ``--length`` sampled symbols."""
     if args.length < 1:
-        raise ValueError("--length must be at least 1")
+        raise CHMMError("--length must be at least 1")
     api.check_prefix(args.prefix)  # before the model is read: a prefix over the bound is refused at once
     model = api.load_model(args.model)
     print(api.sample_text(model, args.length, args.seed, args.prefix))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine import api
+from engine.errors import CHMMError
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -34,16 +35,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Fit every map of the library to the walk and print them, best first."""
     if args.iterations < 1:
-        raise ValueError(f"--iterations must be at least 1, got {args.iterations}")
+        raise CHMMError(f"--iterations must be at least 1, got {args.iterations}")
     library = api.maps.read_library(args.library)
     walk = api.maps.read_walk(args.walk)
     x, a = walk.walks()
     if isinstance(x, list):
-        raise ValueError("chmm schema matches one walk; the file holds several (give one walk)")
+        raise CHMMError("chmm schema matches one walk; the file holds several (give one walk)")
     known = set().union(*(model.actions for model in library.values()))
     unknown = sorted({walk.action_names[k] for k in np.unique(a[:-1])} - known) if len(a) > 1 else []
     if unknown:
-        raise ValueError(f"the walk takes actions the maps do not have: {', '.join(unknown)}")
+        raise CHMMError(f"the walk takes actions the maps do not have: {', '.join(unknown)}")
     fits = api.maps.match_schemas(  # each map's actions matched to the walk's by name, in whatever order it has them
         library, x, a, len(walk.symbols), args.iterations, args.held_out, args.seed, action_names=walk.action_names
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine import api
 from engine.cli.common import TRAIN_DEFAULTS, check_output, json_line, number_or_auto, progress_printer, read_corpus
+from engine.errors import CHMMError
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -247,9 +248,9 @@ def run(args: argparse.Namespace) -> int:
     if args.learner != "chmm":
         return _train_peer(args)
     if args.learner_option:
-        raise ValueError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
+        raise CHMMError("--learner-option applies to peer learners (--learner densehmm, hmm, pdfa or ngram)")
     if args.init and args.normalisation is not None:  # a flag typed, not a value: the default is a normalisation
-        raise ValueError("--init continues a model with its own normalisation: leave out --normalisation")
+        raise CHMMError("--init continues a model with its own normalisation: leave out --normalisation")
     check_output(args.output, [*args.corpus, *([args.init] if args.init else [])])
     api.check_prune_bound(args.prune_bound)
     options = train_options(args)
@@ -368,7 +369,7 @@ def _format_unit(args: argparse.Namespace) -> str:
     """The unit of a corpus of sequences: as given, tokens for a CSV (its cells are tokens); ValueError for a CSV
     read as characters."""
     if args.format == "csv" and args.unit not in (None, "tokens"):
-        raise ValueError("a CSV event log holds one token per row: leave out --unit or give --unit tokens")
+        raise CHMMError("a CSV event log holds one token per row: leave out --unit or give --unit tokens")
     return args.unit or ("tokens" if args.format == "csv" else TRAIN_DEFAULTS.unit)
 
 
@@ -377,9 +378,9 @@ def corpus_format(args: argparse.Namespace) -> dict[str, Any]:
     CSV without its two columns, or columns given for another format."""
     columns = {"sequence_column": args.sequence_column, "token_column": args.token_column}
     if args.format == "csv" and not all(columns.values()):
-        raise ValueError("--format csv needs the CSV's --sequence-column and --token-column")
+        raise CHMMError("--format csv needs the CSV's --sequence-column and --token-column")
     if args.format != "csv" and any([*columns.values(), args.order_column]):
-        raise ValueError("--sequence-column, --token-column and --order-column belong to --format csv")
+        raise CHMMError("--sequence-column, --token-column and --order-column belong to --format csv")
     return {"fmt": args.format, "order_column": args.order_column, **columns}
 
 
@@ -427,7 +428,7 @@ def _parse_learner_option(item: str) -> tuple[str, Any]:
     when it parses, else kept as a string."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise ValueError(f"--learner-option expects KEY=VALUE, got {item!r}")
+        raise CHMMError(f"--learner-option expects KEY=VALUE, got {item!r}")
     try:
         value = json.loads(raw)
     except ValueError:
@@ -440,30 +441,30 @@ def _peer_options(args: argparse.Namespace) -> dict[str, Any]:
     states; the PDFA's bound on states), --iterations and --seed; CHMM-only settings that were asked for refuse."""
     kind = args.learner
     if args.init:
-        raise ValueError("--init works only with --learner chmm")
+        raise CHMMError("--init works only with --learner chmm")
     if args.keep_statistics or args.prune_bound != api.DEFAULTS.PRUNE_BOUND:
-        raise ValueError("--prune-bound and --keep-statistics apply to CHMMs only (--learner chmm)")
+        raise CHMMError("--prune-bound and --keep-statistics apply to CHMMs only (--learner chmm)")
     if args.grow_from is not None:
-        raise ValueError("--grow-from works only with --learner chmm")
+        raise CHMMError("--grow-from works only with --learner chmm")
     if args.workers is not None or args.cluster or args.chunk is not None or args.burn_in is not None:
-        raise ValueError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
+        raise CHMMError("--workers, --cluster, --chunk and --burn-in train CHMMs only (--learner chmm)")
     on_device = not api.on_host(args.backend)
     if on_device and not api.learners.registered_learners()[kind].on_device:
-        raise ValueError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
+        raise CHMMError(f"the {kind} learner trains on the CPU only; leave out --backend {args.backend}")
     chmm_only = [name for name in (*CHMM_ONLY_OPTIONS, "grow_iterations") if getattr(args, name) is not None]
     if chmm_only:
         flags = ", ".join("--" + name.replace("_", "-") for name in chmm_only)
-        raise ValueError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
+        raise CHMMError(f"{flags} applies to CHMMs only; give the {kind} learner its options with --learner-option")
     options = dict(_parse_learner_option(item) for item in args.learner_option or [])
     if args.states is not None:
         if args.states == api.CHOICES.AUTO:
-            raise ValueError(f"--states {api.CHOICES.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
+            raise CHMMError(f"--states {api.CHOICES.AUTO} chooses a CHMM's clones; give the {kind} learner a number")
         if kind not in api.learners.STATES_OPTION:
-            raise ValueError(f"--states does not apply to the {kind} learner; use --learner-option")
+            raise CHMMError(f"--states does not apply to the {kind} learner; use --learner-option")
         options.setdefault(api.learners.STATES_OPTION[kind], args.states)
     if args.iterations is not None:
         if kind not in api.learners.ITERATIONS_OPTION:
-            raise ValueError(f"--iterations does not apply to the {kind} learner; use --learner-option")
+            raise CHMMError(f"--iterations does not apply to the {kind} learner; use --learner-option")
         options.setdefault(api.learners.ITERATIONS_OPTION[kind], args.iterations)
     if kind in api.learners.SEED_OPTION:
         options.setdefault(api.learners.SEED_OPTION[kind], args.seed)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.cpu import inference
+from engine.errors import CHMMError
 from engine.model.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive
 from engine.model.blocks import BlockLayout, normalise_rows, row_sums
 from engine.model.dense import CHMM, ModelFormatError, check_row_sums, write_npz_atomic
@@ -61,20 +62,20 @@ def check_room(room: Any) -> np.ndarray:
     try:
         grid = np.asarray(room)
     except (TypeError, ValueError):
-        raise ValueError("a room must be a rectangular table of whole numbers") from None
+        raise CHMMError("a room must be a rectangular table of whole numbers") from None
     if grid.ndim != 2 or grid.size == 0:
-        raise ValueError(f"a room must be a non-empty 2-D table of observations, got shape {grid.shape}")
+        raise CHMMError(f"a room must be a non-empty 2-D table of observations, got shape {grid.shape}")
     if grid.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in grid.ravel()):
-        raise ValueError(ROOM_VALUES)  # whole numbers too large for int64
+        raise CHMMError(ROOM_VALUES)  # whole numbers too large for int64
     if grid.dtype.kind not in "iu" and not (
         grid.dtype.kind == "f" and np.all(np.isfinite(grid)) and np.all(grid == np.round(grid))
     ):
-        raise ValueError("a room's cells must be whole numbers (an observation, or -1 for a wall)")
+        raise CHMMError("a room's cells must be whole numbers (an observation, or -1 for a wall)")
     if np.any(grid < WALL) or np.any(grid > MAX_OBSERVATION):
-        raise ValueError(ROOM_VALUES)
+        raise CHMMError(ROOM_VALUES)
     grid = grid.astype(np.int64)
     if not np.any(grid >= 0):
-        raise ValueError("a room needs at least one cell that is not a wall")
+        raise CHMMError("a room needs at least one cell that is not a wall")
     return grid
 
 
@@ -84,7 +85,7 @@ def generate_walk(room: Any, length: int, seed: int = 0, start: tuple[int, int] 
     cell again). The semantics of the paper's room generator (``datagen_structured_obs_room``)."""
     grid = check_room(room)
     if not isinstance(length, int | np.integer) or length < 2:
-        raise ValueError(f"a walk needs at least 2 steps, got {length!r}")
+        raise CHMMError(f"a walk needs at least 2 steps, got {length!r}")
     rng = np.random.default_rng(seed)
     height, width = grid.shape
     if start is None:
@@ -93,7 +94,7 @@ def generate_walk(room: Any, length: int, seed: int = 0, start: tuple[int, int] 
     else:
         r, c = int(start[0]), int(start[1])
         if not (0 <= r < height and 0 <= c < width) or grid[r, c] < 0:
-            raise ValueError(f"the start {start} is not an open cell of the {height} x {width} room")
+            raise CHMMError(f"the start {start} is not an open cell of the {height} x {width} room")
     actions = rng.integers(len(MOVES), size=length).astype(np.int64)
     positions = np.empty((length, 2), dtype=np.int64)
     for n in range(length):
@@ -111,13 +112,13 @@ def check_walk(x: Any, a: Any, n_symbols: int | None = None, n_actions: int | No
     x = np.ascontiguousarray(x, dtype=np.int64)
     a = np.ascontiguousarray(a, dtype=np.int64)
     if x.ndim != 1 or a.ndim != 1 or len(x) != len(a):
-        raise ValueError("a walk needs one action per observation (two 1-D sequences of the same length)")
+        raise CHMMError("a walk needs one action per observation (two 1-D sequences of the same length)")
     if len(x) < 2:
-        raise ValueError("a walk needs at least 2 steps")
+        raise CHMMError("a walk needs at least 2 steps")
     if x.min() < 0 or (n_symbols is not None and x.max() >= n_symbols):
-        raise ValueError(f"the walk has observations outside 0..{(n_symbols or 1) - 1}")
+        raise CHMMError(f"the walk has observations outside 0..{(n_symbols or 1) - 1}")
     if a.min() < 0 or (n_actions is not None and a[:-1].max(initial=0) >= n_actions):
-        raise ValueError(f"the walk has actions outside 0..{(n_actions or 1) - 1}")
+        raise CHMMError(f"the walk has actions outside 0..{(n_actions or 1) - 1}")
     return x, a
 
 
@@ -138,19 +139,19 @@ def check_walks(
     sentence otherwise (naming the walk at fault)."""
     several = _several(x)
     if several != _several(a):
-        raise ValueError(
+        raise CHMMError(
             "give one walk (a sequence of observations and one of actions) or several (a list of each), not a mix"
         )
     if not several:
         return [check_walk(x, a, n_symbols, n_actions)]
     if len(x) != len(a):
-        raise ValueError(f"{len(x)} walks of observations need as many walks of actions, got {len(a)}")
+        raise CHMMError(f"{len(x)} walks of observations need as many walks of actions, got {len(a)}")
     walks = []
     for d, (x_d, a_d) in enumerate(zip(x, a, strict=True)):
         try:
             walks.append(check_walk(x_d, a_d, n_symbols, n_actions))
         except ValueError as exc:
-            raise ValueError(f"walk {d + 1}: {exc}") from None
+            raise CHMMError(f"walk {d + 1}: {exc}") from None
     return walks
 
 
@@ -174,12 +175,12 @@ def action_layout(n_clones: np.ndarray, n_actions: int, triples: np.ndarray) -> 
     n_clones = np.asarray(n_clones, dtype=np.int64)
     triples = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
     if n_actions < 1:
-        raise ValueError("a model needs at least one action")
+        raise CHMMError("a model needs at least one action")
     if triples.size and (triples[:, 0].max() >= n_actions or triples[:, 0].min() < 0):
-        raise ValueError("a block names an action outside the model's actions")
+        raise CHMMError("a block names an action outside the model's actions")
     E = len(n_clones)
     if triples.size and (triples[:, 1:].max() >= E or triples[:, 1:].min() < 0):
-        raise ValueError("a block names a symbol outside the model's alphabet")
+        raise CHMMError("a block names a symbol outside the model's alphabet")
     pairs = np.stack([triples[:, 0] * E + triples[:, 1], triples[:, 2]], axis=1)
     return BlockLayout.build(np.tile(n_clones, n_actions), pairs)
 
@@ -207,13 +208,13 @@ class ActionCHMM:
     def __post_init__(self) -> None:
         E, A = len(self.symbols), len(self.actions)
         if self.layout.n_symbols != E * A:
-            raise ValueError(
+            raise CHMMError(
                 f"the layout has {self.layout.n_symbols} row symbols; {A} actions x {E} symbols need {A * E}"
             )
         if self.T.shape != (self.layout.size,):
-            raise ValueError(f"T has shape {self.T.shape}, the layout needs ({self.layout.size},)")
+            raise CHMMError(f"T has shape {self.T.shape}, the layout needs ({self.layout.size},)")
         if self.pi.shape != (self.n_states,):
-            raise ValueError(f"pi has shape {self.pi.shape}, the model has {self.n_states} clones")
+            raise CHMMError(f"pi has shape {self.pi.shape}, the model has {self.n_states} clones")
 
     @property
     def n_symbols(self) -> int:
@@ -346,7 +347,7 @@ def _names(count: int, names: list[str] | None, kind: str) -> list[str]:
     if names is None:
         return [str(v) for v in range(count)]
     if len(names) != count:
-        raise ValueError(f"{len(names)} {kind} names for {count} {kind}s")
+        raise CHMMError(f"{len(names)} {kind} names for {count} {kind}s")
     return [str(v) for v in names]
 
 
@@ -388,7 +389,7 @@ def from_dense(
     n_clones = np.asarray(n_clones, dtype=np.int64)
     A, H = transitions.shape[0], int(n_clones.sum())
     if transitions.shape != (A, H, H):
-        raise ValueError(f"transitions have shape {transitions.shape}, {H} clones need (A, {H}, {H})")
+        raise CHMMError(f"transitions have shape {transitions.shape}, {H} clones need (A, {H}, {H})")
     E = len(n_clones)
     layout = action_layout(n_clones, A, all_triples(E, A) if triples is None else triples)
     T = np.empty(layout.size, dtype=transitions.dtype)
@@ -538,7 +539,7 @@ def learn_online(
     from engine.training import learning
 
     if not isinstance(epochs, int | np.integer) or epochs < 1:
-        raise ValueError(f"online EM needs at least 1 epoch, got {epochs!r}")
+        raise CHMMError(f"online EM needs at least 1 epoch, got {epochs!r}")
     config = learning.TrainingConfig(
         algorithm="online", iterations=int(epochs), tolerance=None, pseudocount=pseudocount,
         batch_size=batch_size, memory=memory,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine.cognitive.actions import ActionCHMM, check_walk, from_dense
+from engine.errors import CHMMError
 
 PIECE_STEPS = 100
 """Steps of a piece of a walk that advances in lockstep with the other pieces (each piece starts from pi): a pass
@@ -64,9 +65,9 @@ def noisy_readings(observations: Any, n_symbols: int, noise: float, seed: int = 
     L(i) = 1 - noise for i = y and noise / (E - 1) otherwise (with noise 0, the indicator of the observation)."""
     x, _ = check_walk(observations, np.zeros(len(np.asarray(observations)), dtype=np.int64), n_symbols)
     if not isinstance(noise, int | float | np.floating) or not 0.0 <= float(noise) <= MAX_NOISE:
-        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
+        raise CHMMError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
     if n_symbols < 2 and noise > 0:
-        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+        raise CHMMError("a noisy sensor needs at least 2 observation symbols to confuse")
     rng = np.random.default_rng(seed)
     wrong = rng.random(len(x)) < noise
     shift = rng.integers(1, max(n_symbols, 2), size=len(x))
@@ -89,15 +90,15 @@ def check_evidence(likelihood: Any, a: Any, n_symbols: int, n_actions: int | Non
     try:
         evidence = np.asarray(likelihood, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise CHMMError(
             "soft evidence must be a table of numbers, one row per step and one column per symbol"
         ) from None
     if evidence.ndim != 2 or evidence.shape[1] != n_symbols:
-        raise ValueError(f"soft evidence needs one column per observation symbol ({n_symbols}), got {evidence.shape}")
+        raise CHMMError(f"soft evidence needs one column per observation symbol ({n_symbols}), got {evidence.shape}")
     if not np.all(np.isfinite(evidence)) or np.any(evidence < 0):
-        raise ValueError("soft evidence must be finite and non-negative")
+        raise CHMMError("soft evidence must be finite and non-negative")
     if np.any(evidence.sum(axis=1) <= 0):
-        raise ValueError("every step of soft evidence needs some likelihood for at least one symbol")
+        raise CHMMError("every step of soft evidence needs some likelihood for at least one symbol")
     _, actions = check_walk(np.zeros(len(evidence), dtype=np.int64), a, 1, n_actions)
     return evidence, actions
 
@@ -236,11 +237,11 @@ def learn_soft(
     probability / N for the Viterbi iterations)."""
     evidence, actions = check_evidence(likelihood, a, model.n_symbols, model.n_actions)
     if not isinstance(iterations, int | np.integer) or iterations < 0:
-        raise ValueError(f"iterations must be a whole number of at least 0, got {iterations!r}")
+        raise CHMMError(f"iterations must be a whole number of at least 0, got {iterations!r}")
     if not isinstance(piece, int | np.integer) or piece < 2:
-        raise ValueError(f"a piece of a walk needs at least 2 steps, got {piece!r}")
+        raise CHMMError(f"a piece of a walk needs at least 2 steps, got {piece!r}")
     if not np.isfinite(pseudocount) or pseudocount < 0:
-        raise ValueError(f"the pseudocount must be a non-negative number, got {pseudocount!r}")
+        raise CHMMError(f"the pseudocount must be a non-negative number, got {pseudocount!r}")
     transitions = dense_transitions(model)
     clone_symbol = model.clone_symbol()
     pi = np.asarray(model.pi, dtype=np.float64)
@@ -300,21 +301,21 @@ def read_evidence(path: Any, n_steps: int, symbols: list[str]) -> np.ndarray:
     try:
         size = path.stat().st_size
     except OSError as error:
-        raise ValueError(f"cannot read the evidence file {path.name}: {error.strerror or error}") from None
+        raise CHMMError(f"cannot read the evidence file {path.name}: {error.strerror or error}") from None
     if path.suffix.lower() == ".npy":
         if size > 8 * n_steps * E + 65_536:
-            raise ValueError(f"the evidence file {path.name} is larger than {n_steps:,} rows of {E} numbers can be")
+            raise CHMMError(f"the evidence file {path.name} is larger than {n_steps:,} rows of {E} numbers can be")
         try:
             table = np.load(path, allow_pickle=False, mmap_mode="r")
         except (ValueError, OSError, EOFError):  # numpy's own reason runs to several sentences (pickled data, ...)
-            raise ValueError(f"the evidence file {path.name} is not a readable .npy array of numbers") from None
+            raise CHMMError(f"the evidence file {path.name} is not a readable .npy array of numbers") from None
         if table.dtype.kind not in "biuf":
-            raise ValueError(f"the evidence file {path.name} holds {table.dtype} values, not numbers")
+            raise CHMMError(f"the evidence file {path.name} holds {table.dtype} values, not numbers")
         table = np.array(table, dtype=np.float64)
     else:
         table = _evidence_text(path, size, n_steps, symbols)
     if table.ndim != 2 or table.shape != (n_steps, E):
-        raise ValueError(
+        raise CHMMError(
             f"the evidence file {path.name} needs {n_steps:,} rows (one per step of the walk) of {E} numbers (one per "
             f"observation symbol), got {' x '.join(str(d) for d in table.shape) or 'one number'}"
         )
@@ -326,15 +327,15 @@ def _evidence_text(path: Any, size: int, n_steps: int, symbols: list[str]) -> np
     """The numbers of a text evidence file (see :func:`read_evidence`), columns put in the order of ``symbols``
     when its first line names them."""
     if size > EVIDENCE_TEXT_CHARACTERS * n_steps * len(symbols) + 65_536:
-        raise ValueError(f"the evidence file {path.name} is larger than {n_steps:,} rows of numbers can be")
+        raise CHMMError(f"the evidence file {path.name} is larger than {n_steps:,} rows of numbers can be")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"cannot read the evidence file {path.name} as text ({error})") from None
+        raise CHMMError(f"cannot read the evidence file {path.name} as text ({error})") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     lines = [line for line in lines if line]
     if not lines:
-        raise ValueError(f"the evidence file {path.name} holds no numbers")
+        raise CHMMError(f"the evidence file {path.name} holds no numbers")
     order = None
     head = lines[0].replace(",", " ").split()
     try:
@@ -344,7 +345,7 @@ def _evidence_text(path: Any, size: int, n_steps: int, symbols: list[str]) -> np
         named = True
     if named:  # a header naming the columns
         if sorted(head) != sorted(symbols) or len(set(head)) != len(head):
-            raise ValueError(
+            raise CHMMError(
                 f"the evidence file {path.name} names the columns {', '.join(head[:8])}, but the walk's observation "
                 f"symbols are {', '.join(symbols[:8])}"
             ) from None
@@ -353,9 +354,9 @@ def _evidence_text(path: Any, size: int, n_steps: int, symbols: list[str]) -> np
     try:
         rows = [[float(value) for value in line.replace(",", " ").split()] for line in lines]
     except ValueError:
-        raise ValueError(f"the evidence file {path.name} holds something other than numbers") from None
+        raise CHMMError(f"the evidence file {path.name} holds something other than numbers") from None
     if len({len(row) for row in rows}) > 1:
-        raise ValueError(f"the rows of the evidence file {path.name} do not all have the same number of values")
+        raise CHMMError(f"the rows of the evidence file {path.name} do not all have the same number of values")
     table = np.array(rows, dtype=np.float64).reshape(len(rows), -1)
     return table if order is None or table.shape[1] != len(symbols) else table[:, order]
 
@@ -385,9 +386,9 @@ def learn_map_through_noise(
     on the whole walk (as ``chmm map``'s restarts choose, without the room). Returns the map and its summary (the bits
     per step of the readings under it, iterations, clones, each restart's held-out bits per step)."""
     if not 0.0 <= noise <= MAX_NOISE:
-        raise ValueError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
+        raise CHMMError(f"the sensor noise must be a probability from 0 to {MAX_NOISE}, got {noise!r}")
     if len(symbols) < 2:
-        raise ValueError("a noisy sensor needs at least 2 observation symbols to confuse")
+        raise CHMMError("a noisy sensor needs at least 2 observation symbols to confuse")
     likelihood = reading_evidence(np.asarray(x, dtype=np.int64), len(symbols), noise)
     model, summary = learn_map_from_evidence(
         likelihood, a, symbols, action_names, clones, iterations, pseudocount, viterbi_iterations, seed, merge,
@@ -425,17 +426,17 @@ def learn_map_from_evidence(
     E = len(symbols)
     likelihood, a = check_evidence(likelihood, a, E, len(action_names))
     if clones * E > MAX_SOFT_CLONES:
-        raise ValueError(
+        raise CHMMError(
             f"a map learned from soft evidence holds its transitions dense, at most {MAX_SOFT_CLONES:,} clones; "
             f"{clones} clones for each of {E} observations are {clones * E:,} (use fewer --clones)"
         )
     if not isinstance(restarts, int | np.integer) or restarts < 1:
-        raise ValueError(f"restarts must be a whole number of at least 1, got {restarts!r}")
+        raise CHMMError(f"restarts must be a whole number of at least 1, got {restarts!r}")
     held_out: list[float] = []
     if restarts > 1:
         cut = len(likelihood) - max(2, int(round(MAP_HELD_OUT_SHARE * len(likelihood))))
         if cut < 2:
-            raise ValueError(f"a walk of {len(likelihood)} steps is too short to choose among restarts; use 1")
+            raise CHMMError(f"a walk of {len(likelihood)} steps is too short to choose among restarts; use 1")
         for r in range(int(restarts)):
             start = random_dense_model(np.full(E, clones), len(action_names), seed + r, symbols, action_names)
             heard = None if restart_progress is None else functools.partial(restart_progress, r)
@@ -474,7 +475,7 @@ def evidence_reading(model: ActionCHMM, likelihood: Any, a: Any) -> np.ndarray:
         dense_transitions(model), clone_symbol, np.asarray(model.pi, dtype=np.float64), evidence, actions
     )
     if not np.isfinite(log_probability):
-        raise ValueError("no clone path of the map can explain this soft evidence")
+        raise CHMMError("no clone path of the map can explain this soft evidence")
     return clone_symbol[path].astype(np.int64)
 
 
@@ -485,9 +486,9 @@ def random_dense_model(
     all H clones, pi uniform: the start of :func:`learn_soft`, where any clone may follow any clone."""
     n_clones = np.asarray(n_clones, dtype=np.int64)
     if n_clones.ndim != 1 or len(n_clones) == 0 or np.any(n_clones < 1):
-        raise ValueError("every observation symbol needs at least one clone")
+        raise CHMMError("every observation symbol needs at least one clone")
     if not isinstance(n_actions, int | np.integer) or n_actions < 1:
-        raise ValueError(f"a map needs at least one action, got {n_actions!r}")
+        raise CHMMError(f"a map needs at least one action, got {n_actions!r}")
     H = int(n_clones.sum())
     values = np.random.default_rng(seed).random((int(n_actions), H, H))
     return from_dense(values / values.sum(axis=2, keepdims=True), n_clones, symbols=symbols, actions=actions)

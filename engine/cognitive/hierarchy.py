@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.cognitive.actions import ActionCHMM, Walks, check_walks, viterbi
 from engine.cognitive.worlds import world_rooms
+from engine.errors import CHMMError
 from engine.network.communities import Communities, CommunityOptions, find_communities, normalised_mutual_information
 from engine.network.graph import CloneGraph, transition_graph
 
@@ -71,7 +72,7 @@ def map_communities(
     when the map has no transitions."""
     graph = map_graph(model, threshold)
     if graph.n_edges == 0:
-        raise ValueError("the map has no transitions to find modules in (train it first)")
+        raise CHMMError("the map has no transitions to find modules in (train it first)")
     return find_communities(graph, options or MAP_COMMUNITY_OPTIONS)
 
 
@@ -93,11 +94,11 @@ def place_counts(
     walks = check_walks(x, a, model.n_symbols, model.n_actions)
     positions = np.asarray(positions, dtype=np.int64)
     if positions.shape != (sum(len(x_d) for x_d, _ in walks), 2) or positions.min(initial=0) < 0:
-        raise ValueError("the clones' places need the walk's true place (row, column) at every step")
+        raise CHMMError("the clones' places need the walk's true place (row, column) at every step")
     paths, _ = viterbi(model, [x_d for x_d, _ in walks], [a_d for _, a_d in walks], backend)
     path = np.concatenate(paths)
     if np.any(path < 0):
-        raise ValueError("the walk is impossible under the map: no clone path decodes it")
+        raise CHMMError("the walk is impossible under the map: no clone path decodes it")
     width = int(positions[:, 1].max()) + 1
     cells = (int(positions[:, 0].max()) + 1) * width
     codes, counts = np.unique(path * cells + positions[:, 0] * width + positions[:, 1], return_counts=True)
@@ -164,10 +165,10 @@ def match_rooms(
     rooms, _ = world_rooms(room)
     n_rooms = int(rooms.max()) + 1
     if n_rooms < 2:
-        raise ValueError(f"the room has {n_rooms} room{'s' if n_rooms != 1 else ''}: no rooms to compare modules with")
+        raise CHMMError(f"the room has {n_rooms} room{'s' if n_rooms != 1 else ''}: no rooms to compare modules with")
     places = clone_places(model, x, a, positions, backend)
     if places[:, 0].max() >= rooms.shape[0] or places[:, 1].max() >= rooms.shape[1]:
-        raise ValueError(f"the walk leaves the {rooms.shape[0]} x {rooms.shape[1]} room it is compared with")
+        raise CHMMError(f"the walk leaves the {rooms.shape[0]} x {rooms.shape[1]} room it is compared with")
     communities = communities if communities is not None else map_communities(model)
     module = clone_modules(communities)
     room_of = np.full(model.n_states, -1, dtype=np.int64)
@@ -175,6 +176,6 @@ def match_rooms(
     room_of[placed] = rooms[places[placed, 0], places[placed, 1]]
     counted = (room_of >= 0) & (module > 0)
     if not counted.any():
-        raise ValueError("no clone of the map is placed in a room: the walk decodes to none")
+        raise CHMMError("no clone of the map is placed in a room: the walk decodes to none")
     nmi = normalised_mutual_information(module[counted], room_of[counted])
     return RoomMatch(nmi, len(communities.top_modules), n_rooms, int(counted.sum()), module, room_of)

@@ -20,6 +20,7 @@ from engine.cognitive.actions import (
     row_keys,
     viterbi,
 )
+from engine.errors import CHMMError
 from engine.model.blocks import normalise_rows, row_sums
 
 
@@ -94,9 +95,9 @@ def place_field(
     positions = np.asarray(positions, dtype=np.int64)
     steps = sum(len(x_d) for x_d, _ in walks)
     if positions.shape != (steps, 2) or positions.min() < 0:
-        raise ValueError("a place field needs the walk's true place (row, column) at every step")
+        raise CHMMError("a place field needs the walk's true place (row, column) at every step")
     if not 0 <= clone < model.n_states:
-        raise ValueError(f"clone {clone} is outside 0..{model.n_states - 1}")
+        raise CHMMError(f"clone {clone} is outside 0..{model.n_states - 1}")
     engine, state = engine_state(model, backend)
     activation = np.concatenate([_filtered(model, engine, state, x_d, a_d, clone) for x_d, a_d in walks])
     shape = (int(positions[:, 0].max()) + 1, int(positions[:, 1].max()) + 1)
@@ -128,7 +129,7 @@ def plan_route(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3
 
     for name, clone in (("start", start), ("goal", goal)):
         if not 0 <= clone < model.n_states:
-            raise ValueError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
+            raise CHMMError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
     E, layout = model.n_symbols, model.layout
     best: dict[tuple[int, int], tuple[float, int]] = {}
     for k, (row, j) in enumerate(layout.block_pairs):
@@ -148,7 +149,7 @@ def plan_route(model: ActionCHMM, start: int, goal: int, threshold: float = 1e-3
     try:
         route = nx.dijkstra_path(graph, start, goal)
     except (nx.NetworkXNoPath, nx.NodeNotFound):
-        raise ValueError(f"clone {goal} cannot be reached from clone {start} in the learned map") from None
+        raise CHMMError(f"clone {goal} cannot be reached from clone {start} in the learned map") from None
     moves = [model.actions[graph[u][v]["action"]] for u, v in zip(route[:-1], route[1:], strict=True)]
     return [int(c) for c in route], moves
 
@@ -173,7 +174,7 @@ def transfer_transitions(model: ActionCHMM) -> tuple[np.ndarray, np.ndarray]:
     new room reads them: a (clone, action) the map never took keeps the clone where it is (a step into a wall)."""
     clones = used_clones(model)
     if len(clones) == 0:
-        raise ValueError("the map has no transitions to transfer (train it first)")
+        raise CHMMError("the map has no transitions to transfer (train it first)")
     transitions = np.stack(
         [model.transition(k)[np.ix_(clones, clones)].astype(np.float64) for k in range(model.n_actions)]
     )
@@ -217,7 +218,7 @@ def learn_emissions(
                 message = (alpha[step - 1] @ transitions[a[step - 1]]) * emissions[:, x[step]]
             total = message.sum()
             if total <= 0:
-                raise ValueError("the walk is impossible under the map (no clone can emit its observations)")
+                raise CHMMError("the walk is impossible under the map (no clone can emit its observations)")
             log_likelihood += np.log(total)
             alpha[step] = message / total
         beta[-1] = 1.0
@@ -329,7 +330,7 @@ def sample_walks(model: ActionCHMM, a: Any, count: int, rng: np.random.Generator
     seed. ValueError in one sentence for bad actions or when no clone path takes all N steps."""
     _, a = check_walk(np.zeros(np.shape(a)[:1], dtype=np.int64), a, None, model.n_actions)
     if not isinstance(count, int | np.integer) or count < 1:
-        raise ValueError(f"the number of walks to sample must be a positive whole number, got {count!r}")
+        raise CHMMError(f"the number of walks to sample must be a positive whole number, got {count!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     matrices = _action_matrices(model)
     n = len(a)
@@ -340,7 +341,7 @@ def sample_walks(model: ActionCHMM, a: Any, count: int, rng: np.random.Generator
         survival[step] = s / s.max() if s.max() > 0 else s  # a scale per step does not change the draws
     start = model.pi.astype(np.float64) * survival[0]
     if not start.sum() > 0:
-        raise ValueError(f"no clone path of the model takes these {n} actions (the model cannot make this walk)")
+        raise CHMMError(f"no clone path of the model takes these {n} actions (the model cannot make this walk)")
     symbol = model.clone_symbol()
     uniforms = rng.random((count, n))
     out = np.empty((count, n), dtype=np.int64)

@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.cognitive.actions import ActionCHMM
 from engine.cognitive.hierarchy import THRESHOLD, transition_entries
+from engine.errors import CHMMError
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,11 @@ def pass_messages(ways: Successors, start: int, goals: np.ndarray, allowed: np.n
 def _check_clones(model: ActionCHMM, **clones: int) -> None:
     for name, clone in clones.items():
         if not 0 <= clone < model.n_states:
-            raise ValueError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
+            raise CHMMError(f"the {name} clone {clone} is outside 0..{model.n_states - 1}")
 
 
-def _unreachable(start: int, goal: int) -> ValueError:
-    return ValueError(f"clone {goal} cannot be reached from clone {start} in the map (no way is left open)")
+def _unreachable(start: int, goal: int) -> CHMMError:
+    return CHMMError(f"clone {goal} cannot be reached from clone {start} in the map (no way is left open)")
 
 
 def plan_flat(model: ActionCHMM, start: int, goal: int, threshold: float = THRESHOLD) -> Plan:
@@ -302,7 +303,7 @@ def door_fields(model: ActionCHMM, modules: np.ndarray, threshold: float = THRES
 def _checked_modules(model: ActionCHMM, modules: np.ndarray) -> np.ndarray:
     modules = np.asarray(modules, dtype=np.int64)
     if modules.shape != (model.n_states,) or modules.min() < 0:
-        raise ValueError(f"the modules must give each of the map's {model.n_states} clones a module (0: none)")
+        raise CHMMError(f"the modules must give each of the map's {model.n_states} clones a module (0: none)")
     return modules
 
 
@@ -327,7 +328,7 @@ def plan_hierarchical(
     if fields is not None and (
         fields.model is not model or fields.threshold != threshold or not np.array_equal(fields.modules, modules)
     ):
-        raise ValueError("the door fields were made for another map, other modules or another threshold")
+        raise CHMMError("the door fields were made for another map, other modules or another threshold")
     made = fields is None
     fields = door_fields(model, modules, threshold) if fields is None else fields
     direct, updates, dense = None, 0, 0
@@ -442,7 +443,7 @@ def block(model: ActionCHMM, passages: Iterable[tuple[int, int]]) -> ActionCHMM:
     for u, a in passages:
         _check_clones(model, passage=int(u))
         if not 0 <= a < model.n_actions:
-            raise ValueError(f"the action {a} is outside 0..{model.n_actions - 1}")
+            raise CHMMError(f"the action {a} is outside 0..{model.n_actions - 1}")
         i = int(symbol[u])
         row = int(u - layout.clone_start[i])
         for k in np.flatnonzero(layout.block_pairs[:, 0] == a * E + i):

@@ -21,6 +21,7 @@ import numpy as np
 
 from engine.cognitive.actions import ActionCHMM, check_room, check_walk, from_dense, load
 from engine.cognitive.maps import learn_emissions, transfer_transitions
+from engine.errors import CHMMError
 
 HELD_OUT = 0.2
 """The share of a walk's steps, at its end, on which the stored maps are compared (fitted on the rest)."""
@@ -51,7 +52,7 @@ def map_of_room(room: Any, n_observations: int | None = None) -> ActionCHMM:
     grid = check_room(room)
     E = int(grid.max()) + 1 if n_observations is None else int(n_observations)
     if E <= grid.max():
-        raise ValueError(f"the room has observations up to {int(grid.max())}, more than {E} symbols")
+        raise CHMMError(f"the room has observations up to {int(grid.max())}, more than {E} symbols")
     cells = [tuple(int(v) for v in cell) for cell in np.argwhere(grid >= 0)]
     cells.sort(key=lambda cell: (grid[cell], cell))
     n_clones = np.array([max(1, int(np.sum(grid == i))) for i in range(E)], dtype=np.int64)
@@ -116,15 +117,15 @@ def match_schemas(
     action numbers are the maps'. ``progress(map, iteration, bits)`` is called as each map's fit goes on (the index
     of the map in ``library``'s order; an exception it raises stops the match)."""
     if not library:
-        raise ValueError("the library holds no maps to match")
+        raise CHMMError("the library holds no maps to match")
     x = np.asarray(x)
     n_observations = int(np.max(x)) + 1 if n_observations is None and len(x) else n_observations
     x, a = check_walk(x, a, n_observations)
     if not 0.0 < held_out < 1.0:
-        raise ValueError(f"the held-out share of the walk must lie between 0 and 1, got {held_out!r}")
+        raise CHMMError(f"the held-out share of the walk must lie between 0 and 1, got {held_out!r}")
     cut = int(round(len(x) * (1.0 - held_out)))
     if cut < 2 or len(x) - cut < 2:
-        raise ValueError(f"a walk of {len(x)} steps is too short to fit on one part and compare on the other")
+        raise CHMMError(f"a walk of {len(x)} steps is too short to fit on one part and compare on the other")
     moves = {name: _actions_of(name, model, a, action_names) for name, model in library.items()}
     fits = []
     for index, (name, model) in enumerate(library.items()):
@@ -142,14 +143,14 @@ def _actions_of(name: str, model: ActionCHMM, a: np.ndarray, action_names: list[
     sentence when the map lacks one of them."""
     if action_names is None:
         if model.n_actions <= int(a.max()):
-            raise ValueError(f"the walk takes action {int(a.max())}, which the map {name!r} does not have")
+            raise CHMMError(f"the walk takes action {int(a.max())}, which the map {name!r} does not have")
         return a
     if int(a.max()) >= len(action_names):
-        raise ValueError(f"the walk takes action {int(a.max())} but names only {len(action_names)} actions")
+        raise CHMMError(f"the walk takes action {int(a.max())} but names only {len(action_names)} actions")
     taken = [action_names[k] for k in sorted(set(a[:-1].tolist()))]
     missing = [action for action in taken if action not in model.actions]
     if missing:
-        raise ValueError(
+        raise CHMMError(
             f"the map {name!r} has the actions {', '.join(model.actions)}, not the walk's {', '.join(missing)}"
         )
     order = np.array([model.actions.index(n) if n in model.actions else 0 for n in action_names], dtype=np.int64)
@@ -166,11 +167,11 @@ def read_library(paths: list[str | os.PathLike[str]]) -> dict[str, ActionCHMM]:
         elif path.is_file():
             files.append(path)
         else:
-            raise ValueError(f"{path} is neither a map file nor a folder of them")
+            raise CHMMError(f"{path} is neither a map file nor a folder of them")
     if not files:
-        raise ValueError("the library holds no maps (no .npz files)")
+        raise CHMMError("the library holds no maps (no .npz files)")
     if len(files) > MAX_LIBRARY_MAPS:
-        raise ValueError(f"a library holds at most {MAX_LIBRARY_MAPS} maps, got {len(files)}")
+        raise CHMMError(f"a library holds at most {MAX_LIBRARY_MAPS} maps, got {len(files)}")
     library: dict[str, ActionCHMM] = {}
     for file in files:
         name = file.stem if file.stem not in library else str(file)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.cognitive.actions import MOVES, STEPS, WALL, ActionCHMM, check_room, from_dense
+from engine.errors import CHMMError
 
 MIN_SIDE = 2
 """The fewest rows or columns of a room (a room one cell wide would be a corridor, read as doors)."""
@@ -54,28 +55,28 @@ def parse_world_spec(spec: str) -> list[list[tuple[int, int]]]:
     :data:`MAX_ROOMS` rooms or fewer than 2, or the rooms do not line up (the rows of rooms must hold as many rooms
     each, the rooms of one row the same height and those of one column the same width)."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(WORLD_SPEC)
+        raise CHMMError(WORLD_SPEC)
     rows: list[list[tuple[int, int]]] = []
     for row_text in spec.replace(" ", "").split("/"):
         row = []
         for room in row_text.split(","):
             match = re.fullmatch(r"(\d{1,4})x(\d{1,4})", room.lower())
             if match is None:
-                raise ValueError(f"{room!r} is not a room: {WORLD_SPEC}")
+                raise CHMMError(f"{room!r} is not a room: {WORLD_SPEC}")
             height, width = int(match.group(1)), int(match.group(2))
             if not (MIN_SIDE <= height <= MAX_SIDE and MIN_SIDE <= width <= MAX_SIDE):
-                raise ValueError(f"room {room} is not {MIN_SIDE} to {MAX_SIDE} cells on each side")
+                raise CHMMError(f"room {room} is not {MIN_SIDE} to {MAX_SIDE} cells on each side")
             row.append((height, width))
         rows.append(row)
     count = sum(len(row) for row in rows)
     if not 2 <= count <= MAX_ROOMS:
-        raise ValueError(f"a world has 2 to {MAX_ROOMS} rooms, {spec!r} has {count}")
+        raise CHMMError(f"a world has 2 to {MAX_ROOMS} rooms, {spec!r} has {count}")
     if len({len(row) for row in rows}) != 1:
-        raise ValueError("every row of rooms of a world must hold as many rooms")
+        raise CHMMError("every row of rooms of a world must hold as many rooms")
     if any(len({h for h, _ in row}) != 1 for row in rows):
-        raise ValueError("the rooms of one row of a world must have the same height")
+        raise CHMMError("the rooms of one row of a world must have the same height")
     if any(len({rows[r][c][1] for r in range(len(rows))}) != 1 for c in range(len(rows[0]))):
-        raise ValueError("the rooms of one column of a world must have the same width")
+        raise CHMMError("the rooms of one column of a world must have the same width")
     return rows
 
 
@@ -86,16 +87,16 @@ def make_world(spec: str, observations: int = 4, doors: int = 1, seed: int = 0) 
     generator seeded with ``seed``). ValueError in one sentence for a bad spec or counts."""
     layout = parse_world_spec(spec)
     if isinstance(observations, bool) or not isinstance(observations, int | np.integer):
-        raise ValueError(f"the observations of a world must be a whole number, got {observations!r}")
+        raise CHMMError(f"the observations of a world must be a whole number, got {observations!r}")
     if not 1 <= observations <= MAX_OBSERVATIONS:
-        raise ValueError(f"a world draws from 1 to {MAX_OBSERVATIONS:,} observations, got {observations}")
+        raise CHMMError(f"a world draws from 1 to {MAX_OBSERVATIONS:,} observations, got {observations}")
     if isinstance(doors, bool) or not isinstance(doors, int | np.integer) or doors < 1:
-        raise ValueError(f"every wall between two rooms needs at least 1 door, got {doors!r}")
+        raise CHMMError(f"every wall between two rooms needs at least 1 door, got {doors!r}")
     heights = [row[0][0] for row in layout]
     widths = [room[1] for room in layout[0]]
     shortest = min((heights if len(widths) > 1 else []) + (widths if len(heights) > 1 else []))  # of the walls
     if doors > (shortest + 1) // 2:
-        raise ValueError(f"{doors} doors, never two side by side, do not fit in a wall of {shortest} cells")
+        raise CHMMError(f"{doors} doors, never two side by side, do not fit in a wall of {shortest} cells")
     top = np.concatenate([[0], np.cumsum(np.array(heights) + 1)])  # first row of each row of rooms
     left = np.concatenate([[0], np.cumsum(np.array(widths) + 1)])
     rng = np.random.default_rng(seed)

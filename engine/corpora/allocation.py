@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from engine.errors import CHMMError
+
 __all__ = ["ALLOCATION_METHODS", "DEFAULT_NGRAM_ORDER", "allocate_clones", "largest_remainder", "symbol_weights"]
 
 ALLOCATION_METHODS: tuple[str, ...] = ("uniform", "frequency", "ngram")
@@ -26,25 +28,25 @@ DEFAULT_NGRAM_ORDER = 5
 def _as_int(value: object, what: str) -> int:
     """``value`` as a Python int, or ValueError naming ``what``."""
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be an integer, got {value!r}.")
+        raise CHMMError(f"{what} must be an integer, got {value!r}.")
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise ValueError(f"{what} must be an integer, got {value!r}.") from None
+        raise CHMMError(f"{what} must be an integer, got {value!r}.") from None
 
 
 def _check_sequence(train: np.ndarray, n_symbols: int) -> np.ndarray:
     """``train`` as a 1-D int64 array of symbol indices in [0, n_symbols), or ValueError."""
     seq = np.asarray(train)
     if seq.ndim != 1:
-        raise ValueError(f"train must be a 1-D array of symbol indices, got shape {seq.shape}.")
+        raise CHMMError(f"train must be a 1-D array of symbol indices, got shape {seq.shape}.")
     if seq.size == 0:
         return seq.astype(np.int64)
     if not np.issubdtype(seq.dtype, np.integer):
-        raise ValueError(f"train must hold integer symbol indices, got dtype {seq.dtype}.")
+        raise CHMMError(f"train must hold integer symbol indices, got dtype {seq.dtype}.")
     lo, hi = int(seq.min()), int(seq.max())
     if lo < 0 or hi >= n_symbols:
-        raise ValueError(f"train holds symbol indices in [{lo}, {hi}] but n_symbols is {n_symbols}.")
+        raise CHMMError(f"train holds symbol indices in [{lo}, {hi}] but n_symbols is {n_symbols}.")
     return seq.astype(np.int64, copy=False)
 
 
@@ -97,12 +99,12 @@ def symbol_weights(
     """
     n_symbols = _as_int(n_symbols, "n_symbols")
     if n_symbols < 1:
-        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
+        raise CHMMError(f"n_symbols must be at least 1, got {n_symbols}.")
     if method not in ALLOCATION_METHODS:
-        raise ValueError(f"Unknown clone allocation method {method!r}; choose one of {', '.join(ALLOCATION_METHODS)}.")
+        raise CHMMError(f"Unknown clone allocation method {method!r}; choose one of {', '.join(ALLOCATION_METHODS)}.")
     order = _as_int(ngram_order, "ngram_order")
     if order < 1:
-        raise ValueError(f"ngram_order must be at least 1, got {order}.")
+        raise CHMMError(f"ngram_order must be at least 1, got {order}.")
     if isinstance(train, np.ndarray) or (len(train) and np.isscalar(train[0])):
         parts = [_check_sequence(train, n_symbols)]
     else:
@@ -125,12 +127,12 @@ def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
     """
     w = [int(x) for x in np.asarray(weights).ravel()]
     if any(x < 0 for x in w):
-        raise ValueError("Allocation weights must be non-negative.")
+        raise CHMMError("Allocation weights must be non-negative.")
     if total < 0:
-        raise ValueError(f"total must be non-negative, got {total}.")
+        raise CHMMError(f"total must be non-negative, got {total}.")
     if not w:
         if total:
-            raise ValueError("Cannot split a positive total over zero entries.")
+            raise CHMMError("Cannot split a positive total over zero entries.")
         return np.zeros(0, dtype=np.int64)
     wsum = sum(w)
     if wsum == 0:
@@ -149,9 +151,9 @@ def check_states(states: int, n_symbols: int) -> int:
     """``states`` as an int, or a one-sentence ValueError unless every one of ``n_symbols`` symbols gets a clone."""
     states = _as_int(states, "states")
     if n_symbols < 1:
-        raise ValueError(f"n_symbols must be at least 1, got {n_symbols}.")
+        raise CHMMError(f"n_symbols must be at least 1, got {n_symbols}.")
     if states < n_symbols:
-        raise ValueError(
+        raise CHMMError(
             f"Cannot allocate {states} states to {n_symbols} symbols with "
             f"at least one clone per symbol: need ≥ {n_symbols} states."
         )

@@ -11,13 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
+
 __all__ = ["MAX_CORPUS_BYTES", "CorpusError", "corpus_fingerprint", "decode_bytes", "read_text"]
 
 MAX_CORPUS_BYTES = 200_000_000
 """The largest corpus read, per file and in all (bytes)."""
 
 
-class CorpusError(ValueError):
+class CorpusError(CHMMError):
     """A problem with a user-supplied corpus or corpus parameter (one-sentence message)."""
 
 # --------------------------------------------------------------------------- reading

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
+
 PEER_FORMAT = "chmm-explorer-peer"
 """The ``format`` of a peer learner's model file header (:mod:`engine.peers.base` writes and reads such files; a
 CHMM reader refuses them by it)."""
@@ -54,7 +56,7 @@ HEADER_MEMBER = "header_json"
 _CHUNK = 1 << 22
 
 
-class ArchiveError(ValueError):
+class ArchiveError(CHMMError):
     """Why an ``.npz`` file cannot be read (a sentence without the file's path)."""
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout
 
 __all__ = ["BACKOFF_KINDS", "Backoff", "backoff_kind", "choose_weight"]
@@ -66,7 +67,7 @@ class Backoff:
             denominator = rows + 0.5 * n
             return Backoff(n, kind, codes, (counts + 0.5) / denominator[pairs[:, 0]], 0.5 / denominator, None)
         if kind != "kneser-ney":
-            raise ValueError(f"unknown back-off {kind!r}")
+            raise CHMMError(f"unknown back-off {kind!r}")
         seen = counts > 0
         continuation = np.bincount(pairs[seen, 1], minlength=n).astype(np.float64) + 1.0
         unigram = continuation / continuation.sum()

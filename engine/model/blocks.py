@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from engine.errors import CHMMError
+
 
 @dataclass(frozen=True)
 class BlockLayout:
@@ -46,15 +48,15 @@ class BlockLayout:
         """Build the index tables for clones per symbol ``n_clones`` and the stored symbol pairs."""
         n_clones = np.ascontiguousarray(n_clones, dtype=np.int64)
         if n_clones.ndim != 1 or n_clones.size == 0 or np.any(n_clones < 1):
-            raise ValueError("n_clones must be a non-empty 1-D array of positive integers")
+            raise CHMMError("n_clones must be a non-empty 1-D array of positive integers")
         n_symbols = n_clones.size
         pairs = np.asarray(block_pairs, dtype=np.int64).reshape(-1, 2)
         if pairs.size and (pairs.min() < 0 or pairs.max() >= n_symbols):
-            raise ValueError("block_pairs refers to a symbol outside the alphabet")
+            raise CHMMError("block_pairs refers to a symbol outside the alphabet")
         order = np.lexsort((pairs[:, 1], pairs[:, 0]))
         pairs = pairs[order]
         if len(pairs) > 1 and np.any(np.all(pairs[1:] == pairs[:-1], axis=1)):
-            raise ValueError("block_pairs lists a pair twice")
+            raise CHMMError("block_pairs lists a pair twice")
         clone_start = np.zeros(n_symbols + 1, dtype=np.int64)
         np.cumsum(n_clones, out=clone_start[1:])
         sizes = n_clones[pairs[:, 0]] * n_clones[pairs[:, 1]]
@@ -207,7 +209,7 @@ def align_rows(layout: BlockLayout, raw: np.ndarray, share: float) -> np.ndarray
     symbols (the toy FSM's two rows of clones, paper Fig. 1e) instead of dissolving into the mixing of a random T
     (the first-order plateaus, bench/RESULTS.md, issue 15)."""
     if not 0.0 <= share < 1.0:
-        raise ValueError(f"the aligned share must be at least 0 and below 1, got {share!r}")
+        raise CHMMError(f"the aligned share must be at least 0 and below 1, got {share!r}")
     positions, rows = aligned_entries(layout)
     mass = row_sums(layout, raw)
     blocks = np.bincount(rows, minlength=layout.n_states)  # a row has one aligned entry per stored block

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.corpora import text
+from engine.errors import CHMMError
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,9 @@ class TextCodec:
 
     def __post_init__(self) -> None:
         if self.unit not in text.UNITS:
-            raise ValueError(f"unknown unit {self.unit!r}; choose one of {', '.join(text.UNITS)}")
+            raise CHMMError(f"unknown unit {self.unit!r}; choose one of {', '.join(text.UNITS)}")
         if self.normalisation not in text.NORMALISATIONS:
-            raise ValueError(
+            raise CHMMError(
                 f"unknown normalisation {self.normalisation!r}; choose one of {', '.join(text.NORMALISATIONS)}"
             )
         if self.vocabulary is not None:
@@ -78,13 +79,13 @@ class TextCodec:
     def from_json(value: Any) -> TextCodec:
         """The codec stored in a model file; ValueError when it is not of that form."""
         if not isinstance(value, dict):
-            raise ValueError("the codec must be an object")
+            raise CHMMError("the codec must be an object")
         vocabulary = value.get("vocabulary")
         if vocabulary is not None and not (
             isinstance(vocabulary, list) and all(isinstance(w, str) for w in vocabulary)
         ):
-            raise ValueError("the codec's vocabulary must be a list of words")
+            raise CHMMError("the codec's vocabulary must be a list of words")
         unit = value.get("unit", text.UNITS[0])
         if unit not in text.UNITS:
-            raise ValueError(f"the codec's unit must be one of {', '.join(text.UNITS)}")
+            raise CHMMError(f"the codec's unit must be one of {', '.join(text.UNITS)}")
         return TextCodec(value.get("normalisation", "raw"), None if vocabulary is None else tuple(vocabulary), unit)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.corpora.text import NORMALISATIONS
+from engine.errors import CHMMError
 from engine.files import atomic_write
 from engine.model.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive
 from engine.model.blocks import (
@@ -46,7 +47,7 @@ BEHAVIOUR_KEYS = ("normalisation", "vocabulary", "backoff_weight")
 """Metadata keys of version-1 files that drove behaviour; loading moves them into the typed fields."""
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(CHMMError):
     """A file is not a CHMM Explorer model, or it is damaged."""
 
 
@@ -81,7 +82,7 @@ class CloneModel:
         unknown = sorted({c for c in symbols if c not in index})
         if unknown:
             shown = ", ".join(repr(c) for c in unknown[:10])
-            raise ValueError(
+            raise CHMMError(
                 f"the text has {len(unknown)} {self.codec.unit} outside the model's alphabet: {shown}"
                 + (" ..." if len(unknown) > 10 else "")
             )
@@ -136,15 +137,15 @@ class CHMM(CloneModel):
 
     def __post_init__(self) -> None:
         if len(self.symbols) != self.layout.n_symbols:
-            raise ValueError("symbols and n_clones disagree on the alphabet size")
+            raise CHMMError("symbols and n_clones disagree on the alphabet size")
         if self.T.shape != (self.layout.size,):
-            raise ValueError(f"T has shape {self.T.shape}, the layout needs ({self.layout.size},)")
+            raise CHMMError(f"T has shape {self.T.shape}, the layout needs ({self.layout.size},)")
         if self.pi.shape != (self.layout.n_states,):
-            raise ValueError(f"pi has shape {self.pi.shape}, the layout needs ({self.layout.n_states},)")
+            raise CHMMError(f"pi has shape {self.pi.shape}, the layout needs ({self.layout.n_states},)")
         if self.counts is not None and self.counts.shape != self.T.shape:
-            raise ValueError("counts must have the same layout as T")
+            raise CHMMError("counts must have the same layout as T")
         if self.pair_counts is not None and self.pair_counts.shape != (self.layout.n_blocks,):
-            raise ValueError("pair_counts must hold one value per stored block")
+            raise CHMMError("pair_counts must hold one value per stored block")
 
     # ------------------------------------------------------------------ accessors
     def block(self, i: int, j: int) -> np.ndarray | None:
@@ -225,7 +226,7 @@ def random_model(
     ``aligned_share`` s > 0, s of each row's mass then goes to its aligned entries (:func:`align_rows`)."""
     layout = BlockLayout.build(n_clones, block_pairs)
     if concentration is not None and not (concentration > 0 and np.isfinite(concentration)):
-        raise ValueError(f"the concentration must be a positive number, got {concentration!r}")
+        raise CHMMError(f"the concentration must be a positive number, got {concentration!r}")
     # Gamma(c) draws for small c reach 0.0 in floating point; a zero entry never grows under EM, hence the floor
     raw = rng.random(layout.size) if concentration is None else rng.gamma(concentration, size=layout.size) + 1e-12
     if aligned_share:
@@ -304,7 +305,7 @@ def read_typed_header(path: Any, header: dict[str, Any], version: int) -> tuple[
             weight = header.get("backoff_weight")
             fixed_zeros = header.get("fixed_zeros", False)
             if not isinstance(fixed_zeros, bool):
-                raise ValueError("fixed_zeros must be true or false")
+                raise CHMMError("fixed_zeros must be true or false")
     except ValueError as exc:
         if isinstance(exc, ModelFormatError):
             raise

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout, entry_rows_cols, normalise_rows, row_sums
 from engine.model.dense import BACKOFF_WEIGHT, CHMM
 
@@ -31,9 +32,9 @@ def check_threshold(threshold: float) -> float:
     try:
         value = float(threshold)
     except (TypeError, ValueError):
-        raise ValueError(f"the threshold must be a number in (0, 1), got {threshold!r}") from None
+        raise CHMMError(f"the threshold must be a number in (0, 1), got {threshold!r}") from None
     if not (np.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"the threshold must lie strictly between 0 and 1, got {threshold!r}")
+        raise CHMMError(f"the threshold must lie strictly between 0 and 1, got {threshold!r}")
     return value
 
 
@@ -80,7 +81,7 @@ def prune(
     much of the symbol bigram into every prediction.
     """
     if threshold is None and top_mass is None and keep_clones is None:
-        raise ValueError("prune needs a threshold, a top mass or a set of clones to keep")
+        raise CHMMError("prune needs a threshold, a top mass or a set of clones to keep")
     layout = model.layout
     T = np.asarray(model.T)
     keep, record = _kept_entries(model, threshold, top_mass, keep_clones)
@@ -144,7 +145,7 @@ def _kept_entries(
     if top_mass is not None:
         top_mass = float(top_mass)
         if not 0.0 < top_mass <= 1.0:
-            raise ValueError(f"the top mass must lie in (0, 1], got {top_mass!r}")
+            raise CHMMError(f"the top mass must lie in (0, 1], got {top_mass!r}")
         keep &= _top_mass_mask(model, top_mass)
         record["top_mass"] = top_mass
     if keep_clones is not None:
@@ -154,7 +155,7 @@ def _kept_entries(
             mask[clones.astype(np.int64)] = True
             clones = mask
         if clones.shape != (layout.n_states,):
-            raise ValueError("keep_clones must be a mask over the model's clones")
+            raise CHMMError("keep_clones must be a mask over the model's clones")
         nz = np.flatnonzero(keep)
         rows, cols = entry_rows_cols(layout, nz)
         keep[nz[~(clones[rows] & clones[cols])]] = False

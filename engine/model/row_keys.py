@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout
 
 
@@ -21,7 +22,7 @@ def check_row_key(layout: BlockLayout, x: np.ndarray, row_key: np.ndarray | None
         return x
     row_key = np.ascontiguousarray(row_key, dtype=np.int64)
     if row_key.shape != x.shape:
-        raise ValueError(f"a walk needs one row key per position, got {row_key.size} for {x.size} positions")
+        raise CHMMError(f"a walk needs one row key per position, got {row_key.size} for {x.size} positions")
     _check_rows(layout, row_key[:-1], x[:-1])
     return row_key
 
@@ -39,7 +40,7 @@ def check_row_shift(
         return np.zeros(n_positions, dtype=np.int64)
     row_shift = np.ascontiguousarray(row_shift, dtype=np.int64)
     if row_shift.shape != (n_positions,):
-        raise ValueError(f"a walk needs one row shift per position, got {row_shift.size} for {n_positions} positions")
+        raise CHMMError(f"a walk needs one row shift per position, got {row_shift.size} for {n_positions} positions")
     steps = int(ptr[-2])  # the candidates of every position but the last
     position = np.repeat(np.arange(n_positions - 1), np.diff(ptr[:-1]))
     _check_rows(layout, row_shift[position] + symbol[:steps], symbol[:steps])
@@ -49,6 +50,6 @@ def check_row_shift(
 def _check_rows(layout: BlockLayout, rows: np.ndarray, symbols: np.ndarray) -> None:
     """ValueError unless every ``rows[n]`` is a row symbol of ``layout`` with as many clones as ``symbols[n]``."""
     if rows.size and (rows.min() < 0 or rows.max() >= layout.n_symbols):
-        raise ValueError(f"the row keys must name row symbols 0..{layout.n_symbols - 1} of the model's layout")
+        raise CHMMError(f"the row keys must name row symbols 0..{layout.n_symbols - 1} of the model's layout")
     if np.any(layout.n_clones[rows] != layout.n_clones[symbols]):
-        raise ValueError("a row key names a row symbol whose clone count differs from its position's symbol")
+        raise CHMMError("a row key names a row symbol whose clone count differs from its position's symbol")

@@ -51,6 +51,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout, dense_to_blocks
 from engine.model.dense import CHMM
 
@@ -94,13 +95,13 @@ BRACKET_MAX_MODEL_DEPTH = 8
 
 def _check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise CHMMError(f"k must be a positive integer, got {k!r}")
     return int(k)
 
 
 def _check_length(length: int) -> int:
     if isinstance(length, bool) or not isinstance(length, int | np.integer) or length < 0:
-        raise ValueError(f"length must be a non-negative integer, got {length!r}")
+        raise CHMMError(f"length must be a non-negative integer, got {length!r}")
     return int(length)
 
 
@@ -174,7 +175,7 @@ def toy_fsm_clones(k: int, extra: int = 0) -> np.ndarray:
     """
     k = _check_k(k)
     if isinstance(extra, bool) or not isinstance(extra, int | np.integer) or extra < 0:
-        raise ValueError(f"extra must be a non-negative integer, got {extra!r}")
+        raise CHMMError(f"extra must be a non-negative integer, got {extra!r}")
     n_clones = np.full(toy_fsm_n_symbols(k), 2 + int(extra), dtype=np.int64)
     n_clones[:4] = 1
     return n_clones
@@ -307,7 +308,7 @@ def bracket_true_model(k: int) -> CHMM:
     """
     k = _check_k(k)
     if k > BRACKET_MAX_MODEL_DEPTH:
-        raise ValueError(f"bracket_true_model supports k <= {BRACKET_MAX_MODEL_DEPTH}, got {k}")
+        raise CHMMError(f"bracket_true_model supports k <= {BRACKET_MAX_MODEL_DEPTH}, got {k}")
     stacks = _stacks(k)
     clones: list[list[tuple[int, ...]]] = [[] for _ in BRACKET_SYMBOLS]
     clones[_BAR] = [()]
@@ -357,7 +358,7 @@ def toy_alpha_sequence(
     block draws its alpha: ``alphas[0]`` with probability ``up_share``, else ``alphas[1]``."""
     k = _check_k(k)
     if k < 2:
-        raise ValueError("the toy FSM with a looping noise needs k >= 2 (a deterministic pair to loop over)")
+        raise CHMMError("the toy FSM with a looping noise needs k >= 2 (a deterministic pair to loop over)")
     out: list[int] = []
     for _ in range(int(blocks)):
         alpha = alphas[0] if rng.random() < up_share else alphas[1]

@@ -29,13 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.network.graph import CloneGraph, visible_char
 from engine.network.words import FRAGMENT, GeneralizedWord, Reference, generalized_words
 
 FLOW_SOURCES = ("stationary", "counts", "directed")
 
 
-class ModuleNotFoundInResult(ValueError):
+class ModuleNotFoundInResult(CHMMError):
     """A module id that the community result does not have."""
 
 
@@ -68,15 +69,15 @@ class CommunityOptions:
     def validate(self) -> None:
         """Raise ValueError (one sentence) on impossible settings."""
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or not 1 <= self.trials <= MAX_TRIALS:
-            raise ValueError(f"the number of trials must be an integer from 1 to {MAX_TRIALS:,}, got {self.trials!r}")
+            raise CHMMError(f"the number of trials must be an integer from 1 to {MAX_TRIALS:,}, got {self.trials!r}")
         if not (np.isfinite(self.markov_time) and self.markov_time > 0):
-            raise ValueError(f"the Markov time must be a positive number, got {self.markov_time!r}")
+            raise CHMMError(f"the Markov time must be a positive number, got {self.markov_time!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"the seed must be a non-negative integer, got {self.seed!r}")
+            raise CHMMError(f"the seed must be a non-negative integer, got {self.seed!r}")
         if self.flow not in FLOW_SOURCES:
-            raise ValueError(f"flow must be one of {', '.join(FLOW_SOURCES)}, not {self.flow!r}")
+            raise CHMMError(f"flow must be one of {', '.join(FLOW_SOURCES)}, not {self.flow!r}")
         if self.words < 0 or self.beam < 1 or self.max_length < 1:
-            raise ValueError("words must be >= 0, beam and max_length >= 1")
+            raise CHMMError("words must be >= 0, beam and max_length >= 1")
 
 
 @dataclass
@@ -211,7 +212,7 @@ def _infomap_network(graph: CloneGraph, flow: str) -> tuple[Any, str]:
         weights, flow_model = graph.edge_flow, "rawdir"
     elif flow == "counts":
         if graph.count is None:
-            raise ValueError(
+            raise CHMMError(
                 "the model keeps no expected counts (`chmm train --keep-statistics` saves them); use flow 'stationary' "
                 "or 'directed'"
             )
@@ -240,7 +241,7 @@ def find_communities(
     options = options or CommunityOptions()
     options.validate()
     if graph.n_edges == 0:
-        raise ValueError("the clone graph has no edges (was everything pruned?)")
+        raise CHMMError("the clone graph has no edges (was everything pruned?)")
     network, flow_model = _infomap_network(graph, options.flow)
     infomap_options = Options(
         flow_model=flow_model,
@@ -256,7 +257,7 @@ def find_communities(
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # infomap.errors.InfomapError and the C++ errors it wraps (bad_alloc, ...)
-        raise ValueError(f"Infomap failed: {str(exc).strip() or type(exc).__name__}") from exc
+        raise CHMMError(f"Infomap failed: {str(exc).strip() or type(exc).__name__}") from exc
     seconds = time.perf_counter() - started
 
     node_path: dict[int, tuple[int, ...]] = {}
@@ -400,7 +401,7 @@ def normalised_mutual_information(first: Iterable[Any], second: Iterable[Any]) -
     a = np.asarray(list(first) if not isinstance(first, np.ndarray) else first)
     b = np.asarray(list(second) if not isinstance(second, np.ndarray) else second)
     if a.ndim != 1 or a.shape != b.shape or len(a) == 0:
-        raise ValueError("the two labelings must give one label to each of the same items (at least one)")
+        raise CHMMError("the two labelings must give one label to each of the same items (at least one)")
     _, u = np.unique(a, return_inverse=True)
     _, v = np.unique(b, return_inverse=True)
     joint = np.zeros((u.max() + 1, v.max() + 1))
@@ -462,7 +463,7 @@ def restore_communities(graph: CloneGraph, saved: dict[str, Any], origin: str = 
         path = tuple(int(p) for p in str(item["id"]).split(":"))
         nodes = np.asarray(sorted(int(n) for n in item["nodes"]), dtype=np.int64)
         if nodes.size and not 0 <= nodes[0] <= nodes[-1] < graph.n_states:
-            raise ValueError(f"module {item['id']} holds clones outside the clone graph of {graph.n_states} states")
+            raise CHMMError(f"module {item['id']} holds clones outside the clone graph of {graph.n_states} states")
         words = [GeneralizedWord(**word) for word in item.get("words") or []]
         modules[":".join(map(str, path))] = Module(
             path, nodes, float(item["flow"]), float(item.get("enter_flow", 0.0)), float(item.get("exit_flow", 0.0)),
@@ -470,7 +471,7 @@ def restore_communities(graph: CloneGraph, saved: dict[str, Any], origin: str = 
         )  # fmt: skip
     for module in modules.values():
         if module.level > 1 and module.parent not in modules:
-            raise ValueError(f"module {module.id} has no parent {module.parent} in the saved result")
+            raise CHMMError(f"module {module.id} has no parent {module.parent} in the saved result")
     saved_paths = saved.get("node_path")
     if saved_paths:
         node_path = {int(node): tuple(int(p) for p in str(path).split(":")) for node, path in saved_paths.items()}
@@ -578,7 +579,7 @@ def write_result(
     numbered as its Pajek ``.net``). All files are written to a temporary folder first and moved in at the end, so a
     failure leaves nothing partial. Returns the paths."""
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(f"{directory} exists and is not a folder")
+        raise CHMMError(f"{directory} exists and is not a folder")
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".tmp-communities-", dir=parent)

@@ -34,6 +34,7 @@ import networkx as nx
 import numpy as np
 
 from engine.corpora.documents import corpus_file_name
+from engine.errors import CHMMError
 from engine.files import atomic_write
 from engine.network import drawing
 from engine.network.communities import Communities, _link_flow
@@ -71,7 +72,7 @@ def select_nodes(
     exist), or every clone with at least one edge."""
     if module is not None:
         if communities is None:
-            raise ValueError("exporting a module needs a community result")
+            raise CHMMError("exporting a module needs a community result")
         return communities.module(module).nodes
     return np.flatnonzero(graph.active())
 
@@ -515,9 +516,9 @@ def export_graph(
     partitioned, :func:`infomap_weights`). The partition formats need ``communities``. Returns figures: format,
     nodes, edges, path."""
     if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise CHMMError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt in PARTITION_FORMATS and communities is None:
-        raise ValueError(f"the {fmt} format needs a community result")
+        raise CHMMError(f"the {fmt} format needs a community result")
     scope = export_scope(graph, communities, module)  # raises before anything is written
     description = describe_export(graph, communities, scope)
     header = _header_lines(description)

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from engine.errors import CHMMError
 from engine.network.graph import CloneGraph
 
 __all__ = ["CloneFilter", "MAX_STEPS", "filter_clones"]
@@ -46,15 +47,15 @@ class CloneFilter:
     def validate(self, n_states: int) -> None:
         """ValueError in one sentence for a setting no graph of ``n_states`` clones can take."""
         if self.min_degree < 0 or (self.max_degree is not None and self.max_degree < self.min_degree):
-            raise ValueError("the degree range must run from a whole number of at least 0 up to one no smaller")
+            raise CHMMError("the degree range must run from a whole number of at least 0 up to one no smaller")
         if not 0.0 <= self.min_flow <= 1.0:
-            raise ValueError("the least flow is a share of the graph's flow, between 0 and 1")
+            raise CHMMError("the least flow is a share of the graph's flow, between 0 and 1")
         if self.core < 0:
-            raise ValueError("the core must be a whole number of at least 0")
+            raise CHMMError("the core must be a whole number of at least 0")
         if self.centre is not None and not 0 <= self.centre < n_states:
-            raise ValueError(f"there is no clone {self.centre}: clones are numbered 0 to {n_states - 1}")
+            raise CHMMError(f"there is no clone {self.centre}: clones are numbered 0 to {n_states - 1}")
         if not 1 <= self.steps <= MAX_STEPS:
-            raise ValueError(f"an ego network reaches 1 to {MAX_STEPS} steps")
+            raise CHMMError(f"an ego network reaches 1 to {MAX_STEPS} steps")
 
     def describe(self) -> str:
         """The filter in words, for a note or a file's header ("" when it keeps every clone)."""

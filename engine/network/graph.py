@@ -17,6 +17,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from engine.backends.cpu import inference
+from engine.errors import CHMMError
 from engine.model import pruning
 from engine.model.dense import CHMM
 
@@ -31,7 +32,7 @@ def viterbi_clones(model: CHMM, x: np.ndarray) -> np.ndarray:
     """Boolean mask of the clones the Viterbi (MAP) clone path of the symbol sequence ``x`` visits."""
     path = inference.viterbi(model, x).clones
     if np.any(path < 0):
-        raise ValueError("the text has probability zero under the model; no Viterbi path to keep")
+        raise CHMMError("the text has probability zero under the model; no Viterbi path to keep")
     used = np.zeros(model.n_states, dtype=bool)
     used[path] = True
     return used
@@ -269,7 +270,7 @@ class CloneGraph:
         """The H x H CSR array of one edge attribute: "weight", "count" or "flow" (same sparsity as T)."""
         data = {"weight": self.weight.data, "count": self.count, "flow": self.edge_flow}.get(attribute)
         if data is None:
-            raise ValueError(f"the graph has no edge attribute {attribute!r}")
+            raise CHMMError(f"the graph has no edge attribute {attribute!r}")
         return sp.csr_array((data, self.weight.indices, self.weight.indptr), shape=self.weight.shape)
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import CHMMError
+
 GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 """The angle between successive nodes of the spiral (about 137.5 degrees): no two nodes line up radially."""
 
@@ -140,12 +142,12 @@ def packed_layout(
     n, m = len(members), len(parents)
     keys = -np.arange(n, dtype=np.float64) if keys is None else np.asarray(keys, dtype=np.float64)
     if len(weights) != m or len(keys) != n or np.any(members >= m) or np.any(parents >= m):
-        raise ValueError("parents, weights, members and keys do not describe one tree of modules")
+        raise CHMMError("parents, weights, members and keys do not describe one tree of modules")
     tops, children = _children(parents, weights)
     has_children = np.zeros(m, dtype=bool)
     has_children[list(children)] = True
     if np.any(has_children[members[members >= 0]]):
-        raise ValueError("a node belongs to a module with submodules (nodes must sit in leaf modules)")
+        raise CHMMError("a node belongs to a module with submodules (nodes must sit in leaf modules)")
     outside = int(np.sum(members < 0))
     top_weights = weights[tops]
     if outside:
@@ -163,7 +165,7 @@ def packed_layout(
                 inner = cells[module]
                 stack.append((kids, squarify(weights[kids], inner[0], inner[1], inner[2], inner[3])))
     if np.isnan(cells).any():
-        raise ValueError("a module is not below a top module (its parents make a cycle)")
+        raise CHMMError("a module is not below a top module (its parents make a cycle)")
     rest = _shrunk(placed[-1], gap) if outside else None
     every = cells if rest is None else np.vstack([cells, rest])
     positions = spiral(np.where(members >= 0, members, m), keys, every, n)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.network.graph import CloneGraph
 
 TOP_CONTEXTS = 3
@@ -104,7 +105,7 @@ def symbol_senses(
     ``decode`` (:func:`decoded_occurrences`), how often each clone reads the symbol there and an example window."""
     n_symbols = len(graph.symbols)
     if not 0 <= symbol < n_symbols:
-        raise ValueError(f"symbol index {symbol} is outside the alphabet of {n_symbols}")
+        raise CHMMError(f"symbol index {symbol} is outside the alphabet of {n_symbols}")
     clones = np.flatnonzero(graph.clone_symbol == symbol)
     indptr, order, sources = graph.incoming_index()
     weight = graph.weight

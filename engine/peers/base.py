@@ -8,13 +8,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.model import archive
 
 PEER_FORMAT = archive.PEER_FORMAT
 PEER_FORMAT_VERSION = 1
 
 
-class PeerFormatError(ValueError):
+class PeerFormatError(CHMMError):
     """A file that is not a readable peer-learner model of the expected kind."""
 
 
@@ -43,18 +44,18 @@ def as_symbols(x: Any, n_symbols: int, what: str = "sequence", allow_empty: bool
     """``x`` as a 1-D int64 array of symbol indices in [0, n_symbols), or ValueError saying what is wrong."""
     arr = np.asarray(x)
     if arr.ndim != 1:
-        raise ValueError(f"{what} must be a 1-D array of symbol indices, got shape {arr.shape}")
+        raise CHMMError(f"{what} must be a 1-D array of symbol indices, got shape {arr.shape}")
     if arr.size == 0:
         if allow_empty:
             return np.zeros(0, dtype=np.int64)
-        raise ValueError(f"{what} is empty")
+        raise CHMMError(f"{what} is empty")
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{what} must hold integer symbol indices, got dtype {arr.dtype}")
+        raise CHMMError(f"{what} must hold integer symbol indices, got dtype {arr.dtype}")
     out = np.ascontiguousarray(arr, dtype=np.int64)
     low, high = int(out.min()), int(out.max())
     if low < 0 or high >= n_symbols:
         bad = low if low < 0 else high
-        raise ValueError(f"{what} holds symbol {bad}, outside [0, {n_symbols})")
+        raise CHMMError(f"{what} holds symbol {bad}, outside [0, {n_symbols})")
     return out
 
 
@@ -62,10 +63,10 @@ def bits_per_symbol(learner: PeerLearner, x: np.ndarray) -> float:
     """BPS = -(1/N) sum_n log2 P(x_n | x_<n), the paper's figure, from the learner's predictive probabilities."""
     x = np.asarray(x, dtype=np.int64)
     if x.size == 0:
-        raise ValueError("cannot score an empty sequence")
+        raise CHMMError("cannot score an empty sequence")
     p = np.asarray(learner.predictive(x), dtype=np.float64)
     if p.shape != x.shape or not np.all(p > 0) or not np.all(np.isfinite(p)):
-        raise ValueError(f"{learner.kind}: predictive probabilities must be finite and positive, one per symbol")
+        raise CHMMError(f"{learner.kind}: predictive probabilities must be finite and positive, one per symbol")
     return float(-np.mean(np.log2(p)))
 
 

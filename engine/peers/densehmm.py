@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, load_arrays, save_arrays
 from engine.peers.hmm import (
@@ -152,7 +153,7 @@ def cooccurrence_matrix(x: np.ndarray, n_symbols: int) -> np.ndarray:
     """Omega_gt: relative frequencies of consecutive pairs (o_t, o_{t+1}) in ``x``, an m x m matrix summing to 1."""
     x = as_symbols(x, n_symbols)
     if x.size < 2:
-        raise ValueError("a co-occurrence matrix needs a sequence of at least two symbols")
+        raise CHMMError("a co-occurrence matrix needs a sequence of at least two symbols")
     counts = np.bincount(x[:-1] * n_symbols + x[1:], minlength=n_symbols * n_symbols).astype(np.float64)
     return (counts / counts.sum()).reshape(n_symbols, n_symbols)
 
@@ -264,7 +265,7 @@ class DenseHmm:
         self.n_states = check_count(n_states, "n_states")
         self.dim = check_count(dim, "dim")
         if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+            raise CHMMError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         self.mode = mode
         self.iterations = _DEFAULT_ITERATIONS[mode] if iterations is None else check_count(iterations, "iterations", 0)
         self.seed = check_count(seed, "seed", 0)
@@ -273,9 +274,9 @@ class DenseHmm:
         self.eval_every = check_count(eval_every, "eval_every")
         for name, value in (("learning_rate", learning_rate), ("init_scale", init_scale)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+                raise CHMMError(f"{name} must be a positive number, got {value!r}")
         if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
-            raise ValueError(f"tolerance must be a non-negative number, got {tolerance!r}")
+            raise CHMMError(f"tolerance must be a non-negative number, got {tolerance!r}")
         self.learning_rate = float(learning_rate)
         self.init_scale = float(init_scale)
         self.tolerance = float(tolerance)
@@ -311,7 +312,7 @@ class DenseHmm:
         if valid is not None and valid.size == 0:
             valid = None
         if self.mode == "cooc" and train.size < 2:
-            raise ValueError("mode 'cooc' needs a training sequence of at least two symbols")
+            raise CHMMError("mode 'cooc' needs a training sequence of at least two symbols")
         self.n_symbols = n_symbols
         rng = np.random.default_rng(self.seed)
         rep = Representations.random(self.n_states, n_symbols, self.dim, rng, self.init_scale)
@@ -399,7 +400,7 @@ class DenseHmm:
             return np.zeros(0)
         c, _ = forward(A, B, pi, x)
         if not np.all(c > 0):
-            raise ValueError(f"{self.kind}: the sequence has a zero-probability symbol at position {int(np.argmin(c))}")
+            raise CHMMError(f"{self.kind}: the sequence has a zero-probability symbol at position {int(np.argmin(c))}")
         return c
 
     def log_likelihood(self, x: np.ndarray) -> float:
@@ -467,9 +468,9 @@ class DenseHmm:
             expected = {"U": (n, dim), "Z": (n, dim), "W": (n, dim), "V": (m, dim), "z0": (dim,)}
             for name, shape in expected.items():
                 if getattr(rep, name).shape != shape:
-                    raise ValueError(f"array {name} has shape {getattr(rep, name).shape}, expected {shape}")
+                    raise CHMMError(f"array {name} has shape {getattr(rep, name).shape}, expected {shape}")
                 if not np.all(np.isfinite(getattr(rep, name))):
-                    raise ValueError(f"array {name} holds non-finite values")
+                    raise CHMMError(f"array {name} holds non-finite values")
         except (KeyError, TypeError, ValueError) as exc:
             raise PeerFormatError(f"{path}: damaged {cls.kind} model ({exc})") from exc
         model.n_symbols = m

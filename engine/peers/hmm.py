@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
@@ -48,7 +49,7 @@ __all__ = [
 def check_count(value: Any, what: str, minimum: int = 1) -> int:
     """``value`` as an int of at least ``minimum`` (bools and non-integers raise ValueError)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < minimum:
-        raise ValueError(f"{what} must be an integer of at least {minimum}, got {value!r}")
+        raise CHMMError(f"{what} must be an integer of at least {minimum}, got {value!r}")
     return int(value)
 
 
@@ -58,7 +59,7 @@ def _check_parameters(A: np.ndarray, B: np.ndarray, pi: np.ndarray) -> tuple[np.
     pi = np.ascontiguousarray(pi, dtype=np.float64)
     n = pi.shape[0]
     if A.shape != (n, n) or B.ndim != 2 or B.shape[0] != n:
-        raise ValueError(f"inconsistent HMM shapes: A {A.shape}, B {B.shape}, pi {pi.shape}")
+        raise CHMMError(f"inconsistent HMM shapes: A {A.shape}, B {B.shape}, pi {pi.shape}")
     return A, B, pi
 
 
@@ -213,7 +214,7 @@ def expected_counts(A: np.ndarray, B: np.ndarray, pi: np.ndarray, x: np.ndarray)
     alpha = np.empty((n_steps, n))
     c = _forward_kernel(A, BT, pi, x, alpha, True)
     if not np.all(c > 0):
-        raise ValueError("the sequence has probability zero under the model; the E-step is undefined")
+        raise CHMMError("the sequence has probability zero under the model; the E-step is undefined")
     emissions_t = np.zeros((m, n))
     xi = np.zeros((n, n))
     beta_1 = _backward_kernel(A, BT, x, c, alpha, emissions_t, xi)
@@ -285,9 +286,9 @@ class DiscreteHmm:
         self.patience = check_count(patience, "patience")
         self.seed = check_count(seed, "seed", 0)
         if not (math.isfinite(tolerance) and tolerance >= 0):
-            raise ValueError(f"tolerance must be a non-negative number, got {tolerance!r}")
+            raise CHMMError(f"tolerance must be a non-negative number, got {tolerance!r}")
         if not (math.isfinite(pseudocount) and pseudocount >= 0):
-            raise ValueError(f"pseudocount must be a non-negative number, got {pseudocount!r}")
+            raise CHMMError(f"pseudocount must be a non-negative number, got {pseudocount!r}")
         self.tolerance = float(tolerance)
         self.pseudocount = float(pseudocount)
         self.n_symbols: int | None = None
@@ -303,10 +304,10 @@ class DiscreteHmm:
         """Use the given (row-stochastic) A (n x n), B (n x m) and pi (n) as the model; returns self."""
         A, B, pi = _check_parameters(A, B, pi)
         if A.shape[0] != self.n_states:
-            raise ValueError(f"expected {self.n_states} states, got A of shape {A.shape}")
+            raise CHMMError(f"expected {self.n_states} states, got A of shape {A.shape}")
         for name, p in (("A", A), ("B", B), ("pi", pi)):
             if not (np.all(p >= 0) and np.allclose(p.sum(axis=-1), 1.0, atol=1e-8)):
-                raise ValueError(f"{name} must be non-negative with rows summing to 1")
+                raise CHMMError(f"{name} must be non-negative with rows summing to 1")
         self.A, self.B, self.pi, self.n_symbols = A, B, pi, B.shape[1]
         return self
 
@@ -388,7 +389,7 @@ class DiscreteHmm:
             return np.zeros(0)
         c, _ = forward(A, B, pi, x)
         if not np.all(c > 0):
-            raise ValueError(f"{self.kind}: the sequence has a zero-probability symbol at position {int(np.argmin(c))}")
+            raise CHMMError(f"{self.kind}: the sequence has a zero-probability symbol at position {int(np.argmin(c))}")
         return c
 
     def log_likelihood(self, x: np.ndarray) -> float:

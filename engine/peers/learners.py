@@ -38,6 +38,7 @@ from engine import training
 from engine.backends import engines, model_files, reading
 from engine.backends.cpu import inference
 from engine.corpora import text
+from engine.errors import CHMMError
 from engine.model.codec import TextCodec
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, PeerLearner, bits_per_symbol, read_header
@@ -141,8 +142,8 @@ def _check_kind(kind: object, peers_only: bool = False) -> str:
     choices = PEER_LEARNERS if peers_only else LEARNERS
     if kind not in choices:
         if peers_only and kind == "chmm":
-            raise ValueError("CHMMs are trained by engine.training.train_text, not as peer learners")
-        raise ValueError(f"unknown learner {kind!r}; choose one of {', '.join(choices)}")
+            raise CHMMError("CHMMs are trained by engine.training.train_text, not as peer learners")
+        raise CHMMError(f"unknown learner {kind!r}; choose one of {', '.join(choices)}")
     return str(kind)
 
 
@@ -158,17 +159,17 @@ def make_learner(kind: str, **options: Any) -> PeerLearner:
     cls = learner_class(kind)
     missing = registry.available(kind)
     if missing:
-        raise ValueError(missing)
+        raise CHMMError(missing)
     parameters = {name: p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"}
     unknown = sorted(set(options) - set(parameters))
     if unknown:
-        raise ValueError(f"the {kind} learner has no option {', '.join(unknown)}; its options: {', '.join(parameters)}")
+        raise CHMMError(f"the {kind} learner has no option {', '.join(unknown)}; its options: {', '.join(parameters)}")
     for name, value in options.items():
         _check_option_type(kind, name, value, str(parameters[name].annotation))
     try:
         return cls(**(DEFAULT_OPTIONS[kind] | options))
     except TypeError as exc:  # a value of a type the learner's checks did not foresee
-        raise ValueError(f"the {kind} learner cannot use these options: {exc}") from None
+        raise CHMMError(f"the {kind} learner cannot use these options: {exc}") from None
 
 
 def _check_option_type(kind: str, name: str, value: Any, annotation: str) -> None:
@@ -186,7 +187,7 @@ def _check_option_type(kind: str, name: str, value: Any, annotation: str) -> Non
     )
     if not fits:
         wanted = " or ".join(sorted(allowed))
-        raise ValueError(f"the {kind} learner's option {name} must be {wanted}, got {value!r}")
+        raise CHMMError(f"the {kind} learner's option {name} must be {wanted}, got {value!r}")
 
 
 def learner_options(learner: PeerLearner) -> dict[str, Any]:
@@ -419,7 +420,7 @@ def _peer_text_learner(kind: str) -> TextLearner:
 
     def score(model: Any, raw_text: str, backend: str = "cpu") -> inference.ScoreResult:
         if not engines.on_host(backend):
-            raise ValueError(f"the {kind} learner scores on the CPU only; leave out --backend {backend}")
+            raise CHMMError(f"the {kind} learner scores on the CPU only; leave out --backend {backend}")
         return score_peer_text(model, raw_text)
 
     return TextLearner(kind, train, score, lambda model: getattr(model, "kind", None) == kind)
@@ -516,7 +517,7 @@ def encode_for_learner(learner: PeerLearner, raw_text: str) -> np.ndarray:
     metadata = getattr(learner, "metadata", None) or {}
     symbols = metadata.get("symbols")
     if not symbols:
-        raise ValueError(f"this {learner.kind} model has no alphabet in its metadata (it was not saved by chmm train)")
+        raise CHMMError(f"this {learner.kind} model has no alphabet in its metadata (it was not saved by chmm train)")
     vocabulary = metadata.get("vocabulary")
     codec = TextCodec(
         metadata.get("normalisation", "raw"),

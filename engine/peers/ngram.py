@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
@@ -40,13 +41,13 @@ _DISCOUNT_MARGIN = 0.02
 def _check_int(value: object, what: str, minimum: int) -> int:
     """``value`` as an int, or ValueError unless it is an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
+        raise CHMMError(f"{what} must be an integer, got {value!r}")
     try:
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise ValueError(f"{what} must be an integer, got {value!r}") from None
+        raise CHMMError(f"{what} must be an integer, got {value!r}") from None
     if number < minimum:
-        raise ValueError(f"{what} must be at least {minimum}, got {number}")
+        raise CHMMError(f"{what} must be at least {minimum}, got {number}")
     return int(number)
 
 

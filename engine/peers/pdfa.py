@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 from engine.peers.pdfa_graph import GraphLearner, word_trajectories
@@ -83,13 +84,13 @@ def largeness_threshold(mu: float, delta: float, n_states: int, n_symbols: int) 
 def _check_positive_int(value: object, what: str, minimum: int = 1) -> int:
     """``value`` as an int, or ValueError unless it is an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
+        raise CHMMError(f"{what} must be an integer, got {value!r}")
     try:
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise ValueError(f"{what} must be an integer, got {value!r}") from None
+        raise CHMMError(f"{what} must be an integer, got {value!r}") from None
     if number < minimum:
-        raise ValueError(f"{what} must be at least {minimum}, got {number}")
+        raise CHMMError(f"{what} must be at least {minimum}, got {number}")
     return int(number)
 
 
@@ -98,9 +99,9 @@ def _check_open_unit(value: object, what: str, upper: float = 1.0) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
+        raise CHMMError(f"{what} must be a number, got {value!r}") from None
     if isinstance(value, bool) or not (0.0 < number < upper):
-        raise ValueError(f"{what} must lie in (0, {upper:g}), got {value!r}")
+        raise CHMMError(f"{what} must lie in (0, {upper:g}), got {value!r}")
     return number
 
 
@@ -178,7 +179,7 @@ class PdfaLearner:
             except (TypeError, ValueError):
                 ok = False
             if not ok:
-                raise ValueError(f"smoothing must be a positive number, got {smoothing!r}")
+                raise CHMMError(f"smoothing must be a positive number, got {smoothing!r}")
             smoothing = float(smoothing)
         self.smoothing = smoothing
         self.n_symbols: int | None = None
@@ -204,7 +205,7 @@ class PdfaLearner:
                 val = None
         if self.separator is not None:
             if self.separator >= n_symbols:
-                raise ValueError(f"separator {self.separator} is outside [0, {n_symbols})")
+                raise CHMMError(f"separator {self.separator} is outside [0, {n_symbols})")
             separator = self.separator
         else:
             separator = int(np.argmax(np.bincount(x, minlength=n_symbols)))
@@ -268,7 +269,7 @@ class PdfaLearner:
         v = self._require_fitted()
         word = as_symbols(word, v, "word", allow_empty=True)
         if np.any(word == self.separator_):
-            raise ValueError("word contains the separator")
+            raise CHMMError("word contains the separator")
         return float(np.prod(self.predictive(np.concatenate([word, [self.separator_]]).astype(np.int64))))
 
     @property
@@ -329,7 +330,7 @@ class PdfaLearner:
                 or trans.max() >= trans.shape[0]
                 or not 0 <= separator < v
             ):
-                raise ValueError("inconsistent arrays")
+                raise CHMMError("inconsistent arrays")
             model.n_symbols = v
             model.separator_ = separator
             model.threshold_ = header.get("threshold")

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
@@ -46,7 +47,7 @@ SCORE_CHUNK = 4096
 
 def _whole(value: Any, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{what} must be a whole number of at least {minimum}, got {value!r}")
+        raise CHMMError(f"{what} must be a whole number of at least {minimum}, got {value!r}")
     return int(value)
 
 
@@ -54,9 +55,9 @@ def _positive(value: Any, what: str) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a positive number, got {value!r}") from None
+        raise CHMMError(f"{what} must be a positive number, got {value!r}") from None
     if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
+        raise CHMMError(f"{what} must be a positive number, got {value!r}")
     return number
 
 
@@ -113,9 +114,9 @@ class RecurrentLearner:
         device: str = "auto",
     ) -> None:
         if cell not in CELLS:
-            raise ValueError(f"cell must be one of {', '.join(CELLS)}, got {cell!r}")
+            raise CHMMError(f"cell must be one of {', '.join(CELLS)}, got {cell!r}")
         if device not in DEVICES:
-            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+            raise CHMMError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
         self.cell, self.device = cell, device
         self.hidden, self.layers = _whole(hidden, "hidden"), _whole(layers, "layers")
         self.embedding, self.chunk, self.batch = (
@@ -131,10 +132,10 @@ class RecurrentLearner:
         self.learning_rate, self.clip = _positive(learning_rate, "learning_rate"), _positive(clip, "clip")
         self.minutes = None if minutes is None else _positive(minutes, "minutes")
         if not (0.0 <= float(dropout) < 1.0):
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+            raise CHMMError(f"dropout must be in [0, 1), got {dropout!r}")
         self.dropout = float(dropout)
         if not (0.0 < float(decay) <= 1.0):
-            raise ValueError(f"decay must be in (0, 1], got {decay!r}")
+            raise CHMMError(f"decay must be in (0, 1], got {decay!r}")
         self.decay = float(decay)
         self.n_symbols: int | None = None
         self.history: list[dict[str, Any]] = []
@@ -152,7 +153,7 @@ class RecurrentLearner:
         asked = ACCELERATOR[self.device]
         accelerated = torch.cuda.is_available() if asked is None else asked
         if accelerated and not torch.cuda.is_available():
-            raise ValueError("device cuda was asked for, but PyTorch sees no CUDA device here")
+            raise CHMMError("device cuda was asked for, but PyTorch sees no CUDA device here")
         return torch.device("cuda" if accelerated else "cpu")
 
     def _build(self, n_symbols: int) -> Any:
@@ -182,7 +183,7 @@ class RecurrentLearner:
         n_symbols = _whole(n_symbols, "n_symbols")
         x = as_symbols(train, n_symbols, "train")
         if x.size < 2:
-            raise ValueError("the training text needs at least 2 symbols")
+            raise CHMMError("the training text needs at least 2 symbols")
         val = None if validation is None else as_symbols(validation, n_symbols, "validation", allow_empty=True)
         self.n_symbols = n_symbols
         self.cancelled_ = False

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from engine.errors import CHMMError
 from engine.peers import registry
 from engine.peers.base import PeerFormatError, as_symbols, load_arrays, save_arrays
 
@@ -52,9 +53,9 @@ def _check_discount(value: Any, what: str) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number in (0, 1), got {value!r}") from None
+        raise CHMMError(f"{what} must be a number in (0, 1), got {value!r}") from None
     if not (math.isfinite(number) and 0.0 < number < 1.0):
-        raise ValueError(f"{what} must be a number in (0, 1), got {value!r}")
+        raise CHMMError(f"{what} must be a number in (0, 1), got {value!r}")
     return number
 
 
@@ -174,7 +175,7 @@ class SequenceMemoizer:
         """Keep the training text; choose the deep discount with the lowest validation BPS (ties to the larger) when
         none was given. Returns self."""
         if isinstance(n_symbols, bool) or not isinstance(n_symbols, int | np.integer) or n_symbols < 1:
-            raise ValueError(f"n_symbols must be a positive whole number, got {n_symbols!r}")
+            raise CHMMError(f"n_symbols must be a positive whole number, got {n_symbols!r}")
         self._train = as_symbols(train, int(n_symbols), "train")
         self.n_symbols = int(n_symbols)
         self.validation_bps_ = None

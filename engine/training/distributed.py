@@ -39,6 +39,7 @@ import numpy as np
 from engine.backends import engines
 from engine.backends.chunks import DEFAULT_BURN_IN, Chunk, chunk
 from engine.backends.cpu import inference
+from engine.errors import CHMMError
 
 ONE_CORE = {
     inference.ONE_THREAD_ENV: "1",
@@ -120,7 +121,7 @@ def shard_e_step(model: Any, shard: Sequence[Any], backend: str = WORKER_BACKEND
         )
         total = part if total is None else total + part
     if total is None:
-        raise ValueError("a shard without documents")
+        raise CHMMError("a shard without documents")
     return total
 
 
@@ -182,7 +183,7 @@ def check_workers(workers: int) -> int:
     """``workers`` when it is a number of local worker processes from 1 to :data:`MAX_LOCAL_WORKERS`, else
     ValueError in one sentence."""
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_LOCAL_WORKERS:
-        raise ValueError(f"--workers must be a number of processes from 1 to {MAX_LOCAL_WORKERS:,}, got {workers}")
+        raise CHMMError(f"--workers must be a number of processes from 1 to {MAX_LOCAL_WORKERS:,}, got {workers}")
     return workers
 
 
@@ -242,7 +243,7 @@ class ClusterEStep:
 
     def __post_init__(self) -> None:
         if self.chunk is not None and not engines.supports(self.backend, "chunks"):
-            raise ValueError(
+            raise CHMMError(
                 f"chunks with a burn-in need a backend whose E-step counts a range of steps, not {self.backend}"
             )
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.cpu.sparse import SparseCHMM, as_sparse, normalise
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout
 from engine.model.dense import CHMM
 
@@ -30,7 +31,7 @@ def split_clones(
     old = sparse.layout
     n_clones = np.asarray(n_clones, dtype=np.int64)
     if n_clones.shape != old.n_clones.shape or np.any(n_clones < old.n_clones):
-        raise ValueError("split_clones needs at least the old number of clones for every symbol")
+        raise CHMMError("split_clones needs at least the old number of clones for every symbol")
     new = BlockLayout.build(n_clones, old.block_pairs)
     children = [
         np.bincount(np.arange(n_clones[s]) % old.n_clones[s], minlength=old.n_clones[s]) for s in range(old.n_symbols)

@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.backends import chunks, engines
 from engine.backends.cpu import inference
+from engine.errors import CHMMError
 from engine.model.dense import CHMM
 from engine.training import distributed
 
@@ -150,25 +151,25 @@ class TrainingConfig:
 
     def validate(self) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, not {self.algorithm!r}")
+            raise CHMMError(f"algorithm must be one of {', '.join(ALGORITHMS)}, not {self.algorithm!r}")
         if self.iterations < 1:
-            raise ValueError("the number of iterations must be at least 1")
+            raise CHMMError("the number of iterations must be at least 1")
         if self.tolerance is not None and not self.tolerance >= 0:
-            raise ValueError("the tolerance must be non-negative")
+            raise CHMMError("the tolerance must be non-negative")
         if self.viterbi_score not in VITERBI_SCORES:
-            raise ValueError(f"viterbi_score must be one of {', '.join(VITERBI_SCORES)}, not {self.viterbi_score!r}")
+            raise CHMMError(f"viterbi_score must be one of {', '.join(VITERBI_SCORES)}, not {self.viterbi_score!r}")
         if self.patience < 1:
-            raise ValueError("patience must be at least 1")
+            raise CHMMError("patience must be at least 1")
         if not (self.pseudocount >= 0 and np.isfinite(self.pseudocount)):
-            raise ValueError("the pseudocount must be a finite non-negative number")
+            raise CHMMError("the pseudocount must be a finite non-negative number")
         if self.batch_size is not None and self.batch_size < 2:
-            raise ValueError("the batch size must be at least 2 symbols")
+            raise CHMMError("the batch size must be at least 2 symbols")
         if not 0.0 <= self.memory < 1.0:
-            raise ValueError("the online EM memory (lambda) must lie in [0, 1)")
+            raise CHMMError("the online EM memory (lambda) must lie in [0, 1)")
         if self.chunk is not None and self.chunk != chunks.EXACT and self.chunk < 2:
-            raise ValueError(f"a chunk must hold at least 2 symbols ({chunks.EXACT}: exact passes, no chunks)")
+            raise CHMMError(f"a chunk must hold at least 2 symbols ({chunks.EXACT}: exact passes, no chunks)")
         if self.burn_in is not None and self.burn_in < 0:
-            raise ValueError("the burn-in must be at least 0 symbols")
+            raise CHMMError("the burn-in must be at least 0 symbols")
 
 
 class IterationRecord(NamedTuple):
@@ -279,7 +280,7 @@ def online_epoch(
     cluster).
     """
     if row_keys is not None and (cluster is not None or len(row_keys) != len(sequences)):
-        raise ValueError("online EM with actions needs one row key sequence per walk and runs without a cluster")
+        raise CHMMError("online EM with actions needs one row key sequence per walk and runs without a cluster")
     total = sum(len(x) for x in sequences)
     working = engine.copy(current)
     first_batch = state.statistic is None
@@ -379,10 +380,10 @@ class _Iterations:
         self.row_keys = row_keys
         keys: Sequence[np.ndarray | None] = [None] * len(sequences) if row_keys is None else row_keys
         if row_keys is not None and (cluster is not None or len(row_keys) != len(sequences)):
-            raise ValueError("training with actions needs one row key sequence per walk and runs without a cluster")
+            raise CHMMError("training with actions needs one row key sequence per walk and runs without a cluster")
         if cluster is not None:
             if config.algorithm == "viterbi":
-                raise ValueError("training on a cluster runs batch or online EM (--algorithm em or online)")
+                raise CHMMError("training on a cluster runs batch or online EM (--algorithm em or online)")
             documents = sequences if config.algorithm == "em" else []  # online EM sends each batch as it comes
             burn_in = distributed.DEFAULT_BURN_IN if config.burn_in is None else config.burn_in
             self.cluster = distributed.ClusterEStep(cluster, documents, chunk=config.chunk or None, burn_in=burn_in)
@@ -429,12 +430,12 @@ def _training_sequences(
     else:
         walks = [train] if isinstance(train, np.ndarray) and train.ndim == 1 else list(train)
         if len(row_keys) != len(walks):
-            raise ValueError(f"{len(walks)} walks need as many row key sequences, got {len(row_keys)}")
+            raise CHMMError(f"{len(walks)} walks need as many row key sequences, got {len(row_keys)}")
         kept_walks = [(x, k) for x, k in zip(walks, row_keys, strict=True) if len(x) >= 2]
         sequences = [np.ascontiguousarray(x, dtype=np.int64) for x, _ in kept_walks]
         row_keys = [np.ascontiguousarray(k, dtype=np.int64) for _, k in kept_walks]
     if not sequences:
-        raise ValueError("the training sequence needs at least two symbols")
+        raise CHMMError("the training sequence needs at least two symbols")
     return sequences, row_keys
 
 

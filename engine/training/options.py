@@ -14,6 +14,7 @@ import numpy as np
 from engine.backends import chunks, engines
 from engine.corpora import allocation, text
 from engine.corpora.allocation import DEFAULT_NGRAM_ORDER
+from engine.errors import CHMMError
 from engine.model.blocks import pairs_in_sequence
 from engine.model.dense import CHMM, MAX_STATES
 from engine.training import learning
@@ -214,7 +215,7 @@ class TrainOptions:
         the one ``model`` was trained with (:data:`FIRST_PSEUDOCOUNT` when its file does not say); ``init`` is spent
         (validate the options as given first: the rules of continuing a model read it)."""
         if self.unit not in (text.UNITS[0], model.codec.unit):
-            raise ValueError(
+            raise CHMMError(
                 f"the model to continue reads {model.codec.unit}, not {self.unit}: leave out the unit (--unit), "
                 "a continued model keeps its own"
             )
@@ -232,66 +233,66 @@ class TrainOptions:
         if self.states != AUTO and (
             isinstance(self.states, bool) or not isinstance(self.states, int) or not 2 <= self.states <= MAX_STATES
         ):
-            raise ValueError(
+            raise CHMMError(
                 f"the number of states must be an integer from 2 to {MAX_STATES:,} or {AUTO!r}, got {self.states!r}"
             )
         if self.pseudocount != AUTO and (
             isinstance(self.pseudocount, (bool, str)) or not (self.pseudocount >= 0 and math.isfinite(self.pseudocount))
         ):
-            raise ValueError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
+            raise CHMMError(f"the pseudocount must be a number at least 0 or {AUTO!r}, got {self.pseudocount!r}")
         if isinstance(self.support_bound, bool) or not (
             isinstance(self.support_bound, (int, float)) and 0 <= self.support_bound < math.inf
         ):
-            raise ValueError(f"the support bound must be a number of bits at least 0, got {self.support_bound!r}")
+            raise CHMMError(f"the support bound must be a number of bits at least 0, got {self.support_bound!r}")
         if self.budget is not None and (
             isinstance(self.budget, bool) or not isinstance(self.budget, (int, float)) or not 0 < self.budget < math.inf
         ):
-            raise ValueError(f"the budget must be a positive number of minutes, got {self.budget!r}")
+            raise CHMMError(f"the budget must be a positive number of minutes, got {self.budget!r}")
         if self.searches and not self.validation:
-            raise ValueError(
+            raise CHMMError(
                 f"the states and pseudocount ({AUTO!r}) are chosen on the validation text: give a validation share "
                 "above 0, or give both"
             )
         if self.states == AUTO and self.grow_from:
-            raise ValueError(f"--grow-from needs a number of states, not {AUTO!r}")
+            raise CHMMError(f"--grow-from needs a number of states, not {AUTO!r}")
         if self.allocation not in allocation.ALLOCATION_METHODS:
-            raise ValueError(
+            raise CHMMError(
                 f"unknown allocation {self.allocation!r}; choose one of {', '.join(allocation.ALLOCATION_METHODS)}"
             )
         if self.normalisation not in text.NORMALISATIONS:
-            raise ValueError(
+            raise CHMMError(
                 f"unknown normalisation {self.normalisation!r}; choose one of {', '.join(text.NORMALISATIONS)}"
             )
         if self.unit not in text.UNITS:
-            raise ValueError(f"unknown unit {self.unit!r}; choose one of {', '.join(text.UNITS)}")
+            raise CHMMError(f"unknown unit {self.unit!r}; choose one of {', '.join(text.UNITS)}")
         if isinstance(self.min_count, bool) or not isinstance(self.min_count, int) or self.min_count < 1:
-            raise ValueError(f"the minimum count must be an integer of at least 1, got {self.min_count!r}")
+            raise CHMMError(f"the minimum count must be an integer of at least 1, got {self.min_count!r}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+            raise CHMMError(f"dtype must be one of {', '.join(DTYPES)}")
         if self.start not in STARTS:
-            raise ValueError(f"unknown start {self.start!r}; choose one of {', '.join(STARTS)}")
+            raise CHMMError(f"unknown start {self.start!r}; choose one of {', '.join(STARTS)}")
         if not 0.0 <= self.validation <= 0.5:
-            raise ValueError(f"the validation share must lie in [0, 0.5], got {self.validation}")
+            raise CHMMError(f"the validation share must lie in [0, 0.5], got {self.validation}")
         if not 0.0 <= self.test_fraction <= 0.5:
-            raise ValueError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
+            raise CHMMError(f"the test share must lie in [0, 0.5], got {self.test_fraction}")
         if self.seed < 0:
-            raise ValueError("the seed must be a non-negative integer")
+            raise CHMMError("the seed must be a non-negative integer")
         if self.restarts is not None and not 1 <= self.restarts <= MAX_RESTARTS:
-            raise ValueError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
+            raise CHMMError(f"the number of restarts must be from 1 to {MAX_RESTARTS}, got {self.restarts!r}")
         if self.init is not None and self.states != AUTO:
-            raise ValueError("--init continues a model with its own states: leave out the number of states (--states)")
+            raise CHMMError("--init continues a model with its own states: leave out the number of states (--states)")
         if self.restarts not in (None, 1) and self.init is not None:
-            raise ValueError("restarts start from random models; --init continues one model: leave out --restarts")
+            raise CHMMError("restarts start from random models; --init continues one model: leave out --restarts")
         if self.grow_from is not None and self.grow_from != 0 and not 2 <= self.grow_from < int(self.states):
-            raise ValueError(
+            raise CHMMError(
                 f"--grow-from must be at least 2 and below the number of states ({self.states}), got {self.grow_from}"
             )
         if not 0.0 < self.grow_threshold < 1.0:
-            raise ValueError(f"the grow threshold must lie strictly between 0 and 1, got {self.grow_threshold}")
+            raise CHMMError(f"the grow threshold must lie strictly between 0 and 1, got {self.grow_threshold}")
         if self.grow_iterations is not None and self.grow_iterations < 1:
-            raise ValueError("the grown model's iterations must be at least 1")
+            raise CHMMError("the grown model's iterations must be at least 1")
         if not 0.0 <= self.grow_noise < 1.0:
-            raise ValueError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
+            raise CHMMError(f"the grow noise must lie in [0, 1), got {self.grow_noise}")
         self._validate_budget_and_chunks(cluster)
         chosen = replace(self, pseudocount=FIRST_PSEUDOCOUNT) if self.pseudocount == AUTO else self
         chosen.training_config().validate()
@@ -299,20 +300,20 @@ class TrainOptions:
     def _validate_budget_and_chunks(self, cluster: bool) -> None:
         """The rules of the search's budget, of chunks and burn-in, and of the cluster."""
         if self.budget != BUDGET_MINUTES and self.budget is not None and not self.searches:
-            raise ValueError(
+            raise CHMMError(
                 "--budget bounds the choice of states and pseudocount on validation, and there is none: both are "
                 "given, or --init continues a model with its own"
             )
         lockstep = self.backend in engines.backend_choices() and engines.supports(self.backend, "lockstep")
         if self.burn_in is not None and (self.chunk == chunks.EXACT or (self.chunk is None and not lockstep)):
-            raise ValueError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
+            raise CHMMError("--burn-in belongs to chunks: give the chunk length too (--chunk)")
         if self.chunk and not cluster and not lockstep:
-            raise ValueError(
+            raise CHMMError(
                 "--chunk cuts documents into chunks for a cluster (--workers or --cluster) or for lockstep passes on "
                 "the GPU (--backend gpu)"
             )
         if cluster and self.algorithm == "viterbi":
-            raise ValueError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
+            raise CHMMError("training on a cluster (--cluster, --workers) runs batch or online EM, not Viterbi EM")
 
     def resolved_restarts(self) -> int:
         """The restarts to run: as given, else :data:`ONLINE_RESTARTS` for online EM and 1 for batch or Viterbi EM."""
@@ -323,7 +324,7 @@ class TrainOptions:
     def training_config(self) -> learning.TrainingConfig:
         """The training loop's settings (a chosen pseudocount: :func:`search_settings` resolves :data:`AUTO`)."""
         if self.pseudocount == AUTO:
-            raise ValueError(f"the pseudocount {AUTO!r} is chosen by search_settings before training")
+            raise CHMMError(f"the pseudocount {AUTO!r} is chosen by search_settings before training")
         return learning.TrainingConfig(
             algorithm=self.algorithm,
             iterations=self.iterations,
@@ -476,7 +477,7 @@ def estimate_training_memory(corpus: text.Corpus, options: TrainOptions) -> int:
             estimate_training_memory(corpus, replace(options, states=n)) for n in states_candidates(corpus, options)
         )
     if options.states < corpus.n_symbols:
-        raise ValueError(
+        raise CHMMError(
             f"{options.states} states are fewer than the {corpus.n_symbols} symbols of the alphabet; "
             "every symbol needs at least one clone"
         )
@@ -511,7 +512,7 @@ def check_memory(corpus: text.Corpus, options: TrainOptions, grown_to: int | Non
         what = f"{options.states:,} states" if grown_to is None else (
             f"{grown_to:,} states grow from a dense model of {options.states:,}, which"
         )  # fmt: skip
-        raise ValueError(
+        raise CHMMError(
             f"{what} would need about {need / 2**30:,.1f} GiB to train on this corpus, more than {where} "
             f"({limit / 2**30:,.1f} GiB); choose fewer states"
         )

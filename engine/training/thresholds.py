@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends import engines
+from engine.errors import CHMMError
 from engine.model import pruning
 from engine.model.dense import CHMM
 from engine.training.options import PRUNE_THRESHOLDS
@@ -33,9 +34,9 @@ def check_prune_bound(bound: float) -> float:
     try:
         value = float(bound)
     except (TypeError, ValueError):
-        raise ValueError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}") from None
+        raise CHMMError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}") from None
     if not (np.isfinite(value) and value >= 0.0):
-        raise ValueError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}")
+        raise CHMMError(f"the prune bound must be a number of bits per symbol, at least 0, got {bound!r}")
     return value
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from engine.backends import engines
 from engine.backends.cpu import inference, sampling, sparse
 from engine.backends.cpu import kernels as cpu
+from engine.errors import CHMMError
 from engine.model import dense as model_io
 from engine.model import pruning
 from engine.model.blocks import BlockLayout, normalise_rows, row_sums
@@ -31,7 +32,7 @@ class DenseOptions:
 
     def __post_init__(self) -> None:
         if self.count_method not in inference.COUNT_METHODS:
-            raise ValueError(f"count_method must be one of {', '.join(inference.COUNT_METHODS)}")
+            raise CHMMError(f"count_method must be one of {', '.join(inference.COUNT_METHODS)}")
 
 
 def row_split(layout: BlockLayout) -> int:
@@ -120,7 +121,7 @@ def refuse_lockstep(name: str, chunk: int | None) -> None:
     """An implementation without lockstep passes refuses chunks of a sequence outside a cluster (one sentence); no
     chunk (None) or :data:`engine.backends.chunks.EXACT` are its exact passes."""
     if chunk:
-        raise ValueError(
+        raise CHMMError(
             f"the {name} implementation has no lockstep passes: chunks of a document (--chunk) run on a cluster "
             "(--workers or --cluster) or, without one, on the GPU (--backend gpu)"
         )
@@ -344,7 +345,7 @@ class SparseEngine:
         row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
         if counted is not None:
-            raise ValueError("chunks with a burn-in run on dense models; a sparse model's unit of work is a document")
+            raise CHMMError("chunks with a burn-in run on dense models; a sparse model's unit of work is a document")
         return sparse.e_step(state, x, plan, initial, row_key)
 
     def m_step(
@@ -402,7 +403,7 @@ class SparseEngine:
 
     def as_dense(self, state: sparse.SparseCHMM, what: str) -> CHMM:
         if state.n_states > SPARSE_TOOL_LIMIT:
-            raise ValueError(
+            raise CHMMError(
                 f"{what} works on sparse models of up to {SPARSE_TOOL_LIMIT:,} states; this one has {state.n_states:,}"
             )
         return state.to_dense()

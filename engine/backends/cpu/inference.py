@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from engine.backends.cpu import kernels as cpu
+from engine.errors import CHMMError
 from engine.model import row_keys
 from engine.model.backoff import Backoff, backoff_kind
 from engine.model.blocks import BlockLayout
@@ -85,9 +86,9 @@ def check_sequence(model: CHMM | BlockLayout, x: np.ndarray) -> np.ndarray:
     """``x`` as a contiguous int64 array; ValueError unless it is a non-empty 1-D sequence of the model's symbols."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if x.ndim != 1 or x.size == 0:
-        raise ValueError("the sequence must be a non-empty 1-D array of symbol indices")
+        raise CHMMError("the sequence must be a non-empty 1-D array of symbol indices")
     if x.min() < 0 or x.max() >= model.n_symbols:
-        raise ValueError(f"the sequence holds symbol indices outside 0..{model.n_symbols - 1}")
+        raise CHMMError(f"the sequence holds symbol indices outside 0..{model.n_symbols - 1}")
     return x
 
 
@@ -203,7 +204,7 @@ def score(model: CHMM, x: np.ndarray, backoff_weight: float | None = None) -> Sc
     if backoff_weight is None:
         backoff_weight = model.backoff_weight
     if not 0.0 <= backoff_weight < 1.0:
-        raise ValueError("backoff_weight must lie in [0, 1)")
+        raise CHMMError("backoff_weight must lie in [0, 1)")
     result = forward(model, x)
     return score_from_predictive(x, result.predictive, result.zero_events, model_backoff(model), backoff_weight)
 
@@ -384,10 +385,10 @@ def e_step(
     (:mod:`engine.cognitive.actions`).
     """
     if count_method not in COUNT_METHODS:
-        raise ValueError(f"count_method must be one of {COUNT_METHODS}")
+        raise CHMMError(f"count_method must be one of {COUNT_METHODS}")
     x = check_sequence(model, x)
     if len(x) < 2:
-        raise ValueError("the E-step needs a sequence of at least two symbols")
+        raise CHMMError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     T = model.T
     row_key = row_keys.check_row_key(layout, x, row_key)
@@ -544,10 +545,10 @@ class Evidence(NamedTuple):
         weights: list[float] = []
         for n, option in enumerate(options):
             if not option:
-                raise ValueError(f"position {n} has no candidate symbol")
+                raise CHMMError(f"position {n} has no candidate symbol")
             for s, w in sorted(option.items()):
                 if w < 0:
-                    raise ValueError("evidence weights must be non-negative")
+                    raise CHMMError("evidence weights must be non-negative")
                 symbols.append(int(s))
                 weights.append(float(w))
             ptr[n + 1] = len(symbols)
@@ -561,9 +562,9 @@ def viterbi_evidence(layout: BlockLayout, evidence: np.ndarray | Evidence) -> tu
     if not isinstance(evidence, Evidence):
         evidence = Evidence.hard(check_sequence(layout, evidence))
     if len(evidence.ptr) < 2:
-        raise ValueError("the evidence must cover at least one position")
+        raise CHMMError("the evidence must cover at least one position")
     if evidence.symbol.size and (evidence.symbol.min() < 0 or evidence.symbol.max() >= layout.n_symbols):
-        raise ValueError("the evidence names symbols outside the model's alphabet")
+        raise CHMMError("the evidence names symbols outside the model's alphabet")
     sizes = layout.n_clones[evidence.symbol]
     state_offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=state_offsets[1:])
@@ -640,7 +641,7 @@ def viterbi(
         if pred_ptr.shape != (len(evidence.symbol) + 1,) or (
             pred_node.size and pred_node.max() >= len(evidence.symbol)
         ):
-            raise ValueError("a lattice needs the predecessors of every candidate of the evidence")
+            raise CHMMError("a lattice needs the predecessors of every candidate of the evidence")
     backpointer = np.empty(int(state_offsets[-1]), dtype=np.int64)
     path = np.full(len(evidence.ptr) - 1, -1, dtype=np.int64)
     log_probability = cpu.viterbi_pass(

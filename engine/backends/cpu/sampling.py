@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.backends.cpu import kernels as cpu
 from engine.backends.cpu.inference import ForwardResult, check_sequence, forward
+from engine.errors import CHMMError
 from engine.model.blocks import row_sums
 from engine.model.dense import CHMM
 
@@ -30,13 +31,13 @@ def sampling_start(
     once.) Returns the clone, the output buffer and whether its first entry is that prefix clone (to be dropped).
     Shared by the dense and sparse engines; ValueError when no clone can go on."""
     if length < 1:
-        raise ValueError("length must be at least 1")
+        raise CHMMError("length must be at least 1")
     layout = model.layout
     live = np.asarray(outgoing) > 0
     if prefix is None or len(prefix) == 0:
         p = model.pi.astype(np.float64) * live
         if p.sum() <= 0:
-            raise ValueError("the model has no clone with outgoing transitions to start from")
+            raise CHMMError("the model has no clone with outgoing transitions to start from")
         return int(rng.choice(layout.n_states, p=p / p.sum())), np.empty(length, dtype=np.int64), False
     prefix = check_sequence(model, prefix)
     fwd = forward_pass(model, prefix, store=True)
@@ -45,7 +46,7 @@ def sampling_start(
     lo = layout.clone_start[s]
     a = fwd.alpha[fwd.offsets[-2] : fwd.offsets[-2] + m].astype(np.float64) * live[lo : lo + m]
     if a.sum() <= 0:
-        raise ValueError(f"the model has no transition out of the prefix's last symbol {model.symbols[s]!r}")
+        raise CHMMError(f"the model has no transition out of the prefix's last symbol {model.symbols[s]!r}")
     return int(lo + rng.choice(m, p=a / a.sum())), np.empty(length + 1, dtype=np.int64), True
 
 

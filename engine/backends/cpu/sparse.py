@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.backends.cpu import inference, sampling
 from engine.backends.cpu import sparse_kernels as kernels
+from engine.errors import CHMMError
 from engine.model.archive import MAX_MODEL_BYTES, ArchiveError, ModelArchive, read_header
 from engine.model.blocks import BlockLayout
 from engine.model.codec import TextCodec
@@ -75,13 +76,13 @@ class SparseCHMM(CloneModel):
         rows = self.layout.n_clones[self.layout.block_pairs[:, 0]]
         expected = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
         if self.row_base.shape != expected.shape or np.any(self.row_base != expected):
-            raise ValueError("row_base does not match the layout's blocks")
+            raise CHMMError("row_base does not match the layout's blocks")
         if self.indptr.shape != (int(expected[-1]) + 1,) or self.indptr[0] != 0 or np.any(np.diff(self.indptr) < 0):
-            raise ValueError("indptr is not a valid CSR row pointer for the layout")
+            raise CHMMError("indptr is not a valid CSR row pointer for the layout")
         if self.indices.shape != self.data.shape or self.indices.size != int(self.indptr[-1]):
-            raise ValueError("indices and data must hold one entry per stored transition")
+            raise CHMMError("indices and data must hold one entry per stored transition")
         if self.pi.shape != (self.layout.n_states,):
-            raise ValueError("pi must have one entry per clone")
+            raise CHMMError("pi must have one entry per clone")
 
     def n_nonzero(self) -> int:
         return int(np.count_nonzero(self.data))
@@ -308,7 +309,7 @@ def e_step(
     messages are stored."""
     x = np.ascontiguousarray(x, dtype=np.int64)
     if len(x) < 2:
-        raise ValueError("the E-step needs a sequence of at least two symbols")
+        raise CHMMError("the E-step needs a sequence of at least two symbols")
     layout = model.layout
     row_key = check_row_key(layout, x, row_key)
     plan = SequencePlan.build(layout, x, model.data.dtype, row_key) if plan is None else plan

@@ -27,6 +27,7 @@ from engine.backends.gpu import kernels
 from engine.backends.gpu.decoding import DecodingPasses
 from engine.backends.gpu.devices import Device, DeviceModel
 from engine.backends.gpu.lockstep import LockstepPasses
+from engine.errors import CHMMError
 from engine.model.blocks import BlockLayout
 from engine.model.dense import CHMM
 
@@ -64,7 +65,7 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         lockstep_precision = pass_precision if lockstep_precision is None else lockstep_precision
         for name, value in (("pass_precision", pass_precision), ("lockstep_precision", lockstep_precision)):
             if value not in PASS_PRECISIONS:
-                raise ValueError(f"{name} must be one of {', '.join(PASS_PRECISIONS)}")
+                raise CHMMError(f"{name} must be one of {', '.join(PASS_PRECISIONS)}")
         xp = device.xp
         self.device = device
         self.xp = xp
@@ -432,7 +433,7 @@ class DeviceBlocks(LockstepPasses, DecodingPasses):
         x = np.ascontiguousarray(x, dtype=np.int64)
         n = len(x)
         if segment < 2:
-            raise ValueError("a segment must hold at least two positions")
+            raise CHMMError("a segment must hold at least two positions")
         starts = list(range(0, n - 1, segment))
         forward_blocks, _, _ = self._pass_matrices(device_model)
         checkpoints: list[np.ndarray] = []

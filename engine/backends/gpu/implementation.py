@@ -15,6 +15,7 @@ from engine.backends.gpu import backend, devices
 from engine.backends.gpu.device_blocks import PASS_PRECISIONS, DeviceBlocks
 from engine.backends.gpu.devices import Device, DeviceMemoryError, DeviceModel, estimate_device_bytes
 from engine.backends.gpu.lockstep import DeviceLockstep
+from engine.errors import CHMMError
 from engine.model import pruning, row_keys
 from engine.model.backoff import Backoff
 from engine.model.blocks import BlockLayout
@@ -44,9 +45,9 @@ class GpuOptions:
     def __post_init__(self) -> None:
         for name in ("pass_precision", "lockstep_precision"):
             if getattr(self, name) not in PASS_PRECISIONS:
-                raise ValueError(f"{name} must be one of {', '.join(PASS_PRECISIONS)}")
+                raise CHMMError(f"{name} must be one of {', '.join(PASS_PRECISIONS)}")
         if self.segment is not None and self.segment < 2:
-            raise ValueError("a GPU segment must hold at least two positions")
+            raise CHMMError("a GPU segment must hold at least two positions")
 
 
 @dataclass
@@ -148,7 +149,7 @@ class GpuDenseEngine:
         x = np.asarray(x, dtype=np.int64)
         if row_key is not None:
             if chunk:
-                raise ValueError("a walk with actions runs exact passes on the GPU (no chunks)")
+                raise CHMMError("a walk with actions runs exact passes on the GPU (no chunks)")
             chunk = chunks.EXACT
         chosen = chunk is None
         if chosen:
@@ -206,10 +207,10 @@ class GpuDenseEngine:
         row_key: np.ndarray | None = None,
     ) -> inference.EStepResult:
         if counted is not None:
-            raise ValueError("chunks with a burn-in run on the CPU engines")
+            raise CHMMError("chunks with a burn-in run on the CPU engines")
         if row_key is not None:
             if plan is not None and (plan.lockstep is not None or plan.segment is not None):
-                raise ValueError("a walk with actions runs exact whole-sequence passes on the GPU")
+                raise CHMMError("a walk with actions runs exact whole-sequence passes on the GPU")
             pair_layout = None if plan is None else plan.pair_layout
             row_key = row_keys.check_row_key(state.blocks.layout, np.asarray(x, dtype=np.int64), row_key)
             step = state.blocks.e_step(state, x, pair_layout, initial=initial, counts_out=counts_out, row_key=row_key)

@@ -16,6 +16,7 @@ from engine.backends.chunks import LockstepPlan, LockstepSchedule
 from engine.backends.cpu import inference
 from engine.backends.gpu import kernels
 from engine.backends.gpu.devices import DeviceModel
+from engine.errors import CHMMError
 
 LOCKSTEP_SHARED = 96 * 1024
 """Dynamic shared memory the lockstep kernel asks for (bytes): up to 8 staged messages of 3,000 clones."""
@@ -118,12 +119,12 @@ class LockstepPasses:
         ``precision`` (default: ``lockstep_precision``), ``lockstep_loads`` and ``lockstep_rows_in_flight``."""
         xp, layout = self.xp, self.layout
         if self.lockstep_loads not in kernels.LOCKSTEP_LOADS_CHOICES:
-            raise ValueError(f"lockstep_loads is one of {kernels.LOCKSTEP_LOADS_CHOICES}, not {self.lockstep_loads!r}")
+            raise CHMMError(f"lockstep_loads is one of {kernels.LOCKSTEP_LOADS_CHOICES}, not {self.lockstep_loads!r}")
         in_flight = self.lockstep_rows_in_flight
         if in_flight not in kernels.LOCKSTEP_ROWS_IN_FLIGHT_CHOICES or (
             in_flight > 1 and self.lockstep_loads != kernels.LOCKSTEP_LOADS
         ):
-            raise ValueError(
+            raise CHMMError(
                 f"lockstep_rows_in_flight is one of {kernels.LOCKSTEP_ROWS_IN_FLIGHT_CHOICES} (above 1 only with "
                 f"{kernels.LOCKSTEP_LOADS} loads in flight), not {in_flight!r} with {self.lockstep_loads!r} loads"
             )
@@ -131,7 +132,7 @@ class LockstepPasses:
         granted = self.device.allow_shared(kernel, LOCKSTEP_SHARED)
         tile = min(kernels.LOCKSTEP_TILE_MAX, granted // (4 * self.width))
         if tile < 1:
-            raise ValueError(
+            raise CHMMError(
                 f"a lockstep pass stages a message of the widest symbol ({self.width:,} clones) in shared memory, "
                 f"which holds {granted // 4:,}; use fewer clones per symbol or the sequential passes"
             )
@@ -208,7 +209,7 @@ class LockstepPasses:
         pieces, width, length = schedule.pieces, self.width, schedule.length
         n_chunks = len(pieces)
         if any(p.initial is not None for p in pieces):
-            raise ValueError("a lockstep pass starts every piece from pi; carried messages are not supported")
+            raise CHMMError("a lockstep pass starts every piece from pi; carried messages are not supported")
         messages, begins, mass = self._first_messages(device_model.pi, np.array([p.x[0] for p in pieces]))
         plane = np.zeros((2, n_chunks, width), dtype=np.float32)
         for c in range(n_chunks):
