@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from engine import api
+from engine.errors import CHMMError
 
 DEFAULT_PORT = 8050
 DEFAULT_HOST = "127.0.0.1"
@@ -18,13 +19,13 @@ DEFAULT_HOST = "127.0.0.1"
 def run_app(args: argparse.Namespace) -> int:
     """Start the web app (Dash's development server) on ``args.host``:``args.port``."""
     if not 1 <= args.port <= 65535:
-        raise ValueError(f"--port must lie between 1 and 65535, got {args.port}")
+        raise CHMMError(f"--port must lie between 1 and 65535, got {args.port}")
     if args.model:
         api.load_model(args.model)  # refuse a file that is not a model before starting anything
         os.environ["CHMM_START_MODEL"] = os.path.abspath(args.model)
     if args.corpus:
         if not os.path.isfile(args.corpus) or not os.access(args.corpus, os.R_OK):
-            raise ValueError(f"--corpus {args.corpus}: no readable file there")
+            raise CHMMError(f"--corpus {args.corpus}: no readable file there")
         os.environ["CHMM_START_CORPUS"] = os.path.abspath(args.corpus)
     try:  # a clear message for an address that cannot be used, before Dash prints its own
         with socket.create_server((args.host, args.port)):

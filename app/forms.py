@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from app import config, services
+from app.errors import UserError
 from app.services.learner_settings import (  # the learners' settings, below the form layer (re-exported here)
     APP_OPTIONS,
     LEARNER_LABELS,
@@ -32,15 +33,15 @@ DEFAULTS = api.TrainOptions()
 def _number(form: dict[str, Any], name: str, label: str, kind: type, low: float, high: float) -> Any:
     value = form.get(name)
     if value is None or value == "":
-        raise ValueError(f"Enter the {label}, a number from {low:,g} to {high:,g}.")
+        raise UserError(f"Enter the {label}, a number from {low:,g} to {high:,g}.")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"The {label} must be a number, got {value!r}.") from None
+        raise UserError(f"The {label} must be a number, got {value!r}.") from None
     if kind is int and not number.is_integer():
-        raise ValueError(f"The {label} must be a whole number, got {value!r}.")
+        raise UserError(f"The {label} must be a whole number, got {value!r}.")
     if not (low <= number <= high) or not math.isfinite(number):
-        raise ValueError(f"The {label} must lie between {low:g} and {high:g}, got {value!r}.")
+        raise UserError(f"The {label} must lie between {low:g} and {high:g}, got {value!r}.")
     return int(number) if kind is int else number
 
 
@@ -52,35 +53,35 @@ def _optional_number(form: dict[str, Any], name: str, label: str, kind: type, lo
 
 
 def _choice(form: dict[str, Any], name: str, choices: tuple[str, ...], default: str) -> str:
-    """The form's ``name`` if it is one of ``choices`` (empty: ``default``), else ValueError in one sentence."""
+    """The form's ``name`` if it is one of ``choices`` (empty: ``default``), else UserError in one sentence."""
     value = form.get(name) or default
     if value not in choices:
-        raise ValueError(f"Unknown {name} {value!r}; choose one of {', '.join(choices)}.")
+        raise UserError(f"Unknown {name} {value!r}; choose one of {', '.join(choices)}.")
     return value
 
 
 def options_from_form(form: dict[str, Any]) -> api.TrainOptions:
     """The training options of the Train page's form (keys: states, allocation, normalisation, algorithm,
     iterations, batch_size, restarts, start, pseudocount, budget, validation, seed, backend), with a clear
-    ValueError on a value that cannot work. An empty field is the engine's default (:data:`DEFAULTS`, the same
+    UserError on a value that cannot work. An empty field is the engine's default (:data:`DEFAULTS`, the same
     object the command line reads): the states and the pseudocount are then chosen on validation within the budget
     (minutes, at most :data:`SEARCH_SHARE` of this server's job limit), the batch size and restarts automatic."""
     backend = form.get("backend") or DEFAULTS.backend
     choices = api.backend_choices(in_app=True)
     if backend not in choices:
-        raise ValueError(f"Unknown backend {backend!r}; choose one of {', '.join(c.upper() for c in choices)}.")
+        raise UserError(f"Unknown backend {backend!r}; choose one of {', '.join(c.upper() for c in choices)}.")
     available, reason = api.backend_status(backend, cheap=True)
     if not available:
-        raise ValueError(
+        raise UserError(
             f"The {backend.upper()} backend is not available here: {reason}. Choose the {DEFAULTS.backend.upper()} "
             "backend."
         )
     algorithm = form.get("algorithm") or DEFAULTS.algorithm
     if algorithm not in api.CHOICES.ALGORITHMS:
-        raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(api.CHOICES.ALGORITHMS)}.")
+        raise UserError(f"Unknown algorithm {algorithm!r}; choose one of {', '.join(api.CHOICES.ALGORITHMS)}.")
     start = form.get("start") or DEFAULTS.start
     if start not in api.CHOICES.STARTS:
-        raise ValueError(f"Unknown start {start!r}; choose one of {', '.join(api.CHOICES.STARTS)}.")
+        raise UserError(f"Unknown start {start!r}; choose one of {', '.join(api.CHOICES.STARTS)}.")
     states = _optional_number(form, "states", "number of states", int, 2, 10**8)
     pseudocount = _optional_number(form, "pseudocount", "pseudocount", float, 0.0, 1.0)
     options = api.TrainOptions(

@@ -272,7 +272,7 @@ def shared_start_model(root: Path | None = None) -> Path | None:
             stamp = shared.stat()
             saved["model"] = file_stamp(stamp)
             data = json.dumps(saved, ensure_ascii=False).encode("utf-8")
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (OSError, ValueError, TypeError, AttributeError):  # json's ValueError: a damaged run
             return shared  # a damaged file only means the user runs Infomap once
         atomic_write_bytes(shared.with_name(shared.stem + ".communities.json"), data)
     return shared
@@ -330,7 +330,7 @@ def download_target(token: str) -> tuple[Path, str]:
         path = (folder / said["file"]).resolve()
         path.relative_to(folder.resolve())  # nothing outside the session's folder
         name = str(said.get("name") or path.name)
-    except (BadSignature, KeyError, TypeError, ValueError):
+    except (BadSignature, KeyError, TypeError, ValueError):  # relative_to's ValueError: outside the folder
         raise SessionError("This download link is not valid or has expired; export again.") from None
     if not path.is_file():
         raise SessionError("This file is no longer on the server; export again.")

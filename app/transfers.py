@@ -26,7 +26,7 @@ from typing import Any
 import flask
 
 from app import config, memory, sessions
-from app.services import describe_error, format_bytes, map_schemas, map_uploads
+from app.services import UserError, describe_error, format_bytes, map_schemas, map_uploads
 
 UPLOAD_PREFIX = "/upload/"
 DOWNLOAD_PREFIX = "/download/"
@@ -103,7 +103,7 @@ def receive_upload(kind: str) -> Any:
         sessions.check_disk("This upload")
         sessions.check_space(folder, length, "This upload")
         return flask.jsonify(_store(folder, request.stream, length, name))
-    except (sessions.SessionError, OSError, ValueError) as exc:
+    except (sessions.SessionError, UserError, OSError) as exc:
         return _refusal(describe_error(exc), 400)
 
 
@@ -125,7 +125,7 @@ def _store(folder: Path, stream: Any, length: int, name: str) -> dict[str, Any]:
                 out.write(chunk)
                 received += len(chunk)
         if received != length:
-            raise ValueError(f"{name} arrived incomplete ({received:,} of {length:,} bytes); try again")
+            raise UserError(f"{name} arrived incomplete ({received:,} of {length:,} bytes); try again")
         partial.replace(uploads / token)
     finally:
         partial.unlink(missing_ok=True)

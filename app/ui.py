@@ -13,10 +13,10 @@ from dash.exceptions import PreventUpdate
 
 from app import config, ids, jobs, memory, sessions
 from app.errors import UserError, describe_error
-from engine.api import CorpusError, ModelFormatError
+from engine.errors import CHMMError
 
 # errors a callback turns into a message in the page (anything else is a bug and goes to the Dash error log)
-EXPECTED_ERRORS = (UserError, sessions.SessionError, CorpusError, ModelFormatError, ValueError, OSError)
+EXPECTED_ERRORS = (UserError, sessions.SessionError, CHMMError, OSError)
 ANSWER_POLL_MS = 250
 """How often the page asks for the answer of a background callback a person waits on (Dash's default: each second,
 half a second lost on average after the Infomap run, the whole graph's drawing or its filter)."""

@@ -23,11 +23,10 @@ Medians of ``--repeats`` (default 5). Prints a table; nothing is asserted (speed
 
 With ``--layouts``, no browser: the whole graph's two layouts (``app.services.whole_graph.LAYOUTS``) computed by the
 app's service for a new session on each model (Infomap run first, at the default threshold), one row per model and
-layout: seconds, and the layout's quality (``engine.api.drawing.layout_quality``: ``stretch``, the flow-weighted
-length of
-the transitions over the distance between random clones, lower is better; ``purity``, the share of each clone's
-five nearest clones in its own top module, higher is better). The layout by transitions is timed twice: made, then
-drawn again as another process would (nothing kept in memory; its layout kept on disk per run).
+layout: seconds, and the layout's quality (``engine.api.drawing.layout_quality``: ``stretch``, the flow-weighted length
+of the transitions over the distance between random clones, lower is better; ``purity``, the share of each clone's five
+nearest clones in its own top module, higher is better). The layout by transitions is timed twice: made, then drawn
+again as another process would (nothing kept in memory; its layout kept on disk per run).
 
     python bench/bench_explorer.py --model /work/models/brown5000.npz
     python bench/bench_explorer.py --model M.npz --against /tmp/before   # the same steps on another checkout

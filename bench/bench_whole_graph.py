@@ -1,10 +1,9 @@
 """Benchmark: drawing the whole clone graph in the browser (the Communities page's whole-graph view), by renderer.
 
 Each case is n clones laid out by :func:`engine.api.drawing.packed_layout` on a synthetic module tree (about 8 clones
-per
-leaf module, 12 leaves per top module; coloured by top module) and E transitions (each clone sends 11, nine of them
-inside its own top module, as in a 5,000-state model of Alice at the default threshold 1e-3: 57,000 edges), the first
-E with the most weight drawn. In headless Chromium (Debian's, software WebGL: SwiftShader), one page per case:
+per leaf module, 12 leaves per top module; coloured by top module) and E transitions (each clone sends 11, nine of them
+inside its own top module, as in a 5,000-state model of Alice at the default threshold 1e-3: 57,000 edges), the first E
+with the most weight drawn. In headless Chromium (Debian's, software WebGL: SwiftShader), one page per case:
 
 * first draw ms: from handing the data to the renderer to the second animation frame after it has drawn;
 * fps while panning: a drag of 90 frames (one move a frame: a real mouse drag on Plotly's drag layer, the camera or

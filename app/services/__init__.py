@@ -34,6 +34,7 @@ from app.errors import bounded as bounded
 from app.errors import describe_error as describe_error
 from app.errors import disk_full_error as disk_full_error
 from engine.api import check_threshold, corpora
+from engine.errors import CHMMError
 
 VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d"}
 
@@ -140,6 +141,6 @@ def parse_threshold(value: Any) -> float:
         raise UserError("Enter a pruning threshold between 0 and 1, e.g. 1e-3.")
     try:
         return check_threshold(value)
-    except ValueError as exc:
+    except CHMMError as exc:
         message = str(exc)
         raise UserError(message[0].upper() + message[1:] + ".") from None

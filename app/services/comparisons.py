@@ -35,7 +35,7 @@ from app.services.learner_settings import (
     shown_settings,
 )
 from engine import api
-from engine.errors import error_message
+from engine.errors import CHMMError, error_message
 
 COMPARE = "compare.json"
 
@@ -140,11 +140,11 @@ def check_unit(unit: Any) -> str:
 
 
 def _check_chmm_memory(corpus: api.corpora.Corpus, options: dict[str, Any]) -> None:
-    """ValueError when the CHMM's estimated training memory exceeds the app's limit (CHMM_MAX_TRAIN_MB)."""
+    """UserError when the CHMM's estimated training memory exceeds the app's limit (CHMM_MAX_TRAIN_MB)."""
     estimate = api.estimate_training_memory(corpus, api.TrainOptions(**options))
     limit = config.max_train_bytes()
     if estimate > limit:
-        raise ValueError(
+        raise UserError(
             f"the CHMM would need about {services.format_bytes(estimate)} of memory, over the limit of "
             f"{services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB)"
         )
@@ -167,7 +167,7 @@ def check_comparison(
     folder: Path, picked: Any, corpus: Any, options: dict[str, dict[str, Any]] | None = None, unit: Any = None
 ) -> tuple[list[str], tuple[str, str, api.corpora.Corpus], dict[str, dict[str, Any]]]:
     """The learners, the corpus (its text, name and prepared split in ``unit`` symbols) and each learner's settings
-    of a comparison that can run; ``ValueError`` or ``OSError`` with the reason when it cannot (no such learner or
+    of a comparison that can run; UserError, CHMMError or OSError with the reason when it cannot (no such learner or
     corpus, a corpus that cannot be split, a learner the page expects to run past ``CHMM_MAX_JOB_MINUTES``, whose
     slot it would hold). A CHMM of words or tokens gets at least one clone per symbol and :data:`SPARE_STATES`."""
     kinds = check_learners(picked)
@@ -259,7 +259,7 @@ def run_compare_job(
         return saved | {"status": REFUSED, "message": "A comparison is already running in this session; wait for it."}
     try:
         kinds, (corpus_text, name, prepared), settings = check_comparison(folder, picked, corpus, options, unit)
-    except (ValueError, OSError) as exc:
+    except (UserError, CHMMError, OSError) as exc:
         return refuse(services.describe_error(exc))
     files = compare_files(folder)
     cancel_flag = files.cancel

@@ -12,6 +12,7 @@ from typing import Any
 from app import config, sessions
 from app.services import UserError, file_name, format_bytes, kept, visible
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes, atomic_write_json
 
 PREVIEW_CHARS = 600
@@ -129,7 +130,7 @@ def _check_trainable(read: list[api.corpora.Document]) -> None:
         try:
             api.corpora.prepare_corpus(given, normalisation=normalisation, name=name)
             return
-        except api.CorpusError as exc:
+        except CHMMError as exc:
             problems.append(str(exc))
     raise UserError(f"{problems[0]} It cannot be trained on; upload a longer text.")
 
@@ -178,7 +179,7 @@ def corpus_info(folder: Path) -> CorpusInfo | None:
         if not (folder / sessions.CORPUS).is_file():
             return None
         return CorpusInfo(**info)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError):  # json's ValueError: a damaged record
         return None
 
 
@@ -191,9 +192,10 @@ def read_corpus(folder: Path) -> tuple[str | list[api.corpora.Document], CorpusI
     if info.documents > 1:
         try:
             listed = json.loads((folder / sessions.CORPUS_DOCUMENTS).read_text(encoding="utf-8"))
-            return [api.corpora.Document(str(d["name"]), str(d["text"])) for d in listed], info
-        except (OSError, ValueError, TypeError, KeyError):
+            pairs = [(str(d["name"]), str(d["text"])) for d in listed]
+        except (OSError, ValueError, TypeError, KeyError):  # json's ValueError: a damaged list
             raise UserError("The session's documents cannot be read; upload the corpus again.") from None
+        return [api.corpora.Document(name, text) for name, text in pairs], info
     return (folder / sessions.CORPUS).read_text(encoding="utf-8"), info
 
 
@@ -238,9 +240,8 @@ def corpus_preview(
 
 def _trained_on_session_corpus(folder: Path, model: Any, info: CorpusInfo) -> bool:
     """Whether ``model`` was trained on the session's corpus: by content where the model names its text so
-    (``corpus_sha256``, :func:`engine.api.corpora.corpus_fingerprint`: a model made by ``chmm train`` elsewhere and
-    the same
-    file uploaded here), else by the file's name (models made before that; a path's last part)."""
+    (``corpus_sha256``, :func:`engine.api.corpora.corpus_fingerprint`: a model made by ``chmm train`` elsewhere and the
+    same file uploaded here), else by the file's name (models made before that; a path's last part)."""
     wanted = model.metadata.get("corpus_sha256")
     if isinstance(wanted, str) and wanted:
         path = folder / sessions.CORPUS

@@ -10,6 +10,7 @@ from app import memory
 from app.services import DECODE_WORK, UserError, check_work, describe_error, whole_number
 from app.services.models import view_model
 from engine import api
+from engine.errors import CHMMError
 
 MAX_DECODE_CHARS = 5_000
 
@@ -53,7 +54,7 @@ def scramble_with_original(
     try:
         original = api.decoding_text(model, sentence)
         scrambled = api.scramble_for_model(model, sentence, seed=s)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(f"The text cannot be scrambled: {describe_error(exc)}") from None
     earlier = previous.get("original") if isinstance(previous, dict) else None
     if isinstance(earlier, str) and previous.get("scrambled") == original:  # type: ignore[union-attr]
@@ -76,7 +77,7 @@ def decode(
     with memory.reserved(decode_bytes(model, len(sentence)), "Decoding this text"):
         try:
             result = api.decode_text(model, sentence, constrained=bool(constrained))
-        except ValueError as exc:
+        except CHMMError as exc:
             raise UserError(f"The text cannot be decoded: {describe_error(exc)}") from None
     seconds = time.perf_counter() - started
     spans = api.change_spans(result.scrambled, result.decoded)

@@ -13,6 +13,7 @@ from app.services.corpus import reference_corpus
 from app.services.models import view_model
 from engine import api
 from engine.api import CHMM
+from engine.errors import CHMMError
 
 MAX_SAMPLE_LENGTH = 20_000
 
@@ -37,21 +38,20 @@ def score_bytes(model: Any, characters: int) -> int:
 
 def sample(folder: Path, length: Any, seed: Any = 0, prefix: str | None = None) -> str:
     """``length`` characters sampled from the current model, continuing ``prefix`` when given. A prefix is bounded
-    before any work: by its length (:data:`engine.api.DEFAULTS.MAX_PREFIX_CHARACTERS`, before the model is read) and
-    by its
-    characters times the model's transitions (:data:`app.services.PREFIX_WORK`, before its forward pass)."""
+    before any work: by its length (:data:`engine.api.DEFAULTS.MAX_PREFIX_CHARACTERS`, before the model is read) and by
+    its characters times the model's transitions (:data:`app.services.PREFIX_WORK`, before its forward pass)."""
     n = whole_number(length, "the length", 1, MAX_SAMPLE_LENGTH)
     s = whole_number(seed if seed not in (None, "") else 0, "the seed", 0, 2**32 - 1)
     try:
         api.check_prefix(prefix)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(f"{describe_error(exc)}.") from None
     model = view_model(folder)  # loaded once per process and shared (issue 51: each Generate loaded its own)
     if prefix:
         check_work(len(prefix), model.n_nonzero(), PREFIX_WORK, "Continuing a prefix of", "chmm sample --prefix")
     try:
         return api.sample_text(model, n, seed=s, prefix=prefix or None)
-    except ValueError as exc:  # CorpusError is a ValueError: a prefix empty after normalisation or off-alphabet
+    except CHMMError as exc:  # a prefix empty after normalisation or off-alphabet
         raise UserError(f"The prefix cannot be used: {describe_error(exc)}") from None
 
 
@@ -60,7 +60,7 @@ def as_model_reads(folder: Path, raw_text: str) -> str:
     model = view_model(folder)
     try:
         return model.decode_symbols(api.encode_for_model(model, raw_text))
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(f"The text cannot be read by the model: {describe_error(exc)}") from None
 
 
@@ -82,7 +82,7 @@ def score(folder: Path, raw_text: str | None, placeholder: bool = False) -> dict
             result = api.score_text(model, raw_text, placeholder=placeholder)
             shown = raw_text[: MAX_SURPRISAL_CHARS * 2]  # normalisation never lengthens text by more than this
             normalised, bits = api.surprisal_text(model, shown, placeholder=placeholder)
-        except ValueError as exc:
+        except CHMMError as exc:
             raise UserError(f"The text cannot be scored: {describe_error(exc)}") from None
     gap = "" if model.codec.characters else " "  # a word's piece carries the space that follows it
     pieces = model.codec.split(normalised)

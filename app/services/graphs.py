@@ -44,6 +44,7 @@ from app.services.models import (
 )
 from app.services.models import load_current as load_current  # the tests and the pages read it from here
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes
 
 EXPORT_FORMATS = api.CHOICES.EXPORT_FORMATS
@@ -340,7 +341,7 @@ def read_communities(folder: Path) -> dict[str, Any] | None:
         if not isinstance(saved, dict) or saved.get("model") != sessions.model_stamp(folder):
             return None
         return saved
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError):  # json's ValueError: a damaged run
         return None
 
 
@@ -610,7 +611,7 @@ def find_word(folder: Path, phrase: Any, run: str = CURRENT_RUN) -> dict[str, An
     model = view_model(folder)
     try:
         found = api.graph.clone_path(model, text_in)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(f"Cannot find {text_in.strip()[:40]!r}: {describe_error(exc)}.") from None
     deepest = deepest_modules(folder, saved, run)
     names = {m["id"]: m["name"] for m in saved["modules"]}

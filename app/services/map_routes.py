@@ -9,6 +9,7 @@ from typing import Any
 
 from app.services import UserError, maps
 from engine import api
+from engine.errors import CHMMError
 
 
 def _clones(values: Any) -> list[Any]:
@@ -35,12 +36,12 @@ def plan_detour(folder: Path, start: Any, goal: Any, closed: Any) -> dict[str, A
     blocked = api.maps.block(model, sorted({way for c in shut for way in api.maps.ways_into(model, c)}))
     try:
         detour = api.maps.plan_flat(blocked, begin, end)
-    except ValueError:
+    except CHMMError:
         unreachable = f"With {closed_text}, clone {end} cannot be reached from clone {begin}: no way is left."
         raise UserError(unreachable) from None
     try:
         open_steps = f"the open map's shortest route takes {api.maps.plan_flat(model, begin, end).steps}"
-    except ValueError:
+    except CHMMError:
         open_steps = "the open map has no route the planner finds"
     moves = ", ".join(detour.moves) or "none"
     text = f"With {closed_text}: a detour of {detour.steps} steps ({open_steps}): {moves}."

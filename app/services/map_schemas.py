@@ -32,6 +32,7 @@ from app.jobs.kinds import JobKind, new_key
 from app.services import UserError, describe_error, maps, whole_number
 from app.services.corpus import decode_upload
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes, atomic_write_json
 
 LIBRARY, LIBRARY_INDEX = "map-library", "map-library.json"
@@ -116,7 +117,7 @@ def store_map_upload(folder: Path, contents: Any, filename: Any) -> str:
         atomic_write_bytes(trial, data)
         try:
             model = api.maps.load_map(trial, max_clones=maps.MAX_TOTAL_CLONES, max_actions=MAX_MAP_ACTIONS)
-        except ValueError as exc:
+        except CHMMError as exc:
             reason = str(exc).split(": ", 1)[-1].rstrip(".")
             raise UserError(f"{shown} is not a map with actions: {reason}.") from None
         return _add(folder, label, model, "uploaded", lambda target: trial.replace(target))
@@ -220,7 +221,7 @@ def run_schema_job(
         walk, _, _ = maps.prepare_walk(folder, request.walk_request())
         if len(walk.documents) > 1:
             raise UserError("The schema match takes one walk; the uploaded file holds several.")
-    except (ValueError, OSError) as exc:
+    except (UserError, CHMMError, OSError) as exc:
         return finish(REFUSED, _said(exc))
     with files.alive():
         ended = _match(folder, found, walk, ticket, record, publish)

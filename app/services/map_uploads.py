@@ -25,6 +25,7 @@ from app.jobs.kinds import new_key
 from app.services import UserError, map_noise
 from app.services.corpus import decode_upload
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes, atomic_write_json
 
 MAX_WALK_LENGTH = 200_000
@@ -65,7 +66,7 @@ def store_walk_upload(folder: Path, contents: Any, filename: Any) -> dict[str, A
         raise UserError(f"{name} is not UTF-8 text (a walk is a CSV or JSON file).") from None
     try:
         walk = api.maps.parse_walk(content, name)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(sentence(exc)) from None
     if len(walk.observations) > MAX_WALK_LENGTH:
         raise UserError(f"{name} has {len(walk.observations):,} steps; the page takes at most {MAX_WALK_LENGTH:,}.")
@@ -155,7 +156,7 @@ def read_evidence(folder: Path, path: Path, walk: dict[str, Any], name: str = ""
     symbols = api.maps.parse_walk((folder / UPLOAD).read_text(encoding="utf-8"), walk.get("name", "the walk")).symbols
     try:
         return api.maps.read_evidence(path, int(walk["steps"]), list(symbols))
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(sentence(exc).replace(path.name, name or path.name)) from None
 
 

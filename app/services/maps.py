@@ -12,8 +12,7 @@ input, runs the job and turns the engine's results into what the page draws. A s
     maps/KEY/         a learned map: model.npz, walk.csv, room.csv (when the room is known), view.json (its clone
                       graph, node places, modules and summary, computed once by the job)
     map.json          which map is the session's current one ({"key": KEY}); replaced atomically when a job
-                      finishes, so a cancelled or failed job leaves the previous map as it was
-"""
+                      finishes, so a cancelled or failed job leaves the previous map as it was"""
 
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ from app.services.map_uploads import sentence as _sentence
 from app.services.map_uploads import store_walk_upload as store_walk_upload
 from app.services.map_uploads import upload_info as upload_info
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes, atomic_write_json
 
 NOTEBOOK_ROOM = """1,2,3,0,3,1,1,1
@@ -94,7 +94,7 @@ def parse_room(content: Any) -> np.ndarray:
         raise UserError(f"The room is too long: {len(content):,} characters, at most {MAX_ROOM_CHARACTERS:,}.")
     try:
         room = api.maps.parse_room(content, "The room")
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(_sentence(exc)) from None
     if room.size > MAX_ROOM_CELLS:
         raise UserError(f"The room has {room.size:,} cells; the page takes at most {MAX_ROOM_CELLS:,}.")
@@ -291,7 +291,7 @@ def run_map_job(
         publish(force=True)
         prepared = prepare_walk(folder, request)
         likelihood = map_uploads.job_evidence(folder, request.evidence) if request.evidence else None
-    except (ValueError, OSError) as exc:
+    except (UserError, CHMMError, OSError) as exc:
         return finish(REFUSED, describe_error(exc))
     with files.alive():
         ended = _learn(folder, request, key, ticket, prepared, record, publish, likelihood)
@@ -408,7 +408,7 @@ def _modules(model: api.maps.ActionCHMM) -> dict[int, int]:
     transitions averaged over its actions, which find the rooms of a world), as a module index from 0 by clone."""
     try:
         found = api.maps.clone_modules(api.maps.map_communities(model))
-    except ValueError:  # a map without transitions: one module
+    except CHMMError:  # a map without transitions: one module
         return {}
     return {clone: max(int(module) - 1, 0) for clone, module in enumerate(found.tolist())}
 
@@ -595,7 +595,7 @@ def plan_route(folder: Path, start: Any, goal: Any) -> dict[str, Any]:
     model, _ = _load_at(path)
     try:
         route, moves = api.maps.plan_route(model, begin, end)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(_sentence(exc)) from None
     if not moves:
         text = f"Clone {begin} is already the goal: no action needed."
@@ -641,7 +641,7 @@ def _across_modules(path: Path, view: dict[str, Any], begin: int, end: int) -> s
         fields = kept.kept(("door fields",), [path / MODEL, path / WALK, path / VIEW], make, label="The map")
         flat = api.maps.plan_flat(fields.model, begin, end)
         tiered = api.maps.plan_hierarchical(fields.model, fields.modules, begin, end, fields=fields)
-    except ValueError:
+    except CHMMError:
         return ""
     held, flat_held = tiered.summary()["updates"], flat.summary()["updates"]
     modules = " -> ".join(str(m - 1) for m in tiered.modules)

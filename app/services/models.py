@@ -13,7 +13,8 @@ from app.jobs import read_json
 from app.services import UserError, file_name, kept, visible
 from app.services.corpus import decode_upload
 from engine import api
-from engine.api import CHMM, ModelFormatError
+from engine.api import CHMM
+from engine.errors import CHMMError
 from engine.files import atomic_write_bytes, atomic_write_json
 
 
@@ -235,7 +236,7 @@ def load_model_upload(folder: Path, contents: str | None, filename: str | None) 
             model = api.load_model(candidate, max_bytes=config.max_model_memory_bytes())
             states, symbols = model.n_states, model.n_symbols
             del model
-    except ModelFormatError as exc:
+    except CHMMError as exc:
         candidate.unlink(missing_ok=True)
         reason = str(exc).replace(f"{candidate}: ", "").replace(str(candidate), name)
         raise UserError(f"{name} cannot be loaded: {reason}; the current model is unchanged.") from None

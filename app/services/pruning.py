@@ -12,6 +12,7 @@ from app.services.corpus import corpus_info, read_corpus
 from app.services.models import load_current, prune_bytes, view_model
 from engine import api
 from engine.api import CHMM
+from engine.errors import CHMMError
 
 PRUNE_THRESHOLDS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
@@ -124,7 +125,7 @@ def prune_sweep(folder: Path, thresholds: list[float] | None = None) -> dict[str
         try:
             points = api.prune_sweep_text(model, list(thresholds or PRUNE_THRESHOLDS), validation)
             unpruned = api.score_text(model, validation)
-        except ValueError as exc:
+        except CHMMError as exc:
             raise UserError(f"The sweep cannot score {source}: {describe_error(exc)}") from None
     return {
         "points": [point._asdict() for point in points],
@@ -143,7 +144,7 @@ def apply_prune(folder: Path, log10_threshold: Any = None, typed: Any = None) ->
     with memory.reserved(sweep_bytes(model), "Pruning this model"):  # the pruned model and its copies until saved
         try:
             outcome = api.prune_model(model, threshold=threshold, validation_text=validation)
-        except ValueError as exc:
+        except CHMMError as exc:
             raise UserError(f"The model cannot be pruned: {describe_error(exc)}") from None
         outcome.model.metadata["pruned"]["scored_on"] = source
         jobs_dir = folder / sessions.JOBS

@@ -40,6 +40,7 @@ from app.services import corpus as corpus_service
 from app.services import graphs as graph_service
 from app.services import maps as map_service
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write_json
 
 ProgressReport = Callable[[dict[str, Any]], None]
@@ -129,7 +130,7 @@ class TrainingCheck:
 
 
 def check_training(folder: Path, options: api.TrainOptions) -> TrainingCheck:
-    """Refuse (ValueError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
+    """Refuse (UserError or CHMMError, one sentence with the figures) a run that cannot work: no corpus, a corpus the
     settings cannot split, fewer states than symbols, or an estimated memory over ``CHMM_MAX_TRAIN_MB``."""
     sessions.check_space(folder, 0, "Another model")
     corpus_text, info = corpus_service.read_corpus(folder)
@@ -145,7 +146,7 @@ def check_training(folder: Path, options: api.TrainOptions) -> TrainingCheck:
     limit = config.max_train_bytes()
     if estimate > limit:
         states = "The fewest candidate" if options.states == api.CHOICES.AUTO else f"{options.states:,}"
-        raise ValueError(
+        raise services.UserError(
             f"{states} states would need about {services.format_bytes(estimate)} of memory to train on "
             f"{info.name}, more than the limit of {services.format_bytes(limit)} (CHMM_MAX_TRAIN_MB); "
             "choose fewer states."
@@ -357,7 +358,7 @@ def queue_training(folder: Path, options: api.TrainOptions) -> Ticket:
     """Put a training of ``options`` into the server's queue when the user presses Start (the web worker: no process
     waits, see :class:`app.jobs.JobSlot`), after the checks that can refuse it at once, each with a sentence:
     a full disk (:class:`sessions.SessionError`), a training already running or waiting in the session
-    (:class:`services.UserError`), settings the corpus cannot take (``ValueError``), a full queue
+    (:class:`services.UserError`), settings the corpus cannot take (:class:`engine.errors.CHMMError`), a full queue
     (:class:`app.jobs.QueueFull`). The job checks again when it starts."""
     sessions.check_disk("The training job")
     with TRAINING.entering(folder):  # two tabs pressing Start at once: the second sees the first's ticket
@@ -418,7 +419,7 @@ def run_training_job(
         return JobOutcome(key, REFUSED, services.describe_error(exc))
     try:
         check = check_training(folder, options)
-    except (ValueError, OSError) as exc:
+    except (services.UserError, CHMMError, OSError) as exc:
         return _finish(folder, job, progress, REFUSED, services.describe_error(exc))
 
     ended: list[JobOutcome] = []

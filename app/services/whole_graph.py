@@ -17,6 +17,7 @@ from app.services import UserError, format_bytes, kept, least_flow, optional_who
 from app.services import graphs as graph_service
 from app.services.models import export_bytes
 from engine import api
+from engine.errors import CHMMError
 from engine.files import atomic_write
 
 EDGE_CHOICES = (0, 1_000, 2_000, 5_000, 20_000, 60_000)
@@ -45,10 +46,8 @@ LAYOUTS = {
     "transitions": "by transitions: modules and clones pulled together by their flow",
 }
 """How the whole graph places its clones: by the module tree alone (:func:`engine.api.drawing.packed_layout`: instant,
-the
-transitions ignored), or by the transitions (:func:`engine.api.drawing.grouped_layout`: the top modules placed by the
-flow
-between them, each one's clones by the flow within it; bench/bench_explorer.py measures both)."""
+the transitions ignored), or by the transitions (:func:`engine.api.drawing.grouped_layout`: the top modules placed by
+the flow between them, each one's clones by the flow within it; bench/bench_explorer.py measures both)."""
 DEFAULT_LAYOUT = "packed"
 
 MAX_FORCE_WORK = 200_000_000
@@ -65,9 +64,8 @@ OUTSIDE = "#bbbbbb"
 
 
 def _module_tree(saved: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """(parents, weights, members, modules) of a saved Infomap run for :func:`engine.api.drawing.packed_layout`:
-    modules in
-    the saved order, each clone's leaf module (-1: in none), weights the modules' clone counts."""
+    """(parents, weights, members, modules) of a saved Infomap run for :func:`engine.api.drawing.packed_layout`: modules
+    in the saved order, each clone's leaf module (-1: in none), weights the modules' clone counts."""
     modules = saved["modules"]
     index = {m["id"]: i for i, m in enumerate(modules)}
     parents = np.array([index.get(m.get("parent") or "", -1) for m in modules], dtype=np.int64)
@@ -231,7 +229,7 @@ def _kept_layout(folder: Path, saved: dict[str, Any] | None, name: str, packed: 
         with np.load(path, allow_pickle=False) as kept_file:
             if str(kept_file["stamp"]) == stamp and kept_file["positions"].shape == packed.positions.shape:
                 return replace(packed, positions=kept_file["positions"], cells=kept_file["cells"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError):  # numpy's ValueError: a damaged kept layout, made again
         pass
     layout = make()
 
@@ -311,10 +309,9 @@ def shown_clones(
     folder: Path, spec: api.graph.CloneFilter, max_edges: Any = DEFAULT_EDGES
 ) -> tuple[dict[str, Any] | None, str]:
     """What the whole graph shows under ``spec``: the clones it keeps (:func:`engine.api.graph.filter_clones` on the
-    clone
-    graph the view draws, at the last run's threshold) and the ``max_edges`` transitions among them with the most
-    flow (self-loops left out, as the view draws none), kept per version of the model and run; and the sentence the
-    view says of them. (None, "") when the filter keeps every clone."""
+    clone graph the view draws, at the last run's threshold) and the ``max_edges`` transitions among them with the most
+    flow (self-loops left out, as the view draws none), kept per version of the model and run; and the sentence the view
+    says of them. (None, "") when the filter keeps every clone."""
     if not spec.active:
         return None, ""
     try:
@@ -325,7 +322,7 @@ def shown_clones(
     graph = _run_graph(folder, saved)
     try:
         spec.validate(graph.n_states)
-    except ValueError as exc:
+    except CHMMError as exc:
         raise UserError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
     files = _view_files(folder, saved)
     shown = kept.kept(("whole filter", spec, limit), files, lambda: _shown(graph, spec, limit))

@@ -32,9 +32,8 @@ from engine.backends.reading import (
 )
 from engine.backends.reading import dense_for_tools as dense_for_tools  # for Python callers; no front end's
 from engine.backends.scramble import change_spans, restoration
-from engine.corpora.text import CorpusError
 from engine.model.archive import stored_states as model_file_states
-from engine.model.dense import CHMM, ModelFormatError
+from engine.model.dense import CHMM
 from engine.model.pruning import check_threshold
 from engine.network.communities import CommunityOptions
 from engine.network.export import to_networkx
@@ -66,8 +65,6 @@ __all__ = [  # fmt: skip
     "expected_sentence", "restart_processes", "check_workers", "open_cluster", "check_prune_bound", "model_to_save",
     # learners by name (the CHMM among them)
     "LEARNERS", "make_learner", "load_any",
-    # the engine's refusals the front ends tell apart
-    "CorpusError", "ModelFormatError",
     # the choices and defaults, and the families' sub-doors
     "CHOICES", "DEFAULTS", "corpora", "graph", "drawing", "learners", "maps",
 ]

@@ -17,9 +17,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from engine import api
 from engine.cli import communities, decode, export, maps, plan, prune, sample, schema, score, train, walk, world
-from engine.errors import BackendError, error_message
+from engine.errors import CHMMError, error_message
 
 COMMANDS = (train, score, sample, decode, prune, communities, export, world, walk, maps, plan, schema)
 """The commands, in the order ``chmm --help`` lists them: each module's ``add_parser`` adds its subparser (whose
@@ -97,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _stop_on_sigterm()
     try:
         return int(args.run(args))
-    except (api.CorpusError, api.ModelFormatError, BackendError, ValueError, OSError) as exc:
+    except (CHMMError, OSError) as exc:  # the engine's refusals (BackendError among them) and the system's
         print(f"chmm: error: {error_message(exc)}", file=sys.stderr)
         return 1
     except MemoryError:
