@@ -2,7 +2,7 @@
 
     python bench/bench_race.py record --walk 10000 --seeds 2 --out bench/race_trajectories.jsonl
     python bench/bench_race.py rules --out bench/race_trajectories.jsonl
-    python bench/bench_race.py compare --walk 10000 --seeds 2
+    python bench/bench_race.py compare --walk 10000 --seeds 1 --first-seed 0 --rooms walled doors
 
 record: for each room of bench_rooms.py and seed, the walk ``chmm map`` would read (``--walk`` steps), and every
 restart of the defaults (engine.cognitive.walks.MAP_DEFAULTS, the seed the walk's) run to the end as without the
@@ -22,8 +22,9 @@ halving from the grace on), "catch" (behind the leader by more than it gained ov
 "relative+catch" (either; ``window`` iterations for catch: the engine's rule).
 
 compare: the map of each room and seed learned with the race (the defaults) and without it
-(``MapOptions(race=False)``), the two in turn (interleaved), minutes on the wall clock, the map recovered or not, the
-restart kept and how many the race stopped; the load average beside.
+(``MapOptions(race=False)``), the two in turn (interleaved), minutes on the wall clock and CPU minutes (this process's
+threads and the restarts' worker processes: less sensitive to what else the machine runs), the map recovered or not,
+the restart kept, how many the race stopped and the EM iterations of all restarts; the load average beside.
 """
 
 from __future__ import annotations
@@ -211,24 +212,34 @@ def rules(args: argparse.Namespace) -> None:
                   f"{sum(len(o['stopped']) for o in out.values())} | {ran} ({ran / total:.0%}) |")  # fmt: skip
 
 
+def _cpu_seconds() -> float:
+    """The CPU seconds of this process (every thread) and of its children that have ended (the restarts' worker
+    processes): what a map costs whatever else the machine runs."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def _learn(walk: walks.WalkFile, options: walks.MapOptions, room: np.ndarray) -> dict:
     """One map of ``options`` from ``walk``: minutes on the wall clock, recovered, the restart kept, stopped."""
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), _cpu_seconds()
     model, summary = walks.learn_map(walk, options)
-    minutes = (time.perf_counter() - began) / 60
+    minutes, cpu_minutes = (time.perf_counter() - began) / 60, (_cpu_seconds() - cpu) / 60
     lines = summary["restarts"]
-    return dict(minutes=minutes, recovered=bool(maps.recovers_room(model, walk.observations, walk.actions, room)),
+    return dict(minutes=minutes, cpu_minutes=cpu_minutes,
+                recovered=bool(maps.recovers_room(model, walk.observations, walk.actions, room)),
                 kept=summary["kept_restart"], stopped=summary.get("restarts_stopped", 0),
                 em=sum(line["em_iterations"] for line in lines), load=os.getloadavg()[0])  # fmt: skip
 
 
 def compare(args: argparse.Namespace) -> None:
     """Each room and seed's map with the race (the defaults) and without it, in turn, as a table."""
-    print("| room | seed | without: minutes | recovered | kept | EM iterations | with the race: minutes | recovered "
-          "| kept | stopped | EM iterations | ratio | load |")  # fmt: skip
+    print("| room | seed | without: minutes (CPU) | recovered | kept | EM iterations | with the race: minutes (CPU) "
+          "| recovered | kept | stopped | EM iterations | ratio (CPU) | load |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for name in args.rooms:
             walk = room_walk(name, seed, args.walk)
             base = replace(walks.MAP_DEFAULTS, seed=seed)
@@ -238,11 +249,14 @@ def compare(args: argparse.Namespace) -> None:
                                      ROOMS[name])  # fmt: skip
             off, on = pair["without"], pair["with"]
             rows.append(dict(room=name, seed=seed, without=off, race=on))
-            print(f"| {name} | {seed} | {off['minutes']:.2f} | {off['recovered']} | {off['kept']} | {off['em']} | "
-                  f"{on['minutes']:.2f} | {on['recovered']} | {on['kept']} | {on['stopped']} | {on['em']} | "
-                  f"{on['minutes'] / off['minutes']:.2f} | {off['load']:.1f}, {on['load']:.1f} |",
+            print(f"| {name} | {seed} | {off['minutes']:.2f} ({off['cpu_minutes']:.2f}) | {off['recovered']} | "
+                  f"{off['kept']} | {off['em']} | {on['minutes']:.2f} ({on['cpu_minutes']:.2f}) | {on['recovered']} | "
+                  f"{on['kept']} | {on['stopped']} | {on['em']} | {on['minutes'] / off['minutes']:.2f} "
+                  f"({on['cpu_minutes'] / off['cpu_minutes']:.2f}) | {off['load']:.1f}, {on['load']:.1f} |",
                   flush=True)  # fmt: skip
     total = [sum(r[k]["minutes"] for r in rows) for k in ("without", "race")]
+    cpu = [sum(r[k]["cpu_minutes"] for r in rows) for k in ("without", "race")]
+    print(f"\nCPU minutes per map: without {cpu[0] / len(rows):.2f}, with the race {cpu[1] / len(rows):.2f}")
     print(f"\nminutes per map: without {total[0] / len(rows):.2f}, with the race {total[1] / len(rows):.2f} "
           f"(ratio {total[1] / total[0]:.2f}); recovered {sum(r['without']['recovered'] for r in rows)}/{len(rows)} "
           f"without, {sum(r['race']['recovered'] for r in rows)}/{len(rows)} with")  # fmt: skip
@@ -255,6 +269,7 @@ def main() -> None:
     parser.add_argument("what", choices=["record", "rules", "compare"])
     parser.add_argument("--walk", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--rooms", nargs="+", choices=sorted(ROOMS), default=list(ROOMS))
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--processes", type=int, default=2)
