@@ -5,11 +5,15 @@ the grace), each with the reason in the map's summary."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import types
 
 import numpy as np
 import pytest
 
+from app.services import maps as map_page
+from engine.cli import maps as map_command
 from engine.cognitive import actions, maps, restarts, walks
 
 WALLED = np.array([[0, 1, 2, 0], [2, -1, 1, 3], [1, 0, -1, 2], [3, 2, 0, 1]])
@@ -177,3 +181,11 @@ def test_a_map_says_which_restarts_the_race_stopped_and_why() -> None:
         assert "against the leader's" in line["stopped_by_race"] and line["held_out_bits_per_step"] is None
     assert lines[summary["kept_restart"]]["stopped_by_race"] is None
     assert summary["race_note"].startswith(f"The race stopped {len(stopped)} of the 4 restarts: restart ")
+    said = io.StringIO()  # what `chmm map` prints and the Maps page says
+    with contextlib.redirect_stdout(said):
+        map_command._say(summary, None, "map.npz")
+    printed = said.getvalue()
+    for line in stopped:
+        assert f"restart {line['restart'] + 1} (seed {line['seed']}): {line['stopped_by_race']}" in printed
+    assert summary["race_note"] in printed
+    assert summary["race_note"] in map_page.summary_sentence({"summary": summary, "recovers_room": None})

@@ -494,8 +494,7 @@ def summary_sentence(view: dict[str, Any] | None) -> str:
             "map predicted the walk's held-out "
             f"last {s['held_out_steps']:,} steps best."
         )
-        if s.get("restarts_note"):
-            text += " " + s["restarts_note"]
+        text += "".join(" " + s[note] for note in ("race_note", "restarts_note") if s.get(note))
     if view.get("recovers_room") is not None:
         cells = view["cells"]
         if view["recovers_room"]:

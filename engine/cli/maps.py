@@ -149,13 +149,17 @@ def _say(summary: dict[str, Any], room: Any, output: str) -> None:
     whether it recovers ``room`` when one was given."""
     for line in summary.get("restarts", []):
         held = line["held_out_bits_per_step"]
+        if line.get("stopped_by_race"):
+            print(f"restart {line['restart'] + 1} (seed {line['seed']}): {line['stopped_by_race']}")
+            continue
         print(
             f"restart {line['restart'] + 1} (seed {line['seed']}): "
             f"{'infinite' if held is None else f'{held:.5f}'} held-out bits per step, "
             f"{line['clones_used']} clones{'  <- kept' if line['restart'] == summary['kept_restart'] else ''}"
         )
-    if summary.get("restarts_note"):
-        print(summary["restarts_note"])
+    for note in ("race_note", "restarts_note"):
+        if summary.get(note):
+            print(summary[note])
     print(
         f"{summary['bits_per_step']:.4f} bits per step after {summary['em_iterations']} EM and "
         f"{summary['viterbi_iterations']} Viterbi iterations; the walk uses {summary['clones_used']} of "
