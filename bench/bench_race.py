@@ -52,6 +52,10 @@ PLATEAUS = [(50, 1e-3), (50, 3e-4), (100, 1e-4), (100, 3e-5)]
 """The plateau candidates recorded: (window W in iterations, gain g in bits per step)."""
 
 
+RACE = {"race": True, "plateau_window": 100}
+"""The race's settings (off in MapOptions' defaults) that the comparison turns on."""
+
+
 def room_walk(name: str, seed: int, length: int) -> walks.WalkFile:
     """The walk of ``seed`` in room ``name`` as ``chmm walk`` writes it and ``chmm map`` reads it."""
     return walks.parse_walk(walks.format_walk(actions.generate_walk(ROOMS[name], length, seed=seed)), "the walk")
@@ -245,8 +249,8 @@ def compare(args: argparse.Namespace) -> None:
             base = replace(walks.MAP_DEFAULTS, seed=seed)
             pair = {}
             for label in (("without", "with") if (seed + len(rows)) % 2 == 0 else ("with", "without")):
-                pair[label] = _learn(walk, base if label == "with" else replace(base, race=False, plateau_window=0),
-                                     ROOMS[name])  # fmt: skip
+                chosen = RACE if label == "with" else {"race": False, "plateau_window": 0}
+                pair[label] = _learn(walk, replace(base, **chosen), ROOMS[name])
             off, on = pair["without"], pair["with"]
             rows.append(dict(room=name, seed=seed, without=off, race=on))
             print(f"| {name} | {seed} | {off['minutes']:.2f} ({off['cpu_minutes']:.2f}) | {off['recovered']} | "

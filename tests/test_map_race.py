@@ -25,7 +25,8 @@ def walled_walk(seed: int = 3, length: int = 3000) -> walks.WalkFile:
 
 
 def options(**change: object) -> walks.MapOptions:
-    return walks.MapOptions(**({"clones": 5, "seed": 3, "restarts": 4} | change))
+    """The race's settings (off by default) on a small room."""
+    return walks.MapOptions(**({"clones": 5, "seed": 3, "restarts": 4, "race": True, "plateau_window": 100} | change))
 
 
 @pytest.mark.parametrize("length", [1, 7, 40])
