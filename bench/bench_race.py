@@ -48,8 +48,17 @@ from bench_rooms import ROOMS  # noqa: E402
 
 from engine.cognitive import actions, maps, restarts, walks  # noqa: E402
 
-PLATEAUS = [(50, 1e-3), (50, 3e-4), (100, 1e-4), (100, 3e-5)]
-"""The plateau candidates recorded: (window W in iterations, gain g in bits per step)."""
+PLATEAUS = [(100, 1e-2), (100, 3e-3), (100, 1e-3), (100, 3e-4), (200, 1e-3)]
+"""The plateau candidates recorded: (window W in iterations, gain g relative to the bits per step: EM ends when
+b(t - W) - b(t) < g b(t), :func:`engine.cognitive.restarts.on_plateau`)."""
+
+ABSOLUTE = (100, 3e-5)
+"""The absolute plateau chosen at 10,000 steps before (b(t - W) - b(t) < g bits), recorded beside them as "abs"."""
+
+
+def _absolute(history: list[float]) -> bool:
+    window, gain = ABSOLUTE
+    return len(history) > window and history[-1 - window] - history[-1] < gain
 
 
 RACE = {"race": True, "plateau_window": 100}
@@ -72,6 +81,11 @@ def _finish(em_model: actions.ActionCHMM, head: tuple, tail: tuple, room: np.nda
 
 def record_restart(name: str, seed: int, length: int, restart: int, every: int) -> dict:
     """One restart of the defaults run to the end, its trajectory recorded (see the module docstring)."""
+    with restarts.one_blas_thread():
+        return _record_restart(name, seed, length, restart, every)
+
+
+def _record_restart(name: str, seed: int, length: int, restart: int, every: int) -> dict:
     walk = room_walk(name, seed, length)
     x, a = walk.walks()
     head_walks, tail_walks = restarts.hold_out_tail([(x, a)], walks.MAP_HELD_OUT_SHARE)
@@ -85,10 +99,11 @@ def record_restart(name: str, seed: int, length: int, restart: int, every: int) 
     while not ended:
         model, ended = restarts.em_segment(model, *head, options, history, every)
         checkpoints.append([len(history), float(actions.bits_per_step(model, *tail))])
-        for window, gain in PLATEAUS:
-            key = f"{window},{gain:g}"
+        for window, gain in [*PLATEAUS, ABSOLUTE]:
+            key = f"{window},{gain:g}" if (window, gain) != ABSOLUTE else f"abs{window},{gain:g}"
             probe = replace(options, plateau_window=window, plateau_gain=gain)
-            if key not in probes and (ended or restarts.on_plateau(history, probe)):
+            settled = _absolute(history) if key.startswith("abs") else restarts.on_plateau(history, probe)
+            if key not in probes and (ended or settled):
                 probes[key] = dict(iteration=len(history), **_finish(model, head, tail, ROOMS[name], options))
     final = _finish(model, head, tail, ROOMS[name], options)
     return dict(room=name, seed=seed, steps=length, restart=restart, every=every, em=len(history),
@@ -168,9 +183,15 @@ def simulate(lines: list[dict], rule: dict, plateau: str | None) -> dict:
         bar = best + rule["margin"] if rule["kind"] == "margin" else best * (1 + rule["margin"])
         stopped |= {r for r in in_em if scores[r] > bar}
     finished = [r for r in range(len(lines)) if r not in stopped]
+    best = min(held(ends[r][1]) for r in finished)
+    revived = {r for r in stopped if rule.get("revive") and _score(lines[r], ran[r]) < best}
+    for r in revived:  # the engine's revive: a racer stopped in EM whose tail score beats the best finished map
+        ran[r] = ends[r][0]
+    stopped -= revived
+    finished = [r for r in range(len(lines)) if r not in stopped]
     kept = min(finished, key=lambda r: (held(ends[r][1]), r))
     end = ends[kept][1]
-    return dict(kept=kept, stopped=stopped, ran=sum(ran), recovered=end["recovered"], held=held(end))
+    return dict(kept=kept, stopped=stopped, ran=sum(ran), recovered=end["recovered"], held=held(end), revived=revived)
 
 
 RULES = (
@@ -179,6 +200,8 @@ RULES = (
     + [dict(kind="halving", every=25, grace=g, margin=0) for g in (50, 100, 200)]
     + [dict(kind="catch", every=25, grace=g, margin=w) for g in (200, 300) for w in (50, 100)]
     + [dict(kind="relative+catch", every=25, grace=g, margin=1.0, window=w) for g in (100, 200) for w in (100, 200)]
+    + [dict(kind="relative", every=25, grace=g, margin=m, revive=True) for g in (50, 100, 200) for m in (0.25, 1.0)]
+    + [dict(kind="halving", every=25, grace=g, margin=0, revive=True) for g in (50, 100, 200)]
 )
 
 
@@ -191,7 +214,8 @@ def rules(args: argparse.Namespace) -> None:
     alone_rule = dict(kind="margin", every=10, grace=10**9, margin=0)  # no racer ever stopped: the full run
     full_kept = {k: simulate(v, alone_rule, None) for k, v in recorded.items()}
     total = sum(line["em"] for v in recorded.values() for line in v)
-    for plateau in [None] + [f"{w},{g:g}" for w, g in PLATEAUS]:
+    recorded_plateaus = set.intersection(*(set(line["plateaus"]) for v in recorded.values() for line in v))
+    for plateau in [None, *sorted(recorded_plateaus)]:  # those of PLATEAUS and ABSOLUTE (an older file: its own)
         ends = [_ending(line, plateau) for v in recorded.values() for line in v]
         alone = {k: simulate(v, alone_rule, plateau) for k, v in recorded.items()}
         print(f"| {plateau or 'when worse'} | {sum(e[1]['recovered'] for e in ends)}/{len(ends)} | "
@@ -210,7 +234,8 @@ def rules(args: argparse.Namespace) -> None:
             ran = sum(o["ran"] for o in out.values())
             worse = sum(out[k]["held"] > full_kept[k]["held"] * (1 + 1e-6) for k in out)
             margin = f"{rule['margin']}" + (f" / window {rule['window']}" if "window" in rule else "")
-            print(f"| {rule['kind']} | {rule['every']} | {rule['grace']} | {margin} | {lost}/{len(out)} | "
+            kind = rule["kind"] + (" + revive" if rule.get("revive") else "")
+            print(f"| {kind} | {rule['every']} | {rule['grace']} | {margin} | {lost}/{len(out)} | "
                   f"{worse}/{len(out)} | "
                   f"{sum(o['recovered'] for o in out.values())}/{len(out)} | "
                   f"{sum(len(o['stopped']) for o in out.values())} | {ran} ({ran / total:.0%}) |")  # fmt: skip

@@ -33,8 +33,9 @@ on the walk without its last 10%, the one whose map predicts that tail best refi
 (engine.cognitive.restarts.best_of_restarts, what ``walks.learn_map`` calls); recovered = the map's clone graph
 isomorphic to the room's grid graph. The rows give each restart's held-out bits per step and whether its own map
 (learned without the tail) recovers the room, the restart kept, the minutes the map took on the wall clock (its
-restarts in worker processes, one core each, as many at once as ``CHMM_RESTART_PROCESSES`` or the cores allow) and
-summed over its restarts (core-minutes), and the bits per step of a fresh 10,000-step walk under the map. The rooms:
+restarts as ``chmm map`` runs them: raced in threads, or in worker processes, as many at once as
+``CHMM_RESTART_PROCESSES`` or the cores allow), its core-minutes (the CPU time of this process and its workers), the
+restarts the race stopped, the load average, and the bits per step of a fresh 10,000-step walk under the map. The rooms:
 the notebook's (rectangular, empty) and two of our own with walls and aliased observations (walled: the 5 x 7 room of
 issue 50, doors: two rooms joined by a door). ``--first-seed`` starts the seeds elsewhere (so that several processes
 share the seeds of a room), ``--jsonl`` appends each map's row as one JSON line as soon as it is learned.
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 import types
@@ -282,6 +284,15 @@ def recovery(
     return rows
 
 
+def _cpu_seconds() -> float:
+    """The CPU seconds of this process (every thread) and of its children that have ended (restarts' worker
+    processes): the core-minutes a map costs, whatever else the machine runs."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def _map_row(name: str, seed: int, walk_length: int, restarts: int) -> dict:
     """One map of ``chmm map``'s defaults (``restarts`` restarts) from the walk of ``seed`` in room ``name``, and its
     figures (see the module docstring)."""
@@ -302,7 +313,8 @@ def _map_row(name: str, seed: int, walk_length: int, restarts: int) -> dict:
             last["at"] = time.perf_counter()
             print(f"  {name} seed {seed} restart {restart + 1}: {stage} {iteration + 1} {bits:.4f}", flush=True)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
+    stopped = 0
     if restarts > 1:
         run, tried, kept, _ = map_restarts.best_of_restarts(
             x, a, n_clones, walk.symbols, walk.action_names, options, walks.MAP_HELD_OUT_SHARE, progress
@@ -313,17 +325,17 @@ def _map_row(name: str, seed: int, walk_length: int, restarts: int) -> dict:
                  em=r.run.em_iterations, minutes=r.seconds / 60)
             for r in tried
         ]  # fmt: skip
-        kept_restart = kept.restart
+        kept_restart, stopped = kept.restart, sum(r.stopped is not None for r in tried)
     else:
         start = actions.random_action_model(n_clones, x, a, seed, walk.symbols, walk.action_names)
         stages = lambda stage: lambda i, bits: progress(stage, i, bits, 0)  # noqa: E731
         run, each, kept_restart = map_restarts.recipe(start, x, a, options, stages), [], 0
-    wall = (time.perf_counter() - t0) / 60
+    wall, cpu = (time.perf_counter() - t0) / 60, (_cpu_seconds() - cpu0) / 60
     test = actions.generate_walk(room, 10_000, seed=1000 + seed)
     return dict(
         room=name, seed=seed, steps=walk_length, restarts=restarts, recovered=maps.recovers_room(run.model, x, a, room),
         kept=kept_restart, clones=run.model.n_states, em=run.em_iterations, each=each, minutes=wall,
-        core_minutes=sum(r["minutes"] for r in each) or wall,
+        core_minutes=cpu, stopped=stopped, load=os.getloadavg()[0],
         test_bits=actions.bits_per_step(run.model, test.observations, test.actions),
     )  # fmt: skip
 
@@ -335,8 +347,9 @@ def recovery_with_defaults(
     learned (and a JSON line in ``jsonl``), then per room the maps that recover it and the minutes per map."""
     rows = []
     print("\n| room | seed | restarts: held-out bits per step (own map recovers the room) | kept | recovered | "
-          "clones | EM iterations (kept) | minutes (wall) | core-minutes | test bits per step |")  # fmt: skip
-    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|")
+          "clones | EM iterations (kept) | minutes (wall) | core-minutes (CPU) | stopped by the race | load | "
+          "test bits per step |")  # fmt: skip
+    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for seed in seeds:  # every room's first seed first: a run cut short still covers each room
         for name in rooms:
             row = _map_row(name, seed, walk_length, restarts)
@@ -344,18 +357,29 @@ def recovery_with_defaults(
             each = ", ".join(f"{r['held_out']:.5f} ({'yes' if r['recovered'] else 'no'})" for r in row["each"])
             print(f"| {name} ({int((ROOMS[name] >= 0).sum())} cells) | {seed} | {each or '-'} | {row['kept'] + 1} | "
                   f"{'yes' if row['recovered'] else 'no'} | {row['clones']} | {row['em']} | {row['minutes']:.1f} | "
-                  f"{row['core_minutes']:.1f} | {row['test_bits']:.5f} |", flush=True)  # fmt: skip
+                  f"{row['core_minutes']:.1f} | {row['stopped']} | {row['load']:.1f} | {row['test_bits']:.5f} |",
+                  flush=True)  # fmt: skip
             if jsonl is not None:
                 with jsonl.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(row, default=float) + "\n")
-    print("\n| room | recovered | restarts whose own map recovers it | minutes per map (wall) | core-minutes |")
+    print(
+        "\n| room | recovered | restarts whose own map recovers it | minutes per map (wall): median, mean, most "
+        "| core-minutes, median |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name in rooms:
         mine = [r for r in rows if r["room"] == name]
         own = [e["recovered"] for r in mine for e in r["each"]]
-        minutes, core = np.mean([r["minutes"] for r in mine]), np.mean([r["core_minutes"] for r in mine])
-        print(f"| {name} | {sum(r['recovered'] for r in mine)} of {len(mine)} | {sum(own)} of {len(own)} | "
-              f"{minutes:.1f} | {core:.1f} |")  # fmt: skip
+        minutes, core = [r["minutes"] for r in mine], [r["core_minutes"] for r in mine]
+        print(
+            f"| {name} | {sum(r['recovered'] for r in mine)} of {len(mine)} | {sum(own)} of {len(own)} | "
+            f"{np.median(minutes):.1f}, {np.mean(minutes):.1f}, {max(minutes):.1f} | {np.median(core):.1f} |"
+        )
+    every = [r["minutes"] for r in rows]
+    print(
+        f"\nall maps: {sum(r['recovered'] for r in rows)} of {len(rows)} recovered, minutes per map median "
+        f"{np.median(every):.1f}, most {max(every):.1f}"
+    )
     return rows
 
 

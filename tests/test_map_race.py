@@ -49,24 +49,32 @@ def test_batch_em_in_segments_is_one_run_of_batch_em(length: int) -> None:
 
 
 def test_the_plateau_rule_ends_em_once_it_gains_less_than_its_gain_over_its_window() -> None:
-    """On a recorded trajectory: EM ends at the first segment's end where the bits per step of the last ``window``
-    iterations improved by less than ``gain``, never with a window of 0, and never before ``window`` iterations."""
+    """On made-up trajectories: EM ends at the first segment's end where the bits per step of the last ``window``
+    iterations improved by less than ``gain`` times their latest value, never with a window of 0, and never before
+    ``window`` iterations; the same trajectory at a twentieth of the bits (a walk five times as long) ends at the
+    same iteration."""
     rule = types.SimpleNamespace(plateau_window=3, plateau_gain=0.01)
     assert not restarts.on_plateau([1.0, 0.9, 0.8], rule)  # fewer iterations than the window
     assert not restarts.on_plateau([1.0, 0.9, 0.8, 0.7], rule)  # 0.3 gained over 3 iterations
-    assert restarts.on_plateau([1.0, 0.9, 0.8, 0.7, 0.699, 0.698, 0.695], rule)  # 0.005 over the last 3
+    assert not restarts.on_plateau([1.0, 0.9, 0.8, 0.7, 0.699, 0.698, 0.690], rule)  # 0.009 >= 0.0069
+    assert restarts.on_plateau([1.0, 0.9, 0.8, 0.7, 0.699, 0.698, 0.695], rule)  # 0.005 < 0.00695
+    for scale in (1.0, 0.05):
+        trajectory = [scale * b for b in (1.0, 0.9, 0.8, 0.7, 0.699, 0.698, 0.695)]
+        ends = [t for t in range(1, len(trajectory) + 1) if restarts.on_plateau(trajectory[:t], rule)]
+        assert ends[0] == 7
     assert not restarts.on_plateau([1.0, 1.0, 1.0, 1.0, 1.0], types.SimpleNamespace(plateau_window=0, plateau_gain=1))
 
 
 def test_the_plateau_rule_stops_em_earlier_than_stop_when_worse_with_the_same_recovery() -> None:
     """With 20 clones per observation batch EM crawls for hundreds of iterations before the likelihood stops
-    improving (583 on the walk of seed 3); the default plateau rule ends it sooner, and the map after Viterbi EM and
-    merging recovers the room as well."""
+    improving (583 on the walk of seed 3); a plateau rule (less than 5% of the bits per step gained over 100
+    iterations) ends it sooner, and the map after Viterbi EM and merging recovers the room as well."""
     walk = walled_walk(seed=3)
     x, a = walk.observations, walk.actions
     start = actions.random_action_model(np.full(4, 20), x, a, 3, walk.symbols, walk.action_names)
     ends = {}
-    for name, recipe in (("worse", options(clones=20, plateau_window=0)), ("plateau", options(clones=20))):
+    plateau = options(clones=20, plateau_gain=0.05)
+    for name, recipe in (("worse", options(clones=20, plateau_window=0)), ("plateau", plateau)):
         model, history, ended = start, [], False
         while not ended:
             model, ended = restarts.em_segment(model, x, a, recipe, history, recipe.race_every)
@@ -147,6 +155,31 @@ def test_the_rule_stops_only_racers_past_the_grace_that_cannot_catch_the_leader_
     lines = [r.restart_line() for r in (leader, gaining, far)]
     assert restarts.chosen(lines).restart == 0 and lines[2].held_out_bits == np.inf
     assert [line.line()["stopped_by_race"] is None for line in lines] == [True, False, False]
+
+
+def test_racers_stopped_in_em_that_beat_the_kept_map_run_again() -> None:
+    """Synthetic trajectories (not learned): once every racer has finished or been stopped, a racer stopped in EM
+    whose tail score is below the best finished map's held-out bits runs again and is never stopped again; one above
+    it stays stopped; and every one runs again when no finished map gives the tail a probability."""
+    walk = walled_walk()
+    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, 0)
+    rule = types.SimpleNamespace(race_grace=100, race_margin=1.0, race_window=0)
+    finished, beating, behind = (
+        _racer(0, 300, [0.9, 0.0005], model),
+        _racer(1, 300, [0.9, 0.0012], model),
+        _racer(2, 300, [0.9, 0.02], model),
+    )
+    assert restarts.judge([finished, beating, behind], rule) == [beating, behind]
+    run = restarts.MapRun(model, model, 300, 3, 8)
+    finished.result = restarts.MapRestart(0, 0, run, np.inf, 0.01)  # its map makes the tail impossible
+    assert restarts.revive([finished, beating, behind]) == [beating, behind]
+    for racer in (beating, behind):
+        racer.stopped, racer.revived = "stopped", False
+    finished.result = restarts.MapRestart(0, 0, run, 0.0063, 0.01)  # a map worse on the tail than racer 1's EM
+    assert restarts.revive([finished, beating, behind]) == [beating]
+    assert beating.live and beating.revived and behind.stopped is not None
+    assert restarts.judge([finished, beating, behind], rule) == []  # never stopped again
+    assert restarts._behind(beating, finished, rule) is None
 
 
 def test_with_the_plateau_and_the_race_the_map_kept_predicts_the_tail_as_well_and_recovers_the_room() -> None:

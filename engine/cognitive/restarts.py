@@ -171,12 +171,24 @@ def em_segment(
 
 
 def on_plateau(history: Sequence[float], options: Any) -> bool:
-    """Whether batch EM has settled: its bits per step improved by less than ``options.plateau_gain`` over the last
-    ``options.plateau_window`` iterations (never with a window of 0)."""
+    """Whether batch EM has settled: its bits per step b improved over the last ``options.plateau_window``
+    iterations by less than ``options.plateau_gain`` times their latest value, b(t - W) - b(t) < g b(t) (never
+    with a window of 0). Relative, because a walk's bits per step fall with its length (the pseudocount's share of
+    the counts): at 50,000 steps they are about a twentieth of those at 10,000, where a fixed gain ends EM too early."""
     window = int(getattr(options, "plateau_window", 0))
     if window < 1 or len(history) <= window:
         return False
-    return history[-1 - window] - history[-1] < float(options.plateau_gain)
+    return history[-1 - window] - history[-1] < float(options.plateau_gain) * history[-1]
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl): a map's E-step
+    multiplies blocks of a few dozen clones, where BLAS's own threads add no speed and spin beside the E-step's
+    two threads and the other restarts (bench/RESULTS.md: the same wall time at half the CPU alone, two restarts in
+    threads 1.6-1.75x faster)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def hold_out_tail(
@@ -260,8 +272,10 @@ def map_restart_processes(n_restarts: int, steps: int, clones: int) -> int:
 
 
 def _in_worker(*job: Any, report: Callable[[Any], None], cancel: Any) -> MapRestart | None:
-    """:func:`run_restart` in a restart worker: its progress as records (stage, iteration, bits) to ``report``."""
-    return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
+    """:func:`run_restart` in a restart worker (BLAS on one thread, :func:`one_blas_thread`): its progress as records
+    (stage, iteration, bits) to ``report``."""
+    with one_blas_thread():
+        return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
 
 
 def run_restarts(
@@ -339,12 +353,13 @@ def best_of_restarts(
     """The map of ``options.restarts`` restarts: every restart on the walk without its held-out tail
     (:func:`run_restarts`), the one :func:`chosen` keeps, refitted on the whole walk (:func:`refit`, its Viterbi
     iterations to ``progress`` as stage "refit"). Returns the refitted run, every restart, the kept one and the
-    held-out steps."""
-    tried, held_steps = run_restarts(x, a, n_clones, symbols, action_names, options, held_out_share, progress)
-    kept = chosen(tried)
-    report = None if progress is None else _report(progress, kept.restart)
-    refit_progress = None if report is None else (lambda iteration, bits: report("refit", iteration, bits))
-    return refit(kept, x, a, options, refit_progress), tried, kept, held_steps
+    held-out steps. BLAS runs on one thread meanwhile (:func:`one_blas_thread`)."""
+    with one_blas_thread():
+        tried, held_steps = run_restarts(x, a, n_clones, symbols, action_names, options, held_out_share, progress)
+        kept = chosen(tried)
+        report = None if progress is None else _report(progress, kept.restart)
+        refit_progress = None if report is None else (lambda iteration, bits: report("refit", iteration, bits))
+        return refit(kept, x, a, options, refit_progress), tried, kept, held_steps
 
 
 def refit(
@@ -374,6 +389,7 @@ class Racer:
     stopped: str | None = None
     records: list[tuple[str, int, float]] = field(default_factory=list)
     seconds: float = 0.0
+    revived: bool = False
 
     @property
     def live(self) -> bool:
@@ -450,10 +466,11 @@ def judge(racers: Sequence[Racer], options: Any) -> list[Racer]:
 
 
 def _behind(racer: Racer, leader: Racer, options: Any) -> str | None:
-    """Why ``racer`` (in batch EM) cannot catch ``leader`` (None while it may, or within ``options.race_grace``
-    iterations): its tail score more than ``options.race_margin`` times the leader's above it, or above it by more
-    than its score fell over the last ``options.race_window`` iterations (when that is not 0)."""
-    if len(racer.history) < int(options.race_grace) or not racer.score > leader.score:
+    """Why ``racer`` (in batch EM) cannot catch ``leader`` (None while it may, within ``options.race_grace``
+    iterations, or once :func:`revive` has set it running again): its tail score more than ``options.race_margin``
+    times the leader's above it, or above it by more than its score fell over the last ``options.race_window``
+    iterations (when that is not 0)."""
+    if racer.revived or len(racer.history) < int(options.race_grace) or not racer.score > leader.score:
         return None
     if racer.score > leader.score * (1.0 + float(options.race_margin)):
         return f"more than {1.0 + float(options.race_margin):g} times it"
@@ -483,7 +500,7 @@ def race(
     step = lambda racer: racer.advance(learned_from, held_out, options)  # noqa: E731
     waiting: dict[int, list[tuple[str, int, float]]] = {r.restart: [] for r in racers}
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        while live := [r for r in racers if r.live]:
+        while live := [r for r in racers if r.live] or revive(racers):
             if workers > 1 and len(live) > 1:
                 list(pool.map(step, live))
             else:
@@ -495,6 +512,22 @@ def race(
             if progress is not None:
                 _show(racers, waiting, progress)
     return [r.restart_line() for r in racers]
+
+
+def revive(racers: Sequence[Racer]) -> list[Racer]:
+    """Once every racer has finished or been stopped: the racers stopped in batch EM whose tail score
+    (:attr:`Racer.score`, under their soft EM model) is below the held-out bits of the best finished map (every one
+    of them when no finished map gives the tail a probability), set running again (in place) to finish the recipe,
+    and never stopped again. A map that finds the room predicts the tail better than the EM model it came from (its
+    held-out bits a third to a fifth of its EM model's on every recorded restart that recovered its room,
+    bench/RESULTS.md), so a stopped racer that already beat the kept map in EM would likely have won: the race only
+    saves the work of racers that could not have. Returns the racers revived."""
+    finished = [r.result.held_out_bits for r in racers if r.result is not None and r.stopped is None]
+    best = min(finished, default=np.inf)
+    again = [r for r in racers if r.result is None and r.stopped is not None and r.score < best]
+    for racer in again:
+        racer.stopped, racer.revived = None, True
+    return again
 
 
 def _show(

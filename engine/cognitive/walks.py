@@ -58,20 +58,23 @@ class MapOptions:
     about once in seventy; the rounds after the first cost time only on the walks where the first missed. With
     ``restarts`` 1 no tail is held out and the recipe runs once.
 
-    ``race``: the restarts race (:func:`engine.cognitive.restarts.race`): batch EM in segments of ``race_every``
-    iterations, each restart scored after each segment by the held-out tail's bits per step under its EM model; one
-    past ``race_grace`` iterations that cannot catch the leader is stopped: its score more than ``race_margin``
-    times the leader's above it, or, with a ``race_window``, above it by more than it fell over the last
-    ``race_window`` iterations (off: on a 4 x 4 room with 10 clones per observation the tail's score rises and
+    ``race``: the restarts race (:func:`engine.cognitive.restarts.race`, the default): batch EM in segments of
+    ``race_every`` iterations, each restart scored after each segment by the held-out tail's bits per step under its
+    EM model; one past ``race_grace`` iterations that cannot catch the leader is stopped: its score more than
+    ``race_margin`` times the leader's above it, or, with a ``race_window``, above it by more than it fell over the
+    last ``race_window`` iterations (off: on a 4 x 4 room with 10 clones per observation the tail's score rises and
     falls again, and that rule stopped the restarts that would have won). The others finish the recipe and the map
-    kept is chosen among them. In the race
-    batch EM also ends once it has settled: when its bits per step improved by less than ``plateau_gain`` over the
-    last ``plateau_window`` iterations (0: only stop when worse), then Viterbi EM starts. The rule and its numbers
-    were chosen on the trajectories of every restart of the four rooms of bench/bench_rooms.py
-    (bench/bench_race.py): the rule saving the most EM iterations of those that never stopped the restart the full
-    run keeps, and the plateau that kept every room's recovery. Both are off by default: on the empty room at 50,000
-    steps (seed 0) the race with its plateau kept a map that does not recover the room, which the full run finds
-    (bench/RESULTS.md); ``race=True`` with ``plateau_window=100`` turns them on."""
+    kept is chosen among them; a stopped restart whose EM model already predicted the tail better than the best
+    finished map then runs again to its end (:func:`engine.cognitive.restarts.revive`). The racers run in threads,
+    two at a time on two cores. The rule and its numbers were chosen on the trajectories of every restart of the four
+    rooms of bench/bench_rooms.py (bench/bench_race.py): the rule saving the most EM iterations of those that never
+    stopped the restart the full run keeps.
+
+    ``plateau_window``: batch EM also ends once it has settled, when its bits per step b improved by less than
+    ``plateau_gain`` times b over the last ``plateau_window`` iterations (:func:`engine.cognitive.restarts.on_plateau`),
+    then Viterbi EM starts; 0 (the default): only when worse. Off, because on the recorded trajectories at 50,000 steps
+    every plateau that ends EM before it stops improving made the restarts that find the empty room miss it
+    (bench/RESULTS.md)."""
 
     clones: int = 70
     iterations: int = 4000
@@ -82,8 +85,8 @@ class MapOptions:
     restarts: int = 4
     max_restarts: int = 12
     plateau_window: int = 0
-    plateau_gain: float = 3e-5
-    race: bool = False
+    plateau_gain: float = 1e-3
+    race: bool = True
     race_every: int = 25
     race_grace: int = 200
     race_margin: float = 1.0
@@ -493,6 +496,36 @@ def learn_map(
     check_restarts(options.max_restarts, "the most restarts")
     x, a = walk.walks()
     n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
+    with restarts.one_blas_thread():
+        run, extra = _learn(x, a, n_clones, walk, options, progress)
+    model = run.model
+    path, _ = actions.viterbi(model, x, a)
+    path = np.concatenate(path) if isinstance(path, list) else path
+    summary = {
+        "em_iterations": run.em_iterations,
+        "viterbi_iterations": run.viterbi_iterations,
+        "bits_per_step": actions.bits_per_step(model, x, a),
+        "clones_used": int(len(np.unique(path[path >= 0]))),
+        "clones_before_merging": run.clones_before_merging,
+        "clones": int(n_clones.sum()),
+        "steps": int(len(walk.observations)),
+        "walks": max(len(walk.documents), 1),
+    } | extra
+    check_map(summary)
+    model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
+    return model, summary
+
+
+def _learn(
+    x: actions.Walks,
+    a: actions.Walks,
+    n_clones: np.ndarray,
+    walk: WalkFile,
+    options: MapOptions,
+    progress: MapProgress | None,
+) -> tuple[Any, dict[str, Any]]:
+    """:func:`learn_map`'s learning: the recipe once (1 restart) or the restarts (:mod:`engine.cognitive.restarts`);
+    returns the run kept and the summary's restart lines and sentences."""
     extra: dict[str, Any] = {}
     if options.restarts == 1:
         start = actions.random_action_model(n_clones, x, a, options.seed, walk.symbols, walk.action_names)
@@ -515,22 +548,7 @@ def learn_map(
             )
         if (said := restarts_sentence(tried, options.restarts)) is not None:
             extra["restarts_note"] = said
-    model = run.model
-    path, _ = actions.viterbi(model, x, a)
-    path = np.concatenate(path) if isinstance(path, list) else path
-    summary = {
-        "em_iterations": run.em_iterations,
-        "viterbi_iterations": run.viterbi_iterations,
-        "bits_per_step": actions.bits_per_step(model, x, a),
-        "clones_used": int(len(np.unique(path[path >= 0]))),
-        "clones_before_merging": run.clones_before_merging,
-        "clones": int(n_clones.sum()),
-        "steps": int(len(walk.observations)),
-        "walks": max(len(walk.documents), 1),
-    } | extra
-    check_map(summary)
-    model.metadata.update(summary | {"recipe": dataclasses.asdict(options)})
-    return model, summary
+    return run, extra
 
 
 def check_map(summary: dict[str, Any]) -> None:
