@@ -223,3 +223,21 @@ def test_a_map_says_which_restarts_the_race_stopped_and_why() -> None:
         assert f"restart {line['restart'] + 1} (seed {line['seed']}): {line['stopped_by_race']}" in printed
     assert summary["race_note"] in printed
     assert summary["race_note"] in map_page.summary_sentence({"summary": summary, "recovers_room": None})
+
+
+def test_chmm_map_races_by_default_and_no_race_learns_every_restart_to_its_end(tmp_path) -> None:
+    """``chmm map`` races its restarts by default (the recipe in the file says so); ``--no-race`` learns each to its
+    end, none stopped, and keeps the same restart and map here (the race stops no restart that would have won)."""
+    from engine.cli import main
+
+    (tmp_path / "walk.csv").write_text(walks.format_walk(actions.generate_walk(WALLED, 3000, seed=3)))
+    kept = {}
+    for name, flags in (("race", []), ("no race", ["--no-race"])):
+        output = tmp_path / f"{name}.npz"
+        assert main(["map", str(tmp_path / "walk.csv"), "-o", str(output), "--clones", "5", "--seed", "3", *flags]) == 0
+        model = actions.load(output)
+        assert model.metadata["recipe"]["race"] is (name == "race")
+        kept[name] = (model.metadata["kept_restart"], model)
+    assert kept["race"][0] == kept["no race"][0] == 1
+    assert np.array_equal(kept["race"][1].T, kept["no race"][1].T)
+    assert all(line["stopped_by_race"] is None for line in kept["no race"][1].metadata["restarts"])

@@ -51,6 +51,13 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--no-merge", dest="merge", action="store_false", help="keep clones with the same future apart (no merging)"
     )
     learn.add_argument(
+        "--no-race",
+        dest="race",
+        action="store_false",
+        help="every restart learns to its end (in worker processes); by default they race: one that cannot catch the "
+        "leader on the held-out steps is stopped early",
+    )
+    learn.add_argument(
         "--noise",
         type=float,
         default=0.0,
@@ -78,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     walk = api.maps.read_walk(args.walk)
     options = api.maps.MapOptions(
         args.clones, args.iterations, args.pseudocount, args.viterbi_iterations, args.seed, args.merge, args.restarts,
-        args.max_restarts,
+        args.max_restarts, race=args.race,
     )  # fmt: skip
 
     def progress(stage: str, iteration: int, bits: float, restart: int, restarts: int = args.restarts) -> None:
