@@ -3,6 +3,7 @@
     python bench/bench_race.py record --walk 10000 --seeds 2 --out bench/race_trajectories.jsonl
     python bench/bench_race.py rules --out bench/race_trajectories.jsonl
     python bench/bench_race.py compare --walk 10000 --seeds 1 --first-seed 0 --rooms walled doors
+    python bench/bench_race.py blas --walk 10000 --rooms empty
 
 record: for each room of bench_rooms.py and seed, the walk ``chmm map`` would read (``--walk`` steps), and every
 restart of the defaults (engine.cognitive.walks.MAP_DEFAULTS, the seed the walk's) run to the end as without the
@@ -25,6 +26,9 @@ compare: the map of each room and seed learned with the race (the defaults) and 
 (``MapOptions(race=False)``), the two in turn (interleaved), minutes on the wall clock and CPU minutes (this process's
 threads and the restarts' worker processes: less sensitive to what else the machine runs), the map recovered or not,
 the restart kept, how many the race stopped and the EM iterations of all restarts; the load average beside.
+
+blas: batch EM's milliseconds per iteration with BLAS on its own threads and on one, one restart and two at once in
+threads (:func:`blas`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,10 +63,6 @@ ABSOLUTE = (100, 3e-5)
 def _absolute(history: list[float]) -> bool:
     window, gain = ABSOLUTE
     return len(history) > window and history[-1 - window] - history[-1] < gain
-
-
-RACE = {"race": True, "plateau_window": 100}
-"""The race's settings (off in MapOptions' defaults) that the comparison turns on."""
 
 
 def room_walk(name: str, seed: int, length: int) -> walks.WalkFile:
@@ -274,7 +274,7 @@ def compare(args: argparse.Namespace) -> None:
             base = replace(walks.MAP_DEFAULTS, seed=seed)
             pair = {}
             for label in (("without", "with") if (seed + len(rows)) % 2 == 0 else ("with", "without")):
-                chosen = RACE if label == "with" else {"race": False, "plateau_window": 0}
+                chosen = {"race": True} if label == "with" else {"race": False}
                 pair[label] = _learn(walk, replace(base, **chosen), ROOMS[name])
             off, on = pair["without"], pair["with"]
             rows.append(dict(room=name, seed=seed, without=off, race=on))
@@ -293,9 +293,58 @@ def compare(args: argparse.Namespace) -> None:
         args.json.write_text(json.dumps(rows, indent=1))
 
 
+def blas(args: argparse.Namespace) -> None:
+    """Batch EM on a walk (``--rooms``' first, ``--walk`` steps), ``--iterations`` iterations, with BLAS on its own
+    threads (NumPy's default) and on one (:func:`engine.cognitive.restarts.one_blas_thread`): one restart, then two
+    restarts at once in threads (as the race runs them); the configurations in turn for ``--rounds`` rounds, wall and
+    CPU milliseconds per iteration of one restart (two at once: per iteration of each), medians."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    walk = room_walk(args.rooms[0], 0, args.walk)
+    x, a = walk.walks()
+    options = walks.MAP_DEFAULTS
+    n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
+    starts = [actions.random_action_model(n_clones, x, a, s, walk.symbols, walk.action_names) for s in range(2)]
+    actions.learn_em(starts[0], x, a, 2, options.pseudocount)  # compiled
+
+    def em(model: actions.ActionCHMM) -> None:
+        actions.learn_em(model, x, a, args.iterations, options.pseudocount, stop_when_worse=False)
+
+    def timed(restarts_at_once: int, one: bool) -> tuple[float, float]:
+        with threadpool_limits(1, "blas") if one else threadpool_limits(None):
+            wall, cpu = time.perf_counter(), time.process_time()
+            if restarts_at_once == 1:
+                em(starts[0])
+            else:
+                with ThreadPoolExecutor(2) as pool:
+                    list(pool.map(em, starts))
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        per = 1000 / args.iterations
+        return wall * per, cpu * per / restarts_at_once
+
+    blas_threads = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    print(f"# {args.rooms[0]}, {args.walk} steps, {int(n_clones.sum())} clones, BLAS threads by default "
+          f"{blas_threads}, load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    configs = [(1, False), (1, True), (2, False), (2, True)]
+    seen: dict[tuple[int, bool], list[tuple[float, float]]] = {c: [] for c in configs}
+    for _ in range(args.rounds):
+        for config in configs:
+            seen[config].append(timed(*config))
+    print("| restarts at once | BLAS | wall ms per iteration | CPU ms per iteration of a restart |")
+    print("|---|---|---:|---:|")
+    for (at_once, one), times in seen.items():
+        wall, cpu = np.median([t[0] for t in times]), np.median([t[1] for t in times])
+        print(f"| {at_once} | {'one thread' if one else 'its own threads'} | {wall:.1f} | {cpu:.1f} |")
+    for at_once in (1, 2):
+        ratio = np.median([t[0] for t in seen[(at_once, False)]]) / np.median([t[0] for t in seen[(at_once, True)]])
+        print(f"\n{at_once} at once: its own threads / one thread, wall: {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["record", "rules", "compare"])
+    parser.add_argument("what", choices=["record", "rules", "compare", "blas"])
+    parser.add_argument("--iterations", type=int, default=40, help="blas: EM iterations per timing")
+    parser.add_argument("--rounds", type=int, default=3, help="blas: rounds of the configurations in turn")
     parser.add_argument("--walk", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0)
@@ -306,7 +355,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="compare: the rows written here as JSON")
     parser.add_argument("--plateau", default="100,0.0001", help="the plateau candidate (W,g) of the second rule table")
     args = parser.parse_args()
-    {"record": record, "rules": rules, "compare": compare}[args.what](args)
+    {"record": record, "rules": rules, "compare": compare, "blas": blas}[args.what](args)
 
 
 if __name__ == "__main__":
