@@ -16,7 +16,8 @@ EM has settled, :func:`on_plateau`), is scored on the held-out tail after each s
 under its current EM model), and :func:`judge` stops the racers far behind the leader; the others finish the recipe
 and the map kept is chosen among them as without the race, after :func:`revive` has set running again any stopped
 racer whose EM model predicted the tail better than the best finished map. The racers run in threads of this
-process, as many at once as :func:`map_restart_processes` allows, with BLAS on one thread (:func:`one_blas_thread`). Without it the restarts run to the end in worker processes, one core
+process, as many at once as :func:`map_restart_processes` allows, with BLAS on one thread (:func:`one_blas_thread`).
+Without it the restarts run to the end in worker processes, one core
 each, when there are cores to spare and a restart is worth a process's start (:func:`map_restart_processes`),
 through the text restarts' own pool (:func:`engine.training.restarts.run_in_processes`)."""
 
