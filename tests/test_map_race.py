@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,11 @@ from engine.cognitive import actions, maps, restarts, walks
 
 WALLED = np.array([[0, 1, 2, 0], [2, -1, 1, 3], [1, 0, -1, 2], [3, 2, 0, 1]])
 """The 4 x 4 room of tests/test_map_restarts.py: one start fails on the walk of seed 3, the second finds it."""
+
+
+RECORDED = Path(__file__).parent / "data" / "race_trajectories.json"
+"""Recorded trajectories (bench/bench_race.py record): 11 maps of 4 restarts, the four rooms of bench/bench_rooms.py at
+10,000 steps (seeds 0 and 1) and the empty room at 50,000 (seeds 0-2), each restart's batch EM run to its end."""
 
 
 def walled_walk(seed: int = 3, length: int = 3000) -> walks.WalkFile:
@@ -241,3 +248,47 @@ def test_chmm_map_races_by_default_and_no_race_learns_every_restart_to_its_end(t
     assert kept["race"][0] == kept["no race"][0] == 1
     assert np.array_equal(kept["race"][1].T, kept["no race"][1].T)
     assert all(line["stopped_by_race"] is None for line in kept["no race"][1].metadata["restarts"])
+
+
+def _replay(recorded: list[dict], rule: walks.MapOptions, model: actions.ActionCHMM) -> list[restarts.MapRestart]:
+    """A recorded map's race through the engine's :func:`restarts.judge` and :func:`restarts.revive`: each live racer
+    advances one recorded segment at a time (its tail score the recorded one there), finishes with its recorded map's
+    held-out bits the step after its EM ends, and is judged after every round, as :func:`restarts.race` does."""
+    racers = [restarts.Racer(r["restart"], r["restart"], model) for r in recorded]
+    every = recorded[0]["tail"][0][0]
+    while live := [r for r in racers if r.live] or restarts.revive(racers):
+        for racer in live:
+            line = recorded[racer.restart]
+            if racer.em_ended:
+                held = np.inf if line["held_out"] is None else line["held_out"]
+                run = restarts.MapRun(model, model, line["em"], 0, 0)
+                racer.result = restarts.MapRestart(racer.restart, racer.restart, run, held, 0.0)
+                continue
+            ran = min(len(racer.history) + every, line["em"])
+            racer.history = [0.0] * ran
+            racer.tail.append((ran, max((p for p in line["tail"] if p[0] <= ran), key=lambda p: p[0])[1]))
+            racer.em_ended = ran >= line["em"]
+        restarts.judge(racers, rule)
+    return [r.restart_line() for r in racers]
+
+
+def test_on_recorded_trajectories_the_race_stops_no_restart_that_would_have_won() -> None:
+    """Recorded, not made up (:data:`RECORDED`): replayed with the defaults' rule, no restart the race stops had a
+    map better on the held-out tail than the one it keeps; the map kept is as good as the best of the full run (every
+    restart to its end) and recovers the room; the race stops the empty room's losers at 10,000 steps and, at 50,000,
+    where every restart's EM model scores the tail within a few per cent of the others, none."""
+    walk = walled_walk()
+    model = actions.random_action_model(np.full(4, 2), walk.observations, walk.actions, 0)
+    stopped = {}
+    for recorded in json.loads(RECORDED.read_text())["maps"]:
+        lines = recorded["restarts"]
+        held = [np.inf if line["held_out"] is None else line["held_out"] for line in lines]
+        raced = _replay(lines, walks.MAP_DEFAULTS, model)
+        kept = restarts.chosen(raced)
+        assert kept.held_out_bits == min(held) and lines[kept.restart]["recovered"]
+        for result in raced:
+            if result.stopped is not None:
+                assert held[result.restart] >= kept.held_out_bits, (recorded["room"], recorded["seed"])
+        stopped[(recorded["room"], recorded["seed"], recorded["steps"])] = sum(r.stopped is not None for r in raced)
+    assert stopped[("empty", 0, 10_000)] >= 2 and stopped[("empty", 1, 10_000)] >= 2
+    assert [stopped[("empty", seed, 50_000)] for seed in range(3)] == [0, 0, 0]
