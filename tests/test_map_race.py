@@ -119,7 +119,10 @@ def test_the_race_keeps_the_map_the_full_run_keeps_on_a_small_room() -> None:
     assert summary["kept_restart"] == summary_full["kept_restart"] == 1
     assert np.array_equal(raced.T, full.T) and maps.recovers_room(raced, x, a, WALLED)
     assert all("stopped_by_race" in line for line in summary["restarts"])
-    assert summary["restarts_stopped"] == sum(line["stopped_by_race"] is not None for line in summary["restarts"])
+    assert summary["restarts_stopped"] == sum(line["stopped_by_race"] is not None for line in summary["restarts"]) == 0
+    assert (
+        summary["race_note"] == "The 4 restarts raced on the held-out steps; none fell far enough behind to be stopped."
+    )
 
 
 def _racer(restart: int, iterations: int, tails: list[float], model: actions.ActionCHMM) -> restarts.Racer:
@@ -211,10 +214,22 @@ def test_with_the_plateau_and_the_race_the_map_kept_predicts_the_tail_as_well_an
 def test_a_map_says_which_restarts_the_race_stopped_and_why() -> None:
     """A race with no margin (any racer behind the leader after 25 iterations stopped): the stopped restarts' lines
     say at which EM iteration and against which leader, they have no map (no held-out bits), the kept restart is
-    one that finished, and the summary counts them and names them in one sentence."""
+    one that finished, and the summary counts them and names them in one sentence; the progress counts them as they
+    are stopped (a "race" record each, which the page's label counts)."""
     walk = walled_walk(seed=3)
-    _, summary = walks.learn_map(walk, options(clones=10, race_margin=0.0, race_grace=25))
+    seen: list[tuple] = []
+    _, summary = walks.learn_map(
+        walk, options(clones=10, race_margin=0.0, race_grace=25), lambda *record: seen.append(record)
+    )
     lines = summary["restarts"]
+    told = [record for record in seen if record[0] == "race"]
+    assert [r[3] for r in told] == sorted(line["restart"] for line in lines if line["stopped_by_race"] is not None)
+    assert [r[1] for r in told] == sorted(r[1] for r in told) and told[-1][1] == summary["restarts_stopped"]
+    last_em = [r for r in seen if r[0] == "em"][-1]
+    record = {"status": "running", "request": {"restarts": 4}, "race_stopped": told[-1][1]}
+    record |= dict(zip(("stage", "iteration", "bits", "restart"), last_em, strict=True))
+    label = map_page.progress_of(record)[1]
+    assert label.endswith(f"The restarts race on the held-out steps; {told[-1][1]} stopped so far.")
     stopped = [line for line in lines if line["stopped_by_race"] is not None]
     assert 1 <= summary["restarts_stopped"] == len(stopped) <= 3
     for line in stopped:
@@ -292,3 +307,22 @@ def test_on_recorded_trajectories_the_race_stops_no_restart_that_would_have_won(
         stopped[(recorded["room"], recorded["seed"], recorded["steps"])] = sum(r.stopped is not None for r in raced)
     assert stopped[("empty", 0, 10_000)] >= 2 and stopped[("empty", 1, 10_000)] >= 2
     assert [stopped[("empty", seed, 50_000)] for seed in range(3)] == [0, 0, 0]
+
+
+def test_chmm_map_says_each_restart_the_race_stops_as_it_stops(tmp_path, monkeypatch, capsys) -> None:
+    """With a race of no margin (stopped 25 iterations in when behind), ``chmm map``'s progress names each restart as
+    the race stops it, counting them, and its summary names them all."""
+    import functools
+
+    from engine.api import maps as door
+    from engine.cli import main
+
+    monkeypatch.setattr(door, "MapOptions", functools.partial(walks.MapOptions, race_margin=0.0, race_grace=25))
+    (tmp_path / "walk.csv").write_text(walks.format_walk(actions.generate_walk(WALLED, 3000, seed=3)))
+    arguments = ["map", str(tmp_path / "walk.csv"), "-o", str(tmp_path / "map.npz"), "--clones", "10", "--seed", "3"]
+    assert main(arguments) == 0
+    err, out = capsys.readouterr()[::-1]
+    told = [line for line in err.splitlines() if ": the race stopped it (held-out " in line]
+    counts = [int(line.rsplit("; ", 1)[1].split()[0]) for line in told]
+    assert told and counts == sorted(counts) and counts[-1] == len(told)
+    assert f"The race stopped {len(told)} of the 4 restarts: restart " in out

@@ -62,8 +62,7 @@ APP_WALK_LENGTH = 10_000
 APP_CLONES = 20
 """The page's clones per observation: the engine's default is :data:`engine.cognitive.walks.MAP_DEFAULTS` (70); 20 learn
 the notebook's room from a 10,000-step walk in about 3 s a restart on 2 cores (70: about four times as long), and
-recover it; the page's 4 restarts (the engine's default) run one after the other in the job's process (such maps are
-below :data:`engine.cognitive.restarts.MAP_PROCESS_WORK`)."""
+recover it; the page's 4 restarts race in turn in the job's process (below the engine's ``MAP_PROCESS_WORK``)."""
 MAX_CLONES = 200
 MAX_TOTAL_CLONES = 5_000
 """Clones per observation times observations at most (the job's memory and time grow with it)."""
@@ -239,29 +238,27 @@ def progress_of(record: dict[str, Any] | None) -> tuple[int, str]:
     which = f"Restart {restart + 1} of {restarts}: " if restarts > 1 else ""
     further = restart >= restarts > 1  # a further round: every restart so far gave the held-out steps probability 0
     if further:
-        most = max(restarts, options.max_restarts)
-        which = f"Restart {restart + 1} (the first {restarts} found no room; at most {most}): "
+        which = f"Restart {restart + 1} (the first {restarts} found no room; at most {options.max_restarts}): "
     if stage == "soft-refit":  # a map learned from soft evidence: the kept restart's EM, then Viterbi EM, in one
         value = 90 + 10 * (iteration + 1) / (options.iterations + options.viterbi_iterations)
         which = "The kept restart on the whole walk: "
-        label = f"iteration {iteration + 1:,} (it stops when the fit stops improving)"
+        label = f"iteration {iteration + 1:,} (until the fit stops improving)"
     elif stage == "em":
         value = share * (restart + (0.9 if restarts > 1 else 1.0) * (iteration + 1) / options.iterations)
-        label = (
-            f"EM iteration {iteration + 1:,} (at most {options.iterations:,}; it stops when the fit stops improving)"
-        )
-    elif stage == "viterbi" and restarts > 1:
-        value = share * (restart + 0.9 + 0.1 * (iteration + 1) / options.viterbi_iterations)
-        label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
+        label = f"EM iteration {iteration + 1:,} (at most {options.iterations:,}, until the fit stops improving)"
     else:
-        value = 90 + 10 * (iteration + 1) / options.viterbi_iterations
         label = f"Viterbi EM iteration {iteration + 1} (pruning the clones the walk does not use)"
+        value = share * (restart + 0.9 + 0.1 * (iteration + 1) / options.viterbi_iterations)
+        if stage != "viterbi" or restarts == 1:
+            value = 90 + 10 * (iteration + 1) / options.viterbi_iterations
         if stage == "refit":
             kept = f"restart {restart + 1}" if further else f"{restart + 1} of {restarts}"
             which, label = f"The kept restart ({kept}): ", label + " on the whole walk"
     if further and stage in ("em", "viterbi"):
         value = 89  # the bar waits at the first round's end: how many more rounds run is not known
-    return int(min(value, 99)), f"{which}{label}: {bits:.4f} bits per step."
+    stopped, raced = int(record.get("race_stopped") or 0), restarts > 1 and stage in ("em", "viterbi") and options.race
+    raced = f" The restarts race on the held-out steps; {stopped or 'none'} stopped so far." if raced else ""
+    return int(min(value, 99)), f"{which}{label}: {bits:.4f} bits per step.{raced}"
 
 
 def run_map_job(
@@ -321,7 +318,10 @@ def _learn(
     def progress(stage: str, iteration: int, bits: float, restart: int) -> None:
         if files.cancel.exists() or time.time() > deadline:
             raise _Stopped
-        record.update(stage=stage, iteration=int(iteration), bits=float(bits), restart=int(restart))
+        if stage in ("race", "revive"):  # a restart the race stopped, or set running again: counted beside
+            record["race_stopped"] = int(iteration)
+        else:
+            record.update(stage=stage, iteration=int(iteration), bits=float(bits), restart=int(restart))
         publish()
 
     def waiting(place: int) -> None:

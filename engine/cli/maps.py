@@ -89,7 +89,14 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
     def progress(stage: str, iteration: int, bits: float, restart: int, restarts: int = args.restarts) -> None:
-        if not args.json and (iteration % 25 == 0):
+        if stage in ("race", "revive") and not args.json:
+            said = "the race stopped it" if stage == "race" else "it runs again: its EM beat the best finished map"
+            print(
+                f"restart {restart + 1}: {said} (held-out {bits:.4f} bits per step; {iteration} stopped in all)",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif not args.json and (iteration % 25 == 0):
             which = f"restart {restart + 1} of {restarts}  " if restarts > 1 else ""
             if restart >= restarts > 1:  # a further round: the restarts so far all missed the held-out steps
                 which = f"restart {restart + 1} of at most {max(restarts, args.max_restarts)}  "

@@ -492,7 +492,9 @@ def race(
     :class:`Racer` from its random start (seed ``options.seed + restart``), the live ones advanced a step each in
     turn (``workers`` at once, in threads: the compiled kernels release the GIL), :func:`judge` after every round,
     until every racer has finished or been stopped. ``progress(stage, iteration, bits, restart)`` sees every
-    iteration restart by restart (:func:`_show`); a raise in it stops the race (between rounds) and is raised again.
+    iteration restart by restart (:func:`_show`), and each racer the race stops or :func:`revive` sets running
+    again as a record ("race" or "revive", the restarts stopped in all, its tail score, its number); a raise in it
+    stops the race (between rounds) and is raised again.
     Returns the racers as :class:`MapRestart` in the order of ``numbers``."""
     x, a, learned_from, held_out, n_clones, symbols, action_names, options = job
     racers = []
@@ -502,7 +504,7 @@ def race(
     step = lambda racer: racer.advance(learned_from, held_out, options)  # noqa: E731
     waiting: dict[int, list[tuple[str, int, float]]] = {r.restart: [] for r in racers}
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        while live := [r for r in racers if r.live] or revive(racers):
+        while live := [r for r in racers if r.live] or _told("revive", revive(racers), racers, progress):
             if workers > 1 and len(live) > 1:
                 list(pool.map(step, live))
             else:
@@ -510,10 +512,25 @@ def race(
                     step(racer)
             for racer in live:
                 waiting[racer.restart] += racer.records
-            judge(racers, options)
+            stopped = judge(racers, options)
             if progress is not None:
                 _show(racers, waiting, progress)
+                _told("race", stopped, racers, progress)
     return [r.restart_line() for r in racers]
+
+
+def _told(
+    stage: str,
+    racers: list[Racer],
+    every: Sequence[Racer],
+    progress: Callable[[str, int, float, int], None] | None,
+) -> list[Racer]:
+    """``racers``, each told to ``progress`` as a record of ``stage`` ("race": the race stopped it; "revive": it runs
+    again): (stage, the restarts stopped now in all, its tail score, its number)."""
+    if progress is not None:
+        for racer in racers:
+            progress(stage, sum(r.stopped is not None for r in every), racer.score, racer.restart)
+    return racers
 
 
 def revive(racers: Sequence[Racer]) -> list[Racer]:

@@ -540,7 +540,11 @@ def _learn(
         )
         extra = {"restarts": [r.line() for r in tried], "kept_restart": kept.restart, "held_out_steps": held_steps}
         extra["restarts_stopped"] = sum(r.stopped is not None for r in tried)
-        if extra["restarts_stopped"]:
+        if options.race and not extra["restarts_stopped"]:
+            extra["race_note"] = (
+                f"The {len(tried)} restarts raced on the held-out steps; none fell far enough behind to be stopped."
+            )
+        elif extra["restarts_stopped"]:
             extra["race_note"] = (
                 f"The race stopped {extra['restarts_stopped']} of the {len(tried)} restarts: "
                 + "; ".join(f"restart {r.restart + 1} {r.stopped}" for r in tried if r.stopped is not None)
