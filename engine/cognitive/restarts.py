@@ -186,8 +186,7 @@ def on_plateau(history: Sequence[float], options: Any) -> bool:
 def one_blas_thread() -> Any:
     """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl): a map's E-step
     multiplies blocks of a few dozen clones, where BLAS's own threads add no speed and spin beside the E-step's
-    two threads and the other restarts (bench/RESULTS.md: the same wall time at half the CPU alone, two restarts in
-    threads 1.6-1.75x faster)."""
+    two threads and the other restarts (measured in bench/RESULTS.md: one thread is faster and spends less CPU)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
