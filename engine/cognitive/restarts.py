@@ -37,9 +37,9 @@ from engine.training.restarts import restart_processes, run_in_processes
 
 MAP_PROCESS_WORK = 2_000_000
 """The least steps x clones (the walk's steps times the model's clones, what a batch-EM iteration's work grows with)
-for which map restarts run in worker processes: a process starts in about 5 s on 2 cores (Python, NumPy and the
-compiled kernels), so smaller maps (the Maps page's 10,000 steps x 80 clones: about a second a restart) learn
-their restarts one after the other in this process."""
+for which map restarts run at once (racing: in threads; without the race: in worker processes, where a process
+starts in about 5 s on 2 cores with Python, NumPy and the compiled kernels); smaller maps (the Maps page's 10,000
+steps x 80 clones: about a second a restart) learn their restarts in turn in this process."""
 
 Report = Callable[[str, int, float], None]
 """A restart's progress: its stage ("em", "viterbi"), the iteration (from 0) and the bits per step."""
