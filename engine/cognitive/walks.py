@@ -496,8 +496,7 @@ def learn_map(
     check_restarts(options.max_restarts, "the most restarts")
     x, a = walk.walks()
     n_clones = np.full(len(walk.symbols), options.clones, dtype=np.int64)
-    with restarts.one_blas_thread():
-        run, extra = _learn(x, a, n_clones, walk, options, progress)
+    run, extra = _learn(x, a, n_clones, walk, options, progress)
     model = run.model
     path, _ = actions.viterbi(model, x, a)
     path = np.concatenate(path) if isinstance(path, list) else path
@@ -533,7 +532,8 @@ def _learn(
         def stage(name: str) -> actions.Progress | None:
             return None if progress is None else (lambda i, bits: progress(name, i, bits, 0))
 
-        run = restarts.recipe(start, x, a, options, stage)
+        with restarts.one_blas_thread():  # as best_of_restarts holds it for the restarts
+            run = restarts.recipe(start, x, a, options, stage)
     else:
         run, tried, kept, held_steps = restarts.best_of_restarts(
             x, a, n_clones, walk.symbols, walk.action_names, options, MAP_HELD_OUT_SHARE, progress
