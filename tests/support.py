@@ -256,10 +256,25 @@ def grid_selected(browser: Any, component: str) -> list[str]:
 
 
 def click_grid_row(browser: Any, component: str, row_id: str) -> None:
-    """Scroll the grid's row ``row_id`` into view and click its first cell, as a user would."""
+    """Scroll the grid's row ``row_id`` into view and click its first cell, as a user would: a grid whose rows come
+    from the server may redraw them under the pointer (a block loaded, the cache refreshed), and a user whose click
+    lands on another row as it moves clicks again once the row is drawn where it stays."""
+    from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    grid_script(browser, component, f"api.ensureNodeVisible(api.getRowNode({row_id!r})); return 1;")
     cell = f'#{component} .ag-center-cols-container .ag-row[row-id="{row_id}"] .ag-cell'
-    wait_until(lambda: browser.driver.find_elements(By.CSS_SELECTOR, cell), 10, f"row {row_id} is not drawn")
-    browser.driver.find_element(By.CSS_SELECTOR, cell).click()
+    moved: list[str] = []
+
+    def clicked() -> bool:
+        grid_script(browser, component, f"api.ensureNodeVisible(api.getRowNode({row_id!r})); return 1;")
+        found = browser.driver.find_elements(By.CSS_SELECTOR, cell)
+        if not found:
+            return False
+        try:
+            found[0].click()
+        except (ElementClickInterceptedException, StaleElementReferenceException) as error:
+            moved.append(type(error).__name__)
+            return False
+        return True
+
+    wait_until(clicked, 10, lambda: f"row {row_id} is not drawn where a click reaches it ({moved or 'never drawn'})")
