@@ -66,7 +66,9 @@ def moves_of(text: str) -> str:
 def test_maps_world_modules_detour_and_schema(browser: Any, data_dir: Path, tmp_path: Path, screenshot: Any) -> None:
     open_page(browser, "/maps")
     type_room(browser, WORLD, 19)
-    set_number(browser, ids.MAP_CLONES, 12)
+    # 30 clones an observation: one start finds this world from its 4,000-step walk on 23 of 24 seeds (at 12, on 7
+    # of 12, and which ones changes from machine to machine with the rounding: on one, both restarts missed it)
+    set_number(browser, ids.MAP_CLONES, 30)
     set_number(browser, ids.MAP_LENGTH, 4000)
     set_number(browser, ids.MAP_RESTARTS, 2)
     assert browser.find_element(f"#{ids.MAP_NOISE}").get_attribute("value") == "0"
