@@ -908,3 +908,21 @@ def test_online_restarts_vary_start_and_step() -> None:
     assert on_aligned(uniform_start).mean() < training.ALIGNED_SHARE - 0.2
     batch = training.train_text(text, options(restarts=2, iterations=5, refit=False)).summary["restarts"]
     assert all("memory" not in line for line in batch)  # lambda is online EM's only
+
+
+def _blas_threads(*, report: Callable[[Any], None], cancel: Any) -> list[int]:
+    """In a restart worker: the thread counts of the BLAS libraries NumPy loaded."""
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_restart_workers_run_blas_on_one_thread() -> None:
+    """Restarts in worker processes share the machine's cores, one each: every worker holds BLAS to one thread (its
+    own threads would spin beside the other workers), and this process keeps its own."""
+    from threadpoolctl import threadpool_info
+
+    here = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert here, "NumPy loaded no BLAS that threadpoolctl sees"
+    assert training.run_in_processes(_blas_threads, [(), ()], 2) == [[1] * len(here)] * 2
+    assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == here

@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.cognitive import actions, maps
 from engine.errors import CHMMError
-from engine.training.restarts import restart_processes, run_in_processes
+from engine.training.restarts import one_blas_thread, restart_processes, run_in_processes
 
 MAP_PROCESS_WORK = 2_000_000
 """The least steps x clones (the walk's steps times the model's clones, what a batch-EM iteration's work grows with)
@@ -183,15 +183,6 @@ def on_plateau(history: Sequence[float], options: Any) -> bool:
     return history[-1 - window] - history[-1] < float(options.plateau_gain) * history[-1]
 
 
-def one_blas_thread() -> Any:
-    """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl): a map's E-step
-    multiplies blocks of a few dozen clones, where BLAS's own threads add no speed and spin beside the E-step's
-    two threads and the other restarts (measured in bench/RESULTS.md: one thread is faster and spends less CPU)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def hold_out_tail(
     walks: Sequence[tuple[np.ndarray, np.ndarray]], share: float
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]]:
@@ -273,10 +264,9 @@ def map_restart_processes(n_restarts: int, steps: int, clones: int) -> int:
 
 
 def _in_worker(*job: Any, report: Callable[[Any], None], cancel: Any) -> MapRestart | None:
-    """:func:`run_restart` in a restart worker (BLAS on one thread, :func:`one_blas_thread`): its progress as records
-    (stage, iteration, bits) to ``report``."""
-    with one_blas_thread():
-        return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
+    """:func:`run_restart` in a restart worker (one core, BLAS on one thread: the pool's own start): its progress as
+    records (stage, iteration, bits) to ``report``."""
+    return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
 
 
 def run_restarts(

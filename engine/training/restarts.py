@@ -1,5 +1,5 @@
 """Restarts of the selection stage: each a run from its own start, in this process or in worker processes (one
-core each, a watchdog that ends a worker whose parent died); the best on validation is kept."""
+core each, BLAS on one thread, a watchdog that ends a worker whose parent died); the best on validation is kept."""
 
 from __future__ import annotations
 
@@ -69,6 +69,16 @@ ORPHAN_CHECK_S = 1.0
 """How often an idle restart worker checks that its parent still lives."""
 
 
+def one_blas_thread() -> Any:
+    """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl); called alone, it holds
+    BLAS there for the rest of the process. An E-step multiplies one block of clones at a time, where BLAS's own
+    threads spin beside the E-step's two threads and the other restarts (measured in bench/RESULTS.md: one thread
+    is faster and spends less CPU)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _restart_worker_start(queue: Any, cancelled: Any) -> None:
     os.environ[inference.ONE_THREAD_ENV] = "1"  # one core per process: the processes share the machine's cores
     _RESTART_WORKER.update(queue=queue, cancelled=cancelled, parent=os.getppid())
@@ -90,12 +100,14 @@ def _restart_worker_stopped() -> bool:
 
 
 def _task_in_worker(task: Callable[..., Any], index: int, job: tuple[Any, ...]) -> Any:
-    """In a restart worker: ``task(*job, report=..., cancel=...)``, its progress records sent to the parent's queue
-    as ("record", ``index``, record), then ("done", ``index``); ``cancel`` is set once the parent cancels or dies."""
+    """In a restart worker: ``task(*job, report=..., cancel=...)`` with BLAS on one thread (:func:`one_blas_thread`,
+    every BLAS loaded once the task's modules are), its progress records sent to the parent's queue as ("record",
+    ``index``, record), then ("done", ``index``); ``cancel`` is set once the parent cancels or dies."""
     queue = _RESTART_WORKER["queue"]
     try:
         cancel = learning.CancelToken(_restart_worker_stopped)
-        return task(*job, report=lambda record: queue.put(("record", index, record)), cancel=cancel)
+        with one_blas_thread():  # one core per process: BLAS's own threads would spin beside the other workers
+            return task(*job, report=lambda record: queue.put(("record", index, record)), cancel=cancel)
     finally:
         queue.put(("done", index))  # after its records: the parent shows the jobs in order
 
