@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.cognitive import actions, maps
 from engine.errors import CHMMError
-from engine.training.restarts import one_blas_thread, restart_processes, run_in_processes
+from engine.training import one_blas_thread, restart_processes, run_in_processes
 
 MAP_PROCESS_WORK = 2_000_000
 """The least steps x clones (the walk's steps times the model's clones, what a batch-EM iteration's work grows with)

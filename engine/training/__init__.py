@@ -40,15 +40,16 @@ from engine.training.options import (
     expected_sentence,
 )
 from engine.training.protocol import train_text
-from engine.training.restarts import RESTART_PROCESSES_ENV, restart_processes, run_in_processes
+from engine.training.restarts import RESTART_PROCESSES_ENV, one_blas_thread, restart_processes, run_in_processes
 from engine.training.saving import model_to_save
 from engine.training.thresholds import check_prune_bound
 
 __all__ = [  # fmt: skip
     "ALGORITHMS", "ALIGNED_SHARE", "AUTO", "BATCH_PER_BLOCK", "CancelToken", "check_prune_bound", "check_workers",
     "DTYPES", "ENGINE_VERSION", "estimate_training_memory", "expected_minutes", "expected_sentence", "fit",
-    "IterationRecord", "MAX_RESTARTS", "model_to_save", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS", "open_cluster",
-    "ProgressCallback", "PRUNE_BOUND", "PRUNE_THRESHOLDS", "PSEUDOCOUNT_GRID", "RESTART_MEMORY", "restart_processes",
-    "RESTART_PROCESSES_ENV", "run_in_processes", "STARTS", "STATES_GRID", "STOPPED_BAD", "SYMBOLS_PER_STATE",
+    "IterationRecord", "MAX_RESTARTS", "model_to_save", "one_blas_thread", "ONLINE_BATCH_SIZE", "ONLINE_RESTARTS",
+    "open_cluster", "ProgressCallback", "PRUNE_BOUND", "PRUNE_THRESHOLDS", "PSEUDOCOUNT_GRID", "RESTART_MEMORY",
+    "restart_processes", "RESTART_PROCESSES_ENV", "run_in_processes", "STARTS", "STATES_GRID", "STOPPED_BAD",
+    "SYMBOLS_PER_STATE",
     "train_text", "TrainingConfig", "TrainOptions"
 ]
