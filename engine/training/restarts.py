@@ -70,10 +70,9 @@ ORPHAN_CHECK_S = 1.0
 
 
 def one_blas_thread() -> Any:
-    """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl); called alone, it holds
-    BLAS there for the rest of the process. An E-step multiplies one block of clones at a time, where BLAS's own
-    threads spin beside the E-step's two threads and the other restarts (measured in bench/RESULTS.md: one thread
-    is faster and spends less CPU)."""
+    """A context in which BLAS (NumPy's matrix products) runs on one thread (threadpoolctl). An E-step multiplies
+    one block of clones at a time, where BLAS's own threads spin beside the E-step's two threads and the other
+    restarts (measured in bench/RESULTS.md: one thread is faster and spends less CPU)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
