@@ -264,8 +264,9 @@ def map_restart_processes(n_restarts: int, steps: int, clones: int) -> int:
 
 
 def _in_worker(*job: Any, report: Callable[[Any], None], cancel: Any) -> MapRestart | None:
-    """:func:`run_restart` in a restart worker (one core, BLAS on one thread: :func:`engine.training.restarts.run_in_processes` holds it for every task): its progress as
-    records (stage, iteration, bits) to ``report``."""
+    """:func:`run_restart` in a restart worker (one core, BLAS on one thread:
+    :func:`engine.training.restarts.run_in_processes` holds it for every task): its progress as records (stage,
+    iteration, bits) to ``report``."""
     return run_restart(*job, report=lambda stage, i, bits: report((stage, i, bits)), cancel=cancel)
 
 
